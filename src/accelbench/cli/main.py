@@ -1,0 +1,62 @@
+"""The `accelbench` command. Each command group lives in its own module under cli/
+and exposes `register(app)`; this module only assembles them and maps errors to
+one clear line."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from accelbench import __version__
+from accelbench.errors import AccelbenchError
+
+app = typer.Typer(
+    name="accelbench",
+    help="Benchmark, price, plan and watch LLM inference on AI accelerators.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# One line per command module; each has `register(app: typer.Typer) -> None`.
+COMMAND_MODULES = (
+    "accelbench.cli.run",
+    "accelbench.cli.serve",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"accelbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show full tracebacks on errors (also ACCELBENCH_DEBUG=1)."
+    ),
+) -> None:
+    if debug:
+        os.environ["ACCELBENCH_DEBUG"] = "1"
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name).register(app)
+
+
+def main() -> None:
+    """Entry point: runs the app, turning AccelbenchError into a one-line message."""
+    try:
+        app(standalone_mode=True)
+    except AccelbenchError as exc:
+        if os.environ.get("ACCELBENCH_DEBUG"):
+            raise
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
