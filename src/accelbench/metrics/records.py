@@ -1,0 +1,149 @@
+"""One request's record: every timeline mark of docs/METRICS.md plus what is needed to
+recompute any metric later (every content chunk's arrival time and token count).
+
+Times are client-monotonic nanoseconds (``time.monotonic_ns()``, one clock for every
+process on the machine). Derived per-request figures (ttft_ms, ...) are stored too so
+that queries over Parquet need no arithmetic, but they are always recomputable from the
+marks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+# Where a token count came from.
+SOURCE_SERVER = "server_usage"
+SOURCE_TOKENIZER = "client_tokenizer"
+SOURCE_CHUNKS = "chunk_count"
+SOURCE_PLANNED = "planned"
+
+# Error kinds (METRICS.md "Errors").
+ERROR_KINDS = (
+    "http_429",
+    "http_4xx",
+    "http_5xx",
+    "timeout",
+    "disconnect",
+    "malformed_stream",
+    "server_error_event",
+    "empty_response",
+    "client_exception",
+    "interrupted",
+)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Everything measured about one request. ``None`` means "not observed"."""
+
+    idx: int  # position in the run's request plan
+    worker: int = 0
+    warmup: bool = False
+    request_id: str = ""
+    t_sched: int = 0
+    t_send: int = 0
+    t_headers: int | None = None  # response status line and headers received
+    t_first: int | None = None
+    t_last: int | None = None
+    t_done: int | None = None
+    chunk_times: list[int] = field(default_factory=list)  # arrival of every content chunk
+    chunk_tokens: list[int] | None = None  # tokens per content chunk where the server says
+    n_chunks: int = 0
+    isl: int | None = None
+    isl_source: str | None = None
+    isl_planned: int | None = None  # what the workload asked for (client tokenizer)
+    osl: int | None = None
+    osl_source: str | None = None
+    osl_server: int | None = None
+    osl_client: int | None = None  # client tokenizer count of the output text, else chunks
+    osl_mismatch: int | None = None  # osl_server - osl_client, where both exist
+    max_tokens: int | None = None
+    ok: bool = False
+    error_kind: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    retries: int = 0
+    output_text: str | None = None
+    # derived, milliseconds
+    schedule_lag_ms: float | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    tail_ms: float | None = None
+    tpot_ms: float | None = None
+    ntpot_ms: float | None = None
+
+    def derive(self) -> RequestRecord:
+        """Fill the derived millisecond fields from the marks (METRICS.md formulas)."""
+        self.n_chunks = len(self.chunk_times)
+        self.schedule_lag_ms = (self.t_send - self.t_sched) / 1e6
+        if self.t_first is not None:
+            self.ttft_ms = (self.t_first - self.t_send) / 1e6
+        if self.t_last is not None:
+            self.e2e_ms = (self.t_last - self.t_send) / 1e6
+            if self.t_done is not None:
+                self.tail_ms = (self.t_done - self.t_last) / 1e6
+        if self.ok and self.osl and self.e2e_ms is not None and self.ttft_ms is not None:
+            self.ntpot_ms = self.e2e_ms / self.osl
+            if self.osl >= 2:
+                self.tpot_ms = (self.e2e_ms - self.ttft_ms) / (self.osl - 1)
+        return self
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_I64 = pa.int64()
+_F64 = pa.float64()
+_STR = pa.string()
+
+REQUEST_SCHEMA = pa.schema(
+    [
+        ("idx", _I64),
+        ("worker", pa.int32()),
+        ("warmup", pa.bool_()),
+        ("request_id", _STR),
+        ("t_sched", _I64),
+        ("t_send", _I64),
+        ("t_headers", _I64),
+        ("t_first", _I64),
+        ("t_last", _I64),
+        ("t_done", _I64),
+        ("chunk_times", pa.list_(_I64)),
+        ("chunk_tokens", pa.list_(pa.int32())),
+        ("n_chunks", pa.int32()),
+        ("isl", _I64),
+        ("isl_source", _STR),
+        ("isl_planned", _I64),
+        ("osl", _I64),
+        ("osl_source", _STR),
+        ("osl_server", _I64),
+        ("osl_client", _I64),
+        ("osl_mismatch", _I64),
+        ("max_tokens", _I64),
+        ("ok", pa.bool_()),
+        ("error_kind", _STR),
+        ("http_status", pa.int32()),
+        ("error", _STR),
+        ("finish_reason", _STR),
+        ("retries", pa.int32()),
+        ("output_text", _STR),
+        ("schedule_lag_ms", _F64),
+        ("ttft_ms", _F64),
+        ("e2e_ms", _F64),
+        ("tail_ms", _F64),
+        ("tpot_ms", _F64),
+        ("ntpot_ms", _F64),
+    ]
+)
+
+FIELD_NAMES = tuple(REQUEST_SCHEMA.names)
+
+
+def records_to_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (``RequestRecord.to_row()`` dicts) to an Arrow table with the fixed schema."""
+    cols = {name: [r.get(name) for r in rows] for name in FIELD_NAMES}
+    return pa.Table.from_pydict(cols, schema=REQUEST_SCHEMA)
