@@ -1,0 +1,516 @@
+"""B against A: ratios of the main metrics at matched conditions with 95% bootstrap
+confidence intervals, and verdicts on claims such as ``B >= 1.3 x A at 32 tok/s/user``.
+
+Matched conditions: the same concurrency (or request rate), or the same target
+interactivity read off each side's frontier. Workloads must match (model, ISL/OSL and their
+distributions, dataset, endpoint) unless the caller allows a mismatch.
+
+Bootstrap (percentile interval, ``n_boot`` replicates, seeded): each replicate resamples
+the measured, completed requests of every run with replacement; where a point has several
+repeated runs, the runs are resampled first (a two-level bootstrap). Statistics per
+replicate:
+
+- latency percentiles and interactivity (``1000 / p50 TPOT``): recomputed on the resample;
+- throughput, closed loop (concurrency): by Little's law throughput is proportional to
+  ``sum(tokens) / sum(E2E)``, so a replicate is the measured throughput scaled by that
+  ratio on the resample over the same ratio on the sample;
+- throughput, open loop (rate): the arrival rate is fixed by the schedule, so only the
+  token counts vary: measured throughput scaled by ``sum(tokens*) / sum(tokens)``.
+- frontier values: every point is resampled, the frontier rebuilt and interpolated at the
+  target; replicates where the target falls outside the resampled frontier are counted.
+
+Verdict for ``B >= k x A`` (tolerance t, default 5%: claimed ratios are rounded): supported
+when the lower CI bound is at least ``k (1 - t)``, refuted when the upper bound is below
+it, otherwise inconclusive. ``<=`` mirrors this with ``k (1 + t)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.frontier import OUT_OF_RANGE, frontier_from_points, monotone_interp
+
+if TYPE_CHECKING:
+    from accelbench.store.runs import RunInfo
+    from accelbench.sweep.core import SweepSet
+
+# name -> (higher is better, unit, description)
+METRICS: dict[str, tuple[bool, str, str]] = {
+    "output_tps_per_gpu": (True, "tok/s/GPU", "output tokens/s per GPU"),
+    "total_tps_per_gpu": (True, "tok/s/GPU", "total (input + output) tokens/s per GPU"),
+    "requests_per_s": (True, "req/s", "completed requests per second"),
+    "interactivity": (True, "tok/s/user", "1000 / p50 TPOT"),
+    "ttft_p50_ms": (False, "ms", "median time to first token"),
+    "ttft_p99_ms": (False, "ms", "p99 time to first token"),
+    "tpot_p50_ms": (False, "ms", "median time per output token"),
+    "e2e_p50_ms": (False, "ms", "median end-to-end latency"),
+    "e2e_p99_ms": (False, "ms", "p99 end-to-end latency"),
+}
+FRONTIER_COMPARABLE = ("output_tps_per_gpu", "total_tps_per_gpu")
+DEFAULT_METRIC = "output_tps_per_gpu"
+ALIASES = {
+    "throughput": "output_tps_per_gpu",
+    "output": "output_tps_per_gpu",
+    "total": "total_tps_per_gpu",
+    "ttft": "ttft_p50_ms",
+    "tpot": "tpot_p50_ms",
+    "e2e": "e2e_p50_ms",
+}
+WORKLOAD_KEYS = ("model", "isl", "osl", "isl_dist", "osl_dist", "range_ratio", "dataset")
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+@dataclass
+class Claim:
+    text: str
+    op: str  # ">=", ">", "<=", "<"
+    factor: float
+    metric: str = DEFAULT_METRIC
+    at_interactivity: float | None = None
+    at_load: float | None = None  # concurrency (or rate) to match
+
+
+_CLAIM_RE = re.compile(
+    r"^\s*B\s*(?P<op>>=|>|<=|<|≥|≤)\s*(?P<k>[0-9]*\.?[0-9]+)\s*(?:x|×|\*)?\s*A"
+    r"(?:\s+(?:on|in|for)\s+(?P<metric>[A-Za-z0-9_]+))?"
+    r"(?:\s+at\s+(?:(?P<inter>[0-9]*\.?[0-9]+)\s*tok/s(?:/user)?"
+    r"|(?:c|concurrency|rate)\s*[= ]?\s*(?P<load>[0-9]*\.?[0-9]+)))?\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_claim(text: str) -> Claim:
+    """``B >= 1.3 x A [on METRIC] [at 32 tok/s/user | at concurrency 64]``."""
+    m = _CLAIM_RE.match(text)
+    if not m:
+        raise AccelbenchError(
+            f"cannot read claim {text!r}: write e.g. 'B >= 1.3 x A at 32 tok/s/user' or "
+            "'B <= 0.8 x A on ttft_p50_ms at concurrency 16'"
+        )
+    op = {"≥": ">=", "≤": "<="}.get(m["op"], m["op"])
+    metric = (m["metric"] or DEFAULT_METRIC).lower()
+    metric = ALIASES.get(metric, metric)
+    if metric not in METRICS:
+        raise AccelbenchError(f"unknown metric {metric!r} in claim; known: {', '.join(METRICS)}")
+    k = float(m["k"])
+    if k <= 0:
+        raise AccelbenchError("the claimed factor must be positive")
+    inter = float(m["inter"]) if m["inter"] else None
+    if inter is not None and metric not in FRONTIER_COMPARABLE:
+        raise AccelbenchError(
+            f"at a target interactivity only {', '.join(FRONTIER_COMPARABLE)} can be compared"
+        )
+    return Claim(text.strip(), op, k, metric, inter, float(m["load"]) if m["load"] else None)
+
+
+# ----------------------------------------------------------------------------- samples
+
+
+@dataclass
+class _RunSample:
+    osl: np.ndarray
+    tok_total: np.ndarray
+    e2e: np.ndarray
+    ttft: np.ndarray
+    tpot: np.ndarray
+    observed: dict[str, float | None]
+    closed_loop: bool
+
+
+def _run_sample(r: RunInfo) -> _RunSample:
+    from accelbench.store.runs import column_np
+
+    if not r.has_requests:
+        raise AccelbenchError(f"{r.path}: requests.parquet missing; cannot bootstrap")
+    t = r.read_requests(("warmup", "ok", "isl", "osl", "e2e_ms", "ttft_ms", "tpot_ms"))
+    m = column_np(t, "ok", bool) & ~column_np(t, "warmup", bool)
+    osl = column_np(t, "osl")[m]
+    isl = column_np(t, "isl")[m]
+    return _RunSample(
+        osl=np.nan_to_num(osl),
+        tok_total=np.nan_to_num(osl) + np.nan_to_num(isl),
+        e2e=np.nan_to_num(column_np(t, "e2e_ms")[m]),
+        ttft=column_np(t, "ttft_ms")[m],
+        tpot=column_np(t, "tpot_ms")[m],
+        observed={k: r.figure(k) for k in METRICS},
+        closed_loop=r.rate is None,
+    )
+
+
+def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_boot`` replicates of one run's metric."""
+    obs = s.observed.get(metric)
+    n = s.osl.size
+    out = np.full(n_boot, np.nan)
+    if obs is None or n == 0:
+        return out
+    if metric in ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s"):
+        tok = {"output_tps_per_gpu": s.osl, "total_tps_per_gpu": s.tok_total}.get(
+            metric, np.ones(n)
+        )
+        base = tok.sum() / s.e2e.sum() if s.closed_loop else tok.sum()
+        if base <= 0:
+            return out
+    else:
+        col = {
+            "interactivity": s.tpot,
+            "ttft_p50_ms": s.ttft,
+            "ttft_p99_ms": s.ttft,
+            "tpot_p50_ms": s.tpot,
+            "e2e_p50_ms": s.e2e,
+            "e2e_p99_ms": s.e2e,
+        }[metric]
+        q = 99.0 if metric.endswith("p99_ms") else 50.0
+    step = max(1, min(n_boot, 4_000_000 // max(n, 1)))
+    for b0 in range(0, n_boot, step):
+        b1 = min(n_boot, b0 + step)
+        idx = rng.integers(0, n, size=(b1 - b0, n))
+        if metric in ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s"):
+            num = tok[idx].sum(axis=1)
+            ratio = num / s.e2e[idx].sum(axis=1) if s.closed_loop else num
+            out[b0:b1] = obs * ratio / base
+        else:
+            v = np.nanpercentile(col[idx], q, axis=1)
+            out[b0:b1] = 1000.0 / v if metric == "interactivity" else v
+    return out
+
+
+@dataclass
+class PointSamples:
+    """One load point of one side: one or more repeated runs."""
+
+    label: str
+    load: float | None
+    runs: list[RunInfo]
+    _samples: list[_RunSample] | None = None
+
+    def observed(self, metric: str) -> float | None:
+        vals = [r.figure(metric) for r in self.runs]
+        vals = [v for v in vals if v is not None]
+        return float(np.mean(vals)) if vals else None
+
+    def boot(self, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+        if self._samples is None:
+            self._samples = [_run_sample(r) for r in self.runs]
+        per_run = np.array([_boot_run(s, metric, n_boot, rng) for s in self._samples])
+        if len(self._samples) == 1:
+            return per_run[0]
+        pick = rng.integers(0, len(self._samples), size=(n_boot, len(self._samples)))
+        return np.nanmean(per_run[pick, np.arange(n_boot)[:, None]], axis=1)
+
+
+def group_points(s: SweepSet) -> list[PointSamples]:
+    """Usable runs grouped by load (repeated runs at one load form one point)."""
+    groups: dict[Any, list[RunInfo]] = {}
+    for r in s.usable_runs:
+        groups.setdefault(r.load if r.load is not None else r.run_id, []).append(r)
+    pts = []
+    for key, runs in groups.items():
+        label = runs[0].load_label + (f" x{len(runs)} runs" if len(runs) > 1 else "")
+        pts.append(PointSamples(label, key if isinstance(key, int | float) else None, runs))
+    pts.sort(key=lambda p: (p.load is None, p.load or 0))
+    return pts
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class Estimate:
+    metric: str
+    a: float | None
+    b: float | None
+    ratio: float | None
+    lo: float | None
+    hi: float | None
+    note: str | None = None
+
+    @property
+    def unit(self) -> str:
+        return METRICS[self.metric][1]
+
+
+@dataclass
+class Verdict:
+    claim: str
+    verdict: str  # supported | refuted | inconclusive
+    reason: str
+    estimate: Estimate | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.estimate
+        return {
+            "claim": self.claim,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "ratio": e.ratio if e else None,
+            "ci95": [e.lo, e.hi] if e else None,
+        }
+
+
+@dataclass
+class Comparison:
+    a_name: str
+    b_name: str
+    condition: str
+    estimates: list[Estimate]
+    verdicts: list[Verdict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a_name,
+            "b": self.b_name,
+            "condition": self.condition,
+            "estimates": [e.__dict__ for e in self.estimates],
+            "verdicts": [v.to_json() for v in self.verdicts],
+            "warnings": self.warnings,
+        }
+
+
+def _ci(ra: np.ndarray, rb: np.ndarray) -> tuple[float | None, float | None, int]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = rb / ra
+    r = r[np.isfinite(r)]
+    if r.size < 10:
+        return None, None, int(r.size)
+    lo, hi = np.percentile(r, [2.5, 97.5])
+    return float(lo), float(hi), int(r.size)
+
+
+def workload_differences(a: SweepSet, b: SweepSet) -> list[str]:
+    wa, wb = a.workload() or {}, b.workload() or {}
+    return [f"{k}: {wa.get(k)!r} vs {wb.get(k)!r}" for k in WORKLOAD_KEYS if wa.get(k) != wb.get(k)]
+
+
+def check_workloads(a: SweepSet, b: SweepSet, allow_mismatch: bool = False) -> list[str]:
+    """Differences between the two workloads; raises unless ``allow_mismatch``."""
+    diffs = workload_differences(a, b)
+    if diffs and not allow_mismatch:
+        raise AccelbenchError(
+            f"{a.name} and {b.name} ran different workloads ({'; '.join(diffs)}); "
+            "pass --allow-mismatch to compare them anyway"
+        )
+    return [f"workloads differ: {d}" for d in diffs]
+
+
+def compare_at_load(
+    pa_: PointSamples,
+    pb: PointSamples,
+    metrics: Sequence[str] = tuple(METRICS),
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> list[Estimate]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for m in metrics:
+        a, b = pa_.observed(m), pb.observed(m)
+        if a is None or b is None or a == 0:
+            out.append(Estimate(m, a, b, None, None, None, "not measured on both sides"))
+            continue
+        lo, hi, n = _ci(pa_.boot(m, n_boot, rng), pb.boot(m, n_boot, rng))
+        note = None if lo is not None else f"too few usable resamples ({n})"
+        out.append(Estimate(m, a, b, b / a, lo, hi, note))
+    return out
+
+
+def _frontier_boot(
+    points: list[PointSamples], metric: str, target: float, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    xs = np.array([p.boot("interactivity", n_boot, rng) for p in points])  # (P, B)
+    ys = np.array([p.boot(metric, n_boot, rng) for p in points])
+    out = np.full(n_boot, np.nan)
+    for b in range(n_boot):
+        f = frontier_from_points(xs[:, b], ys[:, b], metric=metric)
+        if f.x.size and f.x[0] <= target <= f.x[-1]:
+            out[b] = monotone_interp(f.x, f.y, target)[0]
+    return out
+
+
+def compare_at_interactivity(
+    a: SweepSet,
+    b: SweepSet,
+    target: float,
+    metrics: Sequence[str] = FRONTIER_COMPARABLE,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> list[Estimate]:
+    from accelbench.metrics.frontier import build_frontier
+
+    rng = np.random.default_rng(seed)
+    pa_, pb = group_points(a), group_points(b)
+    out = []
+    for m in metrics:
+        fa = build_frontier([r for p in pa_ for r in p.runs], m)
+        fb = build_frontier([r for p in pb for r in p.runs], m)
+        va, vb = fa.at(target), fb.at(target)
+        if va.value is None or vb.value is None:
+            why = "; ".join(
+                f"{n}: {v.reason}" for n, v in ((a.name, va), (b.name, vb)) if v.value is None
+            )
+            out.append(Estimate(m, va.value, vb.value, None, None, None, why))
+            continue
+        ra = _frontier_boot(pa_, m, target, n_boot, rng)
+        rb = _frontier_boot(pb, m, target, n_boot, rng)
+        lo, hi, n = _ci(ra, rb)
+        note = None
+        miss = n_boot - n
+        if miss > 0.05 * n_boot:
+            note = (
+                f"{miss} of {n_boot} resamples put {target:g} tok/s/user {OUT_OF_RANGE}: "
+                "the target is at the edge of a frontier"
+            )
+            lo = hi = None
+        out.append(Estimate(m, va.value, vb.value, vb.value / va.value, lo, hi, note))
+    return out
+
+
+def judge(claim: Claim, e: Estimate, tolerance: float = 0.05) -> Verdict:
+    if e.ratio is None:
+        return Verdict(claim.text, "inconclusive", e.note or "no ratio could be measured", e)
+    if e.lo is None or e.hi is None:
+        return Verdict(
+            claim.text,
+            "inconclusive",
+            f"ratio {e.ratio:.3f} but no confidence interval ({e.note or 'too few samples'})",
+            e,
+        )
+    ci = f"ratio {e.ratio:.3f}, 95% CI [{e.lo:.3f}, {e.hi:.3f}]"
+    if claim.op in (">=", ">"):
+        thr = claim.factor * (1 - tolerance)
+        if e.lo >= thr:
+            return Verdict(claim.text, "supported", f"{ci} lies above {thr:.3f}", e)
+        if e.hi < thr:
+            return Verdict(claim.text, "refuted", f"{ci} lies below {thr:.3f}", e)
+    else:
+        thr = claim.factor * (1 + tolerance)
+        if e.hi <= thr:
+            return Verdict(claim.text, "supported", f"{ci} lies below {thr:.3f}", e)
+        if e.lo > thr:
+            return Verdict(claim.text, "refuted", f"{ci} lies above {thr:.3f}", e)
+    tol = f" (claimed {claim.factor:g} less {tolerance:.0%} tolerance)" if tolerance else ""
+    return Verdict(
+        claim.text,
+        "inconclusive",
+        f"{ci} contains {thr:.3f}{tol}: more requests or repeated runs needed",
+        e,
+    )
+
+
+def _find_point(points: list[PointSamples], load: float) -> PointSamples | None:
+    for p in points:
+        if p.load is not None and abs(p.load - load) < 1e-9:
+            return p
+    return None
+
+
+def evaluate_claim(
+    claim: Claim,
+    a: SweepSet,
+    b: SweepSet,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    tolerance: float = 0.05,
+) -> tuple[str, Verdict]:
+    """The condition compared and the verdict."""
+    if claim.at_interactivity is not None:
+        cond = f"at {claim.at_interactivity:g} tok/s/user (frontier)"
+        est = compare_at_interactivity(
+            a, b, claim.at_interactivity, [claim.metric], n_boot=n_boot, seed=seed
+        )[0]
+        return cond, judge(claim, est, tolerance)
+    pa_, pb = group_points(a), group_points(b)
+    if claim.at_load is not None:
+        x, y = _find_point(pa_, claim.at_load), _find_point(pb, claim.at_load)
+        cond = f"at load {claim.at_load:g}"
+        if x is None or y is None:
+            missing = [n for n, p in ((a.name, x), (b.name, y)) if p is None]
+            return cond, Verdict(
+                claim.text,
+                "inconclusive",
+                f"no point at load {claim.at_load:g} in " + ", ".join(missing),
+            )
+    elif len(pa_) == 1 and len(pb) == 1:
+        x, y = pa_[0], pb[0]
+        cond = f"{x.label} vs {y.label}"
+        if x.load != y.load:
+            return cond, Verdict(
+                claim.text,
+                "inconclusive",
+                f"the runs ran at different loads ({x.label} vs {y.label}); "
+                "say 'at N tok/s/user' to compare on the frontiers",
+            )
+    else:
+        return "", Verdict(
+            claim.text,
+            "inconclusive",
+            "sweeps need a condition: add 'at N tok/s/user' or 'at concurrency N' to the claim",
+        )
+    est = compare_at_load(x, y, [claim.metric], n_boot=n_boot, seed=seed)[0]
+    return cond, judge(claim, est, tolerance)
+
+
+def compare_sets(
+    a: SweepSet,
+    b: SweepSet,
+    *,
+    claims: Sequence[str] = (),
+    target_interactivity: float | None = None,
+    allow_mismatch: bool = False,
+    n_boot: int = 1000,
+    seed: int = 0,
+    tolerance: float = 0.05,
+) -> list[Comparison]:
+    """Every matched comparison of B against A: each common load, the target
+    interactivity if given, and each claim's condition with its verdict."""
+    parsed = [parse_claim(c) for c in claims]
+    warnings = check_workloads(a, b, allow_mismatch)
+    if not a.usable_runs or not b.usable_runs:
+        empty = [s.name for s in (a, b) if not s.usable_runs]
+        raise AccelbenchError(f"no usable runs in {', '.join(empty)} (see the report's warnings)")
+    if a.gpus != b.gpus:
+        warnings.append(f"GPU counts differ ({a.gpus} vs {b.gpus}); per-GPU figures compared")
+    out: list[Comparison] = []
+    pa_, pb = group_points(a), group_points(b)
+    for x in pa_:
+        y = _find_point(pb, x.load) if x.load is not None else None
+        if y is None and len(pa_) == 1 and len(pb) == 1:
+            if x.load != pb[0].load:
+                warnings.append(f"the runs ran at different loads ({x.label} vs {pb[0].label})")
+                continue
+            y = pb[0]
+        if y is None:
+            continue
+        est = compare_at_load(x, y, n_boot=n_boot, seed=seed)
+        out.append(Comparison(a.name, b.name, f"same load: {x.label}", est, [], list(warnings)))
+    if target_interactivity is not None:
+        est = compare_at_interactivity(a, b, target_interactivity, n_boot=n_boot, seed=seed)
+        out.append(
+            Comparison(
+                a.name,
+                b.name,
+                f"at {target_interactivity:g} tok/s/user (frontier)",
+                est,
+                [],
+                list(warnings),
+            )
+        )
+    for c in parsed:
+        cond, v = evaluate_claim(c, a, b, n_boot=n_boot, seed=seed, tolerance=tolerance)
+        est = [v.estimate] if v.estimate else []
+        out.append(Comparison(a.name, b.name, cond or "claim", est, [v], list(warnings)))
+    if not out:
+        raise AccelbenchError(
+            f"{a.name} and {b.name} share no load point; give a target interactivity "
+            "(--at 32) to compare on the frontiers"
+        )
+    return out

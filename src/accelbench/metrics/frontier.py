@@ -1,0 +1,244 @@
+"""Throughput-interactivity frontiers (docs/METRICS.md "Sweeps, frontiers, comparisons").
+
+The frontier of a sweep is the set of non-dominated (interactivity, throughput per GPU)
+points: no other point has both higher interactivity and higher throughput. Along it,
+throughput falls as interactivity rises, and values at a target interactivity are read off a
+monotone piecewise-cubic (PCHIP) interpolant through the frontier points, never
+extrapolated: outside the measured interactivity range the answer is "out of measured range".
+
+:func:`monotone_interp` is the one shared monotone interpolation helper of the project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.interpolate import PchipInterpolator
+
+if TYPE_CHECKING:
+    from accelbench.store.runs import RunInfo
+
+FRONTIER_METRICS = {
+    "output_tps_per_gpu": "output tokens/s per GPU",
+    "total_tps_per_gpu": "total (input + output) tokens/s per GPU",
+}
+OUT_OF_RANGE = "out of measured range"
+
+
+def monotone_interp(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    xq: float | Sequence[float] | np.ndarray,
+) -> np.ndarray:
+    """PCHIP interpolation of ``y(x)`` at ``xq``; NaN outside ``[min(x), max(x)]``.
+
+    ``x`` must be strictly increasing after sorting (duplicates raise ValueError). PCHIP
+    keeps monotone data monotone and never overshoots the data between knots. One knot:
+    defined only at that exact x. Two knots: the straight line between them.
+    """
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    q = np.atleast_1d(np.asarray(xq, dtype=float))
+    if xa.shape != ya.shape or xa.ndim != 1:
+        raise ValueError("x and y must be 1-D and of equal length")
+    if xa.size == 0:
+        return np.full(q.shape, np.nan)
+    order = np.argsort(xa, kind="stable")
+    xa, ya = xa[order], ya[order]
+    if np.any(np.diff(xa) <= 0):
+        raise ValueError("x values must be distinct")
+    if xa.size == 1:
+        return np.where(q == xa[0], ya[0], np.nan)
+    out = PchipInterpolator(xa, ya, extrapolate=False)(q)
+    # Exact knot hits at the ends are in range (guard against rounding at the edges).
+    out = np.where(q == xa[0], ya[0], out)
+    out = np.where(q == xa[-1], ya[-1], out)
+    return out
+
+
+def pareto_indices(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Indices of the non-dominated points (both coordinates: higher is better), ordered by
+    ascending x. A point is dominated if another is at least as good in both coordinates
+    and better in one. Non-finite points are ignored."""
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    ok = np.flatnonzero(np.isfinite(xa) & np.isfinite(ya))
+    # x descending, ties by y descending: a point survives if it beats every y so far.
+    order = ok[np.lexsort((-ya[ok], -xa[ok]))]
+    keep: list[int] = []
+    best = -np.inf
+    for i in order:
+        if ya[i] > best:
+            keep.append(int(i))
+            best = ya[i]
+    return np.array(keep[::-1], dtype=int)
+
+
+@dataclass
+class FrontierValue:
+    target: float
+    value: float | None
+    reason: str | None = None  # why value is None
+    between: tuple[str, str] | None = None  # labels of the bracketing frontier points
+
+    def describe(self, unit: str = "") -> str:
+        if self.value is None:
+            return f"{self.reason} at {self.target:g} tok/s/user"
+        return f"{self.value:,.1f}{unit} at {self.target:g} tok/s/user"
+
+
+@dataclass
+class Frontier:
+    """The frontier of one sweep for one throughput metric."""
+
+    metric: str
+    x: np.ndarray  # interactivity of frontier points, ascending
+    y: np.ndarray  # throughput per GPU of frontier points
+    labels: list[str]
+    all_x: np.ndarray = field(default_factory=lambda: np.empty(0))
+    all_y: np.ndarray = field(default_factory=lambda: np.empty(0))
+    all_labels: list[str] = field(default_factory=list)
+    name: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return self.x.size == 0
+
+    @property
+    def range(self) -> tuple[float, float] | None:
+        return None if self.empty else (float(self.x[0]), float(self.x[-1]))
+
+    def at(self, target: float) -> FrontierValue:
+        """Throughput per GPU at ``target`` interactivity (tok/s/user), interpolated."""
+        if self.empty:
+            return FrontierValue(target, None, "no usable points")
+        lo, hi = self.range  # type: ignore[misc]
+        if not (lo <= target <= hi):
+            return FrontierValue(
+                target, None, f"{OUT_OF_RANGE} (measured {lo:.3g}-{hi:.3g} tok/s/user)"
+            )
+        v = float(monotone_interp(self.x, self.y, target)[0])
+        j = int(np.searchsorted(self.x, target))
+        between = (self.labels[max(j - 1, 0)], self.labels[min(j, self.x.size - 1)])
+        return FrontierValue(target, v, None, between)
+
+    def curve(self, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
+        """Points along the interpolant for plotting (the frontier points if fewer than 2)."""
+        if self.x.size < 2:
+            return self.x.copy(), self.y.copy()
+        xs = np.linspace(self.x[0], self.x[-1], n)
+        return xs, monotone_interp(self.x, self.y, xs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "points": [
+                {"label": lab, "interactivity": float(a), "throughput_per_gpu": float(b)}
+                for lab, a, b in zip(self.labels, self.x, self.y, strict=True)
+            ],
+        }
+
+
+def frontier_from_points(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    labels: Sequence[str] | None = None,
+    metric: str = "output_tps_per_gpu",
+    name: str = "",
+) -> Frontier:
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    labs = list(labels) if labels is not None else [str(i) for i in range(xa.size)]
+    idx = pareto_indices(xa, ya)
+    return Frontier(
+        metric=metric,
+        x=xa[idx],
+        y=ya[idx],
+        labels=[labs[i] for i in idx],
+        all_x=xa,
+        all_y=ya,
+        all_labels=labs,
+        name=name,
+    )
+
+
+def build_frontier(
+    runs: Sequence[RunInfo], metric: str = "output_tps_per_gpu", name: str = ""
+) -> Frontier:
+    """The frontier of the usable runs (points without both figures are left out)."""
+    if metric not in FRONTIER_METRICS:
+        raise ValueError(f"unknown frontier metric {metric!r}")
+    xs, ys, labs = [], [], []
+    for r in runs:
+        a, b = r.figure("interactivity"), r.figure(metric)
+        if a is None or b is None:
+            continue
+        xs.append(a)
+        ys.append(b)
+        labs.append(r.load_label)
+    return frontier_from_points(xs, ys, labs, metric, name)
+
+
+# ----------------------------------------------------------------------------- goodput
+
+
+@dataclass
+class GoodputPoint:
+    label: str
+    load: float | None
+    requests: int
+    good: int
+    fraction: float | None
+    requests_per_s: float | None
+    output_tokens_per_s: float | None
+    meets: bool
+
+
+def goodput_points(
+    runs: Sequence[RunInfo], slo: dict[str, float], attainment: float = 0.9
+) -> list[GoodputPoint]:
+    """Goodput per point: measured requests that completed and met every SLO, per second of
+    the run's window. A point "meets" the SLOs when at least ``attainment`` of its measured
+    requests (failures count as misses) met them."""
+    from accelbench.store.runs import column_np
+
+    for k in slo:
+        if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            raise ValueError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
+    out = []
+    for r in runs:
+        dur = (r.summary or {}).get("window", {}).get("duration_s")
+        if not r.has_requests:
+            out.append(GoodputPoint(r.load_label, r.load, 0, 0, None, None, None, False))
+            continue
+        t = r.read_requests(("warmup", "ok", "osl", *slo.keys()))
+        m = ~column_np(t, "warmup", bool)
+        good = column_np(t, "ok", bool) & m
+        for k, lim in slo.items():
+            v = column_np(t, k)
+            good &= np.where(np.isnan(v), k == "tpot_ms", v <= lim)
+        n, g = int(m.sum()), int(good.sum())
+        frac = g / n if n else None
+        osl = column_np(t, "osl")
+        out.append(
+            GoodputPoint(
+                r.load_label,
+                r.load,
+                n,
+                g,
+                frac,
+                g / dur if dur else None,
+                float(np.nansum(osl[good])) / dur if dur else None,
+                frac is not None and frac >= attainment,
+            )
+        )
+    return out
+
+
+def highest_load_meeting(points: Sequence[GoodputPoint]) -> GoodputPoint | None:
+    """The point with the highest load that meets the SLOs (None if none does)."""
+    ok = [p for p in points if p.meets and p.load is not None]
+    return max(ok, key=lambda p: p.load) if ok else None  # type: ignore[arg-type, return-value]

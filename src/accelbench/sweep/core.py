@@ -1,0 +1,371 @@
+"""Sweep planning, execution (resumable, with a saturation stop) and loading."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from accelbench.errors import AccelbenchError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.store.runs import (
+    RunInfo,
+    find_run_dirs,
+    is_run_dir,
+    load_run,
+    write_json_atomic,
+)
+
+SWEEP_SCHEMA = "accelbench.sweep/1"
+Kind = Literal["concurrency", "rate"]
+Runner = Callable[..., Path]
+
+
+def plan_values(
+    values: Sequence[float] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    kind: Kind = "concurrency",
+) -> list[float]:
+    """The sweep's load values: an explicit list, or ``start, 2*start, 4*start ... end``
+    (``end`` itself is the last point even where it is not a power-of-two step)."""
+    if values:
+        vals = sorted({float(v) for v in values})
+    elif start is not None and end is not None:
+        if start <= 0 or end < start:
+            raise AccelbenchError(f"sweep range must satisfy 0 < start <= end (got {start}..{end})")
+        vals, v = [], float(start)
+        while v <= end * (1 + 1e-9):
+            vals.append(v)
+            v *= 2
+        if vals[-1] < end:
+            vals.append(float(end))
+    else:
+        raise AccelbenchError("give the sweep's values (--values 1,2,4) or --start and --end")
+    if any(v <= 0 for v in vals):
+        raise AccelbenchError("sweep values must be positive")
+    if kind == "concurrency":
+        if any(v != int(v) for v in vals):
+            raise AccelbenchError("concurrency values must be whole numbers")
+        vals = [int(v) for v in vals]
+    return vals
+
+
+def inferencex_config(base: BenchmarkConfig, isl: int, osl: int) -> BenchmarkConfig:
+    """The InferenceX-style workload: random prompts with lengths uniform in
+    [0.8 L, L] (their range-ratio convention), ``ignore_eos``."""
+    wl = replace(
+        base.workload,
+        isl=isl,
+        osl=osl,
+        isl_dist="uniform",
+        osl_dist="uniform",
+        range_ratio=0.8,
+        range_convention="inferencex",
+        dataset=None,
+    )
+    return base.with_(workload=wl, ignore_eos=True)
+
+
+@dataclass
+class SaturationRule:
+    """Stop climbing when throughput stops rising while latency explodes, or when the
+    error rate passes a threshold."""
+
+    enabled: bool = True
+    min_gain: float = 0.05  # throughput must beat the best so far by this fraction
+    latency_factor: float = 2.0  # ... or p50 E2E / TTFT must not have grown this much
+    max_error_rate: float = 0.05
+
+    def check(self, previous: Sequence[RunInfo], cur: RunInfo) -> str | None:
+        """Why the sweep should stop after ``cur`` (None: go on)."""
+        if not self.enabled:
+            return None
+        er = cur.figure("error_rate")
+        if er is not None and er > self.max_error_rate:
+            return f"error rate {er:.1%} above {self.max_error_rate:.1%} at {cur.load_label}"
+        usable = [p for p in previous if p.usable]
+        thr = cur.figure("output_tps")
+        if not usable or thr is None:
+            return None
+        best = max(p.figure("output_tps") or 0.0 for p in usable)
+        last = usable[-1]
+        growth = []
+        for f in ("e2e_p50_ms", "ttft_p50_ms"):
+            a, b = last.figure(f), cur.figure(f)
+            if a and b:
+                growth.append(b / a)
+        lat = max(growth) if growth else 1.0
+        if thr < best * (1 + self.min_gain) and lat >= self.latency_factor:
+            return (
+                f"saturated at {cur.load_label}: output throughput {thr:,.0f} tok/s vs best "
+                f"{best:,.0f} (< +{self.min_gain:.0%}) while p50 latency grew {lat:.1f}x"
+            )
+        return None
+
+
+@dataclass
+class SweepPlan:
+    base: BenchmarkConfig
+    values: list[float]
+    kind: Kind = "concurrency"
+    preset: str | None = None
+    requests_per_point: float = 10.0  # x concurrency (concurrency sweeps)
+    warmup_per_point: float = 2.0  # x concurrency
+    saturation: SaturationRule = field(default_factory=SaturationRule)
+
+    def point_dir(self, value: float) -> str:
+        if self.kind == "concurrency":
+            return f"c{int(value):04d}"
+        return "r" + f"{value:g}".replace(".", "p")
+
+    def point_config(self, value: float, out_dir: Path) -> BenchmarkConfig:
+        if self.kind == "concurrency":
+            c = int(value)
+            return self.base.with_(
+                concurrency=c,
+                rate=None,
+                num_requests=max(1, math.ceil(self.requests_per_point * c)),
+                warmup_requests=math.ceil(self.warmup_per_point * c),
+                duration_s=None,
+                out_dir=str(out_dir),
+            )
+        n = self.base.num_requests or max(20, math.ceil(30 * value))
+        return self.base.with_(rate=float(value), num_requests=n, out_dir=str(out_dir))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SWEEP_SCHEMA,
+            "kind": self.kind,
+            "values": list(self.values),
+            "preset": self.preset,
+            "requests_per_point": self.requests_per_point,
+            "warmup_per_point": self.warmup_per_point,
+            "saturation": asdict(self.saturation),
+            "base_config": self.base.to_json(),
+        }
+
+
+def _workload_key(cfg: dict[str, Any]) -> dict[str, Any]:
+    wl = cfg.get("workload") or {}
+    keys = ("isl", "osl", "isl_dist", "osl_dist", "range_ratio", "dataset")
+    return {
+        "url": cfg.get("url"),
+        "model": cfg.get("model"),
+        "gpus": cfg.get("gpus"),
+        **{k: wl.get(k) for k in keys},
+    }
+
+
+def _default_runner() -> Runner:
+    try:
+        from accelbench.runner.benchmark import run_benchmark
+    except ImportError as exc:
+        raise AccelbenchError(f"the benchmark runner is not available ({exc})") from None
+    return run_benchmark
+
+
+def run_sweep(
+    sweep_dir: str | Path,
+    plan: SweepPlan,
+    *,
+    runner: Runner | None = None,
+    progress: bool = True,
+    on_point: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run every missing point of the sweep in ascending load order and return sweep.json's
+    content. Completed points (status completed and a summary.json on disk) are not run
+    again; failed or interrupted ones are. Stops early on saturation (see SaturationRule);
+    the points above are marked ``skipped``."""
+    d = Path(sweep_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    sj = d / "sweep.json"
+    old_points: dict[str, dict[str, Any]] = {}
+    if sj.exists():
+        try:
+            old = json.loads(sj.read_text())
+        except ValueError as exc:
+            raise AccelbenchError(f"{sj}: unreadable ({exc})") from None
+        if old.get("kind") != plan.kind or _workload_key(
+            old.get("base_config") or {}
+        ) != _workload_key(plan.base.to_json()):
+            raise AccelbenchError(
+                f"{d} holds a different sweep (kind, endpoint, model, GPUs or workload differ); "
+                "choose another --out directory"
+            )
+        old_points = {p["dir"]: p for p in old.get("points", []) if "dir" in p}
+        merged = sorted(set(plan.values) | {p["value"] for p in old_points.values()})
+        plan.values = [int(v) if plan.kind == "concurrency" else v for v in merged]
+
+    doc = plan.to_json()
+    doc["points"] = []
+    for v in plan.values:
+        name = plan.point_dir(v)
+        prev = old_points.get(name, {})
+        doc["points"].append(
+            {"value": v, "dir": name, "status": prev.get("status", "pending"), **_extra(prev)}
+        )
+    doc["status"] = "running"
+    write_json_atomic(sj, doc)
+
+    run = runner
+    done: list[RunInfo] = []
+    stop_reason: str | None = None
+    try:
+        for p in doc["points"]:
+            pdir = d / p["dir"]
+            if stop_reason:
+                p["status"] = "skipped"
+                p["reason"] = stop_reason
+                continue
+            if p["status"] == "completed" and (pdir / "summary.json").exists():
+                info = load_run(pdir)
+            else:
+                if run is None:
+                    run = _default_runner()
+                p["status"] = "running"
+                p.pop("reason", None)
+                write_json_atomic(sj, doc)
+                cfg = plan.point_config(p["value"], pdir)
+                try:
+                    out = Path(run(cfg, progress=progress))
+                except KeyboardInterrupt:
+                    p["status"] = "interrupted"
+                    raise
+                except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on record
+                    p["status"] = "failed"
+                    p["reason"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                    stop_reason = f"point {p['dir']} failed"
+                    write_json_atomic(sj, doc)
+                    if on_point:
+                        on_point(p)
+                    continue
+                if out.resolve() != pdir.resolve():
+                    p["dir"] = str(out)
+                    pdir = out
+                info = load_run(pdir)
+                p["status"] = "completed" if info.usable else "failed"
+                if not info.usable:
+                    p["reason"] = "; ".join(info.problems) or f"run status {info.status}"
+            p["run_id"] = info.run_id
+            p["output_tps_per_gpu"] = info.figure("output_tps_per_gpu")
+            p["interactivity"] = info.figure("interactivity")
+            reason = plan.saturation.check(done, info)
+            if info.usable:
+                done.append(info)
+            if reason:
+                stop_reason = reason
+                p["saturation"] = reason
+            write_json_atomic(sj, doc)
+            if on_point:
+                on_point(p)
+    finally:
+        statuses = {p["status"] for p in doc["points"]}
+        doc["status"] = (
+            "completed"
+            if statuses <= {"completed", "skipped"}
+            else "interrupted"
+            if "interrupted" in statuses or "running" in statuses or "pending" in statuses
+            else "partial"
+        )
+        doc["stop_reason"] = stop_reason
+        write_json_atomic(sj, doc)
+    return doc
+
+
+def _extra(prev: dict[str, Any]) -> dict[str, Any]:
+    return {k: prev[k] for k in ("run_id", "reason") if k in prev}
+
+
+@dataclass
+class SweepSet:
+    """Runs analysed together (a sweep, or a single run) and what is wrong with them."""
+
+    name: str
+    path: Path
+    runs: list[RunInfo]
+    problems: list[str] = field(default_factory=list)
+    sweep: dict[str, Any] | None = None
+
+    @property
+    def usable_runs(self) -> list[RunInfo]:
+        return [r for r in self.runs if r.usable]
+
+    @property
+    def gpus(self) -> int:
+        return self.runs[0].gpus if self.runs else 1
+
+    def workload(self) -> dict[str, Any] | None:
+        for r in self.usable_runs or self.runs:
+            return r.workload()
+        return None
+
+
+def load_sweep(path: str | Path) -> SweepSet:
+    """A sweep directory (with sweep.json, or any directory holding run directories)."""
+    d = Path(path)
+    sj = d / "sweep.json"
+    problems: list[str] = []
+    runs: list[RunInfo] = []
+    sweep = None
+    if sj.exists():
+        try:
+            sweep = json.loads(sj.read_text())
+        except ValueError as exc:
+            problems.append(f"sweep.json unreadable ({exc}); using the run directories found")
+    if sweep is not None:
+        for p in sweep.get("points", []):
+            pdir = d / p.get("dir", "")
+            label = f"point {p.get('value')}"
+            if p.get("status") != "completed":
+                why = f": {p['reason']}" if p.get("reason") else ""
+                problems.append(f"{label}: {p.get('status')}{why}")
+                if not pdir.is_dir():
+                    continue
+            if not pdir.is_dir():
+                problems.append(f"{label}: run directory {p.get('dir')} missing")
+                continue
+            runs.append(load_run(pdir))
+    else:
+        if not d.is_dir():
+            raise AccelbenchError(f"{d}: not a directory")
+        for rd in find_run_dirs(d):
+            runs.append(load_run(rd))
+        if not runs:
+            raise AccelbenchError(f"{d}: no run directories found (no run.json / summary.json)")
+    for r in runs:
+        for prob in r.problems:
+            problems.append(f"{r.load_label} ({r.path.name}): {prob}")
+        if r.summary is None:
+            problems.append(f"{r.load_label} ({r.path.name}): no figures (left out)")
+    runs.sort(key=lambda r: (r.load is None, r.load or 0.0))
+    return SweepSet(d.name, d, runs, problems, sweep)
+
+
+def load_inputs(paths: Sequence[str | Path]) -> list[SweepSet]:
+    """Each path: a sweep directory, a single run directory, or a directory of runs."""
+    if not paths:
+        raise AccelbenchError("give at least one run or sweep directory")
+    sets = []
+    for p in paths:
+        pp = Path(p)
+        if not pp.exists():
+            raise AccelbenchError(f"{pp}: no such file or directory")
+        if not pp.is_dir():
+            raise AccelbenchError(f"{pp}: not a run or sweep directory")
+        if not (pp / "sweep.json").exists() and is_run_dir(pp):
+            r = load_run(pp)
+            probs = [f"{r.path.name}: {x}" for x in r.problems]
+            if r.summary is None:
+                probs.append(f"{r.path.name}: no figures (left out)")
+            sets.append(SweepSet(pp.name, pp, [r], probs))
+        else:
+            sets.append(load_sweep(pp))
+    names = [s.name for s in sets]
+    for i, s in enumerate(sets):  # disambiguate equal directory names
+        if names.count(s.name) > 1:
+            s.name = f"{s.name} ({i + 1})"
+    return sets

@@ -1,0 +1,148 @@
+"""Bootstrap comparisons and claim verdicts on synthetic runs with known ratios."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.compare import compare_sets, evaluate_claim, parse_claim
+from accelbench.sweep import load_inputs, load_sweep
+from synthetic_runs import make_run, make_sweep
+
+
+def _pair(tmp_path, ratio, n=1500, jitter=0.05, concurrency=16, seed_b=1, **kw):
+    a = make_run(
+        tmp_path / "a",
+        n,
+        concurrency=concurrency,
+        tpot_ms=20,
+        ttft_ms=60,
+        jitter=jitter,
+        seed=0,
+        chunks=False,
+        **kw,
+    )
+    b = make_run(
+        tmp_path / "b",
+        n,
+        concurrency=concurrency,
+        tpot_ms=20 / ratio,
+        ttft_ms=60 / ratio,
+        jitter=jitter,
+        seed=seed_b,
+        chunks=False,
+        **kw,
+    )
+    return load_inputs([a, b])
+
+
+def test_parse_claim():
+    c = parse_claim("B >= 1.3 x A at 32 tok/s/user")
+    assert (c.op, c.factor, c.metric, c.at_interactivity) == (">=", 1.3, "output_tps_per_gpu", 32)
+    c = parse_claim("B<=0.8xA on ttft at concurrency 16")
+    assert (c.op, c.factor, c.metric, c.at_load) == ("<=", 0.8, "ttft_p50_ms", 16)
+    assert parse_claim("B > 2 x A on total").metric == "total_tps_per_gpu"
+    with pytest.raises(AccelbenchError, match="cannot read claim"):
+        parse_claim("B is faster")
+    with pytest.raises(AccelbenchError, match="unknown metric"):
+        parse_claim("B >= 1.3 x A on speed")
+
+
+def test_true_13x_supported(tmp_path):
+    a, b = _pair(tmp_path, 1.3)
+    cond, v = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
+    assert v.verdict == "supported", v.reason
+    assert v.estimate.ratio == pytest.approx(1.3, rel=0.02)
+    assert v.estimate.lo < v.estimate.ratio < v.estimate.hi
+
+
+def test_true_10x_refuted(tmp_path):
+    a, b = _pair(tmp_path, 1.0)
+    _, v = evaluate_claim(parse_claim("B >= 1.3 x A at concurrency 16"), a, b, n_boot=400)
+    assert v.verdict == "refuted", v.reason
+    assert v.estimate.hi < 1.3 * 0.95
+
+
+def test_noisy_small_sample_inconclusive(tmp_path):
+    a, b = _pair(tmp_path, 1.3, n=12, jitter=0.7, concurrency=4)
+    _, v = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
+    assert v.verdict == "inconclusive", v.reason
+    assert "contains" in v.reason
+
+
+def test_latency_claim_lower_is_better(tmp_path):
+    a, b = _pair(tmp_path, 1.3)
+    _, v = evaluate_claim(parse_claim("B <= 0.8 x A on ttft_p50_ms"), a, b, n_boot=300)
+    assert v.verdict == "supported", v.reason  # true ratio 1/1.3 = 0.77
+    _, v = evaluate_claim(parse_claim("B <= 0.5 x A on e2e"), a, b, n_boot=300)
+    assert v.verdict == "refuted", v.reason
+
+
+def test_repeated_runs_pooled(tmp_path):
+    for i in range(3):
+        make_run(tmp_path / "A" / f"rep{i}", 300, concurrency=8, seed=i, chunks=False)
+        make_run(
+            tmp_path / "B" / f"rep{i}",
+            300,
+            concurrency=8,
+            seed=10 + i,
+            tpot_ms=10,
+            ttft_ms=25,
+            chunks=False,
+        )
+    a, b = load_inputs([tmp_path / "A", tmp_path / "B"])
+    comps = compare_sets(a, b, claims=["B >= 1.5 x A"], n_boot=200)
+    same = [c for c in comps if c.condition.startswith("same load")]
+    assert len(same) == 1 and "x3 runs" in same[0].condition
+    assert comps[-1].verdicts[0].verdict == "supported"
+
+
+def _sweeps(tmp_path, gpus_a, gpus_b):
+    pts = [
+        {"concurrency": c, "tpot_ms": 10 * (1 + c / 8), "ttft_ms": 20 * (1 + c / 4)}
+        for c in (1, 2, 4, 8, 16)
+    ]
+    a = make_sweep(
+        tmp_path / "A", pts, gpus=gpus_a, osl=32, chunks=False, requests_per_concurrency=40
+    )
+    b = make_sweep(
+        tmp_path / "B", pts, gpus=gpus_b, osl=32, chunks=False, requests_per_concurrency=40
+    )
+    return load_sweep(a), load_sweep(b)
+
+
+def test_frontier_claims(tmp_path):
+    # Same timings; A spread over 4 GPUs, B over 3: per-GPU ratio 4/3 at every interactivity.
+    a, b = _sweeps(tmp_path, 4, 3)
+    comps = compare_sets(
+        a,
+        b,
+        claims=[
+            "B >= 1.3 x A at 60 tok/s/user",
+            "B >= 1.5 x A at 60 tok/s/user",
+            "B >= 1.3 x A at 500 tok/s/user",
+        ],
+        n_boot=200,
+    )
+    v = [c.verdicts[0] for c in comps if c.verdicts]
+    assert v[0].verdict == "supported", v[0].reason
+    assert v[0].estimate.ratio == pytest.approx(4 / 3, rel=1e-6)
+    assert v[1].verdict == "refuted", v[1].reason
+    assert v[2].verdict == "inconclusive" and "out of measured range" in v[2].reason
+    assert any("GPU counts differ" in w for w in comps[0].warnings)
+
+
+def test_mismatched_workloads_refused(tmp_path):
+    a = make_run(tmp_path / "a", 50, isl=1024, chunks=False)
+    b = make_run(tmp_path / "b", 50, isl=8192, chunks=False)
+    sa, sb = load_inputs([a, b])
+    with pytest.raises(AccelbenchError, match="different workloads.*isl: 1024 vs 8192"):
+        compare_sets(sa, sb)
+    comps = compare_sets(sa, sb, allow_mismatch=True, n_boot=50)
+    assert any("workloads differ" in w for w in comps[0].warnings)
+
+
+def test_sweeps_without_condition_are_inconclusive(tmp_path):
+    a, b = _sweeps(tmp_path, 1, 1)
+    _, v = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=50)
+    assert v.verdict == "inconclusive" and "condition" in v.reason

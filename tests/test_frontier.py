@@ -1,0 +1,112 @@
+"""Frontier extraction, monotone interpolation and goodput against hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelbench.metrics.frontier import (
+    OUT_OF_RANGE,
+    build_frontier,
+    frontier_from_points,
+    goodput_points,
+    highest_load_meeting,
+    monotone_interp,
+    pareto_indices,
+)
+from accelbench.sweep import load_sweep
+from synthetic_runs import make_sweep
+
+
+def test_pareto_hand_case():
+    x = [10, 20, 15, 30, 5]
+    y = [100, 80, 70, 50, 90]
+    # (15, 70) is dominated by (20, 80); (5, 90) by (10, 100)
+    assert list(pareto_indices(x, y)) == [0, 1, 3]
+
+
+def test_pareto_ties_and_nonfinite():
+    x = [10, 10, 20, np.nan, 20]
+    y = [100, 90, 50, 999, 50]
+    idx = pareto_indices(x, y)
+    assert [(x[i], y[i]) for i in idx] == [(10, 100), (20, 50)]
+
+
+def test_non_monotone_raw_sweep():
+    # concurrency 1..32: throughput rises, then falls past saturation
+    inter = [100, 95, 85, 60, 30, 15]
+    tput = [100, 190, 350, 600, 640, 600]
+    f = frontier_from_points(inter, tput, [f"c={c}" for c in (1, 2, 4, 8, 16, 32)])
+    assert f.labels == ["c=16", "c=8", "c=4", "c=2", "c=1"]
+    assert list(f.x) == [30, 60, 85, 95, 100]
+    assert list(f.y) == [640, 600, 350, 190, 100]
+    xs, ys = f.curve(500)
+    assert np.all(np.diff(ys) <= 1e-9)  # monotone along the frontier
+    assert ys.max() <= 640 + 1e-9 and ys.min() >= 100 - 1e-9  # no overshoot
+    v = f.at(60)
+    assert v.value == pytest.approx(600) and v.reason is None
+    assert f.at(72.5).between == ("c=8", "c=4")
+
+
+def test_pchip_hand_computed():
+    # h = 1, slopes 1 and 3; interior derivative = harmonic mean 6/(3+1) = 1.5;
+    # end derivative (3*1 - 3)/2 = 0. Hermite at t = 0.5: 0.5*1 - 0.125*1.5 = 0.3125
+    assert monotone_interp([0, 1, 2], [0, 1, 4], 0.5)[0] == pytest.approx(0.3125)
+    # two knots: a straight line
+    assert monotone_interp([10, 20], [100, 80], 15)[0] == pytest.approx(90)
+    # unsorted input is sorted first
+    assert monotone_interp([2, 0, 1], [4, 0, 1], 0.5)[0] == pytest.approx(0.3125)
+
+
+def test_never_extrapolates():
+    out = monotone_interp([10, 20, 40], [300, 200, 50], [9.99, 10, 40, 40.01])
+    assert np.isnan(out[0]) and np.isnan(out[3])
+    assert out[1] == 300 and out[2] == 50
+    f = frontier_from_points([10, 20, 40], [300, 200, 50])
+    v = f.at(41)
+    assert v.value is None and OUT_OF_RANGE in v.reason and "10-40" in v.reason
+
+
+def test_single_and_empty_frontier():
+    f = frontier_from_points([25.0], [400.0])
+    assert f.at(25).value == 400
+    assert f.at(26).value is None
+    e = frontier_from_points([], [])
+    assert e.empty and e.at(10).reason == "no usable points"
+    with pytest.raises(ValueError):
+        monotone_interp([1, 1], [2, 3], 1)
+
+
+def _sweep(tmp_path, name="s", gpus=1, tpot_scale=1.0, **kw):
+    pts = [
+        {"concurrency": c, "tpot_ms": tpot_scale * 10 * (1 + c / 8), "ttft_ms": 20 * (1 + c / 4)}
+        for c in (1, 2, 4, 8, 16)
+    ]
+    return make_sweep(tmp_path / name, pts, gpus=gpus, osl=32, jitter=0.02, **kw)
+
+
+def test_frontier_from_synthetic_sweep(tmp_path):
+    s = load_sweep(_sweep(tmp_path, gpus=2))
+    assert not s.problems
+    f = build_frontier(s.runs, "output_tps_per_gpu")
+    # interactivity is 1000 / p50 TPOT: 1000 / (10 * (1 + c/8)) within jitter
+    expect = sorted(1000 / (10 * (1 + c / 8)) for c in (1, 2, 4, 8, 16))
+    np.testing.assert_allclose(f.x, expect, rtol=0.03)
+    # per-GPU throughput: c * osl / e2e / gpus, i.e. rising with c here
+    c16 = s.runs[-1]
+    e2e = c16.figure("e2e_p50_ms")
+    assert f.y[0] == pytest.approx(16 * 32 / (e2e / 1000) / 2, rel=0.05)
+    t = build_frontier(s.runs, "total_tps_per_gpu")
+    assert np.all(t.y > f.y)
+
+
+def test_goodput_and_highest_load(tmp_path):
+    s = load_sweep(_sweep(tmp_path))
+    # TPOT at c: 10*(1+c/8) = 11.25, 12.5, 15, 20, 30 ms
+    pts = goodput_points(s.runs, {"tpot_ms": 17.0})
+    assert [p.meets for p in pts] == [True, True, True, False, False]
+    best = highest_load_meeting(pts)
+    assert best is not None and best.load == 4
+    assert pts[0].fraction == 1.0 and pts[-1].fraction == 0.0
+    assert pts[0].requests_per_s > 0
+    assert highest_load_meeting(goodput_points(s.runs, {"ttft_ms": 1.0})) is None
