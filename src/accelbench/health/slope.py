@@ -1,0 +1,66 @@
+"""Trend (leak) detection: a least-squares slope with a confidence interval."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Trend:
+    """y = intercept + slope * t, with t in seconds."""
+
+    slope: float  # units of y per second
+    ci_low: float
+    ci_high: float
+    intercept: float
+    n: int
+    duration_s: float
+    r2: float
+    confidence: float
+
+    @property
+    def growth(self) -> float:
+        """Growth over the observed span (slope x duration)."""
+        return self.slope * self.duration_s
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["growth"] = self.growth
+        return d
+
+
+def linear_trend(t_s: Any, y: Any, confidence: float = 0.95) -> Trend | None:
+    """Ordinary least squares of ``y`` on ``t_s`` with a two-sided t-interval on the slope.
+
+    Returns None with fewer than 3 finite points or no spread in time. The interval
+    assumes independent residuals; for strongly autocorrelated series (memory that
+    moves in steps) it is optimistic, which is why the rules also require a minimum
+    absolute growth before calling it a leak.
+    """
+    t = np.asarray(t_s, dtype=float)
+    v = np.asarray(y, dtype=float)
+    ok = np.isfinite(t) & np.isfinite(v)
+    t, v = t[ok], v[ok]
+    n = int(t.size)
+    if n < 3 or np.ptp(t) == 0:
+        return None
+    res = stats.linregress(t, v)
+    dof = n - 2
+    tcrit = float(stats.t.ppf(0.5 + confidence / 2.0, dof))
+    se = float(res.stderr) if np.isfinite(res.stderr) else 0.0
+    slope = float(res.slope)
+    r2 = float(res.rvalue**2) if np.isfinite(res.rvalue) else 1.0
+    return Trend(
+        slope=slope,
+        ci_low=slope - tcrit * se,
+        ci_high=slope + tcrit * se,
+        intercept=float(res.intercept),
+        n=n,
+        duration_s=float(np.ptp(t)),
+        r2=r2,
+        confidence=confidence,
+    )

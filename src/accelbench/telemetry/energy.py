@@ -1,0 +1,99 @@
+"""Energy over a time window: from energy counters where present, else by integrating
+power (trapezoids), summed over GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.telemetry.schema import KIND_GPU, device_key
+
+
+def _interp(points: list[tuple[int, float]], t: int) -> float:
+    """Linear interpolation of a time series at ``t`` (clamped to its ends)."""
+    if t <= points[0][0]:
+        return points[0][1]
+    if t >= points[-1][0]:
+        return points[-1][1]
+    for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False):
+        if t0 <= t <= t1:
+            if t1 == t0:
+                return v1
+            return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return points[-1][1]
+
+
+def counter_energy(points: list[tuple[int, float]], start_ns: int, end_ns: int) -> float | None:
+    """Joules from a monotonic energy counter over [start, end]; None if it went backwards
+    (driver reload / wrap) or there are fewer than two samples."""
+    if len(points) < 2:
+        return None
+    if any(b[1] < a[1] for a, b in zip(points, points[1:], strict=False)):
+        return None
+    return _interp(points, end_ns) - _interp(points, start_ns)
+
+
+def integrate_power(points: list[tuple[int, float]], start_ns: int, end_ns: int) -> float | None:
+    """Joules from power samples (W) over [start, end], trapezoid rule; the series is
+    held constant beyond its ends. None with no samples."""
+    if not points or end_ns <= start_ns:
+        return None if not points else 0.0
+    inner = [(t, p) for t, p in points if start_ns < t < end_ns]
+    series = [(start_ns, _interp(points, start_ns)), *inner, (end_ns, _interp(points, end_ns))]
+    joules = 0.0
+    for (t0, p0), (t1, p1) in zip(series, series[1:], strict=False):
+        joules += (p0 + p1) / 2.0 * (t1 - t0) / 1e9
+    return joules
+
+
+def window_energy(
+    rows: list[dict[str, Any]],
+    window_ns: tuple[int, int] | None,
+    output_tokens: int | None = None,
+    total_tokens: int | None = None,
+) -> dict[str, Any] | None:
+    """Energy of all GPUs over the window. Returns None when no GPU reported energy or
+    power. ``method`` is ``counter`` when every GPU had a usable counter, else
+    ``integrated_power`` (at least one GPU was integrated)."""
+    gpus: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("kind") == KIND_GPU and r.get("t_ns") is not None:
+            gpus.setdefault(device_key(r), []).append(r)
+    if not gpus:
+        return None
+    if window_ns is None:
+        ts = [r["t_ns"] for g in gpus.values() for r in g]
+        window_ns = (min(ts), max(ts))
+    start, end = window_ns
+    total = 0.0
+    methods: set[str] = set()
+    per_device: dict[str, dict[str, Any]] = {}
+    for dev, grows in gpus.items():
+        grows.sort(key=lambda r: r["t_ns"])
+        energy_pts = [
+            (r["t_ns"], float(r["energy_j"])) for r in grows if r.get("energy_j") is not None
+        ]
+        power_pts = [
+            (r["t_ns"], float(r["power_w"])) for r in grows if r.get("power_w") is not None
+        ]
+        j = counter_energy(energy_pts, start, end)
+        method = "counter"
+        if j is None:
+            j = integrate_power(power_pts, start, end)
+            method = "integrated_power"
+        if j is None:
+            continue
+        total += j
+        methods.add(method)
+        per_device[dev] = {"joules": j, "method": method}
+    if not methods:
+        return None
+    method = "counter" if methods == {"counter"} else "integrated_power"
+    return {
+        "joules": total,
+        "method": method,
+        "window_s": (end - start) / 1e9,
+        "average_w": total / ((end - start) / 1e9) if end > start else None,
+        "j_per_output_token": total / output_tokens if output_tokens else None,
+        "j_per_total_token": total / total_tokens if total_tokens else None,
+        "devices": per_device,
+    }

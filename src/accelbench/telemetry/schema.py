@@ -1,0 +1,292 @@
+"""One schema for every telemetry source.
+
+A sample is a flat row (a dict) with the columns of :data:`TELEMETRY_SCHEMA`. Every
+source fills the columns it knows and leaves the rest ``None`` ("not observed"). Values
+are always in base units: bytes, watts, joules, degrees Celsius, hertz, seconds, and
+ratios in 0-1 (never percent). Timestamps ``t_ns`` are ``time.monotonic_ns()``, the
+clock of the benchmark records; ``wall_ns`` is ``time.time_ns()`` for humans.
+
+One row describes one thing at one time: a GPU (``kind="gpu"``), the host
+(``kind="host"``) or an inference server (``kind="server"``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pyarrow as pa
+
+KIND_GPU = "gpu"
+KIND_HOST = "host"
+KIND_SERVER = "server"
+
+# name -> (arrow type, unit, description). Order is the Parquet column order.
+COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
+    "t_ns": (pa.int64(), "ns", "time.monotonic_ns() when the sample was taken"),
+    "wall_ns": (pa.int64(), "ns", "time.time_ns() when the sample was taken"),
+    "phase": (pa.string(), "", "run phase: warmup, measured, drain (or null outside a run)"),
+    "source": (pa.string(), "", "source name: nvml, amdsmi, sysfs, host, server, or a parser"),
+    "kind": (pa.string(), "", "gpu, host or server"),
+    # identity
+    "vendor": (pa.string(), "", "nvidia or amd"),
+    "model": (pa.string(), "", "product name as the tool reports it"),
+    "device_index": (pa.int32(), "", "index of the device in its source"),
+    "bus_id": (pa.string(), "", "PCI bus id, upper-case domain:bus:device.function"),
+    "uuid": (pa.string(), "", "device UUID (NVIDIA) or unique id (AMD) where given"),
+    "serial": (pa.string(), "", "board serial where given"),
+    "driver_version": (pa.string(), "", "driver version where given"),
+    # load
+    "util_gpu": (pa.float64(), "ratio", "GPU (graphics/compute engine) busy ratio 0-1"),
+    "util_mem": (pa.float64(), "ratio", "memory controller busy ratio 0-1"),
+    "mem_used_bytes": (pa.int64(), "B", "device memory used"),
+    "mem_total_bytes": (pa.int64(), "B", "device memory total"),
+    # power and energy
+    "power_w": (pa.float64(), "W", "board/socket power draw"),
+    "power_limit_w": (pa.float64(), "W", "enforced power limit"),
+    "energy_j": (pa.float64(), "J", "energy counter (monotonic, since driver load/boot)"),
+    # temperatures
+    "temp_gpu_c": (pa.float64(), "C", "GPU (edge/die) temperature"),
+    "temp_hotspot_c": (pa.float64(), "C", "hotspot / junction temperature"),
+    "temp_mem_c": (pa.float64(), "C", "memory / HBM temperature"),
+    "temp_slowdown_c": (pa.float64(), "C", "temperature at which the GPU slows down"),
+    "temp_shutdown_c": (pa.float64(), "C", "temperature at which the GPU shuts down"),
+    "temp_mem_max_c": (pa.float64(), "C", "maximum memory temperature"),
+    # clocks
+    "clock_sm_hz": (pa.float64(), "Hz", "SM / graphics clock"),
+    "clock_mem_hz": (pa.float64(), "Hz", "memory clock"),
+    "clock_sm_max_hz": (pa.float64(), "Hz", "maximum SM / graphics clock"),
+    "clock_mem_max_hz": (pa.float64(), "Hz", "maximum memory clock"),
+    # throttling
+    "throttle_mask": (pa.int64(), "", "throttle/clock-event bitmask (NVML bit layout for NVIDIA)"),
+    "throttle_reasons": (
+        pa.string(),
+        "",
+        "active throttle reasons, comma-separated (idle excluded)",
+    ),
+    "throttle_power_s": (pa.float64(), "s", "cumulative time clocks were held down by power"),
+    "throttle_thermal_s": (pa.float64(), "s", "cumulative time clocks were held down by heat"),
+    # ECC and memory health
+    "ecc_corrected_volatile": (pa.int64(), "", "corrected ECC errors since driver load"),
+    "ecc_uncorrected_volatile": (pa.int64(), "", "uncorrected ECC errors since driver load"),
+    "ecc_corrected_aggregate": (pa.int64(), "", "corrected ECC errors, lifetime"),
+    "ecc_uncorrected_aggregate": (pa.int64(), "", "uncorrected ECC errors, lifetime"),
+    "ecc_deferred": (pa.int64(), "", "deferred ECC errors (AMD)"),
+    "remapped_rows_corr": (pa.int64(), "", "rows remapped for correctable errors"),
+    "remapped_rows_unc": (pa.int64(), "", "rows remapped for uncorrectable errors"),
+    "remapped_rows_pending": (pa.bool_(), "", "a row remap is pending (reset needed)"),
+    "remapped_rows_failure": (pa.bool_(), "", "a row remap failed"),
+    # interconnect
+    "pcie_gen": (pa.int32(), "", "current PCIe generation"),
+    "pcie_gen_max": (pa.int32(), "", "maximum PCIe generation"),
+    "pcie_width": (pa.int32(), "", "current PCIe link width (lanes)"),
+    "pcie_width_max": (pa.int32(), "", "maximum PCIe link width (lanes)"),
+    "pcie_replay": (pa.int64(), "", "PCIe replay counter"),
+    "nvlink_errors": (pa.int64(), "", "sum of NVLink error counters over active links"),
+    "xgmi_errors": (pa.int64(), "", "XGMI error status (0 = none)"),
+    # host
+    "cpu_util": (pa.float64(), "ratio", "host CPU busy ratio 0-1"),
+    "host_mem_used_bytes": (pa.int64(), "B", "host memory used"),
+    "host_mem_total_bytes": (pa.int64(), "B", "host memory total"),
+    "proc_pid": (pa.int64(), "", "pid of the watched server process"),
+    "proc_rss_bytes": (pa.int64(), "B", "resident set size of the watched server process tree"),
+    "proc_cpu_util": (pa.float64(), "ratio", "CPU of the watched process tree, in cores"),
+    # inference server
+    "engine": (pa.string(), "", "vllm, sglang, llamacpp or tgi"),
+    "srv_requests_running": (pa.float64(), "", "requests being processed"),
+    "srv_requests_waiting": (pa.float64(), "", "requests queued"),
+    "srv_kv_cache_usage": (pa.float64(), "ratio", "KV-cache usage 0-1"),
+    "srv_prompt_tokens_total": (pa.float64(), "", "prompt tokens processed (counter)"),
+    "srv_generation_tokens_total": (pa.float64(), "", "generated tokens (counter)"),
+    "srv_preemptions_total": (pa.float64(), "", "preemptions (counter)"),
+    "srv_prefix_cache_hits_total": (pa.float64(), "", "prefix-cache hits (counter)"),
+    "srv_prefix_cache_queries_total": (pa.float64(), "", "prefix-cache queries (counter)"),
+}
+
+TELEMETRY_SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _, _) in COLUMNS.items()])
+
+_INT_TYPES = {pa.int32(), pa.int64()}
+
+
+def new_row(**values: Any) -> dict[str, Any]:
+    """A row with every column, ``None`` where not given. Unknown names are an error."""
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise KeyError(f"unknown telemetry column(s): {sorted(unknown)}")
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(values)
+    return row
+
+
+def coerce_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Cast values to their column types (ints stay ints, NaN becomes None)."""
+    out: dict[str, Any] = {}
+    for name, (typ, _, _) in COLUMNS.items():
+        v = row.get(name)
+        if v is None:
+            out[name] = None
+        elif typ in _INT_TYPES:
+            out[name] = int(v)
+        elif typ == pa.float64():
+            f = float(v)
+            out[name] = None if math.isnan(f) else f
+        elif typ == pa.bool_():
+            out[name] = bool(v)
+        else:
+            out[name] = str(v)
+    return out
+
+
+def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts) -> an Arrow table with :data:`TELEMETRY_SCHEMA`."""
+    coerced = [coerce_row(r) for r in rows]
+    return pa.Table.from_pylist(coerced, schema=TELEMETRY_SCHEMA)
+
+
+def device_key(row: dict[str, Any]) -> str:
+    """A stable identity for a row's device, used to group series."""
+    if row.get("kind") == KIND_GPU:
+        ident = row.get("uuid") or row.get("bus_id") or str(row.get("device_index"))
+        return f"gpu:{row.get('vendor')}:{ident}"
+    if row.get("kind") == KIND_SERVER:
+        return f"server:{row.get('engine')}"
+    return str(row.get("kind") or row.get("source"))
+
+
+# ----------------------------------------------------------------------------
+# Unit parsing shared by the parsers.
+
+NA_STRINGS = {
+    "",
+    "n/a",
+    "[n/a]",
+    "na",
+    "none",
+    "not supported",
+    "[not supported]",
+    "unknown",
+    "[unknown error]",
+    "requested functionality has been deprecated",
+    "[requested functionality has been deprecated]",
+    "insufficient permissions",
+    "[insufficient permissions]",
+    "gpu is lost",
+    "[gpu is lost]",
+}
+
+_MULT = {
+    # bytes
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    # power
+    "w": 1.0,
+    "mw": 1e-3,
+    "uw": 1e-6,
+    "kw": 1e3,
+    # energy
+    "j": 1.0,
+    "mj": 1e-3,
+    "uj": 1e-6,
+    "µj": 1e-6,
+    "kj": 1e3,
+    # frequency
+    "hz": 1.0,
+    "khz": 1e3,
+    "mhz": 1e6,
+    "ghz": 1e9,
+    # time
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ns": 1e-9,
+    # temperature
+    "c": 1.0,
+    "°c": 1.0,
+    # ratio
+    "%": 0.01,
+}
+
+_NUM_UNIT = re.compile(
+    r"^\s*\(?\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([A-Za-zµ°%/]*)\s*\)?\s*$"
+)
+
+
+def is_na(value: Any) -> bool:
+    """True for the many spellings of "not available" in tool output."""
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    if isinstance(value, str) and value.strip().lower() in NA_STRINGS:
+        return True
+    return False
+
+
+def parse_quantity(value: Any, default_unit: str | None = None) -> float | None:
+    """ "23028 MiB" -> 24146608128.0, "25.58 W" -> 25.58, "17 C" -> 17.0, "0 %" -> 0.0,
+    "(800Mhz)" -> 8e8, "N/A" -> None. A bare number takes ``default_unit`` (or none).
+
+    Returns the value in the base unit of its dimension. Unknown units raise ValueError.
+    """
+    if is_na(value):
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        num, unit = float(value), ""
+    else:
+        m = _NUM_UNIT.match(str(value))
+        if not m:
+            raise ValueError(f"not a quantity: {value!r}")
+        num, unit = float(m.group(1)), m.group(2)
+    unit = unit.strip().lower()
+    if not unit:
+        unit = (default_unit or "").lower()
+    if not unit or unit == "x":  # "16x" link width: a plain count
+        return num
+    if unit in ("gt/s", "mt/s"):
+        return num * (1000.0 if unit == "gt/s" else 1.0)  # in MT/s
+    if unit not in _MULT:
+        raise ValueError(f"unknown unit {unit!r} in {value!r}")
+    return num * _MULT[unit]
+
+
+def parse_int(value: Any) -> int | None:
+    """ "0" -> 0, "16x" -> 16, "0x1e" -> 30, "N/A" -> None."""
+    if is_na(value):
+        return None
+    if isinstance(value, int):
+        return value
+    s = str(value).strip().lower()
+    if s.startswith("0x"):
+        return int(s, 16)
+    q = parse_quantity(s)
+    return None if q is None else int(round(q))
+
+
+def pcie_gen_from_speed(mts: float | None) -> int | None:
+    """PCIe transfer rate in MT/s (2500, 5000, 8000, 16000, 32000, 64000) -> generation."""
+    if mts is None or mts <= 0:
+        return None
+    table = [(2500, 1), (5000, 2), (8000, 3), (16000, 4), (32000, 5), (64000, 6), (128000, 7)]
+    best = min(table, key=lambda t: abs(t[0] - mts))
+    return best[1]
+
+
+def normalise_bus_id(bus_id: str | None) -> str | None:
+    """ "00000000:00:1E.0" and "0000:2f:00.0" -> "0000:00:1E.0" / "0000:2F:00.0"."""
+    if bus_id is None or is_na(bus_id):
+        return None
+    s = bus_id.strip().upper()
+    m = re.match(r"^([0-9A-F]+):([0-9A-F]{2}):([0-9A-F]{2})\.([0-9A-F])$", s)
+    if not m:
+        return s
+    domain = m.group(1)[-4:].rjust(4, "0")
+    return f"{domain}:{m.group(2)}:{m.group(3)}.{m.group(4)}"
