@@ -1,0 +1,306 @@
+"""The accelerator catalog: shipped data (cost/data/accelerators.yaml) plus user files.
+
+User catalogs (same YAML format) are read, in order, from the paths in the
+``ACCELBENCH_CATALOG`` environment variable (separated by ``os.pathsep``),
+``~/.config/accelbench/accelerators.yaml`` if it exists, and any ``--catalog FILE``
+given on the command line. A user entry with the id of a shipped one replaces it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accelbench.errors import AccelbenchError
+
+FIGURES: dict[str, str] = {
+    "memory_gb": "HBM / memory capacity (GB)",
+    "memory_bw_tbs": "memory bandwidth (TB/s)",
+    "bf16_tflops": "dense BF16 TFLOPS",
+    "fp8_tflops": "dense FP8 TFLOPS",
+    "fp4_tflops": "dense FP4 TFLOPS",
+    "tdp_w": "TDP (W)",
+    "scale_up_gbs": "scale-up bandwidth per GPU (GB/s)",
+    "scale_up_size": "GPUs per scale-up domain",
+    "price_usd": "price per GPU (USD)",
+    "gemm_fraction": "measured GEMM share of peak FLOPS",
+    "hbm_fraction": "measured share of peak bandwidth",
+}
+STATUSES = ("confirmed", "estimate", "conflict", "unconfirmed")
+USER_CATALOG = Path("~/.config/accelbench/accelerators.yaml")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One sourced number: a value (or None where unknown), an optional range, its
+    source and date, and whether the source confirms it."""
+
+    value: float | None
+    source: str
+    date: str
+    status: str = "confirmed"
+    min: float | None = None
+    max: float | None = None
+    note: str = ""
+
+    @property
+    def known(self) -> bool:
+        """True when the figure has a value."""
+        return self.value is not None
+
+    @property
+    def upper(self) -> float | None:
+        """Upper end of the range (the value where there is no range)."""
+        return self.max if self.max is not None else self.value
+
+    @property
+    def lower(self) -> float | None:
+        """Lower end of the range (the value where there is no range)."""
+        return self.min if self.min is not None else self.value
+
+    def text(self) -> str:
+        """The value as printed: '180 (180-192, conflict)', '~2300 (estimate)', 'n/a'."""
+        if self.value is None:
+            return "n/a" + (" (unconfirmed)" if self.status == "unconfirmed" else "")
+        s = f"{self.value:g}"
+        if self.min is not None and self.max is not None and self.min != self.max:
+            s += f" ({self.min:g}-{self.max:g})"
+        if self.status != "confirmed":
+            s += f" [{self.status}]"
+        return s
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One catalog entry: identity, descriptive text and sourced figures."""
+
+    id: str
+    name: str
+    vendor: str
+    kind: str
+    arch: str
+    memory_type: str
+    scale_up: str
+    aliases: tuple[str, ...]
+    figures: dict[str, Figure]
+    origin: str = "shipped"
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
+
+    def figure(self, key: str) -> Figure:
+        """The figure ``key`` (an unknown placeholder if the entry lacks it)."""
+        if key in self.figures:
+            return self.figures[key]
+        return Figure(None, source="", date="", status="unconfirmed", note="not in catalog")
+
+    def require(self, key: str, bound: str = "value") -> float:
+        """A figure's value (``bound``: value, upper or lower), or an error naming it."""
+        fig = self.figure(key)
+        v = getattr(fig, bound)
+        if v is None:
+            raise AccelbenchError(
+                f"accelerator {self.id} has no {key} ({FIGURES.get(key, key)}); set it in a "
+                "user catalog file (see `accelbench catalog template`)"
+            )
+        return float(v)
+
+    def peak_tflops(self, fmt: str) -> float | None:
+        """Peak dense TFLOPS for compute format ``fmt`` (bf16, fp8, fp4); upper of a range."""
+        return self.figure(f"{fmt}_tflops").upper
+
+    def source_title(self, key: str) -> str:
+        """Human-readable title of the figure's source."""
+        src = self.figure(key).source
+        return str(self.sources.get(src, {}).get("title", src)).strip()
+
+
+def _number(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise AccelbenchError(f"{where} must be a number (got {value!r})")
+    if value < 0:
+        raise AccelbenchError(f"{where} must not be negative (got {value})")
+    return float(value)
+
+
+def _parse_entry(
+    aid: str, raw: dict[str, Any], sources: dict[str, Any], origin: str
+) -> Accelerator:
+    where = f"{origin}: accelerator {aid!r}"
+    if not isinstance(raw, dict):
+        raise AccelbenchError(f"{where}: entry must be a mapping")
+    defaults = raw.get("defaults") or {}
+    figs: dict[str, Figure] = {}
+    for key, fraw in (raw.get("figures") or {}).items():
+        if key not in FIGURES:
+            close = difflib.get_close_matches(key, list(FIGURES), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise AccelbenchError(f"{where}: unknown figure {key!r}{hint}")
+        if not isinstance(fraw, dict):
+            fraw = {"value": fraw}
+        fwhere = f"{where} figure {key}"
+        value = _number(fraw.get("value"), f"{fwhere} value")
+        lo = _number(fraw.get("min"), f"{fwhere} min")
+        hi = _number(fraw.get("max"), f"{fwhere} max")
+        if lo is not None and hi is not None and lo > hi:
+            raise AccelbenchError(f"{fwhere}: min {lo:g} > max {hi:g}")
+        if value is not None and key in ("memory_gb", "memory_bw_tbs") and value == 0:
+            raise AccelbenchError(f"{fwhere}: must be > 0 (got 0)")
+        source = str(fraw.get("source", defaults.get("source", "")))
+        date = str(fraw.get("date", defaults.get("date", "")))
+        status = str(fraw.get("status", defaults.get("status", "unconfirmed")))
+        if status not in STATUSES:
+            raise AccelbenchError(f"{fwhere}: status must be one of {', '.join(STATUSES)}")
+        if value is not None and not source:
+            raise AccelbenchError(f"{fwhere}: a figure needs a 'source'")
+        figs[key] = Figure(value, source, date, status, lo, hi, str(fraw.get("note", "")))
+    return Accelerator(
+        id=aid,
+        name=str(raw.get("name", aid)),
+        vendor=str(raw.get("vendor", "")),
+        kind=str(raw.get("kind", "gpu")),
+        arch=str(raw.get("arch", "")),
+        memory_type=str(raw.get("memory_type", "")),
+        scale_up=str(raw.get("scale_up", "")),
+        aliases=tuple(str(a) for a in raw.get("aliases", []) or []),
+        figures=figs,
+        origin=origin,
+        sources=sources,
+    )
+
+
+def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
+    """Parse one catalog document (already loaded YAML) into id -> Accelerator."""
+    if not isinstance(data, dict) or not isinstance(data.get("accelerators"), dict):
+        raise AccelbenchError(f"{origin}: a catalog needs an 'accelerators:' mapping")
+    sources = dict(data.get("sources") or {})
+    return {
+        str(aid).lower(): _parse_entry(str(aid).lower(), raw, sources, origin)
+        for aid, raw in data["accelerators"].items()
+    }
+
+
+def shipped_catalog() -> dict[str, Accelerator]:
+    """The catalog shipped in the package."""
+    text = resources.files("accelbench.cost").joinpath("data/accelerators.yaml").read_text()
+    return parse_catalog(yaml.safe_load(text), "shipped")
+
+
+def user_catalog_paths(extra: list[str | Path] | None = None) -> list[Path]:
+    """User catalog files in the order they are applied."""
+    paths: list[Path] = []
+    env = os.environ.get("ACCELBENCH_CATALOG", "")
+    paths += [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+    default = USER_CATALOG.expanduser()
+    if default.is_file():
+        paths.append(default)
+    paths += [Path(p).expanduser() for p in extra or []]
+    return paths
+
+
+def load_catalog(extra: list[str | Path] | None = None) -> dict[str, Accelerator]:
+    """Shipped catalog overlaid with every user catalog file (later files win)."""
+    cat = shipped_catalog()
+    for path in user_catalog_paths(extra):
+        if not path.is_file():
+            raise AccelbenchError(f"catalog file not found: {path}")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise AccelbenchError(f"cannot read catalog {path}: {exc}") from exc
+        cat.update(parse_catalog(data, str(path)))
+    return cat
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def find_accelerator(name: str, catalog: dict[str, Accelerator] | None = None) -> Accelerator:
+    """An accelerator by id, alias or display name (case and punctuation ignored).
+
+    Unknown names raise AccelbenchError listing the closest ids."""
+    cat = catalog if catalog is not None else load_catalog()
+    key = _norm(name)
+    for acc in cat.values():
+        if key in {_norm(acc.id), _norm(acc.name), *(_norm(a) for a in acc.aliases)}:
+            return acc
+    close = difflib.get_close_matches(name.lower(), list(cat), n=3, cutoff=0.5)
+    hint = f"; did you mean: {', '.join(close)}?" if close else ""
+    raise AccelbenchError(f"unknown accelerator {name!r}{hint} (known: {', '.join(sorted(cat))})")
+
+
+def host_template(accel_id: str = "cpu-host") -> str:
+    """A user-catalog YAML entry for this CPU host: what can be read from the machine
+    (CPU model, core count, memory size) is filled in and marked confirmed; bandwidth
+    and FLOPS cannot be read, so they are left null and marked unconfirmed."""
+    import psutil
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = psutil.cpu_count(logical=False) or psutil.cpu_count() or 0
+    mem_gb = round(psutil.virtual_memory().total / 1e9, 1)
+    today = __import__("datetime").date.today().isoformat()
+    doc = {
+        "schema": "accelbench.accelerators/1",
+        "sources": {
+            "this-host": {"title": f"read from this machine ({platform.node()})", "date": today},
+            "to-measure": {
+                "title": "not measurable from software metadata: measure (e.g. STREAM for "
+                "bandwidth, a GEMM benchmark for FLOPS) and fill in",
+                "date": today,
+            },
+        },
+        "accelerators": {
+            accel_id: {
+                "name": f"{cpu} ({cores} cores)",
+                "vendor": "cpu",
+                "kind": "cpu",
+                "arch": platform.machine(),
+                "memory_type": "DRAM",
+                "scale_up": "none",
+                "figures": {
+                    "memory_gb": {
+                        "value": mem_gb,
+                        "source": "this-host",
+                        "date": today,
+                        "status": "confirmed",
+                    },
+                    **{
+                        k: {
+                            "value": None,
+                            "source": "to-measure",
+                            "date": today,
+                            "status": "unconfirmed",
+                        }
+                        for k in ("memory_bw_tbs", "bf16_tflops", "fp8_tflops", "tdp_w")
+                    },
+                    "scale_up_size": {
+                        "value": 1,
+                        "source": "this-host",
+                        "date": today,
+                        "status": "confirmed",
+                    },
+                },
+            }
+        },
+    }
+    header = (
+        "# accelbench user catalog entry for this host. Fill in the null figures, then\n"
+        "# save as ~/.config/accelbench/accelerators.yaml or pass --catalog FILE.\n"
+    )
+    return header + yaml.safe_dump(doc, sort_keys=False)

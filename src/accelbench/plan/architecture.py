@@ -1,0 +1,576 @@
+"""Model architectures read from a Hugging Face ``config.json``.
+
+Derives total and active parameters, KV-cache bytes per token (GQA, MLA, sliding
+windows), and weight bytes at a given precision. All counts assume the gated (SwiGLU)
+feed-forward every supported family uses: three matrices ``hidden x intermediate``.
+
+Conventions (documented in docs/COST_AND_PLAN.md):
+
+- ``total_params``: every weight of the main model (embedding, lm_head unless tied,
+  attention, MLP / experts, routers, norms, biases). Multi-token-prediction layers
+  (``num_nextn_predict_layers``) are counted separately in ``mtp_params``.
+- ``active_params``: the weights one token's forward pass multiplies by: everything
+  except the input embedding table (a lookup) and the routed experts it does not use.
+  Decode FLOPs per token are ``2 * active_params``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import AccelbenchError
+
+# Bytes per weight for each supported weight format, including block-scale overhead.
+# bf16/fp16: 2 bytes. fp8/int8: 1 byte (per-tensor or 128x128 block scales are
+# negligible). mxfp4 (OCP MX): 4-bit values + one 8-bit E8M0 scale per 32 values.
+# nvfp4: 4-bit values + one FP8 scale per 16 values. int4 (AWQ/GPTQ style, group 128):
+# 4-bit values + FP16 scale and zero point per 128 values.
+WEIGHT_BYTES: dict[str, float] = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "mxfp4": 0.5 + 1 / 32,
+    "fp4": 0.5 + 1 / 32,
+    "nvfp4": 0.5 + 1 / 16,
+    "int4": 0.5 + 4 / 128,
+}
+
+# The compute format each weight format runs its matmuls in, in order of preference
+# (first one the accelerator supports wins). int4 is weight-only (W4A16).
+COMPUTE_FORMATS: dict[str, tuple[str, ...]] = {
+    "bf16": ("bf16",),
+    "fp16": ("bf16",),
+    "fp8": ("fp8", "bf16"),
+    "int8": ("fp8", "bf16"),
+    "mxfp4": ("fp4", "fp8", "bf16"),
+    "fp4": ("fp4", "fp8", "bf16"),
+    "nvfp4": ("fp4", "fp8", "bf16"),
+    "int4": ("bf16",),
+}
+
+KV_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
+
+
+def weight_bytes_per_param(precision: str) -> float:
+    """Bytes per weight for ``precision`` (a key of WEIGHT_BYTES); error names choices."""
+    key = precision.lower()
+    if key not in WEIGHT_BYTES:
+        raise AccelbenchError(
+            f"unknown precision {precision!r}; choose one of {', '.join(WEIGHT_BYTES)}"
+        )
+    return WEIGHT_BYTES[key]
+
+
+def kv_bytes_per_element(kv_precision: str) -> float:
+    """Bytes per KV-cache element for ``kv_precision`` (bf16, fp16, fp8, int8)."""
+    key = kv_precision.lower()
+    if key not in KV_BYTES:
+        raise AccelbenchError(
+            f"unknown KV-cache precision {kv_precision!r}; choose one of {', '.join(KV_BYTES)}"
+        )
+    return KV_BYTES[key]
+
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameter counts by part (each an absolute count of weights)."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    routed_experts: int
+    shared_experts: int
+    routers: int
+    norms: int
+    mtp: int
+
+    @property
+    def total(self) -> int:
+        """All main-model weights (MTP layers excluded)."""
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.dense_mlp
+            + self.routed_experts
+            + self.shared_experts
+            + self.routers
+            + self.norms
+        )
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """The figures of a decoder-only transformer that memory and roofline need."""
+
+    name: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    tie_embeddings: bool = False
+    attention_bias: bool = False
+    qk_norm: bool = False
+    # MLA (DeepSeek-V2/V3): latent KV cache
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    # MoE
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0
+    moe_layers: tuple[int, ...] = ()
+    expert_bias: bool = False
+    # sliding-window layers (indices) and their window in tokens
+    sliding_layers: tuple[int, ...] = ()
+    sliding_window: int | None = None
+    mtp_layers: int = 0
+    max_context: int | None = None
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    # ---- kinds -------------------------------------------------------------------
+    @property
+    def is_mla(self) -> bool:
+        """True when attention is multi-head latent attention (latent KV cache)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        """True when some layers route tokens to experts."""
+        return self.num_experts > 0 and bool(self.moe_layers)
+
+    @property
+    def attention_kind(self) -> str:
+        """'MLA', 'MHA' or 'GQA' (with the KV head count)."""
+        if self.is_mla:
+            return "MLA"
+        if self.num_kv_heads == self.num_heads:
+            return "MHA"
+        return f"GQA ({self.num_kv_heads} KV heads)"
+
+    # ---- parameters --------------------------------------------------------------
+    def _attention_params_per_layer(self) -> int:
+        h = self.hidden_size
+        if self.is_mla:
+            nope = self.qk_nope_head_dim or 0
+            rope = self.qk_rope_head_dim or 0
+            v = self.v_head_dim or 0
+            kv = self.kv_lora_rank or 0
+            if self.q_lora_rank:
+                q = (
+                    h * self.q_lora_rank
+                    + self.q_lora_rank
+                    + self.q_lora_rank * self.num_heads * (nope + rope)
+                )
+            else:
+                q = h * self.num_heads * (nope + rope)
+            kv_a = h * (kv + rope) + kv  # down-projection + latent norm
+            kv_b = kv * self.num_heads * (nope + v)
+            o = self.num_heads * v * h
+            return q + kv_a + kv_b + o
+        q_dim = self.num_heads * self.head_dim
+        kv_dim = self.num_kv_heads * self.head_dim
+        n = h * q_dim + 2 * h * kv_dim + q_dim * h
+        if self.attention_bias:
+            n += q_dim + 2 * kv_dim
+        if self.qk_norm:
+            n += 2 * self.head_dim
+        return n
+
+    def _expert_params(self, intermediate: int) -> int:
+        n = 3 * self.hidden_size * intermediate
+        if self.expert_bias:
+            n += 2 * intermediate + self.hidden_size
+        return n
+
+    def breakdown(self) -> ParamBreakdown:
+        """Parameter counts by part."""
+        h = self.hidden_size
+        n_moe = len(self.moe_layers) if self.is_moe else 0
+        n_dense = self.num_layers - n_moe
+        embedding = self.vocab_size * h
+        lm_head = 0 if self.tie_embeddings else self.vocab_size * h
+        attention = self.num_layers * self._attention_params_per_layer()
+        dense_mlp = n_dense * 3 * h * self.intermediate_size
+        routed = n_moe * self.num_experts * self._expert_params(self.moe_intermediate_size)
+        shared = n_moe * self.num_shared_experts * 3 * h * self.shared_expert_intermediate_size
+        routers = n_moe * (h * self.num_experts + (self.num_experts if self.expert_bias else 0))
+        norms = self.num_layers * 2 * h + h
+        per_layer = self._attention_params_per_layer() + 2 * h
+        if self.is_moe:
+            per_layer += (
+                self.num_experts * self._expert_params(self.moe_intermediate_size)
+                + self.num_shared_experts * 3 * h * self.shared_expert_intermediate_size
+                + h * self.num_experts
+            )
+        else:
+            per_layer += 3 * h * self.intermediate_size
+        # an MTP module: one more layer, two norms and a 2h -> h projection
+        mtp = self.mtp_layers * (per_layer + 2 * h + 2 * h * h + h)
+        return ParamBreakdown(
+            embedding, lm_head, attention, dense_mlp, routed, shared, routers, norms, mtp
+        )
+
+    @property
+    def total_params(self) -> int:
+        """All weights of the main model (MTP layers excluded)."""
+        return self.breakdown().total
+
+    @property
+    def mtp_params(self) -> int:
+        """Weights of the multi-token-prediction layers (0 if none)."""
+        return self.breakdown().mtp
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token multiplies by (no input embedding, only its k experts)."""
+        b = self.breakdown()
+        active_routed = 0
+        if self.is_moe:
+            active_routed = (
+                len(self.moe_layers)
+                * self.experts_per_token
+                * self._expert_params(self.moe_intermediate_size)
+            )
+        lm = b.lm_head if not self.tie_embeddings else self.vocab_size * self.hidden_size
+        return (
+            lm + b.attention + b.dense_mlp + active_routed + b.shared_experts + b.routers + b.norms
+        )
+
+    # ---- weight bytes ------------------------------------------------------------
+    def weight_bytes(self, precision: str = "bf16") -> float:
+        """Bytes of all main-model weights: linear layers (attention, MLP, experts) at
+        ``precision``; embedding, lm_head, routers and norms in BF16 (as FP8 and
+        MXFP4 checkpoints of these models keep them)."""
+        b = self.breakdown()
+        per = weight_bytes_per_param(precision)
+        quantised = b.attention + b.dense_mlp + b.routed_experts + b.shared_experts
+        kept = b.embedding + b.lm_head + b.routers + b.norms
+        return quantised * per + kept * 2.0
+
+    def expert_bytes(self, precision: str = "bf16") -> float:
+        """Bytes of one routed expert in one layer at ``precision``."""
+        return self._expert_params(self.moe_intermediate_size) * weight_bytes_per_param(precision)
+
+    def decode_weight_bytes(self, batch: int, precision: str = "bf16") -> float:
+        """Weight bytes one decode step with ``batch`` tokens reads (whole model, all GPUs).
+
+        Dense: all weights except the embedding table (only ``batch`` rows of it).
+        MoE: the non-expert weights plus the experts the batch touches in each MoE
+        layer, ``E * (1 - (1 - k/E)^B)`` under uniform routing."""
+        if batch < 1:
+            raise AccelbenchError(f"batch must be >= 1 (got {batch})")
+        b = self.breakdown()
+        per = weight_bytes_per_param(precision)
+        emb_rows = min(batch, self.vocab_size) * self.hidden_size * 2.0
+        non_expert = (b.attention + b.dense_mlp + b.shared_experts) * per + (
+            b.lm_head + b.routers + b.norms
+        ) * 2.0
+        if self.tie_embeddings:
+            non_expert += b.embedding * 2.0
+            emb_rows = 0.0
+        if not self.is_moe:
+            return non_expert + emb_rows
+        e, k = self.num_experts, self.experts_per_token
+        touched = e * (1.0 - (1.0 - k / e) ** batch)
+        return non_expert + emb_rows + len(self.moe_layers) * touched * self.expert_bytes(precision)
+
+    # ---- KV cache ----------------------------------------------------------------
+    def kv_elements_per_token_per_layer(self) -> int:
+        """Cached elements per token in one layer: MLA latent + RoPE key, or K and V."""
+        if self.is_mla:
+            return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
+        return 2 * self.num_kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
+        """KV-cache bytes per token over all layers, as if every layer kept every token
+        (GQA: ``2 * L * n_kv * d_head * bytes``; MLA: ``L * (kv_lora_rank + rope) * bytes``)."""
+        return (
+            self.num_layers
+            * self.kv_elements_per_token_per_layer()
+            * kv_bytes_per_element(kv_precision)
+        )
+
+    def kv_bytes_for_context(self, context: float, kv_precision: str = "bf16") -> float:
+        """KV-cache bytes one sequence of ``context`` tokens holds (sliding-window layers
+        keep at most their window)."""
+        if context < 0:
+            raise AccelbenchError(f"context must be >= 0 tokens (got {context})")
+        per_layer = self.kv_elements_per_token_per_layer() * kv_bytes_per_element(kv_precision)
+        n_sliding = len(self.sliding_layers) if self.sliding_window else 0
+        n_full = self.num_layers - n_sliding
+        sliding_ctx = min(context, self.sliding_window or 0)
+        return per_layer * (n_full * context + n_sliding * sliding_ctx)
+
+    # ---- FLOPs -------------------------------------------------------------------
+    def attention_flops_per_token(self, context: float) -> float:
+        """Attention-score FLOPs (QK^T and AV) for one new token over ``context`` tokens.
+
+        GQA/MHA: ``4 * L * n_heads * d_head * s``. MLA (weights absorbed, as served):
+        ``2 * L * n_heads * (2 * kv_lora_rank + rope) * s``. Sliding layers see at most
+        their window."""
+        if self.is_mla:
+            per = 2 * self.num_heads * (2 * (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0))
+        else:
+            per = 4 * self.num_heads * self.head_dim
+        n_sliding = len(self.sliding_layers) if self.sliding_window else 0
+        n_full = self.num_layers - n_sliding
+        return per * (n_full * context + n_sliding * min(context, self.sliding_window or 0))
+
+    def prefill_flops(self, tokens: int) -> float:
+        """FLOPs to prefill ``tokens`` prompt tokens (causal): ``2 * P_active * S`` plus
+        attention ``sum over positions`` of the per-token attention FLOPs (~S^2/2 each
+        side, computed exactly for sliding windows)."""
+        if tokens < 0:
+            raise AccelbenchError(f"tokens must be >= 0 (got {tokens})")
+        s = float(tokens)
+        if self.is_mla:
+            per = (
+                2
+                * self.num_heads
+                * (
+                    (self.qk_nope_head_dim or 0)
+                    + (self.qk_rope_head_dim or 0)
+                    + (self.v_head_dim or 0)
+                )
+            )
+        else:
+            per = 4 * self.num_heads * self.head_dim
+        n_sliding = len(self.sliding_layers) if self.sliding_window else 0
+        n_full = self.num_layers - n_sliding
+        full = s * s / 2.0
+        w = float(self.sliding_window or 0)
+        sliding = full if s <= w else w * w / 2.0 + (s - w) * w
+        attn = per * (n_full * full + n_sliding * sliding)
+        return 2.0 * self.active_params * s + attn
+
+    # ---- validation --------------------------------------------------------------
+    def check_tensor_parallel(self, tp: int) -> None:
+        """Raise AccelbenchError unless ``tp`` divides the attention heads."""
+        if tp < 1:
+            raise AccelbenchError(f"tensor parallel size must be >= 1 (got {tp})")
+        if self.num_heads % tp:
+            raise AccelbenchError(
+                f"tensor parallel size {tp} does not divide num_attention_heads="
+                f"{self.num_heads} of {self.name}"
+            )
+        if not self.is_mla and self.num_kv_heads % tp and tp % self.num_kv_heads:
+            raise AccelbenchError(
+                f"tensor parallel size {tp} and num_key_value_heads={self.num_kv_heads} of "
+                f"{self.name}: neither divides the other"
+            )
+
+    def kv_replication(self, tp: int, dp_attention: bool = False) -> int:
+        """How many copies of each sequence's KV cache ``tp`` GPUs hold.
+
+        GQA with more GPUs than KV heads replicates heads (``tp / n_kv``). MLA's latent
+        cache is shared by all heads, so plain tensor parallelism keeps it on every GPU
+        (``tp`` copies) unless attention runs data-parallel."""
+        if dp_attention:
+            return 1
+        if self.is_mla:
+            return tp
+        return max(1, tp // self.num_kv_heads) if tp > self.num_kv_heads else 1
+
+
+# ---------------------------------------------------------------------------------
+# config.json parsing
+
+_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def _get(cfg: dict[str, Any], key: str, where: str, default: Any = ...) -> Any:
+    if key in cfg and cfg[key] is not None:
+        value = cfg[key]
+    elif default is not ...:
+        return default
+    else:
+        raise AccelbenchError(f"{where}: missing field {key!r} in config.json")
+    return value
+
+
+def _positive_int(cfg: dict[str, Any], key: str, where: str, default: Any = ...) -> int:
+    value = _get(cfg, key, where, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise AccelbenchError(f"{where}: field {key!r} must be an integer (got {value!r})")
+    if value <= 0:
+        raise AccelbenchError(f"{where}: field {key!r} must be > 0 (got {value!r})")
+    return int(value)
+
+
+def arch_from_config(
+    cfg: dict[str, Any], name: str | None = None, source: dict[str, Any] | None = None
+) -> ModelArch:
+    """Build a ModelArch from a Hugging Face config.json dict.
+
+    Understands Llama, Mistral/Mixtral, Qwen2/2.5, Qwen3 (dense and MoE), DeepSeek-V2/V3
+    (MLA + MoE), gpt-oss and GLM-4.5 (Glm4Moe) field names. Multimodal configs with a
+    ``text_config`` use that. Missing required fields raise AccelbenchError naming them.
+    """
+    if not isinstance(cfg, dict):
+        raise AccelbenchError("config.json must hold a JSON object")
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "_name_or_path"}}
+    where = name or str(cfg.get("_name_or_path") or cfg.get("model_type") or "config.json")
+    for key in _REQUIRED:
+        _get(cfg, key, where)
+    model_type = str(cfg.get("model_type", "unknown"))
+    h = _positive_int(cfg, "hidden_size", where)
+    n_layers = _positive_int(cfg, "num_hidden_layers", where)
+    n_heads = _positive_int(cfg, "num_attention_heads", where)
+    n_kv = _positive_int(cfg, "num_key_value_heads", where, n_heads)
+    if n_heads % n_kv:
+        raise AccelbenchError(
+            f"{where}: num_key_value_heads={n_kv} does not divide num_attention_heads={n_heads}"
+        )
+    head_dim = _positive_int(cfg, "head_dim", where, None) if cfg.get("head_dim") else None
+    if head_dim is None:
+        if h % n_heads:
+            raise AccelbenchError(
+                f"{where}: no 'head_dim' and hidden_size={h} is not a multiple of "
+                f"num_attention_heads={n_heads}"
+            )
+        head_dim = h // n_heads
+    vocab = _positive_int(cfg, "vocab_size", where)
+
+    # MoE fields under their various names
+    n_experts = int(
+        cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+    )
+    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
+    if n_experts and not top_k:
+        raise AccelbenchError(f"{where}: MoE config without 'num_experts_per_tok'")
+    if n_experts and top_k > n_experts:
+        raise AccelbenchError(
+            f"{where}: num_experts_per_tok={top_k} exceeds the number of experts {n_experts}"
+        )
+    moe_inter = int(cfg.get("moe_intermediate_size") or 0)
+    if n_experts and not moe_inter:
+        # Mixtral and gpt-oss: experts have intermediate_size
+        moe_inter = _positive_int(cfg, "intermediate_size", where)
+    inter_default = None if not n_experts else 0
+    intermediate = int(_get(cfg, "intermediate_size", where, inter_default) or 0)
+    if not n_experts and intermediate <= 0:
+        raise AccelbenchError(f"{where}: field 'intermediate_size' must be > 0")
+
+    n_shared = int(cfg.get("n_shared_experts") or 0)
+    shared_inter = moe_inter
+    if cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE style: one shared expert
+        n_shared = 1
+        shared_inter = int(cfg["shared_expert_intermediate_size"])
+
+    moe_layers: tuple[int, ...] = ()
+    if n_experts:
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        step = int(cfg.get("moe_layer_freq") or cfg.get("decoder_sparse_step") or 1)
+        mlp_only = set(cfg.get("mlp_only_layers") or [])
+        moe_layers = tuple(
+            i
+            for i in range(n_layers)
+            if i >= first_dense and (i + 1) % step == 0 and i not in mlp_only
+        )
+        if moe_layers and len(moe_layers) < n_layers and intermediate <= 0:
+            raise AccelbenchError(
+                f"{where}: dense layers present but 'intermediate_size' is missing"
+            )
+
+    mla = cfg.get("kv_lora_rank") is not None
+    mla_fields: dict[str, Any] = {}
+    if mla:
+        for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            mla_fields[key] = _positive_int(cfg, key, where)
+        mla_fields["q_lora_rank"] = (
+            int(cfg["q_lora_rank"]) if cfg.get("q_lora_rank") is not None else None
+        )
+
+    sliding_layers: tuple[int, ...] = ()
+    window = cfg.get("sliding_window")
+    layer_types = cfg.get("layer_types")
+    if layer_types and window:
+        if len(layer_types) != n_layers:
+            raise AccelbenchError(
+                f"{where}: 'layer_types' has {len(layer_types)} entries for {n_layers} layers"
+            )
+        sliding_layers = tuple(i for i, t in enumerate(layer_types) if "sliding" in str(t))
+    elif window and cfg.get("use_sliding_window"):
+        max_window_layers = int(cfg.get("max_window_layers") or n_layers)
+        sliding_layers = tuple(i for i in range(n_layers) if i >= max_window_layers)
+
+    return ModelArch(
+        name=name or where,
+        model_type=model_type,
+        hidden_size=h,
+        num_layers=n_layers,
+        num_heads=n_heads,
+        num_kv_heads=n_heads if mla else n_kv,
+        head_dim=head_dim,
+        vocab_size=vocab,
+        intermediate_size=intermediate,
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        attention_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
+        qk_norm=bool(cfg.get("use_qk_norm", model_type in ("qwen3", "qwen3_moe"))),
+        num_experts=n_experts,
+        experts_per_token=top_k,
+        moe_intermediate_size=moe_inter,
+        num_shared_experts=n_shared,
+        shared_expert_intermediate_size=shared_inter,
+        moe_layers=moe_layers,
+        expert_bias=model_type == "gpt_oss",
+        sliding_layers=sliding_layers,
+        sliding_window=int(window) if sliding_layers and window else None,
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        max_context=int(cfg["max_position_embeddings"])
+        if cfg.get("max_position_embeddings")
+        else None,
+        source=dict(source or {}),
+        **mla_fields,
+    )
+
+
+def load_config_file(path: str | Path) -> ModelArch:
+    """Read a config.json (a file, or a directory holding one) into a ModelArch."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise AccelbenchError(f"no config.json at {p}")
+    try:
+        cfg = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AccelbenchError(f"cannot read {p}: {exc}") from exc
+    name = cfg.get("_name_or_path") or p.parent.name or p.stem
+    return arch_from_config(cfg, name=str(name), source={"file": str(p)})
+
+
+def human_params(n: float) -> str:
+    """1234567890 -> '1.23B'."""
+    if n >= 1e12:
+        return f"{n / 1e12:.3g}T"
+    if n >= 1e9:
+        return f"{n / 1e9:.4g}B"
+    if n >= 1e6:
+        return f"{n / 1e6:.4g}M"
+    return f"{n:,.0f}"
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in binary units (KiB, MiB, GiB, TiB)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    if n <= 0 or not math.isfinite(n):
+        return f"{n:g} B"
+    i = min(int(math.log(n, 1024)), len(units) - 1)
+    return f"{n / 1024**i:.4g} {units[i]}"

@@ -1,0 +1,297 @@
+"""Memory fit and the roofline (physical limit) of decode and prefill.
+
+Decode step with B sequences at mean context s on N GPUs (docs/FACTS.md)::
+
+    t = max(FLOPs / (N * eff_flops * peak_flops), bytes / (N * eff_bw * bandwidth)) + t_overhead
+    FLOPs = 2 * P_active * B + attention(s) * B           (+ amortised prefill, below)
+    bytes = weight bytes the step touches + B * kv_bytes(s)
+
+Tokens/s/user = 1 / t; output tokens/s per GPU = B / (t * N). When ISL and OSL are
+given, each step also carries the prefill work of ``B / OSL`` new requests (continuous
+batching in steady state) and the decode context is ``ISL + OSL / 2``; total tokens/s
+per GPU is output x (ISL + OSL) / OSL. Communication is not modelled (t_comm = 0): the
+result is an upper bound, which is what a roofline must be.
+
+Where the catalog keeps a range, the roofline uses the upper end for FLOPS and
+bandwidth (the limit is never understated) and the lower end for memory capacity (a fit
+is never overstated).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from accelbench.cost.catalog import Accelerator
+from accelbench.errors import AccelbenchError
+from accelbench.plan.architecture import COMPUTE_FORMATS, ModelArch, weight_bytes_per_param
+
+DEFAULT_RESERVE = 0.10  # vLLM's default gpu_memory_utilization is 0.9: 10% held back
+BATCH_CAP = 1 << 24  # upper search bound when the KV cache does not limit the batch
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """N identical accelerators as the roofline sees them."""
+
+    accelerator: str
+    n_gpus: int
+    compute_format: str
+    peak_flops: float  # per GPU, FLOP/s
+    bandwidth: float  # per GPU, bytes/s
+    memory_bytes: float  # per GPU
+    eff_flops: float
+    eff_bw: float
+    notes: tuple[str, ...] = ()
+
+
+def hardware_for(
+    acc: Accelerator,
+    n_gpus: int,
+    precision: str,
+    eff_flops: float | None = None,
+    eff_bw: float | None = None,
+) -> Hardware:
+    """Roofline view of ``n_gpus`` x ``acc`` running weights in ``precision``.
+
+    The compute format is the first of COMPUTE_FORMATS[precision] the accelerator has
+    FLOPS for. Efficiency factors default to the catalog's measured fractions
+    (gemm_fraction, hbm_fraction) and to 1.0 (peak) where none was measured."""
+    if n_gpus < 1:
+        raise AccelbenchError(f"gpus must be >= 1 (got {n_gpus})")
+    weight_bytes_per_param(precision)  # validates the name
+    notes: list[str] = []
+    fmt = None
+    for cand in COMPUTE_FORMATS[precision.lower()]:
+        if acc.peak_tflops(cand):
+            fmt = cand
+            break
+    if fmt is None:
+        raise AccelbenchError(
+            f"accelerator {acc.id} has no FLOPS figure for {precision} "
+            f"(needs one of {', '.join(COMPUTE_FORMATS[precision.lower()])}_tflops)"
+        )
+    if fmt != COMPUTE_FORMATS[precision.lower()][0]:
+        notes.append(
+            f"{acc.id} has no {COMPUTE_FORMATS[precision.lower()][0]} rate: computing in {fmt}"
+        )
+    tflops = float(acc.peak_tflops(fmt))  # type: ignore[arg-type]
+    bw = acc.require("memory_bw_tbs", "upper")
+    mem = acc.require("memory_gb", "lower")
+    if bw <= 0:
+        raise AccelbenchError(f"accelerator {acc.id}: memory_bw_tbs must be > 0")
+
+    def eff(given: float | None, key: str, what: str) -> float:
+        if given is not None:
+            if not 0 < given <= 1:
+                raise AccelbenchError(f"{what} efficiency must be in (0, 1] (got {given:g})")
+            notes.append(f"{what} efficiency {given:g} (given)")
+            return given
+        fig = acc.figure(key)
+        if fig.upper is not None:
+            notes.append(f"{what} efficiency {fig.upper:g}: measured ({fig.note or key})")
+            return float(fig.upper)
+        notes.append(f"{what} efficiency 1.0: no measured fraction for {acc.id} (peak)")
+        return 1.0
+
+    ef = eff(eff_flops, "gemm_fraction", "FLOPS")
+    eb = eff(eff_bw, "hbm_fraction", "bandwidth")
+    return Hardware(acc.id, n_gpus, fmt, tflops * 1e12, bw * 1e12, mem * 1e9, ef, eb, tuple(notes))
+
+
+# ---------------------------------------------------------------------------------
+# memory fit
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Memory budget of N GPUs for a model at a context and concurrency."""
+
+    weights_bytes: float
+    kv_bytes_per_sequence: float  # all copies across GPUs
+    usable_bytes: float  # N * memory * (1 - reserve)
+    free_for_kv: float
+    max_batch: int | None  # None: the KV cache does not limit the batch (context 0)
+    concurrency: int
+    fits: bool
+    weights_fit: bool
+    reserve_fraction: float
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain-JSON form."""
+        return asdict(self)
+
+
+def memory_fit(
+    arch: ModelArch,
+    hw: Hardware,
+    precision: str,
+    kv_precision: str,
+    context: float,
+    concurrency: int = 1,
+    reserve_fraction: float = DEFAULT_RESERVE,
+    dp_attention: bool = False,
+) -> Fit:
+    """Does ``arch`` at ``precision`` plus ``concurrency`` sequences of ``context`` tokens
+    fit in ``hw``'s memory less the reserve; and the largest batch at that context."""
+    if not 0 <= reserve_fraction < 1:
+        raise AccelbenchError(f"reserve must be in [0, 1) (got {reserve_fraction:g})")
+    if concurrency < 1:
+        raise AccelbenchError(f"concurrency must be >= 1 (got {concurrency})")
+    arch.check_tensor_parallel(hw.n_gpus)
+    weights = arch.weight_bytes(precision)
+    kv = arch.kv_bytes_for_context(context, kv_precision) * arch.kv_replication(
+        hw.n_gpus, dp_attention
+    )
+    usable = hw.n_gpus * hw.memory_bytes * (1 - reserve_fraction)
+    free = usable - weights
+    if free <= 0:
+        max_batch: int | None = 0
+    elif kv <= 0:
+        max_batch = None
+    else:
+        max_batch = int(free // kv)
+    fits = free > 0 and (max_batch is None or max_batch >= concurrency)
+    return Fit(weights, kv, usable, free, max_batch, concurrency, fits, free > 0, reserve_fraction)
+
+
+# ---------------------------------------------------------------------------------
+# roofline
+
+
+@dataclass(frozen=True)
+class Step:
+    """One point of the roofline: a batch size and what the physical limit allows."""
+
+    batch: int
+    context: float
+    step_s: float
+    compute_s: float
+    memory_s: float
+    bound: str
+    tok_s_user: float
+    output_tok_s_per_gpu: float
+    total_tok_s_per_gpu: float
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain-JSON form."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Context of the roofline: decode context, and optionally ISL/OSL for prefill."""
+
+    context: float
+    isl: int | None = None
+    osl: int | None = None
+    kv_precision: str = "bf16"
+
+    @classmethod
+    def of(
+        cls,
+        context: float | None,
+        isl: int | None,
+        osl: int | None,
+        kv_precision: str = "bf16",
+    ) -> Workload:
+        """From --context or --isl/--osl (decode context = ISL + OSL/2 when both given)."""
+        if isl is not None and isl < 0:
+            raise AccelbenchError(f"isl must be >= 0 (got {isl})")
+        if osl is not None and osl < 1:
+            raise AccelbenchError(f"osl must be >= 1 (got {osl})")
+        if context is None:
+            if isl is None:
+                raise AccelbenchError("give --context, or --isl (and --osl)")
+            context = isl + (osl or 0) / 2.0
+        if context < 0:
+            raise AccelbenchError(f"context must be >= 0 (got {context})")
+        return cls(float(context), isl, osl, kv_precision)
+
+
+@dataclass
+class Roofline:
+    """The roofline of one model on one set of hardware."""
+
+    arch: ModelArch
+    hw: Hardware
+    precision: str
+    workload: Workload
+    overhead_s: float = 0.0
+    dp_attention: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def step(self, batch: int) -> Step:
+        """The limit for one decode step with ``batch`` sequences."""
+        if batch < 1:
+            raise AccelbenchError(f"batch must be >= 1 (got {batch})")
+        a, hw, w = self.arch, self.hw, self.workload
+        s = w.context
+        flops = batch * (2.0 * a.active_params + a.attention_flops_per_token(s))
+        if w.isl is not None and w.osl is not None:
+            flops += batch / w.osl * a.prefill_flops(w.isl)
+        kv = a.kv_bytes_for_context(s, w.kv_precision) * a.kv_replication(
+            hw.n_gpus, self.dp_attention
+        )
+        nbytes = a.decode_weight_bytes(batch, self.precision) + batch * kv
+        t_c = flops / (hw.n_gpus * hw.eff_flops * hw.peak_flops)
+        t_m = nbytes / (hw.n_gpus * hw.eff_bw * hw.bandwidth)
+        t = max(t_c, t_m) + self.overhead_s
+        out = batch / (t * hw.n_gpus)
+        ratio = (w.isl + w.osl) / w.osl if w.isl is not None and w.osl is not None else 1.0
+        return Step(
+            batch, s, t, t_c, t_m, "compute" if t_c >= t_m else "memory", 1.0 / t, out, out * ratio
+        )
+
+    def prefill_s(self, isl: int) -> float:
+        """Time to prefill one prompt of ``isl`` tokens alone (compute or weight-read bound)."""
+        a, hw = self.arch, self.hw
+        t_c = a.prefill_flops(isl) / (hw.n_gpus * hw.eff_flops * hw.peak_flops)
+        t_m = a.decode_weight_bytes(max(isl, 1), self.precision) / (
+            hw.n_gpus * hw.eff_bw * hw.bandwidth
+        )
+        return max(t_c, t_m) + self.overhead_s
+
+    def curve(self, max_batch: int | None, points: int = 0) -> list[Step]:
+        """Steps at batch 1, 2, 4, ... up to ``max_batch`` (inclusive)."""
+        top = BATCH_CAP if max_batch is None else max_batch
+        if top < 1:
+            return []
+        batches: list[int] = []
+        b = 1
+        while b < top:
+            batches.append(b)
+            b *= 2
+        batches.append(top)
+        if points and len(batches) > points:
+            keep = {round(i * (len(batches) - 1) / (points - 1)) for i in range(points)}
+            batches = [x for i, x in enumerate(batches) if i in keep]
+        return [self.step(x) for x in batches]
+
+    def best_at_interactivity(self, target: float, max_batch: int | None) -> Step | None:
+        """The largest-throughput step whose tokens/s/user is at least ``target``
+        (step time grows with the batch, so the largest such batch); None if even
+        batch 1 is slower."""
+        if not target > 0:
+            raise AccelbenchError(f"interactivity must be > 0 (got {target:g})")
+        top = BATCH_CAP if max_batch is None else max_batch
+        if top < 1 or self.step(1).tok_s_user < target:
+            return None
+        lo, hi = 1, top
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.step(mid).tok_s_user >= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return self.step(lo)
+
+    def max_throughput(self, max_batch: int | None) -> Step | None:
+        """The step at the largest batch that fits (throughput grows with batch)."""
+        top = BATCH_CAP if max_batch is None else max_batch
+        return self.step(top) if top >= 1 else None
+
+
+def efficiency(measured: float, limit: float) -> float:
+    """measured / limit (NaN where the limit is not positive)."""
+    return measured / limit if limit > 0 else math.nan
