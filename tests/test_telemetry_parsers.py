@@ -1,0 +1,619 @@
+"""Every parser against every captured fixture, values checked by hand against the files.
+
+Fixtures: ../shared/fixtures/telemetry (provenance in its SOURCES.md). Where no real
+capture exists (amd-smi JSON, ROCm Device Metrics Exporter, server /metrics) the input
+is written here in the documented layout and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from accelbench.errors import AccelbenchError
+from accelbench.telemetry.parsers import (
+    detect_format,
+    parse_amd_smi_json,
+    parse_dcgm_prometheus,
+    parse_file,
+    parse_nvidia_smi_csv,
+    parse_nvidia_smi_xml,
+    parse_rocm_exporter_prometheus,
+    parse_rocm_smi_json,
+    parse_server_metrics,
+)
+from accelbench.telemetry.schema import (
+    COLUMNS,
+    parse_quantity,
+    pcie_gen_from_speed,
+    rows_to_table,
+)
+
+FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
+MiB = 1024**2
+
+pytestmark = pytest.mark.skipif(not FIX.is_dir(), reason=f"fixtures not found at {FIX}")
+
+
+def one(rows):
+    assert len(rows) == 1
+    return rows[0]
+
+
+def read(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+# ---------------------------------------------------------------------------- units
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("23028 MiB", 23028 * MiB),
+        ("25.58 W", 25.58),
+        ("17 C", 17.0),
+        ("37 %", 0.37),
+        ("(800Mhz)", 800e6),
+        ("4251825415 us", 4251.825415),
+        ("N/A", None),
+        ("[N/A]", None),
+        ("[Requested functionality has been deprecated]", None),
+        ("16x", 16.0),
+        ("2.5GT/s", 2500.0),
+    ],
+)
+def test_parse_quantity(text, expected):
+    got = parse_quantity(text)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected)
+
+
+def test_pcie_gen_from_speed():
+    assert [pcie_gen_from_speed(x) for x in (2500, 5000, 8000, 16000, 32000, 64000)] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]
+
+
+# ---------------------------------------------------------------------------- nvidia-smi -q -x
+
+
+def test_nvidia_smi_xml_v11_a10g():
+    r = one(parse_nvidia_smi_xml(read("nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml")))
+    assert r["vendor"] == "nvidia" and r["model"] == "NVIDIA A10G"
+    assert r["bus_id"] == "0000:00:1E.0"
+    assert r["uuid"] == "GPU-9a9a6c50-2a47-2f51-a902-b82c3b127e94"
+    assert r["serial"] == "0000000000000"
+    assert r["driver_version"] == "515.105.01"
+    assert r["util_gpu"] == 0.0 and r["util_mem"] == 0.0
+    assert r["mem_used_bytes"] == 22 * MiB
+    assert r["mem_total_bytes"] == 23028 * MiB
+    assert r["power_w"] == pytest.approx(25.58)  # <power_readings>/<power_draw> (v11)
+    assert r["power_limit_w"] == pytest.approx(300.0)
+    assert r["temp_gpu_c"] == 17.0
+    assert r["temp_mem_c"] is None  # N/A
+    assert r["temp_slowdown_c"] == 95.0 and r["temp_shutdown_c"] == 98.0
+    assert r["clock_sm_hz"] == 210e6 and r["clock_mem_hz"] == 405e6
+    assert r["clock_sm_max_hz"] == 1710e6 and r["clock_mem_max_hz"] == 6251e6
+    assert r["throttle_mask"] == 0x1  # gpu_idle Active (v11 clocks_throttle_reasons)
+    assert r["throttle_reasons"] == ""  # idle is not a health problem
+    assert r["ecc_corrected_volatile"] == 0 and r["ecc_uncorrected_aggregate"] == 0
+    assert r["remapped_rows_corr"] == 0 and r["remapped_rows_unc"] == 0
+    assert r["remapped_rows_pending"] is False and r["remapped_rows_failure"] is False
+    assert (r["pcie_gen"], r["pcie_gen_max"]) == (1, 4)
+    assert (r["pcie_width"], r["pcie_width_max"]) == (8, 16)
+    assert r["pcie_replay"] == 0
+
+
+def test_nvidia_smi_xml_v12_a100_mig():
+    r = one(
+        parse_nvidia_smi_xml(read("nvidia-smi_q_x__a100-sxm4-80gb_mig__drv535.54.03__dtd-v12.xml"))
+    )
+    assert r["model"] == "NVIDIA A100-SXM4-80GB"
+    assert r["bus_id"] == "0000:01:00.0"
+    assert r["serial"] == "1650522003820"
+    assert r["util_gpu"] is None and r["util_mem"] is None  # N/A under MIG
+    assert r["mem_used_bytes"] == 50 * MiB and r["mem_total_bytes"] == 81920 * MiB
+    assert r["power_w"] == pytest.approx(67.03)  # <gpu_power_readings>/<power_draw> (v12)
+    assert r["power_limit_w"] == pytest.approx(500.0)  # current_power_limit
+    assert r["temp_gpu_c"] == 27.0 and r["temp_mem_c"] == 44.0
+    assert (r["temp_slowdown_c"], r["temp_shutdown_c"], r["temp_mem_max_c"]) == (89, 92, 95)
+    assert r["clock_sm_hz"] == 1275e6 and r["clock_mem_hz"] == 1593e6
+    assert r["clock_sm_max_hz"] == 1410e6
+    assert r["throttle_mask"] == 0  # clocks_event_reasons, all Not Active
+    assert r["remapped_rows_corr"] is None  # <remapped_rows>N/A</remapped_rows>
+    assert (r["pcie_gen"], r["pcie_gen_max"], r["pcie_width"], r["pcie_width_max"]) == (
+        4,
+        4,
+        16,
+        16,
+    )
+
+
+def test_nvidia_smi_xml_v13_rtx4000():
+    r = one(parse_nvidia_smi_xml(read("nvidia-smi_q_x__rtx-4000-sff-ada__drv595.84__dtd-v13.xml")))
+    assert r["model"] == "NVIDIA RTX 4000 SFF Ada Generation"
+    assert r["driver_version"] == "595.84"
+    assert r["util_gpu"] == 0.0 and r["util_mem"] == pytest.approx(0.37)
+    assert r["mem_used_bytes"] == 3534 * MiB and r["mem_total_bytes"] == 20475 * MiB
+    assert r["power_w"] == pytest.approx(8.81)  # <average_power_draw> (v13)
+    assert r["power_limit_w"] == pytest.approx(70.0)
+    assert r["temp_gpu_c"] == 38.0
+    # v13 gives only thresholds relative to T.Limit: no absolute slowdown threshold.
+    assert r["temp_slowdown_c"] is None
+    assert r["clock_sm_max_hz"] == 3105e6 and r["clock_mem_max_hz"] == 7001e6
+    assert r["throttle_mask"] == 0x1
+    # clocks_event_reasons_counters_sw_power_cap 4251825415 us, thermal counters 0 us
+    assert r["throttle_power_s"] == pytest.approx(4251.825415)
+    assert r["throttle_thermal_s"] == 0.0
+    assert r["ecc_corrected_volatile"] is None  # ECC disabled, all N/A
+    assert r["remapped_rows_corr"] == 0 and r["remapped_rows_unc"] == 0
+    assert (r["pcie_gen"], r["pcie_gen_max"]) == (1, 4)
+
+
+def test_nvidia_smi_xml_rejects_other_xml():
+    with pytest.raises(AccelbenchError):
+        parse_nvidia_smi_xml("<foo/>")
+    with pytest.raises(AccelbenchError):
+        parse_nvidia_smi_xml("<nvidia_smi_log>")
+
+
+# ---------------------------------------------------------------------------- --query-gpu CSV
+
+CSV_IDLE = "nvidia-smi_query-gpu_csv__h100-80gb-hbm3__drv590.48.01__idle.csv"
+CSV_LOAD = "nvidia-smi_query-gpu_csv__h100-80gb-hbm3__drv590.48.01__load.csv"
+
+
+def test_nvidia_smi_csv_idle():
+    r = one(parse_nvidia_smi_csv(read(CSV_IDLE)))
+    assert r["model"] == "NVIDIA H100 80GB HBM3"
+    assert r["bus_id"] == "0000:00:09.0"
+    assert r["driver_version"] == "590.48.01"
+    assert r["util_gpu"] == 0.0
+    assert r["mem_used_bytes"] == 0 and r["mem_total_bytes"] == 81559 * MiB
+    assert r["power_w"] == pytest.approx(69.85) and r["power_limit_w"] == pytest.approx(700.0)
+    assert r["temp_gpu_c"] == 41.0 and r["temp_mem_c"] == 48.0
+    assert r["clock_sm_hz"] == 345e6 and r["clock_mem_hz"] == 2619e6
+    assert r["clock_sm_max_hz"] == 1980e6
+    assert r["throttle_mask"] == 0x1 and r["throttle_reasons"] == ""
+    assert r["throttle_power_s"] == 0.0
+    assert r["ecc_corrected_volatile"] == 0 and r["ecc_uncorrected_aggregate"] == 0
+    assert r["remapped_rows_pending"] is False
+    assert (r["pcie_gen"], r["pcie_gen_max"], r["pcie_width"], r["pcie_width_max"]) == (
+        5,
+        5,
+        16,
+        16,
+    )
+
+
+def test_nvidia_smi_csv_load():
+    r = one(parse_nvidia_smi_csv(read(CSV_LOAD)))
+    assert r["util_gpu"] == 1.0 and r["util_mem"] == pytest.approx(0.11)
+    assert r["mem_used_bytes"] == 19818 * MiB
+    assert r["power_w"] == pytest.approx(631.95)
+    assert r["temp_gpu_c"] == 59.0 and r["temp_mem_c"] == 54.0
+    assert r["clock_sm_hz"] == 1980e6
+    assert r["throttle_mask"] == 0
+
+
+def test_nvidia_smi_csv_nounits_gives_same_values():
+    """The same capture with the units stripped from the values (as ``nounits`` prints
+    them) must parse to the same numbers, the units coming from the header."""
+    text = read(CSV_LOAD)
+    header, row = text.splitlines()[:2]
+    stripped = ", ".join(
+        re.sub(r"^(-?[\d.]+) (MiB|W|MHz|%|us)$", r"\1", v.strip()) for v in row.split(", ")
+    )
+    assert "MiB" not in stripped
+    a = one(parse_nvidia_smi_csv(text))
+    b = one(parse_nvidia_smi_csv(header + "\n" + stripped + "\n"))
+    for col in ("mem_used_bytes", "power_w", "clock_sm_hz", "util_gpu", "throttle_power_s"):
+        assert a[col] == pytest.approx(b[col]), col
+
+
+def test_nvidia_smi_csv_slices_match_the_capture_session():
+    """The CSV fixtures are lines 1740-1741 and 2104-2105 of the capture session."""
+    lines = read("nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt").splitlines()
+    assert parse_nvidia_smi_csv("\n".join(lines[1739:1741])) == parse_nvidia_smi_csv(read(CSV_IDLE))
+    assert parse_nvidia_smi_csv("\n".join(lines[2103:2105])) == parse_nvidia_smi_csv(read(CSV_LOAD))
+
+
+def test_nvidia_smi_csv_without_header_is_a_clear_error():
+    row = read(CSV_IDLE).splitlines()[1]
+    with pytest.raises(AccelbenchError, match="header"):
+        parse_nvidia_smi_csv(row)
+
+
+# ---------------------------------------------------------------------------- dcgm-exporter
+
+
+def test_dcgm_l4():
+    r = one(
+        parse_dcgm_prometheus(
+            read("dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom")
+        )
+    )
+    assert r["model"] == "NVIDIA L4"
+    assert r["uuid"] == "GPU-c2f76b33-7953-256e-8f33-1343419b1a1c"
+    assert r["bus_id"] == "0000:31:00.0"
+    assert r["driver_version"] == "580.105.08"
+    assert r["clock_sm_hz"] == 210e6 and r["clock_mem_hz"] == 405e6
+    assert r["temp_gpu_c"] == 31.0
+    assert r["temp_mem_c"] == 0.0  # exported as 0 by dcgm-exporter
+    assert r["power_w"] == pytest.approx(16.365)  # DCGM_FI_DEV_POWER_USAGE in W
+    assert r["energy_j"] == pytest.approx(4742.776)  # 4742776 mJ (counter without _total)
+    assert r["pcie_replay"] == 0
+    assert r["util_gpu"] == 0.0 and r["util_mem"] == 0.0
+    assert r["mem_used_bytes"] == 0
+    assert r["mem_total_bytes"] == (22563 + 0 + 470) * MiB  # free + used + reserved
+    assert r["remapped_rows_unc"] == 0 and r["remapped_rows_corr"] == 0
+    assert r["remapped_rows_failure"] is False
+
+
+def test_dcgm_vgpu_partial_support():
+    r = one(
+        parse_dcgm_prometheus(
+            read("dcgm-exporter_metrics__grid-a100-40c-vgpu__drv580.126.09__default-counters.prom")
+        )
+    )
+    assert r["model"] == "GRID A100-40C"
+    assert r["clock_sm_hz"] == 1410e6 and r["clock_mem_hz"] == 1215e6
+    assert r["mem_total_bytes"] == (37739 + 0 + 3220) * MiB
+    # a vGPU guest exports no power, energy, GPU temperature or PCIe counters
+    for col in ("power_w", "energy_j", "temp_gpu_c", "pcie_replay", "remapped_rows_unc"):
+        assert r[col] is None, col
+
+
+# ---------------------------------------------------------------------------- rocm-smi --json
+
+
+def test_rocm_smi_rocm5_mi250():
+    r = one(parse_rocm_smi_json(read("rocm-smi_a_json__mi250-oam-1gcd__rocm5.x-drv6.2.4.json")))
+    assert r["vendor"] == "amd" and r["model"] == "AMD INSTINCT MI250 (MCM) OAM AC MBA"
+    assert r["bus_id"] == "0000:2F:00.0"
+    assert r["serial"] == "PCB052715-0065" and r["uuid"] == "0x719d230578348e8c"
+    assert r["driver_version"] == "6.2.4"
+    assert r["util_gpu"] == 0.0 and r["util_mem"] == 0.0
+    assert r["power_w"] == 89.0 and r["power_limit_w"] == 560.0
+    assert r["energy_j"] == pytest.approx(962825096.2974429)  # "Accumulated Energy (uJ)"
+    assert (r["temp_gpu_c"], r["temp_hotspot_c"], r["temp_mem_c"]) == (32.0, 35.0, 43.0)
+    assert r["clock_sm_hz"] == 800e6 and r["clock_mem_hz"] == 1600e6  # "(800Mhz)"
+    assert r["pcie_replay"] == 147
+    assert r["mem_used_bytes"] is None  # -a without --showmeminfo: no VRAM bytes
+
+
+def test_rocm_smi_rocm6_mi250():
+    r = one(parse_rocm_smi_json(read("rocm-smi_a_json__mi250-oam-1gcd__rocm6.x-drv6.2.4.json")))
+    assert r["model"] == "AMD INSTINCT MI250 (MCM) OAM AC MBA"  # "Card Series" (ROCm 6)
+    assert r["bus_id"] == "0000:29:00.0"
+    assert r["power_w"] == 91.0
+    assert r["energy_j"] == pytest.approx(4275228873.2992185)
+    assert (r["temp_gpu_c"], r["temp_hotspot_c"], r["temp_mem_c"]) == (43.0, 44.0, 53.0)
+    assert (r["pcie_gen"], r["pcie_width"]) == (1, 8)  # "3 (2.5GT/s x8)"
+    assert r["pcie_replay"] == 3824
+    assert r["util_mem"] == 0.0  # "GPU Memory Read/Write Activity (%)"
+
+
+def test_rocm_smi_mi100x4():
+    rows = parse_rocm_smi_json(read("rocm-smi_json__mi100x4__rocm6.0.2.json"))
+    assert [r["device_index"] for r in rows] == [0, 1, 2, 3]
+    assert [r["bus_id"] for r in rows] == [
+        "0000:83:00.0",
+        "0000:A3:00.0",
+        "0000:C3:00.0",
+        "0000:E3:00.0",
+    ]
+    assert [r["power_w"] for r in rows] == [36.0, 44.0, 43.0, 39.0]
+    assert [r["temp_hotspot_c"] for r in rows] == [55.0, 58.0, 57.0, 53.0]
+    r = rows[0]
+    assert r["model"] == "Arcturus GL-XL [Instinct MI100]"
+    assert r["serial"] is None  # "N/A"
+    assert r["driver_version"] == "6.3.6"
+    assert r["mem_total_bytes"] == 34342961152 and r["mem_used_bytes"] == 6750208
+    assert r["power_limit_w"] == 290.0
+    assert r["clock_sm_hz"] == 300e6 and r["clock_mem_hz"] == 1200e6
+    assert (r["pcie_gen"], r["pcie_width"]) == (4, 16)  # "0 (16.0GT/s x16)"
+    assert r["energy_j"] is None
+
+
+# ---------------------------------------------------------------------------- amd-smi --json
+
+# No real capture exists (see SOURCES.md): this follows the documented layout, leaves
+# as {"value","unit"} pairs and "N/A" strings. ROCm 6.2-6.3 print a list; ROCm 7 wraps
+# it in {"gpu_data": [...]}.
+AMD_SMI_GPU = {
+    "gpu": 0,
+    "usage": {
+        "gfx_activity": {"value": 87, "unit": "%"},
+        "umc_activity": {"value": 41, "unit": "%"},
+        "mm_activity": "N/A",
+    },
+    "power": {
+        "socket_power": {"value": 612, "unit": "W"},
+        "gfx_voltage": "N/A",
+        "throttle_status": "N/A",
+    },
+    "clock": {
+        "gfx_0": {
+            "clk": {"value": 2100, "unit": "MHz"},
+            "max_clk": {"value": 2100, "unit": "MHz"},
+        },
+        "mem_0": {"clk": {"value": 1300, "unit": "MHz"}, "max_clk": {"value": 1300, "unit": "MHz"}},
+    },
+    "temperature": {
+        "edge": "N/A",
+        "hotspot": {"value": 71, "unit": "C"},
+        "mem": {"value": 58, "unit": "C"},
+    },
+    "pcie": {
+        "width": 16,
+        "speed": {"value": 32, "unit": "GT/s"},
+        "replay_count": 2,
+    },
+    "ecc": {
+        "total_correctable_count": 3,
+        "total_uncorrectable_count": 0,
+        "total_deferred_count": 0,
+    },
+    "mem_usage": {
+        "total_vram": {"value": 196592, "unit": "MB"},
+        "used_vram": {"value": 180000, "unit": "MB"},
+    },
+    "energy": {"total_energy_consumption": {"value": 123456.5, "unit": "J"}},
+}
+
+
+@pytest.mark.parametrize("wrap", ["list", "gpu_data"])
+def test_amd_smi_metric_json(wrap):
+    doc = [AMD_SMI_GPU] if wrap == "list" else {"gpu_data": [AMD_SMI_GPU]}
+    r = one(parse_amd_smi_json(json.dumps(doc)))
+    assert r["vendor"] == "amd" and r["device_index"] == 0
+    assert r["util_gpu"] == pytest.approx(0.87) and r["util_mem"] == pytest.approx(0.41)
+    assert r["power_w"] == 612.0
+    assert r["clock_sm_hz"] == 2100e6 and r["clock_mem_hz"] == 1300e6
+    assert r["temp_gpu_c"] is None  # "N/A"
+    assert r["temp_hotspot_c"] == 71.0 and r["temp_mem_c"] == 58.0
+    assert (r["pcie_gen"], r["pcie_width"], r["pcie_replay"]) == (5, 16, 2)
+    assert r["ecc_corrected_aggregate"] == 3 and r["ecc_uncorrected_aggregate"] == 0
+    assert r["mem_total_bytes"] == 196592 * MiB  # amd-smi "MB" are MiB
+    assert r["mem_used_bytes"] == 180000 * MiB
+    assert r["energy_j"] == pytest.approx(123456.5)
+    assert r["throttle_mask"] is None
+
+
+def test_amd_smi_rejects_unknown_json():
+    with pytest.raises(AccelbenchError):
+        parse_amd_smi_json('{"foo": 1}')
+
+
+# ---------------------------------------------------------------------------- ROCm exporter
+
+# No complete real scrape exists (SOURCES.md); names and units are those of the exporter's
+# docs/configuration/metricslist.md, label names as in its gpu_clock example.
+ROCM_EXPORTER = """\
+# HELP gpu_gfx_activity Graphics engine usage
+# TYPE gpu_gfx_activity gauge
+gpu_gfx_activity{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 93
+gpu_gfx_activity{card_model="MI300X",gpu_id="1",gpu_partition_id="0",serial_number="S1"} 0
+# TYPE gpu_package_power gauge
+gpu_package_power{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 701
+# TYPE gpu_energy_consumed counter
+gpu_energy_consumed{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 2.5e+12
+# TYPE gpu_junction_temperature gauge
+gpu_junction_temperature{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 82
+# TYPE gpu_memory_temperature gauge
+gpu_memory_temperature{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 70
+# TYPE gpu_used_vram gauge
+gpu_used_vram{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 150000
+# TYPE gpu_total_vram gauge
+gpu_total_vram{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 196592
+# TYPE gpu_clock gauge
+gpu_clock{clock_index="2",clock_type="system",gpu_id="0",gpu_partition_id="0"} 2100
+gpu_clock{clock_index="8",clock_type="memory",gpu_id="0",gpu_partition_id="0"} 1300
+# TYPE pcie_speed gauge
+pcie_speed{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 32
+# TYPE pcie_max_speed gauge
+pcie_max_speed{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 32
+# TYPE gpu_ecc_uncorrect_total gauge
+gpu_ecc_uncorrect_total{card_model="MI300X",gpu_id="0",gpu_partition_id="0",serial_number="S0"} 0
+"""
+
+
+def test_rocm_device_metrics_exporter():
+    rows = parse_rocm_exporter_prometheus(ROCM_EXPORTER)
+    assert len(rows) == 2
+    r = rows[0]
+    assert r["model"] == "MI300X" and r["serial"] == "S0"
+    assert r["util_gpu"] == pytest.approx(0.93)
+    assert r["power_w"] == 701.0
+    assert r["energy_j"] == pytest.approx(2.5e6)  # uJ -> J
+    assert r["temp_hotspot_c"] == 82.0 and r["temp_mem_c"] == 70.0
+    assert r["mem_used_bytes"] == 150000 * MiB and r["mem_total_bytes"] == 196592 * MiB
+    assert r["clock_sm_hz"] == 2100e6 and r["clock_mem_hz"] == 1300e6
+    assert r["pcie_gen"] == 5 and r["pcie_gen_max"] == 5
+    assert r["ecc_uncorrected_aggregate"] == 0
+    assert rows[1]["util_gpu"] == 0.0 and rows[1]["power_w"] is None
+
+
+# ---------------------------------------------------------------------------- server /metrics
+
+# The llama-server --metrics layout (HELP/TYPE lines, llamacpp: prefix, counters ending
+# in _total), as printed by its handle_metrics.
+LLAMACPP_METRICS = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 1234
+# HELP llamacpp:prompt_seconds_total Prompt process time
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 1.5
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 5678
+# HELP llamacpp:kv_cache_usage_ratio KV-cache usage. 1 means 100 percent usage.
+# TYPE llamacpp:kv_cache_usage_ratio gauge
+llamacpp:kv_cache_usage_ratio 0.25
+# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 3
+# HELP llamacpp:requests_deferred Number of requests deferred.
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 1
+"""
+
+VLLM_METRICS = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 8.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.42
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} 1000.0
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 500.0
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m"} 4.0
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 64.0
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 128.0
+"""
+
+SGLANG_METRICS = """\
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m"} 5.0
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m"} 7.0
+# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="m"} 0.28
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{model_name="m"} 8.128902e+06
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m"} 7.557572e+06
+"""
+
+TGI_METRICS = """\
+# TYPE tgi_batch_current_size gauge
+tgi_batch_current_size 4
+# TYPE tgi_queue_size gauge
+tgi_queue_size 9
+# TYPE tgi_request_generated_tokens histogram
+tgi_request_generated_tokens_bucket{le="+Inf"} 10
+tgi_request_generated_tokens_sum 2560
+tgi_request_generated_tokens_count 10
+"""
+
+
+@pytest.mark.parametrize(
+    "text,engine,expected",
+    [
+        (
+            LLAMACPP_METRICS,
+            "llamacpp",
+            {
+                "srv_requests_running": 3,
+                "srv_requests_waiting": 1,
+                "srv_kv_cache_usage": 0.25,
+                "srv_prompt_tokens_total": 1234,
+                "srv_generation_tokens_total": 5678,
+            },
+        ),
+        (
+            VLLM_METRICS,
+            "vllm",
+            {
+                "srv_requests_running": 8,
+                "srv_requests_waiting": 2,
+                "srv_kv_cache_usage": 0.42,
+                "srv_prompt_tokens_total": 1000,
+                "srv_generation_tokens_total": 500,
+                "srv_preemptions_total": 4,
+                "srv_prefix_cache_hits_total": 64,
+                "srv_prefix_cache_queries_total": 128,
+            },
+        ),
+        (
+            SGLANG_METRICS,
+            "sglang",
+            {
+                "srv_requests_running": 5,
+                "srv_requests_waiting": 7,
+                "srv_kv_cache_usage": 0.28,
+                "srv_prompt_tokens_total": 8128902,
+                "srv_generation_tokens_total": 7557572,
+            },
+        ),
+        (
+            TGI_METRICS,
+            "tgi",
+            {
+                "srv_requests_running": 4,
+                "srv_requests_waiting": 9,
+                "srv_generation_tokens_total": 2560,
+            },
+        ),
+    ],
+)
+def test_server_metrics(text, engine, expected):
+    r = one(parse_server_metrics(text, t_ns=42))
+    assert r["engine"] == engine and r["kind"] == "server" and r["t_ns"] == 42
+    for col, val in expected.items():
+        assert r[col] == pytest.approx(val), col
+
+
+def test_server_metrics_unknown_engine_gives_no_row():
+    assert parse_server_metrics("# TYPE foo gauge\nfoo 1\n") == []
+
+
+# ---------------------------------------------------------------------------- detection
+
+
+@pytest.mark.parametrize(
+    "name,fmt,count",
+    [
+        ("nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml", "nvidia-smi-xml", 1),
+        ("nvidia-smi_q_x__a100-sxm4-80gb_mig__drv535.54.03__dtd-v12.xml", "nvidia-smi-xml", 1),
+        ("nvidia-smi_q_x__rtx-4000-sff-ada__drv595.84__dtd-v13.xml", "nvidia-smi-xml", 1),
+        (CSV_IDLE, "nvidia-smi-csv", 1),
+        (CSV_LOAD, "nvidia-smi-csv", 1),
+        ("dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom", "dcgm", 1),
+        (
+            "dcgm-exporter_metrics__grid-a100-40c-vgpu__drv580.126.09__default-counters.prom",
+            "dcgm",
+            1,
+        ),
+        ("rocm-smi_a_json__mi250-oam-1gcd__rocm5.x-drv6.2.4.json", "rocm-smi", 1),
+        ("rocm-smi_a_json__mi250-oam-1gcd__rocm6.x-drv6.2.4.json", "rocm-smi", 1),
+        ("rocm-smi_json__mi100x4__rocm6.0.2.json", "rocm-smi", 4),
+    ],
+)
+def test_every_fixture_detected_and_written_to_arrow(name, fmt, count):
+    assert detect_format(read(name)) == fmt
+    rows = parse_file(FIX / name)
+    assert len(rows) == count
+    table = rows_to_table(rows)  # every value fits its schema column
+    assert table.num_rows == count and table.column_names == list(COLUMNS)
+
+
+def test_detect_other_formats():
+    assert detect_format(json.dumps({"gpu_data": [AMD_SMI_GPU]})) == "amd-smi"
+    assert detect_format(LLAMACPP_METRICS) == "server"
+    assert detect_format(ROCM_EXPORTER) == "rocm-exporter"
+    with pytest.raises(AccelbenchError):
+        detect_format("hello world")
+
+
+def test_parse_file_missing(tmp_path):
+    with pytest.raises(AccelbenchError, match="cannot read"):
+        parse_file(tmp_path / "nope.xml")
