@@ -1,0 +1,240 @@
+"""`accelbench doctor`: machine readiness checks, and `doctor weights` for model files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from accelbench.doctor import DoctorInputs, Report, Status, run_doctor
+from accelbench.doctor.manifest import MANIFEST_NAME, verify_manifest, write_manifest
+from accelbench.errors import AccelbenchError
+
+doctor_app = typer.Typer(
+    help="Is this machine ready to serve and benchmark LLMs? (NVIDIA / AMD)",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.NA: "dim"}
+
+
+def render_report(report: Report, console: Console, verbose: bool = False) -> None:
+    """A table of checks (status, finding, what to do), then the evidence of every check
+    that did not pass (of every check with verbose)."""
+    table = Table(show_lines=False, expand=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("finding", ratio=3)
+    table.add_column("what to do", ratio=2)
+    for c in report.checks:
+        table.add_row(
+            f"[{_STYLE[c.status]}]{c.status}[/]",
+            c.title,
+            c.summary,
+            c.remedy,
+            style="dim" if c.status == Status.NA else None,
+        )
+    console.print(table)
+    for c in report.checks:
+        if not c.evidence or (not verbose and c.status not in (Status.FAIL, Status.WARN)):
+            continue
+        ev = c.evidence if verbose else c.evidence[:12]
+        console.print(
+            f"[{_STYLE[c.status]}]{c.status}[/] [bold]{c.title}[/] ({c.id}) evidence:",
+            highlight=False,
+        )
+        for line in ev:
+            console.print(f"  {line}", markup=False, highlight=False)
+        if len(c.evidence) > len(ev):
+            console.print(f"  (+{len(c.evidence) - len(ev)} more: --verbose or --json)")
+    n = report.counts()
+    line = (
+        f"doctor: {n['pass']} pass, {n['warn']} warn, {n['fail']} fail, {n['n/a']} not applicable"
+    )
+    acc = report.get("inventory.accelerators")
+    if acc.status == Status.NA:
+        line += " - no NVIDIA or AMD accelerator found, GPU checks not applicable"
+    if report.failed:
+        failing = ", ".join(c.id for c in report.checks if c.status == Status.FAIL)
+        console.print(f"[bold red]{line}[/]\nfailing: {failing}", highlight=False)
+    else:
+        console.print(
+            f"[green]{line}[/]" if not n["warn"] else f"[yellow]{line}[/]", highlight=False
+        )
+
+
+@doctor_app.callback()
+def doctor(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show all evidence lines."),
+    kernel_log: Path | None = typer.Option(
+        None,
+        "--kernel-log",
+        help="Scan this saved kernel log (dmesg / journalctl -k) instead of the live one.",
+    ),
+    lspci: Path | None = typer.Option(
+        None, "--lspci", help="Saved `lspci -vvv` output (PCI inventory and link checks)."
+    ),
+    nvidia_smi: Path | None = typer.Option(None, "--nvidia-smi", help="Saved `nvidia-smi` output."),
+    nvidia_topo: Path | None = typer.Option(
+        None, "--nvidia-topo", help="Saved `nvidia-smi topo -m` output."
+    ),
+    rocm_smi: Path | None = typer.Option(
+        None, "--rocm-smi", help="Saved `rocm-smi` or `rocm-smi -a` output."
+    ),
+    amd_smi: list[Path] = typer.Option(
+        [],
+        "--amd-smi",
+        help="Saved `amd-smi list|static|version` output, text or --json (repeatable).",
+    ),
+    rocminfo: Path | None = typer.Option(None, "--rocminfo", help="Saved `rocminfo` output."),
+    collect_env: Path | None = typer.Option(
+        None, "--collect-env", help="Saved PyTorch / vLLM collect_env output."
+    ),
+    sysfs_root: Path | None = typer.Option(
+        None,
+        "--sysfs-root",
+        help="Directory standing in for / (holding sys/, proc/, etc/, opt/) "
+        "to read instead of this machine.",
+    ),
+    live: bool | None = typer.Option(
+        None,
+        "--live/--no-live",
+        help="Also query this machine when captures are given (default: only without captures).",
+    ),
+    no_kernel_log: bool = typer.Option(
+        False, "--no-kernel-log", help="Skip reading the live kernel log."
+    ),
+) -> None:
+    """Check accelerators, drivers, CUDA / ROCm / PyTorch, the kernel log, PCIe links, ECC,
+    IOMMU, huge pages and NUMA. Exit code 1 if any check fails."""
+    if ctx.invoked_subcommand is not None:
+        return
+    inputs = DoctorInputs(
+        sysfs_root=sysfs_root,
+        kernel_log=kernel_log,
+        lspci=lspci,
+        nvidia_smi=nvidia_smi,
+        nvidia_topo=nvidia_topo,
+        rocm_smi=rocm_smi,
+        amd_smi=list(amd_smi),
+        rocminfo=rocminfo,
+        collect_env=collect_env,
+        live=live,
+        scan_kernel_log=not no_kernel_log,
+    )
+    report = run_doctor(inputs)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=1, default=str))
+    else:
+        render_report(report, Console(), verbose)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@doctor_app.command("weights")
+def weights(
+    path: Path = typer.Argument(..., help="The model directory."),
+    write: bool = typer.Option(
+        False,
+        "--write-manifest",
+        help=f"Hash every file and write a manifest (default {MANIFEST_NAME} inside PATH).",
+    ),
+    verify: Path | None = typer.Option(None, "--verify", help="Check PATH against this manifest."),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", "-o", help="Where --write-manifest writes (default: inside PATH)."
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, help="Files hashed in parallel (default: CPUs, at most 8)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Write or verify SHA-256 hashes of a model directory's files, so a tampered or
+    half-copied model is caught before serving. Exit code 1 if verification fails."""
+    if write == (verify is not None):
+        raise AccelbenchError("give exactly one of --write-manifest or --verify MANIFEST")
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=as_json,
+    ) as prog:
+        task = prog.add_task("hashing", total=None)
+
+        def total(n: int) -> None:
+            prog.update(task, total=n)
+
+        def advance(n: int) -> None:
+            prog.update(task, advance=n)
+
+        if write:
+            result = write_manifest(path, manifest, workers, advance, total)
+        else:
+            result = verify_manifest(path, verify, workers, advance, total)  # type: ignore[arg-type]
+    if write:
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {k: v for k, v in result.items() if k != "files"}
+                    | {"count": len(result["files"])},
+                    indent=1,
+                )
+            )
+        else:
+            size = sum(f["size"] for f in result["files"].values())
+            typer.echo(
+                f"wrote {result['path']}: {len(result['files'])} files, "
+                f"{size / 1e9:.2f} GB hashed in {result['seconds']:.1f}s"
+            )
+        return
+    if as_json:
+        typer.echo(json.dumps(result, indent=1))
+    else:
+        _render_verify(result, Console())
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
+def _render_verify(r: dict, console: Console) -> None:
+    for rel in r["missing"]:
+        console.print(f"[bold red]fail[/] missing: {rel}")
+    for m in r["size_mismatch"]:
+        console.print(
+            f"[bold red]fail[/] size differs (truncated / half-copied?): {m['file']} "
+            f"expected {m['expected']} bytes, found {m['found']}"
+        )
+    for rel in r["hash_mismatch"]:
+        console.print(f"[bold red]fail[/] content differs (altered / corrupted): {rel}")
+    for u in r["unreadable"]:
+        console.print(f"[bold red]fail[/] unreadable: {u['file']} ({u['error']})")
+    for rel in r["extra"]:
+        console.print(f"[yellow]warn[/] not in the manifest: {rel}")
+    if r["ok"]:
+        console.print(
+            f"[green]ok[/]: {r['checked']} of {r['expected']} files match {r['manifest']}"
+            f" ({r['seconds']:.1f}s)"
+        )
+    else:
+        bad = (
+            len(r["missing"])
+            + len(r["size_mismatch"])
+            + len(r["hash_mismatch"])
+            + len(r["unreadable"])
+        )
+        console.print(
+            f"[bold red]FAILED[/]: {bad} of {r['expected']} files do not match {r['manifest']}"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(doctor_app, name="doctor")

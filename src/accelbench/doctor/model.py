@@ -1,0 +1,64 @@
+"""The doctor's result types: one `Check` per question asked of the machine."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    NA = "n/a"  # not present / not applicable (e.g. no GPU of that vendor)
+
+
+@dataclass
+class Check:
+    """One check: what was asked, the verdict, the evidence for it, what to do."""
+
+    id: str
+    title: str
+    status: Status
+    summary: str
+    evidence: list[str] = field(default_factory=list)
+    remedy: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = str(self.status)
+        return d
+
+
+@dataclass
+class Report:
+    checks: list[Check]
+    inputs: dict[str, str] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        out = {str(s): 0 for s in Status}
+        for c in self.checks:
+            out[str(c.status)] += 1
+        return out
+
+    @property
+    def failed(self) -> bool:
+        return any(c.status == Status.FAIL for c in self.checks)
+
+    def get(self, check_id: str) -> Check:
+        for c in self.checks:
+            if c.id == check_id:
+                return c
+        raise KeyError(check_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": not self.failed,
+            "counts": self.counts(),
+            "duration_s": round(self.duration_s, 3),
+            "inputs": self.inputs,
+            "checks": [c.to_dict() for c in self.checks],
+        }

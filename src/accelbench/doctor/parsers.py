@@ -1,0 +1,473 @@
+"""Parsers for the text that GPU tools print: nvidia-smi, nvidia-smi topo -m, rocm-smi,
+amd-smi (list / static / version, text and JSON), rocminfo, lspci -vvv and vLLM's
+collect_env. Each takes the captured text and returns plain dicts and lists; none
+runs a tool. They accept the variants found in real captures (see
+shared/fixtures/doctor/SOURCES.md): trailing blanks trimmed or kept, Markdown
+indentation, tabs expanded to spaces, ANSI escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def dedent_common(text: str) -> str:
+    """Remove the indentation common to all non-blank lines (Markdown pastes add 4 spaces)."""
+    lines = text.splitlines()
+    indents = [len(ln) - len(ln.lstrip(" ")) for ln in lines if ln.strip()]
+    cut = min(indents) if indents else 0
+    return "\n".join(ln[cut:] if len(ln) >= cut else ln.lstrip(" ") for ln in lines)
+
+
+def normalize_bdf(bdf: str) -> str:
+    """'00000000:68:00.0' / '68:00.0' / '0000:68:00.0' -> '0000:68:00.0' (lower case)."""
+    bdf = bdf.strip().lower()
+    m = re.fullmatch(r"(?:([0-9a-f]+):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])", bdf)
+    if not m:
+        return bdf
+    dom = int(m.group(1) or "0", 16) & 0xFFFF
+    return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
+
+
+# --------------------------------------------------------------------------- nvidia-smi
+
+
+def parse_nvidia_smi(text: str) -> dict[str, Any]:
+    """Plain `nvidia-smi` table: driver and CUDA versions, one entry per GPU."""
+    text = strip_ansi(text)
+    out: dict[str, Any] = {"driver_version": None, "cuda_version": None, "gpus": []}
+    m = re.search(r"Driver Version:\s*([\d.]+)", text)
+    if m:
+        out["driver_version"] = m.group(1)
+    m = re.search(r"CUDA Version:\s*([\d.]+)", text)
+    if m:
+        out["cuda_version"] = m.group(1)
+    lines = text.splitlines()
+    for ln in lines:
+        cells = ln.split("|")
+        if len(cells) < 4:
+            continue
+        m = re.match(r"^\s*(\d+)\s+(.*?)\s+(On|Off)\s*$", cells[1])
+        bus = re.match(r"^\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s", cells[2])
+        if m and bus:
+            out["gpus"].append(
+                {
+                    "index": int(m.group(1)),
+                    "name": m.group(2).strip(),
+                    "persistence": m.group(3),
+                    "bdf": normalize_bdf(bus.group(1)),
+                    "ecc_uncorrected": cells[3].strip() or None,
+                }
+            )
+            continue
+        # Second line of a GPU row: fan, temp, perf, power | memory used / total | util
+        mem = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", cells[2])
+        util = re.search(r"(\d+)%", cells[3])
+        if mem and out["gpus"] and "memory_used_mib" not in out["gpus"][-1]:
+            g = out["gpus"][-1]
+            g["memory_used_mib"], g["memory_total_mib"] = int(mem.group(1)), int(mem.group(2))
+            g["utilization_pct"] = int(util.group(1)) if util else None
+    procs = 0
+    in_procs = False
+    for ln in lines:
+        if "Processes:" in ln:
+            in_procs = True
+            continue
+        if in_procs and re.match(r"^\|\s+\d+\s+\S+\s+\S+\s+\d+\s+\S+\s+", ln):
+            procs += 1
+    out["processes"] = procs
+    return out
+
+
+def parse_nvidia_topo(text: str) -> dict[str, Any]:
+    """`nvidia-smi topo -m` matrix (tab separated or tabs expanded): per GPU its links,
+    CPU affinity and NUMA affinity."""
+    text = dedent_common(strip_ansi(text))
+    lines = text.splitlines()
+    header: list[str] | None = None
+    gpus: list[dict[str, Any]] = []
+    for ln in lines:
+        if header is None:
+            toks = [c.strip() for c in re.split(r"\t+| {2,}", ln.strip()) if c.strip()]
+            if "GPU0" in toks and "X" not in toks:
+                header = toks
+            continue
+        if not ln.strip() or ln.startswith("Legend"):
+            if gpus:
+                break
+            continue
+        cells = [c.strip() for c in re.split(r"\t+| {2,}", ln.strip()) if c.strip()]
+        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+            continue
+        values = dict(zip(header, cells[1:], strict=False))
+        gpus.append(
+            {
+                "name": cells[0],
+                "links": {k: v for k, v in values.items() if re.fullmatch(r"(GPU|NIC)\d+", k)},
+                "cpu_affinity": values.get("CPU Affinity"),
+                "numa_affinity": values.get("NUMA Affinity"),
+            }
+        )
+    return {"gpus": gpus}
+
+
+# --------------------------------------------------------------------------- AMD tools
+
+
+def parse_rocm_smi(text: str) -> dict[str, Any]:
+    """Plain `rocm-smi` (Concise Info) or `rocm-smi -a` (showallinfo)."""
+    text = strip_ansi(text)
+    out: dict[str, Any] = {"driver_version": None, "gpus": [], "layout": None}
+    m = re.search(r"Driver version:\s*(\S+)", text)
+    if m:
+        out["driver_version"] = m.group(1)
+    if "Concise Info" in text:
+        out["layout"] = "concise"
+        lines = text.splitlines()
+        seps = [i for i, ln in enumerate(lines) if re.match(r"^=+\s*$", ln.strip() + " ")]
+        body = lines[seps[0] + 1 : seps[1]] if len(seps) >= 2 else lines
+        cur: dict[str, Any] | None = None
+        for ln in body:
+            m = re.match(r"^(\d+)\s+(.*)$", ln)
+            if m:
+                cur = {"index": int(m.group(1)), "row": m.group(2).strip()}
+                pm = re.search(r"\[(0x[0-9a-fA-F]+)\s*:", ln)
+                if pm:
+                    cur["device_id"] = pm.group(1).lower()
+                pct = re.findall(r"(\d+(?:\.\d+)?)%", ln)
+                if len(pct) >= 2:  # the last two columns are VRAM% and GPU%
+                    cur["vram_pct"], cur["utilization_pct"] = float(pct[-2]), float(pct[-1])
+                part = re.search(r"\b(NPS\d),\s*(SPX|DPX|TPX|QPX|CPX)\b", ln)
+                if part:
+                    cur["memory_partition"], cur["compute_partition"] = part.groups()
+                out["gpus"].append(cur)
+            elif cur is not None and ln.strip() and ln.startswith(" ") and "name" not in cur:
+                cur["name"] = ln.strip()
+        return out
+    # rocm-smi -a / other per-GPU line formats: "GPU[3]		: key: value"
+    gpus: dict[int, dict[str, Any]] = {}
+    for m in re.finditer(r"^GPU\[(\d+)\]\s*:\s*(.*?)\s*$", text, re.M):
+        idx = int(m.group(1))
+        g = gpus.setdefault(idx, {"index": idx})
+        kv = m.group(2)
+        if ":" in kv:
+            k, _, v = kv.partition(":")
+            k, v = k.strip(), v.strip()
+            if k == "Device ID":
+                g["device_id"] = v.lower()
+            elif k == "Card SKU":
+                g["sku"] = v
+            elif k == "VBIOS version":
+                g["vbios"] = v
+            elif k == "PCIe Replay Count":
+                g["pcie_replay_count"] = _int_or_none(v)
+            elif k == "PCI Bus":
+                g["bdf"] = normalize_bdf(v)
+            elif k == "Card Series" or k == "Card series":
+                g["name"] = v
+            elif k in ("(Topology) Numa Node", "Numa Node"):
+                g["numa_node"] = _int_or_none(v)
+    if gpus:
+        out["layout"] = "all"
+        out["gpus"] = [gpus[i] for i in sorted(gpus)]
+    return out
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(str(v).strip(), 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def _indent_tree(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """amd-smi's human-readable output: top-level 'GPU: n' blocks of indented 'KEY: value'
+    lines. Returns [(header, nested dict)]; repeated keys keep the last value."""
+    blocks: list[tuple[str, dict[str, Any]]] = []
+    stack: list[tuple[int, dict[str, Any]]] = []
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        key, sep, val = raw.strip().partition(":")
+        if not sep:
+            continue
+        val = val.strip()
+        if indent == 0:
+            root: dict[str, Any] = {}
+            blocks.append((f"{key.strip()}: {val}", root))
+            stack = [(0, root)]
+            continue
+        while stack and stack[-1][0] >= indent and len(stack) > 1:
+            stack.pop()
+        parent = stack[-1][1] if stack else {}
+        if val:
+            parent[key.strip()] = val
+        else:
+            child: dict[str, Any] = {}
+            parent[key.strip()] = child
+            stack.append((indent, child))
+    return blocks
+
+
+def parse_amd_smi_list(text: str) -> dict[str, Any]:
+    gpus = []
+    for head, body in _indent_tree(text):
+        m = re.match(r"GPU: (\d+)", head)
+        if m:
+            gpus.append(
+                {
+                    "index": int(m.group(1)),
+                    "bdf": normalize_bdf(body.get("BDF", "")) if body.get("BDF") else None,
+                    "uuid": body.get("UUID"),
+                    "partition_id": _int_or_none(body.get("PARTITION_ID")),
+                }
+            )
+    return {"kind": "list", "gpus": gpus}
+
+
+def _vu(v: Any) -> str | None:
+    """amd-smi JSON values are either plain or {"value", "unit"}; 'N/A' means unknown."""
+    if isinstance(v, dict) and "value" in v:
+        v = f"{v['value']} {v.get('unit', '')}".strip()
+    if v is None or v == "N/A":
+        return None
+    return str(v)
+
+
+def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
+    def low(dd: Any) -> dict[str, Any]:
+        return {str(k).lower(): v for k, v in dd.items()} if isinstance(dd, dict) else {}
+
+    d = low(d)
+    asic, bus, drv, ras = (
+        low(d.get("asic")),
+        low(d.get("bus")),
+        low(d.get("driver")),
+        low(d.get("ras")),
+    )
+    board, numa, part = low(d.get("board")), low(d.get("numa")), low(d.get("partition"))
+    ecc_state = low(ras.get("ecc_block_state"))
+    return {
+        "index": index,
+        "name": _vu(asic.get("market_name")) or _vu(board.get("product_name")),
+        "device_id": (_vu(asic.get("device_id")) or "").lower() or None,
+        "arch": _vu(asic.get("target_graphics_version")),
+        "bdf": normalize_bdf(bus["bdf"]) if _vu(bus.get("bdf")) else None,
+        "max_pcie_width": _int_or_none(_vu(bus.get("max_pcie_width"))),
+        "max_pcie_speed": _vu(bus.get("max_pcie_speed")),
+        "driver_name": _vu(drv.get("name")),
+        "driver_version": _vu(drv.get("version")),
+        "ecc_blocks_disabled": sorted(k for k, v in ecc_state.items() if v == "DISABLED"),
+        "bad_page_threshold_exceeded": _vu(ras.get("bad_page_threshold_exceeded")),
+        "numa_node": _int_or_none(_vu(numa.get("node"))),
+        "compute_partition": _vu(part.get("compute_partition")),
+        "memory_partition": _vu(part.get("memory_partition")),
+        "firmware_name": _vu(low(d.get("ifwi")).get("name")),
+    }
+
+
+def parse_amd_smi(text: str) -> dict[str, Any]:
+    """Any of `amd-smi list`, `amd-smi static`, `amd-smi version`, text or --json."""
+    stripped = text.strip()
+    if stripped.startswith("[") or stripped.startswith("{"):
+        data = json.loads(stripped)
+        if isinstance(data, list) and data and isinstance(data[0], dict) and "tool" in data[0]:
+            v = data[0]
+            out: dict[str, Any] = {"kind": "version", "errors": []}
+            for key in ("rocm_version", "amdgpu_version", "amdsmi_library_version", "version"):
+                val = v.get(key)
+                if isinstance(val, str) and ("STATUS" in val or "Error" in val):
+                    out["errors"].append(f"{key}: {val}")
+                    val = None
+                out[key] = None if val in (None, "N/A") else val
+            return out
+        if isinstance(data, dict) and "gpu_data" in data:
+            data = data["gpu_data"]
+        if isinstance(data, list):
+            gpus = [
+                _amd_static_gpu(int(g.get("gpu", i)), g)
+                for i, g in enumerate(data)
+                if isinstance(g, dict)
+            ]
+            if gpus and any(g["name"] or g["bdf"] for g in gpus):
+                return {"kind": "static", "gpus": gpus}
+            return {"kind": "list", "gpus": [{"index": g["index"], "bdf": g["bdf"]} for g in gpus]}
+        raise ValueError("unrecognised amd-smi JSON")
+    blocks = _indent_tree(text)
+    gpu_blocks = [(h, b) for h, b in blocks if h.startswith("GPU:")]
+    if any("ASIC" in b or "DRIVER" in b or "BUS" in b for _, b in gpu_blocks):
+        gpus = [_amd_static_gpu(int(h.split(":")[1]), b) for h, b in gpu_blocks]
+        return {"kind": "static", "gpus": gpus}
+    if any("BDF" in b for _, b in gpu_blocks):
+        return parse_amd_smi_list(text)
+    m = re.search(r"ROCm version:\s*(\S+)", text)
+    if m:
+        return {"kind": "version", "rocm_version": m.group(1), "errors": []}
+    raise ValueError("unrecognised amd-smi output")
+
+
+def parse_rocminfo(text: str) -> dict[str, Any]:
+    """`rocminfo`: whether the ROCk (KFD) module is loaded, and the GPU agents."""
+    out: dict[str, Any] = {
+        "rock_loaded": "ROCk module is loaded" in text,
+        "runtime_version": None,
+        "gpus": [],
+    }
+    m = re.search(r"Runtime Version:\s*(\S+)", text)
+    if m:
+        out["runtime_version"] = m.group(1)
+    for chunk in re.split(r"\n\*+\s*\nAgent \d+\s*\n\*+\s*\n", text)[1:]:
+        fields: dict[str, str] = {}
+        for ln in chunk.splitlines():
+            if ln.startswith("  ") and not ln.startswith("    ") and ":" in ln:
+                k, _, v = ln.strip().partition(":")
+                fields.setdefault(k.strip(), v.strip())
+        if fields.get("Device Type") != "GPU":
+            continue
+        bdfid = _int_or_none(fields.get("BDFID"))
+        bdf = None
+        if bdfid is not None:
+            bdf = f"0000:{(bdfid >> 8) & 0xFF:02x}:{(bdfid >> 3) & 0x1F:02x}.{bdfid & 7}"
+        chip = re.search(r"\((0x[0-9a-fA-F]+)\)", fields.get("Chip ID", ""))
+        out["gpus"].append(
+            {
+                "index": len(out["gpus"]),
+                "arch": fields.get("Name"),
+                "name": fields.get("Marketing Name"),
+                "bdf": bdf,
+                "device_id": chip.group(1).lower() if chip else None,
+                "compute_units": _int_or_none(fields.get("Compute Unit")),
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- lspci
+
+_STANZA = re.compile(r"^((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (.+?): (.*)$")
+_LNK = re.compile(
+    r"Speed ([\d.]+)GT/s(?: \((ok|downgraded)\))?, Width x(\d+)(?: \((ok|downgraded)\))?"
+)
+
+GPU_CLASSES = (
+    "3D controller",
+    "VGA compatible controller",
+    "Display controller",
+    "Processing accelerators",
+)
+
+
+def parse_lspci(text: str) -> list[dict[str, Any]]:
+    """`lspci -vvv` (with or without -nn / -D): one dict per PCI function with its
+    class, vendor, link capability and status, NUMA node, driver and bridge buses."""
+    devices: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    for ln in text.splitlines():
+        m = _STANZA.match(ln)
+        if m:
+            desc = m.group(3)
+            cls = re.sub(r"\s*\[[0-9a-f]{4}\]$", "", m.group(2))
+            ids = re.search(r"\[([0-9a-f]{4}):([0-9a-f]{4})\]", desc)
+            vendor_id = ids.group(1) if ids else None
+            if vendor_id is None:
+                if desc.startswith("NVIDIA"):
+                    vendor_id = "10de"
+                elif (
+                    desc.startswith("Advanced Micro Devices, Inc. [AMD/ATI]") or "[AMD/ATI]" in desc
+                ):
+                    vendor_id = "1002"
+            cur = {
+                "bdf": normalize_bdf(m.group(1)),
+                "class": cls,
+                "description": desc,
+                "vendor_id": vendor_id,
+                "device_id": ids.group(2) if ids else None,
+            }
+            devices.append(cur)
+            continue
+        if cur is None:
+            continue
+        s = ln.strip()
+        if s.startswith("LnkCap:"):
+            lm = _LNK.search(s)
+            if lm:
+                cur["cap_speed"], cur["cap_width"] = float(lm.group(1)), int(lm.group(3))
+        elif s.startswith("LnkSta:"):
+            lm = _LNK.search(s)
+            if lm:
+                cur["sta_speed"], cur["sta_width"] = float(lm.group(1)), int(lm.group(3))
+                cur["sta_speed_flag"], cur["sta_width_flag"] = lm.group(2), lm.group(4)
+        elif s.startswith("NUMA node:"):
+            cur["numa_node"] = _int_or_none(s.split(":", 1)[1])
+        elif s.startswith("Kernel driver in use:"):
+            cur["driver"] = s.split(":", 1)[1].strip()
+        elif s.startswith("Bus: primary="):
+            bm = re.search(r"secondary=([0-9a-f]+), subordinate=([0-9a-f]+)", s)
+            if bm:
+                cur["secondary_bus"] = int(bm.group(1), 16)
+                cur["subordinate_bus"] = int(bm.group(2), 16)
+    for d in devices:
+        d["is_gpu"] = d["vendor_id"] in ("10de", "1002") and d["class"] in GPU_CLASSES
+    return devices
+
+
+# --------------------------------------------------------------------------- collect_env
+
+
+def parse_collect_env(text: str) -> dict[str, Any]:
+    """PyTorch / vLLM `collect_env` output: torch build, versions, GPUs, topology."""
+    text = dedent_common(text)
+    out: dict[str, Any] = {}
+    keys = {
+        "PyTorch version": "torch_version",
+        "CUDA used to build PyTorch": "torch_cuda",
+        "ROCM used to build PyTorch": "torch_hip",
+        "OS": "os",
+        "Python platform": "python_platform",
+        "Is CUDA available": "cuda_available",
+        "CUDA runtime version": "cuda_runtime",
+        "Nvidia driver version": "nvidia_driver",
+        "HIP runtime version": "hip_runtime",
+        "ROCM Version": "rocm_version",
+        "vLLM Version": "vllm_version",
+    }
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        k, sep, v = ln.partition(":")
+        if sep and k.strip() in keys:
+            v = v.strip()
+            out[keys[k.strip()]] = None if v in ("N/A", "Could not collect", "") else v
+        if k.strip() == "GPU models and configuration":
+            gpus = []
+            if v.strip() and v.strip() not in ("Could not collect",):
+                gpus.append(v.strip())
+            for nxt in lines[i + 1 :]:
+                gm = re.match(r"^GPU (\d+): (.+)$", nxt.strip())
+                if not gm:
+                    break
+                gpus.append(gm.group(2).strip())
+            out["gpu_models"] = gpus
+    if out.get("python_platform"):
+        km = re.match(r"Linux-(.+?)-(x86_64|aarch64)", out["python_platform"])
+        if km:
+            out["kernel"] = km.group(1)
+    if "GPU Topology:" in text:
+        topo = text.split("GPU Topology:", 1)[1]
+        if "Weight between two GPUs" in topo or "Numa Node" in topo:
+            numa = {
+                int(m.group(1)): int(m.group(2))
+                for m in re.finditer(r"GPU\[(\d+)\]\s*: \(Topology\) Numa Node: (-?\d+)", topo)
+            }
+            out["amd_numa"] = numa
+        else:
+            out["nvidia_topo"] = parse_nvidia_topo(topo)
+    return out
