@@ -23,9 +23,11 @@ app = typer.Typer(
 
 # One line per command module; each has `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (
+    "accelbench.cli.cost",
     "accelbench.cli.doctor",
     "accelbench.cli.run",
     "accelbench.cli.serve",
+    "accelbench.cli.telemetry",
 )
 
 

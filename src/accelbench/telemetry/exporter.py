@@ -1,0 +1,264 @@
+"""A Prometheus exporter for the latest telemetry samples and health verdict.
+
+Metric names follow Prometheus conventions: ``accelbench_`` prefix, base units in the
+name (``_bytes``, ``_watts``, ``_joules``, ``_celsius``, ``_hertz``, ``_seconds``,
+``_ratio``), ``_total`` on counters. GPUs carry the labels ``vendor``, ``model``,
+``device``, ``bus_id`` and ``uuid``. The server binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, KIND_SERVER
+
+GPU_LABELS = ["vendor", "model", "device", "bus_id", "uuid"]
+
+# (metric name without prefix, help, column, type, extra label name, extra label value)
+_GPU_METRICS: list[tuple[str, str, str, str, dict[str, str]]] = [
+    ("gpu_utilization_ratio", "GPU engine busy ratio (0-1)", "util_gpu", "gauge", {}),
+    (
+        "gpu_memory_utilization_ratio",
+        "Memory controller busy ratio (0-1)",
+        "util_mem",
+        "gauge",
+        {},
+    ),
+    ("gpu_memory_used_bytes", "Device memory used", "mem_used_bytes", "gauge", {}),
+    ("gpu_memory_total_bytes", "Device memory total", "mem_total_bytes", "gauge", {}),
+    ("gpu_power_watts", "Power draw", "power_w", "gauge", {}),
+    ("gpu_power_limit_watts", "Enforced power limit", "power_limit_w", "gauge", {}),
+    ("gpu_energy_joules", "Energy counter since driver load", "energy_j", "counter", {}),
+    ("gpu_temperature_celsius", "Temperature", "temp_gpu_c", "gauge", {"sensor": "gpu"}),
+    ("gpu_temperature_celsius", "Temperature", "temp_hotspot_c", "gauge", {"sensor": "hotspot"}),
+    ("gpu_temperature_celsius", "Temperature", "temp_mem_c", "gauge", {"sensor": "memory"}),
+    (
+        "gpu_temperature_slowdown_celsius",
+        "Temperature at which clocks slow down",
+        "temp_slowdown_c",
+        "gauge",
+        {},
+    ),
+    ("gpu_clock_hertz", "Clock frequency", "clock_sm_hz", "gauge", {"clock": "sm"}),
+    ("gpu_clock_hertz", "Clock frequency", "clock_mem_hz", "gauge", {"clock": "memory"}),
+    (
+        "gpu_throttle_seconds",
+        "Cumulative time clocks were held down",
+        "throttle_power_s",
+        "counter",
+        {"cause": "power"},
+    ),
+    (
+        "gpu_throttle_seconds",
+        "Cumulative time clocks were held down",
+        "throttle_thermal_s",
+        "counter",
+        {"cause": "thermal"},
+    ),
+    (
+        "gpu_ecc_errors",
+        "ECC errors",
+        "ecc_corrected_volatile",
+        "counter",
+        {"type": "corrected", "scope": "volatile"},
+    ),
+    (
+        "gpu_ecc_errors",
+        "ECC errors",
+        "ecc_uncorrected_volatile",
+        "counter",
+        {"type": "uncorrected", "scope": "volatile"},
+    ),
+    (
+        "gpu_ecc_errors",
+        "ECC errors",
+        "ecc_corrected_aggregate",
+        "counter",
+        {"type": "corrected", "scope": "aggregate"},
+    ),
+    (
+        "gpu_ecc_errors",
+        "ECC errors",
+        "ecc_uncorrected_aggregate",
+        "counter",
+        {"type": "uncorrected", "scope": "aggregate"},
+    ),
+    ("gpu_pcie_link_generation", "PCIe generation", "pcie_gen", "gauge", {"which": "current"}),
+    ("gpu_pcie_link_generation", "PCIe generation", "pcie_gen_max", "gauge", {"which": "max"}),
+    (
+        "gpu_pcie_link_width",
+        "PCIe link width in lanes",
+        "pcie_width",
+        "gauge",
+        {"which": "current"},
+    ),
+    (
+        "gpu_pcie_link_width",
+        "PCIe link width in lanes",
+        "pcie_width_max",
+        "gauge",
+        {"which": "max"},
+    ),
+    ("gpu_pcie_replays", "PCIe replay counter", "pcie_replay", "counter", {}),
+]
+
+_HOST_METRICS = [
+    ("host_cpu_utilization_ratio", "Host CPU busy ratio (0-1)", "cpu_util", "gauge"),
+    ("host_memory_used_bytes", "Host memory used", "host_mem_used_bytes", "gauge"),
+    ("host_memory_total_bytes", "Host memory total", "host_mem_total_bytes", "gauge"),
+    (
+        "server_process_resident_memory_bytes",
+        "RSS of the server process tree",
+        "proc_rss_bytes",
+        "gauge",
+    ),
+    (
+        "server_process_cpu_cores",
+        "CPU used by the server process tree, in cores",
+        "proc_cpu_util",
+        "gauge",
+    ),
+]
+
+_SERVER_METRICS = [
+    ("server_requests_running", "Requests being processed", "srv_requests_running", "gauge"),
+    ("server_requests_waiting", "Requests queued", "srv_requests_waiting", "gauge"),
+    ("server_kv_cache_usage_ratio", "KV-cache usage (0-1)", "srv_kv_cache_usage", "gauge"),
+    ("server_prompt_tokens", "Prompt tokens processed", "srv_prompt_tokens_total", "counter"),
+    (
+        "server_generation_tokens",
+        "Tokens generated",
+        "srv_generation_tokens_total",
+        "counter",
+    ),
+    ("server_preemptions", "Preemptions", "srv_preemptions_total", "counter"),
+    (
+        "server_prefix_cache_hits",
+        "Prefix-cache hits",
+        "srv_prefix_cache_hits_total",
+        "counter",
+    ),
+    (
+        "server_prefix_cache_queries",
+        "Prefix-cache queries",
+        "srv_prefix_cache_queries_total",
+        "counter",
+    ),
+]
+
+VERDICT_CODE = {"pass": 0, "warn": 1, "fail": 2}
+
+
+def _gpu_label_values(row: dict[str, Any]) -> list[str]:
+    return [
+        str(row.get("vendor") or ""),
+        str(row.get("model") or ""),
+        str(row.get("device_index") if row.get("device_index") is not None else ""),
+        str(row.get("bus_id") or ""),
+        str(row.get("uuid") or ""),
+    ]
+
+
+class TelemetryCollector(Collector):
+    """Serves whatever was last given to :meth:`update` (thread-safe)."""
+
+    def __init__(self, prefix: str = "accelbench_") -> None:
+        self.prefix = prefix
+        self._lock = threading.Lock()
+        self._rows: list[dict[str, Any]] = []
+        self._health: dict[str, Any] | None = None
+
+    def update(self, rows: list[dict[str, Any]], health: dict[str, Any] | None = None) -> None:
+        with self._lock:
+            self._rows = list(rows)
+            if health is not None:
+                self._health = health
+
+    def collect(self) -> Iterator[Any]:
+        with self._lock:
+            rows, health = list(self._rows), self._health
+        p = self.prefix
+        families: dict[str, Any] = {}
+
+        def family(name: str, doc: str, kind: str, labels: list[str]) -> Any:
+            fam = families.get(name)
+            if fam is None:
+                cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+                fam = cls(p + name, doc, labels=labels)
+                families[name] = fam
+            return fam
+
+        for row in rows:
+            kind = row.get("kind")
+            if kind == KIND_GPU:
+                base = _gpu_label_values(row)
+                for name, doc, col, mtype, extra in _GPU_METRICS:
+                    v = row.get(col)
+                    if v is None:
+                        continue
+                    fam = family(name, doc, mtype, GPU_LABELS + list(extra))
+                    fam.add_metric(base + list(extra.values()), float(v))
+            elif kind == KIND_HOST:
+                for name, doc, col, mtype in _HOST_METRICS:
+                    if row.get(col) is not None:
+                        family(name, doc, mtype, []).add_metric([], float(row[col]))
+            elif kind == KIND_SERVER:
+                for name, doc, col, mtype in _SERVER_METRICS:
+                    if row.get(col) is not None:
+                        fam = family(name, doc, mtype, ["engine"])
+                        fam.add_metric([str(row.get("engine") or "")], float(row[col]))
+        if health is not None:
+            fam = GaugeMetricFamily(
+                p + "health_status", "Health verdict: 0 pass, 1 warn, 2 fail", labels=[]
+            )
+            fam.add_metric([], float(VERDICT_CODE.get(health.get("verdict", "pass"), 0)))
+            families["health_status"] = fam
+            counts: dict[tuple[str, str], int] = {}
+            for f in health.get("findings", []):
+                key = (f.get("rule", ""), f.get("severity", ""))
+                counts[key] = counts.get(key, 0) + 1
+            ff = GaugeMetricFamily(
+                p + "health_findings",
+                "Current health findings by rule and severity",
+                labels=["rule", "severity"],
+            )
+            for (rule, sev), n in sorted(counts.items()):
+                ff.add_metric([rule, sev], float(n))
+            families["health_findings"] = ff
+        yield from families.values()
+
+
+class Exporter:
+    """An HTTP ``/metrics`` endpoint for a :class:`TelemetryCollector`."""
+
+    def __init__(self, port: int = 9464, host: str = "127.0.0.1") -> None:
+        self.collector = TelemetryCollector()
+        self.registry = CollectorRegistry()
+        self.registry.register(self.collector)
+        self.host = host
+        self.port = port
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> int:
+        """Start serving; returns the bound port (useful with port 0)."""
+        self._server, self._thread = start_http_server(
+            self.port, addr=self.host, registry=self.registry
+        )
+        self.port = int(self._server.server_address[1])
+        return self.port
+
+    def update(self, rows: list[dict[str, Any]], health: dict[str, Any] | None = None) -> None:
+        self.collector.update(rows, health)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
