@@ -1,0 +1,341 @@
+"""Live sources and the sampler beside a run.
+
+NVML and amdsmi are exercised through their real Python packages on a machine without
+the libraries (clean degradation); host and server /metrics are real sources here: the
+server is a small aiohttp app on 127.0.0.1 serving the llama-server ``--metrics`` format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from aiohttp import web
+
+from accelbench.telemetry.energy import counter_energy, integrate_power, window_energy
+from accelbench.telemetry.sampler import TELEMETRY_FILE, TelemetrySampler, write_parquet_atomic
+from accelbench.telemetry.schema import COLUMNS, new_row
+from accelbench.telemetry.sources import (
+    AmdSmiSource,
+    HostSource,
+    NvmlSource,
+    ServerMetricsSource,
+    SysfsAmdgpuSource,
+    import_amdsmi,
+    open_sources,
+)
+
+
+class LlamaMetricsServer:
+    """An aiohttp server on 127.0.0.1 whose /metrics looks like llama-server's and whose
+    token counters grow by 10 per scrape."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.status = status
+        self.scrapes = 0
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        self.scrapes += 1
+        n = self.scrapes
+        body = (
+            "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
+            "# TYPE llamacpp:prompt_tokens_total counter\n"
+            f"llamacpp:prompt_tokens_total {100 * n}\n"
+            "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
+            "# TYPE llamacpp:tokens_predicted_total counter\n"
+            f"llamacpp:tokens_predicted_total {10 * n}\n"
+            "# HELP llamacpp:requests_processing Number of requests processing.\n"
+            "# TYPE llamacpp:requests_processing gauge\n"
+            "llamacpp:requests_processing 2\n"
+            "# HELP llamacpp:requests_deferred Number of requests deferred.\n"
+            "# TYPE llamacpp:requests_deferred gauge\n"
+            "llamacpp:requests_deferred 0\n"
+        )
+        if self.status != 200:
+            return web.Response(status=self.status, text="not here")
+        return web.Response(text=body, content_type="text/plain")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        self._loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._started.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._runner.cleanup())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LlamaMetricsServer:
+        self._thread.start()
+        assert self._started.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+# ---------------------------------------------------------------------------- degradation
+
+
+def test_nvml_without_library_degrades_cleanly():
+    pytest.importorskip("pynvml")
+    src = NvmlSource()
+    reason = src.probe()
+    if reason is None:  # a machine with an NVIDIA GPU: the source must work
+        rows = src.sample(time.monotonic_ns())
+        assert rows and rows[0]["vendor"] == "nvidia"
+        src.close()
+        return
+    assert "NVML" in reason
+    src.close()  # safe after a failed probe
+
+
+def test_amdsmi_without_rocm_degrades_cleanly():
+    module, reason = import_amdsmi()
+    if module is not None:
+        pytest.skip("amdsmi loads here (ROCm present)")
+    # Without ROCm the real package raises KeyError('libamd_smi.so') on import; without
+    # the package it is a ModuleNotFoundError. Either way: a reason, not an exception.
+    assert reason.startswith("amdsmi not importable (")
+    src = AmdSmiSource()
+    assert src.probe() == reason
+    src.close()
+
+
+def test_autodetect_never_raises_and_reports_every_source():
+    sources, status = open_sources(None)
+    try:
+        assert status["host"] == "ok"
+        assert status["server"].startswith("not available")
+        for name, state in status.items():
+            assert state == "ok" or state.startswith("not available: "), (name, state)
+        assert any(s.name == "host" for s in sources)
+    finally:
+        for s in sources:
+            s.close()
+
+
+def test_unknown_source_is_reported_not_raised():
+    sources, status = open_sources(["nope", "host"])
+    assert status["nope"].startswith("not available: unknown source")
+    assert [s.name for s in sources] == ["host"]
+
+
+# ---------------------------------------------------------------------------- sysfs
+
+
+def _fake_amdgpu(root: Path) -> None:
+    dev = root / "card0" / "device"
+    hw = dev / "hwmon" / "hwmon3"
+    hw.mkdir(parents=True)
+    (root / "card0-DP-1").mkdir()
+    files = {
+        dev / "vendor": "0x1002",
+        dev / "gpu_busy_percent": "73",
+        dev / "mem_busy_percent": "12",
+        dev / "mem_info_vram_used": "1073741824",
+        dev / "mem_info_vram_total": "68702699520",
+        dev / "current_link_speed": "16.0 GT/s PCIe",
+        dev / "max_link_speed": "32.0 GT/s PCIe",
+        dev / "current_link_width": "16",
+        dev / "max_link_width": "16",
+        hw / "power1_average": "245000000",
+        hw / "power1_cap": "300000000",
+        hw / "temp1_input": "51000",
+        hw / "temp1_label": "edge",
+        hw / "temp2_input": "64000",
+        hw / "temp2_label": "junction",
+        hw / "temp2_crit": "110000",
+        hw / "temp3_input": "58000",
+        hw / "temp3_label": "mem",
+    }
+    for p, v in files.items():
+        p.write_text(v + "\n")
+
+
+def test_sysfs_amdgpu(tmp_path):
+    _fake_amdgpu(tmp_path)
+    src = SysfsAmdgpuSource(tmp_path)
+    assert src.probe() is None
+    r = src.sample(123)[0]
+    assert r["vendor"] == "amd" and r["kind"] == "gpu" and r["t_ns"] == 123
+    assert r["util_gpu"] == pytest.approx(0.73) and r["util_mem"] == pytest.approx(0.12)
+    assert r["mem_used_bytes"] == 1073741824 and r["mem_total_bytes"] == 68702699520
+    assert r["power_w"] == pytest.approx(245.0)  # uW -> W
+    assert r["power_limit_w"] == pytest.approx(300.0)
+    assert (r["temp_gpu_c"], r["temp_hotspot_c"], r["temp_mem_c"]) == (51.0, 64.0, 58.0)
+    assert r["temp_slowdown_c"] == 110.0
+    assert (r["pcie_gen"], r["pcie_gen_max"], r["pcie_width"]) == (4, 5, 16)
+
+
+def test_sysfs_without_amdgpu(tmp_path):
+    assert "no amdgpu device" in SysfsAmdgpuSource(tmp_path).probe()
+    assert "does not exist" in SysfsAmdgpuSource(tmp_path / "x").probe()
+
+
+# ---------------------------------------------------------------------------- host and server
+
+
+def test_host_source_measures_this_process():
+    src = HostSource(os.getpid())
+    assert src.probe() is None
+    r = src.sample(1)[0]
+    assert r["kind"] == "host" and r["proc_pid"] == os.getpid()
+    assert 0 < r["proc_rss_bytes"] < r["host_mem_total_bytes"]
+    assert 0.0 <= r["cpu_util"] <= 1.0
+    assert HostSource(2**31 - 2).probe().startswith("server process")
+
+
+def test_server_metrics_source_over_loopback():
+    with LlamaMetricsServer() as srv:
+        src = ServerMetricsSource(srv.url + "/v1")  # a /v1 base URL is accepted too
+        assert src.url == srv.url + "/metrics"
+        assert src.probe() is None
+        r = src.sample(7)[0]
+        assert r["engine"] == "llamacpp" and r["t_ns"] == 7
+        assert r["srv_requests_running"] == 2 and r["srv_requests_waiting"] == 0
+        assert r["srv_generation_tokens_total"] == 10 * srv.scrapes
+
+
+def test_server_metrics_source_reasons():
+    with LlamaMetricsServer(status=404) as srv:
+        assert "HTTP 404" in ServerMetricsSource(srv.url).probe()
+        assert "--metrics" in ServerMetricsSource(srv.url).probe()
+    # nothing listens there any more
+    assert "unreachable" in ServerMetricsSource(srv.url, timeout_s=0.5).probe()
+
+
+# ---------------------------------------------------------------------------- energy
+
+
+def test_counter_energy_interpolates_the_window():
+    pts = [(0, 1000.0), (1_000_000_000, 1100.0), (2_000_000_000, 1300.0)]
+    assert counter_energy(pts, 500_000_000, 1_500_000_000) == pytest.approx(1200 - 1050)
+    assert counter_energy(pts[:1], 0, 1) is None
+    assert counter_energy([(0, 5.0), (1, 4.0)], 0, 1) is None  # went backwards
+
+
+def test_integrate_power_trapezoids():
+    # 100 W rising linearly to 300 W over 2 s: 400 J
+    pts = [(0, 100.0), (1_000_000_000, 200.0), (2_000_000_000, 300.0)]
+    assert integrate_power(pts, 0, 2_000_000_000) == pytest.approx(400.0)
+    # half the window: 100->200 W over 1 s = 150 J
+    assert integrate_power(pts, 0, 1_000_000_000) == pytest.approx(150.0)
+
+
+def _gpu(t, dev, power=None, energy=None):
+    return new_row(
+        t_ns=t, kind="gpu", vendor="nvidia", uuid=f"GPU-{dev}", power_w=power, energy_j=energy
+    )
+
+
+def test_window_energy_counter_and_fallback():
+    s = 1_000_000_000
+    rows = [_gpu(i * s, "a", power=200.0, energy=1000.0 + 200.0 * i) for i in range(5)]
+    e = window_energy(rows, (1 * s, 3 * s), output_tokens=100, total_tokens=400)
+    assert e["method"] == "counter" and e["joules"] == pytest.approx(400.0)
+    assert e["j_per_output_token"] == pytest.approx(4.0)
+    assert e["j_per_total_token"] == pytest.approx(1.0)
+    # a second GPU with power only: integrated, and the method says so
+    rows += [_gpu(i * s, "b", power=100.0) for i in range(5)]
+    e = window_energy(rows, (1 * s, 3 * s), output_tokens=100)
+    assert e["method"] == "integrated_power"
+    assert e["joules"] == pytest.approx(400.0 + 200.0)
+    assert e["j_per_total_token"] is None
+    assert window_energy([new_row(t_ns=0, kind="host")], (0, 1)) is None
+
+
+# ---------------------------------------------------------------------------- sampler
+
+
+def test_sampler_beside_a_run_with_server_metrics(tmp_path):
+    with LlamaMetricsServer() as srv:
+        s = TelemetrySampler(tmp_path, interval_s=0.1, server_url=srv.url, server_pid=os.getpid())
+        s.set_phase("warmup")
+        s.start()
+        time.sleep(0.25)
+        start = time.monotonic_ns()
+        s.set_phase("measured")
+        time.sleep(0.45)
+        end = time.monotonic_ns()
+        s.set_phase("drain")
+        time.sleep(0.2)
+        result = s.stop(measured_window_ns=(start, end), output_tokens=50, total_tokens=500)
+    json.dumps(result)  # JSON-serialisable
+    assert result["sources"]["host"] == "ok" and result["sources"]["server"] == "ok"
+    assert (
+        result["sources"]["nvml"].startswith("not available") or result["sources"]["nvml"] == "ok"
+    )
+    assert result["health"]["verdict"] in ("pass", "warn", "fail")
+    assert isinstance(result["health"]["findings"], list)
+    if result["sources"].get("nvml") != "ok" and result["sources"].get("amdsmi") != "ok":
+        assert result["energy"] is None  # no GPU here
+    path = tmp_path / TELEMETRY_FILE
+    assert path.exists() and not list(tmp_path.glob(".*tmp*"))
+    table = pq.read_table(path)
+    assert table.column_names == list(COLUMNS)
+    rows = table.to_pylist()
+    phases = {r["phase"] for r in rows}
+    assert {"warmup", "measured", "drain"} <= phases
+    ts = [r["t_ns"] for r in rows]
+    assert ts == sorted(ts)
+    measured = [r for r in rows if r["phase"] == "measured"]
+    assert all(start <= r["t_ns"] <= end + 200_000_000 for r in measured)
+    server = [r for r in rows if r["kind"] == "server"]
+    host = [r for r in rows if r["kind"] == "host"]
+    assert len(server) >= 6 and len(host) >= 6
+    assert all(r["engine"] == "llamacpp" for r in server)
+    tokens = [r["srv_generation_tokens_total"] for r in server]
+    assert tokens == sorted(tokens) and tokens[-1] > tokens[0]
+    assert all(r["proc_rss_bytes"] > 0 for r in host)
+    # the same clock as the benchmark records
+    assert abs(rows[-1]["t_ns"] - time.monotonic_ns()) < 10 * 1_000_000_000
+    assert s.stop() is result  # idempotent
+
+
+def test_sampler_with_no_source_still_writes(tmp_path):
+    s = TelemetrySampler(tmp_path, interval_s=0.05, sources=["nvml", "amdsmi"])
+    s.start()
+    time.sleep(0.1)
+    result = s.stop(measured_window_ns=None)
+    assert result["energy"] is None
+    assert result["health"] == {"verdict": "pass", "findings": []}
+    assert all(v.startswith("not available") or v == "ok" for v in result["sources"].values())
+    assert pq.read_table(tmp_path / TELEMETRY_FILE).schema.names == list(COLUMNS)
+
+
+def test_sampler_server_going_away_is_not_fatal(tmp_path):
+    with LlamaMetricsServer() as srv:
+        s = TelemetrySampler(tmp_path, interval_s=0.05, server_url=srv.url, sources=["server"])
+        s.start()
+        time.sleep(0.15)
+    time.sleep(0.2)  # the server is gone; scrapes fail
+    result = s.stop()
+    assert result["sources"]["server"] == "ok"
+    assert result["samples"] >= 2
+
+
+def test_write_parquet_atomic_replaces(tmp_path):
+    p = tmp_path / "t.parquet"
+    write_parquet_atomic([new_row(t_ns=1, kind="host")], p)
+    write_parquet_atomic([new_row(t_ns=1, kind="host"), new_row(t_ns=2, kind="host")], p)
+    assert pq.read_table(p).num_rows == 2
+    assert [x.name for x in tmp_path.iterdir()] == ["t.parquet"]
