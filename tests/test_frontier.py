@@ -110,3 +110,16 @@ def test_goodput_and_highest_load(tmp_path):
     assert pts[0].fraction == 1.0 and pts[-1].fraction == 0.0
     assert pts[0].requests_per_s > 0
     assert highest_load_meeting(goodput_points(s.runs, {"ttft_ms": 1.0})) is None
+
+
+def test_scalar_pchip_matches_scipy():
+    from accelbench.metrics.frontier import pchip_at
+
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 4, 7):
+        for _ in range(20):
+            x = np.sort(rng.choice(np.arange(1, 200), n, replace=False)).astype(float)
+            y = rng.normal(100, 40, n)
+            for t in np.linspace(x[0], x[-1], 13):
+                assert pchip_at(x, y, t) == pytest.approx(monotone_interp(x, y, t)[0], abs=1e-9)
+    assert np.isnan(pchip_at(np.array([1.0, 2.0]), np.array([1.0, 2.0]), 2.5))

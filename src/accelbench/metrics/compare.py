@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from accelbench.errors import AccelbenchError
-from accelbench.metrics.frontier import OUT_OF_RANGE, frontier_from_points, monotone_interp
+from accelbench.metrics.frontier import OUT_OF_RANGE, pareto_indices, pchip_at
 
 if TYPE_CHECKING:
     from accelbench.store.runs import RunInfo
@@ -168,6 +168,10 @@ def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator)
             "e2e_p50_ms": s.e2e,
             "e2e_p99_ms": s.e2e,
         }[metric]
+        col = col[np.isfinite(col)]  # e.g. TPOT is undefined for OSL < 2
+        n = col.size
+        if n == 0:
+            return out
         q = 99.0 if metric.endswith("p99_ms") else 50.0
     step = max(1, min(n_boot, 4_000_000 // max(n, 1)))
     for b0 in range(0, n_boot, step):
@@ -178,7 +182,7 @@ def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator)
             ratio = num / s.e2e[idx].sum(axis=1) if s.closed_loop else num
             out[b0:b1] = obs * ratio / base
         else:
-            v = np.nanpercentile(col[idx], q, axis=1)
+            v = np.percentile(col[idx], q, axis=1)
             out[b0:b1] = 1000.0 / v if metric == "interactivity" else v
     return out
 
@@ -329,9 +333,8 @@ def _frontier_boot(
     ys = np.array([p.boot(metric, n_boot, rng) for p in points])
     out = np.full(n_boot, np.nan)
     for b in range(n_boot):
-        f = frontier_from_points(xs[:, b], ys[:, b], metric=metric)
-        if f.x.size and f.x[0] <= target <= f.x[-1]:
-            out[b] = monotone_interp(f.x, f.y, target)[0]
+        idx = pareto_indices(xs[:, b], ys[:, b])
+        out[b] = pchip_at(xs[idx, b], ys[idx, b], target)
     return out
 
 

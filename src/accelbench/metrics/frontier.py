@@ -59,6 +59,51 @@ def monotone_interp(
     return out
 
 
+def _edge_slope(h0: float, h1: float, m0: float, m1: float) -> float:
+    d = ((2 * h0 + h1) * m0 - h0 * m1) / (h0 + h1)
+    if np.sign(d) != np.sign(m0):
+        return 0.0
+    if np.sign(m0) != np.sign(m1) and abs(d) > 3 * abs(m0):
+        return 3 * m0
+    return d
+
+
+def pchip_at(x: np.ndarray, y: np.ndarray, t: float) -> float:
+    """Scalar PCHIP at ``t`` for strictly increasing ``x`` (NaN outside the range): the same
+    interpolant as :func:`monotone_interp` (scipy's PchipInterpolator), without building an
+    interpolator object; for the bootstrap's thousands of one-point evaluations."""
+    n = x.size
+    if n == 0 or not (x[0] <= t <= x[-1]):
+        return float("nan")
+    if n == 1:
+        return float(y[0])
+    j = min(max(int(np.searchsorted(x, t, "right")) - 1, 0), n - 2)
+    h = np.diff(x)
+    m = np.diff(y) / h
+
+    def slope(i: int) -> float:
+        if n == 2:
+            return float(m[0])
+        if i == 0:
+            return _edge_slope(h[0], h[1], m[0], m[1])
+        if i == n - 1:
+            return _edge_slope(h[-1], h[-2], m[-1], m[-2])
+        a, b = m[i - 1], m[i]
+        if a == 0 or b == 0 or np.sign(a) != np.sign(b):
+            return 0.0
+        w1, w2 = 2 * h[i] + h[i - 1], h[i] + 2 * h[i - 1]
+        return (w1 + w2) / (w1 / a + w2 / b)
+
+    d0, d1 = slope(j), slope(j + 1)
+    hj = h[j]
+    u = (t - x[j]) / hj
+    h00 = (1 + 2 * u) * (1 - u) ** 2
+    h10 = u * (1 - u) ** 2
+    h01 = u * u * (3 - 2 * u)
+    h11 = u * u * (u - 1)
+    return float(h00 * y[j] + h10 * hj * d0 + h01 * y[j + 1] + h11 * hj * d1)
+
+
 def pareto_indices(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> np.ndarray:
     """Indices of the non-dominated points (both coordinates: higher is better), ordered by
     ascending x. A point is dominated if another is at least as good in both coordinates

@@ -216,11 +216,17 @@ def summarize_table(
             "fraction": float(good.sum()) / n_meas if n_meas else None,
         }
 
-    kinds = t.column("error_kind").to_pylist() if "error_kind" in t.column_names else []
-    status = t.column("http_status").to_pylist() if "http_status" in t.column_names else []
     fail_idx = np.flatnonzero(m & ~ok)
-    by_kind = Counter(kinds[i] or "unknown" for i in fail_idx) if kinds else Counter()
-    by_status = Counter(str(status[i]) for i in fail_idx if status and status[i] is not None)
+    failed = t.take(pa.array(fail_idx, pa.int64())) if fail_idx.size else None
+
+    def _col(name: str) -> list[Any]:
+        if failed is None or name not in failed.column_names:
+            return []
+        return failed.column(name).to_pylist()
+
+    kinds = _col("error_kind")
+    by_kind = Counter(k or "unknown" for k in kinds)
+    by_status = Counter(str(s) for s in _col("http_status") if s is not None)
 
     warnings: list[str] = []
     lag = lat["schedule_lag_ms"].get("p99")
@@ -235,7 +241,7 @@ def summarize_table(
             "completed": n_ok,
             "failed": n_fail,
             "warmup": int(warm.sum()),
-            "interrupted": int(sum(1 for i in fail_idx if kinds and kinds[i] == "interrupted")),
+            "interrupted": int(by_kind.get("interrupted", 0)),
         },
         "window": {"start_ns": start, "end_ns": end, "duration_s": dur},
         "steady_state": None,

@@ -1,0 +1,292 @@
+"""What the HTML and Markdown reports show, computed once: per-point figures, frontiers and
+their values at the target interactivity, goodput, latency distributions (quantiles, not
+every request), binned timelines, comparisons, and every warning about missing data.
+
+Everything here is aggregated so that a sweep of a million requests makes a small report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.compare import Comparison, compare_sets, parse_claim
+from accelbench.metrics.frontier import (
+    FRONTIER_METRICS,
+    Frontier,
+    FrontierValue,
+    GoodputPoint,
+    build_frontier,
+    goodput_points,
+    highest_load_meeting,
+)
+from accelbench.store.runs import RunInfo, column_np
+from accelbench.sweep.core import SweepSet, load_inputs
+
+BOX_QUANTILES = (1, 25, 50, 75, 99)
+LATENCY_METRICS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
+TIMELINE_BINS = 120
+EXACT_TIMELINE_MAX_REQUESTS = 5000
+TEXT_SAMPLES = 3
+TEXT_CHARS = 400
+
+# Figure columns of the tables: key -> (heading, unit, definition)
+FIGURES: dict[str, tuple[str, str, str]] = {
+    "interactivity": ("Interactivity", "tok/s/user", "1000 / p50 TPOT (InferenceX convention)"),
+    "output_tps_per_gpu": ("Output / GPU", "tok/s", "sum of OSL / window / GPUs"),
+    "total_tps_per_gpu": ("Total / GPU", "tok/s", "sum of (ISL + OSL) / window / GPUs"),
+    "output_tps": ("Output", "tok/s", "sum of OSL / window"),
+    "requests_per_s": ("Requests", "req/s", "completed measured requests / window"),
+    "ttft_p50_ms": ("TTFT p50", "ms", "t_first - t_send, median"),
+    "ttft_p99_ms": ("TTFT p99", "ms", "t_first - t_send, 99th percentile"),
+    "tpot_p50_ms": ("TPOT p50", "ms", "(E2E - TTFT) / (OSL - 1), median"),
+    "tpot_p99_ms": ("TPOT p99", "ms", "(E2E - TTFT) / (OSL - 1), 99th percentile"),
+    "e2e_p50_ms": ("E2E p50", "ms", "t_last - t_send, median"),
+    "e2e_p99_ms": ("E2E p99", "ms", "t_last - t_send, 99th percentile"),
+    "error_rate": ("Errors", "fraction", "failed / measured requests"),
+}
+WINDOW_DEF = "window: first send to last content chunk of the measured (non-warm-up) requests"
+
+
+@dataclass
+class PointView:
+    run: RunInfo
+    label: str
+    figures: dict[str, float | None]
+    box: dict[str, dict[str, float]] = field(default_factory=dict)
+    timeline: dict[str, Any] | None = None
+    samples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SetView:
+    set: SweepSet
+    points: list[PointView]
+    frontiers: dict[str, Frontier]
+    at_target: dict[str, FrontierValue]
+    goodput: list[GoodputPoint] | None
+    best_goodput: GoodputPoint | None
+    warnings: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.set.name
+
+
+@dataclass
+class ReportData:
+    sets: list[SetView]
+    comparisons: list[Comparison]
+    comparison_errors: list[str]
+    target: float | None
+    claims: list[str]
+    slo: dict[str, float]
+    generated_at: str
+
+
+def _box(values: np.ndarray) -> dict[str, float] | None:
+    v = values[np.isfinite(values)]
+    if v.size == 0:
+        return None
+    qs = np.percentile(v, BOX_QUANTILES)
+    out = {f"p{q}": float(x) for q, x in zip(BOX_QUANTILES, qs, strict=True)}
+    out["mean"] = float(v.mean())
+    out["count"] = int(v.size)
+    return out
+
+
+def _timeline(run: RunInfo, t: Any) -> dict[str, Any] | None:
+    """In-flight requests and token throughput in TIMELINE_BINS bins over the run.
+
+    Tokens: exact per-chunk arrival times where the run is small enough and has them,
+    else each request's tokens spread evenly between its first and last chunk.
+    """
+    t_send = column_np(t, "t_send")
+    if not np.isfinite(t_send).any():
+        return None
+    t_first = column_np(t, "t_first")
+    t_last = column_np(t, "t_last")
+    osl = np.nan_to_num(column_np(t, "osl"))
+    end = np.where(np.isfinite(t_last), t_last, t_send)
+    t0 = float(np.nanmin(t_send))
+    t1 = float(np.nanmax(end))
+    if not t1 > t0:
+        return None
+    edges = np.linspace(t0, t1, TIMELINE_BINS + 1)
+    mids = (edges[:-1] + edges[1:]) / 2
+    s_sorted = np.sort(t_send[np.isfinite(t_send)])
+    e_sorted = np.sort(end[np.isfinite(end)])
+    inflight = np.searchsorted(s_sorted, mids, "right") - np.searchsorted(e_sorted, mids, "right")
+    width_s = (edges[1] - edges[0]) / 1e9
+    source = "tokens spread evenly between each request's first and last chunk"
+    tokens = None
+    if run.has_requests and t.num_rows <= EXACT_TIMELINE_MAX_REQUESTS:
+        try:
+            ct = run.read_requests(("chunk_times", "chunk_tokens"))
+            times = pc.list_flatten(ct.column("chunk_times")).to_numpy(zero_copy_only=False)
+            if times.size:
+                w = None
+                tok = ct.column("chunk_tokens")
+                if tok.null_count == 0:
+                    flat = pc.list_flatten(tok).to_numpy(zero_copy_only=False)
+                    if flat.size == times.size:
+                        w = flat.astype(float)
+                tokens = np.histogram(times.astype(float), bins=edges, weights=w)[0]
+                source = "per-chunk arrival times" + ("" if w is not None else " (1 token each)")
+        except (AccelbenchError, ValueError, TypeError):
+            tokens = None
+    if tokens is None:
+        ok = np.isfinite(t_first) & np.isfinite(t_last) & (osl >= 1)
+        a, b, n = (t_first[ok] - t0) / 1e9, (t_last[ok] - t0) / 1e9, osl[ok]
+        span = b - a
+        r = np.where(span > 0, (n - 1) / np.where(span > 0, span, 1), 0.0)
+        firsts = np.where(span > 0, 1.0, n)  # a zero-length request delivers all at t_first
+
+        def cum(q: np.ndarray) -> np.ndarray:
+            out = np.zeros(q.size)
+            for starts, sign in ((a, 1.0), (b, -1.0)):
+                o = np.argsort(starts)
+                st, rr = starts[o], r[o]
+                cr = np.concatenate([[0.0], np.cumsum(rr)])
+                cra = np.concatenate([[0.0], np.cumsum(rr * st)])
+                k = np.searchsorted(st, q, "left")
+                out += sign * (q * cr[k] - cra[k])
+            oa = np.argsort(a)
+            cf = np.concatenate([[0.0], np.cumsum(firsts[oa])])
+            out += cf[np.searchsorted(a[oa], q, "right")]
+            return out
+
+        c = cum((edges - t0) / 1e9)
+        tokens = np.diff(c)
+    return {
+        "t_s": ((mids - t0) / 1e9).round(4).tolist(),
+        "inflight": inflight.astype(int).tolist(),
+        "tokens_per_s": (np.asarray(tokens) / width_s).round(2).tolist(),
+        "source": source,
+    }
+
+
+def _point(run: RunInfo, want_timeline: bool) -> tuple[PointView, list[str]]:
+    figs = {k: run.figure(k) for k in FIGURES}
+    pv = PointView(run, run.load_label, figs)
+    warns: list[str] = []
+    if not run.has_requests:
+        warns.append(f"{run.load_label}: requests.parquet missing: no distributions or timeline")
+        return pv, warns
+    try:
+        cols = ("warmup", "ok", "t_send", "t_first", "t_last", "osl", *LATENCY_METRICS)
+        t = run.read_requests(cols)
+        meas = ~column_np(t, "warmup", bool) & column_np(t, "ok", bool)
+        for k in LATENCY_METRICS:
+            b = _box(column_np(t, k)[meas])
+            if b:
+                pv.box[k] = b
+        if want_timeline:
+            pv.timeline = _timeline(run, t)
+        pv.samples = _samples(run)
+    except AccelbenchError as exc:
+        warns.append(f"{run.load_label}: {exc}")
+    return pv, warns
+
+
+def _samples(run: RunInfo) -> list[str]:
+    import pyarrow.parquet as pq
+
+    p = run.path / "requests.parquet"
+    try:
+        pf = pq.ParquetFile(p)
+        if "output_text" not in pf.schema_arrow.names:
+            return []
+        out: list[str] = []
+        for i, batch in enumerate(pf.iter_batches(batch_size=256, columns=["output_text"])):
+            for x in batch.column(0).to_pylist():
+                if x:
+                    out.append(x[:TEXT_CHARS] + ("..." if len(x) > TEXT_CHARS else ""))
+                    if len(out) >= TEXT_SAMPLES:
+                        return out
+            if i >= 3:  # text is saved for every request or for none: do not scan far
+                break
+        return out
+    except (OSError, ValueError):
+        return []
+
+
+def build_report_data(
+    inputs: Sequence[str | Path] | Sequence[SweepSet],
+    *,
+    target: float | None = None,
+    claims: Sequence[str] = (),
+    slo: dict[str, float] | None = None,
+    attainment: float = 0.9,
+    allow_mismatch: bool = False,
+    n_boot: int = 1000,
+    timelines: bool = True,
+) -> ReportData:
+    """Load and aggregate everything a report shows. Bad input becomes warnings; only
+    unusable arguments (bad claim syntax, no inputs, missing paths) raise."""
+    for c in claims:
+        parse_claim(c)  # syntax errors are the user's to fix before anything runs
+    sets = (
+        list(inputs) if inputs and isinstance(inputs[0], SweepSet) else load_inputs(inputs)  # type: ignore[arg-type]
+    )
+    views = []
+    for s in sets:
+        warnings = list(s.problems)
+        points = []
+        for r in s.runs:
+            if r.summary is None:
+                continue
+            pv, w = _point(r, timelines)
+            points.append(pv)
+            warnings += w
+            warnings += [f"{r.load_label}: {x}" for x in r.warnings() if x not in r.problems]
+        frontiers = {m: build_frontier(s.runs, m, s.name) for m in FRONTIER_METRICS}
+        at_target = {m: f.at(target) for m, f in frontiers.items()} if target else {}
+        if not s.usable_runs:
+            warnings.append("no usable points: nothing to plot for this input")
+        gp = best = None
+        if slo:
+            gp = goodput_points([r for r in s.runs if r.summary is not None], slo, attainment)
+            best = highest_load_meeting(gp)
+        views.append(SetView(s, points, frontiers, at_target, gp, best, _dedupe(warnings)))
+    comps: list[Comparison] = []
+    errors: list[str] = []
+    if len(sets) >= 2:
+        a = sets[0]
+        for b in sets[1:]:
+            try:
+                comps += compare_sets(
+                    a,
+                    b,
+                    claims=claims,
+                    target_interactivity=target,
+                    allow_mismatch=allow_mismatch,
+                    n_boot=n_boot,
+                )
+            except AccelbenchError as exc:
+                errors.append(f"{b.name} vs {a.name}: {exc}")
+    elif claims:
+        errors.append("claims need two inputs (A first, then B)")
+    return ReportData(
+        views,
+        comps,
+        errors,
+        target,
+        list(claims),
+        dict(slo or {}),
+        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    )
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for x in items:
+        seen.setdefault(x, None)
+    return list(seen)

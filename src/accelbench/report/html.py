@@ -1,0 +1,541 @@
+"""One self-contained HTML report: Plotly inlined once, no network needed to open it.
+
+Safety: every text that comes from a run (labels, model names, prompts, outputs, error
+messages) is HTML-escaped where it enters markup, and the figure data is embedded as JSON
+with ``<``, ``>`` and ``&`` written as ``\\u003c`` etc., so nothing in a run can close the
+script element or inject markup. Plotly renders trace names and hover text as a subset of
+HTML, so those strings are escaped too.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from accelbench import __version__
+from accelbench.metrics.compare import METRICS as COMPARE_METRICS
+from accelbench.metrics.frontier import FRONTIER_METRICS
+from accelbench.report.data import (
+    BOX_QUANTILES,
+    FIGURES,
+    LATENCY_METRICS,
+    WINDOW_DEF,
+    ReportData,
+    SetView,
+)
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;
+max-width:1300px}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:1.8em}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:.9em}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th{background:#f3f3f3}td.l,th.l{text-align:left}
+.plot{width:100%;height:460px}.small{height:360px}
+.warn{background:#fff6e0;border-left:4px solid #e0a000;padding:6px 10px;margin:4px 0}
+.verdict{font-weight:bold;padding:1px 6px;border-radius:3px}
+.supported{background:#d7f5dd}.refuted{background:#fadadd}.inconclusive{background:#eee}
+pre.sample{white-space:pre-wrap;background:#f8f8f8;border:1px solid #eee;padding:6px;
+max-height:10em;overflow:auto}
+.muted{color:#777}
+"""
+
+# Installed first: any JavaScript error or console.error lands in #js-errors, so a test (or a
+# reader) can see it in the DOM.
+_ERROR_HOOK = """
+window.__abErrors=[];
+function __abErr(m){window.__abErrors.push(String(m));var e=document.getElementById('js-errors');
+if(e){e.textContent=window.__abErrors.join('\\n');e.setAttribute('data-count',
+window.__abErrors.length);}}
+window.addEventListener('error',function(ev){__abErr('error: '+ev.message);});
+window.addEventListener('unhandledrejection',function(ev){__abErr('rejection: '+ev.reason);});
+(function(){var ce=console.error;console.error=function(){__abErr('console.error: '+
+Array.prototype.join.call(arguments,' '));return ce.apply(console,arguments);};})();
+"""
+
+_RENDER = """
+(function(){
+var figs=JSON.parse(document.getElementById('ab-figures').textContent);
+var done=0;
+figs.forEach(function(f){
+  var el=document.getElementById(f.div);
+  if(!el){__abErr('missing plot element '+f.div);return;}
+  try{Plotly.newPlot(el,f.data,f.layout,{responsive:true,displaylogo:false});done++;}
+  catch(e){__abErr('plot '+f.div+': '+e);}
+});
+var s=document.getElementById('ab-status');
+s.setAttribute('data-rendered',done);s.setAttribute('data-expected',figs.length);
+s.textContent=done+' of '+figs.length+' plots rendered';
+})();
+"""
+
+
+def esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _script_json(obj: Any) -> str:
+    """JSON safe to embed inside <script> (no '<', '>', '&' or line separators)."""
+    s = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    return (
+        s.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "∞" if v > 0 else "—"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    return v
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _frontier_fig(data: ReportData, metric: str) -> dict[str, Any]:
+    traces: list[dict[str, Any]] = []
+    for i, sv in enumerate(data.sets):
+        col = PALETTE[i % len(PALETTE)]
+        f = sv.frontiers[metric]
+        name = esc(sv.name)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"{name}: all points",
+                "x": _clean(f.all_x.tolist()),
+                "y": _clean(f.all_y.tolist()),
+                "text": [esc(x) for x in f.all_labels],
+                "hovertemplate": "%{text}<br>%{x:.1f} tok/s/user<br>%{y:.1f} tok/s/GPU"
+                "<extra></extra>",
+                "marker": {"color": col, "size": 8, "opacity": 0.45},
+            }
+        )
+        cx, cy = f.curve(120)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{name}: frontier (PCHIP)",
+                "x": _clean(cx.tolist()),
+                "y": _clean(cy.tolist()),
+                "line": {"color": col, "width": 2},
+                "hoverinfo": "skip",
+            }
+        )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"{name}: frontier points",
+                "x": _clean(f.x.tolist()),
+                "y": _clean(f.y.tolist()),
+                "text": [esc(x) for x in f.labels],
+                "hovertemplate": "%{text}<br>%{x:.1f} tok/s/user<br>%{y:.1f} tok/s/GPU"
+                "<extra></extra>",
+                "marker": {"color": col, "size": 10, "symbol": "diamond"},
+                "showlegend": False,
+            }
+        )
+        v = sv.at_target.get(metric)
+        if v is not None and v.value is not None:
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f"{name} at target",
+                    "x": [v.target],
+                    "y": [v.value],
+                    "marker": {"color": col, "size": 14, "symbol": "x"},
+                    "hovertemplate": "%{y:.1f} tok/s/GPU at %{x} tok/s/user<extra></extra>",
+                }
+            )
+    layout: dict[str, Any] = {
+        "title": {"text": f"Frontier: {FRONTIER_METRICS[metric]} vs interactivity"},
+        "xaxis": {"title": {"text": "interactivity (tok/s/user) = 1000 / p50 TPOT"}},
+        "yaxis": {"title": {"text": FRONTIER_METRICS[metric]}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.2},
+        "margin": {"t": 50},
+    }
+    if data.target:
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "x0": data.target,
+                "x1": data.target,
+                "yref": "paper",
+                "y0": 0,
+                "y1": 1,
+                "line": {"dash": "dash", "color": "#444"},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "x": data.target,
+                "yref": "paper",
+                "y": 1.02,
+                "text": f"target {data.target:g} tok/s/user",
+                "showarrow": False,
+            }
+        ]
+    return {"data": traces, "layout": layout}
+
+
+def _latency_fig(data: ReportData, metric: str) -> dict[str, Any] | None:
+    traces = []
+    for i, sv in enumerate(data.sets):
+        xs, q1, med, q3, lo, hi, mean = [], [], [], [], [], [], []
+        for p in sv.points:
+            b = p.box.get(metric)
+            if not b:
+                continue
+            xs.append(esc(p.label) if len(data.sets) == 1 else f"{esc(sv.name)} {esc(p.label)}")
+            lo.append(b["p1"])
+            q1.append(b["p25"])
+            med.append(b["p50"])
+            q3.append(b["p75"])
+            hi.append(b["p99"])
+            mean.append(b["mean"])
+        if not xs:
+            continue
+        traces.append(
+            {
+                "type": "box",
+                "name": esc(sv.name),
+                "x": xs,
+                "q1": q1,
+                "median": med,
+                "q3": q3,
+                "lowerfence": lo,
+                "upperfence": hi,
+                "mean": mean,
+                "marker": {"color": PALETTE[i % len(PALETTE)]},
+            }
+        )
+    if not traces:
+        return None
+    q = BOX_QUANTILES
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": f"{LATENCY_METRICS[metric]} per point (ms)"},
+            "yaxis": {"title": {"text": "ms"}, "type": "log"},
+            "xaxis": {
+                "title": {
+                    "text": f"box: p{q[1]}-p{q[3]}, line p{q[2]}, whiskers "
+                    f"p{q[0]}-p{q[4]}, dashed mean"
+                }
+            },
+            "margin": {"t": 50},
+        },
+    }
+
+
+def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
+    traces = []
+    sources = set()
+    for i, p in enumerate(sv.points):
+        tl = p.timeline
+        if not tl:
+            continue
+        sources.add(tl["source"])
+        col = PALETTE[i % len(PALETTE)]
+        lab = esc(p.label)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{lab} in flight",
+                "legendgroup": lab,
+                "x": tl["t_s"],
+                "y": tl["inflight"],
+                "line": {"color": col, "shape": "hv"},
+                "xaxis": "x",
+                "yaxis": "y",
+            }
+        )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{lab} tok/s",
+                "legendgroup": lab,
+                "showlegend": False,
+                "x": tl["t_s"],
+                "y": tl["tokens_per_s"],
+                "line": {"color": col},
+                "xaxis": "x2",
+                "yaxis": "y2",
+            }
+        )
+    if not traces:
+        return None
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": f"Timeline: {esc(sv.name)}"},
+            "grid": {"rows": 2, "columns": 1, "pattern": "independent"},
+            "xaxis": {"title": {"text": "seconds since the run's first send"}},
+            "yaxis": {"title": {"text": "requests in flight"}},
+            "xaxis2": {"title": {"text": "seconds; tokens: " + "; ".join(sorted(sources))}},
+            "yaxis2": {"title": {"text": "output tokens/s"}},
+            "height": 560,
+            "margin": {"t": 50},
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- markup
+
+
+def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
+    th = "".join(f'<th class="{"l" if i < left else ""}">{h}</th>' for i, h in enumerate(head))
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figures_table(sv: SetView) -> str:
+    keys = list(FIGURES)
+    head = ["point", "run"] + [f"{esc(FIGURES[k][0])}<br>({esc(FIGURES[k][1])})" for k in keys]
+    rows = [
+        [esc(p.label), esc(p.run.path.name)] + [fmt(p.figures.get(k)) for k in keys]
+        for p in sv.points
+    ]
+    return _table(head, rows, left=2)
+
+
+def _definitions() -> str:
+    rows = [[esc(h), esc(u), esc(d)] for h, u, d in FIGURES.values()]
+    rows.append(["Window", "s", esc(WINDOW_DEF)])
+    rows.append(
+        [
+            "Frontier",
+            "",
+            "non-dominated (interactivity, throughput per GPU) points; values between them "
+            "from a monotone piecewise-cubic (PCHIP) interpolant, never extrapolated",
+        ]
+    )
+    rows.append(
+        [
+            "Ratio CI",
+            "",
+            "95% percentile bootstrap interval, resampling requests (and repeated runs)",
+        ]
+    )
+    return _table(["figure", "unit", "definition"], rows, left=3)
+
+
+def _set_section(data: ReportData, sv: SetView) -> str:
+    out = [
+        f"<h3>{esc(sv.name)}</h3>",
+        f'<p class="muted">{esc(sv.set.path)}; '
+        f"GPUs behind the endpoint: {sv.set.gpus}; workload: {esc(_wl(sv))}</p>",
+    ]
+    if sv.points:
+        out.append(_figures_table(sv))
+    else:
+        out.append("<p>No point of this input has figures.</p>")
+    if data.target:
+        rows = []
+        for m, v in sv.at_target.items():
+            rows.append(
+                [
+                    esc(FRONTIER_METRICS[m]),
+                    fmt(v.value) if v.value is not None else esc(v.reason),
+                    esc(" – ".join(v.between)) if v.between else "",
+                ]
+            )
+        out.append(f"<p>At the target {data.target:g} tok/s/user (frontier, PCHIP):</p>")
+        out.append(_table(["metric", "value (tok/s/GPU)", "between points"], rows))
+    if sv.goodput is not None:
+        slo = ", ".join(f"{k} ≤ {v:g}" for k, v in data.slo.items())
+        rows = [
+            [
+                esc(g.label),
+                str(g.requests),
+                str(g.good),
+                fmt(g.fraction),
+                fmt(g.requests_per_s),
+                fmt(g.output_tokens_per_s),
+                "yes" if g.meets else "no",
+            ]
+            for g in sv.goodput
+        ]
+        out.append(f"<p>Goodput under SLOs {esc(slo)}:</p>")
+        out.append(
+            _table(
+                ["point", "measured", "met SLOs", "fraction", "req/s", "output tok/s", "meets"],
+                rows,
+            )
+        )
+        best = sv.best_goodput
+        out.append(
+            f"<p>Highest load meeting the SLOs: <b>{esc(best.label)}</b></p>"
+            if best
+            else "<p>No point meets the SLOs.</p>"
+        )
+    return "\n".join(out)
+
+
+def _wl(sv: SetView) -> str:
+    w = sv.set.workload() or {}
+    return ", ".join(f"{k}={v}" for k, v in w.items() if v is not None) or "unknown"
+
+
+def _verdicts(data: ReportData) -> str:
+    if len(data.sets) < 2 and not data.comparison_errors:
+        return ""
+    out = ['<h2 id="comparisons">Comparisons (B against A)</h2>']
+    if data.sets:
+        out.append(f"<p>A = {esc(data.sets[0].name)}; details in the tables below.</p>")
+    for e in data.comparison_errors:
+        out.append(f'<div class="warn">{esc(e)}</div>')
+    seen: set[str] = set()
+    for c in data.comparisons:
+        for w in c.warnings:
+            if (c.b_name, w) not in seen:
+                seen.add((c.b_name, w))  # type: ignore[arg-type]
+                out.append(f'<div class="warn">{esc(c.b_name)}: {esc(w)}</div>')
+        for v in c.verdicts:
+            out.append(
+                f"<p>{esc(c.b_name)} vs {esc(c.a_name)}, claim <code>{esc(v.claim)}</code>: "
+                f'<span class="verdict {esc(v.verdict)}">{esc(v.verdict)}</span> — '
+                f"{esc(v.reason)}</p>"
+            )
+    return "\n".join(out)
+
+
+def _comparison_tables(data: ReportData) -> str:
+    if not data.comparisons:
+        return ""
+    out = ['<h3 id="ratios">Ratios at matched conditions</h3>']
+    pairs: dict[tuple[str, str], list[list[str]]] = {}
+    for c in data.comparisons:
+        rows = pairs.setdefault((c.b_name, c.a_name), [])
+        for e in c.estimates:
+            rows.append(
+                [
+                    esc(c.condition),
+                    esc(COMPARE_METRICS[e.metric][2]),
+                    fmt(e.a),
+                    fmt(e.b),
+                    fmt(e.ratio),
+                    f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else "—",
+                    esc(e.note or ""),
+                ]
+            )
+    for (b, a), rows in pairs.items():
+        out.append(f"<p>{esc(b)} (B) against {esc(a)} (A):</p>")
+        out.append(
+            _table(["condition", "metric", "A", "B", "B / A", "95% CI", "note"], rows, left=2)
+        )
+    return "\n".join(out)
+
+
+def render_html(data: ReportData) -> str:
+    from plotly.offline import get_plotlyjs
+
+    figs: list[dict[str, Any]] = []
+    body: list[str] = []
+
+    def plot(fig: dict[str, Any] | None, cls: str = "plot") -> str:
+        if fig is None:
+            return '<p class="muted">No data for this plot.</p>'
+        div = f"plot-{len(figs)}"
+        figs.append({"div": div, **fig})
+        return f'<div id="{div}" class="{cls}"></div>'
+
+    names = ", ".join(esc(s.name) for s in data.sets)
+    body.append(f"<h1>accelbench report: {names}</h1>")
+    body.append(
+        f'<p class="muted">accelbench {esc(__version__)}, generated {esc(data.generated_at)}'
+        + (f"; target interactivity {data.target:g} tok/s/user" if data.target else "")
+        + '. <span id="ab-status" data-rendered="0">plots not rendered (JavaScript off?)'
+        "</span></p>"
+    )
+    body.append('<pre id="js-errors" data-count="0" class="muted"></pre>')
+
+    warn = [(sv.name, w) for sv in data.sets for w in sv.warnings]
+    body.append('<h2 id="warnings">Warnings and missing data</h2>')
+    if warn:
+        body += [f'<div class="warn"><b>{esc(n)}</b>: {esc(w)}</div>' for n, w in warn]
+    else:
+        body.append("<p>None: every point complete, no client-health warnings.</p>")
+
+    body.append(_verdicts(data))
+
+    body.append('<h2 id="frontier">Throughput-interactivity frontier</h2>')
+    for m in FRONTIER_METRICS:
+        has = any(not sv.frontiers[m].empty or sv.frontiers[m].all_x.size for sv in data.sets)
+        body.append(plot(_frontier_fig(data, m) if has else None))
+
+    body.append('<h2 id="latency">Latency distributions per point</h2>')
+    for m in LATENCY_METRICS:
+        body.append(plot(_latency_fig(data, m), "plot small"))
+
+    body.append('<h2 id="timeline">Timelines</h2>')
+    for sv in data.sets:
+        body.append(plot(_timeline_fig(sv)))
+
+    body.append('<h2 id="tables">Figures</h2>')
+    for sv in data.sets:
+        body.append(_set_section(data, sv))
+    body.append(_comparison_tables(data))
+    body.append("<h3>Definitions</h3>")
+    body.append(_definitions())
+
+    samples = [(sv.name, p.label, s) for sv in data.sets for p in sv.points for s in p.samples]
+    if samples:
+        body.append('<h2 id="samples">Sample model output</h2>')
+        for n, lab, s in samples[:12]:
+            body.append(f'<p>{esc(n)} {esc(lab)}:</p><pre class="sample">{esc(s)}</pre>')
+
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>accelbench report: {names}</title>"
+        f"<style>{_CSS}</style>"
+        f"<script>{_ERROR_HOOK}</script>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script>'
+        "</head><body>\n"
+        + "\n".join(body)
+        + f'\n<script type="application/json" id="ab-figures">{_script_json(_clean(figs))}</script>'
+        + f"\n<script>{_RENDER}</script>\n</body></html>\n"
+    )
+
+
+def write_html(data: ReportData, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(render_html(data), encoding="utf-8")
+    tmp.replace(p)
+    return p

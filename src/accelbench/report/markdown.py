@@ -1,0 +1,100 @@
+"""A Markdown summary of a report, for pasting into issues and pull requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accelbench.metrics.compare import METRICS as COMPARE_METRICS
+from accelbench.metrics.frontier import FRONTIER_METRICS
+from accelbench.report.data import FIGURES, ReportData
+from accelbench.report.html import fmt
+
+MD_FIGURES = (
+    "interactivity",
+    "output_tps_per_gpu",
+    "total_tps_per_gpu",
+    "ttft_p50_ms",
+    "tpot_p50_ms",
+    "e2e_p99_ms",
+    "error_rate",
+)
+
+
+def md_cell(x: object) -> str:
+    """Text safe in a Markdown table cell (no pipes, no HTML, one line)."""
+    s = str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render_markdown(data: ReportData) -> str:
+    out = [f"## accelbench: {', '.join(md_cell(s.name) for s in data.sets)}", ""]
+    for sv in data.sets:
+        out.append(f"### {md_cell(sv.name)} ({sv.set.gpus} GPU(s))")
+        out.append("")
+        head = ["point"] + [f"{FIGURES[k][0]} ({FIGURES[k][1]})" for k in MD_FIGURES]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---|" * len(head))
+        for p in sv.points:
+            cells = [md_cell(p.label)] + [md_cell(fmt(p.figures.get(k))) for k in MD_FIGURES]
+            out.append("| " + " | ".join(cells) + " |")
+        if not sv.points:
+            out.append("| (no usable points) |" + " |" * len(MD_FIGURES))
+        out.append("")
+        if data.target:
+            for m, v in sv.at_target.items():
+                val = f"{v.value:,.1f}" if v.value is not None else md_cell(v.reason)
+                out.append(f"- {FRONTIER_METRICS[m]} at {data.target:g} tok/s/user: {val}")
+            out.append("")
+        if sv.goodput is not None:
+            best = sv.best_goodput
+            slo = ", ".join(f"{k} <= {v:g}" for k, v in data.slo.items())
+            out.append(f"- Highest load meeting {slo}: {md_cell(best.label) if best else 'none'}")
+            out.append("")
+        if sv.warnings:
+            out.append("<details><summary>Warnings</summary>")
+            out.append("")
+            out += [f"- {md_cell(w)}" for w in sv.warnings]
+            out.append("")
+            out.append("</details>")
+            out.append("")
+    if data.comparisons or data.comparison_errors:
+        out.append(f"### Comparisons (A = {md_cell(data.sets[0].name)})")
+        out.append("")
+        for e in data.comparison_errors:
+            out.append(f"- **not compared**: {md_cell(e)}")
+        for c in data.comparisons:
+            for v in c.verdicts:
+                out.append(
+                    f"- **{v.verdict}**: `{md_cell(v.claim)}` ({md_cell(c.condition)}): "
+                    f"{md_cell(v.reason)}"
+                )
+        rows = [
+            (c, e)
+            for c in data.comparisons
+            for e in c.estimates
+            if e.metric in ("output_tps_per_gpu", "total_tps_per_gpu", "ttft_p50_ms")
+        ]
+        if rows:
+            out.append("")
+            out.append("| B vs A | condition | metric | A | B | B/A | 95% CI |")
+            out.append("|---|---|---|---|---|---|---|")
+            for c, e in rows:
+                ci = f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else md_cell(e.note or "—")
+                out.append(
+                    f"| {md_cell(c.b_name)} | {md_cell(c.condition)} | "
+                    f"{COMPARE_METRICS[e.metric][2]} | {fmt(e.a)} | {fmt(e.b)} | "
+                    f"{fmt(e.ratio)} | {ci} |"
+                )
+        out.append("")
+    out.append(
+        "_Interactivity = 1000 / p50 TPOT; throughput per GPU over the measured window; "
+        "frontier values by PCHIP, never extrapolated; CIs: 95% bootstrap over requests._"
+    )
+    return "\n".join(out) + "\n"
+
+
+def write_markdown(data: ReportData, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(render_markdown(data), encoding="utf-8")
+    return p

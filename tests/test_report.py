@@ -1,0 +1,178 @@
+"""HTML and Markdown reports: content, bad input, and a real headless-Chromium check."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from accelbench.errors import AccelbenchError
+from accelbench.report.data import build_report_data
+from accelbench.report.html import render_html, write_html
+from accelbench.report.markdown import render_markdown
+from synthetic_runs import make_run, make_sweep
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+PROBE = (
+    '<script>document.title="PWNED";window.__pwned=1</script>'
+    "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"
+)
+
+
+def _points():
+    return [
+        {"concurrency": c, "tpot_ms": 10 * (1 + c / 8), "ttft_ms": 20 * (1 + c / 4)}
+        for c in (1, 2, 4, 8, 16)
+    ]
+
+
+@pytest.fixture(scope="module")
+def two_sweeps(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweeps")
+    a = make_sweep(d / "mi355x", _points(), gpus=4, osl=32, text=PROBE, model="m<script>x")
+    b = make_sweep(d / "b200", _points(), gpus=3, osl=32, model="m<script>x")
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def report(two_sweeps, tmp_path_factory):
+    data = build_report_data(
+        list(two_sweeps),
+        target=60,
+        claims=["B >= 1.3 x A at 60 tok/s/user"],
+        slo={"tpot_ms": 17},
+        n_boot=200,
+    )
+    out = write_html(data, tmp_path_factory.mktemp("report") / "report.html")
+    return data, out
+
+
+def test_html_is_self_contained_and_escaped(report):
+    from plotly.offline import get_plotlyjs
+
+    data, path = report
+    text = path.read_text()
+    assert text.count(get_plotlyjs()[:500]) == 1  # Plotly inlined exactly once
+    assert not re.search(r"<script[^>]+src=", text)  # nothing fetched
+    assert not re.search(r"<link[^>]+href=", text)
+    assert "<script>document.title" not in text  # the probe never appears as markup
+    assert "&lt;script&gt;document.title" in text
+    assert "m<script>x" not in text
+    assert "supported" in text and "B &gt;= 1.3 x A at 60 tok/s/user" in text
+    assert "Highest load meeting the SLOs: <b>c=4</b>" in text
+    for section in ("frontier", "latency", "timeline", "tables", "warnings", "comparisons"):
+        assert f'id="{section}"' in text
+    figs = json.loads(
+        re.search(r'id="ab-figures">(.*?)</script>', text, re.S).group(1)  # type: ignore[union-attr]
+    )
+    assert len(figs) == 7  # 2 frontiers, 3 latency, 2 timelines
+    assert figs[0]["layout"]["shapes"][0]["x0"] == 60  # the target is marked
+
+
+def test_markdown_summary(report):
+    data, _ = report
+    md = render_markdown(data)
+    assert "| c=16 |" in md
+    assert "**supported**" in md
+    assert "at 60 tok/s/user" in md
+    assert "<script>" not in md
+
+
+def test_partial_report_says_what_is_missing(tmp_path):
+    s = make_sweep(tmp_path / "s", _points()[:3], osl=16)
+    (s / "c0002" / "summary.json").unlink()  # recomputed from requests.parquet
+    (s / "c0004" / "requests.parquet").unlink()
+    (s / "c0004" / "summary.json").unlink()
+    sweep = json.loads((s / "sweep.json").read_text())
+    sweep["points"].append({"value": 8, "dir": "c0008", "status": "failed", "reason": "boom"})
+    sweep["points"].append({"value": 16, "dir": "c0016", "status": "completed"})
+    (s / "sweep.json").write_text(json.dumps(sweep))
+    data = build_report_data([s], target=5000)
+    text = render_html(data)
+    w = "\n".join(data.sets[0].warnings)
+    assert "figures recomputed from requests.parquet" in w
+    assert "requests.parquet missing" in w and "c=4" in w
+    assert "point 8: failed: boom" in w
+    assert "point 16: run directory c0016 missing" in w
+    assert "out of measured range" in text
+    assert len(data.sets[0].points) == 2
+
+
+def test_empty_and_bad_inputs(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(AccelbenchError, match="no run directories"):
+        build_report_data([tmp_path / "empty"])
+    with pytest.raises(AccelbenchError, match="no such file"):
+        build_report_data([tmp_path / "nope"])
+    with pytest.raises(AccelbenchError, match="cannot read claim"):
+        build_report_data([tmp_path / "empty"], claims=["B rocks"])
+    # a run directory holding only run.json: a report that says so, no crash
+    r = make_run(tmp_path / "bare", 10, files=("run.json",))
+    data = build_report_data([r])
+    assert any("summary.json missing" in w for w in data.sets[0].warnings)
+    assert "No point of this input has figures" in render_html(data)
+
+
+def test_mismatched_runs_reported_not_crashed(tmp_path):
+    a = make_run(tmp_path / "a", 40, isl=1024)
+    b = make_run(tmp_path / "b", 40, isl=8192)
+    data = build_report_data([a, b], claims=["B >= 1.3 x A"], n_boot=50)
+    assert data.comparison_errors and "different workloads" in data.comparison_errors[0]
+    assert "different workloads" in render_html(data)
+
+
+def _chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        f"--user-data-dir={tmp}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=8000",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="headless Chromium (/usr/bin/chromium) absent"
+)
+def test_report_in_headless_chromium(report, tmp_path):
+    _, path = report
+    url = path.resolve().as_uri()
+    res = _chromium(["--dump-dom", url], tmp_path / "profile")
+    dom = res.stdout
+    assert res.returncode == 0, res.stderr[-2000:]
+    status = re.search(r'id="ab-status" data-rendered="(\d+)" data-expected="(\d+)"', dom)
+    assert status, "render script did not run"
+    assert int(status.group(1)) == int(status.group(2)) == 7
+    errors = re.search(r'id="js-errors" data-count="(\d+)"[^>]*>([^<]*)', dom)
+    assert errors and errors.group(1) == "0", errors.group(2) if errors else dom[-500:]
+    assert "Uncaught" not in res.stderr and ":CONSOLE" not in res.stderr
+    assert dom.count('class="main-svg"') >= 7  # every Plotly figure drew its SVG
+    assert re.search(r'<div id="plot-0"[^>]*class="[^"]*js-plotly-plot', dom)
+    # the probe stayed text
+    assert "<title>accelbench report" in dom and "PWNED</title>" not in dom
+    assert not re.search(r"<body[^>]*data-pwned", dom)
+    assert "&lt;script&gt;document.title" in dom
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    res = _chromium(["--window-size=1400,2400", f"--screenshot={shot}", url], tmp_path / "p2")
+    assert shot.exists() and shot.stat().st_size > 20_000, res.stderr[-2000:]
+    shutil.copy(path, ARTIFACTS / "report.html")
