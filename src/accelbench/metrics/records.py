@@ -9,10 +9,8 @@ marks.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
-
-import pyarrow as pa
 
 # Where a token count came from.
 SOURCE_SERVER = "server_usage"
@@ -30,6 +28,7 @@ ERROR_KINDS = (
     "malformed_stream",
     "server_error_event",
     "empty_response",
+    "connect_error",
     "client_exception",
     "interrupted",
 )
@@ -93,57 +92,46 @@ class RequestRecord:
         return self
 
     def to_row(self) -> dict[str, Any]:
-        return asdict(self)
+        return record_row(self)
 
 
-_I64 = pa.int64()
-_F64 = pa.float64()
-_STR = pa.string()
+def _schema():
+    import pyarrow as pa
 
-REQUEST_SCHEMA = pa.schema(
-    [
-        ("idx", _I64),
-        ("worker", pa.int32()),
-        ("warmup", pa.bool_()),
-        ("request_id", _STR),
-        ("t_sched", _I64),
-        ("t_send", _I64),
-        ("t_headers", _I64),
-        ("t_first", _I64),
-        ("t_last", _I64),
-        ("t_done", _I64),
-        ("chunk_times", pa.list_(_I64)),
-        ("chunk_tokens", pa.list_(pa.int32())),
-        ("n_chunks", pa.int32()),
-        ("isl", _I64),
-        ("isl_source", _STR),
-        ("isl_planned", _I64),
-        ("osl", _I64),
-        ("osl_source", _STR),
-        ("osl_server", _I64),
-        ("osl_client", _I64),
-        ("osl_mismatch", _I64),
-        ("max_tokens", _I64),
-        ("ok", pa.bool_()),
-        ("error_kind", _STR),
-        ("http_status", pa.int32()),
-        ("error", _STR),
-        ("finish_reason", _STR),
-        ("retries", pa.int32()),
-        ("output_text", _STR),
-        ("schedule_lag_ms", _F64),
-        ("ttft_ms", _F64),
-        ("e2e_ms", _F64),
-        ("tail_ms", _F64),
-        ("tpot_ms", _F64),
-        ("ntpot_ms", _F64),
-    ]
-)
-
-FIELD_NAMES = tuple(REQUEST_SCHEMA.names)
+    i64, f64, txt = pa.int64(), pa.float64(), pa.string()
+    types = {
+        "idx": i64, "worker": pa.int32(), "warmup": pa.bool_(), "request_id": txt,
+        "t_sched": i64, "t_send": i64, "t_headers": i64, "t_first": i64, "t_last": i64,
+        "t_done": i64, "chunk_times": pa.list_(i64), "chunk_tokens": pa.list_(pa.int32()),
+        "n_chunks": pa.int32(), "isl": i64, "isl_source": txt, "isl_planned": i64, "osl": i64,
+        "osl_source": txt, "osl_server": i64, "osl_client": i64, "osl_mismatch": i64,
+        "max_tokens": i64, "ok": pa.bool_(), "error_kind": txt, "http_status": pa.int32(),
+        "error": txt, "finish_reason": txt, "retries": pa.int32(), "output_text": txt,
+        "schedule_lag_ms": f64, "ttft_ms": f64, "e2e_ms": f64, "tail_ms": f64, "tpot_ms": f64,
+        "ntpot_ms": f64,
+    }  # fmt: skip
+    return pa.schema([(name, types[name]) for name in FIELD_NAMES])
 
 
-def records_to_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (``RequestRecord.to_row()`` dicts) to an Arrow table with the fixed schema."""
+# Column order = dataclass field order. pyarrow is imported lazily (load workers stay light).
+FIELD_NAMES = tuple(RequestRecord.__dataclass_fields__)
+
+
+def __getattr__(name: str):
+    if name == "REQUEST_SCHEMA":
+        return _schema()
+    raise AttributeError(name)
+
+
+def record_row(rec: RequestRecord) -> dict[str, Any]:
+    """A plain dict of the record (cheaper than dataclasses.asdict)."""
+    return {f: getattr(rec, f) for f in FIELD_NAMES}
+
+
+def records_to_table(rows: list[dict[str, Any]]):
+    """Rows (``record_row`` dicts) to an Arrow table with the fixed schema."""
+    import pyarrow as pa
+
+    schema = _schema()
     cols = {name: [r.get(name) for r in rows] for name in FIELD_NAMES}
-    return pa.Table.from_pydict(cols, schema=REQUEST_SCHEMA)
+    return pa.Table.from_pydict(cols, schema=schema)

@@ -1,0 +1,299 @@
+"""A minimal HTTP/1.1 client on asyncio protocols, for plain-http benchmarking.
+
+Why not aiohttp for this path: arrival times are taken in ``data_received``, the moment
+the event loop hands over the bytes, not after a coroutine wake-up that may be delayed by
+hundreds of other streams; and the per-chunk cost is a few microseconds, so one core
+streams far more tokens than the server under test. HTTPS goes through aiohttp.
+
+Keep-alive connections are pooled; a connection that the server closed while idle (as
+llama-server does after some streamed replies) is detected and the request is retried
+on a fresh connection if, and only if, no response byte had arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+from typing import Protocol
+
+_monotonic_ns = time.monotonic_ns
+
+
+class BodySink(Protocol):
+    def on_headers(self, status: int, t_ns: int) -> None: ...
+    def on_data(self, data: bytes, t_ns: int) -> bool: ...
+    def on_end(self, t_ns: int) -> None: ...
+
+
+class ConnectionClosed(Exception):
+    """The connection ended; ``before_response`` says whether any response byte came."""
+
+    def __init__(self, msg: str, before_response: bool) -> None:
+        super().__init__(msg)
+        self.before_response = before_response
+
+
+class HTTP1Protocol(asyncio.Protocol):
+    __slots__ = (
+        "transport",
+        "closed",
+        "_sink",
+        "_fut",
+        "_state",
+        "_buf",
+        "_remaining",
+        "_chunked",
+        "_keep_alive",
+        "_got_bytes",
+        "_head_only",
+    )
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._sink: BodySink | None = None
+        self._fut: asyncio.Future | None = None
+        self._state = 0  # 0 idle, 1 head, 2 body, 3 done
+        self._buf = b""
+        self._remaining = -1
+        self._chunked = False
+        self._keep_alive = True
+        self._got_bytes = False
+
+    # -- asyncio callbacks ---------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            except OSError:
+                pass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._fut is not None and not self._fut.done():
+            if self._state == 2 and self._remaining < 0 and not self._chunked:
+                # body delimited by connection close: this is its normal end
+                self._finish(_monotonic_ns())
+                return
+            self._fut.set_exception(
+                ConnectionClosed(
+                    "server closed the connection"
+                    + (" before responding" if not self._got_bytes else " mid-response"),
+                    before_response=not self._got_bytes,
+                )
+            )
+
+    def data_received(self, data: bytes) -> None:
+        t = _monotonic_ns()
+        if self._sink is None:
+            return  # unsolicited bytes on an idle connection: ignore
+        self._got_bytes = True
+        if self._state == 1:
+            buf = self._buf + data if self._buf else data
+            if buf[:2] == b"\r\n":  # stray CRLF ending the previous chunked body
+                buf = buf.lstrip(b"\r\n")
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > 65536:
+                    self._abort("response headers too large")
+                self._buf = buf
+                return
+            self._head(buf[:end], t)
+            if self._state == 3:
+                return
+            data = buf[end + 4 :]
+            self._buf = b""
+            if not data:
+                if self._remaining == 0:
+                    self._finish(t)
+                return
+        if self._state == 2:
+            self._body(data, t)
+
+    # -- response parsing --------------------------------------------------------
+    def _head(self, head: bytes, t: int) -> None:
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        try:
+            status = int(parts[1])
+        except (IndexError, ValueError):
+            self._abort(f"not an HTTP response: {lines[0][:60]!r}")
+            return
+        chunked = False
+        length = -1
+        keep = not lines[0].startswith(b"HTTP/1.0")
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            value = value.strip()
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    self._abort("bad Content-Length")
+                    return
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+            elif name == b"connection":
+                v = value.lower()
+                keep = b"close" not in v and (keep or b"keep-alive" in v)
+        self._chunked = chunked
+        self._remaining = -1 if chunked else length
+        if not chunked and length < 0:
+            keep = False  # body runs to connection close
+        self._keep_alive = keep
+        self._state = 2
+        self._sink.on_headers(status, t)  # type: ignore[union-attr]
+
+    def _body(self, data: bytes, t: int) -> None:
+        sink = self._sink
+        if not self._chunked:
+            if self._remaining >= 0:
+                if len(data) >= self._remaining:
+                    data = data[: self._remaining]
+                    self._remaining = 0
+                else:
+                    self._remaining -= len(data)
+            if data and not sink.on_data(data, t):  # type: ignore[union-attr]
+                self._abort(None)
+                return
+            if self._remaining == 0:
+                self._finish(t)
+            return
+        # chunked transfer coding
+        buf = self._buf + data if self._buf else data
+        pos = 0
+        n = len(buf)
+        while pos < n:
+            if self._remaining > 0:
+                take = min(self._remaining, n - pos)
+                piece = buf[pos : pos + take]
+                pos += take
+                self._remaining -= take
+                if not sink.on_data(piece, t):  # type: ignore[union-attr]
+                    self._abort(None)
+                    return
+                continue
+            if self._remaining == 0:  # CRLF after a chunk's data
+                if n - pos < 2:
+                    break
+                pos += 2
+                self._remaining = -1
+                continue
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            size_line = buf[pos:eol].split(b";", 1)[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                self._abort(f"bad chunk size {size_line[:20]!r}")
+                return
+            pos = eol + 2
+            if size == 0:  # last chunk; a late final CRLF is skipped by the next head
+                self._buf = b""
+                self._finish(t)
+                return
+            self._remaining = size
+        self._buf = buf[pos:]
+
+    def _finish(self, t: int) -> None:
+        self._state = 3
+        sink, fut = self._sink, self._fut
+        self._sink = None
+        self._fut = None
+        if not self._keep_alive and self.transport is not None:
+            self.transport.close()
+            self.closed = True
+        if sink is not None:
+            sink.on_end(t)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _abort(self, reason: str | None) -> None:
+        """Drop the connection: broken framing, or the sink gave up on the response."""
+        self.closed = True
+        fut = self._fut
+        self._sink = None
+        self._fut = None
+        self._state = 3
+        if self.transport is not None:
+            self.transport.abort()
+        if fut is not None and not fut.done():
+            if reason is None:
+                fut.set_result(None)  # the sink already recorded why
+            else:
+                fut.set_exception(ConnectionClosed(reason, before_response=False))
+
+    # -- request -----------------------------------------------------------------
+    def start(self, payload: bytes, sink: BodySink) -> asyncio.Future:
+        assert self.transport is not None
+        self._sink = sink
+        self._fut = asyncio.get_running_loop().create_future()
+        self._state = 1
+        self._buf = b""
+        self._remaining = -1
+        self._chunked = False
+        self._got_bytes = False
+        self.transport.write(payload)
+        return self._fut
+
+
+class HTTP1Pool:
+    """Keep-alive connection pool to one host:port."""
+
+    def __init__(self, host: str, port: int, *, connect_timeout: float = 10.0) -> None:
+        self.host = host
+        self.port = port
+        self.connect_timeout = connect_timeout
+        self._idle: deque[HTTP1Protocol] = deque()
+        self._all: set[HTTP1Protocol] = set()
+
+    async def _connect(self) -> HTTP1Protocol:
+        loop = asyncio.get_running_loop()
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(HTTP1Protocol, self.host, self.port), self.connect_timeout
+        )
+        self._all.add(proto)
+        return proto
+
+    async def acquire(self) -> tuple[HTTP1Protocol, bool]:
+        """A connection, and whether it was reused (reused ones may be stale)."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn, True
+            self._all.discard(conn)
+        return await self._connect(), False
+
+    def release(self, conn: HTTP1Protocol) -> None:
+        if conn.closed or conn._state != 3:
+            self._all.discard(conn)
+            if conn.transport is not None and not conn.closed:
+                conn.transport.abort()
+            return
+        self._idle.append(conn)
+
+    def discard(self, conn: HTTP1Protocol) -> None:
+        self._all.discard(conn)
+        if conn.transport is not None:
+            conn.transport.abort()
+        conn.closed = True
+
+    def close(self) -> None:
+        for conn in list(self._all):
+            if conn.transport is not None:
+                conn.transport.close()
+        self._all.clear()
+        self._idle.clear()
+
+
+def request_head(method: str, host: str, port: int, path: str, headers: dict[str, str]) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

@@ -1,0 +1,227 @@
+"""Sending one OpenAI request and filling its record, over the fast HTTP/1.1 transport
+(plain http) or aiohttp (https, or when asked)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, request_head
+from accelbench.client.openai import ResponseHandler, endpoint_path
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.records import RequestRecord
+
+_now = time.monotonic_ns
+
+
+def load_api_key(env_var: str | None, key_file: str | None) -> str | None:
+    """The API key from a file (first line) or an environment variable; never logged."""
+    if key_file:
+        try:
+            key = Path(key_file).read_text().strip().splitlines()[0].strip()
+        except (OSError, IndexError) as exc:
+            raise AccelbenchError(f"cannot read the API key file {key_file}: {exc}") from None
+        if not key:
+            raise AccelbenchError(f"the API key file {key_file} is empty")
+        return key
+    if env_var:
+        return os.environ.get(env_var) or None
+    return None
+
+
+class Scrubber:
+    """Removes the API key from any text that may reach results, logs or errors."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret
+
+    def __call__(self, text: str | None) -> str | None:
+        if text and self.secret and self.secret in text:
+            return text.replace(self.secret, "***")
+        return text
+
+
+class OpenAIClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        endpoint: str = "completions",
+        stream: bool = True,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        transport: str = "auto",
+    ) -> None:
+        u = urlsplit(base_url.rstrip("/"))
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise AccelbenchError(f"not an http(s) URL: {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        base_path = u.path
+        if base_path.endswith("/v1"):
+            base_path = base_path[:-3]
+        self.path = base_path + endpoint_path(endpoint)
+        self.host = u.hostname
+        self.port = u.port or (443 if u.scheme == "https" else 80)
+        self.endpoint = endpoint
+        self.chat = endpoint == "chat"
+        self.stream = stream
+        self.timeout_s = timeout_s
+        self.scrub = Scrubber(api_key)
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.use_h1 = transport == "http1" or (transport == "auto" and u.scheme == "http")
+        if transport == "http1" and u.scheme != "http":
+            raise AccelbenchError("the http1 transport supports plain http only")
+        self._pool = HTTP1Pool(self.host, self.port) if self.use_h1 else None
+        self._aio: Any = None
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        if self._aio is not None:
+            await self._aio.close()
+
+    async def send(self, rec: RequestRecord, body: dict[str, Any]) -> None:
+        """Send one request; every outcome (success or error kind) lands in ``rec``."""
+        payload = orjson.dumps(body)
+        try:
+            if self.use_h1:
+                await self._send_h1(rec, payload)
+            else:
+                await self._send_aiohttp(rec, payload)
+        except asyncio.CancelledError:
+            if rec.error_kind is None:
+                rec.ok = False
+                rec.error_kind = "interrupted"
+                rec.error = "the run was stopped while this request was in flight"
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a record
+            rec.ok = False
+            rec.error_kind = rec.error_kind or "client_exception"
+            rec.error = self.scrub(f"{type(exc).__name__}: {exc}")
+        rec.error = self.scrub(rec.error)
+
+    async def _send_h1(self, rec: RequestRecord, payload: bytes) -> None:
+        pool = self._pool
+        assert pool is not None
+        hdrs = dict(self.headers)
+        hdrs["Content-Length"] = str(len(payload))
+        if rec.request_id:
+            hdrs["X-Request-Id"] = rec.request_id
+        data = request_head("POST", self.host, self.port, self.path, hdrs) + payload
+        deadline = _now() + int(self.timeout_s * 1e9)
+        for attempt in range(4):
+            handler = ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
+            try:
+                conn, reused = await pool.acquire()
+            except (OSError, asyncio.TimeoutError) as exc:
+                rec.t_send = rec.t_send or _now()
+                handler.fail("connect_error", f"cannot connect to {self.host}:{self.port}: {exc}")
+                return
+            rec.t_send = _now()
+            fut = conn.start(data, handler)
+            try:
+                await asyncio.wait_for(fut, max(0.001, (deadline - _now()) / 1e9))
+            except asyncio.TimeoutError:
+                pool.discard(conn)
+                handler.fail("timeout", f"no complete response within {self.timeout_s:g} s")
+                rec.t_done = _now()
+                return
+            except ConnectionClosed as exc:
+                pool.discard(conn)
+                if exc.before_response and reused and attempt < 3:
+                    # a kept-alive connection the server had closed: retry on a new one
+                    rec.retries += 1
+                    _reset_marks(rec)
+                    continue
+                handler.fail("disconnect", str(exc))
+                rec.t_done = _now()
+                return
+            except asyncio.CancelledError:
+                pool.discard(conn)
+                raise
+            pool.release(conn)
+            return
+
+    async def _send_aiohttp(self, rec: RequestRecord, payload: bytes) -> None:
+        import aiohttp
+
+        if self._aio is None:
+            self._aio = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                read_bufsize=1 << 20,
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+        hdrs = dict(self.headers)
+        if rec.request_id:
+            hdrs["X-Request-Id"] = rec.request_id
+        handler = ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
+        url = self.base_url.removesuffix("/v1") + endpoint_path(self.endpoint)
+        for attempt in range(4):
+            rec.t_send = _now()
+            got_response = False
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    async with self._aio.post(url, data=payload, headers=hdrs) as resp:
+                        got_response = True
+                        handler.on_headers(resp.status, _now())
+                        async for data in resp.content.iter_any():
+                            if not handler.on_data(data, _now()):
+                                resp.close()
+                                return
+                        handler.on_end(_now())
+                return
+            except TimeoutError:
+                handler.fail("timeout", f"no complete response within {self.timeout_s:g} s")
+            except aiohttp.ClientConnectorError as exc:
+                handler.fail("connect_error", f"cannot connect: {exc}")
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if not got_response and attempt < 3:
+                    rec.retries += 1
+                    _reset_marks(rec)
+                    handler = ResponseHandler(
+                        rec, chat=self.chat, stream=self.stream, keep_text=True
+                    )
+                    continue
+                handler.fail("disconnect", f"{type(exc).__name__}: {exc}")
+            except aiohttp.ClientPayloadError as exc:
+                handler.fail("disconnect", f"incomplete response body: {exc}")
+            rec.t_done = _now()
+            return
+
+
+def _reset_marks(rec: RequestRecord) -> None:
+    rec.t_headers = rec.t_first = rec.t_last = rec.t_done = None
+    rec.chunk_times = []
+    rec.http_status = None
+    rec.ok = False
+    rec.error_kind = rec.error = None
+
+
+async def get_json(base_url: str, path: str, api_key: str | None, timeout: float = 10.0) -> Any:
+    """GET a JSON document from the server (models list, version, props). Raises
+    AccelbenchError with a clear reason if unreachable or not JSON."""
+    import aiohttp
+
+    url = base_url.rstrip("/").removesuffix("/v1") + path
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
+            async with s.get(url, headers=headers) as r:
+                text = await r.read()
+                if r.status != 200:
+                    raise AccelbenchError(f"GET {path} answered HTTP {r.status}")
+                return orjson.loads(text)
+    except aiohttp.ClientConnectorError as exc:
+        raise AccelbenchError(f"cannot reach {base_url}: {exc.os_error or exc}") from None
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise AccelbenchError(f"GET {url} failed: {type(exc).__name__} {exc}") from None
+    except orjson.JSONDecodeError:
+        raise AccelbenchError(f"GET {path} did not return JSON: not an OpenAI server?") from None

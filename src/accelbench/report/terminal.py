@@ -1,0 +1,89 @@
+"""The summary table printed at the end of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from accelbench.store.rundir import RUN_JSON, SUMMARY, read_json
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return f"{v:,}"
+
+
+def summary_table(summary: dict[str, Any], title: str = "") -> Table:
+    t = Table(title=title or None, show_header=True, header_style="bold")
+    t.add_column("metric")
+    for q in ("mean", "p50", "p90", "p99", "p99.9", "max"):
+        t.add_column(q, justify="right")
+    lat = summary["latency"]
+    for key, label in (
+        ("ttft_ms", "TTFT ms"),
+        ("tpot_ms", "TPOT ms"),
+        ("chunk_gap_ms", "chunk gap ms (vLLM ITL)"),
+        ("e2e_ms", "E2E ms"),
+        ("ntpot_ms", "NTPOT ms"),
+        ("schedule_lag_ms", "schedule lag ms"),
+    ):
+        s = lat[key]
+        t.add_row(label, *(_f(s.get(q)) for q in ("mean", "p50", "p90", "p99", "p99.9", "max")))
+    return t
+
+
+def print_summary(run_dir: Path, console: Console | None = None) -> None:
+    console = console or Console()
+    s = read_json(Path(run_dir) / SUMMARY)
+    meta = read_json(Path(run_dir) / RUN_JSON)
+    cfg = meta.get("config", {})
+    c, thr = s["counts"], s["throughput"]
+    load = f"rate {cfg.get('rate')} req/s" if cfg.get("rate") else f"concurrency {cfg.get('concurrency')}"
+    console.print(
+        f"[bold]{meta.get('run_id')}[/bold]  {cfg.get('model')} @ {meta.get('server', {}).get('url')}"
+        f"  ({load}, status [bold]{s['status']}[/bold])"
+    )
+    console.print(
+        f"requests: {c['completed']} ok, {c['failed']} failed, {c['warmup']} warm-up, "
+        f"{c['interrupted']} interrupted;  window {_f(s['window']['duration_s'])} s"
+    )
+    console.print(
+        f"throughput: {_f(thr['requests_per_s'])} req/s, output {_f(thr['output_tokens_per_s'], 1)} tok/s, "
+        f"total {_f(thr['total_tokens_per_s'], 1)} tok/s  "
+        f"(per GPU x{s['gpus']}: output {_f(thr['output_tokens_per_s_per_gpu'], 1)}, "
+        f"total {_f(thr['total_tokens_per_s_per_gpu'], 1)})"
+    )
+    inter = s["interactivity"]["tok_s_user"]
+    console.print(
+        f"interactivity: {_f(inter, 1)} tok/s/user (1000 / median TPOT);  tokens: "
+        f"{s['tokens']['input']:,} in / {s['tokens']['output']:,} out "
+        f"(OSL from {', '.join(s['tokens']['osl_source']) or '-'})"
+    )
+    console.print(summary_table(s))
+    if s.get("goodput"):
+        g = s["goodput"]
+        console.print(
+            f"goodput under {g['slo']}: {_f(g['requests_per_s'])} req/s, "
+            f"{_f(g['output_tokens_per_s'], 1)} tok/s ({_f(100 * (g['fraction'] or 0), 1)}% of requests)"
+        )
+    if s["errors"]["count"]:
+        console.print(f"[red]errors[/red]: {s['errors']['by_kind']}  HTTP {s['errors']['by_status']}")
+    cl = s["client"]
+    console.print(
+        f"client: {cl.get('n_workers')} worker(s), CPU {_f(cl.get('cpu_s'))} s, "
+        f"{_f(cl.get('cpu_us_per_chunk'), 1)} us CPU per chunk, loop lag p99 "
+        f"{_f(cl.get('loop_lag_ms_p99'))} ms"
+    )
+    for w in cl.get("warnings", []):
+        console.print(f"[yellow]warning[/yellow]: {w}")
+    if s.get("health"):
+        console.print(f"health: {s['health'].get('verdict')}")
+    console.print(f"results: {run_dir}")

@@ -1,0 +1,487 @@
+"""One benchmark run, end to end: check the server, plan the workload, drive the load
+from worker processes, journal every record as it arrives, and finalize the run
+directory (also when interrupted). The CLI's ``run`` is a thin wrapper over
+``run_benchmark``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from accelbench import __version__
+from accelbench.client.openai import build_body
+from accelbench.client.session import OpenAIClient, get_json, load_api_key
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.records import RequestRecord
+from accelbench.runner.config import BenchmarkConfig, default_run_dir
+from accelbench.runner.finalize import finalize_run
+from accelbench.runner.loadgen import PhaseSpec, WorkerSpec
+from accelbench.runner.workers import WorkerPool
+from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, write_json_atomic
+from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
+from accelbench.workload.tokenizer import LocalTokenizer, Tokenizer, server_tokenizer_if_any
+
+Log = Callable[[str], None]
+
+
+# -- server discovery ------------------------------------------------------------------
+def discover_server(url: str, api_key: str | None) -> dict[str, Any]:
+    """The server's model list (required: proves it speaks the OpenAI API) and whatever
+    version information it exposes (best effort)."""
+
+    async def go() -> dict[str, Any]:
+        models = await get_json(url, "/v1/models", api_key)
+        if not isinstance(models, dict) or not isinstance(models.get("data"), list):
+            raise AccelbenchError(
+                f"{url}/v1/models did not return an OpenAI model list: not an "
+                "OpenAI-compatible server?"
+            )
+        info: dict[str, Any] = {"models": [m.get("id") for m in models["data"]]}
+        for path in ("/version", "/props", "/server_info"):
+            try:
+                doc = await get_json(url, path, api_key, timeout=3)
+            except AccelbenchError:
+                continue
+            if isinstance(doc, dict):
+                keep = {
+                    k: doc[k]
+                    for k in ("version", "build_info", "model_path", "total_slots", "n_ctx")
+                    if k in doc
+                }
+                if path == "/props" and "default_generation_settings" in doc:
+                    keep["n_ctx"] = doc["default_generation_settings"].get("n_ctx")
+                if keep:
+                    info[path.strip("/")] = keep
+        return info
+
+    return asyncio.run(go())
+
+
+def probe_request(
+    cfg: BenchmarkConfig, api_key: str | None, prompt: str, max_tokens: int = 1
+) -> RequestRecord:
+    """One real request through the benchmark's own client path."""
+
+    async def go() -> RequestRecord:
+        client = OpenAIClient(
+            cfg.url or "", endpoint=cfg.endpoint, stream=cfg.stream, api_key=api_key,
+            timeout_s=min(cfg.timeout_s, 120.0),
+        )  # fmt: skip
+        rec = RequestRecord(idx=-1, request_id="probe")
+        rec.t_sched = time.monotonic_ns()
+        body = build_body(
+            endpoint=cfg.endpoint, model=cfg.model or "", prompt=prompt, max_tokens=max_tokens,
+            stream=cfg.stream, ignore_eos=cfg.ignore_eos, extra=cfg.extra_body,
+        )  # fmt: skip
+        try:
+            await client.send(rec, body)
+        finally:
+            await client.close()
+        return rec
+
+    return asyncio.run(go())
+
+
+def environment() -> dict[str, Any]:
+    cpu = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    pkgs = {}
+    for name in ("aiohttp", "uvloop", "orjson", "numpy", "pyarrow"):
+        with contextlib.suppress(Exception):
+            from importlib.metadata import version
+
+            pkgs[name] = version(name)
+    return {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "packages": pkgs,
+    }
+
+
+def auto_workers(cfg: BenchmarkConfig) -> int:
+    """One worker streams tens of thousands of tokens/s; more only pay off with spare
+    cores (on a 2-core box the server under test needs the other one)."""
+    cores = os.cpu_count() or 1
+    if cores <= 2:
+        return 1
+    load = cfg.concurrency or cfg.max_concurrency or int((cfg.rate or 1) * 2)
+    return max(1, min(cores // 2, math.ceil(load / 256)))
+
+
+def _split(n: int | None, k: int, parts: int) -> int | None:
+    if n is None:
+        return None
+    return n // parts + (1 if k < n % parts else 0)
+
+
+# -- the run -------------------------------------------------------------------------
+@contextlib.contextmanager
+def _embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
+    if cfg.url is not None:
+        yield None
+        return
+    from accelbench.servers.llamacpp import running_llama_server
+
+    with running_llama_server(cfg.embedded_model, parallel=cfg.embedded_parallel, log=log) as s:
+        cfg.url = s.url
+        cfg.model = cfg.model or s.alias
+        yield s
+
+
+def run_benchmark(
+    cfg: BenchmarkConfig,
+    *,
+    progress: bool = True,
+    log: Log | None = None,
+    show_summary: bool = True,
+) -> Path:
+    """Run one benchmark and return its run directory (always finalized, also when
+    interrupted: every completed record and a valid summary of what finished)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    log = log or (lambda msg: console.print(f"[dim]{msg}[/dim]"))
+    cfg.validate()
+    with _embedded_engine(cfg, log) as engine:
+        run_dir = _run(cfg, log, progress, console, engine)
+    if show_summary:
+        from accelbench.report.terminal import print_summary
+
+        print_summary(run_dir)
+    return run_dir
+
+
+def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: Any) -> Path:
+    assert cfg.url is not None
+    api_key = load_api_key(cfg.api_key_env, cfg.api_key_file)
+    server = discover_server(cfg.url, api_key)
+    models = [m for m in server["models"] if m]
+    if cfg.model is None:
+        if not models:
+            raise AccelbenchError("the server lists no models: give --model")
+        cfg.model = models[0]
+    elif models and cfg.model not in models:
+        raise AccelbenchError(
+            f"model {cfg.model!r} is not served at {cfg.url}; it serves: {', '.join(models)}"
+        )
+
+    tok: Tokenizer | None
+    if cfg.workload.tokenizer:
+        tok = LocalTokenizer(cfg.workload.tokenizer)
+    else:
+        tok = server_tokenizer_if_any(cfg.url, cfg.model, api_key)
+
+    # The probe checks the endpoint end to end and measures what the server adds to
+    # every prompt (BOS, chat template), so synthetic ISLs are exact in its own count.
+    probe_text = "The quick brown fox jumps over the lazy dog."
+    probe = probe_request(cfg, api_key, probe_text)
+    if not probe.ok:
+        raise AccelbenchError(
+            f"a test request to {cfg.url} failed ({probe.error_kind}): {probe.error}"
+        )
+    special = 0
+    if tok is not None and probe.isl is not None:
+        special = max(0, probe.isl - len(tok.encode(probe_text)))
+
+    n_warm = cfg.warmup_requests
+    if cfg.num_requests is not None and cfg.duration_s is None:
+        n_measured = cfg.num_requests
+    elif cfg.rate is not None:
+        n_measured = math.ceil(cfg.rate * (cfg.duration_s or 0) * 1.3) + 16
+        if cfg.num_requests is not None:
+            n_measured = min(n_measured, cfg.num_requests)
+    else:
+        n_measured = max(64, 4 * (cfg.concurrency or 1))
+        if cfg.num_requests is not None:
+            n_measured = min(n_measured, cfg.num_requests)
+    total = n_warm + n_measured
+    log(f"planning {total} requests ({'synthetic' if not cfg.workload.dataset else 'dataset'})")
+    plan = build_plan(cfg.workload, total, tok, special_tokens=special)
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    short = uuid.uuid4().hex[:6]
+    run_dir = default_run_dir(cfg, stamp, short)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise AccelbenchError(f"{run_dir} exists and is not empty: choose another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg_doc = cfg.to_json()
+    meta: dict[str, Any] = {
+        "schema": "accelbench.run/1",
+        "run_id": run_dir.name,
+        "tool": {"name": "accelbench", "version": __version__},
+        "status": "running",
+        "started_at": datetime.now(UTC).isoformat(),
+        "config": cfg_doc,
+        "planned_requests": n_measured if cfg.duration_s is None else None,
+        "environment": environment(),
+        "server": {"url": cfg.url, **server},
+        "tokenizer": getattr(tok, "name", None),
+        "special_tokens_per_prompt": special,
+    }
+    if engine is not None:
+        meta["server"]["embedded"] = {"engine": "llama.cpp llama-server", "args": engine.args[1:]}
+    with contextlib.suppress(Exception):
+        from accelbench.doctor import quick_summary  # type: ignore[attr-defined]
+
+        meta["doctor"] = quick_summary()
+    write_json_atomic(run_dir / RUN_JSON, meta)
+
+    n_workers = cfg.workers or auto_workers(cfg)
+    specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
+    sampler = _start_telemetry(cfg, run_dir, engine)
+    status, client = _drive(specs, run_dir, cfg, n_warm, n_measured, progress, console, sampler)
+    extra: dict[str, Any] = {}
+    if sampler is not None:
+        extra["telemetry"] = _stop_telemetry(sampler, run_dir)
+    meta_status = status
+    summary = finalize_run(run_dir, tok=tok, status=meta_status, client=client, extra=extra)
+    _fill_energy(summary, run_dir)
+    if status != "completed":
+        log(f"run {status}: results so far are in {run_dir}")
+    return run_dir
+
+
+def _worker_specs(
+    cfg: BenchmarkConfig,
+    plan: list[PlannedRequest],
+    n_warm: int,
+    n_workers: int,
+    api_key: str | None,
+    tag: str,
+) -> list[WorkerSpec]:
+    offsets = None
+    if cfg.rate is not None:
+        seed = cfg.workload.seed
+        warm_off = arrival_offsets(max(n_warm, 1), cfg.rate, cfg.arrival, cfg.burstiness, seed)
+        meas_off = arrival_offsets(
+            len(plan) - n_warm, cfg.rate, cfg.arrival, cfg.burstiness, seed + 1
+        )
+        offsets = (warm_off, meas_off)
+    specs = []
+    for k in range(n_workers):
+        phases = []
+        for name, lo, hi in (("warmup", 0, n_warm), ("measured", n_warm, len(plan))):
+            if hi <= lo:
+                continue
+            idxs = list(range(lo + k, hi, n_workers))
+            items = [(i, plan[i]) for i in idxs]
+            offs = None
+            if offsets is not None:
+                arr = offsets[0] if name == "warmup" else offsets[1]
+                offs = [float(arr[i - lo]) for i in idxs]
+            phases.append(
+                PhaseSpec(
+                    name=name,
+                    items=items,
+                    offsets=offs,
+                    concurrency=None if cfg.rate is not None else _split(cfg.concurrency, k, n_workers),
+                    max_concurrency=_split(cfg.max_concurrency, k, n_workers),
+                    duration_s=cfg.duration_s if name == "measured" else None,
+                    drain_timeout_s=cfg.drain_timeout_s,
+                )
+            )
+        specs.append(
+            WorkerSpec(
+                worker=k,
+                n_workers=n_workers,
+                base_url=cfg.url or "",
+                model=cfg.model or "",
+                endpoint=cfg.endpoint,
+                stream=cfg.stream,
+                api_key=api_key,
+                timeout_s=cfg.timeout_s,
+                ignore_eos=cfg.ignore_eos,
+                extra_body=cfg.extra_body,
+                save_text=cfg.save_text,
+                run_tag=tag,
+                phases=phases,
+            )
+        )
+    # a worker with no closed-loop slots gets none of the requests
+    return [s for s in specs if any(p.items for p in s.phases) or s.worker == 0]
+
+
+def _drive(
+    specs: list[WorkerSpec],
+    run_dir: Path,
+    cfg: BenchmarkConfig,
+    n_warm: int,
+    n_measured: int,
+    progress: bool,
+    console: Any,
+    sampler: Any,
+) -> tuple[str, dict[str, Any]]:
+    """Start the workers, journal their records, handle signals; return (status, client)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    journal = Journal(run_dir / JOURNAL)
+    pool = WorkerPool(specs)
+    interrupted = {"n": 0}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        interrupted["n"] += 1
+        pool.stop()
+        if interrupted["n"] >= 2:
+            pool.kill()
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, on_signal)
+    cpu0 = time.process_time()
+    crashes: list[str] = []
+    worker_stats: list[dict[str, Any]] = []
+    t_start = time.monotonic()
+    counts = {"done": 0, "measured": 0, "errors": 0, "tokens": 0}
+    total = None if cfg.duration_s else n_warm + n_measured
+    prog = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not progress,
+        transient=False,
+    )
+    try:
+        pool.start()
+        if sampler is not None:
+            sampler.set_phase("warmup" if n_warm else "measured")
+        with prog:
+            task = prog.add_task("requests", total=total, info="")
+            pool.release()
+            for kind, w, payload in pool.events():
+                if kind == "records":
+                    journal.write(payload)
+                    for r in payload:
+                        counts["done"] += 1
+                        if not r["warmup"]:
+                            counts["measured"] += 1
+                        if not r["ok"] and r.get("error_kind") != "interrupted":
+                            counts["errors"] += 1
+                        counts["tokens"] += r.get("osl_server") or len(r["chunk_times"])
+                    if sampler is not None and n_warm and counts["done"] - counts["measured"] >= n_warm:
+                        sampler.set_phase("measured")
+                    el = max(1e-9, time.monotonic() - t_start)
+                    prog.update(
+                        task,
+                        completed=counts["done"],
+                        info=f"{counts['tokens'] / el:,.0f} tok/s  errors {counts['errors']}",
+                    )
+                elif kind == "stats":
+                    worker_stats.append(payload)
+                elif kind == "crash":
+                    crashes.append(f"worker {w}: {payload.splitlines()[0]}")
+                    pool.stop()
+    finally:
+        journal.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+        pool.kill()
+    if sampler is not None:
+        sampler.set_phase("drain")
+    cpu_parent = time.process_time() - cpu0
+    cpu_workers = sum(s["cpu_s"] for s in worker_stats)
+    wall = time.monotonic() - t_start
+    chunks = max(1, counts["tokens"])
+    client = {
+        "workers": worker_stats,
+        "n_workers": len(specs),
+        "cpu_s": cpu_parent + cpu_workers,
+        "cpu_s_workers": cpu_workers,
+        "cpu_s_parent": cpu_parent,
+        "cpu_util": (cpu_parent + cpu_workers) / wall if wall > 0 else None,
+        "cpu_us_per_chunk": 1e6 * cpu_workers / chunks,
+        "loop_lag_ms_p99": max((s["loop_lag_ms_p99"] for s in worker_stats), default=None),
+        "warnings": [f"load worker crashed: {c}" for c in crashes],
+    }
+    if crashes:
+        status = "failed"
+    elif interrupted["n"]:
+        status = "interrupted"
+    else:
+        status = "completed"
+    return status, client
+
+
+def _start_telemetry(cfg: BenchmarkConfig, run_dir: Path, engine: Any) -> Any:
+    if not cfg.telemetry:
+        return None
+    try:
+        from accelbench.telemetry.sampler import TelemetrySampler  # type: ignore
+    except ImportError:
+        return None
+    try:
+        s = TelemetrySampler(
+            run_dir,
+            interval_s=cfg.telemetry_interval_s,
+            server_url=cfg.url,
+            server_pid=engine.pid if engine is not None else None,
+        )
+        s.start()
+        return s
+    except Exception:  # noqa: BLE001 - telemetry must never break a benchmark
+        return None
+
+
+def _stop_telemetry(sampler: Any, run_dir: Path) -> dict[str, Any]:
+    from accelbench.store.rundir import JOURNAL as _J
+    from accelbench.store.rundir import read_journal
+
+    rows, _ = read_journal(run_dir / _J)
+    meas = [r for r in rows if not r["warmup"] and r["ok"]]
+    if meas:
+        start = min(r["t_send"] for r in meas)
+        end = max(r["t_last"] or r["t_send"] for r in meas)
+    else:
+        start = end = time.monotonic_ns()
+    out_tok = sum((r.get("osl_server") or len(r["chunk_times"])) for r in meas)
+    in_tok = sum((r.get("isl") or r.get("isl_planned") or 0) for r in meas)
+    try:
+        return sampler.stop(
+            measured_window_ns=(start, end), output_tokens=out_tok, total_tokens=out_tok + in_tok
+        )
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"telemetry failed: {exc}"}
+
+
+def _fill_energy(summary: dict[str, Any], run_dir: Path) -> None:
+    tel = summary.get("telemetry") or {}
+    energy = tel.get("energy") if isinstance(tel, dict) else None
+    health = tel.get("health") if isinstance(tel, dict) else None
+    changed = False
+    if energy:
+        summary["energy"] = energy
+        changed = True
+    if health:
+        summary["health"] = health
+        changed = True
+    if changed:
+        from accelbench.store.rundir import SUMMARY
+
+        write_json_atomic(run_dir / SUMMARY, summary)

@@ -1,0 +1,151 @@
+"""From the journal to requests.parquet and summary.json. Used at the end of a run and
+by ``accelbench summarize`` to rebuild a run that was killed or to recompute it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accelbench.metrics.records import (
+    SOURCE_CHUNKS,
+    SOURCE_PLANNED,
+    SOURCE_SERVER,
+    SOURCE_TOKENIZER,
+    FIELD_NAMES,
+    RequestRecord,
+    records_to_table,
+)
+from accelbench.metrics.summary import summarize
+from accelbench.store.rundir import (
+    JOURNAL,
+    PARQUET,
+    RUN_JSON,
+    SUMMARY,
+    read_journal,
+    read_json,
+    write_json_atomic,
+    write_parquet_atomic,
+)
+from accelbench.workload.tokenizer import Tokenizer
+
+
+def complete_row(row: dict[str, Any], tok: Tokenizer | None, save_text: bool) -> dict[str, Any]:
+    """Token counts with their sources, then the derived figures (METRICS.md order of
+    preference: server usage, client tokenizer, chunk count)."""
+    rec = RequestRecord(**{k: row.get(k) for k in FIELD_NAMES if k in row})
+    rec.chunk_times = rec.chunk_times or []
+    rec.n_chunks = len(rec.chunk_times)
+    text = rec.output_text
+    client = None
+    client_src = None
+    if text and tok is not None:
+        try:
+            client = len(tok.encode(text))
+            client_src = SOURCE_TOKENIZER
+        except Exception:  # noqa: BLE001 - a tokenizer failure must not lose the record
+            client = None
+    if client is None and rec.ok:
+        client, client_src = rec.n_chunks, SOURCE_CHUNKS
+    rec.osl_client = client
+    if rec.osl_server is not None:
+        rec.osl, rec.osl_source = int(rec.osl_server), SOURCE_SERVER
+        if client is not None:
+            rec.osl_mismatch = int(rec.osl_server) - int(client)
+    elif client is not None:
+        rec.osl, rec.osl_source = client, client_src
+    if rec.isl is None and rec.isl_planned is not None:
+        rec.isl, rec.isl_source = rec.isl_planned, SOURCE_PLANNED
+    if not save_text:
+        rec.output_text = None
+    rec.derive()
+    return rec.to_row()
+
+
+def finalize_run(
+    run_dir: Path,
+    *,
+    tok: Tokenizer | None = None,
+    status: str | None = None,
+    client: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    gpus: int | None = None,
+    slo: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Write requests.parquet and summary.json from the journal; update run.json."""
+    run_dir = Path(run_dir)
+    meta = read_json(run_dir / RUN_JSON)
+    cfg = meta.get("config", {})
+    rows, bad = read_journal(run_dir / JOURNAL)
+    save_text = bool(cfg.get("save_text"))
+    done = [complete_row(r, tok, save_text) for r in rows]
+    table = records_to_table(done)
+    write_parquet_atomic(run_dir / PARQUET, table)
+    status = status or meta.get("status") or "completed"
+    if status == "running":
+        status = "interrupted"  # the client died before it could say
+    client = dict(client if client is not None else meta.get("client") or {})
+    summary = summarize(
+        table,
+        gpus=gpus or cfg.get("gpus") or 1,
+        slo=slo if slo is not None else (cfg.get("slo") or None),
+        mode="rate" if cfg.get("rate") else "concurrency",
+        target_concurrency=cfg.get("concurrency") or cfg.get("max_concurrency"),
+        requested_rate=cfg.get("rate"),
+        client=client,
+        status=status,
+        planned=meta.get("planned_requests"),
+    )
+    _client_health(summary, cfg)
+    if bad:
+        summary["journal_unreadable_lines"] = bad
+    if extra:
+        summary.update(extra)
+    write_json_atomic(run_dir / SUMMARY, summary)
+    meta["status"] = status
+    if client:
+        meta["client"] = client
+    write_json_atomic(run_dir / RUN_JSON, meta)
+    return summary
+
+
+def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
+    """Achieved vs requested rate, schedule lag, CPU: say so when the client, not the
+    server, was the bottleneck."""
+    c = summary["client"]
+    warnings: list[str] = list(c.get("warnings") or [])
+    lag = summary["latency"]["schedule_lag_ms"]
+    lag_p99 = lag.get("p99")
+    c["schedule_lag_ms_p99"] = lag_p99
+    c["mode"] = "rate" if cfg.get("rate") else "concurrency"
+    c["requested_rate"] = cfg.get("rate")
+    c["target_concurrency"] = cfg.get("concurrency")
+    window = summary["window"]["duration_s"] or 0
+    n_sent = summary["counts"]["completed"] + summary["counts"]["failed"]
+    c["achieved_rate"] = (n_sent / window) if window > 0 else None
+    bottleneck = False
+    rate = cfg.get("rate")
+    if rate and c["achieved_rate"] is not None and c["achieved_rate"] < 0.95 * rate:
+        if not cfg.get("max_concurrency"):
+            warnings.append(
+                f"achieved {c['achieved_rate']:.2f} req/s of the requested {rate:g} req/s"
+            )
+            bottleneck = True
+    if rate and lag_p99 is not None and lag_p99 > 10 and not cfg.get("max_concurrency"):
+        warnings.append(f"schedule lag p99 {lag_p99:.1f} ms: requests went out late")
+        bottleneck = True
+    for w in c.get("workers", []):
+        util = w["cpu_s"] / w["wall_s"] if w.get("wall_s") else 0
+        if util > 0.9:
+            warnings.append(
+                f"load worker {w['worker']} used {100 * util:.0f}% of a core: "
+                "add --workers or the client may be the limit"
+            )
+            bottleneck = True
+        if w.get("loop_lag_ms_p99", 0) > 5:
+            warnings.append(
+                f"load worker {w['worker']} event loop lagged (p99 {w['loop_lag_ms_p99']:.1f} ms):"
+                " timestamps may be late by that much"
+            )
+            bottleneck = True
+    c["bottleneck"] = bottleneck
+    c["warnings"] = warnings

@@ -1,0 +1,268 @@
+"""The load engine of one worker process: closed loop (fixed concurrency) or open loop
+(scheduled arrivals, optional concurrency cap), phase by phase (warm-up, measured).
+
+Runs in its own process (see workers.py) with its own event loop. Records go to the
+parent in batches; nothing here touches the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.client.openai import build_body
+from accelbench.client.session import OpenAIClient
+from accelbench.metrics.records import RequestRecord, record_row
+from accelbench.workload.plan import PlannedRequest
+
+_now = time.monotonic_ns
+
+
+@dataclass
+class PhaseSpec:
+    name: str  # "warmup" | "measured"
+    items: list[tuple[int, PlannedRequest]]  # (global index, request)
+    offsets: list[float] | None = None  # open loop: seconds after the phase start
+    concurrency: int | None = None  # closed loop slots for this worker
+    max_concurrency: int | None = None  # open loop cap for this worker
+    duration_s: float | None = None  # stop issuing after this; the plan is cycled
+    drain_timeout_s: float | None = None
+
+
+@dataclass
+class WorkerSpec:
+    worker: int
+    n_workers: int
+    base_url: str
+    model: str
+    endpoint: str
+    stream: bool
+    api_key: str | None
+    timeout_s: float
+    ignore_eos: bool
+    extra_body: dict[str, Any]
+    save_text: bool
+    run_tag: str
+    phases: list[PhaseSpec] = field(default_factory=list)
+    transport: str = "auto"
+
+
+class LoopLagMonitor:
+    """How late the event loop wakes up: if it lags, every timestamp taken by it is late."""
+
+    def __init__(self, period_s: float = 0.01) -> None:
+        self.period = period_s
+        self.lags_ms: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        period_ns = int(self.period * 1e9)
+        while True:
+            t0 = _now()
+            await asyncio.sleep(self.period)
+            self.lags_ms.append(max(0.0, (_now() - t0 - period_ns) / 1e6))
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+
+
+class LoadWorker:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        emit: Callable[[list[dict]], None],
+        should_stop: Callable[[], bool],
+        phase_barrier: Callable[[], Any] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.emit = emit
+        self.should_stop = should_stop
+        self.phase_barrier = phase_barrier
+        self.client = OpenAIClient(
+            spec.base_url,
+            endpoint=spec.endpoint,
+            stream=spec.stream,
+            api_key=spec.api_key,
+            timeout_s=spec.timeout_s,
+            transport=spec.transport,
+        )
+        self._batch: list[dict] = []
+        self._inflight: set[asyncio.Task] = set()
+        self._stopping = False
+        self.sent = 0
+        self.lag = LoopLagMonitor()
+
+    # -- per request --------------------------------------------------------------
+    async def _one(self, idx: int, req: PlannedRequest, warmup: bool, t_sched: int) -> None:
+        spec = self.spec
+        rec = RequestRecord(
+            idx=idx,
+            worker=spec.worker,
+            warmup=warmup,
+            request_id=f"{spec.run_tag}-{idx}",
+            t_sched=t_sched,
+            max_tokens=req.max_tokens,
+            isl_planned=req.isl_planned,
+        )
+        body = build_body(
+            endpoint=spec.endpoint,
+            model=spec.model,
+            prompt=req.prompt,
+            max_tokens=req.max_tokens,
+            stream=spec.stream,
+            ignore_eos=spec.ignore_eos,
+            extra=spec.extra_body,
+        )
+        self.sent += 1
+        try:
+            await self.client.send(rec, body)
+        finally:
+            if rec.t_send == 0:
+                rec.t_send = _now()
+            if not (spec.save_text or (rec.ok and rec.osl_server is None)):
+                rec.output_text = None  # kept only where it is needed (OSL fallback)
+            self._batch.append(record_row(rec))
+            if len(self._batch) >= 64:
+                self.flush()
+
+    def flush(self) -> None:
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self.emit(batch)
+
+    # -- phases -------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        self.lag.start()
+        flusher = asyncio.ensure_future(self._flusher())
+        t0 = _now()
+        cpu0 = time.process_time()
+        try:
+            for phase in self.spec.phases:
+                if self.phase_barrier is not None:
+                    await asyncio.get_running_loop().run_in_executor(None, self.phase_barrier)
+                if self._stopping or self.should_stop():
+                    break
+                if phase.offsets is not None:
+                    await self._open_loop(phase)
+                else:
+                    await self._closed_loop(phase)
+                await self._drain(phase.drain_timeout_s)
+        finally:
+            self.lag.stop()
+            flusher.cancel()
+            await self._cancel_inflight()
+            self.flush()
+            await self.client.close()
+        wall = (_now() - t0) / 1e9
+        cpu = time.process_time() - cpu0
+        lags = sorted(self.lag.lags_ms)
+        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else 0.0
+        return {
+            "worker": self.spec.worker,
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "sent": self.sent,
+            "loop_lag_ms_p99": p99,
+            "loop_lag_ms_max": lags[-1] if lags else 0.0,
+        }
+
+    async def _flusher(self) -> None:
+        while True:
+            await asyncio.sleep(0.05)
+            self.flush()
+            if self.should_stop() and not self._stopping:
+                self._stopping = True
+                await self._cancel_inflight()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        return task
+
+    async def _cancel_inflight(self) -> None:
+        tasks = list(self._inflight)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _drain(self, timeout: float | None) -> None:
+        tasks = list(self._inflight)
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
+        if pending:
+            await self._cancel_inflight()
+
+    def _items(self, phase: PhaseSpec):
+        if phase.duration_s is None:
+            yield from phase.items
+            return
+        # duration mode: cycle the plan; indices stay unique across workers
+        k = 0
+        n = len(phase.items)
+        base = phase.items[0][0] if phase.items else 0
+        for cycle in itertools.count():
+            for i in range(n):
+                yield base + (cycle * n + i) * self.spec.n_workers, phase.items[i][1]
+                k += 1
+
+    async def _closed_loop(self, phase: PhaseSpec) -> None:
+        warm = phase.name == "warmup"
+        it = iter(self._items(phase))
+        deadline = _now() + int(phase.duration_s * 1e9) if phase.duration_s else None
+
+        async def slot() -> None:
+            while not self._stopping:
+                if deadline is not None and _now() >= deadline:
+                    return
+                nxt = next(it, None)
+                if nxt is None:
+                    return
+                idx, req = nxt
+                await self._one(idx, req, warm, _now())
+
+        n = max(1, phase.concurrency or 1)
+        slots = [self._spawn(slot()) for _ in range(n)]
+        await asyncio.gather(*slots, return_exceptions=True)
+
+    async def _open_loop(self, phase: PhaseSpec) -> None:
+        warm = phase.name == "warmup"
+        assert phase.offsets is not None
+        start = _now()
+        deadline = start + int(phase.duration_s * 1e9) if phase.duration_s else None
+        sem = asyncio.Semaphore(phase.max_concurrency) if phase.max_concurrency else None
+        loop = asyncio.get_running_loop()
+
+        async def capped(idx: int, req: PlannedRequest, t_sched: int) -> None:
+            assert sem is not None
+            async with sem:
+                await self._one(idx, req, warm, t_sched)
+
+        for (idx, req), off in zip(phase.items, phase.offsets, strict=True):
+            if self._stopping:
+                break
+            t_sched = start + int(off * 1e9)
+            if deadline is not None and t_sched >= deadline:
+                break
+            delay = (t_sched - _now()) / 1e9
+            if delay > 0:
+                # sleep most of the way, then yield until due (finer than the timer)
+                if delay > 0.002:
+                    await asyncio.sleep(delay - 0.001)
+                while _now() < t_sched:
+                    await asyncio.sleep(0)
+            if sem is not None:
+                self._spawn(capped(idx, req, t_sched))
+            else:
+                self._spawn(self._one(idx, req, warm, t_sched))
+        del loop

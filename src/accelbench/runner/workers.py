@@ -1,0 +1,123 @@
+"""Worker processes: each runs a LoadWorker on its own event loop (uvloop where
+available) and streams record batches to the parent through a queue.
+
+The parent owns signals: workers ignore SIGINT and stop when the shared stop event is
+set, cancelling in-flight requests (recorded as ``interrupted``) and flushing what they have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import queue as queue_mod
+import signal
+import traceback
+from typing import Any
+
+from accelbench.runner.loadgen import LoadWorker, WorkerSpec
+
+
+def _worker_main(spec: WorkerSpec, out: Any, stop: Any, go: Any, barrier: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    try:
+        out.put(("ready", spec.worker, None))
+        go.wait()
+
+        def emit(rows: list[dict]) -> None:
+            out.put(("records", spec.worker, rows))
+
+        def phase_barrier() -> None:
+            if barrier is not None:
+                try:
+                    barrier.wait(timeout=3600)
+                except Exception:  # noqa: BLE001 - broken barrier: stop waiting
+                    pass
+
+        worker = LoadWorker(spec, emit, stop.is_set, phase_barrier)
+        stats = asyncio.run(worker.run())
+        out.put(("stats", spec.worker, stats))
+    except BaseException as exc:  # noqa: BLE001 - report any crash to the parent
+        out.put(("crash", spec.worker, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+
+class WorkerPool:
+    """Starts N worker processes; ``events()`` yields their messages until all are done."""
+
+    def __init__(self, specs: list[WorkerSpec]) -> None:
+        ctx = mp.get_context("spawn")  # no fork: the parent has threads (progress, telemetry)
+        self.out = ctx.Queue()
+        self.stop_event = ctx.Event()
+        self.go = ctx.Event()
+        n_phases = max(len(s.phases) for s in specs)
+        self.barrier = ctx.Barrier(len(specs)) if len(specs) > 1 and n_phases > 1 else None
+        self.procs = [
+            ctx.Process(
+                target=_worker_main,
+                args=(s, self.out, self.stop_event, self.go, self.barrier),
+                daemon=True,
+                name=f"accelbench-worker-{s.worker}",
+            )
+            for s in specs
+        ]
+
+    def start(self, ready_timeout: float = 60.0) -> None:
+        for p in self.procs:
+            p.start()
+        ready = 0
+        while ready < len(self.procs):
+            try:
+                kind, w, payload = self.out.get(timeout=ready_timeout)
+            except queue_mod.Empty:
+                self.kill()
+                raise RuntimeError("load workers did not start in time") from None
+            if kind == "ready":
+                ready += 1
+            elif kind == "crash":
+                self.kill()
+                raise RuntimeError(f"load worker {w} failed to start: {payload}")
+
+    def release(self) -> None:
+        self.go.set()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.barrier is not None:
+            try:
+                self.barrier.abort()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def kill(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.kill()
+
+    def events(self, poll_s: float = 0.1):
+        """Yield (kind, worker, payload) messages, and ("tick", -1, None) while idle."""
+        done = 0
+        n = len(self.procs)
+        while done < n:
+            try:
+                msg = self.out.get(timeout=poll_s)
+            except queue_mod.Empty:
+                if not any(p.is_alive() for p in self.procs):
+                    # drain what is left, then stop
+                    try:
+                        while True:
+                            yield self.out.get_nowait()
+                    except queue_mod.Empty:
+                        return
+                yield ("tick", -1, None)
+                continue
+            if msg[0] in ("stats", "crash"):
+                done += 1
+            yield msg
+        for p in self.procs:
+            p.join(timeout=5)

@@ -1,0 +1,409 @@
+"""The reference server: an OpenAI-compatible streaming server for measuring the *client*.
+
+It is not an inference engine. It emits each token at a scheduled time (TTFT and
+inter-token gaps from configurable distributions) and logs when it actually wrote each
+one (the ground truth a client's measurements are compared with); in max-throughput
+mode it writes whole responses at once, to find the client's ceiling; and it injects
+faults: HTTP 429/500/503, disconnects mid-stream, malformed SSE, stalls, slow headers.
+
+Tokens are bytes: ``/tokenize`` maps each UTF-8 byte of the text to one token, so
+prompt lengths are exact and ``usage.prompt_tokens`` is the prompt's byte length.
+Written on raw asyncio protocols so that the server costs little CPU per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from accelbench.errors import AccelbenchError
+
+FAULT_KINDS = ("429", "500", "503", "disconnect", "malformed", "stall", "slow_headers")
+_WORDS = [" alpha", " beta", " gamma", " delta", " token", " stream", " bench", " ref"]
+
+
+@dataclass
+class Dist:
+    """A duration or length distribution: ``50``, ``uniform:40:60``, ``normal:50:5``,
+    ``exp:50`` (exponential with that mean)."""
+
+    kind: str
+    a: float
+    b: float = 0.0
+
+    @classmethod
+    def parse(cls, spec: str | float | int) -> Dist:
+        if isinstance(spec, int | float):
+            return cls("fixed", float(spec))
+        parts = str(spec).split(":")
+        try:
+            if len(parts) == 1:
+                return cls("fixed", float(parts[0]))
+            kind = parts[0]
+            nums = [float(x) for x in parts[1:]]
+        except ValueError:
+            raise AccelbenchError(f"bad distribution {spec!r}") from None
+        if kind in ("uniform", "normal") and len(nums) == 2:
+            return cls(kind, nums[0], nums[1])
+        if kind == "exp" and len(nums) == 1:
+            return cls(kind, nums[0])
+        raise AccelbenchError(
+            f"bad distribution {spec!r}: use N, uniform:LO:HI, normal:MEAN:STD or exp:MEAN"
+        )
+
+    def sample(self, rng: random.Random) -> float:
+        if self.kind == "fixed":
+            return self.a
+        if self.kind == "uniform":
+            return rng.uniform(self.a, self.b)
+        if self.kind == "normal":
+            return max(0.0, rng.gauss(self.a, self.b))
+        return rng.expovariate(1.0 / self.a) if self.a > 0 else 0.0
+
+
+@dataclass
+class ReferenceConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "reference"
+    ttft_ms: Dist = field(default_factory=lambda: Dist("fixed", 50.0))
+    itl_ms: Dist = field(default_factory=lambda: Dist("fixed", 10.0))
+    osl: Dist | None = None  # None: honour max_tokens exactly
+    default_max_tokens: int = 16
+    max_throughput: bool = False
+    faults: dict[str, float] = field(default_factory=dict)  # kind -> probability
+    stall_s: float = 2.0
+    slow_headers_s: float = 1.0
+    ground_truth: Path | None = None
+    seed: int = 0
+
+    def validate(self) -> None:
+        total = 0.0
+        for k, p in self.faults.items():
+            if k not in FAULT_KINDS:
+                raise AccelbenchError(f"unknown fault {k!r}: one of {', '.join(FAULT_KINDS)}")
+            if not 0 <= p <= 1:
+                raise AccelbenchError(f"fault probability for {k} must be in [0, 1]")
+            total += p
+        if total > 1 + 1e-9:
+            raise AccelbenchError("fault probabilities add up to more than 1")
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+class _State:
+    def __init__(self, cfg: ReferenceConfig) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.gt = open(cfg.ground_truth, "ab") if cfg.ground_truth else None  # noqa: SIM115
+        self.requests_total = 0
+        self.tokens_total = 0
+        self.faults_total: dict[str, int] = {}
+        self.counter = 0
+
+    def pick_fault(self) -> str | None:
+        r = self.rng.random()
+        acc = 0.0
+        for kind, p in self.cfg.faults.items():
+            acc += p
+            if r < acc:
+                return kind
+        return None
+
+    def log(self, doc: dict[str, Any]) -> None:
+        if self.gt is not None:
+            self.gt.write(orjson.dumps(doc) + b"\n")
+            self.gt.flush()
+
+
+class ReferenceProtocol(asyncio.Protocol):
+    def __init__(self, state: _State) -> None:
+        self.st = state
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.busy = False
+        self.closed = False
+        self.handles: list[asyncio.TimerHandle] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for h in self.handles:
+            h.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        t = time.monotonic_ns()
+        self.buf += data
+        while not self.busy:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].decode("latin-1")
+            lines = head.split("\r\n")
+            try:
+                method, path, _ = lines[0].split(" ", 2)
+            except ValueError:
+                self._simple(400, {"error": {"message": "bad request line"}}, close=True)
+                return
+            headers = {}
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            n = int(headers.get("content-length") or 0)
+            if len(self.buf) < end + 4 + n:
+                return
+            body = self.buf[end + 4 : end + 4 + n]
+            self.buf = self.buf[end + 4 + n :]
+            self._dispatch(method, path, headers, body, t)
+
+    # -- routing -------------------------------------------------------------------
+    def _dispatch(self, method: str, path: str, headers: dict, body: bytes, t: int) -> None:
+        path = path.split("?", 1)[0]
+        cfg = self.st.cfg
+        if method == "GET" and path in ("/v1/models", "/models"):
+            self._simple(200, {"object": "list", "data": [{"id": cfg.model, "object": "model",
+                                                           "owned_by": "accelbench-reference"}]})  # fmt: skip
+        elif method == "GET" and path == "/health":
+            self._simple(200, {"status": "ok"})
+        elif method == "GET" and path == "/version":
+            from accelbench import __version__
+
+            self._simple(200, {"version": f"accelbench-reference {__version__}"})
+        elif method == "GET" and path == "/metrics":
+            self._metrics()
+        elif method == "POST" and path in ("/tokenize", "/detokenize"):
+            self._tokenize(path, body)
+        elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            self._generate(path.endswith("chat/completions"), headers, body, t)
+        else:
+            self._simple(404, {"error": {"message": f"no route {method} {path}"}})
+
+    def _simple(self, status: int, doc: Any, close: bool = False, ctype: str = "application/json") -> None:
+        body = doc if isinstance(doc, bytes) else orjson.dumps(doc)
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+                  500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "X")  # fmt: skip
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            + ("Connection: close\r\n" if close else "")
+            + "\r\n"
+        ).encode()
+        assert self.transport is not None
+        self.transport.write(head + body)
+        if close:
+            self.transport.close()
+
+    def _metrics(self) -> None:
+        st = self.st
+        lines = [
+            "# TYPE reference_requests_total counter",
+            f"reference_requests_total {st.requests_total}",
+            "# TYPE reference_tokens_total counter",
+            f"reference_tokens_total {st.tokens_total}",
+        ]
+        for k, v in st.faults_total.items():
+            lines.append(f'reference_faults_total{{kind="{k}"}} {v}')
+        self._simple(200, ("\n".join(lines) + "\n").encode(), ctype="text/plain; version=0.0.4")
+
+    def _tokenize(self, path: str, body: bytes) -> None:
+        try:
+            req = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            self._simple(400, {"error": {"message": "invalid JSON"}})
+            return
+        if path == "/tokenize":
+            text = req.get("content", req.get("prompt", ""))
+            self._simple(200, {"tokens": list(str(text).encode())})
+        else:
+            ids = req.get("tokens") or []
+            text = bytes(int(i) & 0xFF for i in ids).decode("utf-8", "replace")
+            self._simple(200, {"content": text, "prompt": text})
+
+    # -- generation ----------------------------------------------------------------
+    def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
+        st, cfg = self.st, self.st.cfg
+        try:
+            req = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            self._simple(400, {"error": {"message": "invalid JSON body"}})
+            return
+        if req.get("model") not in (None, cfg.model):
+            self._simple(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
+            return
+        if chat:
+            msgs = req.get("messages") or []
+            prompt = "".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+        else:
+            prompt = req.get("prompt") or ""
+            if isinstance(prompt, list):
+                prompt = "".join(map(str, prompt))
+        prompt_tokens = len(prompt.encode())
+        max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or cfg.default_max_tokens)
+        n = max_tokens if cfg.osl is None else max(1, min(max_tokens, round(cfg.osl.sample(st.rng))))
+        stream = bool(req.get("stream"))
+        usage_wanted = bool((req.get("stream_options") or {}).get("include_usage"))
+        rid = headers.get("x-request-id", f"ref-{st.counter}")
+        st.counter += 1
+        st.requests_total += 1
+        fault = st.pick_fault() if cfg.faults else None
+        if fault:
+            st.faults_total[fault] = st.faults_total.get(fault, 0) + 1
+        if fault in ("429", "500", "503"):
+            self._simple(int(fault), {"error": {"message": f"injected fault {fault}", "type": "reference"}})
+            st.log({"request_id": rid, "fault": fault, "t_recv": t_recv})
+            return
+        words = [_WORDS[(st.counter + i) % len(_WORDS)] for i in range(n)]
+        created = int(time.time())
+        model_json = orjson.dumps(cfg.model).decode()
+        if chat:
+            pre = f'data: {{"id":"chatcmpl-{rid}","object":"chat.completion.chunk","created":{created},"model":{model_json},"choices":[{{"index":0,"delta":{{"content":'.encode()
+            post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
+        else:
+            pre = f'data: {{"id":"cmpl-{rid}","object":"text_completion","created":{created},"model":{model_json},"choices":[{{"index":0,"text":'.encode()
+            post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
+        if chat:
+            pre = pre.replace(b'"delta":{"content":', b'"delta":{"content":')
+            post_open = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        events = [pre + orjson.dumps(w) + post_open for w in words]
+        if events:
+            events[-1] = events[-1].replace(b'"finish_reason":null', b'"finish_reason":"length"')
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        tail = b""
+        if usage_wanted:
+            kind = "chat.completion.chunk" if chat else "text_completion"
+            tail += b"data: " + orjson.dumps({"id": rid, "object": kind, "created": created,
+                                              "model": cfg.model, "choices": [], "usage": usage}) + b"\n\n"  # fmt: skip
+        tail += b"data: [DONE]\n\n"
+        st.tokens_total += n
+        if not stream:
+            text = "".join(words)
+            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+                      if chat else {"index": 0, "text": text, "finish_reason": "length"})  # fmt: skip
+            doc = {"id": rid, "object": "chat.completion" if chat else "text_completion",
+                   "created": created, "model": cfg.model, "choices": [choice], "usage": usage}  # fmt: skip
+            delay = 0.0 if cfg.max_throughput else (
+                cfg.ttft_ms.sample(st.rng) + sum(cfg.itl_ms.sample(st.rng) for _ in range(n - 1))) / 1000  # fmt: skip
+            self._later(delay, lambda: self._simple(200, doc))
+            return
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+        if chat:
+            role = pre.replace(b'"delta":{"content":', b'"delta":{"role":"assistant","content":') + b'""' + post_open
+            head_events = role
+        else:
+            head_events = b""
+        if cfg.max_throughput and fault is None:
+            assert self.transport is not None
+            payload = head + (_chunk(head_events) if head_events else b"")
+            payload += b"".join(_chunk(e) for e in events) + _chunk(tail) + b"0\r\n\r\n"
+            self.transport.write(payload)
+            return
+        self.busy = True
+        self._stream(rid, head, head_events, events, tail, fault, t_recv)
+
+    def _later(self, delay_s: float, fn) -> None:
+        loop = asyncio.get_running_loop()
+        self.handles.append(loop.call_later(delay_s, fn))
+
+    def _stream(self, rid: str, head: bytes, head_events: bytes, events: list[bytes],
+                tail: bytes, fault: str | None, t_recv: int) -> None:  # fmt: skip
+        st, cfg = self.st, self.st.cfg
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        n = len(events)
+        # absolute target times (loop clock == time.monotonic)
+        due = [t0 + cfg.ttft_ms.sample(st.rng) / 1000]
+        for _ in range(n - 1):
+            due.append(due[-1] + cfg.itl_ms.sample(st.rng) / 1000)
+        fault_at = n // 2
+        if fault == "stall":
+            due = [d + (cfg.stall_s if i >= fault_at else 0) for i, d in enumerate(due)]
+        sent: list[int] = []
+        log = {"request_id": rid, "t_recv": t_recv, "fault": fault, "token_times": sent,
+               "scheduled": [int(d * 1e9) for d in due]}  # fmt: skip
+
+        def write_head() -> None:
+            if self.closed:
+                return
+            self.transport.write(head + (_chunk(head_events) if head_events else b""))  # type: ignore[union-attr]
+            log["t_headers"] = time.monotonic_ns()
+
+        def emit(i: int) -> None:
+            if self.closed:
+                return
+            tr = self.transport
+            assert tr is not None
+            if fault == "disconnect" and i == fault_at:
+                tr.abort()
+                log["t_end"] = time.monotonic_ns()
+                st.log(log)
+                return
+            if fault == "malformed" and i == fault_at:
+                tr.write(_chunk(b'data: {"choices": [{"text": "broken\n\n'))
+            tr.write(_chunk(events[i]))
+            sent.append(time.monotonic_ns())
+            if i == n - 1:
+                tr.write(_chunk(tail) + b"0\r\n\r\n")
+                log["t_end"] = time.monotonic_ns()
+                st.log(log)
+                self.busy = False
+                self.handles.clear()
+                if self.buf:
+                    self.data_received(b"")
+
+        if fault == "slow_headers":
+            self.handles.append(loop.call_at(t0 + cfg.slow_headers_s, write_head))
+            due = [d + cfg.slow_headers_s for d in due]
+        else:
+            write_head()
+        for i, d in enumerate(due):
+            self.handles.append(loop.call_at(d, emit, i))
+        if n == 0:
+            self.transport.write(_chunk(tail) + b"0\r\n\r\n")  # type: ignore[union-attr]
+            self.busy = False
+
+
+async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
+    """Serve until cancelled or SIGINT/SIGTERM."""
+    cfg.validate()
+    state = _State(cfg)
+    loop = asyncio.get_running_loop()
+    try:
+        server = await loop.create_server(lambda: ReferenceProtocol(state), cfg.host, cfg.port, backlog=4096)
+    except OSError as exc:
+        raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
+    stop = asyncio.Event()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(s, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    if ready is not None:
+        ready(server.sockets[0].getsockname()[1])
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        if state.gt is not None:
+            state.gt.close()
+
+
+def run_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(serve_reference(cfg, ready))

@@ -1,0 +1,118 @@
+"""A run directory: run.json, the requests.jsonl journal (written as records arrive),
+requests.parquet and summary.json (written atomically at the end, or rebuilt later
+from the journal by ``accelbench summarize``). See docs/RESULTS.md."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from accelbench.errors import AccelbenchError
+
+RUN_JSON = "run.json"
+JOURNAL = "requests.jsonl"
+PARQUET = "requests.parquet"
+SUMMARY = "summary.json"
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def _finite(o: Any) -> Any:
+    """JSON has no NaN / infinity: write them as null / "inf"."""
+    if isinstance(o, float):
+        if math.isnan(o):
+            return None
+        if math.isinf(o):
+            return "inf" if o > 0 else "-inf"
+        return o
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v) for v in o]
+    return o
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(_finite(doc), f, indent=2, default=_json_default, allow_nan=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise AccelbenchError(f"{path} is missing") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AccelbenchError(f"{path} is unreadable: {exc}") from None
+
+
+class Journal:
+    """Append-only JSON lines; flushed to the OS at most every ``flush_s`` seconds, so a
+    killed client loses at most that much. A torn last line is skipped on reading."""
+
+    def __init__(self, path: Path, flush_s: float = 0.5) -> None:
+        self.path = path
+        self._f = open(path, "ab")  # noqa: SIM115 - lives as long as the run
+        self._last = time.monotonic()
+        self.flush_s = flush_s
+        self.count = 0
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        f = self._f
+        for r in rows:
+            f.write(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY))
+            f.write(b"\n")
+        self.count += len(rows)
+        now = time.monotonic()
+        if now - self._last >= self.flush_s:
+            f.flush()
+            self._last = now
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+
+
+def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Rows of a journal, and how many lines were unreadable (a torn last write)."""
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise AccelbenchError(f"{path} is missing: nothing to summarise") from None
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            bad += 1
+    return rows, bad
+
+
+def write_parquet_atomic(path: Path, table: Any) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(path)

@@ -1,0 +1,59 @@
+"""Input / output length distributions.
+
+Uniform has two conventions, both named because peers disagree:
+  * ``vllm``: integers in ``[L(1-r), L(1+r)]`` (vLLM's random dataset ``--random-range-ratio``)
+  * ``inferencex``: integers in ``[rL, L]`` (InferenceX / SGLang ``--random-range-ratio``)
+Normal and lognormal take a mean and a standard deviation in tokens (default 10% of
+the mean); lognormal's parameters are derived so the sample mean and std match.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from accelbench.errors import AccelbenchError
+
+
+def uniform_bounds(mean: int, ratio: float, convention: str) -> tuple[int, int]:
+    if convention == "vllm":
+        lo, hi = math.floor(mean * (1 - ratio)), math.ceil(mean * (1 + ratio))
+    elif convention == "inferencex":
+        lo, hi = math.floor(mean * ratio), mean
+    else:
+        raise AccelbenchError(f"unknown range convention {convention!r}: vllm or inferencex")
+    return max(1, lo), max(1, hi)
+
+
+def sample_lengths(
+    n: int,
+    mean: int,
+    dist: str,
+    rng: np.random.Generator,
+    *,
+    range_ratio: float = 0.0,
+    convention: str = "vllm",
+    std: float | None = None,
+) -> np.ndarray:
+    """``n`` integer lengths (each at least 1)."""
+    if mean < 1:
+        raise AccelbenchError(f"a length must be at least 1 (got {mean})")
+    if dist == "fixed":
+        out = np.full(n, mean, dtype=np.int64)
+    elif dist == "uniform":
+        lo, hi = uniform_bounds(mean, range_ratio, convention)
+        out = rng.integers(lo, hi + 1, size=n, dtype=np.int64)
+    elif dist == "normal":
+        s = 0.1 * mean if std is None else std
+        out = np.rint(rng.normal(mean, s, size=n)).astype(np.int64)
+    elif dist == "lognormal":
+        s = 0.1 * mean if std is None else std
+        sigma2 = math.log(1 + (s * s) / (mean * mean))
+        mu = math.log(mean) - sigma2 / 2
+        out = np.rint(rng.lognormal(mu, math.sqrt(sigma2), size=n)).astype(np.int64)
+    else:
+        raise AccelbenchError(
+            f"unknown length distribution {dist!r}: fixed, uniform, normal or lognormal"
+        )
+    return np.maximum(out, 1)
