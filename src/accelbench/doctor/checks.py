@@ -800,10 +800,18 @@ def check_kernel_log(facts: dict[str, Any]) -> Check:
     return Check("kernel.log", title, status, summary, ev, top.action, data)
 
 
-def _link_finding(label: str, d: dict[str, Any]) -> tuple[str, str] | None:
+def _link_finding(
+    label: str, d: dict[str, Any], limit: dict[str, Any] | None = None
+) -> tuple[str, str] | None:
+    """Judge one link. `limit` is the GPU below an upstream bridge: a bridge only has to
+    run as fast and as wide as the GPU can (a Gen5 switch port feeding a Gen4 device
+    shows "downgraded" and is fine)."""
     cs, ss, cw, sw = d.get("cap_speed"), d.get("sta_speed"), d.get("cap_width"), d.get("sta_width")
     if None in (cs, ss, cw, sw):
         return None
+    if limit is not None:
+        cs = min(cs, limit.get("cap_speed") or cs)
+        cw = min(cw, limit.get("cap_width") or cw)
     if sw < cw:
         return "fail", f"{label} x{sw} of x{cw} at {ss:g} GT/s (max {cs:g} GT/s)"
     if ss < cs:
@@ -831,14 +839,14 @@ def check_pcie(facts: dict[str, Any]) -> Check:
         seen = 0
         while bus in by_secondary and seen < 8:
             br = by_secondary[bus]
-            uf = _link_finding(f"  upstream {br['bdf']} ({br['description'][:40]})", br)
+            uf = _link_finding(f"  upstream {br['bdf']} ({br['description'][:40]})", br, g)
             if uf and uf[0] != "pass":
                 findings.append(uf)
             bus = int(br["bdf"].split(":")[1], 16)
             seen += 1
     for g in gpus:
         for up in g.get("upstream", []):
-            uf = _link_finding(f"  upstream {up['bdf']} of GPU {g['bdf']}", up)
+            uf = _link_finding(f"  upstream {up['bdf']} of GPU {g['bdf']}", up, g)
             if uf and uf[0] != "pass":
                 findings.append(uf)
     replay = [

@@ -160,7 +160,8 @@ def check_rocm(
     if mm and os_id:
         row = table["rocm_os"].get(mm)
         supported = (row or {}).get(os_id.lower())
-        osv = major_minor(os_version) if os_version else None
+        m = re.match(r"\d+(?:\.\d+)?", os_version or "")
+        osv = m.group(0) if m else None  # "22.04.4" -> "22.04" (keep the leading zero)
         if row is None or supported is None:
             out.append(
                 (

@@ -83,10 +83,41 @@ def scan_pci(probe: Probe) -> list[dict[str, Any]]:
             "numa_node": int(numa) if numa and re.fullmatch(r"-?\d+", numa) else None,
             "iommu_group_type": iommu_type,
         }
+        dev["upstream"] = _upstream_links(probe, d)
         ras = _amdgpu_ras(probe, d)
         if ras:
             dev["ras"] = ras
         out.append(dev)
+    return out
+
+
+_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def _upstream_links(probe: Probe, d: Path) -> list[dict[str, Any]]:
+    """Link state of the bridges above a device (switch ports, root port): the device's
+    sysfs directory sits inside its parents' directories under /sys/devices."""
+    out: list[dict[str, Any]] = []
+    try:
+        real = d.resolve()
+    except OSError:
+        return out
+    for parent in real.parents:
+        if not _BDF.fullmatch(parent.name):
+            if parent.name.startswith("pci"):
+                break
+            continue
+        w, mw = probe.read(parent / "current_link_width"), probe.read(parent / "max_link_width")
+        out.append(
+            {
+                "bdf": parent.name,
+                "description": "bridge",
+                "sta_speed": parse_link_speed(probe.read(parent / "current_link_speed")),
+                "cap_speed": parse_link_speed(probe.read(parent / "max_link_speed")),
+                "sta_width": int(w) if w and w.isdigit() else None,
+                "cap_width": int(mw) if mw and mw.isdigit() else None,
+            }
+        )
     return out
 
 

@@ -1,0 +1,134 @@
+"""`accelbench doctor` end to end: on this GPU-less machine and on the captured fixtures."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from accelbench.cli.doctor import register
+
+FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "doctor"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_app() -> typer.Typer:
+    # The same registration the real entry point does (accelbench.cli.main), without the
+    # other command groups, so this test depends only on the doctor.
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    register(app)
+    return app
+
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(make_app(), list(args), env={"COLUMNS": "160"})
+
+
+def test_main_registers_the_doctor():
+    text = (ROOT / "src/accelbench/cli/main.py").read_text()
+    assert re.search(r'^\s+"accelbench\.cli\.doctor",$', text, re.M)
+
+
+def test_doctor_on_this_machine_exits_0_with_a_clear_summary():
+    r = invoke("doctor")
+    assert r.exit_code == 0, r.output
+    assert "Accelerators" in r.output
+    last = [ln for ln in r.output.splitlines() if ln.startswith("doctor:")][-1]
+    assert "0 fail" in last
+    assert "no NVIDIA or AMD accelerator found" in r.output
+
+
+def test_doctor_json_on_this_machine():
+    r = invoke("doctor", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["ok"] is True and data["counts"]["fail"] == 0
+    by_id = {c["id"]: c for c in data["checks"]}
+    assert by_id["inventory.accelerators"]["status"] == "n/a"
+    for cid in ("pcie.links", "memory.ecc", "compat.cuda", "compat.rocm", "gpu.idle"):
+        assert by_id[cid]["status"] == "n/a", cid
+
+
+def test_doctor_on_the_xid_log_fails_with_exit_1():
+    log = (
+        FIX
+        / "kernel-log__nvidia-hgx-dell-xe9680__xid119-gsp-rpc-timeout__kernel5.15__dmesg-ctime.log"
+    )
+    r = invoke("doctor", "--kernel-log", str(log))
+    assert r.exit_code == 1
+    assert "Xid 119: GSP RPC timeout x5 (critical)" in r.output
+    assert "failing: kernel.log" in r.output
+    j = json.loads(invoke("doctor", "--kernel-log", str(log), "--json").output)
+    kl = next(c for c in j["checks"] if c["id"] == "kernel.log")
+    assert kl["status"] == "fail" and kl["data"]["events"][0]["code"] == 119
+
+
+def test_doctor_on_nvidia_captures():
+    lspci = FIX / "lspci_vvv__nvidia-h100-sxm5-x8-hgx__full-host.txt"
+    smi = FIX / "nvidia-smi__nvidia-h100-sxm5-80gb-x8__drv565.57.01_cuda12.7.txt"
+    topo = FIX / "nvidia-smi_topo_m__nvidia-h100-x8-nv18__tabs-expanded-no-legend.txt"
+    r = invoke(
+        "doctor", "--json", "--lspci", str(lspci), "--nvidia-smi", str(smi),
+        "--nvidia-topo", str(topo),
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    by_id = {c["id"]: c for c in json.loads(r.output)["checks"]}
+    assert by_id["inventory.agreement"]["status"] == "pass"
+    assert by_id["pcie.links"]["status"] == "pass"
+    assert by_id["versions.driver"]["summary"].startswith("NVIDIA driver 565.57.01")
+
+
+def test_doctor_on_amd_captures():
+    static = (
+        FIX / "amd-smi_static_json__amd-mi300x-oam-x8-sriov-vf__rocm7.2.1_amdgpu6.16.13__root.json"
+    )
+    version = FIX / "amd-smi_version_json__amdsmi26.2.2_rocm7.2.1_amdgpu6.16.13__root.json"
+    r = invoke("doctor", "--amd-smi", str(static), "--amd-smi", str(version), "--json")
+    assert r.exit_code == 0, r.output
+    by_id = {c["id"]: c for c in json.loads(r.output)["checks"]}
+    assert by_id["compat.rocm"]["status"] == "pass"
+    assert by_id["inventory.accelerators"]["summary"].startswith("8 AMD")
+
+
+def test_missing_capture_file_is_a_clean_error():
+    r = invoke("doctor", "--kernel-log", "/nonexistent/k.log")
+    assert r.exit_code != 0
+    assert "kernel log file not found" in str(r.exception)
+
+
+def test_weights_write_and_verify(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "a.safetensors").write_bytes(b"a" * 100000)
+    (model / "config.json").write_text("{}")
+    r = invoke("doctor", "weights", str(model), "--write-manifest")
+    assert r.exit_code == 0, r.output
+    assert "2 files" in r.output
+    manifest = model / "accelbench-manifest.json"
+    r = invoke("doctor", "weights", str(model), "--verify", str(manifest))
+    assert r.exit_code == 0 and "ok" in r.output
+    (model / "a.safetensors").write_bytes(b"b" * 100000)
+    r = invoke("doctor", "weights", str(model), "--verify", str(manifest))
+    assert r.exit_code == 1
+    assert "content differs (altered / corrupted): a.safetensors" in r.output
+    j = json.loads(
+        invoke("doctor", "weights", str(model), "--verify", str(manifest), "--json").output
+    )
+    assert j["hash_mismatch"] == ["a.safetensors"] and j["ok"] is False
+
+
+def test_weights_needs_exactly_one_mode(tmp_path):
+    r = invoke("doctor", "weights", str(tmp_path))
+    assert r.exit_code != 0
+    assert "exactly one of --write-manifest or --verify" in str(r.exception)
