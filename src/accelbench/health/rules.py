@@ -45,7 +45,7 @@ class HealthConfig:
     pcie_replay_burst: int = 100
     growth_min_points: int = 10
     growth_min_bytes: float = 64 * 1024**2
-    growth_min_fraction: float = 0.02
+    growth_min_fraction: float = 0.005
     growth_confidence: float = 0.95
     power_tolerance: float = 0.05
     power_over_fraction: float = 0.10

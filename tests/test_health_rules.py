@@ -1,0 +1,266 @@
+"""Health rules on synthetic series with known slopes and thresholds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelbench.health.rules import HealthConfig, evaluate
+from accelbench.health.slope import linear_trend
+from accelbench.telemetry.schema import new_row
+
+S = 1_000_000_000
+MiB = 1024**2
+GiB = 1024**3
+
+
+def gpu(t: float, **kw):
+    base = dict(
+        t_ns=int(t * S),
+        source="test",
+        kind="gpu",
+        vendor="nvidia",
+        model="H100",
+        device_index=0,
+        bus_id="0000:01:00.0",
+        uuid="GPU-1",
+    )
+    base.update(kw)
+    return new_row(**base)
+
+
+def host(t: float, **kw):
+    return new_row(t_ns=int(t * S), source="host", kind="host", **kw)
+
+
+def rules_of(result, rule=None, severity=None):
+    return [
+        f
+        for f in result["findings"]
+        if (rule is None or f["rule"] == rule) and (severity is None or f["severity"] == severity)
+    ]
+
+
+# ---------------------------------------------------------------------------- slope
+
+
+def test_linear_trend_recovers_a_known_slope():
+    rng = np.random.default_rng(0)
+    t = np.arange(200.0)
+    y = 5.0 + 2.0 * t + rng.normal(0, 3.0, t.size)
+    tr = linear_trend(t, y)
+    assert tr.ci_low < 2.0 < tr.ci_high
+    assert tr.slope == pytest.approx(2.0, abs=0.05)
+    assert tr.n == 200 and tr.duration_s == 199.0
+    assert tr.growth == pytest.approx(tr.slope * 199.0)
+
+
+def test_linear_trend_flat_series_interval_contains_zero():
+    rng = np.random.default_rng(1)
+    t = np.arange(100.0)
+    tr = linear_trend(t, 1000.0 + rng.normal(0, 5.0, t.size))
+    assert tr.ci_low < 0.0 < tr.ci_high
+
+
+def test_linear_trend_degenerate():
+    assert linear_trend([1, 2], [1, 2]) is None
+    assert linear_trend([1, 1, 1], [1, 2, 3]) is None
+    tr = linear_trend([0, 1, 2, 3], [0, 1, 2, 3])  # exact line: zero-width interval
+    assert tr.slope == pytest.approx(1.0) and tr.ci_low == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------- memory growth
+
+
+def test_gpu_memory_leak_is_found_with_its_slope():
+    rng = np.random.default_rng(2)
+    rows = [
+        gpu(t, mem_used_bytes=10 * GiB + t * MiB + rng.normal(0, 2 * MiB), mem_total_bytes=80 * GiB)
+        for t in range(120)
+    ]
+    res = evaluate(rows)
+    (f,) = rules_of(res, "memory_growth")
+    assert f["severity"] == "warn" and res["verdict"] == "warn"
+    tr = f["trend"]
+    assert tr["ci_low"] < MiB < tr["ci_high"]  # 1 MiB/s, inside the interval
+    assert tr["slope"] == pytest.approx(MiB, rel=0.05)
+    assert "MiB/min" in f["message"]
+
+
+def test_flat_gpu_memory_is_not_a_leak():
+    rng = np.random.default_rng(3)
+    rows = [gpu(t, mem_used_bytes=10 * GiB + rng.normal(0, 50 * MiB)) for t in range(120)]
+    assert rules_of(evaluate(rows), "memory_growth") == []
+
+
+def test_small_growth_below_threshold_is_ignored():
+    # 0.1 MiB/s over 120 s = 12 MiB < 64 MiB
+    rows = [gpu(t, mem_used_bytes=10 * GiB + t * 0.1 * MiB) for t in range(120)]
+    assert rules_of(evaluate(rows), "memory_growth") == []
+    cfg = HealthConfig(growth_min_bytes=8 * MiB, growth_min_fraction=0.0)
+    assert len(rules_of(evaluate(rows, config=cfg), "memory_growth")) == 1
+
+
+def test_too_few_points_no_verdict_on_growth():
+    rows = [gpu(t, mem_used_bytes=10 * GiB + t * 100 * MiB) for t in range(5)]
+    assert rules_of(evaluate(rows), "memory_growth") == []
+
+
+def test_server_rss_growth():
+    rows = [host(t, proc_rss_bytes=500 * MiB + t * 2 * MiB) for t in range(60)]
+    (f,) = rules_of(evaluate(rows), "memory_growth")
+    assert f["device"] == "host" and "server RSS" in f["message"]
+    assert f["trend"]["slope"] == pytest.approx(2 * MiB)
+
+
+# ---------------------------------------------------------------------------- temperature
+
+
+@pytest.mark.parametrize("peak,expected", [(80, None), (90, "warn"), (92, "warn"), (95, "fail")])
+def test_temperature_against_slowdown(peak, expected):
+    rows = [gpu(0, temp_gpu_c=60, temp_slowdown_c=95), gpu(1, temp_gpu_c=peak, temp_slowdown_c=95)]
+    found = rules_of(evaluate(rows), "temperature")
+    if expected is None:
+        assert found == []
+    else:
+        assert [f["severity"] for f in found] == [expected]
+        assert found[0]["limit_c"] == 95
+
+
+def test_memory_temperature_against_its_max():
+    rows = [gpu(0, temp_mem_c=93, temp_mem_max_c=95)]
+    (f,) = rules_of(evaluate(rows), "temperature")
+    assert f["severity"] == "warn" and "memory" in f["message"]
+
+
+def test_no_threshold_no_temperature_finding():
+    assert rules_of(evaluate([gpu(0, temp_gpu_c=105)]), "temperature") == []
+
+
+# ---------------------------------------------------------------------------- throttling
+
+
+def test_throttle_from_violation_counters():
+    # 0.5 s of power capping per 1 s over 10 s: 50 % of the window
+    rows = [gpu(t, throttle_power_s=100 + 0.5 * t, throttle_thermal_s=0.0) for t in range(11)]
+    (f,) = rules_of(evaluate(rows), "throttle")
+    assert f["fraction"] == pytest.approx(0.5)
+    assert f["severity"] == "warn"
+
+
+def test_throttle_counters_below_threshold():
+    rows = [gpu(t, throttle_power_s=0.01 * t, throttle_thermal_s=0.0) for t in range(11)]
+    assert rules_of(evaluate(rows), "throttle") == []
+
+
+@pytest.mark.parametrize("n_active,found", [(1, False), (3, True)])
+def test_throttle_from_sampled_reasons(n_active, found):
+    rows = [
+        gpu(
+            t,
+            throttle_mask=4 if t < n_active else 1,
+            throttle_reasons="sw_power_cap" if t < n_active else "",
+        )
+        for t in range(20)
+    ]
+    res = rules_of(evaluate(rows), "throttle")
+    assert bool(res) is found
+    if found:
+        assert res[0]["fraction"] == pytest.approx(3 / 20)
+        assert res[0]["reasons"] == ["sw_power_cap"]
+
+
+def test_idle_is_not_throttling():
+    rows = [gpu(t, throttle_mask=1, throttle_reasons="") for t in range(20)]
+    assert rules_of(evaluate(rows), "throttle") == []
+
+
+# ---------------------------------------------------------------------------- ECC
+
+
+def test_new_uncorrectable_ecc_fails():
+    rows = [gpu(0, ecc_uncorrected_volatile=0), gpu(1, ecc_uncorrected_volatile=1)]
+    res = evaluate(rows)
+    assert res["verdict"] == "fail"
+    assert rules_of(res, "ecc", "fail")[0]["delta"] == 1
+
+
+def test_ecc_delta_against_a_baseline():
+    baseline = [gpu(0, ecc_uncorrected_aggregate=5, ecc_corrected_aggregate=10)]
+    same = [gpu(10, ecc_uncorrected_aggregate=5, ecc_corrected_aggregate=10)]
+    assert evaluate(same, baseline=baseline)["verdict"] == "pass"
+    # old errors are not new errors
+    assert evaluate(same)["verdict"] == "pass"
+    more = [gpu(10, ecc_uncorrected_aggregate=6, ecc_corrected_aggregate=10)]
+    assert evaluate(more, baseline=baseline)["verdict"] == "fail"
+    burst = [gpu(10, ecc_uncorrected_aggregate=5, ecc_corrected_aggregate=150)]
+    res = evaluate(burst, baseline=baseline)
+    assert res["verdict"] == "warn" and rules_of(res, "ecc", "warn")[0]["delta"] == 140
+
+
+def test_row_remap_failure_and_pending():
+    assert evaluate([gpu(0, remapped_rows_failure=True)])["verdict"] == "fail"
+    assert evaluate([gpu(0, remapped_rows_pending=True)])["verdict"] == "warn"
+
+
+# ---------------------------------------------------------------------------- PCIe
+
+
+def test_pcie_width_below_max_warns():
+    res = evaluate([gpu(0, pcie_width=8, pcie_width_max=16)])
+    (f,) = rules_of(res, "pcie")
+    assert f["severity"] == "warn" and "x8" in f["message"]
+
+
+def test_pcie_gen_below_max_under_load_warns():
+    res = evaluate([gpu(0, pcie_gen=3, pcie_gen_max=5, util_gpu=0.9)])
+    assert rules_of(res, "pcie", "warn")[0]["gen"] == 3
+
+
+def test_pcie_gen_below_max_at_idle_is_info():
+    res = evaluate([gpu(0, pcie_gen=1, pcie_gen_max=4, util_gpu=0.0)])
+    assert res["verdict"] == "pass"
+    assert rules_of(res, "pcie", "info")
+
+
+def test_pcie_at_max_is_fine():
+    res = evaluate([gpu(0, pcie_gen=5, pcie_gen_max=5, pcie_width=16, pcie_width_max=16)])
+    assert res == {"verdict": "pass", "findings": []}
+
+
+def test_pcie_replay_burst():
+    res = evaluate([gpu(0, pcie_replay=10), gpu(1, pcie_replay=500)])
+    assert rules_of(res, "pcie", "warn")[0]["delta"] == 490
+
+
+# ---------------------------------------------------------------------------- power
+
+
+def test_power_above_limit():
+    rows = [gpu(t, power_w=760.0 if t % 2 else 650.0, power_limit_w=700.0) for t in range(10)]
+    (f,) = rules_of(evaluate(rows), "power")
+    assert f["peak_w"] == 760.0 and f["limit_w"] == 700.0
+
+
+def test_power_within_tolerance():
+    rows = [gpu(t, power_w=720.0, power_limit_w=700.0) for t in range(10)]  # +2.9 % < 5 %
+    assert rules_of(evaluate(rows), "power") == []
+
+
+# ---------------------------------------------------------------------------- window
+
+
+def test_window_limits_the_samples():
+    rows = [gpu(0, temp_gpu_c=99, temp_slowdown_c=95)] + [
+        gpu(t, temp_gpu_c=60, temp_slowdown_c=95) for t in range(10, 20)
+    ]
+    assert evaluate(rows)["verdict"] == "fail"
+    assert evaluate(rows, window=(10 * S, 20 * S))["verdict"] == "pass"
+
+
+def test_devices_are_judged_separately():
+    a = [gpu(t, uuid="GPU-a", ecc_uncorrected_volatile=0) for t in range(3)]
+    b = [gpu(t, uuid="GPU-b", ecc_uncorrected_volatile=t, device_index=1) for t in range(3)]
+    res = evaluate(a + b)
+    (f,) = rules_of(res, "ecc")
+    assert "GPU 1" in f["device"]
