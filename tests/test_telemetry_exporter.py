@@ -1,0 +1,202 @@
+"""The Prometheus exporter scraped over loopback and parsed back with prometheus_client's
+parser; the monitor's alerting (command without a shell, webhook) on state changes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from accelbench.telemetry.exporter import Exporter
+from accelbench.telemetry.monitor import Monitor, post_webhook, run_alert_command
+from accelbench.telemetry.parsers import parse_dcgm_prometheus, parse_server_metrics
+from accelbench.telemetry.schema import new_row
+from accelbench.telemetry.sources import Source
+
+FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
+L4 = FIX / "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom"
+
+
+def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def value(samples, name, **labels):
+    hits = [v for lab, v in samples[name] if all(lab.get(k) == x for k, x in labels.items())]
+    assert len(hits) == 1, (name, labels, samples.get(name))
+    return hits[0]
+
+
+@pytest.mark.skipif(not L4.exists(), reason="fixtures not found")
+def test_exporter_scraped_over_loopback():
+    rows = parse_dcgm_prometheus(L4.read_text(), t_ns=1)
+    rows.append(
+        new_row(
+            t_ns=1,
+            kind="host",
+            cpu_util=0.25,
+            host_mem_used_bytes=2 * 1024**3,
+            host_mem_total_bytes=8 * 1024**3,
+            proc_rss_bytes=123456789,
+        )
+    )
+    rows += parse_server_metrics(
+        "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 77\n"
+        "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 3\n",
+        t_ns=1,
+    )
+    health = {
+        "verdict": "warn",
+        "findings": [{"rule": "pcie", "severity": "warn", "device": "x", "message": "m"}],
+    }
+    exp = Exporter(port=0)  # default host: loopback
+    port = exp.start()
+    try:
+        assert exp.host == "127.0.0.1"
+        assert exp._server.server_address[0] == "127.0.0.1"
+        exp.update(rows, health)
+        s = scrape(port)
+    finally:
+        exp.stop()
+    names = set(s)
+    assert all(n.startswith("accelbench_") for n in names)
+    gpu = {"model": "NVIDIA L4", "bus_id": "0000:31:00.0", "vendor": "nvidia", "device": "0"}
+    assert value(s, "accelbench_gpu_power_watts", **gpu) == pytest.approx(16.365)
+    assert value(s, "accelbench_gpu_energy_joules_total", **gpu) == pytest.approx(4742.776)
+    assert value(s, "accelbench_gpu_temperature_celsius", sensor="gpu") == 31.0
+    assert value(s, "accelbench_gpu_clock_hertz", clock="sm") == 210e6
+    assert value(s, "accelbench_gpu_memory_total_bytes") == 23033 * 1024**2
+    assert value(s, "accelbench_gpu_pcie_replays_total") == 0.0
+    assert value(s, "accelbench_host_cpu_utilization_ratio") == 0.25
+    assert value(s, "accelbench_server_process_resident_memory_bytes") == 123456789
+    assert value(s, "accelbench_server_generation_tokens_total", engine="llamacpp") == 77
+    assert value(s, "accelbench_server_requests_running", engine="llamacpp") == 3
+    assert value(s, "accelbench_health_status") == 1.0
+    assert value(s, "accelbench_health_findings", rule="pcie", severity="warn") == 1.0
+    # columns the source did not give are absent, not zero
+    assert "accelbench_gpu_power_limit_watts" not in names
+
+
+def test_exporter_before_any_sample_serves_nothing_but_is_up():
+    exp = Exporter(port=0)
+    port = exp.start()
+    try:
+        assert scrape(port) == {}
+    finally:
+        exp.stop()
+
+
+# ---------------------------------------------------------------------------- monitor
+
+
+class ScriptedSource(Source):
+    """A source that replays prepared rows (the GPU a CI machine lacks)."""
+
+    name = "scripted"
+
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        self.script = script
+        self.i = 0
+
+    def probe(self) -> str | None:
+        return None
+
+    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+        kw = self.script[min(self.i, len(self.script) - 1)]
+        self.i += 1
+        return [new_row(t_ns=t_ns, kind="gpu", vendor="nvidia", uuid="GPU-x", device_index=0, **kw)]
+
+
+OK = {"temp_gpu_c": 60.0, "temp_slowdown_c": 95.0}
+HOT = {"temp_gpu_c": 96.0, "temp_slowdown_c": 95.0}
+
+
+class Hook(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Hook.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook():
+    Hook.received = []
+    srv = HTTPServer(("127.0.0.1", 0), Hook)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/hook", Hook.received
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_monitor_alerts_on_state_changes(tmp_path, webhook):
+    url, received = webhook
+    log = tmp_path / "alerts.log"
+    marker = tmp_path / "pwned"
+    script = (
+        "import json, os, sys\n"
+        "ev = json.load(sys.stdin)\n"
+        "open(sys.argv[1], 'a').write(os.environ['ACCELBENCH_PREVIOUS_VERDICT'] + '->' "
+        "+ ev['verdict'] + ' ' + sys.argv[2] + '\\n')\n"
+    )
+    # the last argument would create a file if it went through a shell
+    argv = [sys.executable, "-c", script, str(log), f"$(touch {marker})"]
+    exp = Exporter(port=0)
+    port = exp.start()
+    try:
+        mon = Monitor(
+            [ScriptedSource([OK, OK, HOT, HOT, OK])],
+            interval_s=0.01,
+            window_s=0.0,  # judge each sample alone
+            alert_cmd=argv,
+            webhook=url,
+            exporter=exp,
+        )
+        mon.run(iterations=3)
+        assert value(scrape(port), "accelbench_health_status") == 2.0
+        mon.run(iterations=2)
+        assert value(scrape(port), "accelbench_health_status") == 0.0
+    finally:
+        exp.stop()
+    assert [(e["previous"], e["verdict"]) for e in mon.events] == [
+        ("pass", "fail"),
+        ("fail", "pass"),
+    ]
+    lines = log.read_text().splitlines()
+    assert lines == [f"pass->fail $(touch {marker})", f"fail->pass $(touch {marker})"]
+    assert not marker.exists()
+    assert [(e["previous"], e["verdict"]) for e in received] == [("pass", "fail"), ("fail", "pass")]
+    assert received[0]["findings"][0]["rule"] == "temperature"
+
+
+def test_monitor_first_bad_state_alerts():
+    mon = Monitor([ScriptedSource([HOT])], interval_s=0.01)
+    mon.tick()
+    assert [(e["previous"], e["verdict"]) for e in mon.events] == [(None, "fail")]
+    mon.tick()
+    assert len(mon.events) == 1  # no change, no new alert
+
+
+def test_alert_failures_do_not_raise(tmp_path):
+    assert run_alert_command([str(tmp_path / "missing-binary")], {"verdict": "fail"}) is None
+    assert run_alert_command([sys.executable, "-c", "raise SystemExit(3)"], {}) == 3
+    assert post_webhook("http://127.0.0.1:9/nothing", {"verdict": "fail"}, timeout_s=1) is None
