@@ -467,3 +467,333 @@ def find_run_dirs(root: str | Path) -> list[Path]:
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+# ----------------------------------------------------------------------------- store
+
+RUN_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("run_id", pa.string()),
+    ("path", pa.string()),
+    ("sweep", pa.string()),
+    ("source", pa.string()),
+    ("status", pa.string()),
+    ("started_at", pa.string()),
+    ("label", pa.string()),
+    ("model", pa.string()),
+    ("endpoint", pa.string()),
+    ("mode", pa.string()),
+    ("concurrency", pa.int64()),
+    ("rate", pa.float64()),
+    ("gpus", pa.int64()),
+    ("isl", pa.int64()),
+    ("osl", pa.int64()),
+    ("dataset", pa.string()),
+    ("completed", pa.int64()),
+    ("failed", pa.int64()),
+    ("duration_s", pa.float64()),
+    ("requests_per_s", pa.float64()),
+    ("output_tps", pa.float64()),
+    ("total_tps", pa.float64()),
+    ("output_tps_per_gpu", pa.float64()),
+    ("total_tps_per_gpu", pa.float64()),
+    ("interactivity", pa.float64()),
+    ("ttft_p50_ms", pa.float64()),
+    ("ttft_p99_ms", pa.float64()),
+    ("tpot_p50_ms", pa.float64()),
+    ("tpot_p99_ms", pa.float64()),
+    ("e2e_p50_ms", pa.float64()),
+    ("e2e_p99_ms", pa.float64()),
+    ("error_rate", pa.float64()),
+    ("problems", pa.string()),
+)
+RUNS_SCHEMA = pa.schema(list(RUN_FIELDS))
+
+
+def run_row(r: RunInfo) -> dict[str, Any]:
+    """One flat row of key figures for the ``runs`` view."""
+    wl = r.workload()
+    sweep_dir = r.path.parent
+    row: dict[str, Any] = {
+        "run_id": r.run_id,
+        "path": str(r.path),
+        "sweep": sweep_dir.name if (sweep_dir / "sweep.json").exists() else None,
+        "source": str(dig(r.run, "source", "tool") or "accelbench"),
+        "status": r.status,
+        "started_at": r.run.get("started_at"),
+        "label": r.config.get("label"),
+        "model": wl.get("model"),
+        "endpoint": wl.get("endpoint"),
+        "mode": "rate" if r.rate is not None else "concurrency",
+        "concurrency": r.concurrency,
+        "rate": r.rate,
+        "gpus": r.gpus,
+        "isl": wl.get("isl"),
+        "osl": wl.get("osl"),
+        "dataset": wl.get("dataset"),
+        "completed": dig(r.summary, "counts", "completed"),
+        "failed": dig(r.summary, "counts", "failed"),
+        "duration_s": dig(r.summary, "window", "duration_s"),
+        "problems": "; ".join(r.problems) or None,
+    }
+    for k in (
+        "requests_per_s", "output_tps", "total_tps", "output_tps_per_gpu", "total_tps_per_gpu",
+        "interactivity", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
+        "e2e_p50_ms", "e2e_p99_ms", "error_rate",
+    ):  # fmt: skip
+        row[k] = r.figure(k) if r.summary else None
+    for name, typ in RUN_FIELDS:  # coerce to the column types
+        v = row.get(name)
+        if v is None:
+            continue
+        try:
+            if pa.types.is_integer(typ):
+                row[name] = int(v)
+            elif pa.types.is_floating(typ):
+                row[name] = float(v)
+            else:
+                row[name] = str(v)
+        except (TypeError, ValueError):
+            row[name] = None
+    return row
+
+
+def list_runs(root: str | Path) -> list[RunInfo]:
+    return [load_run(p) for p in find_run_dirs(root)]
+
+
+def open_store(root: str | Path) -> Any:
+    """An in-memory DuckDB connection with two views over every run under ``root``:
+    ``runs`` (one row per run, RUN_FIELDS) and ``requests`` (every requests.parquet row,
+    REQUEST_SCHEMA columns, plus ``run_id``)."""
+    import duckdb
+
+    runs = list_runs(root)
+    con = duckdb.connect(database=":memory:")
+    rows = [run_row(r) for r in runs]
+    con.register("_runs_tbl", pa.Table.from_pylist(rows, schema=RUNS_SCHEMA))
+    con.execute("CREATE VIEW runs AS SELECT * FROM _runs_tbl")
+    files = [
+        (str((r.path / "requests.parquet").resolve()), r.run_id) for r in runs if r.has_requests
+    ]
+    if files:
+        con.register(
+            "_req_files",
+            pa.table({"file": [f for f, _ in files], "run_id": [i for _, i in files]}),
+        )
+        lst = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f, _ in files) + "]"
+        con.execute(
+            "CREATE VIEW requests AS SELECT m.run_id, r.* EXCLUDE (filename) FROM "
+            f"read_parquet({lst}, filename=true, union_by_name=true) r "
+            "JOIN _req_files m ON r.filename = m.file"
+        )
+    else:
+        empty = pa.schema([("run_id", pa.string()), *REQUEST_SCHEMA]).empty_table()
+        con.register("_req_empty", empty)
+        con.execute("CREATE VIEW requests AS SELECT * FROM _req_empty")
+    return con
+
+
+def query_runs(root: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one SQL statement over the ``runs`` and ``requests`` views."""
+    import duckdb
+
+    con = open_store(root)
+    try:
+        cur = con.execute(sql)
+        cols = [d[0] for d in cur.description] if cur.description else []
+        return cols, cur.fetchall()
+    except duckdb.Error as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AccelbenchError(f"query failed: {msg}") from None
+    finally:
+        con.close()
+
+
+# ----------------------------------------------------------------------------- vLLM import
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, int | float):
+        return float(x)
+    if isinstance(x, str):
+        try:
+            return float(x)
+        except ValueError:
+            return None
+    return None
+
+
+def import_vllm(
+    result_file: str | Path,
+    results_root: str | Path,
+    *,
+    gpus: int = 1,
+    isl: int | None = None,
+    osl: int | None = None,
+    dataset: str | None = None,
+    label: str | None = None,
+) -> Path:
+    """Turn a ``vllm bench serve --save-result`` JSON file into a run directory in our
+    format. Per-request figures come from its per-request lists (``input_lens``,
+    ``output_lens``, ``ttfts``, ``itls``, ``errors``, ``start_times`` where present); what
+    the file does not hold is listed under ``absent`` in run.json and summary.json."""
+    src = Path(result_file)
+    try:
+        d = json.loads(src.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AccelbenchError(f"{src}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise AccelbenchError(f"{src}: not a JSON file ({exc})") from None
+    if not isinstance(d, dict) or not ({"completed", "request_throughput"} <= d.keys()):
+        raise AccelbenchError(
+            f"{src}: not a vllm bench serve result (no 'completed' / 'request_throughput')"
+        )
+    absent: list[str] = []
+    in_lens = d.get("input_lens") or []
+    out_lens = d.get("output_lens") or []
+    ttfts = d.get("ttfts") or []
+    itls = d.get("itls") or []
+    errors = d.get("errors") or []
+    starts = d.get("start_times") or []
+    n = len(in_lens) or len(ttfts)
+    if isinstance(out_lens, list) and len(out_lens) != n:
+        out_lens = []
+    if n == 0:
+        absent.append("per-request records (the file has no input_lens / ttfts lists)")
+    okl = [
+        (not errors[i]) if len(errors) == n else bool(out_lens and out_lens[i]) for i in range(n)
+    ]
+    if len(ttfts) == n:
+        ttft_l = ttfts
+    elif len(ttfts) == sum(okl):  # some versions list successful requests only
+        it = iter(ttfts)
+        ttft_l = [next(it) if k else None for k in okl]
+    else:
+        ttft_l = [None] * n
+        absent.append("ttft per request")
+    itl_l = itls if len(itls) == n and all(isinstance(x, list) for x in itls) else None
+    if itl_l is None and n:
+        absent.append("inter-token gaps per request (e2e, tpot unknown per request)")
+    has_start = len(starts) == n and n > 0
+    if not has_start:
+        absent += ["t_send/t_first/t_last (no start_times)", "timeline"]
+    rows = []
+    for i in range(n):
+        rec: dict[str, Any] = {"idx": i, "request_id": f"vllm-{i}", "ok": bool(okl[i])}
+        rec["isl"] = int(in_lens[i]) if i < len(in_lens) and in_lens[i] is not None else None
+        rec["isl_source"] = "vllm_result"
+        o = out_lens[i] if out_lens else None
+        rec["osl"] = int(o) if o is not None and okl[i] else None
+        rec["osl_source"] = "vllm_result"
+        rec["error"] = (errors[i] or None) if len(errors) == n else None
+        if not okl[i]:
+            rec["error_kind"] = "client_exception"
+        tt = _num(ttft_l[i])
+        if tt is not None and okl[i]:
+            rec["ttft_ms"] = tt * 1000
+            if itl_l is not None:
+                gaps = [float(g) for g in itl_l[i]]
+                e2e = tt + sum(gaps)
+                rec["e2e_ms"] = e2e * 1000
+                if rec["osl"]:
+                    rec["ntpot_ms"] = rec["e2e_ms"] / rec["osl"]
+                    if rec["osl"] >= 2:
+                        rec["tpot_ms"] = (rec["e2e_ms"] - rec["ttft_ms"]) / (rec["osl"] - 1)
+                if has_start:
+                    s0 = int(float(starts[i]) * 1e9)
+                    ct = [s0 + int(tt * 1e9)]
+                    for g in gaps:
+                        ct.append(ct[-1] + int(g * 1e9))
+                    rec.update(t_sched=s0, t_send=s0, t_first=ct[0], t_last=ct[-1], chunk_times=ct)
+                    rec["n_chunks"] = len(ct)
+        rows.append(rec)
+    cols = {f.name: [r.get(f.name) for r in rows] for f in REQUEST_SCHEMA}
+    table = pa.Table.from_pydict(cols, schema=REQUEST_SCHEMA)
+
+    rate = _num(d.get("request_rate"))
+    conc = d.get("max_concurrency")
+    model = d.get("model_id") or d.get("model")
+    if isl is None or osl is None:
+        absent.append("workload ISL/OSL (pass --isl/--osl to declare them)")
+    cfg = {
+        "url": None,
+        "model": model,
+        "endpoint": d.get("endpoint_type") or d.get("backend"),
+        "concurrency": int(conc) if isinstance(conc, int | float) else None,
+        "rate": rate if rate is not None and math.isfinite(rate) else None,
+        "num_requests": d.get("num_prompts") or n,
+        "gpus": gpus,
+        "label": label,
+        "workload": {"isl": isl, "osl": osl, "dataset": dataset},
+    }
+    if cfg["concurrency"] is None and cfg["rate"] is None and n:
+        cfg["concurrency"] = None  # request rate inf and no cap: all at once
+    summary = summarize_table(
+        table,
+        gpus=gpus,
+        mode="rate" if cfg["rate"] is not None else "concurrency",
+        target_concurrency=cfg["concurrency"],
+        requested_rate=cfg["rate"],
+    )
+    dur = _num(d.get("duration"))
+    if summary["window"]["duration_s"] == 0 and dur:
+        summary["window"] = {"start_ns": None, "end_ns": None, "duration_s": dur}
+        g = max(1, gpus)
+        it_ = _num(d.get("total_input_tokens")) or 0.0
+        ot = _num(d.get("total_output_tokens")) or 0.0
+        summary["throughput"] = {
+            "requests_per_s": _num(d.get("request_throughput")),
+            "input_tokens_per_s": it_ / dur,
+            "output_tokens_per_s": _num(d.get("output_throughput")) or ot / dur,
+            "total_tokens_per_s": _num(d.get("total_token_throughput")) or (it_ + ot) / dur,
+        }
+        for k in ("input", "output", "total"):
+            v = summary["throughput"][f"{k}_tokens_per_s"]
+            summary["throughput"][f"{k}_tokens_per_s_per_gpu"] = v / g if v else None
+        summary["tokens"] = {"input": it_, "output": ot}
+    for ours, theirs in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("e2e_ms", "e2el")):
+        if not summary["latency"][ours].get("count"):
+            st = {
+                "count": d.get("completed"),
+                "mean": _num(d.get(f"mean_{theirs}_ms")),
+                "std": _num(d.get(f"std_{theirs}_ms")),
+                "p50": _num(d.get(f"median_{theirs}_ms")),
+                "p99": _num(d.get(f"p99_{theirs}_ms")),
+            }
+            for p in (90, 95, 99.9):
+                st[f"p{p:g}"] = _num(d.get(f"p{p:g}_{theirs}_ms"))
+            summary["latency"][ours] = st
+            absent.append(f"{ours} per request (summary from the file's aggregates)")
+    if summary["interactivity"]["tok_s_user"] is None:
+        med = _num(d.get("median_tpot_ms")) or dig(summary, "latency", "tpot_ms", "p50")
+        summary["interactivity"]["tok_s_user"] = 1000.0 / med if med else None
+    summary["counts"]["completed"] = int(d.get("completed") or summary["counts"]["completed"])
+    if d.get("failed") is not None:
+        summary["counts"]["failed"] = int(d["failed"])
+    summary["source"] = {"tool": "vllm bench serve", "file": str(src)}
+    summary["absent"] = absent + ["steady_state", "client CPU and loop figures", "chunk tokens"]
+    summary["definitions"]["token_source"] = "vllm result file (input_lens / output_lens)"
+
+    run_id = label or f"vllm-{src.stem}"
+    out = Path(results_root) / run_id
+    if out.exists():
+        raise AccelbenchError(f"{out} exists already; pass another --label")
+    out.mkdir(parents=True)
+    pq.write_table(table, out / "requests.parquet")
+    write_json_atomic(
+        out / "run.json",
+        {
+            "schema": "accelbench.run/1",
+            "run_id": run_id,
+            "status": "completed",
+            "source": {"tool": "vllm bench serve", "file": str(src), "date": d.get("date")},
+            "config": cfg,
+            "server": {"models": [model] if model else []},
+            "started_at": d.get("date"),
+            "absent": absent,
+        },
+    )
+    write_json_atomic(out / "summary.json", summary)
+    return out
