@@ -141,7 +141,9 @@ def _parse_entry(
     figs: dict[str, Figure] = {}
     for key, fraw in (raw.get("figures") or {}).items():
         if key not in FIGURES:
-            close = difflib.get_close_matches(key, list(FIGURES), n=1)
+            close = [k for k in FIGURES if k.startswith(key)] or difflib.get_close_matches(
+                key, list(FIGURES), n=1
+            )
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise AccelbenchError(f"{where}: unknown figure {key!r}{hint}")
         if not isinstance(fraw, dict):

@@ -1,0 +1,160 @@
+"""Accelerator catalog: every FACTS.md accelerator, sourced figures, ranges, user files."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from accelbench.cost.catalog import (
+    find_accelerator,
+    host_template,
+    load_catalog,
+    parse_catalog,
+    shipped_catalog,
+)
+from accelbench.errors import AccelbenchError
+
+FACTS_IDS = (
+    "h100",
+    "h200",
+    "b200",
+    "gb200",
+    "b300",
+    "gb300",
+    "mi300x",
+    "mi325x",
+    "mi350x",
+    "mi355x",
+)
+
+
+def test_every_facts_accelerator_is_shipped():
+    cat = shipped_catalog()
+    assert set(FACTS_IDS) <= set(cat)
+    for aid in FACTS_IDS:
+        a = cat[aid]
+        for key in ("memory_gb", "memory_bw_tbs", "bf16_tflops", "fp8_tflops", "tdp_w"):
+            assert a.figure(key).value is not None, (aid, key)
+
+
+def test_every_figure_carries_source_date_and_status():
+    for a in shipped_catalog().values():
+        for key, f in a.figures.items():
+            assert f.source, (a.id, key)
+            assert f.date, (a.id, key)
+            assert f.status in ("confirmed", "estimate", "conflict", "unconfirmed")
+            assert a.source_title(key) and a.source_title(key) != f.source, (a.id, key)
+            if f.value is None:
+                assert f.status == "unconfirmed" or f.note, (a.id, key)
+
+
+def test_spot_values_from_facts():
+    cat = shipped_catalog()
+    assert cat["h100"].figure("fp8_tflops").value == 1979  # dense, not the sparse 3958
+    assert cat["h200"].figure("memory_bw_tbs").value == 4.8  # not 8 TB/s
+    assert cat["mi325x"].figure("memory_gb").value == 256  # not 192
+    assert cat["mi355x"].figure("memory_gb").value == 288
+    assert cat["mi355x"].figure("fp4_tflops").value == 10066
+    assert cat["mi300x"].figure("bf16_tflops").value == 1307.4
+    assert cat["gb300"].figure("fp4_tflops").value == 15000
+    assert cat["h100"].figure("fp4_tflops").value is None
+
+
+def test_conflicting_sources_are_kept_as_ranges():
+    cat = shipped_catalog()
+    mem = cat["b200"].figure("memory_gb")
+    assert (mem.status, mem.min, mem.max, mem.value) == ("conflict", 180, 192, 180)
+    bw = cat["b200"].figure("memory_bw_tbs")
+    assert (bw.min, bw.max) == (7.7, 8.0)
+    tdp = cat["b300"].figure("tdp_w")
+    assert (tdp.status, tdp.min, tdp.max) == ("conflict", 1100, 1400)
+    assert cat["mi350x"].figure("bf16_tflops").status == "estimate"  # "~2300"
+    # unknown figures say so rather than guessing
+    su = cat["h200"].figure("scale_up_gbs")
+    assert su.value is None and su.status == "unconfirmed"
+
+
+def test_lookup_by_alias_and_suggestions():
+    assert find_accelerator("NVIDIA H100 SXM").id == "h100"
+    assert find_accelerator("Instinct-MI300X").id == "mi300x"
+    with pytest.raises(AccelbenchError, match="did you mean: mi355x"):
+        find_accelerator("mi355")
+    with pytest.raises(AccelbenchError, match="unknown accelerator 'tpu-v9'"):
+        find_accelerator("tpu-v9")
+
+
+def _write(tmp_path, doc) -> str:
+    p = tmp_path / "cat.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    return str(p)
+
+
+def _user_doc(**figures):
+    figs = {
+        "memory_gb": 512,
+        "memory_bw_tbs": 0.4,
+        "bf16_tflops": 10,
+        "fp8_tflops": None,
+        **figures,
+    }
+    return {
+        "sources": {"me": {"title": "my measurements", "date": "2026-11"}},
+        "accelerators": {
+            "cpu-host": {
+                "name": "my CPU host",
+                "kind": "cpu",
+                "defaults": {"source": "me", "date": "2026-11", "status": "confirmed"},
+                "figures": {k: {"value": v} for k, v in figs.items()},
+            }
+        },
+    }
+
+
+def test_user_catalog_adds_a_cpu_host(tmp_path, monkeypatch):
+    monkeypatch.delenv("ACCELBENCH_CATALOG", raising=False)
+    path = _write(tmp_path, _user_doc())
+    cat = load_catalog([path])
+    a = find_accelerator("cpu-host", cat)
+    assert a.origin == path and a.require("memory_bw_tbs") == 0.4
+    assert a.source_title("memory_gb") == "my measurements"
+    # also through the environment variable
+    monkeypatch.setenv("ACCELBENCH_CATALOG", path)
+    assert "cpu-host" in load_catalog()
+
+
+def test_user_catalog_overrides_a_shipped_entry(tmp_path):
+    doc = _user_doc()
+    doc["accelerators"] = {"h100": doc["accelerators"]["cpu-host"]}
+    cat = load_catalog([_write(tmp_path, doc)])
+    assert cat["h100"].figure("memory_gb").value == 512
+
+
+@pytest.mark.parametrize(
+    "figures, message",
+    [
+        ({"memory_gb": -1}, "memory_gb value must not be negative"),
+        ({"memory_bw_tbs": 0}, "memory_bw_tbs: must be > 0"),
+        ({"memory_bw": 1.0}, "unknown figure 'memory_bw' .*did you mean memory_bw_tbs"),
+        ({"tdp_w": "lots"}, "tdp_w value must be a number"),
+    ],
+)
+def test_bad_user_catalog_names_the_field(tmp_path, figures, message):
+    with pytest.raises(AccelbenchError, match=message):
+        load_catalog([_write(tmp_path, _user_doc(**figures))])
+
+
+def test_missing_catalog_file(tmp_path):
+    with pytest.raises(AccelbenchError, match="catalog file not found"):
+        load_catalog([str(tmp_path / "missing.yaml")])
+
+
+def test_host_template_is_a_valid_catalog_with_unconfirmed_gaps():
+    text = host_template("my-host")
+    cat = parse_catalog(yaml.safe_load(text), "template")
+    a = cat["my-host"]
+    assert a.kind == "cpu"
+    assert a.figure("memory_gb").value > 0 and a.figure("memory_gb").status == "confirmed"
+    bw = a.figure("memory_bw_tbs")
+    assert bw.value is None and bw.status == "unconfirmed"
+    with pytest.raises(AccelbenchError, match="has no memory_bw_tbs"):
+        a.require("memory_bw_tbs")

@@ -1,0 +1,189 @@
+"""`accelbench cost` and `accelbench catalog` through the CLI (numbers asserted, no snapshots)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from accelbench.cli.cost import register
+from accelbench.errors import AccelbenchError
+
+
+def make_run(path, total, interactivity, gpus=8, concurrency=None, energy=None, isl=1000, osl=100):
+    """A minimal run directory: summary.json with the fields cost and plan read."""
+    path.mkdir(parents=True)
+    share_in = isl / (isl + osl)
+    s = {
+        "schema": "accelbench.summary/1",
+        "status": "completed",
+        "gpus": gpus,
+        "counts": {"planned": 100, "completed": 100, "failed": 0},
+        "throughput": {
+            "total_tokens_per_s_per_gpu": total,
+            "input_tokens_per_s_per_gpu": total * share_in,
+            "output_tokens_per_s_per_gpu": total * (1 - share_in),
+        },
+        "tokens": {"input": 100 * isl, "output": 100 * osl},
+        "interactivity": {"tok_s_user": interactivity, "tpot_statistic": "p50"},
+        "client": {"target_concurrency": concurrency},
+    }
+    if energy is not None:
+        s["energy"] = energy
+    (path / "summary.json").write_text(json.dumps(s))
+    return path
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    a = typer.Typer()
+
+    @a.callback()
+    def _root() -> None:  # keep sub-commands as sub-commands
+        pass
+
+    register(a)
+    return a
+
+
+def run(app, *args):
+    return CliRunner().invoke(app, list(args))
+
+
+def run_json(app, *args):
+    r = run(app, *args, "--json")
+    assert r.exit_code == 0, (r.output, r.exception)
+    return json.loads(r.output)
+
+
+def test_cost_reproduces_inferencex(app):
+    out = run_json(app, "cost", "mi355x:1369", "b200:1756", "--rates", "inferencex-2025-10")
+    mi, b2 = out["results"]
+    assert round(mi["usd_per_m_total_tokens"], 3) == 0.300
+    assert b2["usd_per_m_total_tokens"] == pytest.approx(0.309, abs=0.001)
+    assert mi["kw_per_gpu_all_in"] == 2.65 and b2["kw_per_gpu_all_in"] == 2.17
+    assert mi["j_per_token_provisioned"] == pytest.approx(2650 / 1369)
+    assert mi["tok_s_per_mw"] == pytest.approx(1369 * 1000 / 2.65)
+    assert out["ratios_vs_first"][0]["usd_per_m_total_tokens"] == pytest.approx(
+        (1.95 / 1756) / (1.48 / 1369)
+    )
+    assert any("inferencex-2025-10 owned" in a for a in mi["assumptions"])
+
+
+def test_cost_table_shows_ratio_and_assumptions(app):
+    r = run(app, "cost", "mi355x:1369", "b200:1756", "--rates", "inferencex-2025-10")
+    assert r.exit_code == 0, r.output
+    assert "0.3003" in r.output and "0.3085" in r.output
+    assert "b200 / mi355x" in r.output and "1.027x" in r.output
+    assert "Assumptions:" in r.output and "InferenceX" in r.output
+
+
+def test_cost_sweeps_side_by_side_at_target_interactivity(app, tmp_path):
+    for name, scale in (("mi355x", 1.0), ("b200", 0.8)):
+        for i, (tot, inter) in enumerate([(4000, 10), (3000, 20), (2000, 40), (800, 80)]):
+            make_run(tmp_path / name / f"c{i}", tot * scale, inter, energy={"j_per_token": 1.0})
+    out = run_json(
+        app,
+        "cost",
+        f"mi355x:{tmp_path / 'mi355x'}",
+        f"b200:{tmp_path / 'b200'}",
+        "-i",
+        "20",
+        "--rates",
+        "inferencex-2025-10",
+    )
+    mi, b2 = out["results"]
+    assert mi["total_tok_s_per_gpu"] == pytest.approx(3000)
+    assert b2["total_tok_s_per_gpu"] == pytest.approx(2400)
+    assert mi["usd_per_m_total_tokens"] == pytest.approx(1.48 / (3000 * 0.0036))
+    assert b2["usd_per_m_total_tokens"] == pytest.approx(1.95 / (2400 * 0.0036))
+    assert mi["j_per_token_measured"] == pytest.approx(1.0)
+    assert out["ratios_vs_first"][0]["total_tok_s_per_gpu"] == pytest.approx(0.8)
+
+
+def test_cost_of_a_run_directory_with_build_up_tco(app, tmp_path):
+    d = make_run(tmp_path / "r", 2000, 30)
+    out = run_json(
+        app,
+        "cost",
+        str(d),
+        "-a",
+        "h100",
+        "--capex",
+        "30000",
+        "--life-years",
+        "4",
+        "--cost-of-capital",
+        "0",
+        "--usd-per-kwh",
+        "0.1",
+        "--it-kw-per-gpu",
+        "1.0",
+        "--pue",
+        "1.2",
+    )
+    (r,) = out["results"]
+    usd = 30000 / 4 / 8760 + 1.0 * 1.2 * 0.1
+    assert r["tco_mode"] == "buildup" and r["usd_per_gpu_hour"] == pytest.approx(usd)
+    assert r["usd_per_m_total_tokens"] == pytest.approx(usd / (2000 * 0.0036))
+    assert r["usd_per_m_output_tokens"] == pytest.approx(usd / (2000 / 11 * 0.0036))
+    assert r["j_per_token_measured"] is None
+
+
+def test_cost_tco_file_overridden_by_options(app, tmp_path):
+    f = tmp_path / "tco.yaml"
+    f.write_text("usd_per_gpu_hour: 3.0\nkw_per_gpu: 2.0\n")
+    (r,) = run_json(app, "cost", "h200:1000", "--tco", str(f), "--usd-per-gpu-hour", "2.5")[
+        "results"
+    ]
+    assert r["usd_per_gpu_hour"] == 2.5 and r["kw_per_gpu_all_in"] == 2.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("cost", "mi35x:1000"), "did you mean: mi355x"),
+        (("cost", "1000"), "say which accelerator"),
+        (("cost", "h100:1000", "--usd-per-gpu-hour", "-1"), "usd_per_gpu_hour must not be"),
+        (("cost", "h100:0"), "must be > 0"),
+        (("cost", "mi350x:1000"), "no owned rate for mi350x"),
+    ],
+)
+def test_cost_bad_input(app, args, message):
+    r = run(app, *args)
+    assert isinstance(r.exception, AccelbenchError), r.output
+    assert message in str(r.exception)
+
+
+def test_cost_out_of_measured_range(app, tmp_path):
+    for i, (tot, inter) in enumerate([(4000, 10), (2000, 40)]):
+        make_run(tmp_path / "s" / f"c{i}", tot, inter)
+    r = run(app, "cost", f"b200:{tmp_path / 's'}", "-i", "90")
+    assert isinstance(r.exception, AccelbenchError)
+    assert "out of measured range" in str(r.exception)
+
+
+def test_catalog_commands(app, tmp_path):
+    r = run(app, "catalog", "list")
+    assert r.exit_code == 0 and "mi355x" in r.output and "[conflict]" in r.output
+    shown = run_json(app, "catalog", "show", "b200")
+    mem = shown["figures"]["memory_gb"]
+    assert (mem["min"], mem["max"], mem["status"]) == (180, 192, "conflict")
+    assert "InferenceX" in mem["source_title"]
+    r = run(app, "catalog", "show", "mi325x")
+    assert "Sources:" in r.output and "ROCm" in r.output
+    rates = run_json(app, "catalog", "rates")
+    assert rates["rate_sets"]["inferencex-2025-10"]["rates"]["mi355x"]["owned"] == 1.48
+    models = run_json(app, "catalog", "models")
+    kv = {m["id"]: m["kv_bytes_per_token_bf16"] for m in models}
+    assert kv["llama-3.1-70b"] == 327680 and kv["deepseek-v3"] == 70272
+    m = run_json(app, "catalog", "model", "gpt-oss-120b")
+    assert m["sliding_layers"] == 18 and m["source"]["config"].startswith("https://")
+    tpl = tmp_path / "host.yaml"
+    tpl.write_text(run(app, "catalog", "template").output)
+    listed = run_json(app, "catalog", "list", "--catalog", str(tpl))
+    assert listed["cpu-host"]["memory_bw_tbs"] is None
+    r = run(app, "catalog", "show", "h10")
+    assert isinstance(r.exception, AccelbenchError) and "did you mean" in str(r.exception)

@@ -1,0 +1,193 @@
+"""Model architectures: KV bytes, parameter counts, weight bytes, config.json parsing.
+
+Every expected number here is worked out by hand in the comments."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accelbench.errors import AccelbenchError
+from accelbench.plan.architecture import arch_from_config, load_config_file
+from accelbench.plan.models import find_model, model_catalog, resolve_model
+
+KIB = 1024
+
+
+def test_kv_bytes_llama_3_1_70b_is_320_kib_bf16():
+    # 2 (K and V) * 80 layers * 8 KV heads * 128 head dim * 2 bytes = 327,680 B = 320 KiB
+    a = find_model("llama-3.1-70b").arch
+    assert a.kv_bytes_per_token("bf16") == 2 * 80 * 8 * 128 * 2 == 320 * KIB
+    assert a.kv_bytes_per_token("fp8") == 160 * KIB
+
+
+def test_kv_bytes_llama_3_1_405b_is_504_kib_bf16():
+    # 2 * 126 * 8 * 128 * 2 = 516,096 B = 504 KiB
+    assert find_model("llama-3.1-405b").arch.kv_bytes_per_token() == 504 * KIB
+
+
+def test_kv_bytes_deepseek_v3_mla_is_68_6_kib_bf16():
+    # MLA: 61 layers * (kv_lora_rank 512 + rope 64) * 2 bytes = 70,272 B = 68.625 KiB
+    a = find_model("deepseek-v3").arch
+    assert a.is_mla
+    assert a.kv_bytes_per_token("bf16") == 61 * (512 + 64) * 2 == 70272
+    assert a.kv_bytes_per_token() / KIB == pytest.approx(68.6, abs=0.05)
+
+
+def test_kv_bytes_gpt_oss_sliding_layers_keep_only_their_window():
+    # 36 layers alternate sliding (window 128) / full; per layer 2 * 8 * 64 * 2 = 2048 B/token
+    a = find_model("gpt-oss-120b").arch
+    assert len(a.sliding_layers) == 18 and a.sliding_window == 128
+    per_layer = 2 * 8 * 64 * 2
+    assert a.kv_bytes_for_context(4096) == 18 * 4096 * per_layer + 18 * 128 * per_layer
+    assert a.kv_bytes_for_context(100) == 36 * 100 * per_layer
+
+
+# published totals (billions) that are exact enough to hold to 1%
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        m
+        for m, e in model_catalog().items()
+        if "nominal" not in e.published.get("note", "") and "total_b" in e.published
+    ],
+)
+def test_total_parameters_within_1_percent_of_published(model_id):
+    e = model_catalog()[model_id]
+    total_b = e.arch.total_params / 1e9
+    assert total_b == pytest.approx(e.published["total_b"], rel=0.01), model_id
+
+
+@pytest.mark.parametrize(
+    "model_id", [m for m, e in model_catalog().items() if "active_b" in e.published]
+)
+def test_active_parameters_match_published_convention(model_id):
+    # DeepSeek and OpenAI count active without the input embedding (a lookup); Qwen and
+    # Mistral count it. Published actives are rounded (3.3B, 22B, 37B): 3% tolerance.
+    e = model_catalog()[model_id]
+    a = e.arch
+    active = a.active_params
+    if e.published.get("active_includes_embedding"):
+        active += a.vocab_size * a.hidden_size
+    assert active / 1e9 == pytest.approx(e.published["active_b"], rel=0.03), model_id
+
+
+def test_hand_checked_parameter_counts():
+    # Llama-3.1-8B: embed + head 2*128256*4096 = 1,050,673,152; per layer attention
+    # 4096*4096*2 + 4096*1024*2 = 41,943,040, MLP 3*4096*14336 = 176,160,768, norms 8192;
+    # 32 layers -> 6,979,584,000; final norm 4096. Total 8,030,261,248.
+    assert find_model("llama-3.1-8b").arch.total_params == 8_030_261_248
+    # DeepSeek-V3 main model 671.0B; MTP module 11.6B (DeepSeek: 11.5B unique)
+    ds = find_model("deepseek-v3").arch
+    assert ds.total_params / 1e9 == pytest.approx(671.03, abs=0.01)
+    assert ds.mtp_params / 1e9 == pytest.approx(11.5, rel=0.02)
+    # gpt-oss-120b: OpenAI's table: 116.83B total, 5.13B active
+    g = find_model("gpt-oss-120b").arch
+    assert g.total_params / 1e9 == pytest.approx(116.83, abs=0.01)
+    assert g.active_params / 1e9 == pytest.approx(5.13, abs=0.01)
+
+
+def test_weight_bytes_by_precision():
+    a = find_model("llama-3.1-8b").arch
+    b = a.breakdown()
+    assert a.weight_bytes("bf16") == 2 * a.total_params
+    # FP8 quantises the linear layers; embedding, lm_head and norms stay BF16
+    linear = b.attention + b.dense_mlp
+    kept = b.embedding + b.lm_head + b.norms
+    assert a.weight_bytes("fp8") == linear * 1 + kept * 2
+    # MXFP4: 4 bits + an 8-bit scale per 32 values = 0.53125 bytes per weight
+    assert a.weight_bytes("mxfp4") == linear * 0.53125 + kept * 2
+    with pytest.raises(AccelbenchError, match="unknown precision 'fp3'"):
+        a.weight_bytes("fp3")
+
+
+def test_moe_decode_touches_k_experts_at_batch_1_and_all_at_large_batch():
+    a = find_model("mixtral-8x7b").arch
+    one = a.decode_weight_bytes(1)
+    many = a.decode_weight_bytes(10_000)
+    per_expert_all_layers = 32 * a.expert_bytes()
+    # batch 1: E * (1 - (1 - k/E)^1) = k = 2 experts per layer; at 10,000 all 8 are
+    # touched (1 - 0.75^10000 = 1); also 9,999 more embedding rows (4096 x 2 bytes each)
+    embedding_rows = 9_999 * 4096 * 2
+    assert many - one == pytest.approx((8 - 2) * per_expert_all_layers + embedding_rows, rel=1e-9)
+
+
+def _raw(model_id: str) -> dict:
+    from importlib import resources
+
+    import yaml
+
+    text = resources.files("accelbench.plan").joinpath("data/models.yaml").read_text()
+    return dict(yaml.safe_load(text)["models"][model_id]["config"])
+
+
+def test_config_json_file_and_directory(tmp_path):
+    cfg = _raw("deepseek-v3")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    from_dir = resolve_model(str(tmp_path))
+    from_file = load_config_file(tmp_path / "config.json")
+    ref = find_model("deepseek-v3").arch
+    for a in (from_dir, from_file):
+        assert a.total_params == ref.total_params
+        assert a.kv_bytes_per_token() == ref.kv_bytes_per_token()
+
+
+def test_config_json_multimodal_text_config():
+    cfg = {"model_type": "x_vl", "text_config": _raw("llama-3.1-8b")}
+    assert arch_from_config(cfg).total_params == find_model("llama-3.1-8b").arch.total_params
+
+
+@pytest.mark.parametrize(
+    "drop", ["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"]
+)
+def test_missing_config_field_is_named(drop):
+    cfg = _raw("llama-3.1-8b")
+    del cfg[drop]
+    with pytest.raises(AccelbenchError, match=f"missing field '{drop}'"):
+        arch_from_config(cfg, name="my-model")
+
+
+def test_impossible_config_values_are_named():
+    cfg = _raw("llama-3.1-8b")
+    cfg["hidden_size"] = 0
+    with pytest.raises(AccelbenchError, match="'hidden_size' must be > 0"):
+        arch_from_config(cfg)
+    cfg = _raw("llama-3.1-8b")
+    cfg["num_key_value_heads"] = 5
+    with pytest.raises(AccelbenchError, match="num_key_value_heads=5 does not divide"):
+        arch_from_config(cfg)
+    cfg = _raw("mixtral-8x7b")
+    del cfg["num_experts_per_tok"]
+    with pytest.raises(AccelbenchError, match="num_experts_per_tok"):
+        arch_from_config(cfg)
+
+
+def test_tensor_parallel_must_divide_heads():
+    a = find_model("llama-3.1-70b").arch  # 64 heads, 8 KV heads
+    a.check_tensor_parallel(8)
+    with pytest.raises(AccelbenchError, match="3 does not divide num_attention_heads=64"):
+        a.check_tensor_parallel(3)
+    # GLM-4.5 has 96 heads: TP 3 divides them but not the 8 KV heads
+    with pytest.raises(AccelbenchError, match="num_key_value_heads=8"):
+        find_model("glm-4.5").arch.check_tensor_parallel(3)
+
+
+def test_unknown_model_suggests_close_names(tmp_path):
+    with pytest.raises(AccelbenchError, match="did you mean: .*llama-3.1-70b"):
+        find_model("llama-3.1-7b")
+    with pytest.raises(AccelbenchError, match="no such file"):
+        resolve_model(str(tmp_path / "nope.json"))
+
+
+def test_lookup_by_hugging_face_repo_id():
+    assert find_model("meta-llama/Llama-3.3-70B-Instruct").id == "llama-3.3-70b"
+    assert find_model("openai/gpt-oss-120b").id == "gpt-oss-120b"
+    assert find_model("Qwen/Qwen3-235B-A22B").id == "qwen3-235b-a22b"
+
+
+def test_every_catalog_model_has_a_source():
+    for e in model_catalog().values():
+        assert e.source.get("config", "").startswith("https://huggingface.co/"), e.id
+        assert e.source.get("checked"), e.id
+        assert e.published.get("note"), e.id
