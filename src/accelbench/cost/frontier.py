@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.interpolate import PchipInterpolator
 
 from accelbench.errors import AccelbenchError
+from accelbench.metrics.frontier import monotone_interp, pareto_indices
 
 
 class OutOfMeasuredRange(AccelbenchError):
@@ -31,18 +31,9 @@ def pareto_frontier(interactivity: Sequence[float], throughput: Sequence[float])
     y = np.asarray(throughput, dtype=float)
     if x.shape != y.shape:
         raise AccelbenchError("interactivity and throughput must have the same length")
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    idx = [int(i) for i in np.flatnonzero(ok)]
-    # sort by interactivity descending, throughput descending; sweep keeping running max
-    idx.sort(key=lambda i: (-x[i], -y[i]))
-    keep: list[int] = []
-    best_y = -np.inf
-    for i in idx:
-        if y[i] > best_y:
-            keep.append(i)
-            best_y = y[i]
-    keep.reverse()
-    return keep
+    ok = np.flatnonzero(np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0))
+    # the shared implementation: accelbench.metrics.frontier.pareto_indices
+    return [int(ok[i]) for i in pareto_indices(x[ok], y[ok])]
 
 
 def interpolate_on_frontier(
@@ -81,5 +72,5 @@ def interpolate_on_frontier(
         elif not np.all(np.isfinite(values)):
             out[name] = float("nan")
         else:
-            out[name] = float(PchipInterpolator(x, values, extrapolate=False)(target))
+            out[name] = float(monotone_interp(x, values, target)[0])
     return out
