@@ -440,3 +440,51 @@ def test_quick_summary_lists_failures_with_evidence(tmp_path):
     assert f["id"] == "pcie.links" and "x4 of x16" in f["summary"] and f["evidence"]
     assert s["accelerators"]["nvidia"]["pci"] == 1
     json.dumps(s)
+
+
+def _fake_runtimes(monkeypatch, tool_problem: str | None, missing: bool, nvml: dict) -> None:
+    from accelbench.doctor import runtimes
+
+    def run_tool(argv, timeout=15.0):
+        return runtimes.ToolResult(" ".join(argv), problem=tool_problem, missing=missing)
+
+    monkeypatch.setattr(runtimes, "run_tool", run_tool)
+    monkeypatch.setattr(runtimes, "nvml_inventory", lambda: nvml)
+    monkeypatch.setattr(
+        runtimes,
+        "amdsmi_inventory",
+        lambda: {"available": False, "problem": "amdsmi not importable"},
+    )
+    monkeypatch.setattr(runtimes, "torch_info", lambda: {"installed": False, "problem": "none"})
+    monkeypatch.setattr(runtimes, "read_kernel_log", lambda: runtimes.ToolResult("dmesg", text=""))
+
+
+def test_gpus_on_pci_without_any_runtime_installed_warn(tmp_path, monkeypatch):
+    _fake_runtimes(
+        monkeypatch,
+        "nvidia-smi not installed",
+        True,
+        {"available": False, "problem": "NVML: NVML Shared Library Not Found"},
+    )
+    root = make_sysfs(tmp_path, [NV | {"bdf": "0000:19:00.0"}])
+    r = run_doctor(DoctorInputs(sysfs_root=root, live=True))
+    c = r.get("inventory.runtime")
+    assert c.status == Status.WARN and "no NVIDIA runtime is installed" in c.summary
+    assert r.get("torch.devices").status == Status.WARN  # GPUs but no PyTorch
+
+
+def test_gpus_on_pci_that_the_runtime_cannot_see_fail(tmp_path, monkeypatch):
+    msg = (
+        "nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate "
+        "with the NVIDIA driver."
+    )
+    _fake_runtimes(
+        monkeypatch, msg, False, {"available": False, "problem": "NVML: Driver Not Loaded"}
+    )
+    root = make_sysfs(tmp_path, [NV | {"bdf": "0000:19:00.0"}, NV | {"bdf": "0000:3b:00.0"}])
+    r = run_doctor(DoctorInputs(sysfs_root=root, live=True))
+    c = r.get("inventory.runtime")
+    assert c.status == Status.FAIL
+    assert c.summary == "2 NVIDIA GPU(s) on the PCI bus, none seen by the runtime"
+    assert any("couldn't communicate" in e for e in c.evidence)
+    assert r.get("doctor.access").status == Status.WARN

@@ -199,7 +199,7 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
                 "driver_banners": _driver_banners(r.text),
             }
         else:
-            facts["kernel_log"] = {"source": r.source, "problem": r.problem}
+            facts["kernel_log"] = {"source": r.source, "problem": r.problem or "kernel log empty"}
     return facts
 
 
@@ -209,6 +209,22 @@ def _driver_banners(text: str) -> list[str]:
         if m.group(1) not in out:
             out.append(m.group(1))
     return out
+
+
+def _note_runtime(
+    facts: dict[str, Any], vendor: str, tool: str, problem: str | None, missing: bool
+) -> None:
+    """Remember how each live runtime answered, to tell "no runtime installed" from
+    "the runtime is installed but does not see the GPUs"."""
+    facts.setdefault("runtimes", {}).setdefault(vendor, []).append(
+        {"tool": tool, "problem": problem, "missing": bool(missing and problem)}
+    )
+
+
+def _lib_missing(info: dict[str, Any]) -> bool:
+    """NVML / amdsmi unavailable because the library is absent (not a GPU failure)."""
+    problem = str(info.get("problem") or "")
+    return not info.get("available") and ("not importable" in problem or "Not Found" in problem)
 
 
 def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None:
@@ -221,7 +237,7 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
         smi_text = r.text if not r.problem else None
         if r.problem and not r.missing:
             facts["problems"].append(r.problem)
-        facts.setdefault("tools", {})["nvidia-smi"] = r.problem or "ok"
+        _note_runtime(facts, "nvidia", "nvidia-smi", r.problem, r.missing)
     if smi_text:
         smi = parsers.parse_nvidia_smi(smi_text)
         facts["sources"]["nvidia-smi"] = smi["gpus"]
@@ -240,6 +256,7 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
     if live:
         nv = runtimes.nvml_inventory()
         facts["nvml"] = nv
+        _note_runtime(facts, "nvidia", "NVML", nv.get("problem"), _lib_missing(nv))
         if nv.get("available"):
             facts["sources"]["nvml"] = nv["gpus"]
             v.setdefault("nvidia_driver", nv.get("driver_version"))
@@ -260,6 +277,8 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
                 texts.append((" ".join(argv), r.text))
             elif not r.missing:
                 facts["problems"].append(r.problem or "")
+            if argv[1] == "static":
+                _note_runtime(facts, "amd", "amd-smi", r.problem, r.missing)
     for name, text in texts:
         try:
             parsed = parsers.parse_amd_smi(text)
@@ -299,6 +318,7 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
         rs_text = r.text if not r.problem else None
         if r.problem and not r.missing:
             facts["problems"].append(r.problem)
+        _note_runtime(facts, "amd", "rocm-smi", r.problem, r.missing)
     if rs_text:
         rs = parsers.parse_rocm_smi(rs_text)
         facts["rocm_smi"] = rs
@@ -318,6 +338,7 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
         ri_text = r.text if not r.problem else None
         if r.problem and not r.missing:
             facts["problems"].append(r.problem)
+        _note_runtime(facts, "amd", "rocminfo", r.problem, r.missing)
     if ri_text:
         ri = parsers.parse_rocminfo(ri_text)
         facts["rocminfo"] = ri
@@ -327,6 +348,7 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
     if live:
         am = runtimes.amdsmi_inventory()
         facts["amdsmi"] = am
+        _note_runtime(facts, "amd", "amdsmi", am.get("problem"), _lib_missing(am))
         if am.get("available"):
             facts["sources"]["amdsmi"] = am["gpus"]
             archs.extend(g["arch"] for g in am["gpus"] if g.get("arch"))
@@ -410,6 +432,37 @@ def check_inventory(facts: dict[str, Any]) -> list[Check]:
                 {"counts": counts},
             )
         )
+
+    # PCI sees GPUs that no runtime answers for (live mode only: captures may omit tools).
+    for vendor, c in counts.items():
+        ran = (facts.get("runtimes") or {}).get(vendor)
+        if not c.get("pci") or not ran or any(s != "pci" and n for s, n in c.items()):
+            continue
+        ev = [f"{r['tool']}: {r['problem'] or 'no GPUs reported'}" for r in ran]
+        if all(r["missing"] for r in ran):
+            checks.append(
+                Check(
+                    "inventory.runtime",
+                    "Runtime sees the GPUs",
+                    Status.WARN,
+                    f"{c['pci']} {names[vendor]} GPU(s) on the PCI bus but no "
+                    f"{names[vendor]} runtime is installed to confirm them",
+                    ev,
+                    "Install the driver user space (nvidia-utils / amd-smi, rocm-smi).",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "inventory.runtime",
+                    "Runtime sees the GPUs",
+                    Status.FAIL,
+                    f"{c['pci']} {names[vendor]} GPU(s) on the PCI bus, none seen by the runtime",
+                    ev,
+                    "The driver is not working: check that the kernel module is loaded and "
+                    "matches the user space (dmesg | grep -iE 'nvrm|amdgpu'), then reboot.",
+                )
+            )
 
     # Agreement between sources, per vendor.
     mism: list[str] = []
