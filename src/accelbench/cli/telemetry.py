@@ -18,6 +18,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.health.check import check_file, check_live
 from accelbench.health.rules import HealthConfig
 from accelbench.telemetry.parsers import FORMATS, parse_file
+from accelbench.telemetry.schema import coerce_row
 from accelbench.telemetry.sources import SOURCE_NAMES, open_sources
 
 telemetry_app = typer.Typer(
@@ -148,8 +149,11 @@ def monitor_cmd(
     )
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    timer = None
     if duration is not None:
-        threading.Timer(duration, stop.set).start()
+        timer = threading.Timer(duration, stop.set)
+        timer.daemon = True
+        timer.start()
     try:
         mon.run(stop)
     except KeyboardInterrupt:
@@ -157,6 +161,8 @@ def monitor_cmd(
     finally:
         signal.signal(signal.SIGTERM, previous)
         stop.set()
+        if timer is not None:
+            timer.cancel()
         if exporter is not None:
             exporter.stop()
         for src in active:
@@ -175,7 +181,7 @@ def parse_cmd(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per sample (all columns)."),
 ) -> None:
     """Print the normalised samples (base units) of a captured file."""
-    rows = parse_file(file, fmt)
+    rows = [coerce_row(r) for r in parse_file(file, fmt)]
     for r in rows:
         if as_json:
             typer.echo(json.dumps(r, default=str))

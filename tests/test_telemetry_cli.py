@@ -1,0 +1,124 @@
+"""The health, monitor and telemetry parse commands (through their own Typer app, so
+the tests do not depend on other command modules)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from accelbench.cli.telemetry import register
+from accelbench.errors import AccelbenchError
+
+FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
+A10G = FIX / "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml"
+A100 = FIX / "nvidia-smi_q_x__a100-sxm4-80gb_mig__drv535.54.03__dtd-v12.xml"
+
+needs_fixtures = pytest.mark.skipif(not FIX.is_dir(), reason="fixtures not found")
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    a = typer.Typer()
+
+    @a.callback()
+    def _root() -> None:
+        pass
+
+    register(a)
+    return a
+
+
+runner = CliRunner()
+
+
+@needs_fixtures
+def test_parse_prints_normalised_samples(app):
+    res = runner.invoke(app, ["telemetry", "parse", str(A10G)])
+    assert res.exit_code == 0, res.output
+    assert "# gpu 0: NVIDIA A10G" in res.output
+    assert "mem_total_bytes = 24146608128" in res.output  # 23028 MiB, as an integer
+    assert "power_w = 25.58" in res.output
+
+
+@needs_fixtures
+def test_parse_json_lines(app):
+    res = runner.invoke(
+        app, ["telemetry", "parse", "--json", str(FIX / "rocm-smi_json__mi100x4__rocm6.0.2.json")]
+    )
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    assert [r["power_w"] for r in rows] == [36.0, 44.0, 43.0, 39.0]
+
+
+def test_parse_bad_file_is_a_user_error(app, tmp_path):
+    bad = tmp_path / "x.txt"
+    bad.write_text("hello\n")
+    res = runner.invoke(app, ["telemetry", "parse", str(bad)])
+    assert res.exit_code != 0
+    assert isinstance(res.exception, AccelbenchError)
+
+
+@needs_fixtures
+def test_health_file_warn_exits_zero_unless_strict(app):
+    res = runner.invoke(app, ["health", "--file", str(A10G)])
+    assert res.exit_code == 0, res.output
+    assert "[warn] pcie" in res.output and "verdict: warn" in res.output
+    assert runner.invoke(app, ["health", "--file", str(A10G), "--strict"]).exit_code == 1
+
+
+@needs_fixtures
+def test_health_file_fail_exits_nonzero(app, tmp_path):
+    hot = tmp_path / "hot.xml"
+    hot.write_text(
+        A100.read_text().replace("<gpu_temp>27 C</gpu_temp>", "<gpu_temp>90 C</gpu_temp>")
+    )
+    res = runner.invoke(app, ["health", "--file", str(hot), "--json"])
+    assert res.exit_code == 1
+    out = json.loads(res.output)
+    assert out["health"]["verdict"] == "fail"
+    assert out["health"]["findings"][0]["rule"] == "temperature"
+
+
+def test_health_live_host_only(app):
+    res = runner.invoke(app, ["health", "--source", "host", "--duration", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["sources"] == {"host": "ok"} and out["samples"] == 1
+
+
+def test_health_autodetect_reports_sources(app):
+    res = runner.invoke(app, ["health", "--duration", "0"])
+    assert res.exit_code == 0, res.output
+    assert "source host: ok" in res.output and "source nvml:" in res.output
+
+
+def test_unknown_source_is_a_user_error(app):
+    res = runner.invoke(app, ["health", "--source", "nvml,bogus"])
+    assert isinstance(res.exception, AccelbenchError)
+    assert "bogus" in str(res.exception)
+
+
+def test_monitor_runs_and_serves(app):
+    res = runner.invoke(
+        app,
+        ["monitor", "--source", "host", "--interval", "0.05", "--duration", "0.3", "--port", "0"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "serving Prometheus metrics on http://127.0.0.1:" in res.output
+
+
+def test_monitor_rejects_empty_alert_command(app):
+    res = runner.invoke(app, ["monitor", "--no-exporter", "--alert-cmd", " ", "--duration", "0"])
+    assert isinstance(res.exception, AccelbenchError)
+
+
+def test_registered_in_the_main_app():
+    try:
+        from accelbench.cli.main import COMMAND_MODULES
+    except ImportError as exc:  # another command module is not in the tree yet
+        pytest.skip(f"main app not importable here: {exc}")
+    assert "accelbench.cli.telemetry" in COMMAND_MODULES
