@@ -23,6 +23,7 @@ app = typer.Typer(
 
 # One line per command module; each has `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (
+    "accelbench.cli.analysis",
     "accelbench.cli.cost",
     "accelbench.cli.doctor",
     "accelbench.cli.run",
