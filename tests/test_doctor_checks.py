@@ -488,3 +488,21 @@ def test_gpus_on_pci_that_the_runtime_cannot_see_fail(tmp_path, monkeypatch):
     assert c.summary == "2 NVIDIA GPU(s) on the PCI bus, none seen by the runtime"
     assert any("couldn't communicate" in e for e in c.evidence)
     assert r.get("doctor.access").status == Status.WARN
+
+
+def test_slow_link_on_an_idle_gpu_is_power_saving_not_a_finding(tmp_path):
+    # nvidia-smi (idle H100 x8 capture) says GPU 0000:18:00.0 is 0% busy: its Gen1 link is
+    # the GPU saving power. Width is still judged.
+    root = make_sysfs(
+        tmp_path,
+        [
+            NV | {"bdf": "0000:18:00.0", "link": ("2.5 GT/s PCIe", 16, "32.0 GT/s PCIe", 16),
+                  "switch": ("2.5 GT/s PCIe", 16, "32.0 GT/s PCIe", 16)},
+            NV | {"bdf": "0000:2a:00.0", "link": ("2.5 GT/s PCIe", 8, "32.0 GT/s PCIe", 16)},
+        ],
+    )  # fmt: skip
+    c = run_doctor(DoctorInputs(sysfs_root=root, nvidia_smi=H100_IDLE)).get("pcie.links")
+    assert c.status == Status.FAIL
+    assert "GPU 0000:2a:00.0 x8 of x16" in c.summary
+    assert "0000:18:00.0" not in c.summary
+    assert any("0000:18:00.0" in e and "idle at 0%" in e for e in c.evidence)

@@ -881,8 +881,21 @@ def check_pcie(facts: dict[str, Any]) -> Check:
     by_secondary = {}
     if alldevs:
         by_secondary = {d["secondary_bus"]: d for d in alldevs if "secondary_bus" in d}
+    # Utilisation by PCI address: an idle GPU lowers its link speed to save power, so a
+    # slow (but full-width) link on a GPU known to be idle is not a finding.
+    util = {
+        g["bdf"]: g.get("utilization_pct")
+        for g in (facts.get("nvidia_smi") or {}).get("gpus", [])
+        if g.get("utilization_pct") is not None
+    }
+
+    def judged(f: tuple[str, str] | None, g: dict[str, Any]) -> tuple[str, str] | None:
+        if f and f[0] == "warn" and util.get(g["bdf"], 100) <= 10:
+            return "pass", f"{f[1]} (GPU idle at {util[g['bdf']]}%: power-saving link speed)"
+        return f
+
     for g in gpus:
-        f = _link_finding(f"GPU {g['bdf']}", g)
+        f = judged(_link_finding(f"GPU {g['bdf']}", g), g)
         if f is None:
             findings.append(("na", f"GPU {g['bdf']}: link status not reported"))
             continue
@@ -892,14 +905,16 @@ def check_pcie(facts: dict[str, Any]) -> Check:
         seen = 0
         while bus in by_secondary and seen < 8:
             br = by_secondary[bus]
-            uf = _link_finding(f"  upstream {br['bdf']} ({br['description'][:40]})", br, g)
+            uf = judged(
+                _link_finding(f"  upstream {br['bdf']} ({br['description'][:40]})", br, g), g
+            )
             if uf and uf[0] != "pass":
                 findings.append(uf)
             bus = int(br["bdf"].split(":")[1], 16)
             seen += 1
     for g in gpus:
         for up in g.get("upstream", []):
-            uf = _link_finding(f"  upstream {up['bdf']} of GPU {g['bdf']}", up, g)
+            uf = judged(_link_finding(f"  upstream {up['bdf']} of GPU {g['bdf']}", up, g), g)
             if uf and uf[0] != "pass":
                 findings.append(uf)
     replay = [
