@@ -506,3 +506,13 @@ def test_slow_link_on_an_idle_gpu_is_power_saving_not_a_finding(tmp_path):
     assert "GPU 0000:2a:00.0 x8 of x16" in c.summary
     assert "0000:18:00.0" not in c.summary
     assert any("0000:18:00.0" in e and "idle at 0%" in e for e in c.evidence)
+
+
+def test_quick_summary_judges_link_width_not_idle_speed(tmp_path):
+    root = make_sysfs(
+        tmp_path,
+        [NV | {"bdf": "0000:19:00.0", "link": ("2.5 GT/s PCIe", 16, "32.0 GT/s PCIe", 16)}],
+    )
+    s = quick_summary(root)
+    assert s["ok"] is True
+    assert "pcie.links" not in {c["id"] for c in s["warning"] + s["failing"]}
