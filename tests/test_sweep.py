@@ -1,0 +1,225 @@
+"""Sweep planning, the saturation stop, resuming, and (engine) a real llama-server sweep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from accelbench.errors import AccelbenchError
+from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+from accelbench.sweep import (
+    SaturationRule,
+    SweepPlan,
+    inferencex_config,
+    load_sweep,
+    plan_values,
+    run_sweep,
+)
+from synthetic_runs import make_run
+
+
+def test_plan_values():
+    assert plan_values(start=1, end=64) == [1, 2, 4, 8, 16, 32, 64]
+    assert plan_values(start=1, end=48) == [1, 2, 4, 8, 16, 32, 48]
+    assert plan_values([8, 1, 4, 4]) == [1, 4, 8]
+    assert plan_values([0.5, 1], kind="rate") == [0.5, 1.0]
+    with pytest.raises(AccelbenchError, match="whole numbers"):
+        plan_values([1.5])
+    with pytest.raises(AccelbenchError, match="start <= end"):
+        plan_values(start=8, end=4)
+    with pytest.raises(AccelbenchError, match="give the sweep"):
+        plan_values()
+
+
+def test_point_config_and_preset(tmp_path):
+    base = inferencex_config(BenchmarkConfig(url="http://x/v1", gpus=8), 8192, 1024)
+    wl = base.workload
+    assert (wl.isl, wl.osl, wl.range_ratio, wl.range_convention) == (8192, 1024, 0.8, "inferencex")
+    assert wl.isl_dist == wl.osl_dist == "uniform" and base.ignore_eos
+    plan = SweepPlan(base, [1, 16])
+    cfg = plan.point_config(16, tmp_path / "c0016")
+    assert (cfg.concurrency, cfg.num_requests, cfg.warmup_requests) == (16, 160, 32)
+    assert cfg.out_dir == str(tmp_path / "c0016") and cfg.gpus == 8
+    assert plan.point_dir(16) == "c0016"
+    assert SweepPlan(base, [0.5], "rate").point_dir(0.5) == "r0p5"
+
+
+class FakeRunner:
+    """Fabricates each point's run directory: TPOT grows with concurrency, and past
+    ``knee`` requests queue (TTFT explodes, throughput stalls)."""
+
+    def __init__(self, knee: int = 1000, fail_at: int | None = None, errors_at: int | None = None):
+        self.calls: list[int] = []
+        self.knee, self.fail_at, self.errors_at = knee, fail_at, errors_at
+
+    def __call__(self, cfg: BenchmarkConfig, progress: bool = True) -> Path:
+        c = cfg.concurrency
+        self.calls.append(c)
+        if c == self.fail_at:
+            raise RuntimeError("server went away")
+        eff = min(c, self.knee)
+        ttft = 20.0 * (1 + c / 4) * (1 if c <= self.knee else 4 * c / self.knee)
+        make_run(
+            cfg.out_dir, cfg.num_requests, concurrency=c, warmup=cfg.warmup_requests,
+            tpot_ms=10 * (1 + eff / 8), ttft_ms=ttft, osl=cfg.workload.osl,
+            isl=cfg.workload.isl, gpus=cfg.gpus, chunks=False,
+            fail_frac=0.3 if c == self.errors_at else 0.0, seed=c,
+        )  # fmt: skip
+        return Path(cfg.out_dir)
+
+
+def _plan(values, **kw):
+    base = BenchmarkConfig(url="http://x/v1", workload=WorkloadConfig(isl=64, osl=16), gpus=2)
+    return SweepPlan(base, list(values), **kw)
+
+
+def test_full_sweep_and_load(tmp_path):
+    r = FakeRunner()
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=r, progress=False)
+    assert r.calls == [1, 2, 4]
+    assert doc["status"] == "completed"
+    assert [p["status"] for p in doc["points"]] == ["completed"] * 3
+    sj = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert sj["base_config"]["gpus"] == 2 and sj["kind"] == "concurrency"
+    s = load_sweep(tmp_path / "s")
+    assert [x.concurrency for x in s.runs] == [1, 2, 4] and not s.problems
+    assert s.runs[0].summary["counts"]["completed"] == 10
+    assert s.runs[0].summary["counts"]["warmup"] == 2
+
+
+def test_resume_runs_only_missing_points(tmp_path):
+    r1 = FakeRunner(fail_at=4)
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r1, progress=False)
+    assert r1.calls == [1, 2, 4]
+    st = {p["value"]: p["status"] for p in doc["points"]}
+    assert st == {1: "completed", 2: "completed", 4: "failed", 8: "skipped"}
+    assert "server went away" in doc["points"][2]["reason"]
+    assert doc["status"] == "partial"
+    r2 = FakeRunner()
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r2, progress=False)
+    assert r2.calls == [4, 8] and doc["status"] == "completed"
+    r3 = FakeRunner()  # nothing left; a new value extends the sweep
+    run_sweep(tmp_path / "s", _plan([16]), runner=r3, progress=False)
+    assert r3.calls == [16]
+
+
+def test_interrupted_point_is_rerun(tmp_path):
+    class Interrupting(FakeRunner):
+        def __call__(self, cfg, progress=True):
+            if cfg.concurrency == 2:
+                raise KeyboardInterrupt
+            return super().__call__(cfg, progress)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=Interrupting(), progress=False)
+    sj = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert [p["status"] for p in sj["points"]] == ["completed", "interrupted", "pending"]
+    assert sj["status"] == "interrupted"
+    r = FakeRunner()
+    run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=r, progress=False)
+    assert r.calls == [2, 4]
+
+
+def test_saturation_stop(tmp_path):
+    r = FakeRunner(knee=8)
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8, 16, 32, 64]), runner=r, progress=False)
+    assert r.calls == [1, 2, 4, 8, 16]
+    assert "saturated at c=16" in doc["stop_reason"]
+    assert [p["status"] for p in doc["points"]][-2:] == ["skipped", "skipped"]
+    # without the rule, everything runs
+    r = FakeRunner(knee=8)
+    plan = _plan([1, 8, 16, 32], saturation=SaturationRule(enabled=False))
+    run_sweep(tmp_path / "t", plan, runner=r, progress=False)
+    assert r.calls == [1, 8, 16, 32]
+
+
+def test_error_rate_stop(tmp_path):
+    r = FakeRunner(errors_at=4)
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r, progress=False)
+    assert r.calls == [1, 2, 4]
+    assert "error rate" in doc["stop_reason"]
+
+
+def test_other_sweep_in_same_dir_refused(tmp_path):
+    run_sweep(tmp_path / "s", _plan([1]), runner=FakeRunner(), progress=False)
+    other = _plan([1])
+    other.base = other.base.with_(workload=WorkloadConfig(isl=128, osl=16))
+    with pytest.raises(AccelbenchError, match="different sweep"):
+        run_sweep(tmp_path / "s", other, runner=FakeRunner(), progress=False)
+
+
+def _app() -> typer.Typer:
+    from accelbench.cli import analysis
+
+    app = typer.Typer()
+    analysis.register(app)
+    return app
+
+
+def test_cli_sweep_frontier_compare_report_runs(tmp_path, monkeypatch):
+    import accelbench.sweep.core as core
+
+    fake = FakeRunner()
+    monkeypatch.setattr(core, "_default_runner", lambda: fake)
+    cli = CliRunner()
+    app = _app()
+    res = cli.invoke(app, ["sweep", "--out", str(tmp_path / "A"), "--url", "http://x/v1",
+                           "--values", "1,2,4", "--preset", "inferencex", "--isl-osl", "64/16",
+                           "--gpus", "2", "-q"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert fake.calls == [1, 2, 4]
+    sj = json.loads((tmp_path / "A" / "sweep.json").read_text())
+    assert sj["preset"] == "inferencex" and sj["base_config"]["workload"]["range_ratio"] == 0.8
+    res = cli.invoke(app, ["frontier", str(tmp_path / "A"), "--at", "80", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out[0]["frontiers"]["output_tps_per_gpu"]["at"]["value"] is not None
+    res = cli.invoke(app, ["compare", str(tmp_path / "A"), str(tmp_path / "A"), "--n-boot", "100",
+                           "--claim", "B >= 1.3 x A at concurrency 2"])  # fmt: skip
+    assert res.exit_code == 1 and "refuted" in res.output  # A vs itself: ratio 1
+    res = cli.invoke(app, ["report", str(tmp_path / "A"), "-o", str(tmp_path / "r.html"),
+                           "--markdown", str(tmp_path / "r.md"), "--at", "80"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r.html").stat().st_size > 100_000 and (tmp_path / "r.md").exists()
+    res = cli.invoke(app, ["runs", "query", "SELECT count(*) AS n FROM runs", "--root",
+                           str(tmp_path), "--format", "csv"])  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines() == ["n", "3"]
+    res = cli.invoke(app, ["runs", "list", "--root", str(tmp_path)])
+    assert res.exit_code == 0 and "3 run(s)" in res.output
+
+
+def test_cli_errors_are_accelbench_errors(tmp_path):
+    cli = CliRunner()
+    res = cli.invoke(_app(), ["report", str(tmp_path / "missing")])
+    assert isinstance(res.exception, AccelbenchError) and "no such file" in str(res.exception)
+    res = cli.invoke(_app(), ["compare", str(tmp_path), str(tmp_path), "--claim", "nonsense"])
+    assert isinstance(res.exception, AccelbenchError)
+
+
+@pytest.mark.engine
+def test_sweep_against_llama_server(llama_server, tmp_path):
+    """A real sweep: two concurrency points against llama.cpp's server, then the report."""
+    pytest.importorskip("accelbench.runner.benchmark")
+    from accelbench.report.data import build_report_data
+    from accelbench.report.html import write_html
+
+    base = BenchmarkConfig(
+        url=llama_server, workload=WorkloadConfig(isl=32, osl=16), gpus=1, telemetry=False,
+        timeout_s=120,
+    )  # fmt: skip
+    plan = SweepPlan(base, [1, 2], requests_per_point=3, warmup_per_point=1)
+    doc = run_sweep(tmp_path / "sweep", plan, progress=False)
+    assert [p["status"] for p in doc["points"]] == ["completed", "completed"], doc
+    s = load_sweep(tmp_path / "sweep")
+    assert len(s.usable_runs) == 2
+    for r in s.runs:
+        assert r.figure("interactivity") and r.figure("output_tps_per_gpu")
+        assert r.summary["counts"]["completed"] == 3 * r.concurrency
+    again = run_sweep(tmp_path / "sweep", plan, progress=False)  # resumable: nothing to run
+    assert again["status"] == "completed"
+    data = build_report_data([tmp_path / "sweep"])
+    assert write_html(data, tmp_path / "r.html").stat().st_size > 100_000
