@@ -401,14 +401,17 @@ def cost_command(
     if as_json:
         out: dict[str, Any] = {"results": [r.as_dict() for r in results]}
         if len(results) >= 2:
-            b = results[0]
+            base = out["results"][0]
             out["ratios_vs_first"] = [
-                {
-                    "label": r.label,
-                    "usd_per_m_total_tokens": r.usd_per_m_total / b.usd_per_m_total,
-                    "total_tok_s_per_gpu": r.throughput.total / b.throughput.total,
+                {"label": r["label"]}
+                | {
+                    k: v / base[k]
+                    for k, v in r.items()
+                    if isinstance(v, int | float)
+                    and isinstance(base.get(k), int | float)
+                    and base[k]
                 }
-                for r in results[1:]
+                for r in out["results"][1:]
             ]
         _echo_json(out)
         return
