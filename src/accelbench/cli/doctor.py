@@ -11,7 +11,12 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from accelbench.doctor import DoctorInputs, Report, Status, run_doctor
-from accelbench.doctor.manifest import MANIFEST_NAME, verify_manifest, write_manifest
+from accelbench.doctor.manifest import (
+    MANIFEST_NAME,
+    load_manifest,
+    verify_manifest,
+    write_manifest,
+)
 from accelbench.errors import AccelbenchError
 
 doctor_app = typer.Typer(
@@ -159,6 +164,11 @@ def weights(
     half-copied model is caught before serving. Exit code 1 if verification fails."""
     if write == (verify is not None):
         raise AccelbenchError("give exactly one of --write-manifest or --verify MANIFEST")
+    # Validate before the progress bar starts, so an error is one clean line.
+    if not path.is_dir():
+        raise AccelbenchError(f"model directory not found (or not a directory): {path}")
+    if verify is not None:
+        load_manifest(verify)
     err = Console(stderr=True)
     with Progress(
         TextColumn("[bold]{task.description}"),
