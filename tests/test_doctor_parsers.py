@@ -348,3 +348,19 @@ def test_xid_table_is_sourced():
     for code, row in table.items():
         assert row["severity"] in ("critical", "error", "warning", "info"), code
         assert row["source"] and row["action"] and isinstance(row["verified"], bool), code
+
+
+def test_nvidia_smi_and_topo_inside_a_whole_capture_session():
+    # The telemetry folder's H100 session holds an idle and a loaded nvidia-smi table and a
+    # topo -m among many other outputs: the last table (under load) is the one judged.
+    text = (
+        FIX.parent / "telemetry" / "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt"
+    ).read_text()
+    r = p.parse_nvidia_smi(text)
+    assert r["tables"] == 2
+    assert (r["driver_version"], r["cuda_version"]) == ("590.48.01", "13.1")
+    (g,) = r["gpus"]
+    assert g["name"] == "NVIDIA H100 80GB HBM3" and g["bdf"] == "0000:00:09.0"
+    assert (g["memory_used_mib"], g["utilization_pct"]) == (19818, 100)
+    (t,) = p.parse_nvidia_topo(text)["gpus"]
+    assert (t["cpu_affinity"], t["numa_affinity"]) == ("0-19", "0")

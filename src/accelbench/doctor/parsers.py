@@ -44,6 +44,11 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
     """Plain `nvidia-smi` table: driver and CUDA versions, one entry per GPU."""
     text = strip_ansi(text)
     out: dict[str, Any] = {"driver_version": None, "cuda_version": None, "gpus": []}
+    # A saved session may hold several tables (idle, then under load): judge the last one.
+    heads = [m.start() for m in re.finditer(r"^\|\s*NVIDIA-SMI \d", text, re.M)]
+    out["tables"] = len(heads)
+    if len(heads) > 1:
+        text = text[text.rfind("\n", 0, heads[-1]) + 1 :]
     m = re.search(r"Driver Version:\s*([\d.]+)", text)
     if m:
         out["driver_version"] = m.group(1)
