@@ -900,7 +900,9 @@ def check_pcie(facts: dict[str, Any]) -> Check:
     for g in gpus:
         f = judged(_link_finding(f"GPU {g['bdf']}", g), g)
         if f is None:
-            findings.append(("na", f"GPU {g['bdf']}: link status not reported"))
+            findings.append(
+                ("na", f"GPU {g['bdf']}: link status not reported (lspci shows it only to root)")
+            )
             continue
         findings.append(f)
         # Walk the upstream bridges: a GPU at full link behind a slow switch port is slow too.
