@@ -158,3 +158,27 @@ def test_host_template_is_a_valid_catalog_with_unconfirmed_gaps():
     assert bw.value is None and bw.status == "unconfirmed"
     with pytest.raises(AccelbenchError, match="has no memory_bw_tbs"):
         a.require("memory_bw_tbs")
+
+
+def test_cpu_host_from_template_plans_once_filled_in(tmp_path):
+    from accelbench.cli.cost import build_plan
+
+    doc = yaml.safe_load(host_template("cpu-host"))
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(AccelbenchError, match="cpu-host has no FLOPS figure for bf16"):
+        build_plan("llama-3.1-8b", "cpu-host", context=2048, catalog_files=[path])
+    figs = doc["accelerators"]["cpu-host"]["figures"]
+    figs["bf16_tflops"].update(value=1.0, status="estimate")
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(AccelbenchError, match="cpu-host has no memory_bw_tbs"):
+        build_plan("llama-3.1-8b", "cpu-host", context=2048, catalog_files=[path])
+    figs["memory_bw_tbs"].update(value=0.05, status="estimate")
+    figs["memory_gb"]["value"] = 64.0
+    path.write_text(yaml.safe_dump(doc))
+    p = build_plan("llama-3.1-8b", "cpu-host", context=2048, catalog_files=[path])
+    # batch 1 is memory-bound: (weights read + 2048 x 128 KiB) / 0.05 TB/s
+    first = p["roofline"][0]
+    assert first["bound"] == "memory"
+    assert p["hardware"]["bandwidth_tbs_per_gpu"] == 0.05
+    assert p["hardware"]["sources"]["memory_bw_tbs"]["status"] == "estimate"
