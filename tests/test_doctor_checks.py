@@ -516,3 +516,13 @@ def test_quick_summary_judges_link_width_not_idle_speed(tmp_path):
     s = quick_summary(root)
     assert s["ok"] is True
     assert "pcie.links" not in {c["id"] for c in s["warning"] + s["failing"]}
+
+
+def test_amd_collect_env_alone():
+    r = doctor(collect_env=AMD_CE)
+    inv = r.get("inventory.accelerators")
+    assert inv.status == Status.PASS and "AMD Instinct MI300X (gfx942" in inv.summary
+    assert r.get("torch.devices").status == Status.PASS
+    c = r.get("compat.rocm")
+    assert c.status == Status.WARN and "ROCm 6.2 lists ubuntu" in c.summary
+    assert any(e.startswith("pass: gfx942") for e in c.evidence)

@@ -386,7 +386,21 @@ def check_inventory(facts: dict[str, Any]) -> list[Check]:
         ev.append(f"{src}: {len(gpus)} GPU(s) [{shown}]")
     total_pci = sum(c.get("pci", 0) for c in counts.values())
     total_rt = max([n for c in counts.values() for s, n in c.items() if s != "pci"] or [0])
-    if total_pci == 0 and total_rt == 0:
+    ce_models = (facts.get("collect_env") or {}).get("gpu_models") or []
+    if total_pci == 0 and total_rt == 0 and ce_models:
+        checks.append(
+            Check(
+                "inventory.accelerators",
+                "Accelerators",
+                Status.PASS,
+                f"collect_env reports {', '.join(sorted(set(ce_models)))}; "
+                "no PCI or runtime inventory captured",
+                [f"collect_env: {m}" for m in ce_models],
+                "",
+                {"counts": counts},
+            )
+        )
+    elif total_pci == 0 and total_rt == 0:
         where = pci["source"] if pci else "no PCI information"
         checks.append(
             Check(
@@ -686,6 +700,14 @@ def check_torch(facts: dict[str, Any]) -> Check:
     ]
     ev += [f"  {d}" for d in t.get("devices") or []]
     if not (n_nv or n_amd):
+        if t.get("available") and t.get("devices"):  # e.g. a collect_env capture alone
+            return Check(
+                "torch.devices",
+                title,
+                Status.PASS,
+                f"PyTorch {t.get('version')} ({build} build) sees {', '.join(t['devices'])}",
+                ev,
+            )
         return Check(
             "torch.devices",
             title,
@@ -752,8 +774,10 @@ def check_compat(facts: dict[str, Any]) -> list[Check]:
     t = facts.get("torch") or {}
     counts = _vendor_counts(facts)
     nv_present = any(counts["nvidia"].values()) or bool(v.get("nvidia_driver"))
-    amd_present = any(counts["amd"].values()) or bool(
-        v.get("amdgpu_driver") and v["amdgpu_driver"] != "in-tree"
+    amd_present = (
+        any(counts["amd"].values())
+        or bool(v.get("amdgpu_driver") and v["amdgpu_driver"] != "in-tree")
+        or bool(facts.get("amd_archs"))
     )
     torch_cuda = t.get("cuda") or compat.torch_cuda_from_version(t.get("version"))
     cuda = (
