@@ -207,6 +207,23 @@ def test_run_without_energy_and_with_energy(tmp_path):
     assert c.j_per_token == 1.25
 
 
+def test_run_energy_as_telemetry_writes_it(tmp_path):
+    # accelbench.telemetry.energy.window_energy's block
+    energy = {
+        "joules": 36000.0,
+        "method": "counter",
+        "window_s": 10.0,
+        "average_w": 3600.0,
+        "j_per_output_token": 3.6,
+        "j_per_total_token": 0.36,
+        "devices": {},
+    }
+    r = load_run(make_run(tmp_path / "t", 1000, 50, energy=energy))
+    assert (r.j_per_token, r.j_per_output_token) == (0.36, 3.6)
+    t = throughput_from_source(str(tmp_path / "t"))
+    assert (t.j_per_token_measured, t.j_per_output_token_measured) == (0.36, 3.6)
+
+
 def test_run_missing_throughput_is_named(tmp_path):
     d = tmp_path / "r"
     d.mkdir()

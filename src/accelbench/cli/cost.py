@@ -303,7 +303,8 @@ _COST_ROWS = (
     ("tok/s per MW", lambda r: r.tok_s_per_mw),
     ("J/token provisioned", lambda r: r.j_per_token),
     ("J/output token provisioned", lambda r: r.j_per_output_token),
-    ("J/token measured", lambda r: r.j_per_token_measured),
+    ("J/token measured (accelerators)", lambda r: r.j_per_token_measured),
+    ("J/output token measured", lambda r: r.j_per_output_token_measured),
 )
 
 

@@ -56,6 +56,7 @@ class Throughput:
     interactivity: float | None = None
     j_per_token_measured: float | None = None
     origin: str = ""
+    j_per_output_token_measured: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -86,6 +87,7 @@ def throughput_from_run(run: RunPoint) -> Throughput:
         run.interactivity,
         run.j_per_token,
         origin=f"run {run.path}",
+        j_per_output_token_measured=run.j_per_output_token,
     )
 
 
@@ -101,6 +103,7 @@ def throughput_from_sweep(runs: list[RunPoint], interactivity: float, origin: st
         ("input", "input_tok_s_per_gpu"),
         ("output", "output_tok_s_per_gpu"),
         ("j", "j_per_token"),
+        ("jo", "j_per_output_token"),
     ):
         vals = [getattr(r, attr) for r in pts]
         others[key] = [math.nan if v is None else v for v in vals]
@@ -122,6 +125,7 @@ def throughput_from_sweep(runs: list[RunPoint], interactivity: float, origin: st
         fin(res["j"]),
         origin=f"sweep {origin} at {interactivity:g} tok/s/user "
         f"({len(pts)} runs, PCHIP on the frontier)",
+        j_per_output_token_measured=fin(res["jo"]),
     )
 
 
@@ -157,6 +161,7 @@ class CostResult:
     j_per_token: float | None
     j_per_output_token: float | None
     j_per_token_measured: float | None
+    j_per_output_token_measured: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         """Plain-JSON form."""
@@ -179,6 +184,7 @@ class CostResult:
             "j_per_token_provisioned": self.j_per_token,
             "j_per_output_token_provisioned": self.j_per_output_token,
             "j_per_token_measured": self.j_per_token_measured,
+            "j_per_output_token_measured": self.j_per_output_token_measured,
             "assumptions": list(self.tco.assumptions) + list(t.notes),
         }
 
@@ -203,4 +209,5 @@ def cost_of(label: str, acc: Accelerator, thr: Throughput, tco: Tco) -> CostResu
         j_per_token=joules_per_token(kw, thr.total) if kw else None,
         j_per_output_token=joules_per_token(kw, thr.output) if kw and thr.output else None,
         j_per_token_measured=thr.j_per_token_measured,
+        j_per_output_token_measured=thr.j_per_output_token_measured,
     )

@@ -17,7 +17,9 @@ from accelbench.errors import AccelbenchError
 
 @dataclass(frozen=True)
 class RunPoint:
-    """One run's throughput per GPU, interactivity, load and (optional) measured energy."""
+    """One run's throughput per GPU, interactivity, load and (optional) measured energy:
+    ``j_per_token`` per total (input + output) token, ``j_per_output_token``; both from
+    the accelerators' measured energy in the window (no facility overhead)."""
 
     path: str
     gpus: int
@@ -29,6 +31,7 @@ class RunPoint:
     mean_isl: float | None
     mean_osl: float | None
     j_per_token: float | None
+    j_per_output_token: float | None = None
 
 
 def _num(value: Any) -> float | None:
@@ -80,13 +83,18 @@ def load_run(path: str | Path) -> RunPoint:
         if _num(tokens.get("output")) is not None:
             osl = float(tokens["output"]) / completed
     energy = s.get("energy") or None
-    jpt = None
+    jpt = jpo = None
     if isinstance(energy, dict):
-        jpt = _num(energy.get("j_per_token"))
+        # telemetry writes j_per_total_token / j_per_output_token (accelbench.telemetry);
+        # the short form {joules, tokens, j_per_token} is read too
+        jpt = _num(energy.get("j_per_total_token"))
+        if jpt is None:
+            jpt = _num(energy.get("j_per_token"))
         if jpt is None:
             joules, toks = _num(energy.get("joules")), _num(energy.get("tokens"))
             if joules is not None and toks:
                 jpt = joules / toks
+        jpo = _num(energy.get("j_per_output_token"))
     return RunPoint(
         path=str(p),
         gpus=gpus,
@@ -98,6 +106,7 @@ def load_run(path: str | Path) -> RunPoint:
         mean_isl=isl,
         mean_osl=osl,
         j_per_token=jpt,
+        j_per_output_token=jpo,
     )
 
 
