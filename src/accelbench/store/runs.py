@@ -298,6 +298,10 @@ class RunInfo:
     summary: dict[str, Any] | None
     problems: list[str] = field(default_factory=list)
     has_requests: bool = False
+    # columns of requests.parquet read so far (analysis reads each at most once)
+    _columns: dict[str, Any] = field(default_factory=dict, repr=False)
+    _names: list[str] | None = field(default=None, repr=False)
+    _rows: int | None = field(default=None, repr=False)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -391,17 +395,32 @@ class RunInfo:
         p = self.path / "requests.parquet"
         if not p.exists():
             raise AccelbenchError(f"{self.path}: requests.parquet missing")
+        cache = self._columns
         try:
-            schema = pq.read_schema(p)
-            have = [c for c in columns if c in schema.names]
-            t = pq.read_table(p, columns=have)
+            if self._names is None:
+                self._names = pq.read_schema(p).names
+            want = [c for c in columns if c in self._names and c not in cache]
+            if want or not cache:
+                t = pq.read_table(p, columns=want)
+                self._rows = t.num_rows
+                for c in want:
+                    if c not in ("chunk_times", "chunk_tokens", "output_text"):  # keep small
+                        cache[c] = t.column(c)
+                    else:
+                        cache.setdefault("_big", {})[c] = t.column(c)  # type: ignore[index]
         except (OSError, pa.ArrowException) as exc:
             raise AccelbenchError(f"{p}: unreadable ({exc})") from None
+        big = cache.pop("_big", {})
+        out: dict[str, Any] = {}
         for c in columns:
-            if c not in t.column_names:
+            if c in cache:
+                out[c] = cache[c]
+            elif c in big:
+                out[c] = big[c]
+            else:
                 typ = REQUEST_SCHEMA.field(c).type if c in REQUEST_SCHEMA.names else pa.null()
-                t = t.append_column(c, pa.nulls(t.num_rows, typ))
-        return t
+                out[c] = pa.nulls(self._rows or 0, typ)
+        return pa.table(out) if out else pa.table({"_": pa.nulls(self._rows or 0)}).drop(["_"])
 
 
 def is_run_dir(path: Path) -> bool:
