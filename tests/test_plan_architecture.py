@@ -139,7 +139,8 @@ def test_config_json_multimodal_text_config():
 
 
 @pytest.mark.parametrize(
-    "drop", ["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"]
+    "drop",
+    ["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size"],
 )
 def test_missing_config_field_is_named(drop):
     cfg = _raw("llama-3.1-8b")

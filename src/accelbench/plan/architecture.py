@@ -462,10 +462,10 @@ def arch_from_config(
     if n_experts and not moe_inter:
         # Mixtral and gpt-oss: experts have intermediate_size
         moe_inter = _positive_int(cfg, "intermediate_size", where)
-    inter_default = None if not n_experts else 0
-    intermediate = int(_get(cfg, "intermediate_size", where, inter_default) or 0)
-    if not n_experts and intermediate <= 0:
-        raise AccelbenchError(f"{where}: field 'intermediate_size' must be > 0")
+    if n_experts:  # all-MoE models may omit the dense FFN width
+        intermediate = int(cfg.get("intermediate_size") or 0)
+    else:
+        intermediate = _positive_int(cfg, "intermediate_size", where)
 
     n_shared = int(cfg.get("n_shared_experts") or 0)
     shared_inter = moe_inter
