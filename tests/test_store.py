@@ -120,3 +120,18 @@ def test_import_rejects_other_json(tmp_path):
     f.write_text("{")
     with pytest.raises(AccelbenchError, match="not a JSON file"):
         import_vllm(f, tmp_path / "r")
+
+
+def test_imported_vllm_run_beside_ours(tmp_path):
+    from accelbench.metrics.compare import compare_sets
+    from accelbench.sweep import load_inputs
+
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(_vllm_result(n=40)))
+    old = import_vllm(f, tmp_path / "results", gpus=1, isl=100, osl=11)
+    new = make_run(tmp_path / "results" / "new", 40, concurrency=4, isl=100, osl=11,
+                   model="meta-llama/Llama-3.1-8B-Instruct", chunks=False)  # fmt: skip
+    a, b = load_inputs([old, new])
+    comps = compare_sets(a, b, n_boot=100)
+    assert comps[0].condition == "same load: c=4"
+    assert any("not recorded on one side" in w for w in comps[0].warnings)

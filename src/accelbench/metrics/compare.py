@@ -290,20 +290,34 @@ def _ci(ra: np.ndarray, rb: np.ndarray) -> tuple[float | None, float | None, int
     return float(lo), float(hi), int(r.size)
 
 
-def workload_differences(a: SweepSet, b: SweepSet) -> list[str]:
+def workload_differences(a: SweepSet, b: SweepSet) -> tuple[list[str], list[str]]:
+    """(differences, unknowns): keys known on both sides with different values, and keys
+    known on one side only (e.g. an imported result that does not record them)."""
     wa, wb = a.workload() or {}, b.workload() or {}
-    return [f"{k}: {wa.get(k)!r} vs {wb.get(k)!r}" for k in WORKLOAD_KEYS if wa.get(k) != wb.get(k)]
+    diff, unknown = [], []
+    for k in WORKLOAD_KEYS:
+        x, y = wa.get(k), wb.get(k)
+        if x == y:
+            continue
+        if x is None or y is None:
+            unknown.append(f"{k}: {x!r} vs {y!r}")
+        else:
+            diff.append(f"{k}: {x!r} vs {y!r}")
+    return diff, unknown
 
 
 def check_workloads(a: SweepSet, b: SweepSet, allow_mismatch: bool = False) -> list[str]:
-    """Differences between the two workloads; raises unless ``allow_mismatch``."""
-    diffs = workload_differences(a, b)
+    """Warnings about the two workloads; raises on a real difference unless
+    ``allow_mismatch`` (a key recorded on one side only is a warning)."""
+    diffs, unknown = workload_differences(a, b)
     if diffs and not allow_mismatch:
         raise AccelbenchError(
             f"{a.name} and {b.name} ran different workloads ({'; '.join(diffs)}); "
             "pass --allow-mismatch to compare them anyway"
         )
-    return [f"workloads differ: {d}" for d in diffs]
+    return [f"workloads differ: {d}" for d in diffs] + [
+        f"workload not recorded on one side, cannot check: {u}" for u in unknown
+    ]
 
 
 def compare_at_load(
