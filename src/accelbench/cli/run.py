@@ -41,49 +41,82 @@ def _parse_extra(extra: str | None) -> dict:
 
 def run(
     url: str = typer.Option(
-        None, "--url", "-u",
+        None,
+        "--url",
+        "-u",
         help="Base URL of an OpenAI-compatible server (http://host:port). Without it, "
         "accelbench builds (once) and starts llama.cpp's llama-server on SmolLM2-135M.",
     ),
-    model: str = typer.Option(None, "--model", "-m", help="Model name; default: the first the server lists."),
+    model: str = typer.Option(
+        None, "--model", "-m", help="Model name; default: the first the server lists."
+    ),
     endpoint: str = typer.Option("completions", help="completions | chat"),
     stream: bool = typer.Option(True, "--stream/--no-stream", help="Stream tokens (SSE)."),
-    concurrency: int = typer.Option(None, "--concurrency", "-c", help="Closed loop: requests in flight (default 1)."),
+    concurrency: int = typer.Option(
+        None, "--concurrency", "-c", help="Closed loop: requests in flight (default 1)."
+    ),
     rate: float = typer.Option(None, "--rate", "-r", help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", help="Open-loop arrivals: poisson | constant | gamma."),
     burstiness: float = typer.Option(1.0, help="Gamma shape (1 = Poisson; <1 burstier)."),
     max_concurrency: int = typer.Option(None, help="Open loop: cap on requests in flight."),
-    num_requests: int = typer.Option(None, "--num-requests", "-n", help="Measured requests (default 10 x concurrency)."),
-    duration: float = typer.Option(None, "--duration", "-d", help="Stop issuing after this many seconds."),
-    warmup: int = typer.Option(0, "--warmup", help="Warm-up requests, run first and excluded from metrics."),
-    drain_timeout: float = typer.Option(None, help="Seconds to let in-flight requests finish after the stop; default: all."),
+    num_requests: int = typer.Option(
+        None, "--num-requests", "-n", help="Measured requests (default 10 x concurrency)."
+    ),
+    duration: float = typer.Option(
+        None, "--duration", "-d", help="Stop issuing after this many seconds."
+    ),
+    warmup: int = typer.Option(
+        0, "--warmup", help="Warm-up requests, run first and excluded from metrics."
+    ),
+    drain_timeout: float = typer.Option(
+        None, help="Seconds to let in-flight requests finish after the stop; default: all."
+    ),
     isl: int = typer.Option(128, help="Input length in the server's tokens (synthetic prompts)."),
     osl: int = typer.Option(128, help="Output length (max_tokens, forced with ignore_eos)."),
     isl_dist: str = typer.Option("fixed", help="fixed | uniform | normal | lognormal"),
     osl_dist: str = typer.Option("fixed", help="fixed | uniform | normal | lognormal"),
     range_ratio: float = typer.Option(0.0, help="Uniform range ratio r (see --range-convention)."),
-    range_convention: str = typer.Option("vllm", help="vllm: [L(1-r), L(1+r)]; inferencex: [rL, L]."),
+    range_convention: str = typer.Option(
+        "vllm", help="vllm: [L(1-r), L(1+r)]; inferencex: [rL, L]."
+    ),
     isl_std: float = typer.Option(None, help="Std dev for normal/lognormal ISL (default 10%)."),
     osl_std: float = typer.Option(None, help="Std dev for normal/lognormal OSL (default 10%)."),
     dataset: str = typer.Option(None, help="ShareGPT JSON/JSONL, prompts JSONL or chat JSONL."),
     dataset_format: str = typer.Option("auto", help="auto | sharegpt | prompts | chat"),
-    tokenizer: str = typer.Option(None, help="tokenizer.json or HF directory (default: server /tokenize)."),
+    tokenizer: str = typer.Option(
+        None, help="tokenizer.json or HF directory (default: server /tokenize)."
+    ),
     seed: int = typer.Option(0, help="Seed for prompts, lengths and arrivals."),
-    ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="Force the full output length."),
-    extra_body: str = typer.Option(None, help='JSON merged into every request body, or @file.json (e.g. \'{"temperature":0}\').'),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key."),
+    ignore_eos: bool = typer.Option(
+        True, "--ignore-eos/--no-ignore-eos", help="Force the full output length."
+    ),
+    extra_body: str = typer.Option(
+        None,
+        help="JSON merged into every request body, or @file.json (e.g. '{\"temperature\":0}').",
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", help="Environment variable holding the API key."
+    ),
     api_key_file: str = typer.Option(None, help="File whose first line is the API key."),
     timeout: float = typer.Option(600.0, help="Per-request timeout in seconds."),
     workers: int = typer.Option(None, help="Load worker processes (default: from load and cores)."),
-    out: str = typer.Option(None, "--out", "-o", help="Run directory (default results/<time>-<id>)."),
+    out: str = typer.Option(
+        None, "--out", "-o", help="Run directory (default results/<time>-<id>)."
+    ),
     results_root: str = typer.Option("results", help="Where run directories go."),
     gpus: int = typer.Option(1, help="Accelerators behind the endpoint (for per-GPU figures)."),
-    slo: list[str] = typer.Option([], help="SLO for goodput, e.g. --slo ttft_ms=500 --slo tpot_ms=50."),
+    slo: list[str] = typer.Option(
+        [], help="SLO for goodput, e.g. --slo ttft_ms=500 --slo tpot_ms=50."
+    ),
     save_text: bool = typer.Option(False, help="Keep generated text in requests.parquet."),
     label: str = typer.Option(None, help="Name for the run directory."),
-    telemetry: bool = typer.Option(True, "--telemetry/--no-telemetry", help="Sample telemetry beside the run."),
+    telemetry: bool = typer.Option(
+        True, "--telemetry/--no-telemetry", help="Sample telemetry beside the run."
+    ),
     telemetry_interval: float = typer.Option(1.0, help="Telemetry sampling interval (s)."),
-    embedded_model: str = typer.Option("smollm2", help="Embedded engine model: smollm2 | tiny | path.gguf."),
+    embedded_model: str = typer.Option(
+        "smollm2", help="Embedded engine model: smollm2 | tiny | path.gguf."
+    ),
     embedded_parallel: int = typer.Option(8, help="Embedded engine parallel slots."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
 ) -> None:
@@ -120,7 +153,9 @@ def summarize_cmd(
     run_dir: Path = typer.Argument(..., help="A run directory."),
     gpus: int = typer.Option(None, help="Override the GPU count."),
     slo: list[str] = typer.Option([], help="Recompute goodput under these SLOs."),
-    tokenizer: str = typer.Option(None, help="tokenizer.json for OSL where the server sent no usage."),
+    tokenizer: str = typer.Option(
+        None, help="tokenizer.json for OSL where the server sent no usage."
+    ),
 ) -> None:
     """Rebuild requests.parquet and summary.json from the journal (after a kill, or to
     recompute with another GPU count or SLOs)."""

@@ -10,7 +10,9 @@ import typer
 
 from accelbench.errors import AccelbenchError
 
-serve_app = typer.Typer(help="Start a server: the reference server or the embedded engine.", no_args_is_help=True)
+serve_app = typer.Typer(
+    help="Start a server: the reference server or the embedded engine.", no_args_is_help=True
+)
 
 
 @serve_app.command("reference")
@@ -18,14 +20,26 @@ def reference(
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
     port: int = typer.Option(8000, help="Port."),
     model: str = typer.Option("reference", help="Model name it serves."),
-    ttft_ms: str = typer.Option("50", help="TTFT: N, uniform:LO:HI, normal:MEAN:STD or exp:MEAN (ms)."),
+    ttft_ms: str = typer.Option(
+        "50", help="TTFT: N, uniform:LO:HI, normal:MEAN:STD or exp:MEAN (ms)."
+    ),
     itl_ms: str = typer.Option("10", help="Gap between tokens, same forms (ms)."),
-    osl: str = typer.Option(None, help="Output length distribution (capped by max_tokens); default: max_tokens."),
-    max_throughput: bool = typer.Option(False, help="No delays: write each response at once (client ceiling)."),
-    fault: list[str] = typer.Option([], help="Inject a fault with a probability: KIND:P, KIND one of 429, 500, 503, disconnect, malformed, stall, slow_headers."),
+    osl: str = typer.Option(
+        None, help="Output length distribution (capped by max_tokens); default: max_tokens."
+    ),
+    max_throughput: bool = typer.Option(
+        False, help="No delays: write each response at once (client ceiling)."
+    ),
+    fault: list[str] = typer.Option(
+        [],
+        help="Inject a fault with a probability, KIND:P; KIND: 429, 500, 503, "
+        "disconnect, malformed, stall, slow_headers.",
+    ),
     stall_s: float = typer.Option(2.0, help="Length of a stall fault (s)."),
     slow_headers_s: float = typer.Option(1.0, help="Header delay of a slow_headers fault (s)."),
-    ground_truth: Path = typer.Option(None, help="JSONL file: when each token was actually written."),
+    ground_truth: Path = typer.Option(
+        None, help="JSONL file: when each token was actually written."
+    ),
     seed: int = typer.Option(0, help="Seed for delays and faults."),
 ) -> None:
     """An OpenAI-compatible streaming server with known timings, for measuring clients.
@@ -48,14 +62,19 @@ def reference(
     )  # fmt: skip
 
     def ready(p: int) -> None:
-        typer.echo(f"reference server on http://{host}:{p} (model {model}); Ctrl-C stops it", err=True)
+        typer.echo(
+            f"reference server on http://{host}:{p} (model {model}); Ctrl-C stops it", err=True
+        )
 
     run_reference(cfg, ready)
 
 
 @serve_app.command("llama")
 def llama(
-    model: str = typer.Option("smollm2", help="smollm2 (SmolLM2-135M-Instruct from PyPI), tiny (generated), or a .gguf path."),
+    model: str = typer.Option(
+        "smollm2",
+        help="smollm2 (SmolLM2-135M-Instruct from PyPI), tiny (generated), or a .gguf path.",
+    ),
     port: int = typer.Option(8080, help="Port on 127.0.0.1."),
     parallel: int = typer.Option(8, help="Parallel slots (continuous batching)."),
     ctx_per_slot: int = typer.Option(2048, help="Context per slot."),
@@ -75,7 +94,9 @@ def llama(
     try:
         while server.proc.poll() is None:
             time.sleep(0.5)
-        raise AccelbenchError(f"llama-server exited with {server.proc.returncode}; log: {server.log_path}")
+        raise AccelbenchError(
+            f"llama-server exited with {server.proc.returncode}; log: {server.log_path}"
+        )
     except KeyboardInterrupt:
         pass
     finally:

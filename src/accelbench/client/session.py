@@ -121,7 +121,7 @@ class OpenAIClient:
             handler = ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
             try:
                 conn, reused = await pool.acquire()
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 rec.t_send = rec.t_send or _now()
                 handler.fail("connect_error", f"cannot connect to {self.host}:{self.port}: {exc}")
                 return
@@ -129,7 +129,7 @@ class OpenAIClient:
             fut = conn.start(data, handler)
             try:
                 await asyncio.wait_for(fut, max(0.001, (deadline - _now()) / 1e9))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pool.discard(conn)
                 handler.fail("timeout", f"no complete response within {self.timeout_s:g} s")
                 rec.t_done = _now()

@@ -46,7 +46,11 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
     meta = read_json(Path(run_dir) / RUN_JSON)
     cfg = meta.get("config", {})
     c, thr = s["counts"], s["throughput"]
-    load = f"rate {cfg.get('rate')} req/s" if cfg.get("rate") else f"concurrency {cfg.get('concurrency')}"
+    load = (
+        f"rate {cfg.get('rate')} req/s"
+        if cfg.get("rate")
+        else f"concurrency {cfg.get('concurrency')}"
+    )
     console.print(
         f"[bold]{meta.get('run_id')}[/bold]  {cfg.get('model')} @ {meta.get('server', {}).get('url')}"
         f"  ({load}, status [bold]{s['status']}[/bold])"
@@ -75,7 +79,9 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
             f"{_f(g['output_tokens_per_s'], 1)} tok/s ({_f(100 * (g['fraction'] or 0), 1)}% of requests)"
         )
     if s["errors"]["count"]:
-        console.print(f"[red]errors[/red]: {s['errors']['by_kind']}  HTTP {s['errors']['by_status']}")
+        console.print(
+            f"[red]errors[/red]: {s['errors']['by_kind']}  HTTP {s['errors']['by_status']}"
+        )
     cl = s["client"]
     console.print(
         f"client: {cl.get('n_workers')} worker(s), CPU {_f(cl.get('cpu_s'))} s, "

@@ -293,7 +293,9 @@ def _worker_specs(
                     name=name,
                     items=items,
                     offsets=offs,
-                    concurrency=None if cfg.rate is not None else _split(cfg.concurrency, k, n_workers),
+                    concurrency=None
+                    if cfg.rate is not None
+                    else _split(cfg.concurrency, k, n_workers),
                     max_concurrency=_split(cfg.max_concurrency, k, n_workers),
                     duration_s=cfg.duration_s if name == "measured" else None,
                     drain_timeout_s=cfg.drain_timeout_s,
@@ -385,7 +387,11 @@ def _drive(
                         if not r["ok"] and r.get("error_kind") != "interrupted":
                             counts["errors"] += 1
                         counts["tokens"] += r.get("osl_server") or len(r["chunk_times"])
-                    if sampler is not None and n_warm and counts["done"] - counts["measured"] >= n_warm:
+                    if (
+                        sampler is not None
+                        and n_warm
+                        and counts["done"] - counts["measured"] >= n_warm
+                    ):
                         sampler.set_phase("measured")
                     el = max(1e-9, time.monotonic() - t_start)
                     prog.update(

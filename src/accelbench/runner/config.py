@@ -39,8 +39,10 @@ class WorkloadConfig:
                 raise AccelbenchError(f"--{name} must be at least 1 (got {getattr(self, name)})")
         if self.range_ratio < 0 or self.range_ratio > 1:
             raise AccelbenchError(f"--range-ratio must be in [0, 1] (got {self.range_ratio})")
-        if self.range_convention == "vllm" and self.range_ratio >= 1 and (
-            self.isl_dist == "uniform" or self.osl_dist == "uniform"
+        if (
+            self.range_convention == "vllm"
+            and self.range_ratio >= 1
+            and (self.isl_dist == "uniform" or self.osl_dist == "uniform")
         ):
             raise AccelbenchError("--range-ratio must be below 1 with the vllm convention")
         for name in ("isl_std", "osl_std"):

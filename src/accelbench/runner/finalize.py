@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.metrics.records import (
+    FIELD_NAMES,
     SOURCE_CHUNKS,
     SOURCE_PLANNED,
     SOURCE_SERVER,
     SOURCE_TOKENIZER,
-    FIELD_NAMES,
     RequestRecord,
     records_to_table,
 )

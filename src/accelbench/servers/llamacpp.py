@@ -127,7 +127,9 @@ def build_llama_server(log: Log = print, jobs: int | None = None) -> Path:
     jobs = jobs or os.cpu_count() or 2
     log(f"compiling llama-server with {jobs} jobs (about 5 minutes on 2 cores, done once)")
     _run_logged(
-        [cmake, "--build", str(build), "--target", "llama-server", "-j", str(jobs)], log, quiet=False
+        [cmake, "--build", str(build), "--target", "llama-server", "-j", str(jobs)],
+        log,
+        quiet=False,
     )
     built = next(iter(build.rglob("llama-server")), None)
     if built is None or not built.is_file():

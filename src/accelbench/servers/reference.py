@@ -133,6 +133,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.busy = False
         self.closed = False
         self.handles: list[asyncio.TimerHandle] = []
+        self.current_log: dict[str, Any] | None = None  # the stream in progress
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -141,6 +142,11 @@ class ReferenceProtocol(asyncio.Protocol):
         self.closed = True
         for h in self.handles:
             h.cancel()
+        if self.current_log is not None:  # the client went away mid-stream
+            self.current_log["t_end"] = time.monotonic_ns()
+            self.current_log["client_closed"] = True
+            self.st.log(self.current_log)
+            self.current_log = None
 
     def data_received(self, data: bytes) -> None:
         t = time.monotonic_ns()
@@ -189,15 +195,15 @@ class ReferenceProtocol(asyncio.Protocol):
         else:
             self._simple(404, {"error": {"message": f"no route {method} {path}"}})
 
-    def _simple(self, status: int, doc: Any, close: bool = False, ctype: str = "application/json") -> None:
+    def _simple(
+        self, status: int, doc: Any, close: bool = False, ctype: str = "application/json"
+    ) -> None:
         body = doc if isinstance(doc, bytes) else orjson.dumps(doc)
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
                   500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "X")  # fmt: skip
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\n"
-            + ("Connection: close\r\n" if close else "")
-            + "\r\n"
+            f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
         ).encode()
         assert self.transport is not None
         self.transport.write(head + body)
@@ -249,8 +255,14 @@ class ReferenceProtocol(asyncio.Protocol):
             if isinstance(prompt, list):
                 prompt = "".join(map(str, prompt))
         prompt_tokens = len(prompt.encode())
-        max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or cfg.default_max_tokens)
-        n = max_tokens if cfg.osl is None else max(1, min(max_tokens, round(cfg.osl.sample(st.rng))))
+        max_tokens = int(
+            req.get("max_tokens") or req.get("max_completion_tokens") or cfg.default_max_tokens
+        )
+        n = (
+            max_tokens
+            if cfg.osl is None
+            else max(1, min(max_tokens, round(cfg.osl.sample(st.rng))))
+        )
         stream = bool(req.get("stream"))
         usage_wanted = bool((req.get("stream_options") or {}).get("include_usage"))
         rid = headers.get("x-request-id", f"ref-{st.counter}")
@@ -260,28 +272,34 @@ class ReferenceProtocol(asyncio.Protocol):
         if fault:
             st.faults_total[fault] = st.faults_total.get(fault, 0) + 1
         if fault in ("429", "500", "503"):
-            self._simple(int(fault), {"error": {"message": f"injected fault {fault}", "type": "reference"}})
+            self._simple(
+                int(fault), {"error": {"message": f"injected fault {fault}", "type": "reference"}}
+            )
             st.log({"request_id": rid, "fault": fault, "t_recv": t_recv})
             return
         words = [_WORDS[(st.counter + i) % len(_WORDS)] for i in range(n)]
         created = int(time.time())
         model_json = orjson.dumps(cfg.model).decode()
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        ident = f"chatcmpl-{rid}" if chat else f"cmpl-{rid}"
+        opening = f'data: {{"id":"{ident}","object":"{kind}","created":{created},'
+        opening += f'"model":{model_json},"choices":[{{"index":0,'
         if chat:
-            pre = f'data: {{"id":"chatcmpl-{rid}","object":"chat.completion.chunk","created":{created},"model":{model_json},"choices":[{{"index":0,"delta":{{"content":'.encode()
-            post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
-        else:
-            pre = f'data: {{"id":"cmpl-{rid}","object":"text_completion","created":{created},"model":{model_json},"choices":[{{"index":0,"text":'.encode()
-            post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
-        if chat:
-            pre = pre.replace(b'"delta":{"content":', b'"delta":{"content":')
+            pre = (opening + '"delta":{"content":').encode()
             post_open = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        else:
+            pre = (opening + '"text":').encode()
+            post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
         events = [pre + orjson.dumps(w) + post_open for w in words]
         if events:
             events[-1] = events[-1].replace(b'"finish_reason":null', b'"finish_reason":"length"')
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n,
+            "total_tokens": prompt_tokens + n,
+        }
         tail = b""
         if usage_wanted:
-            kind = "chat.completion.chunk" if chat else "text_completion"
             tail += b"data: " + orjson.dumps({"id": rid, "object": kind, "created": created,
                                               "model": cfg.model, "choices": [], "usage": usage}) + b"\n\n"  # fmt: skip
         tail += b"data: [DONE]\n\n"
@@ -299,7 +317,11 @@ class ReferenceProtocol(asyncio.Protocol):
         head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
         if chat:
-            role = pre.replace(b'"delta":{"content":', b'"delta":{"role":"assistant","content":') + b'""' + post_open
+            role = (
+                pre.replace(b'"delta":{"content":', b'"delta":{"role":"assistant","content":')
+                + b'""'
+                + post_open
+            )
             head_events = role
         else:
             head_events = b""
@@ -332,6 +354,12 @@ class ReferenceProtocol(asyncio.Protocol):
         sent: list[int] = []
         log = {"request_id": rid, "t_recv": t_recv, "fault": fault, "token_times": sent,
                "scheduled": [int(d * 1e9) for d in due]}  # fmt: skip
+        self.current_log = log
+
+        def done() -> None:
+            log["t_end"] = time.monotonic_ns()
+            st.log(log)
+            self.current_log = None
 
         def write_head() -> None:
             if self.closed:
@@ -345,18 +373,16 @@ class ReferenceProtocol(asyncio.Protocol):
             tr = self.transport
             assert tr is not None
             if fault == "disconnect" and i == fault_at:
+                done()
                 tr.abort()
-                log["t_end"] = time.monotonic_ns()
-                st.log(log)
                 return
             if fault == "malformed" and i == fault_at:
                 tr.write(_chunk(b'data: {"choices": [{"text": "broken\n\n'))
+            sent.append(time.monotonic_ns())  # taken just before the write: causality
             tr.write(_chunk(events[i]))
-            sent.append(time.monotonic_ns())
             if i == n - 1:
                 tr.write(_chunk(tail) + b"0\r\n\r\n")
-                log["t_end"] = time.monotonic_ns()
-                st.log(log)
+                done()
                 self.busy = False
                 self.handles.clear()
                 if self.buf:
@@ -380,7 +406,9 @@ async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
     state = _State(cfg)
     loop = asyncio.get_running_loop()
     try:
-        server = await loop.create_server(lambda: ReferenceProtocol(state), cfg.host, cfg.port, backlog=4096)
+        server = await loop.create_server(
+            lambda: ReferenceProtocol(state), cfg.host, cfg.port, backlog=4096
+        )
     except OSError as exc:
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
     stop = asyncio.Event()

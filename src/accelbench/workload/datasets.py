@@ -91,8 +91,10 @@ def load_dataset(path: str, fmt: str = "auto") -> list[DatasetItem]:
             items.append(DatasetItem(prompt, _out_len(obj, loc)))
         elif fmt == "chat":
             msgs = obj.get("messages")
-            if not isinstance(msgs, list) or not msgs or not all(
-                isinstance(m, dict) and "role" in m and "content" in m for m in msgs
+            if (
+                not isinstance(msgs, list)
+                or not msgs
+                or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
             ):
                 raise AccelbenchError(
                     f"{loc}: `messages` must be a non-empty list of {{role, content}} objects"

@@ -84,9 +84,7 @@ def _dataset_plan(
     return plan
 
 
-def arrival_offsets(
-    n: int, rate: float, arrival: str, burstiness: float, seed: int
-) -> np.ndarray:
+def arrival_offsets(n: int, rate: float, arrival: str, burstiness: float, seed: int) -> np.ndarray:
     """Seconds from the start at which each of ``n`` requests should be sent."""
     rng = np.random.default_rng(seed + 104729)
     if arrival == "constant":

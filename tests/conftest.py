@@ -1,0 +1,87 @@
+"""Shared fixtures: the reference server (ground truth, faults) and the real llama.cpp
+engine (built once and cached by accelbench itself; the first build takes minutes)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+class RefServer:
+    def __init__(self, args: list[str], tmp: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ground_truth = tmp / f"gt-{self.port}.jsonl"
+        cmd = [sys.executable, "-m", "accelbench", "serve", "reference", "--port", str(self.port),
+               "--ground-truth", str(self.ground_truth), *args]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_http(self.url + "/health")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture
+def reference_server(tmp_path: Path) -> Iterator[Callable[..., RefServer]]:
+    """Factory: ``reference_server("--ttft-ms", "20", ...)`` starts one on a free port."""
+    started: list[RefServer] = []
+
+    def make(*args: str) -> RefServer:
+        s = RefServer(list(args), tmp_path)
+        started.append(s)
+        return s
+
+    yield make
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server_handle():
+    """A real llama-server on SmolLM2-135M (or ACCELBENCH_TEST_MODEL), 4 slots."""
+    from accelbench.servers.llamacpp import start_llama_server
+
+    model = os.environ.get("ACCELBENCH_TEST_MODEL", "smollm2")
+    server = start_llama_server(model, parallel=4, ctx_per_slot=1024, log=lambda m: print(m))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server(llama_server_handle) -> str:
+    """URL of the real llama-server."""
+    return llama_server_handle.url

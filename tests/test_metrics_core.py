@@ -1,0 +1,126 @@
+"""Metric arithmetic against hand-computed cases (docs/METRICS.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from accelbench.metrics.records import RequestRecord, records_to_table
+from accelbench.metrics.stats import adjusted_percentile, describe, weighted_percentile
+from accelbench.metrics.summary import summarize
+from accelbench.runner.finalize import complete_row
+
+MS = 1_000_000
+
+
+def test_describe_matches_numpy_linear():
+    d = describe([1, 2, 3, 4])
+    # linear: p50 = 2.5, p90 at rank 2.7 -> 3.7
+    assert d["p50"] == 2.5 and d["p90"] == pytest.approx(3.7)
+    assert d["mean"] == 2.5 and d["std"] == pytest.approx(math.sqrt(1.25))
+
+
+def test_weighted_percentile_equals_repetition():
+    v = np.array([10.0, 20.0, 30.0])
+    w = np.array([1, 3, 2])
+    expanded = np.repeat(v, w)  # 10 20 20 20 30 30
+    for q in (0, 10, 25, 50, 75, 90, 99, 100):
+        assert weighted_percentile(v, w, q) == pytest.approx(np.percentile(expanded, q))
+
+
+def test_adjusted_percentile_counts_failures_as_infinite():
+    vals = np.array([1.0, 2.0, 3.0])
+    assert adjusted_percentile(vals, 0, 50) == 2.0
+    # 3 ok + 1 failed: sorted 1,2,3,inf; p50 at rank 1.5 -> 2.5; p90 at 2.7 -> between 3 and inf
+    assert adjusted_percentile(vals, 1, 50) == 2.5
+    assert adjusted_percentile(vals, 1, 90) == math.inf
+    assert adjusted_percentile(vals, 1, 100 * 2 / 3) == 3.0
+
+
+def _rec(idx, send_ms, first_ms, chunk_ms, osl, isl=100, warm=False, ok=True, kind=None):
+    r = RequestRecord(idx=idx, warmup=warm, t_sched=send_ms * MS, t_send=send_ms * MS)
+    if ok:
+        r.t_first = first_ms * MS
+        r.chunk_times = [int(c * MS) for c in chunk_ms]
+        r.t_last = r.chunk_times[-1]
+        r.t_done = r.t_last + 1 * MS
+        r.osl_server = osl
+        r.isl = isl
+        r.isl_source = "server_usage"
+        r.ok = True
+    else:
+        r.error_kind = kind
+        r.t_done = (send_ms + 5) * MS
+    return complete_row(r.to_row(), None, False)
+
+
+def test_per_request_formulas():
+    row = _rec(0, 0, 100, [100, 110, 130, 160], osl=4)
+    assert row["ttft_ms"] == 100
+    assert row["e2e_ms"] == 160
+    assert row["tpot_ms"] == pytest.approx(20.0)  # (160-100)/(4-1)
+    assert row["ntpot_ms"] == 40.0  # 160/4
+    assert row["tail_ms"] == 1.0
+    assert row["osl_source"] == "server_usage" and row["osl_mismatch"] == 0
+
+
+def test_osl_one_has_no_tpot_and_chunk_fallback():
+    r = RequestRecord(idx=0, t_send=0, t_first=5 * MS, t_last=5 * MS, chunk_times=[5 * MS], ok=True)
+    row = complete_row(r.to_row(), None, False)
+    assert row["osl"] == 1 and row["osl_source"] == "chunk_count" and row["tpot_ms"] is None
+
+
+def test_run_summary_hand_checked():
+    rows = [
+        _rec(0, 0, 10, [10, 20], osl=2, warm=True),  # warm-up: excluded
+        _rec(1, 100, 150, [150, 160, 170], osl=3),  # ttft 50, e2e 70, tpot 10
+        _rec(2, 100, 200, [200, 230], osl=2),  # ttft 100, e2e 130, tpot 30
+        _rec(3, 110, 0, [], osl=0, ok=False, kind="http_5xx"),
+    ]
+    s = summarize(records_to_table(rows), gpus=2, slo={"ttft_ms": 60}, target_concurrency=3)
+    assert s["counts"] == {
+        "planned": None,
+        "completed": 2,
+        "failed": 1,
+        "warmup": 1,
+        "interrupted": 0,
+    }
+    # window: first send 100 ms -> last t_last 230 ms = 0.13 s
+    assert s["window"]["duration_s"] == pytest.approx(0.13)
+    assert s["throughput"]["requests_per_s"] == pytest.approx(2 / 0.13)
+    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(5 / 0.13)
+    assert s["throughput"]["total_tokens_per_s_per_gpu"] == pytest.approx(205 / 0.13 / 2)
+    assert s["latency"]["ttft_ms"]["p50"] == pytest.approx(75)
+    assert s["latency"]["tpot_ms"]["mean"] == pytest.approx(20)
+    # token-weighted TPOT: weights OSL-1 = 2 and 1 -> (10*2 + 30*1)/3
+    assert s["latency"]["tpot_ms_token_weighted"]["mean"] == pytest.approx(50 / 3)
+    # chunk gaps pooled: 10, 10 (req 1), 30 (req 2)
+    assert s["latency"]["chunk_gap_ms"]["count"] == 3
+    assert s["latency"]["chunk_gap_ms"]["mean"] == pytest.approx(50 / 3)
+    assert s["interactivity"]["tok_s_user"] == pytest.approx(1000 / 20)
+    assert s["errors"] == {
+        "count": 1,
+        "rate": pytest.approx(1 / 3),
+        "by_kind": {"http_5xx": 1},
+        "by_status": {},
+    }
+    assert s["goodput"]["requests"] == 1 and s["goodput"]["output_tokens_per_s"] == pytest.approx(
+        3 / 0.13
+    )
+    assert s["latency"]["ttft_ms_adjusted"]["p99"] == "inf"
+
+
+def test_interrupted_requests_are_counted_apart():
+    rows = [_rec(0, 0, 10, [10, 20], osl=2), _rec(1, 0, 0, [], osl=0, ok=False, kind="interrupted")]
+    s = summarize(records_to_table(rows))
+    assert s["counts"]["interrupted"] == 1 and s["errors"]["count"] == 0
+
+
+def test_steady_state_concurrency():
+    # two requests overlap from 50 to 100 ms: target 2 -> 90% threshold 1.8
+    rows = [_rec(0, 0, 10, [10, 100], osl=2), _rec(1, 50, 60, [60, 150], osl=2)]
+    s = summarize(records_to_table(rows), target_concurrency=2)
+    st = s["steady_state"]
+    assert st["start_ns"] == 50 * MS and st["end_ns"] == 101 * MS  # until t_done of req 0

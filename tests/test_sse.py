@@ -1,0 +1,145 @@
+"""The SSE parser and the OpenAI stream handler against adversarial streams."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from accelbench.client.openai import ResponseHandler
+from accelbench.client.sse import SSEParser
+from accelbench.metrics.records import RequestRecord
+
+
+def feed_all(p: SSEParser, pieces: list[bytes]) -> list[tuple[str, bytes]]:
+    out = []
+    for piece in pieces:
+        out += p.feed(piece)
+    return out + p.flush()
+
+
+def test_basic_and_done():
+    ev = feed_all(SSEParser(), [b'data: {"a":1}\n\ndata: [DONE]\n\n'])
+    assert ev == [("message", b'{"a":1}'), ("message", b"[DONE]")]
+
+
+@pytest.mark.parametrize("sep", [b"\n", b"\r\n", b"\r"])
+def test_line_endings(sep):
+    stream = b"data: x" + sep + sep + b"data: y" + sep + sep
+    assert feed_all(SSEParser(), [stream]) == [("message", b"x"), ("message", b"y")]
+
+
+def test_crlf_split_across_reads():
+    p = SSEParser()
+    ev = p.feed(b"data: a\r")
+    ev += p.feed(b"\n\r")
+    ev += p.feed(b"\ndata: b\r\n\r\n")
+    assert ev == [("message", b"a"), ("message", b"b")]
+
+
+def test_byte_by_byte():
+    stream = b': ping\n\nevent: error\ndata: {"error": 1}\n\ndata: z\n\n'
+    ev = feed_all(SSEParser(), [bytes([b]) for b in stream])
+    assert ev == [("error", b'{"error": 1}'), ("message", b"z")]
+
+
+def test_multiline_data_comments_and_unknown_fields():
+    stream = b": keep-alive\nid: 7\nretry: 100\nfoo\ndata: line1\ndata:line2\ndata\n\n"
+    assert feed_all(SSEParser(), [stream]) == [("message", b"line1\nline2\n")]
+
+
+def test_comment_only_event_dispatches_nothing():
+    assert feed_all(SSEParser(), [b":ping\n\n:ping\n\n"]) == []
+
+
+def test_truncated_tail_is_pending():
+    p = SSEParser()
+    assert p.feed(b'data: {"a":1}\n\ndata: {"b"') == [("message", b'{"a":1}')]
+    assert p.pending == b'data: {"b"'
+
+
+def _handler(chat=False):
+    rec = RequestRecord(idx=0)
+    h = ResponseHandler(rec, chat=chat, stream=True, keep_text=True)
+    h.on_headers(200, 1)
+    return rec, h
+
+
+def _ev(obj) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def test_usage_only_chunk_and_role_chunk_are_not_content():
+    rec, h = _handler(chat=True)
+    h.on_data(_ev({"choices": [{"delta": {"role": "assistant", "content": ""}}]}), 10)
+    h.on_data(_ev({"choices": [{"delta": {"content": "Hi"}}]}), 20)
+    h.on_data(_ev({"choices": [{"delta": {"reasoning_content": "think"}}]}), 25)
+    h.on_data(_ev({"choices": [{"delta": {}, "finish_reason": "length"}]}), 30)
+    h.on_data(_ev({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}), 40)
+    h.on_data(b"data: [DONE]\n\n", 50)
+    h.on_end(60)
+    assert rec.ok and rec.error_kind is None
+    assert rec.t_first == 20 and rec.t_last == 25 and rec.t_done == 50
+    assert rec.chunk_times == [20, 25]
+    assert rec.osl_server == 2 and rec.isl == 5
+    assert rec.finish_reason == "length"
+    assert rec.output_text == "Hithink"
+
+
+def test_error_event_is_recorded():
+    rec, h = _handler()
+    assert h.on_data(b'event: error\ndata: {"message": "overloaded"}\n\n', 5) is False
+    assert rec.error_kind == "server_error_event" and not rec.ok
+
+
+def test_error_object_in_data():
+    rec, h = _handler()
+    h.on_data(_ev({"error": {"message": "context too long", "code": 400}}), 5)
+    assert rec.error_kind == "server_error_event" and "context too long" in rec.error
+
+
+def test_malformed_json():
+    rec, h = _handler()
+    assert h.on_data(b'data: {"choices": [\n\n', 5) is False
+    assert rec.error_kind == "malformed_stream"
+
+
+def test_stream_without_done_but_finish_reason_is_ok():
+    rec, h = _handler()
+    h.on_data(_ev({"choices": [{"text": "a", "finish_reason": "stop"}]}), 5)
+    h.on_end(6)
+    assert rec.ok
+
+
+def test_stream_cut_mid_event_is_malformed():
+    rec, h = _handler()
+    h.on_data(_ev({"choices": [{"text": "a"}]}) + b'data: {"cho', 5)
+    h.on_end(6)
+    assert rec.error_kind == "malformed_stream"
+
+
+def test_http_error_body_message():
+    rec = RequestRecord(idx=0)
+    h = ResponseHandler(rec, chat=False, stream=True, keep_text=False)
+    h.on_headers(429, 1)
+    h.on_data(b'{"error": {"message": "slow down"}}', 2)
+    h.on_end(3)
+    assert rec.error_kind == "http_429" and rec.error == "slow down" and rec.http_status == 429
+
+
+def test_continuous_usage_gives_chunk_tokens():
+    rec, h = _handler()
+    h.on_data(_ev({"choices": [{"text": "ab"}], "usage": {"completion_tokens": 2}}), 5)
+    h.on_data(_ev({"choices": [{"text": "c"}], "usage": {"completion_tokens": 3}}), 6)
+    h.on_data(b"data: [DONE]\n\n", 7)
+    h.on_end(8)
+    assert rec.chunk_tokens == [2, 1]
+
+
+def test_non_stream_response():
+    rec = RequestRecord(idx=0)
+    h = ResponseHandler(rec, chat=False, stream=False, keep_text=True)
+    h.on_headers(200, 1)
+    h.on_data(orjson.dumps({"choices": [{"text": "abc", "finish_reason": "length"}],
+                            "usage": {"prompt_tokens": 3, "completion_tokens": 4}}), 9)  # fmt: skip
+    h.on_end(10)
+    assert rec.ok and rec.t_first == rec.t_last == 10 and rec.osl_server == 4
