@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh machine, then run it.
+#   - a virtualenv in .venv with accelbench and its test extras
+#   - Debian's chromium for the HTML report's browser test (when root and missing)
+#   - llama.cpp's llama-server: built by accelbench itself on first use, cached in
+#     ~/.cache/accelbench (about 5 minutes on 2 cores, once per machine)
+# Extra arguments go to pytest (e.g. scripts/test.sh -k sse).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e '.[test]'
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Debian chromium for the browser test" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "could not install chromium: the browser test will be skipped" >&2
+fi
+echo "building (or reusing) llama-server and the test model" >&2
+.venv/bin/accelbench serve llama --build-only
+.venv/bin/python -m ruff check src tests
+exec .venv/bin/python -m pytest -q "$@"
