@@ -41,25 +41,34 @@ def describe(values: Sequence[float] | np.ndarray) -> dict[str, float | int | No
     return out
 
 
-def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """The percentile of the sample in which each value appears ``weight`` times
-    (integer weights), with numpy's linear interpolation; computed without expanding."""
+def weighted_percentiles(
+    values: np.ndarray, weights: np.ndarray, qs: Sequence[float]
+) -> list[float]:
+    """Percentiles of the sample in which each value appears ``weight`` times (integer
+    weights), with numpy's linear interpolation; computed without expanding."""
     v = np.asarray(values, dtype=np.float64)
     w = np.asarray(weights, dtype=np.int64)
     keep = (w > 0) & ~np.isnan(v)
     v, w = v[keep], w[keep]
     if v.size == 0:
-        return math.nan
+        return [math.nan for _ in qs]
     order = np.argsort(v, kind="stable")
     v, w = v[order], w[order]
     cum = np.cumsum(w)  # cum[i]-1 is the last expanded position holding v[i]
     n = int(cum[-1])
-    h = (n - 1) * q / 100.0
-    lo = math.floor(h)
-    hi = min(lo + 1, n - 1)
-    i_lo = int(np.searchsorted(cum, lo + 1))
-    i_hi = int(np.searchsorted(cum, hi + 1))
-    return float(v[i_lo] + (h - lo) * (v[i_hi] - v[i_lo]))
+    out = []
+    for q in qs:
+        h = (n - 1) * q / 100.0
+        lo = math.floor(h)
+        hi = min(lo + 1, n - 1)
+        i_lo = int(np.searchsorted(cum, lo + 1))
+        i_hi = int(np.searchsorted(cum, hi + 1))
+        out.append(float(v[i_lo] + (h - lo) * (v[i_hi] - v[i_lo])))
+    return out
+
+
+def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    return weighted_percentiles(values, weights, [q])[0]
 
 
 def describe_weighted(values: np.ndarray, weights: np.ndarray) -> dict[str, float | int | None]:
@@ -77,8 +86,9 @@ def describe_weighted(values: np.ndarray, weights: np.ndarray) -> dict[str, floa
     out["std"] = float(math.sqrt(np.average((v - mean) ** 2, weights=w)))
     out["min"] = float(v.min())
     out["max"] = float(v.max())
-    for name, q in QUANTILES:
-        out[name] = weighted_percentile(v, w, q)
+    qs = weighted_percentiles(v, w, [q for _, q in QUANTILES])
+    for (name, _), val in zip(QUANTILES, qs, strict=True):
+        out[name] = val
     return out
 
 

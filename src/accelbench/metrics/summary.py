@@ -75,22 +75,21 @@ def _longest_span(starts: np.ndarray, ends: np.ndarray, threshold: float) -> tup
     order = np.lexsort((ev_d, ev_t))  # at equal times, ends (-1) before starts
     ev_t, ev_d = ev_t[order], ev_d[order]
     level = np.cumsum(ev_d)
-    best = (0, 0)
     above = level >= threshold - 1e-9
-    i = 0
+    if not above.any():
+        return 0, 0
+    # runs of consecutive events at or above the threshold: [first, last]
+    edges = np.diff(np.concatenate([[0], above.astype(np.int8), [0]]))
+    firsts = np.nonzero(edges == 1)[0]
+    lasts = np.nonzero(edges == -1)[0] - 1
     n = ev_t.size
-    while i < n:
-        if above[i]:
-            j = i
-            while j + 1 < n and above[j + 1]:
-                j += 1
-            end_t = ev_t[j + 1] if j + 1 < n else ev_t[j]
-            if end_t - ev_t[i] > best[1] - best[0]:
-                best = (int(ev_t[i]), int(end_t))
-            i = j + 1
-        else:
-            i += 1
-    return best
+    # a run lasts until the next event (the one that drops below the threshold)
+    ends = ev_t[np.minimum(lasts + 1, n - 1)]
+    spans = ends - ev_t[firsts]
+    k = int(np.argmax(spans))
+    if spans[k] <= 0:
+        return 0, 0
+    return int(ev_t[firsts[k]]), int(ends[k])
 
 
 def _rate_span(sends: np.ndarray, rate: float) -> tuple[int, int]:
@@ -134,8 +133,9 @@ def summarize(
 ) -> dict[str, Any]:
     """The summary.json document for one run (see docs/RESULTS.md)."""
     warm = _bool(table, "warmup")
-    kinds = table.column("error_kind").to_pylist()
-    interrupted = np.array([k == "interrupted" for k in kinds], dtype=bool)
+    interrupted = np.asarray(
+        pc.equal(table.column("error_kind"), "interrupted").fill_null(False), dtype=bool
+    )
     okv = _bool(table, "ok")
     measured = ~warm & ~interrupted
     ok_mask = measured & okv
