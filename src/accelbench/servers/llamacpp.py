@@ -96,6 +96,22 @@ def build_llama_server(log: Log = print, jobs: int | None = None) -> Path:
     target = llama_server_binary()
     if target.is_file():
         return target
+    # one build at a time per machine (tests and users may ask at once): others wait
+    import fcntl
+
+    lock_path = cache_dir() / "build.lock"
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            log("another process is building llama-server; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        return _build(target, log, jobs)
+
+
+def _build(target: Path, log: Log, jobs: int | None) -> Path:
     cmake = _tool("cmake")
     if not cmake:
         raise AccelbenchError(
