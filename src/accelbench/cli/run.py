@@ -77,7 +77,7 @@ def run(
     osl_dist: str = typer.Option("fixed", help="fixed | uniform | normal | lognormal"),
     range_ratio: float = typer.Option(0.0, help="Uniform range ratio r (see --range-convention)."),
     range_convention: str = typer.Option(
-        "vllm", help="vllm: [L(1-r), L(1+r)]; inferencex: [rL, L]."
+        "vllm", help="vllm: from L(1-r) to L(1+r); inferencex: from rL to L."
     ),
     isl_std: float = typer.Option(None, help="Std dev for normal/lognormal ISL (default 10%)."),
     osl_std: float = typer.Option(None, help="Std dev for normal/lognormal OSL (default 10%)."),
