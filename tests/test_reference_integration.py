@@ -254,3 +254,33 @@ def test_hard_kill_then_summarize(reference_server, tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "interrupted" and s["counts"]["completed"] >= 12
     assert pq.read_table(out / "requests.parquet").num_rows >= 12
+
+
+def test_dropped_keepalive_connections_are_retried(reference_server, tmp_path):
+    import urllib.request
+
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--drop-keepalive", "0.5")
+    s, t = bench(srv.url, tmp_path, concurrency=4, num_requests=40)
+    text = urllib.request.urlopen(srv.url + "/metrics").read().decode()
+    dropped = int(text.split("reference_dropped_connections_total ")[1].split()[0])
+    assert dropped > 5
+    assert s["errors"]["count"] == 0 and s["counts"]["completed"] == 40
+    # every drop was met by a retry (the probe runs on its own client)
+    assert sum(t.column("retries").to_pylist()) == dropped
+
+
+def test_per_request_timeout(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--fault", "stall:0.4",
+                           "--stall-s", "3", "--seed", "2")  # fmt: skip
+    for attempt in range(5):
+        try:
+            s, t = bench(srv.url, tmp_path, name=f"t{attempt}", concurrency=4, num_requests=12,
+                         timeout_s=1.0)  # fmt: skip
+            break
+        except AccelbenchError:
+            continue
+    gt = ground_truth(srv.ground_truth)
+    for row in t.to_pylist():
+        want = "timeout" if gt[row["request_id"]]["fault"] == "stall" else None
+        assert row["error_kind"] == want
+    assert s["errors"]["by_kind"].get("timeout", 0) >= 1

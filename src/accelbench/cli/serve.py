@@ -37,6 +37,9 @@ def reference(
     ),
     stall_s: float = typer.Option(2.0, help="Length of a stall fault (s)."),
     slow_headers_s: float = typer.Option(1.0, help="Header delay of a slow_headers fault (s)."),
+    drop_keepalive: float = typer.Option(
+        0.0, help="Probability of closing a kept-alive connection when the next request arrives."
+    ),
     ground_truth: Path = typer.Option(
         None, help="JSONL file: when each token was actually written."
     ),
@@ -58,7 +61,8 @@ def reference(
     cfg = ReferenceConfig(
         host=host, port=port, model=model, ttft_ms=Dist.parse(ttft_ms), itl_ms=Dist.parse(itl_ms),
         osl=Dist.parse(osl) if osl else None, max_throughput=max_throughput, faults=faults,
-        stall_s=stall_s, slow_headers_s=slow_headers_s, ground_truth=ground_truth, seed=seed,
+        stall_s=stall_s, slow_headers_s=slow_headers_s, drop_keepalive=drop_keepalive,
+        ground_truth=ground_truth, seed=seed,
     )  # fmt: skip
 
     def ready(p: int) -> None:

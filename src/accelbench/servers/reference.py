@@ -80,6 +80,10 @@ class ReferenceConfig:
     max_throughput: bool = False
     faults: dict[str, float] = field(default_factory=dict)  # kind -> probability
     stall_s: float = 2.0
+    # After a response, with this probability the server closes the kept-alive
+    # connection when the next request arrives on it, without answering: the race a
+    # client meets with servers that drop idle connections (llama-server does).
+    drop_keepalive: float = 0.0
     slow_headers_s: float = 1.0
     ground_truth: Path | None = None
     seed: int = 0
@@ -108,6 +112,7 @@ class _State:
         self.requests_total = 0
         self.tokens_total = 0
         self.faults_total: dict[str, int] = {}
+        self.dropped_total = 0
         self.counter = 0
 
     def pick_fault(self) -> str | None:
@@ -134,6 +139,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.closed = False
         self.handles: list[asyncio.TimerHandle] = []
         self.current_log: dict[str, Any] | None = None  # the stream in progress
+        self.drop_next = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -177,6 +183,13 @@ class ReferenceProtocol(asyncio.Protocol):
     def _dispatch(self, method: str, path: str, headers: dict, body: bytes, t: int) -> None:
         path = path.split("?", 1)[0]
         cfg = self.st.cfg
+        if self.drop_next:
+            self.st.dropped_total += 1
+            self.transport.close()  # type: ignore[union-attr]
+            self.buf = b""
+            return
+        if cfg.drop_keepalive and method == "POST" and path.startswith("/v1/"):
+            self.drop_next = self.st.rng.random() < cfg.drop_keepalive
         if method == "GET" and path in ("/v1/models", "/models"):
             self._simple(200, {"object": "list", "data": [{"id": cfg.model, "object": "model",
                                                            "owned_by": "accelbench-reference"}]})  # fmt: skip
@@ -218,6 +231,7 @@ class ReferenceProtocol(asyncio.Protocol):
             "# TYPE reference_tokens_total counter",
             f"reference_tokens_total {st.tokens_total}",
         ]
+        lines.append(f"reference_dropped_connections_total {st.dropped_total}")
         for k, v in st.faults_total.items():
             lines.append(f'reference_faults_total{{kind="{k}"}} {v}')
         self._simple(200, ("\n".join(lines) + "\n").encode(), ctype="text/plain; version=0.0.4")
