@@ -176,3 +176,14 @@ def test_report_in_headless_chromium(report, tmp_path):
     res = _chromium(["--window-size=1400,2400", f"--screenshot={shot}", url], tmp_path / "p2")
     assert shot.exists() and shot.stat().st_size > 20_000, res.stderr[-2000:]
     shutil.copy(path, ARTIFACTS / "report.html")
+
+
+def test_client_bottleneck_warning(tmp_path):
+    r = make_run(tmp_path / "r", 20)
+    s = json.loads((r / "summary.json").read_text())
+    s["client"]["bottleneck"] = True
+    s["client"]["warnings"] = ["schedule lag p99 120 ms"]
+    (r / "summary.json").write_text(json.dumps(s))
+    w = build_report_data([r]).sets[0].warnings
+    assert any("client, not the server" in x for x in w)
+    assert any("schedule lag p99 120 ms" in x for x in w)

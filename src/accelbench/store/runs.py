@@ -383,7 +383,9 @@ class RunInfo:
         w = list(self.problems)
         w += [str(x) for x in (dig(self.summary, "client", "warnings") or [])]
         b = dig(self.summary, "client", "bottleneck")
-        if b and b not in ("server", "none"):
+        if b is True or b == "client":
+            w.append("the client, not the server, was the bottleneck: figures understate it")
+        elif isinstance(b, str) and b not in ("server", "none", ""):
             w.append(f"bottleneck: {b}")
         er = self.figure("error_rate") if self.summary else None
         if er:
