@@ -107,6 +107,10 @@ class TelemetrySampler:
         self._sources, self.status = open_sources(
             self.source_names, self.server_url, self.server_pid
         )
+        for src in self._sources:
+            note = getattr(src, "note", None)
+            if note:
+                self.errors[src.name] = {"count": 0, "last": note}
         self._thread = threading.Thread(target=self._loop, name="accelbench-telemetry", daemon=True)
         self._thread.start()
 

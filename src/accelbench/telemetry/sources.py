@@ -608,17 +608,37 @@ class HostSource(Source):
 
     def __init__(self, pid: int | None = None) -> None:
         self.pid = pid
+        self.note: str | None = None
         self._procs: dict[int, psutil.Process] = {}
+        self._last_cpu: Any = None
 
     def probe(self) -> str | None:
-        psutil.cpu_percent(interval=None)  # prime the counter
+        self._last_cpu = psutil.cpu_times()
         if self.pid is not None:
             try:
                 self._procs[self.pid] = psutil.Process(self.pid)
                 self._procs[self.pid].cpu_percent(interval=None)
             except psutil.Error as exc:
-                return f"server process {self.pid} not found ({exc})"
+                # host figures still work; say why the process ones are missing
+                self.note = f"server process {self.pid} not found ({exc})"
         return None
+
+    def _cpu_util(self) -> float | None:
+        """Busy ratio since the last call, from our own cpu_times deltas (not
+        psutil.cpu_percent(None), whose module-wide state other callers would reset)."""
+        now = psutil.cpu_times()
+        last, self._last_cpu = self._last_cpu, now
+
+        def busy_total(t: Any) -> tuple[float, float]:
+            total = sum(t)
+            idle = t.idle + getattr(t, "iowait", 0.0)
+            return total - idle, total
+
+        b0, t0 = busy_total(last)
+        b1, t1 = busy_total(now)
+        if t1 <= t0:
+            return None
+        return min(max((b1 - b0) / (t1 - t0), 0.0), 1.0)
 
     def _tree(self) -> list[psutil.Process]:
         if self.pid is None:
@@ -657,7 +677,7 @@ class HostSource(Source):
                 wall_ns=time.time_ns(),
                 source=self.name,
                 kind=KIND_HOST,
-                cpu_util=psutil.cpu_percent(interval=None) / 100.0,
+                cpu_util=self._cpu_util() if self._last_cpu is not None else None,
                 host_mem_used_bytes=vm.total - vm.available,
                 host_mem_total_bytes=vm.total,
                 proc_pid=self.pid,
