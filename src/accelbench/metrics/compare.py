@@ -145,20 +145,36 @@ def _run_sample(r: RunInfo) -> _RunSample:
     )
 
 
+MAX_BOOT_REQUESTS = 20_000
+
+
 def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """``n_boot`` replicates of one run's metric."""
+    """``n_boot`` replicates of one run's metric.
+
+    Runs with more than MAX_BOOT_REQUESTS usable requests are bootstrapped on a random
+    subsample of that size and the replicates' spread rescaled by ``sqrt(m / n)`` around the
+    full-sample value (the m-out-of-n bootstrap; valid for these root-n statistics), which
+    keeps comparisons of million-request sweeps fast."""
     obs = s.observed.get(metric)
-    n = s.osl.size
     out = np.full(n_boot, np.nan)
-    if obs is None or n == 0:
+    if obs is None or s.osl.size == 0:
         return out
     if metric in ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s"):
+        n = s.osl.size
         tok = {"output_tps_per_gpu": s.osl, "total_tps_per_gpu": s.tok_total}.get(
             metric, np.ones(n)
         )
-        base = tok.sum() / s.e2e.sum() if s.closed_loop else tok.sum()
-        if base <= 0:
+        base = tok.sum() / s.e2e.sum() if s.closed_loop else tok.mean()
+        if not base > 0:
             return out
+
+        def stat(idx: np.ndarray) -> np.ndarray:
+            if s.closed_loop:
+                r = tok[idx].sum(axis=1) / s.e2e[idx].sum(axis=1)
+            else:
+                r = tok[idx].mean(axis=1)
+            return obs * r / base
+
     else:
         col = {
             "interactivity": s.tpot,
@@ -173,17 +189,22 @@ def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator)
         if n == 0:
             return out
         q = 99.0 if metric.endswith("p99_ms") else 50.0
-    step = max(1, min(n_boot, 4_000_000 // max(n, 1)))
+
+        def stat(idx: np.ndarray) -> np.ndarray:
+            v = np.percentile(col[idx], q, axis=1)
+            return 1000.0 / v if metric == "interactivity" else v
+
+    m = min(n, MAX_BOOT_REQUESTS)
+    sub = rng.choice(n, m, replace=False) if m < n else None
+    step = max(1, min(n_boot, 4_000_000 // m))
     for b0 in range(0, n_boot, step):
         b1 = min(n_boot, b0 + step)
-        idx = rng.integers(0, n, size=(b1 - b0, n))
-        if metric in ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s"):
-            num = tok[idx].sum(axis=1)
-            ratio = num / s.e2e[idx].sum(axis=1) if s.closed_loop else num
-            out[b0:b1] = obs * ratio / base
-        else:
-            v = np.percentile(col[idx], q, axis=1)
-            out[b0:b1] = 1000.0 / v if metric == "interactivity" else v
+        idx = rng.integers(0, m, size=(b1 - b0, m))
+        out[b0:b1] = stat(idx if sub is None else sub[idx])
+    if sub is not None:
+        full = stat(np.arange(n)[None, :])[0]
+        at_sub = stat(sub[None, :])[0]
+        out = full + np.sqrt(m / n) * (out - at_sub)
     return out
 
 
