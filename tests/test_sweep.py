@@ -59,7 +59,12 @@ class FakeRunner:
     def __call__(self, cfg: BenchmarkConfig, progress: bool = True) -> Path:
         c = cfg.concurrency
         self.calls.append(c)
+        out = Path(cfg.out_dir)
+        if out.exists() and any(out.iterdir()):  # as run_benchmark does
+            raise AccelbenchError(f"{out} exists and is not empty")
         if c == self.fail_at:
+            out.mkdir(parents=True)
+            (out / "run.json").write_text('{"status": "failed"}')  # a partial attempt
             raise RuntimeError("server went away")
         eff = min(c, self.knee)
         ttft = 20.0 * (1 + c / 4) * (1 if c <= self.knee else 4 * c / self.knee)
@@ -102,6 +107,9 @@ def test_resume_runs_only_missing_points(tmp_path):
     r2 = FakeRunner()
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r2, progress=False)
     assert r2.calls == [4, 8] and doc["status"] == "completed"
+    assert doc["points"][2]["earlier_attempts"] == ["c0004.attempt1"]
+    assert (tmp_path / "s" / "c0004.attempt1" / "run.json").exists()
+    assert not load_sweep(tmp_path / "s").problems
     r3 = FakeRunner()  # nothing left; a new value extends the sweep
     run_sweep(tmp_path / "s", _plan([16]), runner=r3, progress=False)
     assert r3.calls == [16]

@@ -165,7 +165,23 @@ def _default_runner() -> Runner:
         from accelbench.runner.benchmark import run_benchmark
     except ImportError as exc:
         raise AccelbenchError(f"the benchmark runner is not available ({exc})") from None
-    return run_benchmark
+
+    def run(cfg: BenchmarkConfig, progress: bool = True) -> Path:
+        # the sweep prints one line per point instead of every run's full summary
+        return run_benchmark(cfg, progress=progress, show_summary=False)
+
+    return run
+
+
+def _set_aside(pdir: Path) -> Path | None:
+    """Move a failed or interrupted attempt's directory out of the way (kept, not deleted)."""
+    if not pdir.is_dir() or not any(pdir.iterdir()):
+        return None
+    k = 1
+    while (dest := pdir.with_name(f"{pdir.name}.attempt{k}")).exists():
+        k += 1
+    pdir.rename(dest)
+    return dest
 
 
 def run_sweep(
@@ -226,6 +242,9 @@ def run_sweep(
             else:
                 if run is None:
                     run = _default_runner()
+                moved = _set_aside(pdir)
+                if moved is not None:
+                    p.setdefault("earlier_attempts", []).append(moved.name)
                 p["status"] = "running"
                 p.pop("reason", None)
                 write_json_atomic(sj, doc)
@@ -277,7 +296,7 @@ def run_sweep(
 
 
 def _extra(prev: dict[str, Any]) -> dict[str, Any]:
-    return {k: prev[k] for k in ("run_id", "reason") if k in prev}
+    return {k: prev[k] for k in ("run_id", "reason", "earlier_attempts") if k in prev}
 
 
 @dataclass
