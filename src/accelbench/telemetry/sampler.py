@@ -155,7 +155,11 @@ class TelemetrySampler:
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=max(10.0, 3 * self.interval_s))
-            self._sample()  # a last sample so the end of the window is covered
+            if self._thread.is_alive():  # a source hangs: do not sample beside it
+                self.errors.setdefault("sampler", {"count": 0, "last": None})
+                self.errors["sampler"]["last"] = "sampling thread did not stop in time"
+            else:
+                self._sample()  # a last sample so the end of the window is covered
         for src in self._sources:
             try:
                 src.close()
