@@ -46,7 +46,6 @@ class HTTP1Protocol(asyncio.Protocol):
         "_remaining",
         "_chunked",
         "_keep_alive",
-        "_got_bytes",
         "_head_only",
     )
 
@@ -60,7 +59,6 @@ class HTTP1Protocol(asyncio.Protocol):
         self._remaining = -1
         self._chunked = False
         self._keep_alive = True
-        self._got_bytes = False
 
     # -- asyncio callbacks ---------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -80,11 +78,14 @@ class HTTP1Protocol(asyncio.Protocol):
                 # body delimited by connection close: this is its normal end
                 self._finish(_monotonic_ns())
                 return
+            # nothing of a response yet (a late CRLF of the previous one does not count):
+            # the request may be retried on another connection
+            before = self._state == 1 and not self._buf.strip(b"\r\n")
             self._fut.set_exception(
                 ConnectionClosed(
                     "server closed the connection"
-                    + (" before responding" if not self._got_bytes else " mid-response"),
-                    before_response=not self._got_bytes,
+                    + (" before responding" if before else " mid-response"),
+                    before_response=before,
                 )
             )
 
@@ -92,7 +93,6 @@ class HTTP1Protocol(asyncio.Protocol):
         t = _monotonic_ns()
         if self._sink is None:
             return  # unsolicited bytes on an idle connection: ignore
-        self._got_bytes = True
         if self._state == 1:
             buf = self._buf + data if self._buf else data
             if buf[:2] == b"\r\n":  # stray CRLF ending the previous chunked body
@@ -239,7 +239,6 @@ class HTTP1Protocol(asyncio.Protocol):
         self._buf = b""
         self._remaining = -1
         self._chunked = False
-        self._got_bytes = False
         self.transport.write(payload)
         return self._fut
 
