@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.interpolate import PchipInterpolator
 
 if TYPE_CHECKING:
     from accelbench.store.runs import RunInfo
@@ -52,6 +51,8 @@ def monotone_interp(
         raise ValueError("x values must be distinct")
     if xa.size == 1:
         return np.where(q == xa[0], ya[0], np.nan)
+    from scipy.interpolate import PchipInterpolator  # lazy: keeps CLI start fast
+
     out = PchipInterpolator(xa, ya, extrapolate=False)(q)
     # Exact knot hits at the ends are in range (guard against rounding at the edges).
     out = np.where(q == xa[0], ya[0], out)
