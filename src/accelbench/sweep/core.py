@@ -152,8 +152,7 @@ class SweepPlan:
 def _workload_key(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = cfg.get("workload") or {}
     keys = ("isl", "osl", "isl_dist", "osl_dist", "range_ratio", "dataset")
-    return {
-        "url": cfg.get("url"),
+    return {  # not the URL: the same server may come back on another port
         "model": cfg.get("model"),
         "gpus": cfg.get("gpus"),
         **{k: wl.get(k) for k in keys},
@@ -209,7 +208,7 @@ def run_sweep(
             old.get("base_config") or {}
         ) != _workload_key(plan.base.to_json()):
             raise AccelbenchError(
-                f"{d} holds a different sweep (kind, endpoint, model, GPUs or workload differ); "
+                f"{d} holds a different sweep (kind, model, GPUs or workload differ); "
                 "choose another --out directory"
             )
         old_points = {p["dir"]: p for p in old.get("points", []) if "dir" in p}
