@@ -70,7 +70,7 @@ def test_never_extrapolates():
 def test_single_and_empty_frontier():
     f = frontier_from_points([25.0], [400.0])
     assert f.at(25).value == 400
-    assert f.at(26).value is None
+    assert f.at(26).value is None and "one point, at 25" in f.at(26).reason
     e = frontier_from_points([], [])
     assert e.empty and e.at(10).reason == "no usable points"
     with pytest.raises(ValueError):

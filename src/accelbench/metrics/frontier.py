@@ -163,9 +163,12 @@ class Frontier:
             return FrontierValue(target, None, "no usable points")
         lo, hi = self.range  # type: ignore[misc]
         if not (lo <= target <= hi):
-            return FrontierValue(
-                target, None, f"{OUT_OF_RANGE} (measured {lo:.3g}-{hi:.3g} tok/s/user)"
+            span = (
+                f"the frontier has one point, at {lo:.3g} tok/s/user"
+                if lo == hi
+                else f"measured {lo:.3g}-{hi:.3g} tok/s/user"
             )
+            return FrontierValue(target, None, f"{OUT_OF_RANGE} ({span})")
         v = float(monotone_interp(self.x, self.y, target)[0])
         j = int(np.searchsorted(self.x, target))
         between = (self.labels[max(j - 1, 0)], self.labels[min(j, self.x.size - 1)])
