@@ -246,6 +246,8 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     write_json_atomic(run_dir / RUN_JSON, meta)
 
     n_workers = cfg.workers or auto_workers(cfg)
+    if cfg.rate is None and cfg.concurrency:
+        n_workers = min(n_workers, cfg.concurrency)  # every worker needs a slot
     specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
     sampler = _start_telemetry(cfg, run_dir, engine)
     status, client = _drive(specs, run_dir, cfg, n_warm, n_measured, progress, console, sampler)
@@ -399,6 +401,8 @@ def _drive(
                         completed=counts["done"],
                         info=f"{counts['tokens'] / el:,.0f} tok/s  errors {counts['errors']}",
                     )
+                elif kind == "tick":
+                    journal.flush_if_due()
                 elif kind == "stats":
                     worker_stats.append(payload)
                 elif kind == "crash":

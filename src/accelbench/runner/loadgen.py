@@ -54,7 +54,7 @@ class WorkerSpec:
 class LoopLagMonitor:
     """How late the event loop wakes up: if it lags, every timestamp taken by it is late."""
 
-    def __init__(self, period_s: float = 0.01) -> None:
+    def __init__(self, period_s: float = 0.02) -> None:
         self.period = period_s
         self.lags_ms: list[float] = []
         self._task: asyncio.Task | None = None

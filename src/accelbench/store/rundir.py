@@ -80,9 +80,13 @@ class Journal:
             f.write(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY))
             f.write(b"\n")
         self.count += len(rows)
+        self.flush_if_due()
+
+    def flush_if_due(self) -> None:
+        """Hand buffered lines to the OS if the last flush is older than ``flush_s``."""
         now = time.monotonic()
         if now - self._last >= self.flush_s:
-            f.flush()
+            self._f.flush()
             self._last = now
 
     def close(self) -> None:
