@@ -215,7 +215,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
             n_measured = min(n_measured, cfg.num_requests)
     total = n_warm + n_measured
     log(f"planning {total} requests ({'synthetic' if not cfg.workload.dataset else 'dataset'})")
-    plan = build_plan(cfg.workload, total, tok, special_tokens=special)
+    plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console)
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     short = uuid.uuid4().hex[:6]
@@ -260,6 +260,22 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     if status != "completed":
         log(f"run {status}: results so far are in {run_dir}")
     return run_dir
+
+
+def _plan_with_progress(
+    cfg: BenchmarkConfig, total: int, tok: Tokenizer | None, special: int, show: bool, console: Any
+) -> list[PlannedRequest]:
+    """Build the plan; prompts of exact length cost tokenizer round trips, so show progress."""
+    if not show:
+        return build_plan(cfg.workload, total, tok, special_tokens=special)
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as prog:
+        task = prog.add_task("preparing prompts", total=total)
+        return build_plan(
+            cfg.workload, total, tok, special_tokens=special,
+            progress=lambda done, n: prog.update(task, completed=done),
+        )  # fmt: skip
 
 
 def _worker_specs(
