@@ -3,6 +3,7 @@ by ``accelbench summarize`` to rebuild a run that was killed or to recompute it.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,7 @@ def finalize_run(
         summary.update(extra)
     write_json_atomic(run_dir / SUMMARY, summary)
     meta["status"] = status
+    meta.setdefault("finished_at", datetime.now(UTC).isoformat())
     if client:
         meta["client"] = client
     write_json_atomic(run_dir / RUN_JSON, meta)
