@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from accelbench.errors import AccelbenchError
@@ -162,3 +163,18 @@ def test_subsampled_bootstrap_matches_full(tmp_path, monkeypatch):
         wf, ws = f.hi - f.lo, s.hi - s.lo
         assert ws == pytest.approx(wf, rel=0.35), f.metric
         assert s.lo < f.ratio < s.hi, f.metric
+
+
+def test_order_statistic_bootstrap_matches_resampling():
+    from accelbench.metrics.compare import boot_percentile
+
+    rng = np.random.default_rng(5)
+    x = rng.lognormal(3, 0.5, 501)
+    for q in (50, 90, 99):
+        fast = boot_percentile(x, q, 20000, np.random.default_rng(1))
+        idx = np.random.default_rng(2).integers(0, x.size, size=(4000, x.size))
+        slow = np.percentile(x[idx], q, axis=1)
+        for p in (2.5, 50, 97.5):
+            assert np.percentile(fast, p) == pytest.approx(np.percentile(slow, p), rel=0.02)
+        assert fast.std() == pytest.approx(slow.std(), rel=0.1)
+    assert boot_percentile(np.array([3.0]), 50, 5, rng).tolist() == [3.0] * 5
