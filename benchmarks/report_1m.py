@@ -6,6 +6,8 @@ The sweep is generated synthetically (tests/synthetic_runs.py, no chunk lists) i
 process, so that the figures measured here (wall time per phase, peak RSS of this process)
 cover only the analysis: rebuilding every point's summary.json from requests.parquet,
 the frontier with interpolation at a target, and the report (HTML + Markdown).
+With --compare, also a full comparison of the sweep against a second copy of itself
+(timed separately, after the peak-memory figure of the main phases is taken).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def generate(d: Path, total: int, points: int) -> None:
     make_sweep(d, pts, osl=128, isl=512, gpus=8, chunks=False, jitter=0.1)
 
 
-def measure(d: Path, target: float) -> dict[str, float]:
+def measure(d: Path, target: float, compare: bool = False) -> dict[str, float]:
     from accelbench.metrics.frontier import build_frontier
     from accelbench.report.data import build_report_data
     from accelbench.report.html import write_html
@@ -68,9 +70,19 @@ def measure(d: Path, target: float) -> dict[str, float]:
     write_markdown(data, d / "report.md")
     t["report_s"] = time.perf_counter() - t2
     t["total_s"] = time.perf_counter() - t0
+    t["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if compare:
+        from accelbench.metrics.compare import compare_sets
+
+        t3 = time.perf_counter()
+        other = load_sweep(d)  # the sweep against a second copy of itself
+        compare_sets(
+            s, other, target_interactivity=target, claims=[f"B >= 1.3 x A at {target} tok/s/user"]
+        )
+        t["compare_2x_s"] = time.perf_counter() - t3
+        t["peak_rss_with_compare_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t["requests"] = n
     t["html_mb"] = html.stat().st_size / 1e6
-    t["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return t
 
 
@@ -80,6 +92,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--points", type=int, default=10)
     ap.add_argument("--target", type=float, default=60.0)
+    ap.add_argument("--compare", action="store_true", help="Also time compare (sweep vs itself).")
     ap.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     d = Path(a.dir)
@@ -91,7 +104,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--generate", "--dir", str(d)]
         subprocess.run(cmd + ["--requests", str(a.requests), "--points", str(a.points)], check=True)
         print(f"generated {a.requests:,} requests in {time.perf_counter() - t:.1f} s", flush=True)
-    res = measure(d, a.target)
+    res = measure(d, a.target, a.compare)
     print(json.dumps({k: round(v, 3) for k, v in res.items()}, indent=2))
 
 
