@@ -187,3 +187,34 @@ def test_client_bottleneck_warning(tmp_path):
     w = build_report_data([r]).sets[0].warnings
     assert any("client, not the server" in x for x in w)
     assert any("schedule lag p99 120 ms" in x for x in w)
+
+
+def test_corrupt_files_give_a_partial_report(tmp_path):
+    s = make_sweep(tmp_path / "s", _points()[:3], osl=16)
+    (s / "c0001" / "requests.parquet").write_bytes(b"not parquet at all")
+    (s / "c0002" / "summary.json").write_text('{"throughput": "fast", "latency": [1, 2]}')
+    (s / "c0004" / "summary.json").write_text("{ truncated")
+    (s / "c0004" / "run.json").write_text("[]")
+    data = build_report_data([s], target=50, claims=[], slo={"ttft_ms": 100})
+    text = render_html(data)
+    w = "\n".join(data.sets[0].warnings)
+    assert "requests.parquet: unreadable" in w
+    assert "summary.json unreadable" in w and "run.json is not a JSON object" in w
+    assert "Warnings and missing data" in text
+    assert render_markdown(data)
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "accelbench", "report", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'nope'}: no such file or directory"
+    ]

@@ -252,6 +252,7 @@ def goodput_points(
     """Goodput per point: measured requests that completed and met every SLO, per second of
     the run's window. A point "meets" the SLOs when at least ``attainment`` of its measured
     requests (failures count as misses) met them."""
+    from accelbench.errors import AccelbenchError
     from accelbench.store.runs import column_np
 
     for k in slo:
@@ -260,10 +261,13 @@ def goodput_points(
     out = []
     for r in runs:
         dur = (r.summary or {}).get("window", {}).get("duration_s")
-        if not r.has_requests:
+        try:
+            if not r.has_requests:
+                raise AccelbenchError("requests.parquet missing")
+            t = r.read_requests(("warmup", "ok", "osl", *slo.keys()))
+        except AccelbenchError:  # the report lists the damaged file; no goodput for it
             out.append(GoodputPoint(r.load_label, r.load, 0, 0, None, None, None, False))
             continue
-        t = r.read_requests(("warmup", "ok", "osl", *slo.keys()))
         m = ~column_np(t, "warmup", bool)
         good = column_np(t, "ok", bool) & m
         for k, lim in slo.items():
