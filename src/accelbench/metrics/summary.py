@@ -37,6 +37,11 @@ def _col(t: pa.Table, name: str) -> np.ndarray:
     return t.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
 
 
+def _nan_extreme(fn, a: np.ndarray) -> float:
+    """nanmin / nanmax, NaN (without a warning) when nothing was observed."""
+    return float(fn(a)) if a.size and not np.isnan(a).all() else math.nan
+
+
 def _bool(t: pa.Table, name: str) -> np.ndarray:
     return np.asarray(t.column(name).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -146,10 +151,10 @@ def summarize(
 
     t_send = _col(m, "t_send")
     t_last_ok = _col(ok, "t_last")
-    start = float(np.nanmin(t_send)) if t_send.size else math.nan
-    end = float(np.nanmax(t_last_ok)) if t_last_ok.size else math.nan
+    start = _nan_extreme(np.nanmin, t_send)
+    end = _nan_extreme(np.nanmax, t_last_ok)
     if math.isnan(end) and m.num_rows:
-        end = float(np.nanmax(_col(m, "t_done")))
+        end = _nan_extreme(np.nanmax, _col(m, "t_done"))
     duration = (end - start) / 1e9 if not (math.isnan(start) or math.isnan(end)) else 0.0
 
     isl = _col(ok, "isl")
@@ -296,7 +301,7 @@ def _tokens_in_span(ok: pa.Table, a: int, b: int) -> float | None:
         return None
     times = ok.column("chunk_times").combine_chunks()
     flat = pc.list_flatten(times).to_numpy(zero_copy_only=False).astype(np.int64)
-    lens = pc.list_value_length(times).to_numpy(zero_copy_only=False).astype(np.int64)
+    lens = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     osl = _col(ok, "osl")
     per_chunk = np.where(lens > 0, np.nan_to_num(osl) / np.maximum(lens, 1), 0.0)
     w = np.repeat(per_chunk, lens)

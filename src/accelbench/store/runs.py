@@ -4,17 +4,15 @@ JSON files, no server), and import of ``vllm bench serve`` result files.
 Run directory format: docs/RESULTS.md. Loading never raises on a damaged directory: what is
 missing is recorded in ``RunInfo.problems`` so that reports can say so. Where
 ``summary.json`` is absent but ``requests.parquet`` exists, the key figures are recomputed
-from the requests (:func:`summarize_table`, a vectorised subset of the full summary).
+from the requests (:func:`summarize_table`, the same summary a run writes).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import pyarrow.parquet as pq
 
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA
+from accelbench.store.rundir import write_json_atomic
 
 SUMMARY_SCHEMA = "accelbench.summary/1"
 PERCENTILES = (50, 90, 95, 99, 99.9)
@@ -65,29 +64,6 @@ def _read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and a rename (never a half-written file)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_json_safe(data), f, indent=2, sort_keys=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def _json_safe(obj: Any) -> Any:
-    """Non-finite floats to None (JSON has no inf/nan); numpy scalars to Python."""
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 def dig(d: Any, *keys: str, default: Any = None) -> Any:
     """``d[k1][k2]...`` or ``default`` where any level is missing."""
     for k in keys:
@@ -110,27 +86,6 @@ def column_np(t: pa.Table, name: str, dtype: Any = np.float64) -> np.ndarray:
     return np.asarray(arr, dtype=np.float64)
 
 
-def stats(values: np.ndarray) -> dict[str, Any]:
-    """The METRICS.md stats object over finite values (inf kept for adjusted stats)."""
-    v = values[~np.isnan(values)]
-    if v.size == 0:
-        return {"count": 0, "mean": None, "std": None, "min": None, "max": None}
-    with np.errstate(invalid="ignore"):
-        out: dict[str, Any] = {
-            "count": int(v.size),
-            "mean": float(np.mean(v)),
-            "std": float(np.std(v)),
-            "min": float(np.min(v)),
-            "max": float(np.max(v)),
-        }
-        qs = np.percentile(v, PERCENTILES)
-    for p, q in zip(PERCENTILES, qs, strict=True):
-        if np.isnan(q):  # inf - inf in the interpolation: both neighbours are failures
-            q = math.inf
-        out[f"p{p:g}"] = float(q)
-    return out
-
-
 # ----------------------------------------------------------------------------- summaries
 
 
@@ -143,146 +98,32 @@ def summarize_table(
     target_concurrency: int | None = None,
     requested_rate: float | None = None,
 ) -> dict[str, Any]:
-    """Run-level figures from a requests table (docs/RESULTS.md summary.json schema; the
-    steady-state window and client CPU figures need the live run and are left absent)."""
-    gpus = max(1, int(gpus or 1))
-    warm = column_np(t, "warmup", bool)
-    ok = column_np(t, "ok", bool)
-    m = ~warm
-    okm = ok & m
-    t_send = column_np(t, "t_send")[m]
-    t_last = column_np(t, "t_last")[okm]
-    isl = column_np(t, "isl")[okm]
-    osl = column_np(t, "osl")[okm]
-    n_meas = int(m.sum())
-    n_ok = int(okm.sum())
-    n_fail = n_meas - n_ok
+    """Run-level figures from a requests table: the same summary a run writes
+    (:func:`accelbench.metrics.summary.summarize`); columns a table lacks (an import, or
+    synthetic data without chunk lists) are taken as not observed."""
+    from accelbench.metrics.summary import summarize
 
-    if n_ok and np.isfinite(t_last).any() and np.isfinite(t_send).any():
-        start = float(np.nanmin(t_send))
-        end = float(np.nanmax(t_last))
-        dur = max((end - start) / 1e9, 0.0)
-    else:
-        start = end = None
-        dur = 0.0
-    in_tok = float(np.nansum(isl))
-    out_tok = float(np.nansum(osl))
-
-    def rate(x: float) -> float | None:
-        return x / dur if dur > 0 else None
-
-    def per_gpu(x: float | None) -> float | None:
-        return None if x is None else x / gpus
-
-    thr = {
-        "requests_per_s": rate(n_ok),
-        "input_tokens_per_s": rate(in_tok),
-        "output_tokens_per_s": rate(out_tok),
-        "total_tokens_per_s": rate(in_tok + out_tok),
-    }
-    thr["input_tokens_per_s_per_gpu"] = per_gpu(thr["input_tokens_per_s"])
-    thr["output_tokens_per_s_per_gpu"] = per_gpu(thr["output_tokens_per_s"])
-    thr["total_tokens_per_s_per_gpu"] = per_gpu(thr["total_tokens_per_s"])
-
-    lat: dict[str, Any] = {}
-    cols = {}
-    for name in ("ttft_ms", "tpot_ms", "e2e_ms", "ntpot_ms", "tail_ms"):
-        cols[name] = column_np(t, name)[okm]
-        lat[name] = stats(cols[name])
-    lat["schedule_lag_ms"] = stats(column_np(t, "schedule_lag_ms")[m])
-    tp = cols["tpot_ms"]
-    w = osl - 1
-    sel = np.isfinite(tp) & (w >= 1)
-    lat["tpot_ms_token_weighted"] = _weighted_stats(tp[sel], w[sel])
-    for name in ("ttft_ms", "e2e_ms"):
-        adj = np.concatenate([cols[name], np.full(n_fail, np.inf)])
-        lat[f"{name}_adjusted"] = stats(adj)
-
-    p50 = lat["tpot_ms"].get("p50")
-    inter = 1000.0 / p50 if p50 else None
-
-    goodput = None
-    if slo:
-        good = np.ones(n_ok, dtype=bool)
-        for k, lim in slo.items():
-            v = cols.get(k)
-            if v is None:
-                raise AccelbenchError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
-            good &= np.nan_to_num(v, nan=0.0 if k == "tpot_ms" else np.inf) <= lim
-        goodput = {
-            "slo": dict(slo),
-            "requests_per_s": rate(float(good.sum())),
-            "output_tokens_per_s": rate(float(np.nansum(osl[good]))),
-            "fraction": float(good.sum()) / n_meas if n_meas else None,
-        }
-
-    fail_idx = np.flatnonzero(m & ~ok)
-    failed = t.take(pa.array(fail_idx, pa.int64())) if fail_idx.size else None
-
-    def _col(name: str) -> list[Any]:
-        if failed is None or name not in failed.column_names:
-            return []
-        return failed.column(name).to_pylist()
-
-    kinds = _col("error_kind")
-    by_kind = Counter(k or "unknown" for k in kinds)
-    by_status = Counter(str(s) for s in _col("http_status") if s is not None)
-
-    warnings: list[str] = []
-    lag = lat["schedule_lag_ms"].get("p99")
-    if lag is not None and lag > 50:
-        warnings.append(f"schedule lag p99 {lag:.0f} ms: the client may be the bottleneck")
-    return {
-        "schema": SUMMARY_SCHEMA,
-        "status": "completed",
-        "gpus": gpus,
-        "counts": {
-            "planned": int(t.num_rows),
-            "completed": n_ok,
-            "failed": n_fail,
-            "warmup": int(warm.sum()),
-            "interrupted": int(by_kind.get("interrupted", 0)),
-        },
-        "window": {"start_ns": start, "end_ns": end, "duration_s": dur},
-        "steady_state": None,
-        "throughput": thr,
-        "tokens": {"input": in_tok, "output": out_tok},
-        "latency": lat,
-        "interactivity": {"tok_s_user": inter, "tpot_statistic": "p50"},
-        "goodput": goodput,
-        "errors": {
-            "count": n_fail,
-            "rate": n_fail / n_meas if n_meas else None,
-            "by_kind": dict(by_kind),
-            "by_status": dict(by_status),
-        },
-        "client": {
-            "mode": mode,
-            "requested_rate": requested_rate,
-            "target_concurrency": target_concurrency,
-            "warnings": warnings,
-        },
-        "definitions": {
-            "token_source": "as recorded per request (osl_source)",
-            "window": "first send to last t_last of measured (non-warm-up) requests",
-            "percentiles": "linear interpolation between order statistics",
-            "tpot": "(E2E - TTFT) / (OSL - 1), OSL >= 2; interactivity = 1000 / p50 TPOT",
-            "computed_by": "accelbench.store.runs.summarize_table",
-        },
-    }
+    summary = summarize(
+        conform_requests(t),
+        gpus=max(1, int(gpus or 1)),
+        slo=slo,
+        mode=mode or ("rate" if requested_rate else "concurrency"),
+        target_concurrency=target_concurrency,
+        requested_rate=requested_rate,
+        planned=int(t.num_rows),
+    )
+    summary["client"].update(
+        {"mode": mode, "requested_rate": requested_rate, "target_concurrency": target_concurrency}
+    )
+    return summary
 
 
-def _weighted_stats(v: np.ndarray, w: np.ndarray) -> dict[str, Any]:
-    if v.size == 0:
-        return {"count": 0, "mean": None}
-    order = np.argsort(v)
-    v, w = v[order], w[order]
-    cw = np.cumsum(w)
-    tot = cw[-1]
-    out: dict[str, Any] = {"count": int(v.size), "mean": float(np.sum(v * w) / tot)}
-    for p in PERCENTILES:
-        out[f"p{p:g}"] = float(v[min(np.searchsorted(cw, p / 100 * tot), v.size - 1)])
-    return out
+def conform_requests(t: pa.Table) -> pa.Table:
+    """Add the request-schema columns a table lacks, as nulls."""
+    for f in REQUEST_SCHEMA:
+        if f.name not in t.column_names:
+            t = t.append_column(f, pa.nulls(t.num_rows, type=f.type))
+    return t
 
 
 # ----------------------------------------------------------------------------- loading
