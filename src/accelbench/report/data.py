@@ -62,6 +62,7 @@ class PointView:
     figures: dict[str, float | None]
     box: dict[str, dict[str, float]] = field(default_factory=dict)
     timeline: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | None = None
     samples: list[str] = field(default_factory=list)
 
 
@@ -173,6 +174,60 @@ def _timeline(run: RunInfo, t: Any) -> dict[str, Any] | None:
     }
 
 
+# Telemetry series shown in the report: (column, label, scale to the unit shown).
+TELEMETRY_SERIES: tuple[tuple[str, str, float], ...] = (
+    ("power_w", "accelerator power (W)", 1.0),
+    ("util_gpu", "accelerator utilisation (%)", 100.0),
+    ("mem_used_bytes", "accelerator memory used (GB)", 1e-9),
+    ("temp_gpu_c", "accelerator temperature (C)", 1.0),
+    ("cpu_util", "host CPU (%)", 100.0),
+    ("proc_rss_bytes", "server process RSS (GB)", 1e-9),
+    ("srv_requests_running", "server: requests running", 1.0),
+    ("srv_requests_waiting", "server: requests waiting", 1.0),
+    ("srv_kv_cache_usage", "server: KV-cache usage (%)", 100.0),
+)
+
+
+def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, Any] | None:
+    """Telemetry sampled beside the run (telemetry.parquet), on the run's clock: seconds
+    since its first send. One series per metric and device (or host / server)."""
+    import pyarrow.parquet as pq
+
+    path = run.path / "telemetry.parquet"
+    if not path.is_file() or not np.isfinite(t_send).any():
+        return None
+    try:
+        tel = pq.read_table(path)
+    except (OSError, ValueError):
+        return None
+    t0 = float(np.nanmin(t_send))
+    t_s = (column_np(tel, "t_ns") - t0) / 1e9
+    who = [
+        "/".join(str(x) for x in parts if x not in (None, ""))
+        for parts in zip(
+            tel.column("kind").to_pylist() if "kind" in tel.column_names else [None] * tel.num_rows,
+            tel.column("device_index").to_pylist()
+            if "device_index" in tel.column_names
+            else [None] * tel.num_rows,
+            strict=True,
+        )
+    ]
+    series: dict[str, list[dict[str, Any]]] = {}
+    for col, label, scale in TELEMETRY_SERIES:
+        v = column_np(tel, col) * scale
+        for name in sorted(set(who)):
+            sel = np.array([w == name for w in who]) & np.isfinite(v)
+            if sel.sum() >= 2:
+                series.setdefault(label, []).append(
+                    {
+                        "name": name or "-",
+                        "t_s": t_s[sel].round(3).tolist(),
+                        "y": v[sel].round(4).tolist(),
+                    }  # fmt: skip
+                )
+    return series or None
+
+
 def _point(run: RunInfo, want_timeline: bool) -> tuple[PointView, list[str]]:
     figs = {k: run.figure(k) for k in FIGURES}
     pv = PointView(run, run.load_label, figs)
@@ -190,6 +245,7 @@ def _point(run: RunInfo, want_timeline: bool) -> tuple[PointView, list[str]]:
                 pv.box[k] = b
         if want_timeline:
             pv.timeline = _timeline(run, t)
+            pv.telemetry = _telemetry(run, column_np(t, "t_send"))
         pv.samples = _samples(run)
     except AccelbenchError as exc:
         warns.append(f"{run.load_label}: {exc}")

@@ -309,6 +309,43 @@ def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
     }
 
 
+def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
+    """One small plot per telemetry metric that has data, a line per point and device."""
+    labels: list[str] = []
+    for p in sv.points:
+        for label in p.telemetry or {}:
+            if label not in labels:
+                labels.append(label)
+    figs = []
+    for label in labels:
+        traces = []
+        for i, p in enumerate(sv.points):
+            for s in (p.telemetry or {}).get(label, []):
+                traces.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "name": f"{esc(p.label)} {esc(s['name'])}",
+                        "x": s["t_s"],
+                        "y": s["y"],
+                        "line": {"color": PALETTE[i % len(PALETTE)]},
+                    }  # fmt: skip
+                )
+        figs.append(
+            {
+                "data": traces,
+                "layout": {
+                    "title": {"text": f"{esc(label)}: {esc(sv.name)}"},
+                    "xaxis": {"title": {"text": "seconds since the run's first send"}},
+                    "yaxis": {"title": {"text": esc(label)}},
+                    "height": 320,
+                    "margin": {"t": 50},
+                },
+            }
+        )
+    return figs
+
+
 # ----------------------------------------------------------------------------- markup
 
 
@@ -505,6 +542,14 @@ def render_html(data: ReportData) -> str:
     body.append('<h2 id="timeline">Timelines</h2>')
     for sv in data.sets:
         body.append(plot(_timeline_fig(sv)))
+
+    body.append('<h2 id="telemetry">Telemetry</h2>')
+    for sv in data.sets:
+        tfigs = _telemetry_figs(sv)
+        if not tfigs:
+            body.append(f'<p class="muted">{esc(sv.name)}: no telemetry.parquet in these runs.</p>')
+        for f in tfigs:
+            body.append(plot(f, "plot small"))
 
     body.append('<h2 id="tables">Figures</h2>')
     for sv in data.sets:
