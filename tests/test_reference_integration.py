@@ -285,3 +285,13 @@ def test_per_request_timeout(reference_server, tmp_path):
         want = "timeout" if gt[row["request_id"]]["fault"] == "stall" else None
         assert row["error_kind"] == want
     assert s["errors"]["by_kind"].get("timeout", 0) >= 1
+
+
+def test_two_workers_share_one_request_plan(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    s, t = bench(srv.url, tmp_path, concurrency=4, num_requests=30, warmup_requests=4, workers=2)
+    assert s["counts"]["completed"] == 30 and s["counts"]["warmup"] == 4
+    assert sorted(t.column("idx").to_pylist()) == list(range(34))
+    assert set(t.column("worker").to_pylist()) == {0, 1}
+    warm = [r["idx"] for r in t.to_pylist() if r["warmup"]]
+    assert sorted(warm) == [0, 1, 2, 3]

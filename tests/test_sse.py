@@ -143,3 +143,27 @@ def test_non_stream_response():
                             "usage": {"prompt_tokens": 3, "completion_tokens": 4}}), 9)  # fmt: skip
     h.on_end(10)
     assert rec.ok and rec.t_first == rec.t_last == 10 and rec.osl_server == 4
+
+
+def test_any_split_gives_the_same_events():
+    import random
+
+    stream = (
+        b'data: {"a":1}\n\n: ping\n\ndata: {"b":2}\n\nevent: error\ndata: e1\ndata: e2\n\n'
+        b"id: 3\ndata: x\n\n\n\ndata: y\r\n\r\ndata:z\n\ndata: [DONE]\n\n"
+    )
+    reference = SSEParser()._feed_lines(stream)
+    assert [d for _, d in reference] == [
+        b'{"a":1}',
+        b'{"b":2}',
+        b"e1\ne2",
+        b"x",
+        b"y",
+        b"z",
+        b"[DONE]",
+    ]
+    rng = random.Random(0)
+    for _ in range(300):
+        cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 12)))
+        pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+        assert feed_all(SSEParser(), pieces) == reference

@@ -165,19 +165,19 @@ class HTTP1Protocol(asyncio.Protocol):
             if self._remaining == 0:
                 self._finish(t)
             return
-        # chunked transfer coding
+        # chunked transfer coding: de-frame every complete chunk of this read, then hand
+        # the payload over once (it all arrived at the same instant)
         buf = self._buf + data if self._buf else data
         pos = 0
         n = len(buf)
+        pieces: list[bytes] = []
+        last = False
         while pos < n:
             if self._remaining > 0:
                 take = min(self._remaining, n - pos)
-                piece = buf[pos : pos + take]
+                pieces.append(buf[pos : pos + take])
                 pos += take
                 self._remaining -= take
-                if not sink.on_data(piece, t):  # type: ignore[union-attr]
-                    self._abort(None)
-                    return
                 continue
             if self._remaining == 0:  # CRLF after a chunk's data
                 if n - pos < 2:
@@ -196,11 +196,17 @@ class HTTP1Protocol(asyncio.Protocol):
                 return
             pos = eol + 2
             if size == 0:  # last chunk; a late final CRLF is skipped by the next head
-                self._buf = b""
-                self._finish(t)
-                return
+                last = True
+                break
             self._remaining = size
-        self._buf = buf[pos:]
+        self._buf = b"" if last else buf[pos:]
+        if pieces:
+            payload = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            if not sink.on_data(payload, t):  # type: ignore[union-attr]
+                self._abort(None)
+                return
+        if last:
+            self._finish(t)
 
     def _finish(self, t: int) -> None:
         self._state = 3

@@ -99,7 +99,8 @@ class ResponseHandler:
         self.status = 0
         self.parser = SSEParser()
         self.texts: list[str] = []
-        self.usage_marks: list[int | None] = []  # completion_tokens seen on content chunks
+        # running completion_tokens on every content chunk (vLLM continuous_usage_stats)
+        self.usage_marks: list[int] | None = []
         self.done = False
         self.failed = False
         self._err_body = b""
@@ -197,9 +198,12 @@ class ResponseHandler:
                 rec.chunk_times.append(t)
                 rec.t_last = t
                 self.texts.append(rtext + text)
-                self.usage_marks.append(
-                    usage.get("completion_tokens") if isinstance(usage, dict) else None
-                )
+                if self.usage_marks is not None:
+                    mark = usage.get("completion_tokens") if isinstance(usage, dict) else None
+                    if mark is None:
+                        self.usage_marks = None  # not every chunk says: no per-chunk counts
+                    else:
+                        self.usage_marks.append(mark)
             fr = c.get("finish_reason")
             if fr:
                 rec.finish_reason = fr
@@ -250,13 +254,11 @@ class ResponseHandler:
             return
         rec.ok = True
         marks = self.usage_marks
-        # Per-chunk token counts exist only when every content chunk carried a running
-        # usage count (vLLM's continuous_usage_stats).
-        if marks and all(m is not None for m in marks):
+        if marks and len(marks) == len(rec.chunk_times):
             prev = 0
             counts = []
             for m in marks:
-                counts.append(int(m) - prev)  # type: ignore[arg-type]
-                prev = int(m)  # type: ignore[arg-type]
+                counts.append(int(m) - prev)
+                prev = int(m)
             rec.chunk_tokens = counts
         rec.output_text = "".join(self.texts)

@@ -22,6 +22,27 @@ class SSEParser:
         self._cr = False  # last feed ended with \r: a following \n belongs to it
 
     def feed(self, chunk: bytes) -> list[Event]:
+        # Fast path for the common shape (servers send `data: {...}\n\n` blocks): no CR,
+        # no half-parsed event; simple one-line `data:` blocks are taken whole, any other
+        # block goes through the line parser below.
+        if not self._cr and not self._data and not self._event and b"\r" not in chunk:
+            buf = self._buf + chunk if self._buf else chunk
+            blocks = buf.split(b"\n\n")
+            tail = blocks.pop()
+            events: list[Event] = []
+            for block in blocks:
+                if block[:6] == b"data: " and b"\n" not in block:
+                    events.append(("message", block[6:]))
+                elif block:
+                    self._buf = b""
+                    events += self._feed_lines(block + b"\n\n")
+                    if self._data or self._event:  # cannot happen after a blank line
+                        self._data, self._event = [], ""
+            self._buf = tail
+            return events
+        return self._feed_lines(chunk)
+
+    def _feed_lines(self, chunk: bytes) -> list[Event]:
         if self._cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
         self._cr = chunk.endswith(b"\r")

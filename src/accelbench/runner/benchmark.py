@@ -300,7 +300,10 @@ def _worker_specs(
         for name, lo, hi in (("warmup", 0, n_warm), ("measured", n_warm, len(plan))):
             if hi <= lo:
                 continue
-            idxs = list(range(lo + k, hi, n_workers))
+            if cfg.rate is None and n_workers > 1:
+                idxs = list(range(lo, hi))  # shared: workers take turns through a counter
+            else:
+                idxs = list(range(lo + k, hi, n_workers))
             items = [(i, plan[i]) for i in idxs]
             offs = None
             if offsets is not None:

@@ -81,11 +81,13 @@ class LoadWorker:
         emit: Callable[[list[dict]], None],
         should_stop: Callable[[], bool],
         phase_barrier: Callable[[], Any] | None = None,
+        counters: dict[str, Any] | None = None,
     ) -> None:
         self.spec = spec
         self.emit = emit
         self.should_stop = should_stop
         self.phase_barrier = phase_barrier
+        self.counters = counters or {}  # phase name -> multiprocessing.Value("q")
         self.client = OpenAIClient(
             spec.base_url,
             endpoint=spec.endpoint,
@@ -204,17 +206,28 @@ class LoadWorker:
             await self._cancel_inflight()
 
     def _items(self, phase: PhaseSpec):
+        """Requests for this worker. Closed loop over several workers: every worker holds
+        the whole phase and takes the next index from a counter shared by all of them,
+        so none runs dry while another still has a queue."""
+        counter = self.counters.get(phase.name) if phase.offsets is None else None
+        n = len(phase.items)
+        if counter is not None and n:
+            base = phase.items[0][0]
+            while True:
+                with counter.get_lock():
+                    i = counter.value
+                    counter.value = i + 1
+                if i >= n and phase.duration_s is None:
+                    return
+                yield base + i, phase.items[i % n][1]
         if phase.duration_s is None:
             yield from phase.items
             return
         # duration mode: cycle the plan; indices stay unique across workers
-        k = 0
-        n = len(phase.items)
         base = phase.items[0][0] if phase.items else 0
         for cycle in itertools.count():
             for i in range(n):
                 yield base + (cycle * n + i) * self.spec.n_workers, phase.items[i][1]
-                k += 1
 
     async def _closed_loop(self, phase: PhaseSpec) -> None:
         warm = phase.name == "warmup"

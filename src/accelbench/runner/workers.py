@@ -17,7 +17,9 @@ from typing import Any
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 
 
-def _worker_main(spec: WorkerSpec, out: Any, stop: Any, go: Any, barrier: Any) -> None:
+def _worker_main(
+    spec: WorkerSpec, out: Any, stop: Any, go: Any, barrier: Any, counters: dict[str, Any]
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
@@ -40,7 +42,7 @@ def _worker_main(spec: WorkerSpec, out: Any, stop: Any, go: Any, barrier: Any) -
                 except Exception:  # noqa: BLE001 - broken barrier: stop waiting
                     pass
 
-        worker = LoadWorker(spec, emit, stop.is_set, phase_barrier)
+        worker = LoadWorker(spec, emit, stop.is_set, phase_barrier, counters)
         stats = asyncio.run(worker.run())
         out.put(("stats", spec.worker, stats))
     except BaseException as exc:  # noqa: BLE001 - report any crash to the parent
@@ -57,10 +59,13 @@ class WorkerPool:
         self.go = ctx.Event()
         n_phases = max(len(s.phases) for s in specs)
         self.barrier = ctx.Barrier(len(specs)) if len(specs) > 1 and n_phases > 1 else None
+        # closed loop over several workers: one shared next-request counter per phase
+        shared = len(specs) > 1 and all(p.offsets is None for s in specs for p in s.phases)
+        self.counters = {p.name: ctx.Value("q", 0) for p in specs[0].phases} if shared else {}
         self.procs = [
             ctx.Process(
                 target=_worker_main,
-                args=(s, self.out, self.stop_event, self.go, self.barrier),
+                args=(s, self.out, self.stop_event, self.go, self.barrier, self.counters),
                 daemon=True,
                 name=f"accelbench-worker-{s.worker}",
             )
