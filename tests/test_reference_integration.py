@@ -295,3 +295,28 @@ def test_two_workers_share_one_request_plan(reference_server, tmp_path):
     assert set(t.column("worker").to_pylist()) == {0, 1}
     warm = [r["idx"] for r in t.to_pylist() if r["warmup"]]
     assert sorted(warm) == [0, 1, 2, 3]
+
+
+def test_server_dying_mid_run_keeps_results(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "10")
+    out = tmp_path / "dies"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelbench", "run", "--url", srv.url, "-c", "4", "-n", "200",
+         "--osl", "20", "--isl", "16", "--out", str(out), "--quiet", "--no-telemetry"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    journal = out / "requests.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if journal.exists() and len(journal.read_bytes().splitlines()) >= 8:
+            break
+        time.sleep(0.1)
+    srv.proc.kill()
+    assert proc.wait(120) == 0
+    s = json.loads((out / "summary.json").read_text())
+    t = pq.read_table(out / "requests.parquet")
+    assert s["status"] == "completed"
+    assert s["counts"]["completed"] >= 8
+    assert s["counts"]["completed"] + s["errors"]["count"] == 200 == t.num_rows
+    assert set(s["errors"]["by_kind"]) <= {"disconnect", "connect_error"}
+    assert s["errors"]["by_kind"].get("connect_error", 0) > 100
