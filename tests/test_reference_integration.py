@@ -315,8 +315,12 @@ def test_server_dying_mid_run_keeps_results(reference_server, tmp_path):
     assert proc.wait(120) == 0
     s = json.loads((out / "summary.json").read_text())
     t = pq.read_table(out / "requests.parquet")
-    assert s["status"] == "completed"
+    # the run stops once connections keep failing, instead of spinning through the plan
+    assert s["status"] == "failed" and any("in a row failed" in w for w in s["client"]["warnings"])
     assert s["counts"]["completed"] >= 8
-    assert s["counts"]["completed"] + s["errors"]["count"] == 200 == t.num_rows
+    assert (
+        s["counts"]["completed"] + s["errors"]["count"] + s["counts"]["interrupted"] == t.num_rows
+    )
+    assert t.num_rows < 200
     assert set(s["errors"]["by_kind"]) <= {"disconnect", "connect_error"}
-    assert s["errors"]["by_kind"].get("connect_error", 0) > 100
+    assert s["errors"]["by_kind"]["connect_error"] >= 32

@@ -27,7 +27,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
-from accelbench.runner.loadgen import PhaseSpec, WorkerSpec
+from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
 from accelbench.runner.workers import WorkerPool
 from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, write_json_atomic
 from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
@@ -380,6 +380,8 @@ def _drive(
     worker_stats: list[dict[str, Any]] = []
     t_start = time.monotonic()
     counts = {"done": 0, "measured": 0, "errors": 0, "tokens": 0}
+    lost = 0  # consecutive connection failures
+    abort_reason: str | None = None
     total = None if cfg.duration_s else n_warm + n_measured
     prog = Progress(
         TextColumn("[bold]{task.description}"),
@@ -402,6 +404,17 @@ def _drive(
                 if kind == "records":
                     journal.write(payload)
                     for r in payload:
+                        # a server that stopped accepting connections: stop, don't spin
+                        if r.get("error_kind") == "connect_error":
+                            lost += 1
+                            if lost == LOST_SERVER_AFTER:
+                                abort_reason = (
+                                    f"stopped: {lost} connection attempts in a row failed "
+                                    f"({r.get('error')})"
+                                )
+                                pool.stop()
+                        elif r.get("error_kind") != "interrupted":
+                            lost = 0
                         counts["done"] += 1
                         if not r["warmup"]:
                             counts["measured"] += 1
@@ -447,9 +460,10 @@ def _drive(
         "cpu_util": (cpu_parent + cpu_workers) / wall if wall > 0 else None,
         "cpu_us_per_chunk": 1e6 * cpu_workers / chunks,
         "loop_lag_ms_p99": max((s["loop_lag_ms_p99"] for s in worker_stats), default=None),
-        "warnings": [f"load worker crashed: {c}" for c in crashes],
+        "warnings": [f"load worker crashed: {c}" for c in crashes]
+        + ([abort_reason] if abort_reason else []),
     }
-    if crashes:
+    if crashes or abort_reason:
         status = "failed"
     elif interrupted["n"]:
         status = "interrupted"

@@ -21,6 +21,9 @@ from accelbench.workload.plan import PlannedRequest
 
 _now = time.monotonic_ns
 
+# Consecutive failed connection attempts after which a worker stops: the server is gone.
+LOST_SERVER_AFTER = 32
+
 
 @dataclass
 class PhaseSpec:
@@ -99,6 +102,7 @@ class LoadWorker:
         self._batch: list[dict] = []
         self._inflight: set[asyncio.Task] = set()
         self._stopping = False
+        self._lost = 0  # consecutive failed connection attempts
         self.sent = 0
         self.lag = LoopLagMonitor()
 
@@ -131,6 +135,12 @@ class LoadWorker:
                 rec.t_send = _now()
             if not (spec.save_text or (rec.ok and rec.osl_server is None)):
                 rec.output_text = None  # kept only where it is needed (OSL fallback)
+            if rec.error_kind == "connect_error":
+                self._lost += 1
+                if self._lost >= LOST_SERVER_AFTER:
+                    self._stopping = True  # the server is gone: stop issuing requests
+            elif rec.error_kind != "interrupted":
+                self._lost = 0
             self._batch.append(record_row(rec))
             if len(self._batch) >= 64:
                 self.flush()
