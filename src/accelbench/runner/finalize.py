@@ -137,17 +137,26 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
         bottleneck = True
     for w in c.get("workers", []):
         util = w["cpu_s"] / w["wall_s"] if w.get("wall_s") else 0
+        lag = w.get("loop_lag_ms_p99", 0)
         if util > 0.9:
             warnings.append(
                 f"load worker {w['worker']} used {100 * util:.0f}% of a core: "
                 "add --workers or the client may be the limit"
             )
             bottleneck = True
-        if w.get("loop_lag_ms_p99", 0) > 5:
-            warnings.append(
-                f"load worker {w['worker']} event loop lagged (p99 {w['loop_lag_ms_p99']:.1f} ms):"
-                " timestamps may be late by that much"
+        if lag > 5:
+            # A busy worker lags because of its own work; an idle one because the OS did
+            # not run it (the server or something else holds the cores).
+            cause = (
+                "it was busy"
+                if util > 0.5
+                else f"it used only {100 * util:.0f}% of a core, so other processes (the "
+                "server on the same cores?) kept it waiting"
             )
-            bottleneck = True
+            warnings.append(
+                f"load worker {w['worker']} event loop lagged (p99 {lag:.1f} ms; {cause}): "
+                "timestamps may be late by that much"
+            )
+            bottleneck = bottleneck or util > 0.5
     c["bottleneck"] = bottleneck
     c["warnings"] = warnings
