@@ -324,3 +324,27 @@ def test_server_dying_mid_run_keeps_results(reference_server, tmp_path):
     assert t.num_rows < 200
     assert set(s["errors"]["by_kind"]) <= {"disconnect", "connect_error"}
     assert s["errors"]["by_kind"]["connect_error"] >= 32
+
+
+def test_aiohttp_transport_matches_ground_truth_and_faults(reference_server, tmp_path):
+    """The transport used for https, exercised over http against the same truth."""
+    srv = reference_server("--ttft-ms", "20", "--itl-ms", "4", "--seed", "3",
+                           "--fault", "429:0.1", "--fault", "disconnect:0.1")  # fmt: skip
+    for attempt in range(5):
+        try:
+            s, t = bench(srv.url, tmp_path, name=f"a{attempt}", concurrency=8, num_requests=60,
+                         transport="aiohttp")  # fmt: skip
+            break
+        except AccelbenchError:
+            continue
+    gt = ground_truth(srv.ground_truth)
+    gaps = []
+    for row in t.to_pylist():
+        g = gt[row["request_id"]]
+        want = {None: None, "429": "http_429", "disconnect": "disconnect"}[g["fault"]]
+        assert row["error_kind"] == want, (g["fault"], row["error"])
+        if want is None:
+            assert len(row["chunk_times"]) == len(g["token_times"]) == row["osl"]
+            gaps += list((np.diff(row["chunk_times"]) - np.diff(g["token_times"])) / 1e6)
+    assert np.median(np.abs(gaps)) < 2.0
+    assert s["errors"]["count"] >= 5

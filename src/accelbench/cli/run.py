@@ -100,6 +100,10 @@ def run(
     api_key_file: str = typer.Option(None, help="File whose first line is the API key."),
     timeout: float = typer.Option(600.0, help="Per-request timeout in seconds."),
     workers: int = typer.Option(None, help="Load worker processes (default: from load and cores)."),
+    transport: str = typer.Option(
+        "auto",
+        help="auto (own HTTP/1.1 client for http://, aiohttp for https://) | http1 | aiohttp",
+    ),
     out: str = typer.Option(
         None, "--out", "-o", help="Run directory (default results/<time>-<id>)."
     ),
@@ -141,7 +145,7 @@ def run(
         max_concurrency=max_concurrency, num_requests=num_requests, duration_s=duration,
         warmup_requests=warmup, drain_timeout_s=drain_timeout, workload=wl,
         ignore_eos=ignore_eos, extra_body=_parse_extra(extra_body), timeout_s=timeout,
-        workers=workers, results_root=results_root, out_dir=out, gpus=gpus,
+        workers=workers, transport=transport, results_root=results_root, out_dir=out, gpus=gpus,
         slo=_parse_kv_floats(slo, "--slo"), save_text=save_text, label=label,
         telemetry=telemetry, telemetry_interval_s=telemetry_interval,
         embedded_model=embedded_model, embedded_parallel=embedded_parallel,

@@ -77,7 +77,7 @@ def probe_request(
     async def go() -> RequestRecord:
         client = OpenAIClient(
             cfg.url or "", endpoint=cfg.endpoint, stream=cfg.stream, api_key=api_key,
-            timeout_s=min(cfg.timeout_s, 120.0),
+            timeout_s=min(cfg.timeout_s, 120.0), transport=cfg.transport,
         )  # fmt: skip
         rec = RequestRecord(idx=-1, request_id="probe")
         rec.t_sched = time.monotonic_ns()
@@ -337,6 +337,7 @@ def _worker_specs(
                 save_text=cfg.save_text,
                 run_tag=tag,
                 phases=phases,
+                transport=cfg.transport,
             )
         )
     # a worker with no closed-loop slots gets none of the requests

@@ -74,6 +74,7 @@ class BenchmarkConfig:
     ignore_eos: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
     timeout_s: float = 600.0
+    transport: str = "auto"  # auto: own HTTP/1.1 client for http, aiohttp for https
     workers: int | None = None  # None: choose from the load and the cores
     results_root: str = "results"
     out_dir: str | None = None  # exact run directory; default results_root/<time>-<id>
@@ -108,6 +109,8 @@ class BenchmarkConfig:
             raise AccelbenchError("--warmup must not be negative")
         if self.timeout_s <= 0:
             raise AccelbenchError("--timeout must be positive")
+        if self.transport not in ("auto", "http1", "aiohttp"):
+            raise AccelbenchError("--transport must be auto, http1 or aiohttp")
         if self.gpus < 1:
             raise AccelbenchError("--gpus must be at least 1")
         if self.workers is not None and self.workers < 1:
