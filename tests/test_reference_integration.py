@@ -348,3 +348,18 @@ def test_aiohttp_transport_matches_ground_truth_and_faults(reference_server, tmp
             gaps += list((np.diff(row["chunk_times"]) - np.diff(g["token_times"])) / 1e6)
     assert np.median(np.abs(gaps)) < 2.0
     assert s["errors"]["count"] >= 5
+
+
+def test_telemetry_health_in_summary_survives_recompute(reference_server, tmp_path):
+    from accelbench.runner.finalize import finalize_run
+
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "2")
+    cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "t"), concurrency=2,
+                          num_requests=10, telemetry_interval_s=0.2)  # fmt: skip
+    run_dir = run_benchmark(cfg, progress=False, show_summary=False)
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["health"]["verdict"] in ("pass", "warn", "fail")
+    assert s["telemetry"]["sources"]["host"] == "ok"
+    assert (run_dir / "telemetry.parquet").is_file()
+    again = finalize_run(run_dir, gpus=4)
+    assert again["health"] == s["health"] and again["gpus"] == 4

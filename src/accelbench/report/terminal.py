@@ -91,5 +91,15 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
     for w in cl.get("warnings", []):
         console.print(f"[yellow]warning[/yellow]: {w}")
     if s.get("health"):
-        console.print(f"health: {s['health'].get('verdict')}")
+        h = s["health"]
+        console.print(f"health: {h.get('verdict')}")
+        for f in h.get("findings") or []:
+            if f.get("severity") in ("warn", "fail"):
+                console.print(f"  {f['severity']}: {f.get('message', f.get('rule'))}")
+    if s.get("energy") and s["energy"].get("joules"):
+        e = s["energy"]
+        console.print(
+            f"energy: {_f(e['joules'], 1)} J in the window ({e.get('method')}), "
+            f"{_f(e.get('j_per_output_token'), 3)} J per output token"
+        )
     console.print(f"results: {run_dir}")

@@ -99,6 +99,15 @@ def finalize_run(
     _client_health(summary, cfg)
     if bad:
         summary["journal_unreadable_lines"] = bad
+    if (run_dir / SUMMARY).is_file():
+        # recomputing: keep what only the live run could measure (telemetry, energy, health)
+        try:
+            old = read_json(run_dir / SUMMARY)
+        except Exception:  # noqa: BLE001 - an unreadable old summary is simply replaced
+            old = {}
+        for key in ("telemetry", "energy", "health"):
+            if key in old:
+                summary[key] = old[key]
     if extra:
         summary.update(extra)
     write_json_atomic(run_dir / SUMMARY, summary)
