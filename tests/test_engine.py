@@ -43,7 +43,10 @@ def test_counts_agree_with_server_metrics(llama_server, tmp_path):
     assert s["tokens"]["osl_source"] == {"server_usage": 12}
     # every request, warm-up and the one probe included, as the server counted them
     generated = sum(r["osl"] for r in t) + 1
-    assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] == generated
+    assert (
+        after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"]
+        == generated
+    )
     assert s["tokens"]["output"] == 12 * 16
     # exact input length in the server's own tokens (BOS included)
     assert all(r["isl"] == 48 for r in t)

@@ -197,6 +197,7 @@ def test_sysfs_without_amdgpu(tmp_path):
 def test_host_source_measures_this_process():
     src = HostSource(os.getpid())
     assert src.probe() is None
+    time.sleep(0.1)  # CPU busy ratios are deltas of 10 ms ticks: let some pass
     r = src.sample(1)[0]
     assert r["kind"] == "host" and r["proc_pid"] == os.getpid()
     assert 0 < r["proc_rss_bytes"] < r["host_mem_total_bytes"]
