@@ -538,8 +538,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--accelbench", default=str(Path(sys.executable).parent / "accelbench"),
         help="accelbench executable (default: beside this Python)",
     )  # fmt: skip
-    p.add_argument("--vllm-python", default="/work/peers/vllm-venv/bin/python")
-    p.add_argument("--guidellm", default="/work/peers/guidellm-venv/bin/guidellm")
+    # the peers live in their own virtualenvs, outside the repository (default: ../peers)
+    peers = Path(os.environ.get("ACCELBENCH_PEERS", Path(__file__).resolve().parents[2] / "peers"))
+    p.add_argument("--vllm-python", default=str(peers / "vllm-venv" / "bin" / "python"))
+    p.add_argument("--guidellm", default=str(peers / "guidellm-venv" / "bin" / "guidellm"))
     p.add_argument("--tokenizer-dir", type=Path, help="HF tokenizer dir (default: generated)")
     p.add_argument("--workdir", type=Path, help="where tool outputs go (default: a temp dir)")
     p.add_argument("--timeout", type=float, default=600.0, help="per tool run, seconds")
