@@ -264,3 +264,12 @@ def test_devices_are_judged_separately():
     res = evaluate(a + b)
     (f,) = rules_of(res, "ecc")
     assert "GPU 1" in f["device"]
+
+
+def test_growth_over_a_short_window_is_only_info():
+    # +88 MiB in 20 s, as llama-server's RSS does while its KV cache fills: not a leak verdict
+    rows = [host(t, proc_rss_bytes=500 * MiB + t * 4.4 * MiB) for t in range(21)]
+    res = evaluate(rows)
+    (f,) = rules_of(res, "memory_growth")
+    assert f["severity"] == "info" and res["verdict"] == "pass"
+    assert "too short" in f["message"]

@@ -20,7 +20,8 @@ Rules:
 - ``interconnect``: NVLink error counters growing, XGMI error status set -> warn.
 - ``memory_growth``: GPU memory or server RSS with a slope whose confidence interval is
   above zero and growth over the window of at least ``growth_min_bytes`` and
-  ``growth_min_fraction`` of the level -> warn.
+  ``growth_min_fraction`` of the level -> warn (info over windows shorter than
+  ``growth_warn_min_duration_s``: a short run cannot tell a leak from warm-up).
 - ``power``: power above the enforced limit by more than ``power_tolerance`` in more than
   ``power_over_fraction`` of the samples -> warn.
 """
@@ -44,6 +45,9 @@ class HealthConfig:
     pcie_busy_util: float = 0.5
     pcie_replay_burst: int = 100
     growth_min_points: int = 10
+    # Growth seen over a shorter window is only "info": caches, KV blocks and allocator
+    # pools fill at the start of a run, so a short run cannot tell a leak from warm-up.
+    growth_warn_min_duration_s: float = 55.0
     growth_min_bytes: float = 64 * 1024**2
     growth_min_fraction: float = 0.005
     growth_confidence: float = 0.95
@@ -306,10 +310,15 @@ def _growth(
         return [
             _finding(
                 "memory_growth",
-                "warn",
+                "warn" if trend.duration_s >= cfg.growth_warn_min_duration_s else "info",
                 dev,
                 f"{what} grows {mib_min:.1f} MiB/min ({trend.confidence:.0%} CI {lo:.1f} to "
-                f"{hi:.1f}) over {trend.duration_s:.0f} s: +{growth / 1024**2:.0f} MiB",
+                f"{hi:.1f}) over {trend.duration_s:.0f} s: +{growth / 1024**2:.0f} MiB"
+                + (
+                    ""
+                    if trend.duration_s >= cfg.growth_warn_min_duration_s
+                    else " (too short a window to tell a leak from warm-up)"
+                ),
                 metric=col,
                 trend=trend.to_dict(),
             )
