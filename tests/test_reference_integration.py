@@ -363,3 +363,13 @@ def test_telemetry_health_in_summary_survives_recompute(reference_server, tmp_pa
     assert (run_dir / "telemetry.parquet").is_file()
     again = finalize_run(run_dir, gpus=4)
     assert again["health"] == s["health"] and again["gpus"] == 4
+
+
+def test_achieved_rate_is_over_the_sends_not_the_outputs(reference_server, tmp_path):
+    # 1-second responses at 20 req/s for 1 s: the window is ~2 s, the offered rate still 20/s
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "20")
+    s, _ = bench(srv.url, tmp_path, rate=20.0, arrival="constant", num_requests=21,
+                 workload=WorkloadConfig(isl=16, osl=50))  # fmt: skip
+    assert s["window"]["duration_s"] > 1.8
+    assert s["client"]["achieved_rate"] == pytest.approx(20.0, rel=0.05)
+    assert not s["client"]["bottleneck"]

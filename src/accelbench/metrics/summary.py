@@ -280,6 +280,8 @@ def summarize(
             "start_ns": None if math.isnan(start) else int(start),
             "end_ns": None if math.isnan(end) else int(end),
             "duration_s": duration,
+            # first to last send: the span over which the load was offered
+            "send_span_s": _send_span(t_send),
         },
         "steady_state": steady,
         "throughput": thr,
@@ -292,6 +294,11 @@ def summarize(
         "definitions": DEFINITIONS,
     }
     return summary
+
+
+def _send_span(t_send: np.ndarray) -> float | None:
+    sends = t_send[~np.isnan(t_send)]
+    return float((sends.max() - sends.min()) / 1e9) if sends.size >= 2 else None
 
 
 def _tokens_in_span(ok: pa.Table, a: int, b: int) -> float | None:
