@@ -107,6 +107,12 @@ def sweep_cmd(
     ),
     seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
     embedded_model: str = typer.Option("smollm2", help="Embedded engine model (without --url)."),
+    api_key_file: str = typer.Option(None, help="File whose first line is the API key."),
+    workers: int = typer.Option(None, help="Load worker processes per point (default: auto)."),
+    telemetry: bool = typer.Option(
+        True, "--telemetry/--no-telemetry", help="Sample telemetry beside every point."
+    ),
+    telemetry_interval: float = typer.Option(1.0, help="Telemetry sampling interval (s)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """Run a series of benchmarks over concurrency (or request rate), one run directory
@@ -131,7 +137,8 @@ def sweep_cmd(
         url=url, model=model, endpoint=endpoint, gpus=gpus, slo=_slo(slo),  # type: ignore[arg-type]
         timeout_s=timeout, api_key_env=api_key_env, num_requests=num_requests,
         workload=WorkloadConfig(isl=isl, osl=osl, dataset=dataset, seed=seed),
-        embedded_model=embedded_model,
+        embedded_model=embedded_model, api_key_file=api_key_file, workers=workers,
+        telemetry=telemetry, telemetry_interval_s=telemetry_interval,
     )  # fmt: skip
     rule = SaturationRule(saturation_stop, min_gain, latency_factor, max_error_rate)
     con = _console()
