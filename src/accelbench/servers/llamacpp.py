@@ -268,57 +268,33 @@ def start_llama_server(
     args = [
         str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
         "-np", str(parallel), "-c", str(ctx_per_slot * parallel), "-t", str(threads),
-        "--metrics", "-a", alias, "--no-repack", "--no-webui",
+        "--metrics", "-a", alias, "--no-repack",
     ]  # fmt: skip
     args += extra_args or []
     log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-    logf = open(log_path, "wb")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
-    logf.close()
+    with open(log_path, "wb") as logf:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     server = LlamaServer(proc=proc, url=url, alias=alias, log_path=log_path, args=args)
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            if any("--no-webui" in line for line in tail):
-                # older builds lack the flag: retry without it
-                extra = [a for a in args[1:] if a != "--no-webui"]
-                return _restart_without(extra, binary, server, log_path, deadline)
             raise AccelbenchError("llama-server exited at start: " + " | ".join(tail))
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
-                    return server
-        except OSError:
-            pass
+        if _healthy(url):
+            log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
+            return server
         time.sleep(0.1)
     server.stop()
     raise AccelbenchError(f"llama-server did not become healthy in {ready_timeout:.0f} s")
 
 
-def _restart_without(
-    args: list[str], binary: Path, server: LlamaServer, log_path: Path, deadline: float
-) -> LlamaServer:
-    logf = open(log_path, "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [str(binary), *args], stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    logf.close()
-    server.proc = proc
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AccelbenchError("llama-server exited at start; see " + str(log_path))
-        try:
-            with urllib.request.urlopen(server.url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return server
-        except OSError:
-            pass
-        time.sleep(0.1)
-    server.stop()
-    raise AccelbenchError("llama-server did not become healthy in time")
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=1) as r:
+            return r.status == 200
+    except OSError:  # not listening yet, or still loading the model (503)
+        return False
 
 
 @contextlib.contextmanager
