@@ -5,6 +5,7 @@ Thin wrappers: the logic lives in accelbench.telemetry and accelbench.health.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import signal
@@ -19,7 +20,7 @@ from accelbench.health.check import check_file, check_live
 from accelbench.health.rules import HealthConfig
 from accelbench.telemetry.parsers import FORMATS, parse_file
 from accelbench.telemetry.schema import coerce_row
-from accelbench.telemetry.sources import SOURCE_NAMES, open_sources
+from accelbench.telemetry.sources import SOURCE_NAMES, close_sources, open_sources
 
 telemetry_app = typer.Typer(
     help="Telemetry tools: parse captured nvidia-smi / rocm-smi / amd-smi / exporter output.",
@@ -155,9 +156,8 @@ def monitor_cmd(
         timer.daemon = True
         timer.start()
     try:
-        mon.run(stop)
-    except KeyboardInterrupt:
-        pass
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
+            mon.run(stop)
     finally:
         signal.signal(signal.SIGTERM, previous)
         stop.set()
@@ -165,11 +165,7 @@ def monitor_cmd(
             timer.cancel()
         if exporter is not None:
             exporter.stop()
-        for src in active:
-            try:
-                src.close()
-            except Exception:
-                pass
+        close_sources(active)
 
 
 @telemetry_app.command("parse")

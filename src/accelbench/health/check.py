@@ -9,7 +9,7 @@ from typing import Any
 from accelbench.health.rules import HealthConfig, evaluate
 from accelbench.telemetry.parsers import parse_file
 from accelbench.telemetry.sampler import collect
-from accelbench.telemetry.sources import open_sources
+from accelbench.telemetry.sources import close_sources, open_sources
 
 
 def check_live(
@@ -35,11 +35,7 @@ def check_live(
                 break
             time.sleep(interval_s)
     finally:
-        for src in active:
-            try:
-                src.close()
-            except Exception:
-                pass
+        close_sources(active)
     health = evaluate(rows, None, None, config)
     return {"sources": status, "samples": len(rows), "errors": errors, "health": health}
 

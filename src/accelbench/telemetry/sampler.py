@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from accelbench.health.rules import HealthConfig, evaluate
 from accelbench.telemetry.energy import window_energy
 from accelbench.telemetry.schema import rows_to_table
-from accelbench.telemetry.sources import Source, open_sources
+from accelbench.telemetry.sources import Source, close_sources, open_sources
 
 TELEMETRY_FILE = "telemetry.parquet"
 PHASES = ("warmup", "measured", "drain")
@@ -160,11 +160,7 @@ class TelemetrySampler:
                 self.errors["sampler"]["last"] = "sampling thread did not stop in time"
             else:
                 self._sample()  # a last sample so the end of the window is covered
-        for src in self._sources:
-            try:
-                src.close()
-            except Exception:
-                pass
+        close_sources(self._sources)
         rows = self.rows
         write_parquet_atomic(rows, self.run_dir / TELEMETRY_FILE)
         window = tuple(measured_window_ns) if measured_window_ns else None

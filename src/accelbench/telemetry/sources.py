@@ -762,6 +762,12 @@ def make_source(
     return f"unknown source {name!r} (known: {', '.join(SOURCE_NAMES)})"
 
 
+def close_sources(sources: list[Source]) -> None:
+    """Close every source; a failing close must not hide the others or the results."""
+    for src in sources:
+        _try(src.close)
+
+
 def open_sources(
     names: list[str] | None,
     server_url: str | None = None,
