@@ -8,12 +8,14 @@ set, cancelling in-flight requests (recorded as ``interrupted``) and flushing wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import queue as queue_mod
 import signal
 import traceback
 from typing import Any
 
+from accelbench.eventloop import install_uvloop
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 
 
@@ -22,12 +24,7 @@ def _worker_main(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
+    install_uvloop()
     try:
         out.put(("ready", spec.worker, None))
         go.wait()
@@ -37,10 +34,8 @@ def _worker_main(
 
         def phase_barrier() -> None:
             if barrier is not None:
-                try:
+                with contextlib.suppress(Exception):  # broken barrier: stop waiting
                     barrier.wait(timeout=3600)
-                except Exception:  # noqa: BLE001 - broken barrier: stop waiting
-                    pass
 
         worker = LoadWorker(spec, emit, stop.is_set, phase_barrier, counters)
         stats = asyncio.run(worker.run())
@@ -94,10 +89,8 @@ class WorkerPool:
     def stop(self) -> None:
         self.stop_event.set()
         if self.barrier is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.barrier.abort()
-            except Exception:  # noqa: BLE001
-                pass
 
     def kill(self) -> None:
         for p in self.procs:

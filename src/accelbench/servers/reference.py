@@ -14,6 +14,7 @@ Written on raw asyncio protocols so that the server costs little CPU per token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
 import time
@@ -24,6 +25,7 @@ from typing import Any
 import orjson
 
 from accelbench.errors import AccelbenchError
+from accelbench.eventloop import install_uvloop
 
 FAULT_KINDS = ("429", "500", "503", "disconnect", "malformed", "stall", "slow_headers")
 _WORDS = [" alpha", " beta", " gamma", " delta", " token", " stream", " bench", " ref"]
@@ -427,10 +429,8 @@ async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
     stop = asyncio.Event()
     for s in (signal.SIGINT, signal.SIGTERM):
-        try:
+        with contextlib.suppress((NotImplementedError, RuntimeError)):
             loop.add_signal_handler(s, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
     if ready is not None:
         ready(server.sockets[0].getsockname()[1])
     try:
@@ -442,10 +442,5 @@ async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
 
 
 def run_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
+    install_uvloop()
     asyncio.run(serve_reference(cfg, ready))
