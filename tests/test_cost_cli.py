@@ -10,30 +10,7 @@ from typer.testing import CliRunner
 
 from accelbench.cli.cost import register
 from accelbench.errors import AccelbenchError
-
-
-def make_run(path, total, interactivity, gpus=8, concurrency=None, energy=None, isl=1000, osl=100):
-    """A minimal run directory: summary.json with the fields cost and plan read."""
-    path.mkdir(parents=True)
-    share_in = isl / (isl + osl)
-    s = {
-        "schema": "accelbench.summary/1",
-        "status": "completed",
-        "gpus": gpus,
-        "counts": {"planned": 100, "completed": 100, "failed": 0},
-        "throughput": {
-            "total_tokens_per_s_per_gpu": total,
-            "input_tokens_per_s_per_gpu": total * share_in,
-            "output_tokens_per_s_per_gpu": total * (1 - share_in),
-        },
-        "tokens": {"input": 100 * isl, "output": 100 * osl},
-        "interactivity": {"tok_s_user": interactivity, "tpot_statistic": "p50"},
-        "client": {"target_concurrency": concurrency},
-    }
-    if energy is not None:
-        s["energy"] = energy
-    (path / "summary.json").write_text(json.dumps(s))
-    return path
+from test_cost import make_run  # the same minimal run directory
 
 
 @pytest.fixture(scope="module")

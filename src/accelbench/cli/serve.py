@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -96,13 +97,12 @@ def llama(
     )  # fmt: skip
     typer.echo(f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True)
     try:
-        while server.proc.poll() is None:
-            time.sleep(0.5)
-        raise AccelbenchError(
-            f"llama-server exited with {server.proc.returncode}; log: {server.log_path}"
-        )
-    except KeyboardInterrupt:
-        pass
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
+            while server.proc.poll() is None:
+                time.sleep(0.5)
+            raise AccelbenchError(
+                f"llama-server exited with {server.proc.returncode}; log: {server.log_path}"
+            )
     finally:
         server.stop()
 

@@ -13,6 +13,7 @@ on a fresh connection if, and only if, no response byte had arrived.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections import deque
@@ -65,11 +66,9 @@ class HTTP1Protocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-            except OSError:
-                pass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

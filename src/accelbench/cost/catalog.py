@@ -8,6 +8,7 @@ given on the command line. A user entry with the id of a shipped one replaces it
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import platform
@@ -247,13 +248,11 @@ def host_template(accel_id: str = "cpu-host") -> str:
     import psutil
 
     cpu = platform.processor() or platform.machine()
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    except OSError:
-        pass
     cores = psutil.cpu_count(logical=False) or psutil.cpu_count() or 0
     mem_gb = round(psutil.virtual_memory().total / 1e9, 1)
     today = __import__("datetime").date.today().isoformat()

@@ -72,18 +72,14 @@ def nvml_inventory() -> dict[str, Any]:
     out: dict[str, Any] = {"available": True, "gpus": []}
     try:
         out["driver_version"] = _s(pynvml.nvmlSystemGetDriverVersion())
-        try:
+        with contextlib.suppress(Exception):
             v = pynvml.nvmlSystemGetCudaDriverVersion_v2()
             out["cuda_version"] = f"{v // 1000}.{(v % 1000) // 10}"
-        except Exception:  # noqa: BLE001
-            pass
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             g: dict[str, Any] = {"index": i, "name": _s(pynvml.nvmlDeviceGetName(h))}
-            try:
+            with contextlib.suppress(Exception):
                 g["bdf"] = _s(pynvml.nvmlDeviceGetPciInfo(h).busId).lower()[-12:]
-            except Exception:  # noqa: BLE001
-                pass
             for key, fn in (
                 (
                     "ecc_uncorrected",
@@ -115,18 +111,14 @@ def nvml_inventory() -> dict[str, Any]:
                 ("pcie_width", lambda h=h: pynvml.nvmlDeviceGetCurrPcieLinkWidth(h)),
                 ("pcie_width_max", lambda h=h: pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)),
             ):
-                try:
+                with contextlib.suppress(Exception):  # NotSupported on many boards
                     g[key] = fn()
-                except Exception:  # noqa: BLE001 - NotSupported on many boards
-                    pass
             out["gpus"].append(g)
     except Exception as exc:  # noqa: BLE001
         out["problem"] = f"NVML query failed: {exc}"
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
     return out
 
 
@@ -147,30 +139,22 @@ def amdsmi_inventory() -> dict[str, Any]:
     try:
         for i, h in enumerate(amdsmi.amdsmi_get_processor_handles()):
             g: dict[str, Any] = {"index": i}
-            try:
+            with contextlib.suppress(Exception):
                 g["bdf"] = str(amdsmi.amdsmi_get_gpu_device_bdf(h)).lower()
-            except Exception:  # noqa: BLE001
-                pass
-            try:
+            with contextlib.suppress(Exception):
                 info = amdsmi.amdsmi_get_gpu_asic_info(h)
                 g["name"] = info.get("market_name")
                 g["arch"] = info.get("target_graphics_version")
-            except Exception:  # noqa: BLE001
-                pass
-            try:
+            with contextlib.suppress(Exception):
                 ecc = amdsmi.amdsmi_get_gpu_total_ecc_count(h)
                 g["ecc_uncorrected"] = ecc.get("uncorrectable_count")
                 g["ecc_corrected"] = ecc.get("correctable_count")
-            except Exception:  # noqa: BLE001
-                pass
             out["gpus"].append(g)
     except Exception as exc:  # noqa: BLE001
         out["problem"] = f"amdsmi query failed: {exc}"
     finally:
-        try:
+        with contextlib.suppress(Exception):
             amdsmi.amdsmi_shut_down()
-        except Exception:  # noqa: BLE001
-            pass
     return out
 
 

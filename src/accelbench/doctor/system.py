@@ -6,6 +6,7 @@ reason is recorded in `Probe.problems`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -62,10 +63,8 @@ def scan_pci(probe: Probe) -> list[dict[str, Any]]:
         if vendor not in VENDORS or not cls.startswith(GPU_CLASS_PREFIXES):
             continue
         drv = None
-        try:
+        with contextlib.suppress(OSError):
             drv = os.path.basename(os.readlink(d / "driver"))
-        except OSError:
-            pass
         width = probe.read(d / "current_link_width")
         maxw = probe.read(d / "max_link_width")
         numa = probe.read(d / "numa_node")
@@ -218,10 +217,8 @@ def cuda_toolkit_version(probe: Probe) -> tuple[str | None, str | None]:
 def iommu(probe: Probe) -> dict[str, Any]:
     cmdline = probe.read("proc/cmdline") or ""
     units: list[str] = []
-    try:
+    with contextlib.suppress(OSError):
         units = sorted(os.listdir(probe.path("sys/class/iommu")))
-    except OSError:
-        pass
     params = [t for t in cmdline.split() if t.startswith(("iommu", "amd_iommu", "intel_iommu"))]
     return {"units": units, "cmdline": params}
 
