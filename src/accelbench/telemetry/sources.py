@@ -17,6 +17,7 @@ Units, as the libraries document them:
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import io
 import os
@@ -72,16 +73,18 @@ def _num(v: Any) -> float | None:
     return None
 
 
-class Source:
+class Source(abc.ABC):
     """Base class: see the module docstring."""
 
     name = "source"
 
+    @abc.abstractmethod
     def probe(self) -> str | None:
-        raise NotImplementedError
+        """None when the source works here, else the reason it does not."""
 
+    @abc.abstractmethod
     def sample(self, t_ns: int) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """One row per device (common schema), stamped ``t_ns``."""
 
     def close(self) -> None:
         return None
