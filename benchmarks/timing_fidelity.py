@@ -61,7 +61,7 @@ def main() -> None:
             warmup_requests=args.concurrency, workers=args.workers, telemetry=False,
             workload=WorkloadConfig(isl=128, osl=args.osl), out_dir=str(tmp / "run"),
         )  # fmt: skip
-        run_dir = run_benchmark(cfg, progress=True, show_summary=False)
+        run_dir = run_benchmark(cfg, progress=True)
     finally:
         server.terminate()
         server.wait()

@@ -79,7 +79,7 @@ def test_counts_and_chunk_tokens_agree_with_vllm(vllm_url, tmp_path):
         workload=WorkloadConfig(isl=64, osl=32), out_dir=str(tmp_path / "v"),
         extra_body={"stream_options": {"include_usage": True, "continuous_usage_stats": True}},
     )  # fmt: skip
-    run_dir = run_benchmark(cfg, progress=False, show_summary=False)
+    run_dir = run_benchmark(cfg, progress=False)
     after = scrape(vllm_url)
     s = json.loads((run_dir / "summary.json").read_text())
     rows = pq.read_table(run_dir / "requests.parquet").to_pylist()

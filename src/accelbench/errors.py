@@ -1,4 +1,10 @@
-"""Errors that the CLI shows as one clear line (no traceback unless --debug)."""
+"""Errors that the CLI shows as one clear line (no traceback unless --debug).
+
+Exit codes (README, "Exit codes"): 0 completed; 1 the command finished but its result
+is a failure (a run that failed or was interrupted, a failed health or claim check);
+2 bad usage or input. :class:`UsageError` and every other :class:`AccelbenchError` map
+to 2 unless they say otherwise.
+"""
 
 
 class AccelbenchError(Exception):
@@ -6,3 +12,9 @@ class AccelbenchError(Exception):
 
     The message must say what is wrong and, where possible, what to do about it.
     """
+
+    exit_code = 2
+
+
+class UsageError(AccelbenchError):
+    """An option or input value outside what the command accepts."""

@@ -23,7 +23,7 @@ from typing import Any
 from accelbench import __version__
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient, get_json, load_api_key
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
@@ -150,23 +150,27 @@ def _embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
 def run_benchmark(
     cfg: BenchmarkConfig,
     *,
-    progress: bool = True,
+    progress: bool = False,
     log: Log | None = None,
-    show_summary: bool = True,
 ) -> Path:
     """Run one benchmark and return its run directory (always finalized, also when
-    interrupted: every completed record and a valid summary of what finished)."""
+    interrupted: every completed record and a valid summary of what finished).
+
+    Prints nothing unless asked: ``progress`` shows Rich progress bars on stderr and
+    ``log`` receives one-line status messages (the CLI passes both).
+    """
     from rich.console import Console
 
     console = Console(stderr=True)
-    log = log or (lambda msg: console.print(f"[dim]{msg}[/dim]"))
+    log = log or (lambda msg: None)
     cfg.validate()
+    root = Path(cfg.out_dir).parent if cfg.out_dir else Path(cfg.results_root)
+    try:  # fail before an engine is started or a prompt is planned
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {root}: {exc.strerror or exc}") from None
     with _embedded_engine(cfg, log) as engine:
         run_dir = _run(cfg, log, progress, console, engine)
-    if show_summary:
-        from accelbench.report.terminal import print_summary
-
-        print_summary(run_dir)
     return run_dir
 
 

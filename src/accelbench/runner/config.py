@@ -7,48 +7,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from accelbench.errors import AccelbenchError
+from accelbench import validate as v
+from accelbench.workload.config import WorkloadConfig
+
+__all__ = ["BenchmarkConfig", "WorkloadConfig", "default_run_dir"]
 
 Endpoint = Literal["completions", "chat"]
 Arrival = Literal["poisson", "constant", "gamma"]
-LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
-# vLLM: [L(1-r), L(1+r)];  InferenceX / SGLang: [rL, L]
-RangeConvention = Literal["vllm", "inferencex"]
-
-
-@dataclass
-class WorkloadConfig:
-    """Prompts and output lengths: synthetic (exact lengths in the server's tokens) or a dataset."""
-
-    isl: int = 128
-    osl: int = 128
-    isl_dist: LengthDist = "fixed"
-    osl_dist: LengthDist = "fixed"
-    range_ratio: float = 0.0
-    range_convention: RangeConvention = "vllm"
-    isl_std: float | None = None  # for normal / lognormal (tokens); default 10% of the mean
-    osl_std: float | None = None
-    dataset: str | None = None  # path to ShareGPT JSON/JSONL, prompts JSONL or chat JSONL
-    dataset_format: str = "auto"  # auto | sharegpt | prompts | chat
-    tokenizer: str | None = None  # tokenizer.json or HF directory; default: the server's /tokenize
-    seed: int = 0
-
-    def validate(self) -> None:
-        for name in ("isl", "osl"):
-            if getattr(self, name) < 1:
-                raise AccelbenchError(f"--{name} must be at least 1 (got {getattr(self, name)})")
-        if self.range_ratio < 0 or self.range_ratio > 1:
-            raise AccelbenchError(f"--range-ratio must be in [0, 1] (got {self.range_ratio})")
-        if (
-            self.range_convention == "vllm"
-            and self.range_ratio >= 1
-            and (self.isl_dist == "uniform" or self.osl_dist == "uniform")
-        ):
-            raise AccelbenchError("--range-ratio must be below 1 with the vllm convention")
-        for name in ("isl_std", "osl_std"):
-            v = getattr(self, name)
-            if v is not None and v < 0:
-                raise AccelbenchError(f"--{name.replace('_', '-')} must not be negative")
 
 
 @dataclass
@@ -88,38 +53,58 @@ class BenchmarkConfig:
     embedded_parallel: int = 8
 
     def validate(self) -> None:
+        """Check every field against docs/LIMITS.md and fill the defaults that depend on
+        others; raises UsageError (exit 2) with one line naming the option."""
         self.workload.validate()
+        if self.url is not None:
+            check_url(self.url)
+        v.choice("--endpoint", self.endpoint, ("completions", "chat"))
+        v.choice("--arrival", self.arrival, ("poisson", "constant", "gamma"))
+        v.choice("--transport", self.transport, ("auto", "http1", "aiohttp"))
         if self.rate is None and self.concurrency is None:
             self.concurrency = 1
-        if self.rate is not None and self.rate <= 0:
-            raise AccelbenchError(f"--rate must be positive (got {self.rate})")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise AccelbenchError(f"--concurrency must be at least 1 (got {self.concurrency})")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise AccelbenchError("--max-concurrency must be at least 1")
-        if self.burstiness <= 0:
-            raise AccelbenchError("--burstiness must be positive")
+        self.rate = v.optional_number("--rate", self.rate, MIN_RATE, MAX_RATE, unit="requests/s")
+        self.concurrency = v.optional_integer("--concurrency", self.concurrency, 1, MAX_STREAMS)
+        self.max_concurrency = v.optional_integer(
+            "--max-concurrency", self.max_concurrency, 1, MAX_STREAMS
+        )
+        self.burstiness = v.number("--burstiness", self.burstiness, 1e-3, 1e3)
+        self.duration_s = v.optional_number(
+            "--duration", self.duration_s, 0, MAX_DURATION_S, lo_open=True, unit="s"
+        )
         if self.num_requests is None and self.duration_s is None:
             self.num_requests = max(10, 10 * (self.concurrency or 1))
-        if self.num_requests is not None and self.num_requests < 1:
-            raise AccelbenchError("--num-requests must be at least 1")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise AccelbenchError("--duration must be positive")
-        if self.warmup_requests < 0:
-            raise AccelbenchError("--warmup must not be negative")
-        if self.timeout_s <= 0:
-            raise AccelbenchError("--timeout must be positive")
-        if self.transport not in ("auto", "http1", "aiohttp"):
-            raise AccelbenchError("--transport must be auto, http1 or aiohttp")
-        if self.gpus < 1:
-            raise AccelbenchError("--gpus must be at least 1")
-        if self.workers is not None and self.workers < 1:
-            raise AccelbenchError("--workers must be at least 1")
-        for k, v in self.slo.items():
+        self.num_requests = v.optional_integer("--num-requests", self.num_requests, 1, MAX_REQUESTS)
+        self.warmup_requests = v.integer("--warmup", self.warmup_requests, 0, MAX_REQUESTS)
+        self.drain_timeout_s = v.optional_number(
+            "--drain-timeout", self.drain_timeout_s, 0, MAX_DURATION_S, unit="s"
+        )
+        self.timeout_s = v.number("--timeout", self.timeout_s, 0, MAX_DURATION_S, lo_open=True)
+        self.gpus = v.integer("--gpus", self.gpus, 1, MAX_GPUS)
+        self.workers = v.optional_integer("--workers", self.workers, 1, MAX_WORKERS)
+        self.telemetry_interval_s = v.number(
+            "--telemetry-interval", self.telemetry_interval_s, 0.05, 3600, unit="s"
+        )
+        self.embedded_parallel = v.integer("--embedded-parallel", self.embedded_parallel, 1, 1024)
+        if not isinstance(self.extra_body, dict):
+            raise v.UsageError("--extra-body must be a JSON object")
+        for k, val in self.slo.items():
             if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
-                raise AccelbenchError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
-            if v <= 0:
-                raise AccelbenchError(f"SLO {k} must be positive")
+                raise v.UsageError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
+            self.slo[k] = v.number(f"--slo {k}", val, 0, MAX_DURATION_S * 1e3, lo_open=True)
+        if self.label is not None:
+            v.label("--label", self.label)
+        if self.out_dir is not None:
+            v.output_dir("--out", self.out_dir)
+        else:
+            v.output_dir("--results-root", self.results_root)
+        if self.rate is not None and self.duration_s is not None:
+            planned = self.rate * self.duration_s
+            if planned > MAX_REQUESTS:
+                raise v.UsageError(
+                    f"--rate x --duration plans {planned:.3g} requests, more than "
+                    f"{MAX_REQUESTS:,}: shorten the run or lower the rate"
+                )
 
     @property
     def mode(self) -> str:
@@ -138,6 +123,32 @@ class BenchmarkConfig:
 
     def with_(self, **changes: Any) -> BenchmarkConfig:
         return replace(self, **changes)
+
+
+# Limits (docs/LIMITS.md). Each is far above what one client host can drive, and low
+# enough that a typo fails at once instead of allocating memory for hours.
+MIN_RATE = 1e-3  # one request every ~17 minutes
+MAX_RATE = 1e6  # requests/s
+MAX_STREAMS = 100_000  # requests in flight (each holds a socket)
+MAX_REQUESTS = 10_000_000
+MAX_DURATION_S = 30 * 86400.0  # a 30-day soak
+MAX_GPUS = 1_000_000
+MAX_WORKERS = 1024
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL with a host; anything else fails before a connection is tried."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise v.UsageError(f"--url {url!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise v.UsageError(f"--url must be http://host[:port] or https://... (got {url!r})")
+    del port
+    return url
 
 
 def default_run_dir(cfg: BenchmarkConfig, stamp: str, short_id: str) -> Path:

@@ -167,7 +167,7 @@ def _default_runner() -> Runner:
 
     def run(cfg: BenchmarkConfig, progress: bool = True) -> Path:
         # the sweep prints one line per point instead of every run's full summary
-        return run_benchmark(cfg, progress=progress, show_summary=False)
+        return run_benchmark(cfg, progress=progress)
 
     return run
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.errors import AccelbenchError
-from accelbench.runner.config import WorkloadConfig
+from accelbench.workload.config import WorkloadConfig
 from accelbench.workload.datasets import load_dataset
 from accelbench.workload.lengths import sample_lengths
 from accelbench.workload.synthetic import SyntheticPrompts

@@ -1,0 +1,189 @@
+"""The load options that every load-generating command shares (`run`, `sweep`, and the
+stress / rollout commands), declared once.
+
+``@load_options(...)`` adds these options to a Typer command that does not declare them
+itself and hands them to the command as one ``load`` dict; :func:`config_from_options`
+turns that dict into a :class:`BenchmarkConfig`, whose ``validate()`` checks the values.
+A command that needs another meaning or default for a name (``sweep --rate`` is a flag)
+declares that parameter itself and lists it in ``exclude``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import typing
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+
+from accelbench.errors import UsageError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.workload.config import WorkloadConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _opt(default: Any, *names: str, help: str) -> Any:  # noqa: A002 - Typer's own word
+    return typer.Option(default, *names, help=help)
+
+
+# name -> (annotation, typer.Option). Order is the order in --help.
+SHARED: dict[str, tuple[Any, Any]] = {
+    "url": (str, _opt(None, "--url", "-u", help=(
+        "Base URL of an OpenAI-compatible server (http://host:port). Without it, accelbench "
+        "builds (once) and starts llama.cpp's llama-server on SmolLM2-135M."))),
+    "model": (str, _opt(None, "--model", "-m", help="Model name; default: the first the server lists.")),
+    "endpoint": (str, _opt("completions", "--endpoint", help="completions | chat")),
+    "stream": (bool, _opt(True, "--stream/--no-stream", help="Stream tokens (SSE).")),
+    "concurrency": (int, _opt(None, "--concurrency", "-c", help=(
+        "Closed loop: requests in flight (default 1; at most 100,000)."))),
+    "rate": (float, _opt(None, "--rate", "-r", help="Open loop: requests per second (0.001 to 1e6).")),
+    "arrival": (str, _opt("poisson", "--arrival", help="Open-loop arrivals: poisson | constant | gamma.")),
+    "burstiness": (float, _opt(1.0, "--burstiness", help="Gamma shape (1 = Poisson; <1 burstier).")),
+    "max_concurrency": (int, _opt(None, "--max-concurrency", help="Open loop: cap on requests in flight.")),
+    "num_requests": (int, _opt(None, "--num-requests", "-n", help=(
+        "Measured requests (default 10 x concurrency; at most 10 million)."))),
+    "duration": (float, _opt(None, "--duration", "-d", help="Stop issuing after this many seconds (at most 30 days).")),
+    "warmup": (int, _opt(0, "--warmup", help="Warm-up requests, run first and excluded from metrics.")),
+    "drain_timeout": (float, _opt(None, "--drain-timeout", help=(
+        "Seconds to let in-flight requests finish after the stop; default: all."))),
+    "isl": (int, _opt(128, "--isl", help="Input length in the server's tokens (synthetic prompts; 1 to 1,048,576).")),
+    "osl": (int, _opt(128, "--osl", help="Output length (max_tokens, forced with ignore_eos; 1 to 1,048,576).")),
+    "isl_dist": (str, _opt("fixed", "--isl-dist", help="fixed | uniform | normal | lognormal")),
+    "osl_dist": (str, _opt("fixed", "--osl-dist", help="fixed | uniform | normal | lognormal")),
+    "range_ratio": (float, _opt(0.0, "--range-ratio", help=(
+        "Uniform range ratio r in [0, 1] (see --range-convention)."))),
+    "range_convention": (str, _opt("vllm", "--range-convention", help=(
+        "vllm: from L(1-r) to L(1+r); inferencex: from rL to L."))),
+    "isl_std": (float, _opt(None, "--isl-std", help="Std dev for normal/lognormal ISL (default 10%).")),
+    "osl_std": (float, _opt(None, "--osl-std", help="Std dev for normal/lognormal OSL (default 10%).")),
+    "dataset": (str, _opt(None, "--dataset", help="ShareGPT JSON/JSONL, prompts JSONL or chat JSONL.")),
+    "dataset_format": (str, _opt("auto", "--dataset-format", help="auto | sharegpt | prompts | chat")),
+    "tokenizer": (str, _opt(None, "--tokenizer", help="tokenizer.json or HF directory (default: server /tokenize).")),
+    "seed": (int, _opt(0, "--seed", help="Seed for prompts, lengths and arrivals (0 to 2**32-1).")),
+    "ignore_eos": (bool, _opt(True, "--ignore-eos/--no-ignore-eos", help="Force the full output length.")),
+    "extra_body": (str, _opt(None, "--extra-body", help=(
+        "JSON merged into every request body, or @file.json (e.g. '{\"temperature\":0}')."))),
+    "api_key_env": (str, _opt("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the API key.")),
+    "api_key_file": (str, _opt(None, "--api-key-file", help="File whose first line is the API key.")),
+    "timeout": (float, _opt(600.0, "--timeout", help="Per-request timeout in seconds.")),
+    "workers": (int, _opt(None, "--workers", help="Load worker processes (default: from load and cores).")),
+    "transport": (str, _opt("auto", "--transport", help=(
+        "auto (own HTTP/1.1 client for http://, aiohttp for https://) | http1 | aiohttp"))),
+    "out": (str, _opt(None, "--out", "-o", help="Run directory (default results/<time>-<id>).")),
+    "results_root": (str, _opt("results", "--results-root", help="Where run directories go.")),
+    "gpus": (int, _opt(1, "--gpus", help="Accelerators behind the endpoint (for per-GPU figures).")),
+    "slo": (list[str], _opt([], "--slo", help="SLO for goodput, e.g. --slo ttft_ms=500 --slo tpot_ms=50.")),
+    "save_text": (bool, _opt(False, "--save-text", help="Keep generated text in requests.parquet.")),
+    "label": (str, _opt(None, "--label", help="Name for the run directory (letters, digits, . _ -).")),
+    "telemetry": (bool, _opt(True, "--telemetry/--no-telemetry", help="Sample telemetry beside the run.")),
+    "telemetry_interval": (float, _opt(1.0, "--telemetry-interval", help=(
+        "Telemetry sampling interval (0.05 to 3600 s)."))),
+    "embedded_model": (str, _opt("smollm2", "--embedded-model", help=(
+        "Embedded engine model: smollm2 | tiny | path.gguf."))),
+    "embedded_parallel": (int, _opt(8, "--embedded-parallel", help="Embedded engine parallel slots.")),
+}  # fmt: skip
+
+
+def load_options(exclude: Iterable[str] = ()) -> Callable[[F], F]:
+    """Add the shared load options (all of :data:`SHARED` but ``exclude`` and those the
+    command declares itself) to a Typer command; they arrive as ``load: dict``."""
+    skip = set(exclude)
+
+    def deco(fn: F) -> F:
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name != "load"]
+        names = {p.name for p in own}
+        extra = [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
+            for n, (ann, opt) in SHARED.items()
+            if n not in names and n not in skip
+        ]
+
+        @functools.wraps(fn)
+        def wrapper(**kw: Any) -> Any:
+            load = {p.name: kw.pop(p.name) for p in extra}
+            return fn(load=load, **kw)
+
+        hints = typing.get_type_hints(fn)  # resolve "bool" etc. (postponed annotations)
+        own_kw = [
+            p.replace(
+                kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation)
+            )
+            for p in own
+        ]
+        wrapper.__signature__ = sig.replace(parameters=own_kw + extra)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {
+            **{p.name: p.annotation for p in own_kw},
+            **{p.name: p.annotation for p in extra},
+        }
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+def parse_kv_floats(items: list[str], what: str) -> dict[str, float]:
+    """``KEY=VALUE`` pairs with numeric values (range checks are the config's job)."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise UsageError(f"{what} must be KEY=VALUE, e.g. tpot_ms=50 (got {item!r})")
+        try:
+            out[key.strip()] = float(val)
+        except ValueError:
+            raise UsageError(f"{what} {key}: {val!r} is not a number") from None
+    return out
+
+
+MAX_EXTRA_BODY = 1 << 20  # bytes; a request body's extra fields, not a prompt store
+
+
+def parse_extra_body(extra: str | None) -> dict[str, Any]:
+    """``--extra-body``: a JSON object, inline or ``@file.json``."""
+    if not extra:
+        return {}
+    try:
+        if extra.startswith("@"):
+            from accelbench import validate
+
+            p = validate.input_file("--extra-body", extra[1:])
+            if p.stat().st_size > MAX_EXTRA_BODY:
+                raise UsageError(f"--extra-body file {p} is larger than 1 MiB")
+            doc = json.loads(Path(p).read_bytes())
+        else:
+            doc = json.loads(extra)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise UsageError(f"--extra-body is not valid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise UsageError("--extra-body must be a JSON object")
+    return doc
+
+
+def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConfig:
+    """The :class:`BenchmarkConfig` the shared options describe (not yet validated)."""
+    o = {**{n: opt.default for n, (_, opt) in SHARED.items()}, **load, **overrides}
+    wl = WorkloadConfig(
+        isl=o["isl"], osl=o["osl"], isl_dist=o["isl_dist"], osl_dist=o["osl_dist"],
+        range_ratio=o["range_ratio"], range_convention=o["range_convention"],
+        isl_std=o["isl_std"], osl_std=o["osl_std"], dataset=o["dataset"],
+        dataset_format=o["dataset_format"], tokenizer=o["tokenizer"], seed=o["seed"],
+    )  # fmt: skip
+    return BenchmarkConfig(
+        url=o["url"], model=o["model"], endpoint=o["endpoint"], stream=o["stream"],
+        api_key_env=o["api_key_env"], api_key_file=o["api_key_file"],
+        concurrency=o["concurrency"], rate=o["rate"], arrival=o["arrival"],
+        burstiness=o["burstiness"], max_concurrency=o["max_concurrency"],
+        num_requests=o["num_requests"], duration_s=o["duration"], warmup_requests=o["warmup"],
+        drain_timeout_s=o["drain_timeout"], workload=wl, ignore_eos=o["ignore_eos"],
+        extra_body=parse_extra_body(o["extra_body"]), timeout_s=o["timeout"],
+        workers=o["workers"], transport=o["transport"], results_root=o["results_root"],
+        out_dir=o["out"], gpus=o["gpus"], slo=parse_kv_floats(o["slo"] or [], "--slo"),
+        save_text=o["save_text"], label=o["label"], telemetry=o["telemetry"],
+        telemetry_interval_s=o["telemetry_interval"], embedded_model=o["embedded_model"],
+        embedded_parallel=o["embedded_parallel"],
+    )  # fmt: skip

@@ -1,0 +1,126 @@
+"""Checks for values that come from outside (CLI options, config files, API callers).
+
+Every check raises :class:`~accelbench.errors.UsageError` with one line that names the
+option as the CLI spells it, the allowed range and the value given, so the Python API and
+the CLI reject the same inputs with the same words. NaN and infinities are never in range.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import UsageError
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}" if isinstance(v, float) else f"{v:,}".replace(",", "_")
+
+
+def number(
+    name: str,
+    value: Any,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    unit: str = "",
+) -> float:
+    """A finite real number in [lo, hi] (or (lo, hi] with ``lo_open``)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be a number (got {value!r})") from None
+    if isinstance(value, bool):
+        raise UsageError(f"{name} must be a number (got {value!r})")
+    lo_s = "-inf" if lo is None else _fmt(lo)
+    hi_s = "inf" if hi is None else _fmt(hi)
+    rng = f"{'(' if lo_open or lo is None else '['}{lo_s}, {hi_s}{']' if hi is not None else ')'}"
+    unit_s = f" {unit}" if unit else ""
+    ok = math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v <= hi
+    if not ok:
+        raise UsageError(f"{name} must be a finite number in {rng}{unit_s} (got {value!r})")
+    return v
+
+
+def integer(name: str, value: Any, lo: int, hi: int, *, unit: str = "") -> int:
+    """A whole number in [lo, hi] (bools and non-integral floats are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{name} must be a whole number (got {value!r})")
+    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+        raise UsageError(f"{name} must be a whole number (got {value!r})")
+    v = int(value)
+    if not lo <= v <= hi:
+        unit_s = f" {unit}" if unit else ""
+        raise UsageError(f"{name} must be in [{_fmt(lo)}, {_fmt(hi)}]{unit_s} (got {value!r})")
+    return v
+
+
+def optional_number(name: str, value: Any, *args: Any, **kw: Any) -> float | None:
+    return None if value is None else number(name, value, *args, **kw)
+
+
+def optional_integer(name: str, value: Any, lo: int, hi: int, **kw: Any) -> int | None:
+    return None if value is None else integer(name, value, lo, hi, **kw)
+
+
+def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UsageError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
+    return str(value)
+
+
+def label(name: str, value: str) -> str:
+    """A name that is one safe path component: letters, digits, '.', '_', '-', not
+    starting with '.', at most 100 characters, so it can never leave its parent folder."""
+    if not isinstance(value, str) or not _LABEL.match(value):
+        raise UsageError(
+            f"{name} must be 1-100 characters of letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit (got {value!r})"
+        )
+    return value
+
+
+def output_dir(name: str, path: str | Path) -> Path:
+    """A directory we may create or write into: not an existing file, and a parent that
+    exists as a directory or can be created."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{name} {p} exists and is not a directory")
+    for parent in [p, *p.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"{name} {p} cannot be created: {parent} is not a directory")
+            import os
+
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise UsageError(f"{name} {p} cannot be created: {parent} is not writable")
+            break
+    return p
+
+
+def output_file(name: str, path: str | Path) -> Path:
+    """A file we may (over)write: not a directory, its folder exists or can be created."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{name} {p} is a directory; give a file name")
+    output_dir(name, p.parent if str(p.parent) else ".")
+    return p
+
+
+def input_file(name: str, path: str | Path) -> Path:
+    """An existing regular file (not a FIFO, device or directory, which would hang or fail)."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{name} {p} does not exist")
+    if not p.is_file():
+        raise UsageError(f"{name} {p} is not a regular file")
+    return p
