@@ -1,23 +1,20 @@
-"""Doctor parsers against the real captures in shared/fixtures/doctor (see its SOURCES.md)."""
+"""Doctor parsers against the real captures in tests/fixtures/doctor (see its SOURCES.md)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from accelbench.doctor import parsers as p
 from accelbench.doctor.kernel_log import scan_kernel_log, xid_table
-
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "doctor"
+from conftest import fixture_file
 
 
 def read(name: str) -> str:
-    return (FIX / name).read_text()
+    return fixture_file("doctor", name).read_text()
 
 
 def test_fixture_folder_is_found():
-    assert (FIX / "SOURCES.md").is_file(), f"fixtures expected at {FIX}"
+    assert fixture_file("doctor", "SOURCES.md").is_file()
 
 
 # ------------------------------------------------------------------ nvidia-smi
@@ -354,7 +351,7 @@ def test_nvidia_smi_and_topo_inside_a_whole_capture_session():
     # The telemetry folder's H100 session holds an idle and a loaded nvidia-smi table and a
     # topo -m among many other outputs: the last table (under load) is the one judged.
     text = (
-        FIX.parent / "telemetry" / "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt"
+        fixture_file("telemetry", "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
     ).read_text()
     r = p.parse_nvidia_smi(text)
     assert r["tables"] == 2

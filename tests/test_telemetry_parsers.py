@@ -1,6 +1,6 @@
 """Every parser against every captured fixture, values checked by hand against the files.
 
-Fixtures: ../shared/fixtures/telemetry (provenance in its SOURCES.md). Where no real
+Fixtures: tests/fixtures/telemetry (provenance in its SOURCES.md). Where no real
 capture exists (amd-smi JSON, ROCm Device Metrics Exporter, server /metrics) the input
 is written here in the documented layout and says so.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -31,11 +30,9 @@ from accelbench.telemetry.schema import (
     pcie_gen_from_speed,
     rows_to_table,
 )
+from conftest import fixture_file
 
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
 MiB = 1024**2
-
-pytestmark = pytest.mark.skipif(not FIX.is_dir(), reason=f"fixtures not found at {FIX}")
 
 
 def one(rows):
@@ -44,7 +41,7 @@ def one(rows):
 
 
 def read(name: str) -> str:
-    return (FIX / name).read_text()
+    return fixture_file("telemetry", name).read_text()
 
 
 # ---------------------------------------------------------------------------- units
@@ -600,7 +597,7 @@ def test_server_metrics_unknown_engine_gives_no_row():
 )
 def test_every_fixture_detected_and_written_to_arrow(name, fmt, count):
     assert detect_format(read(name)) == fmt
-    rows = parse_file(FIX / name)
+    rows = parse_file(fixture_file("telemetry", name))
     assert len(rows) == count
     table = rows_to_table(rows)  # every value fits its schema column
     assert table.num_rows == count and table.column_names == list(COLUMNS)

@@ -2,7 +2,7 @@
 amd-smi (list / static / version, text and JSON), rocminfo, lspci -vvv and vLLM's
 collect_env. Each takes the captured text and returns plain dicts and lists; none
 runs a tool. They accept the variants found in real captures (see
-shared/fixtures/doctor/SOURCES.md): trailing blanks trimmed or kept, Markdown
+tests/fixtures/doctor/SOURCES.md): trailing blanks trimmed or kept, Markdown
 indentation, tabs expanded to spaces, ANSI escapes.
 """
 
