@@ -462,15 +462,17 @@ def test_quick_summary_lists_failures_with_evidence(tmp_path):
 
 def _fake_runtimes(monkeypatch, tool_problem: str | None, missing: bool, nvml: dict) -> None:
     from accelbench.doctor import runtimes
+    from accelbench.gpu import amdsmi as gpu_amdsmi
+    from accelbench.gpu import nvml as gpu_nvml
 
     def run_tool(argv, timeout=15.0):
         return runtimes.ToolResult(" ".join(argv), problem=tool_problem, missing=missing)
 
     monkeypatch.setattr(runtimes, "run_tool", run_tool)
-    monkeypatch.setattr(runtimes, "nvml_inventory", lambda: nvml)
+    monkeypatch.setattr(gpu_nvml, "inventory", lambda: nvml)
     monkeypatch.setattr(
-        runtimes,
-        "amdsmi_inventory",
+        gpu_amdsmi,
+        "inventory",
         lambda: {"available": False, "problem": "amdsmi not importable"},
     )
     monkeypatch.setattr(runtimes, "torch_info", lambda: {"installed": False, "problem": "none"})

@@ -13,6 +13,7 @@ import re
 import pytest
 
 from accelbench.errors import AccelbenchError
+from accelbench.gpu.values import parse_quantity
 from accelbench.telemetry.parsers import (
     detect_format,
     parse_amd_smi_json,
@@ -24,12 +25,7 @@ from accelbench.telemetry.parsers import (
     parse_rocm_smi_json,
     parse_server_metrics,
 )
-from accelbench.telemetry.schema import (
-    COLUMNS,
-    parse_quantity,
-    pcie_gen_from_speed,
-    rows_to_table,
-)
+from accelbench.telemetry.schema import COLUMNS, pcie_gen_from_speed, rows_to_table
 from conftest import fixture_file
 
 MiB = 1024**2
@@ -88,7 +84,7 @@ def test_pcie_gen_from_speed():
 def test_nvidia_smi_xml_v11_a10g():
     r = one(parse_nvidia_smi_xml(read("nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml")))
     assert r["vendor"] == "nvidia" and r["model"] == "NVIDIA A10G"
-    assert r["bus_id"] == "0000:00:1E.0"
+    assert r["bus_id"] == "0000:00:1e.0"
     assert r["uuid"] == "GPU-9a9a6c50-2a47-2f51-a902-b82c3b127e94"
     assert r["serial"] == "0000000000000"
     assert r["driver_version"] == "515.105.01"
@@ -278,7 +274,7 @@ def test_dcgm_vgpu_partial_support():
 def test_rocm_smi_rocm5_mi250():
     r = one(parse_rocm_smi_json(read("rocm-smi_a_json__mi250-oam-1gcd__rocm5.x-drv6.2.4.json")))
     assert r["vendor"] == "amd" and r["model"] == "AMD INSTINCT MI250 (MCM) OAM AC MBA"
-    assert r["bus_id"] == "0000:2F:00.0"
+    assert r["bus_id"] == "0000:2f:00.0"
     assert r["serial"] == "PCB052715-0065" and r["uuid"] == "0x719d230578348e8c"
     assert r["driver_version"] == "6.2.4"
     assert r["util_gpu"] == 0.0 and r["util_mem"] == 0.0
@@ -307,9 +303,9 @@ def test_rocm_smi_mi100x4():
     assert [r["device_index"] for r in rows] == [0, 1, 2, 3]
     assert [r["bus_id"] for r in rows] == [
         "0000:83:00.0",
-        "0000:A3:00.0",
-        "0000:C3:00.0",
-        "0000:E3:00.0",
+        "0000:a3:00.0",
+        "0000:c3:00.0",
+        "0000:e3:00.0",
     ]
     assert [r["power_w"] for r in rows] == [36.0, 44.0, 43.0, 39.0]
     assert [r["temp_hotspot_c"] for r in rows] == [55.0, 58.0, 57.0, 53.0]

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 
+from accelbench.gpu.amdsmi import import_amdsmi
 from accelbench.telemetry.energy import counter_energy, integrate_power, window_energy
 from accelbench.telemetry.sampler import TELEMETRY_FILE, TelemetrySampler, write_parquet_atomic
 from accelbench.telemetry.schema import COLUMNS, new_row
@@ -27,7 +28,6 @@ from accelbench.telemetry.sources import (
     NvmlSource,
     ServerMetricsSource,
     SysfsAmdgpuSource,
-    import_amdsmi,
     open_sources,
 )
 
