@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from accelbench.health.monitor import Monitor, post_webhook, run_alert_command
 from accelbench.telemetry.exporter import Exporter
-from accelbench.telemetry.monitor import Monitor, post_webhook, run_alert_command
 from accelbench.telemetry.parsers import parse_dcgm_prometheus, parse_server_metrics
 from accelbench.telemetry.schema import new_row
 from accelbench.telemetry.sources import Source

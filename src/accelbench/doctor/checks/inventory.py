@@ -61,10 +61,11 @@ def check_inventory(facts: dict[str, Any]) -> list[Check]:
             for n in [c.get("pci", max(c.values(), default=0))]
             if n
         ]
+        from_sysfs = pci is not None and pci["source"].startswith("sysfs")
         missing_driver = [
             g["bdf"]
             for g in (pci or {}).get("gpus", [])
-            if "driver" in g and g.get("driver") is None and pci["source"].startswith("sysfs")
+            if from_sysfs and "driver" in g and g.get("driver") is None
         ]
         st = Status.FAIL if missing_driver else Status.PASS
         summary = f"{', '.join(parts)} accelerator(s)"

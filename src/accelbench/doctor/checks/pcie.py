@@ -14,7 +14,7 @@ def _link_finding(
     run as fast and as wide as the GPU can (a Gen5 switch port feeding a Gen4 device
     shows "downgraded" and is fine)."""
     cs, ss, cw, sw = d.get("cap_speed"), d.get("sta_speed"), d.get("cap_width"), d.get("sta_width")
-    if None in (cs, ss, cw, sw):
+    if cs is None or ss is None or cw is None or sw is None:
         return None
     if limit is not None:
         cs = min(cs, limit.get("cap_speed") or cs)
