@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accelbench.doctor import parsers as p
 from accelbench.doctor.kernel_log import scan_kernel_log, xid_table
@@ -361,3 +363,37 @@ def test_nvidia_smi_and_topo_inside_a_whole_capture_session():
     assert (g["memory_used_mib"], g["utilization_pct"]) == (19818, 100)
     (t,) = p.parse_nvidia_topo(text)["gpus"]
     assert (t["cpu_affinity"], t["numa_affinity"]) == ("0-19", "0")
+
+
+# ------------------------------------------------------------------ bus ids (shared with telemetry)
+
+
+@pytest.mark.parametrize(
+    "raw, canonical",
+    [
+        ("00000000:CD:00.0", "0000:cd:00.0"),  # NVML, nvidia-smi, dcgm-exporter
+        ("0000:2f:00.0", "0000:2f:00.0"),  # sysfs, amdsmi, lspci -D
+        ("19:00.0", "0000:19:00.0"),  # lspci without -D
+        ("0001:03:1f.7", "0001:03:1f.7"),
+        (" 0000:0C:00.0\n", "0000:0c:00.0"),
+        ("N/A", None),
+        (None, None),
+        ("not a bus id", "not a bus id"),
+    ],
+)
+def test_one_bus_id_form(raw, canonical):
+    from accelbench.gpu.busid import normalize_bus_id
+
+    assert normalize_bus_id(raw) == canonical
+
+
+@given(st.integers(0, 0xFFFF), st.integers(0, 0xFF), st.integers(0, 0x1F), st.integers(0, 7))
+def test_bus_id_spellings_agree(domain, bus, dev, fn):
+    from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
+
+    nvml = f"{domain:08X}:{bus:02X}:{dev:02X}.{fn}"
+    sysfs = f"{domain:04x}:{bus:02x}:{dev:02x}.{fn}"
+    assert normalize_bus_id(nvml) == normalize_bus_id(sysfs) == sysfs
+    assert normalize_bus_id(sysfs.upper()) == sysfs
+    if domain == 0:
+        assert bus_id_from_bdfid(bus << 8 | dev << 3 | fn) == sysfs
