@@ -16,6 +16,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def fixture_file(kind: str, name: str) -> Path:
+    """A captured GPU-tool output shipped in tests/fixtures/<kind>/ (provenance in its
+    SOURCES.md). The repository carries every one, so a missing file fails, never skips."""
+    path = FIXTURES / kind / name
+    if not path.is_file():
+        pytest.fail(f"test fixture missing: {path} (see {FIXTURES / kind / 'SOURCES.md'})", False)
+    return path
 
 
 def free_port() -> int:

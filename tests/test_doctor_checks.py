@@ -13,40 +13,58 @@ import pytest
 from accelbench.doctor import DoctorInputs, Status, quick_summary, run_doctor
 from accelbench.doctor import compat as cp
 from accelbench.errors import AccelbenchError
+from conftest import fixture_file
 
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "doctor"
-
-XID_LOG = (
-    FIX / "kernel-log__nvidia-hgx-dell-xe9680__xid119-gsp-rpc-timeout__kernel5.15__dmesg-ctime.log"
+XID_LOG = fixture_file(
+    "doctor",
+    "kernel-log__nvidia-hgx-dell-xe9680__xid119-gsp-rpc-timeout__kernel5.15__dmesg-ctime.log",
 )
-CLEAN_LOG = (
-    FIX / "kernel-log__nvidia-1gpu__clean-driver-load-unload-reload__"
-    "proprietary550.144.03__dmesg-raw-level-prefix.log"
+CLEAN_LOG = fixture_file(
+    "doctor",
+    "kernel-log__nvidia-1gpu__clean-driver-load-unload-reload__"
+    "proprietary550.144.03__dmesg-raw-level-prefix.log",
 )
-HGX_LSPCI = FIX / "lspci_vvv__nvidia-h100-sxm5-x8-hgx__full-host.txt"
-GPU_LSPCI = FIX / "lspci_vvv__nvidia-h100-sxm5__gpu-19-00.0-gen5x16-ok.txt"
-SWITCH_LSPCI = FIX / "lspci_vvv__broadcom-pex890xx-switch-port__lnksta-downgraded-16gts.txt"
-NV_CE = (
-    FIX / "vllm-collect-env__nvidia-h100-x8__cu124_drv550.90.12_vllm0.6.3_with-topo__indented4.txt"
+HGX_LSPCI = fixture_file("doctor", "lspci_vvv__nvidia-h100-sxm5-x8-hgx__full-host.txt")
+GPU_LSPCI = fixture_file("doctor", "lspci_vvv__nvidia-h100-sxm5__gpu-19-00.0-gen5x16-ok.txt")
+SWITCH_LSPCI = fixture_file(
+    "doctor", "lspci_vvv__broadcom-pex890xx-switch-port__lnksta-downgraded-16gts.txt"
 )
-AMD_CE = (
-    FIX / "vllm-collect-env__amd-mi300x-x8__rocm6.2_vllm0.6.4_with-rocm-smi-showtopo__indented4.txt"
+NV_CE = fixture_file(
+    "doctor",
+    "vllm-collect-env__nvidia-h100-x8__cu124_drv550.90.12_vllm0.6.3_with-topo__indented4.txt",
 )
-H100_BUSY = FIX / "nvidia-smi__nvidia-h100-80gb-hbm3-x8__drv550.90.12__under-load-container.txt"
-H100_IDLE = FIX / "nvidia-smi__nvidia-h100-sxm5-80gb-x8__drv565.57.01_cuda12.7.txt"
-H200 = FIX / "nvidia-smi__nvidia-h200-x1__drv590.48.01_cuda13.1__under-load-with-processes.txt"
-A100 = FIX / "nvidia-smi__nvidia-a100-sxm4-80gb-x4__drv555.42.02_cuda12.5.txt"
-ROCM_SMI_8 = FIX / "rocm-smi__amd-mi300x-x8__concise_pasted-whitespace-trimmed.txt"
-ROCM_SMI_A = FIX / "rocm-smi_a__amd-mi300x-x4-sriov__showallinfo_drv6.7.0.txt"
-ROCMINFO = FIX / "rocminfo__amd-mi300x-x4__gfx942_runtime1.1.txt"
-AMD_STATIC_TXT = FIX / "amd-smi_static__amd-mi300a-x4__amdsmi-rocm6.2-era_drv6.9.0-rc5.txt"
-AMD_STATIC_JSON = (
-    FIX / "amd-smi_static_json__amd-mi300x-oam-x8-sriov-vf__rocm7.2.1_amdgpu6.16.13__root.json"
+AMD_CE = fixture_file(
+    "doctor",
+    "vllm-collect-env__amd-mi300x-x8__rocm6.2_vllm0.6.4_with-rocm-smi-showtopo__indented4.txt",
 )
-AMD_VERSION_USER = (
-    FIX / "amd-smi_version_json__amdsmi26.2.2_rocm7.2.1__non-root-amdgpu-version-file-error.json"
+H100_BUSY = fixture_file(
+    "doctor", "nvidia-smi__nvidia-h100-80gb-hbm3-x8__drv550.90.12__under-load-container.txt"
 )
-AMD_VERSION_ROOT = FIX / "amd-smi_version_json__amdsmi26.2.2_rocm7.2.1_amdgpu6.16.13__root.json"
+H100_IDLE = fixture_file(
+    "doctor", "nvidia-smi__nvidia-h100-sxm5-80gb-x8__drv565.57.01_cuda12.7.txt"
+)
+H200 = fixture_file(
+    "doctor", "nvidia-smi__nvidia-h200-x1__drv590.48.01_cuda13.1__under-load-with-processes.txt"
+)
+A100 = fixture_file("doctor", "nvidia-smi__nvidia-a100-sxm4-80gb-x4__drv555.42.02_cuda12.5.txt")
+ROCM_SMI_8 = fixture_file(
+    "doctor", "rocm-smi__amd-mi300x-x8__concise_pasted-whitespace-trimmed.txt"
+)
+ROCM_SMI_A = fixture_file("doctor", "rocm-smi_a__amd-mi300x-x4-sriov__showallinfo_drv6.7.0.txt")
+ROCMINFO = fixture_file("doctor", "rocminfo__amd-mi300x-x4__gfx942_runtime1.1.txt")
+AMD_STATIC_TXT = fixture_file(
+    "doctor", "amd-smi_static__amd-mi300a-x4__amdsmi-rocm6.2-era_drv6.9.0-rc5.txt"
+)
+AMD_STATIC_JSON = fixture_file(
+    "doctor", "amd-smi_static_json__amd-mi300x-oam-x8-sriov-vf__rocm7.2.1_amdgpu6.16.13__root.json"
+)
+AMD_VERSION_USER = fixture_file(
+    "doctor",
+    "amd-smi_version_json__amdsmi26.2.2_rocm7.2.1__non-root-amdgpu-version-file-error.json",
+)
+AMD_VERSION_ROOT = fixture_file(
+    "doctor", "amd-smi_version_json__amdsmi26.2.2_rocm7.2.1_amdgpu6.16.13__root.json"
+)
 
 
 def doctor(**kw):
@@ -444,15 +462,17 @@ def test_quick_summary_lists_failures_with_evidence(tmp_path):
 
 def _fake_runtimes(monkeypatch, tool_problem: str | None, missing: bool, nvml: dict) -> None:
     from accelbench.doctor import runtimes
+    from accelbench.gpu import amdsmi as gpu_amdsmi
+    from accelbench.gpu import nvml as gpu_nvml
 
     def run_tool(argv, timeout=15.0):
         return runtimes.ToolResult(" ".join(argv), problem=tool_problem, missing=missing)
 
     monkeypatch.setattr(runtimes, "run_tool", run_tool)
-    monkeypatch.setattr(runtimes, "nvml_inventory", lambda: nvml)
+    monkeypatch.setattr(gpu_nvml, "inventory", lambda: nvml)
     monkeypatch.setattr(
-        runtimes,
-        "amdsmi_inventory",
+        gpu_amdsmi,
+        "inventory",
         lambda: {"available": False, "problem": "amdsmi not importable"},
     )
     monkeypatch.setattr(runtimes, "torch_info", lambda: {"installed": False, "problem": "none"})

@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from accelbench.cli.doctor import register
+from conftest import fixture_file
 
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "doctor"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,9 +61,9 @@ def test_doctor_json_on_this_machine():
 
 
 def test_doctor_on_the_xid_log_fails_with_exit_1():
-    log = (
-        FIX
-        / "kernel-log__nvidia-hgx-dell-xe9680__xid119-gsp-rpc-timeout__kernel5.15__dmesg-ctime.log"
+    log = fixture_file(
+        "doctor",
+        "kernel-log__nvidia-hgx-dell-xe9680__xid119-gsp-rpc-timeout__kernel5.15__dmesg-ctime.log",
     )
     r = invoke("doctor", "--kernel-log", str(log))
     assert r.exit_code == 1
@@ -75,9 +75,11 @@ def test_doctor_on_the_xid_log_fails_with_exit_1():
 
 
 def test_doctor_on_nvidia_captures():
-    lspci = FIX / "lspci_vvv__nvidia-h100-sxm5-x8-hgx__full-host.txt"
-    smi = FIX / "nvidia-smi__nvidia-h100-sxm5-80gb-x8__drv565.57.01_cuda12.7.txt"
-    topo = FIX / "nvidia-smi_topo_m__nvidia-h100-x8-nv18__tabs-expanded-no-legend.txt"
+    lspci = fixture_file("doctor", "lspci_vvv__nvidia-h100-sxm5-x8-hgx__full-host.txt")
+    smi = fixture_file("doctor", "nvidia-smi__nvidia-h100-sxm5-80gb-x8__drv565.57.01_cuda12.7.txt")
+    topo = fixture_file(
+        "doctor", "nvidia-smi_topo_m__nvidia-h100-x8-nv18__tabs-expanded-no-legend.txt"
+    )
     r = invoke(
         "doctor", "--json", "--lspci", str(lspci), "--nvidia-smi", str(smi),
         "--nvidia-topo", str(topo),
@@ -90,10 +92,13 @@ def test_doctor_on_nvidia_captures():
 
 
 def test_doctor_on_amd_captures():
-    static = (
-        FIX / "amd-smi_static_json__amd-mi300x-oam-x8-sriov-vf__rocm7.2.1_amdgpu6.16.13__root.json"
+    static = fixture_file(
+        "doctor",
+        "amd-smi_static_json__amd-mi300x-oam-x8-sriov-vf__rocm7.2.1_amdgpu6.16.13__root.json",
     )
-    version = FIX / "amd-smi_version_json__amdsmi26.2.2_rocm7.2.1_amdgpu6.16.13__root.json"
+    version = fixture_file(
+        "doctor", "amd-smi_version_json__amdsmi26.2.2_rocm7.2.1_amdgpu6.16.13__root.json"
+    )
     r = invoke("doctor", "--amd-smi", str(static), "--amd-smi", str(version), "--json")
     assert r.exit_code == 0, r.output
     by_id = {c["id"]: c for c in json.loads(r.output)["checks"]}

@@ -1,23 +1,22 @@
-"""Doctor parsers against the real captures in shared/fixtures/doctor (see its SOURCES.md)."""
+"""Doctor parsers against the real captures in tests/fixtures/doctor (see its SOURCES.md)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accelbench.doctor import parsers as p
 from accelbench.doctor.kernel_log import scan_kernel_log, xid_table
-
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "doctor"
+from conftest import fixture_file
 
 
 def read(name: str) -> str:
-    return (FIX / name).read_text()
+    return fixture_file("doctor", name).read_text()
 
 
 def test_fixture_folder_is_found():
-    assert (FIX / "SOURCES.md").is_file(), f"fixtures expected at {FIX}"
+    assert fixture_file("doctor", "SOURCES.md").is_file()
 
 
 # ------------------------------------------------------------------ nvidia-smi
@@ -354,7 +353,7 @@ def test_nvidia_smi_and_topo_inside_a_whole_capture_session():
     # The telemetry folder's H100 session holds an idle and a loaded nvidia-smi table and a
     # topo -m among many other outputs: the last table (under load) is the one judged.
     text = (
-        FIX.parent / "telemetry" / "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt"
+        fixture_file("telemetry", "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
     ).read_text()
     r = p.parse_nvidia_smi(text)
     assert r["tables"] == 2
@@ -364,3 +363,37 @@ def test_nvidia_smi_and_topo_inside_a_whole_capture_session():
     assert (g["memory_used_mib"], g["utilization_pct"]) == (19818, 100)
     (t,) = p.parse_nvidia_topo(text)["gpus"]
     assert (t["cpu_affinity"], t["numa_affinity"]) == ("0-19", "0")
+
+
+# ------------------------------------------------------------------ bus ids (shared with telemetry)
+
+
+@pytest.mark.parametrize(
+    "raw, canonical",
+    [
+        ("00000000:CD:00.0", "0000:cd:00.0"),  # NVML, nvidia-smi, dcgm-exporter
+        ("0000:2f:00.0", "0000:2f:00.0"),  # sysfs, amdsmi, lspci -D
+        ("19:00.0", "0000:19:00.0"),  # lspci without -D
+        ("0001:03:1f.7", "0001:03:1f.7"),
+        (" 0000:0C:00.0\n", "0000:0c:00.0"),
+        ("N/A", None),
+        (None, None),
+        ("not a bus id", "not a bus id"),
+    ],
+)
+def test_one_bus_id_form(raw, canonical):
+    from accelbench.gpu.busid import normalize_bus_id
+
+    assert normalize_bus_id(raw) == canonical
+
+
+@given(st.integers(0, 0xFFFF), st.integers(0, 0xFF), st.integers(0, 0x1F), st.integers(0, 7))
+def test_bus_id_spellings_agree(domain, bus, dev, fn):
+    from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
+
+    nvml = f"{domain:08X}:{bus:02X}:{dev:02X}.{fn}"
+    sysfs = f"{domain:04x}:{bus:02x}:{dev:02x}.{fn}"
+    assert normalize_bus_id(nvml) == normalize_bus_id(sysfs) == sysfs
+    assert normalize_bus_id(sysfs.upper()) == sysfs
+    if domain == 0:
+        assert bus_id_from_bdfid(bus << 8 | dev << 3 | fn) == sysfs

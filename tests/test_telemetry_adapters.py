@@ -112,7 +112,7 @@ def test_nvml_sample_units_and_fields(fake_nvml):
     src.close()
     assert r["t_ns"] == 1234 and r["source"] == "nvml" and r["vendor"] == "nvidia"
     assert r["model"] == "NVIDIA H200" and r["uuid"] == "GPU-0000-h200"
-    assert r["bus_id"] == "0000:1B:00.0" and r["serial"] is None  # not supported
+    assert r["bus_id"] == "0000:1b:00.0" and r["serial"] is None  # not supported
     assert r["driver_version"] == "550.54.15"
     assert r["util_gpu"] == pytest.approx(0.97) and r["util_mem"] == pytest.approx(0.45)
     assert r["mem_used_bytes"] == 120 * GiB and r["mem_total_bytes"] == 141 * GiB
@@ -237,7 +237,7 @@ def test_amdsmi_sample_units_and_fields(monkeypatch):
     (r,) = src.sample(99)
     src.close()
     assert r["vendor"] == "amd" and r["model"] == "AMD Instinct MI300X" and r["serial"] == "0xABC"
-    assert r["bus_id"] == "0000:0C:00.0"
+    assert r["bus_id"] == "0000:0c:00.0"
     assert r["util_gpu"] == pytest.approx(0.88) and r["util_mem"] == pytest.approx(0.40)
     assert r["mem_used_bytes"] == 150 * GiB and r["mem_total_bytes"] == 192 * GiB
     assert r["power_w"] == 650.0 and r["power_limit_w"] == pytest.approx(750.0)  # uW cap

@@ -4,7 +4,6 @@ the tests do not depend on other command modules)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import typer
@@ -12,12 +11,10 @@ from typer.testing import CliRunner
 
 from accelbench.cli.telemetry import register
 from accelbench.errors import AccelbenchError
+from conftest import fixture_file
 
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
-A10G = FIX / "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml"
-A100 = FIX / "nvidia-smi_q_x__a100-sxm4-80gb_mig__drv535.54.03__dtd-v12.xml"
-
-needs_fixtures = pytest.mark.skipif(not FIX.is_dir(), reason="fixtures not found")
+A10G = fixture_file("telemetry", "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml")
+A100 = fixture_file("telemetry", "nvidia-smi_q_x__a100-sxm4-80gb_mig__drv535.54.03__dtd-v12.xml")
 
 
 @pytest.fixture
@@ -35,7 +32,6 @@ def app() -> typer.Typer:
 runner = CliRunner()
 
 
-@needs_fixtures
 def test_parse_prints_normalised_samples(app):
     res = runner.invoke(app, ["telemetry", "parse", str(A10G)])
     assert res.exit_code == 0, res.output
@@ -44,10 +40,15 @@ def test_parse_prints_normalised_samples(app):
     assert "power_w = 25.58" in res.output
 
 
-@needs_fixtures
 def test_parse_json_lines(app):
     res = runner.invoke(
-        app, ["telemetry", "parse", "--json", str(FIX / "rocm-smi_json__mi100x4__rocm6.0.2.json")]
+        app,
+        [
+            "telemetry",
+            "parse",
+            "--json",
+            str(fixture_file("telemetry", "rocm-smi_json__mi100x4__rocm6.0.2.json")),
+        ],
     )
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.output.splitlines()]
@@ -62,7 +63,6 @@ def test_parse_bad_file_is_a_user_error(app, tmp_path):
     assert isinstance(res.exception, AccelbenchError)
 
 
-@needs_fixtures
 def test_health_file_warn_exits_zero_unless_strict(app):
     res = runner.invoke(app, ["health", "--file", str(A10G)])
     assert res.exit_code == 0, res.output
@@ -70,7 +70,6 @@ def test_health_file_warn_exits_zero_unless_strict(app):
     assert runner.invoke(app, ["health", "--file", str(A10G), "--strict"]).exit_code == 1
 
 
-@needs_fixtures
 def test_health_file_fail_exits_nonzero(app, tmp_path):
     hot = tmp_path / "hot.xml"
     hot.write_text(

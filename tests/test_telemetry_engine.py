@@ -12,7 +12,8 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from accelbench.telemetry.sampler import TELEMETRY_FILE, TelemetrySampler
+from accelbench.health.sampler import HealthSampler
+from accelbench.telemetry.sampler import TELEMETRY_FILE
 
 
 def _server_pid(base: str) -> int | None:
@@ -42,7 +43,7 @@ def test_sampling_beside_llama_server(request, tmp_path):
         pytest.skip("llama_server fixture not available")
     base = str(url).rstrip("/").removesuffix("/v1")
     pid = _server_pid(base)
-    s = TelemetrySampler(tmp_path, interval_s=0.2, server_url=base, server_pid=pid)
+    s = HealthSampler(tmp_path, interval_s=0.2, server_url=base, server_pid=pid)
     s.set_phase("warmup")
     s.start()
     assert s.status["server"] == "ok", f"{s.status['server']} (start llama-server with --metrics)"

@@ -8,20 +8,19 @@ import sys
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from accelbench.health.monitor import Monitor, post_webhook, run_alert_command
 from accelbench.telemetry.exporter import Exporter
-from accelbench.telemetry.monitor import Monitor, post_webhook, run_alert_command
 from accelbench.telemetry.parsers import parse_dcgm_prometheus, parse_server_metrics
 from accelbench.telemetry.schema import new_row
 from accelbench.telemetry.sources import Source
+from conftest import fixture_file
 
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
-L4 = FIX / "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom"
+L4 = fixture_file("telemetry", "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom")
 
 
 def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -40,7 +39,6 @@ def value(samples, name, **labels):
     return hits[0]
 
 
-@pytest.mark.skipif(not L4.exists(), reason="fixtures not found")
 def test_exporter_scraped_over_loopback():
     rows = parse_dcgm_prometheus(L4.read_text(), t_ns=1)
     rows.append(

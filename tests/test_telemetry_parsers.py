@@ -1,6 +1,6 @@
 """Every parser against every captured fixture, values checked by hand against the files.
 
-Fixtures: ../shared/fixtures/telemetry (provenance in its SOURCES.md). Where no real
+Fixtures: tests/fixtures/telemetry (provenance in its SOURCES.md). Where no real
 capture exists (amd-smi JSON, ROCm Device Metrics Exporter, server /metrics) the input
 is written here in the documented layout and says so.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from accelbench.errors import AccelbenchError
+from accelbench.gpu.values import parse_quantity
 from accelbench.telemetry.parsers import (
     detect_format,
     parse_amd_smi_json,
@@ -25,17 +25,10 @@ from accelbench.telemetry.parsers import (
     parse_rocm_smi_json,
     parse_server_metrics,
 )
-from accelbench.telemetry.schema import (
-    COLUMNS,
-    parse_quantity,
-    pcie_gen_from_speed,
-    rows_to_table,
-)
+from accelbench.telemetry.schema import COLUMNS, pcie_gen_from_speed, rows_to_table
+from conftest import fixture_file
 
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
 MiB = 1024**2
-
-pytestmark = pytest.mark.skipif(not FIX.is_dir(), reason=f"fixtures not found at {FIX}")
 
 
 def one(rows):
@@ -44,7 +37,7 @@ def one(rows):
 
 
 def read(name: str) -> str:
-    return (FIX / name).read_text()
+    return fixture_file("telemetry", name).read_text()
 
 
 # ---------------------------------------------------------------------------- units
@@ -91,7 +84,7 @@ def test_pcie_gen_from_speed():
 def test_nvidia_smi_xml_v11_a10g():
     r = one(parse_nvidia_smi_xml(read("nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml")))
     assert r["vendor"] == "nvidia" and r["model"] == "NVIDIA A10G"
-    assert r["bus_id"] == "0000:00:1E.0"
+    assert r["bus_id"] == "0000:00:1e.0"
     assert r["uuid"] == "GPU-9a9a6c50-2a47-2f51-a902-b82c3b127e94"
     assert r["serial"] == "0000000000000"
     assert r["driver_version"] == "515.105.01"
@@ -281,7 +274,7 @@ def test_dcgm_vgpu_partial_support():
 def test_rocm_smi_rocm5_mi250():
     r = one(parse_rocm_smi_json(read("rocm-smi_a_json__mi250-oam-1gcd__rocm5.x-drv6.2.4.json")))
     assert r["vendor"] == "amd" and r["model"] == "AMD INSTINCT MI250 (MCM) OAM AC MBA"
-    assert r["bus_id"] == "0000:2F:00.0"
+    assert r["bus_id"] == "0000:2f:00.0"
     assert r["serial"] == "PCB052715-0065" and r["uuid"] == "0x719d230578348e8c"
     assert r["driver_version"] == "6.2.4"
     assert r["util_gpu"] == 0.0 and r["util_mem"] == 0.0
@@ -310,9 +303,9 @@ def test_rocm_smi_mi100x4():
     assert [r["device_index"] for r in rows] == [0, 1, 2, 3]
     assert [r["bus_id"] for r in rows] == [
         "0000:83:00.0",
-        "0000:A3:00.0",
-        "0000:C3:00.0",
-        "0000:E3:00.0",
+        "0000:a3:00.0",
+        "0000:c3:00.0",
+        "0000:e3:00.0",
     ]
     assert [r["power_w"] for r in rows] == [36.0, 44.0, 43.0, 39.0]
     assert [r["temp_hotspot_c"] for r in rows] == [55.0, 58.0, 57.0, 53.0]
@@ -600,7 +593,7 @@ def test_server_metrics_unknown_engine_gives_no_row():
 )
 def test_every_fixture_detected_and_written_to_arrow(name, fmt, count):
     assert detect_format(read(name)) == fmt
-    rows = parse_file(FIX / name)
+    rows = parse_file(fixture_file("telemetry", name))
     assert len(rows) == count
     table = rows_to_table(rows)  # every value fits its schema column
     assert table.num_rows == count and table.column_names == list(COLUMNS)

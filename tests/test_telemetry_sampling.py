@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 
+from accelbench.gpu.amdsmi import import_amdsmi
+from accelbench.health.sampler import HealthSampler
 from accelbench.telemetry.energy import counter_energy, integrate_power, window_energy
 from accelbench.telemetry.sampler import TELEMETRY_FILE, TelemetrySampler, write_parquet_atomic
 from accelbench.telemetry.schema import COLUMNS, new_row
@@ -27,7 +29,6 @@ from accelbench.telemetry.sources import (
     NvmlSource,
     ServerMetricsSource,
     SysfsAmdgpuSource,
-    import_amdsmi,
     open_sources,
 )
 
@@ -273,7 +274,7 @@ def test_window_energy_counter_and_fallback():
 
 def test_sampler_beside_a_run_with_server_metrics(tmp_path):
     with LlamaMetricsServer() as srv:
-        s = TelemetrySampler(tmp_path, interval_s=0.1, server_url=srv.url, server_pid=os.getpid())
+        s = HealthSampler(tmp_path, interval_s=0.1, server_url=srv.url, server_pid=os.getpid())
         s.set_phase("warmup")
         s.start()
         time.sleep(0.25)
@@ -317,7 +318,7 @@ def test_sampler_beside_a_run_with_server_metrics(tmp_path):
 
 
 def test_sampler_with_no_source_still_writes(tmp_path):
-    s = TelemetrySampler(tmp_path, interval_s=0.05, sources=["nvml", "amdsmi"])
+    s = HealthSampler(tmp_path, interval_s=0.05, sources=["nvml", "amdsmi"])
     s.start()
     time.sleep(0.1)
     result = s.stop(measured_window_ns=None)
@@ -336,6 +337,7 @@ def test_sampler_server_going_away_is_not_fatal(tmp_path):
     result = s.stop()
     assert result["sources"]["server"] == "ok"
     assert result["samples"] >= 2
+    assert "health" not in result  # telemetry alone does not judge; HealthSampler does
 
 
 def test_write_parquet_atomic_replaces(tmp_path):

@@ -112,8 +112,8 @@ def monitor_cmd(
     duration: float = typer.Option(None, "--duration", help="Stop after this many seconds."),
 ) -> None:
     """Sample continuously, evaluate health rules, alert on changes, serve Prometheus metrics."""
+    from accelbench.health.monitor import Monitor
     from accelbench.telemetry.exporter import Exporter
-    from accelbench.telemetry.monitor import Monitor
 
     argv = shlex.split(alert_cmd) if alert_cmd else None
     if alert_cmd is not None and not argv:

@@ -2,7 +2,7 @@
 amd-smi (list / static / version, text and JSON), rocminfo, lspci -vvv and vLLM's
 collect_env. Each takes the captured text and returns plain dicts and lists; none
 runs a tool. They accept the variants found in real captures (see
-shared/fixtures/doctor/SOURCES.md): trailing blanks trimmed or kept, Markdown
+tests/fixtures/doctor/SOURCES.md): trailing blanks trimmed or kept, Markdown
 indentation, tabs expanded to spaces, ANSI escapes.
 """
 
@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
+from accelbench.gpu.values import to_int
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -25,16 +28,6 @@ def dedent_common(text: str) -> str:
     indents = [len(ln) - len(ln.lstrip(" ")) for ln in lines if ln.strip()]
     cut = min(indents) if indents else 0
     return "\n".join(ln[cut:] if len(ln) >= cut else ln.lstrip(" ") for ln in lines)
-
-
-def normalize_bdf(bdf: str) -> str:
-    """'00000000:68:00.0' / '68:00.0' / '0000:68:00.0' -> '0000:68:00.0' (lower case)."""
-    bdf = bdf.strip().lower()
-    m = re.fullmatch(r"(?:([0-9a-f]+):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])", bdf)
-    if not m:
-        return bdf
-    dom = int(m.group(1) or "0", 16) & 0xFFFF
-    return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
 
 
 # --------------------------------------------------------------------------- nvidia-smi
@@ -68,7 +61,7 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
                     "index": int(m.group(1)),
                     "name": m.group(2).strip(),
                     "persistence": m.group(3),
-                    "bdf": normalize_bdf(bus.group(1)),
+                    "bdf": normalize_bus_id(bus.group(1)),
                     "ecc_uncorrected": cells[3].strip() or None,
                 }
             )
@@ -173,24 +166,17 @@ def parse_rocm_smi(text: str) -> dict[str, Any]:
             elif k == "VBIOS version":
                 g["vbios"] = v
             elif k == "PCIe Replay Count":
-                g["pcie_replay_count"] = _int_or_none(v)
+                g["pcie_replay_count"] = to_int(v)
             elif k == "PCI Bus":
-                g["bdf"] = normalize_bdf(v)
+                g["bdf"] = normalize_bus_id(v)
             elif k == "Card Series" or k == "Card series":
                 g["name"] = v
             elif k in ("(Topology) Numa Node", "Numa Node"):
-                g["numa_node"] = _int_or_none(v)
+                g["numa_node"] = to_int(v)
     if gpus:
         out["layout"] = "all"
         out["gpus"] = [gpus[i] for i in sorted(gpus)]
     return out
-
-
-def _int_or_none(v: Any) -> int | None:
-    try:
-        return int(str(v).strip(), 0)
-    except (TypeError, ValueError):
-        return None
 
 
 def _indent_tree(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -231,9 +217,9 @@ def parse_amd_smi_list(text: str) -> dict[str, Any]:
             gpus.append(
                 {
                     "index": int(m.group(1)),
-                    "bdf": normalize_bdf(body.get("BDF", "")) if body.get("BDF") else None,
+                    "bdf": normalize_bus_id(body.get("BDF", "")) if body.get("BDF") else None,
                     "uuid": body.get("UUID"),
-                    "partition_id": _int_or_none(body.get("PARTITION_ID")),
+                    "partition_id": to_int(body.get("PARTITION_ID")),
                 }
             )
     return {"kind": "list", "gpus": gpus}
@@ -266,14 +252,14 @@ def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
         "name": _vu(asic.get("market_name")) or _vu(board.get("product_name")),
         "device_id": (_vu(asic.get("device_id")) or "").lower() or None,
         "arch": _vu(asic.get("target_graphics_version")),
-        "bdf": normalize_bdf(bus["bdf"]) if _vu(bus.get("bdf")) else None,
-        "max_pcie_width": _int_or_none(_vu(bus.get("max_pcie_width"))),
+        "bdf": normalize_bus_id(bus["bdf"]) if _vu(bus.get("bdf")) else None,
+        "max_pcie_width": to_int(_vu(bus.get("max_pcie_width"))),
         "max_pcie_speed": _vu(bus.get("max_pcie_speed")),
         "driver_name": _vu(drv.get("name")),
         "driver_version": _vu(drv.get("version")),
         "ecc_blocks_disabled": sorted(k for k, v in ecc_state.items() if v == "DISABLED"),
         "bad_page_threshold_exceeded": _vu(ras.get("bad_page_threshold_exceeded")),
-        "numa_node": _int_or_none(_vu(numa.get("node"))),
+        "numa_node": to_int(_vu(numa.get("node"))),
         "compute_partition": _vu(part.get("compute_partition")),
         "memory_partition": _vu(part.get("memory_partition")),
         "firmware_name": _vu(low(d.get("ifwi")).get("name")),
@@ -338,10 +324,8 @@ def parse_rocminfo(text: str) -> dict[str, Any]:
                 fields.setdefault(k.strip(), v.strip())
         if fields.get("Device Type") != "GPU":
             continue
-        bdfid = _int_or_none(fields.get("BDFID"))
-        bdf = None
-        if bdfid is not None:
-            bdf = f"0000:{(bdfid >> 8) & 0xFF:02x}:{(bdfid >> 3) & 0x1F:02x}.{bdfid & 7}"
+        bdfid = to_int(fields.get("BDFID"))
+        bdf = None if bdfid is None else bus_id_from_bdfid(bdfid)
         chip = re.search(r"\((0x[0-9a-fA-F]+)\)", fields.get("Chip ID", ""))
         out["gpus"].append(
             {
@@ -350,7 +334,7 @@ def parse_rocminfo(text: str) -> dict[str, Any]:
                 "name": fields.get("Marketing Name"),
                 "bdf": bdf,
                 "device_id": chip.group(1).lower() if chip else None,
-                "compute_units": _int_or_none(fields.get("Compute Unit")),
+                "compute_units": to_int(fields.get("Compute Unit")),
             }
         )
     return out
@@ -391,7 +375,7 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
                 ):
                     vendor_id = "1002"
             cur = {
-                "bdf": normalize_bdf(m.group(1)),
+                "bdf": normalize_bus_id(m.group(1)),
                 "class": cls,
                 "description": desc,
                 "vendor_id": vendor_id,
@@ -412,7 +396,7 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
                 cur["sta_speed"], cur["sta_width"] = float(lm.group(1)), int(lm.group(3))
                 cur["sta_speed_flag"], cur["sta_width_flag"] = lm.group(2), lm.group(4)
         elif s.startswith("NUMA node:"):
-            cur["numa_node"] = _int_or_none(s.split(":", 1)[1])
+            cur["numa_node"] = to_int(s.split(":", 1)[1])
         elif s.startswith("Kernel driver in use:"):
             cur["driver"] = s.split(":", 1)[1].strip()
         elif s.startswith("Bus: primary="):

@@ -1,13 +1,11 @@
 """Asking the installed runtimes: vendor tools (nvidia-smi, rocm-smi, amd-smi, rocminfo,
-dmesg / journalctl), NVML, amdsmi and PyTorch. Every call is bounded by a timeout and
-turns a missing tool, a permission error or a crash into a `ToolResult` with `problem`
-set, never an exception.
+dmesg / journalctl) and PyTorch. Every call is bounded by a timeout and turns a missing
+tool, a permission error or a crash into a `ToolResult` with `problem` set, never an
+exception. NVML and amdsmi are read through `accelbench.gpu`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 import subprocess
@@ -59,105 +57,6 @@ def read_kernel_log(timeout: float = 15.0) -> ToolResult:
     return ToolResult("dmesg / journalctl -k", problem=problems)
 
 
-def nvml_inventory() -> dict[str, Any]:
-    """NVIDIA GPUs through NVML, with ECC and retired page counters where supported."""
-    try:
-        import pynvml  # nvidia-ml-py
-    except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
-        return {"available": False, "problem": f"nvidia-ml-py not importable: {exc}"}
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return {"available": False, "problem": f"NVML: {exc}"}
-    out: dict[str, Any] = {"available": True, "gpus": []}
-    try:
-        out["driver_version"] = _s(pynvml.nvmlSystemGetDriverVersion())
-        with contextlib.suppress(Exception):
-            v = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-            out["cuda_version"] = f"{v // 1000}.{(v % 1000) // 10}"
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            g: dict[str, Any] = {"index": i, "name": _s(pynvml.nvmlDeviceGetName(h))}
-            with contextlib.suppress(Exception):
-                g["bdf"] = _s(pynvml.nvmlDeviceGetPciInfo(h).busId).lower()[-12:]
-            for key, fn in (
-                (
-                    "ecc_uncorrected",
-                    lambda h=h: pynvml.nvmlDeviceGetTotalEccErrors(
-                        h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
-                    ),
-                ),
-                (
-                    "ecc_corrected",
-                    lambda h=h: pynvml.nvmlDeviceGetTotalEccErrors(
-                        h, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC
-                    ),
-                ),
-                (
-                    "retired_pages_dbe",
-                    lambda h=h: len(
-                        pynvml.nvmlDeviceGetRetiredPages(
-                            h, pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
-                        )
-                    ),
-                ),
-                (
-                    "retired_pages_pending",
-                    lambda h=h: pynvml.nvmlDeviceGetRetiredPagesPendingStatus(h),
-                ),
-                ("remapped_rows", lambda h=h: list(pynvml.nvmlDeviceGetRemappedRows(h))),
-                ("pcie_gen", lambda h=h: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-                ("pcie_gen_max", lambda h=h: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h)),
-                ("pcie_width", lambda h=h: pynvml.nvmlDeviceGetCurrPcieLinkWidth(h)),
-                ("pcie_width_max", lambda h=h: pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)),
-            ):
-                with contextlib.suppress(Exception):  # NotSupported on many boards
-                    g[key] = fn()
-            out["gpus"].append(g)
-    except Exception as exc:  # noqa: BLE001
-        out["problem"] = f"NVML query failed: {exc}"
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-    return out
-
-
-def amdsmi_inventory() -> dict[str, Any]:
-    """AMD GPUs through the amdsmi Python library (guarded broadly: without ROCm its
-    import raises KeyError, not ImportError)."""
-    try:
-        # Without ROCm the import prints a library-not-found message; keep it off our output.
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            import amdsmi  # type: ignore[import-not-found]
-    except Exception as exc:  # noqa: BLE001
-        return {"available": False, "problem": f"amdsmi not importable: {type(exc).__name__}"}
-    try:
-        amdsmi.amdsmi_init()
-    except Exception as exc:  # noqa: BLE001
-        return {"available": False, "problem": f"amdsmi_init: {exc}"}
-    out: dict[str, Any] = {"available": True, "gpus": []}
-    try:
-        for i, h in enumerate(amdsmi.amdsmi_get_processor_handles()):
-            g: dict[str, Any] = {"index": i}
-            with contextlib.suppress(Exception):
-                g["bdf"] = str(amdsmi.amdsmi_get_gpu_device_bdf(h)).lower()
-            with contextlib.suppress(Exception):
-                info = amdsmi.amdsmi_get_gpu_asic_info(h)
-                g["name"] = info.get("market_name")
-                g["arch"] = info.get("target_graphics_version")
-            with contextlib.suppress(Exception):
-                ecc = amdsmi.amdsmi_get_gpu_total_ecc_count(h)
-                g["ecc_uncorrected"] = ecc.get("uncorrectable_count")
-                g["ecc_corrected"] = ecc.get("correctable_count")
-            out["gpus"].append(g)
-    except Exception as exc:  # noqa: BLE001
-        out["problem"] = f"amdsmi query failed: {exc}"
-    finally:
-        with contextlib.suppress(Exception):
-            amdsmi.amdsmi_shut_down()
-    return out
-
-
 _TORCH_PROBE = r"""
 import json
 try:
@@ -194,7 +93,3 @@ def torch_info(timeout: float = 60.0) -> dict[str, Any]:
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         return {"installed": None, "problem": (p.stderr.strip().splitlines() or ["no output"])[-1]}
-
-
-def _s(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)

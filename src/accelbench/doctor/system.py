@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelbench.gpu.busid import normalize_bus_id
+from accelbench.gpu.sysfs import link_speed_gts
+
 VENDORS = {"0x10de": "nvidia", "0x1002": "amd"}
 # PCI base classes 0x03 (display) and 0x12 (processing accelerator).
 GPU_CLASS_PREFIXES = ("0x03", "0x12")
@@ -35,14 +38,6 @@ class Probe:
         except OSError as exc:  # permission denied, EIO from sysfs, is a directory
             self.problems.append(f"{path}: {exc.strerror or exc}")
             return None
-
-
-def parse_link_speed(v: str | None) -> float | None:
-    """sysfs link speed ('32.0 GT/s PCIe', '16 GT/s', 'Unknown') -> GT/s."""
-    if not v:
-        return None
-    m = re.match(r"([\d.]+)\s*GT/s", v)
-    return float(m.group(1)) if m else None
 
 
 def scan_pci(probe: Probe) -> list[dict[str, Any]]:
@@ -70,13 +65,13 @@ def scan_pci(probe: Probe) -> list[dict[str, Any]]:
         numa = probe.read(d / "numa_node")
         iommu_type = probe.read(d / "iommu_group" / "type")
         dev: dict[str, Any] = {
-            "bdf": name.lower(),
+            "bdf": normalize_bus_id(name),
             "vendor": VENDORS[vendor],
             "device_id": (probe.read(d / "device") or "").lower() or None,
             "class": cls,
             "driver": drv,
-            "sta_speed": parse_link_speed(probe.read(d / "current_link_speed")),
-            "cap_speed": parse_link_speed(probe.read(d / "max_link_speed")),
+            "sta_speed": link_speed_gts(probe.read(d / "current_link_speed")),
+            "cap_speed": link_speed_gts(probe.read(d / "max_link_speed")),
             "sta_width": int(width) if width and width.isdigit() else None,
             "cap_width": int(maxw) if maxw and maxw.isdigit() else None,
             "numa_node": int(numa) if numa and re.fullmatch(r"-?\d+", numa) else None,
@@ -109,10 +104,10 @@ def _upstream_links(probe: Probe, d: Path) -> list[dict[str, Any]]:
         w, mw = probe.read(parent / "current_link_width"), probe.read(parent / "max_link_width")
         out.append(
             {
-                "bdf": parent.name,
+                "bdf": normalize_bus_id(parent.name),
                 "description": "bridge",
-                "sta_speed": parse_link_speed(probe.read(parent / "current_link_speed")),
-                "cap_speed": parse_link_speed(probe.read(parent / "max_link_speed")),
+                "sta_speed": link_speed_gts(probe.read(parent / "current_link_speed")),
+                "cap_speed": link_speed_gts(probe.read(parent / "max_link_speed")),
                 "sta_width": int(w) if w and w.isdigit() else None,
                 "cap_width": int(mw) if mw and mw.isdigit() else None,
             }

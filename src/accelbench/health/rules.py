@@ -71,8 +71,13 @@ def _delta(rows: list[dict[str, Any]], col: str, base: dict[str, Any] | None) ->
     vals = _vals(rows, col)
     if not vals:
         return None
-    start = base.get(col) if base and base.get(col) is not None else vals[0]
+    start = base[col] if base and base.get(col) is not None else vals[0]
     return float(vals[-1]) - float(start)
+
+
+def _pairs(rows: list[dict[str, Any]], a: str, b: str) -> list[tuple[float, float]]:
+    """(a, b) of every row that has both."""
+    return [(r[a], r[b]) for r in rows if r.get(a) is not None and r.get(b) is not None]
 
 
 def _label(rows: list[dict[str, Any]]) -> str:
@@ -209,8 +214,7 @@ def _gpu_rules(
         out.append(_finding("ecc", "warn", dev, "a row remap is pending: reset the GPU"))
 
     # PCIe link.
-    widths = [(r.get("pcie_width"), r.get("pcie_width_max")) for r in rows]
-    widths = [(w, m) for w, m in widths if w is not None and m is not None]
+    widths = _pairs(rows, "pcie_width", "pcie_width_max")
     if widths and all(w < m for w, m in widths):
         w, m = widths[-1]
         out.append(
@@ -223,8 +227,11 @@ def _gpu_rules(
                 width_max=m,
             )
         )
-    gens = [(r.get("pcie_gen"), r.get("pcie_gen_max"), r.get("util_gpu")) for r in rows]
-    gens = [(g, m, u) for g, m, u in gens if g is not None and m is not None]
+    gens = [
+        (r["pcie_gen"], r["pcie_gen_max"], r.get("util_gpu"))
+        for r in rows
+        if r.get("pcie_gen") is not None and r.get("pcie_gen_max") is not None
+    ]
     if gens:
         busy = [(g, m) for g, m, u in gens if u is not None and u >= cfg.pcie_busy_util]
         if busy and all(g < m for g, m in busy):
@@ -264,8 +271,7 @@ def _gpu_rules(
         out.append(_finding("interconnect", "warn", dev, "XGMI error status is set"))
 
     # Power above the limit.
-    pairs = [(r.get("power_w"), r.get("power_limit_w")) for r in rows]
-    pairs = [(p, lim) for p, lim in pairs if p is not None and lim]
+    pairs = [(p, lim) for p, lim in _pairs(rows, "power_w", "power_limit_w") if lim]
     if pairs:
         over = [p for p, lim in pairs if p > lim * (1 + cfg.power_tolerance)]
         if len(over) / len(pairs) > cfg.power_over_fraction:

@@ -244,7 +244,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     if engine is not None:
         meta["server"]["embedded"] = {"engine": "llama.cpp llama-server", "args": engine.args[1:]}
     with contextlib.suppress(Exception):
-        from accelbench.doctor import quick_summary  # type: ignore[attr-defined]
+        from accelbench.doctor import quick_summary
 
         meta["doctor"] = quick_summary()
     write_json_atomic(run_dir / RUN_JSON, meta)
@@ -481,7 +481,7 @@ def _start_telemetry(cfg: BenchmarkConfig, run_dir: Path, engine: Any) -> Any:
     if not cfg.telemetry:
         return None
     try:
-        from accelbench.telemetry.sampler import TelemetrySampler  # type: ignore
+        from accelbench.health.sampler import HealthSampler as TelemetrySampler
     except ImportError:
         return None
     try:

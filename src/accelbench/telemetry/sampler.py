@@ -8,8 +8,10 @@
 ``start`` probes the sources (autodetected unless named) and samples each of them every
 ``interval_s`` in a background thread; a missing source is reported, never raised.
 ``stop`` takes a last sample, writes ``run_dir/telemetry.parquet`` atomically (temp
-file + rename) and returns a JSON-serialisable dict with the sources' status, the
-energy over the measured window and the health verdict of the run.
+file + rename) and returns a JSON-serialisable dict with the sources' status and the
+energy over the measured window. Given a ``judge`` (the health rules:
+:class:`accelbench.health.sampler.HealthSampler` passes them), it also holds the
+verdict of the run. Telemetry does not import the health package: data flows one way.
 """
 
 from __future__ import annotations
@@ -17,18 +19,22 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from accelbench.health.rules import HealthConfig, evaluate
 from accelbench.telemetry.energy import window_energy
 from accelbench.telemetry.schema import rows_to_table
 from accelbench.telemetry.sources import Source, close_sources, open_sources
 
 TELEMETRY_FILE = "telemetry.parquet"
 PHASES = ("warmup", "measured", "drain")
+
+Rows = list[dict[str, Any]]
+# (rows, measured window (start_ns, end_ns) or None, baseline rows or None) -> verdict dict
+Judge = Callable[[Rows, tuple[int, int] | None, Rows | None], dict[str, Any]]
 
 
 def collect(
@@ -77,7 +83,7 @@ class TelemetrySampler:
         server_url: str | None = None,
         server_pid: int | None = None,
         sources: list[str] | None = None,
-        health_config: HealthConfig | None = None,
+        judge: Judge | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be > 0")
@@ -86,7 +92,7 @@ class TelemetrySampler:
         self.server_url = server_url
         self.server_pid = server_pid
         self.source_names = sources
-        self.health_config = health_config or HealthConfig()
+        self.judge = judge
         self.status: dict[str, str] = {}
         self.errors: dict[str, dict[str, Any]] = {}
         self._sources: list[Source] = []
@@ -163,17 +169,16 @@ class TelemetrySampler:
         close_sources(self._sources)
         rows = self.rows
         write_parquet_atomic(rows, self.run_dir / TELEMETRY_FILE)
-        window = tuple(measured_window_ns) if measured_window_ns else None
-        energy = window_energy(rows, window, output_tokens, total_tokens)  # type: ignore[arg-type]
-        baseline = [r for r in rows if window and r["t_ns"] < window[0]]
-        health = evaluate(rows, window, baseline or None, self.health_config)  # type: ignore[arg-type]
-        self._result = {
+        window = (measured_window_ns[0], measured_window_ns[1]) if measured_window_ns else None
+        result: dict[str, Any] = {
             "sources": dict(self.status),
-            "energy": energy,
-            "health": health,
-            "samples": len(rows),
-            "interval_s": self.interval_s,
-            "errors": self.errors,
-            "file": TELEMETRY_FILE,
+            "energy": window_energy(rows, window, output_tokens, total_tokens),
         }
-        return self._result
+        if self.judge is not None:
+            baseline = [r for r in rows if window and r["t_ns"] < window[0]]
+            result["health"] = self.judge(rows, window, baseline or None)
+        result.update(
+            samples=len(rows), interval_s=self.interval_s, errors=self.errors, file=TELEMETRY_FILE
+        )
+        self._result = result
+        return result

@@ -13,7 +13,6 @@ One row describes one thing at one time: a GPU (``kind="gpu"``), the host
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +32,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "vendor": (pa.string(), "", "nvidia or amd"),
     "model": (pa.string(), "", "product name as the tool reports it"),
     "device_index": (pa.int32(), "", "index of the device in its source"),
-    "bus_id": (pa.string(), "", "PCI bus id, upper-case domain:bus:device.function"),
+    "bus_id": (pa.string(), "", "PCI bus id, lower-case 0000:bus:device.function (lspci -D form)"),
     "uuid": (pa.string(), "", "device UUID (NVIDIA) or unique id (AMD) where given"),
     "serial": (pa.string(), "", "board serial where given"),
     "driver_version": (pa.string(), "", "driver version where given"),
@@ -154,123 +153,6 @@ def device_key(row: dict[str, Any]) -> str:
     return str(row.get("kind") or row.get("source"))
 
 
-# ----------------------------------------------------------------------------
-# Unit parsing shared by the parsers.
-
-NA_STRINGS = {
-    "",
-    "n/a",
-    "[n/a]",
-    "na",
-    "none",
-    "not supported",
-    "[not supported]",
-    "unknown",
-    "[unknown error]",
-    "requested functionality has been deprecated",
-    "[requested functionality has been deprecated]",
-    "insufficient permissions",
-    "[insufficient permissions]",
-    "gpu is lost",
-    "[gpu is lost]",
-}
-
-_MULT = {
-    # bytes
-    "b": 1,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-    # power
-    "w": 1.0,
-    "mw": 1e-3,
-    "uw": 1e-6,
-    "kw": 1e3,
-    # energy
-    "j": 1.0,
-    "mj": 1e-3,
-    "uj": 1e-6,
-    "µj": 1e-6,
-    "kj": 1e3,
-    # frequency
-    "hz": 1.0,
-    "khz": 1e3,
-    "mhz": 1e6,
-    "ghz": 1e9,
-    # time
-    "s": 1.0,
-    "ms": 1e-3,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ns": 1e-9,
-    # temperature
-    "c": 1.0,
-    "°c": 1.0,
-    # ratio
-    "%": 0.01,
-}
-
-_NUM_UNIT = re.compile(
-    r"^\s*\(?\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([A-Za-zµ°%/]*)\s*\)?\s*$"
-)
-
-
-def is_na(value: Any) -> bool:
-    """True for the many spellings of "not available" in tool output."""
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    if isinstance(value, str) and value.strip().lower() in NA_STRINGS:
-        return True
-    return False
-
-
-def parse_quantity(value: Any, default_unit: str | None = None) -> float | None:
-    """ "23028 MiB" -> 24146608128.0, "25.58 W" -> 25.58, "17 C" -> 17.0, "0 %" -> 0.0,
-    "(800Mhz)" -> 8e8, "N/A" -> None. A bare number takes ``default_unit`` (or none).
-
-    Returns the value in the base unit of its dimension. Unknown units raise ValueError.
-    """
-    if is_na(value):
-        return None
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        num, unit = float(value), ""
-    else:
-        m = _NUM_UNIT.match(str(value))
-        if not m:
-            raise ValueError(f"not a quantity: {value!r}")
-        num, unit = float(m.group(1)), m.group(2)
-    unit = unit.strip().lower()
-    if not unit:
-        unit = (default_unit or "").lower()
-    if not unit or unit == "x":  # "16x" link width: a plain count
-        return num
-    if unit in ("gt/s", "mt/s"):
-        return num * (1000.0 if unit == "gt/s" else 1.0)  # in MT/s
-    if unit not in _MULT:
-        raise ValueError(f"unknown unit {unit!r} in {value!r}")
-    return num * _MULT[unit]
-
-
-def parse_int(value: Any) -> int | None:
-    """ "0" -> 0, "16x" -> 16, "0x1e" -> 30, "N/A" -> None."""
-    if is_na(value):
-        return None
-    if isinstance(value, int):
-        return value
-    s = str(value).strip().lower()
-    if s.startswith("0x"):
-        return int(s, 16)
-    q = parse_quantity(s)
-    return None if q is None else int(round(q))
-
-
 def pcie_gen_from_speed(mts: float | None) -> int | None:
     """PCIe transfer rate in MT/s (2500, 5000, 8000, 16000, 32000, 64000) -> generation."""
     if mts is None or mts <= 0:
@@ -278,15 +160,3 @@ def pcie_gen_from_speed(mts: float | None) -> int | None:
     table = [(2500, 1), (5000, 2), (8000, 3), (16000, 4), (32000, 5), (64000, 6), (128000, 7)]
     best = min(table, key=lambda t: abs(t[0] - mts))
     return best[1]
-
-
-def normalise_bus_id(bus_id: str | None) -> str | None:
-    """ "00000000:00:1E.0" and "0000:2f:00.0" -> "0000:00:1E.0" / "0000:2F:00.0"."""
-    if bus_id is None or is_na(bus_id):
-        return None
-    s = bus_id.strip().upper()
-    m = re.match(r"^([0-9A-F]+):([0-9A-F]{2}):([0-9A-F]{2})\.([0-9A-F])$", s)
-    if not m:
-        return s
-    domain = m.group(1)[-4:].rjust(4, "0")
-    return f"{domain}:{m.group(2)}:{m.group(3)}.{m.group(4)}"

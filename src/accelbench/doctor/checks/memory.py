@@ -1,0 +1,121 @@
+"""ECC, retired pages, row remapping and RAS counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.doctor.checks.common import from_findings
+from accelbench.doctor.model import Check
+
+
+def check_memory(facts: dict[str, Any]) -> Check:
+    title = "ECC and retired memory"
+    f: list[tuple[str, str, str]] = []
+    smi = facts.get("nvidia_smi")
+    for g in (smi or {}).get("gpus", []):
+        e = g.get("ecc_uncorrected")
+        if e and e.isdigit():
+            if int(e) > 0:
+                f.append(
+                    (
+                        "fail",
+                        f"GPU {g['index']} ({g['bdf']}): {e} volatile uncorrected ECC errors",
+                        "Drain the GPU and reset it; check nvidia-smi -q -d ECC,ROW_REMAPPER.",
+                    )
+                )
+            else:
+                f.append(("pass", f"GPU {g['index']} ({g['bdf']}): 0 uncorrected ECC errors", ""))
+        elif e:
+            f.append(("pass", f"GPU {g['index']} ({g['bdf']}): ECC {e}", ""))
+    for g in (facts.get("nvml") or {}).get("gpus", []):
+        tag = f"GPU {g['index']}"
+        if g.get("ecc_uncorrected"):
+            f.append(
+                (
+                    "fail",
+                    f"{tag}: {g['ecc_uncorrected']} uncorrected ECC errors (NVML)",
+                    "Drain and reset the GPU; service it if they recur.",
+                )
+            )
+        if g.get("retired_pages_dbe"):
+            f.append(
+                ("warn", f"{tag}: {g['retired_pages_dbe']} pages retired for double-bit errors", "")
+            )
+        if g.get("retired_pages_pending"):
+            f.append(
+                ("warn", f"{tag}: page retirement pending", "Reset the GPU to retire the page.")
+            )
+        rr = g.get("remapped_rows")
+        if rr and len(rr) >= 4:
+            if rr[3]:
+                f.append(("fail", f"{tag}: row remapping failed", "Contact the vendor (RMA)."))
+            elif rr[2]:
+                f.append(("warn", f"{tag}: row remapping pending", "Reset the GPU to apply it."))
+        if "ecc_uncorrected" in g and not g.get("ecc_uncorrected"):
+            f.append(("pass", f"{tag}: 0 uncorrected ECC errors (NVML)", ""))
+    for g in (facts.get("pci") or {}).get("gpus", []):
+        ras = g.get("ras") or {}
+        for block, c in ras.items():
+            if block == "bad_pages":
+                if c:
+                    f.append(
+                        (
+                            "warn",
+                            f"{g['bdf']}: {c} retired (bad) VRAM pages",
+                            "Track with amd-smi bad-pages; replace the GPU near the threshold.",
+                        )
+                    )
+                continue
+            if c.get("ue"):
+                f.append(
+                    (
+                        "fail",
+                        f"{g['bdf']}: {block} {c['ue']} uncorrectable errors",
+                        "Drain the GPU; reset it and check bad pages.",
+                    )
+                )
+            elif c.get("ce"):
+                f.append(
+                    (
+                        "warn",
+                        f"{g['bdf']}: {block} {c['ce']} correctable errors",
+                        "Watch the counter; a rising rate predicts failure.",
+                    )
+                )
+        if ras and not any(lvl != "pass" for lvl, *_ in f):
+            f.append(("pass", f"{g['bdf']}: RAS counters zero", ""))
+    for g in facts.get("amd_smi_static") or []:
+        tag = f"GPU {g['index']} ({g.get('bdf')})"
+        if "umc" in g.get("ecc_blocks_disabled", []):
+            f.append(
+                (
+                    "warn",
+                    f"{tag}: HBM ECC (UMC block) disabled",
+                    "Enable ECC for production serving (amdgpu.ras_enable / firmware setting); "
+                    "without it memory errors go unnoticed.",
+                )
+            )
+        if str(g.get("bad_page_threshold_exceeded")).lower() == "true":
+            f.append(("fail", f"{tag}: bad page threshold exceeded", "Replace the GPU (RMA)."))
+        elif g.get("bad_page_threshold_exceeded") is not None:
+            f.append(("pass", f"{tag}: bad page threshold not exceeded", ""))
+    for g in (facts.get("amdsmi") or {}).get("gpus", []):
+        if g.get("ecc_uncorrected"):
+            f.append(
+                (
+                    "fail",
+                    f"GPU {g['index']}: {g['ecc_uncorrected']} uncorrectable ECC errors (amdsmi)",
+                    "Drain the GPU; check bad pages.",
+                )
+            )
+        elif g.get("ecc_corrected"):
+            f.append(
+                (
+                    "warn",
+                    f"GPU {g['index']}: {g['ecc_corrected']} correctable ECC errors (amdsmi)",
+                    "",
+                )
+            )
+    return from_findings(
+        "memory.ecc", title, f, "No ECC / RAS counters available (no GPU, or not reported)"
+    )

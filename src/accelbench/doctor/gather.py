@@ -1,0 +1,288 @@
+"""Gathering the doctor's facts, from the machine or from captured outputs.
+
+`gather()` collects into one facts dict; the checks (:mod:`.checks`) judge it and never
+touch the machine, so every rule can be tested on captured text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from accelbench.doctor import parsers, runtimes, system
+from accelbench.doctor.inputs import DoctorInputs, read_capture
+from accelbench.doctor.kernel_log import scan_kernel_log
+from accelbench.errors import AccelbenchError
+from accelbench.gpu import amdsmi, nvml
+
+
+def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
+    """Collect facts. quick=True reads only sysfs / procfs / version files (no tools,
+    no NVML, no PyTorch, no kernel log): well under a second."""
+    live = inputs.is_live
+    facts: dict[str, Any] = {
+        "live": inputs.is_live,
+        "quick": quick,
+        "problems": [],
+        "sources": {},
+        "versions": {},
+    }
+    probs: list[str] = facts["problems"]
+
+    root = inputs.sysfs_root if inputs.sysfs_root is not None else (Path("/") if live else None)
+    if inputs.sysfs_root is not None and not inputs.sysfs_root.is_dir():
+        raise AccelbenchError(f"--sysfs-root must be a directory: {inputs.sysfs_root}")
+    facts["system_read"] = root is not None
+    if root is not None:
+        probe = system.Probe(root)
+        pci = system.scan_pci(probe)
+        facts["pci"] = {"source": f"sysfs ({root})", "gpus": pci, "other": []}
+        osr = system.os_release(probe)
+        facts["versions"].update(
+            kernel=system.kernel_release(probe),
+            os=osr.get("PRETTY_NAME"),
+            os_id=osr.get("ID"),
+            os_version=osr.get("VERSION_ID"),
+        )
+        for key, fn in (
+            ("nvidia_driver", system.nvidia_driver_version),
+            ("amdgpu_driver", system.amdgpu_driver_version),
+            ("rocm", system.rocm_version),
+            ("cuda_toolkit", system.cuda_toolkit_version),
+        ):
+            v, ev = fn(probe)
+            if v:
+                facts["versions"][key] = v
+                facts["versions"][key + "_evidence"] = ev
+        facts["iommu"] = system.iommu(probe)
+        facts["hugepages"] = system.hugepages(probe)
+        facts["numa_nodes"] = system.numa_nodes(probe)
+        probs.extend(probe.problems)
+
+    if inputs.lspci is not None:
+        devs = parsers.parse_lspci(read_capture(inputs.lspci, "lspci"))
+        gpus = [
+            d | {"vendor": {"10de": "nvidia", "1002": "amd"}[d["vendor_id"]]}
+            for d in devs
+            if d["is_gpu"]
+        ]
+        facts["pci"] = {"source": f"lspci ({inputs.lspci.name})", "gpus": gpus, "all": devs}
+
+    _gather_nvidia(inputs, facts, live and not quick)
+    _gather_amd(inputs, facts, live and not quick)
+
+    if inputs.collect_env is not None:
+        ce = parsers.parse_collect_env(read_capture(inputs.collect_env, "collect_env"))
+        facts["collect_env"] = ce
+        facts["torch"] = {
+            "installed": True,
+            "source": "collect_env",
+            "version": ce.get("torch_version"),
+            "cuda": ce.get("torch_cuda"),
+            "hip": ce.get("torch_hip"),
+            "available": ce.get("cuda_available") == "True",
+            "device_count": None,
+            "devices": ce.get("gpu_models") or [],
+        }
+        if ce.get("torch_cuda") and ce.get("gpu_models"):
+            facts["torch"]["device_count"] = len(ce["gpu_models"])
+        v = facts["versions"]
+        v.setdefault("kernel", ce.get("kernel"))
+        if ce.get("os") and not v.get("os"):
+            v["os"] = ce["os"]
+            m = re.match(r"(\w+) ([\d.]+)", ce["os"])
+            if m:
+                v["os_id"], v["os_version"] = m.group(1).lower(), m.group(2)
+        if ce.get("nvidia_driver"):
+            v.setdefault("nvidia_driver", ce["nvidia_driver"])
+            v.setdefault(
+                "nvidia_driver_evidence",
+                f"collect_env: Nvidia driver version: {ce['nvidia_driver']}",
+            )
+        if ce.get("rocm_version"):
+            v.setdefault("rocm", ce["rocm_version"])
+            v.setdefault("rocm_evidence", f"collect_env: ROCM Version: {ce['rocm_version']}")
+        if ce.get("gpu_models") and ce.get("torch_cuda"):
+            facts["sources"]["collect_env"] = [
+                {"index": i, "name": n} for i, n in enumerate(ce["gpu_models"])
+            ]
+        archs = [
+            m.group(1) for g in ce.get("gpu_models", []) for m in [re.search(r"\((gfx\w+)", g)] if m
+        ]
+        if archs:
+            facts.setdefault("amd_archs", []).extend(archs)
+        if ce.get("nvidia_topo"):
+            facts["topo"] = ce["nvidia_topo"]
+        if ce.get("amd_numa"):
+            facts["amd_numa"] = ce["amd_numa"]
+    elif live and not quick:
+        facts["torch"] = runtimes.torch_info()
+
+    if inputs.kernel_log is not None:
+        text = read_capture(inputs.kernel_log, "kernel log")
+        facts["kernel_log"] = _kernel_log_facts(str(inputs.kernel_log), text)
+    elif live and not quick and inputs.scan_kernel_log:
+        r = runtimes.read_kernel_log()
+        if r.text:
+            facts["kernel_log"] = _kernel_log_facts(r.source, r.text)
+        else:
+            facts["kernel_log"] = {"source": r.source, "problem": r.problem or "kernel log empty"}
+    return facts
+
+
+def _kernel_log_facts(source: str, text: str) -> dict[str, Any]:
+    return {
+        "source": source,
+        "events": scan_kernel_log(text),
+        "lines": text.count("\n") + 1,
+        "driver_banners": _driver_banners(text),
+    }
+
+
+def _tool_text(
+    facts: dict[str, Any],
+    capture: Path | None,
+    argv: list[str],
+    live: bool,
+    vendor: str | None = None,
+) -> str | None:
+    """A tool's output: read from its capture file when one is given, else (live only)
+    from running the tool. A failure is noted in the problems (a tool that is simply not
+    installed is not a problem); with `vendor`, how the tool answered is remembered as
+    one of that vendor's runtimes."""
+    if capture is not None:
+        return read_capture(capture, argv[0])
+    if not live:
+        return None
+    r = runtimes.run_tool(argv)
+    if r.problem and not r.missing:
+        facts["problems"].append(r.problem)
+    if vendor is not None:
+        _note_runtime(facts, vendor, argv[0], r.problem, r.missing)
+    return r.text if not r.problem else None
+
+
+def _driver_banners(text: str) -> list[str]:
+    out = []
+    for m in re.finditer(r"NVRM: loading NVIDIA UNIX .*?Kernel Module\s+([\d.]+)", text):
+        if m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def _note_runtime(
+    facts: dict[str, Any], vendor: str, tool: str, problem: str | None, missing: bool
+) -> None:
+    """Remember how each live runtime answered, to tell "no runtime installed" from
+    "the runtime is installed but does not see the GPUs"."""
+    facts.setdefault("runtimes", {}).setdefault(vendor, []).append(
+        {"tool": tool, "problem": problem, "missing": bool(missing and problem)}
+    )
+
+
+def _lib_missing(info: dict[str, Any]) -> bool:
+    """NVML / amdsmi unavailable because the library is absent (not a GPU failure)."""
+    problem = str(info.get("problem") or "")
+    return not info.get("available") and ("not importable" in problem or "Not Found" in problem)
+
+
+def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None:
+    v = facts["versions"]
+    smi_text = _tool_text(facts, inputs.nvidia_smi, ["nvidia-smi"], live, "nvidia")
+    if smi_text:
+        smi = parsers.parse_nvidia_smi(smi_text)
+        facts["sources"]["nvidia-smi"] = smi["gpus"]
+        facts["nvidia_smi"] = smi
+        if smi["driver_version"]:
+            v.setdefault("nvidia_driver", smi["driver_version"])
+            v.setdefault(
+                "nvidia_driver_evidence", f"nvidia-smi: Driver Version: {smi['driver_version']}"
+            )
+        if smi["cuda_version"]:
+            v["cuda_driver"] = smi["cuda_version"]
+    if inputs.nvidia_topo is not None:
+        topo = parsers.parse_nvidia_topo(read_capture(inputs.nvidia_topo, "nvidia-smi topo -m"))
+        facts["topo"] = topo
+        facts["sources"]["nvidia-smi topo"] = topo["gpus"]
+    if live:
+        nv = nvml.inventory()
+        facts["nvml"] = nv
+        _note_runtime(facts, "nvidia", "NVML", nv.get("problem"), _lib_missing(nv))
+        if nv.get("available"):
+            facts["sources"]["nvml"] = nv["gpus"]
+            v.setdefault("nvidia_driver", nv.get("driver_version"))
+            if nv.get("cuda_version"):
+                v.setdefault("cuda_driver", nv["cuda_version"])
+
+
+def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None:
+    v = facts["versions"]
+    archs: list[str] = facts.setdefault("amd_archs", [])
+    texts: list[tuple[str, str]] = []
+    for p in inputs.amd_smi:
+        texts.append((p.name, read_capture(p, "amd-smi")))
+    if not inputs.amd_smi:
+        for argv, vendor in (
+            (["amd-smi", "static", "--json"], "amd"),  # the call that stands for the runtime
+            (["amd-smi", "version", "--json"], None),
+        ):
+            text = _tool_text(facts, None, argv, live, vendor)
+            if text:
+                texts.append((" ".join(argv), text))
+    for name, text in texts:
+        try:
+            parsed = parsers.parse_amd_smi(text)
+        except ValueError as exc:
+            facts["problems"].append(f"amd-smi output {name} not understood: {exc}")
+            continue
+        if parsed["kind"] == "version":
+            facts["amd_smi_version"] = parsed
+            if parsed.get("rocm_version"):
+                v.setdefault("rocm", parsed["rocm_version"])
+                v.setdefault(
+                    "rocm_evidence", f"amd-smi version: rocm_version {parsed['rocm_version']}"
+                )
+            if parsed.get("amdgpu_version"):
+                v.setdefault("amdgpu_driver", parsed["amdgpu_version"])
+                v.setdefault(
+                    "amdgpu_driver_evidence",
+                    f"amd-smi version: amdgpu_version {parsed['amdgpu_version']}",
+                )
+        else:
+            facts["sources"]["amd-smi"] = parsed["gpus"]
+            if parsed["kind"] == "static":
+                facts["amd_smi_static"] = parsed["gpus"]
+                archs.extend(g["arch"] for g in parsed["gpus"] if g.get("arch"))
+                drv = next(
+                    (g["driver_version"] for g in parsed["gpus"] if g.get("driver_version")), None
+                )
+                if drv:
+                    v.setdefault("amdgpu_driver", drv)
+                    v.setdefault("amdgpu_driver_evidence", f"amd-smi static: DRIVER VERSION {drv}")
+
+    rs_text = _tool_text(facts, inputs.rocm_smi, ["rocm-smi"], live, "amd")
+    if rs_text:
+        rs = parsers.parse_rocm_smi(rs_text)
+        facts["rocm_smi"] = rs
+        if rs["gpus"]:
+            facts["sources"]["rocm-smi"] = rs["gpus"]
+        if rs.get("driver_version"):
+            v.setdefault("amdgpu_driver", rs["driver_version"])
+            v.setdefault(
+                "amdgpu_driver_evidence", f"rocm-smi: Driver version: {rs['driver_version']}"
+            )
+
+    ri_text = _tool_text(facts, inputs.rocminfo, ["rocminfo"], live, "amd")
+    if ri_text:
+        ri = parsers.parse_rocminfo(ri_text)
+        facts["rocminfo"] = ri
+        facts["sources"]["rocminfo"] = ri["gpus"]
+        archs.extend(g["arch"] for g in ri["gpus"] if g.get("arch"))
+
+    if live:
+        am = amdsmi.inventory()
+        facts["amdsmi"] = am
+        _note_runtime(facts, "amd", "amdsmi", am.get("problem"), _lib_missing(am))
+        if am.get("available"):
+            facts["sources"]["amdsmi"] = am["gpus"]
+            archs.extend(g["arch"] for g in am["gpus"] if g.get("arch"))

@@ -1,0 +1,303 @@
+"""nvidia-smi captures.
+
+- ``nvidia-smi -q -x`` (DTD v11 ``<clocks_throttle_reasons>`` / ``<power_readings>``,
+  v12 ``<clocks_event_reasons>`` / ``<gpu_power_readings>``, v13 ``<average_power_draw>``
+  / ``<instant_power_draw>`` and ``<clocks_event_reasons_counters>`` in microseconds)
+- ``nvidia-smi --query-gpu=... --format=csv`` with or without ``nounits``
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from accelbench.errors import AccelbenchError
+from accelbench.gpu.busid import normalize_bus_id
+from accelbench.gpu.nvml import NV_THROTTLE_BITS, nv_throttle_names
+from accelbench.gpu.values import is_na, to_float, to_int
+from accelbench.telemetry.schema import KIND_GPU, new_row
+
+
+def _ratio(value: Any) -> float | None:
+    """ "37 %" or 37 -> 0.37."""
+    return to_float(value, "%")
+
+
+def _mhz(value: Any) -> float | None:
+    return to_float(value, "MHz")
+
+
+# ----------------------------------------------------------------------------
+# nvidia-smi -q -x
+
+
+def _text(el: ET.Element | None, path: str) -> str | None:
+    if el is None:
+        return None
+    found = el.find(path)
+    if found is None or found.text is None:
+        return None
+    t = found.text.strip()
+    return None if is_na(t) else t
+
+
+def _first(el: ET.Element | None, *paths: str) -> str | None:
+    for p in paths:
+        t = _text(el, p)
+        if t is not None:
+            return t
+    return None
+
+
+def _yes(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    return value.strip().lower() in ("yes", "true", "1", "active")
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _sum_or_none(values: Iterable[_N | None]) -> _N | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) if vals else None
+
+
+def _nv_xml_ecc(block: ET.Element | None) -> tuple[int | None, int | None]:
+    """(corrected, uncorrected) from an ``<ecc_errors>/<volatile|aggregate>`` block.
+
+    DTD v11+: ``sram_correctable``, ``sram_uncorrectable`` (v13: ``_parity``/``_secded``),
+    ``dram_*``. Older drivers: ``single_bit/total`` and ``double_bit/total``.
+    """
+    if block is None:
+        return None, None
+    if block.find("single_bit") is not None:
+        return to_int(_text(block, "single_bit/total")), to_int(_text(block, "double_bit/total"))
+    corr: list[int | None] = []
+    unc: list[int | None] = []
+    for child in block:
+        tag = child.tag
+        val = to_int(child.text.strip()) if child.text and not is_na(child.text) else None
+        if "uncorrectable" in tag:
+            unc.append(val)
+        elif "correctable" in tag:
+            corr.append(val)
+    return _sum_or_none(corr), _sum_or_none(unc)
+
+
+def parse_nvidia_smi_xml(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+    """``nvidia-smi -q -x`` output -> one row per ``<gpu>``."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise AccelbenchError(f"not valid nvidia-smi XML: {exc}") from exc
+    if root.tag != "nvidia_smi_log":
+        raise AccelbenchError(f"not nvidia-smi -q -x output (root <{root.tag}>)")
+    driver = _text(root, "driver_version")
+    rows = []
+    for idx, gpu in enumerate(root.findall("gpu")):
+        # Power: v11 <power_readings>, v12+ <gpu_power_readings>; v13 average/instant.
+        pw = gpu.find("gpu_power_readings")
+        if pw is None:
+            pw = gpu.find("power_readings")
+        power = to_float(_first(pw, "power_draw", "average_power_draw", "instant_power_draw"), "W")
+        limit = to_float(
+            _first(pw, "enforced_power_limit", "current_power_limit", "power_limit"),
+            "W",
+        )
+        # Throttle reasons: v11 clocks_throttle_reasons, v12+ clocks_event_reasons.
+        mask = None
+        reasons = gpu.find("clocks_event_reasons")
+        prefix = "clocks_event_reason_"
+        if reasons is None:
+            reasons = gpu.find("clocks_throttle_reasons")
+            prefix = "clocks_throttle_reason_"
+        if reasons is not None:
+            mask = 0
+            seen = False
+            for child in reasons:
+                name = child.tag.removeprefix(prefix)
+                bit = NV_THROTTLE_BITS.get(name)
+                state = (child.text or "").strip().lower()
+                if bit is None or is_na(state):
+                    continue
+                seen = True
+                if state == "active":
+                    mask |= bit
+            if not seen:
+                mask = None
+        counters = gpu.find("clocks_event_reasons_counters")
+        power_s = thermal_s = None
+        if counters is not None:
+            cp = "clocks_event_reasons_counters_"
+            vals = {c.tag.removeprefix(cp): to_float(c.text, "us") for c in counters}
+            power_s = _sum_or_none([vals.get("sw_power_cap"), vals.get("hw_power_brake")])
+            thermal_s = _sum_or_none([vals.get("sw_therm_slowdown"), vals.get("hw_therm_slowdown")])
+        ecc_on = _text(gpu, "ecc_mode/current_ecc")
+        vc, vu = _nv_xml_ecc(gpu.find("ecc_errors/volatile"))
+        ac, au = _nv_xml_ecc(gpu.find("ecc_errors/aggregate"))
+        if ecc_on is not None and ecc_on.lower() == "disabled":
+            vc = vu = ac = au = None
+        link = gpu.find("pci/pci_gpu_link_info")
+        row = new_row(
+            t_ns=t_ns,
+            source="nvidia-smi-xml",
+            kind=KIND_GPU,
+            vendor="nvidia",
+            model=_text(gpu, "product_name"),
+            device_index=idx,
+            bus_id=normalize_bus_id(gpu.get("id") or _text(gpu, "pci/pci_bus_id")),
+            uuid=_text(gpu, "uuid"),
+            serial=_text(gpu, "serial"),
+            driver_version=driver,
+            util_gpu=_ratio(_text(gpu, "utilization/gpu_util")),
+            util_mem=_ratio(_text(gpu, "utilization/memory_util")),
+            mem_used_bytes=to_float(_text(gpu, "fb_memory_usage/used")),
+            mem_total_bytes=to_float(_text(gpu, "fb_memory_usage/total")),
+            power_w=power,
+            power_limit_w=limit,
+            temp_gpu_c=to_float(_text(gpu, "temperature/gpu_temp"), "C"),
+            temp_mem_c=to_float(_text(gpu, "temperature/memory_temp"), "C"),
+            temp_slowdown_c=to_float(_text(gpu, "temperature/gpu_temp_slow_threshold"), "C"),
+            temp_shutdown_c=to_float(_text(gpu, "temperature/gpu_temp_max_threshold"), "C"),
+            temp_mem_max_c=to_float(_text(gpu, "temperature/gpu_temp_max_mem_threshold"), "C"),
+            clock_sm_hz=_mhz(_text(gpu, "clocks/sm_clock")),
+            clock_mem_hz=_mhz(_text(gpu, "clocks/mem_clock")),
+            clock_sm_max_hz=_mhz(_text(gpu, "max_clocks/sm_clock")),
+            clock_mem_max_hz=_mhz(_text(gpu, "max_clocks/mem_clock")),
+            throttle_mask=mask,
+            throttle_reasons=nv_throttle_names(mask),
+            throttle_power_s=power_s,
+            throttle_thermal_s=thermal_s,
+            ecc_corrected_volatile=vc,
+            ecc_uncorrected_volatile=vu,
+            ecc_corrected_aggregate=ac,
+            ecc_uncorrected_aggregate=au,
+            remapped_rows_corr=to_int(_text(gpu, "remapped_rows/remapped_row_corr")),
+            remapped_rows_unc=to_int(_text(gpu, "remapped_rows/remapped_row_unc")),
+            remapped_rows_pending=_yes(_text(gpu, "remapped_rows/remapped_row_pending")),
+            remapped_rows_failure=_yes(_text(gpu, "remapped_rows/remapped_row_failure")),
+            pcie_gen=to_int(_text(link, "pcie_gen/current_link_gen")),
+            pcie_gen_max=to_int(_text(link, "pcie_gen/max_link_gen")),
+            pcie_width=to_int(_text(link, "link_widths/current_link_width")),
+            pcie_width_max=to_int(_text(link, "link_widths/max_link_width")),
+            pcie_replay=to_int(_text(gpu, "pci/replay_counter")),
+        )
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------
+# nvidia-smi --query-gpu --format=csv
+
+
+def _csv_header(name: str) -> tuple[str, str | None]:
+    """ "memory.used [MiB]" -> ("memory.used", "MiB")."""
+    name = name.strip()
+    if name.endswith("]") and " [" in name:
+        base, unit = name[:-1].split(" [", 1)
+        return base.strip(), unit.strip()
+    return name, None
+
+
+def parse_nvidia_smi_csv(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+    """``nvidia-smi --query-gpu=... --format=csv[,nounits]`` -> one row per data line.
+
+    Needs the header line (``noheader`` output cannot be mapped to fields). Units come
+    from each value ("81559 MiB") or, with ``nounits``, from the header ("[MiB]").
+    """
+    reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
+    lines = [r for r in reader if r]
+    if not lines:
+        raise AccelbenchError("empty nvidia-smi CSV")
+    header = [_csv_header(h) for h in lines[0]]
+    names = [h[0] for h in header]
+    if "name" not in names and "uuid" not in names and "pci.bus_id" not in names:
+        raise AccelbenchError(
+            "nvidia-smi CSV without a header (or without name/uuid/pci.bus_id): "
+            "capture it without 'noheader'"
+        )
+    rows = []
+    for line_no, values in enumerate(lines[1:]):
+        rec: dict[str, tuple[str, str | None]] = {}
+        for (name, unit), val in zip(header, values, strict=False):
+            rec[name] = (val.strip(), unit)
+
+        def get(*keys: str, _rec: dict = rec) -> tuple[str | None, str | None]:
+            for k in keys:
+                if k in _rec and not is_na(_rec[k][0]):
+                    return _rec[k]
+            return None, None
+
+        def q(*keys: str, default: str | None = None) -> float | None:
+            val, unit = get(*keys)
+            return to_float(val, unit or default)
+
+        def i(*keys: str) -> int | None:
+            val, _ = get(*keys)
+            return to_int(val)
+
+        mask_s, _ = get("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+        mask = to_int(mask_s)
+        power_s = _sum_or_none(
+            [
+                q("clocks_event_reasons_counters.sw_power_cap", default="us"),
+                q("clocks_event_reasons_counters.hw_power_brake_slowdown", default="us"),
+            ]
+        )
+        thermal_s = _sum_or_none(
+            [
+                q("clocks_event_reasons_counters.sw_thermal_slowdown", default="us"),
+                q("clocks_event_reasons_counters.hw_thermal_slowdown", default="us"),
+            ]
+        )
+        pend, _ = get("remapped_rows.pending")
+        fail, _ = get("remapped_rows.failure")
+        idx = i("index")
+        rows.append(
+            new_row(
+                t_ns=t_ns,
+                source="nvidia-smi-csv",
+                kind=KIND_GPU,
+                vendor="nvidia",
+                model=get("name", "gpu_name")[0],
+                device_index=idx if idx is not None else line_no,
+                bus_id=normalize_bus_id(get("pci.bus_id", "gpu_bus_id")[0]),
+                uuid=get("uuid", "gpu_uuid")[0],
+                serial=get("serial", "gpu_serial")[0],
+                driver_version=get("driver_version")[0],
+                util_gpu=q("utilization.gpu", default="%"),
+                util_mem=q("utilization.memory", default="%"),
+                mem_used_bytes=q("memory.used", default="MiB"),
+                mem_total_bytes=q("memory.total", default="MiB"),
+                power_w=q("power.draw", "power.draw.average", "power.draw.instant", default="W"),
+                power_limit_w=q("enforced.power.limit", "power.limit", default="W"),
+                energy_j=q("total_energy_consumption", default="mJ"),
+                temp_gpu_c=q("temperature.gpu", default="C"),
+                temp_mem_c=q("temperature.memory", default="C"),
+                clock_sm_hz=q("clocks.current.sm", "clocks.sm", default="MHz"),
+                clock_mem_hz=q("clocks.current.memory", "clocks.mem", default="MHz"),
+                clock_sm_max_hz=q("clocks.max.sm", default="MHz"),
+                clock_mem_max_hz=q("clocks.max.memory", "clocks.max.mem", default="MHz"),
+                throttle_mask=mask,
+                throttle_reasons=nv_throttle_names(mask),
+                throttle_power_s=power_s,
+                throttle_thermal_s=thermal_s,
+                ecc_corrected_volatile=i("ecc.errors.corrected.volatile.total"),
+                ecc_uncorrected_volatile=i("ecc.errors.uncorrected.volatile.total"),
+                ecc_corrected_aggregate=i("ecc.errors.corrected.aggregate.total"),
+                ecc_uncorrected_aggregate=i("ecc.errors.uncorrected.aggregate.total"),
+                remapped_rows_corr=i("remapped_rows.correctable"),
+                remapped_rows_unc=i("remapped_rows.uncorrectable"),
+                remapped_rows_pending=_yes(pend),
+                remapped_rows_failure=_yes(fail),
+                pcie_gen=i("pcie.link.gen.current", "pcie.link.gen.gpucurrent"),
+                pcie_gen_max=i("pcie.link.gen.max"),
+                pcie_width=i("pcie.link.width.current"),
+                pcie_width_max=i("pcie.link.width.max"),
+            )
+        )
+    return rows

@@ -1,0 +1,87 @@
+"""Inference-server ``/metrics`` (vLLM, SGLang, llama.cpp, TGI)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from accelbench.telemetry.parsers.prometheus import prometheus_samples
+from accelbench.telemetry.schema import KIND_SERVER, new_row
+
+# engine -> common column -> list of (metric name, how): how is "value", "sum" (the
+# _sum of a histogram), or "bucketless" fallback names tried in order.
+SERVER_METRICS: dict[str, dict[str, list[str]]] = {
+    "vllm": {
+        "srv_requests_running": ["vllm:num_requests_running"],
+        "srv_requests_waiting": ["vllm:num_requests_waiting"],
+        # vLLM V1 exports kv_cache_usage_perc, V0 gpu_cache_usage_perc; both 0-1.
+        "srv_kv_cache_usage": ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+        "srv_prompt_tokens_total": ["vllm:prompt_tokens_total"],
+        "srv_generation_tokens_total": ["vllm:generation_tokens_total"],
+        "srv_preemptions_total": ["vllm:num_preemptions_total"],
+        "srv_prefix_cache_hits_total": [
+            "vllm:prefix_cache_hits_total",
+            "vllm:gpu_prefix_cache_hits_total",
+        ],
+        "srv_prefix_cache_queries_total": [
+            "vllm:prefix_cache_queries_total",
+            "vllm:gpu_prefix_cache_queries_total",
+        ],
+    },
+    "sglang": {
+        "srv_requests_running": ["sglang:num_running_reqs"],
+        "srv_requests_waiting": ["sglang:num_queue_reqs"],
+        "srv_kv_cache_usage": ["sglang:token_usage"],
+        "srv_prompt_tokens_total": ["sglang:prompt_tokens_total"],
+        "srv_generation_tokens_total": ["sglang:generation_tokens_total"],
+        "srv_prefix_cache_hits_total": ["sglang:cached_tokens_total"],
+    },
+    "llamacpp": {
+        "srv_requests_running": ["llamacpp:requests_processing"],
+        "srv_requests_waiting": ["llamacpp:requests_deferred"],
+        "srv_kv_cache_usage": ["llamacpp:kv_cache_usage_ratio"],
+        "srv_prompt_tokens_total": ["llamacpp:prompt_tokens_total"],
+        "srv_generation_tokens_total": ["llamacpp:tokens_predicted_total"],
+    },
+    "tgi": {
+        "srv_requests_running": ["tgi_batch_current_size"],
+        "srv_requests_waiting": ["tgi_queue_size"],
+        "srv_prompt_tokens_total": ["tgi_request_input_length_sum"],
+        "srv_generation_tokens_total": ["tgi_request_generated_tokens_sum"],
+    },
+}
+_ENGINE_PREFIX = {"vllm": "vllm:", "sglang": "sglang:", "llamacpp": "llamacpp:", "tgi": "tgi_"}
+
+
+def detect_engine(names: Iterable[str]) -> str | None:
+    """Which engine a set of metric names comes from (by prefix), or None."""
+    names = list(names)
+    for engine, prefix in _ENGINE_PREFIX.items():
+        if any(n.startswith(prefix) for n in names):
+            return engine
+    return None
+
+
+def parse_server_metrics(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+    """An inference server's Prometheus ``/metrics`` -> one ``kind="server"`` row.
+
+    Values with several label sets (e.g. one per model) are summed. Returns ``[]`` when
+    no known engine's metrics are present.
+    """
+    samples = prometheus_samples(text)
+    totals: dict[str, float] = {}
+    for name, _labels, value in samples:
+        if math.isnan(value):
+            continue
+        totals[name] = totals.get(name, 0.0) + value
+    engine = detect_engine(totals)
+    if engine is None:
+        return []
+    row = new_row(t_ns=t_ns, source="server", kind=KIND_SERVER, engine=engine)
+    for col, names in SERVER_METRICS[engine].items():
+        for n in names:
+            if n in totals:
+                row[col] = totals[n]
+                break
+    return [row]

@@ -1,0 +1,59 @@
+"""The inference server's Prometheus ``/metrics``."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from accelbench.telemetry.parsers import parse_server_metrics
+from accelbench.telemetry.sources.base import Source
+
+
+class ServerMetricsSource(Source):
+    """The inference server's Prometheus ``/metrics`` (vLLM, SGLang, llama.cpp, TGI)."""
+
+    name = "server"
+
+    def __init__(self, url: str, timeout_s: float = 2.0) -> None:
+        base = url.rstrip("/")
+        for suffix in ("/v1", "/metrics"):
+            if base.endswith(suffix):
+                base = base[: -len(suffix)]
+        self.url = base + "/metrics"
+        self.timeout_s = timeout_s
+        self.errors = 0
+        self.last_error: str | None = None
+
+    def _fetch(self) -> str:
+        req = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
+            return resp.read().decode("utf-8", "replace")
+
+    def probe(self) -> str | None:
+        try:
+            text = self._fetch()
+        except urllib.error.HTTPError as exc:
+            hint = " (llama-server needs --metrics)" if exc.code in (404, 501) else ""
+            return f"{self.url} answered HTTP {exc.code}{hint}"
+        except (OSError, ValueError) as exc:
+            return f"{self.url} unreachable ({exc})"
+        try:
+            rows = parse_server_metrics(text)
+        except Exception as exc:
+            return f"{self.url} is not a Prometheus scrape ({exc})"
+        if not rows:
+            return f"{self.url} has no vLLM, SGLang, llama.cpp or TGI metrics"
+        return None
+
+    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+        try:
+            rows = parse_server_metrics(self._fetch(), t_ns=t_ns)
+        except Exception as exc:
+            self.errors += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return []
+        for r in rows:
+            r["wall_ns"] = time.time_ns()
+        return rows
