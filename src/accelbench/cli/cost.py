@@ -396,7 +396,7 @@ def _print_plan(p: Plan) -> None:
     con.print(
         f"[bold]{hw.n_gpus} x {escape(p.accelerator.name)}[/bold]: "
         f"{hw.peak_flops / 1e12:g} TFLOPS {hw.compute_format}, {hw.bandwidth / 1e12:g} TB/s, "
-        f"{hw.memory_bytes / 2**30:g} GiB ({human_bytes(hw.memory_bytes)}) per GPU"
+        f"{hw.memory_bytes / 2**30:g} GiB ({hw.memory_bytes:,.0f} bytes) per GPU"
     )
     titles: dict[str, str] = {}
     for k in ("memory_gib", "memory_bw_tbs", f"{hw.compute_format}_tflops"):
