@@ -6,6 +6,8 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.cost.catalog import shipped_catalog
 from accelbench.cost.costing import (
@@ -306,3 +308,22 @@ def test_tco_file_rejects_bad_values(tmp_path):
     p.write_bytes(bytes(range(256)))
     with pytest.raises(AccelbenchError, match="cannot read TCO file"):
         load_tco_file(p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(max_size=20) | st.floats().map(str),
+    field=st.sampled_from(["usd_per_gpu_hour", "kw_per_gpu", "pue", "utilisation", "capex_usd"]),
+    value=st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_any_plain_source_or_tco_value_costs_or_fails_with_one_line(text, field, value):
+    """Random tok/s text and random TCO values: a finite positive cost or one AccelbenchError."""
+    h100 = shipped_catalog()["h100"]
+    try:
+        r = cost_of(
+            "h", h100, parse_plain_number(text), resolve_tco(h100, TcoInputs(**{field: value}))
+        )
+    except AccelbenchError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert math.isfinite(r.usd_per_m_total) and r.usd_per_m_total >= 0
