@@ -33,7 +33,7 @@ def test_every_facts_accelerator_is_shipped():
     assert set(FACTS_IDS) <= set(cat)
     for aid in FACTS_IDS:
         a = cat[aid]
-        for key in ("memory_gb", "memory_bw_tbs", "bf16_tflops", "fp8_tflops", "tdp_w"):
+        for key in ("memory_gib", "memory_bw_tbs", "bf16_tflops", "fp8_tflops", "tdp_w"):
             assert a.figure(key).value is not None, (aid, key)
 
 
@@ -52,26 +52,48 @@ def test_spot_values_from_facts():
     cat = shipped_catalog()
     assert cat["h100"].figure("fp8_tflops").value == 1979  # dense, not the sparse 3958
     assert cat["h200"].figure("memory_bw_tbs").value == 4.8  # not 8 TB/s
-    assert cat["mi325x"].figure("memory_gb").value == 256  # not 192
-    assert cat["mi355x"].figure("memory_gb").value == 288
+    assert cat["mi325x"].figure("memory_gib").value == 256  # not 192
+    assert cat["mi355x"].figure("memory_gib").value == 288
     assert cat["mi355x"].figure("fp4_tflops").value == 10066
     assert cat["mi300x"].figure("bf16_tflops").value == 1307.4
     assert cat["gb300"].figure("fp4_tflops").value == 15000
     assert cat["h100"].figure("fp4_tflops").value is None
 
 
+def test_memory_is_binary_and_stored_in_bytes():
+    # vendor HBM "GB" are GiB: an H200 "141 GB" reports 143,771 MiB = 140.4 GiB
+    h200 = shipped_catalog()["h200"]
+    assert h200.memory_bytes() == 141 * 2**30
+    assert h200.memory_bytes() / 1e9 == pytest.approx(151.4, abs=0.05)
+
+
 def test_conflicting_sources_are_kept_as_ranges():
     cat = shipped_catalog()
-    mem = cat["b200"].figure("memory_gb")
+    mem = cat["b200"].figure("memory_gib")
     assert (mem.status, mem.min, mem.max, mem.value) == ("conflict", 180, 192, 180)
+    gb300 = cat["gb300"].figure("memory_gib")  # 278 usable, 288 physical
+    assert (gb300.status, gb300.min, gb300.max) == ("conflict", 278, 288)
+    assert cat["gb300"].memory_bytes() == 278 * 2**30
     bw = cat["b200"].figure("memory_bw_tbs")
     assert (bw.min, bw.max) == (7.7, 8.0)
     tdp = cat["b300"].figure("tdp_w")
     assert (tdp.status, tdp.min, tdp.max) == ("conflict", 1100, 1400)
     assert cat["mi350x"].figure("bf16_tflops").status == "estimate"  # "~2300"
-    # unknown figures say so rather than guessing
-    su = cat["h200"].figure("scale_up_gbs")
-    assert su.value is None and su.status == "unconfirmed"
+    # estimates are labelled as such
+    for aid in ("h100", "h200"):
+        assert cat[aid].figure("gemm_fraction").status == "estimate", aid
+
+
+def test_scale_up_bandwidth_is_per_gpu_one_direction_from_the_source():
+    cat = shipped_catalog()
+    expected = {"h100": 450, "h200": 450, "b200": 900, "gb200": 900, "b300": 900}
+    expected |= {"gb300": 900, "mi300x": 448, "mi325x": 448, "mi355x": 538}
+    for aid, gbs in expected.items():
+        f = cat[aid].figure("scale_up_gbs_unidir")
+        assert f.value == gbs and "one direction" in f.note, aid
+    # the source does not list MI350X: missing, and why
+    f = cat["mi350x"].figure("scale_up_gbs_unidir")
+    assert f.value is None and f.status == "unconfirmed" and "not MI350X" in f.note
 
 
 def test_lookup_by_alias_and_suggestions():
@@ -91,7 +113,7 @@ def _write(tmp_path, doc) -> str:
 
 def _user_doc(**figures):
     figs = {
-        "memory_gb": 512,
+        "memory_gib": 512,
         "memory_bw_tbs": 0.4,
         "bf16_tflops": 10,
         "fp8_tflops": None,
@@ -116,7 +138,7 @@ def test_user_catalog_adds_a_cpu_host(tmp_path, monkeypatch):
     cat = load_catalog([path])
     a = find_accelerator("cpu-host", cat)
     assert a.origin == path and a.require("memory_bw_tbs") == 0.4
-    assert a.source_title("memory_gb") == "my measurements"
+    assert a.source_title("memory_gib") == "my measurements"
     # also through the environment variable
     monkeypatch.setenv("ACCELBENCH_CATALOG", path)
     assert "cpu-host" in load_catalog()
@@ -126,13 +148,15 @@ def test_user_catalog_overrides_a_shipped_entry(tmp_path):
     doc = _user_doc()
     doc["accelerators"] = {"h100": doc["accelerators"]["cpu-host"]}
     cat = load_catalog([_write(tmp_path, doc)])
-    assert cat["h100"].figure("memory_gb").value == 512
+    assert cat["h100"].figure("memory_gib").value == 512
 
 
 @pytest.mark.parametrize(
     "figures, message",
     [
-        ({"memory_gb": -1}, "memory_gb value must not be negative"),
+        ({"memory_gib": -1}, "memory_gib value must be a finite number >= 0"),
+        ({"memory_gib": float("nan")}, "memory_gib value must be a finite number >= 0"),
+        ({"memory_gb": 80}, "unknown figure 'memory_gb' .*did you mean memory_gib"),
         ({"memory_bw_tbs": 0}, "memory_bw_tbs: must be > 0"),
         ({"memory_bw": 1.0}, "unknown figure 'memory_bw' .*did you mean memory_bw_tbs"),
         ({"tdp_w": "lots"}, "tdp_w value must be a number"),
@@ -153,7 +177,7 @@ def test_host_template_is_a_valid_catalog_with_unconfirmed_gaps():
     cat = parse_catalog(yaml.safe_load(text), "template")
     a = cat["my-host"]
     assert a.kind == "cpu"
-    assert a.figure("memory_gb").value > 0 and a.figure("memory_gb").status == "confirmed"
+    assert a.figure("memory_gib").value > 0 and a.figure("memory_gib").status == "confirmed"
     bw = a.figure("memory_bw_tbs")
     assert bw.value is None and bw.status == "unconfirmed"
     with pytest.raises(AccelbenchError, match="has no memory_bw_tbs"):
@@ -161,7 +185,7 @@ def test_host_template_is_a_valid_catalog_with_unconfirmed_gaps():
 
 
 def test_cpu_host_from_template_plans_once_filled_in(tmp_path):
-    from accelbench.cli.cost import build_plan
+    from accelbench.plan.planner import build_plan
 
     doc = yaml.safe_load(host_template("cpu-host"))
     path = tmp_path / "host.yaml"
@@ -174,11 +198,24 @@ def test_cpu_host_from_template_plans_once_filled_in(tmp_path):
     with pytest.raises(AccelbenchError, match="cpu-host has no memory_bw_tbs"):
         build_plan("llama-3.1-8b", "cpu-host", context=2048, catalog_files=[path])
     figs["memory_bw_tbs"].update(value=0.05, status="estimate")
-    figs["memory_gb"]["value"] = 64.0
+    figs["memory_gib"]["value"] = 64.0
     path.write_text(yaml.safe_dump(doc))
     p = build_plan("llama-3.1-8b", "cpu-host", context=2048, catalog_files=[path])
     # batch 1 is memory-bound: (weights read + 2048 x 128 KiB) / 0.05 TB/s
-    first = p["roofline"][0]
-    assert first["bound"] == "memory"
-    assert p["hardware"]["bandwidth_tbs_per_gpu"] == 0.05
-    assert p["hardware"]["sources"]["memory_bw_tbs"]["status"] == "estimate"
+    first = p.rows[0]
+    assert first.physical.bound == "memory" and first.expected.bound == "memory"
+    d = p.as_dict()
+    assert d["hardware"]["bandwidth_tbs_per_gpu"] == 0.05
+    assert d["hardware"]["memory_bytes_per_gpu"] == 64 * 2**30
+    assert d["hardware"]["sources"]["memory_bw_tbs"]["status"] == "estimate"
+
+
+def test_damaged_user_catalogs_are_one_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    for text in ("accelerators: {x: {figures: [1, 2]}}", "accelerators: {x: {aliases: 5}}"):
+        p.write_text(text)
+        with pytest.raises(AccelbenchError, match="must be a"):
+            load_catalog([p])
+    p.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(AccelbenchError, match="cannot read catalog"):
+        load_catalog([p])

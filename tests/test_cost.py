@@ -1,4 +1,4 @@
-"""Cost arithmetic, TCO (rates and build-up), frontier interpolation, run reading."""
+"""Cost arithmetic, TCO (rates and build-up), sweep frontiers, run reading, bad input."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.cost.catalog import shipped_catalog
 from accelbench.cost.costing import (
@@ -16,10 +18,10 @@ from accelbench.cost.costing import (
     tokens_per_s_per_mw,
     usd_per_million_tokens,
 )
-from accelbench.cost.frontier import OutOfMeasuredRange, interpolate_on_frontier, pareto_frontier
-from accelbench.cost.runs import load_run
 from accelbench.cost.tco import TcoInputs, crf, load_tco_file, resolve_tco
 from accelbench.errors import AccelbenchError
+from accelbench.store.runs import load_run
+from synthetic_runs import make_run as make_real_run
 
 
 def make_run(path, total, interactivity, gpus=8, concurrency=None, energy=None, isl=1000, osl=100):
@@ -63,6 +65,31 @@ def test_inferencex_examples_from_the_rate_set():
     b2_cost = cost_of("b2", cat["b200"], parse_plain_number("1756"), b2).usd_per_m_total
     assert b2_cost == pytest.approx(0.309, abs=0.001)
     assert b2_cost == pytest.approx(1.95 / (1756 * 0.0036), rel=1e-12)
+
+
+def test_power_follows_inferencex_definition_by_default():
+    # FACTS.md: MI355X at 1369 tok/s/GPU, 2.09 kW all-in -> 655,024 tok/s/MW, 1.527 J/token
+    cat = shipped_catalog()
+    tco = resolve_tco(cat["mi355x"], TcoInputs())  # default set inferencex-2026-07
+    assert tco.kw_per_gpu == 2.09
+    r = cost_of("mi", cat["mi355x"], parse_plain_number("1369"), tco)
+    assert round(r.tok_s_per_mw) == 655024
+    assert round(r.j_per_token, 3) == 1.527
+    assert any("chip + host/NIC share" in a for a in tco.assumptions)
+    # PUE only when asked for, and said so
+    pue = resolve_tco(cat["mi355x"], TcoInputs(pue=1.3))
+    assert pue.kw_per_gpu == pytest.approx(2.09 * 1.3)
+    assert any("PUE 1.3 (given" in a for a in pue.assumptions)
+
+
+def test_placeholder_rates_are_flagged_for_every_tier():
+    cat = shipped_catalog()
+    for aid in ("b300", "gb300"):
+        for tier in ("owned", "rental"):
+            t = resolve_tco(cat[aid], TcoInputs(rate_set="inferencex-2025-10", tier=tier))
+            assert "[placeholder]" in t.assumptions[0], (aid, tier)
+    t = resolve_tco(cat["b200"], TcoInputs(rate_set="inferencex-2025-10"))
+    assert "[placeholder]" not in t.assumptions[0]
 
 
 def test_energy_arithmetic():
@@ -118,22 +145,24 @@ def test_buildup_defaults_capex_to_the_catalog_estimate_and_says_so():
     t = resolve_tco(
         shipped_catalog()["mi355x"], TcoInputs(life_years=4, cost_of_capital=0.0, usd_per_kwh=0.1)
     )
-    # 23000 / 4 / 8760 + 2.09 kW (inferencex-2026-07 IT) x PUE 1.3 x 0.1
-    assert t.usd_per_gpu_hour == pytest.approx(23000 / 4 / 8760 + 2.09 * 1.3 * 0.1)
+    # 23000 / 4 / 8760 + 2.09 kW (inferencex-2026-07 all-in, no PUE) x 0.1
+    assert t.usd_per_gpu_hour == pytest.approx(23000 / 4 / 8760 + 2.09 * 0.1)
     assert any("catalog price [estimate]" in a for a in t.assumptions)
 
 
 def test_buildup_missing_inputs_are_named():
-    with pytest.raises(AccelbenchError, match="needs cost_of_capital, usd_per_kwh"):
+    with pytest.raises(
+        AccelbenchError, match=r"needs cost_of_capital \(--cost-of-capital\), usd_per_kwh"
+    ):
         resolve_tco(shipped_catalog()["h100"], TcoInputs(life_years=4))
     with pytest.raises(AccelbenchError, match="no price for b300"):
         resolve_tco(shipped_catalog()["b300"], TcoInputs(life_years=4))
 
 
-def test_newer_rate_set_applies_pue_to_it_kw():
+def test_newer_rate_set_uses_all_in_kw_as_is():
     t = resolve_tco(shipped_catalog()["gb200"], TcoInputs(rate_set="inferencex-2026-07"))
     assert t.usd_per_gpu_hour == 1.86
-    assert t.kw_per_gpu == pytest.approx(1.87 * 1.1)  # liquid-cooled NVL72
+    assert t.kw_per_gpu == 1.87  # no PUE: the source's all-in figure
     t = resolve_tco(shipped_catalog()["b200"], TcoInputs(tier="rental", pue=1.2))
     assert t.usd_per_gpu_hour == 3.70 and t.kw_per_gpu == pytest.approx(1.71 * 1.2)
 
@@ -141,10 +170,17 @@ def test_newer_rate_set_applies_pue_to_it_kw():
 @pytest.mark.parametrize(
     "inputs, message",
     [
-        (TcoInputs(usd_per_gpu_hour=-1.0), "usd_per_gpu_hour must not be negative"),
-        (TcoInputs(kw_per_gpu=0.0), "kw_per_gpu must be > 0"),
-        (TcoInputs(utilisation=1.5), "utilisation must be in"),
-        (TcoInputs(pue=0.9), "pue must be >= 1"),
+        (TcoInputs(usd_per_gpu_hour=-1.0), r"usd_per_gpu_hour \(--usd-per-gpu-hour\) must be in"),
+        (TcoInputs(usd_per_gpu_hour=math.nan), r"--usd-per-gpu-hour\) must be in \[0, 1000\]"),
+        (TcoInputs(usd_per_gpu_hour=math.inf), "usd_per_gpu_hour"),
+        (TcoInputs(usd_per_gpu_hour=1e12), "usd_per_gpu_hour"),
+        (TcoInputs(kw_per_gpu=0.0), r"kw_per_gpu \(--kw-per-gpu\) must be in \(0, 100\]"),
+        (TcoInputs(utilisation=1.5), r"utilisation \(--utilisation\) must be in \(0, 1\]"),
+        (TcoInputs(utilisation=math.nan), "utilisation"),
+        (TcoInputs(pue=0.9), r"pue \(--pue\) must be in \[1, 3\]"),
+        (TcoInputs(pue=math.nan), "pue"),
+        (TcoInputs(capex_usd=-5.0), "capex_usd"),
+        (TcoInputs(life_years=0.0), "life_years"),
         (TcoInputs(rate_set="nope"), "unknown rate set 'nope'"),
         (TcoInputs(tier="leased"), "unknown tier 'leased'"),
     ],
@@ -173,38 +209,16 @@ def test_tco_file_and_override(tmp_path):
         load_tco_file(p)
 
 
-# ---------------------------------------------------------------------------- frontier
-
-
-def test_pareto_frontier_drops_dominated_points():
-    x = [10, 20, 30, 15, 40, 20]
-    y = [1000, 800, 500, 700, 100, 800]
-    keep = pareto_frontier(x, y)
-    assert [(x[i], y[i]) for i in keep] == [(10, 1000), (20, 800), (30, 500), (40, 100)]
-
-
-def test_interpolation_hits_points_and_never_extrapolates():
-    x = [10, 20, 30, 40]
-    y = [1000, 800, 500, 100]
-    assert interpolate_on_frontier(x, y, 20)["throughput"] == pytest.approx(800)
-    mid = interpolate_on_frontier(x, y, 25)["throughput"]
-    assert 500 < mid < 800  # monotone between neighbours
-    with pytest.raises(OutOfMeasuredRange, match="out of measured range"):
-        interpolate_on_frontier(x, y, 45)
-    with pytest.raises(OutOfMeasuredRange, match=r"\[10, 40\]"):
-        interpolate_on_frontier(x, y, 5)
-
-
 # ------------------------------------------------------------------------- runs, sweeps
 
 
 def test_run_without_energy_and_with_energy(tmp_path):
-    a = load_run(make_run(tmp_path / "a", 1000, 50))
-    assert a.j_per_token is None and a.gpus == 8 and a.mean_isl == 1000
-    b = load_run(make_run(tmp_path / "b", 1000, 50, energy={"joules": 5000.0, "tokens": 2000}))
-    assert b.j_per_token == 2.5
-    c = load_run(make_run(tmp_path / "c", 1000, 50, energy={"j_per_token": 1.25}))
-    assert c.j_per_token == 1.25
+    a = throughput_from_source(str(make_run(tmp_path / "a", 1000, 50)))
+    assert a.j_per_token_measured is None and a.total == 1000
+    b = make_run(tmp_path / "b", 1000, 50, energy={"joules": 5000.0, "tokens": 2000})
+    assert throughput_from_source(str(b)).j_per_token_measured == 2.5
+    c = make_run(tmp_path / "c", 1000, 50, energy={"j_per_token": 1.25})
+    assert throughput_from_source(str(c)).j_per_token_measured == 1.25
 
 
 def test_run_energy_as_telemetry_writes_it(tmp_path):
@@ -218,8 +232,7 @@ def test_run_energy_as_telemetry_writes_it(tmp_path):
         "j_per_total_token": 0.36,
         "devices": {},
     }
-    r = load_run(make_run(tmp_path / "t", 1000, 50, energy=energy))
-    assert (r.j_per_token, r.j_per_output_token) == (0.36, 3.6)
+    make_run(tmp_path / "t", 1000, 50, energy=energy)
     t = throughput_from_source(str(tmp_path / "t"))
     assert (t.j_per_token_measured, t.j_per_output_token_measured) == (0.36, 3.6)
 
@@ -228,8 +241,22 @@ def test_run_missing_throughput_is_named(tmp_path):
     d = tmp_path / "r"
     d.mkdir()
     (d / "summary.json").write_text(json.dumps({"gpus": 1, "throughput": {}}))
-    with pytest.raises(AccelbenchError, match="throughput.total_tokens_per_s_per_gpu"):
-        load_run(d)
+    with pytest.raises(AccelbenchError, match="no run with throughput figures"):
+        throughput_from_source(str(d))
+
+
+def test_run_killed_before_its_summary_is_costed_from_its_requests(tmp_path):
+    # a run interrupted before summary.json was written: only run.json + requests.parquet
+    d = make_real_run(
+        tmp_path / "killed", 100, concurrency=4, gpus=2, files=("run.json", "requests.parquet")
+    )
+    assert not (d / "summary.json").exists()
+    info = load_run(d)
+    t = throughput_from_source(str(d))
+    assert t.total == pytest.approx(info.figure("total_tps_per_gpu"))
+    assert t.output == pytest.approx(info.figure("output_tps_per_gpu"))
+    assert t.total > t.output > 0
+    assert any("recomputed from requests.parquet" in n for n in t.notes)
 
 
 def test_sweep_interpolates_on_its_frontier(tmp_path):
@@ -240,8 +267,10 @@ def test_sweep_interpolates_on_its_frontier(tmp_path):
     assert t.total == pytest.approx(3000)  # the dominated (20, 1500) point is ignored
     assert t.input == pytest.approx(3000 * 1000 / 1100)
     assert t.j_per_token_measured == pytest.approx(1.5)
-    with pytest.raises(OutOfMeasuredRange):
+    with pytest.raises(AccelbenchError, match=r"out of measured range \[10, 80\]"):
         throughput_from_source(str(sweep), 100)
+    with pytest.raises(AccelbenchError, match=r"interactivity \(--interactivity\) must be in"):
+        throughput_from_source(str(sweep), math.nan)
     with pytest.raises(AccelbenchError, match="give --interactivity"):
         throughput_from_source(str(sweep), None)
 
@@ -260,5 +289,41 @@ def test_plain_numbers_and_garbage():
     assert (t.total, t.input, t.output) == (1369, 1200, 169)
     with pytest.raises(AccelbenchError, match="neither a run/sweep directory nor a number"):
         parse_plain_number("fast")
-    with pytest.raises(AccelbenchError, match="must be > 0"):
-        parse_plain_number("-5")
+    for bad in ("-5", "0", "inf", "nan", "1e300", "5+inf", "nan+1", "-1+5"):
+        with pytest.raises(AccelbenchError, match="must be finite, > 0 and <= 1e"):
+            parse_plain_number(bad)
+
+
+def test_tco_file_rejects_bad_values(tmp_path):
+    p = tmp_path / "tco.yaml"
+    for text, message in (
+        ("pue: .nan\n", "pue"),
+        ("utilisation: 2\n", "utilisation"),
+        ("usd_per_gpu_hour: true\n", "must be a number"),
+        ("tier: 5\n", "must be text"),
+    ):
+        p.write_text(text)
+        with pytest.raises(AccelbenchError, match=message):
+            load_tco_file(p)
+    p.write_bytes(bytes(range(256)))
+    with pytest.raises(AccelbenchError, match="cannot read TCO file"):
+        load_tco_file(p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(max_size=20) | st.floats().map(str),
+    field=st.sampled_from(["usd_per_gpu_hour", "kw_per_gpu", "pue", "utilisation", "capex_usd"]),
+    value=st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_any_plain_source_or_tco_value_costs_or_fails_with_one_line(text, field, value):
+    """Random tok/s text and random TCO values: a finite positive cost or one AccelbenchError."""
+    h100 = shipped_catalog()["h100"]
+    try:
+        r = cost_of(
+            "h", h100, parse_plain_number(text), resolve_tco(h100, TcoInputs(**{field: value}))
+        )
+    except AccelbenchError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert math.isfinite(r.usd_per_m_total) and r.usd_per_m_total >= 0

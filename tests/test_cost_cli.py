@@ -35,6 +35,24 @@ def run_json(app, *args):
     return json.loads(r.output)
 
 
+def test_cost_default_power_matches_inferencex_own_figures(app):
+    (mi,) = run_json(app, "cost", "mi355x:1369")["results"]
+    assert mi["kw_per_gpu_all_in"] == 2.09
+    assert round(mi["tok_s_per_mw"]) == 655024  # InferenceX's figure (FACTS.md)
+    assert round(mi["j_per_token_provisioned"], 3) == 1.527
+    (pue,) = run_json(app, "cost", "mi355x:1369", "--pue", "1.3")["results"]
+    assert pue["kw_per_gpu_all_in"] == pytest.approx(2.717)
+
+
+def test_cost_of_a_killed_run_without_summary(app, tmp_path):
+    from synthetic_runs import make_run as make_real_run
+
+    d = make_real_run(tmp_path / "k", 50, concurrency=4, files=("run.json", "requests.parquet"))
+    (r,) = run_json(app, "cost", f"h100:{d}", "--usd-per-gpu-hour", "2")["results"]
+    assert r["total_tok_s_per_gpu"] > 0
+    assert r["usd_per_m_total_tokens"] == pytest.approx(2 / (r["total_tok_s_per_gpu"] * 0.0036))
+
+
 def test_cost_reproduces_inferencex(app):
     out = run_json(app, "cost", "mi355x:1369", "b200:1756", "--rates", "inferencex-2025-10")
     mi, b2 = out["results"]
@@ -123,8 +141,16 @@ def test_cost_tco_file_overridden_by_options(app, tmp_path):
     [
         (("cost", "mi35x:1000"), "did you mean: mi355x"),
         (("cost", "1000"), "say which accelerator"),
-        (("cost", "h100:1000", "--usd-per-gpu-hour", "-1"), "usd_per_gpu_hour must not be"),
-        (("cost", "h100:0"), "must be > 0"),
+        (("cost", "h100:1000", "--usd-per-gpu-hour", "-1"), "(--usd-per-gpu-hour) must be in"),
+        (("cost", "h100:1000", "--usd-per-gpu-hour", "nan"), "(--usd-per-gpu-hour) must be in"),
+        (("cost", "h100:1000", "--usd-per-gpu-hour", "1e15"), "(--usd-per-gpu-hour) must be in"),
+        (("cost", "h100:1000", "--utilisation", "nan", "--capex", "1"), "(--utilisation)"),
+        (("cost", "h100:1000", "--pue", "-1"), "(--pue) must be in [1, 3]"),
+        (("cost", "h100:1000", "--kw-per-gpu", "inf"), "(--kw-per-gpu) must be in"),
+        (("cost", "h100:0"), "must be finite, > 0"),
+        (("cost", "h100:inf"), "must be finite, > 0"),
+        (("cost", "h100:nan"), "must be finite, > 0"),
+        (("cost", "h100:-3"), "must be finite, > 0"),
         (("cost", "mi350x:1000"), "no owned rate for mi350x"),
     ],
 )
@@ -146,13 +172,17 @@ def test_catalog_commands(app, tmp_path):
     r = run(app, "catalog", "list")
     assert r.exit_code == 0 and "mi355x" in r.output and "[conflict]" in r.output
     shown = run_json(app, "catalog", "show", "b200")
-    mem = shown["figures"]["memory_gb"]
+    mem = shown["figures"]["memory_gib"]
     assert (mem["min"], mem["max"], mem["status"]) == (180, 192, "conflict")
     assert "InferenceX" in mem["source_title"]
+    su = shown["figures"]["scale_up_gbs_unidir"]
+    assert su["value"] == 900 and "one direction" in su["note"]
     r = run(app, "catalog", "show", "mi325x")
     assert "Sources:" in r.output and "ROCm" in r.output
     rates = run_json(app, "catalog", "rates")
     assert rates["rate_sets"]["inferencex-2025-10"]["rates"]["mi355x"]["owned"] == 1.48
+    r = run(app, "catalog", "rates")
+    assert r.exit_code == 0 and r.output.count("[placeholder]") >= 4  # B300, GB300 x 2 tiers
     models = run_json(app, "catalog", "models")
     kv = {m["id"]: m["kv_bytes_per_token_bf16"] for m in models}
     assert kv["llama-3.1-70b"] == 327680 and kv["deepseek-v3"] == 70272
@@ -161,6 +191,6 @@ def test_catalog_commands(app, tmp_path):
     tpl = tmp_path / "host.yaml"
     tpl.write_text(run(app, "catalog", "template").output)
     listed = run_json(app, "catalog", "list", "--catalog", str(tpl))
-    assert listed["cpu-host"]["memory_bw_tbs"] is None
+    assert listed["cpu-host"]["memory_bw_tbs"] is None and listed["cpu-host"]["memory_gib"] > 0
     r = run(app, "catalog", "show", "h10")
     assert isinstance(r.exception, AccelbenchError) and "did you mean" in str(r.exception)

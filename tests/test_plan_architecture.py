@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.plan.architecture import arch_from_config, load_config_file
@@ -152,7 +154,7 @@ def test_missing_config_field_is_named(drop):
 def test_impossible_config_values_are_named():
     cfg = _raw("llama-3.1-8b")
     cfg["hidden_size"] = 0
-    with pytest.raises(AccelbenchError, match="'hidden_size' must be > 0"):
+    with pytest.raises(AccelbenchError, match=r"'hidden_size' must be in \[1, 16,777,216\]"):
         arch_from_config(cfg)
     cfg = _raw("llama-3.1-8b")
     cfg["num_key_value_heads"] = 5
@@ -192,3 +194,93 @@ def test_every_catalog_model_has_a_source():
         assert e.source.get("config", "").startswith("https://huggingface.co/"), e.id
         assert e.source.get("checked"), e.id
         assert e.published.get("note"), e.id
+
+
+# ------------------------------------------------------------- hostile config.json files
+
+
+def test_binary_file_as_config_is_one_line(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(AccelbenchError, match="not a config.json .not UTF-8 text"):
+        resolve_model(str(p))
+    p.write_text("[1, 2, 3]")
+    with pytest.raises(AccelbenchError, match="must hold a JSON object"):
+        resolve_model(str(p))
+    p.write_text("{" * 100_000)
+    with pytest.raises(AccelbenchError, match="cannot read .* as JSON"):
+        resolve_model(str(p))
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("num_local_experts", "eight", "'num_local_experts' must be an integer"),
+        ("num_experts_per_tok", -2, "'num_experts_per_tok' must be in"),
+        ("max_position_embeddings", 1e30, "'max_position_embeddings' must be in"),
+        ("sliding_window", [4096], "'sliding_window' must be an integer"),
+        ("layer_types", "full", "'layer_types' must be a list"),
+        ("text_config", 5, "malformed config.json"),
+    ],
+)
+def test_malformed_config_fields_are_named(tmp_path, field, value, message):
+    cfg = _raw("mixtral-8x7b")
+    if field == "text_config":
+        cfg = {"text_config": value}
+    else:
+        cfg[field] = value
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    with pytest.raises(AccelbenchError, match=message):
+        load_config_file(p)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+_KEYS = st.sampled_from(
+    [
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "vocab_size",
+        "intermediate_size",
+        "head_dim",
+        "num_local_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "kv_lora_rank",
+        "q_lora_rank",
+        "qk_rope_head_dim",
+        "sliding_window",
+        "layer_types",
+        "mlp_only_layers",
+        "text_config",
+        "max_position_embeddings",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(changes=st.dictionaries(_KEYS, _JSON, max_size=5), raw=st.binary(max_size=64))
+def test_any_config_file_loads_or_fails_with_one_line(tmp_path, changes, raw):
+    """Random field values over a real config, and random bytes: a ModelArch or an
+    AccelbenchError, never another exception."""
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**_raw("deepseek-v3"), **changes}))
+    for content in (None, raw):
+        if content is not None:
+            p.write_bytes(content)
+        try:
+            a = load_config_file(p)
+        except AccelbenchError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert a.total_params > 0

@@ -13,9 +13,10 @@ from accelbench.cost.catalog import shipped_catalog
 from accelbench.errors import AccelbenchError
 from accelbench.plan.mlperf import check_mlperf
 from accelbench.plan.models import find_model
+from accelbench.plan.planner import build_plan
 from accelbench.plan.roofline import Roofline, Workload, hardware_for, memory_fit
 
-GB = 1e9
+GIB = 2**30
 
 
 def test_hardware_defaults_to_measured_fractions_and_range_ends():
@@ -24,13 +25,17 @@ def test_hardware_defaults_to_measured_fractions_and_range_ends():
     assert (h.compute_format, h.peak_flops, h.eff_flops, h.eff_bw) == ("fp8", 1979e12, 0.70, 0.89)
     b = hardware_for(cat["b200"], 8, "fp8")
     # range: upper end for bandwidth (8.0 of 7.7-8.0), lower end for capacity (180 of 180-192)
-    assert (b.bandwidth, b.memory_bytes, b.eff_flops) == (8.0e12, 180 * GB, 1.0)
+    assert (b.bandwidth, b.memory_bytes, b.eff_flops) == (8.0e12, 180 * GIB, 1.0)
+    # the physical roofline runs at peak
+    assert (h.physical().eff_flops, h.physical().eff_bw, h.physical().peak_flops) == (1, 1, 1979e12)
     # H100 has no FP4 rate: MXFP4 weights compute in FP8
     assert hardware_for(cat["h100"], 1, "mxfp4").compute_format == "fp8"
     assert hardware_for(cat["mi355x"], 1, "mxfp4").compute_format == "fp4"
-    with pytest.raises(AccelbenchError, match="efficiency must be in"):
+    with pytest.raises(AccelbenchError, match=r"efficiency \(--eff-bw\) must be in \(0, 1\]"):
         hardware_for(cat["h100"], 1, "bf16", eff_bw=1.5)
-    with pytest.raises(AccelbenchError, match="gpus must be >= 1"):
+    with pytest.raises(
+        AccelbenchError, match=r"gpus \(--gpus\) must be an integer in \[1, 65,536\]"
+    ):
         hardware_for(cat["h100"], 0, "bf16")
 
 
@@ -39,16 +44,42 @@ def test_fit_llama_70b_by_hand():
     cat = shipped_catalog()
     one = hardware_for(cat["h100"], 1, "bf16")
     f1 = memory_fit(a, one, "bf16", "bf16", 8192)
-    assert not f1.fits and not f1.weights_fit  # 141 GB of weights in 72 GB usable
+    assert not f1.fits and not f1.weights_fit  # 141 GB of weights in 72 GiB usable
     eight = hardware_for(cat["h100"], 8, "bf16")
     f8 = memory_fit(a, eight, "bf16", "bf16", 8192, concurrency=32)
-    usable = 8 * 80e9 * 0.9
+    usable = 8 * 80 * GIB * 0.9  # vendor "80 GB" is 80 GiB
     kv_seq = 8192 * 327680  # 320 KiB per token, 8 KV heads on 8 GPUs: no replication
-    # (576e9 - 141.107e9 weights) // 2.684e9 per sequence = 162
+    # (618.48e9 - 141.107e9 weights) // 2.684e9 per sequence = 177 (162 if GB were 1e9 B)
     assert f8.usable_bytes == pytest.approx(usable)
     assert f8.kv_bytes_per_sequence == kv_seq
     assert f8.max_batch == int((usable - a.weight_bytes("bf16")) // kv_seq)
-    assert f8.fits and f8.max_batch == 162
+    assert f8.fits and f8.max_batch == 177
+
+
+def test_405b_fp8_on_8_h200_largest_batch_by_hand():
+    # issue example: 8 x H200 (141 GiB each), FP8 weights, 4096-token context, BF16 KV
+    p = build_plan("llama-3.1-405b", "h200", gpus=8, precision="fp8", context=4096)
+    a = find_model("llama-3.1-405b").arch
+    usable = 8 * 141 * GIB * 0.9
+    kv_seq = 4096 * 516096  # 504 KiB per token
+    assert p.fit.max_batch == int((usable - a.weight_bytes("fp8")) // kv_seq) == 321
+    # reading GB as 1e9 bytes would give 286
+    assert int((8 * 141e9 * 0.9 - a.weight_bytes("fp8")) // kv_seq) == 286
+
+
+def test_memory_fit_uses_the_peak_context():
+    # ISL 4096 + OSL 4096: decode runs at 6144 on average, but every sequence must fit
+    # at 8192 before it finishes
+    p = build_plan("llama-3.1-70b", "h100", gpus=8, isl=4096, osl=4096)
+    assert (p.workload.context, p.workload.peak_context) == (6144, 8192)
+    assert p.fit.kv_bytes_per_sequence == 8192 * 327680
+    assert p.fit.max_batch == 177  # as at --context 8192
+
+
+def test_context_beyond_the_model_maximum_warns():
+    p = build_plan("llama-2-70b", "h100", gpus=8, context=16384)
+    assert any("exceeds" in w and "4,096" in w for w in p.warnings)
+    assert not build_plan("llama-2-70b", "h100", gpus=8, context=4096).warnings
 
 
 def test_mla_latent_cache_is_replicated_under_tensor_parallelism():
@@ -96,6 +127,11 @@ def test_roofline_shape_and_physical_ceiling():
     assert thr == sorted(thr) and inter == sorted(inter, reverse=True)
     ceiling = hw.eff_flops * hw.peak_flops / (2 * a.active_params)
     assert max(thr) <= ceiling
+    # the physical roofline is above the expected ceiling everywhere
+    phys = r.physical().curve(fit.max_batch)
+    assert all(
+        p.output_tok_s_per_gpu >= e.output_tok_s_per_gpu for p, e in zip(phys, curve, strict=True)
+    )
     # total = output x (ISL + OSL) / OSL
     assert curve[-1].total_tok_s_per_gpu == pytest.approx(2 * curve[-1].output_tok_s_per_gpu)
     best = r.best_at_interactivity(40, fit.max_batch)
@@ -107,21 +143,48 @@ def test_roofline_shape_and_physical_ceiling():
     )
 
 
-def test_mlperf_results_are_at_or_below_the_roofline():
+def test_mlperf_results_are_at_or_below_the_physical_roofline():
     checks = check_mlperf()
-    # 9 systems x models in FACTS.md, 23 scenario results
-    assert len(checks) == 23
+    # 13 system x model results (FACTS.md, MLPerf v5.1 B200 and MI355X), 32 scenario results
+    assert len(checks) == 32
     for c in checks:
         assert 0 < c.efficiency <= 1.0, c
+        assert c.physical_tok_s >= c.expected_tok_s, c
+        assert c.source
     by = {(c.round, c.system, c.model, c.scenario): c for c in checks}
-    # hand check: 8 x H200, FP8, Llama-2-70B offline; compute ceiling at zero context
+    # hand check: 8 x H200, FP8, Llama-2-70B offline: compute-bound at the largest batch
     h200 = by[("v5.0", "8 x H200", "llama-2-70b", "offline")]
-    p_active = find_model("llama-2-70b").arch.active_params
-    assert h200.roofline_tok_s == pytest.approx(8 * 0.69 * 1979e12 / (2 * p_active), rel=0.01)
-    assert h200.efficiency == pytest.approx(0.438, abs=0.005)
+    a = find_model("llama-2-70b").arch
+    assert h200.context == pytest.approx(265 / 2, abs=0.5)  # mean OSL 265, no input
+    flops = 2 * a.active_params + a.attention_flops_per_token(h200.context)
+    assert h200.physical_tok_s == pytest.approx(8 * 1979e12 / flops, rel=0.01)
+    assert h200.expected_tok_s == pytest.approx(0.69 * h200.physical_tok_s, rel=0.01)
+    assert h200.efficiency == pytest.approx(0.303, abs=0.005)
     # MI325X is not "1.3x H200": same MLPerf workload, ~0.93-0.97x measured
     mi = by[("v5.0", "8 x MI325X", "llama-2-70b", "offline")]
     assert mi.measured_tok_s / h200.measured_tok_s == pytest.approx(0.975, abs=0.01)
+    # the MLPerf v5.1 points are there, each with its own source
+    b200 = by[("v5.1", "8 x B200", "deepseek-r1", "server")]
+    assert b200.measured_tok_s == 18592.2 and b200.source == "mlperf-v5.1-nvidia-b200"
+    assert by[("v5.1", "8 x B200", "llama-3.1-405b", "interactive")].min_tok_s_user == 12.5
+
+
+def test_latency_bound_limit_falls_below_offline_with_context():
+    # with a real context (ISL 1024 + OSL 1024) the KV cache caps the batch at 1,520
+    # sequences on 8 x H200 (FP8). 5 tok/s/user (MLPerf server, TPOT 200 ms) is met at that
+    # batch: server = offline. Up to ~147 tok/s/user the physical limit stays on its compute
+    # plateau (per-token FLOPs fix tok/s/GPU whatever the batch); 200 tok/s/user (5 ms per
+    # step) needs a batch so small that reading the weights dominates, and the limit drops.
+    kw = dict(gpus=8, precision="fp8", isl=1024, osl=1024)
+    p = build_plan("llama-2-70b", "h200", **kw)
+    offline = p.rows[-1].physical
+    assert offline.batch == p.fit.max_batch == 1520
+    server = build_plan("llama-2-70b", "h200", interactivity=5, **kw).at_interactivity
+    fast = build_plan("llama-2-70b", "h200", interactivity=200, **kw).at_interactivity
+    assert server is not None and fast is not None and server.physical and fast.physical
+    assert server.physical.batch == offline.batch
+    assert fast.physical.tok_s_user >= 200 and fast.physical.bound == "memory"
+    assert fast.physical.output_tok_s_per_gpu < 0.9 * offline.output_tok_s_per_gpu
 
 
 # ------------------------------------------------------------------------------- CLI
@@ -149,13 +212,15 @@ def test_plan_cli_fit_and_roofline(app):
     p = plan_json(
         app, "llama-3.1-70b", "-a", "h100", "-n", "8", "--context", "8192", "--concurrency", "32"
     )
-    assert p["fit"]["fits"] and p["fit"]["max_batch"] == 162
+    assert p["fit"]["fits"] and p["fit"]["max_batch"] == 177
     assert p["model"]["kv_bytes_per_token"] == 327680
-    assert p["hardware"]["sources"]["memory_gb"]["source"] == "facts"
+    assert p["hardware"]["sources"]["memory_gib"]["source"] == "facts"
+    assert p["hardware"]["memory_bytes_per_gpu"] == 80 * GIB
     rows = p["roofline"]
-    assert rows[0]["batch"] == 1 and rows[-1]["batch"] == 162
-    ceiling = 0.70 * 989e12 / (2 * find_model("llama-3.1-70b").arch.active_params)
-    assert all(r["output_tok_s_per_gpu"] <= ceiling for r in rows)
+    assert rows[0]["batch"] == 1 and rows[-1]["batch"] == 177
+    peak = 989e12 / (2 * find_model("llama-3.1-70b").arch.active_params)
+    assert all(r["expected"]["output_tok_s_per_gpu"] <= 0.70 * peak for r in rows)
+    assert all(r["physical"]["output_tok_s_per_gpu"] <= peak for r in rows)
 
 
 def test_plan_cli_interactivity_and_prefill(app):
@@ -175,15 +240,17 @@ def test_plan_cli_interactivity_and_prefill(app):
         "-i",
         "25",
     )
-    step = p["at_interactivity"]["step"]
-    assert step["tok_s_user"] >= 25
-    assert p["prefill_s"] > 0 and p["workload"]["context"] == 8192 + 512
+    at = p["at_interactivity"]
+    assert at["physical"]["tok_s_user"] >= 25 and at["expected"]["tok_s_user"] >= 25
+    assert 0 < p["prefill_s"]["physical"] <= p["prefill_s"]["expected"]  # MI355X: none measured
+    assert p["workload"]["context"] == 8192 + 512 and p["workload"]["peak_context"] == 8192 + 1024
 
 
 def test_plan_cli_text_output_shows_sources(app):
     r = CliRunner().invoke(app, ["plan", "gpt-oss-120b", "-a", "b200", "-p", "mxfp4", "-c", "4096"])
     assert r.exit_code == 0, r.output
-    assert "Roofline" in r.output and "source facts" in r.output and "fits" in r.output
+    assert "Physical roofline" in r.output and "expected ceiling" in r.output
+    assert "source facts" in r.output and "fits" in r.output
 
 
 def _make_run(path, out_per_gpu, inter, conc, gpus=8, isl=1000, osl=1000):
@@ -215,11 +282,13 @@ def test_plan_cli_efficiency_of_a_sweep(app, tmp_path):
     a = find_model("llama-3.1-70b").arch
     hw = hardware_for(shipped_catalog()["h200"], 8, "fp8")
     for e, b, out in zip(p["efficiency"], (16, 64), (400.0, 1000.0), strict=True):
-        lim = Roofline(a, hw, "fp8", Workload.of(None, 1000, 1000)).step(b)
+        roof = Roofline(a, hw, "fp8", Workload.of(None, 1000, 1000))
+        exp, phys = roof.step(b), roof.physical().step(b)
         assert e["batch"] == b and e["context"] == 1500
-        assert e["limit_tok_s_per_gpu"] == pytest.approx(lim.output_tok_s_per_gpu)
-        assert e["throughput_efficiency"] == pytest.approx(out / lim.output_tok_s_per_gpu)
-        assert 0 < e["throughput_efficiency"] <= 1
+        assert e["expected_tok_s_per_gpu"] == pytest.approx(exp.output_tok_s_per_gpu)
+        assert e["physical_tok_s_per_gpu"] == pytest.approx(phys.output_tok_s_per_gpu)
+        assert e["of_physical"] == pytest.approx(out / phys.output_tok_s_per_gpu)
+        assert 0 < e["of_physical"] <= e["of_expected"]
 
 
 @pytest.mark.parametrize(
@@ -229,11 +298,62 @@ def test_plan_cli_efficiency_of_a_sweep(app, tmp_path):
         (("llama-3.1-7b", "-a", "h100", "-c", "100"), "did you mean"),
         (("llama-3.1-70b", "-a", "h1000", "-c", "100"), "unknown accelerator"),
         (("llama-3.1-70b", "-a", "h100"), "give --context"),
-        (("llama-3.1-70b", "-a", "h100", "-c", "-5"), "context must be >= 0"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "-5"), "context (--context) must be in [0, 1e+07]"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "nan"), "context (--context) must be in"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "inf"), "context (--context) must be in"),
         (("llama-3.1-70b", "-a", "h100", "-c", "10", "-p", "fp5"), "unknown precision"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "--points", "1"), "points (--points) must"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "--points", "0"), "points (--points) must"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "-n", "0"), "gpus (--gpus) must be"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "-n", "100000000"), "gpus (--gpus) must be"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "--concurrency", "0"), "(--concurrency)"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "--reserve", "nan"), "(--reserve)"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "--eff-bw", "nan"), "(--eff-bw)"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "--overhead-ms", "inf"), "(--overhead-ms)"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "-i", "nan"), "(--interactivity)"),
+        (("llama-3.1-70b", "-a", "h100", "--isl", "-1"), "isl (--isl) must be"),
+        (("llama-3.1-70b", "-a", "h100", "--isl", "10", "--osl", "0"), "osl (--osl) must be"),
     ],
 )
 def test_plan_cli_bad_input(app, args, message):
     r = CliRunner().invoke(app, ["plan", *args])
     assert isinstance(r.exception, AccelbenchError), r.output
     assert message in str(r.exception)
+
+
+def test_plan_cli_points(app):
+    p = plan_json(app, "llama-3.1-8b", "-a", "h100", "-c", "1024", "--points", "2")
+    assert len(p["roofline"]) == 2 and p["roofline"][0]["batch"] == 1
+    assert p["roofline"][-1]["batch"] == p["fit"]["max_batch"]
+    p = plan_json(app, "llama-3.1-8b", "-a", "h100", "-c", "1024", "--points", "3")
+    assert len(p["roofline"]) == 3
+
+
+def test_plan_cli_warns_about_the_model_context(app):
+    r = CliRunner().invoke(app, ["plan", "llama-2-70b", "-a", "h100", "-n", "8", "-c", "16384"])
+    assert r.exit_code == 0 and "warning" in r.output and "4,096" in r.output
+
+
+def test_plan_cli_binary_config_is_one_line(app, tmp_path):
+    p = tmp_path / "model.json"
+    p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    r = CliRunner().invoke(app, ["plan", str(p), "-a", "h100", "-c", "10"])
+    assert isinstance(r.exception, AccelbenchError) and "not UTF-8" in str(r.exception)
+
+
+def test_plan_of_a_killed_run_without_summary(app, tmp_path):
+    from synthetic_runs import make_run
+
+    d = make_run(
+        tmp_path / "k",
+        60,
+        concurrency=4,
+        isl=500,
+        osl=100,
+        gpus=8,
+        files=("run.json", "requests.parquet"),
+    )
+    p = plan_json(app, "llama-3.1-70b", "-a", "h200", "-p", "fp8", "--run", str(d))
+    (e,) = p["efficiency"]
+    assert e["batch"] == 4 and e["context"] == 550  # ISL 500 + OSL 100 / 2
+    assert 0 < e["of_physical"] <= 1

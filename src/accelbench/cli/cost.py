@@ -14,20 +14,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from accelbench.cost.catalog import FIGURES, find_accelerator, host_template, load_catalog
-from accelbench.cost.costing import CostResult, cost_of, throughput_from_source
-from accelbench.cost.runs import RunPoint, is_run_dir, is_sweep_dir, load_run, load_sweep
-from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data, resolve_tco
-from accelbench.errors import AccelbenchError
+from accelbench.cost.costing import CostResult, compute_costs, ratios_vs_first
+from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data
 from accelbench.plan.architecture import human_bytes, human_params
-from accelbench.plan.models import find_model, model_catalog, resolve_model
-from accelbench.plan.roofline import (
-    DEFAULT_RESERVE,
-    Roofline,
-    Workload,
-    efficiency,
-    hardware_for,
-    memory_fit,
-)
+from accelbench.plan.models import model_catalog, resolve_model
+from accelbench.plan.planner import Plan, build_plan
+from accelbench.plan.roofline import DEFAULT_RESERVE, Step
 
 catalog_app = typer.Typer(
     help="Accelerator and model catalogs, with the source of every figure.",
@@ -75,8 +67,11 @@ def catalog_list(catalog: list[Path] = CatalogOpt, as_json: bool = JsonOpt) -> N
             }
         )
         return
-    t = Table(title="Accelerators (per GPU, dense TFLOPS; [..] marks estimates and conflicts)")
-    for col in ("id", "name", "HBM GB", "TB/s", "BF16", "FP8", "FP4", "TDP W", "origin"):
+    t = Table(
+        title="Accelerators (per GPU: HBM GiB, TB/s, dense TFLOPS; [..] marks estimates "
+        "and conflicts)"
+    )
+    for col in ("id", "name", "HBM GiB", "TB/s", "BF16", "FP8", "FP4", "TDP W", "origin"):
         t.add_column(col)
     for a in cat.values():
         t.add_row(
@@ -84,7 +79,7 @@ def catalog_list(catalog: list[Path] = CatalogOpt, as_json: bool = JsonOpt) -> N
             a.name,
             *(
                 escape(a.figure(k).text())
-                for k in ("memory_gb", "memory_bw_tbs", "bf16_tflops", "fp8_tflops", "fp4_tflops")
+                for k in ("memory_gib", "memory_bw_tbs", "bf16_tflops", "fp8_tflops", "fp4_tflops")
             ),
             escape(a.figure("tdp_w").text()),
             a.origin,
@@ -155,13 +150,16 @@ def catalog_rates(as_json: bool = JsonOpt) -> None:
     for name, rs in data["rate_sets"].items():
         tiers = list(rs["tiers"])
         t = Table(
-            title=f"{name}: {rs['title']} (kW basis: {rs['kw_basis']})"
+            title=f"{name}: {rs['title']} (kW: all-in per GPU, chip + host/NIC share; "
+            "[placeholder] as the source marks it)"
             + (" [default]" if name == data["default"] else "")
         )
-        for col in ("accelerator", *(f"{x} $/GPU-h" for x in tiers), "kW/GPU", "note"):
+        for col in ("accelerator", *(f"{x} $/GPU-h" for x in tiers), "kW/GPU all-in", "note"):
             t.add_column(col)
         for aid, e in rs["rates"].items():
-            t.add_row(aid, *(_fmt(e.get(x)) for x in tiers), _fmt(e.get("kw")), e.get("note", ""))
+            marks = e.get("placeholder") or []
+            cells = [_fmt(e.get(x)) + (" [placeholder]" if x in marks else "") for x in tiers]
+            t.add_row(aid, *(escape(c) for c in cells), _fmt(e.get("kw")), e.get("note", ""))
         con.print(t)
         con.print(f"source: {data['sources'][rs['source']]['title']}")
 
@@ -169,7 +167,7 @@ def catalog_rates(as_json: bool = JsonOpt) -> None:
 @catalog_app.command("models")
 def catalog_models(as_json: bool = JsonOpt) -> None:
     """List the shipped model architectures with derived sizes."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for e in model_catalog().values():
         a = e.arch
         rows.append(
@@ -254,42 +252,6 @@ def catalog_model(
 # ------------------------------------------------------------------------------ cost
 
 
-def _split_source(text: str, default_acc: str | None, cat: dict) -> tuple[str, str]:
-    if ":" in text:
-        head, tail = text.split(":", 1)
-        try:
-            return find_accelerator(head, cat).id, tail
-        except AccelbenchError:
-            if default_acc is None:
-                raise
-    if default_acc is None:
-        raise AccelbenchError(
-            f"{text!r}: say which accelerator, as ACCEL:{text} or with --accelerator"
-        )
-    return find_accelerator(default_acc, cat).id, text
-
-
-def compute_costs(
-    sources: list[str],
-    accelerator: str | None,
-    interactivity: float | None,
-    tco_inputs: TcoInputs,
-    catalog_files: list[Path] | None = None,
-) -> list[CostResult]:
-    """Cost figures for each ``ACCEL:SOURCE`` (run dir, sweep dir or tok/s/GPU number)."""
-    if not sources:
-        raise AccelbenchError("give at least one SOURCE (run dir, sweep dir or tok/s/GPU)")
-    cat = load_catalog(catalog_files)
-    out = []
-    for text in sources:
-        aid, src = _split_source(text, accelerator, cat)
-        acc = cat[aid]
-        thr = throughput_from_source(src, interactivity)
-        tco = resolve_tco(acc, tco_inputs)
-        out.append(cost_of(f"{aid}: {src}", acc, thr, tco))
-    return out
-
-
 _COST_ROWS = (
     ("tok/s/GPU (total)", lambda r: r.throughput.total),
     ("tok/s/GPU (input)", lambda r: r.throughput.input),
@@ -334,7 +296,7 @@ def _print_costs(results: list[CostResult]) -> None:
             con.print(f"    - {escape(a)}")
     con.print(
         "  $/M input (output) tokens charge the whole GPU-hour to input (output) tokens; "
-        "J/token provisioned = all-in kW x 1000 / tok/s per GPU."
+        "J/token provisioned = all-in kW (chip + host/NIC share) x 1000 / tok/s per GPU."
     )
 
 
@@ -372,9 +334,14 @@ def cost_command(
         None, "--utilisation", help="Build-up: share of hours in use (0-1]."
     ),
     it_kw_per_gpu: float | None = typer.Option(
-        None, "--it-kw-per-gpu", help="Build-up: IT kW per GPU (before PUE)."
+        None, "--it-kw-per-gpu", help="Build-up: kW per GPU to pay for (before any --pue)."
     ),
-    pue: float | None = typer.Option(None, "--pue", help="Power usage effectiveness (>= 1)."),
+    pue: float | None = typer.Option(
+        None,
+        "--pue",
+        help="Multiply the all-in kW by this PUE (1-3; InferenceX's utility-modelled view). "
+        "Default: none, as the source defines its kW.",
+    ),
     usd_per_kwh: float | None = typer.Option(None, "--usd-per-kwh", help="Electricity price."),
     other_opex: float | None = typer.Option(
         None, "--other-opex", help="Build-up: other opex in $ per GPU-hour."
@@ -402,18 +369,7 @@ def cost_command(
     if as_json:
         out: dict[str, Any] = {"results": [r.as_dict() for r in results]}
         if len(results) >= 2:
-            base = out["results"][0]
-            out["ratios_vs_first"] = [
-                {"label": r["label"]}
-                | {
-                    k: v / base[k]
-                    for k, v in r.items()
-                    if isinstance(v, int | float)
-                    and isinstance(base.get(k), int | float)
-                    and base[k]
-                }
-                for r in out["results"][1:]
-            ]
+            out["ratios_vs_first"] = ratios_vs_first(results)
         _echo_json(out)
         return
     _print_costs(results)
@@ -422,229 +378,111 @@ def cost_command(
 # ------------------------------------------------------------------------------ plan
 
 
-def _run_points(path: str) -> list[RunPoint]:
-    if is_run_dir(path):
-        return [load_run(path)]
-    if is_sweep_dir(path):
-        return load_sweep(path)
-    raise AccelbenchError(f"{path} is neither a run directory nor a sweep directory")
+def _limit_cells(s: Step | None) -> tuple[str, str, str]:
+    if s is None:
+        return ("n/a", "n/a", "n/a")
+    return (_fmt(s.tok_s_user), _fmt(s.output_tok_s_per_gpu), s.bound)
 
 
-def build_plan(
-    model: str,
-    accelerator: str,
-    gpus: int | None = None,
-    precision: str = "bf16",
-    kv_precision: str = "bf16",
-    context: float | None = None,
-    isl: int | None = None,
-    osl: int | None = None,
-    concurrency: int = 1,
-    reserve: float = DEFAULT_RESERVE,
-    eff_flops: float | None = None,
-    eff_bw: float | None = None,
-    overhead_ms: float = 0.0,
-    dp_attention: bool = False,
-    interactivity: float | None = None,
-    run: str | None = None,
-    batch: int | None = None,
-    points: int = 0,
-    catalog_files: list[Path] | None = None,
-) -> dict[str, Any]:
-    """Everything `accelbench plan` shows, as a plain dict."""
-    arch = resolve_model(model)
-    acc = find_accelerator(accelerator, load_catalog(catalog_files))
-    runs = _run_points(run) if run else []
-    n = gpus if gpus is not None else (runs[0].gpus if runs else 1)
-    if overhead_ms < 0:
-        raise AccelbenchError(f"overhead must be >= 0 ms (got {overhead_ms:g})")
-    hw = hardware_for(acc, n, precision, eff_flops, eff_bw)
-    if context is None and isl is None and runs and runs[0].mean_isl is not None:
-        isl = round(runs[0].mean_isl)
-        osl = round(runs[0].mean_osl) if runs[0].mean_osl else None
-    wl = Workload.of(context, isl, osl, kv_precision)
-    fit = memory_fit(
-        arch, hw, precision, kv_precision, wl.context, concurrency, reserve, dp_attention
-    )
-    roof = Roofline(arch, hw, precision, wl, overhead_ms / 1000.0, dp_attention)
-    curve = roof.curve(fit.max_batch, points)
-    out: dict[str, Any] = {
-        "model": {
-            "name": arch.name,
-            "attention": arch.attention_kind,
-            "total_params": arch.total_params,
-            "active_params": arch.active_params,
-            "kv_bytes_per_token": arch.kv_bytes_per_token(kv_precision),
-            "kv_precision": kv_precision,
-            "weight_bytes": arch.weight_bytes(precision),
-            "precision": precision,
-            "source": arch.source,
-        },
-        "hardware": {
-            "accelerator": acc.id,
-            "name": acc.name,
-            "gpus": n,
-            "compute_format": hw.compute_format,
-            "peak_tflops_per_gpu": hw.peak_flops / 1e12,
-            "bandwidth_tbs_per_gpu": hw.bandwidth / 1e12,
-            "memory_gb_per_gpu": hw.memory_bytes / 1e9,
-            "eff_flops": hw.eff_flops,
-            "eff_bw": hw.eff_bw,
-            "notes": list(hw.notes),
-            "sources": {
-                k: {
-                    "value": acc.figure(k).text(),
-                    "source": acc.figure(k).source,
-                    "date": acc.figure(k).date,
-                    "status": acc.figure(k).status,
-                    "title": acc.source_title(k),
-                }
-                for k in ("memory_gb", "memory_bw_tbs", f"{hw.compute_format}_tflops")
-            },
-        },
-        "workload": {
-            "context": wl.context,
-            "isl": wl.isl,
-            "osl": wl.osl,
-            "concurrency": concurrency,
-            "overhead_ms": overhead_ms,
-        },
-        "fit": fit.as_dict(),
-        "roofline": [s.as_dict() for s in curve],
-        "prefill_s": roof.prefill_s(wl.isl) if wl.isl is not None else None,
-        "at_interactivity": None,
-        "efficiency": [],
-    }
-    if interactivity is not None:
-        best = roof.best_at_interactivity(interactivity, fit.max_batch)
-        out["at_interactivity"] = {
-            "target_tok_s_user": interactivity,
-            "step": best.as_dict() if best else None,
-            "note": None if best else "even batch 1 is slower than the target",
-        }
-    for rp in runs:
-        b = batch or (round(rp.concurrency) if rp.concurrency else None)
-        if b is None:
-            raise AccelbenchError(
-                f"{rp.path}: summary.json has no client.target_concurrency; give --batch"
-            )
-        if rp.mean_isl is not None and context is None:
-            rwl = Workload.of(None, round(rp.mean_isl), round(rp.mean_osl or 1) or 1, kv_precision)
-        else:
-            rwl = wl
-        rhw = hardware_for(acc, rp.gpus, precision, eff_flops, eff_bw) if rp.gpus != n else hw
-        rroof = Roofline(arch, rhw, precision, rwl, overhead_ms / 1000.0, dp_attention)
-        lim = rroof.step(b)
-        measured = rp.output_tok_s_per_gpu
-        limit = lim.output_tok_s_per_gpu
-        basis = "output"
-        if measured is None:
-            measured, limit, basis = rp.total_tok_s_per_gpu, lim.total_tok_s_per_gpu, "total"
-        out["efficiency"].append(
-            {
-                "run": rp.path,
-                "batch": b,
-                "context": rwl.context,
-                "basis": basis,
-                "measured_tok_s_per_gpu": measured,
-                "limit_tok_s_per_gpu": limit,
-                "throughput_efficiency": efficiency(measured, limit),
-                "measured_tok_s_user": rp.interactivity,
-                "limit_tok_s_user": lim.tok_s_user,
-                "interactivity_efficiency": efficiency(rp.interactivity, lim.tok_s_user)
-                if rp.interactivity
-                else None,
-            }
-        )
-    return out
-
-
-def _print_plan(p: dict[str, Any]) -> None:
+def _print_plan(p: Plan) -> None:
     con = _console()
-    m, h, w, f = p["model"], p["hardware"], p["workload"], p["fit"]
+    a, hw, w, f = p.arch, p.hardware, p.workload, p.fit
     con.print(
-        f"[bold]{m['name']}[/bold]: {m['attention']}, {human_params(m['total_params'])} total / "
-        f"{human_params(m['active_params'])} active parameters; weights {m['precision']} "
-        f"{human_bytes(m['weight_bytes'])}; KV {human_bytes(m['kv_bytes_per_token'])}/token "
-        f"({m['kv_precision']})"
+        f"[bold]{escape(a.name)}[/bold]: {a.attention_kind}, {human_params(a.total_params)} "
+        f"total / {human_params(a.active_params)} active parameters; weights {p.precision} "
+        f"{human_bytes(a.weight_bytes(p.precision))}; KV "
+        f"{human_bytes(a.kv_bytes_per_token(p.kv_precision))}/token ({p.kv_precision})"
     )
     con.print(
-        f"[bold]{h['gpus']} x {h['name']}[/bold]: {h['peak_tflops_per_gpu']:g} TFLOPS "
-        f"{h['compute_format']}, {h['bandwidth_tbs_per_gpu']:g} TB/s, "
-        f"{h['memory_gb_per_gpu']:g} GB per GPU"
+        f"[bold]{hw.n_gpus} x {escape(p.accelerator.name)}[/bold]: "
+        f"{hw.peak_flops / 1e12:g} TFLOPS {hw.compute_format}, {hw.bandwidth / 1e12:g} TB/s, "
+        f"{hw.memory_bytes / 2**30:g} GiB ({hw.memory_bytes:,.0f} bytes) per GPU"
     )
     titles: dict[str, str] = {}
-    for k, v in h["sources"].items():
-        con.print(f"  {k} {escape(v['value'])}: {v['source']} ({v['date']}, {v['status']})")
-        titles[v["source"]] = v["title"]
+    for k in ("memory_gib", "memory_bw_tbs", f"{hw.compute_format}_tflops"):
+        fig = p.accelerator.figure(k)
+        con.print(f"  {k} {escape(fig.text())}: {fig.source} ({fig.date}, {fig.status})")
+        titles[fig.source] = p.accelerator.source_title(k)
     for key, title in titles.items():
         con.print(f"  source {key}: {escape(title)}")
-    for note in h["notes"]:
+    for note in hw.notes:
         con.print(f"  {escape(note)}")
-    ctx = f"context {w['context']:g} tokens" + (
-        f" (ISL {w['isl']}, OSL {w['osl']})" if w["isl"] is not None else ""
+    for warning in p.warnings:
+        con.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    ctx = f"peak context {w.peak_context:,.0f} tokens" + (
+        f" (ISL {w.isl} + OSL {w.osl}; mean decode context {w.context:,.0f})"
+        if w.isl is not None
+        else ""
     )
-    verdict = "[green]fits[/green]" if f["fits"] else "[red]does not fit[/red]"
-    mb = "unlimited by KV" if f["max_batch"] is None else f"{f['max_batch']:,}"
+    verdict = "[green]fits[/green]" if f.fits else "[red]does not fit[/red]"
+    mb = "unlimited by KV" if f.max_batch is None else f"{f.max_batch:,}"
     con.print(
-        f"Memory: {verdict} at concurrency {f['concurrency']} and {ctx}: weights "
-        f"{human_bytes(f['weights_bytes'])} + KV "
-        f"{human_bytes(f['kv_bytes_per_sequence'])}/sequence "
-        f"in {human_bytes(f['usable_bytes'])} usable ({f['reserve_fraction']:.0%} reserve); "
+        f"Memory: {verdict} at concurrency {f.concurrency} and {ctx}: weights "
+        f"{human_bytes(f.weights_bytes)} + KV {human_bytes(f.kv_bytes_per_sequence)}/sequence "
+        f"in {human_bytes(f.usable_bytes)} usable ({f.reserve_fraction:.0%} reserve); "
         f"largest batch {mb}"
     )
-    if p["prefill_s"] is not None:
-        con.print(f"Prefill of {w['isl']} tokens alone: {p['prefill_s'] * 1000:.4g} ms")
-    t = Table(title="Roofline (physical limit; communication not modelled)")
-    for col in ("batch", "step ms", "tok/s/user", "out tok/s/GPU", "total tok/s/GPU", "bound"):
-        t.add_column(col, justify="right")
-    for s in p["roofline"]:
-        t.add_row(
-            f"{s['batch']:,}",
-            _fmt(s["step_s"] * 1000),
-            _fmt(s["tok_s_user"]),
-            _fmt(s["output_tok_s_per_gpu"]),
-            _fmt(s["total_tok_s_per_gpu"]),
-            s["bound"],
+    if p.prefill_physical_s is not None and p.prefill_expected_s is not None:
+        con.print(
+            f"Prefill of {w.isl} tokens alone: {p.prefill_physical_s * 1000:.4g} ms physical "
+            f"limit, {p.prefill_expected_s * 1000:.4g} ms expected"
         )
+    t = Table(
+        title="Physical roofline (peak FLOPS and bandwidth) and expected ceiling (measured "
+        "efficiencies); communication not modelled"
+    )
+    for col in (
+        "batch",
+        "physical tok/s/user",
+        "physical out tok/s/GPU",
+        "bound",
+        "expected tok/s/user",
+        "expected out tok/s/GPU",
+        "bound",
+    ):
+        t.add_column(col, justify="right")
+    for r in p.rows:
+        t.add_row(f"{r.batch:,}", *_limit_cells(r.physical), *_limit_cells(r.expected))
     con.print(t)
-    ai = p["at_interactivity"]
+    ai = p.at_interactivity
     if ai:
-        s = ai["step"]
-        if s:
-            con.print(
-                f"At >= {ai['target_tok_s_user']:g} tok/s/user: batch {s['batch']:,}, "
-                f"{_fmt(s['output_tok_s_per_gpu'])} output / {_fmt(s['total_tok_s_per_gpu'])} "
-                "total tok/s/GPU at most"
-            )
-        else:
-            con.print(f"At >= {ai['target_tok_s_user']:g} tok/s/user: {ai['note']}")
-    if p["efficiency"]:
-        e = Table(title="Measured against the limit (same batch and context)")
+        for label, s in (("physical roofline", ai.physical), ("expected ceiling", ai.expected)):
+            if s:
+                con.print(
+                    f"At >= {ai.target_tok_s_user:g} tok/s/user ({label}): batch {s.batch:,}, "
+                    f"{_fmt(s.output_tok_s_per_gpu)} output / {_fmt(s.total_tok_s_per_gpu)} "
+                    "total tok/s/GPU at most"
+                )
+            else:
+                con.print(
+                    f"At >= {ai.target_tok_s_user:g} tok/s/user ({label}): even batch 1 is "
+                    "slower than the target"
+                )
+    if p.runs:
+        e = Table(title="Measured against the physical roofline and the expected ceiling")
         for col in (
             "run",
             "batch",
             "context",
             "measured tok/s/GPU",
-            "limit",
-            "efficiency",
+            "physical",
+            "of physical",
+            "expected",
+            "of expected",
             "tok/s/user",
-            "limit",
-            "efficiency",
         ):
             e.add_column(col, justify="right", overflow="fold")
-        for r in p["efficiency"]:
-            ie = r["interactivity_efficiency"]
+        for er in p.runs:
             e.add_row(
-                Path(r["run"]).name,
-                f"{r['batch']:,}",
-                _fmt(r["context"]),
-                f"{_fmt(r['measured_tok_s_per_gpu'])} ({r['basis']})",
-                _fmt(r["limit_tok_s_per_gpu"]),
-                f"{r['throughput_efficiency']:.1%}",
-                _fmt(r["measured_tok_s_user"]),
-                _fmt(r["limit_tok_s_user"]),
-                f"{ie:.1%}" if ie is not None else "n/a",
+                escape(Path(er.run).name),
+                f"{er.batch:,}",
+                _fmt(er.context),
+                f"{_fmt(er.measured_tok_s_per_gpu)} ({er.basis})",
+                _fmt(er.physical_tok_s_per_gpu),
+                f"{er.of_physical:.1%}",
+                _fmt(er.expected_tok_s_per_gpu),
+                f"{er.of_expected:.1%}",
+                _fmt(er.measured_tok_s_user),
             )
         con.print(e)
 
@@ -685,11 +523,13 @@ def plan_command(
     batch: int | None = typer.Option(
         None, "--batch", help="Batch of the run (default: its target concurrency)."
     ),
-    points: int = typer.Option(0, "--points", help="Show at most this many roofline rows."),
+    points: int | None = typer.Option(
+        None, "--points", help="Show at most this many roofline rows (2-1000; default all)."
+    ),
     catalog: list[Path] = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Fit, roofline and physical frontier of a model on accelerators; efficiency of runs."""
+    """Fit, physical roofline and expected ceiling of a model on accelerators; runs against both."""
     p = build_plan(
         model,
         accelerator,
@@ -712,7 +552,7 @@ def plan_command(
         catalog,
     )
     if as_json:
-        _echo_json(p)
+        _echo_json(p.as_dict())
         return
     _print_plan(p)
 
@@ -724,4 +564,4 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_command)
 
 
-__all__ = ["build_plan", "compute_costs", "find_model", "register"]
+__all__ = ["register"]

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import math
 import os
 import platform
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -22,19 +24,22 @@ import yaml
 
 from accelbench.errors import AccelbenchError
 
+# Figure key -> label with its unit. Memory is in GiB (2^30 bytes): vendor HBM "GB" are
+# binary. Bandwidths and FLOPS are decimal (1e12 bytes/s, 1e12 FLOP/s, 1e9 bytes/s).
 FIGURES: dict[str, str] = {
-    "memory_gb": "HBM / memory capacity (GB)",
+    "memory_gib": "HBM / memory capacity (GiB)",
     "memory_bw_tbs": "memory bandwidth (TB/s)",
     "bf16_tflops": "dense BF16 TFLOPS",
     "fp8_tflops": "dense FP8 TFLOPS",
     "fp4_tflops": "dense FP4 TFLOPS",
     "tdp_w": "TDP (W)",
-    "scale_up_gbs": "scale-up bandwidth per GPU (GB/s)",
+    "scale_up_gbs_unidir": "scale-up bandwidth per GPU, one direction (GB/s)",
     "scale_up_size": "GPUs per scale-up domain",
     "price_usd": "price per GPU (USD)",
-    "gemm_fraction": "measured GEMM share of peak FLOPS",
-    "hbm_fraction": "measured share of peak bandwidth",
+    "gemm_fraction": "GEMM share of peak FLOPS (expected ceiling)",
+    "hbm_fraction": "share of peak bandwidth reached (expected ceiling)",
 }
+GIB = 1 << 30
 STATUSES = ("confirmed", "estimate", "conflict", "unconfirmed")
 USER_CATALOG = Path("~/.config/accelbench/accelerators.yaml")
 
@@ -112,6 +117,11 @@ class Accelerator:
             )
         return float(v)
 
+    def memory_bytes(self, bound: str = "lower") -> float:
+        """Memory capacity per GPU in bytes (``memory_gib`` x 2^30); the lower end of a
+        range by default, so that a fit is never overstated."""
+        return self.require("memory_gib", bound) * GIB
+
     def peak_tflops(self, fmt: str) -> float | None:
         """Peak dense TFLOPS for compute format ``fmt`` (bf16, fp8, fp4); upper of a range."""
         return self.figure(f"{fmt}_tflops").upper
@@ -127,8 +137,8 @@ def _number(value: Any, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise AccelbenchError(f"{where} must be a number (got {value!r})")
-    if value < 0:
-        raise AccelbenchError(f"{where} must not be negative (got {value})")
+    if not math.isfinite(value) or value < 0:
+        raise AccelbenchError(f"{where} must be a finite number >= 0 (got {value})")
     return float(value)
 
 
@@ -139,8 +149,15 @@ def _parse_entry(
     if not isinstance(raw, dict):
         raise AccelbenchError(f"{where}: entry must be a mapping")
     defaults = raw.get("defaults") or {}
+    figures = raw.get("figures") or {}
+    aliases = raw.get("aliases") or []
+    for name, val, typ in (("defaults", defaults, dict), ("figures", figures, dict)):
+        if not isinstance(val, typ):
+            raise AccelbenchError(f"{where}: '{name}' must be a mapping")
+    if not isinstance(aliases, list):
+        raise AccelbenchError(f"{where}: 'aliases' must be a list")
     figs: dict[str, Figure] = {}
-    for key, fraw in (raw.get("figures") or {}).items():
+    for key, fraw in figures.items():
         if key not in FIGURES:
             close = [k for k in FIGURES if k.startswith(key)] or difflib.get_close_matches(
                 key, list(FIGURES), n=1
@@ -155,7 +172,7 @@ def _parse_entry(
         hi = _number(fraw.get("max"), f"{fwhere} max")
         if lo is not None and hi is not None and lo > hi:
             raise AccelbenchError(f"{fwhere}: min {lo:g} > max {hi:g}")
-        if value is not None and key in ("memory_gb", "memory_bw_tbs") and value == 0:
+        if value is not None and key in ("memory_gib", "memory_bw_tbs") and value == 0:
             raise AccelbenchError(f"{fwhere}: must be > 0 (got 0)")
         source = str(fraw.get("source", defaults.get("source", "")))
         date = str(fraw.get("date", defaults.get("date", "")))
@@ -173,7 +190,7 @@ def _parse_entry(
         arch=str(raw.get("arch", "")),
         memory_type=str(raw.get("memory_type", "")),
         scale_up=str(raw.get("scale_up", "")),
-        aliases=tuple(str(a) for a in raw.get("aliases", []) or []),
+        aliases=tuple(str(a) for a in aliases),
         figures=figs,
         origin=origin,
         sources=sources,
@@ -184,7 +201,9 @@ def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
     """Parse one catalog document (already loaded YAML) into id -> Accelerator."""
     if not isinstance(data, dict) or not isinstance(data.get("accelerators"), dict):
         raise AccelbenchError(f"{origin}: a catalog needs an 'accelerators:' mapping")
-    sources = dict(data.get("sources") or {})
+    sources = data.get("sources") or {}
+    if not isinstance(sources, dict):
+        raise AccelbenchError(f"{origin}: 'sources' must be a mapping")
     return {
         str(aid).lower(): _parse_entry(str(aid).lower(), raw, sources, origin)
         for aid, raw in data["accelerators"].items()
@@ -197,7 +216,7 @@ def shipped_catalog() -> dict[str, Accelerator]:
     return parse_catalog(yaml.safe_load(text), "shipped")
 
 
-def user_catalog_paths(extra: list[str | Path] | None = None) -> list[Path]:
+def user_catalog_paths(extra: Sequence[str | Path] | None = None) -> list[Path]:
     """User catalog files in the order they are applied."""
     paths: list[Path] = []
     env = os.environ.get("ACCELBENCH_CATALOG", "")
@@ -209,16 +228,16 @@ def user_catalog_paths(extra: list[str | Path] | None = None) -> list[Path]:
     return paths
 
 
-def load_catalog(extra: list[str | Path] | None = None) -> dict[str, Accelerator]:
+def load_catalog(extra: Sequence[str | Path] | None = None) -> dict[str, Accelerator]:
     """Shipped catalog overlaid with every user catalog file (later files win)."""
     cat = shipped_catalog()
     for path in user_catalog_paths(extra):
         if not path.is_file():
             raise AccelbenchError(f"catalog file not found: {path}")
         try:
-            data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise AccelbenchError(f"cannot read catalog {path}: {exc}") from exc
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise AccelbenchError(f"cannot read catalog {path}: {exc}") from None
         cat.update(parse_catalog(data, str(path)))
     return cat
 
@@ -254,7 +273,7 @@ def host_template(accel_id: str = "cpu-host") -> str:
                 cpu = line.split(":", 1)[1].strip()
                 break
     cores = psutil.cpu_count(logical=False) or psutil.cpu_count() or 0
-    mem_gb = round(psutil.virtual_memory().total / 1e9, 1)
+    mem_gib = round(psutil.virtual_memory().total / GIB, 1)
     today = __import__("datetime").date.today().isoformat()
     doc = {
         "schema": "accelbench.accelerators/1",
@@ -275,8 +294,8 @@ def host_template(accel_id: str = "cpu-host") -> str:
                 "memory_type": "DRAM",
                 "scale_up": "none",
                 "figures": {
-                    "memory_gb": {
-                        "value": mem_gb,
+                    "memory_gib": {
+                        "value": mem_gib,
                         "source": "this-host",
                         "date": today,
                         "status": "confirmed",

@@ -6,6 +6,10 @@ energy"; InferenceX-compatible):
 - ``tokens/s per MW = tokens_per_s_per_gpu * 1000 / kW_per_gpu`` (all-in provisioned kW)
 - ``J per token = kW_per_gpu * 1000 / tokens_per_s_per_gpu``; and, where telemetry
   measured energy, the run's measured joules / tokens.
+
+Runs and sweeps are read with :mod:`accelbench.store.runs` (a run killed before its
+summary was written is recomputed from requests.parquet there) and sweep frontiers with
+:mod:`accelbench.metrics.frontier`.
 """
 
 from __future__ import annotations
@@ -13,12 +17,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from accelbench.cost.catalog import Accelerator
-from accelbench.cost.frontier import interpolate_on_frontier
-from accelbench.cost.runs import RunPoint, is_run_dir, is_sweep_dir, load_run, load_sweep
-from accelbench.cost.tco import Tco
+import numpy as np
+
+from accelbench.cost.catalog import Accelerator, find_accelerator, load_catalog
+from accelbench.cost.tco import Tco, TcoInputs, resolve_tco
 from accelbench.errors import AccelbenchError
+from accelbench.metrics.frontier import monotone_interp, pareto_indices
+from accelbench.store.runs import RunInfo, dig, is_run_dir, load_run
+
+MAX_TOK_S_PER_GPU = 1e9  # accepted plain throughput: (0, 1e9] tokens/s per GPU
 
 
 def usd_per_million_tokens(usd_per_gpu_hour: float, tok_s_per_gpu: float) -> float:
@@ -61,7 +70,8 @@ class Throughput:
 
 
 def parse_plain_number(text: str) -> Throughput:
-    """'1369' (total tok/s/GPU) or '1200+169' (input + output tok/s/GPU)."""
+    """'1369' (total tok/s/GPU) or '1200+169' (input + output tok/s/GPU); each a finite
+    number, the total in (0, 1e9]."""
     try:
         if "+" in text:
             a, b = (float(x) for x in text.split("+", 1))
@@ -69,63 +79,129 @@ def parse_plain_number(text: str) -> Throughput:
         else:
             v = float(text)
             t = Throughput(v, origin=f"given {v:g} tok/s/GPU")
-    except ValueError as exc:
+    except ValueError:
         raise AccelbenchError(
             f"{text!r} is neither a run/sweep directory nor a number (tok/s/GPU, or IN+OUT)"
-        ) from exc
-    if not t.total > 0 or (t.input is not None and (t.input < 0 or (t.output or 0) < 0)):
-        raise AccelbenchError(f"tokens/s per GPU must be > 0 (got {text})")
+        ) from None
+    parts = [t.total] + ([t.input or 0.0, t.output or 0.0] if t.input is not None else [])
+    if not all(math.isfinite(x) and x >= 0 for x in parts) or not 0 < t.total <= MAX_TOK_S_PER_GPU:
+        raise AccelbenchError(
+            f"tokens/s per GPU must be finite, > 0 and <= {MAX_TOK_S_PER_GPU:g} (got {text})"
+        )
     return t
 
 
-def throughput_from_run(run: RunPoint) -> Throughput:
+def _fig(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+
+def run_energy(r: RunInfo) -> tuple[float | None, float | None]:
+    """Measured (J per total token, J per output token) of a run, None where telemetry did
+    not measure energy. accelbench.telemetry writes ``j_per_total_token`` and
+    ``j_per_output_token``; the short form ``{joules, tokens, j_per_token}`` is read too."""
+    energy = dig(r.summary, "energy")
+    if not isinstance(energy, dict):
+        return None, None
+    jpt = _fig(energy.get("j_per_total_token"))
+    if jpt is None:
+        jpt = _fig(energy.get("j_per_token"))
+    if jpt is None:
+        joules, toks = _fig(energy.get("joules")), _fig(energy.get("tokens"))
+        if joules is not None and toks:
+            jpt = joules / toks
+    return jpt, _fig(energy.get("j_per_output_token"))
+
+
+def run_mean_lengths(r: RunInfo) -> tuple[float | None, float | None]:
+    """Mean input and output tokens per completed request (None where unknown)."""
+    done = _fig(dig(r.summary, "counts", "completed"))
+    if not done or done <= 0:
+        return None, None
+    isl, osl = _fig(dig(r.summary, "tokens", "input")), _fig(dig(r.summary, "tokens", "output"))
+    return (isl / done if isl is not None else None), (osl / done if osl is not None else None)
+
+
+def load_points(path: str | Path) -> list[RunInfo]:
+    """The run at ``path``, or the runs of the sweep at ``path``, that have throughput
+    figures (a run without summary.json is recomputed from its requests.parquet)."""
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise AccelbenchError(f"{p} is neither a run directory nor a sweep directory")
+    if is_run_dir(p):
+        runs = [load_run(p)]
+    else:
+        from accelbench.sweep.core import load_sweep  # lazy: only sweeps need it
+
+        runs = load_sweep(p).runs
+    usable = [r for r in runs if r.figure("total_tps_per_gpu") is not None]
+    if not usable:
+        why = "; ".join(f"{r.path.name}: {', '.join(r.problems) or 'no figures'}" for r in runs)
+        raise AccelbenchError(f"{p}: no run with throughput figures ({why})")
+    return usable
+
+
+def throughput_from_run(run: RunInfo) -> Throughput:
     """The measured throughput of one run."""
+    jpt, jpo = run_energy(run)
+    total = run.figure("total_tps_per_gpu")
+    if total is None:
+        raise AccelbenchError(f"{run.path}: no throughput.total_tokens_per_s_per_gpu")
     return Throughput(
-        run.total_tok_s_per_gpu,
-        run.input_tok_s_per_gpu,
-        run.output_tok_s_per_gpu,
-        run.interactivity,
-        run.j_per_token,
+        total,
+        _fig(dig(run.summary, "throughput", "input_tokens_per_s_per_gpu")),
+        run.figure("output_tps_per_gpu"),
+        run.figure("interactivity"),
+        jpt,
         origin=f"run {run.path}",
-        j_per_output_token_measured=run.j_per_output_token,
+        j_per_output_token_measured=jpo,
+        notes=[f"{run.path.name}: {x}" for x in run.problems],
     )
 
 
-def throughput_from_sweep(runs: list[RunPoint], interactivity: float, origin: str) -> Throughput:
+def throughput_from_sweep(runs: list[RunInfo], interactivity: float, origin: str) -> Throughput:
     """Throughput per GPU at ``interactivity`` on a sweep's frontier (total tokens per GPU
     decides dominance; input, output and measured J/token are interpolated over the same
-    points). Raises OutOfMeasuredRange outside the measured range."""
-    pts = [r for r in runs if r.interactivity is not None]
+    points with the same PCHIP). Outside the measured range: AccelbenchError, never an
+    extrapolation."""
+    if isinstance(interactivity, bool) or not (
+        math.isfinite(interactivity) and 0 < interactivity <= 1e7
+    ):
+        raise AccelbenchError(
+            f"interactivity (--interactivity) must be in (0, 1e7] tok/s/user (got {interactivity})"
+        )
+    thr = [throughput_from_run(r) for r in runs]
+    pts = [t for t in thr if t.interactivity is not None and t.interactivity > 0 and t.total > 0]
     if not pts:
         raise AccelbenchError(f"{origin}: no run has interactivity.tok_s_user")
-    others = {}
-    for key, attr in (
-        ("input", "input_tok_s_per_gpu"),
-        ("output", "output_tok_s_per_gpu"),
-        ("j", "j_per_token"),
-        ("jo", "j_per_output_token"),
-    ):
-        vals = [getattr(r, attr) for r in pts]
-        others[key] = [math.nan if v is None else v for v in vals]
-    res = interpolate_on_frontier(
-        [r.interactivity for r in pts],  # type: ignore[misc]
-        [r.total_tok_s_per_gpu for r in pts],
-        interactivity,
-        others,
-    )
+    x = np.array([t.interactivity for t in pts], dtype=float)
+    keep = pareto_indices(x, np.array([t.total for t in pts]))
+    fx = x[keep]
+    lo, hi = float(fx[0]), float(fx[-1])
+    if not lo <= interactivity <= hi:
+        raise AccelbenchError(
+            f"interactivity {interactivity:g} tok/s/user is out of measured range "
+            f"[{lo:.4g}, {hi:.4g}] on the frontier of {origin}"
+        )
 
-    def fin(v: float) -> float | None:
-        return v if math.isfinite(v) else None
+    def at(attr: str) -> float | None:
+        vals = np.array([getattr(pts[i], attr) for i in keep], dtype=float)  # None -> nan
+        if not np.all(np.isfinite(vals)):
+            return None
+        return (
+            float(vals[0]) if len(keep) == 1 else float(monotone_interp(fx, vals, interactivity)[0])
+        )
 
+    total = at("total")
+    assert total is not None  # every frontier point has a finite total
     return Throughput(
-        res["throughput"],
-        fin(res["input"]),
-        fin(res["output"]),
+        total,
+        at("input"),
+        at("output"),
         interactivity,
-        fin(res["j"]),
+        at("j_per_token_measured"),
         origin=f"sweep {origin} at {interactivity:g} tok/s/user "
         f"({len(pts)} runs, PCHIP on the frontier)",
-        j_per_output_token_measured=fin(res["jo"]),
+        j_per_output_token_measured=at("j_per_output_token_measured"),
     )
 
 
@@ -133,14 +209,15 @@ def throughput_from_source(source: str, interactivity: float | None = None) -> T
     """Throughput from a run directory, a sweep directory (needs ``interactivity``) or a
     plain number."""
     p = Path(source).expanduser()
-    if is_run_dir(p):
-        return throughput_from_run(load_run(p))
-    if is_sweep_dir(p):
+    if p.is_dir():
+        runs = load_points(p)
+        if is_run_dir(p):
+            return throughput_from_run(runs[0])
         if interactivity is None:
             raise AccelbenchError(
                 f"{source} is a sweep: give --interactivity (tok/s/user) to read its frontier"
             )
-        return throughput_from_sweep(load_sweep(p), interactivity, str(p))
+        return throughput_from_sweep(runs, interactivity, str(p))
     if p.exists():
         raise AccelbenchError(f"{source} is neither a run directory nor a sweep directory")
     return parse_plain_number(source)
@@ -211,3 +288,60 @@ def cost_of(label: str, acc: Accelerator, thr: Throughput, tco: Tco) -> CostResu
         j_per_token_measured=thr.j_per_token_measured,
         j_per_output_token_measured=thr.j_per_output_token_measured,
     )
+
+
+def split_source(
+    text: str, default_acc: str | None, cat: dict[str, Accelerator]
+) -> tuple[str, str]:
+    """``ACCEL:SOURCE`` (or SOURCE with ``default_acc``) -> (accelerator id, SOURCE)."""
+    if ":" in text:
+        head, tail = text.split(":", 1)
+        try:
+            return find_accelerator(head, cat).id, tail
+        except AccelbenchError:
+            if default_acc is None:
+                raise
+    if default_acc is None:
+        raise AccelbenchError(
+            f"{text!r}: say which accelerator, as ACCEL:{text} or with --accelerator"
+        )
+    return find_accelerator(default_acc, cat).id, text
+
+
+def compute_costs(
+    sources: list[str],
+    accelerator: str | None,
+    interactivity: float | None,
+    tco_inputs: TcoInputs,
+    catalog_files: list[Path] | None = None,
+) -> list[CostResult]:
+    """Cost figures for each ``ACCEL:SOURCE`` (run dir, sweep dir or tok/s/GPU number)."""
+    if not sources:
+        raise AccelbenchError("give at least one SOURCE (run dir, sweep dir or tok/s/GPU)")
+    tco_inputs.validate()
+    cat = load_catalog(list(catalog_files or []))
+    out = []
+    for text in sources:
+        aid, src = split_source(text, accelerator, cat)
+        acc = cat[aid]
+        thr = throughput_from_source(src, interactivity)
+        tco = resolve_tco(acc, tco_inputs)
+        out.append(cost_of(f"{aid}: {src}", acc, thr, tco))
+    return out
+
+
+def ratios_vs_first(results: list[CostResult]) -> list[dict[str, Any]]:
+    """Every numeric figure of results[1:] divided by the first result's."""
+    if len(results) < 2:
+        return []
+    base = results[0].as_dict()
+    out = []
+    for r in results[1:]:
+        d = r.as_dict()
+        row: dict[str, Any] = {"label": d["label"]}
+        for k, v in d.items():
+            b = base.get(k)
+            if isinstance(v, int | float) and isinstance(b, int | float) and b:
+                row[k] = v / b
+        out.append(row)
+    return out

@@ -6,19 +6,21 @@ Three ways to a $/GPU-hour figure, in order of precedence:
 2. a build-up (any of ``capex_usd``, ``life_years``, ``cost_of_capital``,
    ``usd_per_kwh`` given, or ``mode: buildup``)::
 
-       capex * CRF(rate, years) / 8760 / utilisation + it_kW * PUE * usd_per_kWh + other_opex
+       capex * CRF(rate, years) / 8760 / utilisation + kW * PUE * usd_per_kWh + other_opex
 
    with ``CRF(r, n) = r (1 + r)^n / ((1 + r)^n - 1)`` (``1 / n`` when ``r = 0``);
 3. a published rate: a rate set (cost/data/tco_rates.yaml) and a tier (owned, rental).
 
-The all-in provisioned kW per GPU (for tokens/s per MW and J per token) is the user's
-``kw_per_gpu`` if given; else the rate set's kW (times PUE where the set gives IT kW);
-in a build-up, ``it_kw_per_gpu * pue``.
+Power follows the source's definition: a rate set's kW is InferenceX's "all-in kW per GPU
+(chip + host/NIC share)" and is used as is (FACTS.md, "Power convention"). PUE is a named
+option only: given, it multiplies that kW (InferenceX's utility-modelled view) and the
+assumptions say so. The user's ``kw_per_gpu`` replaces the rate set's kW.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -61,29 +63,51 @@ class TcoInputs:
         return TcoInputs(**values)
 
     def validate(self) -> None:
-        """Raise AccelbenchError naming the first impossible field."""
-        for key in (
-            "usd_per_gpu_hour",
-            "kw_per_gpu",
-            "capex_usd",
-            "it_kw_per_gpu",
-            "usd_per_kwh",
-            "other_opex_usd_per_gpu_hour",
-            "cost_of_capital",
-        ):
+        """Raise AccelbenchError naming the first impossible field, its option and range."""
+        for key, (lo, lo_open, hi) in LIMITS.items():
             v = getattr(self, key)
-            if v is not None and v < 0:
-                raise AccelbenchError(f"{key} must not be negative (got {v:g})")
-        if self.kw_per_gpu is not None and self.kw_per_gpu == 0:
-            raise AccelbenchError("kw_per_gpu must be > 0 (got 0)")
-        if self.life_years is not None and self.life_years <= 0:
-            raise AccelbenchError(f"life_years must be > 0 (got {self.life_years:g})")
-        if self.utilisation is not None and not 0 < self.utilisation <= 1:
-            raise AccelbenchError(f"utilisation must be in (0, 1] (got {self.utilisation:g})")
-        if self.pue is not None and self.pue < 1:
-            raise AccelbenchError(f"pue must be >= 1 (got {self.pue:g})")
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise AccelbenchError(f"{_name(key)} must be a number (got {v!r})")
+            ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+            if not ok:
+                rng = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
+                raise AccelbenchError(f"{_name(key)} must be in {rng} (got {v!r})")
         if self.mode is not None and self.mode not in ("rate", "buildup"):
             raise AccelbenchError(f"mode must be 'rate' or 'buildup' (got {self.mode!r})")
+
+
+# Accepted ranges (low, low end open?, high): what a real deployment could need and no more.
+LIMITS: dict[str, tuple[float, bool, float]] = {
+    "usd_per_gpu_hour": (0.0, False, 1000.0),
+    "kw_per_gpu": (0.0, True, 100.0),
+    "capex_usd": (0.0, False, 1e8),
+    "life_years": (0.0, True, 50.0),
+    "cost_of_capital": (0.0, False, 1.0),
+    "utilisation": (0.0, True, 1.0),
+    "it_kw_per_gpu": (0.0, True, 100.0),
+    "pue": (1.0, False, 3.0),
+    "usd_per_kwh": (0.0, False, 100.0),
+    "other_opex_usd_per_gpu_hour": (0.0, False, 1000.0),
+}
+# The command-line option of each field, named in errors.
+OPTIONS = {
+    "usd_per_gpu_hour": "--usd-per-gpu-hour",
+    "kw_per_gpu": "--kw-per-gpu",
+    "capex_usd": "--capex",
+    "life_years": "--life-years",
+    "cost_of_capital": "--cost-of-capital",
+    "utilisation": "--utilisation",
+    "it_kw_per_gpu": "--it-kw-per-gpu",
+    "pue": "--pue",
+    "usd_per_kwh": "--usd-per-kwh",
+    "other_opex_usd_per_gpu_hour": "--other-opex",
+}
+
+
+def _name(key: str) -> str:
+    return f"{key} ({OPTIONS[key]})" if key in OPTIONS else key
 
 
 @dataclass
@@ -101,9 +125,9 @@ def load_tco_file(path: str | Path) -> TcoInputs:
     """Read TCO inputs from a YAML (or JSON) file of TcoInputs field names."""
     p = Path(path).expanduser()
     try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise AccelbenchError(f"cannot read TCO file {p}: {exc}") from exc
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise AccelbenchError(f"cannot read TCO file {p}: {exc}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -116,16 +140,25 @@ def load_tco_file(path: str | Path) -> TcoInputs:
             f"(known: {', '.join(sorted(known))})"
         )
     for key, value in data.items():
-        if key not in ("rate_set", "tier", "mode") and not isinstance(value, int | float):
+        if key in ("rate_set", "tier", "mode"):
+            if not isinstance(value, str):
+                raise AccelbenchError(f"TCO file {p}: field {key} must be text (got {value!r})")
+        elif isinstance(value, bool) or not isinstance(value, int | float):
             raise AccelbenchError(f"TCO file {p}: field {key} must be a number (got {value!r})")
-    return TcoInputs(**data)
+    inputs = TcoInputs(**data)
+    try:
+        inputs.validate()
+    except AccelbenchError as exc:
+        raise AccelbenchError(f"TCO file {p}: {exc}") from None
+    return inputs
 
 
 @lru_cache(maxsize=1)
 def rate_data() -> dict[str, Any]:
     """The shipped TCO rate sets (cost/data/tco_rates.yaml)."""
     text = resources.files("accelbench.cost").joinpath("data/tco_rates.yaml").read_text()
-    return yaml.safe_load(text)
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
 
 
 def rate_set(name: str | None) -> tuple[str, dict[str, Any]]:
@@ -148,11 +181,6 @@ def crf(rate: float, years: float) -> float:
     return rate * g / (g - 1.0)
 
 
-def _default_pue(rs: dict[str, Any], entry: dict[str, Any]) -> float:
-    pues = rs.get("pue") or {}
-    return float(pues.get(entry.get("cooling", "air"), 1.0))
-
-
 def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
     """Resolve the $/GPU-hour and all-in kW per GPU for ``acc`` from ``inputs``."""
     inp = inputs or TcoInputs()
@@ -164,23 +192,23 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
         str(rate_data()["sources"].get(rs.get("source", ""), {}).get("title", "")).split()
     )
 
-    # all-in kW per GPU from the rate set (may be overridden below)
+    # all-in kW per GPU (chip + host/NIC share) from the rate set, or given
     kw_all_in: float | None = None
     kw_note = ""
     if inp.kw_per_gpu is not None:
         kw_all_in = inp.kw_per_gpu
         kw_note = f"{kw_all_in:g} kW per GPU all-in (given)"
     elif "kw" in entry:
-        if rs.get("kw_basis") == "it":
-            pue = inp.pue if inp.pue is not None else _default_pue(rs, entry)
-            kw_all_in = float(entry["kw"]) * pue
-            kw_note = (
-                f"{kw_all_in:.3g} kW per GPU all-in = {entry['kw']:g} kW IT ({set_name}) "
-                f"x PUE {pue:g}"
-            )
-        else:
-            kw_all_in = float(entry["kw"])
-            kw_note = f"{kw_all_in:g} kW per GPU all-in ({set_name}, includes facility overhead)"
+        kw_all_in = float(entry["kw"])
+        kw_note = (
+            f"{kw_all_in:g} kW per GPU all-in (chip + host/NIC share; {set_name}), as the "
+            "source uses it (utility provisioned)"
+        )
+    if kw_all_in is not None and inp.pue is not None and inp.pue != 1.0:
+        kw_all_in *= inp.pue
+        kw_note += (
+            f" x PUE {inp.pue:g} (given; InferenceX's utility-modelled view) = {kw_all_in:.4g} kW"
+        )
 
     buildup = inp.mode == "buildup" or (
         inp.mode is None
@@ -194,7 +222,7 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
         return Tco(inp.usd_per_gpu_hour, kw_all_in, "given", assumptions)
 
     if buildup:
-        return _buildup(acc, inp, entry, rs, set_name)
+        return _buildup(acc, inp)
 
     tier = inp.tier or rate_data()["default_tier"]
     tiers = rs.get("tiers", {})
@@ -212,9 +240,10 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
         if rs.get("valid_to")
         else f"from {rs.get('valid_from', '?')}"
     )
+    placeholder = tier in (entry.get("placeholder") or [])
     assumptions.append(
-        f"TCO ${usd:g}/GPU-hour: {set_name} {tier} tier ({tiers[tier]}), valid {valid}; "
-        f"source: {src_title}"
+        f"TCO ${usd:g}/GPU-hour{' [placeholder]' if placeholder else ''}: {set_name} {tier} "
+        f"tier ({tiers[tier]}), valid {valid}; source: {src_title}"
     )
     if entry.get("note"):
         assumptions.append(f"{acc.id} rate note: {entry['note']}")
@@ -223,16 +252,14 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
     return Tco(usd, kw_all_in, "rate", assumptions, {"rate_usd_per_gpu_hour": usd})
 
 
-def _buildup(
-    acc: Accelerator, inp: TcoInputs, entry: dict[str, Any], rs: dict[str, Any], set_name: str
-) -> Tco:
+def _buildup(acc: Accelerator, inp: TcoInputs) -> Tco:
     assumptions: list[str] = []
     capex = inp.capex_usd
     if capex is None:
         price = acc.figure("price_usd")
         if price.value is None:
             raise AccelbenchError(
-                f"build-up TCO needs capex_usd: the catalog has no price for {acc.id}"
+                f"build-up TCO needs capex_usd (--capex): the catalog has no price for {acc.id}"
             )
         capex = float(price.value)
         assumptions.append(
@@ -241,53 +268,53 @@ def _buildup(
         )
     else:
         assumptions.append(f"capex ${capex:,.0f} per GPU (given)")
-    missing = [
-        k for k in ("life_years", "cost_of_capital", "usd_per_kwh") if getattr(inp, k) is None
-    ]
-    if missing:
+    life, rate, price_kwh = inp.life_years, inp.cost_of_capital, inp.usd_per_kwh
+    if life is None or rate is None or price_kwh is None:
+        missing = [
+            f"{k} ({OPTIONS[k]})"
+            for k in ("life_years", "cost_of_capital", "usd_per_kwh")
+            if getattr(inp, k) is None
+        ]
         raise AccelbenchError(f"build-up TCO needs {', '.join(missing)} (no sourced default)")
-    life = float(inp.life_years)  # type: ignore[arg-type]
-    rate = float(inp.cost_of_capital)  # type: ignore[arg-type]
-    price_kwh = float(inp.usd_per_kwh)  # type: ignore[arg-type]
     util = inp.utilisation if inp.utilisation is not None else 1.0
     other = inp.other_opex_usd_per_gpu_hour or 0.0
+    pue = inp.pue if inp.pue is not None else 1.0
 
-    it_kw = inp.it_kw_per_gpu
-    pue = inp.pue
-    if it_kw is None and inp.kw_per_gpu is not None:
-        pue = pue if pue is not None else 1.0
-        it_kw = inp.kw_per_gpu / pue
-        assumptions.append(
-            f"IT kW per GPU {it_kw:.3g} = given all-in {inp.kw_per_gpu:g} / PUE {pue:g}"
-        )
-    if it_kw is None:
-        _, it_set = rate_set("inferencex-2026-07")
-        it_entry = it_set["rates"].get(acc.id)
-        if it_entry is not None:
-            it_kw = float(it_entry["kw"])
-            pue = pue if pue is not None else _default_pue(it_set, it_entry)
-            assumptions.append(f"IT kW per GPU {it_kw:g} (inferencex-2026-07)")
+    kw = inp.it_kw_per_gpu
+    if kw is not None:
+        assumptions.append(f"power {kw:g} kW per GPU (given)")
+    elif inp.kw_per_gpu is not None:
+        kw = inp.kw_per_gpu
+        assumptions.append(f"power {kw:g} kW per GPU all-in (given)")
+    else:
+        _, cur = rate_set("inferencex-2026-07")
+        cur_entry = cur["rates"].get(acc.id)
+        if cur_entry is not None:
+            kw = float(cur_entry["kw"])
+            assumptions.append(
+                f"power {kw:g} kW per GPU all-in (chip + host/NIC share; inferencex-2026-07)"
+            )
         else:
             tdp = acc.figure("tdp_w").value
             if tdp is None:
                 raise AccelbenchError(
-                    f"build-up TCO needs it_kw_per_gpu: no power figure for {acc.id}"
+                    f"build-up TCO needs it_kw_per_gpu (--it-kw-per-gpu): no power figure "
+                    f"for {acc.id}"
                 )
-            it_kw = tdp / 1000.0
-            assumptions.append(f"IT kW per GPU {it_kw:g} = catalog TDP only (no server share)")
-    else:
-        assumptions.append(f"IT kW per GPU {it_kw:g} (given)")
-    pue = pue if pue is not None else 1.0
+            kw = tdp / 1000.0
+            assumptions.append(f"power {kw:g} kW per GPU = catalog TDP only (no host share)")
     capital = capex * crf(rate, life) / HOURS_PER_YEAR / util
-    energy = it_kw * pue * price_kwh
+    energy = kw * pue * price_kwh
     total = capital + energy + other
     assumptions.append(
         f"TCO ${total:.4g}/GPU-hour = capital ${capital:.4g} (CRF {rate:g}, {life:g} y, "
-        f"utilisation {util:g}) + energy ${energy:.4g} ({it_kw:g} kW x PUE {pue:g} x "
+        f"utilisation {util:g}) + energy ${energy:.4g} ({kw:g} kW x PUE {pue:g} x "
         f"${price_kwh:g}/kWh) + other ${other:g}"
     )
-    kw_all_in = inp.kw_per_gpu if inp.kw_per_gpu is not None else it_kw * pue
-    assumptions.append(f"{kw_all_in:.3g} kW per GPU all-in")
+    kw_all_in = kw * pue
+    assumptions.append(
+        f"{kw_all_in:.4g} kW per GPU" + (f" (x PUE {pue:g}, given)" if pue != 1.0 else "")
+    )
     return Tco(
         total,
         kw_all_in,

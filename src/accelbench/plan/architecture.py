@@ -391,6 +391,8 @@ class ModelArch:
 # config.json parsing
 
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KiB; refuse anything over 16 MiB
+MAX_DIM = 1 << 24  # accepted size of any one dimension or count in a config
 
 
 def _get(cfg: dict[str, Any], key: str, where: str, default: Any = ...) -> Any:
@@ -407,9 +409,25 @@ def _positive_int(cfg: dict[str, Any], key: str, where: str, default: Any = ...)
     value = _get(cfg, key, where, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise AccelbenchError(f"{where}: field {key!r} must be an integer (got {value!r})")
-    if value <= 0:
-        raise AccelbenchError(f"{where}: field {key!r} must be > 0 (got {value!r})")
+    if not 0 < value <= MAX_DIM:
+        raise AccelbenchError(f"{where}: field {key!r} must be in [1, {MAX_DIM:,}] (got {value!r})")
     return int(value)
+
+
+def _count(cfg: dict[str, Any], *keys: str, where: str) -> int:
+    """The first of ``keys`` that is set, as an integer in [0, MAX_DIM] (0 if none is)."""
+    for key in keys:
+        value = cfg.get(key)
+        if value is None or value is False or value == 0:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise AccelbenchError(f"{where}: field {key!r} must be an integer (got {value!r})")
+        if not 0 <= value <= MAX_DIM:
+            raise AccelbenchError(
+                f"{where}: field {key!r} must be in [0, {MAX_DIM:,}] (got {value!r})"
+            )
+        return int(value)
+    return 0
 
 
 def arch_from_config(
@@ -448,36 +466,37 @@ def arch_from_config(
     vocab = _positive_int(cfg, "vocab_size", where)
 
     # MoE fields under their various names
-    n_experts = int(
-        cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
-    )
-    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
+    n_experts = _count(cfg, "n_routed_experts", "num_local_experts", "num_experts", where=where)
+    top_k = _count(cfg, "num_experts_per_tok", "experts_per_token", where=where)
     if n_experts and not top_k:
         raise AccelbenchError(f"{where}: MoE config without 'num_experts_per_tok'")
     if n_experts and top_k > n_experts:
         raise AccelbenchError(
             f"{where}: num_experts_per_tok={top_k} exceeds the number of experts {n_experts}"
         )
-    moe_inter = int(cfg.get("moe_intermediate_size") or 0)
+    moe_inter = _count(cfg, "moe_intermediate_size", where=where)
     if n_experts and not moe_inter:
         # Mixtral and gpt-oss: experts have intermediate_size
         moe_inter = _positive_int(cfg, "intermediate_size", where)
     if n_experts:  # all-MoE models may omit the dense FFN width
-        intermediate = int(cfg.get("intermediate_size") or 0)
+        intermediate = _count(cfg, "intermediate_size", where=where)
     else:
         intermediate = _positive_int(cfg, "intermediate_size", where)
 
-    n_shared = int(cfg.get("n_shared_experts") or 0)
+    n_shared = _count(cfg, "n_shared_experts", where=where)
     shared_inter = moe_inter
     if cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE style: one shared expert
         n_shared = 1
-        shared_inter = int(cfg["shared_expert_intermediate_size"])
+        shared_inter = _count(cfg, "shared_expert_intermediate_size", where=where)
 
     moe_layers: tuple[int, ...] = ()
     if n_experts:
-        first_dense = int(cfg.get("first_k_dense_replace") or 0)
-        step = int(cfg.get("moe_layer_freq") or cfg.get("decoder_sparse_step") or 1)
-        mlp_only = set(cfg.get("mlp_only_layers") or [])
+        first_dense = _count(cfg, "first_k_dense_replace", where=where)
+        step = _count(cfg, "moe_layer_freq", "decoder_sparse_step", where=where) or 1
+        mlp_only_raw = cfg.get("mlp_only_layers") or []
+        if not isinstance(mlp_only_raw, list):
+            raise AccelbenchError(f"{where}: field 'mlp_only_layers' must be a list")
+        mlp_only = set(mlp_only_raw)
         moe_layers = tuple(
             i
             for i in range(n_layers)
@@ -493,13 +512,13 @@ def arch_from_config(
     if mla:
         for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             mla_fields[key] = _positive_int(cfg, key, where)
-        mla_fields["q_lora_rank"] = (
-            int(cfg["q_lora_rank"]) if cfg.get("q_lora_rank") is not None else None
-        )
+        mla_fields["q_lora_rank"] = _count(cfg, "q_lora_rank", where=where) or None
 
     sliding_layers: tuple[int, ...] = ()
-    window = cfg.get("sliding_window")
+    window = _count(cfg, "sliding_window", where=where) or None
     layer_types = cfg.get("layer_types")
+    if layer_types is not None and not isinstance(layer_types, list):
+        raise AccelbenchError(f"{where}: field 'layer_types' must be a list")
     if layer_types and window:
         if len(layer_types) != n_layers:
             raise AccelbenchError(
@@ -507,7 +526,7 @@ def arch_from_config(
             )
         sliding_layers = tuple(i for i, t in enumerate(layer_types) if "sliding" in str(t))
     elif window and cfg.get("use_sliding_window"):
-        max_window_layers = int(cfg.get("max_window_layers") or n_layers)
+        max_window_layers = _count(cfg, "max_window_layers", where=where) or n_layers
         sliding_layers = tuple(i for i in range(n_layers) if i >= max_window_layers)
 
     return ModelArch(
@@ -532,10 +551,8 @@ def arch_from_config(
         expert_bias=model_type == "gpt_oss",
         sliding_layers=sliding_layers,
         sliding_window=int(window) if sliding_layers and window else None,
-        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
-        max_context=int(cfg["max_position_embeddings"])
-        if cfg.get("max_position_embeddings")
-        else None,
+        mtp_layers=_count(cfg, "num_nextn_predict_layers", where=where),
+        max_context=_count(cfg, "max_position_embeddings", where=where) or None,
         source=dict(source or {}),
         **mla_fields,
     )
@@ -548,12 +565,22 @@ def load_config_file(path: str | Path) -> ModelArch:
         p = p / "config.json"
     if not p.is_file():
         raise AccelbenchError(f"no config.json at {p}")
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise AccelbenchError(f"{p}: not a config.json (larger than {MAX_CONFIG_BYTES:,} bytes)")
     try:
-        cfg = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise AccelbenchError(f"cannot read {p}: {exc}") from exc
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise AccelbenchError(f"{p}: not a config.json (not UTF-8 text)") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise AccelbenchError(f"cannot read {p} as JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise AccelbenchError(f"{p}: config.json must hold a JSON object")
     name = cfg.get("_name_or_path") or p.parent.name or p.stem
-    return arch_from_config(cfg, name=str(name), source={"file": str(p)})
+    try:
+        return arch_from_config(cfg, name=str(name), source={"file": str(p)})
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        # a field of the wrong type that the checks above did not name
+        raise AccelbenchError(f"{p}: malformed config.json ({exc})") from None
 
 
 def human_params(n: float) -> str:

@@ -1,4 +1,5 @@
-"""Memory fit and the roofline (physical limit) of decode and prefill.
+"""Memory fit and the two limits of decode and prefill: the physical roofline and the
+expected ceiling.
 
 Decode step with B sequences at mean context s on N GPUs (docs/FACTS.md)::
 
@@ -8,9 +9,13 @@ Decode step with B sequences at mean context s on N GPUs (docs/FACTS.md)::
 
 Tokens/s/user = 1 / t; output tokens/s per GPU = B / (t * N). When ISL and OSL are
 given, each step also carries the prefill work of ``B / OSL`` new requests (continuous
-batching in steady state) and the decode context is ``ISL + OSL / 2``; total tokens/s
-per GPU is output x (ISL + OSL) / OSL. Communication is not modelled (t_comm = 0): the
-result is an upper bound, which is what a roofline must be.
+batching in steady state) and the mean decode context is ``ISL + OSL / 2``; total tokens/s
+per GPU is output x (ISL + OSL) / OSL. The memory fit holds every sequence at its peak
+context, ``ISL + OSL``. Communication is not modelled (t_comm = 0).
+
+Two limits come out of the same model: the **physical roofline** (eff = 1: peak FLOPS and
+peak bandwidth; nothing can beat it) and the **expected ceiling** (eff = the measured or
+estimated GEMM and HBM fractions of the catalog; an engineering estimate, not a bound).
 
 Where the catalog keeps a range, the roofline uses the upper end for FLOPS and
 bandwidth (the limit is never understated) and the lower end for memory capacity (a fit
@@ -20,7 +25,7 @@ is never overstated).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from accelbench.cost.catalog import Accelerator
 from accelbench.errors import AccelbenchError
@@ -28,6 +33,31 @@ from accelbench.plan.architecture import COMPUTE_FORMATS, ModelArch, weight_byte
 
 DEFAULT_RESERVE = 0.10  # vLLM's default gpu_memory_utilization is 0.9: 10% held back
 BATCH_CAP = 1 << 24  # upper search bound when the KV cache does not limit the batch
+MAX_GPUS = 1 << 16  # accepted GPU counts: 1 .. 65,536
+MAX_CONTEXT = 10_000_000  # accepted context / ISL / OSL: up to 10M tokens
+MAX_POINTS = 1000  # accepted --points: 2 .. 1000
+
+
+def check_int(name: str, value: object, lo: int, hi: int) -> int:
+    """``value`` as an int in [lo, hi], or an AccelbenchError naming ``name`` and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise AccelbenchError(f"{name} must be an integer in [{lo:,}, {hi:,}] (got {value!r})")
+    return value
+
+
+def check_number(name: str, value: float, lo: float, hi: float, lo_open: bool = False) -> float:
+    """``value`` as a finite float in [lo, hi] ((lo, hi] with ``lo_open``), or an error."""
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and (value > lo if lo_open else value >= lo)
+        and value <= hi
+    )
+    if not ok:
+        rng = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
+        raise AccelbenchError(f"{name} must be in {rng} (got {value!r})")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -39,10 +69,14 @@ class Hardware:
     compute_format: str
     peak_flops: float  # per GPU, FLOP/s
     bandwidth: float  # per GPU, bytes/s
-    memory_bytes: float  # per GPU
-    eff_flops: float
-    eff_bw: float
+    memory_bytes: float  # per GPU, bytes (catalog GiB x 2^30)
+    eff_flops: float  # share of peak_flops of the expected ceiling
+    eff_bw: float  # share of bandwidth of the expected ceiling
     notes: tuple[str, ...] = ()
+
+    def physical(self) -> Hardware:
+        """The same hardware at peak FLOPS and bandwidth (the physical roofline)."""
+        return replace(self, eff_flops=1.0, eff_bw=1.0)
 
 
 def hardware_for(
@@ -57,8 +91,7 @@ def hardware_for(
     The compute format is the first of COMPUTE_FORMATS[precision] the accelerator has
     FLOPS for. Efficiency factors default to the catalog's measured fractions
     (gemm_fraction, hbm_fraction) and to 1.0 (peak) where none was measured."""
-    if n_gpus < 1:
-        raise AccelbenchError(f"gpus must be >= 1 (got {n_gpus})")
+    check_int("gpus (--gpus)", n_gpus, 1, MAX_GPUS)
     weight_bytes_per_param(precision)  # validates the name
     notes: list[str] = []
     fmt = None
@@ -77,26 +110,30 @@ def hardware_for(
         )
     tflops = float(acc.peak_tflops(fmt))  # type: ignore[arg-type]
     bw = acc.require("memory_bw_tbs", "upper")
-    mem = acc.require("memory_gb", "lower")
+    mem = acc.memory_bytes("lower")
     if bw <= 0:
         raise AccelbenchError(f"accelerator {acc.id}: memory_bw_tbs must be > 0")
 
     def eff(given: float | None, key: str, what: str) -> float:
         if given is not None:
-            if not 0 < given <= 1:
-                raise AccelbenchError(f"{what} efficiency must be in (0, 1] (got {given:g})")
-            notes.append(f"{what} efficiency {given:g} (given)")
-            return given
+            if not (isinstance(given, int | float) and 0 < given <= 1):
+                opt = "--eff-flops" if key == "gemm_fraction" else "--eff-bw"
+                raise AccelbenchError(f"{what} efficiency ({opt}) must be in (0, 1] (got {given})")
+            notes.append(f"expected ceiling: {what} efficiency {given:g} (given)")
+            return float(given)
         fig = acc.figure(key)
         if fig.upper is not None:
-            notes.append(f"{what} efficiency {fig.upper:g}: measured ({fig.note or key})")
+            notes.append(
+                f"expected ceiling: {what} efficiency {fig.upper:g} [{fig.status}] "
+                f"({fig.note or key})"
+            )
             return float(fig.upper)
-        notes.append(f"{what} efficiency 1.0: no measured fraction for {acc.id} (peak)")
+        notes.append(f"expected ceiling: {what} efficiency 1.0, none measured for {acc.id}")
         return 1.0
 
     ef = eff(eff_flops, "gemm_fraction", "FLOPS")
     eb = eff(eff_bw, "hbm_fraction", "bandwidth")
-    return Hardware(acc.id, n_gpus, fmt, tflops * 1e12, bw * 1e12, mem * 1e9, ef, eb, tuple(notes))
+    return Hardware(acc.id, n_gpus, fmt, tflops * 1e12, bw * 1e12, mem, ef, eb, tuple(notes))
 
 
 # ---------------------------------------------------------------------------------
@@ -133,11 +170,11 @@ def memory_fit(
     dp_attention: bool = False,
 ) -> Fit:
     """Does ``arch`` at ``precision`` plus ``concurrency`` sequences of ``context`` tokens
-    fit in ``hw``'s memory less the reserve; and the largest batch at that context."""
-    if not 0 <= reserve_fraction < 1:
-        raise AccelbenchError(f"reserve must be in [0, 1) (got {reserve_fraction:g})")
-    if concurrency < 1:
-        raise AccelbenchError(f"concurrency must be >= 1 (got {concurrency})")
+    fit in ``hw``'s memory less the reserve; and the largest batch at that context. Pass
+    the peak context (``Workload.peak_context``): every sequence must fit at its longest."""
+    if not (isinstance(reserve_fraction, int | float) and 0 <= reserve_fraction < 1):
+        raise AccelbenchError(f"reserve (--reserve) must be in [0, 1) (got {reserve_fraction!r})")
+    check_int("concurrency (--concurrency)", concurrency, 1, BATCH_CAP)
     arch.check_tensor_parallel(hw.n_gpus)
     weights = arch.weight_bytes(precision)
     kv = arch.kv_bytes_for_context(context, kv_precision) * arch.kv_replication(
@@ -180,12 +217,18 @@ class Step:
 
 @dataclass(frozen=True)
 class Workload:
-    """Context of the roofline: decode context, and optionally ISL/OSL for prefill."""
+    """Context of the roofline: mean decode context, peak context (for the memory fit),
+    and optionally ISL/OSL for prefill."""
 
     context: float
     isl: int | None = None
     osl: int | None = None
     kv_precision: str = "bf16"
+    peak_context: float = -1.0  # -1: same as context
+
+    def __post_init__(self) -> None:
+        if self.peak_context < 0:
+            object.__setattr__(self, "peak_context", self.context)
 
     @classmethod
     def of(
@@ -195,17 +238,17 @@ class Workload:
         osl: int | None,
         kv_precision: str = "bf16",
     ) -> Workload:
-        """From --context or --isl/--osl (decode context = ISL + OSL/2 when both given)."""
-        if isl is not None and isl < 0:
-            raise AccelbenchError(f"isl must be >= 0 (got {isl})")
-        if osl is not None and osl < 1:
-            raise AccelbenchError(f"osl must be >= 1 (got {osl})")
+        """From --context (mean and peak alike) or --isl/--osl (mean decode context
+        ISL + OSL/2, peak ISL + OSL)."""
+        if isl is not None:
+            check_int("isl (--isl)", isl, 0, MAX_CONTEXT)
+        if osl is not None:
+            check_int("osl (--osl)", osl, 1, MAX_CONTEXT)
         if context is None:
             if isl is None:
                 raise AccelbenchError("give --context, or --isl (and --osl)")
-            context = isl + (osl or 0) / 2.0
-        if context < 0:
-            raise AccelbenchError(f"context must be >= 0 (got {context})")
+            return cls(isl + (osl or 0) / 2.0, isl, osl, kv_precision, float(isl + (osl or 0)))
+        check_number("context (--context)", context, 0, MAX_CONTEXT)
         return cls(float(context), isl, osl, kv_precision)
 
 
@@ -252,8 +295,15 @@ class Roofline:
         )
         return max(t_c, t_m) + self.overhead_s
 
-    def curve(self, max_batch: int | None, points: int = 0) -> list[Step]:
-        """Steps at batch 1, 2, 4, ... up to ``max_batch`` (inclusive)."""
+    def physical(self) -> Roofline:
+        """This roofline at peak FLOPS and bandwidth (the physical limit)."""
+        return replace(self, hw=self.hw.physical())
+
+    def curve(self, max_batch: int | None, points: int | None = None) -> list[Step]:
+        """Steps at batch 1, 2, 4, ... up to ``max_batch`` (inclusive); with ``points``
+        (2 .. MAX_POINTS) at most that many, first and last always kept."""
+        if points is not None:
+            check_int("points (--points)", points, 2, MAX_POINTS)
         top = BATCH_CAP if max_batch is None else max_batch
         if top < 1:
             return []
@@ -263,7 +313,7 @@ class Roofline:
             batches.append(b)
             b *= 2
         batches.append(top)
-        if points and len(batches) > points:
+        if points is not None and len(batches) > points:
             keep = {round(i * (len(batches) - 1) / (points - 1)) for i in range(points)}
             batches = [x for i, x in enumerate(batches) if i in keep]
         return [self.step(x) for x in batches]
@@ -272,8 +322,7 @@ class Roofline:
         """The largest-throughput step whose tokens/s/user is at least ``target``
         (step time grows with the batch, so the largest such batch); None if even
         batch 1 is slower."""
-        if not target > 0:
-            raise AccelbenchError(f"interactivity must be > 0 (got {target:g})")
+        check_number("interactivity (--interactivity)", target, 0, 1e7, lo_open=True)
         top = BATCH_CAP if max_batch is None else max_batch
         if top < 1 or self.step(1).tok_s_user < target:
             return None

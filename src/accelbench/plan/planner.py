@@ -1,0 +1,305 @@
+"""Everything `accelbench plan` shows, as a typed result: the model, the hardware, the
+memory fit at the peak context, the two limits (physical roofline and expected ceiling)
+over the batch sizes that fit, and, for runs, measured against both limits.
+
+The physical roofline runs at peak FLOPS and bandwidth; nothing can beat it. The expected
+ceiling derates both by the catalog's GEMM and HBM fractions (or ``eff_flops``/``eff_bw``):
+an engineering estimate of what good software reaches, not a bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelbench.cost.catalog import Accelerator, find_accelerator, load_catalog
+from accelbench.cost.costing import load_points, run_mean_lengths
+from accelbench.errors import AccelbenchError
+from accelbench.plan.architecture import ModelArch
+from accelbench.plan.models import resolve_model
+from accelbench.plan.roofline import (
+    BATCH_CAP,
+    DEFAULT_RESERVE,
+    Fit,
+    Hardware,
+    Roofline,
+    Step,
+    Workload,
+    check_int,
+    check_number,
+    efficiency,
+    hardware_for,
+    memory_fit,
+)
+from accelbench.store.runs import RunInfo
+
+MAX_OVERHEAD_MS = 1e6
+
+
+@dataclass(frozen=True)
+class LimitRow:
+    """One batch size under both limits."""
+
+    batch: int
+    physical: Step
+    expected: Step
+
+
+@dataclass(frozen=True)
+class AtInteractivity:
+    """The best throughput at or above a tokens/s/user target, under both limits."""
+
+    target_tok_s_user: float
+    physical: Step | None
+    expected: Step | None
+
+
+@dataclass(frozen=True)
+class RunEfficiency:
+    """One run measured against both limits at its batch and context."""
+
+    run: str
+    batch: int
+    context: float
+    basis: str  # "output" or "total" tokens/s per GPU
+    measured_tok_s_per_gpu: float
+    physical_tok_s_per_gpu: float
+    expected_tok_s_per_gpu: float
+    measured_tok_s_user: float | None
+    physical_tok_s_user: float
+    expected_tok_s_user: float
+
+    @property
+    def of_physical(self) -> float:
+        """measured / physical roofline (at most 1 for any real run)."""
+        return efficiency(self.measured_tok_s_per_gpu, self.physical_tok_s_per_gpu)
+
+    @property
+    def of_expected(self) -> float:
+        """measured / expected ceiling (may exceed 1: the ceiling is an estimate)."""
+        return efficiency(self.measured_tok_s_per_gpu, self.expected_tok_s_per_gpu)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `accelbench plan` computes."""
+
+    arch: ModelArch
+    accelerator: Accelerator
+    hardware: Hardware
+    precision: str
+    kv_precision: str
+    workload: Workload
+    concurrency: int
+    overhead_ms: float
+    fit: Fit
+    rows: list[LimitRow]
+    prefill_physical_s: float | None
+    prefill_expected_s: float | None
+    at_interactivity: AtInteractivity | None = None
+    runs: list[RunEfficiency] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (units in the key names)."""
+        a, acc, hw = self.arch, self.accelerator, self.hardware
+        return {
+            "model": {
+                "name": a.name,
+                "attention": a.attention_kind,
+                "total_params": a.total_params,
+                "active_params": a.active_params,
+                "max_context_tokens": a.max_context,
+                "kv_bytes_per_token": a.kv_bytes_per_token(self.kv_precision),
+                "kv_precision": self.kv_precision,
+                "weight_bytes": a.weight_bytes(self.precision),
+                "precision": self.precision,
+                "source": a.source,
+            },
+            "hardware": {
+                "accelerator": acc.id,
+                "name": acc.name,
+                "gpus": hw.n_gpus,
+                "compute_format": hw.compute_format,
+                "peak_tflops_per_gpu": hw.peak_flops / 1e12,
+                "bandwidth_tbs_per_gpu": hw.bandwidth / 1e12,
+                "memory_bytes_per_gpu": hw.memory_bytes,
+                "memory_gib_per_gpu": hw.memory_bytes / 2**30,
+                "expected_eff_flops": hw.eff_flops,
+                "expected_eff_bw": hw.eff_bw,
+                "notes": list(hw.notes),
+                "sources": {
+                    k: {
+                        "value": acc.figure(k).text(),
+                        "source": acc.figure(k).source,
+                        "date": acc.figure(k).date,
+                        "status": acc.figure(k).status,
+                        "title": acc.source_title(k),
+                    }
+                    for k in ("memory_gib", "memory_bw_tbs", f"{hw.compute_format}_tflops")
+                },
+            },
+            "workload": {
+                "context": self.workload.context,
+                "peak_context": self.workload.peak_context,
+                "isl": self.workload.isl,
+                "osl": self.workload.osl,
+                "concurrency": self.concurrency,
+                "overhead_ms": self.overhead_ms,
+            },
+            "fit": self.fit.as_dict(),
+            "roofline": [
+                {
+                    "batch": r.batch,
+                    "physical": r.physical.as_dict(),
+                    "expected": r.expected.as_dict(),
+                }
+                for r in self.rows
+            ],
+            "prefill_s": {"physical": self.prefill_physical_s, "expected": self.prefill_expected_s},
+            "at_interactivity": None
+            if self.at_interactivity is None
+            else {
+                "target_tok_s_user": self.at_interactivity.target_tok_s_user,
+                "physical": _step(self.at_interactivity.physical),
+                "expected": _step(self.at_interactivity.expected),
+            },
+            "efficiency": [
+                {
+                    **asdict(e),
+                    "of_physical": e.of_physical,
+                    "of_expected": e.of_expected,
+                }
+                for e in self.runs
+            ],
+            "warnings": list(self.warnings),
+        }
+
+
+def _step(s: Step | None) -> dict[str, object] | None:
+    return s.as_dict() if s is not None else None
+
+
+def _run_batch(r: RunInfo, batch: int | None) -> int:
+    if batch is not None:
+        return batch
+    if r.concurrency is None:
+        raise AccelbenchError(
+            f"{r.path}: the run has no target concurrency (client.target_concurrency); give --batch"
+        )
+    return check_int(f"{r.path}: target concurrency", r.concurrency, 1, BATCH_CAP)
+
+
+def build_plan(
+    model: str,
+    accelerator: str,
+    gpus: int | None = None,
+    precision: str = "bf16",
+    kv_precision: str = "bf16",
+    context: float | None = None,
+    isl: int | None = None,
+    osl: int | None = None,
+    concurrency: int = 1,
+    reserve: float = DEFAULT_RESERVE,
+    eff_flops: float | None = None,
+    eff_bw: float | None = None,
+    overhead_ms: float = 0.0,
+    dp_attention: bool = False,
+    interactivity: float | None = None,
+    run: str | Path | None = None,
+    batch: int | None = None,
+    points: int | None = None,
+    catalog_files: Sequence[str | Path] | None = None,
+) -> Plan:
+    """Fit, both limits and (with ``run``) efficiency of a model on accelerators."""
+    check_number("overhead (--overhead-ms)", overhead_ms, 0, MAX_OVERHEAD_MS)
+    if batch is not None:
+        check_int("batch (--batch)", batch, 1, BATCH_CAP)
+    arch = resolve_model(model)
+    acc = find_accelerator(accelerator, load_catalog(catalog_files))
+    runs = load_points(run) if run is not None else []
+    n = gpus if gpus is not None else (runs[0].gpus if runs else 1)
+    hw = hardware_for(acc, n, precision, eff_flops, eff_bw)
+    if context is None and isl is None and runs:
+        m_isl, m_osl = run_mean_lengths(runs[0])
+        if m_isl is not None:
+            isl = round(m_isl)
+            osl = max(1, round(m_osl)) if m_osl else None
+    wl = Workload.of(context, isl, osl, kv_precision)
+    warnings: list[str] = []
+    if arch.max_context is not None and wl.peak_context > arch.max_context:
+        warnings.append(
+            f"context {wl.peak_context:,.0f} tokens exceeds {arch.name}'s maximum of "
+            f"{arch.max_context:,} (max_position_embeddings): the model cannot serve it"
+        )
+    fit = memory_fit(
+        arch, hw, precision, kv_precision, wl.peak_context, concurrency, reserve, dp_attention
+    )
+    expected = Roofline(arch, hw, precision, wl, overhead_ms / 1000.0, dp_attention)
+    physical = expected.physical()
+    rows = [
+        LimitRow(p.batch, p, e)
+        for p, e in zip(
+            physical.curve(fit.max_batch, points),
+            expected.curve(fit.max_batch, points),
+            strict=True,
+        )
+    ]
+    at = None
+    if interactivity is not None:
+        at = AtInteractivity(
+            interactivity,
+            physical.best_at_interactivity(interactivity, fit.max_batch),
+            expected.best_at_interactivity(interactivity, fit.max_batch),
+        )
+    effs = []
+    for r in runs:
+        b = _run_batch(r, batch)
+        m_isl, m_osl = run_mean_lengths(r)
+        rwl = (
+            Workload.of(None, round(m_isl), max(1, round(m_osl or 1)), kv_precision)
+            if m_isl is not None and context is None
+            else wl
+        )
+        rhw = hardware_for(acc, r.gpus, precision, eff_flops, eff_bw) if r.gpus != n else hw
+        exp_roof = Roofline(arch, rhw, precision, rwl, overhead_ms / 1000.0, dp_attention)
+        lim_e, lim_p = exp_roof.step(b), exp_roof.physical().step(b)
+        measured, basis = r.figure("output_tps_per_gpu"), "output"
+        lp, le = lim_p.output_tok_s_per_gpu, lim_e.output_tok_s_per_gpu
+        if measured is None:
+            measured, basis = r.figure("total_tps_per_gpu"), "total"
+            lp, le = lim_p.total_tok_s_per_gpu, lim_e.total_tok_s_per_gpu
+        assert measured is not None  # load_points keeps runs with throughput only
+        effs.append(
+            RunEfficiency(
+                str(r.path),
+                b,
+                rwl.context,
+                basis,
+                measured,
+                lp,
+                le,
+                r.figure("interactivity"),
+                lim_p.tok_s_user,
+                lim_e.tok_s_user,
+            )
+        )
+    return Plan(
+        arch,
+        acc,
+        hw,
+        precision,
+        kv_precision,
+        wl,
+        concurrency,
+        overhead_ms,
+        fit,
+        rows,
+        physical.prefill_s(wl.isl) if wl.isl is not None else None,
+        expected.prefill_s(wl.isl) if wl.isl is not None else None,
+        at,
+        effs,
+        warnings,
+    )
