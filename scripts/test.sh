@@ -2,6 +2,7 @@
 # Set up everything the test suite needs on a fresh machine, then run it.
 #   - a virtualenv in .venv with accelbench and its test extras
 #   - Debian's chromium for the HTML report's browser test (when root and missing)
+#   - Debian's prometheus and prometheus-alertmanager for the monitoring tests (likewise)
 #   - llama.cpp's llama-server: built by accelbench itself on first use, cached in
 #     ~/.cache/accelbench (about 5 minutes on 2 cores, once per machine)
 # Extra arguments go to pytest (e.g. scripts/test.sh -k sse).
@@ -17,6 +18,14 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   echo "installing Debian chromium for the browser test" >&2
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "could not install chromium: the browser test will be skipped" >&2
+fi
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus-alertmanager >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian prometheus and prometheus-alertmanager for the monitoring tests" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends prometheus prometheus-alertmanager >/dev/null) \
+      || echo "could not install prometheus: the monitoring tests will FAIL" >&2
+  fi
 fi
 echo "building (or reusing) llama-server and the test model" >&2
 .venv/bin/accelbench serve llama --build-only

@@ -9,6 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from accelbench.cli.monitor import register as register_monitor
 from accelbench.cli.telemetry import register
 from accelbench.errors import AccelbenchError
 from conftest import fixture_file
@@ -26,6 +27,7 @@ def app() -> typer.Typer:
         pass
 
     register(a)
+    register_monitor(a)
     return a
 
 

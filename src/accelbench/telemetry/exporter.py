@@ -45,6 +45,13 @@ _GPU_METRICS: list[tuple[str, str, str, str, dict[str, str]]] = [
         "gauge",
         {},
     ),
+    (
+        "gpu_temperature_memory_max_celsius",
+        "Maximum memory temperature",
+        "temp_mem_max_c",
+        "gauge",
+        {},
+    ),
     ("gpu_clock_hertz", "Clock frequency", "clock_sm_hz", "gauge", {"clock": "sm"}),
     ("gpu_clock_hertz", "Clock frequency", "clock_mem_hz", "gauge", {"clock": "memory"}),
     (
@@ -106,6 +113,22 @@ _GPU_METRICS: list[tuple[str, str, str, str, dict[str, str]]] = [
         {"which": "max"},
     ),
     ("gpu_pcie_replays", "PCIe replay counter", "pcie_replay", "counter", {}),
+    (
+        "gpu_remapped_rows",
+        "Rows remapped",
+        "remapped_rows_corr",
+        "counter",
+        {"type": "correctable"},
+    ),
+    (
+        "gpu_remapped_rows",
+        "Rows remapped",
+        "remapped_rows_unc",
+        "counter",
+        {"type": "uncorrectable"},
+    ),
+    ("gpu_row_remap_pending", "A row remap is pending (1)", "remapped_rows_pending", "gauge", {}),
+    ("gpu_row_remap_failure", "A row remap failed (1)", "remapped_rows_failure", "gauge", {}),
 ]
 
 _HOST_METRICS = [

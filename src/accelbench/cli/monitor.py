@@ -1,0 +1,250 @@
+"""``accelbench monitor``: the monitor loop (plain ``monitor ...``), and ``monitor rules`` /
+``monitor dashboard`` to connect it to Prometheus, Alertmanager and Grafana.
+
+Thin wrappers: the logic lives in accelbench.telemetry.monitor and accelbench.monitoring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from accelbench.cli.telemetry import _source_list
+from accelbench.errors import AccelbenchError
+from accelbench.health.rules import HealthConfig
+from accelbench.monitoring.rules import DEFAULT_WINDOW_S, FLAVOURS, AlertSettings
+from accelbench.telemetry.sources import Source, close_sources, open_sources
+
+monitor_app = typer.Typer(
+    help="Watch GPUs, host and server: alert, recover, serve Prometheus metrics "
+    "(plain `monitor`), or write Prometheus rules / a Grafana dashboard for it.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+def _write(text: str, out: Path | None, what: str) -> None:
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise AccelbenchError(f"cannot write {what} to {out}: {exc.strerror}") from exc
+    typer.echo(f"wrote {what} to {out}")
+
+
+@monitor_app.callback()
+def monitor_cmd(
+    ctx: typer.Context,
+    source: list[str] = typer.Option(None, "--source", "-s", help="Sources (default: autodetect)."),
+    server_url: str = typer.Option(None, "--server-url", help="Inference server base URL."),
+    pid: int = typer.Option(None, "--pid", help="Server process id."),
+    replay: list[Path] = typer.Option(
+        None,
+        "--replay",
+        help="Replay captured tool outputs instead of live GPUs, one file per sample "
+        "(repeat the option; the last file repeats).",
+    ),
+    replay_format: str = typer.Option(None, "--replay-format", help="Format of --replay files."),
+    interval: float = typer.Option(1.0, "--interval", help="Seconds between samples.", min=0.05),
+    window: float = typer.Option(
+        DEFAULT_WINDOW_S, "--window", help="Seconds of history the rules see."
+    ),
+    port: int = typer.Option(9464, "--port", help="Prometheus exporter port (0: any free port)."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Exporter bind address (default loopback only)."
+    ),
+    no_exporter: bool = typer.Option(False, "--no-exporter", help="Do not serve /metrics."),
+    alert_cmd: str = typer.Option(
+        None,
+        "--alert-cmd",
+        help="Command run on each verdict change, split into arguments (no shell); "
+        "gets the event as JSON on stdin.",
+    ),
+    webhook: str = typer.Option(None, "--webhook", help="URL to POST each verdict change to."),
+    recover_cmd: str = typer.Option(
+        None,
+        "--recover-cmd",
+        help="Recovery action run while a chosen rule fires, split into arguments (no shell).",
+    ),
+    recover_on: str = typer.Option(
+        "ecc", "--recover-on", help="Comma-separated health rules that trigger it, or 'any'."
+    ),
+    recover_severity: str = typer.Option(
+        "fail", "--recover-severity", help="Lowest finding severity that triggers it: warn|fail."
+    ),
+    recover_cooldown: float = typer.Option(
+        600.0, "--recover-cooldown", help="Seconds after an action before the next one."
+    ),
+    recover_max_per_hour: int = typer.Option(
+        3, "--recover-max-per-hour", help="At most this many actions in any hour."
+    ),
+    recover_dry_run: bool = typer.Option(
+        False, "--recover-dry-run", help="Log what would run, run nothing."
+    ),
+    recover_log: Path = typer.Option(
+        None, "--recover-log", help="Append every recovery decision as JSON lines here."
+    ),
+    duration: float = typer.Option(None, "--duration", help="Stop after this many seconds."),
+) -> None:
+    """Sample continuously, evaluate health rules, alert on changes, serve Prometheus metrics."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from accelbench.monitoring.recovery import Recovery, RecoveryPolicy
+    from accelbench.monitoring.replay import ReplaySource
+    from accelbench.telemetry.exporter import Exporter
+    from accelbench.health.monitor import Monitor
+
+    argv = shlex.split(alert_cmd) if alert_cmd else None
+    if alert_cmd is not None and not argv:
+        raise AccelbenchError("--alert-cmd is empty")
+    recovery = None
+    if recover_cmd is not None:
+        policy = RecoveryPolicy(
+            argv=shlex.split(recover_cmd),
+            rules=[r.strip() for r in recover_on.split(",") if r.strip()],
+            min_severity=recover_severity,
+            cooldown_s=recover_cooldown,
+            max_per_hour=recover_max_per_hour,
+            dry_run=recover_dry_run,
+            log_path=recover_log,
+        )
+        recovery = Recovery(policy)  # validates: bad values are one-line errors
+    active: list[Source]
+    if replay:
+        rsrc = ReplaySource(list(replay), replay_format)
+        reason = rsrc.probe()
+        if reason is not None:
+            raise AccelbenchError(f"--replay {reason}")
+        active, status = [rsrc], {"replay": f"ok ({len(replay)} file(s))"}
+        if source:
+            more, more_status = open_sources(_source_list(source), server_url, pid)
+            active += more
+            status.update(more_status)
+    else:
+        active, status = open_sources(_source_list(source), server_url, pid)
+    for name, state in status.items():
+        typer.echo(f"source {name}: {state}")
+    exporter = None
+    if not no_exporter:
+        exporter = Exporter(port=port, host=host)
+        try:
+            bound = exporter.start()
+        except OSError as exc:
+            close_sources(active)
+            raise AccelbenchError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+        typer.echo(f"serving Prometheus metrics on http://{host}:{bound}/metrics")
+
+    printed = [0]
+
+    def on_tick(rows: list[dict[str, Any]], health: dict[str, Any]) -> None:
+        for ev in mon.events[printed[0] :]:
+            typer.echo(f"{ev['time']} verdict {ev['previous']} -> {ev['verdict']}")
+            for f in ev["findings"]:
+                typer.echo(f"  [{f['severity']}] {f['rule']}: {f['device']}: {f['message']}")
+        printed[0] = len(mon.events)
+        if recovery is not None:
+            entry = recovery.consider(health)
+            if entry is not None:
+                typer.echo(
+                    f"recovery {entry['action']}: {' '.join(entry['argv'])}"
+                    + (f" (exit {entry['exit_status']})" if entry["action"] == "ran" else "")
+                    + (f" ({entry['reason']})" if entry.get("reason") else "")
+                )
+
+    mon = Monitor(
+        active,
+        interval,
+        window,
+        config=HealthConfig(),
+        alert_cmd=argv,
+        webhook=webhook,
+        exporter=exporter,
+        on_tick=on_tick,
+    )
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    timer = None
+    if duration is not None:
+        timer = threading.Timer(duration, stop.set)
+        timer.daemon = True
+        timer.start()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
+            mon.run(stop)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stop.set()
+        if timer is not None:
+            timer.cancel()
+        if exporter is not None:
+            exporter.stop()
+        close_sources(active)
+
+
+@monitor_app.command("rules")
+def rules_cmd(
+    out: Path = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
+    flavour: list[str] = typer.Option(
+        None, "--flavour", help=f"Exporter names to target (default: all): {', '.join(FLAVOURS)}."
+    ),
+    window: float = typer.Option(DEFAULT_WINDOW_S, "--window", help="Rule window, seconds."),
+    for_s: float = typer.Option(60.0, "--for", help="Seconds a condition must hold to fire."),
+    temp_margin: float = typer.Option(
+        HealthConfig().temp_margin_c, "--temp-margin", help="Warn this close (C) to the limit."
+    ),
+    queue_max: float = typer.Option(
+        AlertSettings().queue_waiting_max, "--queue-max", help="Alert above this many waiting."
+    ),
+    error_rate_max: float = typer.Option(
+        AlertSettings().error_rate_max, "--error-rate-max", help="Alert above this 5xx ratio."
+    ),
+    amd_temp_limit: float = typer.Option(
+        None, "--amd-temp-limit", help="Temperature limit (C) for AMD exporter alerts."
+    ),
+    amd_prefix: str = typer.Option("", "--amd-prefix", help="Prefix of AMD exporter names."),
+) -> None:
+    """Write Prometheus alerting and recording rules equivalent to the health rules."""
+    from accelbench.monitoring.rules import rules_yaml
+
+    names = _source_list_plain(flavour)
+    settings = AlertSettings(
+        health=HealthConfig(temp_margin_c=temp_margin),
+        window_s=window,
+        for_s=for_s,
+        queue_waiting_max=queue_max,
+        error_rate_max=error_rate_max,
+        amd_temp_limit_c=amd_temp_limit,
+        amd_prefix=amd_prefix,
+    )
+    _write(rules_yaml(names, settings), out, "Prometheus rules")
+
+
+@monitor_app.command("dashboard")
+def dashboard_cmd(
+    out: Path = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
+    title: str = typer.Option("accelbench: accelerators and serving", "--title"),
+    uid: str = typer.Option("accelbench-monitor", "--uid", help="Dashboard uid."),
+) -> None:
+    """Write a Grafana dashboard (JSON) over the recorded series of `monitor rules`."""
+    from accelbench.monitoring.dashboard import dashboard_json
+
+    _write(dashboard_json(title=title, uid=uid), out, "Grafana dashboard")
+
+
+def _source_list_plain(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the ``monitor`` group to the main app."""
+    app.add_typer(monitor_app, name="monitor")

@@ -1,0 +1,151 @@
+"""`accelbench monitor rules` / `monitor dashboard` and the replay source; the dashboard
+JSON is checked against the Grafana Foundation SDK's models (it must round-trip)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from accelbench.cli.monitor import register
+from accelbench.errors import AccelbenchError
+from accelbench.monitoring.dashboard import build_dashboard
+from accelbench.monitoring.replay import ReplaySource
+from monitoring_stack import binary
+
+FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
+L4 = FIX / "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom"
+runner = CliRunner()
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    a = typer.Typer()
+
+    @a.callback()
+    def _root() -> None:
+        pass
+
+    register(a)
+    return a
+
+
+def test_rules_command_writes_a_file_promtool_accepts(app, tmp_path):
+    out = tmp_path / "r.yml"
+    res = runner.invoke(
+        app, ["monitor", "rules", "--out", str(out), "--flavour", "dcgm", "--window", "120"]
+    )
+    assert res.exit_code == 0, res.output
+    rules = yaml.safe_load(out.read_text())
+    names = [g["name"] for g in rules["groups"]]
+    assert names == [
+        "accelbench-dcgm-records",
+        "accelbench-dcgm-alerts",
+        "accelbench-engine-records",
+        "accelbench-engine-alerts",
+    ]
+    chk = subprocess.run([binary("promtool"), "check", "rules", str(out)], capture_output=True)
+    assert chk.returncode == 0, chk.stdout
+
+
+def test_rules_command_bad_flavour_is_an_error(app):
+    res = runner.invoke(app, ["monitor", "rules", "--flavour", "nvml"])
+    assert isinstance(res.exception, AccelbenchError)
+
+
+def test_dashboard_round_trips_through_the_grafana_sdk(app, tmp_path):
+    sdk = pytest.importorskip("grafana_foundation_sdk", reason="pip install grafana-foundation-sdk")
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models import prometheus
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    assert sdk
+    out = tmp_path / "d.json"
+    res = runner.invoke(app, ["monitor", "dashboard", "--out", str(out), "--uid", "x1"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(out.read_text())
+    back = json.loads(JSONEncoder().encode(Dashboard.from_json(d)))
+
+    def same(a, b, path="") -> None:  # every field we write is one the SDK model knows
+        if isinstance(a, dict):
+            for k, v in a.items():
+                if k == "targets":  # typed by the data source plugin: checked below
+                    continue
+                assert k in b, f"{path}/{k} is not in Grafana's dashboard schema"
+                same(v, b[k], f"{path}/{k}")
+        elif isinstance(a, list):
+            assert len(a) == len(b), path
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                same(x, y, f"{path}[{i}]")
+        else:
+            assert a == b, path
+
+    same(d, back)
+    targets = [t for p in d["panels"] for t in p.get("targets", [])]
+    for t in targets:
+        assert json.loads(JSONEncoder().encode(prometheus.Dataquery.from_json(t))) == t
+    assert d["uid"] == "x1"
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["gpu"]["multi"] is True
+    exprs = " ".join(t["expr"] for t in targets)
+    for name in ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_processing",
+                 "llamacpp:tokens_predicted_total", "accelbench:gpu_temperature_celsius"):  # fmt: skip
+        assert name in exprs
+
+
+def test_dashboard_gpu_panels_use_recorded_series_the_rules_define():
+    from accelbench.monitoring.rules import build_rules
+
+    recorded = {r["record"] for g in build_rules()["groups"] for r in g["rules"] if "record" in r}
+    used = {
+        t["expr"].split("{")[0]
+        for p in build_dashboard()["panels"]
+        for t in p.get("targets", [])
+        if t["expr"].startswith("accelbench:")
+    }
+    assert used and used <= recorded
+
+
+@pytest.mark.skipif(not L4.is_file(), reason="fixtures not found")
+def test_replay_source_steps_through_files_then_holds_the_last(tmp_path):
+    text = L4.read_text()
+    hot = tmp_path / "hot.prom"
+    hot_text = re.sub(r"(DCGM_FI_DEV_GPU_TEMP\{[^}]*\}) 31\b", r"\1 97", text)
+    assert hot_text != text
+    hot.write_text(hot_text)
+    src = ReplaySource([L4, L4, hot])
+    assert src.probe() is None
+    temps = [src.sample(i)[0]["temp_gpu_c"] for i in range(5)]
+    assert temps == [31.0, 31.0, 97.0, 97.0, 97.0]
+    assert [src.sample(9)[0]["t_ns"]] == [9]
+
+
+def test_replay_source_reports_unreadable_files(tmp_path):
+    bad = tmp_path / "x.txt"
+    bad.write_text("hello\n")
+    reason = ReplaySource([bad]).probe()
+    assert reason is not None and str(bad) in reason
+    with pytest.raises(AccelbenchError, match="--replay"):
+        ReplaySource([])
+
+
+def test_monitor_replay_bad_file_is_a_one_line_error(app, tmp_path):
+    bad = tmp_path / "x.txt"
+    bad.write_text("hello\n")
+    res = runner.invoke(app, ["monitor", "--replay", str(bad), "--duration", "0"])
+    assert isinstance(res.exception, AccelbenchError)
+    assert "--replay" in str(res.exception)
+
+
+def test_monitor_rejects_bad_recovery_options(app):
+    res = runner.invoke(
+        app, ["monitor", "--no-exporter", "--recover-cmd", "true", "--recover-on", "nope"]
+    )
+    assert isinstance(res.exception, AccelbenchError)
