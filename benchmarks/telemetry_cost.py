@@ -22,9 +22,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from accelbench.health.monitor import Monitor
 from accelbench.monitoring.replay import ReplaySource
 from accelbench.telemetry.exporter import Exporter
-from accelbench.telemetry.monitor import Monitor
 from accelbench.telemetry.sources import Source, close_sources, open_sources
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """``accelbench monitor``: the monitor loop (plain ``monitor ...``), and ``monitor rules`` /
 ``monitor dashboard`` to connect it to Prometheus, Alertmanager and Grafana.
 
-Thin wrappers: the logic lives in accelbench.telemetry.monitor and accelbench.monitoring.
+Thin wrappers: the logic lives in accelbench.health.monitor and accelbench.monitoring.
 """
 
 from __future__ import annotations
@@ -97,10 +97,10 @@ def monitor_cmd(
     """Sample continuously, evaluate health rules, alert on changes, serve Prometheus metrics."""
     if ctx.invoked_subcommand is not None:
         return
+    from accelbench.health.monitor import Monitor
     from accelbench.monitoring.recovery import Recovery, RecoveryPolicy
     from accelbench.monitoring.replay import ReplaySource
     from accelbench.telemetry.exporter import Exporter
-    from accelbench.health.monitor import Monitor
 
     argv = shlex.split(alert_cmd) if alert_cmd else None
     if alert_cmd is not None and not argv:

@@ -1,7 +1,7 @@
 """Run a recovery action when chosen health rules fire, with guard rails.
 
 The action is an argument list (never a shell), run by
-:func:`accelbench.telemetry.monitor.run_alert_command` with the event as JSON on stdin.
+:func:`accelbench.health.monitor.run_alert_command` with the event as JSON on stdin.
 Guards: a cool-down after each action, a limit of actions in any 3600 s, and a dry-run
 mode that logs what would run. Every decision that runs (or would run) the action, and the
 first one suppressed after it, is appended to a JSONL log with the exit status.
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import AccelbenchError
-from accelbench.health.rules import SEVERITY_ORDER
 from accelbench.health.monitor import run_alert_command
+from accelbench.health.rules import SEVERITY_ORDER
 
 HOUR_S = 3600.0
 RULE_NAMES = ("temperature", "throttle", "ecc", "pcie", "interconnect", "memory_growth", "power")
