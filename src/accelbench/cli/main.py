@@ -56,12 +56,37 @@ for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app)
 
 
+EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, not the user's input
+
+
 def main() -> None:
-    """Entry point: runs the app, turning AccelbenchError into a one-line message."""
+    """Entry point: runs the app; every error becomes one line and an exit code
+    (README, "Exit codes"); ``--debug`` / ACCELBENCH_DEBUG=1 re-raises for the traceback."""
+    debug = bool(os.environ.get("ACCELBENCH_DEBUG")) or "--debug" in sys.argv[1:2]
     try:
         app(standalone_mode=True)
     except AccelbenchError as exc:
-        if os.environ.get("ACCELBENCH_DEBUG"):
+        if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)
+        sys.exit(1)
+    except OSError as exc:
+        if debug or os.environ.get("ACCELBENCH_DEBUG"):
+            raise
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        typer.secho(f"error:{where}: {exc.strerror or exc}", fg=typer.colors.RED, err=True)
         sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback
+        if debug or os.environ.get("ACCELBENCH_DEBUG"):
+            raise
+        first = (str(exc).splitlines() or [""])[0][:300]
+        typer.secho(
+            f"internal error: {type(exc).__name__}: {first} (a bug: rerun with --debug for "
+            "the traceback and report it)",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        sys.exit(EXIT_INTERNAL)

@@ -1,0 +1,320 @@
+"""Hostile input, as a new user or a careless script would give it: absurd numbers, bad
+paths, random bytes in every file accelbench reads. Every case must end in one clear line
+(no traceback, no "internal error"), a non-zero exit code where the input is wrong, nothing
+written outside the directory the command was pointed at, and no existing result changed.
+
+The CLI runs in-process (``accelbench.cli.main.main`` with ``sys.argv`` set), so hundreds
+of cases take seconds. Servers are never reached: the URL is a closed port on 127.0.0.1,
+and a valid configuration ends with "cannot reach" (exit 2) before any request is sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accelbench.cli.main import main
+from accelbench.errors import AccelbenchError
+
+CLOSED = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused at once
+HYP = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def invoke(args: list[str], cwd: Path) -> tuple[int, str]:
+    """Run ``accelbench ARGS`` in-process in ``cwd``; (exit code, stdout+stderr)."""
+    out = io.StringIO()
+    old_cwd, old_argv = Path.cwd(), sys.argv
+    os.environ.pop("ACCELBENCH_DEBUG", None)
+    code = 0
+    try:
+        os.chdir(cwd)
+        sys.argv = ["accelbench", *args]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            try:
+                main()
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+    return code, out.getvalue()
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """path -> content hash of every file under root."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def assert_clean(code: int, text: str, *, wrong: bool, option: str | None = None) -> None:
+    assert "Traceback" not in text, text
+    assert "internal error" not in text, text
+    if wrong:
+        assert code != 0, f"exit 0 for wrong input: {text}"
+        errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
+        assert errors or code == 2, text  # click's own usage errors print a box, exit 2
+        if option and errors:
+            assert option in errors[0], f"{option!r} not named in {errors[0]!r}"
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Path:
+    """A working directory holding one complete, untouchable result."""
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "result.json").write_text('{"precious": true}\n')
+    return tmp_path
+
+
+def run_args(*extra: str) -> list[str]:
+    return ["run", "--url", CLOSED, "--results-root", "res", "-q", "--no-telemetry", *extra]
+
+
+# -- 1. named bad values: each option with values no run can use --------------------------
+BAD_RUN_VALUES: list[tuple[str, str]] = [
+    (opt, val)
+    for opt, vals in {
+        "--rate": ["nan", "inf", "-inf", "-1", "0", "1e-300", "1e300"],
+        "--duration": ["nan", "inf", "-5", "0", "1e12"],
+        "--concurrency": ["0", "-3", "100000000"],
+        "--max-concurrency": ["0", "-1", "100000000"],
+        "--num-requests": ["0", "-1", "1000000000000"],
+        "--warmup": ["-1", "100000000000"],
+        "--isl": ["0", "-1", "2000000000"],
+        "--osl": ["0", "-7", "2000000000"],
+        "--seed": ["-1", "99999999999999"],
+        "--timeout": ["0", "-1", "nan", "inf"],
+        "--drain-timeout": ["-1", "nan"],
+        "--burstiness": ["0", "-1", "nan", "inf"],
+        "--range-ratio": ["-0.1", "1.5", "nan"],
+        "--isl-std": ["-1", "nan", "inf"],
+        "--gpus": ["0", "-2", "10000000000"],
+        "--workers": ["0", "-1", "100000"],
+        "--telemetry-interval": ["0", "-1", "nan", "inf", "1e9"],
+        "--embedded-parallel": ["0", "100000"],
+        "--endpoint": ["embeddings", ""],
+        "--arrival": ["uniform"],
+        "--transport": ["http3"],
+        "--isl-dist": ["zipf"],
+        "--label": ["../../x", "/abs", "..", ".hidden", "a/b", "x" * 300, ""],
+        "--url": ["ftp://127.0.0.1:21", "not a url", "http://", "http://127.0.0.1:99999"],
+    }.items()
+    for val in vals
+]
+
+
+@pytest.mark.parametrize(("opt", "val"), BAD_RUN_VALUES)
+def test_run_rejects_bad_value(box: Path, opt: str, val: str) -> None:
+    before = snapshot(box)
+    code, text = invoke(run_args(opt, val), box)
+    assert_clean(code, text, wrong=True, option=opt)
+    assert code == 2
+    assert snapshot(box) == before  # nothing written, nothing changed
+
+
+@pytest.mark.parametrize(
+    ("key", "val"),
+    [("ttft_ms", "nan"), ("tpot_ms", "inf"), ("e2e_ms", "-1"), ("ttft_ms", "0"), ("bogus", "1")],
+)
+def test_run_rejects_bad_slo(box: Path, key: str, val: str) -> None:
+    code, text = invoke(run_args("--slo", f"{key}={val}"), box)
+    assert_clean(code, text, wrong=True)
+    assert code == 2
+
+
+# -- 2. paths -------------------------------------------------------------------------------
+def test_out_naming_a_file(box: Path) -> None:
+    code, text = invoke(["run", "--url", CLOSED, "-q", "--out", "keep/result.json"], box)
+    assert_clean(code, text, wrong=True, option="--out")
+    assert (box / "keep" / "result.json").read_text() == '{"precious": true}\n'
+
+
+def test_results_root_under_a_file(box: Path) -> None:
+    code, text = invoke(["run", "--url", CLOSED, "-q", "--results-root", "keep/result.json/x"], box)
+    assert_clean(code, text, wrong=True, option="--results-root")
+
+
+def test_out_existing_non_empty_run_is_never_overwritten(box: Path) -> None:
+    before = snapshot(box)
+    code, text = invoke(["run", "--url", CLOSED, "-q", "--out", "keep"], box)
+    assert_clean(code, text, wrong=True)
+    assert snapshot(box) == before
+
+
+def test_dataset_fifo_does_not_hang(box: Path) -> None:
+    os.mkfifo(box / "fifo")
+    code, text = invoke(run_args("--dataset", "fifo"), box)
+    assert_clean(code, text, wrong=True, option="--dataset")
+
+
+@pytest.mark.parametrize("content", ["", "\n", "   \n\n"])
+def test_empty_api_key_file(box: Path, content: str) -> None:
+    (box / "key").write_text(content)
+    code, text = invoke(run_args("--api-key-file", "key"), box)
+    assert_clean(code, text, wrong=True)
+    assert "index out of range" not in text
+
+
+@pytest.mark.parametrize(
+    "extra", ["{bad", "[1, 2]", "@missing.json", '"text"', "@/dev/null", "[" * 100000]
+)
+def test_bad_extra_body(box: Path, extra: str) -> None:
+    code, text = invoke(run_args("--extra-body", extra), box)
+    assert_clean(code, text, wrong=True, option="--extra-body")
+
+
+# -- 3. random values for every numeric option ----------------------------------------------
+NUMERIC_RUN_OPTIONS = [
+    "--rate", "--duration", "--concurrency", "--max-concurrency", "--num-requests", "--warmup",
+    "--isl", "--osl", "--seed", "--timeout", "--drain-timeout", "--burstiness", "--range-ratio",
+    "--gpus", "--workers", "--telemetry-interval", "--isl-std", "--osl-std",
+]  # fmt: skip
+weird_numbers = st.one_of(
+    st.sampled_from(["nan", "-nan", "inf", "-inf", "1e309", "-0", "0x10", "1_000", "", " ", "١"]),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.text(max_size=12),
+)
+
+
+@HYP
+@given(opt=st.sampled_from(NUMERIC_RUN_OPTIONS), val=weird_numbers)
+def test_random_numeric_values(tmp_path: Path, opt: str, val: str) -> None:
+    if val.startswith("-") and val[1:2].isalpha():
+        val = " " + val  # click would read "-nan" as an option name; still a bad value
+    code, text = invoke(run_args(opt, val), tmp_path)
+    # in range or not, the server is closed: the command must fail, in one clean line
+    assert_clean(code, text, wrong=True)
+    assert code == 2
+    outside = [p for p in tmp_path.iterdir() if p.name != "res"]
+    assert not outside, outside
+
+
+# -- 4. random bytes as files accelbench reads ---------------------------------------------
+@HYP
+@given(data=st.binary(max_size=2000))
+def test_random_bytes_as_dataset(tmp_path: Path, data: bytes) -> None:
+    from accelbench.workload.datasets import load_dataset
+
+    p = tmp_path / "ds.jsonl"
+    p.write_bytes(data)
+    try:
+        load_dataset(str(p))
+    except AccelbenchError as exc:
+        assert str(exc) and "\n" not in str(exc).strip()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=12,
+)
+
+
+@HYP
+@given(
+    which=st.sampled_from(["run.json", "summary.json", "requests.jsonl"]),
+    data=st.one_of(st.binary(max_size=500), json_values.map(lambda v: json.dumps(v).encode())),
+)
+def test_random_run_files(tmp_path: Path, which: str, data: bytes) -> None:
+    """A results root with one damaged run: listing, comparing, reporting, costing and
+    summarizing it ends in one line, and the intact run next to it is untouched."""
+    from synthetic_runs import make_run
+
+    root = tmp_path / "results"
+    good = make_run(root / "good", concurrency=4)
+    bad = make_run(root / "bad", concurrency=8)
+    (bad / which).write_bytes(data)
+    keep = snapshot(good)
+    for args in (
+        ["runs", "list", "--root", "results"],
+        ["compare", "results/good", "results/bad"],
+        ["report", "results/good", "results/bad", "-o", "out/r.html"],
+        ["cost", "results/bad", "-a", "h100:2.5"],
+        ["summarize", "results/bad"],
+    ):
+        code, text = invoke(args, tmp_path)
+        assert_clean(code, text, wrong=False)
+    assert snapshot(good) == keep
+    stray = {p.name for p in tmp_path.iterdir()} - {"results", "out"}
+    assert not stray, stray
+
+
+# -- 5. analysis, cost and plan options ------------------------------------------------------
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    from synthetic_runs import make_run
+
+    make_run(tmp_path / "results" / "a", concurrency=4)
+    make_run(tmp_path / "results" / "b", concurrency=4)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["compare", "results/a", "results/b", "--tolerance", "-1"], "--tolerance"),
+        (["compare", "results/a", "results/b", "--tolerance", "nan"], "--tolerance"),
+        (["compare", "results/a", "results/b", "--n-boot", "0"], "--n-boot"),
+        (["compare", "results/a", "results/b", "--n-boot", "1000000000"], "--n-boot"),
+        (["report", "results/a", "--attainment", "5"], "--attainment"),
+        (["report", "results/a", "--attainment", "nan"], "--attainment"),
+        (["report", "results/a", "-o", "results"], "-o"),
+        (["frontier", "results/a", "--attainment", "-1"], "--attainment"),
+        (["frontier", "results/a", "--at", "nan"], "--at"),
+        (["cost", "results/a", "-a", "h100:inf"], None),
+        (["cost", "results/a", "-a", "h100:nan"], None),
+        (["cost", "results/a", "-a", "h100:-2"], None),
+        (["cost", "results/a", "-a", "h100:2", "--pue", "0"], "--pue"),
+        (["cost", "results/a", "-a", "h100:2", "--utilisation", "7"], "--utilisation"),
+        (["plan", "llama-2-70b", "-a", "h100", "--points", "1"], "--points"),
+        (["plan", "llama-2-70b", "-a", "h100", "--gpus", "0"], "--gpus"),
+        (["plan", "llama-2-70b", "-a", "h100", "--context", "nan"], "--context"),
+        (["plan", "/dev/urandom", "-a", "h100"], None),
+        (["runs", "list", "--root", "results/a/run.json"], None),
+        (["runs", "import-vllm", "x.json", "--label", "../x"], "--label"),
+        (["runs", "query", "--root", "results", "COPY (SELECT 1) TO 'leak.csv'"], None),
+        (["runs", "query", "--root", "results", "SELECT * FROM read_csv('/etc/hostname')"], None),
+        (["runs", "query", "--root", "results", "INSTALL httpfs"], None),
+        (["summarize", "results/nope"], None),
+        (["serve", "reference", "--osl", "2000000000"], "--osl"),
+        (["serve", "reference", "--port", "99999"], "--port"),
+        (["serve", "reference", "--fault", "429:7"], "--fault"),
+        (["serve", "llama", "--parallel", "0", "--build-only"], "--parallel"),
+    ],
+)
+def test_analysis_bad_values(runs: Path, args: list[str], option: str | None) -> None:
+    (runs / "x.json").write_text("{}")
+    before = snapshot(runs)
+    code, text = invoke(args, runs)
+    assert_clean(code, text, wrong=True, option=option)
+    after = snapshot(runs)
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing changed
+    assert set(after) == set(before), set(after) ^ set(before)  # nothing written
+
+
+def test_report_into_directory_leaves_no_tmp(runs: Path) -> None:
+    invoke(["report", "results/a", "-o", "results"], runs)
+    assert not list(runs.rglob("*.tmp"))
+
+
+def test_label_stays_inside_results_root(runs: Path) -> None:
+    for label in ("../escape", "/tmp/escape", "a/../../escape"):
+        code, text = invoke(run_args("--label", label), runs)
+        assert_clean(code, text, wrong=True, option="--label")
+    assert not (runs.parent / "escape").exists()
