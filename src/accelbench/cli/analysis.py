@@ -270,7 +270,7 @@ def compare_cmd(
                 t.add_column(h, justify="left" if h in ("metric", "note") else "right")
             for e in c.estimates:
                 ci = f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else "—"
-                t.add_row(METRICS[e.metric][2], fmt(e.a), fmt(e.b), fmt(e.ratio), ci, e.note or "")
+                t.add_row(METRICS[e.metric].description, fmt(e.a), fmt(e.b), fmt(e.ratio), ci, e.note or "")
             con.print(t)
             for w in c.warnings:
                 con.print(f"  [yellow]warning:[/yellow] {w}")

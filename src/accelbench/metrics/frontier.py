@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from accelbench.store.runs import RunInfo
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.protocols import RunLike
+from accelbench.metrics.registry import FIGURES, FRONTIER
+from accelbench.metrics.values import column_np
 
-FRONTIER_METRICS = {
-    "output_tps_per_gpu": "output tokens/s per GPU",
-    "total_tps_per_gpu": "total (input + output) tokens/s per GPU",
-}
+# The throughput axes of a frontier: name -> description (accelbench.metrics.registry).
+FRONTIER_METRICS = {k: FIGURES[k].description for k in FRONTIER}
 OUT_OF_RANGE = "out of measured range"
 
 
@@ -215,7 +215,7 @@ def frontier_from_points(
 
 
 def build_frontier(
-    runs: Sequence[RunInfo], metric: str = "output_tps_per_gpu", name: str = ""
+    runs: Sequence[RunLike], metric: str = "output_tps_per_gpu", name: str = ""
 ) -> Frontier:
     """The frontier of the usable runs (points without both figures are left out)."""
     if metric not in FRONTIER_METRICS:
@@ -247,20 +247,18 @@ class GoodputPoint:
 
 
 def goodput_points(
-    runs: Sequence[RunInfo], slo: dict[str, float], attainment: float = 0.9
+    runs: Sequence[RunLike], slo: dict[str, float], attainment: float = 0.9
 ) -> list[GoodputPoint]:
     """Goodput per point: measured requests that completed and met every SLO, per second of
     the run's window. A point "meets" the SLOs when at least ``attainment`` of its measured
     requests (failures count as misses) met them."""
-    from accelbench.errors import AccelbenchError
-    from accelbench.store.runs import column_np
-
     for k in slo:
         if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
             raise ValueError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
     out = []
     for r in runs:
-        dur = (r.summary or {}).get("window", {}).get("duration_s")
+        window = (r.summary or {}).get("window")
+        dur = window.get("duration_s") if isinstance(window, dict) else None
         try:
             if not r.has_requests:
                 raise AccelbenchError("requests.parquet missing")

@@ -8,6 +8,7 @@ from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import FIGURES, ReportData
 from accelbench.report.html import fmt
+from accelbench.store.rundir import output_file, write_text_atomic
 
 MD_FIGURES = (
     "interactivity",
@@ -31,7 +32,7 @@ def render_markdown(data: ReportData) -> str:
     for sv in data.sets:
         out.append(f"### {md_cell(sv.name)} ({sv.set.gpus} GPU(s))")
         out.append("")
-        head = ["point"] + [f"{FIGURES[k][0]} ({FIGURES[k][1]})" for k in MD_FIGURES]
+        head = ["point"] + [f"{FIGURES[k].label} ({FIGURES[k].unit})" for k in MD_FIGURES]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
         for p in sv.points:
@@ -82,7 +83,7 @@ def render_markdown(data: ReportData) -> str:
                 ci = f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else md_cell(e.note or "—")
                 out.append(
                     f"| {md_cell(c.b_name)} | {md_cell(c.condition)} | "
-                    f"{COMPARE_METRICS[e.metric][2]} | {fmt(e.a)} | {fmt(e.b)} | "
+                    f"{COMPARE_METRICS[e.metric].description} | {fmt(e.a)} | {fmt(e.b)} | "
                     f"{fmt(e.ratio)} | {ci} |"
                 )
         out.append("")
@@ -94,7 +95,6 @@ def render_markdown(data: ReportData) -> str:
 
 
 def write_markdown(data: ReportData, path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render_markdown(data), encoding="utf-8")
+    p = output_file(path, "--markdown")
+    write_text_atomic(p, render_markdown(data))
     return p
