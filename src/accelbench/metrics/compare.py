@@ -28,6 +28,7 @@ it, otherwise inconclusive. ``<=`` mirrors this with ``k (1 + t)``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -520,6 +521,22 @@ def evaluate_claim(
     return cond, judge(claim, est, tolerance)
 
 
+N_BOOT_RANGE = (50, 1_000_000)
+
+
+def check_comparison_options(
+    *, tolerance: float = 0.05, n_boot: int = 1000, target: float | None = None
+) -> None:
+    """One clear error for options outside their range (named as on the command line)."""
+    if not (isinstance(tolerance, int | float) and 0 <= tolerance < 1):
+        raise AccelbenchError(f"--tolerance must be in [0, 1) (got {tolerance!r})")
+    lo, hi = N_BOOT_RANGE
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not lo <= n_boot <= hi:
+        raise AccelbenchError(f"--n-boot must be a whole number in {lo}..{hi} (got {n_boot!r})")
+    if target is not None and not (math.isfinite(target) and target > 0):
+        raise AccelbenchError(f"--at must be a positive number of tok/s/user (got {target!r})")
+
+
 def compare_sets(
     a: RunSetLike,
     b: RunSetLike,
@@ -533,6 +550,7 @@ def compare_sets(
 ) -> list[Comparison]:
     """Every matched comparison of B against A: each common load, the target
     interactivity if given, and each claim's condition with its verdict."""
+    check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=target_interactivity)
     parsed = [parse_claim(c) for c in claims]
     warnings = check_workloads(a, b, allow_mismatch)
     if not a.usable_runs or not b.usable_runs:

@@ -11,6 +11,7 @@ extrapolated: outside the measured interactivity range the answer is "out of mea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,15 +247,30 @@ class GoodputPoint:
     meets: bool
 
 
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def check_goodput_options(slo: dict[str, float], attainment: float) -> None:
+    """One clear error for an unknown SLO, an SLO that is not a positive number, or an
+    attainment outside (0, 1]."""
+    for k, v in slo.items():
+        if k not in SLO_KEYS:
+            raise AccelbenchError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v < math.inf):
+            raise AccelbenchError(f"--slo {k} must be a positive number of ms (got {v!r})")
+    if isinstance(attainment, bool) or not isinstance(attainment, int | float):
+        raise AccelbenchError(f"--attainment must be a number in (0, 1] (got {attainment!r})")
+    if not 0 < attainment <= 1:
+        raise AccelbenchError(f"--attainment must be in (0, 1] (got {attainment!r})")
+
+
 def goodput_points(
     runs: Sequence[RunLike], slo: dict[str, float], attainment: float = 0.9
 ) -> list[GoodputPoint]:
     """Goodput per point: measured requests that completed and met every SLO, per second of
     the run's window. A point "meets" the SLOs when at least ``attainment`` of its measured
     requests (failures count as misses) met them."""
-    for k in slo:
-        if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            raise ValueError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
+    check_goodput_options(slo, attainment)
     out = []
     for r in runs:
         window = (r.summary or {}).get("window")

@@ -144,8 +144,8 @@ def summary_from_json(doc: object) -> tuple[Summary | None, list[str]]:
         return None, ["summary.json is not a JSON object"]
     problems: list[str] = []
     gpus = doc.get("gpus", 1)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        return None, [f"summary.json: gpus must be a positive whole number (got {gpus!r})"]
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 65536:
+        return None, [f"summary.json: gpus must be a whole number in 1..65536 (got {gpus!r})"]
     out = dict(doc)
     for key, nullable in _SECTIONS.items():
         if key not in out:

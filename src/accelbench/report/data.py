@@ -17,13 +17,19 @@ import numpy as np
 import pyarrow.compute as pc
 
 from accelbench.errors import AccelbenchError
-from accelbench.metrics.compare import Comparison, compare_sets, parse_claim
+from accelbench.metrics.compare import (
+    Comparison,
+    check_comparison_options,
+    compare_sets,
+    parse_claim,
+)
 from accelbench.metrics.frontier import (
     FRONTIER_METRICS,
     Frontier,
     FrontierValue,
     GoodputPoint,
     build_frontier,
+    check_goodput_options,
     goodput_points,
     highest_load_meeting,
 )
@@ -283,6 +289,8 @@ def build_report_data(
 ) -> ReportData:
     """Load and aggregate everything a report shows. Bad input becomes warnings; only
     unusable arguments (bad claim syntax, no inputs, missing paths) raise."""
+    check_goodput_options(slo or {}, attainment)
+    check_comparison_options(n_boot=n_boot, target=target)
     for c in claims:
         parse_claim(c)  # syntax errors are the user's to fix before anything runs
     sets = (

@@ -58,6 +58,7 @@ SCALAR_COLUMNS = (
 )
 _BIG_COLUMNS = ("chunk_times", "chunk_tokens", "output_text")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+GPUS_MAX = 65536  # accelerators behind one endpoint
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -85,10 +86,10 @@ def dig(d: Any, *keys: str, default: Any = None) -> Any:
     return d
 
 
-def _whole(x: Any) -> int | None:
-    """A positive whole number from a file, else None."""
+def _whole(x: Any, hi: int = 2**31) -> int | None:
+    """A whole number in 1..hi from a file, else None."""
     v = finite_number(x)
-    return int(v) if v is not None and v >= 1 and v == int(v) else None
+    return int(v) if v is not None and 1 <= v <= hi and v == int(v) else None
 
 
 def clean_slo(slo: Any) -> tuple[dict[str, float] | None, list[str]]:
@@ -197,7 +198,8 @@ class RunInfo:
 
     @property
     def gpus(self) -> int:
-        return _whole(dig(self.summary, "gpus")) or _whole(self.config.get("gpus")) or 1
+        g = dig(self.summary, "gpus")
+        return _whole(g, GPUS_MAX) or _whole(self.config.get("gpus"), GPUS_MAX) or 1
 
     @property
     def concurrency(self) -> int | None:

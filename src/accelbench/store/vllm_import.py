@@ -14,7 +14,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA
 from accelbench.metrics.summary import Summary
 from accelbench.metrics.values import finite_number
-from accelbench.store.reader import dig, summarize_table
+from accelbench.store.reader import GPUS_MAX, dig, summarize_table
 from accelbench.store.rundir import make_dir, safe_label, write_json_atomic, write_parquet_atomic
 
 
@@ -23,7 +23,6 @@ def _num(x: Any) -> float | None:
 
 
 INT_MAX = 2**53  # counts and lengths beyond this are not real
-GPUS_MAX = 65536
 LEN_MAX = 10_000_000  # tokens: declared ISL / OSL
 
 
