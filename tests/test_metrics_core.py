@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import RequestRecord, records_to_table
 from accelbench.metrics.stats import adjusted_percentile, describe, weighted_percentile
 from accelbench.metrics.summary import summarize
-from accelbench.metrics.completion import complete_row
 
 MS = 1_000_000
 

@@ -229,8 +229,7 @@ class PointSamples:
     _cache: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
 
     def observed(self, metric: str) -> float | None:
-        vals = [r.figure(metric) for r in self.runs]
-        vals = [v for v in vals if v is not None]
+        vals = [v for r in self.runs if (v := r.figure(metric)) is not None]
         return float(np.mean(vals)) if vals else None
 
     def boot(self, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:

@@ -25,7 +25,8 @@ class Encoder(Protocol):
 def complete_row(row: dict[str, Any], tok: Encoder | None, save_text: bool) -> dict[str, Any]:
     """Token counts with their sources, then the derived figures (METRICS.md order of
     preference: server usage, client tokenizer, chunk count)."""
-    rec = RequestRecord(**{k: row.get(k) for k in FIELD_NAMES if k in row})
+    fields: dict[str, Any] = {k: row.get(k) for k in FIELD_NAMES if k in row}
+    rec = RequestRecord(**fields)
     rec.chunk_times = rec.chunk_times or []
     rec.n_chunks = len(rec.chunk_times)
     text = rec.output_text

@@ -24,7 +24,7 @@ SCHEMA_ID = "accelbench.summary/1"
 # summary.json as typed dictionaries (docs/RESULTS.md): the document is written from these
 # and read back into them (:func:`summary_from_json`); the JSON format is unchanged.
 
-Stats = dict[str, float | int | str | None]  # count, mean, std, min, max, p50 ... p99.9
+Stats = dict[str, Any]  # count, mean, std, min, max, p50 ... p99.9
 
 
 class Counts(TypedDict):

@@ -293,9 +293,8 @@ def build_report_data(
     check_comparison_options(n_boot=n_boot, target=target)
     for c in claims:
         parse_claim(c)  # syntax errors are the user's to fix before anything runs
-    sets = (
-        list(inputs) if inputs and isinstance(inputs[0], SweepSet) else load_inputs(inputs)  # type: ignore[arg-type]
-    )
+    given = [x for x in inputs if isinstance(x, SweepSet)]
+    sets = given if given else load_inputs([x for x in inputs if isinstance(x, str | Path)])
     views = []
     for s in sets:
         warnings = list(s.problems)

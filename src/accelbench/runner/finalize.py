@@ -46,7 +46,8 @@ def finalize_run(
     if status == "running":
         status = "interrupted"  # the client died before it could say
     client = dict(client if client is not None else meta.get("client") or {})
-    summary = summarize(
+    # the summary as a plain document: finalize adds sections the model leaves open
+    summary: dict[str, Any] = dict(summarize(
         table,
         gpus=gpus or cfg.get("gpus") or 1,
         slo=slo if slo is not None else (cfg.get("slo") or None),
@@ -56,7 +57,7 @@ def finalize_run(
         client=client,
         status=status,
         planned=meta.get("planned_requests"),
-    )
+    ))  # fmt: skip
     _client_health(summary, cfg)
     if bad:
         summary["journal_unreadable_lines"] = bad

@@ -216,7 +216,7 @@ def _convert(
     model = d.get("model_id") or d.get("model")
     if isl is None or osl is None:
         absent.append("workload ISL/OSL (pass --isl/--osl to declare them)")
-    cfg = {
+    cfg: dict[str, Any] = {
         "url": None,
         "model": model,
         "endpoint": d.get("endpoint_type") or d.get("backend"),
@@ -242,15 +242,18 @@ def _convert(
         g = max(1, gpus)
         it_ = _num(d.get("total_input_tokens")) or 0.0
         ot = _num(d.get("total_output_tokens")) or 0.0
+        in_s = it_ / dur
+        out_s = _num(d.get("output_throughput")) or ot / dur
+        tot_s = _num(d.get("total_token_throughput")) or (it_ + ot) / dur
         summary["throughput"] = {
             "requests_per_s": _num(d.get("request_throughput")),
-            "input_tokens_per_s": it_ / dur,
-            "output_tokens_per_s": _num(d.get("output_throughput")) or ot / dur,
-            "total_tokens_per_s": _num(d.get("total_token_throughput")) or (it_ + ot) / dur,
+            "input_tokens_per_s": in_s,
+            "output_tokens_per_s": out_s,
+            "total_tokens_per_s": tot_s,
+            "input_tokens_per_s_per_gpu": in_s / g if in_s else None,
+            "output_tokens_per_s_per_gpu": out_s / g if out_s else None,
+            "total_tokens_per_s_per_gpu": tot_s / g if tot_s else None,
         }
-        for k in ("input", "output", "total"):
-            v = summary["throughput"][f"{k}_tokens_per_s"]
-            summary["throughput"][f"{k}_tokens_per_s_per_gpu"] = v / g if v else None
         summary["tokens"] = {"input": it_, "output": ot}
     for ours, theirs in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("e2e_ms", "e2el")):
         if not summary["latency"][ours].get("count"):
