@@ -178,3 +178,39 @@ def test_order_statistic_bootstrap_matches_resampling():
             assert np.percentile(fast, p) == pytest.approx(np.percentile(slow, p), rel=0.02)
         assert fast.std() == pytest.approx(slow.std(), rel=0.1)
     assert boot_percentile(np.array([3.0]), 50, 5, rng).tolist() == [3.0] * 5
+
+
+@pytest.mark.parametrize(
+    ("opt", "value", "needle"),
+    [
+        ("tolerance", -1, "--tolerance must be in [0, 1)"),
+        ("tolerance", float("nan"), "--tolerance must be in [0, 1)"),
+        ("tolerance", float("inf"), "--tolerance must be in [0, 1)"),
+        ("tolerance", 1.0, "--tolerance must be in [0, 1)"),
+        ("n_boot", 10, "--n-boot must be a whole number in 50..1000000"),
+        ("target_interactivity", float("nan"), "--at must be a positive number"),
+        ("target_interactivity", -3.0, "--at must be a positive number"),
+    ],
+)
+def test_comparison_options_out_of_range(tmp_path, opt, value, needle):
+    a, b = _pair(tmp_path, 1.3, n=50)
+    with pytest.raises(AccelbenchError) as exc:
+        compare_sets(a, b, **{opt: value})
+    assert needle in str(exc.value)
+
+
+def test_compare_cli_bad_tolerance_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    a, b = _pair(tmp_path, 1.3, n=50)
+    for tol in ("-1", "nan", "inf"):
+        res = subprocess.run(
+            [sys.executable, "-m", "accelbench", "compare", str(a.path), str(b.path),
+             "--tolerance", tol],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert res.returncode == 2 and "Traceback" not in res.stderr
+        assert res.stderr.strip().splitlines() == [
+            f"error: --tolerance must be in [0, 1) (got {float(tol)!r})"
+        ]

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import RequestRecord, records_to_table
 from accelbench.metrics.stats import adjusted_percentile, describe, weighted_percentile
 from accelbench.metrics.summary import summarize
-from accelbench.runner.finalize import complete_row
 
 MS = 1_000_000
 
@@ -124,3 +124,30 @@ def test_steady_state_concurrency():
     s = summarize(records_to_table(rows), target_concurrency=2)
     st = s["steady_state"]
     assert st["start_ns"] == 50 * MS and st["end_ns"] == 101 * MS  # until t_done of req 0
+
+
+def test_metric_registry_is_the_one_source():
+    """compare, report, the store and docs/METRICS.md's alias table read one registry."""
+    from pathlib import Path
+
+    from accelbench.metrics import registry
+    from accelbench.metrics.compare import METRICS
+    from accelbench.metrics.frontier import FRONTIER_METRICS
+    from accelbench.report.data import FIGURES as REPORT_FIGURES
+    from accelbench.store.query import RUN_FIELDS
+
+    assert all(METRICS[k] is registry.FIGURES[k] for k in METRICS)
+    assert all(REPORT_FIGURES[k] is registry.FIGURES[k] for k in REPORT_FIGURES)
+    assert set(FRONTIER_METRICS) == set(registry.FRONTIER)
+    assert set(registry.FIGURES) <= {name for name, _ in RUN_FIELDS}
+    for a in registry.TOOL_ALIASES:
+        assert a.ours is None or a.ours in registry.QUANTITIES, a
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "METRICS.md").read_text()
+    assert registry.alias_table_markdown() in doc
+    # a figure reads its summary path; junk reads as unknown
+    f = registry.figure("ttft")
+    assert f.name == "ttft_p50_ms" and not f.higher_is_better
+    assert f.value({"latency": {"ttft_ms": {"p50": 12.5}}}) == 12.5
+    for junk in ({"latency": {"ttft_ms": {"p50": "12"}}}, {"latency": [1]}, None,
+                 {"latency": {"ttft_ms": {"p50": float("nan")}}}):  # fmt: skip
+        assert f.value(junk) is None

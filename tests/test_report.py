@@ -218,3 +218,33 @@ def test_cli_errors_are_one_line(tmp_path):
     assert res.stderr.strip().splitlines() == [
         f"error: {tmp_path / 'nope'}: no such file or directory"
     ]
+
+
+@pytest.mark.parametrize("attainment", [5, 0, -0.1, float("nan"), float("inf")])
+def test_attainment_outside_0_1_is_refused(two_sweeps, attainment):
+    with pytest.raises(AccelbenchError, match=r"--attainment must be .*\(0, 1\]"):
+        build_report_data(two_sweeps[:1], slo={"tpot_ms": 50}, attainment=attainment)
+
+
+def test_report_out_must_be_a_writable_file(two_sweeps, tmp_path):
+    import sys
+
+    d = tmp_path / "adir"
+    d.mkdir()
+    for args, needle in (
+        (["-o", d], "is a directory"),
+        (["-o", tmp_path / "f.html", "--markdown", d], "is a directory"),
+        (["-o", tmp_path / "f.html", "--attainment", "5", "--slo", "tpot_ms=50"], "(0, 1]"),
+        (["-o", tmp_path / "f.html", "--slo", "tpot_ms=nan"], "--slo tpot_ms"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "accelbench", "report", str(two_sweeps[0]), *map(str, args)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], lines
+    assert list(d.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+    with pytest.raises(AccelbenchError, match="is a directory"):
+        write_html(build_report_data(two_sweeps[:1], timelines=False), d)
+    assert list(d.iterdir()) == []

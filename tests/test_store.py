@@ -135,3 +135,204 @@ def test_imported_vllm_run_beside_ours(tmp_path):
     comps = compare_sets(a, b, n_boot=100)
     assert comps[0].condition == "same load: c=4"
     assert any("not recorded on one side" in w for w in comps[0].warnings)
+
+
+# ----------------------------------------------------------------------------- one reader
+
+
+def _cli(*args, cwd=None):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "accelbench", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def _one_line_exit_2(res, needle):
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], lines
+
+
+def test_killed_run_without_summary_is_recomputed(tmp_path):
+    """A run killed before summary.json: run.json + requests.parquet, or run.json + the
+    journal only. Both load with the figures of the complete run."""
+    import pyarrow.parquet as pq
+
+    from accelbench.metrics.records import FIELD_NAMES
+
+    full = load_run(make_run(tmp_path / "full", 20, concurrency=2, osl=16, chunks=False))
+    pq_only = make_run(tmp_path / "pq", 20, concurrency=2, osl=16, chunks=False,
+                       files=("run.json", "requests.parquet"))  # fmt: skip
+    r = load_run(pq_only)
+    assert r.usable and "figures recomputed from requests.parquet" in r.problems
+    assert r.figure("output_tps_per_gpu") == pytest.approx(full.figure("output_tps_per_gpu"))
+    # the journal holds raw records (no derived fields, OSL in the server's usage)
+    jdir = make_run(tmp_path / "j", 20, concurrency=2, osl=16, chunks=False,
+                    files=("run.json", "requests.parquet"))  # fmt: skip
+    rows = pq.read_table(jdir / "requests.parquet").to_pylist()
+    (jdir / "requests.parquet").unlink()
+    with open(jdir / "requests.jsonl", "w") as f:
+        for row in rows:
+            raw = {k: row[k] for k in FIELD_NAMES if k in row}
+            raw["osl_server"], raw["osl"] = raw["osl"], None
+            raw["chunk_times"] = [raw["t_first"], raw["t_last"]]
+            for k in ("ttft_ms", "tpot_ms", "e2e_ms", "ntpot_ms"):
+                raw[k] = None
+            f.write(json.dumps(raw) + "\n")
+        f.write('{"torn')  # a torn last line
+    j = load_run(jdir)
+    assert j.usable and "figures recomputed from requests.jsonl" in j.problems
+    assert "requests.jsonl: 1 line(s) unreadable" in j.problems
+    for k in ("output_tps_per_gpu", "ttft_p50_ms", "tpot_p50_ms", "e2e_p99_ms"):
+        assert j.figure(k) == pytest.approx(full.figure(k), rel=1e-6), k
+    assert j.read_requests(("osl",)).column("osl").to_pylist() == [16] * 20
+
+
+def test_damaged_run_files_do_not_break_the_root(tmp_path):
+    """`runs list` over a root where one run has NaN / wrong-typed values in run.json (an
+    interrupted run recomputed from its requests) or a wrong-typed summary.json."""
+    make_run(tmp_path / "good", 10, concurrency=2, chunks=False)
+    nan = make_run(tmp_path / "nan", 10, concurrency=2, chunks=False,
+                   files=("run.json", "requests.parquet"))  # fmt: skip
+    doc = json.loads((nan / "run.json").read_text())
+    doc["config"]["slo"] = {"ttft_ms": None, "tpot_ms": float("nan"), "bogus": 3}
+    doc["config"]["concurrency"] = "lots"
+    doc["config"]["gpus"] = 1e300
+    (nan / "run.json").write_text(json.dumps(doc))  # json writes NaN
+    bad = make_run(tmp_path / "badsum", 10, concurrency=2, chunks=False)
+    s = json.loads((bad / "summary.json").read_text())
+    s["latency"], s["gpus"] = [1, 2], 2
+    (bad / "summary.json").write_text(json.dumps(s))
+    worse = make_run(tmp_path / "worse", 10, chunks=False)
+    (worse / "summary.json").write_text(json.dumps({"gpus": "eight"}))
+    runs = {r.run_id: r for r in list_runs(tmp_path)}
+    assert set(runs) == {"good", "nan", "badsum", "worse"}
+    assert runs["nan"].usable and runs["nan"].concurrency is None and runs["nan"].gpus == 1
+    assert any("SLO tpot_ms" in p for p in runs["nan"].problems)
+    assert runs["badsum"].figure("ttft_p50_ms") is None
+    assert runs["badsum"].figure("output_tps_per_gpu") is not None
+    assert "summary.json: latency is not an object; ignored" in runs["badsum"].problems
+    assert any("gpus must be a whole number in 1..65536" in p for p in runs["worse"].problems)
+    res = _cli("runs", "list", "--root", tmp_path, "--json")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)) == 4
+
+
+# ----------------------------------------------------------------------------- query sandbox
+
+
+@pytest.mark.parametrize(
+    ("sql", "needle"),
+    [
+        ("COPY (SELECT * FROM runs) TO '{out}/leak.csv'", "file system operations are disabled"),
+        ("SELECT * FROM read_csv('/etc/hostname')", "file system operations are disabled"),
+        ("INSTALL httpfs", "query failed"),
+        ("ATTACH '{out}/x.duckdb'", "query failed"),
+        ("SET enable_external_access = true", "configuration has been locked"),
+    ],
+)
+def test_query_cannot_touch_files_or_network(root, tmp_path, sql, needle):
+    out = tmp_path / "outside"
+    out.mkdir()
+    with pytest.raises(AccelbenchError, match=needle):
+        query_runs(root, sql.format(out=out))
+    assert list(out.iterdir()) == []
+    # the views still read the runs' own files
+    assert query_runs(root, "SELECT count(*) FROM requests")[1] == [(100,)]
+
+
+def test_query_attacks_on_the_command_line(root, tmp_path):
+    out = tmp_path / "outside"
+    out.mkdir()
+    for sql in (
+        f"COPY (SELECT * FROM runs) TO '{out}/leak.csv'",
+        "SELECT * FROM read_csv('/etc/hostname')",
+        "INSTALL httpfs",
+    ):
+        _one_line_exit_2(_cli("runs", "query", "--root", root, sql), "query failed")
+    assert list(out.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("label", ["../x", "../../x", "/abs/x", "a/b", ".hidden", "..", ""])
+def test_import_label_must_be_one_directory_name(tmp_path, label):
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(_vllm_result()))
+    root = tmp_path / "results"
+    with pytest.raises(AccelbenchError, match="--label"):
+        import_vllm(f, root, label=label)
+    assert not root.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["vllm.json"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("completed", "four", "'completed' must be a whole number"),
+        ("completed", 10**30, "'completed' must be a whole number"),
+        ("max_concurrency", 1e400, "'max_concurrency'"),
+        ("input_lens", [100, "x", 100, 100, 100], "'input_lens'[1]"),
+        ("ttfts", {"a": 1}, "'ttfts' must be a list"),
+        ("itls", [[0.02], ["slow"], [], [], []], "'itls'[1]"),
+        ("start_times", [0, 1, 2, 3, -1], "'start_times'[4]"),
+        ("output_lens", [11, 11, 11, 11, 2**70], "'output_lens'[4]"),
+        ("model_id", ["m"], "'model_id' must be a string"),
+    ],
+)
+def test_import_wrong_typed_fields_one_line(tmp_path, field, value, needle):
+    d = _vllm_result()
+    d[field] = value
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(AccelbenchError) as exc:
+        import_vllm(f, tmp_path / "results")
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+    assert not (tmp_path / "results").exists()
+
+
+def test_import_huge_start_time_is_one_line(tmp_path):
+    d = _vllm_result()
+    d["start_times"] = [1e300] * 5
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(AccelbenchError, match="not as vllm bench serve writes them"):
+        import_vllm(f, tmp_path / "results")
+    assert not (tmp_path / "results").exists()
+
+
+def test_import_cli_bad_input_exit_2(tmp_path):
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(_vllm_result()))
+    _one_line_exit_2(_cli("runs", "import-vllm", f, "--root", tmp_path / "r", "--label", "../x"),
+                     "--label")  # fmt: skip
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    _one_line_exit_2(_cli("runs", "import-vllm", f, "--root", blocker / "sub"), "--root")
+    _one_line_exit_2(_cli("runs", "import-vllm", f, "--root", tmp_path / "r", "--gpus", "0"),
+                     "--gpus")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "vllm.json"]
+
+
+def test_write_parquet_atomic_replaces(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from accelbench.store.rundir import write_parquet_atomic
+
+    p = tmp_path / "sub" / "t.parquet"
+    write_parquet_atomic(p, pa.table({"a": [1]}))
+    write_parquet_atomic(p, pa.table({"a": [1, 2]}))
+    assert pq.read_table(p).num_rows == 2
+    assert [x.name for x in p.parent.iterdir()] == ["t.parquet"]
+    with pytest.raises(AttributeError):  # a failed write keeps the old file, no temp file
+        write_parquet_atomic(p, "not a table")  # type: ignore[arg-type]
+    assert pq.read_table(p).num_rows == 2
+    assert [x.name for x in p.parent.iterdir()] == ["t.parquet"]

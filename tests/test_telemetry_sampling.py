@@ -21,7 +21,7 @@ from aiohttp import web
 from accelbench.gpu.amdsmi import import_amdsmi
 from accelbench.health.sampler import HealthSampler
 from accelbench.telemetry.energy import counter_energy, integrate_power, window_energy
-from accelbench.telemetry.sampler import TELEMETRY_FILE, TelemetrySampler, write_parquet_atomic
+from accelbench.telemetry.sampler import TELEMETRY_FILE, TelemetrySampler
 from accelbench.telemetry.schema import COLUMNS, new_row
 from accelbench.telemetry.sources import (
     AmdSmiSource,
@@ -338,11 +338,3 @@ def test_sampler_server_going_away_is_not_fatal(tmp_path):
     assert result["sources"]["server"] == "ok"
     assert result["samples"] >= 2
     assert "health" not in result  # telemetry alone does not judge; HealthSampler does
-
-
-def test_write_parquet_atomic_replaces(tmp_path):
-    p = tmp_path / "t.parquet"
-    write_parquet_atomic([new_row(t_ns=1, kind="host")], p)
-    write_parquet_atomic([new_row(t_ns=1, kind="host"), new_row(t_ns=2, kind="host")], p)
-    assert pq.read_table(p).num_rows == 2
-    assert [x.name for x in tmp_path.iterdir()] == ["t.parquet"]

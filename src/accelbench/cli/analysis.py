@@ -5,6 +5,7 @@ accelbench.metrics.frontier / compare, accelbench.report and accelbench.store.ru
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,8 +36,8 @@ def _slo(items: list[str]) -> dict[str, float]:
             out[key] = float(val)
         except ValueError:
             raise AccelbenchError(f"--slo {key}: {val!r} is not a number") from None
-        if out[key] <= 0:
-            raise AccelbenchError(f"SLO {key} must be positive")
+        if not 0 < out[key] < math.inf:
+            raise AccelbenchError(f"--slo {key} must be a positive number of ms (got {val!r})")
     return out
 
 
@@ -177,15 +178,19 @@ def frontier_cmd(
     GPU), values at a target interactivity, and goodput under SLOs."""
     from rich.table import Table
 
+    from accelbench.metrics.compare import check_comparison_options
     from accelbench.metrics.frontier import (
         FRONTIER_METRICS,
         build_frontier,
+        check_goodput_options,
         goodput_points,
         highest_load_meeting,
     )
-    from accelbench.sweep import load_inputs
+    from accelbench.store.sets import load_inputs
 
     slos = _slo(slo)
+    check_goodput_options(slos, attainment)
+    check_comparison_options(target=at)
     result = []
     for s in load_inputs(inputs):
         entry: dict = {"name": s.name, "warnings": s.problems, "frontiers": {}}
@@ -246,12 +251,11 @@ def compare_cmd(
     confidence intervals, and verdicts on claims. Exit status 1 if a claim is refuted."""
     from rich.table import Table
 
-    from accelbench.metrics.compare import METRICS, compare_sets
+    from accelbench.metrics.compare import METRICS, check_comparison_options, compare_sets
     from accelbench.report.html import fmt
-    from accelbench.sweep import load_inputs
+    from accelbench.store.sets import load_inputs
 
-    if n_boot < 50:
-        raise AccelbenchError("--n-boot must be at least 50")
+    check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=at)
     sa, sb = load_inputs([a, b])
     comps = compare_sets(
         sa, sb, claims=claim, target_interactivity=at, allow_mismatch=allow_mismatch,
@@ -270,7 +274,14 @@ def compare_cmd(
                 t.add_column(h, justify="left" if h in ("metric", "note") else "right")
             for e in c.estimates:
                 ci = f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else "—"
-                t.add_row(METRICS[e.metric][2], fmt(e.a), fmt(e.b), fmt(e.ratio), ci, e.note or "")
+                t.add_row(
+                    METRICS[e.metric].description,
+                    fmt(e.a),
+                    fmt(e.b),
+                    fmt(e.ratio),
+                    ci,
+                    e.note or "",
+                )
             con.print(t)
             for w in c.warnings:
                 con.print(f"  [yellow]warning:[/yellow] {w}")
@@ -300,7 +311,11 @@ def report_cmd(
     from accelbench.report.data import build_report_data
     from accelbench.report.html import write_html
     from accelbench.report.markdown import write_markdown
+    from accelbench.store.rundir import output_file
 
+    output_file(out, "--out")  # before the work: a bad path is one line, nothing written
+    if markdown:
+        output_file(markdown, "--markdown")
     data = build_report_data(
         inputs, target=at, claims=claim, slo=_slo(slo) or None, attainment=attainment,
         allow_mismatch=allow_mismatch, n_boot=n_boot,
@@ -360,6 +375,8 @@ def runs_query(
 
     from accelbench.store.runs import query_runs
 
+    if fmt_ not in ("table", "csv", "json"):
+        raise AccelbenchError("--format must be table, csv or json")
     cols, rows = query_runs(root, sql)
     if fmt_ == "json":
         typer.echo(
@@ -369,15 +386,13 @@ def runs_query(
         w = csv.writer(sys.stdout)
         w.writerow(cols)
         w.writerows(rows)
-    elif fmt_ == "table":
+    else:
         t = Table()
         for c in cols:
             t.add_column(c)
         for r in rows:
             t.add_row(*["" if v is None else str(v) for v in r])
         _console().print(t)
-    else:
-        raise AccelbenchError("--format must be table, csv or json")
 
 
 @runs_app.command("import-vllm")
@@ -395,8 +410,6 @@ def runs_import_vllm(
 
     if label and len(files) > 1:
         raise AccelbenchError("--label needs exactly one file")
-    if gpus < 1:
-        raise AccelbenchError("--gpus must be at least 1")
     for f in files:
         out = import_vllm(f, root, gpus=gpus, isl=isl, osl=osl, dataset=dataset, label=label)
         typer.echo(f"imported {f} -> {out}")

@@ -28,42 +28,24 @@ it, otherwise inconclusive. ``<=`` mirrors this with ``k (1 + t)``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from accelbench.errors import AccelbenchError
-from accelbench.metrics.frontier import OUT_OF_RANGE, pareto_indices, pchip_at
+from accelbench.metrics.frontier import OUT_OF_RANGE, build_frontier, pareto_indices, pchip_at
+from accelbench.metrics.protocols import RunLike, RunSetLike
+from accelbench.metrics.registry import ALIASES, COMPARABLE, FIGURES, FRONTIER, Figure
+from accelbench.metrics.values import column_np
 
-if TYPE_CHECKING:
-    from accelbench.store.runs import RunInfo
-    from accelbench.sweep.core import SweepSet
-
-# name -> (higher is better, unit, description)
-METRICS: dict[str, tuple[bool, str, str]] = {
-    "output_tps_per_gpu": (True, "tok/s/GPU", "output tokens/s per GPU"),
-    "total_tps_per_gpu": (True, "tok/s/GPU", "total (input + output) tokens/s per GPU"),
-    "requests_per_s": (True, "req/s", "completed requests per second"),
-    "interactivity": (True, "tok/s/user", "1000 / p50 TPOT"),
-    "ttft_p50_ms": (False, "ms", "median time to first token"),
-    "ttft_p99_ms": (False, "ms", "p99 time to first token"),
-    "tpot_p50_ms": (False, "ms", "median time per output token"),
-    "e2e_p50_ms": (False, "ms", "median end-to-end latency"),
-    "e2e_p99_ms": (False, "ms", "p99 end-to-end latency"),
-}
-FRONTIER_COMPARABLE = ("output_tps_per_gpu", "total_tps_per_gpu")
+# The figures a comparison estimates (declared in accelbench.metrics.registry).
+METRICS: dict[str, Figure] = {k: FIGURES[k] for k in COMPARABLE}
+FRONTIER_COMPARABLE = FRONTIER
 DEFAULT_METRIC = "output_tps_per_gpu"
-ALIASES = {
-    "throughput": "output_tps_per_gpu",
-    "output": "output_tps_per_gpu",
-    "total": "total_tps_per_gpu",
-    "ttft": "ttft_p50_ms",
-    "tpot": "tpot_p50_ms",
-    "e2e": "e2e_p50_ms",
-}
 WORKLOAD_KEYS = ("model", "isl", "osl", "isl_dist", "osl_dist", "range_ratio", "dataset")
 
 
@@ -127,9 +109,7 @@ class _RunSample:
     closed_loop: bool
 
 
-def _run_sample(r: RunInfo) -> _RunSample:
-    from accelbench.store.runs import column_np
-
+def _run_sample(r: RunLike) -> _RunSample:
     if not r.has_requests:
         raise AccelbenchError(f"{r.path}: requests.parquet missing; cannot bootstrap")
     t = r.read_requests(("warmup", "ok", "isl", "osl", "e2e_ms", "ttft_ms", "tpot_ms"))
@@ -244,13 +224,12 @@ class PointSamples:
 
     label: str
     load: float | None
-    runs: list[RunInfo]
+    runs: list[RunLike]
     _samples: list[_RunSample] | None = None
     _cache: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
 
     def observed(self, metric: str) -> float | None:
-        vals = [r.figure(metric) for r in self.runs]
-        vals = [v for v in vals if v is not None]
+        vals = [v for r in self.runs if (v := r.figure(metric)) is not None]
         return float(np.mean(vals)) if vals else None
 
     def boot(self, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -270,19 +249,17 @@ class PointSamples:
         return np.nanmean(per_run[pick, np.arange(n_boot)[:, None]], axis=1)
 
 
-def group_points(s: SweepSet) -> list[PointSamples]:
+def group_points(s: RunSetLike) -> list[PointSamples]:
     """Usable runs grouped by load (repeated runs at one load form one point). Kept on the
     set, so each point's bootstrap replicates are computed once per metric."""
-    cached = getattr(s, "_points", None)
-    if cached is not None:
-        return cached
-    pts = _group_points(s)
-    s._points = pts  # type: ignore[attr-defined]
-    return pts
+    cached: list[PointSamples] | None = s.cache.get("compare.points")
+    if cached is None:
+        cached = s.cache["compare.points"] = _group_points(s)
+    return cached
 
 
-def _group_points(s: SweepSet) -> list[PointSamples]:
-    groups: dict[Any, list[RunInfo]] = {}
+def _group_points(s: RunSetLike) -> list[PointSamples]:
+    groups: dict[Any, list[RunLike]] = {}
     for r in s.usable_runs:
         groups.setdefault(r.load if r.load is not None else r.run_id, []).append(r)
     pts = []
@@ -308,7 +285,7 @@ class Estimate:
 
     @property
     def unit(self) -> str:
-        return METRICS[self.metric][1]
+        return METRICS[self.metric].unit
 
 
 @dataclass
@@ -359,7 +336,7 @@ def _ci(ra: np.ndarray, rb: np.ndarray) -> tuple[float | None, float | None, int
     return float(lo), float(hi), int(r.size)
 
 
-def workload_differences(a: SweepSet, b: SweepSet) -> tuple[list[str], list[str]]:
+def workload_differences(a: RunSetLike, b: RunSetLike) -> tuple[list[str], list[str]]:
     """(differences, unknowns): keys known on both sides with different values, and keys
     known on one side only (e.g. an imported result that does not record them)."""
     wa, wb = a.workload() or {}, b.workload() or {}
@@ -375,7 +352,7 @@ def workload_differences(a: SweepSet, b: SweepSet) -> tuple[list[str], list[str]
     return diff, unknown
 
 
-def check_workloads(a: SweepSet, b: SweepSet, allow_mismatch: bool = False) -> list[str]:
+def check_workloads(a: RunSetLike, b: RunSetLike, allow_mismatch: bool = False) -> list[str]:
     """Warnings about the two workloads; raises on a real difference unless
     ``allow_mismatch`` (a key recorded on one side only is a warning)."""
     diffs, unknown = workload_differences(a, b)
@@ -422,15 +399,13 @@ def _frontier_boot(
 
 
 def compare_at_interactivity(
-    a: SweepSet,
-    b: SweepSet,
+    a: RunSetLike,
+    b: RunSetLike,
     target: float,
     metrics: Sequence[str] = FRONTIER_COMPARABLE,
     n_boot: int = 1000,
     seed: int = 0,
 ) -> list[Estimate]:
-    from accelbench.metrics.frontier import build_frontier
-
     rng = np.random.default_rng(seed)
     pa_, pb = group_points(a), group_points(b)
     out = []
@@ -500,8 +475,8 @@ def _find_point(points: list[PointSamples], load: float) -> PointSamples | None:
 
 def evaluate_claim(
     claim: Claim,
-    a: SweepSet,
-    b: SweepSet,
+    a: RunSetLike,
+    b: RunSetLike,
     *,
     n_boot: int = 1000,
     seed: int = 0,
@@ -545,9 +520,25 @@ def evaluate_claim(
     return cond, judge(claim, est, tolerance)
 
 
+N_BOOT_RANGE = (50, 1_000_000)
+
+
+def check_comparison_options(
+    *, tolerance: float = 0.05, n_boot: int = 1000, target: float | None = None
+) -> None:
+    """One clear error for options outside their range (named as on the command line)."""
+    if not (isinstance(tolerance, int | float) and 0 <= tolerance < 1):
+        raise AccelbenchError(f"--tolerance must be in [0, 1) (got {tolerance!r})")
+    lo, hi = N_BOOT_RANGE
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not lo <= n_boot <= hi:
+        raise AccelbenchError(f"--n-boot must be a whole number in {lo}..{hi} (got {n_boot!r})")
+    if target is not None and not (math.isfinite(target) and target > 0):
+        raise AccelbenchError(f"--at must be a positive number of tok/s/user (got {target!r})")
+
+
 def compare_sets(
-    a: SweepSet,
-    b: SweepSet,
+    a: RunSetLike,
+    b: RunSetLike,
     *,
     claims: Sequence[str] = (),
     target_interactivity: float | None = None,
@@ -558,6 +549,7 @@ def compare_sets(
 ) -> list[Comparison]:
     """Every matched comparison of B against A: each common load, the target
     interactivity if given, and each claim's condition with its verdict."""
+    check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=target_interactivity)
     parsed = [parse_claim(c) for c in claims]
     warnings = check_workloads(a, b, allow_mismatch)
     if not a.usable_runs or not b.usable_runs:

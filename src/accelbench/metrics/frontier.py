@@ -11,19 +11,20 @@ extrapolated: outside the measured interactivity range the answer is "out of mea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from accelbench.store.runs import RunInfo
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.protocols import RunLike
+from accelbench.metrics.registry import FIGURES, FRONTIER
+from accelbench.metrics.values import column_np
 
-FRONTIER_METRICS = {
-    "output_tps_per_gpu": "output tokens/s per GPU",
-    "total_tps_per_gpu": "total (input + output) tokens/s per GPU",
-}
+# The throughput axes of a frontier: name -> description (accelbench.metrics.registry).
+FRONTIER_METRICS = {k: FIGURES[k].description for k in FRONTIER}
 OUT_OF_RANGE = "out of measured range"
 
 
@@ -215,7 +216,7 @@ def frontier_from_points(
 
 
 def build_frontier(
-    runs: Sequence[RunInfo], metric: str = "output_tps_per_gpu", name: str = ""
+    runs: Sequence[RunLike], metric: str = "output_tps_per_gpu", name: str = ""
 ) -> Frontier:
     """The frontier of the usable runs (points without both figures are left out)."""
     if metric not in FRONTIER_METRICS:
@@ -246,21 +247,34 @@ class GoodputPoint:
     meets: bool
 
 
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def check_goodput_options(slo: dict[str, float], attainment: float) -> None:
+    """One clear error for an unknown SLO, an SLO that is not a positive number, or an
+    attainment outside (0, 1]."""
+    for k, v in slo.items():
+        if k not in SLO_KEYS:
+            raise AccelbenchError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v < math.inf):
+            raise AccelbenchError(f"--slo {k} must be a positive number of ms (got {v!r})")
+    if isinstance(attainment, bool) or not isinstance(attainment, int | float):
+        raise AccelbenchError(f"--attainment must be a number in (0, 1] (got {attainment!r})")
+    if not 0 < attainment <= 1:
+        raise AccelbenchError(f"--attainment must be in (0, 1] (got {attainment!r})")
+
+
 def goodput_points(
-    runs: Sequence[RunInfo], slo: dict[str, float], attainment: float = 0.9
+    runs: Sequence[RunLike], slo: dict[str, float], attainment: float = 0.9
 ) -> list[GoodputPoint]:
     """Goodput per point: measured requests that completed and met every SLO, per second of
     the run's window. A point "meets" the SLOs when at least ``attainment`` of its measured
     requests (failures count as misses) met them."""
-    from accelbench.errors import AccelbenchError
-    from accelbench.store.runs import column_np
-
-    for k in slo:
-        if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            raise ValueError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
+    check_goodput_options(slo, attainment)
     out = []
     for r in runs:
-        dur = (r.summary or {}).get("window", {}).get("duration_s")
+        window = (r.summary or {}).get("window")
+        dur = window.get("duration_s") if isinstance(window, dict) else None
         try:
             if not r.has_requests:
                 raise AccelbenchError("requests.parquet missing")

@@ -8,15 +8,160 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from accelbench.metrics.stats import describe, describe_adjusted, describe_weighted
+from accelbench.metrics.values import column_np
 
 SCHEMA_ID = "accelbench.summary/1"
+
+# ----------------------------------------------------------------------------- the model
+# summary.json as typed dictionaries (docs/RESULTS.md): the document is written from these
+# and read back into them (:func:`summary_from_json`); the JSON format is unchanged.
+
+Stats = dict[str, Any]  # count, mean, std, min, max, p50 ... p99.9
+
+
+class Counts(TypedDict):
+    planned: int | None
+    completed: int
+    failed: int
+    warmup: int
+    interrupted: int
+
+
+class Window(TypedDict):
+    start_ns: int | None
+    end_ns: int | None
+    duration_s: float
+    send_span_s: NotRequired[float | None]
+
+
+class SteadyState(TypedDict):
+    start_ns: int
+    end_ns: int
+    duration_s: float
+    criterion: str
+    output_tokens_per_s: float | None
+
+
+class Throughput(TypedDict):
+    requests_per_s: float | None
+    input_tokens_per_s: float | None
+    output_tokens_per_s: float | None
+    total_tokens_per_s: float | None
+    input_tokens_per_s_per_gpu: float | None
+    output_tokens_per_s_per_gpu: float | None
+    total_tokens_per_s_per_gpu: float | None
+
+
+class Tokens(TypedDict):
+    input: int | float
+    output: int | float
+    isl_source: NotRequired[dict[str, int]]
+    osl_source: NotRequired[dict[str, int]]
+    osl_mismatch: NotRequired[dict[str, int]]
+    chunk_tokens_known: NotRequired[bool]
+
+
+class Interactivity(TypedDict):
+    tok_s_user: float | None
+    tpot_statistic: str
+
+
+class Goodput(TypedDict):
+    slo: dict[str, float]
+    requests: int
+    requests_per_s: float | None
+    output_tokens_per_s: float | None
+    fraction: float | None
+
+
+class Errors(TypedDict):
+    count: int
+    rate: float | None
+    by_kind: dict[str, int]
+    by_status: dict[str, int]
+
+
+class Summary(TypedDict):
+    """summary.json. The sections a run always writes are required; the others are added
+    by telemetry, energy, health, imports and rebuilds."""
+
+    schema: str
+    status: str
+    gpus: int
+    counts: Counts
+    window: Window
+    steady_state: SteadyState | None
+    throughput: Throughput
+    tokens: Tokens
+    latency: dict[str, Stats]
+    interactivity: Interactivity
+    goodput: Goodput | None
+    errors: Errors
+    client: dict[str, Any]
+    definitions: dict[str, str]
+    telemetry: NotRequired[dict[str, Any]]
+    energy: NotRequired[dict[str, Any] | None]
+    health: NotRequired[dict[str, Any]]
+    source: NotRequired[dict[str, Any]]
+    absent: NotRequired[list[str]]
+    journal_unreadable_lines: NotRequired[int]
+
+
+# Sections that must be JSON objects where present (None allowed where the value may be null).
+_SECTIONS: dict[str, bool] = {
+    "counts": False,
+    "window": False,
+    "steady_state": True,
+    "throughput": False,
+    "tokens": False,
+    "latency": False,
+    "interactivity": False,
+    "goodput": True,
+    "errors": False,
+    "client": False,
+    "definitions": False,
+    "telemetry": True,
+    "energy": True,
+    "health": True,
+    "source": True,
+}
+
+
+def summary_from_json(doc: object) -> tuple[Summary | None, list[str]]:
+    """A summary.json document read back into the model: ``(summary, problems)``. A document
+    that is not an object, or whose ``gpus`` is not a positive whole number, gives None;
+    a section of the wrong type is dropped (and named in ``problems``) so that readers of
+    the other sections still work."""
+    if not isinstance(doc, dict):
+        return None, ["summary.json is not a JSON object"]
+    problems: list[str] = []
+    gpus = doc.get("gpus", 1)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 65536:
+        return None, [f"summary.json: gpus must be a whole number in 1..65536 (got {gpus!r})"]
+    out = dict(doc)
+    for key, nullable in _SECTIONS.items():
+        if key not in out:
+            continue
+        v = out[key]
+        if isinstance(v, dict) or (v is None and nullable):
+            continue
+        problems.append(f"summary.json: {key} is not an object; ignored")
+        del out[key]
+    lat = out.get("latency")
+    if isinstance(lat, dict):
+        for k in [k for k, v in lat.items() if not isinstance(v, dict)]:
+            problems.append(f"summary.json: latency.{k} is not an object; ignored")
+            del lat[k]
+    return out, problems  # type: ignore[return-value]  # checked above, section by section
+
 
 DEFINITIONS = {
     "window": "first send to last content chunk of the measured (non-warm-up) requests",
@@ -34,16 +179,16 @@ DEFINITIONS = {
 
 def _col(t: pa.Table, name: str) -> np.ndarray:
     """A numeric column as float64 with NaN for nulls."""
-    return t.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+    return column_np(t, name)
 
 
-def _nan_extreme(fn, a: np.ndarray) -> float:
+def _nan_extreme(fn: Callable[[np.ndarray], Any], a: np.ndarray) -> float:
     """nanmin / nanmax, NaN (without a warning) when nothing was observed."""
     return float(fn(a)) if a.size and not np.isnan(a).all() else math.nan
 
 
 def _bool(t: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(t.column(name).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    return column_np(t, name, bool)
 
 
 def _chunk_gaps(ok: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -135,7 +280,7 @@ def summarize(
     status: str = "completed",
     planned: int | None = None,
     tpot_statistic: str = "p50",
-) -> dict[str, Any]:
+) -> Summary:
     """The summary.json document for one run (see docs/RESULTS.md)."""
     warm = _bool(table, "warmup")
     interrupted = np.asarray(
@@ -168,20 +313,21 @@ def summarize(
     def per_gpu(x: float | None) -> float | None:
         return None if x is None else x / gpus
 
-    thr = {
+    in_s, out_s, tot_s = per_s(in_tok), per_s(out_tok), per_s(in_tok + out_tok)
+    thr: Throughput = {
         "requests_per_s": per_s(n_ok),
-        "input_tokens_per_s": per_s(in_tok),
-        "output_tokens_per_s": per_s(out_tok),
-        "total_tokens_per_s": per_s(in_tok + out_tok),
+        "input_tokens_per_s": in_s,
+        "output_tokens_per_s": out_s,
+        "total_tokens_per_s": tot_s,
+        "input_tokens_per_s_per_gpu": per_gpu(in_s),
+        "output_tokens_per_s_per_gpu": per_gpu(out_s),
+        "total_tokens_per_s_per_gpu": per_gpu(tot_s),
     }
-    thr["input_tokens_per_s_per_gpu"] = per_gpu(thr["input_tokens_per_s"])
-    thr["output_tokens_per_s_per_gpu"] = per_gpu(thr["output_tokens_per_s"])
-    thr["total_tokens_per_s_per_gpu"] = per_gpu(thr["total_tokens_per_s"])
 
     ttft, tpot, e2e = _col(ok, "ttft_ms"), _col(ok, "tpot_ms"), _col(ok, "e2e_ms")
     gaps, gap_w, gap_known = _chunk_gaps(ok)
     tpot_w = np.where(np.isnan(tpot), 0, osl - 1).astype(np.int64)
-    latency = {
+    latency: dict[str, Stats] = {
         "ttft_ms": describe(ttft),
         "tpot_ms": describe(tpot),
         "tpot_ms_token_weighted": describe_weighted(tpot, tpot_w),
@@ -195,12 +341,12 @@ def summarize(
         "e2e_ms_adjusted": describe_adjusted(e2e, n_fail),
     }
     stat = latency["tpot_ms"].get(tpot_statistic)
-    interactivity = {
+    interactivity: Interactivity = {
         "tok_s_user": (1000.0 / stat) if stat else None,
         "tpot_statistic": tpot_statistic,
     }
 
-    goodput = None
+    goodput: Goodput | None = None
     if slo:
         good = np.ones(ok.num_rows, dtype=bool)
         for key, arr in (("ttft_ms", ttft), ("tpot_ms", tpot), ("e2e_ms", e2e)):
@@ -219,7 +365,7 @@ def summarize(
     fails = table.filter(pa.array(fail_mask))
     by_kind = Counter(fails.column("error_kind").to_pylist())
     by_status = Counter(str(s) for s in fails.column("http_status").to_pylist() if s is not None)
-    errors = {
+    errors: Errors = {
         "count": n_fail,
         "rate": (n_fail / (n_ok + n_fail)) if (n_ok + n_fail) else None,
         "by_kind": dict(by_kind),
@@ -230,7 +376,7 @@ def summarize(
     isl_src = Counter(ok.column("isl_source").to_pylist())
     mism = _col(ok, "osl_mismatch")
     mism = mism[~np.isnan(mism)]
-    tokens = {
+    tokens: Tokens = {
         "input": int(in_tok),
         "output": int(out_tok),
         "isl_source": {str(k): v for k, v in isl_src.items()},
@@ -243,7 +389,7 @@ def summarize(
         "chunk_tokens_known": bool(gap_known),
     }
 
-    steady = None
+    steady: SteadyState | None = None
     if m.num_rows:
         if mode == "rate" and requested_rate:
             a, b = _rate_span(t_send[~np.isnan(t_send)].astype(np.int64), requested_rate)
@@ -265,7 +411,7 @@ def summarize(
             }
 
     n_warm = int(warm.sum())
-    summary: dict[str, Any] = {
+    summary: Summary = {
         "schema": SCHEMA_ID,
         "status": status,
         "gpus": gpus,

@@ -17,18 +17,26 @@ import numpy as np
 import pyarrow.compute as pc
 
 from accelbench.errors import AccelbenchError
-from accelbench.metrics.compare import Comparison, compare_sets, parse_claim
+from accelbench.metrics.compare import (
+    Comparison,
+    check_comparison_options,
+    compare_sets,
+    parse_claim,
+)
 from accelbench.metrics.frontier import (
     FRONTIER_METRICS,
     Frontier,
     FrontierValue,
     GoodputPoint,
     build_frontier,
+    check_goodput_options,
     goodput_points,
     highest_load_meeting,
 )
-from accelbench.store.runs import RunInfo, column_np
-from accelbench.sweep.core import SweepSet, load_inputs
+from accelbench.metrics.registry import FIGURES as REGISTRY
+from accelbench.metrics.values import column_np
+from accelbench.store.reader import RunInfo
+from accelbench.store.sets import SweepSet, load_inputs
 
 BOX_QUANTILES = (1, 25, 50, 75, 99)
 LATENCY_METRICS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
@@ -37,21 +45,15 @@ EXACT_TIMELINE_MAX_REQUESTS = 5000
 TEXT_SAMPLES = 3
 TEXT_CHARS = 400
 
-# Figure columns of the tables: key -> (heading, unit, definition)
-FIGURES: dict[str, tuple[str, str, str]] = {
-    "interactivity": ("Interactivity", "tok/s/user", "1000 / p50 TPOT (InferenceX convention)"),
-    "output_tps_per_gpu": ("Output / GPU", "tok/s", "sum of OSL / window / GPUs"),
-    "total_tps_per_gpu": ("Total / GPU", "tok/s", "sum of (ISL + OSL) / window / GPUs"),
-    "output_tps": ("Output", "tok/s", "sum of OSL / window"),
-    "requests_per_s": ("Requests", "req/s", "completed measured requests / window"),
-    "ttft_p50_ms": ("TTFT p50", "ms", "t_first - t_send, median"),
-    "ttft_p99_ms": ("TTFT p99", "ms", "t_first - t_send, 99th percentile"),
-    "tpot_p50_ms": ("TPOT p50", "ms", "(E2E - TTFT) / (OSL - 1), median"),
-    "tpot_p99_ms": ("TPOT p99", "ms", "(E2E - TTFT) / (OSL - 1), 99th percentile"),
-    "e2e_p50_ms": ("E2E p50", "ms", "t_last - t_send, median"),
-    "e2e_p99_ms": ("E2E p99", "ms", "t_last - t_send, 99th percentile"),
-    "error_rate": ("Errors", "fraction", "failed / measured requests"),
-}
+# Figure columns of the tables, in order (declared in accelbench.metrics.registry).
+FIGURES = {
+    k: REGISTRY[k]
+    for k in (
+        "interactivity", "output_tps_per_gpu", "total_tps_per_gpu", "output_tps",
+        "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
+        "e2e_p50_ms", "e2e_p99_ms", "error_rate",
+    )
+}  # fmt: skip
 WINDOW_DEF = "window: first send to last content chunk of the measured (non-warm-up) requests"
 
 
@@ -287,11 +289,12 @@ def build_report_data(
 ) -> ReportData:
     """Load and aggregate everything a report shows. Bad input becomes warnings; only
     unusable arguments (bad claim syntax, no inputs, missing paths) raise."""
+    check_goodput_options(slo or {}, attainment)
+    check_comparison_options(n_boot=n_boot, target=target)
     for c in claims:
         parse_claim(c)  # syntax errors are the user's to fix before anything runs
-    sets = (
-        list(inputs) if inputs and isinstance(inputs[0], SweepSet) else load_inputs(inputs)  # type: ignore[arg-type]
-    )
+    given = [x for x in inputs if isinstance(x, SweepSet)]
+    sets = given if given else load_inputs([x for x in inputs if isinstance(x, str | Path)])
     views = []
     for s in sets:
         warnings = list(s.problems)

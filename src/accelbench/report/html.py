@@ -26,6 +26,7 @@ from accelbench.report.data import (
     ReportData,
     SetView,
 )
+from accelbench.store.rundir import output_file, write_text_atomic
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
 
@@ -362,7 +363,7 @@ def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
 
 def _figures_table(sv: SetView) -> str:
     keys = list(FIGURES)
-    head = ["point", "run"] + [f"{esc(FIGURES[k][0])}<br>({esc(FIGURES[k][1])})" for k in keys]
+    head = ["point", "run"] + [f"{esc(FIGURES[k].label)}<br>({esc(FIGURES[k].unit)})" for k in keys]
     rows = [
         [esc(p.label), esc(p.run.path.name)] + [fmt(p.figures.get(k)) for k in keys]
         for p in sv.points
@@ -371,7 +372,7 @@ def _figures_table(sv: SetView) -> str:
 
 
 def _definitions() -> str:
-    rows = [[esc(h), esc(u), esc(d)] for h, u, d in FIGURES.values()]
+    rows = [[esc(f.label), esc(f.unit), esc(f.definition)] for f in FIGURES.values()]
     rows.append(["Window", "s", esc(WINDOW_DEF)])
     rows.append(
         [
@@ -482,7 +483,7 @@ def _comparison_tables(data: ReportData) -> str:
             rows.append(
                 [
                     esc(c.condition),
-                    esc(COMPARE_METRICS[e.metric][2]),
+                    esc(COMPARE_METRICS[e.metric].description),
                     fmt(e.a),
                     fmt(e.b),
                     fmt(e.ratio),
@@ -578,9 +579,6 @@ def render_html(data: ReportData) -> str:
 
 
 def write_html(data: ReportData, path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(render_html(data), encoding="utf-8")
-    tmp.replace(p)
+    p = output_file(path, "--out")
+    write_text_atomic(p, render_html(data))
     return p

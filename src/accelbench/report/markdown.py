@@ -8,6 +8,7 @@ from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import FIGURES, ReportData
 from accelbench.report.html import fmt
+from accelbench.store.rundir import output_file, write_text_atomic
 
 MD_FIGURES = (
     "interactivity",
@@ -31,7 +32,7 @@ def render_markdown(data: ReportData) -> str:
     for sv in data.sets:
         out.append(f"### {md_cell(sv.name)} ({sv.set.gpus} GPU(s))")
         out.append("")
-        head = ["point"] + [f"{FIGURES[k][0]} ({FIGURES[k][1]})" for k in MD_FIGURES]
+        head = ["point"] + [f"{FIGURES[k].label} ({FIGURES[k].unit})" for k in MD_FIGURES]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
         for p in sv.points:
@@ -63,27 +64,31 @@ def render_markdown(data: ReportData) -> str:
         for e in data.comparison_errors:
             out.append(f"- **not compared**: {md_cell(e)}")
         for c in data.comparisons:
-            for v in c.verdicts:
+            for verdict in c.verdicts:
                 out.append(
-                    f"- **{v.verdict}**: `{md_cell(v.claim)}` ({md_cell(c.condition)}): "
-                    f"{md_cell(v.reason)}"
+                    f"- **{verdict.verdict}**: `{md_cell(verdict.claim)}` "
+                    f"({md_cell(c.condition)}): {md_cell(verdict.reason)}"
                 )
         rows = [
-            (c, e)
+            (c, est)
             for c in data.comparisons
-            for e in c.estimates
-            if e.metric in ("output_tps_per_gpu", "total_tps_per_gpu", "ttft_p50_ms")
+            for est in c.estimates
+            if est.metric in ("output_tps_per_gpu", "total_tps_per_gpu", "ttft_p50_ms")
         ]
         if rows:
             out.append("")
             out.append("| B vs A | condition | metric | A | B | B/A | 95% CI |")
             out.append("|---|---|---|---|---|---|---|")
-            for c, e in rows:
-                ci = f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else md_cell(e.note or "—")
+            for c, est in rows:
+                ci = (
+                    f"[{fmt(est.lo)}, {fmt(est.hi)}]"
+                    if est.lo is not None
+                    else md_cell(est.note or "—")
+                )
                 out.append(
                     f"| {md_cell(c.b_name)} | {md_cell(c.condition)} | "
-                    f"{COMPARE_METRICS[e.metric][2]} | {fmt(e.a)} | {fmt(e.b)} | "
-                    f"{fmt(e.ratio)} | {ci} |"
+                    f"{COMPARE_METRICS[est.metric].description} | {fmt(est.a)} | {fmt(est.b)} | "
+                    f"{fmt(est.ratio)} | {ci} |"
                 )
         out.append("")
     out.append(
@@ -94,7 +99,6 @@ def render_markdown(data: ReportData) -> str:
 
 
 def write_markdown(data: ReportData, path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render_markdown(data), encoding="utf-8")
+    p = output_file(path, "--markdown")
+    write_text_atomic(p, render_markdown(data))
     return p

@@ -7,15 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from accelbench.metrics.records import (
-    FIELD_NAMES,
-    SOURCE_CHUNKS,
-    SOURCE_PLANNED,
-    SOURCE_SERVER,
-    SOURCE_TOKENIZER,
-    RequestRecord,
-    records_to_table,
-)
+from accelbench.metrics.completion import complete_row
+from accelbench.metrics.records import records_to_table
 from accelbench.metrics.summary import summarize
 from accelbench.store.rundir import (
     JOURNAL,
@@ -28,38 +21,6 @@ from accelbench.store.rundir import (
     write_parquet_atomic,
 )
 from accelbench.workload.tokenizer import Tokenizer
-
-
-def complete_row(row: dict[str, Any], tok: Tokenizer | None, save_text: bool) -> dict[str, Any]:
-    """Token counts with their sources, then the derived figures (METRICS.md order of
-    preference: server usage, client tokenizer, chunk count)."""
-    rec = RequestRecord(**{k: row.get(k) for k in FIELD_NAMES if k in row})
-    rec.chunk_times = rec.chunk_times or []
-    rec.n_chunks = len(rec.chunk_times)
-    text = rec.output_text
-    client = None
-    client_src = None
-    if text and tok is not None:
-        try:
-            client = len(tok.encode(text))
-            client_src = SOURCE_TOKENIZER
-        except Exception:  # noqa: BLE001 - a tokenizer failure must not lose the record
-            client = None
-    if client is None and rec.ok:
-        client, client_src = rec.n_chunks, SOURCE_CHUNKS
-    rec.osl_client = client
-    if rec.osl_server is not None:
-        rec.osl, rec.osl_source = int(rec.osl_server), SOURCE_SERVER
-        if client is not None:
-            rec.osl_mismatch = int(rec.osl_server) - int(client)
-    elif client is not None:
-        rec.osl, rec.osl_source = client, client_src
-    if rec.isl is None and rec.isl_planned is not None:
-        rec.isl, rec.isl_source = rec.isl_planned, SOURCE_PLANNED
-    if not save_text:
-        rec.output_text = None
-    rec.derive()
-    return rec.to_row()
 
 
 def finalize_run(
@@ -85,7 +46,8 @@ def finalize_run(
     if status == "running":
         status = "interrupted"  # the client died before it could say
     client = dict(client if client is not None else meta.get("client") or {})
-    summary = summarize(
+    # the summary as a plain document: finalize adds sections the model leaves open
+    summary: dict[str, Any] = dict(summarize(
         table,
         gpus=gpus or cfg.get("gpus") or 1,
         slo=slo if slo is not None else (cfg.get("slo") or None),
@@ -95,7 +57,7 @@ def finalize_run(
         client=client,
         status=status,
         planned=meta.get("planned_requests"),
-    )
+    ))  # fmt: skip
     _client_health(summary, cfg)
     if bad:
         summary["journal_unreadable_lines"] = bad

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,13 +46,82 @@ def _finite(o: Any) -> Any:
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(_finite(doc), f, indent=2, default=_json_default, allow_nan=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    """Write ``doc`` as JSON through a temp file and a rename (no temp file is left behind
+    when writing fails)."""
+    text = json.dumps(_finite(doc), indent=2, default=_json_default, allow_nan=False) + "\n"
+    write_text_atomic(path, text)
+
+
+LABEL_MAX = 128
+
+
+def safe_label(label: str, option: str = "--label") -> str:
+    """``label`` checked as one directory name under the results root: no path separators,
+    not ``.`` / ``..``, not hidden, printable, at most LABEL_MAX characters."""
+    bad = (
+        not label
+        or len(label) > LABEL_MAX
+        or label in (".", "..")
+        or label.startswith(".")
+        or any(c in label for c in "/\\\0")
+        or not label.isprintable()
+    )
+    if bad:
+        raise AccelbenchError(
+            f"{option} {label!r}: must be one directory name (1-{LABEL_MAX} printable "
+            "characters, no '/' or '\\', not starting with '.')"
+        )
+    return label
+
+
+def make_dir(path: str | Path, option: str) -> Path:
+    """Create directory ``path`` (and its parents); one clear error naming ``option`` when
+    that is impossible."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AccelbenchError(f"{option} {p}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(p, os.W_OK):
+        raise AccelbenchError(f"{option} {p}: not writable")
+    return p
+
+
+def output_file(path: str | Path, option: str) -> Path:
+    """``path`` checked as a file to write (its directory created): one clear error naming
+    ``option`` when it is a directory or cannot be written, before any work is done."""
+    p = Path(path)
+    if p.is_dir():
+        raise AccelbenchError(f"{option} {p}: is a directory; give a file name")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AccelbenchError(
+            f"{option} {p}: cannot create {p.parent} ({exc.strerror or exc})"
+        ) from None
+    if not os.access(p.parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise AccelbenchError(f"{option} {p}: not writable")
+    return p
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same directory and a rename.
+    A path that cannot be written raises AccelbenchError naming it."""
+    path = Path(path)
+    if path.is_dir():
+        raise AccelbenchError(f"{path} is a directory; give a file name")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise AccelbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def read_json(path: Path) -> Any:
@@ -115,8 +185,15 @@ def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
 
 
 def write_parquet_atomic(path: Path, table: Any) -> None:
+    """Write an Arrow table to ``path`` through a temp file in the same directory and a
+    rename, so readers see the old file or the new one, never half of one."""
     import pyarrow.parquet as pq
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -11,13 +11,21 @@ from typing import Any, Literal
 
 from accelbench.errors import AccelbenchError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.store.runs import (
-    RunInfo,
-    find_run_dirs,
-    is_run_dir,
-    load_run,
-    write_json_atomic,
-)
+from accelbench.store.reader import RunInfo, load_run
+from accelbench.store.rundir import write_json_atomic
+from accelbench.store.sets import SweepSet, load_inputs, load_sweep
+
+__all__ = [
+    "SWEEP_SCHEMA",
+    "SaturationRule",
+    "SweepPlan",
+    "SweepSet",
+    "inferencex_config",
+    "load_inputs",
+    "load_sweep",
+    "plan_values",
+    "run_sweep",
+]
 
 SWEEP_SCHEMA = "accelbench.sweep/1"
 Kind = Literal["concurrency", "rate"]
@@ -296,94 +304,3 @@ def run_sweep(
 
 def _extra(prev: dict[str, Any]) -> dict[str, Any]:
     return {k: prev[k] for k in ("run_id", "reason", "earlier_attempts") if k in prev}
-
-
-@dataclass
-class SweepSet:
-    """Runs analysed together (a sweep, or a single run) and what is wrong with them."""
-
-    name: str
-    path: Path
-    runs: list[RunInfo]
-    problems: list[str] = field(default_factory=list)
-    sweep: dict[str, Any] | None = None
-
-    @property
-    def usable_runs(self) -> list[RunInfo]:
-        return [r for r in self.runs if r.usable]
-
-    @property
-    def gpus(self) -> int:
-        return self.runs[0].gpus if self.runs else 1
-
-    def workload(self) -> dict[str, Any] | None:
-        for r in self.usable_runs or self.runs:
-            return r.workload()
-        return None
-
-
-def load_sweep(path: str | Path) -> SweepSet:
-    """A sweep directory (with sweep.json, or any directory holding run directories)."""
-    d = Path(path)
-    sj = d / "sweep.json"
-    problems: list[str] = []
-    runs: list[RunInfo] = []
-    sweep = None
-    if sj.exists():
-        try:
-            sweep = json.loads(sj.read_text())
-        except ValueError as exc:
-            problems.append(f"sweep.json unreadable ({exc}); using the run directories found")
-    if sweep is not None:
-        for p in sweep.get("points", []):
-            pdir = d / p.get("dir", "")
-            label = f"point {p.get('value')}"
-            if p.get("status") != "completed":
-                why = f": {p['reason']}" if p.get("reason") else ""
-                problems.append(f"{label}: {p.get('status')}{why}")
-                if not pdir.is_dir():
-                    continue
-            if not pdir.is_dir():
-                problems.append(f"{label}: run directory {p.get('dir')} missing")
-                continue
-            runs.append(load_run(pdir))
-    else:
-        if not d.is_dir():
-            raise AccelbenchError(f"{d}: not a directory")
-        for rd in find_run_dirs(d):
-            runs.append(load_run(rd))
-        if not runs:
-            raise AccelbenchError(f"{d}: no run directories found (no run.json / summary.json)")
-    for r in runs:
-        for prob in r.problems:
-            problems.append(f"{r.load_label} ({r.path.name}): {prob}")
-        if r.summary is None:
-            problems.append(f"{r.load_label} ({r.path.name}): no figures (left out)")
-    runs.sort(key=lambda r: (r.load is None, r.load or 0.0))
-    return SweepSet(d.name, d, runs, problems, sweep)
-
-
-def load_inputs(paths: Sequence[str | Path]) -> list[SweepSet]:
-    """Each path: a sweep directory, a single run directory, or a directory of runs."""
-    if not paths:
-        raise AccelbenchError("give at least one run or sweep directory")
-    sets = []
-    for p in paths:
-        pp = Path(p)
-        if not pp.exists():
-            raise AccelbenchError(f"{pp}: no such file or directory")
-        if not pp.is_dir():
-            raise AccelbenchError(f"{pp}: not a run or sweep directory")
-        if not (pp / "sweep.json").exists() and is_run_dir(pp):
-            r = load_run(pp)
-            probs = [f"{r.path.name}: {x}" for x in r.problems]
-            if r.summary is None:
-                probs.append(f"{r.path.name}: no figures (left out)")
-            sets.append(SweepSet(pp.name, pp, [r], probs))
-        else:
-            sets.append(load_sweep(pp))
-    names = [s.name for s in sets]
-    for i, s in enumerate(sets):  # disambiguate equal directory names
-        if names.count(s.name) > 1:
-            s.name = f"{s.name} ({i + 1})"
-    return sets

@@ -16,15 +16,13 @@ verdict of the run. Telemetry does not import the health package: data flows one
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from accelbench.store.rundir import write_parquet_atomic
 from accelbench.telemetry.energy import window_energy
 from accelbench.telemetry.schema import rows_to_table
 from accelbench.telemetry.sources import Source, close_sources, open_sources
@@ -59,18 +57,6 @@ def collect(
                 r["wall_ns"] = time.time_ns()
         rows.extend(got)
     return rows
-
-
-def write_parquet_atomic(rows: list[dict[str, Any]], path: Path) -> None:
-    """Write rows to ``path`` through a temp file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    try:
-        pq.write_table(rows_to_table(rows), tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 class TelemetrySampler:
@@ -168,7 +154,7 @@ class TelemetrySampler:
                 self._sample()  # a last sample so the end of the window is covered
         close_sources(self._sources)
         rows = self.rows
-        write_parquet_atomic(rows, self.run_dir / TELEMETRY_FILE)
+        write_parquet_atomic(self.run_dir / TELEMETRY_FILE, rows_to_table(rows))
         window = (measured_window_ns[0], measured_window_ns[1]) if measured_window_ns else None
         result: dict[str, Any] = {
             "sources": dict(self.status),

@@ -1,0 +1,140 @@
+"""The one registry of run-level figures: for each, where it lives in summary.json, its
+unit, whether higher is better, its label and definition, and the short names the CLI
+accepts. Store, comparisons and reports read figures through it; docs/METRICS.md's alias
+table (other tools' names for our metrics) is generated from :data:`TOOL_ALIASES`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.errors import AccelbenchError
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One run-level figure, declared once."""
+
+    name: str
+    path: tuple[str, ...]  # keys into summary.json
+    unit: str
+    higher_is_better: bool
+    label: str  # short table heading
+    description: str  # what it is, in one line
+    definition: str  # how it is computed (docs/METRICS.md)
+    aliases: tuple[str, ...] = ()  # short names accepted on the command line
+    comparable: bool = True  # bootstrap comparisons exist for it (metrics/compare.py)
+    frontier: bool = False  # a throughput axis of the frontier
+
+    def value(self, summary: Mapping[str, Any] | None) -> float | None:
+        """The figure in ``summary``; None where absent or not a finite number."""
+        v: Any = summary
+        for k in self.path:
+            if not isinstance(v, Mapping) or k not in v:
+                return None
+            v = v[k]
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return None
+        return float(v) if math.isfinite(v) else None
+
+
+def _f(*args: Any, **kw: Any) -> Figure:
+    return Figure(*args, **kw)
+
+
+_ALL = (
+    _f("output_tps_per_gpu", ("throughput", "output_tokens_per_s_per_gpu"), "tok/s/GPU", True,
+       "Output / GPU", "output tokens/s per GPU", "sum of OSL / window / GPUs",
+       ("throughput", "output"), frontier=True),
+    _f("total_tps_per_gpu", ("throughput", "total_tokens_per_s_per_gpu"), "tok/s/GPU", True,
+       "Total / GPU", "total (input + output) tokens/s per GPU",
+       "sum of (ISL + OSL) / window / GPUs", ("total",), frontier=True),
+    _f("output_tps", ("throughput", "output_tokens_per_s"), "tok/s", True, "Output",
+       "output tokens/s", "sum of OSL / window", comparable=False),
+    _f("total_tps", ("throughput", "total_tokens_per_s"), "tok/s", True, "Total",
+       "total (input + output) tokens/s", "sum of (ISL + OSL) / window", comparable=False),
+    _f("requests_per_s", ("throughput", "requests_per_s"), "req/s", True, "Requests",
+       "completed requests per second", "completed measured requests / window"),
+    _f("interactivity", ("interactivity", "tok_s_user"), "tok/s/user", True, "Interactivity",
+       "1000 / p50 TPOT", "1000 / p50 TPOT (InferenceX convention)"),
+    _f("ttft_p50_ms", ("latency", "ttft_ms", "p50"), "ms", False, "TTFT p50",
+       "median time to first token", "t_first - t_send, median", ("ttft",)),
+    _f("ttft_p99_ms", ("latency", "ttft_ms", "p99"), "ms", False, "TTFT p99",
+       "p99 time to first token", "t_first - t_send, 99th percentile"),
+    _f("tpot_p50_ms", ("latency", "tpot_ms", "p50"), "ms", False, "TPOT p50",
+       "median time per output token", "(E2E - TTFT) / (OSL - 1), median", ("tpot",)),
+    _f("tpot_p99_ms", ("latency", "tpot_ms", "p99"), "ms", False, "TPOT p99",
+       "p99 time per output token", "(E2E - TTFT) / (OSL - 1), 99th percentile",
+       comparable=False),
+    _f("e2e_p50_ms", ("latency", "e2e_ms", "p50"), "ms", False, "E2E p50",
+       "median end-to-end latency", "t_last - t_send, median", ("e2e",)),
+    _f("e2e_p99_ms", ("latency", "e2e_ms", "p99"), "ms", False, "E2E p99",
+       "p99 end-to-end latency", "t_last - t_send, 99th percentile"),
+    _f("error_rate", ("errors", "rate"), "fraction", False, "Errors",
+       "failed / measured requests", "failed / measured requests", comparable=False),
+)  # fmt: skip
+
+FIGURES: dict[str, Figure] = {f.name: f for f in _ALL}
+ALIASES: dict[str, str] = {a: f.name for f in _ALL for a in f.aliases}
+COMPARABLE: tuple[str, ...] = tuple(f.name for f in _ALL if f.comparable)
+FRONTIER: tuple[str, ...] = tuple(f.name for f in _ALL if f.frontier)
+
+
+def figure(name: str) -> Figure:
+    """The figure called ``name`` (or one of its aliases)."""
+    f = FIGURES.get(ALIASES.get(name, name))
+    if f is None:
+        raise AccelbenchError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
+    return f
+
+
+# ----------------------------------------------------------------------------- other tools
+
+# Per-request quantities of docs/METRICS.md, by the name used there, and the summary.json
+# block (under ``latency``) that describes their distribution; None: no block of its own.
+QUANTITIES: dict[str, str | None] = {
+    "TTFT": "ttft_ms",
+    "TPOT": "tpot_ms",
+    "NTPOT": "ntpot_ms",
+    "E2E latency": "e2e_ms",
+    "chunk gaps": "chunk_gap_ms",
+    "interactivity": None,  # run level: interactivity.tok_s_user
+    "total throughput per GPU": None,  # run level: throughput.total_tokens_per_s_per_gpu
+}
+
+
+@dataclass(frozen=True)
+class ToolAlias:
+    """``tools`` call ``theirs`` what we call ``ours`` (a QUANTITIES key); ``ours`` None
+    where we have no equal, ``note`` says why."""
+
+    tools: str
+    theirs: str
+    ours: str | None
+    note: str = ""
+
+
+TOOL_ALIASES: tuple[ToolAlias, ...] = (
+    ToolAlias("vLLM bench serve, SGLang, InferenceX", "TPOT", "TPOT"),
+    ToolAlias("vLLM, SGLang, inference-perf, evalscope", "ITL (pooled chunk gaps)", "chunk gaps"),
+    ToolAlias("AIPerf, GenAI-Perf", "ITL", "TPOT"),
+    ToolAlias("AIPerf", "ICL", "chunk gaps"),
+    ToolAlias("GuideLLM", "TPOT", "NTPOT"),
+    ToolAlias("GuideLLM", "ITL", "TPOT"),
+    ToolAlias("inference-perf", "NTPOT", "NTPOT"),
+    ToolAlias("llmperf", "ITL", None, "sum of all gaps including TTFT over chunks"),
+    ToolAlias("InferenceX", "interactivity", "interactivity"),
+    ToolAlias("InferenceX", "tok/s/GPU", "total throughput per GPU"),
+)
+
+
+def alias_table_markdown() -> str:
+    """docs/METRICS.md's alias table, from TOOL_ALIASES."""
+    lines = ["| tool | their name | ours |", "|---|---|---|"]
+    for a in TOOL_ALIASES:
+        ours = a.ours if a.ours is not None else f"none ({a.note})"
+        lines.append(f"| {a.tools} | {a.theirs} | {ours} |")
+    return "\n".join(lines) + "\n"

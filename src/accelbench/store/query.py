@@ -1,0 +1,157 @@
+"""The cross-run store: DuckDB views over the run directories under a results root (no
+server, in memory), and user SQL over them with the file system and network closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.records import REQUEST_SCHEMA
+from accelbench.metrics.registry import FIGURES
+from accelbench.store.reader import RunInfo, dig, list_runs
+
+RUN_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("run_id", pa.string()),
+    ("path", pa.string()),
+    ("sweep", pa.string()),
+    ("source", pa.string()),
+    ("status", pa.string()),
+    ("started_at", pa.string()),
+    ("label", pa.string()),
+    ("model", pa.string()),
+    ("endpoint", pa.string()),
+    ("mode", pa.string()),
+    ("concurrency", pa.int64()),
+    ("rate", pa.float64()),
+    ("gpus", pa.int64()),
+    ("isl", pa.int64()),
+    ("osl", pa.int64()),
+    ("dataset", pa.string()),
+    ("completed", pa.int64()),
+    ("failed", pa.int64()),
+    ("duration_s", pa.float64()),
+    ("requests_per_s", pa.float64()),
+    ("output_tps", pa.float64()),
+    ("total_tps", pa.float64()),
+    ("output_tps_per_gpu", pa.float64()),
+    ("total_tps_per_gpu", pa.float64()),
+    ("interactivity", pa.float64()),
+    ("ttft_p50_ms", pa.float64()),
+    ("ttft_p99_ms", pa.float64()),
+    ("tpot_p50_ms", pa.float64()),
+    ("tpot_p99_ms", pa.float64()),
+    ("e2e_p50_ms", pa.float64()),
+    ("e2e_p99_ms", pa.float64()),
+    ("error_rate", pa.float64()),
+    ("problems", pa.string()),
+)
+RUNS_SCHEMA = pa.schema(list(RUN_FIELDS))
+
+
+def run_row(r: RunInfo) -> dict[str, Any]:
+    """One flat row of key figures for the ``runs`` view."""
+    wl = r.workload()
+    sweep_dir = r.path.parent
+    row: dict[str, Any] = {
+        "run_id": r.run_id,
+        "path": str(r.path),
+        "sweep": sweep_dir.name if (sweep_dir / "sweep.json").exists() else None,
+        "source": str(dig(r.run, "source", "tool") or "accelbench"),
+        "status": r.status,
+        "started_at": r.run.get("started_at"),
+        "label": r.config.get("label"),
+        "model": wl.get("model"),
+        "endpoint": wl.get("endpoint"),
+        "mode": "rate" if r.rate is not None else "concurrency",
+        "concurrency": r.concurrency,
+        "rate": r.rate,
+        "gpus": r.gpus,
+        "isl": wl.get("isl"),
+        "osl": wl.get("osl"),
+        "dataset": wl.get("dataset"),
+        "completed": dig(r.summary, "counts", "completed"),
+        "failed": dig(r.summary, "counts", "failed"),
+        "duration_s": dig(r.summary, "window", "duration_s"),
+        "problems": "; ".join(r.problems) or None,
+    }
+    for k in FIGURES:
+        row[k] = r.figure(k) if r.summary else None
+    for name, typ in RUN_FIELDS:  # coerce to the column types
+        v = row.get(name)
+        if v is None:
+            continue
+        try:
+            if pa.types.is_integer(typ):
+                row[name] = int(v) if -(2**63) <= int(v) < 2**63 else None
+            elif pa.types.is_floating(typ):
+                row[name] = float(v)
+            else:
+                row[name] = str(v)
+        except (TypeError, ValueError, OverflowError):
+            row[name] = None
+    return row
+
+
+def open_store(root: str | Path, *, sandbox: bool = True) -> Any:
+    """An in-memory DuckDB connection with two views over every run under ``root``:
+    ``runs`` (one row per run, RUN_FIELDS) and ``requests`` (every requests.parquet row,
+    REQUEST_SCHEMA columns, plus ``run_id``).
+
+    ``sandbox`` (the default): once the views exist, DuckDB may read only the runs'
+    requests.parquet files: no other file, no writing (``COPY ... TO``, ``ATTACH``), no
+    extensions, no network; and the configuration is locked so SQL cannot undo that."""
+    import duckdb
+
+    runs = list_runs(root)
+    con = duckdb.connect(database=":memory:")
+    rows = [run_row(r) for r in runs]
+    con.register("_runs_tbl", pa.Table.from_pylist(rows, schema=RUNS_SCHEMA))
+    con.execute("CREATE VIEW runs AS SELECT * FROM _runs_tbl")
+    files = [
+        (str((r.path / "requests.parquet").resolve()), r.run_id)
+        for r in runs
+        if (r.path / "requests.parquet").is_file()
+    ]
+    if files:
+        con.register(
+            "_req_files",
+            pa.table({"file": [f for f, _ in files], "run_id": [i for _, i in files]}),
+        )
+        lst = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f, _ in files) + "]"
+        con.execute(
+            "CREATE VIEW requests AS SELECT m.run_id, r.* EXCLUDE (filename) FROM "
+            f"read_parquet({lst}, filename=true, union_by_name=true) r "
+            "JOIN _req_files m ON r.filename = m.file"
+        )
+    else:
+        empty = pa.schema([("run_id", pa.string()), *REQUEST_SCHEMA]).empty_table()
+        con.register("_req_empty", empty)
+        con.execute("CREATE VIEW requests AS SELECT * FROM _req_empty")
+    if sandbox:
+        con.execute("SET allowed_paths = ?", [[f for f, _ in files]])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        con.execute("SET lock_configuration = true")
+    return con
+
+
+def query_runs(root: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one SQL statement over the ``runs`` and ``requests`` views, sandboxed (see
+    :func:`open_store`): SQL that reads other files, writes, installs or loads extensions
+    or reaches the network fails with AccelbenchError."""
+    import duckdb
+
+    con = open_store(root)
+    try:
+        cur = con.execute(sql)
+        cols = [d[0] for d in cur.description] if cur.description else []
+        return cols, cur.fetchall()
+    except duckdb.Error as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AccelbenchError(f"query failed: {msg}") from None
+    finally:
+        con.close()

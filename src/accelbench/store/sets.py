@@ -1,0 +1,115 @@
+"""Sets of runs analysed together: a sweep directory (with sweep.json, written by
+accelbench.sweep), a single run, or a directory of runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import AccelbenchError
+from accelbench.store.reader import RunInfo, find_run_dirs, is_run_dir, load_run
+
+
+@dataclass
+class SweepSet:
+    """Runs analysed together (a sweep, or a single run) and what is wrong with them."""
+
+    name: str
+    path: Path
+    runs: list[RunInfo]
+    problems: list[str] = field(default_factory=list)
+    sweep: dict[str, Any] | None = None
+    # per-analysis caches (e.g. metrics.compare's bootstrap points), keyed by their owner
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def usable_runs(self) -> list[RunInfo]:
+        return [r for r in self.runs if r.usable]
+
+    @property
+    def gpus(self) -> int:
+        return self.runs[0].gpus if self.runs else 1
+
+    def workload(self) -> dict[str, Any] | None:
+        for r in self.usable_runs or self.runs:
+            return r.workload()
+        return None
+
+
+def load_sweep(path: str | Path) -> SweepSet:
+    """A sweep directory (with sweep.json, or any directory holding run directories)."""
+    d = Path(path)
+    sj = d / "sweep.json"
+    problems: list[str] = []
+    runs: list[RunInfo] = []
+    sweep: dict[str, Any] | None = None
+    if sj.exists():
+        try:
+            doc = json.loads(sj.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            doc = None
+            problems.append(f"sweep.json unreadable ({exc}); using the run directories found")
+        if isinstance(doc, dict) and isinstance(doc.get("points", []), list):
+            sweep = doc
+        elif doc is not None:
+            problems.append("sweep.json is not a sweep; using the run directories found")
+    if sweep is not None:
+        for p in sweep.get("points", []):
+            name = p.get("dir") if isinstance(p, dict) else None
+            if not isinstance(name, str) or name in ("", "."):
+                problems.append(f"sweep.json: point {str(p)[:80]} names no run directory")
+                continue
+            pdir = d / name
+            label = f"point {p.get('value')}"
+            if p.get("status") != "completed":
+                why = f": {p['reason']}" if p.get("reason") else ""
+                problems.append(f"{label}: {p.get('status')}{why}")
+                if not pdir.is_dir():
+                    continue
+            if not pdir.is_dir():
+                problems.append(f"{label}: run directory {p.get('dir')} missing")
+                continue
+            runs.append(load_run(pdir))
+    else:
+        if not d.is_dir():
+            raise AccelbenchError(f"{d}: not a directory")
+        for rd in find_run_dirs(d):
+            runs.append(load_run(rd))
+        if not runs:
+            raise AccelbenchError(f"{d}: no run directories found (no run.json / summary.json)")
+    for r in runs:
+        for prob in r.problems:
+            problems.append(f"{r.load_label} ({r.path.name}): {prob}")
+        if r.summary is None:
+            problems.append(f"{r.load_label} ({r.path.name}): no figures (left out)")
+    runs.sort(key=lambda r: (r.load is None, r.load or 0.0))
+    return SweepSet(d.name, d, runs, problems, sweep)
+
+
+def load_inputs(paths: Sequence[str | Path]) -> list[SweepSet]:
+    """Each path: a sweep directory, a single run directory, or a directory of runs."""
+    if not paths:
+        raise AccelbenchError("give at least one run or sweep directory")
+    sets = []
+    for p in paths:
+        pp = Path(p)
+        if not pp.exists():
+            raise AccelbenchError(f"{pp}: no such file or directory")
+        if not pp.is_dir():
+            raise AccelbenchError(f"{pp}: not a run or sweep directory")
+        if not (pp / "sweep.json").exists() and is_run_dir(pp):
+            r = load_run(pp)
+            probs = [f"{r.path.name}: {x}" for x in r.problems]
+            if r.summary is None:
+                probs.append(f"{r.path.name}: no figures (left out)")
+            sets.append(SweepSet(pp.name, pp, [r], probs))
+        else:
+            sets.append(load_sweep(pp))
+    names = [s.name for s in sets]
+    for i, s in enumerate(sets):  # disambiguate equal directory names
+        if names.count(s.name) > 1:
+            s.name = f"{s.name} ({i + 1})"
+    return sets

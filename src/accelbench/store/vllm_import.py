@@ -1,0 +1,292 @@
+"""Import of ``vllm bench serve --save-result`` files as run directories in our format."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from accelbench.errors import AccelbenchError
+from accelbench.metrics.records import REQUEST_SCHEMA
+from accelbench.metrics.summary import Summary
+from accelbench.metrics.values import finite_number
+from accelbench.store.reader import GPUS_MAX, dig, summarize_table
+from accelbench.store.rundir import make_dir, safe_label, write_json_atomic, write_parquet_atomic
+
+
+def _num(x: Any) -> float | None:
+    return finite_number(x, strings=True)
+
+
+INT_MAX = 2**53  # counts and lengths beyond this are not real
+LEN_MAX = 10_000_000  # tokens: declared ISL / OSL
+
+
+def _is_int(x: Any, lo: int = 0) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x < INT_MAX
+
+
+def _is_num(x: Any) -> bool:
+    v = finite_number(x)
+    return v is not None and v >= 0
+
+
+_LISTS: dict[str, tuple[str, Any]] = {
+    "input_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
+    "output_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
+    "ttfts": ("numbers >= 0 (seconds)", lambda x: x is None or _is_num(x)),
+    "itls": (
+        "lists of numbers >= 0 (seconds)",
+        lambda x: isinstance(x, list) and all(_is_num(g) for g in x),
+    ),
+    "errors": ("strings", lambda x: x is None or isinstance(x, str)),
+    "start_times": ("numbers >= 0 (seconds)", _is_num),
+}
+_SCALARS: dict[str, tuple[str, Any]] = {
+    "completed": ("a whole number >= 0", _is_int),
+    "failed": ("a whole number >= 0", _is_int),
+    "num_prompts": ("a whole number >= 0", _is_int),
+    "max_concurrency": ("a whole number >= 1", lambda x: _is_int(x, 1)),
+    "model_id": ("a string", lambda x: isinstance(x, str)),
+    "model": ("a string", lambda x: isinstance(x, str)),
+    "backend": ("a string", lambda x: isinstance(x, str)),
+    "endpoint_type": ("a string", lambda x: isinstance(x, str)),
+    "date": ("a string", lambda x: isinstance(x, str)),
+}
+
+
+def check_vllm_result(d: dict[str, Any], src: Path) -> None:
+    """The fields this import reads have the types ``vllm bench serve`` writes; else one
+    AccelbenchError naming the first field that does not."""
+    for k, (what, ok) in _SCALARS.items():
+        v = d.get(k)
+        if v is not None and not ok(v):
+            raise AccelbenchError(f"{src}: field {k!r} must be {what} (got {str(v)[:40]!r})")
+    for k, (what, ok) in _LISTS.items():
+        v = d.get(k)
+        if v is None:
+            continue
+        if not isinstance(v, list):
+            raise AccelbenchError(f"{src}: field {k!r} must be a list of {what}")
+        for i, x in enumerate(v):
+            if not ok(x):
+                raise AccelbenchError(
+                    f"{src}: field {k!r}[{i}] must be one of {what} (got {str(x)[:40]!r})"
+                )
+
+
+def import_vllm(
+    result_file: str | Path,
+    results_root: str | Path,
+    *,
+    gpus: int = 1,
+    isl: int | None = None,
+    osl: int | None = None,
+    dataset: str | None = None,
+    label: str | None = None,
+) -> Path:
+    """Turn a ``vllm bench serve --save-result`` JSON file into a run directory in our
+    format. Per-request figures come from its per-request lists (``input_lens``,
+    ``output_lens``, ``ttfts``, ``itls``, ``errors``, ``start_times`` where present); what
+    the file does not hold is listed under ``absent`` in run.json and summary.json."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= GPUS_MAX:
+        raise AccelbenchError(f"--gpus must be a whole number in 1..{GPUS_MAX} (got {gpus!r})")
+    for name, v in (("--isl", isl), ("--osl", osl)):
+        if v is not None and not (_is_int(v, 1) and v <= LEN_MAX):
+            raise AccelbenchError(f"{name} must be a whole number in 1..{LEN_MAX} (got {v!r})")
+    if label is not None:
+        safe_label(label)
+    src = Path(result_file)
+    try:
+        d = json.loads(src.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AccelbenchError(f"{src}: no such file") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise AccelbenchError(f"{src}: not a JSON file ({str(exc)[:120]})") from None
+    if not isinstance(d, dict) or not ({"completed", "request_throughput"} <= d.keys()):
+        raise AccelbenchError(
+            f"{src}: not a vllm bench serve result (no 'completed' / 'request_throughput')"
+        )
+    check_vllm_result(d, src)
+    try:
+        table, run_doc, summary = _convert(d, src, gpus, isl, osl, dataset, label)
+    except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
+        raise AccelbenchError(
+            f"{src}: fields not as vllm bench serve writes them ({type(exc).__name__}: "
+            f"{str(exc)[:120]})"
+        ) from None
+    root = make_dir(results_root, "--root")
+    out = root / str(run_doc["run_id"])
+    if out.exists():
+        raise AccelbenchError(f"{out} exists already; pass another --label")
+    # written beside, then renamed: an import that fails leaves nothing behind
+    tmp = root / f".{out.name}.tmp-{os.getpid()}"
+    try:
+        tmp.mkdir()
+        write_parquet_atomic(tmp / "requests.parquet", table)
+        write_json_atomic(tmp / "run.json", run_doc)
+        write_json_atomic(tmp / "summary.json", summary)
+        tmp.rename(out)
+    except OSError as exc:
+        raise AccelbenchError(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _convert(
+    d: dict[str, Any],
+    src: Path,
+    gpus: int,
+    isl: int | None,
+    osl: int | None,
+    dataset: str | None,
+    label: str | None,
+) -> tuple[pa.Table, dict[str, Any], Summary]:
+    """The requests table, run.json and summary.json of one checked result file."""
+    absent: list[str] = []
+    in_lens = d.get("input_lens") or []
+    out_lens = d.get("output_lens") or []
+    ttfts = d.get("ttfts") or []
+    itls = d.get("itls") or []
+    errors = d.get("errors") or []
+    starts = d.get("start_times") or []
+    n = len(in_lens) or len(ttfts)
+    if isinstance(out_lens, list) and len(out_lens) != n:
+        out_lens = []
+    if n == 0:
+        absent.append("per-request records (the file has no input_lens / ttfts lists)")
+    okl = [
+        (not errors[i]) if len(errors) == n else bool(out_lens and out_lens[i]) for i in range(n)
+    ]
+    if len(ttfts) == n:
+        ttft_l = ttfts
+    elif len(ttfts) == sum(okl):  # some versions list successful requests only
+        it = iter(ttfts)
+        ttft_l = [next(it) if k else None for k in okl]
+    else:
+        ttft_l = [None] * n
+        absent.append("ttft per request")
+    itl_l = itls if len(itls) == n and all(isinstance(x, list) for x in itls) else None
+    if itl_l is None and n:
+        absent.append("inter-token gaps per request (e2e, tpot unknown per request)")
+    has_start = len(starts) == n and n > 0
+    if not has_start:
+        absent += ["t_send/t_first/t_last (no start_times)", "timeline"]
+    rows = []
+    for i in range(n):
+        rec: dict[str, Any] = {"idx": i, "request_id": f"vllm-{i}", "ok": bool(okl[i])}
+        rec["isl"] = int(in_lens[i]) if i < len(in_lens) and in_lens[i] is not None else None
+        rec["isl_source"] = "vllm_result"
+        o = out_lens[i] if out_lens else None
+        rec["osl"] = int(o) if o is not None and okl[i] else None
+        rec["osl_source"] = "vllm_result"
+        rec["error"] = (errors[i] or None) if len(errors) == n else None
+        if not okl[i]:
+            rec["error_kind"] = "client_exception"
+        tt = _num(ttft_l[i])
+        if tt is not None and okl[i]:
+            rec["ttft_ms"] = tt * 1000
+            if itl_l is not None:
+                gaps = [float(g) for g in itl_l[i]]
+                e2e = tt + sum(gaps)
+                rec["e2e_ms"] = e2e * 1000
+                if rec["osl"]:
+                    rec["ntpot_ms"] = rec["e2e_ms"] / rec["osl"]
+                    if rec["osl"] >= 2:
+                        rec["tpot_ms"] = (rec["e2e_ms"] - rec["ttft_ms"]) / (rec["osl"] - 1)
+                if has_start:
+                    s0 = int(float(starts[i]) * 1e9)
+                    ct = [s0 + int(tt * 1e9)]
+                    for g in gaps:
+                        ct.append(ct[-1] + int(g * 1e9))
+                    rec.update(t_sched=s0, t_send=s0, t_first=ct[0], t_last=ct[-1], chunk_times=ct)
+                    rec["n_chunks"] = len(ct)
+        rows.append(rec)
+    cols = {f.name: [r.get(f.name) for r in rows] for f in REQUEST_SCHEMA}
+    table = pa.Table.from_pydict(cols, schema=REQUEST_SCHEMA)
+
+    rate = _num(d.get("request_rate"))
+    conc = d.get("max_concurrency")
+    model = d.get("model_id") or d.get("model")
+    if isl is None or osl is None:
+        absent.append("workload ISL/OSL (pass --isl/--osl to declare them)")
+    cfg: dict[str, Any] = {
+        "url": None,
+        "model": model,
+        "endpoint": d.get("endpoint_type") or d.get("backend"),
+        "concurrency": int(conc) if isinstance(conc, int | float) else None,
+        "rate": rate,  # finite or None (_num)
+        "num_requests": d.get("num_prompts") or n,
+        "gpus": gpus,
+        "label": label,
+        "workload": {"isl": isl, "osl": osl, "dataset": dataset},
+    }
+    if cfg["concurrency"] is None and cfg["rate"] is None and n:
+        cfg["concurrency"] = None  # request rate inf and no cap: all at once
+    summary = summarize_table(
+        table,
+        gpus=gpus,
+        mode="rate" if cfg["rate"] is not None else "concurrency",
+        target_concurrency=cfg["concurrency"],
+        requested_rate=cfg["rate"],
+    )
+    dur = _num(d.get("duration"))
+    if summary["window"]["duration_s"] == 0 and dur:
+        summary["window"] = {"start_ns": None, "end_ns": None, "duration_s": dur}
+        g = max(1, gpus)
+        it_ = _num(d.get("total_input_tokens")) or 0.0
+        ot = _num(d.get("total_output_tokens")) or 0.0
+        in_s = it_ / dur
+        out_s = _num(d.get("output_throughput")) or ot / dur
+        tot_s = _num(d.get("total_token_throughput")) or (it_ + ot) / dur
+        summary["throughput"] = {
+            "requests_per_s": _num(d.get("request_throughput")),
+            "input_tokens_per_s": in_s,
+            "output_tokens_per_s": out_s,
+            "total_tokens_per_s": tot_s,
+            "input_tokens_per_s_per_gpu": in_s / g if in_s else None,
+            "output_tokens_per_s_per_gpu": out_s / g if out_s else None,
+            "total_tokens_per_s_per_gpu": tot_s / g if tot_s else None,
+        }
+        summary["tokens"] = {"input": it_, "output": ot}
+    for ours, theirs in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("e2e_ms", "e2el")):
+        if not summary["latency"][ours].get("count"):
+            st = {
+                "count": d.get("completed"),
+                "mean": _num(d.get(f"mean_{theirs}_ms")),
+                "std": _num(d.get(f"std_{theirs}_ms")),
+                "p50": _num(d.get(f"median_{theirs}_ms")),
+                "p99": _num(d.get(f"p99_{theirs}_ms")),
+            }
+            for p in (90, 95, 99.9):
+                st[f"p{p:g}"] = _num(d.get(f"p{p:g}_{theirs}_ms"))
+            summary["latency"][ours] = st
+            absent.append(f"{ours} per request (summary from the file's aggregates)")
+    if summary["interactivity"]["tok_s_user"] is None:
+        med = _num(d.get("median_tpot_ms")) or dig(summary, "latency", "tpot_ms", "p50")
+        summary["interactivity"]["tok_s_user"] = 1000.0 / med if med else None
+    summary["counts"]["completed"] = int(d.get("completed") or summary["counts"]["completed"])
+    if d.get("failed") is not None:
+        summary["counts"]["failed"] = int(d["failed"])
+    summary["source"] = {"tool": "vllm bench serve", "file": str(src)}
+    summary["absent"] = absent + ["steady_state", "client CPU and loop figures", "chunk tokens"]
+    summary["definitions"]["token_source"] = "vllm result file (input_lens / output_lens)"
+
+    run_id = label or f"vllm-{src.stem}"
+    run_doc = {
+        "schema": "accelbench.run/1",
+        "run_id": run_id,
+        "status": "completed",
+        "source": {"tool": "vllm bench serve", "file": str(src), "date": d.get("date")},
+        "config": cfg,
+        "server": {"models": [model] if model else []},
+        "started_at": d.get("date"),
+        "absent": absent,
+    }
+    return table, run_doc, summary
