@@ -14,6 +14,7 @@ import orjson
 
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, request_head
 from accelbench.client.openai import ResponseHandler, endpoint_path
+from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
 
@@ -57,6 +58,7 @@ class OpenAIClient:
         api_key: str | None = None,
         timeout_s: float = 600.0,
         transport: str = "auto",
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         u = urlsplit(base_url.rstrip("/"))
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -73,6 +75,7 @@ class OpenAIClient:
         self.stream = stream
         self.timeout_s = timeout_s
         self.scrub = Scrubber(api_key)
+        self.max_event_bytes = max_event_bytes
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -87,6 +90,12 @@ class OpenAIClient:
             self._pool.close()
         if self._aio is not None:
             await self._aio.close()
+
+    def _handler(self, rec: RequestRecord) -> ResponseHandler:
+        return ResponseHandler(
+            rec, chat=self.chat, stream=self.stream, keep_text=True,
+            max_event_bytes=self.max_event_bytes,
+        )  # fmt: skip
 
     async def send(self, rec: RequestRecord, body: dict[str, Any]) -> None:
         """Send one request; every outcome (success or error kind) lands in ``rec``."""
@@ -118,7 +127,7 @@ class OpenAIClient:
         data = request_head("POST", self.host, self.port, self.path, hdrs) + payload
         deadline = _now() + int(self.timeout_s * 1e9)
         for attempt in range(4):
-            handler = ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
+            handler = self._handler(rec)
             try:
                 conn, reused = await pool.acquire()
             except (TimeoutError, OSError) as exc:
@@ -141,7 +150,7 @@ class OpenAIClient:
                     rec.retries += 1
                     _reset_marks(rec)
                     continue
-                handler.fail("disconnect", str(exc))
+                handler.fail(exc.kind, str(exc))
                 rec.t_done = _now()
                 return
             except asyncio.CancelledError:
@@ -162,7 +171,7 @@ class OpenAIClient:
         hdrs = dict(self.headers)
         if rec.request_id:
             hdrs["X-Request-Id"] = rec.request_id
-        handler = ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
+        handler = self._handler(rec)
         url = self.base_url.removesuffix("/v1") + endpoint_path(self.endpoint)
         for attempt in range(4):
             rec.t_send = _now()
@@ -186,9 +195,7 @@ class OpenAIClient:
                 if not got_response and attempt < 3:
                     rec.retries += 1
                     _reset_marks(rec)
-                    handler = ResponseHandler(
-                        rec, chat=self.chat, stream=self.stream, keep_text=True
-                    )
+                    handler = self._handler(rec)
                     continue
                 handler.fail("disconnect", f"{type(exc).__name__}: {exc}")
             except aiohttp.ClientPayloadError as exc:
