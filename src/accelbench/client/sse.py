@@ -136,6 +136,15 @@ class SSEParser:
         """End of stream: an event without its final blank line is still dispatched
         only if it is complete up to a line end (the spec discards a partial one)."""
         events: list[Event] = []
+        if self._pending:  # complete lines the fast path held back count too
+            buf = b"".join(self._pending)
+            cut = buf.rfind(b"\n") + 1
+            self._pending, self._plen = [], 0
+            if cut:
+                self._cr = False
+                events += self._feed_lines(buf[:cut])
+            if cut < len(buf):
+                self._pending, self._plen = [buf[cut:]], len(buf) - cut
         if self._data:
             events.append((self._event or "message", b"\n".join(self._data)))
         self._data = []
