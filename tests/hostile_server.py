@@ -1,6 +1,6 @@
 """A scripted, hostile OpenAI-compatible server on a real 127.0.0.1 socket.
 
-It lists one model, answers the probe request (``X-Request-Id: probe``) with a good
+It lists one model, answers /tokenize with one token per byte, the probe request (``X-Request-Id: probe``) with a good
 stream, and every other completion request with the raw SSE body that ``respond(req_id)``
 returns (or a whole raw HTTP response if it starts with ``HTTP/``). Each response ends the
 connection, so both transports read it to the end.
@@ -28,9 +28,11 @@ def sse_events(*docs: object) -> bytes:
 
 
 class HostileServer:
-    def __init__(self, respond: Callable[[str], bytes]) -> None:
+    def __init__(self, respond: Callable[[str], bytes], probe_failures: int = 0) -> None:
         self.respond = respond
         self.requests = 0
+        self.probe_failures = probe_failures  # answer this many probes with HTTP 503
+        self.auth: list[str] = []  # the Authorization header of every request
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -49,6 +51,7 @@ class HostileServer:
                 while len(body) < n:
                     body += self.request.recv(65536)
                 path = lines[0].split(" ")[1]
+                outer.auth.append(hdrs.get("authorization", ""))
                 if path.endswith("/models"):
                     doc = orjson.dumps({"object": "list", "data": [{"id": "hostile"}]})
                     self._send(b"application/json", doc)
@@ -67,6 +70,10 @@ class HostileServer:
                     return
                 rid = hdrs.get("x-request-id", "")
                 outer.requests += 1
+                if rid == "probe" and outer.probe_failures > 0:
+                    outer.probe_failures -= 1
+                    self._raw(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+                    return
                 payload = GOOD if rid == "probe" else outer.respond(rid)
                 if payload.startswith(b"HTTP/"):
                     self._raw(payload)

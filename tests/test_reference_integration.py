@@ -74,10 +74,12 @@ def test_counts_agree_with_server_metrics(reference_server, tmp_path):
     [("429", "http_429"), ("500", "http_5xx"), ("503", "http_5xx"),
      ("disconnect", "disconnect"), ("malformed", "malformed_stream")],
 )  # fmt: skip
-def test_faults_become_error_records(reference_server, tmp_path, fault, kind):
+def test_faults_become_error_records(reference_server, tmp_path, fault, kind, monkeypatch):
     srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--fault", f"{fault}:1.0")
-    # the probe request fails too: the API refuses to start against a failing server
-    with pytest.raises(AccelbenchError, match="test request"):
+    # the probe request fails every time: after its retries (shortened here; test_untrusted_
+    # server times the real ones) the API refuses to start against a failing server
+    monkeypatch.setattr("accelbench.runner.probe.PROBE_DELAYS_S", (0.01, 0.01))
+    with pytest.raises(AccelbenchError, match=f"test request.*{kind}.*tried 3 times"):
         bench(srv.url, tmp_path, concurrency=2, num_requests=6)
 
 

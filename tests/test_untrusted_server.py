@@ -181,3 +181,85 @@ def test_oversized_event_is_bounded_and_fast(transport, shape):
 
 def test_error_kinds_are_declared():
     assert "malformed_usage" in ERROR_KINDS and "malformed_stream" in ERROR_KINDS
+
+
+# -- the start-up probe is retried -------------------------------------------------------
+def _run(url: str, tmp: Path, name: str = "run", **kw) -> Path:
+    cfg = BenchmarkConfig(url=url, out_dir=str(tmp / name), concurrency=1, num_requests=2,
+                          telemetry=False, workload=WorkloadConfig(isl=4, osl=2), **kw)  # fmt: skip
+    return run_benchmark(cfg, progress=False, show_summary=False, log=lambda m: None)
+
+
+def test_probe_faults_are_retried(tmp_path):
+    good = lambda rid: sse_events({"choices": [{"text": "a", "finish_reason": "length"}]})  # noqa: E731
+    with HostileServer(good, probe_failures=2) as srv:
+        t0 = time.monotonic()
+        run_dir = _run(srv.url, tmp_path)
+        waited = time.monotonic() - t0
+    assert json.loads((run_dir / "summary.json").read_text())["counts"]["completed"] == 2
+    assert waited >= 1.5  # backoff 0.5 s, then 1 s
+
+
+def test_probe_that_keeps_failing_says_why_in_one_line(tmp_path):
+    from accelbench.errors import AccelbenchError
+
+    with HostileServer(lambda rid: b"", probe_failures=99) as srv:
+        t0 = time.monotonic()
+        with pytest.raises(AccelbenchError) as err:
+            _run(srv.url, tmp_path)
+        waited = time.monotonic() - t0
+        probes = srv.requests
+    msg = str(err.value)
+    assert "test request" in msg and "http_5xx" in msg and "tried 5 times over 7.5 s" in msg
+    assert "\n" not in msg and probes == 5 and 7.4 <= waited < 20
+
+
+def test_probe_is_not_retried_when_the_request_is_wrong():
+    from accelbench.errors import AccelbenchError
+    from accelbench.runner.probe import probe_with_retry
+
+    calls = []
+
+    def send() -> RequestRecord:
+        calls.append(1)
+        return RequestRecord(idx=-1, error_kind="http_4xx", error="model not found")
+
+    with pytest.raises(AccelbenchError, match="model not found.*tried once"):
+        probe_with_retry(send, "http://u:pw@h:1", sleep=lambda s: None)
+    assert len(calls) == 1
+
+
+# -- credentials in the URL ---------------------------------------------------------------
+def test_url_credentials_authenticate_and_are_never_written(tmp_path, monkeypatch, capfd):
+    import base64
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    good = lambda rid: sse_events({"choices": [{"text": "a", "finish_reason": "length"}]})  # noqa: E731
+    secret = "s3cr3t-PASS"
+    with HostileServer(good, probe_failures=1) as srv:
+        url = srv.url.replace("http://", f"http://bench-user:{secret}@")
+        run_dir = _run(url, tmp_path, telemetry_interval_s=0.2, transport="http1")
+        _run(url, tmp_path, name="aio", transport="aiohttp")
+        auth = set(srv.auth)
+    # every request (models, tokenizer, probe, load; both transports) used Basic auth
+    assert auth == {"Basic " + base64.b64encode(f"bench-user:{secret}".encode()).decode()}
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["server"]["url"] == meta["config"]["url"] == srv.url.replace("//", "//***@")
+    from accelbench.report.terminal import print_summary
+
+    print_summary(run_dir)
+    out = capfd.readouterr()
+    assert secret not in out.out + out.err and "***@127.0.0.1" in out.out + out.err
+
+
+def test_redact_url():
+    from accelbench.client.session import redact_url, split_credentials
+
+    assert redact_url("http://u:k@h:8/v1") == "http://***@h:8/v1"
+    assert redact_url("https://key@h") == "https://***@h"
+    assert redact_url("http://h:8/v1?x=1") == "http://h:8/v1?x=1"
+    assert split_credentials("http://a%40b:p%3Aw@h:8/v1") == (
+        "http://h:8/v1", "Basic " + __import__("base64").b64encode(b"a@b:p:w").decode())  # fmt: skip

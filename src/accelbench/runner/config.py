@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from accelbench.client.session import redact_url
 from accelbench.errors import AccelbenchError
 
 Endpoint = Literal["completions", "chat"]
@@ -127,6 +128,7 @@ class BenchmarkConfig:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        d["url"] = redact_url(self.url) if self.url else self.url  # never the credentials
         return d
 
     @classmethod
