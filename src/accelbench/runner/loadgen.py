@@ -17,6 +17,7 @@ from typing import Any
 
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient
+from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.metrics.records import RequestRecord, record_row
 from accelbench.workload.plan import PlannedRequest
 
@@ -58,6 +59,7 @@ class WorkerSpec:
     run_tag: str
     phases: list[PhaseSpec] = field(default_factory=list)
     transport: str = "auto"
+    max_event_bytes: int = MAX_EVENT_BYTES  # larger SSE events fail as malformed_stream
 
 
 class LoopLagMonitor:
@@ -106,6 +108,7 @@ class LoadWorker:
             api_key=spec.api_key,
             timeout_s=spec.timeout_s,
             transport=spec.transport,
+            max_event_bytes=spec.max_event_bytes,
         )
         self._batch: list[dict] = []
         self._inflight: set[asyncio.Task] = set()
