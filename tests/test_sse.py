@@ -167,3 +167,87 @@ def test_any_split_gives_the_same_events():
         cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 12)))
         pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
         assert feed_all(SSEParser(), pieces) == reference
+
+
+# -- untrusted input: bounded, linear, never raising -------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from accelbench.client.sse import SSEError  # noqa: E402
+from accelbench.metrics.records import ERROR_KINDS  # noqa: E402
+
+_LINES = st.sampled_from(
+    [b'data: {"a":1}', b"data:x", b"data", b": ping", b"event: error", b"id: 1", b"", b"foo"]
+)
+_EOLS = st.sampled_from([b"\n", b"\r\n", b"\r"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_LINES, _EOLS), max_size=30), st.data())
+def test_any_split_of_any_stream_gives_the_same_events(lines, data):
+    stream = b"".join(line + eol for line, eol in lines)
+    whole = feed_all(SSEParser(), [stream])
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=15)))
+    cuts = [c for c in cuts if 0 < c < len(stream)]
+    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    assert feed_all(SSEParser(), pieces) == whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=12), st.booleans())
+def test_random_bytes_never_raise(pieces, chat):
+    rec = RequestRecord(idx=0)
+    h = ResponseHandler(rec, chat=chat, stream=True, keep_text=True, max_event_bytes=256)
+    h.on_headers(200, 1)
+    for i, p in enumerate(pieces):
+        if not h.on_data(b"data: " + p + b"\n\n" if i % 2 else p, i + 2):
+            break
+    h.on_end(99)
+    assert rec.ok or rec.error_kind in ERROR_KINDS
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=5),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(
+                        st.sampled_from(["choices", "text", "delta", "content", "usage",
+                                         "completion_tokens", "prompt_tokens", "finish_reason"]),
+                        c, max_size=4), max_leaves=12), st.booleans())  # fmt: skip
+def test_random_json_shapes_never_raise(doc, chat):
+    rec = RequestRecord(idx=0)
+    h = ResponseHandler(rec, chat=chat, stream=True, keep_text=True)
+    h.on_headers(200, 1)
+    h.on_data(b"data: " + orjson.dumps({"choices": [doc]}) + b"\n\n", 2)
+    h.on_data(b"data: " + orjson.dumps(doc) + b"\n\n", 3)
+    h.on_end(4)
+    assert rec.ok or rec.error_kind in ERROR_KINDS
+
+
+def test_event_size_is_bounded_and_parsing_linear():
+    import time
+
+    for first in (b"data: ", b"data: x\n"):  # one endless line; many lines, no blank line
+        p = SSEParser()
+        p.feed(first)
+        piece = b"y" * 4096 if first == b"data: " else b"data: y\n" * 512
+        t0 = time.process_time()
+        with pytest.raises(SSEError, match="larger than 16777216 bytes"):
+            for _ in range(10_000):  # 40 MiB in 4 KiB reads
+                p.feed(piece)
+        # linear: ~20 ms; the old buffer copied the whole event on every read (minutes)
+        assert time.process_time() - t0 < 2.0
+    # a 10 MB event within the limit is parsed whole, in linear time
+    p = SSEParser()
+    big = b"data: " + b"z" * 10_000_000 + b"\n\n"
+    t0 = time.process_time()
+    out = [e for i in range(0, len(big), 4096) for e in p.feed(big[i : i + 4096])]
+    assert time.process_time() - t0 < 2.0
+    assert len(out) == 1 and len(out[0][1]) == 10_000_000
+
+
+def test_oversized_event_fails_the_request():
+    rec = RequestRecord(idx=0)
+    h = ResponseHandler(rec, chat=False, stream=True, keep_text=False, max_event_bytes=1000)
+    h.on_headers(200, 1)
+    assert h.on_data(b"data: " + b"x" * 600, 2) is True
+    assert h.on_data(b"x" * 600, 3) is False
+    assert rec.error_kind == "malformed_stream" and "larger than 1000 bytes" in rec.error

@@ -67,14 +67,17 @@ def summarize_cmd(
     """Rebuild requests.parquet and summary.json from the journal (after a kill, or to
     recompute with another GPU count or SLOs)."""
     from accelbench.report.terminal import print_summary
-    from accelbench.runner.finalize import finalize_run
+    from accelbench.runner.finalize import finalize_run, journal_problem
     from accelbench.workload.tokenizer import LocalTokenizer
 
     if not run_dir.is_dir():
         raise AccelbenchError(f"{run_dir} is not a directory")
     tok = LocalTokenizer(tokenizer) if tokenizer else None
-    finalize_run(run_dir, tok=tok, gpus=gpus, slo=parse_kv_floats(slo, "--slo") or None)
+    summary = finalize_run(run_dir, tok=tok, gpus=gpus, slo=parse_kv_floats(slo, "--slo") or None)
     print_summary(run_dir)
+    if problem := journal_problem(summary):  # records were lost: say which, exit 1
+        typer.echo(f"{run_dir}: {problem}", err=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -29,11 +29,19 @@ class BodySink(Protocol):
 
 
 class ConnectionClosed(Exception):
-    """The connection ended; ``before_response`` says whether any response byte came."""
+    """The connection ended; ``before_response`` says whether any response byte came,
+    ``kind`` the record's error kind (``disconnect``, or ``malformed_stream`` for a
+    response whose HTTP framing is broken)."""
 
-    def __init__(self, msg: str, before_response: bool) -> None:
+    def __init__(self, msg: str, before_response: bool, kind: str = "disconnect") -> None:
         super().__init__(msg)
         self.before_response = before_response
+        self.kind = kind
+
+
+# Longest chunk-size line accepted (hex size plus extensions); a server sending more
+# without a line end is not speaking HTTP/1.1 chunked coding.
+_MAX_CHUNK_LINE = 4096
 
 
 class HTTP1Protocol(asyncio.Protocol):
@@ -92,6 +100,13 @@ class HTTP1Protocol(asyncio.Protocol):
         t = _monotonic_ns()
         if self._sink is None:
             return  # unsolicited bytes on an idle connection: ignore
+        try:
+            self._received(data, t)
+        except Exception as exc:  # noqa: BLE001 - never let a parser bug kill the transport
+            self._abort(f"client error while reading the response: {type(exc).__name__} {exc}",
+                        kind="client_exception")  # fmt: skip
+
+    def _received(self, data: bytes, t: int) -> None:
         if self._state == 1:
             buf = self._buf + data if self._buf else data
             if buf[:2] == b"\r\n":  # stray CRLF ending the previous chunked body
@@ -99,7 +114,7 @@ class HTTP1Protocol(asyncio.Protocol):
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > 65536:
-                    self._abort("response headers too large")
+                    self._abort("response headers larger than 64 KiB", kind="malformed_stream")
                 self._buf = buf
                 return
             self._head(buf[:end], t)
@@ -120,8 +135,10 @@ class HTTP1Protocol(asyncio.Protocol):
         parts = lines[0].split(b" ", 2)
         try:
             status = int(parts[1])
+            if not 100 <= status <= 999:
+                raise ValueError(status)
         except (IndexError, ValueError):
-            self._abort(f"not an HTTP response: {lines[0][:60]!r}")
+            self._abort(f"not an HTTP response: {lines[0][:60]!r}", kind="malformed_stream")
             return
         chunked = False
         length = -1
@@ -133,8 +150,10 @@ class HTTP1Protocol(asyncio.Protocol):
             if name == b"content-length":
                 try:
                     length = int(value)
+                    if length < 0:
+                        raise ValueError(length)
                 except ValueError:
-                    self._abort("bad Content-Length")
+                    self._abort("bad Content-Length", kind="malformed_stream")
                     return
             elif name == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()
@@ -186,12 +205,15 @@ class HTTP1Protocol(asyncio.Protocol):
                 continue
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
+                if n - pos > _MAX_CHUNK_LINE:
+                    self._abort("chunk-size line without an end", kind="malformed_stream")
+                    return
                 break
             size_line = buf[pos:eol].split(b";", 1)[0].strip()
             try:
                 size = int(size_line, 16)
             except ValueError:
-                self._abort(f"bad chunk size {size_line[:20]!r}")
+                self._abort(f"bad chunk size {size_line[:20]!r}", kind="malformed_stream")
                 return
             pos = eol + 2
             if size == 0:  # last chunk; a late final CRLF is skipped by the next head
@@ -220,7 +242,7 @@ class HTTP1Protocol(asyncio.Protocol):
         if fut is not None and not fut.done():
             fut.set_result(None)
 
-    def _abort(self, reason: str | None) -> None:
+    def _abort(self, reason: str | None, kind: str = "disconnect") -> None:
         """Drop the connection: broken framing, or the sink gave up on the response."""
         self.closed = True
         fut = self._fut
@@ -233,7 +255,7 @@ class HTTP1Protocol(asyncio.Protocol):
             if reason is None:
                 fut.set_result(None)  # the sink already recorded why
             else:
-                fut.set_exception(ConnectionClosed(reason, before_response=False))
+                fut.set_exception(ConnectionClosed(reason, before_response=False, kind=kind))
 
     # -- request -----------------------------------------------------------------
     def start(self, payload: bytes, sink: BodySink) -> asyncio.Future:

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from accelbench.client.sse import SSEParser
+from accelbench.client.sse import MAX_EVENT_BYTES, SSEError, SSEParser
 from accelbench.metrics.records import RequestRecord
 
 
@@ -73,6 +73,72 @@ def error_message_from_body(body: bytes, limit: int = 300) -> str:
     return text[:limit]
 
 
+# Token counts a server may report: anything else is ``malformed_usage``.
+MAX_TOKEN_COUNT = 2**31 - 1
+
+
+class _Malformed(Exception):
+    """A field of the wrong type or shape: the response is ``malformed_stream``."""
+
+
+class _BadUsage(Exception):
+    """A token count that is no count: the response is ``malformed_usage``."""
+
+
+def _head(payload: bytes, n: int = 120) -> str:
+    """The first bytes of an offending event, for the error message."""
+    return repr(payload[:n]) + (f" (+{len(payload) - n} bytes)" if len(payload) > n else "")
+
+
+def _raw(value: Any) -> str:
+    """A server value as it came (JSON), shortened."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= 100 else text[:100] + "..."
+
+
+def _first_choice(choices: Any) -> dict[str, Any] | None:
+    if choices is None:
+        return None
+    if not isinstance(choices, list):
+        raise _Malformed("choices is not a list")
+    if not choices:
+        return None
+    c = choices[0]
+    if not isinstance(c, dict):
+        raise _Malformed("choices[0] is not an object")
+    return c
+
+
+def _text(obj: dict[str, Any], key: str) -> str:
+    v = obj.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise _Malformed(f"{key} is not a string")
+    return v
+
+
+def _finish_reason(c: dict[str, Any]) -> str | None:
+    fr = c.get("finish_reason")
+    if fr is None or isinstance(fr, str):
+        return fr[:100] if fr else None
+    raise _Malformed("finish_reason is not a string")
+
+
+def _count(usage: dict[str, Any], key: str) -> int | None:
+    """A token count from ``usage``: None if absent; _BadUsage unless an integer in
+    [0, MAX_TOKEN_COUNT] (a string, a float, 10**30, a negative number)."""
+    v = usage.get(key)
+    if v is None:
+        return None
+    if type(v) is not int or not 0 <= v <= MAX_TOKEN_COUNT:
+        raise _BadUsage(f"usage.{key} is not a token count in [0, {MAX_TOKEN_COUNT}]: {_raw(v)}")
+    return v
+
+
 class ResponseHandler:
     """Turns one HTTP response into the record's marks. Transport-agnostic."""
 
@@ -89,15 +155,24 @@ class ResponseHandler:
         "failed",
         "_err_body",
         "_body",
+        "_body_len",
     )
 
-    def __init__(self, rec: RequestRecord, *, chat: bool, stream: bool, keep_text: bool) -> None:
+    def __init__(
+        self,
+        rec: RequestRecord,
+        *,
+        chat: bool,
+        stream: bool,
+        keep_text: bool,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
         self.rec = rec
         self.chat = chat
         self.stream = stream
         self.keep_text = keep_text
         self.status = 0
-        self.parser = SSEParser()
+        self.parser = SSEParser(max_event_bytes)
         self.texts: list[str] = []
         # running completion_tokens on every content chunk (vLLM continuous_usage_stats)
         self.usage_marks: list[int] | None = []
@@ -105,6 +180,7 @@ class ResponseHandler:
         self.failed = False
         self._err_body = b""
         self._body: list[bytes] = []
+        self._body_len = 0
 
     # -- transport callbacks -------------------------------------------------------
     def on_headers(self, status: int, t_ns: int) -> None:
@@ -122,9 +198,27 @@ class ResponseHandler:
             return True
         if not self.stream:
             self._body.append(data)
+            self._body_len += len(data)
+            if self._body_len > self.parser.max_event_bytes:
+                self.fail(
+                    "malformed_stream",
+                    f"response body larger than {self.parser.max_event_bytes} bytes",
+                )
+                return False
             return True
-        for event, payload in self.parser.feed(data):
-            self._event(event, payload, t_ns)
+        try:
+            events = self.parser.feed(data)
+        except SSEError as exc:
+            self.fail("malformed_stream", str(exc))
+            return False
+        return self._events(events, t_ns)
+
+    def _events(self, events: list[tuple[str, bytes]], t_ns: int) -> bool:
+        for event, payload in events:
+            try:
+                self._event(event, payload, t_ns)
+            except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the stream
+                self.fail("malformed_stream", f"{type(exc).__name__} {exc}: {_head(payload)}")
             if self.failed:
                 return False
         return True
@@ -138,11 +232,13 @@ class ResponseHandler:
             rec.t_done = t_ns
             return
         if not self.stream:
-            self._non_stream(b"".join(self._body), t_ns)
+            body = b"".join(self._body)
+            try:
+                self._non_stream(body, t_ns)
+            except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
+                self.fail("malformed_stream", f"{type(exc).__name__} {exc}: {_head(body)}")
             return
-        for event, payload in self.parser.flush():
-            self._event(event, payload, t_ns)
-        if self.failed:
+        if not self._events(self.parser.flush(), t_ns):
             return
         if rec.t_done is None:
             rec.t_done = t_ns
@@ -163,87 +259,138 @@ class ResponseHandler:
 
     # -- parsing ----------------------------------------------------------------
     def _event(self, event: str, payload: bytes, t: int) -> None:
-        rec = self.rec
+        """One SSE event. Every field is the server's word and is checked: a wrong type
+        is ``malformed_stream`` (with the event's first bytes), a token count out of
+        range is ``malformed_usage`` (with the raw value); nothing raises."""
         if payload == b"[DONE]":
             self.done = True
-            rec.t_done = t
+            self.rec.t_done = t
             return
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            self.fail("malformed_stream", f"invalid JSON in SSE data: {payload[:80]!r}")
+            self.fail("malformed_stream", f"invalid JSON in SSE data: {_head(payload)}")
             return
         if not isinstance(obj, dict):
-            self.fail("malformed_stream", f"SSE data is not a JSON object: {payload[:80]!r}")
+            self.fail("malformed_stream", f"SSE data is not a JSON object: {_head(payload)}")
             return
         if event == "error" or "error" in obj:
             err = obj.get("error", obj)
             msg = err.get("message") if isinstance(err, dict) else err
-            self.fail("server_error_event", f"server sent an error event: {msg}")
+            self.fail("server_error_event", f"server sent an error event: {str(msg)[:300]}")
             return
-        choices = obj.get("choices")
-        usage = obj.get("usage")
-        if choices:
-            c = choices[0]
-            if self.chat:
-                delta = c.get("delta") or {}
-                text = delta.get("content") or ""
-                rtext = delta.get("reasoning_content") or delta.get("reasoning") or ""
-            else:
-                text = c.get("text") or ""
-                rtext = ""
-            if text or rtext:
-                if rec.t_first is None:
-                    rec.t_first = t
-                rec.chunk_times.append(t)
-                rec.t_last = t
-                self.texts.append(rtext + text)
-                if self.usage_marks is not None:
-                    mark = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                    if mark is None:
-                        self.usage_marks = None  # not every chunk says: no per-chunk counts
-                    else:
-                        self.usage_marks.append(mark)
-            fr = c.get("finish_reason")
-            if fr:
-                rec.finish_reason = fr
-        if isinstance(usage, dict):
-            if usage.get("completion_tokens") is not None:
-                rec.osl_server = usage["completion_tokens"]
-            if usage.get("prompt_tokens") is not None:
-                rec.isl = usage["prompt_tokens"]
-                rec.isl_source = "server_usage"
+        rec = self.rec
+        # Hot path: the checks are inlined (this runs for every streamed token).
+        try:
+            usage = obj.get("usage")
+            if usage is not None and type(usage) is not dict:
+                raise _BadUsage(f"usage is not an object: {_raw(usage)}")
+            choices = obj.get("choices")
+            if choices:
+                if type(choices) is not list:
+                    raise _Malformed("choices is not a list")
+                c = choices[0]
+                if type(c) is not dict:
+                    raise _Malformed("choices[0] is not an object")
+                if self.chat:
+                    delta = c.get("delta")
+                    if delta is None:
+                        delta = {}
+                    elif type(delta) is not dict:
+                        raise _Malformed("choices[0].delta is not an object")
+                    text: Any = _text(delta, "content")
+                    rtext = _text(delta, "reasoning_content") or _text(delta, "reasoning")
+                else:
+                    text = c.get("text")
+                    if text is None:
+                        text = ""
+                    elif type(text) is not str:
+                        raise _Malformed("text is not a string")
+                    rtext = ""
+                if text or rtext:
+                    if rec.t_first is None:
+                        rec.t_first = t
+                    rec.chunk_times.append(t)
+                    rec.t_last = t
+                    self.texts.append(rtext + text)
+                    if self.usage_marks is not None:
+                        self._usage_mark(usage)
+                fr = c.get("finish_reason")
+                if fr is not None:
+                    if type(fr) is not str:
+                        raise _Malformed("finish_reason is not a string")
+                    if fr:
+                        rec.finish_reason = fr[:100]
+            elif choices is not None and type(choices) is not list:
+                raise _Malformed("choices is not a list")
+            if usage:
+                self._usage(usage)
+        except _Malformed as exc:
+            self.fail("malformed_stream", f"{exc}: {_head(payload)}")
+        except _BadUsage as exc:
+            self.fail("malformed_usage", str(exc))
+
+    def _usage_mark(self, usage: dict[str, Any] | None) -> None:
+        """Running completion_tokens on a content chunk (vLLM continuous_usage_stats)."""
+        marks = self.usage_marks
+        assert marks is not None
+        mark = _count(usage, "completion_tokens") if usage else None
+        if mark is None:
+            self.usage_marks = None  # not every chunk says: no per-chunk counts
+            return
+        if marks and mark < marks[-1]:
+            raise _BadUsage(f"usage.completion_tokens went down from {marks[-1]} to {mark}")
+        marks.append(mark)
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        rec = self.rec
+        out = _count(usage, "completion_tokens")
+        if out is not None:
+            rec.osl_server = out
+        inp = _count(usage, "prompt_tokens")
+        if inp is not None:
+            rec.isl = inp
+            rec.isl_source = "server_usage"
 
     def _non_stream(self, body: bytes, t: int) -> None:
         rec = self.rec
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
-            self.fail("malformed_stream", f"response is not JSON: {body[:80]!r}")
+            self.fail("malformed_stream", f"response is not JSON: {_head(body)}")
             return
         if not isinstance(obj, dict) or "error" in obj:
             self.fail("server_error_event", error_message_from_body(body))
             return
-        choices = obj.get("choices") or []
         text = ""
-        if choices:
-            c = choices[0]
-            if self.chat:
-                msg = c.get("message") or {}
-                text = (msg.get("reasoning_content") or "") + (msg.get("content") or "")
-            else:
-                text = c.get("text") or ""
-            rec.finish_reason = c.get("finish_reason")
+        try:
+            usage = obj.get("usage")
+            if usage is not None and not isinstance(usage, dict):
+                raise _BadUsage(f"usage is not an object: {_raw(usage)}")
+            c = _first_choice(obj.get("choices"))
+            if c is not None:
+                if self.chat:
+                    msg = c.get("message")
+                    if msg is None:
+                        msg = {}
+                    elif not isinstance(msg, dict):
+                        raise _Malformed("choices[0].message is not an object")
+                    text = _text(msg, "reasoning_content") + _text(msg, "content")
+                else:
+                    text = _text(c, "text")
+                rec.finish_reason = _finish_reason(c)
+            if usage:
+                self._usage(usage)
+        except _Malformed as exc:
+            self.fail("malformed_stream", f"{exc}: {_head(body)}")
+            return
+        except _BadUsage as exc:
+            self.fail("malformed_usage", str(exc))
+            return
         if text:
             rec.t_first = rec.t_last = t
             rec.chunk_times.append(t)
             self.texts.append(text)
-        usage = obj.get("usage") or {}
-        if usage.get("completion_tokens") is not None:
-            rec.osl_server = usage["completion_tokens"]
-        if usage.get("prompt_tokens") is not None:
-            rec.isl = usage["prompt_tokens"]
-            rec.isl_source = "server_usage"
         rec.t_done = t
         self._finish()
 

@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import orjson
 
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, request_head
 from accelbench.client.openai import ResponseHandler, endpoint_path
+from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
 
@@ -35,16 +37,56 @@ def load_api_key(env_var: str | None, key_file: str | None) -> str | None:
     return None
 
 
-class Scrubber:
-    """Removes the API key from any text that may reach results, logs or errors."""
+def redact_url(url: str) -> str:
+    """The URL as it may be stored or shown: credentials in it (``http://user:key@host``)
+    become ``***``, like the API key. Anything else is returned unchanged."""
+    u = urlsplit(url)
+    if "@" not in u.netloc:
+        return url
+    return urlunsplit(u._replace(netloc="***@" + u.netloc.rpartition("@")[2]))
 
-    def __init__(self, secret: str | None) -> None:
-        self.secret = secret
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """The URL without its userinfo, and the ``Authorization: Basic`` value it carried
+    (None without one). Requests send the credentials as that header, never in the URL."""
+    u = urlsplit(url)
+    if "@" not in u.netloc:
+        return url, None
+    user, password = unquote(u.username or ""), unquote(u.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return urlunsplit(u._replace(netloc=u.netloc.rpartition("@")[2])), f"Basic {token}"
+
+
+def auth_headers(url: str, api_key: str | None) -> dict[str, str]:
+    """Authorization for a request: the API key (Bearer) if there is one, else the URL's
+    credentials (Basic); the key wins, as a server takes one Authorization header."""
+    if api_key:
+        return {"Authorization": f"Bearer {api_key}"}
+    basic = split_credentials(url)[1]
+    return {"Authorization": basic} if basic else {}
+
+
+class Scrubber:
+    """Removes the API key and the URL's credentials from any text that may reach
+    results, logs or errors."""
+
+    def __init__(self, *secrets: str | None) -> None:
+        self.secrets = [s for s in secrets if s and len(s) >= 3]
 
     def __call__(self, text: str | None) -> str | None:
-        if text and self.secret and self.secret in text:
-            return text.replace(self.secret, "***")
+        if text:
+            for secret in self.secrets:
+                if secret in text:
+                    text = text.replace(secret, "***")
         return text
+
+
+def url_secrets(url: str) -> list[str]:
+    """The URL's password (raw and percent-decoded), to be scrubbed from messages."""
+    u = urlsplit(url)
+    if u.password is None:
+        return []
+    return [u.password, unquote(u.password)]
 
 
 class OpenAIClient:
@@ -57,11 +99,12 @@ class OpenAIClient:
         api_key: str | None = None,
         timeout_s: float = 600.0,
         transport: str = "auto",
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         u = urlsplit(base_url.rstrip("/"))
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise AccelbenchError(f"not an http(s) URL: {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+            raise AccelbenchError(f"not an http(s) URL: {redact_url(base_url)!r}")
+        self.base_url = split_credentials(base_url.rstrip("/"))[0]
         base_path = u.path
         if base_path.endswith("/v1"):
             base_path = base_path[:-3]
@@ -72,10 +115,10 @@ class OpenAIClient:
         self.chat = endpoint == "chat"
         self.stream = stream
         self.timeout_s = timeout_s
-        self.scrub = Scrubber(api_key)
+        self.scrub = Scrubber(api_key, *url_secrets(base_url))
+        self.max_event_bytes = max_event_bytes
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.headers.update(auth_headers(base_url, api_key))
         self.use_h1 = transport == "http1" or (transport == "auto" and u.scheme == "http")
         if transport == "http1" and u.scheme != "http":
             raise AccelbenchError("the http1 transport supports plain http only")
@@ -87,6 +130,12 @@ class OpenAIClient:
             self._pool.close()
         if self._aio is not None:
             await self._aio.close()
+
+    def _handler(self, rec: RequestRecord) -> ResponseHandler:
+        return ResponseHandler(
+            rec, chat=self.chat, stream=self.stream, keep_text=True,
+            max_event_bytes=self.max_event_bytes,
+        )  # fmt: skip
 
     async def send(self, rec: RequestRecord, body: dict[str, Any]) -> None:
         """Send one request; every outcome (success or error kind) lands in ``rec``."""
@@ -118,7 +167,7 @@ class OpenAIClient:
         data = request_head("POST", self.host, self.port, self.path, hdrs) + payload
         deadline = _now() + int(self.timeout_s * 1e9)
         for attempt in range(4):
-            handler = ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
+            handler = self._handler(rec)
             try:
                 conn, reused = await pool.acquire()
             except (TimeoutError, OSError) as exc:
@@ -141,7 +190,7 @@ class OpenAIClient:
                     rec.retries += 1
                     _reset_marks(rec)
                     continue
-                handler.fail("disconnect", str(exc))
+                handler.fail(exc.kind, str(exc))
                 rec.t_done = _now()
                 return
             except asyncio.CancelledError:
@@ -162,7 +211,7 @@ class OpenAIClient:
         hdrs = dict(self.headers)
         if rec.request_id:
             hdrs["X-Request-Id"] = rec.request_id
-        handler = ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
+        handler = self._handler(rec)
         url = self.base_url.removesuffix("/v1") + endpoint_path(self.endpoint)
         for attempt in range(4):
             rec.t_send = _now()
@@ -186,9 +235,7 @@ class OpenAIClient:
                 if not got_response and attempt < 3:
                     rec.retries += 1
                     _reset_marks(rec)
-                    handler = ResponseHandler(
-                        rec, chat=self.chat, stream=self.stream, keep_text=True
-                    )
+                    handler = self._handler(rec)
                     continue
                 handler.fail("disconnect", f"{type(exc).__name__}: {exc}")
             except aiohttp.ClientPayloadError as exc:
@@ -210,8 +257,11 @@ async def get_json(base_url: str, path: str, api_key: str | None, timeout: float
     AccelbenchError with a clear reason if unreachable or not JSON."""
     import aiohttp
 
+    headers = auth_headers(base_url, api_key)
+    scrub = Scrubber(api_key, *url_secrets(base_url))
+    shown = redact_url(base_url)
+    base_url = split_credentials(base_url)[0]
     url = base_url.rstrip("/").removesuffix("/v1") + path
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
             async with s.get(url, headers=headers) as r:
@@ -220,8 +270,9 @@ async def get_json(base_url: str, path: str, api_key: str | None, timeout: float
                     raise AccelbenchError(f"GET {path} answered HTTP {r.status}")
                 return orjson.loads(text)
     except aiohttp.ClientConnectorError as exc:
-        raise AccelbenchError(f"cannot reach {base_url}: {exc.os_error or exc}") from None
+        raise AccelbenchError(scrub(f"cannot reach {shown}: {exc.os_error or exc}")) from None
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise AccelbenchError(f"GET {url} failed: {type(exc).__name__} {exc}") from None
+        msg = f"GET {redact_url(url)} failed: {type(exc).__name__} {exc}"
+        raise AccelbenchError(scrub(msg)) from None
     except orjson.JSONDecodeError:
         raise AccelbenchError(f"GET {path} did not return JSON: not an OpenAI server?") from None

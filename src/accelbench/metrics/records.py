@@ -26,6 +26,7 @@ ERROR_KINDS = (
     "timeout",
     "disconnect",
     "malformed_stream",
+    "malformed_usage",
     "server_error_event",
     "empty_response",
     "connect_error",

@@ -22,12 +22,19 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.client.openai import build_body
-from accelbench.client.session import OpenAIClient, get_json, load_api_key
+from accelbench.client.session import (
+    OpenAIClient,
+    get_json,
+    load_api_key,
+    redact_url,
+    split_credentials,
+)
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
+from accelbench.runner.probe import probe_with_retry
 from accelbench.runner.workers import WorkerPool
 from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, write_json_atomic
 from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
@@ -45,7 +52,7 @@ def discover_server(url: str, api_key: str | None) -> dict[str, Any]:
         models = await get_json(url, "/v1/models", api_key)
         if not isinstance(models, dict) or not isinstance(models.get("data"), list):
             raise AccelbenchError(
-                f"{url}/v1/models did not return an OpenAI model list: not an "
+                f"{redact_url(url)}/v1/models did not return an OpenAI model list: not an "
                 "OpenAI-compatible server?"
             )
         info: dict[str, Any] = {"models": [m.get("id") for m in models["data"]]}
@@ -185,7 +192,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
         cfg.model = models[0]
     elif models and cfg.model not in models:
         raise AccelbenchError(
-            f"model {cfg.model!r} is not served at {cfg.url}; it serves: {', '.join(models)}"
+            f"model {cfg.model!r} is not served at {redact_url(cfg.url)}; it serves: {', '.join(models)}"
         )
 
     tok: Tokenizer | None
@@ -197,11 +204,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     # The probe checks the endpoint end to end and measures what the server adds to
     # every prompt (BOS, chat template), so synthetic ISLs are exact in its own count.
     probe_text = "The quick brown fox jumps over the lazy dog."
-    probe = probe_request(cfg, api_key, probe_text)
-    if not probe.ok:
-        raise AccelbenchError(
-            f"a test request to {cfg.url} failed ({probe.error_kind}): {probe.error}"
-        )
+    probe = probe_with_retry(lambda: probe_request(cfg, api_key, probe_text), cfg.url, log=log)
     special = 0
     if tok is not None and probe.isl is not None:
         special = max(0, probe.isl - len(tok.encode(probe_text)))
@@ -237,7 +240,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
         "config": cfg_doc,
         "planned_requests": n_measured if cfg.duration_s is None else None,
         "environment": environment(),
-        "server": {"url": cfg.url, **server},
+        "server": {"url": redact_url(cfg.url), **server},
         "tokenizer": getattr(tok, "name", None),
         "special_tokens_per_prompt": special,
     }
@@ -488,7 +491,7 @@ def _start_telemetry(cfg: BenchmarkConfig, run_dir: Path, engine: Any) -> Any:
         s = TelemetrySampler(
             run_dir,
             interval_s=cfg.telemetry_interval_s,
-            server_url=cfg.url,
+            server_url=split_credentials(cfg.url)[0] if cfg.url else None,
             server_pid=engine.pid if engine is not None else None,
         )
         s.start()

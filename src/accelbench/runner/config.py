@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from accelbench import validate as v
+from accelbench.client.session import redact_url
 from accelbench.workload.config import WorkloadConfig
 
 __all__ = ["BenchmarkConfig", "WorkloadConfig", "default_run_dir"]
@@ -112,6 +113,7 @@ class BenchmarkConfig:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        d["url"] = redact_url(self.url) if self.url else self.url  # never the credentials
         return d
 
     @classmethod

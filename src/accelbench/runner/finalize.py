@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from accelbench.errors import AccelbenchError
 from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import records_to_table
 from accelbench.metrics.summary import summarize
@@ -37,11 +38,7 @@ def finalize_run(
     run_dir = Path(run_dir)
     meta = read_json(run_dir / RUN_JSON)
     cfg = meta.get("config", {})
-    rows, bad = read_journal(run_dir / JOURNAL)
-    save_text = bool(cfg.get("save_text"))
-    done = [complete_row(r, tok, save_text) for r in rows]
-    table = records_to_table(done)
-    write_parquet_atomic(run_dir / PARQUET, table)
+    table, journal = _requests_table(run_dir, tok, bool(cfg.get("save_text")))
     status = status or meta.get("status") or "completed"
     if status == "running":
         status = "interrupted"  # the client died before it could say
@@ -59,8 +56,8 @@ def finalize_run(
         planned=meta.get("planned_requests"),
     ))  # fmt: skip
     _client_health(summary, cfg)
-    if bad:
-        summary["journal_unreadable_lines"] = bad
+    if journal is not None:
+        summary["journal"] = journal
     if (run_dir / SUMMARY).is_file():
         # recomputing: keep what only the live run could measure (telemetry, energy, health)
         try:
@@ -79,6 +76,95 @@ def finalize_run(
         meta["client"] = client
     write_json_atomic(run_dir / RUN_JSON, meta)
     return summary
+
+
+def _requests_table(
+    run_dir: Path, tok: Tokenizer | None, save_text: bool
+) -> tuple[Any, dict[str, Any] | None]:
+    """requests.parquet rebuilt from the journal, unless that would hold fewer rows than
+    the requests.parquet already there: a damaged journal never replaces a complete
+    result with less. Returns the table and what was wrong with the journal (None: all
+    of it was read)."""
+    import pyarrow.parquet as pq
+
+    parquet = run_dir / PARQUET
+    try:
+        old_rows: int | None = pq.read_metadata(parquet).num_rows
+    except Exception:  # noqa: BLE001 - absent or unreadable: nothing to keep
+        old_rows = None
+    lines: list[int] = []
+    try:
+        rows, _ = read_journal(run_dir / JOURNAL, lines)
+        missing = False
+    except AccelbenchError:
+        if old_rows is None:
+            raise
+        rows, missing = [], True
+    table, bad_records = _complete_table(rows, tok, save_text)
+    problems: dict[str, Any] | None = None
+    if lines or bad_records or missing:
+        problems = {
+            "missing": missing,
+            "unreadable_lines": len(lines),
+            "line_numbers": lines[:20],
+            "bad_records": bad_records,
+            "rows_read": table.num_rows,
+            "kept_parquet_rows": None,
+        }
+    if old_rows is not None and old_rows > table.num_rows:
+        if problems is None:  # fewer rows than before without damage: a shorter journal
+            problems = {"missing": False, "unreadable_lines": 0, "line_numbers": [],
+                        "bad_records": 0, "rows_read": table.num_rows}  # fmt: skip
+        problems["kept_parquet_rows"] = old_rows
+        return pq.read_table(parquet), problems
+    write_parquet_atomic(parquet, table)
+    return table, problems
+
+
+def _complete_table(
+    rows: list[dict[str, Any]], tok: Tokenizer | None, save_text: bool
+) -> tuple[Any, int]:
+    """The completed rows as a table, and how many journal records were of the wrong
+    shape (skipped, counted)."""
+    done = []
+    bad = 0
+    for r in rows:
+        try:
+            done.append(complete_row(r, tok, save_text))
+        except Exception:  # noqa: BLE001 - a damaged record is counted, never fatal
+            bad += 1
+    try:
+        return records_to_table(done), bad
+    except Exception:  # noqa: BLE001 - find the rows Arrow refuses (types, ranges)
+        good = []
+        for r in done:
+            try:
+                records_to_table([r])
+                good.append(r)
+            except Exception:  # noqa: BLE001
+                bad += 1
+        return records_to_table(good), bad
+
+
+def journal_problem(summary: dict[str, Any]) -> str | None:
+    """One line on what of the journal could not be used (None: all of it was read)."""
+    j = summary.get("journal")
+    if not j:
+        return None
+    parts = []
+    if j.get("missing"):
+        parts.append("requests.jsonl is missing")
+    if j.get("unreadable_lines"):
+        nums = ", ".join(map(str, j["line_numbers"]))
+        more = ", ..." if j["unreadable_lines"] > len(j["line_numbers"]) else ""
+        parts.append(f"{j['unreadable_lines']} unreadable line(s) in requests.jsonl "
+                     f"(line {nums}{more})")  # fmt: skip
+    if j.get("bad_records"):
+        parts.append(f"{j['bad_records']} journal record(s) of the wrong shape skipped")
+    if j.get("kept_parquet_rows") is not None:
+        parts.append(f"kept the existing requests.parquet ({j['kept_parquet_rows']} rows) "
+                     f"instead of the {j['rows_read']} the journal gave")  # fmt: skip
+    return "; ".join(parts) if parts else None
 
 
 def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,10 +17,16 @@ from typing import Any
 
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient
+from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.metrics.records import RequestRecord, record_row
 from accelbench.workload.plan import PlannedRequest
 
 _now = time.monotonic_ns
+
+# Longest uninterrupted sleep while waiting for an arrival (a stop is seen after it).
+_WAIT_SLICE_S = 0.02
+# Arrival times beyond this (about 146 years) never come.
+_FAR_NS = 2**62
 
 # Consecutive failed connection attempts after which a worker stops: the server is gone.
 LOST_SERVER_AFTER = 32
@@ -52,6 +59,7 @@ class WorkerSpec:
     run_tag: str
     phases: list[PhaseSpec] = field(default_factory=list)
     transport: str = "auto"
+    max_event_bytes: int = MAX_EVENT_BYTES  # larger SSE events fail as malformed_stream
 
 
 class LoopLagMonitor:
@@ -85,8 +93,10 @@ class LoadWorker:
         should_stop: Callable[[], bool],
         phase_barrier: Callable[[], Any] | None = None,
         counters: dict[str, Any] | None = None,
+        parent_alive: Callable[[], bool] | None = None,
     ) -> None:
         self.spec = spec
+        self.parent_alive = parent_alive
         self.emit = emit
         self.should_stop = should_stop
         self.phase_barrier = phase_barrier
@@ -98,6 +108,7 @@ class LoadWorker:
             api_key=spec.api_key,
             timeout_s=spec.timeout_s,
             transport=spec.transport,
+            max_event_bytes=spec.max_event_bytes,
         )
         self._batch: list[dict] = []
         self._inflight: set[asyncio.Task] = set()
@@ -189,6 +200,8 @@ class LoadWorker:
     async def _flusher(self) -> None:
         while True:
             await asyncio.sleep(0.05)
+            if self.parent_alive is not None and not self.parent_alive():
+                os._exit(1)  # the parent is gone: nobody records what this would send
             self.flush()
             if self.should_stop() and not self._stopping:
                 self._stopping = True
@@ -239,6 +252,17 @@ class LoadWorker:
             for i in range(n):
                 yield base + (cycle * n + i) * self.spec.n_workers, phase.items[i][1]
 
+    async def _wait_until(self, t_ns: int) -> bool:
+        """Sleep until ``t_ns`` in slices of at most 20 ms; False as soon as the run is
+        stopped (noticed within the flusher's 50 ms), so a stop never waits for the next
+        arrival, however far away. Short waits cost one timer, as before."""
+        while not self._stopping:
+            delay = (t_ns - _now()) / 1e9
+            if delay <= 0:
+                return True
+            await asyncio.sleep(min(delay, _WAIT_SLICE_S))
+        return False
+
     async def _closed_loop(self, phase: PhaseSpec) -> None:
         warm = phase.name == "warmup"
         it = iter(self._items(phase))
@@ -274,14 +298,15 @@ class LoadWorker:
         for (idx, req), off in zip(phase.items, phase.offsets, strict=True):
             if self._stopping:
                 break
-            t_sched = start + int(off * 1e9)
+            t_sched = start + int(min(off * 1e9, _FAR_NS))  # a rate of 1e-300: "never"
             if deadline is not None and t_sched >= deadline:
                 break
             delay = (t_sched - _now()) / 1e9
             if delay > 0:
-                # sleep most of the way, then yield until due (finer than the timer)
-                if delay > 0.002:
-                    await asyncio.sleep(delay - 0.001)
+                # wait most of the way (a stop ends the wait), then yield until due
+                # (finer than the timer)
+                if delay > 0.002 and not await self._wait_until(t_sched - 1_000_000):
+                    break
                 while _now() < t_sched:
                     await asyncio.sleep(0)
             if sem is not None:

@@ -3,31 +3,66 @@ available) and streams record batches to the parent through a queue.
 
 The parent owns signals: workers ignore SIGINT and stop when the shared stop event is
 set, cancelling in-flight requests (recorded as ``interrupted``) and flushing what they have.
+Workers never outlive the parent: on Linux the kernel kills them when it dies
+(PR_SET_PDEATHSIG), and everywhere they check that their parent is still theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import multiprocessing as mp
+import os
 import queue as queue_mod
 import signal
+import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from accelbench.eventloop import install_uvloop
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> Callable[[], bool]:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux), and return
+    a check that says whether the parent is still alive (any OS; a dead parent's
+    children are re-parented, so the parent pid changes). If the parent already died
+    before this ran, exit now."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    def parent_alive() -> bool:
+        return os.getppid() == parent_pid
+
+    if not parent_alive():
+        os._exit(1)
+    return parent_alive
+
 
 def _worker_main(
-    spec: WorkerSpec, out: Any, stop: Any, go: Any, barrier: Any, counters: dict[str, Any]
+    spec: WorkerSpec,
+    out: Any,
+    stop: Any,
+    go: Any,
+    barrier: Any,
+    counters: dict[str, Any],
+    parent_pid: int,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent_alive = die_with_parent(parent_pid)
     install_uvloop()
     try:
         out.put(("ready", spec.worker, None))
-        go.wait()
+        while not go.wait(0.2):
+            if not parent_alive():
+                os._exit(1)
 
         def emit(rows: list[dict]) -> None:
             out.put(("records", spec.worker, rows))
@@ -37,7 +72,7 @@ def _worker_main(
                 with contextlib.suppress(Exception):  # broken barrier: stop waiting
                     barrier.wait(timeout=3600)
 
-        worker = LoadWorker(spec, emit, stop.is_set, phase_barrier, counters)
+        worker = LoadWorker(spec, emit, stop.is_set, phase_barrier, counters, parent_alive)
         stats = asyncio.run(worker.run())
         out.put(("stats", spec.worker, stats))
     except BaseException as exc:  # noqa: BLE001 - report any crash to the parent
@@ -60,7 +95,15 @@ class WorkerPool:
         self.procs = [
             ctx.Process(
                 target=_worker_main,
-                args=(s, self.out, self.stop_event, self.go, self.barrier, self.counters),
+                args=(
+                    s,
+                    self.out,
+                    self.stop_event,
+                    self.go,
+                    self.barrier,
+                    self.counters,
+                    os.getpid(),
+                ),  # fmt: skip
                 daemon=True,
                 name=f"accelbench-worker-{s.worker}",
             )

@@ -29,6 +29,13 @@ from accelbench.eventloop import install_uvloop
 
 FAULT_KINDS = ("429", "500", "503", "disconnect", "malformed", "stall", "slow_headers")
 _WORDS = [" alpha", " beta", " gamma", " delta", " token", " stream", " bench", " ref"]
+_WORDS_JSON = [orjson.dumps(w) for w in _WORDS]
+# Longest response it generates: a larger max_tokens is answered with HTTP 400, as a real
+# server answers a request beyond its context. Tokens are made as they are written.
+MAX_TOKENS_CAP = 1_000_000
+# Max-throughput mode writes this many events per write, pausing when the client reads
+# slower than that (transport flow control), so no response is held whole in memory.
+_BULK_EVENTS = 256
 
 
 @dataclass
@@ -142,6 +149,17 @@ class ReferenceProtocol(asyncio.Protocol):
         self.handles: list[asyncio.TimerHandle] = []
         self.current_log: dict[str, Any] | None = None  # the stream in progress
         self.drop_next = False
+        self.paused = False  # the client reads slower than we write
+        self.receiving = False  # inside data_received (its loop takes the next request)
+        self.bulk: Any = None  # a max-throughput response being written
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.bulk is not None:
+            self._pump()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -157,9 +175,16 @@ class ReferenceProtocol(asyncio.Protocol):
             self.current_log = None
 
     def data_received(self, data: bytes) -> None:
+        self.receiving = True
+        try:
+            self._received(data)
+        finally:
+            self.receiving = False
+
+    def _received(self, data: bytes) -> None:
         t = time.monotonic_ns()
         self.buf += data
-        while not self.busy:
+        while not self.busy and not self.closed:
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 return
@@ -174,7 +199,11 @@ class ReferenceProtocol(asyncio.Protocol):
             for line in lines[1:]:
                 k, _, v = line.partition(":")
                 headers[k.strip().lower()] = v.strip()
-            n = int(headers.get("content-length") or 0)
+            try:
+                n = int(headers.get("content-length") or 0)
+            except ValueError:
+                self._simple(400, {"error": {"message": "bad Content-Length"}}, close=True)
+                return
             if len(self.buf) < end + 4 + n:
                 return
             body = self.buf[end + 4 : end + 4 + n]
@@ -244,13 +273,16 @@ class ReferenceProtocol(asyncio.Protocol):
         except orjson.JSONDecodeError:
             self._simple(400, {"error": {"message": "invalid JSON"}})
             return
-        if path == "/tokenize":
-            text = req.get("content", req.get("prompt", ""))
-            self._simple(200, {"tokens": list(str(text).encode())})
-        else:
-            ids = req.get("tokens") or []
-            text = bytes(int(i) & 0xFF for i in ids).decode("utf-8", "replace")
-            self._simple(200, {"content": text, "prompt": text})
+        try:
+            if path == "/tokenize":
+                text = req.get("content", req.get("prompt", ""))
+                self._simple(200, {"tokens": list(str(text).encode())})
+            else:
+                ids = req.get("tokens") or []
+                text = bytes(int(i) & 0xFF for i in ids).decode("utf-8", "replace")
+                self._simple(200, {"content": text, "prompt": text})
+        except (AttributeError, TypeError, ValueError) as exc:
+            self._simple(400, {"error": {"message": f"bad {path} request: {exc}"}})
 
     # -- generation ----------------------------------------------------------------
     def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
@@ -259,6 +291,9 @@ class ReferenceProtocol(asyncio.Protocol):
             req = orjson.loads(body)
         except orjson.JSONDecodeError:
             self._simple(400, {"error": {"message": "invalid JSON body"}})
+            return
+        if not isinstance(req, dict):
+            self._simple(400, {"error": {"message": "the body is not a JSON object"}})
             return
         if req.get("model") not in (None, cfg.model):
             self._simple(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
@@ -270,17 +305,25 @@ class ReferenceProtocol(asyncio.Protocol):
             prompt = req.get("prompt") or ""
             if isinstance(prompt, list):
                 prompt = "".join(map(str, prompt))
-        prompt_tokens = len(prompt.encode())
-        max_tokens = int(
+        prompt_tokens = len(str(prompt).encode())
+        raw_max = (
             req.get("max_tokens") or req.get("max_completion_tokens") or cfg.default_max_tokens
         )
+        if type(raw_max) is not int or not 1 <= raw_max <= MAX_TOKENS_CAP:
+            msg = (
+                f"max_tokens must be an integer in [1, {MAX_TOKENS_CAP}] (got {str(raw_max)[:40]})"
+            )
+            self._simple(400, {"error": {"message": msg, "type": "invalid_request_error"}})
+            return
+        max_tokens = raw_max
         n = (
             max_tokens
             if cfg.osl is None
             else max(1, min(max_tokens, round(cfg.osl.sample(st.rng))))
         )
         stream = bool(req.get("stream"))
-        usage_wanted = bool((req.get("stream_options") or {}).get("include_usage"))
+        opts = req.get("stream_options")
+        usage_wanted = isinstance(opts, dict) and bool(opts.get("include_usage"))
         rid = headers.get("x-request-id", f"ref-{st.counter}")
         st.counter += 1
         st.requests_total += 1
@@ -293,7 +336,7 @@ class ReferenceProtocol(asyncio.Protocol):
             )
             st.log({"request_id": rid, "fault": fault, "t_recv": t_recv})
             return
-        words = [_WORDS[(st.counter + i) % len(_WORDS)] for i in range(n)]
+        first_word = st.counter
         created = int(time.time())
         model_json = orjson.dumps(cfg.model).decode()
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -306,9 +349,13 @@ class ReferenceProtocol(asyncio.Protocol):
         else:
             pre = (opening + '"text":').encode()
             post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
-        events = [pre + orjson.dumps(w) + post_open for w in words]
-        if events:
-            events[-1] = events[-1].replace(b'"finish_reason":null', b'"finish_reason":"length"')
+        post_last = post_open.replace(b'"finish_reason":null', b'"finish_reason":"length"')
+
+        def event(i: int) -> bytes:
+            """Token i's event, made when it is written (never the whole response)."""
+            word = _WORDS_JSON[(first_word + i) % len(_WORDS)]
+            return pre + word + (post_last if i == n - 1 else post_open)
+
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": n,
@@ -321,7 +368,7 @@ class ReferenceProtocol(asyncio.Protocol):
         tail += b"data: [DONE]\n\n"
         st.tokens_total += n
         if not stream:
-            text = "".join(words)
+            text = "".join(_WORDS[(first_word + i) % len(_WORDS)] for i in range(n))
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})  # fmt: skip
             doc = {"id": rid, "object": "chat.completion" if chat else "text_completion",
@@ -341,40 +388,59 @@ class ReferenceProtocol(asyncio.Protocol):
             head_events = role
         else:
             head_events = b""
+        self.busy = True
         if cfg.max_throughput and fault is None:
             assert self.transport is not None
-            payload = head + (_chunk(head_events) if head_events else b"")
-            payload += b"".join(_chunk(e) for e in events) + _chunk(tail) + b"0\r\n\r\n"
-            self.transport.write(payload)
+            self.transport.write(head + (_chunk(head_events) if head_events else b""))
+            self.bulk = [event, n, tail, 0]
+            self._pump()
             return
-        self.busy = True
-        self._stream(rid, head, head_events, events, tail, fault, t_recv)
+        rng = random.Random(st.rng.getrandbits(64))  # its own draws: faults stay seeded
+        self._stream(rid, head, head_events, event, n, tail, fault, t_recv, rng)
+
+    def _pump(self) -> None:
+        """Write a max-throughput response in batches while the client keeps up."""
+        event, n, tail, i = self.bulk
+        tr = self.transport
+        assert tr is not None
+        while i < n and not self.paused and not self.closed:
+            j = min(n, i + _BULK_EVENTS)
+            tr.write(b"".join([_chunk(event(k)) for k in range(i, j)]))
+            i = j
+        self.bulk[3] = i
+        if i == n and not self.closed:
+            tr.write(_chunk(tail) + b"0\r\n\r\n")
+            self._done_response()
+
+    def _done_response(self) -> None:
+        self.bulk = None
+        self.busy = False
+        self.handles.clear()
+        if self.buf and not self.receiving:  # a request that came meanwhile
+            self.data_received(b"")
 
     def _later(self, delay_s: float, fn) -> None:
         loop = asyncio.get_running_loop()
         self.handles.append(loop.call_later(delay_s, fn))
 
-    def _stream(self, rid: str, head: bytes, head_events: bytes, events: list[bytes],
-                tail: bytes, fault: str | None, t_recv: int) -> None:  # fmt: skip
-        st, cfg = self.st, self.st.cfg
+    def _stream(self, rid: str, head: bytes, head_events: bytes, event: Any, n: int,
+                tail: bytes, fault: str | None, t_recv: int, rng: random.Random) -> None:  # fmt: skip
+        """Write token i at its scheduled time; each token (and the next time) is made
+        when the previous one is written, so a long response costs nothing ahead."""
+        cfg = self.st.cfg
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        n = len(events)
-        # absolute target times (loop clock == time.monotonic)
-        due = [t0 + cfg.ttft_ms.sample(st.rng) / 1000]
-        for _ in range(n - 1):
-            due.append(due[-1] + cfg.itl_ms.sample(st.rng) / 1000)
         fault_at = n // 2
-        if fault == "stall":
-            due = [d + (cfg.stall_s if i >= fault_at else 0) for i, d in enumerate(due)]
+        delay0 = cfg.slow_headers_s if fault == "slow_headers" else 0.0
         sent: list[int] = []
+        scheduled: list[int] = []
         log = {"request_id": rid, "t_recv": t_recv, "fault": fault, "token_times": sent,
-               "scheduled": [int(d * 1e9) for d in due]}  # fmt: skip
+               "scheduled": scheduled}  # fmt: skip
         self.current_log = log
 
         def done() -> None:
             log["t_end"] = time.monotonic_ns()
-            st.log(log)
+            self.st.log(log)
             self.current_log = None
 
         def write_head() -> None:
@@ -383,7 +449,11 @@ class ReferenceProtocol(asyncio.Protocol):
             self.transport.write(head + (_chunk(head_events) if head_events else b""))  # type: ignore[union-attr]
             log["t_headers"] = time.monotonic_ns()
 
-        def emit(i: int) -> None:
+        def schedule(i: int, due: float) -> None:
+            scheduled.append(int(due * 1e9))  # loop clock == time.monotonic
+            self.handles[:] = [loop.call_at(due, emit, i, due)]
+
+        def emit(i: int, due: float) -> None:
             if self.closed:
                 return
             tr = self.transport
@@ -395,25 +465,31 @@ class ReferenceProtocol(asyncio.Protocol):
             if fault == "malformed" and i == fault_at:
                 tr.write(_chunk(b'data: {"choices": [{"text": "broken\n\n'))
             sent.append(time.monotonic_ns())  # taken just before the write: causality
-            tr.write(_chunk(events[i]))
+            tr.write(_chunk(event(i)))
             if i == n - 1:
                 tr.write(_chunk(tail) + b"0\r\n\r\n")
                 done()
-                self.busy = False
-                self.handles.clear()
-                if self.buf:
-                    self.data_received(b"")
+                self._done_response()
+                return
+            gap = cfg.itl_ms.sample(rng) / 1000
+            if fault == "stall" and i + 1 == fault_at:
+                gap += cfg.stall_s
+            schedule(i + 1, due + gap)
 
-        if fault == "slow_headers":
-            self.handles.append(loop.call_at(t0 + cfg.slow_headers_s, write_head))
-            due = [d + cfg.slow_headers_s for d in due]
+        if delay0:
+            self.handles.append(loop.call_at(t0 + delay0, write_head))
         else:
             write_head()
-        for i, d in enumerate(due):
-            self.handles.append(loop.call_at(d, emit, i))
         if n == 0:
             self.transport.write(_chunk(tail) + b"0\r\n\r\n")  # type: ignore[union-attr]
-            self.busy = False
+            done()
+            self._done_response()
+            return
+        first = t0 + delay0 + cfg.ttft_ms.sample(rng) / 1000
+        if fault == "stall" and fault_at == 0:
+            first += cfg.stall_s
+        scheduled.append(int(first * 1e9))
+        self.handles.append(loop.call_at(first, emit, 0, first))
 
 
 async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
@@ -429,7 +505,7 @@ async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
     stop = asyncio.Event()
     for s in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress((NotImplementedError, RuntimeError)):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(s, stop.set)
     if ready is not None:
         ready(server.sockets[0].getsockname()[1])

@@ -166,21 +166,30 @@ class Journal:
             self._f.close()
 
 
-def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Rows of a journal, and how many lines were unreadable (a torn last write)."""
+def read_journal(
+    path: Path, bad_lines: list[int] | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Rows of a journal, and how many lines were unreadable (a torn last write, or
+    damage); their 1-based numbers go to ``bad_lines`` if given."""
     rows: list[dict[str, Any]] = []
     bad = 0
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise AccelbenchError(f"{path} is missing: nothing to summarise") from None
-    for line in data.splitlines():
+    for no, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rows.append(orjson.loads(line))
+            row = orjson.loads(line)
         except orjson.JSONDecodeError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
             bad += 1
+            if bad_lines is not None:
+                bad_lines.append(no)
     return rows, bad
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from accelbench.client.session import auth_headers, redact_url
 from accelbench.errors import AccelbenchError
 
 
@@ -58,11 +59,9 @@ class ServerTokenizer:
         self.host, self.port = u.hostname or "127.0.0.1", u.port
         self.prefix = u.path.rstrip("/").removesuffix("/v1")
         self.model = model
-        self.headers = {"Content-Type": "application/json"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.headers = {"Content-Type": "application/json", **auth_headers(base_url, api_key)}
         self._conn: http.client.HTTPConnection | None = None
-        self.name = f"server:{base_url}/tokenize"
+        self.name = f"server:{redact_url(base_url)}/tokenize"
 
     def _post(self, path: str, body: dict) -> dict:
         for attempt in range(2):

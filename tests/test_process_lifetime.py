@@ -1,0 +1,144 @@
+"""Load workers never outlive the client, and a stop takes effect at once at any rate:
+real runs in subprocesses against the reference server, real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from accelbench.runner.loadgen import LoadWorker, PhaseSpec, WorkerSpec
+from accelbench.workload.plan import PlannedRequest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def server_requests(url: str) -> int:
+    text = urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
+    return int(text.split("\nreference_requests_total ")[1].split()[0])
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def start_run(url: str, out: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "accelbench", "run", "--url", url, "--isl", "16", "--out",
+         str(out), "--quiet", "--no-telemetry", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_journal(out: Path, lines: int, timeout: float = 60) -> None:
+    journal = out / "requests.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal.exists() and len(journal.read_bytes().splitlines()) >= lines:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the run did not start")
+
+
+def test_workers_die_with_a_killed_parent(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "2")
+    proc = start_run(srv.url, tmp_path / "k", "-c", "8", "--duration", "120", "--osl", "10",
+                     "--workers", "2")  # fmt: skip
+    try:
+        wait_journal(tmp_path / "k", 20)
+        workers = [p for p in children(proc.pid) if alive(p)]
+        assert len(workers) >= 2  # the two load workers (and multiprocessing's tracker)
+        before = server_requests(srv.url)
+        os.kill(proc.pid, signal.SIGKILL)  # the parent only, not its process group
+        t0 = time.monotonic()
+        while any(alive(p) for p in workers) and time.monotonic() - t0 < 5:
+            time.sleep(0.01)
+        gone = time.monotonic() - t0
+        at_kill = server_requests(srv.url)
+        time.sleep(1.0)
+        after = server_requests(srv.url)
+    finally:
+        with __import__("contextlib").suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    print(f"workers gone {1000 * gone:.0f} ms after SIGKILL; server requests {before} "
+          f"before, {at_kill} when gone, {after} 1 s later")  # fmt: skip
+    assert gone < 2.0, f"workers still alive {gone:.1f} s after the parent died"
+    assert after == at_kill  # nothing sends requests any more
+    assert at_kill - before <= 8 + 8  # at most what was in flight, plus a 50 ms poll's worth
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stop_at_a_slow_rate_is_immediate(reference_server, tmp_path, sig):
+    """0.05 req/s: the next arrival is 20 s away; a stop used to wait for it."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    out = tmp_path / "slow"
+    proc = start_run(srv.url, out, "--rate", "0.05", "--arrival", "constant", "-n", "5",
+                     "--osl", "4")  # fmt: skip
+    wait_journal(out, 1)
+    before = server_requests(srv.url)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    rc = proc.wait(30)
+    took = time.monotonic() - t0
+    print(f"{signal.Signals(sig).name} at 0.05 req/s: exited after {1000 * took:.0f} ms")
+    assert rc in (0, 1)  # the exit code of an interrupted run is the CLI's (README)
+    assert took < 3.0  # interpreter teardown and finalizing included; was 15.6 s
+    assert server_requests(srv.url) == before == 2  # the probe and the first request
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "interrupted" and s["counts"]["completed"] == 1
+
+
+@pytest.mark.parametrize("far", [20.0, 1e300])
+def test_open_loop_stops_issuing_within_100_ms(reference_server, far):
+    """In process, to time the loop itself: the next arrival is `far` seconds away
+    (a rate of 0.05 req/s, or 1e-300); after the stop, run() returns within 100 ms."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    req = PlannedRequest(prompt="x" * 8, max_tokens=2, isl_planned=8)
+    phase = PhaseSpec(name="measured", items=[(0, req), (1, req)], offsets=[0.0, far])
+    spec = WorkerSpec(worker=0, n_workers=1, base_url=srv.url, model="reference",
+                      endpoint="completions", stream=True, api_key=None, timeout_s=10,
+                      ignore_eos=True, extra_body={}, save_text=False, run_tag="t",
+                      phases=[phase])  # fmt: skip
+    stop = threading.Event()
+    rows: list[dict] = []
+    worker = LoadWorker(spec, rows.extend, stop.is_set)
+    stopped_at: list[float] = []
+
+    def stopper() -> None:
+        time.sleep(0.5)
+        stopped_at.append(time.monotonic())
+        stop.set()
+
+    threading.Thread(target=stopper, daemon=True).start()
+    stats = asyncio.run(worker.run())
+    latency = time.monotonic() - stopped_at[0]
+    print(f"next arrival in {far:g} s: run() returned {1000 * latency:.0f} ms after the stop")
+    assert stats["sent"] == 1 and len(rows) == 1 and rows[0]["ok"]
+    assert latency < 0.1

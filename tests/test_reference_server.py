@@ -1,0 +1,79 @@
+"""The reference server under requests a real server meets: a huge max_tokens is refused
+(not built in memory), a long response is made token by token, and SIGTERM always works."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
+
+from accelbench.servers.reference import MAX_TOKENS_CAP
+
+
+def post(url: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def rss_mib(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_huge_or_bad_max_tokens_is_refused(reference_server):
+    srv = reference_server("--max-throughput")
+    for bad in (2_000_000_000, MAX_TOKENS_CAP + 1, -3, "12", 1.5):
+        status, doc = post(srv.url, {"prompt": "x", "max_tokens": bad})
+        assert status == 400 and "max_tokens must be an integer in [1, 1000000]" in str(doc)
+    assert post(srv.url, {"prompt": "x", "max_tokens": 3})[0] == 200
+    assert post(srv.url, ["not", "an", "object"])[0] == 400
+    assert srv.proc.poll() is None  # still serving
+
+
+def test_long_response_is_made_lazily_and_sigterm_stops_it(reference_server):
+    """A million-token stream (~150 MB) to a client that reads slowly: the server holds a
+    few batches, not the response, and exits on SIGTERM in the middle of it."""
+    srv = reference_server("--max-throughput")
+    base = rss_mib(srv.proc.pid)
+    body = json.dumps({"prompt": "x", "max_tokens": MAX_TOKENS_CAP, "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%b"
+              % (len(body), body))  # fmt: skip
+    got = 0
+    while got < 5_000_000:  # read 5 MB of it, slowly enough that the server must wait
+        got += len(s.recv(1 << 16))
+    time.sleep(0.5)
+    grown = rss_mib(srv.proc.pid) - base
+    assert grown < 40, f"server grew by {grown:.0f} MiB"
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.proc.wait(5)
+    assert time.monotonic() - t0 < 2.0
+    s.close()
+
+
+def test_paced_stream_of_many_tokens_keeps_exact_count(reference_server):
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "0")
+    req = urllib.request.Request(
+        srv.url + "/v1/completions",
+        data=json.dumps({"prompt": "x", "max_tokens": 5000, "stream": True,
+                         "stream_options": {"include_usage": True}}).encode(),
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    events = [ln[6:] for ln in text.split("\n") if ln.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    usage = json.loads(events[-2])["usage"]
+    assert usage["completion_tokens"] == 5000 == len(events) - 2
+    assert json.loads(events[-3])["choices"][0]["finish_reason"] == "length"

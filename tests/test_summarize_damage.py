@@ -1,0 +1,126 @@
+"""`summarize` on a damaged journal never replaces a complete result with less: it keeps
+the better of the two, says what was unreadable, and exits 1 when records were lost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accelbench.runner.benchmark import run_benchmark
+from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+from accelbench.runner.finalize import finalize_run, journal_problem
+from conftest import RefServer
+
+N = 40
+
+
+@pytest.fixture(scope="module")
+def complete_run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("complete")
+    srv = RefServer(["--ttft-ms", "1", "--itl-ms", "1"], tmp)
+    try:
+        cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp / "run"), concurrency=4,
+                              num_requests=N, telemetry=False,
+                              workload=WorkloadConfig(isl=8, osl=3))  # fmt: skip
+        return run_benchmark(cfg, progress=False, show_summary=False)
+    finally:
+        srv.stop()
+
+
+def copy(run: Path, tmp: Path) -> Path:
+    dst = tmp / "copy"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(run, dst)
+    return dst
+
+
+def summarize_cli(run: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accelbench", "summarize", str(run)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def rows(run: Path) -> int:
+    return pq.read_metadata(run / "requests.parquet").num_rows
+
+
+def damage(run: Path, how: str) -> None:
+    j = run / "requests.jsonl"
+    data = j.read_bytes()
+    lines = data.splitlines(keepends=True)
+    if how == "garbage":
+        j.write_bytes(bytes(range(256)) * 40)
+    elif how == "truncated":
+        j.write_bytes(b"".join(lines[:20]) + lines[20][: len(lines[20]) // 2])  # torn line 21
+    elif how == "one_bad_line":
+        lines[6] = b'{"idx": 6, "t_se\n'
+        j.write_bytes(b"".join(lines))
+    elif how == "wrong_shape":
+        lines[6] = b'{"idx": "six", "t_send": [1], "chunk_times": 5}\n'
+        j.write_bytes(b"".join(lines))
+    elif how == "missing":
+        j.unlink()
+    elif how == "empty":
+        j.write_bytes(b"")
+
+
+@pytest.mark.parametrize(
+    "how, says",
+    [("garbage", "unreadable line"), ("truncated", "unreadable line(s) in requests.jsonl (line 21)"),
+     ("one_bad_line", "(line 7)"), ("wrong_shape", "1 journal record(s) of the wrong shape"),
+     ("missing", "requests.jsonl is missing"), ("empty", "instead of the 0 the journal gave")],
+)  # fmt: skip
+def test_damaged_journal_keeps_the_complete_result(complete_run, tmp_path, how, says):
+    run = copy(complete_run, tmp_path)
+    before = pq.read_table(run / "requests.parquet")
+    damage(run, how)
+    r = summarize_cli(run)
+    assert r.returncode == 1, r.stderr
+    assert says in r.stderr and "Traceback" not in r.stderr
+    assert f"kept the existing requests.parquet ({N} rows)" in r.stderr
+    assert pq.read_table(run / "requests.parquet").equals(before)
+    s = json.loads((run / "summary.json").read_text())
+    assert s["counts"]["completed"] == N and s["journal"]["kept_parquet_rows"] == N
+
+
+def test_intact_journal_exits_0(complete_run, tmp_path):
+    run = copy(complete_run, tmp_path)
+    r = summarize_cli(run)
+    assert r.returncode == 0, r.stderr
+    assert rows(run) == N and "journal" not in json.loads((run / "summary.json").read_text())
+
+
+def test_first_summarize_of_a_killed_run_says_what_was_lost(complete_run, tmp_path):
+    run = copy(complete_run, tmp_path)
+    (run / "requests.parquet").unlink()
+    damage(run, "truncated")
+    r = summarize_cli(run)
+    assert r.returncode == 1 and "line 21" in r.stderr
+    assert rows(run) == 20  # all that could be read: nothing better existed
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(st.integers(0, N - 1), st.binary(max_size=60)), max_size=6),
+       st.integers(0, 10_000))  # fmt: skip
+def test_random_damage_never_loses_rows(complete_run, tmp_path, edits, cut):
+    run = copy(complete_run, tmp_path)
+    j = run / "requests.jsonl"
+    lines = j.read_bytes().splitlines(keepends=True)
+    for i, junk in edits:
+        lines[i] = junk + b"\n"
+    data = b"".join(lines)
+    j.write_bytes(data[: len(data) - cut] if cut < len(data) else b"")
+    summary = finalize_run(run)
+    assert rows(run) == N  # never fewer than the complete result
+    assert summary["counts"]["completed"] == N
+    lost = summary.get("journal")
+    assert (lost is None) == (journal_problem(summary) is None)

@@ -1,0 +1,265 @@
+"""A hostile server (real sockets on 127.0.0.1) against both transports and a whole run:
+wrong-shaped JSON, impossible token counts, huge and endless events. Every case is one
+error record of the right kind, never a crash, a false "disconnect" or a stalled loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from accelbench.client.session import OpenAIClient
+from accelbench.client.sse import MAX_EVENT_BYTES
+from accelbench.metrics.records import ERROR_KINDS, RequestRecord
+from accelbench.runner.benchmark import run_benchmark
+from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+from accelbench.runner.finalize import finalize_run
+from hostile_server import HostileServer, sse_events
+
+TRANSPORTS = ["http1", "aiohttp"]
+
+
+def send_one(url: str, transport: str, chat: bool = False, stream: bool = True) -> RequestRecord:
+    async def go() -> RequestRecord:
+        client = OpenAIClient(url, endpoint="chat" if chat else "completions", stream=stream,
+                              transport=transport, timeout_s=20)  # fmt: skip
+        rec = RequestRecord(idx=0, request_id="r0")
+        try:
+            await client.send(rec, {"model": "hostile", "prompt": "x", "stream": stream})
+        finally:
+            await client.close()
+        return rec
+
+    return asyncio.run(go())
+
+
+WRONG_SHAPES = [
+    ({"choices": [5]}, False, "choices[0] is not an object"),
+    ({"choices": {}}, False, "choices is not a list"),
+    ({"choices": {"a": 1}}, False, "choices is not a list"),
+    ({"choices": "abc"}, False, "choices is not a list"),
+    ({"choices": [{"text": 7}]}, False, "text is not a string"),
+    ({"choices": [{"text": ["a"]}]}, False, "text is not a string"),
+    ({"choices": [{"text": "a", "finish_reason": 3}]}, False, "finish_reason is not a string"),
+    ({"choices": [{"delta": ["a"]}]}, True, "delta is not an object"),
+    ({"choices": [{"delta": {"content": {"x": 1}}}]}, True, "content is not a string"),
+]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("doc, chat, reason", WRONG_SHAPES)
+def test_wrong_shape_is_malformed_stream(transport, doc, chat, reason, caplog):
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    with HostileServer(lambda rid: sse_events(doc)) as srv:
+        rec = send_one(srv.url, transport, chat=chat)
+    assert rec.error_kind == "malformed_stream", rec.error
+    assert reason in rec.error
+    assert orjson.dumps(doc)[:10].decode() in rec.error  # the event's first bytes are kept
+    assert "Fatal error" not in caplog.text
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_wrong_shape_non_stream(transport):
+    body = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n"
+    body += b'{"choices": [42]}'
+    with HostileServer(lambda rid: body) as srv:
+        rec = send_one(srv.url, transport, stream=False)
+    assert rec.error_kind == "malformed_stream" and "choices[0]" in rec.error
+
+
+BAD_USAGE = [
+    (b'"12"', '"12"'),
+    (b"1000000000000000000000000000000", "1e+30"),
+    (b"-5", "-5"),
+    (b"2.5", "2.5"),
+    (b"true", "true"),
+]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("raw, shown", BAD_USAGE)
+def test_impossible_usage_is_malformed_usage(transport, raw, shown):
+    body = (b'data: {"choices":[{"text":" a","finish_reason":"length"}]}\n\n'
+            b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":' + raw
+            + b"}}\n\ndata: [DONE]\n\n")  # fmt: skip
+    with HostileServer(lambda rid: body) as srv:
+        rec = send_one(srv.url, transport)
+    assert rec.error_kind == "malformed_usage" and not rec.ok
+    assert "usage.completion_tokens" in rec.error and shown in rec.error  # the raw value
+    assert rec.chunk_times  # what was measured before is kept
+
+
+def test_usage_not_an_object_and_counts_going_down():
+    with HostileServer(lambda rid: sse_events({"choices": [], "usage": "lots"})) as srv:
+        rec = send_one(srv.url, "http1")
+    assert rec.error_kind == "malformed_usage" and '"lots"' in rec.error
+    marks = sse_events({"choices": [{"text": "a"}], "usage": {"completion_tokens": 5}},
+                       {"choices": [{"text": "b"}], "usage": {"completion_tokens": 2}})  # fmt: skip
+    with HostileServer(lambda rid: marks) as srv:
+        rec = send_one(srv.url, "http1")
+    assert rec.error_kind == "malformed_usage" and "went down from 5 to 2" in rec.error
+
+
+def test_run_with_hostile_usage_completes_and_summarizes(tmp_path: Path):
+    """The reported crash: a string / 10^30 / negative count used to leave run.json at
+    `running` and make `summarize` fail forever."""
+    bad = [b'"12"', b"1000000000000000000000000000000", b"-7"]
+
+    def respond(rid: str) -> bytes:
+        i = int(rid.rsplit("-", 1)[1])
+        if i % 2:
+            return sse_events({"choices": [{"text": " x", "finish_reason": "length"}]},
+                              {"choices": [], "usage": {"prompt_tokens": 4,
+                                                        "completion_tokens": 1}})  # fmt: skip
+        raw = bad[(i // 2) % 3]
+        return (
+            b'data: {"choices":[{"text":" x","finish_reason":"length"}]}\n\n'
+            b'data: {"choices":[],"usage":{"completion_tokens":' + raw + b"}}\n\n"
+        )
+
+    with HostileServer(respond) as srv:
+        cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "run"), concurrency=2,
+                              num_requests=12, telemetry=False,
+                              workload=WorkloadConfig(isl=4, osl=1, tokenizer=None))  # fmt: skip
+        run_dir = run_benchmark(cfg, progress=False, show_summary=False)
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+    assert s["errors"]["by_kind"] == {"malformed_usage": 6}
+    assert s["counts"]["completed"] == 6
+    rows = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    errors = " ".join(r["error"] for r in rows if r["error"])
+    assert '"12"' in errors and "1e+30" in errors and "-7" in errors
+    again = finalize_run(run_dir)  # summarize works on it
+    assert again["errors"]["by_kind"] == {"malformed_usage": 6}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("shape", ["endless_line", "huge_event"])
+def test_oversized_event_is_bounded_and_fast(transport, shape):
+    size = MAX_EVENT_BYTES + (1 << 20)
+    if shape == "endless_line":
+        body = b"data: " + b"x" * size  # no line end ever
+    else:
+        body = b"data: x\n" * (size // 8)  # many lines, never a blank one
+    gaps: list[float] = []
+
+    async def go(url: str) -> RequestRecord:
+        client = OpenAIClient(url, transport=transport, timeout_s=30)
+        rec = RequestRecord(idx=0, request_id="r0")
+        stop = False
+
+        async def ticker() -> None:
+            while not stop:
+                t0 = time.monotonic()
+                await asyncio.sleep(0.005)
+                gaps.append(time.monotonic() - t0)
+
+        tick = asyncio.ensure_future(ticker())
+        try:
+            await client.send(rec, {"model": "hostile", "prompt": "x", "stream": True})
+        finally:
+            stop = True
+            await tick
+            await client.close()
+        return rec
+
+    with HostileServer(lambda rid: body) as srv:
+        t0 = time.monotonic()
+        rec = asyncio.run(go(srv.url))
+        elapsed = time.monotonic() - t0
+    assert rec.error_kind == "malformed_stream" and "larger than" in rec.error
+    assert elapsed < 5.0
+    # the event loop kept running: no read stalled it for long (quadratic buffering did)
+    assert max(gaps) < 0.5, max(gaps)
+
+
+def test_error_kinds_are_declared():
+    assert "malformed_usage" in ERROR_KINDS and "malformed_stream" in ERROR_KINDS
+
+
+# -- the start-up probe is retried -------------------------------------------------------
+def _run(url: str, tmp: Path, name: str = "run", **kw) -> Path:
+    cfg = BenchmarkConfig(url=url, out_dir=str(tmp / name), concurrency=1, num_requests=2,
+                          telemetry=False, workload=WorkloadConfig(isl=4, osl=2), **kw)  # fmt: skip
+    return run_benchmark(cfg, progress=False, show_summary=False, log=lambda m: None)
+
+
+def test_probe_faults_are_retried(tmp_path):
+    good = lambda rid: sse_events({"choices": [{"text": "a", "finish_reason": "length"}]})  # noqa: E731
+    with HostileServer(good, probe_failures=2) as srv:
+        t0 = time.monotonic()
+        run_dir = _run(srv.url, tmp_path)
+        waited = time.monotonic() - t0
+    assert json.loads((run_dir / "summary.json").read_text())["counts"]["completed"] == 2
+    assert waited >= 1.5  # backoff 0.5 s, then 1 s
+
+
+def test_probe_that_keeps_failing_says_why_in_one_line(tmp_path):
+    from accelbench.errors import AccelbenchError
+
+    with HostileServer(lambda rid: b"", probe_failures=99) as srv:
+        t0 = time.monotonic()
+        with pytest.raises(AccelbenchError) as err:
+            _run(srv.url, tmp_path)
+        waited = time.monotonic() - t0
+        probes = srv.requests
+    msg = str(err.value)
+    assert "test request" in msg and "http_5xx" in msg and "tried 5 times over 7.5 s" in msg
+    assert "\n" not in msg and probes == 5 and 7.4 <= waited < 20
+
+
+def test_probe_is_not_retried_when_the_request_is_wrong():
+    from accelbench.errors import AccelbenchError
+    from accelbench.runner.probe import probe_with_retry
+
+    calls = []
+
+    def send() -> RequestRecord:
+        calls.append(1)
+        return RequestRecord(idx=-1, error_kind="http_4xx", error="model not found")
+
+    with pytest.raises(AccelbenchError, match="model not found.*tried once"):
+        probe_with_retry(send, "http://u:pw@h:1", sleep=lambda s: None)
+    assert len(calls) == 1
+
+
+# -- credentials in the URL ---------------------------------------------------------------
+def test_url_credentials_authenticate_and_are_never_written(tmp_path, monkeypatch, capfd):
+    import base64
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    good = lambda rid: sse_events({"choices": [{"text": "a", "finish_reason": "length"}]})  # noqa: E731
+    secret = "s3cr3t-PASS"
+    with HostileServer(good, probe_failures=1) as srv:
+        url = srv.url.replace("http://", f"http://bench-user:{secret}@")
+        run_dir = _run(url, tmp_path, telemetry_interval_s=0.2, transport="http1")
+        _run(url, tmp_path, name="aio", transport="aiohttp")
+        auth = set(srv.auth)
+    # every request (models, tokenizer, probe, load; both transports) used Basic auth
+    assert auth == {"Basic " + base64.b64encode(f"bench-user:{secret}".encode()).decode()}
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["server"]["url"] == meta["config"]["url"] == srv.url.replace("//", "//***@")
+    from accelbench.report.terminal import print_summary
+
+    print_summary(run_dir)
+    out = capfd.readouterr()
+    assert secret not in out.out + out.err and "***@127.0.0.1" in out.out + out.err
+
+
+def test_redact_url():
+    from accelbench.client.session import redact_url, split_credentials
+
+    assert redact_url("http://u:k@h:8/v1") == "http://***@h:8/v1"
+    assert redact_url("https://key@h") == "https://***@h"
+    assert redact_url("http://h:8/v1?x=1") == "http://h:8/v1?x=1"
+    assert split_credentials("http://a%40b:p%3Aw@h:8/v1") == (
+        "http://h:8/v1", "Basic " + __import__("base64").b64encode(b"a@b:p:w").decode())  # fmt: skip
