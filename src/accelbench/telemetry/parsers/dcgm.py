@@ -48,7 +48,12 @@ _DCGM_MAP: dict[str, tuple[str, float]] = {
 }
 
 
-def parse_dcgm_prometheus(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+def parse_dcgm_prometheus(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """A dcgm-exporter ``/metrics`` scrape -> one row per GPU (label ``gpu``/``UUID``).
 
     Memory total is ``FB_USED + FB_FREE + FB_RESERVED`` (dcgm-exporter's default counters
@@ -57,7 +62,7 @@ def parse_dcgm_prometheus(text: str, t_ns: int | None = None) -> list[dict[str, 
     """
     rows: dict[str, dict[str, Any]] = {}
     fb: dict[str, dict[str, float]] = {}
-    for name, labels, value in prometheus_samples(text):
+    for name, labels, value in prometheus_samples(text, lost):
         if not name.startswith("DCGM_FI_"):
             continue
         if labels.get("GPU_I_ID"):  # a MIG instance: keep the whole-GPU view only

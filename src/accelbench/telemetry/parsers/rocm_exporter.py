@@ -29,11 +29,16 @@ _ROCM_EXPORTER_MAP: dict[str, tuple[str, float]] = {
 _POWER_PRIORITY = ["gpu_package_power", "gpu_power_usage", "gpu_average_package_power"]
 
 
-def parse_rocm_exporter_prometheus(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+def parse_rocm_exporter_prometheus(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """A ROCm Device Metrics Exporter ``/metrics`` scrape -> one row per ``gpu_id``."""
     rows: dict[str, dict[str, Any]] = {}
     power_seen: dict[str, str] = {}
-    for name, labels, value in prometheus_samples(text):
+    for name, labels, value in prometheus_samples(text, lost):
         lname = name.lower()
         if not (lname.startswith("gpu_") or lname.startswith("pcie_")):
             continue
