@@ -24,6 +24,9 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
         "live": inputs.is_live,
         "quick": quick,
         "problems": [],
+        # Captures that were cut short or not understood: (source, what was lost).
+        "lost": [],
+        "notes": [],
         "sources": {},
         "versions": {},
     }
@@ -233,8 +236,9 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
         try:
             parsed = parsers.parse_amd_smi(text)
         except ValueError as exc:
-            facts["problems"].append(f"amd-smi output {name} not understood: {exc}")
+            facts["lost"].append(("amd-smi", f"{name} not understood: {exc}"))
             continue
+        facts["notes"] += [f"amd-smi {name}: {s}" for s in parsed.get("skipped", [])]
         if parsed["kind"] == "version":
             facts["amd_smi_version"] = parsed
             if parsed.get("rocm_version"):
@@ -264,6 +268,10 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
     if rs_text:
         rs = parsers.parse_rocm_smi(rs_text)
         facts["rocm_smi"] = rs
+        if rs.get("truncated"):
+            facts["lost"].append(
+                ("rocm-smi", f"{rs['truncated']}: {len(rs['gpus'])} GPU(s) read before the cut")
+            )
         if rs["gpus"]:
             facts["sources"]["rocm-smi"] = rs["gpus"]
         if rs.get("driver_version"):

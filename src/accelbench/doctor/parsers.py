@@ -8,12 +8,13 @@ indentation, tabs expanded to spaces, ANSI escapes.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
 from accelbench.gpu.values import to_int
+from accelbench.telemetry.parsers.text import clean, find_json
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -120,10 +121,25 @@ def parse_nvidia_topo(text: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- AMD tools
 
 
+# AMD Instinct PCI device ids -> names, as `rocm-smi -i` / `rocm-smi --showproductname`
+# print them (ROCm/ROCm#4750, ROCm/legacy-rocm-build#4759; see tests/fixtures/doctor/
+# SOURCES.md). The newer concise `rocm-smi` table shows only the id.
+AMD_DEVICE_NAMES = {
+    "0x74a0": "AMD Instinct MI300A",
+    "0x74a1": "AMD Instinct MI300X",
+    "0x74a5": "AMD Instinct MI325X",
+    "0x74b5": "AMD Instinct MI300X VF",
+}
+
+
 def parse_rocm_smi(text: str) -> dict[str, Any]:
-    """Plain `rocm-smi` (Concise Info) or `rocm-smi -a` (showallinfo)."""
-    text = strip_ansi(text)
-    out: dict[str, Any] = {"driver_version": None, "gpus": [], "layout": None}
+    """Plain `rocm-smi` (Concise Info: the older layout with `[Model : Revision]` and a
+    name line, or the newer one with `Node  IDs (DID, GUID)`) or `rocm-smi -a`.
+    ``truncated`` says when the output stops before rocm-smi's closing line."""
+    text = strip_ansi(clean(text))
+    out: dict[str, Any] = {"driver_version": None, "gpus": [], "layout": None, "truncated": None}
+    if "ROCm System Management Interface" in text and "End of ROCm SMI Log" not in text:
+        out["truncated"] = "the output ends before rocm-smi's 'End of ROCm SMI Log' line"
     m = re.search(r"Driver version:\s*(\S+)", text)
     if m:
         out["driver_version"] = m.group(1)
@@ -138,8 +154,15 @@ def parse_rocm_smi(text: str) -> dict[str, Any]:
             if m:
                 cur = {"index": int(m.group(1)), "row": m.group(2).strip()}
                 pm = re.search(r"\[(0x[0-9a-fA-F]+)\s*:", ln)
+                nm = re.match(r"^\d+\s+(\d+)\s+(0x[0-9a-fA-F]+),\s*(\d+)\b", ln)
                 if pm:
                     cur["device_id"] = pm.group(1).lower()
+                elif nm:  # newer layout: Node, (DID, GUID); no name line
+                    cur["node_id"], cur["guid"] = int(nm.group(1)), nm.group(3)
+                    cur["device_id"] = nm.group(2).lower()
+                    if cur["device_id"] in AMD_DEVICE_NAMES:
+                        cur["name"] = AMD_DEVICE_NAMES[cur["device_id"]]
+                        cur["name_from"] = "device id"
                 pct = re.findall(r"(\d+(?:\.\d+)?)%", ln)
                 if len(pct) >= 2:  # the last two columns are VRAM% and GPU%
                     cur["vram_pct"], cur["utilization_pct"] = float(pct[-2]), float(pct[-1])
@@ -234,6 +257,11 @@ def _vu(v: Any) -> str | None:
     return str(v)
 
 
+def _index(value: Any, default: int) -> int:
+    n = to_int(value)
+    return default if n is None or n < 0 else n
+
+
 def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
     def low(dd: Any) -> dict[str, Any]:
         return {str(k).lower(): v for k, v in dd.items()} if isinstance(dd, dict) else {}
@@ -268,12 +296,16 @@ def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
 
 def parse_amd_smi(text: str) -> dict[str, Any]:
     """Any of `amd-smi list`, `amd-smi static`, `amd-smi version`, text or --json."""
+    text = clean(text)
     stripped = text.strip()
-    if stripped.startswith("[") or stripped.startswith("{"):
-        data = json.loads(stripped)
+    if re.search(r"^\s*[\[{]", stripped, re.M) and not re.match(r"GPU: \d", stripped):
+        try:
+            data, skipped = find_json(stripped, "amd-smi")
+        except AccelbenchError as exc:
+            raise ValueError(str(exc)) from None
         if isinstance(data, list) and data and isinstance(data[0], dict) and "tool" in data[0]:
             v = data[0]
-            out: dict[str, Any] = {"kind": "version", "errors": []}
+            out: dict[str, Any] = {"kind": "version", "errors": [], "skipped": skipped}
             for key in ("rocm_version", "amdgpu_version", "amdsmi_library_version", "version"):
                 val = v.get(key)
                 if isinstance(val, str) and ("STATUS" in val or "Error" in val):
@@ -285,13 +317,17 @@ def parse_amd_smi(text: str) -> dict[str, Any]:
             data = data["gpu_data"]
         if isinstance(data, list):
             gpus = [
-                _amd_static_gpu(int(g.get("gpu", i)), g)
+                _amd_static_gpu(_index(g.get("gpu"), i), g)
                 for i, g in enumerate(data)
                 if isinstance(g, dict)
             ]
             if gpus and any(g["name"] or g["bdf"] for g in gpus):
-                return {"kind": "static", "gpus": gpus}
-            return {"kind": "list", "gpus": [{"index": g["index"], "bdf": g["bdf"]} for g in gpus]}
+                return {"kind": "static", "gpus": gpus, "skipped": skipped}
+            return {
+                "kind": "list",
+                "gpus": [{"index": g["index"], "bdf": g["bdf"]} for g in gpus],
+                "skipped": skipped,
+            }
         raise ValueError("unrecognised amd-smi JSON")
     blocks = _indent_tree(text)
     gpu_blocks = [(h, b) for h, b in blocks if h.startswith("GPU:")]
