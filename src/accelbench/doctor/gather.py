@@ -195,6 +195,10 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
     if smi_text:
         smi = parsers.parse_nvidia_smi(smi_text)
         facts["sources"]["nvidia-smi"] = smi["gpus"]
+        if smi.get("truncated"):
+            facts["lost"].append(
+                ("nvidia-smi", f"{smi['truncated']}: {len(smi['gpus'])} GPU(s) read before the cut")
+            )
         facts["nvidia_smi"] = smi
         if smi["driver_version"]:
             v.setdefault("nvidia_driver", smi["driver_version"])
@@ -284,6 +288,13 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
     if ri_text:
         ri = parsers.parse_rocminfo(ri_text)
         facts["rocminfo"] = ri
+        if ri.get("truncated") and ri["gpus"]:
+            facts["lost"].append(
+                (
+                    "rocminfo",
+                    f"{ri['truncated']}: {len(ri['gpus'])} GPU agent(s) read before the cut",
+                )
+            )
         facts["sources"]["rocminfo"] = ri["gpus"]
         archs.extend(g["arch"] for g in ri["gpus"] if g.get("arch"))
 

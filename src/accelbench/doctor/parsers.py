@@ -36,7 +36,7 @@ def dedent_common(text: str) -> str:
 
 def parse_nvidia_smi(text: str) -> dict[str, Any]:
     """Plain `nvidia-smi` table: driver and CUDA versions, one entry per GPU."""
-    text = strip_ansi(text)
+    text = strip_ansi(clean(text))
     out: dict[str, Any] = {"driver_version": None, "cuda_version": None, "gpus": []}
     # A saved session may hold several tables (idle, then under load): judge the last one.
     heads = [m.start() for m in re.finditer(r"^\|\s*NVIDIA-SMI \d", text, re.M)]
@@ -83,13 +83,21 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
         if in_procs and re.match(r"^\|\s+\d+\s+\S+\s+\S+\s+\d+\s+\S+\s+", ln):
             procs += 1
     out["processes"] = procs
+    # A whole table ends with the border under its process list.
+    tail = [ln.strip() for ln in lines if ln.strip()]
+    complete = in_procs and bool(tail) and re.fullmatch(r"\+[-=+]+\+", tail[-1]) is not None
+    out["truncated"] = (
+        None
+        if complete or not out["gpus"]
+        else "the nvidia-smi table ends before its process list is closed"
+    )
     return out
 
 
 def parse_nvidia_topo(text: str) -> dict[str, Any]:
     """`nvidia-smi topo -m` matrix (tab separated or tabs expanded): per GPU its links,
     CPU affinity and NUMA affinity."""
-    text = dedent_common(strip_ansi(text))
+    text = dedent_common(strip_ansi(clean(text)))
     lines = text.splitlines()
     header: list[str] | None = None
     gpus: list[dict[str, Any]] = []
@@ -344,7 +352,11 @@ def parse_amd_smi(text: str) -> dict[str, Any]:
 
 def parse_rocminfo(text: str) -> dict[str, Any]:
     """`rocminfo`: whether the ROCk (KFD) module is loaded, and the GPU agents."""
+    text = clean(text)
     out: dict[str, Any] = {
+        "truncated": None
+        if "*** Done ***" in text
+        else "rocminfo output ends before '*** Done ***'",
         "rock_loaded": "ROCk module is loaded" in text,
         "runtime_version": None,
         "gpus": [],
@@ -396,7 +408,7 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
     class, vendor, link capability and status, NUMA node, driver and bridge buses."""
     devices: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
-    for ln in text.splitlines():
+    for ln in clean(text).splitlines():
         m = _STANZA.match(ln)
         if m:
             desc = m.group(3)
@@ -450,7 +462,7 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
 
 def parse_collect_env(text: str) -> dict[str, Any]:
     """PyTorch / vLLM `collect_env` output: torch build, versions, GPUs, topology."""
-    text = dedent_common(text)
+    text = dedent_common(clean(text))
     out: dict[str, Any] = {}
     keys = {
         "PyTorch version": "torch_version",

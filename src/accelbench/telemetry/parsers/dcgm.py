@@ -62,7 +62,7 @@ def parse_dcgm_prometheus(
     """
     rows: dict[str, dict[str, Any]] = {}
     fb: dict[str, dict[str, float]] = {}
-    for name, labels, value in prometheus_samples(text, lost):
+    for name, labels, value in prometheus_samples(text, lost, notes):
         if not name.startswith("DCGM_FI_"):
             continue
         if labels.get("GPU_I_ID"):  # a MIG instance: keep the whole-GPU view only

@@ -20,7 +20,7 @@ _NAMED_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S.*)$")
 
 
 def prometheus_samples(
-    text: str, lost: list[str] | None = None
+    text: str, lost: list[str] | None = None, notes: list[str] | None = None
 ) -> list[tuple[str, dict[str, str], float]]:
     """All samples of a Prometheus text scrape as (name, labels, value), via
     ``prometheus_client``'s parser.
@@ -42,6 +42,10 @@ def prometheus_samples(
             continue
         if not SAMPLE_LINE.match(line):
             m = _NAMED_LINE.match(line)
+            if m and len(m.group(3).split()) > 2 and not m.group(2):
+                # Not a sample at all: a tool's warning or a shell prompt line.
+                _note(notes, f"skipped a line that is not a sample: {line[:120]}")
+                continue
             if m and "{" not in m.group(3) and "}" not in m.group(3):
                 _note(
                     lost,

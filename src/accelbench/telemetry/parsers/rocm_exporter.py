@@ -38,7 +38,7 @@ def parse_rocm_exporter_prometheus(
     """A ROCm Device Metrics Exporter ``/metrics`` scrape -> one row per ``gpu_id``."""
     rows: dict[str, dict[str, Any]] = {}
     power_seen: dict[str, str] = {}
-    for name, labels, value in prometheus_samples(text, lost):
+    for name, labels, value in prometheus_samples(text, lost, notes):
         lname = name.lower()
         if not (lname.startswith("gpu_") or lname.startswith("pcie_")):
             continue

@@ -74,7 +74,7 @@ def parse_server_metrics(
     Values with several label sets (e.g. one per model) are summed. Returns ``[]`` when
     no known engine's metrics are present.
     """
-    samples = prometheus_samples(text, lost)
+    samples = prometheus_samples(text, lost, notes)
     totals: dict[str, float] = {}
     for name, _labels, value in samples:
         if math.isnan(value):
