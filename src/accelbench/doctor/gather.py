@@ -77,6 +77,9 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
     if inputs.collect_env is not None:
         ce = parsers.parse_collect_env(read_capture(inputs.collect_env, "collect_env"))
         facts["collect_env"] = ce
+        if ce.get("truncated"):
+            n = len(ce.get("gpu_models") or [])
+            facts["lost"].append(("collect_env", f"{ce['truncated']}: {n} GPU(s) read"))
         facts["torch"] = {
             "installed": True,
             "source": "collect_env",
@@ -211,6 +214,8 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
         topo = parsers.parse_nvidia_topo(read_capture(inputs.nvidia_topo, "nvidia-smi topo -m"))
         facts["topo"] = topo
         facts["sources"]["nvidia-smi topo"] = topo["gpus"]
+        if topo.get("truncated"):
+            facts["lost"].append(("nvidia-smi topo -m", topo["truncated"]))
     if live:
         nv = nvml.inventory()
         facts["nvml"] = nv
@@ -243,6 +248,9 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
             facts["lost"].append(("amd-smi", f"{name} not understood: {exc}"))
             continue
         facts["notes"] += [f"amd-smi {name}: {s}" for s in parsed.get("skipped", [])]
+        if parsed.get("truncated"):
+            n = len(parsed.get("gpus", []))
+            facts["lost"].append(("amd-smi", f"{parsed['truncated']}: {n} GPU(s) read"))
         if parsed["kind"] == "version":
             facts["amd_smi_version"] = parsed
             if parsed.get("rocm_version"):

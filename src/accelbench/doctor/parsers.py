@@ -123,7 +123,13 @@ def parse_nvidia_topo(text: str) -> dict[str, Any]:
                 "numa_affinity": values.get("NUMA Affinity"),
             }
         )
-    return {"gpus": gpus}
+    # The header names every GPU column: fewer rows (or a short last row) means a cut.
+    n_cols = sum(1 for h in header or [] if re.fullmatch(r"GPU\d+", h))
+    short = bool(gpus) and header is not None and len(gpus[-1]["links"]) < n_cols
+    truncated = None
+    if gpus and (len(gpus) < n_cols or short):
+        truncated = f"the topo -m matrix has {len(gpus)} complete row(s) of {n_cols}"
+    return {"gpus": gpus, "truncated": truncated}
 
 
 # --------------------------------------------------------------------------- AMD tools
@@ -240,6 +246,10 @@ def _indent_tree(text: str) -> list[tuple[str, dict[str, Any]]]:
     return blocks
 
 
+def _leaf_count(tree: dict[str, Any]) -> int:
+    return sum(_leaf_count(v) if isinstance(v, dict) else 1 for v in tree.values())
+
+
 def parse_amd_smi_list(text: str) -> dict[str, Any]:
     gpus = []
     for head, body in _indent_tree(text):
@@ -339,11 +349,20 @@ def parse_amd_smi(text: str) -> dict[str, Any]:
         raise ValueError("unrecognised amd-smi JSON")
     blocks = _indent_tree(text)
     gpu_blocks = [(h, b) for h, b in blocks if h.startswith("GPU:")]
+    # The text form has no end marker: a capture cut short shows as a last line without
+    # its line end, or a last GPU block with fewer fields than the first.
+    truncated = None
+    if gpu_blocks and (
+        not text.endswith("\n") or _leaf_count(gpu_blocks[-1][1]) < _leaf_count(gpu_blocks[0][1])
+    ):
+        truncated = "the amd-smi output ends inside a GPU block"
     if any("ASIC" in b or "DRIVER" in b or "BUS" in b for _, b in gpu_blocks):
-        gpus = [_amd_static_gpu(int(h.split(":")[1]), b) for h, b in gpu_blocks]
-        return {"kind": "static", "gpus": gpus}
+        gpus = [
+            _amd_static_gpu(_index(h.split(":")[1], i), b) for i, (h, b) in enumerate(gpu_blocks)
+        ]
+        return {"kind": "static", "gpus": gpus, "truncated": truncated}
     if any("BDF" in b for _, b in gpu_blocks):
-        return parse_amd_smi_list(text)
+        return parse_amd_smi_list(text) | {"truncated": truncated}
     m = re.search(r"ROCm version:\s*(\S+)", text)
     if m:
         return {"kind": "version", "rocm_version": m.group(1), "errors": []}
@@ -492,6 +511,9 @@ def parse_collect_env(text: str) -> dict[str, Any]:
                 if not gm:
                     break
                 gpus.append(gm.group(2).strip())
+            else:  # the GPU list runs to the end of the capture
+                if len(gpus) > 1 or not text.endswith("\n"):
+                    out["truncated"] = "the capture ends inside the GPU list"
             out["gpu_models"] = gpus
     if out.get("python_platform"):
         km = re.match(r"Linux-(.+?)-(x86_64|aarch64)", out["python_platform"])

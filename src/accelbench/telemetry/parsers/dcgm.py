@@ -93,6 +93,8 @@ def parse_dcgm_prometheus(
     for key, parts in fb.items():
         if len(parts) == 3:
             rows[key]["mem_total_bytes"] = int(sum(parts.values()) * 1024**2)
+    if not rows and lost is not None:
+        lost.append("no DCGM_FI_ samples in the scrape (cut short, or not dcgm-exporter?)")
     for row in rows.values():
         if row["throttle_mask"] is not None:
             row["throttle_reasons"] = nv_throttle_names(row["throttle_mask"])

@@ -34,6 +34,9 @@ def prometheus_samples(
     cut_last = bool(lines) and lines[-1].strip() != "" and not text.endswith("\n")
     for n, raw in enumerate(lines):
         line = raw.strip()
+        if n == len(lines) - 1 and cut_last and line.startswith("#"):
+            _note(lost, f"the scrape ends inside a comment line: cut short? ({line[:80]})")
+            continue
         if not line or line.startswith("#"):
             kept.append(raw)
             continue

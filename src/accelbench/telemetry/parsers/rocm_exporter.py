@@ -79,4 +79,6 @@ def parse_rocm_exporter_prometheus(
                 continue
             power_seen[key] = lname
         store(row, m[0], value * m[1])
+    if not rows and lost is not None:
+        lost.append("no gpu_* samples in the scrape (cut short, or not the ROCm exporter?)")
     return list(rows.values())

@@ -82,6 +82,8 @@ def parse_server_metrics(
         totals[name] = totals.get(name, 0.0) + value
     engine = detect_engine(totals)
     if engine is None:
+        if lost is not None:
+            lost.append("no vLLM / SGLang / llama.cpp / TGI metrics in the scrape")
         return []
     row = new_row(t_ns=t_ns, source="server", kind=KIND_SERVER, engine=engine)
     for col, names in SERVER_METRICS[engine].items():
