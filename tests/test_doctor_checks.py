@@ -443,7 +443,7 @@ def test_quick_summary_on_this_machine_is_fast_and_json():
     assert time.perf_counter() - t0 < 1.0
     json.dumps(s)
     assert s["quick"] is True and s["ok"] is True
-    assert set(s["counts"]) == {"pass", "warn", "fail", "n/a"}
+    assert set(s["counts"]) == {"pass", "warn", "fail", "n/a", "unknown"}
     assert s["failing"] == []
 
 

@@ -137,3 +137,24 @@ def test_weights_needs_exactly_one_mode(tmp_path):
     r = invoke("doctor", "weights", str(tmp_path))
     assert r.exit_code != 0
     assert "exactly one of --write-manifest or --verify" in str(r.exception)
+
+
+def test_terminal_output_never_reads_data_as_markup_or_emoji(tmp_path):
+    # A real lspci stanza whose bus is 0xcd: ":cd:" is also Rich's emoji code for a CD.
+    src = fixture_file("doctor", "lspci_vvv__nvidia-h100-sxm5__gpu-19-00.0-gen5x16-ok.txt")
+    text = src.read_text().replace("19:00.0", "cd:00.0", 1)
+    text = text.replace("NVIDIA Corporation", "NVIDIA [bold]Corporation[/bold]", 1)
+    f = tmp_path / "lspci.txt"
+    f.write_text(text)
+    from rich.console import Console
+
+    from accelbench.cli.doctor import console, render_report
+    from accelbench.doctor import DoctorInputs, run_doctor
+
+    con = console()
+    assert isinstance(con, Console)
+    with con.capture() as cap:
+        render_report(run_doctor(DoctorInputs(lspci=f)), con, verbose=True)
+    out = cap.get()
+    assert "0000:cd:00.0" in out and "\N{OPTICAL DISC}" not in out
+    assert "[bold]Corporation[/bold]" in out

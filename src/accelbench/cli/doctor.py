@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from accelbench.doctor import DoctorInputs, Report, Status, run_doctor
 from accelbench.doctor.manifest import (
@@ -25,12 +26,30 @@ doctor_app = typer.Typer(
     no_args_is_help=False,
 )
 
-_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.NA: "dim"}
+_STYLE = {
+    Status.PASS: "green",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.NA: "dim",
+    Status.UNKNOWN: "magenta",
+}
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that prints data as it is: no emoji codes (``0000:cd:00.0`` must not
+    become a CD emoji), no highlighting. Data also goes through :class:`Text`, never
+    through markup."""
+    return Console(stderr=stderr, emoji=False, highlight=False)
+
+
+def _status(status: Status) -> Text:
+    return Text(str(status), style=_STYLE[status])
 
 
 def render_report(report: Report, console: Console, verbose: bool = False) -> None:
     """A table of checks (status, finding, what to do), then the evidence of every check
-    that did not pass (of every check with verbose)."""
+    that did not pass (of every check with verbose). Every piece of data is a Text object:
+    bus ids, model names and log lines are never read as Rich markup or emoji codes."""
     table = Table(show_lines=False, expand=True)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
@@ -38,39 +57,42 @@ def render_report(report: Report, console: Console, verbose: bool = False) -> No
     table.add_column("what to do", ratio=2)
     for c in report.checks:
         table.add_row(
-            f"[{_STYLE[c.status]}]{c.status}[/]",
-            c.title,
-            c.summary,
-            c.remedy,
+            _status(c.status),
+            Text(c.title),
+            Text(c.summary),
+            Text(c.remedy),
             style="dim" if c.status == Status.NA else None,
         )
     console.print(table)
+    shown = (Status.FAIL, Status.WARN, Status.UNKNOWN)
     for c in report.checks:
-        if not c.evidence or (not verbose and c.status not in (Status.FAIL, Status.WARN)):
+        if not c.evidence or (not verbose and c.status not in shown):
             continue
         ev = c.evidence if verbose else c.evidence[:12]
         console.print(
-            f"[{_STYLE[c.status]}]{c.status}[/] [bold]{c.title}[/] ({c.id}) evidence:",
-            highlight=False,
+            Text.assemble(_status(c.status), " ", (c.title, "bold"), f" ({c.id}) evidence:")
         )
         for line in ev:
-            console.print(f"  {line}", markup=False, highlight=False)
+            console.print(Text(f"  {line}"))
         if len(c.evidence) > len(ev):
-            console.print(f"  (+{len(c.evidence) - len(ev)} more: --verbose or --json)")
+            console.print(Text(f"  (+{len(c.evidence) - len(ev)} more: --verbose or --json)"))
     n = report.counts()
     line = (
-        f"doctor: {n['pass']} pass, {n['warn']} warn, {n['fail']} fail, {n['n/a']} not applicable"
+        f"doctor: {n['pass']} pass, {n['warn']} warn, {n['fail']} fail, "
+        f"{n['unknown']} unknown, {n['n/a']} not applicable"
     )
     acc = report.get("inventory.accelerators")
     if acc.status == Status.NA:
         line += " - no NVIDIA or AMD accelerator found, GPU checks not applicable"
+    elif acc.status == Status.UNKNOWN:
+        line += " - accelerators unknown: the captures do not show them all"
     if report.failed:
         failing = ", ".join(c.id for c in report.checks if c.status == Status.FAIL)
-        console.print(f"[bold red]{line}[/]\nfailing: {failing}", highlight=False)
+        console.print(Text(f"{line}\nfailing: {failing}", style="bold red"))
+    elif n["warn"] or n["unknown"]:
+        console.print(Text(line, style="yellow"))
     else:
-        console.print(
-            f"[green]{line}[/]" if not n["warn"] else f"[yellow]{line}[/]", highlight=False
-        )
+        console.print(Text(line, style="green"))
 
 
 @doctor_app.callback()
@@ -138,7 +160,7 @@ def doctor(
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=1, default=str))
     else:
-        render_report(report, Console(), verbose)
+        render_report(report, console(), verbose)
     if report.failed:
         raise typer.Exit(1)
 
@@ -169,7 +191,7 @@ def weights(
         raise AccelbenchError(f"model directory not found (or not a directory): {path}")
     if verify is not None:
         load_manifest(verify)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -210,29 +232,38 @@ def weights(
     if as_json:
         typer.echo(json.dumps(result, indent=1))
     else:
-        _render_verify(result, Console())
+        _render_verify(result, console())
     if not result["ok"]:
         raise typer.Exit(1)
 
 
-def _render_verify(r: dict, console: Console) -> None:
+def _render_verify(r: dict, con: Console) -> None:
+    fail = Text("fail", style="bold red")
+
+    def say(head: Text, msg: str) -> None:
+        con.print(Text.assemble(head, " ", msg))
+
     for rel in r["missing"]:
-        console.print(f"[bold red]fail[/] missing: {rel}")
+        say(fail, f"missing: {rel}")
     for m in r["size_mismatch"]:
-        console.print(
-            f"[bold red]fail[/] size differs (truncated / half-copied?): {m['file']} "
-            f"expected {m['expected']} bytes, found {m['found']}"
+        say(
+            fail,
+            f"size differs (truncated / half-copied?): {m['file']} "
+            f"expected {m['expected']} bytes, found {m['found']}",
         )
     for rel in r["hash_mismatch"]:
-        console.print(f"[bold red]fail[/] content differs (altered / corrupted): {rel}")
+        say(fail, f"content differs (altered / corrupted): {rel}")
     for u in r["unreadable"]:
-        console.print(f"[bold red]fail[/] unreadable: {u['file']} ({u['error']})")
+        say(fail, f"unreadable: {u['file']} ({u['error']})")
     for rel in r["extra"]:
-        console.print(f"[yellow]warn[/] not in the manifest: {rel}")
+        say(Text("warn", style="yellow"), f"not in the manifest: {rel}")
     if r["ok"]:
-        console.print(
-            f"[green]ok[/]: {r['checked']} of {r['expected']} files match {r['manifest']}"
-            f" ({r['seconds']:.1f}s)"
+        con.print(
+            Text.assemble(
+                ("ok", "green"),
+                f": {r['checked']} of {r['expected']} files match {r['manifest']}"
+                f" ({r['seconds']:.1f}s)",
+            )
         )
     else:
         bad = (
@@ -241,8 +272,11 @@ def _render_verify(r: dict, console: Console) -> None:
             + len(r["hash_mismatch"])
             + len(r["unreadable"])
         )
-        console.print(
-            f"[bold red]FAILED[/]: {bad} of {r['expected']} files do not match {r['manifest']}"
+        con.print(
+            Text.assemble(
+                ("FAILED", "bold red"),
+                f": {bad} of {r['expected']} files do not match {r['manifest']}",
+            )
         )
 
 

@@ -14,7 +14,7 @@ import typer
 from accelbench.errors import AccelbenchError
 from accelbench.health.check import check_file, check_live
 from accelbench.health.rules import HealthConfig
-from accelbench.telemetry.parsers import FORMATS, parse_file
+from accelbench.telemetry.parsers import FORMATS, read_capture
 from accelbench.telemetry.schema import coerce_row
 from accelbench.telemetry.sources import SOURCE_NAMES
 
@@ -39,13 +39,24 @@ def _source_list(sources: list[str] | None) -> list[str] | None:
 
 
 def _print_health(result: dict[str, Any]) -> None:
+    # Plain typer.echo throughout: captured data (bus ids, model names) is printed as
+    # it is, never through Rich markup or emoji codes.
     for name, state in result["sources"].items():
         typer.echo(f"source {name}: {state}")
     health = result["health"]
     typer.echo(f"samples: {result['samples']}")
+    for note in result.get("notes") or []:
+        typer.echo(f"note: {note}")
     for f in health["findings"]:
         typer.echo(f"[{f['severity']}] {f['rule']}: {f['device']}: {f['message']}")
-    colour = {"pass": typer.colors.GREEN, "warn": typer.colors.YELLOW, "fail": typer.colors.RED}
+    for why in health.get("unknown") or []:
+        typer.echo(f"[unknown] {why}")
+    colour = {
+        "pass": typer.colors.GREEN,
+        "warn": typer.colors.YELLOW,
+        "unknown": typer.colors.MAGENTA,
+        "fail": typer.colors.RED,
+    }
     typer.secho(f"verdict: {health['verdict']}", fg=colour[health["verdict"]], bold=True)
 
 
@@ -72,7 +83,9 @@ def health_cmd(
     strict: bool = typer.Option(False, "--strict", help="Exit non-zero on warnings too."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """One-shot health check of GPUs, host and server; exits 1 on failure."""
+    """One-shot health check of GPUs, host and server. Exit 1 when the verdict is fail
+    or unknown (no samples, data lost from a capture, a GPU without temperature or
+    memory-error counters); warn exits 0 unless --strict."""
     config = HealthConfig(temp_margin_c=temp_margin)
     if file is not None:
         result = check_file(file, fmt, config)
@@ -83,7 +96,7 @@ def health_cmd(
     else:
         _print_health(result)
     verdict = result["health"]["verdict"]
-    if verdict == "fail" or (strict and verdict == "warn"):
+    if verdict in ("fail", "unknown") or (strict and verdict == "warn"):
         raise typer.Exit(1)
 
 
@@ -95,8 +108,16 @@ def parse_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per sample (all columns)."),
 ) -> None:
-    """Print the normalised samples (base units) of a captured file."""
-    rows = [coerce_row(r) for r in parse_file(file, fmt)]
+    """Print the normalised samples (base units) of a captured file. What could not be
+    read (a cut capture, values that are not numbers) goes to stderr."""
+    cap = read_capture(file, fmt)
+    rows = [coerce_row(r) for r in cap.rows]
+    for note in cap.notes:
+        typer.echo(f"note: {note}", err=True)
+    for lost in cap.lost:
+        typer.echo(f"lost: {lost}", err=True)
+    if not rows:
+        typer.echo(f"no samples in {file} ({cap.format})", err=True)
     for r in rows:
         if as_json:
             typer.echo(json.dumps(r, default=str))

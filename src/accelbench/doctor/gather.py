@@ -24,6 +24,9 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
         "live": inputs.is_live,
         "quick": quick,
         "problems": [],
+        # Captures that were cut short or not understood: (source, what was lost).
+        "lost": [],
+        "notes": [],
         "sources": {},
         "versions": {},
     }
@@ -74,6 +77,9 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
     if inputs.collect_env is not None:
         ce = parsers.parse_collect_env(read_capture(inputs.collect_env, "collect_env"))
         facts["collect_env"] = ce
+        if ce.get("truncated"):
+            n = len(ce.get("gpu_models") or [])
+            facts["lost"].append(("collect_env", f"{ce['truncated']}: {n} GPU(s) read"))
         facts["torch"] = {
             "installed": True,
             "source": "collect_env",
@@ -192,6 +198,10 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
     if smi_text:
         smi = parsers.parse_nvidia_smi(smi_text)
         facts["sources"]["nvidia-smi"] = smi["gpus"]
+        if smi.get("truncated"):
+            facts["lost"].append(
+                ("nvidia-smi", f"{smi['truncated']}: {len(smi['gpus'])} GPU(s) read before the cut")
+            )
         facts["nvidia_smi"] = smi
         if smi["driver_version"]:
             v.setdefault("nvidia_driver", smi["driver_version"])
@@ -204,6 +214,8 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
         topo = parsers.parse_nvidia_topo(read_capture(inputs.nvidia_topo, "nvidia-smi topo -m"))
         facts["topo"] = topo
         facts["sources"]["nvidia-smi topo"] = topo["gpus"]
+        if topo.get("truncated"):
+            facts["lost"].append(("nvidia-smi topo -m", topo["truncated"]))
     if live:
         nv = nvml.inventory()
         facts["nvml"] = nv
@@ -233,8 +245,12 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
         try:
             parsed = parsers.parse_amd_smi(text)
         except ValueError as exc:
-            facts["problems"].append(f"amd-smi output {name} not understood: {exc}")
+            facts["lost"].append(("amd-smi", f"{name} not understood: {exc}"))
             continue
+        facts["notes"] += [f"amd-smi {name}: {s}" for s in parsed.get("skipped", [])]
+        if parsed.get("truncated"):
+            n = len(parsed.get("gpus", []))
+            facts["lost"].append(("amd-smi", f"{parsed['truncated']}: {n} GPU(s) read"))
         if parsed["kind"] == "version":
             facts["amd_smi_version"] = parsed
             if parsed.get("rocm_version"):
@@ -264,6 +280,10 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
     if rs_text:
         rs = parsers.parse_rocm_smi(rs_text)
         facts["rocm_smi"] = rs
+        if rs.get("truncated"):
+            facts["lost"].append(
+                ("rocm-smi", f"{rs['truncated']}: {len(rs['gpus'])} GPU(s) read before the cut")
+            )
         if rs["gpus"]:
             facts["sources"]["rocm-smi"] = rs["gpus"]
         if rs.get("driver_version"):
@@ -276,6 +296,13 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
     if ri_text:
         ri = parsers.parse_rocminfo(ri_text)
         facts["rocminfo"] = ri
+        if ri.get("truncated") and ri["gpus"]:
+            facts["lost"].append(
+                (
+                    "rocminfo",
+                    f"{ri['truncated']}: {len(ri['gpus'])} GPU agent(s) read before the cut",
+                )
+            )
         facts["sources"]["rocminfo"] = ri["gpus"]
         archs.extend(g["arch"] for g in ri["gpus"] if g.get("arch"))
 

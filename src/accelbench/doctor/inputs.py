@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
+from accelbench.telemetry.parsers.text import clean
 
 
 @dataclass
@@ -51,8 +52,9 @@ class DoctorInputs:
 
 
 def read_capture(path: Path, what: str) -> str:
+    """The text of a captured file, BOM removed and line ends made LF."""
     try:
-        return path.read_text(errors="replace")
+        return clean(path.read_text(errors="replace"))
     except FileNotFoundError:
         raise AccelbenchError(f"{what} file not found: {path}") from None
     except IsADirectoryError:

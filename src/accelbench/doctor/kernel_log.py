@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from accelbench.telemetry.parsers.text import clean
+
 SEVERITY_RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
 
 # Timestamp prefixes seen in the wild, in the order they are tried.
@@ -27,7 +29,7 @@ _TS = [
     # [Sun Feb 23 16:24:18 2025] (dmesg -T / --ctime)
     re.compile(r"^\[(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?"),
     # 2025-02-23T16:24:18,123456+00:00 host kernel:
-    # (dmesg --time-format iso, journalctl -o short-iso)
+    # (dmesg --time-format iso, also after a --decode prefix; journalctl -o short-iso)
     re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]*)\s+(?:\S+\s+kernel:\s?)?"),
     # Feb 23 16:24:18 host kernel: [ 12.3] (syslog / journalctl -k)
     re.compile(
@@ -199,7 +201,12 @@ class Event:
         }
 
 
+# `dmesg --decode` (-x) puts "facility:level:" before the time: "kern  :warn  : 2025-...".
+_DECODE = re.compile(r"^[a-z]+\s*:[a-z]+\s*:\s?")
+
+
 def _split_ts(line: str) -> tuple[str | None, str]:
+    line = _DECODE.sub("", line, count=1)
     for rx in _TS:
         m = rx.match(line)
         if m:
@@ -224,7 +231,7 @@ def scan_kernel_log(text: str) -> list[Event]:
         if dev:
             ev.devices.add(dev)
 
-    for raw in text.splitlines():
+    for raw in clean(text).splitlines():
         ts, msg = _split_ts(raw.rstrip())
         if not msg.strip():
             continue

@@ -12,6 +12,9 @@ class Status(StrEnum):
     WARN = "warn"
     FAIL = "fail"
     NA = "n/a"  # not present / not applicable (e.g. no GPU of that vendor)
+    # Could not be judged: the data was missing, cut short or not understood. Never a
+    # pass, and never "not present" either.
+    UNKNOWN = "unknown"
 
 
 @dataclass

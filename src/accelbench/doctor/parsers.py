@@ -8,12 +8,13 @@ indentation, tabs expanded to spaces, ANSI escapes.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
 from accelbench.gpu.values import to_int
+from accelbench.telemetry.parsers.text import clean, find_json
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -35,7 +36,7 @@ def dedent_common(text: str) -> str:
 
 def parse_nvidia_smi(text: str) -> dict[str, Any]:
     """Plain `nvidia-smi` table: driver and CUDA versions, one entry per GPU."""
-    text = strip_ansi(text)
+    text = strip_ansi(clean(text))
     out: dict[str, Any] = {"driver_version": None, "cuda_version": None, "gpus": []}
     # A saved session may hold several tables (idle, then under load): judge the last one.
     heads = [m.start() for m in re.finditer(r"^\|\s*NVIDIA-SMI \d", text, re.M)]
@@ -82,13 +83,21 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
         if in_procs and re.match(r"^\|\s+\d+\s+\S+\s+\S+\s+\d+\s+\S+\s+", ln):
             procs += 1
     out["processes"] = procs
+    # A whole table ends with the border under its process list.
+    tail = [ln.strip() for ln in lines if ln.strip()]
+    complete = in_procs and bool(tail) and re.fullmatch(r"\+[-=+]+\+", tail[-1]) is not None
+    out["truncated"] = (
+        None
+        if complete or not out["gpus"]
+        else "the nvidia-smi table ends before its process list is closed"
+    )
     return out
 
 
 def parse_nvidia_topo(text: str) -> dict[str, Any]:
     """`nvidia-smi topo -m` matrix (tab separated or tabs expanded): per GPU its links,
     CPU affinity and NUMA affinity."""
-    text = dedent_common(strip_ansi(text))
+    text = dedent_common(strip_ansi(clean(text)))
     lines = text.splitlines()
     header: list[str] | None = None
     gpus: list[dict[str, Any]] = []
@@ -114,16 +123,37 @@ def parse_nvidia_topo(text: str) -> dict[str, Any]:
                 "numa_affinity": values.get("NUMA Affinity"),
             }
         )
-    return {"gpus": gpus}
+    # The header names every GPU column: fewer rows (or a short last row) means a cut.
+    n_cols = sum(1 for h in header or [] if re.fullmatch(r"GPU\d+", h))
+    short = bool(gpus) and header is not None and len(gpus[-1]["links"]) < n_cols
+    truncated = None
+    if gpus and (len(gpus) < n_cols or short):
+        truncated = f"the topo -m matrix has {len(gpus)} complete row(s) of {n_cols}"
+    return {"gpus": gpus, "truncated": truncated}
 
 
 # --------------------------------------------------------------------------- AMD tools
 
 
+# AMD Instinct PCI device ids -> names, as `rocm-smi -i` / `rocm-smi --showproductname`
+# print them (ROCm/ROCm#4750, ROCm/legacy-rocm-build#4759; see tests/fixtures/doctor/
+# SOURCES.md). The newer concise `rocm-smi` table shows only the id.
+AMD_DEVICE_NAMES = {
+    "0x74a0": "AMD Instinct MI300A",
+    "0x74a1": "AMD Instinct MI300X",
+    "0x74a5": "AMD Instinct MI325X",
+    "0x74b5": "AMD Instinct MI300X VF",
+}
+
+
 def parse_rocm_smi(text: str) -> dict[str, Any]:
-    """Plain `rocm-smi` (Concise Info) or `rocm-smi -a` (showallinfo)."""
-    text = strip_ansi(text)
-    out: dict[str, Any] = {"driver_version": None, "gpus": [], "layout": None}
+    """Plain `rocm-smi` (Concise Info: the older layout with `[Model : Revision]` and a
+    name line, or the newer one with `Node  IDs (DID, GUID)`) or `rocm-smi -a`.
+    ``truncated`` says when the output stops before rocm-smi's closing line."""
+    text = strip_ansi(clean(text))
+    out: dict[str, Any] = {"driver_version": None, "gpus": [], "layout": None, "truncated": None}
+    if "ROCm System Management Interface" in text and "End of ROCm SMI Log" not in text:
+        out["truncated"] = "the output ends before rocm-smi's 'End of ROCm SMI Log' line"
     m = re.search(r"Driver version:\s*(\S+)", text)
     if m:
         out["driver_version"] = m.group(1)
@@ -138,8 +168,15 @@ def parse_rocm_smi(text: str) -> dict[str, Any]:
             if m:
                 cur = {"index": int(m.group(1)), "row": m.group(2).strip()}
                 pm = re.search(r"\[(0x[0-9a-fA-F]+)\s*:", ln)
+                nm = re.match(r"^\d+\s+(\d+)\s+(0x[0-9a-fA-F]+),\s*(\d+)\b", ln)
                 if pm:
                     cur["device_id"] = pm.group(1).lower()
+                elif nm:  # newer layout: Node, (DID, GUID); no name line
+                    cur["node_id"], cur["guid"] = int(nm.group(1)), nm.group(3)
+                    cur["device_id"] = nm.group(2).lower()
+                    if cur["device_id"] in AMD_DEVICE_NAMES:
+                        cur["name"] = AMD_DEVICE_NAMES[cur["device_id"]]
+                        cur["name_from"] = "device id"
                 pct = re.findall(r"(\d+(?:\.\d+)?)%", ln)
                 if len(pct) >= 2:  # the last two columns are VRAM% and GPU%
                     cur["vram_pct"], cur["utilization_pct"] = float(pct[-2]), float(pct[-1])
@@ -209,6 +246,10 @@ def _indent_tree(text: str) -> list[tuple[str, dict[str, Any]]]:
     return blocks
 
 
+def _leaf_count(tree: dict[str, Any]) -> int:
+    return sum(_leaf_count(v) if isinstance(v, dict) else 1 for v in tree.values())
+
+
 def parse_amd_smi_list(text: str) -> dict[str, Any]:
     gpus = []
     for head, body in _indent_tree(text):
@@ -232,6 +273,11 @@ def _vu(v: Any) -> str | None:
     if v is None or v == "N/A":
         return None
     return str(v)
+
+
+def _index(value: Any, default: int) -> int:
+    n = to_int(value)
+    return default if n is None or n < 0 else n
 
 
 def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
@@ -268,12 +314,16 @@ def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
 
 def parse_amd_smi(text: str) -> dict[str, Any]:
     """Any of `amd-smi list`, `amd-smi static`, `amd-smi version`, text or --json."""
+    text = clean(text)
     stripped = text.strip()
-    if stripped.startswith("[") or stripped.startswith("{"):
-        data = json.loads(stripped)
+    if re.search(r"^\s*[\[{]", stripped, re.M) and not re.match(r"GPU: \d", stripped):
+        try:
+            data, skipped = find_json(stripped, "amd-smi")
+        except AccelbenchError as exc:
+            raise ValueError(str(exc)) from None
         if isinstance(data, list) and data and isinstance(data[0], dict) and "tool" in data[0]:
             v = data[0]
-            out: dict[str, Any] = {"kind": "version", "errors": []}
+            out: dict[str, Any] = {"kind": "version", "errors": [], "skipped": skipped}
             for key in ("rocm_version", "amdgpu_version", "amdsmi_library_version", "version"):
                 val = v.get(key)
                 if isinstance(val, str) and ("STATUS" in val or "Error" in val):
@@ -285,21 +335,34 @@ def parse_amd_smi(text: str) -> dict[str, Any]:
             data = data["gpu_data"]
         if isinstance(data, list):
             gpus = [
-                _amd_static_gpu(int(g.get("gpu", i)), g)
+                _amd_static_gpu(_index(g.get("gpu"), i), g)
                 for i, g in enumerate(data)
                 if isinstance(g, dict)
             ]
             if gpus and any(g["name"] or g["bdf"] for g in gpus):
-                return {"kind": "static", "gpus": gpus}
-            return {"kind": "list", "gpus": [{"index": g["index"], "bdf": g["bdf"]} for g in gpus]}
+                return {"kind": "static", "gpus": gpus, "skipped": skipped}
+            return {
+                "kind": "list",
+                "gpus": [{"index": g["index"], "bdf": g["bdf"]} for g in gpus],
+                "skipped": skipped,
+            }
         raise ValueError("unrecognised amd-smi JSON")
     blocks = _indent_tree(text)
     gpu_blocks = [(h, b) for h, b in blocks if h.startswith("GPU:")]
+    # The text form has no end marker: a capture cut short shows as a last line without
+    # its line end, or a last GPU block with fewer fields than the first.
+    truncated = None
+    if gpu_blocks and (
+        not text.endswith("\n") or _leaf_count(gpu_blocks[-1][1]) < _leaf_count(gpu_blocks[0][1])
+    ):
+        truncated = "the amd-smi output ends inside a GPU block"
     if any("ASIC" in b or "DRIVER" in b or "BUS" in b for _, b in gpu_blocks):
-        gpus = [_amd_static_gpu(int(h.split(":")[1]), b) for h, b in gpu_blocks]
-        return {"kind": "static", "gpus": gpus}
+        gpus = [
+            _amd_static_gpu(_index(h.split(":")[1], i), b) for i, (h, b) in enumerate(gpu_blocks)
+        ]
+        return {"kind": "static", "gpus": gpus, "truncated": truncated}
     if any("BDF" in b for _, b in gpu_blocks):
-        return parse_amd_smi_list(text)
+        return parse_amd_smi_list(text) | {"truncated": truncated}
     m = re.search(r"ROCm version:\s*(\S+)", text)
     if m:
         return {"kind": "version", "rocm_version": m.group(1), "errors": []}
@@ -308,7 +371,11 @@ def parse_amd_smi(text: str) -> dict[str, Any]:
 
 def parse_rocminfo(text: str) -> dict[str, Any]:
     """`rocminfo`: whether the ROCk (KFD) module is loaded, and the GPU agents."""
+    text = clean(text)
     out: dict[str, Any] = {
+        "truncated": None
+        if "*** Done ***" in text
+        else "rocminfo output ends before '*** Done ***'",
         "rock_loaded": "ROCk module is loaded" in text,
         "runtime_version": None,
         "gpus": [],
@@ -360,7 +427,7 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
     class, vendor, link capability and status, NUMA node, driver and bridge buses."""
     devices: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
-    for ln in text.splitlines():
+    for ln in clean(text).splitlines():
         m = _STANZA.match(ln)
         if m:
             desc = m.group(3)
@@ -414,7 +481,7 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
 
 def parse_collect_env(text: str) -> dict[str, Any]:
     """PyTorch / vLLM `collect_env` output: torch build, versions, GPUs, topology."""
-    text = dedent_common(text)
+    text = dedent_common(clean(text))
     out: dict[str, Any] = {}
     keys = {
         "PyTorch version": "torch_version",
@@ -444,6 +511,9 @@ def parse_collect_env(text: str) -> dict[str, Any]:
                 if not gm:
                     break
                 gpus.append(gm.group(2).strip())
+            else:  # the GPU list runs to the end of the capture
+                if len(gpus) > 1 or not text.endswith("\n"):
+                    out["truncated"] = "the capture ends inside the GPU list"
             out["gpu_models"] = gpus
     if out.get("python_platform"):
         km = re.match(r"Linux-(.+?)-(x86_64|aarch64)", out["python_platform"])

@@ -46,5 +46,6 @@ def quick_summary(sysfs_root: Path | str | None = None) -> dict[str, Any]:
         "accelerators": (report.get("inventory.accelerators").data.get("counts") or {}),
         "failing": [brief(c) for c in report.checks if c.status == Status.FAIL],
         "warning": [brief(c) for c in report.checks if c.status == Status.WARN],
+        "unknown": [brief(c) for c in report.checks if c.status == Status.UNKNOWN],
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

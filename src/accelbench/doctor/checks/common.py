@@ -25,9 +25,14 @@ def vendor_counts(facts: dict[str, Any]) -> dict[str, dict[str, int]]:
 def from_findings(cid: str, title: str, findings: list[tuple[str, str, str]], na: str) -> Check:
     if not findings:
         return Check(cid, title, Status.NA, na)
-    order = {"fail": 2, "warn": 1, "pass": 0}
+    order = {"fail": 3, "warn": 2, "unknown": 1, "pass": 0}
     worst = max(findings, key=lambda f: order[f[0]])
-    status = {"fail": Status.FAIL, "warn": Status.WARN, "pass": Status.PASS}[worst[0]]
+    status = {
+        "fail": Status.FAIL,
+        "warn": Status.WARN,
+        "unknown": Status.UNKNOWN,
+        "pass": Status.PASS,
+    }[worst[0]]
     bad = [f for f in findings if f[0] != "pass"]
     summary = "; ".join(f[1] for f in bad) if bad else "; ".join(f[1] for f in findings)
     remedy = " ".join(dict.fromkeys(f[2] for f in bad if f[2]))

@@ -123,6 +123,7 @@ def check_numa(facts: dict[str, Any]) -> Check:
 
 def check_problems(facts: dict[str, Any]) -> Check:
     probs = [p for p in facts["problems"] if p]
+    probs += [f"{src} capture: {what}" for src, what in facts.get("lost", [])]
     if not probs:
         return Check(
             "doctor.access",
@@ -134,7 +135,8 @@ def check_problems(facts: dict[str, Any]) -> Check:
         "doctor.access",
         "Files and tools readable",
         Status.WARN,
-        f"{len(probs)} file(s) or tool(s) could not be read; some checks saw less",
+        f"{len(probs)} file(s) or tool(s) could not be read, were not understood or were "
+        "cut short; some checks saw less",
         probs,
         "Run as root or with the needed groups (video, render, adm) to see everything.",
     )

@@ -40,6 +40,28 @@ def check_inventory(facts: dict[str, Any]) -> list[Check]:
                 {"counts": counts},
             )
         )
+    elif total_pci == 0 and total_rt == 0 and pci is None and not facts.get("live"):
+        # Captures without any inventory (or only ones that were not understood): that
+        # is not a CPU-only machine, it is a machine we know nothing about.
+        kl_devs = sorted(
+            {d for e in (facts.get("kernel_log") or {}).get("events", []) for d in e.devices}
+        )
+        why = [f"{src}: {what}" for src, what in facts.get("lost", [])]
+        if kl_devs:
+            why.append(f"the kernel log names GPU device(s) {', '.join(kl_devs)}")
+        checks.append(
+            Check(
+                "inventory.accelerators",
+                "Accelerators",
+                Status.UNKNOWN,
+                "Accelerators unknown: no inventory among the captures"
+                + (f" ({'; '.join(why)})" if why else ""),
+                ev + why,
+                "Capture an inventory: lspci -vvv, nvidia-smi, amd-smi static --json, "
+                "rocm-smi or rocminfo (or run the doctor on the machine).",
+                {"counts": counts},
+            )
+        )
     elif total_pci == 0 and total_rt == 0:
         where = pci["source"] if pci else "no PCI information"
         checks.append(
@@ -70,6 +92,13 @@ def check_inventory(facts: dict[str, Any]) -> list[Check]:
         st = Status.FAIL if missing_driver else Status.PASS
         summary = f"{', '.join(parts)} accelerator(s)"
         remedy = ""
+        cut = [f"{src}: {what}" for src, what in facts.get("lost", [])]
+        if cut and st == Status.PASS:
+            # A capture cut short may hold fewer GPUs than the machine: the count is a floor.
+            st = Status.UNKNOWN
+            summary = f"at least {summary}; " + "; ".join(cut)
+            ev = ev + cut
+            remedy = "Capture the tool output again in full."
         if missing_driver:
             summary += f"; no kernel driver bound to {', '.join(missing_driver)}"
             remedy = (

@@ -26,7 +26,15 @@ def check_memory(facts: dict[str, Any]) -> Check:
             else:
                 f.append(("pass", f"GPU {g['index']} ({g['bdf']}): 0 uncorrected ECC errors", ""))
         elif e:
-            f.append(("pass", f"GPU {g['index']} ({g['bdf']}): ECC {e}", ""))
+            # "N/A": ECC is off or not reported - nothing says the memory is fine.
+            f.append(
+                (
+                    "unknown",
+                    f"GPU {g['index']} ({g['bdf']}): uncorrected ECC errors not reported ({e})",
+                    "Check nvidia-smi -q -d ECC: enable ECC (nvidia-smi -e 1, then reset) "
+                    "on data-centre GPUs.",
+                )
+            )
     for g in (facts.get("nvml") or {}).get("gpus", []):
         tag = f"GPU {g['index']}"
         if g.get("ecc_uncorrected"):

@@ -55,7 +55,19 @@ def check_versions(facts: dict[str, Any]) -> list[Check]:
             )
     amd_errs = (facts.get("amd_smi_version") or {}).get("errors") or []
     problems += [f"amd-smi version: {e}" for e in amd_errs]
-    if not drv_ev and not problems:
+    if not drv_ev and not problems and not facts.get("live") and not facts.get("system_read"):
+        checks.append(
+            Check(
+                "versions.driver",
+                "GPU drivers",
+                Status.UNKNOWN,
+                "Driver version not captured (no sysfs root, nvidia-smi, amd-smi, rocm-smi "
+                "or collect_env driver line among the captures)",
+                [],
+                "Capture nvidia-smi / amd-smi version, or pass --sysfs-root.",
+            )
+        )
+    elif not drv_ev and not problems:
         checks.append(
             Check(
                 "versions.driver",
@@ -65,7 +77,8 @@ def check_versions(facts: dict[str, Any]) -> list[Check]:
             )
         )
     else:
-        status = Status.WARN if problems else Status.PASS
+        known = [e for e in drv_ev if not e.endswith("version not captured")]
+        status = Status.WARN if problems else (Status.PASS if known else Status.UNKNOWN)
         remedy = ""
         if amd_errs:
             remedy = (

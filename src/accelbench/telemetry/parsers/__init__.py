@@ -11,14 +11,25 @@
 - Prometheus scrapes of dcgm-exporter and the ROCm Device Metrics Exporter
 - Inference-server ``/metrics`` (vLLM, SGLang, llama.cpp, TGI), see :func:`parse_server_metrics`
 
-Every parser returns a list of rows (dicts with every schema column). ``t_ns`` is the
+Every parser takes the captured text (BOM, CRLF and tool warnings before the data are
+handled) and optional ``lost`` / ``notes`` lists it appends to: what could not be read
+(a cut capture, a value that is not a number) and harmless remarks. It returns a list
+of rows (dicts with every schema column). ``t_ns`` is the
 caller's (a captured file has no monotonic time; the CLI leaves it null).
 """
 
 from accelbench.gpu.nvml import NV_THROTTLE_BITS, NV_THROTTLE_HARMFUL, nv_throttle_names
 from accelbench.telemetry.parsers.amd_smi import parse_amd_smi_json
 from accelbench.telemetry.parsers.dcgm import parse_dcgm_prometheus
-from accelbench.telemetry.parsers.detect import FORMATS, detect_format, parse_file
+from accelbench.telemetry.parsers.detect import (
+    FORMATS,
+    Capture,
+    detect_format,
+    looks_like,
+    parse_capture,
+    parse_file,
+    read_capture,
+)
 from accelbench.telemetry.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_xml
 from accelbench.telemetry.parsers.prometheus import prometheus_samples
 from accelbench.telemetry.parsers.rocm_exporter import parse_rocm_exporter_prometheus
@@ -27,11 +38,15 @@ from accelbench.telemetry.parsers.server import SERVER_METRICS, detect_engine, p
 
 __all__ = [
     "FORMATS",
+    "Capture",
     "NV_THROTTLE_BITS",
     "NV_THROTTLE_HARMFUL",
     "SERVER_METRICS",
     "detect_engine",
     "detect_format",
+    "looks_like",
+    "parse_capture",
+    "read_capture",
     "nv_throttle_names",
     "parse_amd_smi_json",
     "parse_dcgm_prometheus",

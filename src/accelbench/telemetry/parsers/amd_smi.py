@@ -3,12 +3,12 @@ leaves are ``{"value": x, "unit": "..."}`` or ``"N/A"``)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.values import to_float, to_int
+from accelbench.telemetry.parsers.text import find_json
 from accelbench.telemetry.schema import KIND_GPU, new_row, pcie_gen_from_speed
 
 # amd-smi reports VRAM in "MB" that are MiB (amdsmi divides bytes by 1024*1024).
@@ -40,21 +40,33 @@ def _amd_first(node: Any, *paths: tuple[str, ...], mem: bool = False) -> float |
     return None
 
 
-def parse_amd_smi_json(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+def amd_smi_gpu_list(data: Any) -> list[Any] | None:
+    """The per-GPU list of amd-smi JSON (a top-level list, or ROCm 7's ``gpu_data``)."""
+    if isinstance(data, dict) and isinstance(data.get("gpu_data"), list):
+        return list(data["gpu_data"])
+    if isinstance(data, list):
+        return data
+    return None
+
+
+def parse_amd_smi_json(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """``amd-smi metric --json`` -> one row per GPU object.
 
     ROCm 6.2-6.3 print a top-level list; ROCm 7 wraps it as ``{"gpu_data": [...]}``.
-    Units are taken from each leaf's ``unit`` (W, C, MHz, MB, %, J/uJ, GT/s).
+    Units are taken from each leaf's ``unit`` (W, C, MHz, MB, %, J/uJ, GT/s). The warning
+    amd-smi prints on stdout before the JSON for a user outside the render / video
+    groups is skipped (and named in ``notes``).
     """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AccelbenchError(f"not valid amd-smi JSON: {exc}") from exc
-    if isinstance(data, dict) and "gpu_data" in data:
-        gpus = data["gpu_data"]
-    elif isinstance(data, list):
-        gpus = data
-    else:
+    data, skipped = find_json(text, "amd-smi")
+    if notes is not None:
+        notes.extend(skipped)
+    gpus = amd_smi_gpu_list(data)
+    if gpus is None:
         raise AccelbenchError("not amd-smi --json output (expected a list or 'gpu_data')")
     rows = []
     for n, g in enumerate(gpus):

@@ -48,7 +48,12 @@ _DCGM_MAP: dict[str, tuple[str, float]] = {
 }
 
 
-def parse_dcgm_prometheus(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+def parse_dcgm_prometheus(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """A dcgm-exporter ``/metrics`` scrape -> one row per GPU (label ``gpu``/``UUID``).
 
     Memory total is ``FB_USED + FB_FREE + FB_RESERVED`` (dcgm-exporter's default counters
@@ -57,7 +62,7 @@ def parse_dcgm_prometheus(text: str, t_ns: int | None = None) -> list[dict[str, 
     """
     rows: dict[str, dict[str, Any]] = {}
     fb: dict[str, dict[str, float]] = {}
-    for name, labels, value in prometheus_samples(text):
+    for name, labels, value in prometheus_samples(text, lost, notes):
         if not name.startswith("DCGM_FI_"):
             continue
         if labels.get("GPU_I_ID"):  # a MIG instance: keep the whole-GPU view only
@@ -88,6 +93,8 @@ def parse_dcgm_prometheus(text: str, t_ns: int | None = None) -> list[dict[str, 
     for key, parts in fb.items():
         if len(parts) == 3:
             rows[key]["mem_total_bytes"] = int(sum(parts.values()) * 1024**2)
+    if not rows and lost is not None:
+        lost.append("no DCGM_FI_ samples in the scrape (cut short, or not dcgm-exporter?)")
     for row in rows.values():
         if row["throttle_mask"] is not None:
             row["throttle_reasons"] = nv_throttle_names(row["throttle_mask"])

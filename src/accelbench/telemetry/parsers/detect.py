@@ -1,20 +1,31 @@
-"""Format detection for captured files, and parsing a file by its format."""
+"""Format detection for captured files by content signatures, and parsing a file by its
+format with what was lost on the way (:class:`Capture`)."""
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.telemetry.parsers.amd_smi import parse_amd_smi_json
 from accelbench.telemetry.parsers.dcgm import parse_dcgm_prometheus
-from accelbench.telemetry.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_xml
+from accelbench.telemetry.parsers.nvidia_smi import (
+    csv_header_line,
+    parse_nvidia_smi_csv,
+    parse_nvidia_smi_xml,
+)
+from accelbench.telemetry.parsers.prometheus import SAMPLE_LINE
 from accelbench.telemetry.parsers.rocm_exporter import parse_rocm_exporter_prometheus
 from accelbench.telemetry.parsers.rocm_smi import parse_rocm_smi_json
 from accelbench.telemetry.parsers.server import parse_server_metrics
+from accelbench.telemetry.parsers.text import clean, find_json
 
-FORMATS = {
+Parser = Callable[..., list[dict[str, Any]]]
+
+FORMATS: dict[str, Parser] = {
     "nvidia-smi-xml": parse_nvidia_smi_xml,
     "nvidia-smi-csv": parse_nvidia_smi_csv,
     "rocm-smi": parse_rocm_smi_json,
@@ -24,42 +35,135 @@ FORMATS = {
     "server": parse_server_metrics,
 }
 
+_SERVER_PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_")
+
+# What a file that is none of FORMATS looks like: (signature, description). Checked in
+# order; the first that matches names the file in the error.
+_LOOKS_LIKE: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^\|\s*NVIDIA-SMI \d", re.M), "the plain `nvidia-smi` table"),
+    (re.compile(r"^==+ NVSMI LOG ==+", re.M), "`nvidia-smi -q` text (capture `-q -x` instead)"),
+    (re.compile(r"^\s*GPU0\s.*CPU Affinity", re.M), "`nvidia-smi topo -m`"),
+    (re.compile(r"ROCm System Management Interface"), "`rocm-smi` text (add --json)"),
+    (re.compile(r"^GPU: \d+\s*$", re.M), "`amd-smi` text (add --json)"),
+    (re.compile(r"NVRM: |amdgpu[: ]|\[\s*\d+\.\d+\] "), "a kernel log (use `doctor --kernel-log`)"),
+    (re.compile(r"ROCk module|HSA System Attributes"), "`rocminfo` (use `doctor --rocminfo`)"),
+    (re.compile(r"^PyTorch version:", re.M), "collect_env (use `doctor --collect-env`)"),
+    (re.compile(r"LnkSta:"), "`lspci -vvv` (use `doctor --lspci`)"),
+]
+
+
+@dataclass
+class Capture:
+    """A parsed capture: its format, the schema rows, and what could not be read
+    (``lost``: truncation, unreadable values, skipped rows); ``notes`` are harmless
+    remarks (a warning line skipped, several tables found)."""
+
+    format: str
+    rows: list[dict[str, Any]]
+    lost: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _prometheus_kind(text: str) -> str | None:
+    """dcgm / server / rocm-exporter when most sample lines are Prometheus samples."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    samples = [ln for ln in lines if not ln.startswith("#")]
+    if not samples:
+        return None
+    good = [ln for ln in samples if SAMPLE_LINE.match(ln)]
+    typed = any(ln.startswith(("# TYPE", "# HELP")) for ln in lines)
+    if len(good) < max(1, len(samples) // 2) and not (typed and good):
+        return None
+    names = [ln.split("{", 1)[0].split(None, 1)[0] for ln in good]
+    if any(n.startswith("DCGM_FI_") for n in names):
+        return "dcgm"
+    if any(n.startswith(_SERVER_PREFIXES) for n in names):
+        return "server"
+    if any(n.lower().startswith(("gpu_", "pcie_")) for n in names):
+        return "rocm-exporter"
+    return None
+
+
+def looks_like(text: str) -> str:
+    """A short description of what an unrecognised capture appears to be."""
+    text = clean(text)
+    found = [desc for rx, desc in _LOOKS_LIKE if rx.search(text)]
+    if len(found) > 1:
+        return "several tool outputs: " + "; ".join(found)
+    if found:
+        return found[0]
+    s = text.strip()
+    if not s:
+        return "an empty file"
+    if s.startswith(("{", "[")):
+        return "JSON of another tool"
+    first = s.splitlines()[0]
+    return f"unknown text starting with {first[:60]!r}"
+
 
 def detect_format(text: str) -> str:
-    """Guess the format of a captured tool output."""
-    s = text.lstrip()
-    if s.startswith("<?xml") or s.startswith("<nvidia_smi_log") or "<nvidia_smi_log" in s[:500]:
+    """The format of a captured tool output, by content signature. Raises
+    AccelbenchError saying what the text looks like when it is none of :data:`FORMATS`."""
+    s = clean(text).strip()
+    if "<nvidia_smi_log" in s[:2000]:
         return "nvidia-smi-xml"
-    if s.startswith("{") or s.startswith("["):
+    if "{" in s[:4000] or "[" in s[:4000]:
         try:
-            data = json.loads(s)
-        except json.JSONDecodeError as exc:
-            raise AccelbenchError(f"looks like JSON but does not parse: {exc}") from exc
-        if isinstance(data, dict) and any(k.startswith("card") for k in data):
+            data, _ = find_json(s, "telemetry")
+        except AccelbenchError:
+            data = None
+        if isinstance(data, dict) and any(str(k).startswith("card") for k in data):
             return "rocm-smi"
-        return "amd-smi"
-    if "DCGM_FI_" in s:
-        return "dcgm"
-    first = s.splitlines()[0] if s else ""
-    if "," in first and ("pci.bus_id" in first or "name" in first or "uuid" in first):
+        if isinstance(data, dict) and "gpu_data" in data:
+            return "amd-smi"
+        if isinstance(data, list) and data and all(isinstance(g, dict) for g in data):
+            if any("gpu" in g or "bdf" in g for g in data):
+                return "amd-smi"
+    kind = _prometheus_kind(s)
+    if kind:
+        return kind
+    if csv_header_line(s.splitlines()) is not None:
         return "nvidia-smi-csv"
-    if any(p in s for p in ("vllm:", "sglang:", "llamacpp:", "tgi_")):
-        return "server"
-    if "gpu_" in s or "pcie_" in s:
-        return "rocm-exporter"
+    if s.startswith(("{", "[")):
+        # JSON that parsed as neither tool, or did not parse: say which.
+        try:
+            find_json(s, "rocm-smi / amd-smi")
+        except AccelbenchError as exc:
+            raise AccelbenchError(f"looks like JSON but {exc}") from None
     raise AccelbenchError(
-        "unknown telemetry format: expected nvidia-smi -q -x XML, nvidia-smi --query-gpu CSV, "
-        "rocm-smi/amd-smi JSON, or a Prometheus scrape"
+        f"unknown telemetry format: this looks like {looks_like(s)}; expected nvidia-smi "
+        "-q -x XML, nvidia-smi --query-gpu CSV, rocm-smi / amd-smi --json, or a dcgm-exporter"
+        " / ROCm exporter / inference-server Prometheus scrape"
     )
 
 
-def parse_file(path: Path, fmt: str | None = None) -> list[dict[str, Any]]:
-    """Parse a captured file (format guessed unless ``fmt`` names one of :data:`FORMATS`)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise AccelbenchError(f"cannot read {path}: {exc.strerror}") from exc
+def parse_capture(text: str, fmt: str | None = None) -> Capture:
+    """Parse captured text (format guessed unless ``fmt`` names one of :data:`FORMATS`)."""
     fmt = fmt or detect_format(text)
     if fmt not in FORMATS:
         raise AccelbenchError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    return FORMATS[fmt](text)
+    lost: list[str] = []
+    notes: list[str] = []
+    rows = FORMATS[fmt](text, lost=lost, notes=notes)
+    return Capture(fmt, rows, lost, notes)
+
+
+def read_text(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise AccelbenchError(f"cannot read {path}: file not found") from None
+    except IsADirectoryError:
+        raise AccelbenchError(f"{path} is a directory, not a captured file") from None
+    except OSError as exc:
+        raise AccelbenchError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def read_capture(path: Path, fmt: str | None = None) -> Capture:
+    """Parse a captured file: :func:`parse_capture` on its text."""
+    return parse_capture(read_text(path), fmt)
+
+
+def parse_file(path: Path, fmt: str | None = None) -> list[dict[str, Any]]:
+    """The rows of a captured file (see :func:`read_capture` for what was lost)."""
+    return read_capture(path, fmt).rows

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import csv
-import io
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -18,7 +18,13 @@ from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.nvml import NV_THROTTLE_BITS, nv_throttle_names
 from accelbench.gpu.values import is_na, to_float, to_int
+from accelbench.telemetry.parsers.text import clean
 from accelbench.telemetry.schema import KIND_GPU, new_row
+
+
+def _note(notes: list[str] | None, msg: str) -> None:
+    if notes is not None:
+        notes.append(msg)
 
 
 def _ratio(value: Any) -> float | None:
@@ -88,17 +94,38 @@ def _nv_xml_ecc(block: ET.Element | None) -> tuple[int | None, int | None]:
     return _sum_or_none(corr), _sum_or_none(unc)
 
 
-def parse_nvidia_smi_xml(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
-    """``nvidia-smi -q -x`` output -> one row per ``<gpu>``."""
+def parse_nvidia_smi_xml(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """``nvidia-smi -q -x`` output -> one row per ``<gpu>``. Text before the XML
+    declaration (a shell prompt, a warning) is skipped."""
+    text = clean(text)
+    start = text.find("<?xml")
+    if start < 0:
+        start = text.find("<nvidia_smi_log")
+    if start > 0:
+        _note(notes, f"skipped text before the XML: {text[:start].strip()[:120]}")
+        text = text[start:]
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
-        raise AccelbenchError(f"not valid nvidia-smi XML: {exc}") from exc
+        cut = "</nvidia_smi_log>" not in text
+        raise AccelbenchError(
+            f"not valid nvidia-smi XML: {exc}"
+            + (" (no closing </nvidia_smi_log>: the capture was cut short)" if cut else "")
+        ) from exc
     if root.tag != "nvidia_smi_log":
         raise AccelbenchError(f"not nvidia-smi -q -x output (root <{root.tag}>)")
     driver = _text(root, "driver_version")
+    attached = to_int(_text(root, "attached_gpus"))
+    found = root.findall("gpu")
+    if attached is not None and attached > len(found):
+        _note(lost, f"attached_gpus is {attached} but {len(found)} <gpu> element(s) are present")
     rows = []
-    for idx, gpu in enumerate(root.findall("gpu")):
+    for idx, gpu in enumerate(found):
         # Power: v11 <power_readings>, v12+ <gpu_power_readings>; v13 average/instant.
         pw = gpu.find("gpu_power_readings")
         if pw is None:
@@ -203,26 +230,96 @@ def _csv_header(name: str) -> tuple[str, str | None]:
     return name, None
 
 
-def parse_nvidia_smi_csv(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+# Fields of --query-gpu that identify a GPU; a header line holds at least one of them.
+_CSV_KEYS = ("name", "uuid", "pci.bus_id", "index")
+
+
+def _csv_cells(line: str) -> list[str]:
+    return next(csv.reader([line], skipinitialspace=True), [])
+
+
+def csv_header_line(lines: list[str]) -> int | None:
+    """Index of the last ``--query-gpu`` CSV header line in ``lines`` (a capture may hold
+    several tables, and other text before them), or None."""
+    found = None
+    for n, line in enumerate(lines):
+        if line.count(",") < 1 or line.lstrip().startswith("#"):
+            continue
+        names = {_csv_header(c)[0] for c in _csv_cells(line)}
+        if names & set(_CSV_KEYS) and all(re.fullmatch(r"[\w.]+", x) for x in names if x):
+            found = n
+    return found
+
+
+def parse_nvidia_smi_csv(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """``nvidia-smi --query-gpu=... --format=csv[,nounits]`` -> one row per data line.
 
     Needs the header line (``noheader`` output cannot be mapped to fields). Units come
     from each value ("81559 MiB") or, with ``nounits``, from the header ("[MiB]").
+    Text before the header (a session log, a shell prompt) is skipped; of several tables
+    the last is read. A data row with fewer fields than the header (a cut capture) keeps
+    what it has and names the missing fields in ``lost``; so does a last line without its
+    line end, whose last value may be cut.
     """
-    reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
-    lines = [r for r in reader if r]
-    if not lines:
-        raise AccelbenchError("empty nvidia-smi CSV")
-    header = [_csv_header(h) for h in lines[0]]
-    names = [h[0] for h in header]
-    if "name" not in names and "uuid" not in names and "pci.bus_id" not in names:
+    text = clean(text)
+    all_lines = text.split("\n")
+    head = csv_header_line(all_lines)
+    if head is None:
+        if text.strip() and "," not in text.strip().split("\n")[0]:
+            raise AccelbenchError("not nvidia-smi --query-gpu CSV (no comma-separated header)")
         raise AccelbenchError(
-            "nvidia-smi CSV without a header (or without name/uuid/pci.bus_id): "
-            "capture it without 'noheader'"
+            "nvidia-smi CSV without a header (or without name/uuid/pci.bus_id/index): "
+            "capture it without 'noheader'; or the capture was cut inside its header"
         )
+    before = [ln for ln in all_lines[:head] if ln.strip()]
+    if before and notes is not None:
+        tables = sum(1 for n in range(head) if csv_header_line([all_lines[n]]) is not None)
+        notes.append(
+            f"skipped {len(before)} line(s) before the CSV header"
+            + (f" ({tables} earlier --query-gpu table(s); the last one is read)" if tables else "")
+        )
+    header_cells = _csv_cells(all_lines[head])
+    header = [_csv_header(h) for h in header_cells]
+    ended = text.endswith("\n")
+    body: list[list[str]] = []
+    for n in range(head + 1, len(all_lines)):
+        line = all_lines[n]
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("#") or "," not in line:
+            break
+        body.append(_csv_cells(line))
+    last_line_cut = bool(body) and not ended and all_lines[-1].strip() != ""
+    if head == len(all_lines) - 1 and not ended:
+        _note(lost, "the capture ends inside the CSV header: no data rows")
+    elif not body:
+        _note(lost, "the CSV has a header but no data rows")
+    lines = [header_cells, *body]
     rows = []
     for line_no, values in enumerate(lines[1:]):
         rec: dict[str, tuple[str, str | None]] = {}
+        if len(values) < len(header):
+            missing = [h[0] for h in header[len(values) :]]
+            _note(
+                lost,
+                f"row {line_no + 1} has {len(values)} of {len(header)} fields (cut short?): "
+                f"{len(missing)} unknown: {', '.join(missing[:8])}"
+                + (" ..." if len(missing) > 8 else ""),
+            )
+        elif len(values) > len(header):
+            _note(lost, f"row {line_no + 1} has {len(values)} fields for {len(header)} names")
+        if line_no == len(lines) - 2 and last_line_cut and values:
+            _note(
+                lost,
+                f"row {line_no + 1} ends the file without a line end: its last value "
+                f"{values[-1].strip()!r} may be cut and is not used",
+            )
+            values = values[:-1]
         for (name, unit), val in zip(header, values, strict=False):
             rec[name] = (val.strip(), unit)
 

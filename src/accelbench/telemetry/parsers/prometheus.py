@@ -2,20 +2,72 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.errors import AccelbenchError
+from accelbench.telemetry.parsers.text import clean
+
+# One sample line of the text exposition format: name, optional labels, a numeric value
+# (or NaN / Inf) and an optional timestamp.
+SAMPLE_LINE = re.compile(
+    r"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?\s+"
+    r"(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|[-+]?Inf|NaN)(?:\s+-?\d+)?$"
+)
+_NAMED_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S.*)$")
 
 
-def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+def prometheus_samples(
+    text: str, lost: list[str] | None = None, notes: list[str] | None = None
+) -> list[tuple[str, dict[str, str], float]]:
     """All samples of a Prometheus text scrape as (name, labels, value), via
-    ``prometheus_client``'s parser. Raises AccelbenchError on malformed input."""
+    ``prometheus_client``'s parser.
+
+    A sample whose value is not a number (dcgm-exporter can print ``N/A``) is left out
+    and named in ``lost``; so is a last line cut off without its line end. Anything else
+    malformed raises AccelbenchError."""
+    text = clean(text)
+    kept: list[str] = []
+    lines = text.split("\n")
+    cut_last = bool(lines) and lines[-1].strip() != "" and not text.endswith("\n")
+    for n, raw in enumerate(lines):
+        line = raw.strip()
+        if n == len(lines) - 1 and cut_last and line.startswith("#"):
+            _note(lost, f"the scrape ends inside a comment line: cut short? ({line[:80]})")
+            continue
+        if not line or line.startswith("#"):
+            kept.append(raw)
+            continue
+        if n == len(lines) - 1 and cut_last and not SAMPLE_LINE.match(line):
+            _note(lost, f"last line cut short, dropped: {line[:120]}")
+            continue
+        if not SAMPLE_LINE.match(line):
+            m = _NAMED_LINE.match(line)
+            if m and len(m.group(3).split()) > 2 and not m.group(2):
+                # Not a sample at all: a tool's warning or a shell prompt line.
+                _note(notes, f"skipped a line that is not a sample: {line[:120]}")
+                continue
+            if m and "{" not in m.group(3) and "}" not in m.group(3):
+                _note(
+                    lost,
+                    f"{m.group(1)}{m.group(2) or ''}: value {m.group(3)!r} is not a "
+                    "number; that field is unknown",
+                )
+                continue
+        kept.append(raw)
+    if cut_last and lines and SAMPLE_LINE.match(lines[-1].strip()):
+        _note(
+            lost,
+            f"the scrape ends without a line end: its last value may be cut "
+            f"({lines[-1].strip()[:120]})",
+        )
+    text = "\n".join(kept) + "\n"
     # prometheus_client appends "_total" to counter samples whose exposed name lacks it
     # (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION -> ..._total); keep the name as exposed.
     exposed = set()
-    for line in text.splitlines():
+    for line in kept:
         line = line.strip()
         if line and not line.startswith("#"):
             exposed.add(line.split("{", 1)[0].split(" ", 1)[0])
@@ -30,6 +82,11 @@ def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
     except (ValueError, TypeError) as exc:
         raise AccelbenchError(f"not a valid Prometheus scrape: {exc}") from exc
     return out
+
+
+def _note(notes: list[str] | None, msg: str) -> None:
+    if notes is not None:
+        notes.append(msg)
 
 
 _SUMMED = {"nvlink_errors"}

@@ -29,11 +29,16 @@ _ROCM_EXPORTER_MAP: dict[str, tuple[str, float]] = {
 _POWER_PRIORITY = ["gpu_package_power", "gpu_power_usage", "gpu_average_package_power"]
 
 
-def parse_rocm_exporter_prometheus(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+def parse_rocm_exporter_prometheus(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """A ROCm Device Metrics Exporter ``/metrics`` scrape -> one row per ``gpu_id``."""
     rows: dict[str, dict[str, Any]] = {}
     power_seen: dict[str, str] = {}
-    for name, labels, value in prometheus_samples(text):
+    for name, labels, value in prometheus_samples(text, lost, notes):
         lname = name.lower()
         if not (lname.startswith("gpu_") or lname.startswith("pcie_")):
             continue
@@ -74,4 +79,6 @@ def parse_rocm_exporter_prometheus(text: str, t_ns: int | None = None) -> list[d
                 continue
             power_seen[key] = lname
         store(row, m[0], value * m[1])
+    if not rows and lost is not None:
+        lost.append("no gpu_* samples in the scrape (cut short, or not the ROCm exporter?)")
     return list(rows.values())

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.values import is_na, to_float, to_int
+from accelbench.telemetry.parsers.text import find_json
 from accelbench.telemetry.schema import KIND_GPU, new_row, pcie_gen_from_speed
+
+
+def _note(notes: list[str] | None, msg: str) -> None:
+    if notes is not None:
+        notes.append(msg)
 
 
 def _rocm_get(card: dict[str, Any], *keys: str) -> Any:
@@ -36,25 +41,35 @@ def _rocm_pcie_level(value: Any) -> tuple[int | None, int | None]:
     return pcie_gen_from_speed(speed), width
 
 
-def parse_rocm_smi_json(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+def parse_rocm_smi_json(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """``rocm-smi [...] --json`` -> one row per ``cardN``.
 
     ROCm 5 and 6 differ in key names (``Card series``/``Card Series``/``Device Name``,
     ``GPU memory use (%)`` vs ``GPU Memory Read/Write Activity (%)``); both are read.
     Energy comes from ``Accumulated Energy (uJ)`` (the raw ``Energy counter`` needs the
-    per-ASIC resolution, which the JSON does not carry).
+    per-ASIC resolution, which the JSON does not carry). Warning lines printed before the
+    JSON are skipped (and named in ``notes``).
     """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AccelbenchError(f"not valid rocm-smi JSON: {exc}") from exc
+    data, skipped = find_json(text, "rocm-smi")
+    if notes is not None:
+        notes.extend(skipped)
     if not isinstance(data, dict) or not any(k.startswith("card") for k in data):
         raise AccelbenchError("not rocm-smi --json output (no 'cardN' keys)")
     driver = (data.get("system") or {}).get("Driver version")
     rows = []
-    cards = sorted((k for k in data if k.startswith("card")), key=lambda k: int(k[4:] or 0))
+    cards = sorted(
+        (k for k in data if k.startswith("card") and k[4:].isdigit()), key=lambda k: int(k[4:])
+    )
     for key in cards:
         card = data[key]
+        if not isinstance(card, dict):
+            _note(lost, f"{key}: not an object, skipped")
+            continue
         gen, width = _rocm_pcie_level(_rocm_get(card, "pcie clock level"))
         energy_uj = to_float(_rocm_get(card, "Accumulated Energy (uJ)"))
         rows.append(

@@ -63,13 +63,18 @@ def detect_engine(names: Iterable[str]) -> str | None:
     return None
 
 
-def parse_server_metrics(text: str, t_ns: int | None = None) -> list[dict[str, Any]]:
+def parse_server_metrics(
+    text: str,
+    t_ns: int | None = None,
+    lost: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """An inference server's Prometheus ``/metrics`` -> one ``kind="server"`` row.
 
     Values with several label sets (e.g. one per model) are summed. Returns ``[]`` when
     no known engine's metrics are present.
     """
-    samples = prometheus_samples(text)
+    samples = prometheus_samples(text, lost, notes)
     totals: dict[str, float] = {}
     for name, _labels, value in samples:
         if math.isnan(value):
@@ -77,6 +82,8 @@ def parse_server_metrics(text: str, t_ns: int | None = None) -> list[dict[str, A
         totals[name] = totals.get(name, 0.0) + value
     engine = detect_engine(totals)
     if engine is None:
+        if lost is not None:
+            lost.append("no vLLM / SGLang / llama.cpp / TGI metrics in the scrape")
         return []
     row = new_row(t_ns=t_ns, source="server", kind=KIND_SERVER, engine=engine)
     for col, names in SERVER_METRICS[engine].items():

@@ -1,0 +1,63 @@
+"""Captured text as it arrives from real machines: byte-order marks, CRLF line ends, a
+tool's warning printed before its JSON, a file cut short. One place reads all of them.
+
+:func:`clean` normalises (BOM, CRLF / CR); :func:`find_json` finds the JSON document in
+a capture that carries text before it (amd-smi as a non-root user prints
+"WARNING: User is missing the following required groups: render, video ..." on stdout
+before the JSON) and says what it skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from accelbench.errors import AccelbenchError
+
+BOM = "\ufeff"
+
+
+def clean(text: str) -> str:
+    """Drop a UTF-8 byte-order mark (also one decoded as U+FEFF mid-file at a line
+    start, as concatenated captures carry) and turn CRLF / CR line ends into LF."""
+    if BOM in text:
+        text = text.replace(BOM, "")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def find_json(text: str, what: str) -> tuple[Any, list[str]]:
+    """The first JSON document (object or array) in ``text`` that starts at a line
+    start, and the non-blank lines skipped before it (a tool's warnings). Text after the
+    document is ignored but reported. Raises AccelbenchError naming ``what`` when there
+    is no complete document (for example a capture cut short)."""
+    text = clean(text)
+    decoder = json.JSONDecoder()
+    pos = 0
+    first_error: json.JSONDecodeError | None = None
+    skipped: list[str] = []
+    for line in text.splitlines(keepends=True):
+        stripped = line.lstrip()
+        if stripped.startswith(("{", "[")):
+            start = pos + (len(line) - len(stripped))
+            try:
+                data, end = decoder.raw_decode(text, start)
+            except json.JSONDecodeError as exc:
+                first_error = first_error or exc
+            else:
+                notes = [f"skipped text before the JSON: {s.strip()[:120]}" for s in skipped]
+                rest = text[end:].strip()
+                if rest:
+                    notes.append(f"ignored text after the JSON: {rest.splitlines()[0][:120]}")
+                return data, notes
+        if line.strip():
+            skipped.append(line)
+        pos += len(line)
+    if first_error is not None:
+        cut = first_error.pos >= len(text.rstrip()) - 1
+        raise AccelbenchError(
+            f"not valid {what} JSON: {first_error.msg} at line {first_error.lineno}"
+            + (" (the capture ends inside the JSON: truncated?)" if cut else "")
+        )
+    raise AccelbenchError(f"no JSON document in the {what} capture")

@@ -1,0 +1,376 @@
+"""Every shipped capture through every parser that applies, under mutations: cut at many
+points, a byte-order mark, CRLF line ends, a tool's warning line before the data, and
+"N/A" in place of each value. Each mutated file must give either a parse that reports
+what it lost or one clear error - never a traceback, never invented data, and never a
+"pass" verdict when data is missing.
+
+Plus the regression tests for the held-out defect classes of issue 14, each built from a
+public capture of the same layout (tests/fixtures/*/SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accelbench.doctor import DoctorInputs, Status, run_doctor
+from accelbench.doctor import parsers as dp
+from accelbench.doctor.kernel_log import scan_kernel_log
+from accelbench.errors import AccelbenchError
+from accelbench.health.check import judge
+from accelbench.telemetry.parsers import detect_format, parse_capture
+from conftest import FIXTURES, fixture_file
+
+PREAMBLE = "WARNING: User is missing the following required groups: render, video. Please add user to these groups.\n"  # noqa: E501 - amd-smi's own words (ROCm/amdsmi#130)
+CUTS = 10  # cut points per file (plus the header region)
+
+TELEMETRY = sorted(p for p in (FIXTURES / "telemetry").iterdir() if p.name != "SOURCES.md")
+DOCTOR = sorted(p for p in (FIXTURES / "doctor").iterdir() if p.name != "SOURCES.md")
+
+# doctor capture prefix -> (parser, DoctorInputs field or None)
+DOCTOR_PARSERS: list[tuple[str, Callable[[str], Any], str | None]] = [
+    ("kernel-log", scan_kernel_log, "kernel_log"),
+    ("lspci", dp.parse_lspci, None),  # lspci has no end marker: a cut is undetectable
+    ("nvidia-smi_topo", dp.parse_nvidia_topo, "nvidia_topo"),
+    ("nvidia-smi__", dp.parse_nvidia_smi, "nvidia_smi"),
+    ("rocm-smi", dp.parse_rocm_smi, "rocm_smi"),
+    ("amd-smi", dp.parse_amd_smi, "amd_smi"),
+    ("rocminfo", dp.parse_rocminfo, "rocminfo"),
+    ("vllm-collect-env", dp.parse_collect_env, "collect_env"),
+]
+
+
+def doctor_parser(path: Path) -> tuple[Callable[[str], Any], str | None]:
+    for prefix, fn, field in DOCTOR_PARSERS:
+        if path.name.startswith(prefix):
+            return fn, field
+    raise AssertionError(f"no doctor parser for fixture {path.name}")
+
+
+def cut_points(text: str) -> list[int]:
+    """Cut offsets spread over the file, a few inside its first line (the header)."""
+    n = len(text)
+    first = text.find("\n") if "\n" in text else n
+    pts = {max(1, first // 2), first, first + 1}
+    pts |= {n * k // (CUTS + 1) for k in range(1, CUTS + 1)}
+    pts |= {n - 2, n - 1}  # cut inside the last value / before the last line end
+    return sorted(p for p in pts if 0 < p < len(text.rstrip()))
+
+
+def na_mutations(text: str, fmt: str, limit: int = 12) -> Iterator[tuple[str, str]]:
+    """(description, text) with one value replaced by N/A, up to ``limit`` per file."""
+    spots: list[tuple[int, int]] = []
+    if fmt in ("dcgm", "rocm-exporter", "server"):
+        for m in re.finditer(r"^[A-Za-z_:][^ \n#]*(?:\{[^}]*\})?\s+(\S+)", text, re.M):
+            spots.append(m.span(1))
+    elif fmt == "nvidia-smi-csv":
+        head = text.rstrip("\n").split("\n")
+        row_start = len("\n".join(head[:-1])) + 1
+        for m in re.finditer(r"(?:^|, )([^,\n]+)", head[-1]):
+            spots.append((row_start + m.start(1), row_start + m.end(1)))
+    elif fmt == "nvidia-smi-xml":
+        spots = [m.span(1) for m in re.finditer(r">([^<>\n]+)</", text)]
+    else:  # JSON
+        spots = [m.span(1) for m in re.finditer(r'": "?([^",{}\[\]\n]+)"?', text)]
+    step = max(1, len(spots) // limit)
+    for a, b in spots[::step][:limit]:
+        yield f"N/A at {a}", text[:a] + "N/A" + text[b:]
+
+
+def one_clear_error(exc: BaseException) -> None:
+    msg = str(exc)
+    assert msg and "\n" not in msg.strip() and "Traceback" not in msg, msg
+
+
+def columns(rows: list[dict[str, Any]]) -> set[tuple[Any, str]]:
+    return {(r.get("device_index"), k) for r in rows for k, v in r.items() if v is not None}
+
+
+def parse_or_error(text: str, fmt: str | None) -> Any:
+    try:
+        return parse_capture(text, fmt)
+    except AccelbenchError as exc:
+        one_clear_error(exc)
+        return None
+
+
+# --------------------------------------------------------------------------- telemetry
+
+
+@pytest.mark.parametrize("path", TELEMETRY, ids=lambda p: p.name[:60])
+def test_telemetry_capture_under_mutations(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    orig = parse_capture(text)
+    fmt = orig.format
+    assert orig.rows, path.name
+    base_cols = columns(orig.rows)
+
+    # Harmless changes: identical rows, nothing lost.
+    for desc, mutated in (
+        ("BOM", "\ufeff" + text),
+        ("CRLF", text.replace("\n", "\r\n")),
+        ("BOM+CRLF", "\ufeff" + text.replace("\n", "\r\n")),
+        ("preamble", PREAMBLE + text),
+    ):
+        cap = parse_capture(mutated)
+        assert cap.format == fmt, desc
+        assert cap.rows == orig.rows and cap.lost == orig.lost, desc
+
+    # Cut short: an error, or rows that say what they lost (and then never pass).
+    for at in cut_points(text):
+        cap = parse_or_error(text[:at], fmt)
+        if cap is None:
+            continue
+        if cap.rows != orig.rows:
+            assert cap.lost, f"cut at {at}: rows changed without a word"
+            assert columns(cap.rows) <= base_cols, f"cut at {at}: invented data"
+        if cap.lost:
+            assert judge(cap.rows, cap.lost)["verdict"] != "pass", f"cut at {at}"
+
+    # N/A in a value: the rest is kept, nothing is invented, missing signals never pass.
+    for desc, mutated in na_mutations(text, fmt):
+        cap = parse_or_error(mutated, fmt)
+        if cap is None:
+            continue
+        assert columns(cap.rows) <= base_cols, desc
+        verdict = judge(cap.rows, cap.lost)["verdict"]
+        if judge(orig.rows, orig.lost)["verdict"] == "pass" and columns(cap.rows) < base_cols:
+            assert verdict != "pass" or not _lost_required(orig.rows, cap.rows), desc
+
+
+def _lost_required(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
+    from accelbench.health.check import missing_signals
+
+    return len(missing_signals(after)) > len(missing_signals(before))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from([p.name for p in TELEMETRY if p.stat().st_size < 30_000]),
+    cut=st.floats(0.0, 1.0),
+    bom=st.booleans(),
+    crlf=st.booleans(),
+    junk=st.text(max_size=20),
+)
+def test_telemetry_random_damage_never_crashes(
+    name: str, cut: float, bom: bool, crlf: bool, junk: str
+) -> None:
+    text = (FIXTURES / "telemetry" / name).read_text(encoding="utf-8")
+    text = text[: int(len(text) * cut)] + junk
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    if bom:
+        text = "\ufeff" + text
+    try:
+        cap = parse_capture(text)
+    except AccelbenchError as exc:
+        one_clear_error(exc)
+        return
+    if cap.lost or not cap.rows:
+        assert judge(cap.rows, cap.lost)["verdict"] != "pass"
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def _gpu_count(report: Any) -> int:
+    counts = report.get("inventory.accelerators").data.get("counts") or {}
+    return max([n for c in counts.values() for n in c.values()] or [0])
+
+
+@pytest.mark.parametrize("path", DOCTOR, ids=lambda p: p.name[:60])
+def test_doctor_capture_under_mutations(path: Path, tmp_path: Path) -> None:
+    fn, field = doctor_parser(path)
+    text = path.read_text(encoding="utf-8")
+    big = len(text) > 100_000
+    orig = fn(text)
+    for desc, mutated in (("BOM", "\ufeff" + text), ("CRLF", text.replace("\n", "\r\n"))):
+        assert fn(mutated) == orig, desc
+
+    def parse(t: str) -> None:  # no traceback; amd-smi's parser raises one clear ValueError
+        try:
+            fn(t)
+        except ValueError as exc:
+            assert field == "amd_smi", exc
+            one_clear_error(exc)
+
+    if field is None or big:
+        for at in cut_points(text)[:: 3 if big else 1]:
+            parse(text[:at])
+        return
+
+    def doctor(t: str) -> Any:
+        f = tmp_path / path.name
+        f.write_text(t, encoding="utf-8")
+        value: Any = [f] if field == "amd_smi" else f
+        return run_doctor(DoctorInputs(**{field: value}))
+
+    full = doctor(text)
+    n_full = _gpu_count(full)
+    for at in cut_points(text):
+        parse(text[:at])
+        report = doctor(text[:at])
+        inv = report.get("inventory.accelerators")
+        if n_full and _gpu_count(report) < n_full:
+            assert inv.status not in (Status.PASS, Status.NA), (at, inv.summary)
+    # A warning line before the data changes nothing the doctor says about the GPUs.
+    if field in ("amd_smi", "rocm_smi", "nvidia_smi"):
+        assert _gpu_count(doctor(PREAMBLE + text)) == n_full
+
+
+# --------------------------------------------------------------------------- regressions
+
+
+def test_amd_smi_static_json_with_non_root_warning_finds_all_eight_mi300x() -> None:
+    path = fixture_file(
+        "doctor",
+        "amd-smi_static_json__amd-mi300x-oam-x8__non-root-groups-warning-before-json__composed.json",
+    )
+    parsed = dp.parse_amd_smi(path.read_text())
+    assert parsed["kind"] == "static" and len(parsed["gpus"]) == 8
+    assert {g["name"] for g in parsed["gpus"]} == {"AMD Instinct MI300X"}
+    assert "required groups" in parsed["skipped"][0]
+    report = run_doctor(DoctorInputs(amd_smi=[path]))
+    inv = report.get("inventory.accelerators")
+    assert inv.status == Status.PASS and inv.summary == "8 AMD accelerator(s)"
+    assert "CPU-only" not in json.dumps(report.to_dict())
+    # The telemetry parser of the same tool skips the warning too.
+    assert parse_capture(path.read_text()).notes[0].startswith("skipped text before the JSON")
+
+
+def test_dmesg_decode_iso_lines_are_dated_and_not_cpu_only(tmp_path: Path) -> None:
+    # The real Xid 119 log, rewritten into `dmesg --decode --time-format=iso` form
+    # ("kern  :warn  : 2025-01-21T04:41:44,285060+00:00 ...", as in leptonai/gpud's
+    # dmesg tests): same messages, decode prefix and ISO time.
+    src = fixture_file(
+        "doctor",
+        "kernel-log__nvidia-hgx-dell-xe9680__xid119-gsp-rpc-timeout__kernel5.15__dmesg-ctime.log",
+    ).read_text()
+    months = {
+        m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)
+    }
+
+    def iso(m: re.Match[str]) -> str:
+        mon, day, hms, year = m.group(1), int(m.group(2)), m.group(3), m.group(4)
+        return f"kern  :warn  : {year}-{months[mon]:02d}-{day:02d}T{hms},000000+00:00 "
+
+    text = re.sub(r"^\[\w{3} (\w{3}) +(\d+) (\S+) (\d{4})\] ", iso, src, flags=re.M)
+    assert text.startswith("kern  :warn  : 2025-02-23T")
+    events = scan_kernel_log(text)
+    xid = next(e for e in events if e.key == "xid.119")
+    assert xid.count == 5 and xid.first == "2025-02-23T16:24:18,000000+00:00"
+    log = tmp_path / "k.log"
+    log.write_text(text)
+    inv = run_doctor(DoctorInputs(kernel_log=log)).get("inventory.accelerators")
+    assert inv.status == Status.UNKNOWN and "0000:9b:00" in inv.summary
+
+
+def test_query_gpu_csv_cut_inside_header_or_row_is_never_pass(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from accelbench.cli.main import app
+
+    text = fixture_file(
+        "telemetry", "nvidia-smi_query-gpu_csv__h100-80gb-hbm3__drv590.48.01__idle.csv"
+    ).read_text()
+    runner = CliRunner()
+    for name, cut in (("header", text[:200]), ("row", text[: text.index("\n") + 300])):
+        f = tmp_path / f"{name}.csv"
+        f.write_text(cut)
+        r = runner.invoke(app, ["health", "--file", str(f)])
+        assert r.exit_code == 1, r.output
+        assert "verdict: unknown" in r.output and "verdict: pass" not in r.output
+        assert "[unknown] data lost" in r.output
+    cap = parse_capture(text[: text.index("\n") + 300])
+    assert len(cap.rows) == 1 and "of 212 fields" in cap.lost[0]
+
+
+def test_truncated_rocm_smi_table_says_what_it_lost(tmp_path: Path) -> None:
+    path = fixture_file(
+        "doctor", "rocm-smi__amd-mi300x-x8__concise-new-layout-did-guid_rocm6.3.txt"
+    )
+    text = path.read_text()
+    cut = text[: text.index("\n3       5")]  # three of eight GPU rows
+    f = tmp_path / "rocm-smi.txt"
+    f.write_text(cut)
+    report = run_doctor(DoctorInputs(rocm_smi=f))
+    inv = report.get("inventory.accelerators")
+    assert inv.status == Status.UNKNOWN
+    assert "at least 3 AMD" in inv.summary and "3 GPU(s) read before the cut" in inv.summary
+    assert report.get("doctor.access").status == Status.WARN
+
+
+def test_format_detection_by_content() -> None:
+    session = fixture_file("telemetry", "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
+    cap = parse_capture(session.read_text())
+    assert cap.format == "nvidia-smi-csv" and len(cap.rows) == 1  # not a ROCm exporter
+    assert cap.rows[0]["model"] == "NVIDIA H100 80GB HBM3"
+    table = fixture_file(
+        "doctor", "nvidia-smi__nvidia-h100-sxm5-80gb-x8__drv565.57.01_cuda12.7.txt"
+    )
+    with pytest.raises(AccelbenchError, match="looks like the plain `nvidia-smi` table"):
+        detect_format(table.read_text())
+    rocm = fixture_file("doctor", "rocm-smi__amd-mi300x-x4__concise_drv6.7.0.txt")
+    with pytest.raises(AccelbenchError, match=r"`rocm-smi` text \(add --json\)"):
+        detect_format(rocm.read_text())
+    for name in ("rocm-smi_json__mi100x4__rocm6.0.2.json",):
+        text = fixture_file("telemetry", name).read_text()
+        assert len(parse_capture("\ufeff" + text.replace("\n", "\r\n")).rows) == 4
+
+
+def test_new_rocm_smi_concise_layout_keeps_name_and_device_id() -> None:
+    path = fixture_file(
+        "doctor", "rocm-smi__amd-mi300x-x8__concise-new-layout-did-guid_rocm6.3.txt"
+    )
+    rs = dp.parse_rocm_smi(path.read_text())
+    assert rs["layout"] == "concise" and rs["truncated"] is None and len(rs["gpus"]) == 8
+    g = rs["gpus"][5]
+    assert (g["device_id"], g["name"], g["node_id"], g["guid"]) == (
+        "0x74a1",
+        "AMD Instinct MI300X",
+        7,
+        "2251",
+    )
+    assert (g["memory_partition"], g["compute_partition"]) == ("NPS1", "SPX")
+
+
+def test_collect_env_without_driver_line_is_unknown_not_absent(tmp_path: Path) -> None:
+    src = fixture_file(
+        "doctor",
+        "vllm-collect-env__nvidia-h100-x8__cu124_drv550.90.12_vllm0.6.3_with-topo__indented4.txt",
+    ).read_text()
+    f = tmp_path / "ce.txt"
+    f.write_text("\n".join(ln for ln in src.splitlines() if "Nvidia driver version" not in ln))
+    drv = run_doctor(DoctorInputs(collect_env=f)).get("versions.driver")
+    assert drv.status == Status.UNKNOWN and "not captured" in drv.summary
+
+
+def test_nvidia_smi_ecc_na_is_unknown(tmp_path: Path) -> None:
+    src = fixture_file(
+        "doctor", "nvidia-smi__nvidia-h100-sxm5-80gb-x8__drv565.57.01_cuda12.7.txt"
+    ).read_text()
+    assert dp.parse_nvidia_smi(src)["gpus"][0]["ecc_uncorrected"] == "0"
+    # The same table from GPUs with ECC off: the ECC column reads N/A.
+    f = tmp_path / "smi.txt"
+    f.write_text(re.sub(r"(\|\s+)0(\s+\|\n\|\s+N/A\s+\d+C)", r"\1N/A\2", src))
+    mem = run_doctor(DoctorInputs(nvidia_smi=f)).get("memory.ecc")
+    assert mem.status == Status.UNKNOWN and "not reported (N/A)" in mem.summary
+
+
+def test_one_na_in_a_dcgm_scrape_keeps_the_rest() -> None:
+    text = fixture_file(
+        "telemetry", "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom"
+    ).read_text()
+    orig = parse_capture(text).rows[0]
+    bad = re.sub(r"^(DCGM_FI_DEV_GPU_TEMP\{[^}]*\}) \S+", r"\1 N/A", text, flags=re.M)
+    cap = parse_capture(bad)
+    row = cap.rows[0]
+    assert row["temp_gpu_c"] is None and row["power_w"] == orig["power_w"]
+    assert cap.lost and "DCGM_FI_DEV_GPU_TEMP" in cap.lost[0]
+    assert judge(cap.rows, cap.lost)["verdict"] == "unknown"
