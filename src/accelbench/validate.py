@@ -8,6 +8,7 @@ the CLI reject the same inputs with the same words. NaN and infinities are never
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -99,20 +100,34 @@ def output_dir(name: str, path: str | Path) -> Path:
         if parent.exists():
             if not parent.is_dir():
                 raise UsageError(f"{name} {p} cannot be created: {parent} is not a directory")
-            import os
-
             if not os.access(parent, os.W_OK | os.X_OK):
                 raise UsageError(f"{name} {p} cannot be created: {parent} is not writable")
             break
     return p
 
 
+def make_dir(name: str, path: str | Path) -> Path:
+    """Create directory ``path`` (and its parents); one line naming ``name`` when that is
+    impossible or the directory is not writable."""
+    p = output_dir(name, path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{name} {p}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(p, os.W_OK):
+        raise UsageError(f"{name} {p}: not writable")
+    return p
+
+
 def output_file(name: str, path: str | Path) -> Path:
-    """A file we may (over)write: not a directory, its folder exists or can be created."""
+    """A file about to be (over)written, checked before any work is done: not a
+    directory, its folder created if needed, writable."""
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{name} {p} is a directory; give a file name")
-    output_dir(name, p.parent if str(p.parent) else ".")
+    make_dir(name, p.parent if str(p.parent) else ".")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{name} {p}: not writable")
     return p
 
 

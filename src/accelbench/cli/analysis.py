@@ -311,11 +311,11 @@ def report_cmd(
     from accelbench.report.data import build_report_data
     from accelbench.report.html import write_html
     from accelbench.report.markdown import write_markdown
-    from accelbench.store.rundir import output_file
+    from accelbench.validate import output_file
 
-    output_file(out, "--out")  # before the work: a bad path is one line, nothing written
+    output_file("--out", out)  # before the work: a bad path is one line, nothing written
     if markdown:
-        output_file(markdown, "--markdown")
+        output_file("--markdown", markdown)
     data = build_report_data(
         inputs, target=at, claims=claim, slo=_slo(slo) or None, attainment=attainment,
         allow_mismatch=allow_mismatch, n_boot=n_boot,

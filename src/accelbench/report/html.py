@@ -26,7 +26,8 @@ from accelbench.report.data import (
     ReportData,
     SetView,
 )
-from accelbench.store.rundir import output_file, write_text_atomic
+from accelbench.store.rundir import write_text_atomic
+from accelbench.validate import output_file
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
 
@@ -579,6 +580,6 @@ def render_html(data: ReportData) -> str:
 
 
 def write_html(data: ReportData, path: str | Path) -> Path:
-    p = output_file(path, "--out")
+    p = output_file("--out", path)
     write_text_atomic(p, render_html(data))
     return p

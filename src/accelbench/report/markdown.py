@@ -8,7 +8,8 @@ from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import FIGURES, ReportData
 from accelbench.report.html import fmt
-from accelbench.store.rundir import output_file, write_text_atomic
+from accelbench.store.rundir import write_text_atomic
+from accelbench.validate import output_file
 
 MD_FIGURES = (
     "interactivity",
@@ -99,6 +100,6 @@ def render_markdown(data: ReportData) -> str:
 
 
 def write_markdown(data: ReportData, path: str | Path) -> Path:
-    p = output_file(path, "--markdown")
+    p = output_file("--markdown", path)
     write_text_atomic(p, render_markdown(data))
     return p

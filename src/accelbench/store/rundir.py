@@ -52,58 +52,6 @@ def write_json_atomic(path: Path, doc: Any) -> None:
     write_text_atomic(path, text)
 
 
-LABEL_MAX = 128
-
-
-def safe_label(label: str, option: str = "--label") -> str:
-    """``label`` checked as one directory name under the results root: no path separators,
-    not ``.`` / ``..``, not hidden, printable, at most LABEL_MAX characters."""
-    bad = (
-        not label
-        or len(label) > LABEL_MAX
-        or label in (".", "..")
-        or label.startswith(".")
-        or any(c in label for c in "/\\\0")
-        or not label.isprintable()
-    )
-    if bad:
-        raise AccelbenchError(
-            f"{option} {label!r}: must be one directory name (1-{LABEL_MAX} printable "
-            "characters, no '/' or '\\', not starting with '.')"
-        )
-    return label
-
-
-def make_dir(path: str | Path, option: str) -> Path:
-    """Create directory ``path`` (and its parents); one clear error naming ``option`` when
-    that is impossible."""
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise AccelbenchError(f"{option} {p}: cannot create it ({exc.strerror or exc})") from None
-    if not os.access(p, os.W_OK):
-        raise AccelbenchError(f"{option} {p}: not writable")
-    return p
-
-
-def output_file(path: str | Path, option: str) -> Path:
-    """``path`` checked as a file to write (its directory created): one clear error naming
-    ``option`` when it is a directory or cannot be written, before any work is done."""
-    p = Path(path)
-    if p.is_dir():
-        raise AccelbenchError(f"{option} {p}: is a directory; give a file name")
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise AccelbenchError(
-            f"{option} {p}: cannot create {p.parent} ({exc.strerror or exc})"
-        ) from None
-    if not os.access(p.parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise AccelbenchError(f"{option} {p}: not writable")
-    return p
-
-
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same directory and a rename.
     A path that cannot be written raises AccelbenchError naming it."""

@@ -15,7 +15,9 @@ from accelbench.metrics.records import REQUEST_SCHEMA
 from accelbench.metrics.summary import Summary
 from accelbench.metrics.values import finite_number
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
-from accelbench.store.rundir import make_dir, safe_label, write_json_atomic, write_parquet_atomic
+from accelbench.store.rundir import write_json_atomic, write_parquet_atomic
+from accelbench.validate import label as safe_label
+from accelbench.validate import make_dir
 
 
 def _num(x: Any) -> float | None:
@@ -99,7 +101,7 @@ def import_vllm(
         if v is not None and not (_is_int(v, 1) and v <= LEN_MAX):
             raise AccelbenchError(f"{name} must be a whole number in 1..{LEN_MAX} (got {v!r})")
     if label is not None:
-        safe_label(label)
+        safe_label("--label", label)
     src = Path(result_file)
     try:
         d = json.loads(src.read_text(encoding="utf-8"))
@@ -119,7 +121,7 @@ def import_vllm(
             f"{src}: fields not as vllm bench serve writes them ({type(exc).__name__}: "
             f"{str(exc)[:120]})"
         ) from None
-    root = make_dir(results_root, "--root")
+    root = make_dir("--root", results_root)
     out = root / str(run_doc["run_id"])
     if out.exists():
         raise AccelbenchError(f"{out} exists already; pass another --label")

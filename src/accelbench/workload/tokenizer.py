@@ -52,10 +52,9 @@ class ServerTokenizer:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None) -> None:
         u = urlsplit(base_url)
-        if u.scheme == "https":
-            self._conn_cls = http.client.HTTPSConnection
-        else:
-            self._conn_cls = http.client.HTTPConnection
+        self._conn_cls: type[http.client.HTTPConnection] = (
+            http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        )
         self.host, self.port = u.hostname or "127.0.0.1", u.port
         self.prefix = u.path.rstrip("/").removesuffix("/v1")
         self.model = model
