@@ -29,5 +29,6 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus-alertmanager
 fi
 echo "building (or reusing) llama-server and the test model" >&2
 .venv/bin/accelbench serve llama --build-only
-.venv/bin/python -m ruff check src tests
+.venv/bin/python -m ruff check src tests benchmarks
+.venv/bin/python -m mypy
 exec .venv/bin/python -m pytest -q "$@"

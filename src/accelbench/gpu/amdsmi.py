@@ -24,7 +24,7 @@ def import_amdsmi() -> tuple[Any, str | None]:
     sink = io.StringIO()
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            import amdsmi  # type: ignore[import-not-found]
+            import amdsmi
     except Exception as exc:
         return None, f"amdsmi not importable ({type(exc).__name__}: {exc})"
     return amdsmi, None
