@@ -139,3 +139,16 @@ def input_file(name: str, path: str | Path) -> Path:
     if not p.is_file():
         raise UsageError(f"{name} {p} is not a regular file")
     return p
+
+
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def slo(values: dict[str, Any]) -> dict[str, float]:
+    """Goodput SLOs: known keys, each a finite number of milliseconds above 0 (30 days max)."""
+    out: dict[str, float] = {}
+    for k, val in values.items():
+        if k not in SLO_KEYS:
+            raise UsageError(f"unknown SLO {k!r}: use {', '.join(SLO_KEYS)}")
+        out[k] = number(f"--slo {k}", val, 0, 30 * 86400e3, lo_open=True, unit="ms")
+    return out

@@ -5,8 +5,6 @@ accelbench.metrics.frontier / compare, accelbench.report and accelbench.store.ru
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -14,154 +12,17 @@ import typer
 from accelbench.errors import AccelbenchError
 
 
-def _floats(text: str | None, what: str) -> list[float]:
-    if not text:
-        return []
-    try:
-        return [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise AccelbenchError(f"{what} must be a comma-separated list of numbers") from None
-
-
 def _slo(items: list[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in items:
-        key, sep, val = item.partition("=")
-        if not sep:
-            raise AccelbenchError(f"--slo must be KEY=VALUE, e.g. tpot_ms=50 (got {item!r})")
-        key = key.strip()
-        if key not in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            raise AccelbenchError(f"unknown SLO {key!r}: use ttft_ms, tpot_ms or e2e_ms")
-        try:
-            out[key] = float(val)
-        except ValueError:
-            raise AccelbenchError(f"--slo {key}: {val!r} is not a number") from None
-        if not 0 < out[key] < math.inf:
-            raise AccelbenchError(f"--slo {key} must be a positive number of ms (got {val!r})")
-    return out
+    from accelbench.cli.options import parse_kv_floats
+    from accelbench.validate import slo
 
-
-def _pairs(items: list[str]) -> list[tuple[int, int]]:
-    out = []
-    for it in items:
-        a, sep, b = it.partition("/")
-        try:
-            out.append((int(a), int(b)))
-        except ValueError:
-            raise AccelbenchError(f"--isl-osl must look like 1024/1024 (got {it!r})") from None
-        if not sep or out[-1][0] < 1 or out[-1][1] < 1:
-            raise AccelbenchError(f"--isl-osl must look like 1024/1024 (got {it!r})")
-    return out
+    return slo(parse_kv_floats(items, "--slo"))
 
 
 def _console():  # noqa: ANN202
     from rich.console import Console
 
     return Console()
-
-
-# ----------------------------------------------------------------------------- sweep
-
-
-def sweep_cmd(
-    out: Path = typer.Option(..., "--out", "-o", help="Sweep directory (rerun to resume)."),
-    url: str = typer.Option(None, help="OpenAI-compatible base URL; default: embedded engine."),
-    model: str = typer.Option(
-        None, "--model", "-m", help="Model name (default: the first listed)."
-    ),
-    endpoint: str = typer.Option("completions", help="completions | chat"),
-    values: str = typer.Option(None, help="Explicit points, e.g. 1,2,4,8,16."),
-    start: float = typer.Option(None, help="First point (with --end: x2 steps)."),
-    end: float = typer.Option(None, help="Last point."),
-    rate_mode: bool = typer.Option(
-        False, "--rate", help="Sweep request rate (req/s), not concurrency."
-    ),
-    preset: str = typer.Option(
-        None, help="inferencex: random prompts, range ratio 0.8 ([0.8L, L]), ignore_eos."
-    ),
-    isl_osl: list[str] = typer.Option(
-        [], "--isl-osl", help="ISL/OSL pair, e.g. 1024/1024; repeat for several (one sweep each)."
-    ),
-    isl: int = typer.Option(1024, help="Input length (without --isl-osl)."),
-    osl: int = typer.Option(1024, help="Output length (without --isl-osl)."),
-    dataset: str = typer.Option(None, help="Dataset file instead of synthetic prompts."),
-    requests_per_point: float = typer.Option(
-        10.0, help="Measured requests per point, x concurrency."
-    ),
-    warmup_per_point: float = typer.Option(2.0, help="Warm-up requests per point, x concurrency."),
-    num_requests: int = typer.Option(
-        None, "--num-requests", "-n", help="Rate sweeps: requests per point."
-    ),
-    gpus: int = typer.Option(1, help="Accelerators behind the endpoint (per-GPU figures)."),
-    slo: list[str] = typer.Option([], help="SLO for goodput, e.g. --slo tpot_ms=50."),
-    saturation_stop: bool = typer.Option(
-        True, "--saturation-stop/--no-saturation-stop", help="Stop climbing once saturated."
-    ),
-    min_gain: float = typer.Option(
-        0.05, help="Saturation: throughput must grow by this fraction..."
-    ),
-    latency_factor: float = typer.Option(2.0, help="...unless p50 latency grew by this factor."),
-    max_error_rate: float = typer.Option(0.05, help="Stop when a point's error rate passes this."),
-    timeout: float = typer.Option(600.0, help="Per-request timeout (s)."),
-    api_key_env: str = typer.Option(
-        "OPENAI_API_KEY", help="Environment variable holding the API key."
-    ),
-    seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
-    embedded_model: str = typer.Option("smollm2", help="Embedded engine model (without --url)."),
-    api_key_file: str = typer.Option(None, help="File whose first line is the API key."),
-    workers: int = typer.Option(None, help="Load worker processes per point (default: auto)."),
-    telemetry: bool = typer.Option(
-        True, "--telemetry/--no-telemetry", help="Sample telemetry beside every point."
-    ),
-    telemetry_interval: float = typer.Option(1.0, help="Telemetry sampling interval (s)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-) -> None:
-    """Run a series of benchmarks over concurrency (or request rate), one run directory
-    per point under OUT; rerunning resumes, running only the missing points."""
-    from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-    from accelbench.sweep import (
-        SaturationRule,
-        SweepPlan,
-        inferencex_config,
-        plan_values,
-        run_sweep,
-    )
-
-    kind = "rate" if rate_mode else "concurrency"
-    vals = plan_values(_floats(values, "--values"), start, end, kind)  # type: ignore[arg-type]
-    if endpoint not in ("completions", "chat"):
-        raise AccelbenchError("--endpoint must be completions or chat")
-    if preset not in (None, "inferencex"):
-        raise AccelbenchError(f"unknown preset {preset!r}: use inferencex")
-    pairs = _pairs(isl_osl) or [(isl, osl)]
-    base = BenchmarkConfig(
-        url=url, model=model, endpoint=endpoint, gpus=gpus, slo=_slo(slo),  # type: ignore[arg-type]
-        timeout_s=timeout, api_key_env=api_key_env, num_requests=num_requests,
-        workload=WorkloadConfig(isl=isl, osl=osl, dataset=dataset, seed=seed),
-        embedded_model=embedded_model, api_key_file=api_key_file, workers=workers,
-        telemetry=telemetry, telemetry_interval_s=telemetry_interval,
-    )  # fmt: skip
-    rule = SaturationRule(saturation_stop, min_gain, latency_factor, max_error_rate)
-    con = _console()
-    for i, o in pairs:
-        cfg = base.with_(workload=replace(base.workload, isl=i, osl=o))
-        if preset == "inferencex":
-            cfg = inferencex_config(cfg, i, o)
-        cfg.validate()
-        d = out if len(pairs) == 1 else out / f"isl{i}_osl{o}"
-        plan = SweepPlan(cfg, list(vals), kind, preset, requests_per_point, warmup_per_point, rule)  # type: ignore[arg-type]
-
-        def show(p: dict) -> None:
-            extra = f" ({p['reason']})" if p.get("reason") else ""
-            fig = p.get("output_tps_per_gpu")
-            figs = f" {fig:,.1f} out tok/s/GPU" if isinstance(fig, float) else ""
-            con.print(f"  point {p['value']:g}: {p['status']}{figs}{extra}")
-            if p.get("saturation"):
-                con.print(f"  [yellow]stop: {p['saturation']}[/yellow]")
-
-        con.print(f"[bold]sweep {d}[/bold] ({kind}: {', '.join(f'{v:g}' for v in vals)})")
-        doc = run_sweep(d, plan, progress=not quiet, on_point=show)
-        con.print(f"  sweep {doc['status']}; report: accelbench report {d}")
 
 
 # ----------------------------------------------------------------------------- frontier
@@ -416,7 +277,6 @@ def runs_import_vllm(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sweep")(sweep_cmd)
     app.command("frontier")(frontier_cmd)
     app.command("compare")(compare_cmd)
     app.command("report")(report_cmd)

@@ -89,10 +89,7 @@ class BenchmarkConfig:
         self.embedded_parallel = v.integer("--embedded-parallel", self.embedded_parallel, 1, 1024)
         if not isinstance(self.extra_body, dict):
             raise v.UsageError("--extra-body must be a JSON object")
-        for k, val in self.slo.items():
-            if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
-                raise v.UsageError(f"unknown SLO {k!r}: use ttft_ms, tpot_ms or e2e_ms")
-            self.slo[k] = v.number(f"--slo {k}", val, 0, MAX_DURATION_S * 1e3, lo_open=True)
+        self.slo = v.slo(self.slo)
         if self.label is not None:
             v.label("--label", self.label)
         if self.out_dir is not None:

@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from accelbench import validate
 from accelbench.errors import AccelbenchError
-from accelbench.runner.config import BenchmarkConfig
+from accelbench.runner.config import MAX_RATE, MAX_STREAMS, MIN_RATE, BenchmarkConfig
 from accelbench.store.reader import RunInfo, load_run
 from accelbench.store.rundir import write_json_atomic
 from accelbench.store.sets import SweepSet, load_inputs, load_sweep
@@ -88,6 +89,11 @@ class SaturationRule:
     latency_factor: float = 2.0  # ... or p50 E2E / TTFT must not have grown this much
     max_error_rate: float = 0.05
 
+    def __post_init__(self) -> None:
+        self.min_gain = validate.number("--min-gain", self.min_gain, 0, 10)
+        self.latency_factor = validate.number("--latency-factor", self.latency_factor, 1, 1e3)
+        self.max_error_rate = validate.number("--max-error-rate", self.max_error_rate, 0, 1)
+
     def check(self, previous: Sequence[RunInfo], cur: RunInfo) -> str | None:
         """Why the sweep should stop after ``cur`` (None: go on)."""
         if not self.enabled:
@@ -124,6 +130,21 @@ class SweepPlan:
     requests_per_point: float = 10.0  # x concurrency (concurrency sweeps)
     warmup_per_point: float = 2.0  # x concurrency
     saturation: SaturationRule = field(default_factory=SaturationRule)
+
+    def __post_init__(self) -> None:
+        self.requests_per_point = validate.number(
+            "--requests-per-point", self.requests_per_point, 0, 1e6, lo_open=True
+        )
+        self.warmup_per_point = validate.number("--warmup-per-point", self.warmup_per_point, 0, 1e6)
+        if not self.values:
+            raise validate.UsageError("a sweep needs at least one point")
+        if len(self.values) > 1000:
+            raise validate.UsageError(f"a sweep has at most 1,000 points (got {len(self.values):,})")
+        for x in self.values:
+            if self.kind == "concurrency":
+                validate.integer("concurrency point", x, 1, MAX_STREAMS)
+            else:
+                validate.number("rate point", x, MIN_RATE, MAX_RATE, unit="requests/s")
 
     def point_dir(self, value: float) -> str:
         if self.kind == "concurrency":

@@ -1,0 +1,130 @@
+"""`accelbench sweep`: a series of runs over concurrency or request rate. Argument
+handling only; the logic lives in accelbench.sweep."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from accelbench.cli.options import config_from_options, load_options
+from accelbench.errors import UsageError
+
+
+def _floats(text: str | None, what: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise UsageError(f"{what} must be a comma-separated list of numbers") from None
+
+
+def _pairs(items: list[str]) -> list[tuple[int, int]]:
+    out = []
+    for it in items:
+        a, sep, b = it.partition("/")
+        try:
+            out.append((int(a), int(b)))
+        except ValueError:
+            raise UsageError(f"--isl-osl must look like 1024/1024 (got {it!r})") from None
+        if not sep or out[-1][0] < 1 or out[-1][1] < 1:
+            raise UsageError(f"--isl-osl must look like 1024/1024 (got {it!r})")
+    return out
+
+
+# The sweep sets these per point; `--rate` is a flag here (sweep rates, not concurrency).
+PER_POINT = ("rate", "concurrency", "num_requests", "duration", "warmup", "out", "label")
+
+
+@load_options(exclude=PER_POINT)
+def sweep_cmd(
+    out: Path = typer.Option(..., "--out", "-o", help="Sweep directory (rerun to resume)."),
+    values: str = typer.Option(None, help="Explicit points, e.g. 1,2,4,8,16."),
+    start: float = typer.Option(None, help="First point (with --end: x2 steps)."),
+    end: float = typer.Option(None, help="Last point."),
+    rate_mode: bool = typer.Option(
+        False, "--rate", help="Sweep request rate (req/s), not concurrency."
+    ),
+    preset: str = typer.Option(
+        None, help="inferencex: random prompts, range ratio 0.8 ([0.8L, L]), ignore_eos."
+    ),
+    isl_osl: list[str] = typer.Option(
+        [], "--isl-osl", help="ISL/OSL pair, e.g. 1024/1024; repeat for several (one sweep each)."
+    ),
+    isl: int = typer.Option(1024, help="Input length (without --isl-osl)."),
+    osl: int = typer.Option(1024, help="Output length (without --isl-osl)."),
+    requests_per_point: float = typer.Option(
+        10.0, help="Measured requests per point, x concurrency."
+    ),
+    warmup_per_point: float = typer.Option(2.0, help="Warm-up requests per point, x concurrency."),
+    num_requests: int = typer.Option(
+        None, "--num-requests", "-n", help="Rate sweeps: requests per point."
+    ),
+    saturation_stop: bool = typer.Option(
+        True, "--saturation-stop/--no-saturation-stop", help="Stop climbing once saturated."
+    ),
+    min_gain: float = typer.Option(
+        0.05, help="Saturation: throughput must grow by this fraction..."
+    ),
+    latency_factor: float = typer.Option(2.0, help="...unless p50 latency grew by this factor."),
+    max_error_rate: float = typer.Option(0.05, help="Stop when a point's error rate passes this."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    load: dict[str, Any] | None = None,
+) -> None:
+    """Run a series of benchmarks over concurrency (or request rate), one run directory
+    per point under OUT; rerunning resumes, running only the missing points. Takes every
+    load option of `accelbench run` except those the sweep sets per point."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from accelbench.sweep import (
+        SaturationRule,
+        SweepPlan,
+        inferencex_config,
+        plan_values,
+        run_sweep,
+    )
+    from accelbench.sweep.core import Kind
+
+    kind: Kind = "rate" if rate_mode else "concurrency"
+    vals = plan_values(_floats(values, "--values"), start, end, kind)
+    if preset not in (None, "inferencex"):
+        raise UsageError(f"unknown preset {preset!r}: use inferencex")
+    pairs = _pairs(isl_osl) or [(isl, osl)]
+    base = config_from_options(load or {}, num_requests=num_requests, isl=isl, osl=osl)
+    rule = SaturationRule(saturation_stop, min_gain, latency_factor, max_error_rate)
+    con = Console()
+    plans = []
+    for i, o in pairs:  # check every pair before the first run starts
+        cfg = base.with_(workload=replace(base.workload, isl=i, osl=o))
+        if preset == "inferencex":
+            cfg = inferencex_config(cfg, i, o)
+        copy.deepcopy(cfg).validate()  # the points fill in their own defaults
+        d = out if len(pairs) == 1 else out / f"isl{i}_osl{o}"
+        plans.append((d, SweepPlan(cfg, list(vals), kind, preset, requests_per_point,
+                                   warmup_per_point, rule)))  # fmt: skip
+    for d, plan in plans:
+
+        def show(p: dict[str, Any]) -> None:
+            extra = f" ({p['reason']})" if p.get("reason") else ""
+            fig = p.get("output_tps_per_gpu")
+            figs = f" {fig:,.1f} out tok/s/GPU" if isinstance(fig, float) else ""
+            con.print(escape(f"  point {p['value']:g}: {p['status']}{figs}{extra}"))
+            if p.get("saturation"):
+                con.print(f"  [yellow]stop: {escape(str(p['saturation']))}[/yellow]")
+
+        con.print(
+            f"[bold]sweep {escape(str(d))}[/bold] ({kind}: {', '.join(f'{x:g}' for x in vals)})"
+        )
+        doc = run_sweep(d, plan, progress=not quiet, on_point=show)
+        con.print(escape(f"  sweep {doc['status']}; report: accelbench report {d}"))
+        if doc["status"] != "completed":  # interrupted, or a point failed: exit 1
+            raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_cmd)
