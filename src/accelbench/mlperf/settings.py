@@ -62,8 +62,9 @@ FIELDS = (
 )
 
 # A user.conf line LoadGen understands: "model.scenario.key = number" (spaces around
-# "="). LoadGen's parser silently skips "key=value" without spaces; this refuses it.
-_CONF_LINE = re.compile(r"^(\S+)\.(\S+)\.(\S+)\s+=\s+(\S+)(\s+#.*)?$")
+# "=", nothing after the value). LoadGen's parser silently skips "key=value" without
+# spaces and fails the whole file on a comment after a value; this names the line.
+_CONF_LINE = re.compile(r"^(\S+)\.(\S+)\.(\S+)\s+=\s+(\S+)$")
 
 
 @dataclass
