@@ -120,11 +120,12 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
 
         print_summary(res.run_dir, console)
     verdict = res.result or "no result"
-    colour = "green" if res.result == "VALID" else "red"
+    colour = "green" if res.ok else "red"
+    if res.doc.get("find_peak"):
+        found = f"{res.peak_qps:g} QPS" if res.peak_qps is not None else "no peak found"
+        verdict = f"peak {found} (last step {verdict})"
     fig = res.figures
     parts = []
-    if res.peak_qps is not None:
-        parts.append(f"peak {res.peak_qps:g} QPS")
     for key, name in (
         ("completed_samples_per_s", "samples/s"),
         ("tokens_per_s", "tokens/s"),
