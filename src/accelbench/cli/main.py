@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "accelbench.cli.analysis",
     "accelbench.cli.cost",
     "accelbench.cli.doctor",
+    "accelbench.cli.mlperf",
     "accelbench.cli.monitor",
     "accelbench.cli.run",
     "accelbench.cli.serve",

@@ -1,0 +1,160 @@
+"""`accelbench mlperf offline | server | interactive | single-stream`: MLPerf scenarios
+on MLCommons LoadGen with accelbench as the system under test (docs/MLPERF.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from accelbench.cli.options import config_from_options, load_options
+
+# accelbench run's options that mean nothing here: LoadGen decides when queries go out
+# and how many; --dataset is declared below with the MLPerf dataset shape added.
+EXCLUDE = (
+    "concurrency", "rate", "arrival", "burstiness", "num_requests", "duration", "warmup",
+    "drain_timeout", "workers", "telemetry", "telemetry_interval", "dataset", "dataset_format",
+)  # fmt: skip
+
+HELP = {
+    "offline": "Offline: every sample in one query; the result is throughput.",
+    "server": "Server: Poisson arrivals at --target-qps, held to the p99 TTFT / TPOT limits.",
+    "interactive": "Interactive: the Server scenario with the benchmark's interactive limits.",
+    "single-stream": "SingleStream: one query at a time; the result is the latency.",
+}
+
+
+def _log(msg: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[dim]{escape(msg)}[/dim]")
+
+
+def _command(scenario: str) -> Callable[..., None]:
+    @load_options(exclude=EXCLUDE)
+    def command(
+        benchmark: str = typer.Option(
+            "llama2-70b",
+            "--benchmark",
+            "-b",
+            help="mlperf.conf model whose rules apply: llama2-70b, llama3_1-405b, llama3_1-8b, "
+            "llama3_1-8b-edge, mixtral-8x7b, deepseek-r1, gpt-oss-120b.",
+        ),
+        user_conf: str = typer.Option(
+            None, "--user-conf", help="LoadGen user.conf applied over the benchmark's mlperf.conf."
+        ),
+        target_qps: float = typer.Option(
+            None, "--target-qps", help="Server: the arrival rate; Offline: the expected QPS."
+        ),
+        min_duration: float = typer.Option(
+            None,
+            "--min-duration",
+            help="Override the minimum duration (s); below the "
+            "benchmark's, the run is labelled non-compliant.",
+        ),
+        min_query_count: int = typer.Option(
+            None, "--min-query-count", help="Override the minimum query (Offline: sample) count."
+        ),
+        find_peak: bool = typer.Option(
+            False,
+            "--find-peak",
+            help="Server / interactive: LoadGen's search for the highest "
+            "valid QPS (FindPeakPerformance), starting at --target-qps.",
+        ),
+        samples: int = typer.Option(
+            1024, "--samples", help="Synthetic sample set size (exact --isl / --osl lengths)."
+        ),
+        dataset: str = typer.Option(
+            None,
+            "--dataset",
+            help="MLPerf LLM set (JSON / JSONL records with input, "
+            "tok_input, output...; a .pkl with --allow-pickle) or an accelbench dataset.",
+        ),
+        dataset_format: str = typer.Option(
+            "auto", "--dataset-format", help="auto | mlperf | sharegpt | prompts | chat"
+        ),
+        allow_pickle: bool = typer.Option(
+            False,
+            "--allow-pickle",
+            help="Read a pickled dataset (runs code from the file: only files you trust).",
+        ),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result line."),
+        load: dict[str, Any] | None = None,
+    ) -> None:
+        from accelbench.mlperf.run import QslOptions, run_mlperf
+        from accelbench.mlperf.settings import MlperfSettings
+
+        cfg = config_from_options(load or {}, telemetry=False)
+        ms = MlperfSettings(
+            scenario=scenario, benchmark=benchmark, user_conf=user_conf, target_qps=target_qps,
+            min_duration_s=min_duration, min_query_count=min_query_count, find_peak=find_peak,
+        )  # fmt: skip
+        qsl = QslOptions(
+            samples=samples, dataset=dataset, dataset_format=dataset_format,
+            allow_pickle=allow_pickle,
+        )  # fmt: skip
+        res = run_mlperf(cfg, ms, qsl, log=None if quiet else _log)
+        show_result(res, quiet=quiet)
+        if not res.ok:
+            raise typer.Exit(1)
+
+    command.__doc__ = (
+        f"{HELP[scenario]}\n\nMLCommons LoadGen drives accelbench's client; writes an "
+        "accelbench run directory plus LoadGen's mlperf_log_summary.txt / "
+        "mlperf_log_detail.txt and mlperf.json. Exit 0 when LoadGen says VALID, 1 when "
+        "INVALID or the run did not complete, 2 for bad options."
+    )
+    return command
+
+
+def show_result(res: Any, *, quiet: bool = False) -> None:
+    """LoadGen's verdict, the compliance label and accelbench's own summary."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console()
+    if not quiet:
+        from accelbench.report.terminal import print_summary
+
+        print_summary(res.run_dir, console)
+    verdict = res.result or "no result"
+    colour = "green" if res.ok else "red"
+    if res.doc.get("find_peak"):
+        found = f"{res.peak_qps:g} QPS" if res.peak_qps is not None else "no peak found"
+        verdict = f"peak {found} (last step {verdict})"
+    fig = res.figures
+    parts = []
+    for key, name in (
+        ("completed_samples_per_s", "samples/s"),
+        ("tokens_per_s", "tokens/s"),
+        ("completed_tokens_per_s", "tokens/s"),
+        ("ttft_p99_ms", "ms TTFT p99"),
+        ("tpot_p99_ms", "ms TPOT p99"),
+        ("latency_p90_ms", "ms latency p90"),
+    ):
+        if fig.get(key) is not None:
+            parts.append(f"{fig[key]:,.4g} {name}")
+    console.print(
+        f"[bold {colour}]LoadGen: {verdict}[/]  " + escape("  ".join(parts)), highlight=False
+    )
+    for r in res.reasons:
+        console.print(f"  [red]-[/] {escape(r)}", highlight=False)
+    if not res.compliant:
+        console.print("[bold yellow]NON-COMPLIANT[/] (not an MLPerf result):", highlight=False)
+        for r in res.noncompliance:
+            console.print(f"  [yellow]-[/] {escape(r)}", highlight=False)
+    if res.status != "completed":
+        console.print(f"[yellow]run {res.status}[/]", highlight=False)
+    console.print(f"[dim]{escape(str(res.run_dir))} ({res.wall_s:.1f} s)[/dim]", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        help="MLPerf Inference scenarios on MLCommons LoadGen (docs/MLPERF.md).",
+        no_args_is_help=True,
+    )
+    for scenario in HELP:
+        sub.command(scenario, help=_command(scenario).__doc__)(_command(scenario))
+    app.add_typer(sub, name="mlperf")

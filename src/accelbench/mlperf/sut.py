@@ -1,0 +1,239 @@
+"""The system under test: LoadGen's queries sent through accelbench's own client.
+
+LoadGen calls ``issue`` from its issue thread; the samples go to an asyncio loop in a
+thread of their own (uvloop where installed), where each becomes one OpenAI request
+sent by ``OpenAIClient`` exactly as ``accelbench run`` sends it. The moment the client
+marks the first token (``t_first``) LoadGen hears ``FirstTokenComplete``; when the
+response ends, ``QuerySamplesComplete`` with the number of output tokens, so LoadGen
+computes TTFT and TPOT from its own clock. Every request's record goes to the run's
+journal, as in any accelbench run.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.client.openai import build_body
+from accelbench.client.session import OpenAIClient
+from accelbench.eventloop import install_uvloop
+from accelbench.metrics.records import RequestRecord, record_row
+from accelbench.runner.loadgen import LoopLagMonitor
+from accelbench.store.rundir import Journal
+from accelbench.workload.plan import PlannedRequest
+
+_now = time.monotonic_ns
+# the slot descriptor behind RequestRecord.t_first (a slots dataclass)
+_T_FIRST: Any = RequestRecord.__dict__["t_first"]
+
+
+class ReportingRecord(RequestRecord):
+    """A record that calls ``on_first`` once, the moment its first-token mark is set
+    (the client sets ``t_first`` when the first content chunk reaches the event loop)."""
+
+    __slots__ = ("on_first", "first_reported")
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.on_first: Callable[[], None] | None = None
+        self.first_reported = False
+        super().__init__(*args, **kw)
+
+    @property  # type: ignore[override]
+    def t_first(self) -> int | None:
+        value: int | None = _T_FIRST.__get__(self, RequestRecord)
+        return value
+
+    @t_first.setter
+    def t_first(self, value: int | None) -> None:
+        _T_FIRST.__set__(self, value)
+        if value is not None and not self.first_reported and self.on_first is not None:
+            self.first_reported = True
+            self.on_first()
+
+
+@dataclass
+class SutOptions:
+    """How the SUT sends requests (the same meaning as ``accelbench run``'s options)."""
+
+    url: str
+    model: str
+    endpoint: str = "completions"
+    stream: bool = True
+    api_key: str | None = None
+    timeout_s: float = 600.0
+    ignore_eos: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    save_text: bool = False
+    transport: str = "auto"
+    max_concurrency: int | None = None  # requests in flight; beyond, they wait here
+    run_tag: str = "mlperf"
+
+
+class LoadGenSUT:
+    """LoadGen's SUT callbacks over accelbench's client. ``start`` before LoadGen's
+    StartTest, ``close`` after it returns (every issued sample has completed then)."""
+
+    def __init__(
+        self, lg: Any, samples: list[PlannedRequest], opts: SutOptions, journal: Journal
+    ) -> None:
+        self.lg = lg
+        self.samples = samples
+        self.opts = opts
+        self.journal = journal
+        self.issued = 0
+        self.completed = 0
+        self.failed = 0
+        self.first_token_reports = 0
+        self._rows: list[dict[str, Any]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: OpenAIClient | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._ready = threading.Event()
+        self._cpu0 = 0.0
+        self.stats: dict[str, Any] = {}
+
+    # -- life cycle ---------------------------------------------------------------
+    def start(self) -> None:
+        install_uvloop()
+        self._thread = threading.Thread(target=self._run_loop, name="accelbench-sut", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _run_loop(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        o = self.opts
+        self._client = OpenAIClient(
+            o.url, endpoint=o.endpoint, stream=o.stream, api_key=o.api_key,
+            timeout_s=o.timeout_s, transport=o.transport,
+        )  # fmt: skip
+        if o.max_concurrency:
+            self._sem = asyncio.Semaphore(o.max_concurrency)
+        flusher = loop.create_task(self._flusher())
+        lag = LoopLagMonitor()
+        lag.start()
+        self._cpu0 = time.thread_time()
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            flusher.cancel()
+            lag.stop()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.gather(flusher, return_exceptions=True))
+            loop.run_until_complete(self._client.close())
+            self._flush()
+            self.stats["sut_thread_cpu_s"] = time.thread_time() - self._cpu0
+            lags = sorted(lag.lags_ms)
+            if lags:
+                self.stats["loop_lag_ms_p99"] = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+            loop.close()
+
+    def close(self) -> None:
+        """Stop the loop (after LoadGen's test returned) and write the last records."""
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+
+    def stop_requests(self) -> None:
+        """Interrupted: cancel what is in flight and answer every later query at once
+        (LoadGen still needs each sample completed before its test returns)."""
+        self._stopping = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._cancel_all)
+
+    def _cancel_all(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+
+    # -- LoadGen callbacks (LoadGen's threads) -------------------------------------
+    def issue(self, query_samples: list[Any]) -> None:
+        t = _now()
+        items = [(s.id, s.index) for s in query_samples]
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._spawn, items, t)
+
+    def flush_queries(self) -> None:
+        """LoadGen's hint that no more queries come soon: nothing is held back here."""
+
+    # -- the loop thread ----------------------------------------------------------
+    def _spawn(self, items: list[tuple[int, int]], t_sched: int) -> None:
+        for qid, index in items:
+            n = self.issued
+            self.issued += 1
+            task = asyncio.ensure_future(self._one(n, qid, index, t_sched))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _first_token(self, qid: int) -> None:
+        self.first_token_reports += 1
+        self.lg.FirstTokenComplete([self.lg.QuerySampleResponse(qid, 0, 0)])
+
+    async def _one(self, n: int, qid: int, index: int, t_sched: int) -> None:
+        o = self.opts
+        req = self.samples[index]
+        rec = ReportingRecord(
+            idx=n, request_id=f"{o.run_tag}-{n}-s{index}", t_sched=t_sched,
+            max_tokens=req.max_tokens, isl_planned=req.isl_planned,
+        )  # fmt: skip
+        rec.on_first = lambda: self._first_token(qid)
+        body = build_body(
+            endpoint=o.endpoint, model=o.model, prompt=req.prompt, max_tokens=req.max_tokens,
+            stream=o.stream, ignore_eos=o.ignore_eos, extra=o.extra_body,
+        )  # fmt: skip
+        assert self._client is not None
+        try:
+            if self._stopping:
+                raise asyncio.CancelledError
+            if self._sem is not None:
+                async with self._sem:
+                    await self._client.send(rec, body)
+            else:
+                await self._client.send(rec, body)
+        except asyncio.CancelledError:
+            if rec.error_kind is None:
+                rec.ok = False
+                rec.error_kind = "interrupted"
+                rec.error = "the run was stopped before this request finished"
+        finally:
+            self._complete(qid, rec)
+
+    def _complete(self, qid: int, rec: ReportingRecord) -> None:
+        if rec.t_send == 0:
+            rec.t_send = _now()
+        if not rec.first_reported:
+            # no token came (an error): LoadGen still needs the first-token mark
+            rec.first_reported = True
+            self._first_token(qid)
+        n_tokens = rec.osl_server if rec.osl_server is not None else len(rec.chunk_times)
+        data = array.array("B", (rec.output_text or "").encode())
+        ptr, size = data.buffer_info()
+        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(qid, ptr, size, n_tokens)])
+        self.completed += 1
+        if not rec.ok and rec.error_kind != "interrupted":
+            self.failed += 1
+        if not (self.opts.save_text or (rec.ok and rec.osl_server is None)):
+            rec.output_text = None  # kept only where it is needed (OSL fallback)
+        self._rows.append(record_row(rec))
+        if len(self._rows) >= 256:
+            self._flush()
+
+    async def _flusher(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rows:
+            rows, self._rows = self._rows, []
+            self.journal.write(rows)
