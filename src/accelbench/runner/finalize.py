@@ -59,12 +59,12 @@ def finalize_run(
     if journal is not None:
         summary["journal"] = journal
     if (run_dir / SUMMARY).is_file():
-        # recomputing: keep what only the live run could measure (telemetry, energy, health)
+        # recomputing: keep what only the live run could measure (telemetry, energy, health, the MLPerf verdict)
         try:
             old = read_json(run_dir / SUMMARY)
         except Exception:  # noqa: BLE001 - an unreadable old summary is simply replaced
             old = {}
-        for key in ("telemetry", "energy", "health"):
+        for key in ("telemetry", "energy", "health", "mlperf"):
             if key in old:
                 summary[key] = old[key]
     if extra:
