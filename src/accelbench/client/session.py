@@ -25,10 +25,16 @@ _now = time.monotonic_ns
 def load_api_key(env_var: str | None, key_file: str | None) -> str | None:
     """The API key from a file (first line) or an environment variable; never logged."""
     if key_file:
+        p = Path(key_file)
+        if not p.is_file():  # a FIFO or device would block; a directory cannot be read
+            raise AccelbenchError(f"--api-key-file {key_file} is not a regular file")
         try:
-            key = Path(key_file).read_text().strip().splitlines()[0].strip()
-        except (OSError, IndexError) as exc:
+            with p.open("rb") as f:
+                head = f.read(65536)  # a key is a line, not a file of any size
+            lines = head.decode("utf-8").strip().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
             raise AccelbenchError(f"cannot read the API key file {key_file}: {exc}") from None
+        key = lines[0].strip() if lines else ""
         if not key:
             raise AccelbenchError(f"the API key file {key_file} is empty")
         return key
