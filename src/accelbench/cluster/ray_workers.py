@@ -368,9 +368,10 @@ class RayWorkerPool:
                 more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
                 ready += more
             for ref in ready:
-                what, k = pending.pop(ref)
-                if k in self.lost:
-                    continue
+                entry = pending.pop(ref, None)
+                if entry is None or entry[1] in self.lost:
+                    continue  # dropped with its lost actor
+                what, k = entry
                 try:
                     value = ray.get(ref)
                 except RayActorError as exc:
