@@ -109,6 +109,7 @@ def sweep_cmd(
     embedded_model: str = typer.Option("smollm2", help="Embedded engine model (without --url)."),
     api_key_file: str = typer.Option(None, help="File whose first line is the API key."),
     workers: int = typer.Option(None, help="Load worker processes per point (default: auto)."),
+    ray: str = typer.Option(None, "--ray", help="Load workers as Ray actors (docs/CLUSTER.md)."),
     telemetry: bool = typer.Option(
         True, "--telemetry/--no-telemetry", help="Sample telemetry beside every point."
     ),
@@ -138,7 +139,7 @@ def sweep_cmd(
         timeout_s=timeout, api_key_env=api_key_env, num_requests=num_requests,
         workload=WorkloadConfig(isl=isl, osl=osl, dataset=dataset, seed=seed),
         embedded_model=embedded_model, api_key_file=api_key_file, workers=workers,
-        telemetry=telemetry, telemetry_interval_s=telemetry_interval,
+        telemetry=telemetry, telemetry_interval_s=telemetry_interval, ray=ray,
     )  # fmt: skip
     rule = SaturationRule(saturation_stop, min_gain, latency_factor, max_error_rate)
     con = _console()
