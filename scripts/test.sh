@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh machine, then run it.
-#   - a virtualenv in .venv with accelbench and its test extras
+#   - a virtualenv in .venv with accelbench and its test and ray extras
 #   - Debian's chromium for the HTML report's browser test (when root and missing)
 #   - Debian's prometheus and prometheus-alertmanager for the monitoring tests (likewise)
 #   - llama.cpp's llama-server: built by accelbench itself on first use, cached in
@@ -13,7 +13,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e '.[engine,test]'
+.venv/bin/python -m pip install -q -e '.[engine,test,ray]'
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian chromium for the browser test" >&2
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

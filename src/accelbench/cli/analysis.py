@@ -1,4 +1,4 @@
-"""`accelbench sweep`, `frontier`, `compare`, `report` and `runs` (list, query,
+"""`accelbench frontier`, `compare`, `report` and `runs` (list, query,
 import-vllm). Argument handling only; the logic lives in accelbench.sweep,
 accelbench.metrics.frontier / compare, accelbench.report and accelbench.store.runs."""
 

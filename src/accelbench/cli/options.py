@@ -72,6 +72,9 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "api_key_file": (str, _opt(None, "--api-key-file", help="File whose first line is the API key.")),
     "timeout": (float, _opt(600.0, "--timeout", help="Per-request timeout in seconds.")),
     "workers": (int, _opt(None, "--workers", help="Load worker processes (default: from load and cores).")),
+    "ray": (str, _opt(None, "--ray", help=(
+        "Run the load workers as Ray actors over a cluster: auto (this host's cluster or "
+        "RAY_ADDRESS), local (start Ray here), host:port or ray://host:port. See docs/CLUSTER.md."))),
     "transport": (str, _opt("auto", "--transport", help=(
         "auto (own HTTP/1.1 client for http://, aiohttp for https://) | http1 | aiohttp"))),
     "out": (str, _opt(None, "--out", "-o", help="Run directory (default results/<time>-<id>).")),
@@ -181,7 +184,7 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
         num_requests=o["num_requests"], duration_s=o["duration"], warmup_requests=o["warmup"],
         drain_timeout_s=o["drain_timeout"], workload=wl, ignore_eos=o["ignore_eos"],
         extra_body=parse_extra_body(o["extra_body"]), timeout_s=o["timeout"],
-        workers=o["workers"], transport=o["transport"], results_root=o["results_root"],
+        workers=o["workers"], ray=o["ray"], transport=o["transport"], results_root=o["results_root"],
         out_dir=o["out"], gpus=o["gpus"], slo=parse_kv_floats(o["slo"] or [], "--slo"),
         save_text=o["save_text"], label=o["label"], telemetry=o["telemetry"],
         telemetry_interval_s=o["telemetry_interval"], embedded_model=o["embedded_model"],

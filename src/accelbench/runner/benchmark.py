@@ -128,9 +128,11 @@ def auto_workers(cfg: BenchmarkConfig) -> int:
     """One worker streams tens of thousands of tokens/s; more only pay off with spare
     cores (on a 2-core box the server under test needs the other one)."""
     cores = os.cpu_count() or 1
+    load = cfg.concurrency or cfg.max_concurrency or int((cfg.rate or 1) * 2)
+    if cfg.ray is not None:  # the cluster's cores, not this host's
+        return max(1, math.ceil(load / 256))
     if cores <= 2:
         return 1
-    load = cfg.concurrency or cfg.max_concurrency or int((cfg.rate or 1) * 2)
     return max(1, min(cores // 2, math.ceil(load / 256)))
 
 
@@ -371,7 +373,13 @@ def _drive(
     )
 
     journal = Journal(run_dir / JOURNAL)
-    pool = WorkerPool(specs)
+    pool: Any
+    if cfg.ray is not None:  # load workers as Ray actors across a cluster (cluster/)
+        from accelbench.cluster.ray_workers import RayWorkerPool
+
+        pool = RayWorkerPool(specs, cfg.ray)
+    else:
+        pool = WorkerPool(specs)
     interrupted = {"n": 0}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -385,6 +393,7 @@ def _drive(
         signal.signal(s, on_signal)
     cpu0 = time.process_time()
     crashes: list[str] = []
+    lost_actors: list[str] = []  # Ray: actors or nodes that died (their streamed records are kept)
     worker_stats: list[dict[str, Any]] = []
     t_start = time.monotonic()
     counts = {"done": 0, "measured": 0, "errors": 0, "tokens": 0}
@@ -403,6 +412,8 @@ def _drive(
     )
     try:
         pool.start()
+        if cfg.ray is not None:
+            _set_run_meta(run_dir, cluster=pool.cluster_info())
         if sampler is not None:
             sampler.set_phase("warmup" if n_warm else "measured")
         with prog:
@@ -448,11 +459,15 @@ def _drive(
                 elif kind == "crash":
                     crashes.append(f"worker {w}: {payload.splitlines()[0]}")
                     pool.stop()
+                elif kind == "lost":
+                    lost_actors.append(payload)
     finally:
         journal.close()
         for s, h in old.items():
             signal.signal(s, h)
         pool.kill()
+        if cfg.ray is not None and pool.start_ns is not None:
+            _set_run_meta(run_dir, cluster=pool.cluster_info())
     if sampler is not None:
         sampler.set_phase("drain")
     cpu_parent = time.process_time() - cpu0
@@ -469,15 +484,26 @@ def _drive(
         "cpu_us_per_chunk": 1e6 * cpu_workers / chunks,
         "loop_lag_ms_p99": max((s["loop_lag_ms_p99"] for s in worker_stats), default=None),
         "warnings": [f"load worker crashed: {c}" for c in crashes]
-        + ([abort_reason] if abort_reason else []),
+        + ([abort_reason] if abort_reason else [])
+        + [f"{x}; the run is partial" for x in lost_actors],
     }
     if crashes or abort_reason:
         status = "failed"
     elif interrupted["n"]:
         status = "interrupted"
+    elif lost_actors:
+        status = "partial"
     else:
         status = "completed"
     return status, client
+
+
+def _set_run_meta(run_dir: Path, **fields: Any) -> None:
+    from accelbench.store.rundir import read_json
+
+    meta = read_json(run_dir / RUN_JSON)
+    meta.update(fields)
+    write_json_atomic(run_dir / RUN_JSON, meta)
 
 
 def _start_telemetry(cfg: BenchmarkConfig, run_dir: Path, engine: Any) -> Any:

@@ -42,6 +42,7 @@ class BenchmarkConfig:
     timeout_s: float = 600.0
     transport: str = "auto"  # auto: own HTTP/1.1 client for http, aiohttp for https
     workers: int | None = None  # None: choose from the load and the cores
+    ray: str | None = None  # load workers as Ray actors: auto | local | host:port | ray://...
     results_root: str = "results"
     out_dir: str | None = None  # exact run directory; default results_root/<time>-<id>
     gpus: int = 1
@@ -83,6 +84,8 @@ class BenchmarkConfig:
         self.timeout_s = v.number("--timeout", self.timeout_s, 0, MAX_DURATION_S, lo_open=True)
         self.gpus = v.integer("--gpus", self.gpus, 1, MAX_GPUS)
         self.workers = v.optional_integer("--workers", self.workers, 1, MAX_WORKERS)
+        if self.ray is not None and not self.ray.strip():
+            raise v.UsageError("--ray needs an address: auto, local, host:port or ray://host:port")
         self.telemetry_interval_s = v.number(
             "--telemetry-interval", self.telemetry_interval_s, 0.05, 3600, unit="s"
         )

@@ -1,0 +1,86 @@
+"""One timeline for a run on many hosts.
+
+Every load worker stamps its records with its own ``time.monotonic_ns()``: one clock per
+host (shared by the processes on it), with an unknown offset to the driver's. The driver
+estimates that offset NTP-style: it reads its clock (t0), asks the worker for its clock
+(t_remote), reads its clock again (t1). If the worker read its clock at some instant in
+[t0, t1], the offset (remote minus driver) lies in [t_remote - t1, t_remote - t0]; the
+sample with the smallest round trip gives the tightest interval, and its midpoint is
+the estimate, off by at most half that round trip (the uncertainty reported beside the
+run). Records are moved to the driver's timeline by subtracting the offset from every
+timestamp, so windows, throughput and steady-state detection see one clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from accelbench.metrics.records import FIELD_NAMES
+
+# the record's timestamps (nanoseconds on the worker's monotonic clock)
+TIME_FIELDS = tuple(f for f in FIELD_NAMES if f.startswith("t_"))
+Sample = tuple[int, int, int]  # (driver t0, remote t, driver t1), nanoseconds
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """A worker clock's offset to the driver's: ``remote = driver + offset_ns``."""
+
+    offset_ns: int
+    uncertainty_ns: int  # half the smallest round trip: |true - estimate| <= this
+    rtt_min_ns: int
+    samples: int
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["offset_ms"] = self.offset_ns / 1e6
+        d["uncertainty_ms"] = self.uncertainty_ns / 1e6
+        return d
+
+
+def offset_from_samples(samples: list[Sample]) -> ClockOffset:
+    """The minimum-delay estimate from round-trip samples."""
+    if not samples:
+        raise ValueError("no clock samples")
+    for t0, _, t1 in samples:
+        if t1 < t0:
+            raise ValueError(f"clock sample goes backwards: t0={t0} t1={t1}")
+    t0, tr, t1 = min(samples, key=lambda s: s[2] - s[0])
+    rtt = t1 - t0
+    # midpoint of [tr - t1, tr - t0], rounded toward the interval's centre
+    return ClockOffset(
+        offset_ns=tr - (t0 + t1) // 2,
+        uncertainty_ns=(rtt + 1) // 2,
+        rtt_min_ns=rtt,
+        samples=len(samples),
+    )
+
+
+def estimate_offset(read_remote: Callable[[], int], n: int = 16) -> ClockOffset:
+    """Exchange ``n`` times with a remote clock (``read_remote`` returns its reading)."""
+    samples: list[Sample] = []
+    for _ in range(n):
+        t0 = time.monotonic_ns()
+        tr = read_remote()
+        t1 = time.monotonic_ns()
+        samples.append((t0, tr, t1))
+    return offset_from_samples(samples)
+
+
+def to_driver_timeline(rows: list[dict[str, Any]], offset_ns: int) -> list[dict[str, Any]]:
+    """Move record rows (``record_row`` dicts) from a worker's clock to the driver's, in
+    place: every timestamp minus the offset; unset marks (None, 0) stay unset."""
+    if offset_ns == 0:
+        return rows
+    for r in rows:
+        for f in TIME_FIELDS:
+            t = r.get(f)
+            if t:
+                r[f] = t - offset_ns
+        ct = r.get("chunk_times")
+        if ct:
+            r["chunk_times"] = [t - offset_ns for t in ct]
+    return rows

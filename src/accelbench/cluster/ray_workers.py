@@ -1,0 +1,474 @@
+"""Load workers as Ray actors: ``RayWorkerPool`` is the cluster twin of the local
+``runner.workers.WorkerPool`` and speaks the same event protocol, so the driver
+(``runner.benchmark._drive``) journals Ray records exactly like local ones.
+
+- Placement: one actor per worker, ``num_cpus`` declared, spread over the nodes
+  (``SPREAD`` strategy). Each actor runs the same ``LoadWorker`` as a local process.
+- Start together: the driver estimates every node's clock offset (``clock.py``), then
+  gives every actor one start instant on its own clock; a phase barrier (a small async
+  actor) releases warm-up -> measured at one instant again.
+- Streaming: every actor buffers its record batches; the driver keeps one ``take`` call
+  outstanding per actor (long poll, at most ``chunk_rows`` rows) and collects them with
+  ``ray.wait``, so records arrive while the run goes, in bounded pieces.
+- Stop: ``stop()`` asks every actor to stop (in-flight requests become ``interrupted``
+  records, as locally); ``kill()`` ends them. A lost actor or node yields a ``lost``
+  event: what it streamed back is kept and the run is marked partial.
+- One timeline: actors move their records to the driver's clock before sending them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+from accelbench import __version__
+from accelbench.cluster.clock import ClockOffset, offset_from_samples, to_driver_timeline
+from accelbench.cluster.partition import fixed_shares
+from accelbench.errors import AccelbenchError, UsageError
+from accelbench.runner.loadgen import LoadWorker, WorkerSpec
+
+CHUNK_ROWS = 1024  # records per transfer from an actor: bounded objects, never one huge one
+CLOCK_EXCHANGES = 16  # round trips per node for its offset
+START_MARGIN_S = 0.25  # the common start instant is this far after the release
+
+
+def _loop_factory() -> Any:
+    """uvloop for this worker's own loop where installed, without changing the process's
+    event loop policy (the actor process belongs to Ray)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def _sleep_until(t_ns: int) -> None:
+    while True:
+        d = (t_ns - time.monotonic_ns()) / 1e9
+        if d <= 0:
+            return
+        time.sleep(min(d, 0.05) if d > 0.002 else 0.0002)
+
+
+class LoadActor:
+    """One load worker inside a Ray actor (threaded: ``run`` holds one thread; ``take``,
+    ``stop`` and ``clock`` answer from the others while it runs)."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.buf: deque[dict[str, Any]] = deque()
+        self.cond = threading.Condition()
+        self.stopping = threading.Event()
+        self.finished = False
+        self.offset_ns = 0
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "worker": self.spec.worker,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address(),
+            "pid": os.getpid(),
+            "accelbench": __version__,
+        }
+
+    def clock(self) -> int:
+        return time.monotonic_ns()
+
+    def _emit(self, rows: list[dict[str, Any]]) -> None:
+        to_driver_timeline(rows, self.offset_ns)
+        with self.cond:
+            self.buf.extend(rows)
+            self.cond.notify_all()
+
+    def run(self, start_ns: int, offset_ns: int, barrier: Any, n_phases: int) -> dict[str, Any]:
+        """Run the worker from ``start_ns`` (driver clock); return its stats."""
+        self.offset_ns = offset_ns
+        try:
+            _sleep_until(start_ns + offset_ns)
+            late_ms = (time.monotonic_ns() - start_ns - offset_ns) / 1e6
+
+            def phase_barrier() -> None:
+                # every worker meets it before each phase; it answers with one release
+                # instant on the driver's clock (None: the run was stopped)
+                if barrier is None or self.stopping.is_set():
+                    return
+                try:
+                    at = ray.get(barrier.wait.remote(self.spec.worker), timeout=3600)
+                except RayError:
+                    return
+                if at is not None:
+                    _sleep_until(at + self.offset_ns)
+
+            worker = LoadWorker(
+                self.spec,
+                self._emit,
+                self.stopping.is_set,
+                phase_barrier if n_phases > 1 else None,
+                {},
+            )
+            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                stats = runner.run(worker.run())
+            stats["start_late_ms"] = late_ms
+            return stats
+        finally:
+            with self.cond:
+                self.finished = True
+                self.cond.notify_all()
+
+    def take(self, max_rows: int, wait_s: float) -> tuple[list[dict[str, Any]], bool]:
+        """Up to ``max_rows`` records (waiting up to ``wait_s`` for one), and whether the
+        worker is finished and everything has been taken."""
+        with self.cond:
+            if not self.buf and not self.finished:
+                self.cond.wait(wait_s)
+            n = min(max_rows, len(self.buf))
+            rows = [self.buf.popleft() for _ in range(n)]
+            return rows, self.finished and not self.buf
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class PhaseBarrier:
+    """Releases the workers into each phase together: when every live worker has
+    arrived, all get the same instant (driver clock) a margin ahead."""
+
+    def __init__(self, workers: list[int], margin_ns: int, offset_ns: int) -> None:
+        self.members = set(workers)
+        self.margin_ns = margin_ns
+        self.offset_ns = offset_ns  # this actor's clock minus the driver's
+        self.arrived: set[int] = set()
+        self.event = asyncio.Event()
+        self.release_at: int | None = None
+        self.aborted = False
+
+    def clock(self) -> int:
+        return time.monotonic_ns()
+
+    def set_offset(self, offset_ns: int) -> None:
+        self.offset_ns = offset_ns
+
+    async def wait(self, worker: int) -> int | None:
+        if self.aborted:
+            return None
+        event = self.event
+        self.arrived.add(worker)
+        self._maybe_open()
+        await event.wait()
+        return None if self.aborted else self.release_at
+
+    def _maybe_open(self) -> None:
+        if self.arrived and self.members <= self.arrived:
+            self.release_at = time.monotonic_ns() - self.offset_ns + self.margin_ns
+            self.arrived = set()
+            self.event.set()
+            self.event = asyncio.Event()
+
+    async def leave(self, worker: int) -> None:
+        self.members.discard(worker)
+        self.arrived.discard(worker)
+        self._maybe_open()
+
+    async def abort(self) -> None:
+        self.aborted = True
+        self.event.set()
+
+
+def connect(address: str) -> bool:
+    """Join the Ray cluster at ``address`` (``auto``: the one this host belongs to or
+    RAY_ADDRESS; ``local``: start one on this host; else ``host:port`` or
+    ``ray://host:port``). Reuses an existing connection. True if this call connected."""
+    if ray.is_initialized():
+        return False
+    kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, **kw)
+        else:
+            ray.init(address=address, **kw)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AccelbenchError(f"cannot join the Ray cluster at --ray {address}: {msg}") from None
+    return True
+
+
+class RayWorkerPool:
+    """Same interface as ``runner.workers.WorkerPool`` (start, release, events, stop,
+    kill), plus ``cluster_info()`` for run.json and a ``lost`` event kind."""
+
+    def __init__(
+        self,
+        specs: list[WorkerSpec],
+        address: str = "auto",
+        *,
+        num_cpus: float = 1.0,
+        chunk_rows: int = CHUNK_ROWS,
+    ) -> None:
+        self.specs = fixed_shares(specs)
+        self.address = address
+        self.num_cpus = num_cpus
+        self.chunk_rows = chunk_rows
+        self.n_phases = max(len(s.phases) for s in self.specs)
+        self.actors: list[Any] = []
+        self.barrier: Any = None
+        self.nodes: dict[str, dict[str, Any]] = {}  # node id -> info, offset
+        self.actor_info: list[dict[str, Any]] = []
+        self.offsets: dict[str, ClockOffset] = {}
+        self.start_ns: int | None = None
+        self.lost: dict[int, str] = {}
+        self._stop_wanted = False
+        self._stop_sent = False
+        self._in_events = False
+        self._kill_wanted = False
+
+    # -- set-up ---------------------------------------------------------------------
+    def start(self, ready_timeout: float = 120.0) -> None:
+        connect(self.address)
+        tag = self.specs[0].run_tag
+        actor_cls = ray.remote(LoadActor)
+        for s in self.specs:
+            self.actors.append(
+                actor_cls.options(
+                    name=f"accelbench-load-{tag}-{s.worker}",
+                    num_cpus=self.num_cpus,
+                    max_concurrency=4,
+                    scheduling_strategy="SPREAD",
+                ).remote(s)
+            )
+        try:
+            self.actor_info = ray.get([a.info.remote() for a in self.actors], timeout=ready_timeout)
+        except GetTimeoutError:
+            free = ray.available_resources().get("CPU", 0)
+            self.kill()
+            raise AccelbenchError(
+                f"the Ray cluster did not place {len(self.actors)} load actors of "
+                f"{self.num_cpus:g} CPU each within {ready_timeout:.0f} s ({free:g} CPUs "
+                "free): lower --workers or add nodes"
+            ) from None
+        except RayError as exc:
+            self.kill()
+            raise AccelbenchError(f"a load actor failed to start: {_first_line(exc)}") from None
+        versions = {i["accelbench"] for i in self.actor_info}
+        if versions != {__version__}:
+            self.kill()
+            raise UsageError(
+                f"accelbench {', '.join(sorted(versions))} on the Ray nodes, {__version__} "
+                "here: install the same version everywhere"
+            )
+        first_on_node: dict[str, Any] = {}
+        for a, info in zip(self.actors, self.actor_info, strict=True):
+            first_on_node.setdefault(info["node_id"], a)
+            self.nodes.setdefault(
+                info["node_id"], {"node_id": info["node_id"], "host": info["host"],
+                                  "ip": info["ip"], "actors": []},
+            )["actors"].append(info["worker"])  # fmt: skip
+        self.offsets = {n: self._measure(a) for n, a in first_on_node.items()}
+        if self.n_phases > 1 and len(self.actors) > 1:
+            rtt = max(o.rtt_min_ns for o in self.offsets.values())
+            barrier_cls = ray.remote(PhaseBarrier)
+            self.barrier = barrier_cls.options(num_cpus=0, max_concurrency=1000).remote(
+                [s.worker for s in self.specs], max(20_000_000, 8 * rtt), 0
+            )
+            self.barrier.set_offset.remote(self._measure(self.barrier).offset_ns)
+
+    @staticmethod
+    def _measure(actor: Any, n: int = CLOCK_EXCHANGES) -> ClockOffset:
+        samples = []
+        ray.get(actor.clock.remote())  # warm the path
+        for _ in range(n):
+            t0 = time.monotonic_ns()
+            tr = ray.get(actor.clock.remote())
+            t1 = time.monotonic_ns()
+            samples.append((t0, tr, t1))
+        return offset_from_samples(samples)
+
+    def _offset_of(self, k: int) -> int:
+        return self.offsets[self.actor_info[k]["node_id"]].offset_ns
+
+    def release(self) -> None:
+        rtt = max(o.rtt_min_ns for o in self.offsets.values())
+        self.start_ns = time.monotonic_ns() + max(int(START_MARGIN_S * 1e9), 8 * rtt)
+        self._runs = {
+            k: a.run.remote(self.start_ns, self._offset_of(k), self.barrier, self.n_phases)
+            for k, a in enumerate(self.actors)
+        }
+
+    # -- control ----------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask every actor to stop (safe from a signal handler: the remote calls are
+        made by ``events()`` at its next turn, at most ``poll_s`` later)."""
+        self._stop_wanted = True
+        if not self._in_events:
+            self._send_stop()
+
+    def _send_stop(self) -> None:
+        if self._stop_sent:
+            return
+        self._stop_sent = True
+        for k, a in enumerate(self.actors):
+            if k not in self.lost:
+                a.stop.remote()
+        if self.barrier is not None:
+            self.barrier.abort.remote()
+
+    def kill(self) -> None:
+        if self._in_events:
+            self._kill_wanted = True
+            return
+        for a in [*self.actors, self.barrier]:
+            if a is not None:
+                try:
+                    ray.kill(a, no_restart=True)
+                except (RayError, ValueError):
+                    pass
+
+    # -- the event stream ------------------------------------------------------------------
+    def events(self, poll_s: float = 0.1) -> Iterator[tuple[str, int, Any]]:
+        """Yield (kind, worker, payload): ``records`` (a batch), ``stats`` or ``crash``
+        (the worker is done), ``lost`` (its actor or node died), and ("tick", -1, None)
+        while idle."""
+        self._in_events = True
+        try:
+            yield from self._events(poll_s)
+        finally:
+            self._in_events = False
+            if self._kill_wanted:
+                self.kill()
+
+    def _events(self, poll_s: float) -> Iterator[tuple[str, int, Any]]:
+        pending: dict[Any, tuple[str, int]] = {}
+        for k, a in enumerate(self.actors):
+            pending[a.take.remote(self.chunk_rows, 0.2)] = ("take", k)
+            pending[self._runs[k]] = ("run", k)
+        taken: set[int] = set()
+        result: dict[int, tuple[str, Any]] = {}
+        while pending:
+            if self._stop_wanted:
+                self._send_stop()
+            if self._kill_wanted:
+                self._in_events = False
+                self.kill()
+                self._in_events = True
+            refs = list(pending)
+            ready, rest = ray.wait(refs, num_returns=1, timeout=poll_s)
+            if not ready:
+                yield ("tick", -1, None)
+                continue
+            if rest:
+                more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                ready += more
+            for ref in ready:
+                entry = pending.pop(ref, None)
+                if entry is None or entry[1] in self.lost:
+                    continue  # dropped with its lost actor
+                what, k = entry
+                try:
+                    value = ray.get(ref)
+                except RayActorError as exc:
+                    reason = self._lose(k, exc, pending)
+                    yield ("lost", k, reason)
+                    continue
+                except RayError as exc:  # the run raised inside the actor
+                    result[k] = ("crash", f"{_first_line(exc)}\n{exc}")
+                    value = None
+                if what == "take":
+                    rows, done = value
+                    if rows:
+                        yield ("records", k, rows)
+                    if done:
+                        taken.add(k)
+                    else:
+                        pending[self.actors[k].take.remote(self.chunk_rows, 0.2)] = ("take", k)
+                elif k not in result:
+                    result[k] = ("stats", value)
+                if k in taken and k in result:
+                    kind, payload = result.pop(k)
+                    if kind == "stats":
+                        payload["node_id"] = self.actor_info[k]["node_id"]
+                        payload["host"] = self.actor_info[k]["host"]
+                    yield (kind, k, payload)
+                    taken.discard(k)
+        self._end_offsets = self._remeasure()
+
+    def _lose(self, k: int, exc: BaseException, pending: dict[Any, tuple[str, int]]) -> str:
+        info = self.actor_info[k]
+        self.lost[k] = (
+            f"load actor {k} on {info['host']} (node {info['node_id'][:12]}) was lost: "
+            f"{_first_line(exc)}"
+        )
+        for ref, (_, w) in list(pending.items()):
+            if w == k:
+                del pending[ref]
+        if self.barrier is not None:
+            self.barrier.leave.remote(k)
+        return self.lost[k]
+
+    def _remeasure(self) -> dict[str, ClockOffset]:
+        """The offsets again at the end (their change is the drift over the run)."""
+        out = {}
+        for node, info in self.nodes.items():
+            alive = [k for k in info["actors"] if k not in self.lost]
+            if not alive:
+                continue
+            try:
+                out[node] = self._measure(self.actors[alive[0]], 8)
+            except RayError:
+                continue
+        return out
+
+    def cluster_info(self) -> dict[str, Any]:
+        """The ``cluster`` section of run.json: nodes, actors, clock offsets."""
+        end = getattr(self, "_end_offsets", {})
+        nodes = []
+        for node_id, info in self.nodes.items():
+            off = self.offsets[node_id]
+            doc = {**info, "clock": off.to_json()}
+            if node_id in end:
+                drift = end[node_id].offset_ns - off.offset_ns
+                doc["clock_end"] = end[node_id].to_json()
+                doc["clock_drift_ms"] = drift / 1e6
+            nodes.append(doc)
+        unc = max((o.uncertainty_ns for o in self.offsets.values()), default=0)
+        return {
+            "engine": "ray",
+            "ray_version": ray.__version__,
+            "address": self.address,
+            "n_nodes": len(self.nodes),
+            "n_actors": len(self.actors),
+            "num_cpus_per_actor": self.num_cpus,
+            "start_ns": self.start_ns,
+            "clock_uncertainty_ms": unc / 1e6,
+            "nodes": nodes,
+            "actors": [
+                {
+                    "worker": i["worker"],
+                    "node_id": i["node_id"],
+                    "host": i["host"],
+                    "pid": i["pid"],
+                    **({"lost": self.lost[k]} if k in self.lost else {}),
+                }
+                for k, i in enumerate(self.actor_info)
+            ],  # fmt: skip
+        }
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ", "ray::")):
+            return line
+    return type(exc).__name__
+
+
+__all__ = ["LoadActor", "PhaseBarrier", "RayWorkerPool", "connect"]

@@ -1,0 +1,266 @@
+"""Load from several hosts as one run (`accelbench run --ray`): clock offsets, the plan
+partition, and whole runs on a real two-node Ray cluster on loopback against the
+reference server's ground truth."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from accelbench.cluster.clock import offset_from_samples, to_driver_timeline
+from accelbench.cluster.partition import fixed_shares
+from accelbench.errors import UsageError
+from accelbench.metrics.records import REQUEST_SCHEMA
+from accelbench.runner.benchmark import _worker_specs, run_benchmark
+from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+from accelbench.workload.plan import PlannedRequest, arrival_offsets
+
+MB = 2**20
+
+
+# -- clock offsets (hand-checked numbers) ------------------------------------------------
+def test_offset_is_the_minimum_delay_sample():
+    # remote = driver + 5000 ns. Sample 2 has the smallest round trip (100 ns) and was
+    # read at its midpoint; the others are slow and asymmetric.
+    samples = [(0, 9000, 2000), (10_000, 15_100, 10_100), (20_000, 25_400, 21_000)]
+    off = offset_from_samples(samples)
+    assert off.offset_ns == 15_100 - 10_050 == 5050
+    assert off.rtt_min_ns == 100 and off.uncertainty_ns == 50 and off.samples == 3
+    # the true offset (5000) lies within the reported uncertainty... of the interval
+    # [t_r - t1, t_r - t0] = [5000, 5100]
+    assert abs(off.offset_ns - 5000) <= off.uncertainty_ns
+    assert off.to_json()["offset_ms"] == pytest.approx(0.00505)
+
+
+def test_offset_rejects_bad_samples():
+    with pytest.raises(ValueError):
+        offset_from_samples([])
+    with pytest.raises(ValueError, match="backwards"):
+        offset_from_samples([(10, 5, 9)])
+
+
+def test_records_move_to_the_driver_timeline():
+    rows = [{"t_sched": 1000, "t_send": 1100, "t_headers": None, "t_first": 1500,
+             "t_last": 1700, "t_done": 1800, "chunk_times": [1500, 1600, 1700], "idx": 7}]  # fmt: skip
+    to_driver_timeline(rows, 1000)
+    assert rows == [{"t_sched": 0, "t_send": 100, "t_headers": None, "t_first": 500,
+                     "t_last": 700, "t_done": 800, "chunk_times": [500, 600, 700], "idx": 7}]  # fmt: skip
+
+
+# -- the plan partition -----------------------------------------------------------------
+def _specs(n_workers: int, **kw) -> tuple[list, list]:
+    cfg = BenchmarkConfig(url="http://127.0.0.1:9", model="m", **kw)
+    cfg.validate()
+    plan = [PlannedRequest(prompt=f"p{i}", isl_planned=4, max_tokens=4) for i in range(23)]
+    return _worker_specs(cfg, plan, 3, n_workers, None, "t"), plan
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_closed_loop_shares_cover_the_plan_once(n):
+    specs, plan = _specs(n, concurrency=7)
+    shares = fixed_shares(specs)
+    for phase, lo, hi in ((0, 0, 3), (1, 3, 23)):
+        idxs = sorted(i for s in shares for i, _ in s.phases[phase].items)
+        assert idxs == list(range(lo, hi))  # every request exactly once
+    assert sum(s.phases[1].concurrency for s in shares) == 7
+    assert all(len(s.phases) == 2 for s in shares)  # every worker meets both barriers
+
+
+def test_open_loop_partition_is_the_single_host_schedule():
+    specs, plan = _specs(3, rate=10.0, arrival="gamma", burstiness=0.5,
+                         workload=WorkloadConfig(seed=4))  # fmt: skip
+    assert fixed_shares(specs) is specs  # already one schedule dealt out
+    single = arrival_offsets(20, 10.0, "gamma", 0.5, 5)  # the measured phase: seed + 1
+    got = sorted((i, o) for s in specs for (i, _), o in zip(s.phases[1].items,
+                                                             s.phases[1].offsets, strict=True))  # fmt: skip
+    assert [i for i, _ in got] == list(range(3, 23))
+    assert np.allclose([o for _, o in got], single)
+
+
+def test_ray_address_must_not_be_empty():
+    with pytest.raises(UsageError, match="--ray needs an address"):
+        BenchmarkConfig(url="http://127.0.0.1:9", ray=" ").validate()
+
+
+def test_without_ray_flag_ray_is_never_imported(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    code = (
+        "import sys\n"
+        "from accelbench.runner.benchmark import run_benchmark\n"
+        "from accelbench.runner.config import BenchmarkConfig, WorkloadConfig\n"
+        f"cfg = BenchmarkConfig(url={srv.url!r}, out_dir={str(tmp_path / 'r')!r}, "
+        "num_requests=4, workers=1, telemetry=False, workload=WorkloadConfig(isl=8, osl=4))\n"
+        "run_benchmark(cfg)\n"
+        "assert 'ray' not in sys.modules, 'ray was imported'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "r" / "summary.json").is_file()
+
+
+# -- whole runs on a two-node Ray cluster on this host -------------------------------------
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="Ray is the [ray] extra (scripts/test.sh installs it)")
+    from ray.cluster_utils import Cluster
+
+    args = {"num_cpus": 2, "object_store_memory": 100 * MB}
+    cluster = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False})
+    cluster.add_node(**args)
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def _ray_run(url: str, tmp: Path, address: str, **kw) -> tuple[Path, dict, dict, list[dict]]:
+    wl = kw.pop("workload", WorkloadConfig(isl=16, osl=10))
+    cfg = BenchmarkConfig(url=url, out_dir=str(tmp), workload=wl, telemetry=False,
+                          ray=address, **kw)  # fmt: skip
+    run_dir = run_benchmark(cfg)
+    meta = json.loads((run_dir / "run.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = pq.read_table(run_dir / "requests.parquet").to_pylist()
+    return run_dir, meta, summary, rows
+
+
+def _ground_truth(path: Path) -> dict[str, dict]:
+    return {d["request_id"]: d for d in map(json.loads, path.read_text().splitlines())}
+
+
+def test_closed_loop_on_two_nodes_matches_ground_truth(ray_cluster, reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "20", "--itl-ms", "5")
+    run_dir, meta, s, rows = _ray_run(
+        srv.url, tmp_path / "run", ray_cluster.address, concurrency=8, workers=2,
+        num_requests=40, warmup_requests=4,
+    )  # fmt: skip
+    assert meta["status"] == s["status"] == "completed"
+    assert s["counts"]["completed"] == 40 and s["errors"]["count"] == 0
+    # the run directory is a local one's, plus the cluster section
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "requests.jsonl", "requests.parquet", "run.json", "summary.json"]  # fmt: skip
+    assert pq.read_schema(run_dir / "requests.parquet").equals(REQUEST_SCHEMA)
+    c = meta["cluster"]
+    assert c["n_nodes"] == 2 and c["n_actors"] == 2
+    assert {a["node_id"] for a in c["actors"]} == {n["node_id"] for n in c["nodes"]}
+    # one host: every node's clock is the driver's; the estimate is within 1 ms of zero
+    for node in c["nodes"]:
+        assert abs(node["clock"]["offset_ms"]) < 1.0
+        assert abs(node["clock"]["offset_ms"]) <= node["clock"]["uncertainty_ms"] + 0.05
+    assert c["clock_uncertainty_ms"] < 5
+    # request by request: each planned request once, from both actors, timed like the server
+    assert sorted(r["idx"] for r in rows) == list(range(44))
+    assert {r["worker"] for r in rows} == {0, 1}
+    gt = _ground_truth(srv.ground_truth)
+    assert sorted(gt) == sorted(["probe", *(r["request_id"] for r in rows)])
+    ttft_err, gap_err = [], []
+    for r in rows:
+        truth = gt[r["request_id"]]["token_times"]
+        assert len(truth) == len(r["chunk_times"]) == r["osl"] == 10
+        ttft_err.append((r["t_first"] - truth[0]) / 1e6)
+        gap_err += list((np.diff(r["chunk_times"]) - np.diff(truth)) / 1e6)
+    assert min(ttft_err) > -1.0  # the client cannot see a token before it was written
+    assert np.median(np.abs(ttft_err)) < 5.0 and np.median(np.abs(gap_err)) < 2.0
+    assert s["client"]["n_workers"] == 2 and len(s["client"]["workers"]) == 2
+
+
+def test_open_loop_arrivals_match_the_planned_schedule(ray_cluster, reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "2")
+    rate, n = 40.0, 40
+    _, meta, s, rows = _ray_run(
+        srv.url, tmp_path / "run", ray_cluster.address, rate=rate, arrival="poisson",
+        num_requests=n, workers=3, workload=WorkloadConfig(isl=8, osl=4, seed=3),
+    )  # fmt: skip
+    assert s["status"] == "completed" and s["counts"]["completed"] == n
+    assert {r["worker"] for r in rows} == {0, 1, 2}
+    planned = arrival_offsets(n, rate, "poisson", 1.0, 4)  # measured phase: seed + 1
+    start = meta["cluster"]["start_ns"]
+    got = sorted(rows, key=lambda r: r["idx"])
+    assert [r["idx"] for r in got] == list(range(n))
+    err_ms = np.array([(r["t_sched"] - start) / 1e6 - 1e3 * planned[r["idx"]] for r in got])
+    # each actor's phase starts within a few ms of the common instant (loop start-up)
+    assert err_ms.min() >= -1.0 and err_ms.max() < 15.0, err_ms
+    lag = np.array([(r["t_send"] - r["t_sched"]) / 1e6 for r in got])
+    assert np.median(lag) < 5.0
+
+
+def test_lost_actor_keeps_its_records_and_marks_the_run_partial(
+    ray_cluster, reference_server, tmp_path
+):
+    import ray
+
+    srv = reference_server("--ttft-ms", "10", "--itl-ms", "10")
+    out = tmp_path / "run"
+    killed: list[str] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        journal = out / "requests.jsonl"
+        while time.monotonic() < deadline:
+            if journal.exists() and len(journal.read_bytes().splitlines()) >= 8:
+                break
+            time.sleep(0.05)
+        for a in ray.util.list_named_actors(all_namespaces=True):
+            if a["name"].startswith("accelbench-load-") and a["name"].endswith("-1"):
+                ray.kill(ray.get_actor(a["name"], namespace=a["namespace"]))
+                killed.append(a["name"])
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    _, meta, s, rows = _ray_run(
+        srv.url, out, ray_cluster.address, concurrency=4, workers=2, num_requests=80,
+        workload=WorkloadConfig(isl=8, osl=15),
+    )  # fmt: skip
+    t.join(5)
+    assert len(killed) == 1
+    assert meta["status"] == s["status"] == "partial"
+    assert any("load actor 1" in w and "lost" in w for w in s["client"]["warnings"])
+    assert "lost" in meta["cluster"]["actors"][1]
+    from1 = [r for r in rows if r["worker"] == 1]
+    from0 = [r for r in rows if r["worker"] == 0]
+    assert from1 and all(r["ok"] for r in from1)  # what it streamed back is kept
+    assert len(from0) == 40 and all(r["ok"] for r in from0)  # the other finished its share
+    assert s["counts"]["completed"] == len(rows) < 80
+
+
+def test_sigint_stops_every_actor_within_a_second(ray_cluster, reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "10", "--itl-ms", "20")
+    out = tmp_path / "int"
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.address}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelbench", "run", "--url", srv.url, "--ray", "auto",
+         "--workers", "2", "-c", "4", "-n", "400", "--osl", "25", "--isl", "8",
+         "--out", str(out), "--quiet", "--no-telemetry"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    journal = out / "requests.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and len(journal.read_bytes().splitlines()) >= 8:
+            break
+        time.sleep(0.05)
+    t_sig = time.monotonic_ns()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    meta = json.loads((out / "run.json").read_text())
+    s = json.loads((out / "summary.json").read_text())
+    rows = pq.read_table(out / "requests.parquet").to_pylist()
+    assert meta["status"] == s["status"] == "interrupted"
+    assert 8 <= s["counts"]["completed"] < 400 and s["errors"]["count"] == 0
+    assert {r["worker"] for r in rows} == {0, 1}
+    # one host, one clock: nothing happened on any actor later than 1 s after the signal
+    last = max(max(t for t in (r["t_send"], r["t_last"], r["t_done"]) if t) for r in rows)
+    assert (last - t_sig) / 1e9 < 1.0
+    assert s["counts"]["interrupted"] <= 4
