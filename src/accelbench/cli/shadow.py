@@ -171,25 +171,25 @@ def print_verdict(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = Console(width=max(Console().width, 120))
     colour = {"go": "green", "no-go": "red", "inconclusive": "yellow"}
     st_col = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
     t = Table(
-        title=f"shadow verdict: {doc['shadow_dir']}  ({doc['paired_requests']} paired requests)"
+        title=f"shadow verdict: {doc['shadow_dir']} ({doc['paired_requests']} paired requests)"
     )
-    for col in ("gate", "result", "statistic", f"{doc['confidence']:.0%} interval", "threshold",
-                "baseline", "candidate", "test", "n (b/c)"):  # fmt: skip
+    for col in ("gate", "result", f"statistic [{doc['confidence']:.0%} interval]", "threshold",
+                "baseline -> candidate", "test"):  # fmt: skip
         t.add_column(col)
     for g in doc["gates"]:
         u = g["unit"]
         side_u = "ms" if u in ("ratio", "ms") else "fraction"
         test = g["test"] or {}
+        interval = f" [{_fmt(g['lo'], u)}, {_fmt(g['hi'], u)}]" if g["lo"] is not None else ""
         t.add_row(
-            g["gate"], f"[{st_col[g['status']]}]{g['status']}[/]", _fmt(g["statistic"], u),
-            f"[{_fmt(g['lo'], u)}, {_fmt(g['hi'], u)}]" if g["lo"] is not None else "-",
-            _fmt(g["threshold"], u), _fmt(g["baseline"], side_u), _fmt(g["candidate"], side_u),
-            f"{test['name']} p={test['p_value']:.3g}" if test else (g["note"] or "-"),
-            f"{g['n_baseline']}/{g['n_candidate']}",
+            g["gate"], f"[{st_col[g['status']]}]{g['status']}[/]",
+            _fmt(g["statistic"], u) + interval, _fmt(g["threshold"], u),
+            f"{_fmt(g['baseline'], side_u)} -> {_fmt(g['candidate'], side_u)}",
+            f"{test['name']} p={test['p_value']:.2g}" if test else (g["note"] or "-"),
         )  # fmt: skip
     con.print(t)
     for g in doc["gates"]:

@@ -545,7 +545,7 @@ async def serve_proxy(
     cfg: ProxyConfig,
     *,
     ready: Callable[[int], None] | None = None,
-    stop: asyncio.Event | None = None,
+    stop: Any = None,  # anything with is_set() (threading.Event from another thread)
     grace_s: float = 5.0,
 ) -> Path:
     """Run the proxy until SIGINT/SIGTERM, ``stop``, ``max_requests`` or ``duration_s``;
