@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import random
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -215,6 +216,10 @@ class _Caller(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.proxy.callers.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # relayed chunks are small: no Nagle delay behind an unacked one
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
