@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "accelbench.cli.monitor",
     "accelbench.cli.run",
     "accelbench.cli.serve",
+    "accelbench.cli.shadow",
     "accelbench.cli.sweep",
     "accelbench.cli.telemetry",
 )

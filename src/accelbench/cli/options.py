@@ -63,6 +63,8 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "osl_std": (float, _opt(None, "--osl-std", help="Std dev for normal/lognormal OSL (default 10%).")),
     "dataset": (str, _opt(None, "--dataset", help="ShareGPT JSON/JSONL, prompts JSONL or chat JSONL.")),
     "dataset_format": (str, _opt("auto", "--dataset-format", help="auto | sharegpt | prompts | chat")),
+    "trace": (str, _opt(None, "--trace", help=(
+        "Replay a trace's arrivals and lengths: accelbench trace.jsonl, Azure CSV, Mooncake JSONL."))),
     "tokenizer": (str, _opt(None, "--tokenizer", help="tokenizer.json or HF directory (default: server /tokenize).")),
     "seed": (int, _opt(0, "--seed", help="Seed for prompts, lengths and arrivals (0 to 2**32-1).")),
     "ignore_eos": (bool, _opt(True, "--ignore-eos/--no-ignore-eos", help="Force the full output length.")),
@@ -175,6 +177,7 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
         range_ratio=o["range_ratio"], range_convention=o["range_convention"],
         isl_std=o["isl_std"], osl_std=o["osl_std"], dataset=o["dataset"],
         dataset_format=o["dataset_format"], tokenizer=o["tokenizer"], seed=o["seed"],
+        trace=o["trace"],
     )  # fmt: skip
     return BenchmarkConfig(
         url=o["url"], model=o["model"], endpoint=o["endpoint"], stream=o["stream"],

@@ -44,7 +44,7 @@ class ReportingRecord(RequestRecord):
         self.first_reported = False
         super().__init__(*args, **kw)
 
-    @property  # type: ignore[override]
+    @property
     def t_first(self) -> int | None:
         value: int | None = _T_FIRST.__get__(self, RequestRecord)
         return value

@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from accelbench import __version__
 from accelbench.client.openai import build_body
 from accelbench.client.session import (
@@ -212,7 +214,11 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
         special = max(0, probe.isl - len(tok.encode(probe_text)))
 
     n_warm = cfg.warmup_requests
-    if cfg.num_requests is not None and cfg.duration_s is None:
+    if cfg.workload.trace and cfg.num_requests is None and cfg.duration_s is None:
+        from accelbench.workload.traces import load_trace
+
+        n_measured = max(1, len(load_trace(cfg.workload.trace).entries) - n_warm)
+    elif cfg.num_requests is not None and cfg.duration_s is None:
         n_measured = cfg.num_requests
     elif cfg.rate is not None:
         n_measured = math.ceil(cfg.rate * (cfg.duration_s or 0) * 1.3) + 16
@@ -296,7 +302,11 @@ def _worker_specs(
     tag: str,
 ) -> list[WorkerSpec]:
     offsets = None
-    if cfg.rate is not None:
+    if plan and plan[0].offset_s is not None:  # --trace: its own arrival times
+        arr = np.array([p.offset_s or 0.0 for p in plan])
+        warm, meas = arr[:n_warm], arr[n_warm:]
+        offsets = (warm - (warm[0] if warm.size else 0), meas - (meas[0] if meas.size else 0))
+    elif cfg.rate is not None:
         seed = cfg.workload.seed
         warm_off = arrival_offsets(max(n_warm, 1), cfg.rate, cfg.arrival, cfg.burstiness, seed)
         meas_off = arrival_offsets(
@@ -309,7 +319,7 @@ def _worker_specs(
         for name, lo, hi in (("warmup", 0, n_warm), ("measured", n_warm, len(plan))):
             if hi <= lo:
                 continue
-            if cfg.rate is None and n_workers > 1:
+            if cfg.rate is None and offsets is None and n_workers > 1:
                 idxs = list(range(lo, hi))  # shared: workers take turns through a counter
             else:
                 idxs = list(range(lo + k, hi, n_workers))

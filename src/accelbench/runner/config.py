@@ -74,7 +74,7 @@ class BenchmarkConfig:
         self.duration_s = v.optional_number(
             "--duration", self.duration_s, 0, MAX_DURATION_S, lo_open=True, unit="s"
         )
-        if self.num_requests is None and self.duration_s is None:
+        if self.num_requests is None and self.duration_s is None and not self.workload.trace:
             self.num_requests = max(10, 10 * (self.concurrency or 1))
         self.num_requests = v.optional_integer("--num-requests", self.num_requests, 1, MAX_REQUESTS)
         self.warmup_requests = v.integer("--warmup", self.warmup_requests, 0, MAX_REQUESTS)

@@ -33,6 +33,7 @@ class WorkloadConfig:
     dataset: str | None = None  # path to ShareGPT JSON/JSONL, prompts JSONL or chat JSONL
     dataset_format: str = "auto"  # auto | sharegpt | prompts | chat
     tokenizer: str | None = None  # tokenizer.json or HF directory; default: the server's /tokenize
+    trace: str | None = None  # replay a request trace (workload/traces.py): arrivals and lengths
     seed: int = 0
 
     def validate(self) -> None:
@@ -58,3 +59,5 @@ class WorkloadConfig:
         if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
             v.input_file("--tokenizer", self.tokenizer)
         self.seed = v.integer("--seed", self.seed, 0, MAX_SEED)
+        if self.trace is not None and not Path(self.trace).is_dir():
+            v.input_file("--trace", self.trace)

@@ -24,6 +24,9 @@ class PlannedRequest:
     prompt: str | list[dict[str, Any]]
     max_tokens: int
     isl_planned: int | None  # prompt tokens the server should count (client tokenizer)
+    offset_s: float | None = None  # --trace: seconds after the start at which to send it
+    body: dict[str, Any] | None = None  # --trace of recorded requests: sent as recorded
+    endpoint: str | None = None  # the recorded request's endpoint
 
 
 def build_plan(
@@ -38,6 +41,12 @@ def build_plan(
     (BOS, chat template), measured by calibration, so a synthetic prompt of ISL L gets
     L - special_tokens text tokens and the server counts exactly L."""
     rng = np.random.default_rng(wl.seed)
+    if wl.trace:
+        from accelbench.workload.traces import load_trace, trace_plan
+
+        trace = load_trace(wl.trace, seed=wl.seed, limit=n)
+        return trace_plan(trace, tok, special_tokens=special_tokens, seed=wl.seed,
+                          default_osl=wl.osl, progress=progress)  # fmt: skip
     if wl.dataset:
         return _dataset_plan(wl, n, tok, rng)
     if tok is None:

@@ -1,0 +1,223 @@
+"""`accelbench shadow proxy | replay | verdict` (docs/SHADOW.md)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from accelbench.cli.options import config_from_options, load_options
+
+shadow_app = typer.Typer(
+    help="Shadow traffic: a candidate beside the baseline, and a go / no-go verdict.",
+    no_args_is_help=True,
+)
+
+
+def _default_out(kind: str) -> str:
+    return f"results/shadow-{kind}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+def _log(msg: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[dim]{escape(msg)}[/dim]")
+
+
+@shadow_app.command("proxy")
+def proxy_cmd(
+    listen: str = typer.Option("127.0.0.1:8100", help="HOST:PORT the proxy serves on."),
+    baseline: str = typer.Option(
+        ..., help="The system callers get answers from (http://host:port)."
+    ),
+    candidate: str = typer.Option(
+        ..., help="The system under evaluation (copies, answers discarded)."
+    ),
+    sample: float = typer.Option(
+        1.0, help="Fraction of requests copied to the candidate (0 to 1)."
+    ),
+    max_inflight: int = typer.Option(
+        256, help="Copies in flight at most; more are dropped and counted."
+    ),
+    candidate_timeout: float = typer.Option(120.0, help="Timeout of a copy (s)."),
+    timeout: float = typer.Option(600.0, help="Timeout of a baseline request (s)."),
+    candidate_model: str = typer.Option(None, help="Model name to put in the copies."),
+    candidate_api_key_env: str = typer.Option(
+        None, help="Variable holding the candidate's API key."
+    ),
+    max_requests: int = typer.Option(None, help="Stop after this many recorded requests."),
+    duration: float = typer.Option(None, help="Stop after this many seconds."),
+    out: str = typer.Option(
+        None, "--out", "-o", help="Shadow directory (default results/shadow-proxy-<time>)."
+    ),
+    seed: int = typer.Option(0, help="Seed of the sampling."),
+) -> None:
+    """Serve as an OpenAI-compatible proxy: the baseline answers callers (relayed byte for
+    byte), the candidate gets a copy that is measured and discarded. Ctrl-C stops it;
+    everything is journalled in the shadow directory as it happens."""
+    import os
+
+    from accelbench.shadow.proxy import ProxyConfig, parse_listen, run_proxy
+
+    host, port = parse_listen(listen)
+    cfg = ProxyConfig(
+        baseline=baseline, candidate=candidate, out=out or _default_out("proxy"), host=host,
+        port=port, sample=sample, max_inflight=max_inflight, candidate_timeout_s=candidate_timeout,
+        baseline_timeout_s=timeout, candidate_model=candidate_model,
+        candidate_api_key=os.environ.get(candidate_api_key_env) if candidate_api_key_env else None,
+        max_requests=max_requests, duration_s=duration, seed=seed,
+    )  # fmt: skip
+
+    def ready(p: int) -> None:
+        typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {baseline}, "
+                   f"candidate {candidate}; Ctrl-C stops it", err=True)  # fmt: skip
+
+    d = run_proxy(cfg, ready)
+    typer.echo(str(d))
+
+
+_REPLAY_EXCLUDE = (
+    "url", "concurrency", "isl", "isl_dist", "osl_dist", "range_ratio", "range_convention",
+    "isl_std", "osl_std", "dataset", "dataset_format", "duration", "warmup", "drain_timeout",
+    "workers", "gpus", "slo", "save_text", "label", "telemetry", "telemetry_interval",
+    "embedded_model", "embedded_parallel", "results_root", "out",
+)  # fmt: skip
+
+
+@shadow_app.command("replay")
+@load_options(exclude=_REPLAY_EXCLUDE)
+def replay_cmd(
+    trace: str = typer.Option(
+        ..., help="Trace: a shadow dir / trace.jsonl, Azure CSV, Mooncake JSONL, ShareGPT."
+    ),
+    baseline: str = typer.Option(..., help="Baseline URL (http://host:port)."),
+    candidate: str = typer.Option(..., help="Candidate URL."),
+    speed: float = typer.Option(1.0, help="Time scale: 2 replays twice as fast."),
+    sequential: bool = typer.Option(
+        False, help="Baseline first, then the candidate (not both at once)."
+    ),
+    candidate_model: str = typer.Option(
+        None, help="The candidate's model (default: --model, else its first)."
+    ),
+    candidate_api_key_env: str = typer.Option(
+        None, help="Variable holding the candidate's API key."
+    ),
+    trace_format: str = typer.Option(
+        "auto", help="auto | accelbench | azure | mooncake | sharegpt"
+    ),
+    out: str = typer.Option(
+        None, "--out", "-o", help="Shadow directory (default results/shadow-replay-<time>)."
+    ),
+    load: dict[str, Any] | None = None,
+) -> None:
+    """Replay a trace to the baseline and the candidate at its arrival times (or scaled),
+    measuring both on one clock; then `accelbench shadow verdict DIR`."""
+    from accelbench.shadow.replay import ReplayOptions, replay
+
+    cfg = config_from_options(load or {}, trace=trace)
+    opt = ReplayOptions(
+        baseline=baseline, candidate=candidate, out=out or _default_out("replay"), speed=speed,
+        sequential=sequential, candidate_model=candidate_model,
+        candidate_api_key_env=candidate_api_key_env, trace_format=trace_format,
+    )  # fmt: skip
+    d, status = replay(cfg, opt, _log)
+    typer.echo(str(d))
+    if status != "completed":
+        typer.secho(f"replay {status}: what finished is in {d}", fg="yellow", err=True)
+        raise typer.Exit(1)
+
+
+@shadow_app.command("verdict")
+def verdict_cmd(
+    shadow_dir: Path = typer.Argument(..., help="A shadow directory (proxy or replay)."),
+    gate: list[str] = typer.Option(
+        [], "--gate", "-g", help="METRIC OP VALUE, e.g. 'ttft_p99 <= +10%', 'error_rate <= +0.5pp'."
+    ),
+    window: float = typer.Option(None, help="Window length (s); default: a quarter of the span."),
+    confidence: float = typer.Option(0.95, help="Interval confidence (0.5 to 0.999)."),
+    bootstrap: int = typer.Option(2000, help="Bootstrap replicates."),
+    json_out: bool = typer.Option(False, "--json", help="Print verdict.json instead of the table."),
+) -> None:
+    """Go / no-go / inconclusive, per gate with its statistic, interval and threshold.
+    Exit 0 go, 1 no-go, 3 inconclusive, 2 bad usage. Writes DIR/verdict.json."""
+    import json
+
+    from accelbench.shadow.verdict import shadow_verdict
+
+    doc = shadow_verdict(shadow_dir, gate, window_s=window, confidence=confidence, n_boot=bootstrap)
+    if json_out:
+        typer.echo(json.dumps(doc, indent=2, default=str))
+    else:
+        print_verdict(doc)
+    raise typer.Exit(doc["exit_code"])
+
+
+def _fmt(x: Any, unit: str) -> str:
+    if x is None:
+        return "-"
+    if unit == "ratio":
+        return f"{x:.3f}x"
+    if unit == "pp":
+        return f"{x:+.2f}pp"
+    if unit == "ms":
+        return f"{x:.1f} ms"
+    return f"{x:.4f}"
+
+
+def print_verdict(doc: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(width=max(Console().width, 120))
+    colour = {"go": "green", "no-go": "red", "inconclusive": "yellow"}
+    st_col = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
+    t = Table(
+        title=f"shadow verdict: {doc['shadow_dir']} ({doc['paired_requests']} paired requests)"
+    )
+    for col in ("gate", "result", f"statistic [{doc['confidence']:.0%} interval]", "threshold",
+                "baseline -> candidate", "test"):  # fmt: skip
+        t.add_column(col)
+    for g in doc["gates"]:
+        u = g["unit"]
+        side_u = "ms" if u in ("ratio", "ms") else "fraction"
+        test = g["test"] or {}
+        interval = f" [{_fmt(g['lo'], u)}, {_fmt(g['hi'], u)}]" if g["lo"] is not None else ""
+        t.add_row(
+            g["gate"], f"[{st_col[g['status']]}]{g['status']}[/]",
+            _fmt(g["statistic"], u) + interval, _fmt(g["threshold"], u),
+            f"{_fmt(g['baseline'], side_u)} -> {_fmt(g['candidate'], side_u)}",
+            f"{test['name']} p={test['p_value']:.2g}" if test else (g["note"] or "-"),
+        )  # fmt: skip
+    con.print(t)
+    for g in doc["gates"]:
+        if g["note"] and g["test"]:
+            con.print(f"  {g['gate']}: {g['note']}")
+        for d in g["details"].get("first_differences", [])[:3]:
+            con.print(f"  request {d['idx']} differs at char {d['at_char']}: "
+                      f"{d['baseline']!r} vs {d['candidate']!r}")  # fmt: skip
+    if doc["windows"]:
+        wt = Table(title="per window")
+        wt.add_column("window (s)")
+        wt.add_column("requests")
+        wt.add_column("verdict")
+        for g in doc["gates"]:
+            wt.add_column(g["gate"])
+        for w in doc["windows"]:
+            wt.add_row(
+                f"{w['start_s']:.1f}-{w['end_s']:.1f}", str(w["requests"]),
+                f"[{colour[w['verdict']]}]{w['verdict']}[/]",
+                *[f"[{st_col[g['status']]}]{_fmt(g['statistic'], g['unit'])}[/]" for g in w["gates"]],
+            )  # fmt: skip
+        con.print(wt)
+    c = doc.get("counters") or {}
+    if c:
+        con.print("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    v = doc["verdict"]
+    con.print(f"[bold {colour[v]}]verdict: {v.upper()}[/] (exit {doc['exit_code']})")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(shadow_app, name="shadow")

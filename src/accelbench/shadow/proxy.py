@@ -1,0 +1,625 @@
+"""The shadow proxy: callers talk to it as to an OpenAI-compatible server; every request
+goes to the baseline, whose response is relayed to the caller byte for byte as it
+arrives, and a copy goes to the candidate, whose response is measured and discarded.
+
+Why raw asyncio protocols: the baseline's bytes are written to the caller inside
+``data_received``, the moment they reach the event loop, before anything is parsed or
+recorded; measuring them (the accelbench client's HTTP/1.1 and SSE parsers) comes after.
+A request is forwarded in the same callback that completes it when a kept-alive
+connection to the baseline is idle (no task switch in the way).
+
+The candidate can never slow or break the caller: copies are separate tasks on their own
+connections with their own timeout; at most ``max_inflight`` are in flight, and a copy
+that would exceed it is dropped and counted, never queued. Its failures and timeouts
+become records. Request headers (``Authorization`` and every other one) are never
+stored; they go to the baseline only. The candidate gets its own key, if any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from accelbench import validate as v
+from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
+from accelbench.client.openai import ResponseHandler
+from accelbench.client.session import OpenAIClient
+from accelbench.errors import AccelbenchError, UsageError
+from accelbench.metrics.records import RequestRecord
+from accelbench.shadow.store import ShadowWriter
+
+_now = time.monotonic_ns
+
+RECORDED_PATHS = {b"/v1/completions": "completions", b"/v1/chat/completions": "chat"}
+# Not forwarded as received: hop-by-hop headers, and the framing headers the proxy sets.
+_DROP = {
+    b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization", b"te",
+    b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length", b"expect",
+}  # fmt: skip
+MAX_HEAD = 65536
+MAX_BODY = 64 << 20
+
+
+@dataclass
+class ProxyConfig:
+    baseline: str
+    candidate: str
+    out: str
+    host: str = "127.0.0.1"
+    port: int = 8100
+    sample: float = 1.0  # fraction of requests copied to the candidate
+    max_inflight: int = 256  # candidate copies in flight; more are dropped
+    candidate_timeout_s: float = 120.0
+    baseline_timeout_s: float = 600.0
+    candidate_model: str | None = None  # rewrite `model` in the copies
+    candidate_api_key: str | None = None
+    max_requests: int | None = None  # stop after this many recorded requests
+    duration_s: float | None = None
+    seed: int = 0
+
+    def validate(self) -> None:
+        from accelbench.runner.config import check_url
+
+        for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
+            try:
+                check_url(url)
+            except UsageError as exc:
+                raise UsageError(str(exc).replace("--url", name)) from None
+            if urlsplit(url).scheme != "http":
+                raise UsageError(f"{name} must be a plain http:// URL (got {url!r})")
+        self.sample = v.number("--sample", self.sample, 0, 1)
+        self.max_inflight = v.integer("--max-inflight", self.max_inflight, 1, 100_000)
+        self.candidate_timeout_s = v.number(
+            "--candidate-timeout", self.candidate_timeout_s, 0, 86400, lo_open=True, unit="s"
+        )
+        self.baseline_timeout_s = v.number(
+            "--timeout", self.baseline_timeout_s, 0, 86400, lo_open=True, unit="s"
+        )
+        self.port = v.integer("--listen port", self.port, 0, 65535)
+        self.max_requests = v.optional_integer("--max-requests", self.max_requests, 1, 10**9)
+        self.duration_s = v.optional_number(
+            "--duration", self.duration_s, 0, 30 * 86400, lo_open=True, unit="s"
+        )
+        v.output_dir("--out", self.out)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``:PORT``) for --listen."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise UsageError(f"--listen must be HOST:PORT, e.g. 127.0.0.1:8100 (got {text!r})")
+    try:
+        p = int(port)
+    except ValueError:
+        raise UsageError(f"--listen port must be a number (got {port!r})") from None
+    return host.strip("[]") or "127.0.0.1", v.integer("--listen port", p, 0, 65535)
+
+
+class _NullSink:
+    """For requests that are relayed but not measured (GET /v1/models, /health, ...)."""
+
+    def on_headers(self, status: int, t_ns: int) -> None:
+        pass
+
+    def on_data(self, data: bytes, t_ns: int) -> bool:
+        return True
+
+    def on_end(self, t_ns: int) -> None:
+        pass
+
+
+class _Measure:
+    """Feeds the measuring handler but never asks for the connection to be dropped: a
+    response the parser finds broken still reaches the caller as the baseline sent it."""
+
+    __slots__ = ("h",)
+
+    def __init__(self, h: ResponseHandler) -> None:
+        self.h = h
+
+    def on_headers(self, status: int, t_ns: int) -> None:
+        self.h.on_headers(status, t_ns)
+
+    def on_data(self, data: bytes, t_ns: int) -> bool:
+        self.h.on_data(data, t_ns)
+        return True
+
+    def on_end(self, t_ns: int) -> None:
+        self.h.on_end(t_ns)
+
+
+class _Upstream(HTTP1Protocol):
+    """A connection to the baseline whose response bytes also go, unchanged and first,
+    to the caller in ``downstream``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.downstream: asyncio.Transport | None = None
+        self.relayed = 0
+        self.tail = b""  # last bytes relayed (to see the end of a chunked body)
+        self.tail_wait: asyncio.Future | None = None
+
+    def data_received(self, data: bytes) -> None:
+        d = self.downstream
+        if self.tail_wait is not None:
+            # the parser ended a chunked body at its `0\r\n`; the final CRLF (after any
+            # trailers) belongs to the same response and goes to the same caller
+            buf = self.tail + data
+            k = buf.find(b"\r\n\r\n")
+            take = len(data) if k < 0 else k + 4 - len(self.tail)
+            if d is not None:
+                d.write(data[:take])
+            self.tail = buf[-4:]
+            if k >= 0:
+                fut, self.tail_wait = self.tail_wait, None
+                if not fut.done():
+                    fut.set_result(None)
+                data = data[take:]
+                if not data:
+                    return
+        elif d is not None and self._sink is not None:
+            d.write(data)
+            self.relayed += len(data)
+            self.tail = (self.tail + data)[-4:]
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.tail_wait is not None and not self.tail_wait.done():
+            self.tail_wait.set_result(None)
+
+    def chunked_incomplete(self) -> bool:
+        return self._chunked and not self.tail.endswith(b"\r\n\r\n")
+
+
+class _UpstreamPool(HTTP1Pool):
+    async def _connect(self) -> HTTP1Protocol:
+        loop = asyncio.get_running_loop()
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(_Upstream, self.host, self.port), self.connect_timeout
+        )
+        self._all.add(proto)
+        return proto
+
+    def take_idle(self) -> _Upstream | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn  # type: ignore[return-value]
+            self._all.discard(conn)
+        return None
+
+
+class _Caller(asyncio.Protocol):
+    """One connection from a caller: HTTP/1.1 requests with Content-Length bodies, one
+    at a time (pipelined bytes wait in the buffer)."""
+
+    def __init__(self, proxy: ShadowProxy) -> None:
+        self.proxy = proxy
+        self.transport: asyncio.Transport | None = None
+        self.buf = b""
+        self.busy = False
+        self.closed = False
+        self.upstream: _Upstream | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.proxy.callers.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # relayed chunks are small: no Nagle delay behind an unacked one
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.proxy.callers.discard(self)
+        up = self.upstream
+        if up is not None and not up.closed:
+            self.proxy.pool.discard(up)  # the caller hung up: so does its request
+
+    def data_received(self, data: bytes) -> None:
+        t = _now()
+        self.buf += data
+        if not self.busy:
+            self._next(t)
+
+    def _next(self, t: int) -> None:
+        buf = self.buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD:
+                self.reply(431, "request headers too large", close=True)
+            return
+        lines = buf[:end].split(b"\r\n")
+        try:
+            method, target, version = lines[0].split(b" ", 2)
+        except ValueError:
+            self.reply(400, "bad request line", close=True)
+            return
+        headers: list[tuple[bytes, bytes]] = []
+        length = 0
+        close = version == b"HTTP/1.0"
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            lname, value = name.strip().lower(), value.strip()
+            if lname == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    self.reply(400, "bad Content-Length", close=True)
+                    return
+            elif lname == b"transfer-encoding":
+                self.reply(411, "chunked request bodies are not supported", close=True)
+                return
+            elif lname == b"connection":
+                lv = value.lower()
+                close = b"close" in lv or (close and b"keep-alive" not in lv)
+            headers.append((name.strip(), value))
+        if length > MAX_BODY:
+            self.reply(413, "request body too large", close=True)
+            return
+        if len(buf) < end + 4 + length:
+            return
+        body = buf[end + 4 : end + 4 + length]
+        self.buf = buf[end + 4 + length :]
+        self.busy = True
+        self.proxy.handle(self, method, target, headers, body, close, t)
+
+    def reply(self, status: int, message: str, close: bool = False) -> None:
+        """An error of the proxy itself (bad request, baseline unreachable)."""
+        if self.transport is None or self.closed:
+            return
+        body = orjson.dumps({"error": {"message": message, "type": "accelbench_shadow_proxy"}})
+        head = (
+            f"HTTP/1.1 {status} {'Bad Gateway' if status == 502 else 'Error'}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            + ("Connection: close\r\n" if close else "")
+            + "\r\n"
+        ).encode()
+        self.transport.write(head + body)
+        if close:
+            self.transport.close()
+
+    def done(self, close: bool) -> None:
+        self.busy = False
+        self.upstream = None
+        if self.closed or self.transport is None:
+            return
+        if close:
+            self.transport.close()
+        elif self.buf:
+            self._next(_now())
+
+
+class ShadowProxy:
+    def __init__(self, cfg: ProxyConfig, writer: ShadowWriter) -> None:
+        self.cfg = cfg
+        self.writer = writer
+        u = urlsplit(cfg.baseline)
+        self.b_host, self.b_port = u.hostname or "127.0.0.1", u.port or 80
+        self.host_header = f"Host: {self.b_host}:{self.b_port}\r\n".encode()
+        self.pool = _UpstreamPool(self.b_host, self.b_port)
+        self.callers: set[_Caller] = set()
+        self.rng = random.Random(cfg.seed)
+        self.next_idx = 0
+        self.t0: int | None = None
+        self.recorded_done = 0
+        self.base_tasks: set[asyncio.Task] = set()
+        self.cand_tasks: set[asyncio.Task] = set()
+        self.cand_clients: dict[tuple[str, bool], OpenAIClient] = {}
+        self.stop = asyncio.Event()
+
+    # -- the caller's request -> baseline ------------------------------------------
+    def handle(
+        self,
+        caller: _Caller,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        close: bool,
+        t: int,
+    ) -> None:
+        parts = [method, b" ", target, b" HTTP/1.1\r\n", self.host_header]
+        for name, value in headers:
+            if name.lower() not in _DROP:
+                parts += [name, b": ", value, b"\r\n"]
+        parts.append(b"Content-Length: %d\r\n\r\n" % len(body))
+        payload = b"".join(parts) + body
+        endpoint = RECORDED_PATHS.get(target.split(b"?", 1)[0]) if method == b"POST" else None
+        doc: Any = None
+        if endpoint is not None:
+            try:
+                doc = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                doc = None
+            if not isinstance(doc, dict):
+                self.writer.count("unparsed_requests")
+                endpoint = None
+        rec: RequestRecord | None = None
+        if endpoint is not None:
+            idx = self.next_idx
+            self.next_idx += 1
+            rec = RequestRecord(idx=idx, request_id=f"shadow-{idx}", t_sched=t)
+            mt = doc.get("max_tokens", doc.get("max_completion_tokens"))
+            rec.max_tokens = mt if isinstance(mt, int) else None
+        conn = self.pool.take_idle()
+        if conn is not None:  # forward now, inside this callback
+            fut, sink = self._start(caller, conn, payload, rec, endpoint, doc)
+            task = asyncio.ensure_future(
+                self._forward(caller, payload, rec, endpoint, doc, close, conn, fut, sink)
+            )
+        else:
+            task = asyncio.ensure_future(
+                self._forward(caller, payload, rec, endpoint, doc, close, None, None, None)
+            )
+        self.base_tasks.add(task)
+        task.add_done_callback(self.base_tasks.discard)
+        if rec is not None:
+            if self.t0 is None:
+                self.t0 = t
+            self.writer.add_trace(rec.idx, (t - self.t0) / 1e9, endpoint or "", doc)
+            self._copy(rec.idx, endpoint or "", doc, t)
+
+    def _start(
+        self,
+        caller: _Caller,
+        conn: _Upstream,
+        payload: bytes,
+        rec: RequestRecord | None,
+        endpoint: str | None,
+        doc: Any,
+    ) -> tuple[asyncio.Future, Any]:
+        sink: Any
+        if rec is not None:
+            sink = _Measure(
+                ResponseHandler(
+                    rec, chat=endpoint == "chat", stream=bool(doc.get("stream")), keep_text=True
+                )
+            )
+            rec.t_send = _now()
+        else:
+            sink = _NullSink()
+        conn.downstream = caller.transport
+        conn.relayed = 0
+        conn.tail = b""
+        caller.upstream = conn
+        return conn.start(payload, sink), sink
+
+    async def _forward(
+        self,
+        caller: _Caller,
+        payload: bytes,
+        rec: RequestRecord | None,
+        endpoint: str | None,
+        doc: Any,
+        close: bool,
+        conn: _Upstream | None,
+        fut: asyncio.Future | None,
+        sink: Any,
+    ) -> None:
+        pool = self.pool
+        keep = True
+        for attempt in range(4):
+            reused = conn is not None
+            if conn is None:
+                try:
+                    c, reused = await pool.acquire()
+                except (TimeoutError, OSError) as exc:
+                    caller.reply(502, f"the baseline is unreachable: {exc}")
+                    if rec is not None:
+                        rec.t_send = rec.t_send or _now()
+                        ResponseHandler(rec, chat=False, stream=False, keep_text=False).fail(
+                            "connect_error", f"cannot connect to the baseline: {exc}"
+                        )
+                    break
+                conn = c  # type: ignore[assignment]
+                assert conn is not None
+                if caller.closed:
+                    pool.release(conn)
+                    _interrupted(rec)
+                    break
+                fut, sink = self._start(caller, conn, payload, rec, endpoint, doc)
+            assert fut is not None
+            try:
+                await asyncio.wait_for(fut, self.cfg.baseline_timeout_s)
+            except ConnectionClosed as exc:
+                pool.discard(conn)
+                if caller.closed:
+                    _interrupted(rec)
+                    break
+                if exc.before_response and reused and attempt < 3:
+                    conn = fut = None  # a kept-alive connection the baseline had closed
+                    if rec is not None:
+                        rec.retries += 1
+                    continue
+                if conn.relayed == 0:
+                    caller.reply(502, f"the baseline closed the connection: {exc}")
+                else:
+                    keep = False  # the caller sees the same broken response
+                _fail(sink, "disconnect", str(exc))
+                break
+            except TimeoutError:
+                pool.discard(conn)
+                if conn.relayed == 0:
+                    caller.reply(504, "the baseline did not answer in time")
+                keep = False
+                _fail(
+                    sink,
+                    "timeout",
+                    f"no complete response within {self.cfg.baseline_timeout_s:g} s",
+                )
+                break
+            if conn.chunked_incomplete() and not conn.closed:
+                conn.tail_wait = asyncio.get_running_loop().create_future()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(conn.tail_wait, 5.0)
+            if conn.chunked_incomplete() and caller.transport is not None:
+                caller.transport.write(b"\r\n")  # the baseline's final CRLF we closed on
+            keep = conn._keep_alive and not conn.closed
+            conn.downstream = None
+            pool.release(conn)
+            break
+        if rec is not None:
+            self.writer.add_record("baseline", rec)
+            self.recorded_done += 1
+            if self.cfg.max_requests and self.recorded_done >= self.cfg.max_requests:
+                self.stop.set()
+        caller.done(close or not keep)
+
+    # -- the copy -> candidate -------------------------------------------------------
+    def _copy(self, idx: int, endpoint: str, doc: dict[str, Any], t: int) -> None:
+        if self.stop.is_set():
+            return
+        if self.cfg.sample < 1.0 and self.rng.random() >= self.cfg.sample:
+            self.writer.count("not_sampled")
+            return
+        if len(self.cand_tasks) >= self.cfg.max_inflight:
+            self.writer.count("dropped")
+            return
+        self.writer.count("copied")
+        task = asyncio.ensure_future(self._candidate(idx, endpoint, doc, t))
+        self.cand_tasks.add(task)
+        task.add_done_callback(self.cand_tasks.discard)
+
+    async def _candidate(self, idx: int, endpoint: str, doc: dict[str, Any], t: int) -> None:
+        stream = bool(doc.get("stream"))
+        client = self.cand_clients.get((endpoint, stream))
+        if client is None:
+            client = OpenAIClient(
+                self.cfg.candidate, endpoint=endpoint, stream=stream,
+                api_key=self.cfg.candidate_api_key, timeout_s=self.cfg.candidate_timeout_s,
+                transport="http1",
+            )  # fmt: skip
+            self.cand_clients[(endpoint, stream)] = client
+        body = dict(doc, model=self.cfg.candidate_model) if self.cfg.candidate_model else doc
+        rec = RequestRecord(idx=idx, request_id=f"shadow-{idx}", t_sched=t)
+        mt = doc.get("max_tokens", doc.get("max_completion_tokens"))
+        rec.max_tokens = mt if isinstance(mt, int) else None
+        try:
+            await client.send(rec, body)
+        finally:
+            if rec.t_send == 0:
+                rec.t_send = _now()
+            if not rec.ok:
+                self.writer.count(f"candidate_{rec.error_kind or 'error'}")
+            self.writer.add_record("candidate", rec)
+
+    # -- lifetime ---------------------------------------------------------------------
+    async def drain(self, grace_s: float) -> None:
+        """Let the callers' requests finish; give the copies ``grace_s``, then cancel."""
+        if self.base_tasks:
+            await asyncio.wait(list(self.base_tasks), timeout=max(grace_s, 30.0))
+        if self.cand_tasks:
+            _, pending = await asyncio.wait(list(self.cand_tasks), timeout=grace_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        for c in self.cand_clients.values():
+            await c.close()
+        self.pool.close()
+
+
+def _fail(sink: Any, kind: str, message: str) -> None:
+    if isinstance(sink, _Measure) and not sink.h.failed:
+        sink.h.fail(kind, message)
+        sink.h.rec.t_done = _now()
+
+
+def _interrupted(rec: RequestRecord | None) -> None:
+    if rec is not None:
+        rec.ok = False
+        rec.error_kind = "interrupted"
+        rec.error = "the caller closed the connection"
+        rec.t_send = rec.t_send or _now()
+
+
+async def serve_proxy(
+    cfg: ProxyConfig,
+    *,
+    ready: Callable[[int], None] | None = None,
+    stop: Any = None,  # anything with is_set() (threading.Event from another thread)
+    grace_s: float = 5.0,
+) -> Path:
+    """Run the proxy until SIGINT/SIGTERM, ``stop``, ``max_requests`` or ``duration_s``;
+    returns the shadow directory (finalised: journals closed, counters saved)."""
+    cfg.validate()
+    writer = ShadowWriter(
+        cfg.out,
+        {
+            "mode": "proxy",
+            "baseline": {"url": cfg.baseline},
+            "candidate": {"url": cfg.candidate, "model": cfg.candidate_model},
+            "sample": cfg.sample,
+            "max_inflight": cfg.max_inflight,
+            "candidate_timeout_s": cfg.candidate_timeout_s,
+        },
+    )
+    proxy = ShadowProxy(cfg, writer)
+    loop = asyncio.get_running_loop()
+    try:
+        server = await loop.create_server(lambda: _Caller(proxy), cfg.host, cfg.port, backlog=4096)
+    except OSError as exc:
+        writer.close("failed")
+        raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
+    installed = []
+    for s in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(s, proxy.stop.set)
+            installed.append(s)
+    port = server.sockets[0].getsockname()[1]
+    writer.save_meta(listen=f"{cfg.host}:{port}")
+    if ready is not None:
+        ready(port)
+
+    async def ticker() -> None:
+        n = 0
+        while True:
+            await asyncio.sleep(0.25)
+            writer.tick()
+            n += 1
+            if n % 8 == 0:
+                writer.save_meta()
+            if stop is not None and stop.is_set():
+                proxy.stop.set()
+
+    tick = asyncio.ensure_future(ticker())
+    status = "completed"
+    try:
+        if cfg.duration_s:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proxy.stop.wait(), cfg.duration_s)
+        else:
+            await proxy.stop.wait()
+    except asyncio.CancelledError:
+        status = "interrupted"
+    finally:
+        server.close()
+        for s in installed:
+            loop.remove_signal_handler(s)
+        await proxy.drain(grace_s)
+        for c in list(proxy.callers):
+            if c.transport is not None:
+                c.transport.close()
+        tick.cancel()
+        writer.close(status)
+    return writer.dir
+
+
+def run_proxy(cfg: ProxyConfig, ready: Callable[[int], None] | None = None) -> Path:
+    from accelbench.eventloop import install_uvloop
+
+    install_uvloop()
+    return asyncio.run(serve_proxy(cfg, ready=ready))

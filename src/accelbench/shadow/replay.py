@@ -1,0 +1,283 @@
+"""Shadow replay: a recorded or public trace sent to the baseline and the candidate at
+the trace's arrival times (scaled by ``speed``), both at once or one after the other,
+into a shadow directory that ``accelbench shadow verdict`` reads like the proxy's.
+
+Scheduling: each request is due at ``start + offset / speed``; the loop sleeps until
+1 ms before and then yields until due (finer than the timer), as the run's open loop
+does. Every request and its copy share one clock (this process's ``monotonic_ns``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelbench import validate as v
+from accelbench.client.openai import build_body
+from accelbench.client.session import OpenAIClient, load_api_key
+from accelbench.errors import AccelbenchError, UsageError
+from accelbench.metrics.records import RequestRecord
+from accelbench.runner.config import BenchmarkConfig, check_url
+from accelbench.shadow.store import ShadowWriter
+
+_now = time.monotonic_ns
+Log = Callable[[str], None]
+
+
+@dataclass
+class ReplayRequest:
+    idx: int
+    offset_s: float  # after the replay's start, already scaled by speed
+    endpoint: str
+    bodies: dict[str, dict[str, Any]]  # side -> body (each side's model)
+    isl_planned: int | None
+    max_tokens: int | None
+
+
+@dataclass
+class ReplayOptions:
+    baseline: str
+    candidate: str
+    out: str
+    speed: float = 1.0
+    sequential: bool = False
+    candidate_model: str | None = None
+    candidate_api_key_env: str | None = None
+    trace_format: str = "auto"
+
+    def validate(self) -> None:
+        for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
+            try:
+                check_url(url)
+            except UsageError as exc:
+                raise UsageError(str(exc).replace("--url", name)) from None
+        self.speed = v.number("--speed", self.speed, 0, 1e6, lo_open=True)
+        v.output_dir("--out", self.out)
+
+
+def _side_model(url: str, wanted: str | None, api_key: str | None, name: str) -> str:
+    from accelbench.runner.benchmark import discover_server
+
+    models = [m for m in discover_server(url, api_key)["models"] if m]
+    if wanted is None:
+        if not models:
+            raise AccelbenchError(f"the {name} at {url} lists no models: give the model")
+        return str(models[0])
+    if models and wanted not in models:
+        raise AccelbenchError(f"model {wanted!r} is not served by the {name} at {url}")
+    return wanted
+
+
+def prepare(
+    cfg: BenchmarkConfig, opt: ReplayOptions, log: Log
+) -> tuple[list[ReplayRequest], dict[str, Any]]:
+    """Load the trace and turn it into both sides' request bodies."""
+    from accelbench.runner.benchmark import probe_request
+    from accelbench.workload.tokenizer import LocalTokenizer, server_tokenizer_if_any
+    from accelbench.workload.traces import load_trace, trace_plan
+
+    assert cfg.workload.trace is not None
+    api_key = load_api_key(cfg.api_key_env, cfg.api_key_file)
+    cand_key = (
+        load_api_key(opt.candidate_api_key_env, None) if opt.candidate_api_key_env else api_key
+    )
+    trace = load_trace(
+        cfg.workload.trace, opt.trace_format, rate=cfg.rate, arrival=cfg.arrival,
+        burstiness=cfg.burstiness, seed=cfg.workload.seed, limit=cfg.num_requests,
+    )  # fmt: skip
+    log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
+    models = {
+        "baseline": _side_model(opt.baseline, cfg.model, api_key, "baseline"),
+        "candidate": _side_model(
+            opt.candidate, opt.candidate_model or cfg.model, cand_key, "candidate"
+        ),
+    }
+    cfg.url, cfg.model = opt.baseline, models["baseline"]
+    tok: Any = None
+    special = 0
+    if any(e.body is None for e in trace.entries):
+        if cfg.workload.tokenizer:
+            tok = LocalTokenizer(cfg.workload.tokenizer)
+        else:
+            tok = server_tokenizer_if_any(opt.baseline, models["baseline"], api_key)
+        probe_text = "The quick brown fox jumps over the lazy dog."
+        probe = probe_request(cfg, api_key, probe_text)
+        if not probe.ok:
+            raise AccelbenchError(
+                f"a test request to the baseline failed ({probe.error_kind}): {probe.error}"
+            )
+        if tok is not None and probe.isl is not None:
+            special = max(0, probe.isl - len(tok.encode(probe_text)))
+    plan = trace_plan(
+        trace, tok, special_tokens=special, seed=cfg.workload.seed, default_osl=cfg.workload.osl
+    )
+    reqs = []
+    for i, pr in enumerate(plan):
+        endpoint = pr.endpoint or cfg.endpoint
+        if pr.body is not None:
+            base = pr.body
+        else:
+            base = build_body(
+                endpoint=endpoint, model="", prompt=pr.prompt, max_tokens=pr.max_tokens,
+                stream=cfg.stream, ignore_eos=cfg.ignore_eos, extra=cfg.extra_body,
+            )  # fmt: skip
+        bodies = {side: dict(base, model=m) for side, m in models.items()}
+        reqs.append(
+            ReplayRequest(
+                i, (pr.offset_s or 0.0) / opt.speed, endpoint, bodies, pr.isl_planned,
+                pr.max_tokens,
+            )
+        )  # fmt: skip
+    info = {
+        "trace": {"path": trace.path, "format": trace.format, "requests": len(reqs),
+                  "duration_s": trace.duration_s},
+        "models": models, "tokenizer": getattr(tok, "name", None),
+        "special_tokens_per_prompt": special, "api_keys": {"baseline": api_key, "candidate": cand_key},
+    }  # fmt: skip
+    return reqs, info
+
+
+class _Sender:
+    """Sends one side's requests and journals their records."""
+
+    def __init__(
+        self, side: str, url: str, api_key: str | None, cfg: BenchmarkConfig, writer: ShadowWriter
+    ) -> None:
+        self.side = side
+        self.url = url
+        self.api_key = api_key
+        self.cfg = cfg
+        self.writer = writer
+        self.clients: dict[tuple[str, bool], OpenAIClient] = {}
+        self.sem = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+
+    async def send(self, r: ReplayRequest, t_sched: int) -> None:
+        body = r.bodies[self.side]
+        stream = bool(body.get("stream"))
+        client = self.clients.get((r.endpoint, stream))
+        if client is None:
+            client = OpenAIClient(
+                self.url, endpoint=r.endpoint, stream=stream, api_key=self.api_key,
+                timeout_s=self.cfg.timeout_s, transport=self.cfg.transport,
+            )  # fmt: skip
+            self.clients[(r.endpoint, stream)] = client
+        rec = RequestRecord(
+            idx=r.idx, request_id=f"{self.side}-{r.idx}", t_sched=t_sched,
+            max_tokens=r.max_tokens, isl_planned=r.isl_planned,
+        )  # fmt: skip
+        try:
+            if self.sem is not None:
+                async with self.sem:
+                    await client.send(rec, body)
+            else:
+                await client.send(rec, body)
+        finally:
+            if rec.t_send == 0:
+                rec.t_send = _now()
+            self.writer.add_record(self.side, rec)
+
+    async def close(self) -> None:
+        for c in self.clients.values():
+            await c.close()
+
+
+async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: asyncio.Event) -> None:
+    tasks: set[asyncio.Task] = set()
+    start = _now() + 20_000_000  # a short lead so the first request is not late
+    try:
+        for r in reqs:
+            if stop.is_set():
+                break
+            due = start + int(r.offset_s * 1e9)
+            delay = (due - _now()) / 1e9
+            if delay > 0.002:
+                await asyncio.sleep(delay - 0.001)
+            while _now() < due:
+                await asyncio.sleep(0)
+            for s in senders:
+                t = asyncio.ensure_future(s.send(r, due))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+        while tasks and not stop.is_set():
+            await asyncio.wait(list(tasks), timeout=0.25)
+    finally:
+        for t in list(tasks):
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def replay_async(
+    cfg: BenchmarkConfig, opt: ReplayOptions, reqs: list[ReplayRequest], info: dict[str, Any]
+) -> tuple[Path, str]:
+    keys = info.pop("api_keys")
+    writer = ShadowWriter(
+        opt.out,
+        {
+            "mode": "replay",
+            "baseline": {"url": opt.baseline, "model": info["models"]["baseline"]},
+            "candidate": {"url": opt.candidate, "model": info["models"]["candidate"]},
+            "speed": opt.speed,
+            "sequential": opt.sequential,
+            **info,
+        },
+    )
+    for r in reqs:
+        writer.add_trace(r.idx, r.offset_s, r.endpoint, r.bodies["baseline"])
+    senders = {
+        side: _Sender(side, url, keys[side], cfg, writer)
+        for side, url in (("baseline", opt.baseline), ("candidate", opt.candidate))
+    }
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed = []
+    for s in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(s, stop.set)
+            installed.append(s)
+
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            writer.tick()
+
+    tick = asyncio.ensure_future(ticker())
+    status = "completed"
+    try:
+        if opt.sequential:
+            await _schedule(reqs, [senders["baseline"]], stop)
+            if not stop.is_set():
+                await _schedule(reqs, [senders["candidate"]], stop)
+        else:
+            await _schedule(reqs, [senders["baseline"], senders["candidate"]], stop)
+        if stop.is_set():
+            status = "interrupted"
+    finally:
+        tick.cancel()
+        for s in installed:
+            loop.remove_signal_handler(s)
+        for sender in senders.values():
+            await sender.close()
+        writer.close(status)
+    return writer.dir, status
+
+
+def replay(cfg: BenchmarkConfig, opt: ReplayOptions, log: Log | None = None) -> tuple[Path, str]:
+    """Replay ``cfg.workload.trace`` to both sides; returns (shadow directory, status)."""
+    from accelbench.eventloop import install_uvloop
+
+    log = log or (lambda m: None)
+    opt.validate()
+    if not cfg.workload.trace:
+        raise UsageError("--trace is required")
+    cfg.url = opt.baseline
+    cfg.validate()
+    reqs, info = prepare(cfg, opt, log)
+    install_uvloop()
+    return asyncio.run(replay_async(cfg, opt, reqs, info))

@@ -1,0 +1,114 @@
+"""A shadow directory: what the proxy or a replay saw, journalled as it happens so that
+it survives a kill (docs/SHADOW.md).
+
+    shadow.json      what was compared (URLs, sampling, trace) and the counters
+    trace.jsonl      arrivals and request bodies (accelbench trace format; replayable)
+    baseline.jsonl   one RequestRecord row per request sent to the baseline
+    candidate.jsonl  one RequestRecord row per copy sent to the candidate
+    verdict.json     written by ``accelbench shadow verdict``
+
+Rows of both sides carry the trace's ``idx``: a request and its copy share it. Times are
+``time.monotonic_ns`` of the one process that sent both, so both sides share a clock.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from accelbench import __version__
+from accelbench.errors import AccelbenchError, UsageError
+from accelbench.metrics.records import RequestRecord, record_row
+from accelbench.store.rundir import Journal, read_journal, read_json, write_json_atomic
+from accelbench.workload.traces import TRACE_FILE, trace_header, trace_row
+
+SHADOW_JSON = "shadow.json"
+BASELINE = "baseline.jsonl"
+CANDIDATE = "candidate.jsonl"
+VERDICT = "verdict.json"
+SIDES = ("baseline", "candidate")
+SCHEMA = "accelbench.shadow/1"
+
+
+class ShadowWriter:
+    """Opens a fresh shadow directory and journals into it."""
+
+    def __init__(self, out: str | Path, meta: dict[str, Any]) -> None:
+        self.dir = Path(out)
+        if self.dir.exists() and (not self.dir.is_dir() or any(self.dir.iterdir())):
+            raise UsageError(f"--out {self.dir} exists and is not an empty directory")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--out {self.dir} cannot be created: {exc.strerror}") from None
+        self.meta: dict[str, Any] = {
+            "schema": SCHEMA,
+            "tool": {"name": "accelbench", "version": __version__},
+            "status": "running",
+            "started_at": datetime.now(UTC).isoformat(),
+            **meta,
+        }
+        self.counters: dict[str, int] = {}
+        write_json_atomic(self.dir / SHADOW_JSON, self.meta)
+        self.trace = Journal(self.dir / TRACE_FILE)
+        self.trace.write([trace_header(started_at=self.meta["started_at"])])
+        self.sides = {
+            "baseline": Journal(self.dir / BASELINE),
+            "candidate": Journal(self.dir / CANDIDATE),
+        }
+
+    def add_trace(self, idx: int, offset_s: float, endpoint: str, body: dict[str, Any]) -> None:
+        self.trace.write([trace_row(idx, offset_s, endpoint, body)])
+
+    def add_record(self, side: str, rec: RequestRecord) -> None:
+        self.sides[side].write([record_row(rec)])
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def tick(self) -> None:
+        """Hand buffered lines to the OS (call every few hundred ms)."""
+        self.trace.flush_if_due()
+        for j in self.sides.values():
+            j.flush_if_due()
+
+    def save_meta(self, **changes: Any) -> None:
+        self.meta.update(changes)
+        self.meta["counters"] = dict(self.counters)
+        write_json_atomic(self.dir / SHADOW_JSON, self.meta)
+
+    def close(self, status: str) -> None:
+        self.trace.close()
+        for j in self.sides.values():
+            j.close()
+        self.save_meta(status=status, ended_at=datetime.now(UTC).isoformat())
+
+
+def read_shadow(path: str | Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """shadow.json and both sides' completed rows (token counts and derived figures
+    filled as ``accelbench summarize`` does; a torn last journal line is skipped)."""
+    from accelbench.runner.finalize import complete_row
+
+    d = Path(path)
+    if not d.is_dir():
+        raise UsageError(f"{d} is not a shadow directory")
+    meta = read_json(d / SHADOW_JSON)
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+        raise AccelbenchError(f"{d / SHADOW_JSON} is not an accelbench shadow record")
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for side, name in (("baseline", BASELINE), ("candidate", CANDIDATE)):
+        raw, _ = read_journal(d / name)
+        rows[side] = [complete_row(r, None, save_text=True) for r in raw]
+    return meta, rows
+
+
+def read_trace_bodies(path: str | Path) -> dict[int, dict[str, Any]]:
+    """idx -> recorded request body, from the directory's trace.jsonl."""
+    p = Path(path) / TRACE_FILE
+    if not p.is_file():
+        return {}
+    rows, _ = read_journal(p)
+    return {
+        int(r["idx"]): r["body"] for r in rows if "idx" in r and isinstance(r.get("body"), dict)
+    }

@@ -1,0 +1,418 @@
+"""Go / no-go / inconclusive for a candidate from a shadow directory (docs/SHADOW.md).
+
+Gates (``METRIC OP VALUE``):
+
+* latency percentiles ``ttft_p99``, ``tpot_p50``, ``e2e_p90``, ``ntpot_p50`` ... with a
+  relative bound (``<= +10%``: candidate / baseline <= 1.10), a ratio (``<= 1.2x``) or an
+  absolute one in ms (``<= 250``). Statistic: the ratio of the two percentiles, with a
+  bootstrap interval (each side resampled independently; the exact order-statistic
+  bootstrap of :func:`accelbench.metrics.compare.boot_percentile`); beside it a
+  Mann-Whitney rank test of the two distributions.
+* ``error_rate`` with ``pp`` (candidate minus baseline, percentage points; Newcombe's
+  interval for a difference of proportions, Fisher's exact test) or a plain fraction.
+* ``agreement`` (a fraction, or ``%``): the share of greedy requests (``temperature``
+  0 or ``top_k`` 1) that both sides completed whose outputs are identical; Wilson
+  interval; the first differences are listed.
+
+A gate passes when the whole interval is on the right side of the threshold, fails when
+the whole interval is on the wrong side, and is inconclusive otherwise, or when there
+are too few samples for the statistic (a percentile q needs at least
+``max(10, 5 / (1 - q))`` requests a side: 500 for p99). Verdict: no-go if any gate
+fails, else inconclusive if any is inconclusive, else go. Windows are evaluated the
+same way and shown beside the overall verdict, which alone decides.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelbench import validate as v
+from accelbench.errors import UsageError
+from accelbench.metrics.compare import boot_percentile
+from accelbench.shadow.store import VERDICT, read_shadow, read_trace_bodies
+from accelbench.store.rundir import write_json_atomic
+
+LATENCY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "ntpot": "ntpot_ms"}
+EXIT = {"go": 0, "no-go": 1, "inconclusive": 3}
+_GATE = re.compile(
+    r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(%|pp|x|ms)?\s*$"
+)
+
+
+@dataclass
+class Gate:
+    text: str
+    metric: str  # ttft_p99 | error_rate | agreement ...
+    op: str
+    value: float
+    unit: str  # "%", "pp", "x", "ms" or "" (absolute)
+    column: str | None = None  # latency column
+    q: float | None = None  # latency percentile
+
+    @property
+    def kind(self) -> str:
+        return "latency" if self.column else self.metric
+
+    @property
+    def threshold(self) -> float:
+        """The bound in the statistic's own units (ratio, pp, fraction, ms)."""
+        if self.unit == "%" and self.column:
+            return 1.0 + self.value / 100.0
+        if self.unit == "%" and self.metric == "agreement":
+            return self.value / 100.0
+        return self.value
+
+
+def parse_gate(text: str) -> Gate:
+    m = _GATE.match(text.lower())
+    if not m:
+        raise UsageError(
+            f"--gate {text!r}: expected METRIC OP VALUE, e.g. 'ttft_p99 <= +10%', "
+            "'error_rate <= +0.5pp', 'agreement >= 0.99'"
+        )
+    metric, op, num, unit = m.group(1), m.group(2), float(m.group(3)), m.group(4) or ""
+    g = Gate(text.strip(), metric, op, num, unit)
+    lat = re.fullmatch(r"(ttft|tpot|e2e|ntpot)_p(\d+(?:\.\d+)?)", metric)
+    if lat:
+        g.column, g.q = LATENCY[lat.group(1)], float(lat.group(2))
+        if not 0 < g.q < 100:
+            raise UsageError(f"--gate {text!r}: the percentile must be between 0 and 100")
+        if unit == "pp":
+            raise UsageError(f"--gate {text!r}: a latency bound is +N%, Nx or N (ms)")
+        if unit in ("x", "") and num <= 0:
+            raise UsageError(f"--gate {text!r}: the bound must be positive")
+        if unit == "":
+            g.unit = "ms"
+    elif metric == "error_rate":
+        if unit not in ("pp", ""):
+            raise UsageError(f"--gate {text!r}: the error-rate bound is +Npp or a fraction")
+        if unit == "" and not 0 <= num <= 1:
+            raise UsageError(f"--gate {text!r}: a plain error-rate bound is a fraction in [0, 1]")
+    elif metric == "agreement":
+        if unit not in ("", "%"):
+            raise UsageError(f"--gate {text!r}: the agreement bound is a fraction or N%")
+        if not 0 <= g.threshold <= 1:
+            raise UsageError(f"--gate {text!r}: agreement is a fraction in [0, 1]")
+    else:
+        raise UsageError(
+            f"--gate {text!r}: unknown metric {metric!r}; use ttft_pN, tpot_pN, e2e_pN, "
+            "ntpot_pN, error_rate or agreement"
+        )
+    return g
+
+
+@dataclass
+class GateResult:
+    gate: str
+    status: str  # pass | fail | inconclusive
+    statistic: float | None
+    lo: float | None
+    hi: float | None
+    threshold: float
+    unit: str  # of statistic, lo, hi and threshold: ratio | pp | fraction | ms
+    n_baseline: int
+    n_candidate: int
+    baseline: float | None = None  # each side's own value (ms, fraction)
+    candidate: float | None = None
+    test: dict[str, Any] | None = None
+    note: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+# -- statistics ------------------------------------------------------------------------
+def wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int, z: float) -> tuple[float, float]:
+    """Interval for p2 - p1 (Newcombe 1998, method 10: from the two Wilson intervals)."""
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson(k1, n1, z)
+    l2, u2 = wilson(k2, n2, z)
+    d = p2 - p1
+    lo = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    hi = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return lo, hi
+
+
+def min_samples(q: float) -> int:
+    """Requests a side needs before a percentile's interval means anything: five beyond
+    it (500 for p99), and at least 10."""
+    return max(10, math.ceil(5 / (1 - q / 100) - 1e-9))
+
+
+def _decide(op: str, lo: float, hi: float, thr: float) -> str:
+    if op in ("<=", "<"):
+        ok = hi < thr if op == "<" else hi <= thr
+        bad = lo >= thr if op == "<" else lo > thr
+    else:
+        ok = lo > thr if op == ">" else lo >= thr
+        bad = hi <= thr if op == ">" else hi < thr
+    return "pass" if ok else "fail" if bad else "inconclusive"
+
+
+def _z(confidence: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + confidence / 2))
+
+
+def _is_error(r: dict[str, Any]) -> bool:
+    return not r["ok"] and r.get("error_kind") != "interrupted"
+
+
+def evaluate_gate(
+    g: Gate,
+    base: list[dict[str, Any]],
+    cand: list[dict[str, Any]],
+    greedy: set[int],
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> GateResult:
+    """One gate on paired rows (the same requests on both sides)."""
+    thr = g.threshold
+    if g.column is not None:
+        assert g.q is not None
+        b = np.array([r[g.column] for r in base if r["ok"] and r.get(g.column) is not None], float)
+        c = np.array([r[g.column] for r in cand if r["ok"] and r.get(g.column) is not None], float)
+        unit = "ms" if g.unit == "ms" else "ratio"
+        res = GateResult(
+            g.text, "inconclusive", None, None, None, thr, unit, int(b.size), int(c.size)
+        )
+        need = min_samples(g.q)
+        if b.size:
+            res.baseline = float(np.percentile(b, g.q))
+        if c.size:
+            res.candidate = float(np.percentile(c, g.q))
+        if b.size < need or c.size < need:
+            res.note = f"too few requests: p{g.q:g} needs {need} a side"
+            return res
+        from scipy.stats import mannwhitneyu
+
+        rng = np.random.default_rng(seed)
+        rc = boot_percentile(c, g.q, n_boot, rng)
+        alpha = (1 - confidence) / 2 * 100
+        if g.unit == "ms":
+            res.statistic = res.candidate
+            lo, hi = np.percentile(rc, [alpha, 100 - alpha])
+        else:
+            rb = boot_percentile(b, g.q, n_boot, rng)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = rc / rb
+            ratio = ratio[np.isfinite(ratio)]
+            assert res.baseline is not None and res.candidate is not None
+            res.statistic = res.candidate / res.baseline if res.baseline > 0 else math.inf
+            if ratio.size < 10:
+                res.note = "the baseline percentile is 0: no ratio"
+                return res
+            lo, hi = np.percentile(ratio, [alpha, 100 - alpha])
+        res.lo, res.hi = float(lo), float(hi)
+        mw = mannwhitneyu(c, b, alternative="two-sided")
+        res.test = {
+            "name": "mann-whitney-u",
+            "p_value": float(mw.pvalue),
+            # probability that a candidate request is slower than a baseline one
+            "p_candidate_slower": float(mw.statistic) / (c.size * b.size),
+        }
+        res.status = _decide(g.op, res.lo, res.hi, thr)
+        return res
+    if g.metric == "error_rate":
+        nb, nc = len(base), len(cand)
+        kb = sum(_is_error(r) for r in base)
+        kc = sum(_is_error(r) for r in cand)
+        unit = "pp" if g.unit == "pp" else "fraction"
+        res = GateResult(g.text, "inconclusive", None, None, None, thr, unit, nb, nc)
+        res.baseline = kb / nb if nb else None
+        res.candidate = kc / nc if nc else None
+        res.details = {
+            "errors_baseline": _kinds(base),
+            "errors_candidate": _kinds(cand),
+        }
+        if nb < 10 or nc < 10:
+            res.note = "too few requests: at least 10 a side"
+            return res
+        z = _z(confidence)
+        if g.unit == "pp":
+            lo, hi = newcombe(kb, nb, kc, nc, z)
+            res.statistic, res.lo, res.hi = 100 * (kc / nc - kb / nb), 100 * lo, 100 * hi
+        else:
+            lo, hi = wilson(kc, nc, z)
+            res.statistic, res.lo, res.hi = kc / nc, lo, hi
+        from scipy.stats import fisher_exact
+
+        _, p = fisher_exact([[kb, nb - kb], [kc, nc - kc]])
+        res.test = {"name": "fisher-exact", "p_value": float(p)}
+        res.status = _decide(g.op, res.lo, res.hi, thr)
+        return res
+    # agreement
+    by_idx = {r["idx"]: r for r in base if r["ok"]}
+    pairs = [
+        (by_idx[r["idx"]], r) for r in cand if r["ok"] and r["idx"] in by_idx and r["idx"] in greedy
+    ]
+    n = len(pairs)
+    same = [(b.get("output_text") or "") == (c.get("output_text") or "") for b, c in pairs]
+    k = sum(same)
+    res = GateResult(g.text, "inconclusive", None, None, None, thr, "fraction", n, n)
+    res.details["first_differences"] = [
+        _first_difference(b, c) for (b, c), s in zip(pairs, same, strict=True) if not s
+    ][:5]
+    if n < 10:
+        res.note = (
+            "no greedy requests (temperature 0) completed on both sides"
+            if n == 0
+            else "too few greedy requests: at least 10"
+        )
+        if n:
+            res.statistic = k / n
+        return res
+    res.statistic = k / n
+    res.lo, res.hi = wilson(k, n, _z(confidence))
+    res.status = _decide(g.op, res.lo, res.hi, thr)
+    return res
+
+
+def _kinds(rows: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        if _is_error(r):
+            k = r.get("error_kind") or "unknown"
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
+def _first_difference(b: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
+    tb, tc = b.get("output_text") or "", c.get("output_text") or ""
+    i = next(
+        (j for j, (x, y) in enumerate(zip(tb, tc, strict=False)) if x != y), min(len(tb), len(tc))
+    )
+    return {
+        "idx": b["idx"],
+        "at_char": i,
+        "baseline": tb[max(0, i - 20) : i + 40],
+        "candidate": tc[max(0, i - 20) : i + 40],
+    }
+
+
+def is_greedy(body: dict[str, Any]) -> bool:
+    return body.get("temperature") == 0 or body.get("top_k") == 1
+
+
+# -- the verdict ------------------------------------------------------------------------
+def _overall(results: list[GateResult]) -> str:
+    if any(r.status == "fail" for r in results):
+        return "no-go"
+    if any(r.status == "inconclusive" for r in results):
+        return "inconclusive"
+    return "go"
+
+
+def _paired(rows: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], list[dict]]:
+    """The requests both sides saw (the proxy copies a sample; a dropped copy or a request
+    still in flight when it stopped has no pair)."""
+    b = {r["idx"]: r for r in rows["baseline"]}
+    c = {r["idx"]: r for r in rows["candidate"]}
+    common = sorted(set(b) & set(c))
+    return [b[i] for i in common], [c[i] for i in common]
+
+
+def _side_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from accelbench.metrics.stats import describe
+
+    ok = [r for r in rows if r["ok"]]
+    out: dict[str, Any] = {"requests": len(rows), "ok": len(ok), "errors": _kinds(rows)}
+    for name, col in LATENCY.items():
+        d = describe([r[col] for r in ok if r.get(col) is not None])
+        out[name] = {k: d[k] for k in ("count", "p50", "p90", "p99")}
+    if ok:
+        t0 = min(r["t_send"] for r in ok)
+        t1 = max(r["t_done"] or r["t_send"] for r in ok)
+        tokens = sum(r.get("osl") or 0 for r in ok)
+        out["output_tokens_per_s"] = tokens / ((t1 - t0) / 1e9) if t1 > t0 else None
+    return out
+
+
+def shadow_verdict(
+    shadow_dir: str | Path,
+    gates: list[str],
+    *,
+    window_s: float | None = None,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    write: bool = True,
+) -> dict[str, Any]:
+    """Evaluate the gates overall and per window; writes verdict.json and returns it."""
+    if not gates:
+        raise UsageError("give at least one --gate, e.g. --gate 'ttft_p99 <= +10%'")
+    parsed = [parse_gate(g) for g in gates]
+    confidence = v.number("--confidence", confidence, 0.5, 0.999)
+    n_boot = v.integer("--bootstrap", n_boot, 100, 1_000_000)
+    window_s = v.optional_number("--window", window_s, 0, 30 * 86400, lo_open=True, unit="s")
+    d = Path(shadow_dir)
+    meta, rows = read_shadow(d)
+    base, cand = _paired(rows)
+    bodies = read_trace_bodies(d)
+    greedy = {i for i, body in bodies.items() if is_greedy(body)}
+
+    def run(b: list[dict], c: list[dict]) -> list[GateResult]:
+        return [
+            evaluate_gate(g, b, c, greedy, confidence=confidence, n_boot=n_boot, seed=seed)
+            for g in parsed
+        ]
+
+    overall = run(base, cand)
+    windows: list[dict[str, Any]] = []
+    if base:
+        t0 = min(r["t_sched"] for r in base)
+        span = (max(r["t_sched"] for r in base) - t0) / 1e9
+        if window_s is None:
+            n_win, w = (4, span / 4) if span > 0 else (1, 1.0)
+        else:
+            w = window_s
+            n_win = max(1, math.ceil(span / w - 1e-9))
+        if n_win > 1:
+            slot = [min(n_win - 1, int((r["t_sched"] - t0) / 1e9 / w)) for r in base]
+            for k in range(n_win):
+                wb = [r for r, s in zip(base, slot, strict=True) if s == k]
+                wc = [r for r, s in zip(cand, slot, strict=True) if s == k]
+                res = run(wb, wc)
+                windows.append({
+                    "start_s": k * w, "end_s": (k + 1) * w, "requests": len(wb),
+                    "verdict": _overall(res), "gates": [asdict(r) for r in res],
+                })  # fmt: skip
+    verdict = _overall(overall)
+    doc = {
+        "schema": "accelbench.shadow-verdict/1",
+        "shadow_dir": str(d),
+        "verdict": verdict,
+        "exit_code": EXIT[verdict],
+        "confidence": confidence,
+        "paired_requests": len(base),
+        "gates": [asdict(r) for r in overall],
+        "windows": windows,
+        "sides": {
+            "baseline": _side_summary(rows["baseline"]),
+            "candidate": _side_summary(rows["candidate"]),
+        },
+        "counters": meta.get("counters", {}),
+        "status": meta.get("status"),
+        "mode": meta.get("mode"),
+        "resources": None,  # telemetry of both sides is not recorded by the shadow commands
+    }
+    if write:
+        write_json_atomic(d / VERDICT, doc)
+    return doc

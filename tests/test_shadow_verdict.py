@@ -1,0 +1,155 @@
+"""The verdict's statistics on hand-made records (hand-checked numbers), and its known
+truths on two reference servers through a real replay."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelbench.errors import UsageError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.shadow.replay import ReplayOptions, replay
+from accelbench.shadow.verdict import (
+    evaluate_gate,
+    min_samples,
+    newcombe,
+    parse_gate,
+    shadow_verdict,
+    wilson,
+)
+from accelbench.workload.config import WorkloadConfig
+
+
+def test_parse_gates() -> None:
+    g = parse_gate("ttft_p99 <= +10%")
+    assert (g.column, g.q, g.op, g.threshold) == ("ttft_ms", 99.0, "<=", pytest.approx(1.10))
+    assert parse_gate("tpot_p50 <= 1.2x").threshold == 1.2
+    assert parse_gate("e2e_p90 < 250").unit == "ms"
+    assert parse_gate("error_rate <= +0.5pp").threshold == 0.5
+    assert parse_gate("agreement >= 99%").threshold == pytest.approx(0.99)
+    for bad in (
+        "ttft <= 10%",
+        "ttft_p99 <= +1pp",
+        "agreement >= 2",
+        "speed >= 1",
+        "ttft_p100 <= 1x",
+    ):
+        with pytest.raises(UsageError):
+            parse_gate(bad)
+
+
+def test_interval_formulas_hand_checked() -> None:
+    # Wilson, 0 of 600 at 95%: upper = z^2 / (n + z^2)
+    z = 1.959963984540054
+    assert wilson(0, 600, z) == pytest.approx((0.0, z * z / (600 + z * z)))
+    # Newcombe (1998) table II example: 56/70 vs 48/80 -> difference 0.2, CI [0.0524, 0.3339]
+    lo, hi = newcombe(48, 80, 56, 70, z)
+    assert (lo, hi) == pytest.approx((0.0524, 0.3339), abs=2e-4)
+    assert min_samples(99) == 500 and min_samples(50) == 10 and min_samples(90) == 50
+
+
+def _rows(vals: list[float], *, errors: int = 0, start: int = 0) -> list[dict[str, Any]]:
+    rows = [{"idx": start + i, "ok": True, "ttft_ms": v, "error_kind": None, "output_text": "x"}
+            for i, v in enumerate(vals)]  # fmt: skip
+    for r in rows[:errors]:
+        r.update(ok=False, error_kind="http_5xx", ttft_ms=None)
+    return rows
+
+
+def test_latency_gate_known_ratio() -> None:
+    rng = random.Random(1)
+    base = [rng.lognormvariate(3, 0.3) for _ in range(2000)]
+    slow = _rows([1.2 * x for x in base])
+    res = evaluate_gate(parse_gate("ttft_p50 <= +10%"), _rows(base), slow, set())
+    assert res.statistic == pytest.approx(1.2)
+    assert res.lo is not None and res.hi is not None and res.lo < 1.2 < res.hi
+    assert res.status == "fail" and res.test and res.test["p_value"] < 1e-6
+    same = evaluate_gate(parse_gate("ttft_p50 <= +10%"), _rows(base), _rows(base), set())
+    assert same.status == "pass" and same.statistic == 1.0
+    few = evaluate_gate(parse_gate("ttft_p99 <= +10%"), _rows(base[:499]), _rows(base[:499]), set())
+    assert few.status == "inconclusive" and "500" in (few.note or "")
+
+
+def test_error_gate_and_agreement() -> None:
+    g = parse_gate("error_rate <= +0.5pp")
+    res = evaluate_gate(g, _rows([1.0] * 1000), _rows([1.0] * 1000, errors=30), set())
+    assert res.statistic == pytest.approx(3.0) and res.status == "fail"
+    ok = evaluate_gate(g, _rows([1.0] * 2000), _rows([1.0] * 2000), set())
+    assert ok.status == "pass" and ok.hi is not None and ok.hi < 0.5
+    base = _rows([1.0] * 400)
+    cand = _rows([1.0] * 400)
+    cand[7]["output_text"] = "y"
+    res = evaluate_gate(parse_gate("agreement >= 0.9"), base, cand, set(range(400)))
+    assert res.statistic == pytest.approx(399 / 400) and res.status == "pass"
+    assert res.details["first_differences"][0] == {"idx": 7, "at_char": 0, "baseline": "x",
+                                                   "candidate": "y"}  # fmt: skip
+    none = evaluate_gate(parse_gate("agreement >= 0.9"), base, cand, set())
+    assert none.status == "inconclusive" and "greedy" in (none.note or "")
+
+
+# -- known truth on the reference server -------------------------------------------------
+def _mooncake(path: Path, n: int, rate: float, seed: int = 1) -> Path:
+    rng = random.Random(seed)
+    t = 0.0
+    with path.open("w") as f:
+        for _ in range(n):
+            f.write(json.dumps({"timestamp": round(t * 1000, 3), "input_length": rng.randint(8, 40),
+                                "output_length": rng.randint(2, 4), "hash_ids": []}) + "\n")  # fmt: skip
+            t += rng.expovariate(rate)
+    return path
+
+
+def _replay(tmp: Path, name: str, trace: Path, base_url: str, cand_url: str) -> Path:
+    cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(trace)), telemetry=False)
+    d, status = replay(cfg, ReplayOptions(base_url, cand_url, str(tmp / name)))
+    assert status == "completed"
+    return d
+
+
+# The p99 of 600 requests a side has an interval of +-8% on a quiet machine and far more
+# on a busy one (its tail is the machine's hiccups): the known truths are told by p50.
+GATES = ["ttft_p50 <= +10%", "ttft_p99 <= +10%", "tpot_p50 <= +5%", "error_rate <= +1pp"]
+GO_GATES = ["ttft_p50 <= +10%", "tpot_p50 <= +5%", "error_rate <= +1pp"]
+
+
+def test_known_truth_on_reference_servers(reference_server, tmp_path: Path) -> None:
+    # TTFTs long beside the client's own noise on a busy 2-core machine
+    base = reference_server("--ttft-ms", "normal:200:40", "--itl-ms", "4")
+    same = reference_server("--ttft-ms", "normal:200:40", "--itl-ms", "4")
+    slow = reference_server("--ttft-ms", "normal:240:48", "--itl-ms", "4")
+    trace = _mooncake(tmp_path / "t.jsonl", 600, rate=150)
+
+    d = _replay(tmp_path, "slow", trace, base.url, slow.url)
+    v = shadow_verdict(d, GATES)
+    p50, p99 = v["gates"][0], v["gates"][1]
+    assert v["verdict"] == "no-go" and v["exit_code"] == 1 and p50["status"] == "fail"
+    assert p50["lo"] < 1.2 < p50["hi"], p50
+    assert p99["status"] != "pass" and p99["statistic"] > 1.1, p99
+    assert json.loads((d / "verdict.json").read_text())["verdict"] == "no-go"
+
+    d = _replay(tmp_path, "same", trace, base.url, same.url)
+    v = shadow_verdict(d, GO_GATES)
+    assert v["verdict"] == "go", v["gates"]
+    assert v["exit_code"] == 0 and v["paired_requests"] == 600 and len(v["windows"]) == 4
+
+    few = _mooncake(tmp_path / "few.jsonl", 40, rate=300)
+    v = shadow_verdict(_replay(tmp_path, "few", few, base.url, same.url), GO_GATES)
+    assert v["verdict"] == "inconclusive" and v["exit_code"] == 3
+
+
+def test_injected_errors_are_a_no_go(reference_server, tmp_path: Path) -> None:
+    base = reference_server("--ttft-ms", "5", "--itl-ms", "1")
+    faulty = reference_server("--ttft-ms", "5", "--itl-ms", "1", "--fault", "500:0.02")
+    trace = _mooncake(tmp_path / "t.jsonl", 800, rate=400, seed=2)
+    v = shadow_verdict(
+        _replay(tmp_path, "err", trace, base.url, faulty.url), ["error_rate <= +0.5pp"]
+    )
+    g = v["gates"][0]
+    assert v["verdict"] == "no-go" and g["status"] == "fail"
+    assert g["lo"] > 0.5 and math.isclose(g["candidate"], 0.02, abs_tol=0.012)
+    assert v["sides"]["candidate"]["errors"]["http_5xx"] == round(g["candidate"] * 800)
