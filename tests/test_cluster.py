@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from accelbench.cluster.clock import offset_from_samples, to_driver_timeline
-from accelbench.cluster.partition import fixed_shares
 from accelbench.errors import UsageError
 from accelbench.metrics.records import REQUEST_SCHEMA
 from accelbench.runner.benchmark import _worker_specs, run_benchmark
+from accelbench.runner.cluster.clock import offset_from_samples, to_driver_timeline
+from accelbench.runner.cluster.partition import fixed_shares
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 from accelbench.workload.plan import PlannedRequest, arrival_offsets
 

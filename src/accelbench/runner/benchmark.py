@@ -385,7 +385,7 @@ def _drive(
     journal = Journal(run_dir / JOURNAL)
     pool: Any
     if cfg.ray is not None:  # load workers as Ray actors across a cluster (cluster/)
-        from accelbench.cluster.ray_workers import RayWorkerPool
+        from accelbench.runner.cluster.ray_workers import RayWorkerPool
 
         pool = RayWorkerPool(specs, cfg.ray)
     else:

@@ -31,9 +31,9 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from accelbench import __version__
-from accelbench.cluster.clock import ClockOffset, offset_from_samples, to_driver_timeline
-from accelbench.cluster.partition import fixed_shares
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.runner.cluster.clock import ClockOffset, offset_from_samples, to_driver_timeline
+from accelbench.runner.cluster.partition import fixed_shares
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 
 CHUNK_ROWS = 1024  # records per transfer from an actor: bounded objects, never one huge one
