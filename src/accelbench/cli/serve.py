@@ -71,6 +71,7 @@ def reference(
             f"reference server on http://{host}:{p} (model {model}); Ctrl-C stops it", err=True
         )
 
+    cfg.validate()  # before the port is taken
     run_reference(cfg, ready)
 
 
@@ -86,8 +87,13 @@ def llama(
     build_only: bool = typer.Option(False, help="Only build (and cache) llama-server, then exit."),
 ) -> None:
     """Build (once, cached) and run llama.cpp's llama-server on loopback."""
-    from accelbench.servers.llamacpp import build_llama_server, start_llama_server
+    from accelbench.servers.llamacpp import (
+        build_llama_server,
+        check_server_options,
+        start_llama_server,
+    )
 
+    check_server_options(parallel, ctx_per_slot, port)
     if build_only:
         typer.echo(str(build_llama_server(lambda m: typer.echo(m, err=True))))
         return

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from accelbench import validate as v
 from accelbench.errors import AccelbenchError
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -247,6 +248,14 @@ class LlamaServer:
                 self.proc.wait()
 
 
+def check_server_options(parallel: int, ctx_per_slot: int, port: int | None) -> None:
+    """The embedded engine's options, checked before anything is built or started."""
+    v.integer("--parallel", parallel, 1, 1024)
+    v.integer("--ctx-per-slot", ctx_per_slot, 16, 1 << 20, unit="tokens")
+    if port is not None:
+        v.integer("--port", port, 0, 65535)
+
+
 def start_llama_server(
     model: str = "smollm2",
     *,
@@ -260,6 +269,7 @@ def start_llama_server(
     ready_timeout: float = 120.0,
 ) -> LlamaServer:
     """Build (if needed) and start llama-server; return once /health says ok."""
+    check_server_options(parallel, ctx_per_slot, port)
     binary = build_llama_server(log)
     gguf = model_path(model, log)
     port = port or free_port()

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
 
@@ -67,6 +68,16 @@ class Dist:
             f"bad distribution {spec!r}: use N, uniform:LO:HI, normal:MEAN:STD or exp:MEAN"
         )
 
+    def check(self, name: str, hi: float) -> Dist:
+        """Every parameter finite and in [0, hi]; one line naming the option if not."""
+        for x in (self.a, self.b):
+            validate.number(name, x, 0, hi)
+        if self.kind == "uniform" and self.b < self.a:
+            raise validate.UsageError(
+                f"{name} uniform:LO:HI needs LO <= HI (got {self.a:g}:{self.b:g})"
+            )
+        return self
+
     def sample(self, rng: random.Random) -> float:
         if self.kind == "fixed":
             return self.a
@@ -98,12 +109,22 @@ class ReferenceConfig:
     seed: int = 0
 
     def validate(self) -> None:
+        validate.integer("--port", self.port, 0, 65535)
+        day_ms = 86_400_000.0
+        self.ttft_ms.check("--ttft-ms", day_ms)
+        self.itl_ms.check("--itl-ms", day_ms)
+        if self.osl is not None:
+            self.osl.check("--osl", MAX_TOKENS_CAP)
+        validate.integer("default max_tokens", self.default_max_tokens, 1, MAX_TOKENS_CAP)
+        validate.number("--stall-s", self.stall_s, 0, 3600, unit="s")
+        validate.number("--slow-headers-s", self.slow_headers_s, 0, 3600, unit="s")
+        validate.number("--drop-keepalive", self.drop_keepalive, 0, 1)
+        validate.integer("--seed", self.seed, 0, (1 << 32) - 1)
         total = 0.0
         for k, p in self.faults.items():
             if k not in FAULT_KINDS:
                 raise AccelbenchError(f"unknown fault {k!r}: one of {', '.join(FAULT_KINDS)}")
-            if not 0 <= p <= 1:
-                raise AccelbenchError(f"fault probability for {k} must be in [0, 1]")
+            validate.number(f"--fault {k}", p, 0, 1)
             total += p
         if total > 1 + 1e-9:
             raise AccelbenchError("fault probabilities add up to more than 1")
