@@ -318,3 +318,25 @@ def test_label_stays_inside_results_root(runs: Path) -> None:
         code, text = invoke(run_args("--label", label), runs)
         assert_clean(code, text, wrong=True, option="--label")
     assert not (runs.parent / "escape").exists()
+
+
+def test_server_words_are_never_markup(tmp_path: Path) -> None:
+    """A model name or an error text with Rich markup or emoji codes prints literally."""
+    from rich.console import Console
+
+    from accelbench.report.terminal import print_summary
+    from accelbench.store.rundir import read_json, write_json_atomic
+    from synthetic_runs import make_run
+
+    run = make_run(tmp_path / "r", concurrency=2)
+    meta = read_json(run / "run.json")
+    meta["config"]["model"] = "[/bold]evil[red] 0000:cd:00.0"
+    write_json_atomic(run / "run.json", meta)
+    s = read_json(run / "summary.json")
+    s["client"]["warnings"] = ["server said [/] :cd: [link=x]"]
+    write_json_atomic(run / "summary.json", s)
+    con = Console(record=True, width=200)
+    print_summary(run, con)
+    text = con.export_text()
+    assert "[/bold]evil[red] 0000:cd:00.0" in text
+    assert "server said [/] :cd: [link=x]" in text

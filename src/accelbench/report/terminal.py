@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from accelbench.store.rundir import RUN_JSON, SUMMARY, read_json
@@ -40,6 +41,15 @@ def summary_table(summary: dict[str, Any], title: str = "") -> Table:
     return t
 
 
+def _e(x: object) -> str:
+    """Data as literal text: a server's or a file's words never become Rich markup."""
+    return escape(str(x))
+
+
+def _p(console: Console, *parts: object) -> None:
+    console.print(*parts, emoji=False)  # ":cd:" in a bus id stays ":cd:"
+
+
 def print_summary(run_dir: Path, console: Console | None = None) -> None:
     console = console or Console()
     s = read_json(Path(run_dir) / SUMMARY)
@@ -51,55 +61,63 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         if cfg.get("rate")
         else f"concurrency {cfg.get('concurrency')}"
     )
-    console.print(
-        f"[bold]{meta.get('run_id')}[/bold]  {cfg.get('model')} @ {meta.get('server', {}).get('url')}"
-        f"  ({load}, status [bold]{s['status']}[/bold])"
+    _p(
+        console,
+        f"[bold]{_e(meta.get('run_id'))}[/bold]  {_e(cfg.get('model'))} @ "
+        f"{_e(meta.get('server', {}).get('url'))}  ({_e(load)}, status [bold]{_e(s['status'])}[/bold])",
     )
-    console.print(
+    _p(
+        console,
         f"requests: {c['completed']} ok, {c['failed']} failed, {c['warmup']} warm-up, "
-        f"{c['interrupted']} interrupted;  window {_f(s['window']['duration_s'])} s"
+        f"{c['interrupted']} interrupted;  window {_f(s['window']['duration_s'])} s",
     )
-    console.print(
+    _p(
+        console,
         f"throughput: {_f(thr['requests_per_s'])} req/s, output {_f(thr['output_tokens_per_s'], 1)} tok/s, "
         f"total {_f(thr['total_tokens_per_s'], 1)} tok/s  "
         f"(per GPU x{s['gpus']}: output {_f(thr['output_tokens_per_s_per_gpu'], 1)}, "
-        f"total {_f(thr['total_tokens_per_s_per_gpu'], 1)})"
+        f"total {_f(thr['total_tokens_per_s_per_gpu'], 1)})",
     )
     inter = s["interactivity"]["tok_s_user"]
-    console.print(
+    _p(
+        console,
         f"interactivity: {_f(inter, 1)} tok/s/user (1000 / median TPOT);  tokens: "
         f"{s['tokens']['input']:,} in / {s['tokens']['output']:,} out "
-        f"(OSL from {', '.join(s['tokens']['osl_source']) or '-'})"
+        f"(OSL from {_e(', '.join(s['tokens']['osl_source']) or '-')})",
     )
-    console.print(summary_table(s))
+    _p(console, summary_table(s))
     if s.get("goodput"):
         g = s["goodput"]
-        console.print(
-            f"goodput under {g['slo']}: {_f(g['requests_per_s'])} req/s, "
-            f"{_f(g['output_tokens_per_s'], 1)} tok/s ({_f(100 * (g['fraction'] or 0), 1)}% of requests)"
+        _p(
+            console,
+            f"goodput under {_e(g['slo'])}: {_f(g['requests_per_s'])} req/s, "
+            f"{_f(g['output_tokens_per_s'], 1)} tok/s ({_f(100 * (g['fraction'] or 0), 1)}% of requests)",
         )
     if s["errors"]["count"]:
-        console.print(
-            f"[red]errors[/red]: {s['errors']['by_kind']}  HTTP {s['errors']['by_status']}"
+        _p(
+            console,
+            f"[red]errors[/red]: {_e(s['errors']['by_kind'])}  HTTP {_e(s['errors']['by_status'])}",
         )
     cl = s["client"]
-    console.print(
+    _p(
+        console,
         f"client: {cl.get('n_workers')} worker(s), CPU {_f(cl.get('cpu_s'))} s, "
         f"{_f(cl.get('cpu_us_per_chunk'), 1)} us CPU per chunk, loop lag p99 "
-        f"{_f(cl.get('loop_lag_ms_p99'))} ms"
+        f"{_f(cl.get('loop_lag_ms_p99'))} ms",
     )
     for w in cl.get("warnings", []):
-        console.print(f"[yellow]warning[/yellow]: {w}")
+        _p(console, f"[yellow]warning[/yellow]: {_e(w)}")
     if s.get("health"):
         h = s["health"]
-        console.print(f"health: {h.get('verdict')}")
+        _p(console, f"health: {_e(h.get('verdict'))}")
         for f in h.get("findings") or []:
             if f.get("severity") in ("warn", "fail"):
-                console.print(f"  {f['severity']}: {f.get('message', f.get('rule'))}")
+                _p(console, f"  {_e(f['severity'])}: {_e(f.get('message', f.get('rule')))}")
     if s.get("energy") and s["energy"].get("joules"):
         e = s["energy"]
-        console.print(
-            f"energy: {_f(e['joules'], 1)} J in the window ({e.get('method')}), "
-            f"{_f(e.get('j_per_output_token'), 3)} J per output token"
+        _p(
+            console,
+            f"energy: {_f(e['joules'], 1)} J in the window ({_e(e.get('method'))}), "
+            f"{_f(e.get('j_per_output_token'), 3)} J per output token",
         )
-    console.print(f"results: {run_dir}")
+    _p(console, f"results: {_e(run_dir)}")
