@@ -369,6 +369,8 @@ def find_run_dirs(root: str | Path) -> list[Path]:
     root = Path(root)
     if not root.exists():
         raise AccelbenchError(f"{root}: no such file or directory")
+    if not root.is_dir():
+        raise AccelbenchError(f"{root} is not a directory: give a results root or a run directory")
     if is_run_dir(root):
         return [root]
     found = set()
