@@ -34,7 +34,21 @@ HYP = settings(
 
 
 def invoke(args: list[str], cwd: Path) -> tuple[int, str]:
-    """Run ``accelbench ARGS`` in-process in ``cwd``; (exit code, stdout+stderr)."""
+    """Run ``accelbench ARGS`` in-process in ``cwd``; (exit code, stdout+stderr).
+    ``serve`` runs in a subprocess with a time limit: a value that wrongly passed its
+    checks would start a server that never returns."""
+    if args[0] == "serve":
+        import subprocess
+
+        env = {k: v for k, v in os.environ.items() if k != "ACCELBENCH_DEBUG"}
+        try:
+            p = subprocess.run(
+                [sys.executable, "-m", "accelbench", *args], cwd=cwd, env=env,
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return 0, f"still serving after 60 s: {args} was accepted"
+        return p.returncode, p.stdout + p.stderr
     out = io.StringIO()
     old_cwd, old_argv = Path.cwd(), sys.argv
     os.environ.pop("ACCELBENCH_DEBUG", None)
