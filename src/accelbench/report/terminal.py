@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from accelbench.store.rundir import RUN_JSON, SUMMARY, read_json
+from accelbench.store.rundir import RUN_JSON, SUMMARY, read_json_object
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -52,9 +52,9 @@ def _p(console: Console, *parts: object) -> None:
 
 def print_summary(run_dir: Path, console: Console | None = None) -> None:
     console = console or Console()
-    s = read_json(Path(run_dir) / SUMMARY)
-    meta = read_json(Path(run_dir) / RUN_JSON)
-    cfg = meta.get("config", {})
+    s = read_json_object(Path(run_dir) / SUMMARY)
+    meta = read_json_object(Path(run_dir) / RUN_JSON)
+    cfg: dict[str, Any] = c if isinstance(c := meta.get("config"), dict) else {}
     c, thr = s["counts"], s["throughput"]
     load = (
         f"rate {cfg.get('rate')} req/s"

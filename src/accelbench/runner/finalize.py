@@ -17,7 +17,7 @@ from accelbench.store.rundir import (
     RUN_JSON,
     SUMMARY,
     read_journal,
-    read_json,
+    read_json_object,
     write_json_atomic,
     write_parquet_atomic,
 )
@@ -36,8 +36,8 @@ def finalize_run(
 ) -> dict[str, Any]:
     """Write requests.parquet and summary.json from the journal; update run.json."""
     run_dir = Path(run_dir)
-    meta = read_json(run_dir / RUN_JSON)
-    cfg = meta.get("config", {})
+    meta = read_json_object(run_dir / RUN_JSON)
+    cfg: dict[str, Any] = c if isinstance(c := meta.get("config"), dict) else {}
     table, journal = _requests_table(run_dir, tok, bool(cfg.get("save_text")))
     status = status or meta.get("status") or "completed"
     if status == "running":
@@ -61,7 +61,7 @@ def finalize_run(
     if (run_dir / SUMMARY).is_file():
         # recomputing: keep what only the live run could measure (telemetry, energy, health, the MLPerf verdict)
         try:
-            old = read_json(run_dir / SUMMARY)
+            old = read_json_object(run_dir / SUMMARY)
         except Exception:  # noqa: BLE001 - an unreadable old summary is simply replaced
             old = {}
         for key in ("telemetry", "energy", "health", "mlperf"):
