@@ -27,7 +27,8 @@ from accelbench.errors import AccelbenchError
 from accelbench.metrics.frontier import monotone_interp, pareto_indices
 from accelbench.store.runs import RunInfo, dig, is_run_dir, load_run
 
-MAX_TOK_S_PER_GPU = 1e9  # accepted plain throughput: (0, 1e9] tokens/s per GPU
+MAX_TOK_S_PER_GPU = 1e9  # accepted plain throughput: [1e-6, 1e9] tokens/s per GPU
+MIN_TOK_S_PER_GPU = 1e-6  # below this every cost figure is astronomical or overflows
 
 
 def usd_per_million_tokens(usd_per_gpu_hour: float, tok_s_per_gpu: float) -> float:
@@ -84,9 +85,11 @@ def parse_plain_number(text: str) -> Throughput:
             f"{text!r} is neither a run/sweep directory nor a number (tok/s/GPU, or IN+OUT)"
         ) from None
     parts = [t.total] + ([t.input or 0.0, t.output or 0.0] if t.input is not None else [])
-    if not all(math.isfinite(x) and x >= 0 for x in parts) or not 0 < t.total <= MAX_TOK_S_PER_GPU:
+    ok = all(math.isfinite(x) and x >= 0 for x in parts)
+    if not ok or not MIN_TOK_S_PER_GPU <= t.total <= MAX_TOK_S_PER_GPU:
         raise AccelbenchError(
-            f"tokens/s per GPU must be finite, > 0 and <= {MAX_TOK_S_PER_GPU:g} (got {text})"
+            f"tokens/s per GPU must be a finite number in [{MIN_TOK_S_PER_GPU:g}, "
+            f"{MAX_TOK_S_PER_GPU:g}] (got {text})"
         )
     return t
 
