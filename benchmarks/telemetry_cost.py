@@ -28,7 +28,7 @@ from accelbench.telemetry.exporter import Exporter
 from accelbench.telemetry.sources import Source, close_sources, open_sources
 
 REPO = Path(__file__).resolve().parents[1]
-CAPTURE = REPO.parent / "shared/fixtures/telemetry/nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml"
+CAPTURE = REPO / "tests/fixtures/telemetry/nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml"
 
 
 def eight_gpu_capture(src: Path, dst: Path) -> Path:
@@ -111,7 +111,7 @@ def main() -> None:
             for _ in range(ticks):
                 mon.tick()
             tick_ms = (time.process_time() - c0) / ticks * 1e3
-            rows = len(mon._window)  # noqa: SLF001
+            rows = len(mon.window)
             print(f"\nmonitor tick (8 GPUs + host + server, window of {rows} rows): "
                   f"{tick_ms:.2f} ms CPU = {tick_ms / 10:.2f}% of one core at 1 Hz")  # fmt: skip
 

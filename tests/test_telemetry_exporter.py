@@ -118,8 +118,8 @@ class ScriptedSource(Source):
         return [new_row(t_ns=t_ns, kind="gpu", vendor="nvidia", uuid="GPU-x", device_index=0, **kw)]
 
 
-OK = {"temp_gpu_c": 60.0, "temp_slowdown_c": 95.0}
-HOT = {"temp_gpu_c": 96.0, "temp_slowdown_c": 95.0}
+OK = {"temp_gpu_c": 60.0, "temp_slowdown_c": 95.0, "ecc_uncorrected_volatile": 0}
+HOT = {"temp_gpu_c": 96.0, "temp_slowdown_c": 95.0, "ecc_uncorrected_volatile": 0}
 
 
 class Hook(BaseHTTPRequestHandler):

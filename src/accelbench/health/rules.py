@@ -229,7 +229,7 @@ def _gpu_rules(
     gen, gen_max = s.col("pcie_gen"), s.col("pcie_gen_max")
     gens = s.has("pcie_gen") & s.has("pcie_gen_max")
     if gens.any():
-        busy = gens & (np.nan_to_num(s.col("util_gpu"), nan=-np.inf) >= cfg.pcie_busy_util)
+        busy = gens & (s.col("util_gpu") >= cfg.pcie_busy_util)  # NaN compares False
         if busy.any():
             if bool(np.all(gen[busy] < gen_max[busy])):
                 i = _last(busy)
@@ -271,7 +271,7 @@ def _gpu_rules(
 
     # Power above the limit (a limit of 0 means none).
     power, limit = s.col("power_w"), s.col("power_limit_w")
-    pairs = s.has("power_w") & s.has("power_limit_w") & (np.nan_to_num(limit) != 0)
+    pairs = s.has("power_w") & s.has("power_limit_w") & (limit != 0)
     n_pairs = int(np.count_nonzero(pairs))
     if n_pairs:
         over = pairs & (power > limit * (1 + cfg.power_tolerance))

@@ -79,6 +79,7 @@ class DeviceSeries:
         self._lo = 0
         self._hi = 0
         self.reasons: Counter[str] = Counter()  # active throttle reasons over the rows
+        self._present: np.ndarray | None = None  # ~isnan of the rows, until they change
 
     @classmethod
     def from_rows(cls, rows: list[dict[str, Any]]) -> DeviceSeries:
@@ -103,6 +104,7 @@ class DeviceSeries:
         self._t_ok[i] = t is not None
         self._seq[i] = seq
         self._hi += 1
+        self._present = None
         self.rows.append(row)
         self.reasons.update(_reasons(reasons))
 
@@ -111,6 +113,7 @@ class DeviceSeries:
         while self._lo < self._hi and self._t[self._lo] < t_ns:
             row = self.rows.popleft()
             self._lo += 1
+            self._present = None
             gone = _reasons(row.get("throttle_reasons"))
             if gone:
                 self.reasons.subtract(gone)
@@ -138,7 +141,10 @@ class DeviceSeries:
         return self._data[self._lo : self._hi, COLUMN[name]]
 
     def has(self, name: str) -> np.ndarray:
-        return ~np.isnan(self.col(name))
+        """Which rows report the column (computed once for all columns per change)."""
+        if self._present is None:
+            self._present = ~np.isnan(self._data[self._lo : self._hi])
+        return self._present[:, COLUMN[name]]
 
     def any(self, name: str) -> bool:
         return bool(self.has(name).any())

@@ -7,7 +7,7 @@ window (benchmarks/telemetry_cost.py). Here each device keeps a
 expired ones, and :meth:`RollingWindow.evaluate` runs the same rules as
 :func:`accelbench.health.rules.evaluate` on those series, with the baseline grouped once.
 The result is identical to ``evaluate(rows in the window, None, baseline)``
-(tests/test_health_window.py replays captures and injected faults through both).
+(tests/test_health_rules.py replays captures and injected faults through both).
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ class RollingWindow:
         """Rows in the window, all devices together."""
         return sum(len(s) for s in self.devices.values())
 
-    def add(self, rows: list[dict[str, Any]]) -> None:
+    def add(self, rows: list[dict[str, Any]], t_ns: int | None = None) -> None:
         """Append one tick's rows (all stamped with the same time), then drop every row
-        older than ``window_s`` before it. The first non-empty tick is the baseline of
-        counter deltas."""
-        if not rows:
-            return
-        if not self.baseline:
+        older than ``window_s`` before that time (``t_ns`` when the tick has no rows, so
+        a silent source's last samples age out). The first non-empty tick is the
+        baseline of counter deltas."""
+        now = rows[0]["t_ns"] if rows else t_ns
+        if rows and not self.baseline:
             self.baseline = rows
             self._base_by_dev = baseline_by_device(rows)
         for r in sorted(rows, key=lambda r: r.get("t_ns") or 0):  # as group_by_device does
@@ -56,7 +56,9 @@ class RollingWindow:
                 s = self.devices[key] = DeviceSeries()
             s.append(r, self._seq)
             self._seq += 1
-        horizon = rows[0]["t_ns"] - int(self.window_s * 1e9)
+        if now is None:
+            return
+        horizon = now - int(self.window_s * 1e9)
         for key in list(self.devices):
             s = self.devices[key]
             s.drop_before(horizon)
