@@ -51,7 +51,7 @@ def linear_trend(t_s: Any, y: Any, confidence: float = 0.95) -> Trend | None:
     xmean, ymean = np.mean(t), np.mean(v)
     # scipy.stats.linregress's arithmetic, without its p-value and argument handling
     # (which cost most of its time): same slope, intercept, r and standard error.
-    ssxm, ssxym, _, ssym = np.cov(t, v, bias=1).flat
+    ssxm, ssxym, _, ssym = np.cov(t, v, bias=True).flat
     if ssxm == 0.0 or ssym == 0.0:
         r = float("nan") if ssxym == 0 else 0.0
     else:
