@@ -4,6 +4,9 @@
 ``{"verdict": "pass"|"warn"|"fail", "findings": [...]}``. Each finding is a dict with
 ``rule``, ``severity`` (``info``, ``warn``, ``fail``), ``device``, ``message`` and the
 numbers behind it. The verdict is the worst severity found (``info`` does not count).
+The rules read each device's rows as numpy columns (:mod:`accelbench.health.series`),
+which the monitor keeps between ticks (:mod:`accelbench.health.window`);
+:func:`mark_unknown` turns a verdict into ``unknown`` for what could not be judged.
 
 Rules:
 - ``temperature``: GPU/hotspot temperature within ``temp_margin_c`` of the slowdown
@@ -379,13 +382,18 @@ def evaluate(
 def missing_signals(rows: list[dict[str, Any]]) -> list[str]:
     """One line per GPU and required signal (:data:`REQUIRED_SIGNALS`) that no row of
     that GPU carries."""
+    return series_missing_signals(DeviceSeries.from_rows(g) for g in group_by_device(rows).values())
+
+
+def series_missing_signals(series: Iterable[DeviceSeries]) -> list[str]:
+    """:func:`missing_signals` over devices already held as series (the monitor's)."""
     out = []
-    for drows in group_by_device(rows).values():
-        first = drows[0]
+    for s in series:
+        first = s.rows[0]
         if first.get("kind") != KIND_GPU:
             continue
         for what, cols in REQUIRED_SIGNALS:
-            if not any(r.get(c) is not None for r in drows for c in cols):
+            if not any(s.any(c) for c in cols):
                 out.append(f"{device_label(first)}: no {what} reported")
     return out
 

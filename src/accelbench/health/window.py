@@ -1,7 +1,7 @@
 """The monitor's sliding window, kept per device between ticks.
 
 ``accelbench monitor`` judges the last ``window_s`` seconds on every tick. Rebuilding that
-window from row dicts each second cost 19-31 ms per tick with 8 GPUs and a 3,600-row
+window from row dicts each second cost 20-30 ms of CPU per tick with 8 GPUs and a 3,600-row
 window (benchmarks/telemetry_cost.py). Here each device keeps a
 :class:`~accelbench.health.series.DeviceSeries`: a tick appends its rows and drops the
 expired ones, and :meth:`RollingWindow.evaluate` runs the same rules as
@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from accelbench.health.rules import (
-    REQUIRED_SIGNALS,
     HealthConfig,
     baseline_by_device,
     device_label,
     evaluate_series,
+    series_missing_signals,
 )
 from accelbench.health.series import DeviceSeries
 from accelbench.telemetry.schema import KIND_GPU, device_key
@@ -75,15 +75,7 @@ class RollingWindow:
 
     def missing_signals(self) -> list[str]:
         """One line per GPU in the window and required signal none of its rows carries."""
-        out = []
-        for s in self.ordered():
-            first = s.rows[0]
-            if first.get("kind") != KIND_GPU:
-                continue
-            for what, cols in REQUIRED_SIGNALS:
-                if not any(s.any(c) for c in cols):
-                    out.append(f"{device_label(first)}: no {what} reported")
-        return out
+        return series_missing_signals(self.ordered())
 
     def absent(self, rows: list[dict[str, Any]]) -> list[str]:
         """GPUs in the window that are not among ``rows`` (the latest tick)."""
