@@ -273,3 +273,134 @@ def test_growth_over_a_short_window_is_only_info():
     (f,) = rules_of(res, "memory_growth")
     assert f["severity"] == "info" and res["verdict"] == "pass"
     assert "too short" in f["message"]
+
+
+# ---------------------------------------------------------------------------- rolling window
+# The monitor keeps its window per device between ticks (RollingWindow); it must give what
+# the full evaluation gives over the same rows: evaluate(window rows, None, first sample).
+
+CAPTURES = [
+    "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml",
+    "nvidia-smi_query-gpu_csv__h100-80gb-hbm3__drv590.48.01__load.csv",
+    "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom",
+    "rocm-smi_json__mi100x4__rocm6.0.2.json",
+]
+
+
+def _full_window(ticks, window_s):
+    """The monitor's window as it was before RollingWindow: one list, pruned by time,
+    judged whole every tick."""
+    window: list = []
+    baseline: list = []
+    for t_ns, rows in ticks:
+        if rows and not baseline:
+            baseline = rows
+        window.extend(rows)
+        window = [r for r in window if r["t_ns"] >= t_ns - int(window_s * S)]
+        yield evaluate(list(window), None, baseline)
+
+
+def _replay_with_faults(n_ticks: int):
+    """Every capture's GPUs each second, plus the host, with faults injected: a
+    temperature crossing its limit and coming back, ECC errors rising, memory growing then
+    levelling off (the finding must come and then age out of the window), a GPU that
+    drops out for a while, throttling, a PCIe link that loses lanes, two empty ticks."""
+    from accelbench.telemetry.parsers import parse_file
+    from conftest import fixture_file
+
+    frames = [parse_file(fixture_file("telemetry", name)) for name in CAPTURES]
+    rng = np.random.default_rng(7)
+    t0 = 10_000 * S
+    for k in range(n_ticks):
+        t_ns = t0 + k * S + int(rng.integers(0, 1000))
+        rows = []
+        for f, frame in enumerate(frames):
+            for i, base in enumerate(frame):
+                r = dict(base, t_ns=t_ns)
+                if f == 3 and i == 2 and 60 <= k < 80:
+                    continue  # MI100 #2 stops reporting, then comes back
+                if f == 0:  # A10G: temperature up to and past its limit, then down
+                    limit = r["temp_slowdown_c"]
+                    r["temp_gpu_c"] = (
+                        limit + 2 if 30 <= k < 34 else limit - 3 if 25 <= k < 40 else 50
+                    )
+                    # the capture's link runs at x8 of x16: at full width, then losing lanes
+                    # for good (a warning once the whole window is degraded)
+                    r["pcie_width"] = 8 if k >= 75 else r["pcie_width_max"]
+                if f == 1:  # H100: one uncorrectable error, then a corrected burst
+                    r["ecc_uncorrected_volatile"] = 0 if k < 50 else 1
+                    r["ecc_corrected_volatile"] = 0 if k < 70 else 150
+                    r["throttle_reasons"] = "sw_power_cap" if 100 <= k < 110 else ""
+                    r["throttle_power_s"] = float(min(max(k - 100, 0), 10))
+                if f == 2:  # L4: 16 MiB/s growth for 40 s, then flat
+                    grow = min(max(k - 10, 0), 40) * 16 * MiB
+                    r["mem_used_bytes"] = r["mem_used_bytes"] + grow + rng.normal(0, MiB)
+                rows.append(r)
+        rows.append(host(t_ns / S, proc_rss_bytes=GiB + k * 4 * MiB))
+        # ticks with no rows at all happen (every source failed): nothing to add
+        yield t_ns, ([] if k in (115, 116) else rows)
+
+
+def test_rolling_window_gives_the_full_evaluation_over_replayed_faults():
+    from accelbench.health.window import RollingWindow
+
+    ticks = list(_replay_with_faults(140))
+    win = RollingWindow(60.0)
+    seen: set[tuple[str, str]] = set()
+    verdicts = []
+    for (t_ns, rows), full in zip(ticks, _full_window(ticks, 60.0), strict=True):
+        win.add(rows, t_ns)
+        got = win.evaluate()
+        assert got == full, t_ns
+        seen |= {(f["rule"], f["severity"]) for f in got["findings"]}
+        verdicts.append(got["verdict"])
+    # the replay exercised every kind of fault, and verdicts changed along the way
+    assert {
+        ("temperature", "fail"),
+        ("temperature", "warn"),
+        ("ecc", "fail"),
+        ("ecc", "warn"),
+        ("memory_growth", "warn"),
+        ("throttle", "warn"),
+        ("pcie", "warn"),
+    } <= seen
+    assert verdicts[0] == "pass" and verdicts[35] == "fail"
+    # growth aged out with the window: the L4's memory growth finding is gone at the end
+    assert not any(f["rule"] == "memory_growth" and "L4" in f["device"] for f in got["findings"])
+
+
+def test_rolling_window_on_synthetic_windows_with_injected_faults():
+    from accelbench.health.window import RollingWindow
+
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        window_s = float(rng.choice([5.0, 20.0, 60.0]))
+        ticks = []
+        for k in range(90):
+            t_ns = (k + 1) * S
+            rows = []
+            for d in range(3):
+                if rng.random() < 0.1:
+                    continue  # a sample lost now and then
+                rows.append(
+                    gpu(
+                        k + 1,
+                        uuid=f"GPU-{d}",
+                        device_index=d,
+                        temp_gpu_c=float(rng.choice([60, 88, 91, 96])),
+                        temp_slowdown_c=95,
+                        ecc_uncorrected_volatile=int(k > 30 + 10 * d + trial),
+                        ecc_corrected_volatile=int(rng.integers(0, 3)) * 60,
+                        mem_used_bytes=10 * GiB + (k * 20 * MiB if d == trial % 3 else 0),
+                        power_w=float(rng.choice([300, 360])),
+                        power_limit_w=300,
+                    )
+                )
+            ticks.append((t_ns, rows))
+        win = RollingWindow(window_s)
+        for (t_ns, rows), full in zip(ticks, _full_window(ticks, window_s), strict=True):
+            win.add(rows, t_ns)
+            assert win.evaluate() == full, (trial, t_ns)
+        assert len(win) == sum(
+            1 for t, rows in ticks for _ in rows if t >= ticks[-1][0] - window_s * S
+        )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import typer
@@ -17,10 +16,10 @@ from accelbench.cli.monitor import register
 from accelbench.errors import AccelbenchError
 from accelbench.monitoring.dashboard import build_dashboard
 from accelbench.monitoring.replay import ReplaySource
+from conftest import fixture_file
 from monitoring_stack import binary
 
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "telemetry"
-L4 = FIX / "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom"
+L4 = fixture_file("telemetry", "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom")
 runner = CliRunner()
 
 
@@ -113,7 +112,6 @@ def test_dashboard_gpu_panels_use_recorded_series_the_rules_define():
     assert used and used <= recorded
 
 
-@pytest.mark.skipif(not L4.is_file(), reason="fixtures not found")
 def test_replay_source_steps_through_files_then_holds_the_last(tmp_path):
     text = L4.read_text()
     hot = tmp_path / "hot.prom"

@@ -22,7 +22,7 @@ from accelbench.monitoring.rules import (
 from monitoring_stack import binary
 
 # Short windows so the unit tests cover minutes, not hours; thresholds stay HealthConfig's.
-SETTINGS = AlertSettings(window_s=60, for_s=30, amd_temp_limit_c=100)
+SETTINGS = AlertSettings(window_s=60, for_s=30, amd_temp_limit_c=100, no_data_for_s=60)
 
 ACC = (
     'vendor="nvidia",model="NVIDIA H100 80GB HBM3",device="0",bus_id="00000000:1B:00.0",'
@@ -84,6 +84,13 @@ SERIES: list[tuple[str, str, str]] = [
         "0x40",
         "0x15 1x24",
     ),
+    # the monitor could not judge (e.g. a source stopped answering) from 240 s on
+    (
+        'accelbench_health_verdict{verdict="unknown",job="accelbench",instance="127.0.0.1:9464"}',
+        "0x40",
+        "0x15 1x24",
+    ),
+    ('accelbench_health_status{job="accelbench",instance="127.0.0.1:9464"}', "0x40", "0x15 3x24"),
     # dcgm-exporter
     (f"DCGM_FI_DEV_GPU_TEMP{{{DCGM}}}", "60x40", "60x15 90x24"),
     (f"DCGM_FI_DEV_SLOWDOWN_TEMP{{{DCGM}}}", "88x40", "88x40"),
@@ -178,8 +185,10 @@ def test_rule_file_passes_promtool_check(tmp_path):
 
 def test_every_alert_fires_on_its_fault(tmp_path):
     names = _alert_names()
-    # 15 accelbench, 15 dcgm, 8 AMD (with a temperature limit given), 2 engine alerts
-    assert len(names) == len(set(names)) == 40
+    # 17 accelbench, 16 dcgm, 9 AMD (with a temperature limit given), 2 engine alerts
+    assert len(names) == len(set(names)) == 44
+    # every series keeps reporting here: the no-data alerts have their own test below
+    names = [n for n in names if not n.endswith("NoData")]
     firing = 'count by (alertname) (ALERTS{alertstate="firing"})'
     res = _promtool_test(
         tmp_path,
@@ -192,6 +201,65 @@ def test_every_alert_fires_on_its_fault(tmp_path):
                 "exp_samples": [{"labels": f'{{alertname="{n}"}}', "value": 1} for n in names],
             },
         ],
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+NO_DATA = {
+    "AccelbenchNoData": ('accelbench_health_status{job="accelbench",instance="127.0.0.1:9464"}',),
+    "DCGMNoData": (f"DCGM_FI_DEV_GPU_TEMP{{{DCGM}}}",),
+    "AMDNoData": (f"gpu_gfx_activity{{{AMD}}}",),
+}
+
+
+def test_no_data_alerts_fire_when_reporting_stops(tmp_path):
+    """Each exporter's series report for 5 min, then stop (a staleness marker, as
+    Prometheus writes when a scrape fails); a second GPU keeps reporting throughout. The
+    no-data alert fires for the silent one only, after no_data_for_s, and names it."""
+    rules = build_rules(None, SETTINGS)
+    for g in rules["groups"]:
+        g["interval"] = "15s"
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
+    series = []
+    for (sel,) in NO_DATA.values():
+        series.append({"series": sel, "values": "1x20 stale"})
+        alive = sel.replace('instance="', 'instance="alive-')
+        series.append({"series": alive, "values": "1x60"})
+    firing = 'ALERTS{alertstate="firing",accelbench_rule="no_data"}'
+    exp = []
+    for name, (sel,) in NO_DATA.items():
+        labels = sel[sel.index("{") + 1 : -1]
+        exp.append(
+            {
+                "labels": f'ALERTS{{alertname="{name}",alertstate="firing",'
+                f'accelbench_rule="no_data",severity="warning",{labels}}}',
+                "value": 1,
+            }
+        )
+    test = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": series,
+                "promql_expr_test": [
+                    {"expr": firing, "eval_time": "5m", "exp_samples": []},
+                    # stale at 5m15s: pending for no_data_for_s (60 s), not yet firing
+                    {"expr": firing, "eval_time": "6m", "exp_samples": []},
+                    {"expr": firing, "eval_time": "7m", "exp_samples": exp},
+                    {"expr": firing, "eval_time": "14m", "exp_samples": exp},
+                ],
+            }
+        ],
+    }
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    res = subprocess.run(
+        [binary("promtool"), "test", "rules", "test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -264,6 +332,10 @@ def test_bad_settings_and_flavours_are_one_line_errors():
         build_rules(None, AlertSettings(window_s=0))
     with pytest.raises(AccelbenchError, match="--error-rate-max"):
         build_rules(None, AlertSettings(error_rate_max=2))
+    with pytest.raises(AccelbenchError, match="--no-data-for"):
+        build_rules(None, AlertSettings(no_data_for_s=-1))
+    with pytest.raises(AccelbenchError, match="lookback"):
+        build_rules(None, AlertSettings(no_data_for_s=600, no_data_lookback_s=300))
 
 
 def test_duration_format():

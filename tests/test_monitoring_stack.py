@@ -24,10 +24,10 @@ import pytest
 import yaml
 
 from accelbench.monitoring.rules import AlertSettings, rules_yaml
-from conftest import REPO, SHARED, free_port, wait_http
+from conftest import REPO, fixture_file, free_port, wait_http
 from monitoring_stack import binary
 
-A10G = SHARED / "fixtures" / "telemetry" / "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml"
+A10G = fixture_file("telemetry", "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml")
 
 
 def _fault_sequence(tmp: Path) -> list[Path]:
@@ -96,7 +96,6 @@ def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> sub
     return subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
-@pytest.mark.skipif(not A10G.is_file(), reason="fixtures not found (../shared/fixtures)")
 def test_replayed_fault_reaches_alertmanager_and_recovery(tmp_path, webhook):
     prometheus, alertmanager = binary("prometheus"), binary("prometheus-alertmanager")
     hook_url, received = webhook

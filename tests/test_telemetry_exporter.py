@@ -118,8 +118,8 @@ class ScriptedSource(Source):
         return [new_row(t_ns=t_ns, kind="gpu", vendor="nvidia", uuid="GPU-x", device_index=0, **kw)]
 
 
-OK = {"temp_gpu_c": 60.0, "temp_slowdown_c": 95.0}
-HOT = {"temp_gpu_c": 96.0, "temp_slowdown_c": 95.0}
+OK = {"temp_gpu_c": 60.0, "temp_slowdown_c": 95.0, "ecc_uncorrected_volatile": 0}
+HOT = {"temp_gpu_c": 96.0, "temp_slowdown_c": 95.0, "ecc_uncorrected_volatile": 0}
 
 
 class Hook(BaseHTTPRequestHandler):
@@ -198,3 +198,100 @@ def test_alert_failures_do_not_raise(tmp_path):
     assert run_alert_command([str(tmp_path / "missing-binary")], {"verdict": "fail"}) is None
     assert run_alert_command([sys.executable, "-c", "raise SystemExit(3)"], {}) == 3
     assert post_webhook("http://127.0.0.1:9/nothing", {"verdict": "fail"}, timeout_s=1) is None
+
+
+# ---------------------------------------------------------------------------- unknown
+
+
+class FailingSource(ScriptedSource):
+    """Answers ``good`` times, then raises (a driver that stopped answering)."""
+
+    name = "flaky"
+
+    def __init__(self, good: int, script: list[dict[str, Any]], uuid: str = "GPU-y") -> None:
+        super().__init__(script)
+        self.good = good
+        self.uuid = uuid
+
+    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+        if self.i >= self.good:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        rows = super().sample(t_ns)
+        for r in rows:
+            r["uuid"] = self.uuid
+        return rows
+
+
+class EmptySource(ScriptedSource):
+    name = "empty"
+
+    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+        return []
+
+
+def test_monitor_unknown_when_a_source_stops_answering_and_exporter_shows_it():
+    exp = Exporter(port=0)
+    port = exp.start()
+    try:
+        mon = Monitor([ScriptedSource([OK]), FailingSource(2, [OK])], interval_s=0.01, exporter=exp)
+        mon.run(iterations=2)
+        assert mon.verdict == "pass" and mon.events == []
+        s = scrape(port)
+        assert value(s, "accelbench_health_verdict", verdict="pass") == 1.0
+        assert value(s, "accelbench_health_verdict", verdict="unknown") == 0.0
+        assert value(s, "accelbench_source_up", source="flaky") == 1.0
+        mon.tick()
+        s = scrape(port)
+    finally:
+        exp.stop()
+    assert mon.verdict == "unknown"
+    reasons = mon.health["unknown"]
+    assert "source flaky stopped answering (RuntimeError: NVML_ERROR_GPU_IS_LOST)" in reasons
+    assert "nvidia GPU 0 (?, GPU-y): not reported in the latest sample" in reasons
+    assert mon.health["sources"] == {
+        "scripted": "ok",
+        "flaky": "stopped answering (RuntimeError: NVML_ERROR_GPU_IS_LOST)",
+    }
+    assert [(e["previous"], e["verdict"]) for e in mon.events] == [("pass", "unknown")]
+    assert mon.events[0]["unknown"] == reasons
+    assert value(s, "accelbench_health_status") == 3.0
+    assert value(s, "accelbench_health_verdict", verdict="unknown") == 1.0
+    assert value(s, "accelbench_health_verdict", verdict="pass") == 0.0
+    assert value(s, "accelbench_health_unknown_reasons") == len(reasons) == 2
+    assert value(s, "accelbench_source_up", source="flaky") == 0.0
+    assert value(s, "accelbench_source_up", source="scripted") == 1.0
+
+
+def test_monitor_unknown_with_no_samples_and_fail_still_wins():
+    mon = Monitor([EmptySource([OK])], interval_s=0.01)
+    health = mon.tick()
+    assert health["verdict"] == "unknown"
+    assert health["unknown"] == [
+        "no samples in the latest tick: no source answered",
+        "source empty returned no samples",
+    ]
+    assert mon.events[0]["verdict"] == "unknown"  # first state not pass: alerted
+    # a failing rule beats unknown: a hot GPU while the other source is silent
+    mon = Monitor([ScriptedSource([HOT]), EmptySource([OK])], interval_s=0.01)
+    health = mon.tick()
+    assert health["verdict"] == "fail" and health["unknown"] == ["source empty returned no samples"]
+
+
+def test_monitor_gpu_without_memory_error_counters_is_unknown():
+    mon = Monitor([ScriptedSource([{"temp_gpu_c": 60.0, "temp_slowdown_c": 95.0}])])
+    health = mon.tick()
+    assert health["verdict"] == "unknown"
+    (reason,) = health["unknown"]
+    assert reason.endswith("no memory errors (ECC / row remapping) reported")
+
+
+def test_exporter_never_serves_a_missing_verdict_as_pass():
+    exp = Exporter(port=0)
+    port = exp.start()
+    try:
+        exp.update([], {"findings": []})
+        s = scrape(port)
+    finally:
+        exp.stop()
+    assert value(s, "accelbench_health_status") == 3.0
+    assert value(s, "accelbench_health_verdict", verdict="unknown") == 1.0

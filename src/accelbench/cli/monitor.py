@@ -149,6 +149,8 @@ def monitor_cmd(
             typer.echo(f"{ev['time']} verdict {ev['previous']} -> {ev['verdict']}")
             for f in ev["findings"]:
                 typer.echo(f"  [{f['severity']}] {f['rule']}: {f['device']}: {f['message']}")
+            for reason in ev.get("unknown", []):
+                typer.echo(f"  [unknown] {reason}")
         printed[0] = len(mon.events)
         if recovery is not None:
             entry = recovery.consider(health)
@@ -210,6 +212,11 @@ def rules_cmd(
         None, "--amd-temp-limit", help="Temperature limit (C) for AMD exporter alerts."
     ),
     amd_prefix: str = typer.Option("", "--amd-prefix", help="Prefix of AMD exporter names."),
+    no_data_for: float = typer.Option(
+        AlertSettings().no_data_for_s,
+        "--no-data-for",
+        help="Seconds of unknown verdict or vanished series before the no-data alerts fire.",
+    ),
 ) -> None:
     """Write Prometheus alerting and recording rules equivalent to the health rules."""
     from accelbench.monitoring.rules import rules_yaml
@@ -223,6 +230,7 @@ def rules_cmd(
         error_rate_max=error_rate_max,
         amd_temp_limit_c=amd_temp_limit,
         amd_prefix=amd_prefix,
+        no_data_for_s=no_data_for,
     )
     _write(rules_yaml(names, settings), out, "Prometheus rules")
 

@@ -12,42 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accelbench.health.rules import HealthConfig, evaluate
+from accelbench.health.rules import HealthConfig, evaluate, mark_unknown, missing_signals
 from accelbench.telemetry.parsers import read_capture
 from accelbench.telemetry.sampler import collect
-from accelbench.telemetry.schema import KIND_GPU
 from accelbench.telemetry.sources import close_sources, open_sources
-
-# Signals without which a GPU cannot be called healthy: (what, any of these columns).
-REQUIRED_SIGNALS: list[tuple[str, tuple[str, ...]]] = [
-    ("temperature", ("temp_gpu_c", "temp_hotspot_c")),
-    (
-        "memory errors (ECC / row remapping)",
-        (
-            "ecc_uncorrected_volatile",
-            "ecc_uncorrected_aggregate",
-            "remapped_rows_unc",
-            "remapped_rows_failure",
-        ),
-    ),
-]
-
-
-def missing_signals(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per GPU and required signal that no row of that GPU carries."""
-    by_dev: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r.get("kind") == KIND_GPU:
-            key = (r.get("vendor"), r.get("bus_id") or r.get("uuid") or r.get("device_index"))
-            by_dev.setdefault(key, []).append(r)
-    out = []
-    for devrows in by_dev.values():
-        r0 = devrows[0]
-        label = f"{r0.get('vendor')} GPU {r0.get('device_index')} ({r0.get('model') or '?'})"
-        for what, cols in REQUIRED_SIGNALS:
-            if not any(r.get(c) is not None for r in devrows for c in cols):
-                out.append(f"{label}: no {what} reported")
-    return out
 
 
 def judge(
@@ -56,16 +24,12 @@ def judge(
     """:func:`evaluate` plus what could not be judged: the verdict becomes ``unknown``
     (unless a rule failed) when there are no samples, data was lost, or a GPU lacks a
     required signal. ``health["unknown"]`` lists why."""
-    health = evaluate(rows, None, None, config)
     unknown = []
     if not rows:
         unknown.append("no samples: nothing was measured")
     unknown += [f"data lost: {x}" for x in lost]
     unknown += missing_signals(rows)
-    health["unknown"] = unknown
-    if unknown and health["verdict"] != "fail":
-        health["verdict"] = "unknown"
-    return health
+    return mark_unknown(evaluate(rows, None, None, config), unknown)
 
 
 def check_live(

@@ -1,5 +1,13 @@
 """``accelbench monitor``: a long-running sampler that evaluates the health rules over a
-sliding window, alerts on state changes (pass / warn / fail) and feeds the exporter.
+sliding window, alerts on state changes (pass / warn / fail / unknown) and feeds the
+exporter.
+
+The window is kept per device between ticks (:class:`~accelbench.health.window.RollingWindow`),
+so a tick costs the new rows plus a few numpy operations per device, not a pass over the
+whole window. Unknown is never healthy: a tick with no samples, a source that raised or
+returned nothing, a GPU missing from the latest sample, or a GPU without temperature or
+memory-error counters makes the verdict ``unknown`` (unless a rule fails), with the
+reasons in ``health["unknown"]`` and each source's state in ``health["sources"]``.
 
 Alerts: a user command run with its arguments as a list (never through a shell), given
 the event as JSON on stdin and ``ACCELBENCH_VERDICT`` / ``ACCELBENCH_PREVIOUS_VERDICT``
@@ -17,11 +25,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from accelbench.health.rules import HealthConfig, evaluate
+from accelbench.health.rules import HealthConfig, mark_unknown
+from accelbench.health.window import RollingWindow
 from accelbench.telemetry.exporter import Exporter
 from accelbench.telemetry.sampler import collect
 from accelbench.telemetry.sources import Source
@@ -99,22 +107,50 @@ class Monitor:
         self.on_tick = on_tick
         self.verdict: str | None = None
         self.health: dict[str, Any] | None = None
-        self.baseline: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.errors: dict[str, dict[str, Any]] = {}
-        self._window: deque[dict[str, Any]] = deque()
+        self.window = RollingWindow(window_s, self.config)
+
+    @property
+    def baseline(self) -> list[dict[str, Any]]:
+        """The first non-empty sample: the start of counter deltas (ECC, replays)."""
+        return self.window.baseline
+
+    def sample(self) -> tuple[int, list[dict[str, Any]], dict[str, str]]:
+        """One sample of every source, all rows stamped with one time. Returns (time,
+        rows, each source's state: ``ok`` or why it gave nothing)."""
+        t_ns = time.monotonic_ns()
+        rows: list[dict[str, Any]] = []
+        state: dict[str, str] = {}
+        for src in self.sources:
+            failed = self.errors.get(src.name, {}).get("count", 0)
+            got = collect([src], None, self.errors)
+            err = self.errors.get(src.name)
+            if err is not None and err["count"] > failed:
+                state[src.name] = f"stopped answering ({err['last']})"
+            elif not got:
+                state[src.name] = "returned no samples"
+            else:
+                state[src.name] = "ok"
+            for r in got:
+                r["t_ns"] = t_ns
+            rows.extend(got)
+        return t_ns, rows, state
 
     def tick(self) -> dict[str, Any]:
         """One sample, one evaluation, alerts if the verdict changed. Returns the health."""
-        rows = collect(self.sources, None, self.errors)
-        if not self.baseline:
-            self.baseline = rows
-        self._window.extend(rows)
+        t_ns, rows, state = self.sample()
+        self.window.add(rows, t_ns)
+        health = self.window.evaluate()
+        reasons = []
+        if not rows:
+            reasons.append("no samples in the latest tick: no source answered")
+        reasons += [f"source {name} {st}" for name, st in state.items() if st != "ok"]
         if rows:
-            horizon = rows[0]["t_ns"] - int(self.window_s * 1e9)
-            while self._window and self._window[0]["t_ns"] < horizon:
-                self._window.popleft()
-        health = evaluate(list(self._window), None, self.baseline, self.config)
+            reasons += self.window.absent(rows)
+        reasons += self.window.missing_signals()
+        mark_unknown(health, reasons)
+        health["sources"] = state
         self.health = health
         if self.exporter is not None:
             self.exporter.update(rows, health)
@@ -135,6 +171,7 @@ class Monitor:
             "previous": previous,
             "verdict": health["verdict"],
             "findings": health["findings"],
+            "unknown": health.get("unknown", []),
         }
         self.events.append(event)
         if self.alert_cmd:

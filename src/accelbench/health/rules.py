@@ -4,6 +4,9 @@
 ``{"verdict": "pass"|"warn"|"fail", "findings": [...]}``. Each finding is a dict with
 ``rule``, ``severity`` (``info``, ``warn``, ``fail``), ``device``, ``message`` and the
 numbers behind it. The verdict is the worst severity found (``info`` does not count).
+The rules read each device's rows as numpy columns (:mod:`accelbench.health.series`),
+which the monitor keeps between ticks (:mod:`accelbench.health.window`);
+:func:`mark_unknown` turns a verdict into ``unknown`` for what could not be judged.
 
 Rules:
 - ``temperature``: GPU/hotspot temperature within ``temp_margin_c`` of the slowdown
@@ -28,13 +31,31 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
+from accelbench.health.series import DeviceSeries
 from accelbench.health.slope import linear_trend
 from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, device_key
 
 SEVERITY_ORDER = {"pass": 0, "info": 0, "warn": 1, "fail": 2}
+
+# Signals without which a GPU cannot be called healthy: (what, any of these columns).
+REQUIRED_SIGNALS: list[tuple[str, tuple[str, ...]]] = [
+    ("temperature", ("temp_gpu_c", "temp_hotspot_c")),
+    (
+        "memory errors (ECC / row remapping)",
+        (
+            "ecc_uncorrected_volatile",
+            "ecc_uncorrected_aggregate",
+            "remapped_rows_unc",
+            "remapped_rows_failure",
+        ),
+    ),
+]
 
 
 @dataclass
@@ -62,26 +83,8 @@ def _finding(rule: str, severity: str, device: str, message: str, **data: Any) -
     return {"rule": rule, "severity": severity, "device": device, "message": message, **data}
 
 
-def _vals(rows: list[dict[str, Any]], col: str) -> list[Any]:
-    return [r[col] for r in rows if r.get(col) is not None]
-
-
-def _delta(rows: list[dict[str, Any]], col: str, base: dict[str, Any] | None) -> float | None:
-    """Last value minus the baseline (or the first value) of a counter column."""
-    vals = _vals(rows, col)
-    if not vals:
-        return None
-    start = base[col] if base and base.get(col) is not None else vals[0]
-    return float(vals[-1]) - float(start)
-
-
-def _pairs(rows: list[dict[str, Any]], a: str, b: str) -> list[tuple[float, float]]:
-    """(a, b) of every row that has both."""
-    return [(r[a], r[b]) for r in rows if r.get(a) is not None and r.get(b) is not None]
-
-
-def _label(rows: list[dict[str, Any]]) -> str:
-    r = rows[0]
+def device_label(r: dict[str, Any]) -> str:
+    """How findings name the device of row ``r``."""
     if r.get("kind") == KIND_GPU:
         ident = r.get("bus_id") or r.get("uuid") or f"#{r.get('device_index')}"
         return f"{r.get('vendor')} GPU {r.get('device_index')} ({r.get('model') or '?'}, {ident})"
@@ -108,16 +111,15 @@ def group_by_device(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return groups
 
 
-def _span_s(rows: list[dict[str, Any]]) -> float:
-    ts = [r["t_ns"] for r in rows if r.get("t_ns") is not None]
-    return (max(ts) - min(ts)) / 1e9 if len(ts) >= 2 else 0.0
+def _last(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[-1])
 
 
 def _gpu_rules(
-    dev: str, rows: list[dict[str, Any]], base: dict[str, Any] | None, cfg: HealthConfig
+    dev: str, s: DeviceSeries, base: dict[str, Any] | None, cfg: HealthConfig
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    last = rows[-1]
+    last = s.rows[-1]
 
     # Temperature against the slowdown threshold.
     for col, limit_col, what in (
@@ -125,11 +127,10 @@ def _gpu_rules(
         ("temp_hotspot_c", "temp_slowdown_c", "hotspot"),
         ("temp_mem_c", "temp_mem_max_c", "memory"),
     ):
-        temps = _vals(rows, col)
-        limits = _vals(rows, limit_col)
-        if not temps or not limits:
+        if not s.any(col) or not s.any(limit_col):
             continue
-        peak, limit = max(temps), min(limits)
+        peak = s.value(int(np.nanargmax(s.col(col))), col)
+        limit = s.value(int(np.nanargmin(s.col(limit_col))), limit_col)
         if peak >= limit:
             out.append(
                 _finding(
@@ -155,9 +156,9 @@ def _gpu_rules(
             )
 
     # Throttling.
-    span = _span_s(rows)
-    d_power = _delta(rows, "throttle_power_s", base)
-    d_therm = _delta(rows, "throttle_thermal_s", base)
+    span = s.span_s()
+    d_power = s.delta("throttle_power_s", base)
+    d_therm = s.delta("throttle_thermal_s", base)
     fraction = None
     how = None
     if span > 0 and (d_power is not None or d_therm is not None):
@@ -165,14 +166,13 @@ def _gpu_rules(
         fraction = min(held / span, 1.0)
         how = "violation counters"
     else:
-        reasons = [r.get("throttle_reasons") for r in rows if r.get("throttle_reasons") is not None]
-        if reasons:
-            fraction = sum(1 for x in reasons if x) / len(reasons)
+        reasons = s.col("throttle_reasons")
+        n = int(np.count_nonzero(~np.isnan(reasons)))
+        if n:
+            fraction = int(np.count_nonzero(reasons == 1.0)) / n
             how = "sampled reasons"
     if fraction is not None and fraction > cfg.throttle_max_fraction:
-        active = sorted(
-            {x for r in rows for x in (r.get("throttle_reasons") or "").split(",") if x}
-        )
+        active = sorted(s.reasons)
         out.append(
             _finding(
                 "throttle",
@@ -188,13 +188,13 @@ def _gpu_rules(
 
     # ECC and row remapping.
     for col in ("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "remapped_rows_unc"):
-        d = _delta(rows, col, base)
+        d = s.delta(col, base)
         if d is not None and d > 0:
             out.append(
                 _finding("ecc", "fail", dev, f"{int(d)} new {col.replace('_', ' ')}", delta=d)
             )
     for col in ("ecc_corrected_volatile", "ecc_corrected_aggregate"):
-        d = _delta(rows, col, base)
+        d = s.delta(col, base)
         if d is not None and d >= cfg.ecc_correctable_burst:
             out.append(
                 _finding(
@@ -205,7 +205,7 @@ def _gpu_rules(
                     delta=d,
                 )
             )
-    d = _delta(rows, "ecc_deferred", base)
+    d = s.delta("ecc_deferred", base)
     if d is not None and d > 0:
         out.append(_finding("ecc", "warn", dev, f"{int(d)} new deferred ECC errors", delta=d))
     if last.get("remapped_rows_failure"):
@@ -214,9 +214,11 @@ def _gpu_rules(
         out.append(_finding("ecc", "warn", dev, "a row remap is pending: reset the GPU"))
 
     # PCIe link.
-    widths = _pairs(rows, "pcie_width", "pcie_width_max")
-    if widths and all(w < m for w, m in widths):
-        w, m = widths[-1]
+    width, width_max = s.col("pcie_width"), s.col("pcie_width_max")
+    both = s.has("pcie_width") & s.has("pcie_width_max")
+    if both.any() and bool(np.all(width[both] < width_max[both])):
+        i = _last(both)
+        w, m = s.value(i, "pcie_width"), s.value(i, "pcie_width_max")
         out.append(
             _finding(
                 "pcie",
@@ -227,27 +229,27 @@ def _gpu_rules(
                 width_max=m,
             )
         )
-    gens = [
-        (r["pcie_gen"], r["pcie_gen_max"], r.get("util_gpu"))
-        for r in rows
-        if r.get("pcie_gen") is not None and r.get("pcie_gen_max") is not None
-    ]
-    if gens:
-        busy = [(g, m) for g, m, u in gens if u is not None and u >= cfg.pcie_busy_util]
-        if busy and all(g < m for g, m in busy):
-            g, m = busy[-1]
-            out.append(
-                _finding(
-                    "pcie",
-                    "warn",
-                    dev,
-                    f"PCIe gen {g} below its maximum gen {m} under load",
-                    gen=g,
-                    gen_max=m,
+    gen, gen_max = s.col("pcie_gen"), s.col("pcie_gen_max")
+    gens = s.has("pcie_gen") & s.has("pcie_gen_max")
+    if gens.any():
+        busy = gens & (s.col("util_gpu") >= cfg.pcie_busy_util)  # NaN compares False
+        if busy.any():
+            if bool(np.all(gen[busy] < gen_max[busy])):
+                i = _last(busy)
+                g, m = s.value(i, "pcie_gen"), s.value(i, "pcie_gen_max")
+                out.append(
+                    _finding(
+                        "pcie",
+                        "warn",
+                        dev,
+                        f"PCIe gen {g} below its maximum gen {m} under load",
+                        gen=g,
+                        gen_max=m,
+                    )
                 )
-            )
-        elif not busy and all(g < m for g, m, _ in gens):
-            g, m, _ = gens[-1]
+        elif bool(np.all(gen[gens] < gen_max[gens])):
+            i = _last(gens)
+            g, m = s.value(i, "pcie_gen"), s.value(i, "pcie_gen_max")
             out.append(
                 _finding(
                     "pcie",
@@ -259,52 +261,54 @@ def _gpu_rules(
                     gen_max=m,
                 )
             )
-    d = _delta(rows, "pcie_replay", base)
+    d = s.delta("pcie_replay", base)
     if d is not None and d >= cfg.pcie_replay_burst:
         out.append(_finding("pcie", "warn", dev, f"{int(d)} new PCIe replays", delta=d))
 
     # Interconnect.
-    d = _delta(rows, "nvlink_errors", base)
+    d = s.delta("nvlink_errors", base)
     if d is not None and d > 0:
         out.append(_finding("interconnect", "warn", dev, f"{int(d)} new NVLink errors", delta=d))
     if last.get("xgmi_errors"):
         out.append(_finding("interconnect", "warn", dev, "XGMI error status is set"))
 
-    # Power above the limit.
-    pairs = [(p, lim) for p, lim in _pairs(rows, "power_w", "power_limit_w") if lim]
-    if pairs:
-        over = [p for p, lim in pairs if p > lim * (1 + cfg.power_tolerance)]
-        if len(over) / len(pairs) > cfg.power_over_fraction:
+    # Power above the limit (a limit of 0 means none).
+    power, limit = s.col("power_w"), s.col("power_limit_w")
+    pairs = s.has("power_w") & s.has("power_limit_w") & (limit != 0)
+    n_pairs = int(np.count_nonzero(pairs))
+    if n_pairs:
+        over = pairs & (power > limit * (1 + cfg.power_tolerance))
+        n_over = int(np.count_nonzero(over))
+        if n_over / n_pairs > cfg.power_over_fraction:
+            peak_w = s.value(int(np.argmax(np.where(over, power, -np.inf))), "power_w")
+            limit_w = s.value(int(np.flatnonzero(pairs)[0]), "power_limit_w")
             out.append(
                 _finding(
                     "power",
                     "warn",
                     dev,
-                    f"power above the limit ({max(over):.0f} W > {pairs[0][1]:.0f} W) in "
-                    f"{len(over)}/{len(pairs)} samples",
-                    peak_w=max(over),
-                    limit_w=pairs[0][1],
+                    f"power above the limit ({peak_w:.0f} W > {limit_w:.0f} W) in "
+                    f"{n_over}/{n_pairs} samples",
+                    peak_w=peak_w,
+                    limit_w=limit_w,
                 )
             )
 
-    out.extend(_growth(dev, rows, "mem_used_bytes", "GPU memory", cfg))
+    out.extend(_growth(dev, s, "mem_used_bytes", "GPU memory", cfg))
     return out
 
 
 def _growth(
-    dev: str, rows: list[dict[str, Any]], col: str, what: str, cfg: HealthConfig
+    dev: str, s: DeviceSeries, col: str, what: str, cfg: HealthConfig
 ) -> list[dict[str, Any]]:
-    pts = [
-        (r["t_ns"] / 1e9, float(r[col]))
-        for r in rows
-        if r.get(col) is not None and r.get("t_ns") is not None
-    ]
-    if len(pts) < cfg.growth_min_points:
+    ok = s.has(col) & s.t_ok
+    if int(np.count_nonzero(ok)) < cfg.growth_min_points:
         return []
-    trend = linear_trend([p[0] for p in pts], [p[1] for p in pts], cfg.growth_confidence)
+    y = s.col(col)[ok]
+    trend = linear_trend(s.t_ns[ok] / 1e9, y, cfg.growth_confidence)
     if trend is None:
         return []
-    level = max(abs(p[1]) for p in pts) or 1.0
+    level = float(np.max(np.abs(y))) or 1.0
     growth = trend.growth
     if (
         trend.ci_low > 0
@@ -332,6 +336,32 @@ def _growth(
     return []
 
 
+def evaluate_series(
+    series: Iterable[DeviceSeries],
+    base_by_dev: dict[str, dict[str, Any]],
+    config: HealthConfig,
+) -> dict[str, Any]:
+    """Apply every rule to each device's series; ``base_by_dev`` maps a device key to its
+    baseline row (the start of counter deltas)."""
+    findings: list[dict[str, Any]] = []
+    for s in series:
+        first = s.rows[0]
+        kind = first.get("kind")
+        if kind == KIND_GPU:
+            base = base_by_dev.get(device_key(first))
+            findings.extend(_gpu_rules(device_label(first), s, base, config))
+        elif kind == KIND_HOST:
+            findings.extend(_growth(device_label(first), s, "proc_rss_bytes", "server RSS", config))
+    worst = max((SEVERITY_ORDER[f["severity"]] for f in findings), default=0)
+    verdict = {0: "pass", 1: "warn", 2: "fail"}[worst]
+    return {"verdict": verdict, "findings": findings}
+
+
+def baseline_by_device(baseline: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """The last baseline row of each device."""
+    return {dev: brows[-1] for dev, brows in group_by_device(baseline or []).items()}
+
+
 def evaluate(
     rows: list[dict[str, Any]],
     window: tuple[int, int] | None = None,
@@ -345,17 +375,34 @@ def evaluate(
     selected = _window_rows(rows, window)
     if window is not None and not selected:
         selected = rows  # a window shorter than one interval: use everything
-    base_by_dev = {}
-    for dev, brows in group_by_device(baseline or []).items():
-        base_by_dev[dev] = brows[-1]
-    findings: list[dict[str, Any]] = []
-    for dev, drows in group_by_device(selected).items():
-        kind = drows[0].get("kind")
-        label = _label(drows)
-        if kind == KIND_GPU:
-            findings.extend(_gpu_rules(label, drows, base_by_dev.get(dev), cfg))
-        elif kind == KIND_HOST:
-            findings.extend(_growth(label, drows, "proc_rss_bytes", "server RSS", cfg))
-    worst = max((SEVERITY_ORDER[f["severity"]] for f in findings), default=0)
-    verdict = {0: "pass", 1: "warn", 2: "fail"}[worst]
-    return {"verdict": verdict, "findings": findings}
+    series = (DeviceSeries.from_rows(g) for g in group_by_device(selected).values())
+    return evaluate_series(series, baseline_by_device(baseline), cfg)
+
+
+def missing_signals(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per GPU and required signal (:data:`REQUIRED_SIGNALS`) that no row of
+    that GPU carries."""
+    return series_missing_signals(DeviceSeries.from_rows(g) for g in group_by_device(rows).values())
+
+
+def series_missing_signals(series: Iterable[DeviceSeries]) -> list[str]:
+    """:func:`missing_signals` over devices already held as series (the monitor's)."""
+    out = []
+    for s in series:
+        first = s.rows[0]
+        if first.get("kind") != KIND_GPU:
+            continue
+        for what, cols in REQUIRED_SIGNALS:
+            if not any(s.any(c) for c in cols):
+                out.append(f"{device_label(first)}: no {what} reported")
+    return out
+
+
+def mark_unknown(health: dict[str, Any], reasons: list[str]) -> dict[str, Any]:
+    """Unknown is never healthy: with any reason the rules could not judge (no samples,
+    lost data, a silent source, a GPU without a required signal) the verdict becomes
+    ``unknown`` unless a rule failed. ``health["unknown"]`` lists the reasons."""
+    health["unknown"] = list(reasons)
+    if reasons and health["verdict"] != "fail":
+        health["verdict"] = "unknown"
+    return health

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -47,21 +48,36 @@ def linear_trend(t_s: Any, y: Any, confidence: float = 0.95) -> Trend | None:
     n = int(t.size)
     if n < 3 or np.ptp(t) == 0:
         return None
-    from scipy import stats  # imported here: scipy.stats costs the CLI ~0.3 s at start
-
-    res = stats.linregress(t, v)
+    xmean, ymean = np.mean(t), np.mean(v)
+    # scipy.stats.linregress's arithmetic, without its p-value and argument handling
+    # (which cost most of its time): same slope, intercept, r and standard error.
+    ssxm, ssxym, _, ssym = np.cov(t, v, bias=True).flat
+    if ssxm == 0.0 or ssym == 0.0:
+        r = float("nan") if ssxym == 0 else 0.0
+    else:
+        r = min(max(float(ssxym / np.sqrt(ssxm * ssym)), -1.0), 1.0)
+    slope = float(ssxym / ssxm)
+    intercept = float(ymean - slope * xmean)
     dof = n - 2
-    tcrit = float(stats.t.ppf(0.5 + confidence / 2.0, dof))
-    se = float(res.stderr) if np.isfinite(res.stderr) else 0.0
-    slope = float(res.slope)
-    r2 = float(res.rvalue**2) if np.isfinite(res.rvalue) else 1.0
+    se = float(np.sqrt((1 - r**2) * ssym / ssxm / dof))
+    tcrit = _t_critical(confidence, dof)
+    se = se if np.isfinite(se) else 0.0
+    r2 = r**2 if np.isfinite(r) else 1.0
     return Trend(
         slope=slope,
         ci_low=slope - tcrit * se,
         ci_high=slope + tcrit * se,
-        intercept=float(res.intercept),
+        intercept=intercept,
         n=n,
         duration_s=float(np.ptp(t)),
         r2=r2,
         confidence=confidence,
     )
+
+
+@lru_cache(maxsize=256)
+def _t_critical(confidence: float, dof: int) -> float:
+    """Two-sided Student-t critical value (cached: the monitor asks for the same few)."""
+    from scipy import stats  # imported here: scipy.stats costs the CLI ~0.3 s at start
+
+    return float(stats.t.ppf(0.5 + confidence / 2.0, dof))

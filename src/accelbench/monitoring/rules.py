@@ -15,6 +15,14 @@ Where a vocabulary has no metric for a rule (the AMD exporter has no PCIe link w
 retired pages and no temperature limit) the rule is left out and listed in the group's
 ``# not covered`` note returned by :func:`coverage`.
 
+Unknown is never healthy: each flavour has a ``no_data`` alert for series that were there
+within ``no_data_lookback_s`` and are gone now (an exporter or GPU that stopped
+reporting; ``present_over_time(x[1h]) unless x``, which, unlike ``absent()``, names the
+instance and stays quiet for exporters a site does not run), and the accelbench flavour an
+``unknown`` alert on ``accelbench_health_verdict{verdict="unknown"}`` (the monitor could not
+judge: no samples, a silent source, a GPU without temperature or ECC counters). Both hold
+for ``no_data_for_s`` before firing.
+
 Rules over a window use ``window_s`` (the monitor's ``--window``). The health rules'
 linear-trend confidence interval has no PromQL counterpart: memory growth uses
 ``deriv()`` (the same least-squares slope) with the same size thresholds, and ``for``.
@@ -71,6 +79,8 @@ class AlertSettings:
     # The AMD exporter publishes no temperature limit; give one to alert on temperature.
     amd_temp_limit_c: float | None = None
     amd_prefix: str = ""  # device-metrics-exporter can prefix every name (e.g. "amd_")
+    no_data_for_s: float = 300.0  # unknown / no data this long before the alert fires
+    no_data_lookback_s: float = 3600.0  # series seen this recently and gone now: no data
 
     def validate(self) -> None:
         if not self.window_s > 0:
@@ -81,6 +91,13 @@ class AlertSettings:
             raise AccelbenchError(f"--queue-max must be >= 0 (got {self.queue_waiting_max})")
         if not 0 <= self.error_rate_max <= 1:
             raise AccelbenchError(f"--error-rate-max must be in 0..1 (got {self.error_rate_max})")
+        if self.no_data_for_s < 0:
+            raise AccelbenchError(f"--no-data-for must be >= 0 seconds (got {self.no_data_for_s})")
+        if not self.no_data_lookback_s > self.no_data_for_s:
+            raise AccelbenchError(
+                f"no-data lookback ({self.no_data_lookback_s} s) must be longer than "
+                f"--no-data-for ({self.no_data_for_s} s)"
+            )
 
 
 def duration(seconds: float) -> str:
@@ -108,6 +125,18 @@ def _alert(
         "labels": {"severity": SEVERITY[severity], "accelbench_rule": rule},
         "annotations": {"summary": summary},
     }
+
+
+def _no_data(name: str, series: str, who: str, s: AlertSettings) -> dict[str, Any]:
+    """``series`` was reported within the lookback and is not now (see module docstring)."""
+    return _alert(
+        name,
+        f"present_over_time({series}[{duration(s.no_data_lookback_s)}]) unless {series}",
+        "no_data",
+        "warn",
+        f"{who} stopped reporting: no data, so health is unknown",
+        s.no_data_for_s,
+    )
 
 
 def _gpu_label(expr: str, src_label: str) -> str:
@@ -279,6 +308,21 @@ def _accelbench_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict
             "accelbench health rule {{ $labels.rule }} fails",
             0,
         ),
+        _alert(
+            "AccelbenchHealthUnknown",
+            'accelbench_health_verdict{verdict="unknown"} == 1',
+            "unknown",
+            "warn",
+            "accelbench monitor at {{ $labels.instance }} cannot judge health (no samples, "
+            "a silent source or a GPU without temperature / ECC counters): see its log",
+            s.no_data_for_s,
+        ),
+        _no_data(
+            "AccelbenchNoData",
+            "accelbench_health_status",
+            "accelbench monitor at {{ $labels.instance }}",
+            s,
+        ),
     ]
     lbl = "device"
     records = [
@@ -446,6 +490,7 @@ def _dcgm_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, 
             "GPU {{ $labels.gpu }} memory keeps growing",
             f,
         ),
+        _no_data("DCGMNoData", temp, "dcgm-exporter GPU {{ $labels.gpu }}", s),
     ]
     records = [
         {"record": "accelbench:gpu_temperature_celsius", "expr": temp},
@@ -549,6 +594,12 @@ def _amd_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, A
             "warn",
             "AMD GPU {{ $labels.gpu_id }} memory keeps growing",
             f,
+        ),
+        _no_data(
+            "AMDNoData",
+            f"{p}gpu_gfx_activity",
+            "AMD device-metrics-exporter GPU {{ $labels.gpu_id }}",
+            s,
         ),
     ]
     g = "gpu_id"

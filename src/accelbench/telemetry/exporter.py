@@ -4,6 +4,12 @@ Metric names follow Prometheus conventions: ``accelbench_`` prefix, base units i
 name (``_bytes``, ``_watts``, ``_joules``, ``_celsius``, ``_hertz``, ``_seconds``,
 ``_ratio``), ``_total`` on counters. GPUs carry the labels ``vendor``, ``model``,
 ``device``, ``bus_id`` and ``uuid``. The server binds to 127.0.0.1 unless told otherwise.
+
+The health verdict is served as ``accelbench_health_verdict{verdict="pass|warn|fail|unknown"}``
+(1 for the current verdict, 0 for the others) and as the code ``accelbench_health_status``
+(0 pass, 1 warn, 2 fail, 3 unknown); ``accelbench_health_unknown_reasons`` counts why the
+verdict is unknown (the reasons themselves are in the monitor's log and alert events) and
+``accelbench_source_up{source}`` is 0 for a source that gave nothing in the last tick.
 """
 
 from __future__ import annotations
@@ -175,7 +181,8 @@ _SERVER_METRICS = [
     ),
 ]
 
-VERDICT_CODE = {"pass": 0, "warn": 1, "fail": 2}
+VERDICTS = ("pass", "warn", "fail", "unknown")
+VERDICT_CODE = {v: i for i, v in enumerate(VERDICTS)}
 
 
 def _gpu_label_values(row: dict[str, Any]) -> list[str]:
@@ -237,11 +244,39 @@ class TelemetryCollector(Collector):
                         fam = family(name, doc, mtype, ["engine"])
                         fam.add_metric([str(row.get("engine") or "")], float(row[col]))
         if health is not None:
+            verdict = health.get("verdict")
+            verdict = verdict if verdict in VERDICT_CODE else "unknown"  # never a silent pass
             fam = GaugeMetricFamily(
-                p + "health_status", "Health verdict: 0 pass, 1 warn, 2 fail", labels=[]
+                p + "health_status",
+                "Health verdict: 0 pass, 1 warn, 2 fail, 3 unknown",
+                labels=[],
             )
-            fam.add_metric([], float(VERDICT_CODE.get(health.get("verdict", "pass"), 0)))
+            fam.add_metric([], float(VERDICT_CODE[verdict]))
             families["health_status"] = fam
+            vf = GaugeMetricFamily(
+                p + "health_verdict",
+                "Current health verdict (1) among pass, warn, fail and unknown",
+                labels=["verdict"],
+            )
+            for v in VERDICTS:
+                vf.add_metric([v], 1.0 if v == verdict else 0.0)
+            families["health_verdict"] = vf
+            uf = GaugeMetricFamily(
+                p + "health_unknown_reasons",
+                "Reasons the rules could not judge (no samples, silent source, missing signal)",
+                labels=[],
+            )
+            uf.add_metric([], float(len(health.get("unknown") or [])))
+            families["health_unknown_reasons"] = uf
+            if health.get("sources"):
+                sf = GaugeMetricFamily(
+                    p + "source_up",
+                    "1 if the telemetry source gave samples in the last tick, else 0",
+                    labels=["source"],
+                )
+                for name, state in sorted(health["sources"].items()):
+                    sf.add_metric([name], 1.0 if state == "ok" else 0.0)
+                families["source_up"] = sf
             counts: dict[tuple[str, str], int] = {}
             for f in health.get("findings", []):
                 key = (f.get("rule", ""), f.get("severity", ""))
