@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "accelbench.cli.monitor",
     "accelbench.cli.run",
     "accelbench.cli.serve",
+    "accelbench.cli.stress",
     "accelbench.cli.telemetry",
 )
 
