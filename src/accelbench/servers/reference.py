@@ -141,7 +141,8 @@ class StressKnobs:
     def device_memory(self, uptime_s: float) -> float:
         w = self.device_memory_warmup_s
         ramp = self.device_memory_warmup_bytes * (min(uptime_s / w, 1.0) if w > 0 else 1.0)
-        return self.device_memory_base_bytes + ramp + self.device_memory_rate * max(0.0, uptime_s - w)
+        leak = self.device_memory_rate * max(0.0, uptime_s - w)
+        return self.device_memory_base_bytes + ramp + leak
 
     def diverges(self, k: int) -> bool:
         """Whether generation request k (0-based) diverges: exactly floor(N x diverge)

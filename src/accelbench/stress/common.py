@@ -116,7 +116,7 @@ def run_status(run_dir: Path) -> str:
 
 
 # -- windows ---------------------------------------------------------------------------
-KEEP = ("t_send", "t_done", "ok", "warmup", "error_kind", "ttft_ms", "tpot_ms", "e2e_ms",
+KEEP = ("t_sched", "t_send", "t_done", "ok", "warmup", "error_kind", "ttft_ms", "tpot_ms", "e2e_ms",
         "osl", "isl")  # fmt: skip
 
 

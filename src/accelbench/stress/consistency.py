@@ -116,6 +116,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     from accelbench.workload.tokenizer import server_tokenizer_if_any
 
     cfg.validate()
+    path.mkdir(parents=True, exist_ok=True)
     extra = {**cfg.load.extra_body, **cfg.extra_greedy}
     steps: list[tuple[str, str, int, bool]] = []  # (name, url, concurrency, pause first)
     for r in range(cfg.repeats):

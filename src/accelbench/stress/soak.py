@@ -107,16 +107,39 @@ class _Collector(threading.Thread):
         self.n_window = n_window
         self.stop_at: float | None = None
         self.halt = threading.Event()
-        self.start_ns = time.monotonic_ns()
+        self.start_ns: int | None = None  # when the load started (the first record's t_sched)
         self.rows: list[dict[str, Any]] = []  # records not yet in a closed window
         self.samples: list[dict[str, Any]] = []  # memory samples of the open window
         self.done: list[dict[str, Any]] = []  # windows closed by this collector
         self.w_start = 0.0  # segment seconds
+        self.error: str | None = None
 
     def seg_s(self) -> float:
+        if self.start_ns is None:
+            return 0.0
         return (time.monotonic_ns() - self.start_ns) / 1e9
 
+    def _wait_for_load(self) -> bool:
+        """Windows start with the load, not with server discovery and planning: wait for
+        the first record and take its scheduled time as the start."""
+        while self.start_ns is None and not self.halt.is_set():
+            rows = self.tail.new_rows()
+            if rows:
+                self.start_ns = min(int(r.get("t_sched") or r["t_send"]) for r in rows)
+                self.rows += rows
+                return True
+            self.halt.wait(0.1)
+        return self.start_ns is not None
+
     def run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001 - reported as the soak's failure
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def _loop(self) -> None:
+        if not self._wait_for_load():
+            return
         next_sample = 0.0
         while not self.halt.is_set():
             now = self.seg_s()
@@ -136,6 +159,8 @@ class _Collector(threading.Thread):
         self.halt.set()
         self.join()
         self.rows += self.tail.new_rows()
+        if self.start_ns is None:  # no record at all: nothing to window
+            return
         end = self.seg_s() if self.stop_at is None else self.stop_at
         while self.w_start + self.cfg.window_s <= end:
             self._close(self.w_start + self.cfg.window_s)
@@ -143,6 +168,7 @@ class _Collector(threading.Thread):
             self._close(end)
 
     def _close(self, w_end: float) -> None:
+        assert self.start_ns is not None
         hi = self.start_ns + int(w_end * 1e9)
         mine = [r for r in self.rows if (r.get("t_done") or r.get("t_send") or 0) < hi]
         self.rows = [r for r in self.rows if (r.get("t_done") or r.get("t_send") or 0) >= hi]
@@ -195,6 +221,7 @@ def soak_verdicts(
 def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _quiet) -> SoakResult:
     """Run (or resume) a soak into the stress directory ``path``."""
     cfg.validate()
+    path.mkdir(parents=True, exist_ok=True)
     windows_f, memory_f = JsonlAppender(path / WINDOWS), JsonlAppender(path / MEMORY)
     done_s, seg = 0.0, 0
     if resume:
@@ -227,14 +254,20 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
             finally:
                 col.finish()
             seg += 1
-            st = run_status(out)
-            done_s = max((w["t_end_s"] for w in col.done), default=done_s)
+            st = run_status(out) if col.error is None else "failed"
+            if col.error:
+                log(f"soak collector failed: {col.error}")
+            # a completed segment covered its length (a last window shorter than half a
+            # window is dropped, not re-run); an interrupted one ends with its last window
+            done_s = (
+                done_s + length
+                if st == "completed"
+                else max((w["t_end_s"] for w in col.done), default=done_s)
+            )
             _write(path, cfg, probe, "running", seg, windows_f, memory_f)
             if st != "completed":
                 status = st
                 break
-            if not col.done:  # a segment too short for a window: avoid looping forever
-                done_s += length
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
