@@ -484,7 +484,14 @@ class ReferenceProtocol(asyncio.Protocol):
             self.transport.write(head + (_chunk(head_events) if head_events else b""))  # type: ignore[union-attr]
             log["t_headers"] = time.monotonic_ns()
 
+        nxt = [0]  # timers due together may fire out of order: write tokens in order
+
         def emit(i: int) -> None:
+            while nxt[0] <= i and not self.closed:
+                nxt[0] += 1
+                emit_one(nxt[0] - 1)
+
+        def emit_one(i: int) -> None:
             if self.closed:
                 return
             tr = self.transport
