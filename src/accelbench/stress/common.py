@@ -137,7 +137,7 @@ def slim(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row.get(k) for k in KEEP}
 
 
-def _pcts(vals: list[float], qs: Iterable[float]) -> dict[str, float | None]:
+def _pcts(vals: list[Any], qs: Iterable[float]) -> dict[str, float | None]:
     a = np.asarray([v for v in vals if v is not None], dtype=float)
     if a.size == 0:
         return {f"p{q:g}": None for q in qs}
