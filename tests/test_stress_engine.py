@@ -72,7 +72,7 @@ def test_mixed_three_engines_interference_interval_excludes_zero(tmp_path):
             )  # fmt: skip
             for k, s in enumerate(servers)
         ]
-        cfg = MixedConfig(loads=loads, duration_s=6, window_s=1, claim_pct=3.0, n_boot=400)
+        cfg = MixedConfig(loads=loads, duration_s=4, window_s=1, claim_pct=3.0, n_boot=400)
         res = run_mixed(cfg, tmp_path / "mixed")
     assert res.status == "completed"
     for e in res.endpoints:
