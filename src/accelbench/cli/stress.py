@@ -99,6 +99,14 @@ def _server(
         yield s.pid
 
 
+def _check(cfg: BenchmarkConfig) -> None:
+    """Check the load options before an engine is started (on a copy: validate fills
+    defaults that the suites set per step)."""
+    from dataclasses import replace
+
+    replace(cfg, workload=replace(cfg.workload)).validate()
+
+
 def _mib(x: float) -> float:
     return x * 2**20
 
@@ -137,18 +145,21 @@ def soak(
         raise UsageError("stress soak needs --duration (seconds)")
     cfg = config_from_options(load)
     duration = float(load["duration"])
+    _check(cfg)
+    sc = SoakConfig(
+        load=cfg, duration_s=duration, window_s=window, segment_s=segment,
+        sample_s=sample_interval, server_pid=server_pid, metrics=list(metric),
+        leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
+        drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
+    )  # fmt: skip
+    sc.validate()
     path = (
         resume
         if resume
         else stress_dir(load.get("out"), load.get("results_root") or "results", "soak")
     )
     with _server(cfg, server_pid) as pid:
-        sc = SoakConfig(
-            load=cfg, duration_s=duration, window_s=window, segment_s=segment,
-            sample_s=sample_interval, server_pid=pid, metrics=list(metric),
-            leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
-            drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
-        )  # fmt: skip
+        sc.server_pid = pid
         res = run_soak(sc, path, resume=resume is not None, log=_log)
     _finish("soak", res.verdicts, res.status, path, quiet)
 
@@ -180,6 +191,7 @@ def consistency(
 
     load = load or {}
     cfg = config_from_options(load, url=url[0] if url else None)
+    _check(cfg)
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "consistency")
     with _server(cfg, None):
         cc = ConsistencyConfig(
@@ -250,6 +262,7 @@ def flood(
 
     load = load or {}
     cfg = config_from_options(load)
+    _check(cfg)
     concs = _ints(concurrencies, "--concurrencies")
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "flood")
     with _server(
@@ -341,6 +354,7 @@ def mixed(
 
     load = load or {}
     base = config_from_options(load)
+    _check(base)
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "mixed")
     with contextlib.ExitStack() as stack:
         specs = list(url)

@@ -320,18 +320,20 @@ def quadratic_fit(x: Any, y: Any) -> dict[str, Any]:
     n = xv.size
     if n < 4 or np.unique(xv).size < 3:
         return {"n": int(n), "error": "need at least 3 distinct x values and 4 points"}
-    m = np.column_stack([np.ones(n), xv, xv**2])
+    scale = float(np.max(np.abs(xv))) or 1.0  # fit on x / scale: x^2 of 1e10 is ill-conditioned
+    u = xv / scale
+    m = np.column_stack([np.ones(n), u, u**2])
     coef, *_ = np.linalg.lstsq(m, yv, rcond=None)
     resid = yv - m @ coef
     dof = n - 3
     s2 = float(resid @ resid) / dof if dof > 0 else math.nan
-    cov = s2 * np.linalg.pinv(m.T @ m)
+    cov = s2 * np.linalg.inv(m.T @ m)
     tcrit = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof)) if dof > 0 else math.nan
     out: dict[str, Any] = {"n": int(n), "model": "y = a + b*x + c*x^2"}
     for i, k in enumerate("abc"):
-        se = math.sqrt(max(float(cov[i, i]), 0.0))
-        out[k] = {"estimate": float(coef[i]), "ci_low": float(coef[i] - tcrit * se),
-                  "ci_high": float(coef[i] + tcrit * se)}  # fmt: skip
+        f = scale**-i
+        est, se = float(coef[i]) * f, math.sqrt(max(float(cov[i, i]), 0.0)) * f
+        out[k] = {"estimate": est, "ci_low": est - tcrit * se, "ci_high": est + tcrit * se}
     ss_tot = float(np.sum((yv - yv.mean()) ** 2))
     out["r2"] = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0
     return out
