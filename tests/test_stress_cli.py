@@ -37,7 +37,7 @@ def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path)
     a, b, c = (reference_server("--ttft-ms", "20", "--itl-ms", "2") for _ in range(3))
     out = tmp_path / "mixed"
     r = cli("mixed", "--url", f"{a.url},isl=16,osl=4", "--url", f"{b.url},concurrency=2",
-            "--url", f"{c.url},rate=20", "--duration", "1.5", "--window", "0.5", "--matrix",
+            "--url", f"{c.url},rate=20", "--duration", "1.5", "--stagger", "1", "--window", "0.5", "--matrix",
             "--claim", "3", "--claim-stat", "change", "--no-telemetry", "--osl", "4",
             "--out", str(out))  # fmt: skip
     doc = json.loads((out / "stress.json").read_text())

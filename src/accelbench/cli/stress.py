@@ -343,6 +343,9 @@ def mixed(
     warn_pct: float = typer.Option(10.0, "--warn", help="Interference warn threshold (%)."),
     fail_pct: float = typer.Option(50.0, "--fail", help="Interference fail threshold (%)."),
     embedded: int = typer.Option(3, "--embedded", help="Without --url: start this many engines."),
+    stagger: float = typer.Option(
+        3.0, "--stagger", help="Concurrent runs last this much longer (their starts differ)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No verdict table."),
     load: dict[str, Any] | None = None,
 ) -> None:
@@ -368,7 +371,7 @@ def mixed(
         loads = [_endpoint_cfg(sp, base) for sp in specs]
         mc = MixedConfig(loads=loads, duration_s=duration, rounds=rounds, window_s=window,
                          matrix=matrix, claim_pct=claim, claim_stat=claim_stat,
-                         warn_pct=warn_pct, fail_pct=fail_pct)  # fmt: skip
+                         warn_pct=warn_pct, fail_pct=fail_pct, stagger_s=stagger)  # fmt: skip
         res = run_mixed(mc, path, log=_log)
     if not quiet and res.matrix:
         typer.echo("interference matrix (% change of row's TTFT p50 caused by column):")

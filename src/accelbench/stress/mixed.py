@@ -58,6 +58,7 @@ class MixedConfig:
         v.integer("--rounds", self.rounds, 1, 1000)
         v.number("--window", self.window_s, 0.1, 86400.0, unit="s")
         v.choice("--claim-stat", self.claim_stat, ("jitter", "change"))
+        v.number("--stagger", self.stagger_s, 0.0, 3600.0, unit="s")
         if self.claim_pct is not None:
             v.number("--claim", self.claim_pct, 0.0, 1e6)
 
@@ -94,7 +95,9 @@ def _phase(loads: list[tuple[int, BenchmarkConfig]], dirs: list[Path], duration:
         (i, cfg), d = loads[0], dirs[0]
         run_step(cfg, d, log, duration_s=duration, num_requests=None)
         return {i: _measured(d)}
-    ctx = mp.get_context("spawn")
+    # fork: no thread runs in this process between runs, and a child starts in
+    # milliseconds instead of re-importing everything
+    ctx: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     barrier = ctx.Barrier(len(loads))
     procs = []
     for (_, cfg), d in zip(loads, dirs, strict=True):
