@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "accelbench.cli.run",
     "accelbench.cli.serve",
     "accelbench.cli.shadow",
+    "accelbench.cli.stress",
     "accelbench.cli.sweep",
     "accelbench.cli.telemetry",
 )

@@ -45,10 +45,32 @@ def reference(
         None, help="JSONL file: when each token was actually written."
     ),
     seed: int = typer.Option(0, help="Seed for delays and faults."),
+    leak_bytes_per_request: int = typer.Option(
+        0, help="Known-truth leak: keep this many bytes per request (RSS grows)."
+    ),
+    device_memory_rate: float = typer.Option(
+        0.0, help="/metrics reference_device_memory_used_bytes grows this many bytes/s."
+    ),
+    device_memory_warmup: float = typer.Option(
+        0.0, help="... after a warm-up ramp of this many bytes (a pool filling)."
+    ),
+    device_memory_warmup_s: float = typer.Option(0.0, help="Length of that ramp (s)."),
+    device_memory_total: float = typer.Option(
+        80 * 2**30, help="reference_device_memory_total_bytes (the device's total)."
+    ),
+    ttft_drift_ms_per_min: float = typer.Option(
+        0.0, help="Known-truth latency drift: TTFT grows this much per minute of uptime."
+    ),
+    deterministic: bool = typer.Option(
+        False, help="Output depends on the prompt only (for consistency tests)."
+    ),
+    diverge: float = typer.Option(
+        0.0, help="With --deterministic: this fraction of requests differ in one token."
+    ),
 ) -> None:
     """An OpenAI-compatible streaming server with known timings, for measuring clients.
     Not an inference engine."""
-    from accelbench.servers.reference import Dist, ReferenceConfig, run_reference
+    from accelbench.servers.reference import Dist, ReferenceConfig, StressKnobs, run_reference
 
     faults = {}
     for f in fault:
@@ -64,6 +86,14 @@ def reference(
         osl=Dist.parse(osl) if osl else None, max_throughput=max_throughput, faults=faults,
         stall_s=stall_s, slow_headers_s=slow_headers_s, drop_keepalive=drop_keepalive,
         ground_truth=ground_truth, seed=seed,
+        stress=StressKnobs(
+            leak_bytes_per_request=leak_bytes_per_request, device_memory_rate=device_memory_rate,
+            device_memory_warmup_bytes=device_memory_warmup,
+            device_memory_warmup_s=device_memory_warmup_s,
+            device_memory_total_bytes=device_memory_total,
+            ttft_drift_ms_per_min=ttft_drift_ms_per_min, deterministic=deterministic,
+            diverge=diverge,
+        ),
     )  # fmt: skip
 
     def ready(p: int) -> None:

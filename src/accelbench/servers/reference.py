@@ -107,6 +107,8 @@ class ReferenceConfig:
     slow_headers_s: float = 1.0
     ground_truth: Path | None = None
     seed: int = 0
+    # Known truths for the stress verdicts (accelbench stress): see StressKnobs.
+    stress: StressKnobs = field(default_factory=lambda: StressKnobs())
 
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
@@ -128,6 +130,66 @@ class ReferenceConfig:
             total += p
         if total > 1 + 1e-9:
             raise AccelbenchError("fault probabilities add up to more than 1")
+        self.stress.validate()
+
+
+@dataclass
+class StressKnobs:
+    """Injected faults with a known rate, for testing the stress verdicts.
+
+    * ``leak_bytes_per_request``: every generation request keeps that many bytes
+      (written, so resident): the process RSS grows by exactly that much per request.
+    * ``device_memory_*``: a ``reference_device_memory_used_bytes`` gauge on /metrics
+      that ramps up by ``warmup_bytes`` over ``warmup_s`` (a KV-cache pool filling),
+      then grows ``rate`` bytes per second (a leak); ``..._total_bytes`` is the device.
+    * ``ttft_drift_ms_per_min``: TTFT grows by that much per minute of uptime.
+    * ``deterministic``: the output depends on the prompt only; ``diverge`` makes
+      exactly floor(N x diverge) of the first N generation requests differ in one token.
+    """
+
+    leak_bytes_per_request: int = 0
+    device_memory_base_bytes: float = 1 << 30
+    device_memory_warmup_bytes: float = 0.0
+    device_memory_warmup_s: float = 0.0
+    device_memory_rate: float = 0.0  # bytes/s after the warm-up
+    device_memory_total_bytes: float = 80 * (1 << 30)
+    ttft_drift_ms_per_min: float = 0.0
+    deterministic: bool = False
+    diverge: float = 0.0
+
+    def validate(self) -> None:
+        from accelbench import validate as v
+
+        v.integer("--leak-bytes-per-request", self.leak_bytes_per_request, 0, 1 << 30)
+        v.number("--diverge", self.diverge, 0.0, 1.0)
+        v.number("--device-memory-rate", self.device_memory_rate, -1e12, 1e12)
+        v.number("--device-memory-warmup-s", self.device_memory_warmup_s, 0.0, 1e7)
+        v.number("--ttft-drift-ms-per-min", self.ttft_drift_ms_per_min, -1e6, 1e6)
+
+    def device_memory(self, uptime_s: float) -> float:
+        w = self.device_memory_warmup_s
+        ramp = self.device_memory_warmup_bytes * (min(uptime_s / w, 1.0) if w > 0 else 1.0)
+        leak = self.device_memory_rate * max(0.0, uptime_s - w)
+        return self.device_memory_base_bytes + ramp + leak
+
+    def diverges(self, k: int) -> bool:
+        """Whether generation request k (0-based) diverges: exactly floor(N x diverge)
+        of the first N do, spread evenly."""
+        return int((k + 1) * self.diverge) > int(k * self.diverge)
+
+
+def deterministic_words(prompt: str, n: int, diverge: bool) -> list[str]:
+    """The output for a prompt in deterministic mode; a diverging one differs in the
+    token at position crc32(prompt) mod n (and only there)."""
+    import zlib
+
+    h = zlib.crc32(prompt.encode())
+    rng = random.Random(h)
+    words = [_WORDS[rng.randrange(len(_WORDS))] for _ in range(n)]
+    if diverge and n:
+        p = h % n
+        words[p] = _WORDS[(_WORDS.index(words[p]) + 1) % len(_WORDS)]
+    return words
 
 
 def _chunk(data: bytes) -> bytes:
@@ -144,6 +206,41 @@ class _State:
         self.faults_total: dict[str, int] = {}
         self.dropped_total = 0
         self.counter = 0
+        self.t_start = time.monotonic()
+        self.leaked: list[bytes] = []  # StressKnobs.leak_bytes_per_request
+        self.leaked_bytes = 0
+        self.generated = 0  # generation requests answered (deterministic mode)
+        self.diverged_total = 0
+
+    def ttft_drift_ms(self) -> float:
+        return self.cfg.stress.ttft_drift_ms_per_min * (time.monotonic() - self.t_start) / 60.0
+
+    def stress_words(self, prompt: str, n: int) -> list[str] | None:
+        """Leak this request's bytes; the deterministic output, if that mode is on."""
+        k = self.cfg.stress
+        if k.leak_bytes_per_request:
+            self.leaked.append(b"\xa5" * k.leak_bytes_per_request)  # written: resident
+            self.leaked_bytes += k.leak_bytes_per_request
+        if not k.deterministic:
+            return None
+        div = k.diverges(self.generated)
+        self.generated += 1
+        self.diverged_total += div
+        return deterministic_words(prompt, n, div)
+
+    def stress_metrics(self) -> list[str]:
+        k = self.cfg.stress
+        up = time.monotonic() - self.t_start
+        return [
+            "# TYPE reference_leaked_bytes gauge",
+            f"reference_leaked_bytes {self.leaked_bytes}",
+            "# TYPE reference_device_memory_used_bytes gauge",
+            f"reference_device_memory_used_bytes {k.device_memory(up):.0f}",
+            "# TYPE reference_device_memory_total_bytes gauge",
+            f"reference_device_memory_total_bytes {k.device_memory_total_bytes:.0f}",
+            "# TYPE reference_diverged_total counter",
+            f"reference_diverged_total {self.diverged_total}",
+        ]
 
     def pick_fault(self) -> str | None:
         r = self.rng.random()
@@ -286,6 +383,7 @@ class ReferenceProtocol(asyncio.Protocol):
         lines.append(f"reference_dropped_connections_total {st.dropped_total}")
         for k, v in st.faults_total.items():
             lines.append(f'reference_faults_total{{kind="{k}"}} {v}')
+        lines += st.stress_metrics()
         self._simple(200, ("\n".join(lines) + "\n").encode(), ctype="text/plain; version=0.0.4")
 
     def _tokenize(self, path: str, body: bytes) -> None:
@@ -358,6 +456,8 @@ class ReferenceProtocol(asyncio.Protocol):
             st.log({"request_id": rid, "fault": fault, "t_recv": t_recv})
             return
         first_word = st.counter
+        # deterministic / diverging output (stress): the words, else None
+        words = st.stress_words(str(prompt), n)
         created = int(time.time())
         model_json = orjson.dumps(cfg.model).decode()
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -374,7 +474,10 @@ class ReferenceProtocol(asyncio.Protocol):
 
         def event(i: int) -> bytes:
             """Token i's event, made when it is written (never the whole response)."""
-            word = _WORDS_JSON[(first_word + i) % len(_WORDS)]
+            if words is not None:
+                word = orjson.dumps(words[i])
+            else:
+                word = _WORDS_JSON[(first_word + i) % len(_WORDS)]
             return pre + word + (post_last if i == n - 1 else post_open)
 
         usage = {
@@ -389,13 +492,16 @@ class ReferenceProtocol(asyncio.Protocol):
         tail += b"data: [DONE]\n\n"
         st.tokens_total += n
         if not stream:
-            text = "".join(_WORDS[(first_word + i) % len(_WORDS)] for i in range(n))
+            text = "".join(words) if words is not None else "".join(
+                _WORDS[(first_word + i) % len(_WORDS)] for i in range(n)
+            )
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})  # fmt: skip
             doc = {"id": rid, "object": "chat.completion" if chat else "text_completion",
                    "created": created, "model": cfg.model, "choices": [choice], "usage": usage}  # fmt: skip
             delay = 0.0 if cfg.max_throughput else (
-                cfg.ttft_ms.sample(st.rng) + sum(cfg.itl_ms.sample(st.rng) for _ in range(n - 1))) / 1000  # fmt: skip
+                cfg.ttft_ms.sample(st.rng) + st.ttft_drift_ms()
+                + sum(cfg.itl_ms.sample(st.rng) for _ in range(n - 1))) / 1000  # fmt: skip
             self._later(delay, lambda: self._simple(200, doc))
             return
         head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -506,7 +612,7 @@ class ReferenceProtocol(asyncio.Protocol):
             done()
             self._done_response()
             return
-        first = t0 + delay0 + cfg.ttft_ms.sample(rng) / 1000
+        first = t0 + delay0 + (cfg.ttft_ms.sample(rng) + self.st.ttft_drift_ms()) / 1000
         if fault == "stall" and fault_at == 0:
             first += cfg.stall_s
         scheduled.append(int(first * 1e9))

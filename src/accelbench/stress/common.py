@@ -1,0 +1,362 @@
+"""What the four suites share: the stress directory, the memory probe (client, server
+and device memory, temperatures, clocks, throttling), window statistics over records,
+and running one ordinary run directory per step."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from accelbench.errors import UsageError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.store.rundir import read_json, write_json_atomic
+
+STRESS_JSON = "stress.json"
+SCHEMA = "accelbench.stress/1"
+Log = Callable[[str], None]
+
+
+def _quiet(msg: str) -> None:
+    return None
+
+
+# -- the stress directory --------------------------------------------------------------
+def stress_dir(out: str | None, root: str, kind: str) -> Path:
+    """``out`` or ``root/stress-<kind>-<time>``, created."""
+    if out:
+        path = Path(out)
+    else:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        path = Path(root) / f"stress-{kind}-{stamp}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def write_stress(path: Path, doc: dict[str, Any]) -> None:
+    write_json_atomic(path / STRESS_JSON, {"schema": SCHEMA, **doc})
+
+
+def read_stress(path: Path) -> dict[str, Any]:
+    doc = read_json(path / STRESS_JSON)
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise UsageError(f"{path / STRESS_JSON} is not an accelbench stress file")
+    return doc
+
+
+class JsonlAppender:
+    """One JSON line per row, flushed and fsynced per row: a killed soak keeps every row
+    it wrote (rows are small and come once per window or memory sample)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, row: dict[str, Any]) -> None:
+        with open(self.path, "ab") as f:
+            f.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_bytes().splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                out.append(orjson.loads(line))
+        return out
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# -- runs ------------------------------------------------------------------------------
+def run_step(
+    base: BenchmarkConfig,
+    out: Path,
+    log: Log = _quiet,
+    workload: dict[str, Any] | None = None,
+    **changes: Any,
+) -> Path:
+    """One ordinary run directory at ``out`` (``accelbench runs list`` sees it), with
+    ``changes`` to the config and ``workload`` changes to its workload."""
+    from accelbench.runner.benchmark import run_benchmark
+
+    cfg = replace(base, out_dir=str(out), label=None, **changes)
+    cfg.workload = replace(base.workload, **(workload or {}))
+    return run_benchmark(cfg, progress=False, log=log)
+
+
+def run_records(run_dir: Path) -> list[dict[str, Any]]:
+    """The measured records of a run (requests.parquet), as dicts."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(run_dir / "requests.parquet")
+    return [r for r in t.to_pylist() if not r.get("warmup")]
+
+
+def run_status(run_dir: Path) -> str:
+    try:
+        return str(read_json(run_dir / "run.json").get("status"))
+    except Exception:  # noqa: BLE001 - a torn run directory reads as unknown
+        return "unknown"
+
+
+# -- windows ---------------------------------------------------------------------------
+KEEP = ("t_sched", "t_send", "t_done", "ok", "warmup", "error_kind", "ttft_ms", "tpot_ms", "e2e_ms",
+        "osl", "isl")  # fmt: skip
+
+
+def slim(row: dict[str, Any]) -> dict[str, Any]:
+    """The fields a window needs, derived from a journal row with the METRICS.md
+    formulas (:meth:`RequestRecord.derive`); per-chunk times are dropped, so the
+    collector's memory stays flat."""
+    from dataclasses import fields
+
+    from accelbench.metrics.records import RequestRecord
+
+    if row.get("ttft_ms") is None and row.get("t_send"):
+        names = {f.name for f in fields(RequestRecord)}
+        rec = RequestRecord(**{k: v for k, v in row.items() if k in names})
+        rec.osl = rec.osl or rec.osl_server or rec.osl_client or len(rec.chunk_times) or None
+        rec.derive()
+        return {k: getattr(rec, k) for k in KEEP}
+    return {k: row.get(k) for k in KEEP}
+
+
+def _pcts(vals: list[Any], qs: Iterable[float]) -> dict[str, float | None]:
+    a = np.asarray([v for v in vals if v is not None], dtype=float)
+    if a.size == 0:
+        return {f"p{q:g}": None for q in qs}
+    return {f"p{q:g}": float(v) for q, v in zip(qs, np.percentile(a, list(qs)), strict=True)}
+
+
+def window_stats(rows: list[dict[str, Any]], span_s: float) -> dict[str, Any]:
+    """Throughput, latency percentiles and error rate of the records in one window."""
+    rows = [r for r in rows if not r.get("warmup") and r.get("error_kind") != "interrupted"]
+    ok = [r for r in rows if r.get("ok")]
+    errors: dict[str, int] = {}
+    for r in rows:
+        if not r.get("ok"):
+            k = str(r.get("error_kind") or "unknown")
+            errors[k] = errors.get(k, 0) + 1
+    out_tok = sum(int(r.get("osl") or 0) for r in ok)
+    return {
+        "requests": len(rows),
+        "ok": len(ok),
+        "error_rate": (len(rows) - len(ok)) / len(rows) if rows else None,
+        "errors": errors,
+        "req_per_s": len(ok) / span_s if span_s > 0 else None,
+        "output_tok_per_s": out_tok / span_s if span_s > 0 else None,
+        "ttft_ms": _pcts([r.get("ttft_ms") for r in ok], (50, 90, 99)),
+        "tpot_ms": _pcts([r.get("tpot_ms") for r in ok], (50, 90, 99)),
+        "e2e_ms": _pcts([r.get("e2e_ms") for r in ok], (50, 99)),
+    }
+
+
+class JournalTail:
+    """Reads the lines appended to a run's journal since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pos = 0
+        self.rest = b""
+
+    def new_rows(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.pos)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.pos += len(data)
+        data = self.rest + data
+        lines = data.split(b"\n")
+        self.rest = lines.pop()  # a torn or unfinished last line
+        out = []
+        for line in lines:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                if line.strip():
+                    out.append(slim(orjson.loads(line)))
+        return out
+
+
+# -- memory and device probe -------------------------------------------------------------
+def scrape_gauges(url: str, names: Iterable[str], timeout: float = 2.0) -> dict[str, float]:
+    """Values of the named gauges on ``url``/metrics (summed over label sets)."""
+    from accelbench.telemetry.parsers.prometheus import prometheus_samples
+
+    want = set(names)
+    if not want:
+        return {}
+    base = url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(base + "/metrics", timeout=timeout) as r:  # noqa: S310
+            text = r.read().decode("utf-8", "replace")
+        samples = prometheus_samples(text)
+    except Exception:  # noqa: BLE001 - a missed scrape is a missing sample
+        return {}
+    out: dict[str, float] = {}
+    for name, _labels, value in samples:
+        if name in want:
+            out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def total_metric_for(name: str) -> str | None:
+    """``x_used_bytes`` -> ``x_total_bytes`` (the device total to extrapolate against)."""
+    return name.replace("_used_", "_total_") if "_used_" in name else None
+
+
+class MemoryProbe:
+    """One sample of every memory series (bytes) and the device's state.
+
+    Series: ``client_rss_bytes`` (this process and its load workers),
+    ``server_rss_bytes`` (``server_pid`` and its children), ``gpuN_mem_used_bytes`` (from
+    the telemetry GPU sources) and ``metric:NAME`` (Prometheus gauges on the server's
+    /metrics, e.g. the reference server's ``reference_device_memory_used_bytes``).
+    """
+
+    def __init__(
+        self,
+        url: str | None,
+        server_pid: int | None = None,
+        metrics: Iterable[str] = (),
+        gpu: bool = True,
+    ) -> None:
+        import psutil
+
+        self.url = url
+        self.me = psutil.Process()
+        self.server = None
+        if server_pid is not None:
+            try:
+                self.server = psutil.Process(server_pid)
+            except psutil.Error:
+                raise UsageError(f"--server-pid {server_pid}: no such process") from None
+        self.metrics = list(metrics)
+        self.totals: dict[str, float] = {"host": float(psutil.virtual_memory().total)}
+        self.sources: list[Any] = []
+        self.status: dict[str, str] = {}
+        if gpu:
+            from accelbench.telemetry.sources import open_sources
+
+            with contextlib.suppress(Exception):
+                found, self.status = open_sources(None)
+                self.sources = [s for s in found if s.name not in ("host", "server")]
+                for s in found:
+                    if s not in self.sources:
+                        with contextlib.suppress(Exception):
+                            s.close()
+
+    @staticmethod
+    def _tree_rss(p: Any) -> int | None:
+        import psutil
+
+        try:
+            procs = [p, *p.children(recursive=True)]
+        except psutil.Error:
+            return None
+        total = 0
+        for q in procs:
+            with contextlib.suppress(psutil.Error):
+                total += q.memory_info().rss
+        return total
+
+    def sample(self, t_s: float) -> dict[str, Any]:
+        row: dict[str, Any] = {"t_s": round(t_s, 3)}
+        row["client_rss_bytes"] = self._tree_rss(self.me)
+        if self.server is not None:
+            row["server_rss_bytes"] = self._tree_rss(self.server)
+        want = self.metrics + [m for m in map(total_metric_for, self.metrics) if m]
+        if self.url and want:
+            got = scrape_gauges(self.url, want)
+            for m in self.metrics:
+                if m in got:
+                    row[f"metric:{m}"] = got[m]
+                tot = total_metric_for(m)
+                if tot and tot in got:
+                    self.totals[f"metric:{m}"] = got[tot]
+        t_ns = time.monotonic_ns()
+        for src in self.sources:
+            try:
+                rows = src.sample(t_ns)
+            except Exception:  # noqa: BLE001 - telemetry never stops the soak
+                continue
+            for r in rows:
+                if r.get("kind") != "gpu":
+                    continue
+                i = r.get("device_index") or 0
+                for col in ("mem_used_bytes", "temp_gpu_c", "temp_hotspot_c", "temp_mem_c",
+                            "clock_sm_hz", "clock_mem_hz", "power_w", "throttle_reasons",
+                            "ecc_corrected_volatile", "ecc_uncorrected_volatile"):  # fmt: skip
+                    if r.get(col) is not None:
+                        row[f"gpu{i}_{col}"] = r[col]
+                if r.get("mem_total_bytes"):
+                    self.totals[f"gpu{i}_mem_used_bytes"] = float(r["mem_total_bytes"])
+        return row
+
+    def total_for(self, series: str) -> float | None:
+        if series in ("client_rss_bytes", "server_rss_bytes"):
+            return self.totals["host"]
+        return self.totals.get(series)
+
+    def close(self) -> None:
+        for s in self.sources:
+            with contextlib.suppress(Exception):
+                s.close()
+
+
+MEMORY_SERIES_SUFFIX = "_bytes"
+
+
+def memory_series(samples: list[dict[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
+    """{series: (t_s, bytes)} of every memory series in the samples."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for s in samples:
+        for k, v in s.items():
+            if k == "t_s" or not isinstance(v, int | float):
+                continue
+            if not (
+                k.endswith("rss_bytes") or k.endswith("mem_used_bytes") or k.startswith("metric:")
+            ):
+                continue
+            ts, ys = out.setdefault(k, ([], []))
+            ts.append(float(s["t_s"]))
+            ys.append(float(v))
+    return out
+
+
+def window_device(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-window summary of the probe's samples: last memory value, max temperature,
+    mean clock, the throttle reasons seen, ECC counters at the end."""
+    out: dict[str, Any] = {}
+    if not samples:
+        return out
+    keys = {k for s in samples for k in s if k != "t_s"}
+    for k in sorted(keys):
+        vals = [s[k] for s in samples if s.get(k) is not None]
+        if not vals:
+            continue
+        if k.endswith("throttle_reasons"):
+            out[k] = sorted({x for v in vals for x in str(v).split(",") if x})
+        elif "_temp_" in k:
+            out[k + "_max"] = max(vals)
+        elif "_clock_" in k or k.endswith("power_w"):
+            out[k + "_mean"] = float(np.mean(vals))
+        else:
+            out[k] = vals[-1]
+    return out

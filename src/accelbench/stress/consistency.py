@@ -1,0 +1,208 @@
+"""The consistency suite: greedy outputs of a fixed prompt set (temperature 0, fixed
+seed), repeated over time, alone and under concurrent load, and across endpoints.
+
+Every run is compared with the baseline (the first endpoint, alone, first repeat),
+prompt by prompt: identical or not, the first differing token (the server's own
+tokenizer where it has /tokenize, else characters) and a similarity ratio. Every
+diverging pair is kept in ``divergent.jsonl``; the ECC counters the telemetry saw
+during each run are joined, so a divergence can be set beside memory errors."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import UsageError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.store.rundir import read_json
+from accelbench.stress.common import (
+    JsonlAppender,
+    Log,
+    _quiet,
+    run_records,
+    run_status,
+    run_step,
+    write_stress,
+)
+from accelbench.stress.verdicts import Verdict, compare_tokens, judge
+
+DIVERGENT = "divergent.jsonl"
+GREEDY = {"temperature": 0.0, "top_k": 1, "seed": 1234}
+
+
+@dataclass
+class ConsistencyConfig:
+    load: BenchmarkConfig  # workload (prompts), endpoint, osl; url is the baseline's
+    urls: list[str]
+    prompts: int = 32
+    repeats: int = 2
+    loaded_concurrency: int | None = 8  # also run the set under this concurrency
+    pause_s: float = 0.0  # between repeats
+    warn_divergent: float = 0.0  # fraction of prompts
+    fail_divergent: float = 0.05
+    extra_greedy: dict[str, Any] = field(default_factory=lambda: dict(GREEDY))
+
+    def validate(self) -> None:
+        from accelbench import validate as v
+
+        if not self.urls:
+            raise UsageError("stress consistency needs at least one --url")
+        v.integer("--prompts", self.prompts, 1, 100_000)
+        v.integer("--repeats", self.repeats, 1, 10_000)
+        if self.loaded_concurrency is not None:
+            v.integer("--loaded-concurrency", self.loaded_concurrency, 2, 100_000)
+        v.number("--pause", self.pause_s, 0.0, 86400.0, unit="s")
+        v.number("--warn-divergent", self.warn_divergent, 0.0, 1.0)
+        v.number("--fail-divergent", self.fail_divergent, 0.0, 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["load"] = self.load.to_json()
+        return d
+
+
+@dataclass
+class ConsistencyResult:
+    path: Path
+    status: str
+    comparisons: list[dict[str, Any]]
+    verdicts: list[Verdict]
+
+
+def clopper_pearson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """Exact binomial interval for k successes in n."""
+    from scipy import stats
+
+    if n == 0:
+        return 0.0, 1.0
+    a = 1 - conf
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def _ecc(run_dir: Path) -> dict[str, int] | None:
+    """Growth of the ECC counters over the run (all devices), or None without them."""
+    p = run_dir / "telemetry.parquet"
+    if not p.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(p).to_pylist()
+    out: dict[str, int] = {}
+    for col in ("ecc_corrected_volatile", "ecc_uncorrected_volatile"):
+        by_dev: dict[Any, list[int]] = {}
+        for r in t:
+            if r.get(col) is not None:
+                by_dev.setdefault(r.get("device_index"), []).append(int(r[col]))
+        if by_dev:
+            out[col] = sum(max(v) - min(v) for v in by_dev.values())
+    return out or None
+
+
+def _tokens(text: str, tok: Any) -> list[Any]:
+    if tok is not None:
+        try:
+            return list(tok.encode(text))
+        except Exception:  # noqa: BLE001 - fall back to characters
+            pass
+    return list(text)
+
+
+def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) -> ConsistencyResult:
+    from accelbench.client.session import load_api_key
+    from accelbench.workload.tokenizer import server_tokenizer_if_any
+
+    cfg.validate()
+    path.mkdir(parents=True, exist_ok=True)
+    extra = {**cfg.load.extra_body, **cfg.extra_greedy}
+    steps: list[tuple[str, str, int, bool]] = []  # (name, url, concurrency, pause first)
+    for r in range(cfg.repeats):
+        for e, url in enumerate(cfg.urls):
+            steps.append((f"ep{e}-alone-r{r}", url, 1, r > 0 and e == 0))
+            if cfg.loaded_concurrency:
+                steps.append((f"ep{e}-loaded-r{r}", url, cfg.loaded_concurrency, False))
+    div_f = JsonlAppender(path / DIVERGENT)
+    if div_f.path.exists():
+        raise UsageError(f"{path} already holds a consistency suite: use another --out")
+    api_key = load_api_key(cfg.load.api_key_env, cfg.load.api_key_file)
+    base_texts: dict[int, str] | None = None
+    tok = None
+    comparisons: list[dict[str, Any]] = []
+    status = "completed"
+    runs = []
+    try:
+        for name, url, conc, pause in steps:
+            if pause and cfg.pause_s:
+                time.sleep(cfg.pause_s)
+            out = path / "runs" / name
+            log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {url}")
+            run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
+                     num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
+                     save_text=True, extra_body=extra)  # fmt: skip
+            runs.append(str(out.relative_to(path)))
+            if run_status(out) != "completed":
+                status = run_status(out)
+                break
+            texts = {int(r["idx"]): r.get("output_text") for r in run_records(out) if r.get("ok")}
+            if base_texts is None:
+                base_texts = {k: v for k, v in texts.items() if v is not None}
+                model = str(read_json(out / "run.json")["config"].get("model") or "")
+                tok = server_tokenizer_if_any(url, model, api_key) if model else None
+                continue
+            comparisons.append(_compare(name, base_texts, texts, tok, out, div_f))
+    except KeyboardInterrupt:
+        status = "interrupted"
+    verdicts = [_verdict(c, cfg) for c in comparisons]
+    write_stress(path, {
+        "suite": "consistency", "status": status, "config": cfg.to_json(), "runs": runs,
+        "baseline": runs[0] if runs else None, "unit": "token" if tok is not None else "char",
+        "comparisons": comparisons, "verdicts": [v.to_dict() for v in verdicts],
+    })  # fmt: skip
+    return ConsistencyResult(path, status, comparisons, verdicts)
+
+
+def _compare(name: str, base: dict[int, str], texts: dict[int, str | None], tok: Any,
+             run_dir: Path, div_f: JsonlAppender) -> dict[str, Any]:  # fmt: skip
+    n = identical = 0
+    firsts: list[int] = []
+    sims: list[float] = []
+    missing = 0
+    for idx, a in sorted(base.items()):
+        b = texts.get(idx)
+        if b is None:
+            missing += 1
+            continue
+        n += 1
+        c = compare_tokens(_tokens(a, tok), _tokens(b, tok))
+        sims.append(c["similarity"])
+        if c["identical"]:
+            identical += 1
+            continue
+        firsts.append(c["first_diff"])
+        div_f.append({"run": name, "idx": idx, **c, "baseline": a, "output": b})
+    return {
+        "run": name, "compared": n, "identical": identical, "divergent": n - identical,
+        "identical_fraction": identical / n if n else None, "missing": missing,
+        "first_diff_min": min(firsts) if firsts else None,
+        "first_diff_median": sorted(firsts)[len(firsts) // 2] if firsts else None,
+        "similarity_mean": sum(sims) / len(sims) if sims else None, "ecc": _ecc(run_dir),
+    }  # fmt: skip
+
+
+def _verdict(c: dict[str, Any], cfg: ConsistencyConfig) -> Verdict:
+    n, k = c["compared"], c["divergent"]
+    lo, hi = clopper_pearson(k, n)
+    est = k / n if n else 0.0
+    verdict, rule = judge(est, lo, hi, cfg.warn_divergent, cfg.fail_divergent)
+    if n == 0:
+        verdict = "n/a"
+    return Verdict(
+        f"consistency {c['run']}", "consistency",
+        "fraction of prompts whose greedy output differs from the baseline (Clopper-Pearson)",
+        "fraction", est, lo, hi, cfg.warn_divergent, cfg.fail_divergent, verdict, rule,
+        evidence={k2: c[k2] for k2 in ("compared", "divergent", "first_diff_min",
+                                        "similarity_mean", "ecc")},
+    )  # fmt: skip

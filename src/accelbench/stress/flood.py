@@ -1,0 +1,219 @@
+"""The flood suite: input lengths stepped up to the model's context, at one or more
+concurrencies. Reports TTFT and prefill throughput against input length with a fitted
+curve (a + b L + c L^2, each coefficient with its 95 % interval), errors by kind
+(context overflow, timeouts, 5xx, other) and the memory leak rate over the flood."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelbench.errors import UsageError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.stress.common import (
+    JsonlAppender,
+    Log,
+    MemoryProbe,
+    _quiet,
+    memory_series,
+    run_records,
+    run_status,
+    run_step,
+    write_stress,
+)
+from accelbench.stress.consistency import clopper_pearson
+from accelbench.stress.verdicts import (
+    LeakThresholds,
+    Verdict,
+    judge,
+    leak_verdict,
+    quadratic_fit,
+)
+
+MEMORY = "memory.jsonl"
+OVERFLOW_WORDS = ("context", "exceed", "too long", "maximum")
+
+
+@dataclass
+class FloodConfig:
+    load: BenchmarkConfig
+    lengths: list[int]
+    concurrencies: list[int] = field(default_factory=lambda: [1])
+    requests: int = 4  # per step and concurrency (at least the concurrency)
+    osl: int = 8
+    sample_s: float = 2.0
+    server_pid: int | None = None
+    metrics: list[str] = field(default_factory=list)
+    leak: LeakThresholds = field(default_factory=LeakThresholds)
+    warn_errors: float = 0.0
+    fail_errors: float = 0.05
+    gpu: bool = True
+
+    def validate(self) -> None:
+        from accelbench import validate as v
+
+        if not self.lengths:
+            raise UsageError("stress flood needs input lengths (--lengths or --max-context)")
+        for n in self.lengths:
+            v.integer("--lengths", n, 1, 1 << 22)
+        for c in self.concurrencies:
+            v.integer("--concurrencies", c, 1, 100_000)
+        v.integer("--requests", self.requests, 1, 1_000_000)
+        v.integer("--osl", self.osl, 1, 1 << 20)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["load"] = self.load.to_json()
+        return d
+
+
+@dataclass
+class FloodResult:
+    path: Path
+    status: str
+    steps: list[dict[str, Any]]
+    fit: dict[str, Any]
+    verdicts: list[Verdict]
+
+
+def default_lengths(max_context: int, osl: int, start: int = 1024) -> list[int]:
+    """Powers of two from ``start`` up to the largest input that fits with ``osl``
+    output tokens (and a few for the server's special tokens), that largest included."""
+    top = max_context - osl - 8
+    if top < 1:
+        raise UsageError(f"--max-context {max_context} leaves no room for {osl} output tokens")
+    out, n = [], min(start, top)
+    while n < top:
+        out.append(n)
+        n *= 2
+    return out + [top]
+
+
+def error_class(rec: dict[str, Any]) -> str:
+    """context_overflow | timeout | http_5xx | other (an HTTP 400/413 that names the
+    context is an overflow)."""
+    kind = str(rec.get("error_kind") or "")
+    msg = str(rec.get("error") or "").lower()
+    if kind == "timeout":
+        return "timeout"
+    if kind == "http_5xx":
+        return "http_5xx"
+    if kind == "http_4xx" and any(w in msg for w in OVERFLOW_WORDS):
+        return "context_overflow"
+    return kind or "other"
+
+
+class _Sampler(threading.Thread):
+    def __init__(self, probe: MemoryProbe, out: JsonlAppender, every_s: float) -> None:
+        super().__init__(name="accelbench-flood-memory", daemon=True)
+        self.probe, self.out, self.every = probe, out, every_s
+        self.halt = threading.Event()
+        self.t0 = time.monotonic()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                self.out.append(self.probe.sample(time.monotonic() - self.t0))
+            except Exception:  # noqa: BLE001 - a missed sample is a gap, not a failure
+                pass
+            self.halt.wait(self.every)
+
+
+def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult:
+    cfg.validate()
+    path.mkdir(parents=True, exist_ok=True)
+    mem = JsonlAppender(path / MEMORY)
+    if mem.path.exists():
+        raise UsageError(f"{path} already holds a flood: use another --out")
+    probe = MemoryProbe(cfg.load.url, cfg.server_pid, cfg.metrics, gpu=cfg.gpu)
+    sampler = _Sampler(probe, mem, cfg.sample_s)
+    sampler.start()
+    steps: list[dict[str, Any]] = []
+    xs: list[float] = []
+    ys: list[float] = []
+    status = "completed"
+    try:
+        for c in cfg.concurrencies:
+            for n in cfg.lengths:
+                out = path / "runs" / f"isl{n}-c{c}"
+                log(f"flood step: input {n} tokens at concurrency {c}")
+                run_step(cfg.load, out, log, workload={"isl": n, "osl": cfg.osl},
+                         concurrency=c, rate=None, num_requests=max(cfg.requests, c),
+                         duration_s=None)  # fmt: skip
+                recs = run_records(out)
+                steps.append(_step(n, c, recs, str(out.relative_to(path))))
+                for r in recs:
+                    if r.get("ok") and r.get("ttft_ms"):
+                        xs.append(float(r.get("isl") or n))
+                        ys.append(float(r["ttft_ms"]))
+                if run_status(out) != "completed":
+                    status = run_status(out)
+                    raise _Stop
+    except _Stop:
+        pass
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        sampler.halt.set()
+        sampler.join()
+        probe.close()
+    fit = quadratic_fit(xs, ys)
+    verdicts = _verdicts(cfg, steps, mem.read(), probe)
+    write_stress(path, {
+        "suite": "flood", "status": status, "config": cfg.to_json(), "steps": steps,
+        "ttft_fit_ms": fit, "runs": [s["run"] for s in steps],
+        "memory_totals": {n: probe.total_for(n) for n in memory_series(mem.read())},
+        "verdicts": [v.to_dict() for v in verdicts],
+    })  # fmt: skip
+    return FloodResult(path, status, steps, fit, verdicts)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _step(n: int, c: int, recs: list[dict[str, Any]], run: str) -> dict[str, Any]:
+    ok = [r for r in recs if r.get("ok")]
+    ttft = np.asarray([r["ttft_ms"] for r in ok if r.get("ttft_ms")], dtype=float)
+    isl = np.asarray([float(r.get("isl") or n) for r in ok if r.get("ttft_ms")], dtype=float)
+    errors: dict[str, int] = {}
+    for r in recs:
+        if not r.get("ok"):
+            k = error_class(r)
+            errors[k] = errors.get(k, 0) + 1
+    prefill = isl / (ttft / 1000.0) if ttft.size else np.array([])
+    return {
+        "input_tokens": n, "concurrency": c, "requests": len(recs), "ok": len(ok),
+        "errors": errors,
+        "ttft_ms": {"p50": float(np.percentile(ttft, 50)), "p90": float(np.percentile(ttft, 90)),
+                    "max": float(ttft.max())} if ttft.size else None,
+        "prefill_tok_per_s_p50": float(np.median(prefill)) if prefill.size else None,
+        "run": run,
+    }  # fmt: skip
+
+
+def _verdicts(cfg: FloodConfig, steps: list[dict[str, Any]], samples: list[dict[str, Any]],
+              probe: MemoryProbe) -> list[Verdict]:  # fmt: skip
+    out = [
+        leak_verdict(f"leak {name}", ts, ys, probe.total_for(name), cfg.leak)
+        for name, (ts, ys) in sorted(memory_series(samples).items())
+    ]
+    n = sum(s["requests"] for s in steps)
+    k = sum(v for s in steps for kind, v in s["errors"].items() if kind != "context_overflow")
+    lo, hi = clopper_pearson(k, n)
+    est = k / n if n else 0.0
+    verdict, rule = judge(est, lo, hi, cfg.warn_errors, cfg.fail_errors)
+    overflow = sum(s["errors"].get("context_overflow", 0) for s in steps)
+    out.append(Verdict(
+        "flood errors", "errors",
+        "fraction of requests failed other than by context overflow (Clopper-Pearson)",
+        "fraction", est, lo, hi, cfg.warn_errors, cfg.fail_errors,
+        verdict if n else "n/a", rule,
+        evidence={"requests": n, "failed": k, "context_overflow": overflow},
+    ))  # fmt: skip
+    return out

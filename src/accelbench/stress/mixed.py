@@ -1,0 +1,259 @@
+"""The mixed suite: interference between endpoints sharing a machine.
+
+Each round runs every endpoint alone (its solo baseline), then all together, and with
+``matrix`` all but one (for each one): the interference matrix says whose load hurts
+whom. Concurrent runs are separate processes, each an ordinary run directory; only the
+records sent while all of a phase's runs were under way are compared (one monotonic
+clock for every process on the machine).
+
+Per endpoint: the change of TTFT / TPOT percentiles against solo (percentile bootstrap
+over requests) and the jitter (coefficient of variation of per-window p99, bootstrap
+over windows). A claim such as "latency fluctuation under 3 % for each model" is
+checked with :func:`judge_claim`."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelbench.errors import UsageError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.stress.common import Log, _quiet, run_records, run_status, run_step, write_stress
+from accelbench.stress.verdicts import (
+    Verdict,
+    bootstrap_ci,
+    cv_pct,
+    judge,
+    judge_claim,
+    pct_change,
+)
+
+METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
+
+
+@dataclass
+class MixedConfig:
+    loads: list[BenchmarkConfig]  # one per endpoint, each with its own url and workload
+    duration_s: float = 30.0  # per phase
+    rounds: int = 1
+    window_s: float = 5.0  # for the jitter of per-window p99
+    matrix: bool = False
+    claim_pct: float | None = None  # "latency fluctuation under X %"
+    claim_stat: str = "jitter"  # jitter | change
+    warn_pct: float = 10.0
+    fail_pct: float = 50.0
+    n_boot: int = 1000
+    stagger_s: float = 3.0  # concurrent runs start within this: they run this much longer
+
+    def validate(self) -> None:
+        from accelbench import validate as v
+
+        if len(self.loads) < 2:
+            raise UsageError("stress mixed needs at least two endpoints (--url ... --url ...)")
+        v.number("--duration", self.duration_s, 1.0, 30 * 86400.0, unit="s")
+        v.integer("--rounds", self.rounds, 1, 1000)
+        v.number("--window", self.window_s, 0.1, 86400.0, unit="s")
+        v.choice("--claim-stat", self.claim_stat, ("jitter", "change"))
+        v.number("--stagger", self.stagger_s, 0.0, 3600.0, unit="s")
+        if self.claim_pct is not None:
+            v.number("--claim", self.claim_pct, 0.0, 1e6)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["loads"] = [c.to_json() for c in self.loads]
+        return d
+
+
+@dataclass
+class MixedResult:
+    path: Path
+    status: str
+    endpoints: list[dict[str, Any]]
+    matrix: list[list[dict[str, Any] | None]] | None
+    verdicts: list[Verdict]
+
+
+def _child(cfg: BenchmarkConfig, out: str, barrier: Any) -> None:
+    import accelbench.runner.benchmark  # noqa: F401 - the imports before the barrier
+
+    barrier.wait(timeout=120)
+    run_step(cfg, Path(out))
+
+
+def _phase(loads: list[tuple[int, BenchmarkConfig]], dirs: list[Path], duration: float,
+           stagger: float, log: Log) -> dict[int, list[dict[str, Any]]]:  # fmt: skip
+    """Run endpoints at once (one process each, released together after their imports);
+    their records from the span in which all of them were sending. Each runs ``stagger``
+    seconds longer than ``duration`` so that the common span is about ``duration``."""
+    from dataclasses import replace
+
+    if len(loads) == 1:
+        (i, cfg), d = loads[0], dirs[0]
+        run_step(cfg, d, log, duration_s=duration, num_requests=None)
+        return {i: _measured(d)}
+    # fork: no thread runs in this process between runs, and a child starts in
+    # milliseconds instead of re-importing everything
+    ctx: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    barrier = ctx.Barrier(len(loads))
+    procs = []
+    for (_, cfg), d in zip(loads, dirs, strict=True):
+        c = replace(cfg, duration_s=duration + stagger, num_requests=None)
+        p = ctx.Process(target=_child, args=(c, str(d), barrier))
+        p.start()
+        procs.append(p)
+    for p in procs:
+        p.join()
+    recs = {i: _measured(d) for (i, _), d in zip(loads, dirs, strict=True)}
+    if not all(recs.values()):
+        return {i: [] for i in recs}
+    lo = max(min(r["t_send"] for r in rs) for rs in recs.values())
+    hi = min(max(r["t_send"] for r in rs) for rs in recs.values())
+    return {i: [r for r in rs if lo <= r["t_send"] <= hi] for i, rs in recs.items()}
+
+
+def _measured(d: Path) -> list[dict[str, Any]]:
+    if run_status(d) not in ("completed",):
+        raise _Failed(f"{d}: run {run_status(d)}")
+    return [r for r in run_records(d) if r.get("ok")]
+
+
+class _Failed(Exception):
+    pass
+
+
+def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult:
+    cfg.validate()
+    path.mkdir(parents=True, exist_ok=True)
+    n = len(cfg.loads)
+    idx = list(range(n))
+    solo: dict[int, list[dict[str, Any]]] = {i: [] for i in idx}
+    together: dict[int, list[dict[str, Any]]] = {i: [] for i in idx}
+    without: dict[int, dict[int, list[dict[str, Any]]]] = {j: {i: [] for i in idx} for j in idx}
+    runs: list[str] = []
+    status = "completed"
+
+    def go(name: str, members: list[int], r: int) -> dict[int, list[dict[str, Any]]]:
+        dirs = [path / "runs" / f"r{r}-{name}-ep{i}" for i in members]
+        runs.extend(str(d.relative_to(path)) for d in dirs)
+        log(f"round {r}: {name} ({', '.join(f'ep{i}' for i in members)})")
+        return _phase(
+            [(i, cfg.loads[i]) for i in members], dirs, cfg.duration_s, cfg.stagger_s, log
+        )
+
+    try:
+        for r in range(cfg.rounds):
+            for i in idx:
+                solo[i] += go("solo", [i], r)[i]
+            for i, rs in go("all", idx, r).items():
+                together[i] += rs
+            if cfg.matrix and n > 2:
+                for j in idx:
+                    for i, rs in go(f"without{j}", [k for k in idx if k != j], r).items():
+                        without[j][i] += rs
+    except _Failed as exc:
+        status = "failed"
+        log(str(exc))
+    except KeyboardInterrupt:
+        status = "interrupted"
+    endpoints = [_endpoint(i, solo[i], together[i], cfg) for i in idx]
+    matrix = None
+    if cfg.matrix and n > 2:
+        matrix = [[None if i == j else _effect(together[i], without[j][i], cfg)
+                   for j in idx] for i in idx]  # fmt: skip
+    verdicts = _verdicts(endpoints, cfg)
+    write_stress(path, {
+        "suite": "mixed", "status": status, "config": cfg.to_json(), "runs": runs,
+        "endpoints": endpoints, "interference_matrix": matrix,
+        "matrix_note": "row i, column j: % change of endpoint i's TTFT p50 caused by "
+                       "endpoint j (all together vs all but j)",
+        "verdicts": [v.to_dict() for v in verdicts],
+    })  # fmt: skip
+    return MixedResult(path, status, endpoints, matrix, verdicts)
+
+
+def _vals(recs: list[dict[str, Any]], key: str) -> np.ndarray:
+    return np.asarray([r[key] for r in recs if r.get(key) is not None], dtype=float)
+
+
+def _window_p99(recs: list[dict[str, Any]], key: str, window_s: float) -> np.ndarray:
+    pts = [(r["t_send"], r[key]) for r in recs if r.get(key) is not None]
+    if not pts:
+        return np.array([])
+    t0 = min(t for t, _ in pts)
+    bins: dict[int, list[float]] = {}
+    for t, v in pts:
+        bins.setdefault(int((t - t0) / (window_s * 1e9)), []).append(v)
+    return np.asarray([np.percentile(v, 99) for _, v in sorted(bins.items()) if len(v) >= 3])
+
+
+def _ci(stat: Any, *samples: np.ndarray, cfg: MixedConfig) -> dict[str, float | None]:
+    if any(s.size < 2 for s in samples):
+        return {"estimate": None, "ci_low": None, "ci_high": None}
+    est, lo, hi = bootstrap_ci(stat, *samples, n_boot=cfg.n_boot)
+    return {"estimate": est, "ci_low": lo, "ci_high": hi}
+
+
+def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
+              cfg: MixedConfig) -> dict[str, Any]:  # fmt: skip
+    out: dict[str, Any] = {"endpoint": i, "url": cfg.loads[i].url, "solo_requests": len(solo),
+                           "mixed_requests": len(mixed)}  # fmt: skip
+    for name, key in METRICS:
+        a, b = _vals(solo, key), _vals(mixed, key)
+        for q in (50, 99):
+            out[f"{name}_p{q}_change_pct"] = _ci(pct_change(q), a, b, cfg=cfg)
+        for phase, recs in (("solo", solo), ("mixed", mixed)):
+            w = _window_p99(recs, key, cfg.window_s)
+            out[f"{name}_jitter_{phase}_pct"] = {**_ci(cv_pct, w, cfg=cfg), "windows": int(w.size)}
+            v = _vals(recs, key)
+            out[f"{name}_{phase}_p50_ms"] = float(np.percentile(v, 50)) if v.size else None
+    return out
+
+
+def _effect(
+    all_: list[dict[str, Any]], without_j: list[dict[str, Any]], cfg: MixedConfig
+) -> dict[str, Any]:
+    return _ci(pct_change(50), _vals(without_j, "ttft_ms"), _vals(all_, "ttft_ms"), cfg=cfg)
+
+
+def _verdicts(endpoints: list[dict[str, Any]], cfg: MixedConfig) -> list[Verdict]:
+    out = []
+    for e in endpoints:
+        for name in ("ttft_p50", "ttft_p99", "tpot_p50"):
+            c = e[f"{name}_change_pct"]
+            if c["estimate"] is None:
+                verdict, rule = "n/a", "too few requests"
+            else:
+                verdict, rule = judge(
+                    c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct
+                )
+            out.append(Verdict(
+                f"interference ep{e['endpoint']} {name.replace('_', ' ')}", "interference",
+                "% change mixed vs solo (percentile bootstrap over requests)", "%",
+                c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct, verdict, rule,
+                evidence={"solo_requests": e["solo_requests"], "mixed_requests": e["mixed_requests"]},
+            ))  # fmt: skip
+        if cfg.claim_pct is not None:
+            c = (
+                e["ttft_jitter_mixed_pct"]
+                if cfg.claim_stat == "jitter"
+                else e["ttft_p50_change_pct"]
+            )
+            stat = ("jitter: CV of per-window TTFT p99 under mixed load (bootstrap over windows)"
+                    if cfg.claim_stat == "jitter" else "|% change| of TTFT p50 mixed vs solo")  # fmt: skip
+            est, lo, hi = c["estimate"], c["ci_low"], c["ci_high"]
+            if est is not None and cfg.claim_stat == "change":
+                lo, hi = sorted((abs(lo), abs(hi))) if lo * hi > 0 else (0.0, max(abs(lo), abs(hi)))
+                est = abs(est)
+            if est is None or lo is None or hi is None or not np.isfinite([lo, hi]).all():
+                verdict, rule = "n/a", "too few windows or requests"
+            else:
+                verdict, rule = judge_claim(lo, hi, cfg.claim_pct)
+            out.append(Verdict(
+                f"claim ep{e['endpoint']} fluctuation < {cfg.claim_pct:g}%", "claim", stat, "%",
+                est, lo, hi, None, cfg.claim_pct, verdict, rule,
+            ))  # fmt: skip
+    return out

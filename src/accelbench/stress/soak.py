@@ -1,0 +1,296 @@
+"""The soak suite: steady load for minutes to days, judged per window.
+
+The load is a sequence of ordinary runs (segments, ``--segment`` long, default one
+hour) driven by :func:`accelbench.runner.benchmark.run_benchmark` in the main thread.
+Beside it a collector thread samples memory (:class:`MemoryProbe`) every
+``sample_s`` and tails the run's journal; each window (``window_s``) is written to
+``windows.jsonl`` the moment it closes, each memory sample to ``memory.jsonl``, and
+``stress.json`` is rewritten with the verdicts after every segment. An interrupted
+soak keeps every finished window; ``resume`` continues on the soak clock where the
+last finished window ended.
+
+Soak time ``t_s`` runs over finished windows only: the seconds lost between segments
+(server discovery, planning: about a second) are not on it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import UsageError
+from accelbench.runner.config import BenchmarkConfig
+from accelbench.store.rundir import JOURNAL
+from accelbench.stress.common import (
+    JournalTail,
+    JsonlAppender,
+    Log,
+    MemoryProbe,
+    _quiet,
+    dir_bytes,
+    memory_series,
+    read_stress,
+    run_status,
+    run_step,
+    window_device,
+    window_stats,
+    write_stress,
+)
+from accelbench.stress.verdicts import (
+    DriftThresholds,
+    LeakThresholds,
+    Verdict,
+    drift_verdict,
+    leak_verdict,
+)
+
+WINDOWS = "windows.jsonl"
+MEMORY = "memory.jsonl"
+
+
+@dataclass
+class SoakConfig:
+    load: BenchmarkConfig  # the load of every segment; duration_s is the soak's
+    duration_s: float
+    window_s: float = 60.0
+    segment_s: float = 3600.0
+    sample_s: float = 5.0
+    server_pid: int | None = None
+    metrics: list[str] = field(default_factory=list)  # Prometheus gauges to watch
+    leak: LeakThresholds = field(default_factory=LeakThresholds)
+    drift: DriftThresholds = field(default_factory=DriftThresholds)
+    gpu: bool = True
+
+    def validate(self) -> None:
+        from accelbench import validate as v
+
+        v.number("--duration", self.duration_s, 1.0, 30 * 86400.0, unit="s")
+        v.number("--window", self.window_s, 1.0, 86400.0, unit="s")
+        v.number("--segment", self.segment_s, self.window_s, 30 * 86400.0, unit="s")
+        v.number("--sample-interval", self.sample_s, 0.1, self.window_s, unit="s")
+        if self.load.num_requests is not None:
+            raise UsageError("stress soak runs for --duration: drop --num-requests")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["load"] = self.load.to_json()
+        return d
+
+
+@dataclass
+class SoakResult:
+    path: Path
+    status: str  # completed | interrupted | failed
+    windows: list[dict[str, Any]]
+    verdicts: list[Verdict]
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "completed" or any(v.verdict == "fail" for v in self.verdicts)
+
+
+class _Collector(threading.Thread):
+    """Samples memory and closes windows while a segment runs."""
+
+    GRACE_S = 2.0  # a record reaches the journal within ~1 s of finishing
+
+    def __init__(self, cfg: SoakConfig, probe: MemoryProbe, journal: Path, t0_soak: float,
+                 windows: JsonlAppender, memory: JsonlAppender, n_window: int) -> None:  # fmt: skip
+        super().__init__(name="accelbench-soak", daemon=True)
+        self.cfg, self.probe = cfg, probe
+        self.tail = JournalTail(journal)
+        self.t0_soak = t0_soak  # soak time at the segment's start
+        self.windows, self.memory = windows, memory
+        self.n_window = n_window
+        self.stop_at: float | None = None
+        self.halt = threading.Event()
+        self.start_ns: int | None = None  # when the load started (the first record's t_sched)
+        self.rows: list[dict[str, Any]] = []  # records not yet in a closed window
+        self.samples: list[dict[str, Any]] = []  # memory samples of the open window
+        self.done: list[dict[str, Any]] = []  # windows closed by this collector
+        self.w_start = 0.0  # segment seconds
+        self.error: str | None = None
+
+    def seg_s(self) -> float:
+        if self.start_ns is None:
+            return 0.0
+        return (time.monotonic_ns() - self.start_ns) / 1e9
+
+    def _wait_for_load(self) -> bool:
+        """Windows start with the load, not with server discovery and planning: wait for
+        the first record and take its scheduled time as the start."""
+        while self.start_ns is None and not self.halt.is_set():
+            rows = self.tail.new_rows()
+            if rows:
+                self.start_ns = min(int(r.get("t_sched") or r["t_send"]) for r in rows)
+                self.rows += rows
+                return True
+            self.halt.wait(0.1)
+        return self.start_ns is not None
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001 - reported as the soak's failure
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def _loop(self) -> None:
+        if not self._wait_for_load():
+            return
+        next_sample = 0.0
+        while not self.halt.is_set():
+            now = self.seg_s()
+            if now >= next_sample:
+                s = self.probe.sample(self.t0_soak + now)
+                self.memory.append(s)
+                self.samples.append(s)
+                next_sample += self.cfg.sample_s
+            self.rows += self.tail.new_rows()
+            while self.seg_s() >= self.w_start + self.cfg.window_s + self.GRACE_S:
+                self._close(self.w_start + self.cfg.window_s)
+            self.halt.wait(min(0.5, max(0.0, next_sample - self.seg_s())))
+
+    def finish(self) -> None:
+        """After the segment: close what is left (a partial last window is kept when it
+        covers at least half a window)."""
+        self.halt.set()
+        self.join()
+        self.rows += self.tail.new_rows()
+        if self.start_ns is None:  # no record at all: nothing to window
+            return
+        end = self.seg_s() if self.stop_at is None else self.stop_at
+        while self.w_start + self.cfg.window_s <= end:
+            self._close(self.w_start + self.cfg.window_s)
+        if end - self.w_start >= self.cfg.window_s / 2 and self.rows:
+            self._close(end)
+
+    def _close(self, w_end: float) -> None:
+        assert self.start_ns is not None
+        hi = self.start_ns + int(w_end * 1e9)
+        mine = [r for r in self.rows if (r.get("t_done") or r.get("t_send") or 0) < hi]
+        self.rows = [r for r in self.rows if (r.get("t_done") or r.get("t_send") or 0) >= hi]
+        samples = [s for s in self.samples if s["t_s"] < self.t0_soak + w_end]
+        self.samples = [s for s in self.samples if s["t_s"] >= self.t0_soak + w_end]
+        row = {"window": self.n_window, "t_start_s": round(self.t0_soak + self.w_start, 3),
+               "t_s": round(self.t0_soak + (self.w_start + w_end) / 2, 3),
+               "t_end_s": round(self.t0_soak + w_end, 3), "span_s": w_end - self.w_start,
+               **window_stats(mine, w_end - self.w_start), "device": window_device(samples)}  # fmt: skip
+        self.windows.append(row)
+        self.done.append(row)
+        self.n_window += 1
+        self.w_start = w_end
+
+
+def soak_verdicts(
+    windows: list[dict[str, Any]],
+    samples: list[dict[str, Any]],
+    totals: dict[str, float | None],
+    leak: LeakThresholds,
+    drift: DriftThresholds,
+) -> list[Verdict]:
+    """Leak verdicts for every memory series and drift verdicts for latency, throughput
+    and error rate over the windows."""
+    out: list[Verdict] = []
+    for name, (ts, ys) in sorted(memory_series(samples).items()):
+        out.append(leak_verdict(f"leak {name}", ts, ys, totals.get(name), leak))
+    t = [w["t_s"] for w in windows]
+
+    def col(path: tuple[str, ...]) -> list[float]:
+        vals = []
+        for w in windows:
+            v: Any = w
+            for k in path:
+                v = v.get(k) if isinstance(v, dict) else None
+            vals.append(float(v) if v is not None else float("nan"))
+        return vals
+
+    for name, path, bad, rel in (
+        ("drift ttft p50", ("ttft_ms", "p50"), "up", True),
+        ("drift ttft p99", ("ttft_ms", "p99"), "up", True),
+        ("drift tpot p50", ("tpot_ms", "p50"), "up", True),
+        ("drift throughput", ("output_tok_per_s",), "down", True),
+        ("drift error rate", ("error_rate",), "up", False),
+    ):
+        out.append(drift_verdict(name, t, col(path), bad=bad, relative=rel, th=drift))
+    return out
+
+
+def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _quiet) -> SoakResult:
+    """Run (or resume) a soak into the stress directory ``path``."""
+    cfg.validate()
+    path.mkdir(parents=True, exist_ok=True)
+    windows_f, memory_f = JsonlAppender(path / WINDOWS), JsonlAppender(path / MEMORY)
+    done_s, seg = 0.0, 0
+    if resume:
+        prev = read_stress(path)
+        if prev.get("suite") != "soak":
+            raise UsageError(f"--resume {path}: not a soak directory")
+        wins = windows_f.read()
+        done_s = max((w["t_end_s"] for w in wins), default=0.0)
+        seg = int(prev.get("segments", 0))
+        # drop memory samples past the last finished window (they will be re-taken)
+        keep = [m for m in memory_f.read() if m["t_s"] <= done_s]
+        memory_f.path.write_bytes(b"")
+        for m in keep:
+            memory_f.append(m)
+        log(f"resuming at {done_s:.0f} s of {cfg.duration_s:.0f} s (segment {seg})")
+    elif (path / WINDOWS).exists():
+        raise UsageError(f"{path} already holds a soak: use --resume or another --out")
+    probe = MemoryProbe(cfg.load.url, cfg.server_pid, cfg.metrics, gpu=cfg.gpu)
+    status = "completed"
+    try:
+        while done_s < cfg.duration_s - 1e-6:
+            length = min(cfg.segment_s, cfg.duration_s - done_s)
+            out = path / "runs" / f"seg-{seg:03d}"
+            n_win = len(windows_f.read())
+            col = _Collector(cfg, probe, out / JOURNAL, done_s, windows_f, memory_f, n_win)
+            col.start()
+            log(f"segment {seg}: {length:.0f} s")
+            try:
+                run_step(cfg.load, out, log, duration_s=length)
+            finally:
+                col.finish()
+            seg += 1
+            st = run_status(out) if col.error is None else "failed"
+            if col.error:
+                log(f"soak collector failed: {col.error}")
+            # a completed segment covered its length (a last window shorter than half a
+            # window is dropped, not re-run); an interrupted one ends with its last window
+            done_s = (
+                done_s + length
+                if st == "completed"
+                else max((w["t_end_s"] for w in col.done), default=done_s)
+            )
+            _write(path, cfg, probe, "running", seg, windows_f, memory_f)
+            if st != "completed":
+                status = st
+                break
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        probe.close()
+    result = _write(path, cfg, probe, status, seg, windows_f, memory_f)
+    return result
+
+
+def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: int,
+           windows_f: JsonlAppender, memory_f: JsonlAppender) -> SoakResult:  # fmt: skip
+    windows = windows_f.read()
+    samples = memory_f.read()
+    names = memory_series(samples)
+    totals = {n: probe.total_for(n) for n in names}
+    verdicts = soak_verdicts(windows, samples, totals, cfg.leak, cfg.drift)
+    n_req = sum(int(w.get("requests") or 0) for w in windows)
+    size = dir_bytes(path)
+    write_stress(path, {
+        "suite": "soak", "status": status, "segments": seg, "config": cfg.to_json(),
+        "windows": len(windows), "soak_s": max((w["t_end_s"] for w in windows), default=0.0),
+        "requests": n_req, "disk_bytes": size,
+        "disk_bytes_per_request": size / n_req if n_req else None,
+        "runs": [str(p.relative_to(path)) for p in sorted((path / "runs").glob("seg-*"))],
+        "memory_totals": totals, "verdicts": [v.to_dict() for v in verdicts],
+    })  # fmt: skip
+    return SoakResult(path=path, status=status, windows=windows, verdicts=verdicts)

@@ -1,0 +1,57 @@
+"""The stress commands from the command line: bad usage (exit 2), the mixed suite with
+an interference matrix and a claim on reference servers (no shared resource: the claim
+holds), the verdict table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accelbench", "stress", *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["soak", "--url", "http://127.0.0.1:9"], "needs --duration"),
+        (["mixed", "--url", "http://127.0.0.1:9,isl=x", "--url", "http://127.0.0.1:9"], "isl='x'"),
+        (["flood", "--url", "http://127.0.0.1:9", "--lengths", "1,a"], "--lengths"),
+        (["consistency", "--url", "http://127.0.0.1:9", "--prompts", "0"], "--prompts"),
+    ],
+)  # fmt: skip
+def test_bad_usage_is_one_line_exit_2(args, message, tmp_path):
+    r = cli(*args, "--out", str(tmp_path / "s"))
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path):
+    a, b, c = (reference_server("--ttft-ms", "20", "--itl-ms", "2") for _ in range(3))
+    out = tmp_path / "mixed"
+    r = cli("mixed", "--url", f"{a.url},isl=16,osl=4", "--url", f"{b.url},concurrency=2",
+            "--url", f"{c.url},rate=20", "--duration", "1.5", "--stagger", "1", "--window", "0.5", "--matrix",
+            "--claim", "3", "--claim-stat", "change", "--no-telemetry", "--osl", "4",
+            "--out", str(out))  # fmt: skip
+    doc = json.loads((out / "stress.json").read_text())
+    # exit 1 exactly when a verdict failed (a tail may suffer from the shared client CPU)
+    failed = any(v["verdict"] == "fail" for v in doc["verdicts"])
+    assert r.returncode == (1 if failed else 0), r.stdout + r.stderr
+    assert "interference matrix" in r.stdout and "claim ep2" in r.stdout
+    assert doc["status"] == "completed" and len(doc["runs"]) == 3 + 3 + 3 * 2
+    m = doc["interference_matrix"]
+    assert [m[i][i] for i in range(3)] == [None] * 3
+    assert all(m[i][j]["estimate"] is not None for i in range(3) for j in range(3) if i != j)
+    # fixed server latency, nothing shared but the client's CPU: the p50 claim holds
+    claims = [v for v in doc["verdicts"] if v["kind"] == "claim"]
+    assert [v["verdict"] for v in claims] == ["pass"] * 3
+    assert all(v["ci_high"] < 3 for v in claims)
+    cfg = doc["config"]["loads"]
+    assert cfg[0]["workload"]["isl"] == 16 and cfg[1]["concurrency"] == 2 and cfg[2]["rate"] == 20

@@ -1,0 +1,103 @@
+"""A real short soak against the reference server with a known leak and drift; and an
+interrupted soak resumed from its finished windows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+from accelbench.stress.soak import SoakConfig, run_soak
+
+LEAK_PER_REQ = 100_000  # bytes kept per request
+RATE = 20.0  # requests/s, constant arrivals: the leak per hour is known
+DEV_RATE = 500_000.0  # bytes/s of the device-memory gauge after its warm-up ramp
+
+
+def by_name(verdicts):
+    return {v.name: v for v in verdicts}
+
+
+def test_soak_recovers_injected_leak_and_drift(reference_server, tmp_path):
+    srv = reference_server(
+        "--ttft-ms", "10", "--itl-ms", "1", "--leak-bytes-per-request", str(LEAK_PER_REQ),
+        "--device-memory-warmup", "100000000", "--device-memory-warmup-s", "6",
+        "--device-memory-rate", str(DEV_RATE), "--ttft-drift-ms-per-min", "60",
+    )  # fmt: skip
+    load = BenchmarkConfig(url=srv.url, rate=RATE, arrival="constant", telemetry=False,
+                           workload=WorkloadConfig(isl=16, osl=8))  # fmt: skip
+    cfg = SoakConfig(load=load, duration_s=12, window_s=1.5, sample_s=0.5, server_pid=srv.proc.pid,
+                     metrics=["reference_device_memory_used_bytes", "reference_leaked_bytes"],
+                     gpu=False)  # fmt: skip
+    res = run_soak(cfg, tmp_path / "soak")
+    assert res.status == "completed"
+    v = by_name(res.verdicts)
+
+    truth = LEAK_PER_REQ * RATE * 3600  # bytes per hour
+    # the server's own count of what it kept, and its RSS, both within 10 %
+    assert v["leak metric:reference_leaked_bytes"].estimate == pytest.approx(truth, rel=0.10)
+    rss = v["leak server_rss_bytes"]
+    assert rss.estimate == pytest.approx(truth, rel=0.10) and rss.verdict == "fail"
+    # the device-memory gauge: its warm-up ramp is cut off, the leak after it recovered
+    dev = v["leak metric:reference_device_memory_used_bytes"]
+    assert dev.estimate == pytest.approx(DEV_RATE * 3600, rel=0.10) and dev.verdict == "fail"
+    assert dev.evidence["warmup_end_s"] > 1.0
+    assert dev.evidence["total_bytes"] == 80 * 2**30
+    # latency drift injected in TTFT only: TTFT fails, TPOT and errors do not
+    assert v["drift ttft p50"].verdict == "fail" and v["drift ttft p50"].ci_low > 0
+    assert v["drift tpot p50"].verdict == "pass"
+    assert v["drift error rate"].verdict == "pass"
+
+    doc = json.loads((tmp_path / "soak" / "stress.json").read_text())
+    assert doc["suite"] == "soak" and doc["status"] == "completed"
+    assert 7 <= doc["windows"] <= 9 and doc["disk_bytes_per_request"] > 0
+    w = [json.loads(x) for x in (tmp_path / "soak" / "windows.jsonl").read_text().splitlines()]
+    assert sum(x["requests"] for x in w) == pytest.approx(RATE * 12, abs=RATE * 2)
+    assert all(x["error_rate"] == 0 for x in w)
+    # its run is an ordinary run directory
+    seg = tmp_path / "soak" / "runs" / "seg-000"
+    assert json.loads((seg / "run.json").read_text())["status"] == "completed"
+    assert (seg / "summary.json").exists()
+    from accelbench.store.runs import find_run_dirs
+
+    assert find_run_dirs(tmp_path) == [seg]  # the runs store sees it (runs list)
+
+
+def test_interrupted_soak_keeps_windows_and_resumes(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "1")
+    out = tmp_path / "soak"
+    cmd = [sys.executable, "-m", "accelbench", "stress", "soak", "--url", srv.url,
+           "--rate", "10", "--duration", "6", "--window", "1", "--sample-interval", "0.5",
+           "--isl", "16", "--osl", "4", "--no-telemetry", "--out", str(out), "-q"]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "COLUMNS": "120"})  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait for two finished windows
+        wf = out / "windows.jsonl"
+        if wf.exists() and len(wf.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 1, err
+    doc = json.loads((out / "stress.json").read_text())
+    assert doc["status"] == "interrupted"
+    kept = [json.loads(x) for x in (out / "windows.jsonl").read_text().splitlines()]
+    assert len(kept) >= 2
+
+    r = subprocess.run(cmd[:-3] + ["--resume", str(out), "-q"], capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((out / "stress.json").read_text())
+    assert doc["status"] == "completed" and doc["segments"] == 2
+    w = [json.loads(x) for x in (out / "windows.jsonl").read_text().splitlines()]
+    assert w[: len(kept)] == kept  # the finished windows are kept as they were
+    ends = [x["t_end_s"] for x in w]
+    assert ends == sorted(ends) and ends[-1] == pytest.approx(6, abs=1.0)
+    assert [x["window"] for x in w] == list(range(len(w)))

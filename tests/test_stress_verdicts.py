@@ -1,0 +1,172 @@
+"""The stress statistics against known truths (synthetic series with fixed seeds)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelbench.stress.consistency import clopper_pearson
+from accelbench.stress.verdicts import (
+    HOUR,
+    LeakThresholds,
+    bootstrap_ci,
+    compare_tokens,
+    cv_pct,
+    drift_verdict,
+    judge,
+    judge_claim,
+    leak_verdict,
+    pct_change,
+    quadratic_fit,
+    robust_trend,
+    warmup_end,
+)
+
+GIB = 2**30
+T = np.arange(0.0, 600.0, 5.0)  # a 10-minute soak sampled every 5 s
+
+
+def memory(seed: int, leak_b_per_s: float = 0.0) -> np.ndarray:
+    """2 GiB base, a 300 MB pool filling linearly over the first minute, 2 MB noise."""
+    rng = np.random.default_rng(seed)
+    return 2 * GIB + 300e6 * np.minimum(T / 60, 1) + leak_b_per_s * T + rng.normal(0, 2e6, T.size)
+
+
+def test_judge_rules_hand_checked():
+    assert judge(50, 40, 60, warn=10, fail=30)[0] == "fail"
+    assert judge(50, 20, 60, warn=10, fail=30)[0] == "warn"
+    assert judge(50, 5, 60, warn=10, fail=30)[0] == "pass"  # not enough evidence
+    assert judge_claim(1.0, 2.5, 3.0)[0] == "pass"
+    assert judge_claim(3.5, 4.0, 3.0)[0] == "fail"
+    assert judge_claim(2.0, 4.0, 3.0)[0] == "warn"
+
+
+def test_injected_leak_estimated_within_10_percent_and_fails():
+    rate = 1e9 / HOUR  # 1 GB/h
+    for seed in range(5):
+        v = leak_verdict("m", T, memory(seed, rate), 80 * GIB)
+        assert v.verdict == "fail"
+        assert v.estimate == pytest.approx(1e9, rel=0.10)
+        assert v.ci_low < 1e9 < v.ci_high
+        # the pool filling in the first minute is cut off, not read as a leak
+        assert 50 <= v.evidence["warmup_end_s"] <= 80
+        tte = v.evidence["time_to_exhaustion_h"]
+        assert tte == pytest.approx((80 * GIB - v.evidence["last_bytes"]) / v.estimate)
+
+
+def test_no_leak_no_false_alarm_in_20_seeded_soaks():
+    verdicts = [leak_verdict("m", T, memory(seed), 80 * GIB) for seed in range(20)]
+    assert [v.verdict for v in verdicts] == ["pass"] * 20
+    # the interval covers zero in (nearly) every repetition: no bias from the warm-up
+    assert sum(v.ci_low <= 0 <= v.ci_high for v in verdicts) >= 18
+
+
+def test_warmup_without_cut_would_read_as_a_leak():
+    # the same series judged from t=0 (no change point) shows the pool as a leak
+    tr = robust_trend(T, memory(0), skip_warmup=False)
+    assert tr is not None and tr.ci_low * HOUR > 4 * 2**20  # above the warn threshold
+    assert warmup_end(T, memory(0)) == pytest.approx(60, abs=15)
+
+
+def test_leak_running_out_within_horizon_fails_even_below_rate_threshold():
+    t = np.arange(0.0, 3600.0, 30.0)
+    y = 79.99 * GIB + (20 * 2**20 / HOUR) * t  # 20 MiB/h, 10 MiB left
+    v = leak_verdict("m", t, y, 80 * GIB, LeakThresholds(fail_bytes_per_h=1e12))
+    assert v.verdict == "fail" and v.evidence["time_to_exhaustion_h"] < 1
+
+
+def test_small_total_growth_is_not_a_leak():
+    t = np.arange(0.0, 30.0, 1.0)
+    y = 2e8 + 100e3 * t / 30  # 100 kB in 30 s: 12 MB/h, but only 100 kB grown
+    assert leak_verdict("m", t, y, 8 * GIB).verdict == "pass"
+
+
+def windows(seed: int, drift_pct_per_h: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """30 one-minute windows of p50 latency around 100 ms with 3 % noise."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(30) * 60.0 + 30
+    return t, 100.0 * (1 + drift_pct_per_h / 100 * t / HOUR) * rng.normal(1, 0.03, t.size)
+
+
+def test_injected_latency_drift_detected():
+    for seed in range(5):
+        t, y = windows(seed, drift_pct_per_h=60.0)
+        v = drift_verdict("ttft", t, y, bad="up")
+        assert v.verdict == "fail"
+        assert v.ci_low < 60 * 1.0 < v.ci_high * 1.0 + 10  # the interval is near the truth
+        assert v.estimate == pytest.approx(60, rel=0.25)
+
+
+def test_no_drift_no_false_alarm_in_20_seeds():
+    for bad in ("up", "down"):
+        got = [drift_verdict("x", *windows(seed), bad=bad).verdict for seed in range(20)]
+        assert got == ["pass"] * 20
+
+
+def test_throughput_drift_direction():
+    t, y = windows(1, drift_pct_per_h=-60.0)  # falling throughput is bad
+    assert drift_verdict("tput", t, y, bad="down").verdict == "fail"
+    assert drift_verdict("lat", t, y, bad="up").verdict == "pass"
+
+
+def test_error_rate_drift_in_percentage_points():
+    t = np.arange(20) * 60.0
+    y = 0.01 + 0.05 * t / HOUR  # +5 pp per hour
+    v = drift_verdict("err", t, y, bad="up", relative=False)
+    assert v.unit == "pp/h" and v.estimate == pytest.approx(5.0) and v.verdict == "fail"
+
+
+def test_quadratic_fit_recovers_coefficients():
+    x = np.repeat([1024, 4096, 16384, 65536, 131072], 3).astype(float)
+    rng = np.random.default_rng(0)
+    y = 5 + 0.01 * x + 2e-7 * x**2 + rng.normal(0, 0.5, x.size)
+    f = quadratic_fit(x, y)
+    assert f["c"]["ci_low"] < 2e-7 < f["c"]["ci_high"]
+    assert f["b"]["estimate"] == pytest.approx(0.01, rel=0.01)
+    assert f["r2"] > 0.999
+    assert "error" in quadratic_fit([1, 1, 2], [1, 2, 3])
+
+
+def test_compare_tokens_hand_checked():
+    assert compare_tokens("abc", "abc") == {
+        "identical": True,
+        "first_diff": None,
+        "similarity": 1.0,
+    }
+    c = compare_tokens("abcd", "abXd")
+    assert c["first_diff"] == 2 and c["similarity"] == pytest.approx(0.75)
+    assert compare_tokens("ab", "abc")["first_diff"] == 2  # a prefix differs at its end
+
+
+def test_clopper_pearson_hand_checked():
+    lo, hi = clopper_pearson(0, 10)
+    assert lo == 0 and hi == pytest.approx(1 - 0.025 ** (1 / 10))
+    lo, hi = clopper_pearson(10, 10)
+    assert hi == 1 and lo == pytest.approx(0.025 ** (1 / 10))
+
+
+def test_bootstrap_change_excludes_zero_for_a_real_shift():
+    rng = np.random.default_rng(3)
+    solo = rng.gamma(20, 5, 300)  # mean 100
+    mixed = rng.gamma(20, 5, 300) * 1.3
+    est, lo, hi = bootstrap_ci(pct_change(50), solo, mixed, n_boot=500)
+    assert 20 < est < 40 and lo > 0 and lo < 30 < hi
+    est, lo, hi = bootstrap_ci(pct_change(50), solo, rng.gamma(20, 5, 300), n_boot=500)
+    assert lo < 0 < hi
+    assert cv_pct(np.array([9.0, 10.0, 11.0])) == pytest.approx(10.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-1e15, 1e15), min_size=0, max_size=40))
+def test_verdicts_never_raise_on_any_series(ys):
+    t = np.arange(len(ys), dtype=float)
+    v = leak_verdict("m", t, ys, 80 * GIB)
+    assert v.verdict in ("pass", "warn", "fail", "n/a")
+    d = drift_verdict("d", t, ys)
+    assert d.verdict in ("pass", "warn", "fail", "n/a")
+    if d.estimate is not None:
+        assert math.isfinite(d.estimate)
