@@ -161,10 +161,11 @@ def test_other_sweep_in_same_dir_refused(tmp_path):
 
 
 def _app() -> typer.Typer:
-    from accelbench.cli import analysis
+    from accelbench.cli import analysis, sweep
 
     app = typer.Typer()
     analysis.register(app)
+    sweep.register(app)
     return app
 
 
