@@ -100,14 +100,14 @@ def test_run_with_a_trace(reference_server, tmp_path: Path) -> None:
 
 @pytest.mark.engine
 def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
-    """A burst of 12 on llama-server (tiny model): 4 slots queue what 16 serve at once,
+    """A burst of 32 on llama-server (tiny model): 4 slots queue what 16 serve at once,
     so the candidate's TTFT is far lower; greedy outputs are compared too. Sequential:
     the two engines do not compete for the CI machine's two cores."""
     from accelbench.servers.llamacpp import start_llama_server
 
     lines = []
     for burst in range(1):
-        for _ in range(12):
+        for _ in range(32):
             lines.append({"timestamp": burst * 1000, "input_length": 32, "output_length": 8})
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     slots4 = start_llama_server("tiny", parallel=4, ctx_per_slot=256, log=lambda m: None)
@@ -125,6 +125,6 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     v = shadow_verdict(d, ["ttft_p50 <= +10%", "error_rate <= +5pp", "agreement >= 0.5"])
     ttft = v["gates"][0]
     assert ttft["status"] == "pass" and ttft["hi"] < 1.0, ttft  # 16 slots: lower TTFT
-    assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 12
-    assert v["gates"][2]["n_baseline"] == 12  # every request greedy and compared
+    assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 32
+    assert v["gates"][2]["n_baseline"] == 32  # every request greedy and compared
     assert all(r["isl"] == 32 for r in _rows(d / "baseline.jsonl"))  # exact in its tokens
