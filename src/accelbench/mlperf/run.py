@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.client.session import load_api_key
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.mlperf import loadgen
 from accelbench.mlperf.logs import SUMMARY_FILE, parse_result
@@ -30,16 +29,15 @@ from accelbench.mlperf.settings import MlperfSettings, build, compliance
 from accelbench.mlperf.sut import LoadGenSUT, SutOptions
 from accelbench.runner.benchmark import (
     Log,
-    _embedded_engine,
-    discover_server,
+    embedded_engine,
+    connect,
     environment,
-    probe_request,
 )
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
 from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, read_json, write_json_atomic
 from accelbench.workload.plan import PlannedRequest, build_plan
-from accelbench.workload.tokenizer import LocalTokenizer, Tokenizer, server_tokenizer_if_any
+from accelbench.workload.tokenizer import Tokenizer
 
 MLPERF_JSON = "mlperf.json"
 DATASET_FORMATS = ("auto", "mlperf", "sharegpt", "prompts", "chat")
@@ -107,7 +105,7 @@ def run_mlperf(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {root}: {exc.strerror or exc}") from None
-    with _embedded_engine(cfg, log) as engine:
+    with embedded_engine(cfg, log) as engine:
         return _run(lg, cfg, ms, qsl, log, engine)
 
 
@@ -140,32 +138,9 @@ def _samples(
 def _run(
     lg: Any, cfg: BenchmarkConfig, ms: MlperfSettings, q: QslOptions, log: Log, engine: Any
 ) -> MlperfResult:
-    assert cfg.url is not None
-    api_key = load_api_key(cfg.api_key_env, cfg.api_key_file)
-    server = discover_server(cfg.url, api_key)
-    models = [m for m in server["models"] if m]
-    if cfg.model is None:
-        if not models:
-            raise AccelbenchError("the server lists no models: give --model")
-        cfg.model = models[0]
-    elif models and cfg.model not in models:
-        raise AccelbenchError(
-            f"model {cfg.model!r} is not served at {cfg.url}; it serves: {', '.join(models)}"
-        )
-    tok: Tokenizer | None
-    if cfg.workload.tokenizer:
-        tok = LocalTokenizer(cfg.workload.tokenizer)
-    else:
-        tok = server_tokenizer_if_any(cfg.url, cfg.model, api_key)
-    probe_text = "The quick brown fox jumps over the lazy dog."
-    probe = probe_request(cfg, api_key, probe_text)
-    if not probe.ok:
-        raise AccelbenchError(
-            f"a test request to {cfg.url} failed ({probe.error_kind}): {probe.error}"
-        )
-    special = 0
-    if tok is not None and probe.isl is not None:
-        special = max(0, probe.isl - len(tok.encode(probe_text)))
+    target = connect(cfg, log)
+    assert cfg.url is not None  # connect() needs it; the embedded engine has set it
+    api_key, server, tok, special = target.api_key, target.server, target.tok, target.special
 
     log("preparing the query sample library")
     samples, kind = _samples(cfg, q, tok, special)

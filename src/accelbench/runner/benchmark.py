@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -146,7 +147,7 @@ def _split(n: int | None, k: int, parts: int) -> int | None:
 
 # -- the run -------------------------------------------------------------------------
 @contextlib.contextmanager
-def _embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
+def embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
     if cfg.url is not None:
         yield None
         return
@@ -180,12 +181,25 @@ def run_benchmark(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {root}: {exc.strerror or exc}") from None
-    with _embedded_engine(cfg, log) as engine:
+    with embedded_engine(cfg, log) as engine:
         run_dir = _run(cfg, log, progress, console, engine)
     return run_dir
 
 
-def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: Any) -> Path:
+@dataclass
+class Target:
+    """The server a run talks to, as found before the first measured request."""
+
+    api_key: str | None
+    server: dict[str, Any]  # what /v1/models and the server's headers said
+    tok: Tokenizer | None  # the server's own tokenizer, or --tokenizer
+    special: int  # tokens the server adds to every prompt (BOS, chat template)
+
+
+def connect(cfg: BenchmarkConfig, log: Log) -> Target:
+    """Find the server's models (filling in ``cfg.model``), its tokenizer, and with a
+    probe request (retried) what it adds to every prompt, so synthetic ISLs are exact
+    in its own count. Used by every command that sends load."""
     assert cfg.url is not None
     api_key = load_api_key(cfg.api_key_env, cfg.api_key_file)
     server = discover_server(cfg.url, api_key)
@@ -196,22 +210,26 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
         cfg.model = models[0]
     elif models and cfg.model not in models:
         raise AccelbenchError(
-            f"model {cfg.model!r} is not served at {redact_url(cfg.url)}; it serves: {', '.join(models)}"
+            f"model {cfg.model!r} is not served at {redact_url(cfg.url)}; "
+            f"it serves: {', '.join(models)}"
         )
-
     tok: Tokenizer | None
     if cfg.workload.tokenizer:
         tok = LocalTokenizer(cfg.workload.tokenizer)
     else:
         tok = server_tokenizer_if_any(cfg.url, cfg.model, api_key)
-
-    # The probe checks the endpoint end to end and measures what the server adds to
-    # every prompt (BOS, chat template), so synthetic ISLs are exact in its own count.
     probe_text = "The quick brown fox jumps over the lazy dog."
     probe = probe_with_retry(lambda: probe_request(cfg, api_key, probe_text), cfg.url, log=log)
     special = 0
     if tok is not None and probe.isl is not None:
         special = max(0, probe.isl - len(tok.encode(probe_text)))
+    return Target(api_key, server, tok, special)
+
+
+def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: Any) -> Path:
+    target = connect(cfg, log)
+    assert cfg.url is not None  # connect() needs it; the embedded engine has set it
+    api_key, server, tok, special = target.api_key, target.server, target.tok, target.special
 
     n_warm = cfg.warmup_requests
     if cfg.workload.trace and cfg.num_requests is None and cfg.duration_s is None:
