@@ -29,8 +29,8 @@ from accelbench.mlperf.settings import MlperfSettings, build, compliance
 from accelbench.mlperf.sut import LoadGenSUT, SutOptions
 from accelbench.runner.benchmark import (
     Log,
-    embedded_engine,
     connect,
+    embedded_engine,
     environment,
 )
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
