@@ -98,9 +98,23 @@ class HTTP1Protocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = _monotonic_ns()
-        if self._sink is None:
+        sink = self._sink
+        if sink is None:
             return  # unsolicited bytes on an idle connection: ignore
         try:
+            if self._state == 2 and self._remaining == -1 and self._chunked and not self._buf:
+                # Fast path: the read is exactly one whole chunk (a paced server writes one
+                # SSE event per chunk per write). Anything else goes the general way.
+                eol = data.find(b"\r\n", 0, 18)
+                if eol > 0:
+                    try:
+                        size = int(data[:eol], 16)
+                    except ValueError:
+                        size = 0
+                    if size > 0 and eol + size + 4 == len(data) and data.endswith(b"\r\n"):
+                        if not sink.on_data(data[eol + 2 : -2], t):
+                            self._abort(None)
+                        return
             self._received(data, t)
         except Exception as exc:  # noqa: BLE001 - never let a parser bug kill the transport
             self._abort(f"client error while reading the response: {type(exc).__name__} {exc}",
