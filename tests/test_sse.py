@@ -271,30 +271,46 @@ _CONTENT = [
 ]
 _EVENT = st.one_of(
     st.sampled_from([b"data: " + orjson.dumps(d) + b"\n\n" for d in _CONTENT]),
-    st.sampled_from([b"data: [DONE]\n\n", b"data: {bad\n\n", b": ping\n\n", b"data: 5\n\n",
-                     b'data: {"choices":[{"text":"a\rb"}]}\n\n', b"data: \n\n"]),  # fmt: skip
-    st.builds(lambda d: b"data: " + orjson.dumps({"choices": [d]}) + b"\n\n",
-              st.dictionaries(st.sampled_from(["text", "delta", "finish_reason", "content"]),
-                              st.none() | st.text(max_size=3) | st.integers(-9, 9), max_size=3)),  # fmt: skip
+    st.sampled_from(
+        [
+            b"data: [DONE]\n\n",
+            b"data: {bad\n\n",
+            b": ping\n\n",
+            b"data: 5\n\n",
+            b'data: {"choices":[{"text":"a\rb"}]}\n\n',
+            b"data: \n\n",
+        ]
+    ),  # fmt: skip
+    st.builds(
+        lambda d: b"data: " + orjson.dumps({"choices": [d]}) + b"\n\n",
+        st.dictionaries(
+            st.sampled_from(["text", "delta", "finish_reason", "content"]),
+            st.none() | st.text(max_size=3) | st.integers(-9, 9),
+            max_size=3,
+        ),
+    ),  # fmt: skip
 )
 _FIELDS = ("ok", "error_kind", "error", "t_first", "t_last", "t_done", "chunk_times",
            "chunk_tokens", "finish_reason", "osl_server", "isl", "output_text", "http_status")  # fmt: skip
 
 
-def _run_transport(events: list[bytes], chat: bool, split: bool, clock: list[int]) -> tuple:
-    """Feed a chunked response, one chunk per read (split: each read in two pieces at the
-    same instant, cut inside the event, which takes the general path of the transport
-    and of the handler), and return the record's marks."""
+def _run_transport(events: list[bytes], chat: bool, clock: list[int], mode: str) -> tuple:
+    """Feed a chunked response and return the record's marks. ``mode``: ``fast`` one
+    chunk per read (the fast paths); ``split`` each read in two pieces at one instant, cut
+    inside the event (the general paths of the transport and of the handler); ``whole``
+    the whole body in one read; ``split-same`` as ``split`` but every read at one instant."""
     rec = RequestRecord(idx=0)
     h = ResponseHandler(rec, chat=chat, stream=True, keep_text=True)
     proto = http1.HTTP1Protocol()
     proto._sink, proto._state = h, 1
     proto.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-    for i, ev in enumerate([*events, b""]):
-        clock[0] = 10 * (i + 1)
-        chunk = b"%x\r\n%b\r\n" % (len(ev), ev) if ev else b"0\r\n\r\n"
-        cut = chunk.find(b"\r\n") + 5  # inside the event: both layers take the general path
-        for piece in (chunk[:cut], chunk[cut:]) if split else (chunk,):
+    chunks = [b"%x\r\n%b\r\n" % (len(ev), ev) for ev in events] + [b"0\r\n\r\n"]
+    if mode == "whole":
+        chunks = [b"".join(chunks)]
+    for i, chunk in enumerate(chunks):
+        clock[0] = 10 * (i + 1) if mode in ("fast", "split") else 10
+        cut = chunk.find(b"\r\n") + 5
+        for piece in (chunk[:cut], chunk[cut:]) if mode.startswith("split") else (chunk,):
             if proto._sink is None:
                 break
             proto.data_received(piece)
@@ -310,9 +326,12 @@ def test_fast_paths_decide_as_the_general_path(events, chat):
     real = http1._monotonic_ns
     http1._monotonic_ns = lambda: clock[0]  # the transport's arrival clock, under test
     try:
-        fast = _run_transport(events, chat, split=False, clock=clock)
-        general = _run_transport(events, chat, split=True, clock=clock)
+        fast, split, whole, same = (
+            _run_transport(events, chat, clock, mode)
+            for mode in ("fast", "split", "whole", "split-same")
+        )
     finally:
         http1._monotonic_ns = real
-    assert fast == general
+    assert fast == split
+    assert whole == same  # several events in one read: as if each came alone
     assert fast[0] or fast[1] in ERROR_KINDS
