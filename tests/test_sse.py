@@ -294,26 +294,40 @@ _FIELDS = ("ok", "error_kind", "error", "t_first", "t_last", "t_done", "chunk_ti
            "chunk_tokens", "finish_reason", "osl_server", "isl", "output_text", "http_status")  # fmt: skip
 
 
+class _NoLoop:
+    """The one loop method the arrival queue uses; the test drains by hand."""
+
+    def call_soon(self, fn):
+        pass
+
+
 def _run_transport(events: list[bytes], chat: bool, clock: list[int], mode: str) -> tuple:
     """Feed a chunked response and return the record's marks. ``mode``: ``fast`` one
     chunk per read (the fast paths); ``split`` each read in two pieces at one instant, cut
     inside the event (the general paths of the transport and of the handler); ``whole``
-    the whole body in one read; ``split-same`` as ``split`` but every read at one instant."""
+    the whole body in one read; ``split-same`` as ``split`` but every read at one instant;
+    ``queued`` as ``fast`` through an arrival queue drained after each read."""
     rec = RequestRecord(idx=0)
     h = ResponseHandler(rec, chat=chat, stream=True, keep_text=True)
     proto = http1.HTTP1Protocol()
     proto._sink, proto._state = h, 1
+    queue = None
+    if mode == "queued":  # as in a pool: stamped on arrival, parsed after the I/O phase
+        queue = proto._queue = http1.ArrivalQueue(_NoLoop())  # type: ignore[arg-type]
     proto.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
     chunks = [b"%x\r\n%b\r\n" % (len(ev), ev) for ev in events] + [b"0\r\n\r\n"]
     if mode == "whole":
         chunks = [b"".join(chunks)]
     for i, chunk in enumerate(chunks):
-        clock[0] = 10 * (i + 1) if mode in ("fast", "split") else 10
+        clock[0] = 10 * (i + 1) if mode in ("fast", "split", "queued") else 10
         cut = chunk.find(b"\r\n") + 5
         for piece in (chunk[:cut], chunk[cut:]) if mode.startswith("split") else (chunk,):
             if proto._sink is None:
                 break
             proto.data_received(piece)
+        clock[0] = -1  # parsing later must not change the arrival time
+        if queue is not None:
+            queue.drain()
     if proto._sink is not None:
         proto.connection_lost(None)
     return tuple(getattr(rec, f) for f in _FIELDS)
@@ -330,8 +344,9 @@ def test_fast_paths_decide_as_the_general_path(events, chat):
             _run_transport(events, chat, clock, mode)
             for mode in ("fast", "split", "whole", "split-same")
         )
+        queued = _run_transport(events, chat, clock, "queued")
     finally:
         http1._monotonic_ns = real
-    assert fast == split
+    assert fast == split == queued
     assert whole == same  # several events in one read: as if each came alone
     assert fast[0] or fast[1] in ERROR_KINDS
