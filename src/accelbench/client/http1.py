@@ -145,18 +145,30 @@ class HTTP1Protocol(asyncio.Protocol):
             return  # the response was given up (aborted) before this read was parsed
         try:
             if self._state == 2 and self._remaining == -1 and self._chunked and not self._buf:
-                # Fast path: the read is exactly one whole chunk (a paced server writes one
-                # SSE event per chunk per write). Anything else goes the general way.
-                eol = data.find(b"\r\n", 0, 18)
-                if eol > 0:
+                # Fast path: whole chunks, each handed over alone (a paced server writes one
+                # SSE event per chunk per write; a late reader finds several). The rest of
+                # the read (the last chunk, a partial one, anything odd) goes the general way.
+                pos = 0
+                n = len(data)
+                while True:
+                    eol = data.find(b"\r\n", pos, pos + 18)
+                    if eol <= pos:
+                        break
                     try:
-                        size = int(data[:eol], 16)
+                        size = int(data[pos:eol], 16)
                     except ValueError:
-                        size = 0
-                    if size > 0 and eol + size + 4 == len(data) and data.endswith(b"\r\n"):
-                        if not sink.on_data(data[eol + 2 : -2], t):
-                            self._abort(None)
+                        break
+                    end = eol + 2 + size
+                    if size <= 0 or end + 2 > n or not data.startswith(b"\r\n", end):
+                        break
+                    if not sink.on_data(data[eol + 2 : end], t):
+                        self._abort(None)
                         return
+                    pos = end + 2
+                    if pos == n:
+                        return
+                if pos:
+                    data = data[pos:]
             self._received(data, t)
         except Exception as exc:  # noqa: BLE001 - never let a parser bug kill the transport
             self._abort(f"client error while reading the response: {type(exc).__name__} {exc}",
