@@ -338,6 +338,8 @@ def tool_figures(tool: str, wd: Path) -> dict[str, Any]:
                 "output_tokens_per_s": _dig(s, "throughput", "output_tokens_per_s"),
                 "requests_per_s": _dig(s, "throughput", "requests_per_s"),
                 "cpu_us_per_chunk_workers": _dig(r, "client", "cpu_us_per_chunk"),
+                "user_us_per_chunk_workers": _per_chunk(r, "user_s"),
+                "sys_us_per_chunk_workers": _per_chunk(r, "sys_s"),
                 "loop_lag_ms_p99": _dig(r, "client", "loop_lag_ms_p99"),
             }
         elif tool == "vllm":
@@ -359,13 +361,25 @@ def tool_figures(tool: str, wd: Path) -> dict[str, Any]:
                 "completed": p.get("completed"),
                 "output_tokens": p.get("output_tokens"),
                 "duration_s": p.get("wall_s"),
+                "user_us_per_chunk_load": 1e6 * p["user_s"] / n if n else None,
+                "sys_us_per_chunk_load": 1e6 * p["sys_s"] / n if n else None,
                 "reads" if tool == "null-client" else "chunks": n,
                 "cpu_us_per_chunk_load": 1e6 * (p["user_s"] + p["sys_s"]) / n if n else None,
-                "sys_share": p["sys_s"] / (p["user_s"] + p["sys_s"]) if n else None,
             }
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         out = {"error": f"no result file or unreadable: {type(exc).__name__}: {exc}"}
     return out
+
+
+def _per_chunk(run: dict[str, Any], key: str) -> float | None:
+    """Microseconds of the load workers' user or system CPU per streamed chunk (the
+    chunks of ``client.cpu_us_per_chunk``, warm-up included)."""
+    c = run.get("client") or {}
+    workers, per = c.get("workers") or [], c.get("cpu_us_per_chunk")
+    if not per or not workers or not all(key in w for w in workers):
+        return None
+    chunks = 1e6 * c["cpu_s_workers"] / per
+    return 1e6 * sum(w[key] for w in workers) / chunks
 
 
 def guidellm_figures(doc: dict[str, Any]) -> dict[str, Any]:
@@ -473,9 +487,6 @@ def measure(tool: str, a: argparse.Namespace, wd: Path, log) -> dict[str, Any]:
             server_tokens=tok1 - tok0,
             server_requests=req1 - req0,
             tool_cpu_total_s=rusage.ru_utime + rusage.ru_stime if rusage else None,
-            tool_sys_share=rusage.ru_stime / (rusage.ru_utime + rusage.ru_stime or 1)
-            if rusage
-            else None,
             server_cpu_total_s=srv.cpu() - scpu0,
             reported=tool_figures(tool, wd),
         )
@@ -485,9 +496,6 @@ def measure(tool: str, a: argparse.Namespace, wd: Path, log) -> dict[str, Any]:
         total = tok1 - tok0
         if res["server_tokens"] and rusage:
             res["cpu_us_per_token_total"] = 1e6 * res["tool_cpu_total_s"] / total
-            # user time only: the client's own work, less sensitive to how the kernel
-            # batched wake-ups under the machine's load than the total
-            res["user_us_per_token_total"] = 1e6 * rusage.ru_utime / total
         if total > 0 and len(samples) > 2:
             last = samples[-1]
             samples.append((wall, total, req1 - req0, last[3], res["server_cpu_total_s"], last[5]))
@@ -548,23 +556,27 @@ def fmt(v: Any, spec: str) -> str:
 def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| tool | status | tok/s | req/s | tool CPU µs/tok | tool CPU util | server CPU util "
-        "| other CPU util | total CPU µs/tok | user µs/tok | worker CPU µs/chunk | sys share | wall s "
+        "| other CPU util | total CPU µs/tok | load CPU µs/chunk | user | sys | wall s "
         "| tokens (server) | tool-reported tok/s |"
     )
     rows = [head, "|" + "---|" * 15]
     for r in results:
         s = r.get("sustained") or {}
         rep = r.get("reported") or {}
-        # the load process alone (accelbench: its workers; peers: the load phase)
-        worker = rep.get("cpu_us_per_chunk_workers") or rep.get("cpu_us_per_chunk_load")
+
+        # the load process alone: accelbench's workers, a peer's load phase
+        load = {
+            k: rep.get(f"{k}_us_per_chunk_workers") or rep.get(f"{k}_us_per_chunk_load")
+            for k in ("cpu", "user", "sys")
+        }
+
         rows.append(
             f"| {r['tool']} | {r.get('status')} | {fmt(s.get('tokens_per_s'), ',.0f')} "
             f"| {fmt(s.get('requests_per_s'), ',.1f')} | {fmt(s.get('tool_cpu_us_per_token'), '.2f')} "
             f"| {fmt(s.get('tool_cpu_util'), '.2f')} | {fmt(s.get('server_cpu_util'), '.2f')} "
             f"| {fmt(s.get('other_cpu_util'), '.2f')} "
-            f"| {fmt(r.get('cpu_us_per_token_total'), '.2f')} "
-            f"| {fmt(r.get('user_us_per_token_total'), '.2f')} | {fmt(worker, '.2f')} "
-            f"| {fmt(r.get('tool_sys_share'), '.2f')} | {fmt(r.get('wall_s'), '.1f')} "
+            f"| {fmt(r.get('cpu_us_per_token_total'), '.2f')} | {fmt(load['cpu'], '.2f')} "
+            f"| {fmt(load['user'], '.2f')} | {fmt(load['sys'], '.2f')} | {fmt(r.get('wall_s'), '.1f')} "
             f"| {fmt(r.get('server_tokens'), ',')} | {fmt(rep.get('output_tokens_per_s'), ',.0f')} |"
         )  # fmt: skip
     return "\n".join(rows)

@@ -1,4 +1,5 @@
-"""Micro-benchmark: CPU cost of the SSE parser and the OpenAI stream handler per event.
+"""Micro-benchmark: CPU cost of the receive path per event: the HTTP/1.1 transport
+(chunked de-framing, then the rest), the SSE parser, the OpenAI stream handler.
 
     .venv/bin/python benchmarks/sse_parser.py
 

@@ -171,7 +171,7 @@ def journal_problem(summary: dict[str, Any]) -> str | None:
 # timing-error bound, and the streams per worker where the measured TTFT error passed
 # that bound (benchmarks/README.md, "Timing error against streams per worker").
 TIMING_BOUND_MS = 2.0
-STREAMS_PER_WORKER_KNEE = 256
+STREAMS_PER_WORKER_KNEE = 128
 
 
 def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
