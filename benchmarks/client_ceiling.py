@@ -19,6 +19,13 @@ this script measures, independently of what the tool says about itself:
   tree, start-up and report writing included), and the tool's own figures from its
   result file (completed requests, output tokens, its tokens/s and requests/s).
 
+``--paced TTFT_MS,ITL_MS`` measures the realistic case instead: the server writes one SSE
+event per network write at those times (``--ttft-ms``/``--itl-ms``), so every token is one
+read for the client and the client's cost per chunk (event loop wake-ups, one read, one
+event) is what is measured; the tools then include ``vllm-client`` (vLLM's request
+function in ``bench serve``'s loop, see peer_clients.py) and ``null-client`` (reads and
+discards: the event-loop and kernel floor per chunk on this machine).
+
 The peers live in their own virtualenvs (never in this repository): see
 benchmarks/README.md. A tool that is missing or fails is reported as such.
 """
@@ -44,7 +51,9 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
-ALL_TOOLS = ("accelbench-w1", "accelbench-w2", "vllm", "guidellm")
+ALL_TOOLS = ("accelbench-w1", "accelbench-w2", "vllm", "guidellm", "vllm-client", "null-client")
+PACED_TOOLS = ("accelbench-w1", "vllm-client", "null-client")
+PEER_CLIENTS = Path(__file__).resolve().parent / "peer_clients.py"
 VLLM_BENCH_SERVE = (
     "from vllm.utils.argparse_utils import FlexibleArgumentParser as P; "
     "from vllm.benchmarks.serve import add_cli_args, main; "
@@ -206,11 +215,18 @@ def wait_quiet(threshold: float, max_wait_s: float, poll_s: float, log) -> dict[
 
 # -- the reference server ----------------------------------------------------------------
 class RefServer:
-    def __init__(self, accelbench: list[str], port: int, logdir: Path) -> None:
+    def __init__(
+        self, accelbench: list[str], port: int, logdir: Path, paced: tuple[float, float] | None
+    ) -> None:
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.log = open(logdir / f"server-{port}.log", "wb")  # noqa: SIM115
-        cmd = accelbench + ["serve", "reference", "--max-throughput", "--port", str(port)]
+        mode = (
+            ["--ttft-ms", str(paced[0]), "--itl-ms", str(paced[1])]
+            if paced
+            else ["--max-throughput"]
+        )
+        cmd = accelbench + ["serve", "reference", *mode, "--port", str(port)]
         self.proc = subprocess.Popen(
             cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -247,9 +263,10 @@ class RefServer:
 # -- tool command lines and their own figures --------------------------------------------
 def tool_command(tool: str, a: argparse.Namespace, base: str, wd: Path, n: int) -> list[str]:
     c, isl, osl = str(a.concurrency), str(a.isl), str(a.osl)
-    if tool.startswith("accelbench"):
+    if tool.startswith(("accelbench", "baseline")):
         workers = tool.split("-w", 1)[1]
-        return a.accelbench + [
+        exe = a.baseline if tool.startswith("baseline") else a.accelbench
+        return exe + [
             "run", "--url", base, "-c", c, "-n", str(n), "--isl", isl, "--osl", osl,
             "--quiet", "--no-telemetry", "--workers", workers, "-o", str(wd / "run"),
         ]  # fmt: skip
@@ -264,6 +281,13 @@ def tool_command(tool: str, a: argparse.Namespace, base: str, wd: Path, n: int) 
             "--num-prompts", str(n), "--max-concurrency", c, "--request-rate", "inf",
             "--ignore-eos", "--disable-tqdm", "--seed", "0",
             "--save-result", "--result-dir", str(wd), "--result-filename", "vllm.json",
+        ]  # fmt: skip
+    if tool in ("vllm-client", "null-client"):
+        mode = "vllm" if tool == "vllm-client" else "null"
+        py = a.vllm_client_python if mode == "vllm" else sys.executable
+        return [
+            py, str(PEER_CLIENTS), mode, "--base-url", base, "--module", str(a.vllm_client_module),
+            "-c", c, "-n", str(n), "--isl", isl, "--osl", osl, "--out", str(wd / "peer.json"),
         ]  # fmt: skip
     if tool == "guidellm":  # GuideLLM >= 0.8 (`guidellm run` with kind=... options)
         return [
@@ -282,9 +306,12 @@ def tool_command(tool: str, a: argparse.Namespace, base: str, wd: Path, n: int) 
 
 def tool_available(tool: str, a: argparse.Namespace) -> str | None:
     """None when the tool can be run, else why not."""
-    exe = {"vllm": a.vllm_python, "guidellm": a.guidellm}.get(tool, a.accelbench[0])
+    exe = {"vllm": a.vllm_python, "guidellm": a.guidellm,
+           "vllm-client": a.vllm_client_python}.get(tool, a.accelbench[0])  # fmt: skip
     if shutil.which(exe) is None and not Path(exe).exists():
         return f"not installed: {exe}"
+    if tool == "vllm-client" and not Path(a.vllm_client_module).is_file():
+        return f"no copy of vLLM's endpoint_request_func.py at {a.vllm_client_module}"
     return None
 
 
@@ -300,7 +327,7 @@ def tool_figures(tool: str, wd: Path) -> dict[str, Any]:
     """What the tool itself reports (best effort; None where it says nothing)."""
     out: dict[str, Any] = {}
     try:
-        if tool.startswith("accelbench"):
+        if tool.startswith(("accelbench", "baseline")):
             s = json.loads((wd / "run" / "summary.json").read_text())
             r = json.loads((wd / "run" / "run.json").read_text())
             out = {
@@ -311,6 +338,8 @@ def tool_figures(tool: str, wd: Path) -> dict[str, Any]:
                 "output_tokens_per_s": _dig(s, "throughput", "output_tokens_per_s"),
                 "requests_per_s": _dig(s, "throughput", "requests_per_s"),
                 "cpu_us_per_chunk_workers": _dig(r, "client", "cpu_us_per_chunk"),
+                "user_us_per_chunk_workers": _per_chunk(r, "user_s"),
+                "sys_us_per_chunk_workers": _per_chunk(r, "sys_s"),
                 "loop_lag_ms_p99": _dig(r, "client", "loop_lag_ms_p99"),
             }
         elif tool == "vllm":
@@ -325,9 +354,32 @@ def tool_figures(tool: str, wd: Path) -> dict[str, Any]:
             }
         elif tool == "guidellm":
             out = guidellm_figures(json.loads((wd / "guidellm.json").read_text()))
+        elif tool in ("vllm-client", "null-client"):
+            p = json.loads((wd / "peer.json").read_text())
+            n = p.get("reads") or p.get("chunks") or 0
+            out = {
+                "completed": p.get("completed"),
+                "output_tokens": p.get("output_tokens"),
+                "duration_s": p.get("wall_s"),
+                "user_us_per_chunk_load": 1e6 * p["user_s"] / n if n else None,
+                "sys_us_per_chunk_load": 1e6 * p["sys_s"] / n if n else None,
+                "reads" if tool == "null-client" else "chunks": n,
+                "cpu_us_per_chunk_load": 1e6 * (p["user_s"] + p["sys_s"]) / n if n else None,
+            }
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         out = {"error": f"no result file or unreadable: {type(exc).__name__}: {exc}"}
     return out
+
+
+def _per_chunk(run: dict[str, Any], key: str) -> float | None:
+    """Microseconds of the load workers' user or system CPU per streamed chunk (the
+    chunks of ``client.cpu_us_per_chunk``, warm-up included)."""
+    c = run.get("client") or {}
+    workers, per = c.get("workers") or [], c.get("cpu_us_per_chunk")
+    if not per or not workers or not all(key in w for w in workers):
+        return None
+    chunks = 1e6 * c["cpu_s_workers"] / per
+    return 1e6 * sum(w[key] for w in workers) / chunks
 
 
 def guidellm_figures(doc: dict[str, Any]) -> dict[str, Any]:
@@ -374,7 +426,7 @@ def measure(tool: str, a: argparse.Namespace, wd: Path, log) -> dict[str, Any]:
     res["requests_planned"] = n
     wd.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    srv = RefServer(a.accelbench, port, wd)
+    srv = RefServer(a.accelbench, port, wd, a.paced)
     try:
         srv.wait_ready()
         cmd = tool_command(tool, a, srv.base, wd, n)
@@ -442,7 +494,7 @@ def measure(tool: str, a: argparse.Namespace, wd: Path, log) -> dict[str, Any]:
             tail = (wd / "tool.log").read_bytes()[-3000:].decode("utf-8", "replace")
             res["log_tail"] = tail
         total = tok1 - tok0
-        if res["server_tokens"]:
+        if res["server_tokens"] and rusage:
             res["cpu_us_per_token_total"] = 1e6 * res["tool_cpu_total_s"] / total
         if total > 0 and len(samples) > 2:
             last = samples[-1]
@@ -504,18 +556,27 @@ def fmt(v: Any, spec: str) -> str:
 def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| tool | status | tok/s | req/s | tool CPU µs/tok | tool CPU util | server CPU util "
-        "| other CPU util | total CPU µs/tok | wall s | tokens (server) | tool-reported tok/s |"
+        "| other CPU util | total CPU µs/tok | load CPU µs/chunk | user | sys | wall s "
+        "| tokens (server) | tool-reported tok/s |"
     )
-    rows = [head, "|" + "---|" * 12]
+    rows = [head, "|" + "---|" * 15]
     for r in results:
         s = r.get("sustained") or {}
         rep = r.get("reported") or {}
+
+        # the load process alone: accelbench's workers, a peer's load phase
+        load = {
+            k: rep.get(f"{k}_us_per_chunk_workers") or rep.get(f"{k}_us_per_chunk_load")
+            for k in ("cpu", "user", "sys")
+        }
+
         rows.append(
             f"| {r['tool']} | {r.get('status')} | {fmt(s.get('tokens_per_s'), ',.0f')} "
             f"| {fmt(s.get('requests_per_s'), ',.1f')} | {fmt(s.get('tool_cpu_us_per_token'), '.2f')} "
             f"| {fmt(s.get('tool_cpu_util'), '.2f')} | {fmt(s.get('server_cpu_util'), '.2f')} "
             f"| {fmt(s.get('other_cpu_util'), '.2f')} "
-            f"| {fmt(r.get('cpu_us_per_token_total'), '.2f')} | {fmt(r.get('wall_s'), '.1f')} "
+            f"| {fmt(r.get('cpu_us_per_token_total'), '.2f')} | {fmt(load['cpu'], '.2f')} "
+            f"| {fmt(load['user'], '.2f')} | {fmt(load['sys'], '.2f')} | {fmt(r.get('wall_s'), '.1f')} "
             f"| {fmt(r.get('server_tokens'), ',')} | {fmt(rep.get('output_tokens_per_s'), ',.0f')} |"
         )  # fmt: skip
     return "\n".join(rows)
@@ -523,7 +584,12 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tools", default=",".join(ALL_TOOLS), help="comma-separated, in order")
+    p.add_argument("--tools", help="comma-separated, in order (default: all; with --paced: "
+                   + ",".join(PACED_TOOLS) + ")")  # fmt: skip
+    p.add_argument(
+        "--paced", metavar="TTFT_MS,ITL_MS",
+        help="paced server (one SSE event per write at these times) instead of max-throughput",
+    )  # fmt: skip
     p.add_argument("--concurrency", "-c", type=int, default=256)
     p.add_argument("--requests", "-n", type=int, default=6000, help="requests per tool")
     p.add_argument(
@@ -542,6 +608,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     peers = Path(os.environ.get("ACCELBENCH_PEERS", Path(__file__).resolve().parents[2] / "peers"))
     p.add_argument("--vllm-python", default=str(peers / "vllm-venv" / "bin" / "python"))
     p.add_argument("--guidellm", default=str(peers / "guidellm-venv" / "bin" / "guidellm"))
+    p.add_argument("--baseline", help="another accelbench executable, run as tool baseline-wN "
+                   "(a before/after comparison in the same rounds)")  # fmt: skip
+    p.add_argument("--vllm-client-python", default=str(peers / "vllm-client" / "venv" / "bin" / "python"),
+                   help="a Python with aiohttp, regex and tqdm (vllm-client)")  # fmt: skip
+    p.add_argument("--vllm-client-module", type=Path,
+                   default=peers / "vllm-client" / "vllm_endpoint_request_func.py",
+                   help="a copy of vllm/benchmarks/lib/endpoint_request_func.py")  # fmt: skip
     p.add_argument("--tokenizer-dir", type=Path, help="HF tokenizer dir (default: generated)")
     p.add_argument("--workdir", type=Path, help="where tool outputs go (default: a temp dir)")
     p.add_argument("--timeout", type=float, default=600.0, help="per tool run, seconds")
@@ -556,9 +629,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True, help="results JSON")
     a = p.parse_args(argv)
     a.accelbench = [a.accelbench]
-    a.tools = [t.strip() for t in a.tools.split(",") if t.strip()]
+    a.baseline = [a.baseline] if a.baseline else None
+    if a.paced:
+        try:
+            ttft, itl = (float(x) for x in a.paced.split(","))
+        except ValueError:
+            p.error(f"--paced must be TTFT_MS,ITL_MS, e.g. 50,10 (got {a.paced!r})")
+        a.paced = (ttft, itl)
+    tools = a.tools or ",".join(PACED_TOOLS if a.paced else ALL_TOOLS[:4])
+    a.tools = [t.strip() for t in tools.split(",") if t.strip()]
     for t in a.tools:
-        if t not in ALL_TOOLS and not t.startswith("accelbench-w"):
+        if t.startswith("baseline-w") and not a.baseline:
+            p.error(f"{t} needs --baseline (another accelbench executable)")
+        if t not in ALL_TOOLS and not t.startswith(("accelbench-w", "baseline-w")):
             p.error(f"unknown tool {t!r}: one of {', '.join(ALL_TOOLS)} (or accelbench-wN)")
     rf = {}
     for item in a.requests_for:
@@ -594,6 +677,9 @@ def main(argv: list[str] | None = None) -> int:
             ),
         },  # fmt: skip
         "workload": {
+            "server": f"paced: TTFT {a.paced[0]:g} ms, ITL {a.paced[1]:g} ms, one event per write"
+            if a.paced
+            else "max-throughput: whole responses per write",
             "endpoint": "/v1/completions",
             "stream": True,
             "concurrency": a.concurrency,

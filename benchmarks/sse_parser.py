@@ -1,4 +1,5 @@
-"""Micro-benchmark: CPU cost of the SSE parser and the OpenAI stream handler per event.
+"""Micro-benchmark: CPU cost of the receive path per event: the HTTP/1.1 transport
+(chunked de-framing, then the rest), the SSE parser, the OpenAI stream handler.
 
     .venv/bin/python benchmarks/sse_parser.py
 
@@ -15,6 +16,7 @@ import time
 
 import orjson
 
+from accelbench.client.http1 import HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
 from accelbench.client.sse import SSEParser
 from accelbench.metrics.records import RequestRecord
@@ -64,7 +66,29 @@ def main() -> None:
 
         return go
 
-    for name, fn in (("parser, one event per read", parser_single),
+    def transport(chunks: list[bytes]):
+        """The whole receive path of the HTTP/1.1 transport: chunked de-framing, SSE,
+        the handler; one response of all the events (no socket, no event loop)."""
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" \
+               b"Transfer-Encoding: chunked\r\n\r\n"  # fmt: skip
+
+        def go() -> int:
+            h = ResponseHandler(RequestRecord(idx=0), chat=False, stream=True, keep_text=False)
+            proto = HTTP1Protocol()
+            proto._sink, proto._state = h, 1
+            proto.data_received(head)
+            for c in chunks:
+                proto.data_received(c)
+            return n
+
+        return go
+
+    framed = [b"%x\r\n%b\r\n" % (len(e), e) for e in events]
+    fblob = b"".join(framed)
+    freads = [fblob[i : i + 65536] for i in range(0, len(fblob), 65536)]
+    for name, fn in (("transport, one event per read", transport(framed)),
+                     ("transport, 64 KiB reads", transport(freads)),
+                     ("parser, one event per read", parser_single),
                      ("parser, 64 KiB reads", parser_bulk),
                      ("handler, one event per read", handler(events)),
                      ("handler, 64 KiB reads", handler(reads))):  # fmt: skip

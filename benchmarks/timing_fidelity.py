@@ -7,12 +7,18 @@ clock, same machine) when it wrote it and when it received the request. Errors:
   gap error   = client gap - server gap, for every consecutive token pair
   TPOT error  = (client TPOT - server TPOT) / server TPOT
 Usage: python benchmarks/timing_fidelity.py [--concurrency 256] [--requests 1024]
+       python benchmarks/timing_fidelity.py --streams 32,64,128,256,512 --repeat 3
+The second form measures how the error grows with streams per worker (one worker; each
+point N streams, N warm-up requests and max(4 N, 512) measured ones, a fresh server), and
+prints a table (best and spread of the repeats per point) to choose --workers from.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,9 +42,52 @@ def main() -> None:
     ap.add_argument("--itl-ms", type=float, default=10)
     ap.add_argument("--osl", type=int, default=100)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--streams", help="comma-separated stream counts: the scaling table")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per point (--streams)")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = ap.parse_args()
+    if not args.streams:
+        fig = measure(args, args.concurrency, args.requests)
+        print(json.dumps(fig, indent=2))
+        if args.out:
+            args.out.write_text(json.dumps(fig, indent=2))
+        return
+    points = []
+    for c in (int(x) for x in args.streams.split(",")):
+        runs = [measure(args, c, max(4 * c, 512)) for _ in range(args.repeat)]
+        points.append({"streams": c, "loadavg": os.getloadavg(), "runs": runs})
+        if args.out:
+            args.out.write_text(json.dumps(points, indent=1))
+    print(scaling_table(points, args.workers))
 
+
+def scaling_table(points: list[dict], workers: int) -> str:
+    """Best (lowest) and spread (min-max) over the repeats of each point."""
+
+    def cell(runs: list[dict], get, f: str, high: bool = False) -> str:
+        vals = sorted(get(r) for r in runs)
+        best = format(vals[-1] if high else vals[0], f)
+        return best if len(vals) == 1 else f"{best} ({format(vals[0], f)}-{format(vals[-1], f)})"
+
+    rows = [
+        f"| streams per worker ({workers} worker) | TTFT error p50 ms | TTFT error p99 ms "
+        "| gap error p99 ms | loop lag p99 ms | client CPU us/chunk | tok/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        r = p["runs"]
+        rows.append(
+            f"| {p['streams']} | {cell(r, lambda x: x['ttft_abs_error_ms']['median'], '.2f')} "
+            f"| {cell(r, lambda x: x['ttft_abs_error_ms']['p99'], '.2f')} "
+            f"| {cell(r, lambda x: x['gap_abs_error_ms']['p99'], '.2f')} "
+            f"| {cell(r, lambda x: x['loop_lag_ms_p99'], '.1f')} "
+            f"| {cell(r, lambda x: x['client_cpu_us_per_chunk'], '.1f')} "
+            f"| {cell(r, lambda x: x['output_tokens_per_s'], ',.0f', high=True)} |"
+        )  # fmt: skip
+    return "\n".join(rows)
+
+
+def measure(args: argparse.Namespace, concurrency: int, requests: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="fidelity-"))
     port = free_port()
     gt_path = tmp / "ground_truth.jsonl"
@@ -57,11 +106,11 @@ def main() -> None:
             time.sleep(0.05)
     try:
         cfg = BenchmarkConfig(
-            url=url, concurrency=args.concurrency, num_requests=args.requests,
-            warmup_requests=args.concurrency, workers=args.workers, telemetry=False,
+            url=url, concurrency=concurrency, num_requests=requests,
+            warmup_requests=concurrency, workers=args.workers, telemetry=False,
             workload=WorkloadConfig(isl=128, osl=args.osl), out_dir=str(tmp / "run"),
         )  # fmt: skip
-        run_dir = run_benchmark(cfg, progress=True)
+        run_dir = run_benchmark(cfg, progress=not args.streams)
     finally:
         server.terminate()
         server.wait()
@@ -82,12 +131,13 @@ def main() -> None:
         true_tpot = (tt[-1] - tt[0]) / 1e6 / (len(tt) - 1)
         tpot_err.append((r["tpot_ms"] - true_tpot) / true_tpot)
     s = json.loads((run_dir / "summary.json").read_text())
+    shutil.rmtree(tmp, ignore_errors=True)
 
     def q(a, p):
         return float(np.percentile(np.abs(a), p))
 
-    fig = {
-        "concurrency": args.concurrency,
+    return {
+        "concurrency": concurrency,
         "requests_compared": len(ttft_err),
         "ttft_abs_error_ms": {"median": q(ttft_err, 50), "p99": q(ttft_err, 99)},
         "gap_abs_error_ms": {"median": q(gap_err, 50), "p99": q(gap_err, 99)},
@@ -96,10 +146,8 @@ def main() -> None:
         "client_cpu_us_per_chunk": s["client"]["cpu_us_per_chunk"],
         "loop_lag_ms_p99": s["client"]["loop_lag_ms_p99"],
         "warnings": s["client"]["warnings"],
+        "loadavg_after": os.getloadavg(),
     }
-    print(json.dumps(fig, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(fig, indent=2))
 
 
 if __name__ == "__main__":

@@ -251,3 +251,102 @@ def test_oversized_event_fails_the_request():
     assert h.on_data(b"data: " + b"x" * 600, 2) is True
     assert h.on_data(b"x" * 600, 3) is False
     assert rec.error_kind == "malformed_stream" and "larger than 1000 bytes" in rec.error
+
+
+# -- the one-event-per-read fast paths decide exactly as the general path -----------------
+from accelbench.client import http1  # noqa: E402
+
+_CONTENT = [
+    {"choices": [{"text": " tok", "finish_reason": None}]},
+    {"choices": [{"delta": {"content": " tok"}, "finish_reason": None}]},
+    {"choices": [{"delta": {"content": "x", "reasoning_content": "r"}}]},
+    {"choices": [{"delta": {"reasoning": "r"}}]},
+    {"choices": [{"text": "", "finish_reason": None}]},
+    {"choices": [{"text": "end", "finish_reason": "length"}]},
+    {"choices": [{"text": "u"}], "usage": {"completion_tokens": 3}},
+    {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7}},
+    {"choices": [{"text": 5}]},
+    {"choices": [{"delta": "x"}]},
+    {"error": {"message": "boom"}},
+]
+_EVENT = st.one_of(
+    st.sampled_from([b"data: " + orjson.dumps(d) + b"\n\n" for d in _CONTENT]),
+    st.sampled_from(
+        [
+            b"data: [DONE]\n\n",
+            b"data: {bad\n\n",
+            b": ping\n\n",
+            b"data: 5\n\n",
+            b'data: {"choices":[{"text":"a\rb"}]}\n\n',
+            b"data: \n\n",
+        ]
+    ),  # fmt: skip
+    st.builds(
+        lambda d: b"data: " + orjson.dumps({"choices": [d]}) + b"\n\n",
+        st.dictionaries(
+            st.sampled_from(["text", "delta", "finish_reason", "content"]),
+            st.none() | st.text(max_size=3) | st.integers(-9, 9),
+            max_size=3,
+        ),
+    ),  # fmt: skip
+)
+_FIELDS = ("ok", "error_kind", "error", "t_first", "t_last", "t_done", "chunk_times",
+           "chunk_tokens", "finish_reason", "osl_server", "isl", "output_text", "http_status")  # fmt: skip
+
+
+class _NoLoop:
+    """The one loop method the arrival queue uses; the test drains by hand."""
+
+    def call_soon(self, fn):
+        pass
+
+
+def _run_transport(events: list[bytes], chat: bool, clock: list[int], mode: str) -> tuple:
+    """Feed a chunked response and return the record's marks. ``mode``: ``fast`` one
+    chunk per read (the fast paths); ``split`` each read in two pieces at one instant, cut
+    inside the event (the general paths of the transport and of the handler); ``whole``
+    the whole body in one read; ``split-same`` as ``split`` but every read at one instant;
+    ``queued`` as ``fast`` through an arrival queue drained after each read."""
+    rec = RequestRecord(idx=0)
+    h = ResponseHandler(rec, chat=chat, stream=True, keep_text=True)
+    proto = http1.HTTP1Protocol()
+    proto._sink, proto._state = h, 1
+    queue = None
+    if mode == "queued":  # as in a pool: stamped on arrival, parsed after the I/O phase
+        queue = proto._queue = http1.ArrivalQueue(_NoLoop())  # type: ignore[arg-type]
+    proto.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunks = [b"%x\r\n%b\r\n" % (len(ev), ev) for ev in events] + [b"0\r\n\r\n"]
+    if mode == "whole":
+        chunks = [b"".join(chunks)]
+    for i, chunk in enumerate(chunks):
+        clock[0] = 10 * (i + 1) if mode in ("fast", "split", "queued") else 10
+        cut = chunk.find(b"\r\n") + 5
+        for piece in (chunk[:cut], chunk[cut:]) if mode.startswith("split") else (chunk,):
+            if proto._sink is None:
+                break
+            proto.data_received(piece)
+        clock[0] = -1  # parsing later must not change the arrival time
+        if queue is not None:
+            queue.drain()
+    if proto._sink is not None:
+        proto.connection_lost(None)
+    return tuple(getattr(rec, f) for f in _FIELDS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_EVENT, max_size=8), st.booleans())
+def test_fast_paths_decide_as_the_general_path(events, chat):
+    clock = [0]
+    real = http1._monotonic_ns
+    http1._monotonic_ns = lambda: clock[0]  # the transport's arrival clock, under test
+    try:
+        fast, split, whole, same = (
+            _run_transport(events, chat, clock, mode)
+            for mode in ("fast", "split", "whole", "split-same")
+        )
+        queued = _run_transport(events, chat, clock, "queued")
+    finally:
+        http1._monotonic_ns = real
+    assert fast == split == queued
+    assert whole == same  # several events in one read: as if each came alone
+    assert fast[0] or fast[1] in ERROR_KINDS

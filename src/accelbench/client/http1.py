@@ -39,6 +39,30 @@ class ConnectionClosed(Exception):
         self.kind = kind
 
 
+class ArrivalQueue:
+    """Reads stamped on arrival, parsed after the loop's I/O phase.
+
+    When many streams' bytes arrive together (a server writing every stream's token on
+    the same tick), the event loop calls ``data_received`` for each in turn; if each call
+    also parsed its event, the last stream's timestamp would be late by the parsing of
+    all the others. Connections of one pool therefore only take the time and queue the
+    bytes; one callback per loop iteration parses them in arrival order. The arrival
+    time is still when the bytes reached the event loop (docs/METRICS.md)."""
+
+    __slots__ = ("items", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.items: list[tuple[HTTP1Protocol, bytes, int]] = []
+        self.loop = loop
+
+    def drain(self) -> None:
+        while self.items:  # a parse may queue nothing, but be safe against reentry
+            items, self.items = self.items, []
+            for proto, data, t in items:
+                proto._deferred -= 1
+                proto._process(data, t)
+
+
 # Longest chunk-size line accepted (hex size plus extensions); a server sending more
 # without a line end is not speaking HTTP/1.1 chunked coding.
 _MAX_CHUNK_LINE = 4096
@@ -55,7 +79,8 @@ class HTTP1Protocol(asyncio.Protocol):
         "_remaining",
         "_chunked",
         "_keep_alive",
-        "_head_only",
+        "_queue",
+        "_deferred",
     )
 
     def __init__(self) -> None:
@@ -68,6 +93,8 @@ class HTTP1Protocol(asyncio.Protocol):
         self._remaining = -1
         self._chunked = False
         self._keep_alive = True
+        self._queue: ArrivalQueue | None = None  # set by the pool: parse after the I/O phase
+        self._deferred = 0  # reads of this connection waiting in the queue
 
     # -- asyncio callbacks ---------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -79,6 +106,8 @@ class HTTP1Protocol(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._deferred and self._queue is not None:
+            self._queue.drain()  # what arrived before the end comes first
         self.closed = True
         if self._fut is not None and not self._fut.done():
             if self._state == 2 and self._remaining < 0 and not self._chunked:
@@ -100,7 +129,46 @@ class HTTP1Protocol(asyncio.Protocol):
         t = _monotonic_ns()
         if self._sink is None:
             return  # unsolicited bytes on an idle connection: ignore
+        q = self._queue
+        if q is None:
+            self._process(data, t)
+            return
+        items = q.items
+        if not items:
+            q.loop.call_soon(q.drain)
+        items.append((self, data, t))
+        self._deferred += 1
+
+    def _process(self, data: bytes, t: int) -> None:
+        sink = self._sink
+        if sink is None:
+            return  # the response was given up (aborted) before this read was parsed
         try:
+            if self._state == 2 and self._remaining == -1 and self._chunked and not self._buf:
+                # Fast path: whole chunks, each handed over alone (a paced server writes one
+                # SSE event per chunk per write; a late reader finds several). The rest of
+                # the read (the last chunk, a partial one, anything odd) goes the general way.
+                pos = 0
+                n = len(data)
+                while True:
+                    eol = data.find(b"\r\n", pos, pos + 18)
+                    if eol <= pos:
+                        break
+                    try:
+                        size = int(data[pos:eol], 16)
+                    except ValueError:
+                        break
+                    end = eol + 2 + size
+                    if size <= 0 or end + 2 > n or not data.startswith(b"\r\n", end):
+                        break
+                    if not sink.on_data(data[eol + 2 : end], t):
+                        self._abort(None)
+                        return
+                    pos = end + 2
+                    if pos == n:
+                        return
+                if pos:
+                    data = data[pos:]
             self._received(data, t)
         except Exception as exc:  # noqa: BLE001 - never let a parser bug kill the transport
             self._abort(f"client error while reading the response: {type(exc).__name__} {exc}",
@@ -279,12 +347,16 @@ class HTTP1Pool:
         self.connect_timeout = connect_timeout
         self._idle: deque[HTTP1Protocol] = deque()
         self._all: set[HTTP1Protocol] = set()
+        self._queue: ArrivalQueue | None = None
 
     async def _connect(self) -> HTTP1Protocol:
         loop = asyncio.get_running_loop()
         _, proto = await asyncio.wait_for(
             loop.create_connection(HTTP1Protocol, self.host, self.port), self.connect_timeout
         )
+        if self._queue is None or self._queue.loop is not loop:
+            self._queue = ArrivalQueue(loop)
+        proto._queue = self._queue
         self._all.add(proto)
         return proto
 
@@ -306,6 +378,8 @@ class HTTP1Pool:
         self._idle.append(conn)
 
     def discard(self, conn: HTTP1Protocol) -> None:
+        if conn._deferred and conn._queue is not None:
+            conn._queue.drain()  # what arrived before the request was given up counts
         self._all.discard(conn)
         if conn.transport is not None:
             conn.transport.abort()

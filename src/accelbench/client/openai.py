@@ -73,6 +73,9 @@ def error_message_from_body(body: bytes, limit: int = 300) -> str:
     return text[:limit]
 
 
+_loads = orjson.loads
+_JSONDecodeError = orjson.JSONDecodeError
+
 # Token counts a server may report: anything else is ``malformed_usage``.
 MAX_TOKEN_COUNT = 2**31 - 1
 
@@ -206,12 +209,60 @@ class ResponseHandler:
                 )
                 return False
             return True
+        payload = self.parser.single(data)
+        if payload is not None:
+            return self._token(payload, t_ns)
         try:
             events = self.parser.feed(data)
         except SSEError as exc:
             self.fail("malformed_stream", str(exc))
             return False
-        return self._events(events, t_ns)
+        for event, payload in events:  # several events in one read (a client running late)
+            if not (
+                self._token(payload, t_ns)
+                if event == "message"
+                else self._events([(event, payload)], t_ns)
+            ):
+                return False
+        return True
+
+    def _token(self, payload: bytes, t: int) -> bool:
+        """One event alone in a read (a paced stream's token). The usual shape, a content
+        chunk with text and nothing else to note, is taken here with the same checks;
+        any other event (usage, finish_reason, errors, odd types) goes through
+        ``_event``, which decides the same as if this path did not exist."""
+        if payload != b"[DONE]":
+            try:
+                obj = _loads(payload)
+            except _JSONDecodeError:
+                obj = None
+            if type(obj) is dict and "error" not in obj and obj.get("usage") is None:
+                choices = obj.get("choices")
+                if type(choices) is list and choices:
+                    c = choices[0]
+                    if type(c) is dict and c.get("finish_reason") is None:
+                        if self.chat:
+                            d = c.get("delta")
+                            text = (
+                                d.get("content")
+                                if type(d) is dict
+                                and d.get("reasoning_content") is None
+                                and d.get("reasoning") is None
+                                else None
+                            )
+                        else:
+                            text = c.get("text")
+                        if type(text) is str and text:
+                            rec = self.rec
+                            times = rec.chunk_times
+                            if not times:
+                                rec.t_first = t
+                            times.append(t)
+                            rec.t_last = t
+                            self.texts.append(text)
+                            self.usage_marks = None  # a content chunk without usage
+                            return True
+        return self._events([("message", payload)], t)
 
     def _events(self, events: list[tuple[str, bytes]], t_ns: int) -> bool:
         for event, payload in events:

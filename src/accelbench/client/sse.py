@@ -67,6 +67,23 @@ class SSEParser:
             return events
         return self._feed_lines(chunk)
 
+    def single(self, chunk: bytes) -> bytes | None:
+        """The data of ``chunk`` when it is exactly one ``data: ...`` block of one line
+        (what a paced server writes per token) and nothing is pending: the event
+        ``feed`` would return, without its list. None otherwise: ``feed`` the chunk."""
+        if (
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1:] == b"\n"
+            and chunk.find(b"\r") < 0
+            and not self._pending
+            and not self._cr
+            and not self._data
+            and not self._event
+        ):
+            return chunk[6:-2]
+        return None
+
     def _keep(self, piece: bytes) -> None:
         """Hold bytes of an unfinished block or line, within the event size limit."""
         self._pending.append(piece)

@@ -167,6 +167,13 @@ def journal_problem(summary: dict[str, Any]) -> str | None:
     return "; ".join(parts) if parts else None
 
 
+# Event-loop lag (p99) above which chunk timestamps are no longer within the client's
+# timing-error bound, and the streams per worker where the measured TTFT error passed
+# that bound (benchmarks/README.md, "Timing error against streams per worker").
+TIMING_BOUND_MS = 2.0
+STREAMS_PER_WORKER_KNEE = 128
+
+
 def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
     """Achieved vs requested rate, schedule lag, CPU: say so when the client, not the
     server, was the bottleneck."""
@@ -207,7 +214,7 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
                 "add --workers or the client may be the limit"
             )
             bottleneck = True
-        if lag > 5:
+        if lag > TIMING_BOUND_MS:
             # A busy worker lags because of its own work; an idle one because the OS did
             # not run it (the server or something else holds the cores).
             cause = (
@@ -221,5 +228,14 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
                 "timestamps may be late by that much"
             )
             bottleneck = bottleneck or util > 0.5
+    # The receive-side timing error grows with streams per worker (benchmarks/README.md)
+    streams = cfg.get("concurrency") or cfg.get("max_concurrency")
+    spw = streams / max(1, c.get("n_workers") or 1) if streams else None
+    c["streams_per_worker"] = spw
+    if spw and spw > STREAMS_PER_WORKER_KNEE:
+        warnings.append(
+            f"{spw:.0f} streams per load worker: above {STREAMS_PER_WORKER_KNEE}, chunk "
+            f"timestamps may be late by more than {TIMING_BOUND_MS:g} ms (p99); add --workers"
+        )
     c["bottleneck"] = bottleneck
     c["warnings"] = warnings

@@ -180,6 +180,7 @@ class LoadWorker:
         flusher = asyncio.ensure_future(self._flusher())
         t0 = _now()
         cpu0 = time.process_time()
+        times0 = os.times()
         try:
             for phase in self.spec.phases:
                 if self.phase_barrier is not None:
@@ -199,11 +200,16 @@ class LoadWorker:
             await self.client.close()
         wall = (_now() - t0) / 1e9
         cpu = time.process_time() - cpu0
+        times1 = os.times()
         p99 = self.lag.order_stat(0.99)
         return {
             "worker": self.spec.worker,
             "wall_s": wall,
             "cpu_s": cpu,
+            # user: the client's own work; system: the kernel's (reads, wake-ups), which
+            # depends on how the OS batched arrivals as much as on the client
+            "user_s": times1.user - times0.user,
+            "sys_s": times1.system - times0.system,
             "sent": self.sent,
             "loop_lag_ms_p99": p99,
             "loop_lag_ms_max": max(self.lag.lags_ms, default=0.0),

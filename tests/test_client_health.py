@@ -1,0 +1,48 @@
+"""Client health: when chunk timestamps may be later than the timing-error bound."""
+
+from __future__ import annotations
+
+from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, TIMING_BOUND_MS, _client_health
+
+
+def _summary(n_workers: int, lag_ms: float, util: float = 0.3) -> dict:
+    workers = [
+        {"worker": i, "cpu_s": 10 * util, "wall_s": 10.0, "loop_lag_ms_p99": lag_ms}
+        for i in range(n_workers)
+    ]
+    return {
+        "client": {"workers": workers, "n_workers": n_workers, "warnings": []},
+        "latency": {"schedule_lag_ms": {"p99": None}},
+        "window": {"duration_s": 10.0},
+        "counts": {"completed": 100, "failed": 0},
+    }
+
+
+def test_streams_per_worker_above_the_knee_is_flagged():
+    s = _summary(1, lag_ms=0.5)
+    _client_health(s, {"concurrency": 2 * STREAMS_PER_WORKER_KNEE})
+    c = s["client"]
+    assert c["streams_per_worker"] == 2 * STREAMS_PER_WORKER_KNEE
+    assert any("streams per load worker" in w and "add --workers" in w for w in c["warnings"])
+    # the same streams over two workers are at the knee: no warning
+    s = _summary(2, lag_ms=0.5)
+    _client_health(s, {"concurrency": 2 * STREAMS_PER_WORKER_KNEE})
+    assert s["client"]["streams_per_worker"] == STREAMS_PER_WORKER_KNEE
+    assert s["client"]["warnings"] == []
+
+
+def test_loop_lag_above_the_bound_is_flagged_with_its_cause():
+    s = _summary(1, lag_ms=TIMING_BOUND_MS + 0.5, util=0.2)
+    _client_health(s, {"concurrency": 8})
+    (w,) = s["client"]["warnings"]
+    assert "lagged (p99 2.5 ms" in w and "other processes" in w
+    assert not s["client"]["bottleneck"]  # an idle worker kept waiting is not the limit
+    s = _summary(1, lag_ms=TIMING_BOUND_MS, util=0.2)  # at the bound: fine
+    _client_health(s, {"concurrency": 8})
+    assert s["client"]["warnings"] == []
+
+
+def test_open_loop_without_a_cap_has_no_streams_figure():
+    s = _summary(1, lag_ms=0.1)
+    _client_health(s, {"rate": 5.0})
+    assert s["client"]["streams_per_worker"] is None
