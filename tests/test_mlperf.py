@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mlperf_loadgen  # noqa: E402, F401 - the [test] extra installs it: missing fails
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -20,8 +21,6 @@ from accelbench.cli.main import app
 from accelbench.errors import UsageError
 from accelbench.mlperf.qsl import read_records, samples_from_records
 from accelbench.mlperf.settings import MlperfSettings, build, check_user_conf, compliance
-
-pytest.importorskip("mlperf_loadgen")
 
 
 # -- settings: the benchmark's defaults are LoadGen's own mlperf.conf ------------------

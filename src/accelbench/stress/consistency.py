@@ -9,6 +9,7 @@ during each run are joined, so a divergence can be set beside memory errors."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -104,10 +105,8 @@ def _ecc(run_dir: Path) -> dict[str, int] | None:
 
 def _tokens(text: str, tok: Any) -> list[Any]:
     if tok is not None:
-        try:
+        with contextlib.suppress(Exception):  # a tokenizer failure: fall back to characters
             return list(tok.encode(text))
-        except Exception:  # noqa: BLE001 - fall back to characters
-            pass
     return list(text)
 
 

@@ -5,6 +5,7 @@ curve (a + b L + c L^2, each coefficient with its 95 % interval), errors by kind
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -117,10 +118,8 @@ class _Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.halt.is_set():
-            try:
+            with contextlib.suppress(Exception):  # a missed sample is a gap, not a failure
                 self.out.append(self.probe.sample(time.monotonic() - self.t0))
-            except Exception:  # noqa: BLE001 - a missed sample is a gap, not a failure
-                pass
             self.halt.wait(self.every)
 
 

@@ -23,6 +23,7 @@ minus what the server adds to every prompt), and ``max_tokens`` = the output len
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 from dataclasses import dataclass
@@ -242,10 +243,8 @@ def parse_azure_timestamp(text: str) -> float:
     """Seconds (epoch) of ``2023-11-16 18:17:03.9799600`` (up to 9 fractional digits), or
     of a plain number of seconds."""
     s = text.strip()
-    try:
+    with contextlib.suppress(ValueError):
         return float(s)
-    except ValueError:
-        pass
     main, _, frac = s.partition(".")
     dt = datetime.fromisoformat(main)
     digits = (frac + "000000000")[:9] if frac else "0"

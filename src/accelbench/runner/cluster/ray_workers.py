@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -327,10 +328,8 @@ class RayWorkerPool:
             return
         for a in [*self.actors, self.barrier]:
             if a is not None:
-                try:
+                with contextlib.suppress(RayError, ValueError):
                     ray.kill(a, no_restart=True)
-                except (RayError, ValueError):
-                    pass
 
     # -- the event stream ------------------------------------------------------------------
     def events(self, poll_s: float = 0.1) -> Iterator[tuple[str, int, Any]]:
