@@ -100,15 +100,17 @@ def test_run_with_a_trace(reference_server, tmp_path: Path) -> None:
 
 @pytest.mark.engine
 def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
-    """A burst of 32 on llama-server (tiny model): 4 slots queue what 16 serve at once,
-    so the candidate's TTFT is far lower; greedy outputs are compared too. Sequential:
-    the two engines do not compete for the CI machine's two cores."""
+    """A burst of 24 on llama-server (tiny model), 64 tokens each: 4 slots serve it in six
+    waves, so the median request waits for two full waves, while 16 slots serve the median
+    request in the first wave; the candidate's median TTFT is several times lower (known
+    truth, by construction: 0.12-0.15 measured). Greedy outputs are compared too.
+    Sequential: the two engines do not compete for the CI machine's two cores."""
     from accelbench.servers.llamacpp import start_llama_server
 
     lines = []
     for burst in range(1):
-        for _ in range(32):
-            lines.append({"timestamp": burst * 1000, "input_length": 32, "output_length": 8})
+        for _ in range(24):
+            lines.append({"timestamp": burst * 1000, "input_length": 32, "output_length": 64})
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     slots4 = start_llama_server("tiny", parallel=4, ctx_per_slot=256, log=lambda m: None)
     slots16 = start_llama_server("tiny", parallel=16, ctx_per_slot=256, log=lambda m: None)
@@ -124,9 +126,9 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     assert status == "completed"
     v = shadow_verdict(d, ["ttft_p50 <= +10%", "error_rate <= +5pp", "agreement >= 0.5"])
     ttft = v["gates"][0]
-    # 16 slots: lower TTFT. One burst on two shared cores leaves a wide interval, so the
-    # point estimate must be below 1 and the gate must never fail; "pass" needs quiet cores.
-    assert ttft["statistic"] < 1.0 and ttft["status"] in ("pass", "inconclusive"), ttft
-    assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 32
-    assert v["gates"][2]["n_baseline"] == 32  # every request greedy and compared
+    # The point estimate must show it clearly and the gate must never fail; the interval
+    # of a median from one burst of 24 is wide, so "pass" is not required.
+    assert ttft["statistic"] < 0.5 and ttft["status"] in ("pass", "inconclusive"), ttft
+    assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 24
+    assert v["gates"][2]["n_baseline"] == 24  # every request greedy and compared
     assert all(r["isl"] == 32 for r in _rows(d / "baseline.jsonl"))  # exact in its tokens
