@@ -46,3 +46,21 @@ def test_open_loop_without_a_cap_has_no_streams_figure():
     s = _summary(1, lag_ms=0.1)
     _client_health(s, {"rate": 5.0})
     assert s["client"]["streams_per_worker"] is None
+
+
+def test_auto_workers_follow_the_knee(monkeypatch):
+    """Hand-checked with the knee at 128: 300 streams -> 3 workers where 8 cores allow
+    4; 1,000 -> capped at 4 (half of 8 cores) locally, 8 on Ray; 2 cores -> always 1."""
+    from accelbench.runner import benchmark
+    from accelbench.runner.config import BenchmarkConfig
+
+    assert STREAMS_PER_WORKER_KNEE == 128
+    monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 8)
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=128)) == 1
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=129)) == 2
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=300)) == 3
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000)) == 4
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000, ray="local")) == 8
+    assert benchmark.auto_workers(BenchmarkConfig(rate=100.0)) == 2  # 2 s of arrivals: 200
+    monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 2)
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000)) == 1

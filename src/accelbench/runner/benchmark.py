@@ -35,7 +35,7 @@ from accelbench.client.session import (
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
-from accelbench.runner.finalize import finalize_run
+from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
 from accelbench.runner.probe import probe_with_retry
 from accelbench.runner.workers import WorkerPool
@@ -128,15 +128,18 @@ def environment() -> dict[str, Any]:
 
 
 def auto_workers(cfg: BenchmarkConfig) -> int:
-    """One worker streams tens of thousands of tokens/s; more only pay off with spare
-    cores (on a 2-core box the server under test needs the other one)."""
+    """One worker per STREAMS_PER_WORKER_KNEE streams (the measured knee of the timing
+    error; an open loop counts 2 s of arrivals as its streams), capped locally at half
+    the cores: more only pay off with spare cores (on a 2-core box the server under test
+    needs the other one). On Ray the cluster's cores, not this host's, decide."""
     cores = os.cpu_count() or 1
     load = cfg.concurrency or cfg.max_concurrency or int((cfg.rate or 1) * 2)
-    if cfg.ray is not None:  # the cluster's cores, not this host's
-        return max(1, math.ceil(load / 256))
+    wanted = max(1, math.ceil(load / STREAMS_PER_WORKER_KNEE))
+    if cfg.ray is not None:
+        return wanted
     if cores <= 2:
         return 1
-    return max(1, min(cores // 2, math.ceil(load / 256)))
+    return min(cores // 2, wanted)
 
 
 def _split(n: int | None, k: int, parts: int) -> int | None:
