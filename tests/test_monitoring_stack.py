@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from accelbench.monitoring.rules import AlertSettings, rules_yaml
+from accelbench.monitoring.rules import SEVERITY, AlertSettings, rules_yaml
 from conftest import REPO, fixture_file, free_port, wait_http
 from monitoring_stack import binary
 
@@ -96,8 +96,52 @@ def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> sub
     return subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
+def _prometheus(
+    tmp: Path, procs: list[subprocess.Popen], rules: str, scrape_port: int, am_port: int | None
+) -> str:
+    """Real Prometheus with `rules`, scraping 127.0.0.1:scrape_port every second (and
+    sending to Alertmanager on am_port, if given); returns its URL once ready."""
+    (tmp / "rules.yml").write_text(rules)
+    prom_port = free_port()
+    prom_cfg: dict[str, Any] = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(tmp / "rules.yml")],
+        "scrape_configs": [
+            {
+                "job_name": "accelbench",
+                "static_configs": [{"targets": [f"127.0.0.1:{scrape_port}"]}],
+            }
+        ],
+    }
+    if am_port is not None:
+        prom_cfg["alerting"] = {
+            "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]
+        }
+    (tmp / "prom.yml").write_text(yaml.safe_dump(prom_cfg))
+    argv = [
+        binary("prometheus"), f"--config.file={tmp / 'prom.yml'}",
+        f"--storage.tsdb.path={tmp / 'prom-data'}", f"--web.listen-address=127.0.0.1:{prom_port}",
+        "--rules.alert.resend-delay=1s",
+    ]  # fmt: skip
+    procs.append(_start(argv, tmp / "prometheus.log"))
+    prom = f"http://127.0.0.1:{prom_port}"
+    wait_http(f"{prom}/-/ready", timeout=30)
+    return prom
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def test_replayed_fault_reaches_alertmanager_and_recovery(tmp_path, webhook):
-    prometheus, alertmanager = binary("prometheus"), binary("prometheus-alertmanager")
+    alertmanager = binary("prometheus-alertmanager")
     hook_url, received = webhook
     procs: list[subprocess.Popen] = []
     try:
@@ -130,38 +174,10 @@ def test_replayed_fault_reaches_alertmanager_and_recovery(tmp_path, webhook):
         wait_http(f"http://127.0.0.1:{am_port}/-/ready", timeout=30)
 
         # 2. Prometheus with the generated rules, scraping the monitor every second
-        (tmp_path / "rules.yml").write_text(
-            rules_yaml(["accelbench"], AlertSettings(window_s=10, for_s=0))
-        )
-        prom_port = free_port()
-        prom_cfg = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(tmp_path / "rules.yml")],
-            "alerting": {
-                "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]
-            },
-            "scrape_configs": [
-                {
-                    "job_name": "accelbench",
-                    "static_configs": [{"targets": [f"127.0.0.1:{exp_port}"]}],
-                }
-            ],
-        }
-        (tmp_path / "prom.yml").write_text(yaml.safe_dump(prom_cfg))
-        procs.append(
-            _start(
-                [
-                    prometheus,
-                    f"--config.file={tmp_path / 'prom.yml'}",
-                    f"--storage.tsdb.path={tmp_path / 'prom-data'}",
-                    f"--web.listen-address=127.0.0.1:{prom_port}",
-                    "--rules.alert.resend-delay=1s",
-                ],
-                tmp_path / "prometheus.log",
-            )
-        )
-        prom = f"http://127.0.0.1:{prom_port}"
-        wait_http(f"{prom}/-/ready", timeout=30)
+        prom = _prometheus(
+            tmp_path, procs, rules_yaml(["accelbench"], AlertSettings(window_s=10, for_s=0)),
+            exp_port, am_port,
+        )  # fmt: skip
         # 3. accelbench monitor, replaying the captures, with a recovery action on "ecc"
         rec_log = tmp_path / "recovery.jsonl"
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
@@ -230,10 +246,47 @@ def test_replayed_fault_reaches_alertmanager_and_recovery(tmp_path, webhook):
         assert "ecc" in entries[0]["rules"]
         assert sum(e["action"] == "ran" for e in entries) == 1
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
+
+
+def test_a_monitor_that_goes_silent_fires_no_data_in_real_prometheus(tmp_path):
+    """Unknown is never healthy: the monitor is scraped, then killed (SIGKILL: no
+    goodbye). Prometheus marks its series stale at the next failed scrape, and the
+    generated `present_over_time(x[lookback]) unless x` rule fires AccelbenchNoData for
+    that instance. While the monitor reports, the rule must stay silent."""
+    procs: list[subprocess.Popen] = []
+    try:
+        exp_port = free_port()
+        settings = AlertSettings(window_s=10, for_s=0, no_data_for_s=0, no_data_lookback_s=120)
+        prom = _prometheus(tmp_path, procs, rules_yaml(["accelbench"], settings), exp_port, None)
+        env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+        good = tmp_path / "good.xml"
+        good.write_text(A10G.read_text())
+        argv = [sys.executable, "-m", "accelbench", "monitor", "--port", str(exp_port),
+                "--replay", str(good), "--interval", "1"]  # fmt: skip
+        monitor = _start(argv, tmp_path / "monitor.log", env)
+        procs.append(monitor)
+        _wait("the monitor's health series in Prometheus",
+              lambda: _query(prom, "accelbench_health_status"))  # fmt: skip
+
+        def firing() -> list[dict[str, Any]]:
+            url = f"{prom}/api/v1/alerts"
+            with urllib.request.urlopen(url, timeout=5) as r:
+                alerts = json.load(r)["data"]["alerts"]
+            return [a for a in alerts if a["labels"]["alertname"] == "AccelbenchNoData"
+                    and a["state"] == "firing"]  # fmt: skip
+
+        time.sleep(3)  # three evaluations while the monitor reports: no alarm
+        assert firing() == []
+        monitor.kill()
+        monitor.wait()
+        alert = _wait("AccelbenchNoData firing after the monitor died", firing)[0]
+        assert alert["labels"]["instance"] == f"127.0.0.1:{exp_port}"
+        assert alert["labels"]["severity"] == SEVERITY["warn"]
+        assert alert["labels"]["accelbench_rule"] == "no_data"
+        assert alert["annotations"]["summary"] == (
+            f"accelbench monitor at 127.0.0.1:{exp_port} stopped reporting: no data, "
+            "so health is unknown"
+        )
+    finally:
+        _stop(procs)
