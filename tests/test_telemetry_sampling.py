@@ -323,8 +323,11 @@ def test_sampler_with_no_source_still_writes(tmp_path):
     time.sleep(0.1)
     result = s.stop(measured_window_ns=None)
     assert result["energy"] is None
-    assert result["health"] == {"verdict": "pass", "findings": []}
     assert all(v.startswith("not available") or v == "ok" for v in result["sources"].values())
+    if result["samples"] == 0:  # unknown is never healthy: nothing sampled is not "pass"
+        assert result["health"] == {
+            "verdict": "unknown", "findings": [], "unknown": ["no samples: nothing was measured"]
+        }  # fmt: skip
     assert pq.read_table(tmp_path / TELEMETRY_FILE).schema.names == list(COLUMNS)
 
 
@@ -338,3 +341,23 @@ def test_sampler_server_going_away_is_not_fatal(tmp_path):
     assert result["sources"]["server"] == "ok"
     assert result["samples"] >= 2
     assert "health" not in result  # telemetry alone does not judge; HealthSampler does
+
+
+def test_a_run_whose_server_metrics_went_away_is_unknown_not_pass(tmp_path):
+    """Samples lost during the run: the run's health cannot be "pass"."""
+    with LlamaMetricsServer() as srv:
+        s = HealthSampler(tmp_path, interval_s=0.05, server_url=srv.url, sources=["server"])
+        s.start()
+        time.sleep(0.15)
+    time.sleep(0.2)  # the server is gone; scrapes fail
+    health = s.stop()["health"]
+    assert health["verdict"] == "unknown", health
+    assert len(health["unknown"]) == 1
+    assert health["unknown"][0].startswith("source server lost ")
+    # the same server answering to the end: judged, not unknown
+    with LlamaMetricsServer() as srv:
+        s = HealthSampler(tmp_path / "ok", interval_s=0.05, server_url=srv.url, sources=["server"])
+        s.start()
+        time.sleep(0.2)
+        health = s.stop()["health"]
+    assert health["verdict"] in ("pass", "warn", "fail") and health["unknown"] == []

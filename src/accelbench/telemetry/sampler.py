@@ -149,6 +149,7 @@ class TelemetrySampler:
             self._thread.join(timeout=max(10.0, 3 * self.interval_s))
             if self._thread.is_alive():  # a source hangs: do not sample beside it
                 self.errors.setdefault("sampler", {"count": 0, "last": None})
+                self.errors["sampler"]["count"] += 1
                 self.errors["sampler"]["last"] = "sampling thread did not stop in time"
             else:
                 self._sample()  # a last sample so the end of the window is covered

@@ -23,8 +23,6 @@ class ServerMetricsSource(Source):
                 base = base[: -len(suffix)]
         self.url = base + "/metrics"
         self.timeout_s = timeout_s
-        self.errors = 0
-        self.last_error: str | None = None
 
     def _fetch(self) -> str:
         req = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
@@ -48,12 +46,9 @@ class ServerMetricsSource(Source):
         return None
 
     def sample(self, t_ns: int) -> list[dict[str, Any]]:
-        try:
-            rows = parse_server_metrics(self._fetch(), t_ns=t_ns)
-        except Exception as exc:
-            self.errors += 1
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            return []
+        """Raises when the scrape fails: the caller (``collect``) counts it, so a run or the
+        monitor knows the server's samples were lost."""
+        rows = parse_server_metrics(self._fetch(), t_ns=t_ns)
         for r in rows:
             r["wall_ns"] = time.time_ns()
         return rows
