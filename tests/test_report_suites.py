@@ -9,6 +9,7 @@ import html as htmlmod
 import json
 import random
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,42 @@ def test_suites_mixed_with_runs_and_bad_files(tmp_path: Path) -> None:
     assert all(f"{n}</b>: {htmlmod.escape(w[0])}" in page for n, w in warns.items() if w)
     row = run_row(list_runs(st)[0])
     assert row["suite"] == "stress ?" and row["verdict"] == "stress.json unreadable"
+
+
+@pytest.mark.browser
+def test_suite_report_renders_in_headless_chromium(reference_server, tmp_path: Path) -> None:
+    """A flood beside a run: every chart (the suite's and the run's) drew, no JS error,
+    and the verdict table is in the DOM."""
+    from accelbench.report.html import write_html
+    from accelbench.stress.flood import FloodConfig, run_flood
+    from synthetic_runs import make_run
+    from test_report import ARTIFACTS, CHROMIUM, _chromium
+
+    assert Path(CHROMIUM).exists(), "headless Chromium (/usr/bin/chromium) absent"
+    srv = reference_server("--ttft-ms", "uniform:2:6", "--itl-ms", "1")
+    load = BenchmarkConfig(url=srv.url, telemetry=False, workload=WorkloadConfig(isl=16, osl=4))
+    cfg = FloodConfig(load=load, lengths=[32, 64, 128], requests=2, osl=2, sample_s=0.3,
+                      server_pid=srv.proc.pid, gpu=False)  # fmt: skip
+    run_flood(cfg, tmp_path / "flood")
+    data = build_report_data([make_run(tmp_path / "run", concurrency=4), tmp_path / "flood"])
+    charts = len(data.suites[0].charts)
+    assert charts == 3  # TTFT with the fit, prefill, memory
+    path = write_html(data, tmp_path / "r.html")
+    res = _chromium(["--dump-dom", path.resolve().as_uri()], tmp_path / "profile")
+    dom = res.stdout
+    assert res.returncode == 0, res.stderr[-2000:]
+    status = re.search(r'id="ab-status" data-rendered="(\d+)" data-expected="(\d+)"', dom)
+    assert status, "render script did not run"
+    assert (
+        int(status.group(1)) == int(status.group(2)) == 6 + charts
+    )  # frontiers 2, latency 3, timeline 1
+    errors = re.search(r'id="js-errors" data-count="(\d+)"[^>]*>([^<]*)', dom)
+    assert errors and errors.group(1) == "0", errors.group(2) if errors else dom[-500:]
+    assert dom.count('class="main-svg"') >= 6 + charts
+    doc = json.loads((tmp_path / "flood" / "stress.json").read_text())
+    v = doc["verdicts"][-1]
+    assert v["name"] == "flood errors" and f"<td>{v['verdict']}</td>" in dom.replace(
+        '<td class="">', "<td>"
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(path, ARTIFACTS / "report-suites.html")

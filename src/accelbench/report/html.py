@@ -488,7 +488,9 @@ def _suite_section(sv: SuiteView, plot: Any) -> str:
     for t in sv.tables:
         out.append(f"<p><b>{esc(t.title)}</b></p>")
         if t.rows:
-            out.append(_table([esc(h) for h in t.head], [[esc(c) for c in r] for r in t.rows]))
+            out.append(
+                _table([esc(h) for h in t.head], [[esc(c) for c in r] for r in t.rows], t.left)
+            )
         else:
             out.append('<p class="muted">(none)</p>')
     for c in sv.charts:

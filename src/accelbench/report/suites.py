@@ -37,6 +37,7 @@ class Table:
     title: str
     head: list[str]
     rows: list[list[str]]
+    left: int = 1  # leading text columns (left-aligned in HTML)
 
 
 @dataclass
@@ -169,7 +170,7 @@ def _stress_verdicts(doc: dict[str, Any], view: SuiteView) -> None:
             str(v.get("verdict")), _evidence(v.get("evidence")),
         ])  # fmt: skip
     view.tables.append(Table("Verdicts (95% intervals; thresholds in the statistic's unit)",
-                             VERDICT_HEAD, rows))  # fmt: skip
+                             VERDICT_HEAD, rows, left=3))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- stress
