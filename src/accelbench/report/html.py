@@ -476,7 +476,7 @@ def _set_section(data: ReportData, sv: SetView) -> str:
 def _badge(verdict: str | None) -> str:
     if not verdict:
         return ""
-    cls = "warn-v" if verdict == "warn" else verdict.split()[0]
+    cls = "warn-v" if verdict == "warn" else verdict.split(",")[0].split()[0]
     return f' <span class="verdict {esc(cls)}">{esc(verdict)}</span>'
 
 

@@ -481,8 +481,8 @@ def _mlperf(path: Path, view: SuiteView) -> None:
             f"({'missing' if not (path / LOADGEN_DETAIL).is_file() else 'malformed or truncated'})"
             ": no LoadGen result"
         )
-    view.verdict = res.get("result") or "no LoadGen result"
     label = mlperf_label({**meta, "result": res.get("result")}) or ""
+    view.verdict = label  # "VALID, non-compliant": the label goes wherever the result does
     view.headline.append(
         f"{meta.get('benchmark')} {meta.get('scenario')} (LoadGen {res.get('scenario')}, "
         f"{res.get('mode')}): {label}"
