@@ -95,11 +95,9 @@ def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
     check_verdicts(doc, md, page)
     leak = next(v for v in doc["verdicts"] if v["name"] == "leak server_rss_bytes")
     assert leak["estimate"] > 0  # the injected leak is there to be shown
-    assert (
-        "time_to_exhaustion_h="
-        + md_rows(md)["leak server_rss_bytes"][8].split("time_to_exhaustion_h=")[1].split(";")[0]
-        in md
-    )  # evidence shown
+    ev = dict(x.split("=", 1) for x in md_rows(md)["leak server_rss_bytes"][8].split("; "))
+    assert near(ev["time_to_exhaustion_h"], leak["evidence"]["time_to_exhaustion_h"])
+    assert int(ev["n"]) == leak["evidence"]["n"]  # the evidence, as written
     wins = [json.loads(x) for x in (tmp_path / "soak" / "windows.jsonl").read_text().splitlines()]
     rows = md_rows(md)
     for w in wins:  # per-window rows: requests and output tokens/s as written
@@ -211,8 +209,18 @@ def test_shadow_section(reference_server, tmp_path: Path) -> None:
     ))  # fmt: skip
     cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(trace)), telemetry=False)
     d, _ = replay(cfg, ReplayOptions(base.url, cand.url, str(tmp_path / "sh")))
-    v = shadow_verdict(d, ["ttft_p50 <= +50%", "error_rate <= +5pp"])
+    gates = ["ttft_p50 <= +50%", "error_rate <= +5pp"]
+    v = shadow_verdict(d, gates)
     assert v["resources"]["telemetry"] == "off"  # said, not null
+    from typer.testing import CliRunner
+
+    from accelbench.cli.main import app
+
+    r = CliRunner().invoke(
+        app, ["shadow", "verdict", str(d), "--gate", gates[0], "--gate", gates[1]]
+    )
+    assert "resources: telemetry off" in r.output
+    assert json.loads((d / "verdict.json").read_text())["gates"] == v["gates"]  # same seed
     md, page, data = render(d)
     assert data.suites[0].verdict == v["verdict"]
     for rows in (md_rows(md), html_rows(page)):
