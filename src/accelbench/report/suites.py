@@ -20,7 +20,7 @@ from accelbench.mlperf.logs import SUMMARY_FILE as LOADGEN_SUMMARY
 from accelbench.mlperf.logs import parse_result
 from accelbench.shadow.store import SHADOW_JSON
 from accelbench.shadow.store import VERDICT as SHADOW_VERDICT
-from accelbench.store.reader import RunInfo, dig, load_run
+from accelbench.store.reader import RunInfo, dig, is_run_dir, load_run
 from accelbench.store.suites import STRESS_JSON, STRESS_SCHEMA, mlperf_label, worst_verdict
 
 MAX_CHART_POINTS = 300  # per series (memory samples of a day-long soak are thinned)
@@ -67,7 +67,9 @@ def suite_kind(path: Path) -> str | None:
     """Which suite's directory ``path`` is, by its files, or None."""
     if (path / STRESS_JSON).is_file():
         return "stress"
-    if (path / SHADOW_JSON).is_file() or (path / SHADOW_VERDICT).is_file():
+    if (path / SHADOW_JSON).is_file() or (
+        (path / SHADOW_VERDICT).is_file() and not is_run_dir(path)  # a generic name
+    ):
         return "shadow"
     if (path / LOADGEN_DETAIL).is_file() or (path / LOADGEN_SUMMARY).is_file():
         return "mlperf"
@@ -102,6 +104,7 @@ def f(x: Any, digits: int = 4) -> str:
     v = num(x)
     if v is None:
         return "—" if x is None or isinstance(x, int | float) else str(x)
+    v += 0.0  # no "-0"
     if abs(v) >= 10000:
         return f"{v:,.0f}"
     return f"{v:.{digits}g}"
@@ -369,6 +372,7 @@ def _consistency(path: Path, doc: dict[str, Any], view: SuiteView) -> None:
         ["run", "prompt", f"first differing {unit}", "similarity", "baseline", "output"],
         [[str(p.get("run")), str(p.get("idx")), f(p.get("first_diff")), f(p.get("similarity")),
           cut(p.get("baseline")), cut(p.get("output"))] for p in pairs[:MAX_PAIRS]],
+        left=6,  # texts
     ))  # fmt: skip
 
 
