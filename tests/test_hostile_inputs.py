@@ -356,3 +356,60 @@ def test_server_words_are_never_markup(tmp_path: Path) -> None:
     text = con.export_text()
     assert "[/bold]evil[red] 0000:cd:00.0" in text
     assert "server said [/] :cd: [link=x]" in text
+
+
+# -- 6. the suites' files in a report: random bytes, or the right schema with junk ----------
+SUITE_FILES = {
+    "stress.json": "accelbench.stress/1",
+    "verdict.json": "accelbench.shadow-verdict/1",
+    "mlperf_log_detail.txt": None,
+}
+_JUNK_KEYS = ("suite", "status", "verdicts", "steps", "ttft_fit_ms", "endpoints", "windows",
+              "interference_matrix", "comparisons", "gates", "sides", "counters", "resources")  # fmt: skip
+shaped = st.fixed_dictionaries({}, optional={k: json_values for k in _JUNK_KEYS})
+
+
+@settings(HYP, max_examples=40)
+@given(
+    which=st.sampled_from(sorted(SUITE_FILES)),
+    data=st.one_of(st.binary(max_size=300), json_values.map(lambda v: json.dumps(v).encode())),
+    junk=st.one_of(st.none(), shaped),
+    suite=st.sampled_from(["soak", "flood", "mixed", "consistency", "other"]),
+)
+def test_random_suite_files(
+    tmp_path: Path, which: str, data: bytes, junk: dict | None, suite: str
+) -> None:
+    """A damaged stress.json, shadow verdict or LoadGen log: `report` and `runs list` end
+    clean; unreadable content is exactly one warning line of that directory."""
+    import tempfile
+
+    from accelbench.report.data import build_report_data
+    from synthetic_runs import make_run
+
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example
+    root = tmp_path / "results"
+    d = root / "suite"
+    if which == "stress.json":
+        make_run(d / "runs" / "s0", concurrency=2)
+    elif which == "verdict.json":
+        d.mkdir(parents=True)
+    else:
+        make_run(d, concurrency=1)
+        (d / "mlperf_log_summary.txt").write_text("MLPerf Results Summary\n")
+    schema = SUITE_FILES[which]
+    if junk is not None and schema:  # the right schema, every other field junk
+        doc = {**junk, "schema": schema}
+        if which == "stress.json":
+            doc["suite"] = suite
+        data = json.dumps(doc).encode()
+    (d / which).write_bytes(data)
+    for args in (
+        ["report", "results/suite", "-o", "out/r.html", "--markdown", "out/r.md"],
+        ["runs", "list", "--root", "results"],
+    ):
+        code, text = invoke(args, tmp_path)
+        assert_clean(code, text + f"  <- {args}", wrong=False)
+    if junk is None or not schema:
+        warns = build_report_data([d], timelines=False).suites[0].warnings
+        assert len(warns) == 1, warns
+        assert (Path(tmp_path / "out" / "r.md").read_text()).count(warns[0][:40]) == 1

@@ -157,7 +157,9 @@ def compare_cmd(
 
 
 def report_cmd(
-    inputs: list[Path] = typer.Argument(..., help="Run or sweep directories (first = A)."),
+    inputs: list[Path] = typer.Argument(
+        ..., help="Run or sweep directories (first = A); stress, shadow or MLPerf directories."
+    ),
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="HTML file to write."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown summary here."),
     at: float = typer.Option(None, "--at", help="Target interactivity (tok/s/user) to mark."),
@@ -187,6 +189,7 @@ def report_cmd(
     if markdown:
         con.print(f"wrote {write_markdown(data, markdown)}")
     n = sum(len(s.warnings) for s in data.sets) + len(data.comparison_errors)
+    n += sum(len(s.warnings) for s in data.suites)
     if n:
         con.print(f"[yellow]{n} warning(s): see the report's 'Warnings and missing data'[/yellow]")
 
@@ -211,7 +214,7 @@ def runs_list(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    cols = ("run_id", "sweep", "status", "model", "concurrency", "rate", "gpus", "isl", "osl",
+    cols = ("run_id", "sweep", "suite", "verdict", "status", "model", "concurrency", "rate", "gpus", "isl", "osl",
             "output_tps_per_gpu", "interactivity", "ttft_p50_ms", "error_rate")  # fmt: skip
     t = Table(title=f"{len(rows)} run(s) under {root}")
     for c in cols:

@@ -215,6 +215,9 @@ def print_verdict(doc: dict[str, Any]) -> None:
     c = doc.get("counters") or {}
     if c:
         con.print("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    r = doc.get("resources") or {}
+    if r.get("telemetry") == "off":
+        con.print(f"resources: telemetry off ({r.get('reason')})", markup=False)
     v = doc["verdict"]
     con.print(f"[bold {colour[v]}]verdict: {v.upper()}[/] (exit {doc['exit_code']})")
 

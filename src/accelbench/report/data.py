@@ -35,8 +35,10 @@ from accelbench.metrics.frontier import (
 )
 from accelbench.metrics.registry import FIGURES as REGISTRY
 from accelbench.metrics.values import column_np
+from accelbench.report.suites import SuiteView, load_suite, suite_kind
 from accelbench.store.reader import RunInfo
 from accelbench.store.sets import SweepSet, load_inputs
+from accelbench.store.suites import mlperf_label
 
 BOX_QUANTILES = (1, 25, 50, 75, 99)
 LATENCY_METRICS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
@@ -92,6 +94,7 @@ class ReportData:
     claims: list[str]
     slo: dict[str, float]
     generated_at: str
+    suites: list[SuiteView] = field(default_factory=list)  # stress, shadow, MLPerf sections
 
 
 def _box(values: np.ndarray) -> dict[str, float] | None:
@@ -232,7 +235,8 @@ def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, Any] | None:
 
 def _point(run: RunInfo, want_timeline: bool) -> tuple[PointView, list[str]]:
     figs = {k: run.figure(k) for k in FIGURES}
-    pv = PointView(run, run.load_label, figs)
+    ml = mlperf_label(run.run.get("mlperf"))  # an MLPerf run says VALID / non-compliant
+    pv = PointView(run, run.load_label + (f" [MLPerf {ml}]" if ml else ""), figs)
     warns: list[str] = []
     if not run.has_requests:
         warns.append(f"{run.load_label}: requests.parquet missing: no distributions or timeline")
@@ -294,7 +298,18 @@ def build_report_data(
     for c in claims:
         parse_claim(c)  # syntax errors are the user's to fix before anything runs
     given = [x for x in inputs if isinstance(x, SweepSet)]
-    sets = given if given else load_inputs([x for x in inputs if isinstance(x, str | Path)])
+    paths = [Path(x) for x in inputs if isinstance(x, str | Path)]
+    suites: list[SuiteView] = []
+    run_paths: list[Path] = []
+    for p in paths:
+        kind = suite_kind(p) if p.is_dir() else None
+        if kind:
+            suites.append(load_suite(p, kind))
+        if kind in (None, "mlperf"):  # an MLPerf directory is also an ordinary run
+            run_paths.append(p)
+    if not given and not paths:
+        raise AccelbenchError("give at least one run, sweep, stress, shadow or MLPerf directory")
+    sets = given if given else (load_inputs(run_paths) if run_paths else [])
     views = []
     for s in sets:
         warnings = list(s.problems)
@@ -341,6 +356,7 @@ def build_report_data(
         list(claims),
         dict(slo or {}),
         time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        suites,
     )
 
 

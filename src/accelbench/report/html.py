@@ -26,6 +26,7 @@ from accelbench.report.data import (
     ReportData,
     SetView,
 )
+from accelbench.report.suites import Chart, SuiteView
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
 
@@ -42,6 +43,8 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 .warn{background:#fff6e0;border-left:4px solid #e0a000;padding:6px 10px;margin:4px 0}
 .verdict{font-weight:bold;padding:1px 6px;border-radius:3px}
 .supported{background:#d7f5dd}.refuted{background:#fadadd}.inconclusive{background:#eee}
+.pass,.go,.VALID{background:#d7f5dd}.fail,.no-go,.INVALID{background:#fadadd}
+.warn-v{background:#fff0c0}
 pre.sample{white-space:pre-wrap;background:#f8f8f8;border:1px solid #eee;padding:6px;
 max-height:10em;overflow:auto}
 .muted{color:#777}
@@ -348,6 +351,31 @@ def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
     return figs
 
 
+def _chart_fig(c: Chart) -> dict[str, Any]:
+    """A suite's chart (report/suites.py) as a Plotly figure."""
+    traces = [
+        {
+            "type": "scatter",
+            "mode": sr.get("mode", "lines"),
+            "name": esc(sr["name"]),
+            "x": sr["x"],
+            "y": sr["y"],
+            "line": {"color": PALETTE[i % len(PALETTE)], "dash": sr.get("dash", "solid")},
+        }
+        for i, sr in enumerate(c.series)
+    ]
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": esc(c.title)},
+            "xaxis": {"title": {"text": esc(c.x_title)}},
+            "yaxis": {"title": {"text": esc(c.y_title)}},
+            "height": 360,
+            "margin": {"t": 50},
+        },
+    }
+
+
 # ----------------------------------------------------------------------------- markup
 
 
@@ -445,6 +473,36 @@ def _set_section(data: ReportData, sv: SetView) -> str:
     return "\n".join(out)
 
 
+def _badge(verdict: str | None) -> str:
+    if not verdict:
+        return ""
+    cls = "warn-v" if verdict == "warn" else verdict.split(",")[0].split()[0]
+    return f' <span class="verdict {esc(cls)}">{esc(verdict)}</span>'
+
+
+def _suite_section(sv: SuiteView, plot: Any) -> str:
+    """One stress / shadow / MLPerf section: headline, tables (verdicts first), charts."""
+    out = [f"<h3>{esc(sv.title)}{_badge(sv.verdict)}</h3>",
+           f'<p class="muted">{esc(sv.path)}</p>']  # fmt: skip
+    out += [f"<p>{esc(line)}</p>" for line in sv.headline]
+    for t in sv.tables:
+        out.append(f"<p><b>{esc(t.title)}</b></p>")
+        if t.rows:
+            out.append(
+                _table([esc(h) for h in t.head], [[esc(c) for c in r] for r in t.rows], t.left)
+            )
+        else:
+            out.append('<p class="muted">(none)</p>')
+    for c in sv.charts:
+        out.append(plot(_chart_fig(c), "plot small"))
+    if sv.text:
+        out.append(
+            "<details><summary>LoadGen's mlperf_log_summary.txt, unchanged</summary>"
+            f'<pre class="sample">{esc(sv.text)}</pre></details>'
+        )
+    return "\n".join(out)
+
+
 def _wl(sv: SetView) -> str:
     w = sv.set.workload() or {}
     return ", ".join(f"{k}={v}" for k, v in w.items() if v is not None) or "unknown"
@@ -501,8 +559,6 @@ def _comparison_tables(data: ReportData) -> str:
 
 
 def render_html(data: ReportData) -> str:
-    from plotly.offline import get_plotlyjs
-
     figs: list[dict[str, Any]] = []
     body: list[str] = []
 
@@ -513,7 +569,9 @@ def render_html(data: ReportData) -> str:
         figs.append({"div": div, **fig})
         return f'<div id="{div}" class="{cls}"></div>'
 
-    names = ", ".join(esc(s.name) for s in data.sets)
+    names = ", ".join(
+        [esc(s.name) for s in data.sets] + [esc(s.name) for s in data.suites if s.kind != "mlperf"]
+    )
     body.append(f"<h1>accelbench report: {names}</h1>")
     body.append(
         f'<p class="muted">accelbench {esc(__version__)}, generated {esc(data.generated_at)}'
@@ -524,6 +582,7 @@ def render_html(data: ReportData) -> str:
     body.append('<pre id="js-errors" data-count="0" class="muted"></pre>')
 
     warn = [(sv.name, w) for sv in data.sets for w in sv.warnings]
+    warn += [(su.name, w) for su in data.suites for w in su.warnings]
     body.append('<h2 id="warnings">Warnings and missing data</h2>')
     if warn:
         body += [f'<div class="warn"><b>{esc(n)}</b>: {esc(w)}</div>' for n, w in warn]
@@ -531,6 +590,12 @@ def render_html(data: ReportData) -> str:
         body.append("<p>None: every point complete, no client-health warnings.</p>")
 
     body.append(_verdicts(data))
+
+    if data.suites:
+        body.append('<h2 id="suites">Stress suites, shadow verdicts and MLPerf runs</h2>')
+        body += [_suite_section(su, plot) for su in data.suites]
+    if not data.sets:
+        return _page(names, body, figs)
 
     body.append('<h2 id="frontier">Throughput-interactivity frontier</h2>')
     for m in FRONTIER_METRICS:
@@ -565,6 +630,12 @@ def render_html(data: ReportData) -> str:
         body.append('<h2 id="samples">Sample model output</h2>')
         for n, lab, s in samples[:12]:
             body.append(f'<p>{esc(n)} {esc(lab)}:</p><pre class="sample">{esc(s)}</pre>')
+
+    return _page(names, body, figs)
+
+
+def _page(names: str, body: list[str], figs: list[dict[str, Any]]) -> str:
+    from plotly.offline import get_plotlyjs
 
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -8,6 +8,7 @@ from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import FIGURES, ReportData
 from accelbench.report.html import fmt
+from accelbench.report.suites import SuiteView
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
 
@@ -29,7 +30,10 @@ def md_cell(x: object) -> str:
 
 
 def render_markdown(data: ReportData) -> str:
-    out = [f"## accelbench: {', '.join(md_cell(s.name) for s in data.sets)}", ""]
+    names = [s.name for s in data.sets] + [s.name for s in data.suites if s.kind != "mlperf"]
+    out = [f"## accelbench: {', '.join(md_cell(n) for n in names)}", ""]
+    for su in data.suites:
+        out += _suite(su)
     for sv in data.sets:
         out.append(f"### {md_cell(sv.name)} ({sv.set.gpus} GPU(s))")
         out.append("")
@@ -97,6 +101,24 @@ def render_markdown(data: ReportData) -> str:
         "frontier values by PCHIP, never extrapolated; CIs: 95% bootstrap over requests._"
     )
     return "\n".join(out) + "\n"
+
+
+def _suite(su: SuiteView) -> list[str]:
+    """A stress / shadow / MLPerf section: the same tables as the HTML report."""
+    out = [f"### {md_cell(su.title)}" + (f": **{md_cell(su.verdict)}**" if su.verdict else ""), ""]
+    out += [f"- {md_cell(line)}" for line in su.headline]
+    out += [f"- warning: {md_cell(w)}" for w in su.warnings]
+    out.append("")
+    for t in su.tables:
+        out.append(f"**{md_cell(t.title)}**")
+        out.append("")
+        out.append("| " + " | ".join(md_cell(h) for h in t.head) + " |")
+        out.append("|" + "---|" * len(t.head))
+        out += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in t.rows]
+        if not t.rows:
+            out.append("| (none) |" + " |" * (len(t.head) - 1))
+        out.append("")
+    return out
 
 
 def write_markdown(data: ReportData, path: str | Path) -> Path:

@@ -40,6 +40,12 @@ from accelbench.store.rundir import write_json_atomic
 
 LATENCY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "ntpot": "ntpot_ms"}
 EXIT = {"go": 0, "no-go": 1, "inconclusive": 3}
+# The proxy and replay sample no telemetry (their directories hold none): said, not null.
+RESOURCES_OFF = {
+    "telemetry": "off",
+    "reason": "the shadow proxy and replay sample no telemetry (GPU, CPU, memory) of either "
+    "side; compare resource use with `accelbench run --telemetry` against each side",
+}
 _GATE = re.compile(
     r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(%|pp|x|ms)?\s*$"
 )
@@ -411,7 +417,7 @@ def shadow_verdict(
         "counters": meta.get("counters", {}),
         "status": meta.get("status"),
         "mode": meta.get("mode"),
-        "resources": None,  # telemetry of both sides is not recorded by the shadow commands
+        "resources": RESOURCES_OFF,
     }
     if write:
         write_json_atomic(d / VERDICT, doc)

@@ -12,12 +12,15 @@ from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA
 from accelbench.metrics.registry import FIGURES
 from accelbench.store.reader import RunInfo, dig, list_runs
+from accelbench.store.suites import suite_of
 
 RUN_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("run_id", pa.string()),
     ("path", pa.string()),
     ("sweep", pa.string()),
     ("source", pa.string()),
+    ("suite", pa.string()),
+    ("verdict", pa.string()),
     ("status", pa.string()),
     ("started_at", pa.string()),
     ("label", pa.string()),
@@ -55,11 +58,14 @@ def run_row(r: RunInfo) -> dict[str, Any]:
     """One flat row of key figures for the ``runs`` view."""
     wl = r.workload()
     sweep_dir = r.path.parent
+    suite, verdict = suite_of(r.path, r.run)
     row: dict[str, Any] = {
         "run_id": r.run_id,
         "path": str(r.path),
         "sweep": sweep_dir.name if (sweep_dir / "sweep.json").exists() else None,
         "source": str(dig(r.run, "source", "tool") or "accelbench"),
+        "suite": suite,
+        "verdict": verdict,
         "status": r.status,
         "started_at": r.run.get("started_at"),
         "label": r.config.get("label"),

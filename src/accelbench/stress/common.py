@@ -20,9 +20,9 @@ import orjson
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json, write_json_atomic
+from accelbench.store.suites import STRESS_JSON
+from accelbench.store.suites import STRESS_SCHEMA as SCHEMA
 
-STRESS_JSON = "stress.json"
-SCHEMA = "accelbench.stress/1"
 Log = Callable[[str], None]
 
 
