@@ -2,15 +2,17 @@
 the trace's arrival times (scaled by ``speed``), both at once or one after the other,
 into a shadow directory that ``accelbench shadow verdict`` reads like the proxy's.
 
-Scheduling: each request is due at ``start + offset / speed``; the loop sleeps until
-1 ms before and then yields until due (finer than the timer), as the run's open loop
-does. Every request and its copy share one clock (this process's ``monotonic_ns``).
+Scheduling: each request is due at ``start + offset / speed``; a timer thread wakes the
+loop at that time (runner/pacing.py, as the run's open loop does), and the bodies'
+objects are frozen out of the garbage collector's scans for the run. Every request and
+its copy share one clock (this process's ``monotonic_ns``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import time
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from accelbench.client.session import OpenAIClient, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, check_url
+from accelbench.runner.pacing import Pacer
 from accelbench.shadow.store import ShadowWriter
 
 _now = time.monotonic_ns
@@ -190,20 +193,17 @@ class _Sender:
 async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: asyncio.Event) -> None:
     tasks: set[asyncio.Task] = set()
     start = _now() + 20_000_000  # a short lead so the first request is not late
+    pacer = Pacer()
     try:
-        for r in reqs:
-            if stop.is_set():
-                break
-            due = start + int(r.offset_s * 1e9)
-            delay = (due - _now()) / 1e9
-            if delay > 0.002:
-                await asyncio.sleep(delay - 0.001)
-            while _now() < due:
-                await asyncio.sleep(0)
-            for s in senders:
-                t = asyncio.ensure_future(s.send(r, due))
-                tasks.add(t)
-                t.add_done_callback(tasks.discard)
+        async with pacer:
+            for r in reqs:
+                due = start + int(r.offset_s * 1e9)
+                if not await pacer.wait_until(due, stop.is_set):
+                    break
+                for s in senders:
+                    t = asyncio.ensure_future(s.send(r, due))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
         while tasks and not stop.is_set():
             await asyncio.wait(list(tasks), timeout=0.25)
     finally:
@@ -249,6 +249,8 @@ async def replay_async(
 
     tick = asyncio.ensure_future(ticker())
     status = "completed"
+    gc.collect()
+    gc.freeze()  # the plan lives as long as the run: no full collection walks it
     try:
         if opt.sequential:
             await _schedule(reqs, [senders["baseline"]], stop)
@@ -259,6 +261,7 @@ async def replay_async(
         if stop.is_set():
             status = "interrupted"
     finally:
+        gc.unfreeze()
         tick.cancel()
         for s in installed:
             loop.remove_signal_handler(s)
