@@ -2,9 +2,11 @@
 the trace's arrival times (scaled by ``speed``), both at once or one after the other,
 into a shadow directory that ``accelbench shadow verdict`` reads like the proxy's.
 
-Scheduling: each request is due at ``start + offset / speed``; a timer thread wakes the
-loop at that time (runner/pacing.py, as the run's open loop does), and the bodies'
-objects are frozen out of the garbage collector's scans for the run. Every request and
+Scheduling: each request is due at ``start + offset / speed``; the loop sleeps until
+1 ms before and then yields until due (finer than the timer), as the run's open loop
+does (benchmarks/wake_latency.py compares this with a timer thread and a blocking sleep
+on this host). The bodies' objects are frozen out of the garbage collector's scans for
+the run. Every request and
 its copy share one clock (this process's ``monotonic_ns``).
 """
 
@@ -26,7 +28,6 @@ from accelbench.client.session import OpenAIClient, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, check_url
-from accelbench.runner.pacing import Pacer
 from accelbench.shadow.store import ShadowWriter
 
 _now = time.monotonic_ns
@@ -193,17 +194,20 @@ class _Sender:
 async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: asyncio.Event) -> None:
     tasks: set[asyncio.Task] = set()
     start = _now() + 20_000_000  # a short lead so the first request is not late
-    pacer = Pacer()
     try:
-        async with pacer:
-            for r in reqs:
-                due = start + int(r.offset_s * 1e9)
-                if not await pacer.wait_until(due, stop.is_set):
-                    break
-                for s in senders:
-                    t = asyncio.ensure_future(s.send(r, due))
-                    tasks.add(t)
-                    t.add_done_callback(tasks.discard)
+        for r in reqs:
+            if stop.is_set():
+                break
+            due = start + int(r.offset_s * 1e9)
+            delay = (due - _now()) / 1e9
+            if delay > 0.002:
+                await asyncio.sleep(delay - 0.001)
+            while _now() < due:
+                await asyncio.sleep(0)
+            for s in senders:
+                t = asyncio.ensure_future(s.send(r, due))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
         while tasks and not stop.is_set():
             await asyncio.wait(list(tasks), timeout=0.25)
     finally:
