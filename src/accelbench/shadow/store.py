@@ -8,7 +8,8 @@ it survives a kill (docs/SHADOW.md).
     verdict.json     written by ``accelbench shadow verdict``
 
 Rows of both sides carry the trace's ``idx``: a request and its copy share it. Times are
-``time.monotonic_ns`` of the one process that sent both, so both sides share a clock.
+``time.monotonic_ns`` (system-wide: the proxy and its candidate process, or the one
+replay process), so both sides share a clock.
 """
 
 from __future__ import annotations
