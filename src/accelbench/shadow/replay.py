@@ -5,16 +5,14 @@ into a shadow directory that ``accelbench shadow verdict`` reads like the proxy'
 Scheduling: each request is due at ``start + offset / speed``; the loop sleeps until
 1 ms before and then yields until due (finer than the timer), as the run's open loop
 does (benchmarks/wake_latency.py compares this with a timer thread and a blocking sleep
-on this host). The bodies' objects are frozen out of the garbage collector's scans for
-the run. Every request and
-its copy share one clock (this process's ``monotonic_ns``).
+on this host). Every request and its copy share one clock (this process's
+``monotonic_ns``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import signal
 import time
 from collections.abc import Callable
@@ -253,8 +251,6 @@ async def replay_async(
 
     tick = asyncio.ensure_future(ticker())
     status = "completed"
-    gc.collect()
-    gc.freeze()  # the plan lives as long as the run: no full collection walks it
     try:
         if opt.sequential:
             await _schedule(reqs, [senders["baseline"]], stop)
@@ -265,7 +261,6 @@ async def replay_async(
         if stop.is_set():
             status = "interrupted"
     finally:
-        gc.unfreeze()
         tick.cancel()
         for s in installed:
             loop.remove_signal_handler(s)
