@@ -8,7 +8,9 @@ through the proxy. Per request, on one clock (all processes on this machine):
 * ``gt``: the caller's first-token time minus the server's own first write (ground
   truth), direct and via the proxy; their difference of percentiles is the added TTFT;
 * ``paired``: the caller's TTFT minus the TTFT the proxy itself measured for the same
-  request on the baseline: the proxy's added time on both paths, request by request.
+  request on the baseline: the proxy's added time on both paths, request by request;
+* ``null relay``: the same load through benchmarks/tcp_relay.py (a raw TCP relay on the
+  same event loop, no parsing, no copies): the floor of any Python proxy on this host.
 
 Replay: a Mooncake-style trace of R requests at the given rate replayed to the
 reference server; arrival error = the server's receive time (ground truth) minus the
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import signal
 import socket
@@ -100,11 +103,26 @@ def overhead(tmp: Path, conc: int, n: int, osl: int, ttft: str, itl: str, sample
         import psutil
 
         ps = psutil.Process(proxy.pid)
-        cpu0, t0 = sum(ps.cpu_times()[:2]), time.monotonic()
+        kids = ps.children()  # the candidate process
+
+        def cpu() -> tuple[float, float]:
+            return sum(ps.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
+
+        (cpu0, kcpu0), t0 = cpu(), time.monotonic()
         via = asyncio.run(load(f"http://127.0.0.1:{pp}", "via", n, conc, osl))
-        cpu1, t1 = sum(ps.cpu_times()[:2]), time.monotonic()
+        (cpu1, kcpu1), t1 = cpu(), time.monotonic()
         proxy.send_signal(signal.SIGINT)
         proxy.wait(60)
+        pr = free_port()
+        relay = subprocess.Popen([sys.executable, str(Path(__file__).with_name("tcp_relay.py")),
+                                  str(pr), str(pb)])  # fmt: skip
+        try:
+            wait(f"http://127.0.0.1:{pr}/health")
+            asyncio.run(load(f"http://127.0.0.1:{pr}", "warmnull", conc, conc, osl))
+            null = asyncio.run(load(f"http://127.0.0.1:{pr}", "null", n, conc, osl))
+        finally:
+            relay.terminate()
+            relay.wait(10)
     finally:
         for p in procs:
             p.terminate()
@@ -116,6 +134,7 @@ def overhead(tmp: Path, conc: int, n: int, osl: int, ttft: str, itl: str, sample
             first[doc["request_id"]] = doc["token_times"][0]
     e_direct = np.array([(r.t_first - first[r.request_id]) / 1e6 for r in direct if r.ok])
     e_via = np.array([(r.t_first - first[r.request_id]) / 1e6 for r in via if r.ok])
+    e_null = np.array([(r.t_first - first[r.request_id]) / 1e6 for r in null if r.ok])
     # the proxy's own baseline records, matched to the caller's by the unique prompt
     trace = {}
     for line in (tmp / "shadow" / "trace.jsonl").read_bytes().splitlines()[1:]:
@@ -130,13 +149,18 @@ def overhead(tmp: Path, conc: int, n: int, osl: int, ttft: str, itl: str, sample
                        for r in via if r.ok and f"via-{r.idx}" in proxy_ttft])  # fmt: skip
     return {
         "concurrency": conc, "requests": n, "sample": sample,
-        "ok": {"direct": int(e_direct.size), "via": int(e_via.size)},
-        "caller_first_token_minus_server_write_ms": {"direct": pct(e_direct), "via": pct(e_via)},
+        "ok": {"direct": int(e_direct.size), "via": int(e_via.size), "null": int(e_null.size)},
+        "caller_first_token_minus_server_write_ms": {"direct": pct(e_direct), "via": pct(e_via),
+                                                     "null_relay": pct(e_null)},
         "added_ttft_ms_by_percentile": {k: round(pct(e_via)[k] - pct(e_direct)[k], 4)
                                         for k in ("p50", "p90", "p99")},
+        "null_relay_added_ttft_ms_by_percentile": {k: round(pct(e_null)[k] - pct(e_direct)[k], 4)
+                                                   for k in ("p50", "p90", "p99")},
         "added_ttft_ms_paired": pct(paired),
         "proxy_cpu_us_per_request": round(1e6 * (cpu1 - cpu0) / n, 1),
+        "candidate_process_cpu_us_per_request": round(1e6 * (kcpu1 - kcpu0) / n, 1),
         "proxy_cpu_util": round((cpu1 - cpu0) / (t1 - t0), 3),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }  # fmt: skip
 
 

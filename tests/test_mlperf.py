@@ -7,6 +7,7 @@ import json
 import pickle
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import mlperf_loadgen  # noqa: E402, F401 - the [test] extra installs it: missing fails
@@ -205,16 +206,27 @@ def test_server_valid_and_ttft_agrees(reference_server, tmp_path: Path) -> None:
     ours = float(ttft[int(n * 0.99)])
     theirs = doc["figures"]["ttft_p99_ms"]
     assert ours >= 20 and theirs >= ours - 0.05  # LoadGen's clock starts earlier, never later
-    # LoadGen starts its clock at the scheduled time, before its issue thread gets the
-    # GIL and a core; on a host so busy that the SUT's own hand-over took over 0.5 ms
-    # (p99) a 1 ms agreement is not measurable there.
-    lag = float(np.percentile(np.array(t["schedule_lag_ms"]), 99))
-    if lag > 0.5 and abs(theirs - ours) >= 1.0:
-        pytest.skip(
-            f"host too busy: hand-over lag p99 {lag:.2f} ms; LoadGen {theirs:.2f} ms "
-            f"vs records {ours:.2f} ms"
-        )
-    assert abs(theirs - ours) < 1.0, (doc["figures"], ours)
+    # Per request LoadGen's TTFT exceeds the record's by the SUT's hand-over (first token
+    # at the loop -> FirstTokenComplete, measured) plus LoadGen's issue thread getting
+    # the GIL before the query reaches the SUT (up to a switch interval, not measurable
+    # from Python). A 1 ms agreement is a fair test only when the measured hand-over and
+    # the SUT loop's lag are small (p99 <= 0.5 ms); on a busier host the check is the
+    # bound those figures allow, and both figures are stated.
+    sut = doc["sut"]
+    handover, loop_lag = sut["first_token_handover_ms_p99"], sut["loop_lag_ms_p99"]
+    assert handover is not None and loop_lag is not None
+    fair = handover <= 0.5 and loop_lag <= 0.5
+    bound = 1.0 if fair else 1.0 + sut["first_token_handover_ms_max"] + loop_lag + 5.0
+    note = (
+        f"LoadGen TTFT p99 {theirs:.3f} ms vs records {ours:.3f} ms (diff "
+        f"{theirs - ours:.3f} ms); hand-over p99 {handover:.2f} ms, max "
+        f"{sut['first_token_handover_ms_max']:.2f} ms, loop lag p99 {loop_lag:.2f} ms; "
+        f"bound {bound:.2f} ms ({'fair: the 1 ms target' if fair else 'host too busy for 1 ms'})"
+    )
+    print(note)
+    if not fair:
+        warnings.warn(note, stacklevel=1)
+    assert abs(theirs - ours) < bound, (doc["figures"], note)
 
 
 def test_interactive_far_above_capacity_is_invalid(reference_server, tmp_path: Path) -> None:

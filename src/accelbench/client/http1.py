@@ -126,7 +126,10 @@ class HTTP1Protocol(asyncio.Protocol):
             )
 
     def data_received(self, data: bytes) -> None:
-        t = _monotonic_ns()
+        self.arrived(data, _monotonic_ns())
+
+    def arrived(self, data: bytes, t: int) -> None:
+        """``data`` reached the loop at ``t``: parse it now, or after the I/O phase."""
         if self._sink is None:
             return  # unsolicited bytes on an idle connection: ignore
         q = self._queue
@@ -341,6 +344,8 @@ class HTTP1Protocol(asyncio.Protocol):
 class HTTP1Pool:
     """Keep-alive connection pool to one host:port."""
 
+    protocol: type[HTTP1Protocol] = HTTP1Protocol
+
     def __init__(self, host: str, port: int, *, connect_timeout: float = 10.0) -> None:
         self.host = host
         self.port = port
@@ -352,7 +357,7 @@ class HTTP1Pool:
     async def _connect(self) -> HTTP1Protocol:
         loop = asyncio.get_running_loop()
         _, proto = await asyncio.wait_for(
-            loop.create_connection(HTTP1Protocol, self.host, self.port), self.connect_timeout
+            loop.create_connection(self.protocol, self.host, self.port), self.connect_timeout
         )
         if self._queue is None or self._queue.loop is not loop:
             self._queue = ArrivalQueue(loop)

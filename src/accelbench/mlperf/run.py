@@ -229,6 +229,14 @@ def _run(
             "noncompliance": noncompliance,
             "wall_s": wall,
             "requests": {"issued": sut.issued, "failed": sut.failed},
+            "sut": {
+                k: sut.stats.get(k)
+                for k in (
+                    "loop_lag_ms_p99",
+                    "first_token_handover_ms_p99",
+                    "first_token_handover_ms_max",
+                )
+            },  # fmt: skip
         }
     )
     client = {

@@ -4,21 +4,26 @@ arrives, and a copy goes to the candidate, whose response is measured and discar
 
 Why raw asyncio protocols: the baseline's bytes are written to the caller inside
 ``data_received``, the moment they reach the event loop, before anything is parsed or
-recorded; measuring them (the accelbench client's HTTP/1.1 and SSE parsers) comes after.
+recorded; measuring them (the accelbench client's HTTP/1.1 and SSE parsers) comes after
+the loop's I/O phase (the client's ``ArrivalQueue``: the arrival time is taken first), so
+when many streams' chunks arrive together every one is relayed before any is parsed.
 A request is forwarded in the same callback that completes it when a kept-alive
 connection to the baseline is idle (no task switch in the way).
 
-The candidate can never slow or break the caller: copies are separate tasks on their own
-connections with their own timeout; at most ``max_inflight`` are in flight, and a copy
-that would exceed it is dropped and counted, never queued. Its failures and timeouts
-become records. Request headers (``Authorization`` and every other one) are never
-stored; they go to the baseline only. The candidate gets its own key, if any.
+The candidate can never slow or break the caller: copies go to a process of their own
+(shadow/candidate.py), which sends them on its own connections with their own timeout
+and journals their records; the proxy's loop only hands each copy over. At most
+``max_inflight`` are in flight, and a copy that would exceed it is dropped and counted,
+never queued. Its failures and timeouts become records. Request headers
+(``Authorization`` and every other one) are never stored; they go to the baseline only.
+The candidate gets its own key, if any.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import signal
 import socket
@@ -34,10 +39,10 @@ import orjson
 from accelbench import validate as v
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
-from accelbench.client.session import OpenAIClient
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
-from accelbench.shadow.store import ShadowWriter
+from accelbench.shadow.candidate import CandidateProcess
+from accelbench.shadow.store import CANDIDATE, ShadowWriter
 
 _now = time.monotonic_ns
 
@@ -151,6 +156,7 @@ class _Upstream(HTTP1Protocol):
         self.tail_wait: asyncio.Future | None = None
 
     def data_received(self, data: bytes) -> None:
+        t = _now()
         d = self.downstream
         if self.tail_wait is not None:
             # the parser ended a chunked body at its `0\r\n`; the final CRLF (after any
@@ -172,7 +178,7 @@ class _Upstream(HTTP1Protocol):
             d.write(data)
             self.relayed += len(data)
             self.tail = (self.tail + data)[-4:]
-        super().data_received(data)
+        self.arrived(data, t)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -184,13 +190,7 @@ class _Upstream(HTTP1Protocol):
 
 
 class _UpstreamPool(HTTP1Pool):
-    async def _connect(self) -> HTTP1Protocol:
-        loop = asyncio.get_running_loop()
-        _, proto = await asyncio.wait_for(
-            loop.create_connection(_Upstream, self.host, self.port), self.connect_timeout
-        )
-        self._all.add(proto)
-        return proto
+    protocol = _Upstream
 
     def take_idle(self) -> _Upstream | None:
         while self._idle:
@@ -316,9 +316,17 @@ class ShadowProxy:
         self.t0: int | None = None
         self.recorded_done = 0
         self.base_tasks: set[asyncio.Task] = set()
-        self.cand_tasks: set[asyncio.Task] = set()
-        self.cand_clients: dict[tuple[str, bool], OpenAIClient] = {}
+        self.cand = CandidateProcess(self._copy_done)
         self.stop = asyncio.Event()
+
+    async def start_candidate(self) -> None:
+        c = self.cfg
+        await self.cand.start(
+            {"candidate": c.candidate, "candidate_model": c.candidate_model,
+             "candidate_api_key": c.candidate_api_key,
+             "candidate_timeout_s": c.candidate_timeout_s,
+             "journal": str(self.writer.dir / CANDIDATE)}
+        )  # fmt: skip
 
     # -- the caller's request -> baseline ------------------------------------------
     def handle(
@@ -370,7 +378,7 @@ class ShadowProxy:
             if self.t0 is None:
                 self.t0 = t
             self.writer.add_trace(rec.idx, (t - self.t0) / 1e9, endpoint or "", doc)
-            self._copy(rec.idx, endpoint or "", doc, t)
+            self._copy(rec.idx, endpoint or "", body, t)
 
     def _start(
         self,
@@ -479,56 +487,28 @@ class ShadowProxy:
         caller.done(close or not keep)
 
     # -- the copy -> candidate -------------------------------------------------------
-    def _copy(self, idx: int, endpoint: str, doc: dict[str, Any], t: int) -> None:
+    def _copy(self, idx: int, endpoint: str, body: bytes, t: int) -> None:
         if self.stop.is_set():
             return
         if self.cfg.sample < 1.0 and self.rng.random() >= self.cfg.sample:
             self.writer.count("not_sampled")
             return
-        if len(self.cand_tasks) >= self.cfg.max_inflight:
+        if self.cand.inflight >= self.cfg.max_inflight or not self.cand.alive:
             self.writer.count("dropped")
             return
         self.writer.count("copied")
-        task = asyncio.ensure_future(self._candidate(idx, endpoint, doc, t))
-        self.cand_tasks.add(task)
-        task.add_done_callback(self.cand_tasks.discard)
+        self.cand.copy(idx, endpoint, t, body)
 
-    async def _candidate(self, idx: int, endpoint: str, doc: dict[str, Any], t: int) -> None:
-        stream = bool(doc.get("stream"))
-        client = self.cand_clients.get((endpoint, stream))
-        if client is None:
-            client = OpenAIClient(
-                self.cfg.candidate, endpoint=endpoint, stream=stream,
-                api_key=self.cfg.candidate_api_key, timeout_s=self.cfg.candidate_timeout_s,
-                transport="http1",
-            )  # fmt: skip
-            self.cand_clients[(endpoint, stream)] = client
-        body = dict(doc, model=self.cfg.candidate_model) if self.cfg.candidate_model else doc
-        rec = RequestRecord(idx=idx, request_id=f"shadow-{idx}", t_sched=t)
-        mt = doc.get("max_tokens", doc.get("max_completion_tokens"))
-        rec.max_tokens = mt if isinstance(mt, int) else None
-        try:
-            await client.send(rec, body)
-        finally:
-            if rec.t_send == 0:
-                rec.t_send = _now()
-            if not rec.ok:
-                self.writer.count(f"candidate_{rec.error_kind or 'error'}")
-            self.writer.add_record("candidate", rec)
+    def _copy_done(self, kind: str) -> None:
+        if kind != "ok":
+            self.writer.count(f"candidate_{kind}")
 
     # -- lifetime ---------------------------------------------------------------------
     async def drain(self, grace_s: float) -> None:
         """Let the callers' requests finish; give the copies ``grace_s``, then cancel."""
         if self.base_tasks:
             await asyncio.wait(list(self.base_tasks), timeout=max(grace_s, 30.0))
-        if self.cand_tasks:
-            _, pending = await asyncio.wait(list(self.cand_tasks), timeout=grace_s)
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-        for c in self.cand_clients.values():
-            await c.close()
+        await self.cand.finish(grace_s)
         self.pool.close()
 
 
@@ -566,12 +546,19 @@ async def serve_proxy(
             "max_inflight": cfg.max_inflight,
             "candidate_timeout_s": cfg.candidate_timeout_s,
         },
+        journals=("baseline",),  # the candidate process journals its own side
     )
     proxy = ShadowProxy(cfg, writer)
     loop = asyncio.get_running_loop()
     try:
+        await proxy.start_candidate()
+    except AccelbenchError:
+        writer.close("failed")
+        raise
+    try:
         server = await loop.create_server(lambda: _Caller(proxy), cfg.host, cfg.port, backlog=4096)
     except OSError as exc:
+        await proxy.cand.finish(0.0)
         writer.close("failed")
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
     installed = []
@@ -581,6 +568,10 @@ async def serve_proxy(
             installed.append(s)
     port = server.sockets[0].getsockname()[1]
     writer.save_meta(listen=f"{cfg.host}:{port}")
+    # what exists now lives as long as the proxy: keep it out of the collector's scans
+    # (a full collection over it is a pause of every stream)
+    gc.collect()
+    gc.freeze()
     if ready is not None:
         ready(port)
 

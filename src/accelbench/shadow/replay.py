@@ -4,7 +4,9 @@ into a shadow directory that ``accelbench shadow verdict`` reads like the proxy'
 
 Scheduling: each request is due at ``start + offset / speed``; the loop sleeps until
 1 ms before and then yields until due (finer than the timer), as the run's open loop
-does. Every request and its copy share one clock (this process's ``monotonic_ns``).
+does (benchmarks/wake_latency.py compares this with a timer thread and a blocking sleep
+on this host). Every request and its copy share one clock (this process's
+``monotonic_ns``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ it survives a kill (docs/SHADOW.md).
     verdict.json     written by ``accelbench shadow verdict``
 
 Rows of both sides carry the trace's ``idx``: a request and its copy share it. Times are
-``time.monotonic_ns`` of the one process that sent both, so both sides share a clock.
+``time.monotonic_ns`` (system-wide: the proxy and its candidate process, or the one
+replay process), so both sides share a clock.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ SCHEMA = "accelbench.shadow/1"
 class ShadowWriter:
     """Opens a fresh shadow directory and journals into it."""
 
-    def __init__(self, out: str | Path, meta: dict[str, Any]) -> None:
+    def __init__(
+        self, out: str | Path, meta: dict[str, Any], journals: tuple[str, ...] = SIDES
+    ) -> None:
+        """``journals``: the sides this writer records; the others' journals are only
+        created (another process writes them: the proxy's candidate process)."""
         self.dir = Path(out)
         if self.dir.exists() and (not self.dir.is_dir() or any(self.dir.iterdir())):
             raise UsageError(f"--out {self.dir} exists and is not an empty directory")
@@ -53,10 +58,10 @@ class ShadowWriter:
         write_json_atomic(self.dir / SHADOW_JSON, self.meta)
         self.trace = Journal(self.dir / TRACE_FILE)
         self.trace.write([trace_header(started_at=self.meta["started_at"])])
-        self.sides = {
-            "baseline": Journal(self.dir / BASELINE),
-            "candidate": Journal(self.dir / CANDIDATE),
-        }
+        files = {"baseline": BASELINE, "candidate": CANDIDATE}
+        for side in SIDES:
+            (self.dir / files[side]).touch()
+        self.sides = {side: Journal(self.dir / files[side]) for side in journals}
 
     def add_trace(self, idx: int, offset_s: float, endpoint: str, body: dict[str, Any]) -> None:
         self.trace.write([trace_row(idx, offset_s, endpoint, body)])

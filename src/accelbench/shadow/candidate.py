@@ -1,0 +1,276 @@
+"""The proxy's candidate side, in a process of its own.
+
+Why a process: the copies' streams are as many as the callers' and cost as much to read
+and parse; on the proxy's event loop every candidate chunk would delay the baseline
+chunks queued behind it (and a thread would hold the GIL). Here the proxy's loop only
+writes each copy into a socket (one frame, never blocking: the transport buffers) and
+reads back one short line per finished copy. This process sends the copies with
+accelbench's client, times them on the host's monotonic clock (the same clock as the
+proxy's), and journals their records into ``candidate.jsonl`` itself.
+
+Frames to this process: 4-byte big-endian length, then ``C`` + JSON config (first),
+``R`` + idx, t (two uint64) + endpoint (1 byte) + the request body as received, or
+``S`` + grace seconds (float64): finish, giving in-flight copies that long. Lines back:
+``ready``, ``done <ok|error kind>`` per copy, ``end`` once the journal is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from accelbench.errors import AccelbenchError
+
+_now = time.monotonic_ns
+_HEAD = struct.Struct("!I")
+_REQ = struct.Struct("!QQB")
+ENDPOINTS = ("completions", "chat")
+
+
+class _Frames(asyncio.Protocol):
+    """Length-prefixed frames from a stream socket."""
+
+    def __init__(self, on_frame: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
+        self.buf = bytearray()
+        self.on_frame = on_frame
+        self.on_eof = on_eof
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # before any frame comes
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            (n,) = _HEAD.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < n:
+                break
+            self.on_frame(bytes(buf[pos + 4 : pos + 4 + n]))
+            pos += 4 + n
+        if pos:
+            del buf[:pos]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.on_eof()
+
+
+class _Lines(asyncio.Protocol):
+    def __init__(self, on_line: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
+        self.buf = b""
+        self.on_line = on_line
+        self.on_eof = on_eof
+
+    def data_received(self, data: bytes) -> None:
+        *lines, self.buf = (self.buf + data).split(b"\n")
+        for line in lines:
+            self.on_line(line)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.on_eof()
+
+
+def frame(payload: bytes) -> bytes:
+    return _HEAD.pack(len(payload)) + payload
+
+
+class CandidateProcess:
+    """The proxy's handle on the candidate process: ``copy`` never blocks or waits;
+    ``inflight`` counts copies handed over and not yet reported finished."""
+
+    def __init__(self, on_done: Callable[[str], None]) -> None:
+        self.on_done = on_done
+        self.inflight = 0
+        self.alive = False
+        self.proc: subprocess.Popen | None = None
+        self.transport: asyncio.Transport | None = None
+        self._ready: asyncio.Future | None = None
+        self._end: asyncio.Future | None = None
+
+    async def start(self, config: dict[str, Any], timeout_s: float = 60.0) -> None:
+        loop = asyncio.get_running_loop()
+        mine, theirs = socket.socketpair()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "accelbench.shadow.candidate", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        finally:
+            theirs.close()
+        self._ready = loop.create_future()
+        self._end = loop.create_future()
+        self.transport, _ = await loop.create_connection(
+            lambda: _Lines(self._line, self._eof), sock=mine
+        )
+        self.transport.write(frame(b"C" + orjson.dumps(config)))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout_s)
+        except TimeoutError:
+            self.kill()
+            raise AccelbenchError("the candidate process did not start in time") from None
+        if not self._ready.result():
+            self.kill()
+            raise AccelbenchError("the candidate process failed to start")
+        self.alive = True
+
+    def _line(self, line: bytes) -> None:
+        if line.startswith(b"done "):
+            self.inflight -= 1
+            self.on_done(line[5:].decode())
+        elif line == b"ready" and self._ready is not None and not self._ready.done():
+            self._ready.set_result(True)
+        elif line == b"end" and self._end is not None and not self._end.done():
+            self._end.set_result(None)
+
+    def _eof(self) -> None:
+        self.alive = False
+        for f in (self._ready, self._end):
+            if f is not None and not f.done():
+                f.set_result(False)
+
+    def copy(self, idx: int, endpoint: str, t: int, body: bytes) -> None:
+        assert self.transport is not None
+        self.inflight += 1
+        self.transport.write(frame(b"R" + _REQ.pack(idx, t, ENDPOINTS.index(endpoint)) + body))
+
+    async def finish(self, grace_s: float) -> None:
+        """Let the copies in flight finish within ``grace_s`` (then they are cancelled
+        and recorded as interrupted); returns once the journal is closed."""
+        if self.alive and self.transport is not None and self._end is not None:
+            self.transport.write(frame(b"S" + struct.pack("!d", grace_s)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._end), grace_s + 30)
+        if self.transport is not None:
+            self.transport.close()
+        if self.proc is not None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.proc.wait, 10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- the child process ------------------------------------------------------------------
+async def _child(sock: socket.socket) -> None:
+    from accelbench.client.session import OpenAIClient
+    from accelbench.metrics.records import RequestRecord, record_row
+    from accelbench.store.rundir import Journal
+
+    loop = asyncio.get_running_loop()
+    cfg: dict[str, Any] = {}
+    clients: dict[tuple[str, bool], OpenAIClient] = {}
+    tasks: set[asyncio.Task] = set()
+    journal: list[Journal] = []
+    stop: asyncio.Future = loop.create_future()
+
+    def report(line: bytes) -> None:
+        t = frames.transport
+        if t is not None and not t.is_closing():
+            t.write(line)
+
+    async def one(idx: int, endpoint: str, t: int, raw: bytes) -> None:
+        rec = RequestRecord(idx=idx, request_id=f"shadow-{idx}", t_sched=t)
+        try:
+            doc = orjson.loads(raw)
+            stream = bool(doc.get("stream"))
+            client = clients.get((endpoint, stream))
+            if client is None:
+                client = OpenAIClient(
+                    cfg["candidate"], endpoint=endpoint, stream=stream,
+                    api_key=cfg["candidate_api_key"], timeout_s=cfg["candidate_timeout_s"],
+                    transport="http1",
+                )  # fmt: skip
+                clients[(endpoint, stream)] = client
+            if cfg["candidate_model"]:
+                doc["model"] = cfg["candidate_model"]
+            mt = doc.get("max_tokens", doc.get("max_completion_tokens"))
+            rec.max_tokens = mt if isinstance(mt, int) else None
+            await client.send(rec, doc)
+        except asyncio.CancelledError:
+            if rec.error_kind is None:
+                rec.ok = False
+                rec.error_kind = "interrupted"
+                rec.error = "the proxy stopped before this copy finished"
+        finally:
+            if rec.t_send == 0:
+                rec.t_send = _now()
+            journal[0].write([record_row(rec)])
+            report(b"done " + (b"ok" if rec.ok else (rec.error_kind or "error").encode()) + b"\n")
+
+    def on_frame(f: bytes) -> None:
+        kind = f[:1]
+        if kind == b"R":
+            idx, t, e = _REQ.unpack_from(f, 1)
+            task = asyncio.ensure_future(one(idx, ENDPOINTS[e], t, f[1 + _REQ.size :]))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        elif kind == b"C":
+            cfg.update(orjson.loads(f[1:]))
+            journal.append(Journal(Path(cfg["journal"])))
+            report(b"ready\n")
+        elif kind == b"S" and not stop.done():
+            stop.set_result(struct.unpack("!d", f[1:9])[0])
+
+    def on_eof() -> None:
+        if not stop.done():
+            stop.set_result(0.0)  # the proxy is gone: nobody waits for the copies
+
+    frames = _Frames(on_frame, on_eof)
+    transport, _ = await loop.create_connection(lambda: frames, sock=sock)
+
+    async def flusher() -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            if journal:
+                journal[0].flush_if_due()
+
+    tick = asyncio.ensure_future(flusher())
+    grace = await stop
+    pending = set(tasks)
+    if pending and grace > 0:
+        _, pending = await asyncio.wait(pending, timeout=grace)
+    if pending:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+    tick.cancel()
+    for c in clients.values():
+        await c.close()
+    if journal:
+        journal[0].close()
+    report(b"end\n")
+    await asyncio.sleep(0)
+    transport.close()
+
+
+def main(argv: list[str]) -> None:
+    from accelbench.eventloop import install_uvloop
+
+    # the proxy owns the signals (a terminal's Ctrl-C reaches the whole group): it asks
+    # this process to finish, or its end (EOF) does
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sock = socket.socket(fileno=int(argv[0]))
+    install_uvloop()
+    asyncio.run(_child(sock))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
