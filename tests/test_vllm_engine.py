@@ -149,9 +149,10 @@ def test_telemetry_carries_vllms_own_metrics(vllm_run):
     assert gen[-1] - gen[0] >= 16 * 32 - 8 * 32  # at least the waves after the first sample
 
 
-def test_min_tokens_is_honoured(vllm_url):
+def test_min_tokens_is_honoured(vllm_url, tiny_llama):
     """A stop string that appears early ends a request there, unless min_tokens holds it
-    open: vLLM checks stop strings only after min_tokens tokens."""
+    open: vLLM checks stop strings only after min_tokens tokens. llama-server ignores
+    min_tokens (same model, same greedy text: it stops at the same early token)."""
     body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}
     status, free = post(vllm_url, "/v1/completions", body)
     assert status == 200 and free["usage"]["completion_tokens"] == 24
@@ -163,6 +164,8 @@ def test_min_tokens_is_honoured(vllm_url):
     assert early < 8, (stop, text)
     status, held = post(vllm_url, "/v1/completions", dict(body, stop=[stop], min_tokens=16))
     assert status == 200 and held["usage"]["completion_tokens"] >= 16 > early, held
+    status, llama = post(tiny_llama, "/v1/completions", dict(body, stop=[stop], min_tokens=16))
+    assert status == 200 and llama["usage"]["completion_tokens"] == early, llama
 
 
 def test_chat_applies_the_models_template(vllm_url, tmp_path):
@@ -200,7 +203,7 @@ def test_unknown_model_is_a_per_request_error_record(vllm_url, tiny_llama):
         cfg = BenchmarkConfig(url=url, model="gpt-17", workload=WorkloadConfig(isl=8, osl=2))
         recs[name] = probe_request(cfg, None, "hello", max_tokens=2)
     rec = recs["vllm"]
-    assert not rec.ok and rec.error_kind == "http_4xx" and "404" in (rec.error or ""), rec
+    assert not rec.ok and rec.error_kind == "http_4xx" and rec.http_status == 404, rec
     assert "gpt-17" in (rec.error or "")  # vLLM's message names the model
     assert recs["llama"].ok, recs["llama"].error
 
@@ -226,8 +229,9 @@ def test_sweep_on_vllm_renders_beside_llama_server(vllm_url, tiny_llama, tmp_pat
             assert r.summary["counts"]["completed"] == 4 * r.concurrency
             assert r.figure("output_tps_per_gpu")
     data = build_report_data([tmp_path / "llama", tmp_path / "vllm"], n_boot=200)
-    assert [len(v.points) for v in data.views] == [2, 2]
-    assert not data.errors, data.errors  # same model and workload: comparable
+    assert [len(v.points) for v in data.sets] == [2, 2]
+    assert not data.comparison_errors, data.comparison_errors  # same model and workload
+    assert data.comparisons  # vllm against llama, point by point
     md = render_markdown(data)
     assert "llama" in md and "vllm" in md
     assert write_html(data, tmp_path / "r.html").stat().st_size > 100_000
@@ -235,11 +239,13 @@ def test_sweep_on_vllm_renders_beside_llama_server(vllm_url, tiny_llama, tmp_pat
 
 def test_shadow_llama_server_baseline_vllm_candidate(vllm_url, tiny_llama, tmp_path):
     """The engine-migration case: the same trace replayed on llama-server (baseline) and
-    vLLM (candidate), same tiny model. Both tokenize alike, so ISLs match exactly."""
+    vLLM (candidate), same tiny model. Both tokenize alike (ISLs match exactly) and, the
+    weights being the same function (GGUF and safetensors), greedy outputs agree: 16 of 16
+    measured, so the agreement gate passes. TTFT is not pinned (it depends on the load)."""
     from accelbench.shadow.replay import ReplayOptions, replay
     from accelbench.shadow.verdict import shadow_verdict
 
-    lines = [{"timestamp": 0, "input_length": 32, "output_length": 16} for _ in range(8)]
+    lines = [{"timestamp": 0, "input_length": 32, "output_length": 16} for _ in range(16)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     cfg = BenchmarkConfig(
         workload=WorkloadConfig(trace=str(tmp_path / "t.jsonl")),
@@ -249,11 +255,12 @@ def test_shadow_llama_server_baseline_vllm_candidate(vllm_url, tiny_llama, tmp_p
         cfg, ReplayOptions(tiny_llama, vllm_url, str(tmp_path / "s"), sequential=True)
     )
     assert status == "completed"
-    v = shadow_verdict(d, ["error_rate <= +5pp", "agreement >= 0.0"])
-    assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 8, v["sides"]
-    assert v["gates"][0]["status"] == "pass", v["gates"][0]
-    assert v["gates"][1]["n_baseline"] == 8  # every request greedy and compared
+    v = shadow_verdict(d, ["agreement >= 0.5", "ttft_p50 <= +10%"])
+    assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 16, v["sides"]
+    agree = v["gates"][0]
+    assert agree["n_baseline"] == 16 and agree["status"] == "pass", agree
+    assert v["gates"][1]["statistic"] is not None  # both sides' TTFTs measured
     for side in ("baseline", "candidate"):
         rows = [json.loads(x) for x in (Path(d) / f"{side}.jsonl").read_text().splitlines()]
         rows = [r for r in rows if "isl" in r]
-        assert len(rows) == 8 and all(r["isl"] == 32 and r["osl"] == 16 for r in rows), side
+        assert len(rows) == 16 and all(r["isl"] == 32 and r["osl_server"] == 16 for r in rows), side

@@ -168,6 +168,13 @@ def vllm(
 
 
 def _serve_until_interrupted(server, name: str) -> None:
+    """Wait until Ctrl-C or SIGTERM (both stop the engine) or until the engine exits."""
+    import signal
+
+    def on_term(signum, frame):  # a plain kill would leave the engine running
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     typer.echo(f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True)
     try:
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
