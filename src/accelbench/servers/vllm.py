@@ -108,6 +108,7 @@ def _pip(python: Path, args: list[str]) -> None:
     )
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]
+        lines = [ln for ln in lines if ln.startswith("ERROR")] or lines  # not pip's warnings
         raise AccelbenchError(f"pip {args[0]} for vLLM failed: {' | '.join(lines[-3:])}")
 
 
