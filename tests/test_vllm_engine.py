@@ -31,6 +31,7 @@ from accelbench.telemetry.sampler import TELEMETRY_FILE
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."  # connect()'s probe prompt
+ISL, OSL = 64, 64  # the shared run's lengths
 
 
 @pytest.fixture(scope="module")
@@ -92,12 +93,12 @@ def n_tokens(url: str, text: str) -> int:
 
 @pytest.fixture(scope="module")
 def vllm_run(vllm_url, tmp_path_factory):
-    """One benchmark run (16 requests, 8 at a time, 64 in / 32 out, per-chunk usage,
-    telemetry every 0.2 s) with vLLM's counters read before and after."""
+    """One benchmark run (16 requests, 8 at a time, ISL in / OSL out, per-chunk usage,
+    telemetry every 0.1 s) with vLLM's counters read before and after."""
     before = scrape(vllm_url)
     cfg = BenchmarkConfig(
-        url=vllm_url, concurrency=8, num_requests=16, workload=WorkloadConfig(isl=64, osl=32),
-        out_dir=str(tmp_path_factory.mktemp("vllm") / "run"), telemetry_interval_s=0.2,
+        url=vllm_url, concurrency=8, num_requests=16, workload=WorkloadConfig(isl=ISL, osl=OSL),
+        out_dir=str(tmp_path_factory.mktemp("vllm") / "run"), telemetry_interval_s=0.1,
         extra_body={"stream_options": {"include_usage": True, "continuous_usage_stats": True}},
     )  # fmt: skip
     run_dir = run_benchmark(cfg, progress=False)
@@ -113,10 +114,10 @@ def test_token_counts_agree_with_vllm_counters(vllm_url, vllm_run):
     assert s["counts"]["completed"] == 16 and s["errors"]["count"] == 0, s["errors"]
     # 16 measured requests and connect()'s one probe (1 token out), as vLLM counted them
     assert delta["vllm:request_success_total"] == 17
-    assert delta["vllm:generation_tokens_total"] == s["tokens"]["output"] + 1 == 16 * 32 + 1
+    assert delta["vllm:generation_tokens_total"] == s["tokens"]["output"] + 1 == 16 * OSL + 1
     # exact ISL in vLLM's own tokens (no BOS on this model), and the server agrees
-    assert all(r["isl"] == 64 for r in rows) and s["tokens"]["input"] == 16 * 64
-    assert delta["vllm:prompt_tokens_total"] == 16 * 64 + n_tokens(vllm_url, PROBE_TEXT)
+    assert all(r["isl"] == ISL for r in rows) and s["tokens"]["input"] == 16 * ISL
+    assert delta["vllm:prompt_tokens_total"] == 16 * ISL + n_tokens(vllm_url, PROBE_TEXT)
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["server"]["version"]["version"]  # vLLM answers /version (llama.cpp: /props)
 
@@ -128,7 +129,7 @@ def test_per_chunk_token_counts_sum_to_the_osl(vllm_run):
     s = json.loads((run_dir / "summary.json").read_text())
     rows = pq.read_table(run_dir / "requests.parquet").to_pylist()
     assert s["tokens"]["chunk_tokens_known"]
-    assert all(sum(r["chunk_tokens"]) == r["osl"] == 32 for r in rows)
+    assert all(sum(r["chunk_tokens"]) == r["osl"] == OSL for r in rows)
     assert all(all(n >= 0 for n in r["chunk_tokens"]) for r in rows)
 
 
@@ -146,7 +147,7 @@ def test_telemetry_carries_vllms_own_metrics(vllm_run):
     assert max(r["srv_kv_cache_usage"] for r in measured) > 0  # 8 sequences hold KV blocks
     assert all(0 <= r["srv_kv_cache_usage"] <= 1 for r in measured)
     gen = [r["srv_generation_tokens_total"] for r in server]
-    assert gen[-1] - gen[0] >= 16 * 32 - 8 * 32  # at least the waves after the first sample
+    assert gen[-1] - gen[0] >= 8 * OSL  # at least the wave after the first sample
 
 
 def test_min_tokens_is_honoured(vllm_url, tiny_llama):
