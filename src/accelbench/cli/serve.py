@@ -1,5 +1,6 @@
-"""`accelbench serve reference` (the client-measuring server) and `accelbench serve llama`
-(the embedded llama.cpp engine, built once and cached)."""
+"""`accelbench serve reference` (the client-measuring server), `accelbench serve llama`
+(the embedded llama.cpp engine, built once and cached) and `accelbench serve vllm`
+(vLLM's CPU build, installed once into a cached virtualenv)."""
 
 from __future__ import annotations
 
@@ -131,13 +132,56 @@ def llama(
         model, parallel=parallel, ctx_per_slot=ctx_per_slot, port=port,
         log=lambda m: typer.echo(m, err=True),
     )  # fmt: skip
+    _serve_until_interrupted(server, "llama-server")
+
+
+@serve_app.command("vllm")
+def vllm(
+    model: str = typer.Option(
+        "tiny", help="tiny (generated) or a Hugging Face model directory (config.json, ...)."
+    ),
+    port: int = typer.Option(8000, help="Port on 127.0.0.1."),
+    max_model_len: int = typer.Option(2048, help="Longest sequence (prompt + output), tokens."),
+    kv_cache_gib: float = typer.Option(
+        1.0, help="Memory for the KV cache (VLLM_CPU_KVCACHE_SPACE)."
+    ),
+    dummy_weights: bool = typer.Option(
+        False, help="Random weights (--load-format dummy): the directory needs no weight files."
+    ),
+    install_only: bool = typer.Option(
+        False, help="Only install (and cache) vLLM, print its Python, then exit."
+    ),
+) -> None:
+    """Install (once, cached) and run vLLM's CPU build on loopback."""
+    from accelbench.servers.vllm import check_vllm_options, install_vllm, start_vllm_server
+
+    check_vllm_options(max_model_len, kv_cache_gib, port)
+    log = lambda m: typer.echo(m, err=True)  # noqa: E731
+    if install_only:
+        typer.echo(str(install_vllm(log)))
+        return
+    server = start_vllm_server(
+        model, port=port, max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
+        dummy_weights=dummy_weights, log=log,
+    )  # fmt: skip
+    _serve_until_interrupted(server, "vLLM")
+
+
+def _serve_until_interrupted(server, name: str) -> None:
+    """Wait until Ctrl-C or SIGTERM (both stop the engine) or until the engine exits."""
+    import signal
+
+    def on_term(signum, frame):  # a plain kill would leave the engine running
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     typer.echo(f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True)
     try:
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
             while server.proc.poll() is None:
                 time.sleep(0.5)
             raise AccelbenchError(
-                f"llama-server exited with {server.proc.returncode}; log: {server.log_path}"
+                f"{name} exited with {server.proc.returncode}; log: {server.log_path}"
             )
     finally:
         server.stop()

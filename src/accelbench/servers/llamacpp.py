@@ -97,19 +97,25 @@ def build_llama_server(log: Log = print, jobs: int | None = None) -> Path:
     target = llama_server_binary()
     if target.is_file():
         return target
-    # one build at a time per machine (tests and users may ask at once): others wait
-    import fcntl
-
-    lock_path = cache_dir() / "build.lock"
-    with open(lock_path, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            log("another process is building llama-server; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with cache_lock("build.lock", "building llama-server", log):
         if target.is_file():
             return target
         return _build(target, log, jobs)
+
+
+@contextlib.contextmanager
+def cache_lock(name: str, what: str, log: Log) -> Iterator[None]:
+    """One build or install at a time per machine (tests and users may ask at once): a
+    second process waits for the first, then finds its result in the cache."""
+    import fcntl
+
+    with open(cache_dir() / name, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            log(f"another process is {what}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _build(target: Path, log: Log, jobs: int | None) -> Path:
@@ -286,17 +292,26 @@ def start_llama_server(
         proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     server = LlamaServer(proc=proc, url=url, alias=alias, log_path=log_path, args=args)
-    deadline = time.monotonic() + ready_timeout
+    wait_healthy(server, "llama-server", ready_timeout)
+    log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
+    return server
+
+
+def wait_healthy(server: LlamaServer, name: str, timeout: float, poll: float = 0.1) -> None:
+    """Return once GET /health answers 200; stop the server and raise if it exits first
+    (with the last lines of its log) or is not healthy within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise AccelbenchError("llama-server exited at start: " + " | ".join(tail))
-        if _healthy(url):
-            log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
-            return server
-        time.sleep(0.1)
+        if server.proc.poll() is not None:
+            tail = server.log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise AccelbenchError(f"{name} exited at start: " + " | ".join(tail))
+        if _healthy(server.url):
+            return
+        time.sleep(poll)
     server.stop()
-    raise AccelbenchError(f"llama-server did not become healthy in {ready_timeout:.0f} s")
+    raise AccelbenchError(
+        f"{name} did not become healthy in {timeout:.0f} s; log: {server.log_path}"
+    )
 
 
 def _healthy(url: str) -> bool:
