@@ -133,11 +133,12 @@ def llama(
     )  # fmt: skip
     typer.echo(f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True)
     try:
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
-            while server.proc.poll() is None:
+        # Ctrl-C (and SIGTERM, SIGHUP: cli/main.py) is the normal way out
+        with contextlib.suppress(KeyboardInterrupt):
+            while server.child.poll() is None:
                 time.sleep(0.5)
             raise AccelbenchError(
-                f"llama-server exited with {server.proc.returncode}; log: {server.log_path}"
+                f"llama-server exited with {server.child.returncode}; log: {server.log_path}"
             )
     finally:
         server.stop()
