@@ -73,6 +73,25 @@ def die_with_parent(parent_pid: int, *, watchdog_s: float | None = 0.2) -> Calla
     return parent_alive
 
 
+def reap_resource_tracker_at_exit() -> None:
+    """multiprocessing's resource tracker exits when the last holder of its pipe closes
+    it, which is this process at exit: it would end just *after* accelbench, orphaned.
+    Close the pipe and wait for it as the very last exit step (after the finalizers that
+    unregister the semaphores it tracks). Private API, so best effort."""
+    from multiprocessing import resource_tracker, util
+
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    stop = getattr(tracker, "_stop", None)
+    if stop is not None and not getattr(reap_resource_tracker_at_exit, "armed", False):
+        reap_resource_tracker_at_exit.armed = True  # type: ignore[attr-defined]
+
+        def reap() -> None:
+            with contextlib.suppress(Exception):
+                stop()
+
+        util.Finalize(None, reap, exitpriority=-100)
+
+
 def _child_setup(death_signal: int, parent_pid: int) -> Callable[[], None]:
     def setup() -> None:  # runs in the child between fork and exec: one call, no locks
         if _prctl is not None:
@@ -99,12 +118,50 @@ def _in_long_lived_thread(fn: Callable[[], subprocess.Popen]) -> subprocess.Pope
     return _spawner.submit(fn).result()
 
 
+# The group guard: a small process that ends a child's whole group once accelbench
+# dies (the parent-death signal reaches only the group leader; an engine's own worker
+# processes would survive it). Polls, so it needs nothing set up between fork and exec.
+_GUARD = """
+import os, signal, sys, time
+pgid, parent, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+for s in (signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+def group_alive():
+    try:
+        os.killpg(pgid, 0)
+    except OSError:
+        return False
+    return True
+while os.getppid() == parent:
+    if not group_alive():
+        sys.exit(0)
+    time.sleep(0.2)
+try:
+    os.killpg(pgid, signal.SIGTERM)
+except OSError:
+    sys.exit(0)
+deadline = time.monotonic() + grace
+while group_alive() and time.monotonic() < deadline:
+    time.sleep(0.05)
+try:
+    os.killpg(pgid, signal.SIGKILL)
+except OSError:
+    pass
+"""
+
+
 class Child:
     """A child program in its own process group; :meth:`stop` ends the whole group."""
 
-    def __init__(self, popen: subprocess.Popen, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen,
+        log_path: Path | None = None,
+        guard: subprocess.Popen | None = None,
+    ) -> None:
         self.popen = popen
         self.log_path = log_path
+        self.guard = guard
 
     @property
     def pid(self) -> int:
@@ -148,6 +205,10 @@ class Child:
                     time.sleep(0.02)
                 self._signal_group(signal.SIGKILL)
             self.popen.wait()
+            if self.guard is not None:  # its group is gone: it has nothing left to do
+                if self.guard.poll() is None:
+                    self.guard.kill()
+                self.guard.wait()
             for f in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
                 if f is not None:
                     with contextlib.suppress(OSError):
@@ -172,11 +233,15 @@ def spawn(
     cwd: str | Path | None = None,
     death_signal: int = signal.SIGKILL,
     text: bool = False,
+    guard_grace_s: float | None = None,
 ) -> Child:
     """Start ``argv`` under the lifetime rule: own session and process group, and on
     Linux ``death_signal`` sent to it when accelbench dies (SIGKILL by default; an
-    engine that must clean up its own children may ask for SIGTERM). With ``log_path``
-    stdout and stderr go to that file (appended); else to ``stdout``/``stderr``."""
+    engine that must clean up its own children may ask for SIGTERM). With
+    ``guard_grace_s`` a guard process also ends the whole group within 0.2 s of
+    accelbench's death (SIGTERM, that grace, SIGKILL): for programs that start their own
+    processes. With ``log_path`` stdout and stderr go to that file (appended); else to
+    ``stdout``/``stderr``."""
     setup = _child_setup(int(death_signal), os.getpid())
 
     def start() -> subprocess.Popen:
@@ -191,7 +256,29 @@ def spawn(
             start_new_session=True, preexec_fn=setup, text=text,
         )  # fmt: skip
 
-    return Child(_in_long_lived_thread(start), log_path)
+    popen = _in_long_lived_thread(start)
+    guard = None
+    if guard_grace_s is not None:
+        try:
+            guard = _in_long_lived_thread(
+                lambda: subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-I",
+                        "-S",
+                        "-c",
+                        _GUARD,
+                        str(popen.pid),
+                        str(os.getpid()),
+                        str(guard_grace_s),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            )
+        except BaseException:
+            Child(popen, log_path).stop(grace_s=0)
+            raise
+    return Child(popen, log_path, guard)
 
 
 def run(

@@ -18,11 +18,12 @@ import multiprocessing as mp
 import os
 import queue as queue_mod
 import signal
+import time
 import traceback
 from typing import Any
 
 from accelbench.eventloop import install_uvloop
-from accelbench.lifetime import die_with_parent
+from accelbench.lifetime import die_with_parent, reap_resource_tracker_at_exit
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 
 
@@ -102,15 +103,30 @@ class WorkerPool:
         ]
 
     def start(self, ready_timeout: float = 60.0) -> None:
-        for p in self.procs:
-            p.start()
+        reap_resource_tracker_at_exit()
+        # SIGINT blocked while forking: the workers inherit the blocked mask, so a Ctrl-C
+        # (sent to the whole group) never reaches one still importing; the parent gets it
+        # right after
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for p in self.procs:
+                p.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
         ready = 0
+        deadline = time.monotonic() + ready_timeout
         while ready < len(self.procs):
+            if self.stop_event.is_set():  # stopped while starting: wait for nobody
+                return
             try:
-                kind, w, payload = self.out.get(timeout=ready_timeout)
+                kind, w, payload = self.out.get(timeout=0.1)
             except queue_mod.Empty:
-                self.kill()
-                raise RuntimeError("load workers did not start in time") from None
+                dead = [p.name for p in self.procs if p.exitcode is not None]
+                if dead or time.monotonic() > deadline:
+                    self.kill()
+                    why = f"{', '.join(dead)} exited" if dead else "they did not start in time"
+                    raise RuntimeError(f"load workers failed to start: {why}") from None
+                continue
             if kind == "ready":
                 ready += 1
             elif kind == "crash":

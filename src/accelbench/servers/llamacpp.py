@@ -168,7 +168,9 @@ _PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]|^\[\s*(\d+)%\]")
 def _run_logged(cmd: list[str], log: Log, *, quiet: bool) -> None:
     """Run a build step; report progress lines ([n/m] from ninja, [p%] from make). The
     step (and the compilers it started) stops when accelbench stops."""
-    child = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = spawn(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, guard_grace_s=2.0
+    )
     proc = child.popen
     tail: list[str] = []
     last_pct = -10
