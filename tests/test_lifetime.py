@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +72,13 @@ class Accelbench:
             start_new_session=True,
         )
         self.seen: dict[int, psutil.Process] = {}
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.decode(errors="replace"))
 
     def descendants(self) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -96,8 +104,8 @@ class Accelbench:
         return out
 
     def stderr(self) -> str:
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read().decode(errors="replace")[-2000:]
+        time.sleep(0.2)  # the reader's last lines
+        return "".join(self.lines)[-2000:]
 
     def stop(self, how: str) -> int:
         self.descendants()  # the last look before it stops
@@ -140,11 +148,15 @@ class Accelbench:
 
 
 def port_free(port: int, timeout: float = 5.0) -> bool:
+    """A server can listen on ``port`` again (SO_REUSEADDR as servers do: connections in
+    TIME_WAIT do not count, a listener that survived does)."""
     deadline = time.monotonic() + timeout
     while True:
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
+                s.listen()
                 return True
             except OSError:
                 if time.monotonic() > deadline:
@@ -218,7 +230,7 @@ def test_serve_llama(how: str, subreaper: None) -> None:
          "--ctx-per-slot", "256"]
     )  # fmt: skip
     ab.wait_for("llama-server", lambda ps: any(map(_is_engine, ps)), 120)
-    wait_http(f"http://127.0.0.1:{port}/health", 120)
+    ab.wait_for("serving", lambda ps: any("Ctrl-C stops it" in x for x in ab.lines), 120)
     rc = ab.stop(how)
     # serving ends normally on Ctrl-C, SIGTERM, SIGHUP (exit 0)
     assert rc in expected_rc(how, 0), (rc, ab.stderr())
@@ -272,7 +284,7 @@ def test_spawned_helpers_die_with_parent(how: str, subreaper: None) -> None:
         [sys.executable, "-c", _HELPER_PARENT], stdout=subprocess.PIPE, start_new_session=True
     )
     ab = Accelbench.__new__(Accelbench)
-    ab.proc, ab.seen = parent, {}
+    ab.proc, ab.seen, ab.lines = parent, {}, []
     assert parent.stdout is not None
     leader = int(parent.stdout.readline())
     # leader sh, its sleep, the guard, and the run() helper's sleep
@@ -302,3 +314,28 @@ def test_child_stop_ends_the_group_and_reaps() -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             assert m.status() == psutil.STATUS_ZOMBIE  # killed, left for init to reap
     c.stop()  # idempotent
+
+
+# -- Ray: `run --ray local` starts a Ray instance and the load-worker actors ----------
+def _is_ray_actor(p: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return "LoadActor" in p.name() or "LoadActor" in " ".join(p.cmdline())
+    return False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_run_ray_local(how: str, subreaper: None, reference_server, tmp_path: Path) -> None:
+    """The Ray instance that ``--ray local`` starts (GCS, raylet, its workers) and the
+    actors end with the driver: in order (ray.shutdown) on a signal, and through Ray's
+    own fate sharing (parent-death signal on its processes, raylet ends its workers)
+    when the driver is SIGKILLed."""
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    ab = Accelbench(
+        ["run", "-q", "--url", srv.url, "-c", "1", "--workers", "1", "--duration", "120",
+         "--isl", "8", "--osl", "8", "--ray", "local", "--results-root", str(tmp_path)]
+    )  # fmt: skip
+    ab.wait_for("a load-worker actor", lambda ps: any(map(_is_ray_actor, ps)), 120)
+    time.sleep(1.0)
+    rc = ab.stop(how)
+    assert rc in expected_rc(how, 1), (rc, ab.stderr())
+    ab.assert_none_left(how, timeout=30)

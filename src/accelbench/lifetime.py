@@ -118,36 +118,140 @@ def _in_long_lived_thread(fn: Callable[[], subprocess.Popen]) -> subprocess.Pope
     return _spawner.submit(fn).result()
 
 
-# The group guard: a small process that ends a child's whole group once accelbench
-# dies (the parent-death signal reaches only the group leader; an engine's own worker
-# processes would survive it). Polls, so it needs nothing set up between fork and exec.
+# The guard: a small process that ends a child's whole group, and/or listed processes,
+# once accelbench dies (the parent-death signal reaches only the group leader; an
+# engine's own worker processes, or the daemons a library started, would survive it).
+# Polls, so it needs nothing set up between fork and exec. argv: pgid (0: none), parent
+# pid, grace (s), "track" or "list", then PID:STARTTIME of each listed process (/proc
+# starttime: a reused pid is not someone else's process to kill). "track" re-lists all
+# the parent's descendants at every poll, so processes started later are covered too.
 _GUARD = """
 import os, signal, sys, time
 pgid, parent, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+track = sys.argv[4] == "track"
+listed = [tuple(map(int, a.split(":"))) for a in sys.argv[5:]]
 for s in (signal.SIGINT, signal.SIGHUP):
     signal.signal(s, signal.SIG_IGN)
-def group_alive():
+def stat(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+def start_time(pid):
     try:
-        os.killpg(pgid, 0)
-    except OSError:
-        return False
-    return True
+        return int(stat(pid)[19])
+    except (OSError, ValueError, IndexError):
+        return None
+def descendants():
+    kids = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                f = stat(int(e))
+                kids.setdefault(int(f[1]), []).append((int(e), int(f[19])))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [parent]
+    while todo:
+        for p, t in kids.get(todo.pop(), []):
+            if p != os.getpid():
+                out.append((p, t))
+                todo.append(p)
+    return out
+def alive():
+    procs = [p for p, t in listed if start_time(p) == t]
+    if pgid:
+        try:
+            os.killpg(pgid, 0)
+            return True, procs
+        except OSError:
+            pass
+    return False, procs
+def send(sig):
+    group, procs = alive()
+    if group:
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            pass
+    for p in procs:
+        try:
+            os.kill(p, sig)
+        except OSError:
+            pass
 while os.getppid() == parent:
-    if not group_alive():
-        sys.exit(0)
+    if track:
+        listed = descendants()
+    else:
+        group, procs = alive()
+        if not group and not procs:
+            sys.exit(0)
     time.sleep(0.2)
-try:
-    os.killpg(pgid, signal.SIGTERM)
-except OSError:
-    sys.exit(0)
+send(signal.SIGTERM)
 deadline = time.monotonic() + grace
-while group_alive() and time.monotonic() < deadline:
+while any(alive()) and time.monotonic() < deadline:
     time.sleep(0.05)
-try:
-    os.killpg(pgid, signal.SIGKILL)
-except OSError:
-    pass
+send(signal.SIGKILL)
 """
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat, field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """The pids of every descendant of ``pid`` (default: this process), from /proc."""
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def guard(
+    pids: Sequence[int] = (),
+    *,
+    pgid: int = 0,
+    grace_s: float = 5.0,
+    all_descendants: bool = False,
+) -> subprocess.Popen:
+    """Start a guard that, once this process dies (any way, SIGKILL included), sends
+    SIGTERM to process group ``pgid`` and to ``pids`` (those still the same processes),
+    or with ``all_descendants`` to every descendant this process had at its last poll
+    (0.2 s), waits ``grace_s`` and SIGKILLs what is left. Without ``all_descendants``
+    it exits by itself once they all have. Kill and reap it (``Child.stop`` does) when
+    they are stopped in order."""
+    listed = [f"{p}:{t}" for p in pids if (t := _start_time(p)) is not None]
+    mode = "track" if all_descendants else "list"
+    argv = [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _GUARD,
+        str(pgid),
+        str(os.getpid()),
+        str(grace_s),
+        mode,
+    ]
+    return _in_long_lived_thread(
+        lambda: subprocess.Popen([*argv, *listed], stdin=subprocess.DEVNULL)
+    )
 
 
 class Child:
@@ -257,28 +361,14 @@ def spawn(
         )  # fmt: skip
 
     popen = _in_long_lived_thread(start)
-    guard = None
+    guard_proc = None
     if guard_grace_s is not None:
         try:
-            guard = _in_long_lived_thread(
-                lambda: subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-I",
-                        "-S",
-                        "-c",
-                        _GUARD,
-                        str(popen.pid),
-                        str(os.getpid()),
-                        str(guard_grace_s),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                )  # fmt: skip
-            )
+            guard_proc = guard(pgid=popen.pid, grace_s=guard_grace_s)
         except BaseException:
             Child(popen, log_path).stop(grace_s=0)
             raise
-    return Child(popen, log_path, guard)
+    return Child(popen, log_path, guard_proc)
 
 
 def run(
