@@ -6,7 +6,10 @@ whichever way accelbench stops (docs/PROCESSES.md).
   in the child before it execs, so a SIGKILL of accelbench still ends them.
   :meth:`Child.stop` asks the whole group to stop (SIGTERM), waits a grace period,
   then SIGKILLs the group and reaps the leader. :func:`run` is ``subprocess.run`` for
-  short helpers, killed on timeout or on any exception.
+  short helpers, killed on timeout or on any exception. :func:`guard` starts a small
+  watcher that ends a group, listed processes or all descendants once accelbench has
+  died (what the parent-death signal cannot reach: a group's other members, daemons a
+  library started).
 - Python children (load workers) call :func:`die_with_parent` first thing: the
   parent-death signal plus a watchdog thread that exits when the parent pid changes
   (the parent-death signal follows the *thread* that forked the child, and is not
