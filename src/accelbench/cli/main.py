@@ -12,6 +12,7 @@ import typer
 
 from accelbench import __version__
 from accelbench.errors import AccelbenchError
+from accelbench.lifetime import interrupt_on_termination
 
 app = typer.Typer(
     name="accelbench",
@@ -67,6 +68,7 @@ def main() -> None:
     """Entry point: runs the app; every error becomes one line and an exit code
     (README, "Exit codes"); ``--debug`` / ACCELBENCH_DEBUG=1 re-raises for the traceback."""
     debug = bool(os.environ.get("ACCELBENCH_DEBUG")) or "--debug" in sys.argv[1:2]
+    interrupt_on_termination()  # SIGTERM, SIGHUP: the same orderly stop as Ctrl-C
     try:
         app(standalone_mode=True)
     except AccelbenchError as exc:

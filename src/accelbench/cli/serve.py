@@ -168,16 +168,12 @@ def vllm(
 
 
 def _serve_until_interrupted(server, name: str) -> None:
-    """Wait until Ctrl-C or SIGTERM (both stop the engine) or until the engine exits."""
-    import signal
-
-    def on_term(signum, frame):  # a plain kill would leave the engine running
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
+    """Wait until Ctrl-C, SIGTERM or SIGHUP (cli/main.py turns each into KeyboardInterrupt;
+    all stop the engine) or until the engine exits."""
     typer.echo(f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True)
     try:
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
+        # Ctrl-C (and SIGTERM, SIGHUP: cli/main.py) is the normal way out
+        with contextlib.suppress(KeyboardInterrupt):
             while server.proc.poll() is None:
                 time.sleep(0.5)
             raise AccelbenchError(

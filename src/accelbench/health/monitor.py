@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from accelbench import lifetime
 from accelbench.health.rules import HealthConfig, mark_unknown
 from accelbench.health.window import RollingWindow
 from accelbench.telemetry.exporter import Exporter
@@ -46,16 +47,7 @@ def run_alert_command(
     env["ACCELBENCH_VERDICT"] = str(event.get("verdict"))
     env["ACCELBENCH_PREVIOUS_VERDICT"] = str(event.get("previous"))
     try:
-        proc = subprocess.run(
-            argv,
-            input=json.dumps(event),
-            text=True,
-            env=env,
-            timeout=timeout_s,
-            capture_output=True,
-            shell=False,
-            check=False,
-        )
+        proc = lifetime.run(argv, input=json.dumps(event), env=env, timeout_s=timeout_s)
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("alert command %s failed: %s", argv, exc)
         return None

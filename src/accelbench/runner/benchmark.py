@@ -33,6 +33,7 @@ from accelbench.client.session import (
     split_credentials,
 )
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.lifetime import STOP_SIGNALS
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, finalize_run
@@ -419,7 +420,7 @@ def _drive(
         if interrupted["n"] >= 2:
             pool.kill()
 
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     for s in old:
         signal.signal(s, on_signal)
     cpu0 = time.process_time()

@@ -1,48 +1,30 @@
 """Worker processes: each runs a LoadWorker on its own event loop (uvloop where
 available) and streams record batches to the parent through a queue.
 
-The parent owns signals: workers ignore SIGINT and stop when the shared stop event is
-set, cancelling in-flight requests (recorded as ``interrupted``) and flushing what they have.
-Workers never outlive the parent: on Linux the kernel kills them when it dies
-(PR_SET_PDEATHSIG), and everywhere they check that their parent is still theirs.
+The parent owns Ctrl-C: workers ignore SIGINT (it reaches the whole foreground group)
+and stop when the shared stop event is set, cancelling in-flight requests (recorded as
+``interrupted``) and flushing what they have. A SIGTERM sent to a worker itself (a
+container runtime or systemd ends every process of the group) stops it the same way; a
+second one ends it at once. Workers never outlive the parent (``lifetime.die_with_parent``:
+on Linux the kernel kills them when it dies, and a watchdog thread exits within 0.2 s
+once their parent is no longer theirs).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import multiprocessing as mp
 import os
 import queue as queue_mod
 import signal
-import sys
+import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from accelbench.eventloop import install_uvloop
+from accelbench.lifetime import die_with_parent, reap_resource_tracker_at_exit
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> Callable[[], bool]:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux), and return
-    a check that says whether the parent is still alive (any OS; a dead parent's
-    children are re-parented, so the parent pid changes). If the parent already died
-    before this ran, exit now."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-    def parent_alive() -> bool:
-        return os.getppid() == parent_pid
-
-    if not parent_alive():
-        os._exit(1)
-    return parent_alive
 
 
 def _worker_main(
@@ -55,14 +37,21 @@ def _worker_main(
     parent_pid: int,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent_alive = die_with_parent(parent_pid)
+    terminated = {"n": 0}
+
+    def on_term(signum: int, frame: Any) -> None:
+        terminated["n"] += 1
+        if terminated["n"] >= 2:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
     install_uvloop()
     try:
         out.put(("ready", spec.worker, None))
         while not go.wait(0.2):
-            if not parent_alive():
-                os._exit(1)
+            if terminated["n"]:
+                return
 
         def emit(rows: list[dict]) -> None:
             out.put(("records", spec.worker, rows))
@@ -72,7 +61,10 @@ def _worker_main(
                 with contextlib.suppress(Exception):  # broken barrier: stop waiting
                     barrier.wait(timeout=3600)
 
-        worker = LoadWorker(spec, emit, stop.is_set, phase_barrier, counters, parent_alive)
+        def should_stop() -> bool:
+            return bool(terminated["n"]) or stop.is_set()
+
+        worker = LoadWorker(spec, emit, should_stop, phase_barrier, counters, parent_alive)
         stats = asyncio.run(worker.run())
         out.put(("stats", spec.worker, stats))
     except BaseException as exc:  # noqa: BLE001 - report any crash to the parent
@@ -111,15 +103,30 @@ class WorkerPool:
         ]
 
     def start(self, ready_timeout: float = 60.0) -> None:
-        for p in self.procs:
-            p.start()
+        reap_resource_tracker_at_exit()
+        # SIGINT blocked while forking: the workers inherit the blocked mask, so a Ctrl-C
+        # (sent to the whole group) never reaches one still importing; the parent gets it
+        # right after
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for p in self.procs:
+                p.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
         ready = 0
+        deadline = time.monotonic() + ready_timeout
         while ready < len(self.procs):
+            if self.stop_event.is_set():  # stopped while starting: wait for nobody
+                return
             try:
-                kind, w, payload = self.out.get(timeout=ready_timeout)
+                kind, w, payload = self.out.get(timeout=0.1)
             except queue_mod.Empty:
-                self.kill()
-                raise RuntimeError("load workers did not start in time") from None
+                dead = [p.name for p in self.procs if p.exitcode is not None]
+                if dead or time.monotonic() > deadline:
+                    self.kill()
+                    why = f"{', '.join(dead)} exited" if dead else "they did not start in time"
+                    raise RuntimeError(f"load workers failed to start: {why}") from None
+                continue
             if kind == "ready":
                 ready += 1
             elif kind == "crash":
@@ -136,9 +143,13 @@ class WorkerPool:
                 self.barrier.abort()
 
     def kill(self) -> None:
+        """SIGKILL the workers still running and reap every one (no zombie)."""
         for p in self.procs:
             if p.is_alive():
                 p.kill()
+        for p in self.procs:
+            if p.pid is not None:
+                p.join(timeout=5)
 
     def events(self, poll_s: float = 0.1):
         """Yield (kind, worker, payload) messages, and ("tick", -1, None) while idle."""

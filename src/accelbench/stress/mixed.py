@@ -14,6 +14,7 @@ checked with :func:`judge_claim`."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,11 @@ class MixedResult:
     verdicts: list[Verdict]
 
 
-def _child(cfg: BenchmarkConfig, out: str, barrier: Any) -> None:
+def _child(cfg: BenchmarkConfig, out: str, barrier: Any, parent_pid: int) -> None:
     import accelbench.runner.benchmark  # noqa: F401 - the imports before the barrier
+    from accelbench.lifetime import die_with_parent
+
+    die_with_parent(parent_pid)
 
     barrier.wait(timeout=120)
     run_step(cfg, Path(out))
@@ -102,11 +106,21 @@ def _phase(loads: list[tuple[int, BenchmarkConfig]], dirs: list[Path], duration:
     procs = []
     for (_, cfg), d in zip(loads, dirs, strict=True):
         c = replace(cfg, duration_s=duration + stagger, num_requests=None)
-        p = ctx.Process(target=_child, args=(c, str(d), barrier))
+        p = ctx.Process(target=_child, args=(c, str(d), barrier, os.getpid()))
         p.start()
         procs.append(p)
-    for p in procs:
-        p.join()
+    try:
+        for p in procs:
+            p.join()
+    except BaseException:  # Ctrl-C, SIGTERM: each run stops in order (SIGTERM), then killed
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        raise
     recs = {i: _measured(d) for (i, _), d in zip(loads, dirs, strict=True)}
     if not all(recs.values()):
         return {i: [] for i in recs}

@@ -19,8 +19,10 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
+import signal
 import socket
 import threading
 import time
@@ -192,15 +194,45 @@ def connect(address: str) -> bool:
     if ray.is_initialized():
         return False
     kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    main = threading.current_thread() is threading.main_thread()
+    on_term = signal.getsignal(signal.SIGTERM) if main else None
+    if address == "local":
+        _tie_local_ray()
     try:
         if address == "local":
             ray.init(include_dashboard=False, **kw)
         else:
             ray.init(address=address, **kw)
+    except SystemExit as exc:  # ray.init's own SIGTERM handler: stop as on Ctrl-C
+        if exc.code == signal.SIGTERM:
+            raise KeyboardInterrupt("SIGTERM") from None
+        raise
     except (ConnectionError, RuntimeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AccelbenchError(f"cannot join the Ray cluster at --ray {address}: {msg}") from None
+    finally:
+        if main:  # ray.init makes SIGTERM exit the driver at once: keep accelbench's stop
+            signal.signal(signal.SIGTERM, on_term)
     return True
+
+
+def _tie_local_ray() -> None:
+    """The Ray instance ``--ray local`` starts ends with accelbench (docs/PROCESSES.md):
+    ray.shutdown() at exit; and if accelbench is killed, a guard started before
+    ray.init ends every process it leaves (GCS and raylet die by Ray's own parent-death
+    signal, but its dashboard and runtime-env agents would linger for a minute or more)."""
+    from accelbench import lifetime
+
+    guard = lifetime.guard(grace_s=2.0, all_descendants=True)
+
+    def shutdown() -> None:  # runs before Ray's own atexit hook (registered earlier)
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if guard.poll() is None:
+            guard.kill()
+        guard.wait()
+
+    atexit.register(shutdown)
 
 
 class RayWorkerPool:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from accelbench import lifetime
 from accelbench.telemetry.parsers import (
     parse_amd_smi_json,
     parse_nvidia_smi_xml,
@@ -31,9 +32,9 @@ class SmiCommandSource(Source):
         self.timeout_s = timeout_s
 
     def _run(self) -> str:
-        out = subprocess.run(
-            self.argv, capture_output=True, text=True, timeout=self.timeout_s, check=True
-        )
+        out = lifetime.run(self.argv, timeout_s=self.timeout_s)  # ends when accelbench ends
+        if out.returncode != 0:
+            raise subprocess.CalledProcessError(out.returncode, self.argv, out.stdout, out.stderr)
         return out.stdout
 
     def probe(self) -> str | None:

@@ -1,0 +1,341 @@
+"""Nothing accelbench starts outlives it (docs/PROCESSES.md): for each process kind and
+each way accelbench stops, start ``python -m accelbench ...`` for real, record every
+descendant while it runs, stop it, and check that the process table holds none of them
+(not even a zombie it failed to reap) and that its port can be bound again.
+
+The test process is a child subreaper while these tests run, so orphans come to it
+instead of init: a zombie left for the test means accelbench exited without reaping it
+(a failure, unless accelbench was SIGKILLed and could not)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from accelbench import lifetime
+from conftest import free_port, wait_http
+
+_PR_SET_CHILD_SUBREAPER = 36
+STOPS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", "crash")
+# a crash: an exception raised in accelbench's main thread at whatever point it is
+# (the wrapper turns SIGUSR1 into one; in a running event loop, which would only log it,
+# the loop is stopped under the server instead), which the CLI reports as an internal
+# error (70)
+_CRASHABLE = textwrap.dedent(
+    """
+    import asyncio, signal, sys
+    def crash(signum, frame):
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("injected crash") from None
+        loop.stop()
+    signal.signal(signal.SIGUSR1, crash)
+    sys.argv[0] = "accelbench"
+    from accelbench.cli.main import main
+    main()
+    """
+)
+
+
+@pytest.fixture
+def subreaper() -> Iterator[None]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    try:
+        yield
+    finally:
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+class Accelbench:
+    """``python -m accelbench ARGS`` in its own session (the test is its terminal)."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CRASHABLE, *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.seen: dict[int, psutil.Process] = {}
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.decode(errors="replace"))
+
+    def descendants(self) -> list[psutil.Process]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for p in psutil.Process(self.proc.pid).children(recursive=True):
+                self.seen.setdefault(p.pid, p)
+        return list(self.seen.values())
+
+    def wait_for(self, what: str, ok: Callable[[list[psutil.Process]], bool], t: float) -> None:
+        deadline = time.monotonic() + t
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"accelbench exited before {what}: {self.stderr()}")
+            if ok(self.descendants()):
+                return
+            time.sleep(0.05)
+        pytest.fail(f"no {what} after {t} s; descendants: {self._names()}")
+
+    def _names(self) -> list[str]:
+        out = []
+        for p in self.seen.values():
+            with contextlib.suppress(psutil.Error):
+                out.append(f"{p.pid} {' '.join(p.cmdline())[:80]}")
+        return out
+
+    def stderr(self) -> str:
+        time.sleep(0.2)  # the reader's last lines
+        return "".join(self.lines)[-2000:]
+
+    def stop(self, how: str) -> int:
+        self.descendants()  # the last look before it stops
+        if how == "SIGINT":  # Ctrl-C: the terminal signals the whole foreground group
+            os.killpg(self.proc.pid, signal.SIGINT)
+        elif how == "crash":
+            self.proc.send_signal(signal.SIGUSR1)
+        else:
+            self.proc.send_signal(getattr(signal, how))
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail(f"accelbench did not exit within 60 s of {how}: {self.stderr()}")
+
+    def assert_none_left(self, how: str, timeout: float = 10.0) -> None:
+        """Every recorded descendant gone: running ones within ``timeout`` (a SIGKILLed
+        parent's children die by the parent-death signal or their watchdog), and a
+        zombie only where accelbench was SIGKILLed (then the test reaps it)."""
+        deadline = time.monotonic() + timeout
+        left: list[str] = []
+        for pid, p in self.seen.items():
+            while True:
+                try:
+                    zombie = p.status() == psutil.STATUS_ZOMBIE
+                except psutil.NoSuchProcess:
+                    break
+                if zombie:
+                    assert how == "SIGKILL", f"{pid} left unreaped after {how}"
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(pid, 0)  # ours as subreaper
+                    break
+                if time.monotonic() > deadline:
+                    left.append(f"{pid} {' '.join(p.cmdline())[:80]}")
+                    with contextlib.suppress(psutil.Error):
+                        p.kill()
+                    break
+                time.sleep(0.05)
+        assert not left, f"still running {timeout} s after {how}: {left}"
+
+
+def port_free(port: int, timeout: float = 5.0) -> bool:
+    """A server can listen on ``port`` again (SO_REUSEADDR as servers do: connections in
+    TIME_WAIT do not count, a listener that survived does)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                s.listen()
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+        time.sleep(0.05)
+
+
+def expected_rc(how: str, interrupted: int) -> set[int]:
+    return {"SIGKILL": {-signal.SIGKILL}, "crash": {70}}.get(how, {interrupted})
+
+
+def _is_engine(p: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return "llama-server" in p.name()
+    return False
+
+
+def _is_worker(p: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return "spawn_main" in " ".join(p.cmdline())
+    return False
+
+
+def _engine_port(procs: list[psutil.Process]) -> int:
+    eng = next(p for p in procs if _is_engine(p))
+    argv = eng.cmdline()
+    return int(argv[argv.index("--port") + 1])
+
+
+# -- the reference server: accelbench itself listens ---------------------------------
+@pytest.mark.parametrize("how", STOPS)
+def test_serve_reference(how: str, subreaper: None) -> None:
+    port = free_port()
+    ab = Accelbench(["serve", "reference", "--port", str(port)])
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", 30)
+    except RuntimeError:
+        ab.proc.kill()
+        pytest.fail(f"the reference server did not come up: {ab.stderr()}")
+    rc = ab.stop(how)
+    assert rc in expected_rc(how, 0), (rc, ab.stderr())
+    ab.assert_none_left(how)
+    assert port_free(port)
+
+
+# -- local load workers of `run` (and multiprocessing's resource tracker) -------------
+@pytest.mark.parametrize("how", STOPS)
+def test_run_workers(how: str, subreaper: None, reference_server, tmp_path: Path) -> None:
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    ab = Accelbench(
+        ["run", "-q", "--url", srv.url, "-c", "2", "--workers", "2", "--duration", "60",
+         "--isl", "8", "--osl", "8", "--results-root", str(tmp_path)]
+    )  # fmt: skip
+    ab.wait_for("two load workers", lambda ps: sum(map(_is_worker, ps)) >= 2, 60)
+    time.sleep(0.5)  # sending load
+    rc = ab.stop(how)
+    assert rc in expected_rc(how, 1), (rc, ab.stderr())
+    ab.assert_none_left(how)
+    if how in ("SIGINT", "SIGTERM", "SIGHUP"):  # orderly: the run is kept, as interrupted
+        (run_json,) = tmp_path.glob("*/run.json")
+        assert '"status": "interrupted"' in run_json.read_text()
+
+
+# -- engines: `serve llama` and the embedded engine of `run` --------------------------
+@pytest.mark.engine
+@pytest.mark.parametrize("how", STOPS)
+def test_serve_llama(how: str, subreaper: None) -> None:
+    port = free_port()
+    ab = Accelbench(
+        ["serve", "llama", "--model", "tiny", "--port", str(port), "--parallel", "1",
+         "--ctx-per-slot", "256"]
+    )  # fmt: skip
+    ab.wait_for("llama-server", lambda ps: any(map(_is_engine, ps)), 120)
+    ab.wait_for("serving", lambda ps: any("Ctrl-C stops it" in x for x in ab.lines), 120)
+    rc = ab.stop(how)
+    # serving ends normally on Ctrl-C, SIGTERM, SIGHUP (exit 0)
+    assert rc in expected_rc(how, 0), (rc, ab.stderr())
+    ab.assert_none_left(how)
+    assert port_free(port)
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("how", STOPS)
+def test_run_embedded_engine(how: str, subreaper: None, tmp_path: Path) -> None:
+    ab = Accelbench(
+        ["run", "-q", "--embedded-model", "tiny", "--embedded-parallel", "1", "-c", "1",
+         "--workers", "1", "--duration", "60", "--isl", "8", "--osl", "8",
+         "--results-root", str(tmp_path)]
+    )  # fmt: skip
+    ab.wait_for(
+        "llama-server and a load worker",
+        lambda ps: any(map(_is_engine, ps)) and any(map(_is_worker, ps)),
+        120,
+    )
+    port = _engine_port(ab.descendants())
+    time.sleep(0.5)
+    rc = ab.stop(how)
+    assert rc in expected_rc(how, 1), (rc, ab.stderr())
+    ab.assert_none_left(how)
+    assert port_free(port)
+
+
+# -- helpers (telemetry tools, alert commands, build steps) through lifetime ----------
+_HELPER_PARENT = textwrap.dedent(
+    """
+    import sys, threading, time
+    from accelbench import lifetime
+    def start():  # from a thread that ends at once: the child must not die with it
+        c = lifetime.spawn(["sh", "-c", "sleep 60 & sleep 60"], guard_grace_s=1.0)
+        print(c.pid, flush=True)
+    t = threading.Thread(target=start)
+    t.start()
+    t.join()
+    threading.Thread(target=lifetime.run, args=(["sleep", "60"],), kwargs={"timeout_s": 60}).start()
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_spawned_helpers_die_with_parent(how: str, subreaper: None) -> None:
+    """A group (leader and a member the leader started) and a ``run`` helper end when
+    their Python parent dies, also when the thread that started them ended long before."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _HELPER_PARENT], stdout=subprocess.PIPE, start_new_session=True
+    )
+    ab = Accelbench.__new__(Accelbench)
+    ab.proc, ab.seen, ab.lines = parent, {}, []
+    assert parent.stdout is not None
+    leader = int(parent.stdout.readline())
+    # leader sh, its sleep, the guard, and the run() helper's sleep
+    ab.wait_for("four helpers", lambda ps: len(ps) >= 4, 20)
+    time.sleep(0.5)
+    assert psutil.Process(leader).status() != psutil.STATUS_ZOMBIE  # outlived its thread
+    parent.send_signal(getattr(signal, how))
+    parent.wait(10)
+    ab.assert_none_left("SIGKILL", timeout=5)  # nobody reaped them: zombies are allowed
+
+
+def test_child_stop_ends_the_group_and_reaps() -> None:
+    """``Child.stop``: SIGTERM to the group; a member that ignores it is SIGKILLed after
+    the grace period; the leader is reaped (no zombie)."""
+    c = lifetime.spawn(["sh", "-c", "trap '' TERM; sleep 60 & wait"])
+    time.sleep(0.3)
+    members = psutil.Process(c.pid).children()
+    assert members
+    t0 = time.monotonic()
+    c.stop(grace_s=0.5)
+    took = time.monotonic() - t0
+    assert 0.4 < took < 5, took  # the grace period was waited out, then SIGKILL
+    assert c.returncode == -signal.SIGKILL
+    with pytest.raises(psutil.NoSuchProcess):
+        psutil.Process(c.pid).status()  # reaped
+    for m in members:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            assert m.status() == psutil.STATUS_ZOMBIE  # killed, left for init to reap
+    c.stop()  # idempotent
+
+
+# -- Ray: `run --ray local` starts a Ray instance and the load-worker actors ----------
+def _is_ray_actor(p: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return "LoadActor" in p.name() or "LoadActor" in " ".join(p.cmdline())
+    return False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_run_ray_local(how: str, subreaper: None, reference_server, tmp_path: Path) -> None:
+    """The Ray instance that ``--ray local`` starts (GCS, raylet, its workers) and the
+    actors end with the driver: in order (ray.shutdown) on a signal, and through Ray's
+    own fate sharing (parent-death signal on its processes, raylet ends its workers)
+    when the driver is SIGKILLed."""
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    ab = Accelbench(
+        ["run", "-q", "--url", srv.url, "-c", "1", "--workers", "1", "--duration", "120",
+         "--isl", "8", "--osl", "8", "--ray", "local", "--results-root", str(tmp_path)]
+    )  # fmt: skip
+    ab.wait_for("a load-worker actor", lambda ps: any(map(_is_ray_actor, ps)), 120)
+    time.sleep(1.0)
+    rc = ab.stop(how)
+    assert rc in expected_rc(how, 1), (rc, ab.stderr())
+    ab.assert_none_left(how, timeout=30)
