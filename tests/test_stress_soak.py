@@ -60,6 +60,9 @@ def test_soak_recovers_injected_leak_and_drift(reference_server, tmp_path):
     w = [json.loads(x) for x in (tmp_path / "soak" / "windows.jsonl").read_text().splitlines()]
     assert sum(x["requests"] for x in w) == pytest.approx(RATE * 12, abs=RATE * 2)
     assert all(x["error_rate"] == 0 for x in w)
+    # memory is sampled while the load runs, not while the segment is finalized after it
+    mem = [json.loads(x) for x in (tmp_path / "soak" / "memory.jsonl").read_text().splitlines()]
+    assert max(m["t_s"] for m in mem) <= 12.0 and len(mem) >= 12 / 0.5 - 2
     # its run is an ordinary run directory
     seg = tmp_path / "soak" / "runs" / "seg-000"
     assert json.loads((seg / "run.json").read_text())["status"] == "completed"

@@ -124,3 +124,29 @@ def test_random_damage_never_loses_rows(complete_run, tmp_path, edits, cut):
     assert summary["counts"]["completed"] == N
     lost = summary.get("journal")
     assert (lost is None) == (journal_problem(summary) is None)
+
+
+def test_batched_finalize_equals_one_batch(complete_run, tmp_path, monkeypatch):
+    """finalize completes the journal in batches (bounded memory): batches of 7 over 40
+    records, one of them of the wrong shape in the third batch, give the same table and
+    summary as one batch, with the bad record counted once."""
+    from accelbench.runner import finalize
+
+    run = copy(complete_run, tmp_path)
+    j = run / "requests.jsonl"
+    lines = j.read_bytes().splitlines(keepends=True)
+    lines[16] = b'{"idx": "not a number", "ok": 7}\n'
+    j.write_bytes(b"".join(lines))
+    (run / "requests.parquet").unlink()
+    one = finalize_run(run)
+    t_one = pq.read_table(run / "requests.parquet")
+    (run / "requests.parquet").unlink()
+    monkeypatch.setattr(finalize, "TABLE_BATCH", 7)
+    batched = finalize_run(run)
+    t_batched = pq.read_table(run / "requests.parquet")
+    assert t_batched.num_rows == t_one.num_rows == N - 1
+    assert t_batched.to_pylist() == t_one.to_pylist()
+    assert batched["journal"]["bad_records"] == one["journal"]["bad_records"] == 1
+    assert {k: v for k, v in batched.items() if k != "journal"} == {
+        k: v for k, v in one.items() if k != "journal"
+    }

@@ -9,6 +9,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,31 +124,42 @@ class Journal:
             self._f.close()
 
 
+def iter_journal(
+    path: Path, bad_lines: list[int] | None = None, counts: list[int] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The rows of a journal one at a time, read line by line (memory: one line), so a
+    journal of millions of requests is never held whole. Unreadable lines (a torn last
+    write, or damage) are skipped; their 1-based numbers go to ``bad_lines`` and their
+    count to ``counts[0]``, if given. Raises AccelbenchError if the file is missing."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the generator
+    except FileNotFoundError:
+        raise AccelbenchError(f"{path} is missing: nothing to summarise") from None
+    with f:
+        for no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                row = None
+            if isinstance(row, dict):
+                yield row
+            else:
+                if counts is not None:
+                    counts[0] += 1
+                if bad_lines is not None:
+                    bad_lines.append(no)
+
+
 def read_journal(
     path: Path, bad_lines: list[int] | None = None
 ) -> tuple[list[dict[str, Any]], int]:
     """Rows of a journal, and how many lines were unreadable (a torn last write, or
     damage); their 1-based numbers go to ``bad_lines`` if given."""
-    rows: list[dict[str, Any]] = []
-    bad = 0
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise AccelbenchError(f"{path} is missing: nothing to summarise") from None
-    for no, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            row = None
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            bad += 1
-            if bad_lines is not None:
-                bad_lines.append(no)
-    return rows, bad
+    counts = [0]
+    rows = list(iter_journal(path, bad_lines, counts))
+    return rows, counts[0]
 
 
 def write_parquet_atomic(path: Path, table: Any) -> None:
