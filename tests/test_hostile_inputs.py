@@ -121,6 +121,7 @@ BAD_RUN_VALUES: list[tuple[str, str]] = [
         "--workers": ["0", "-1", "100000"],
         "--telemetry-interval": ["0", "-1", "nan", "inf", "1e9"],
         "--embedded-parallel": ["0", "100000"],
+        "--embedded-engine": ["tensorrt", ""],
         "--endpoint": ["embeddings", ""],
         "--arrival": ["uniform"],
         "--transport": ["http3"],
@@ -149,6 +150,16 @@ def test_run_rejects_bad_slo(box: Path, key: str, val: str) -> None:
     code, text = invoke(run_args("--slo", f"{key}={val}"), box)
     assert_clean(code, text, wrong=True)
     assert code == 2
+
+
+def test_vllm_embedded_engine_with_a_gguf_only_model(box: Path) -> None:
+    """vLLM cannot serve SmolLM2 (GGUF only): one line naming the options, nothing
+    installed or started, exit 2."""
+    before = snapshot(box)
+    code, text = invoke(["run", "--embedded-engine", "vllm", "-n", "1", "-q"], box)
+    assert_clean(code, text, wrong=True, option="--embedded-engine")
+    assert code == 2 and "SmolLM2 ships only as GGUF" in text
+    assert snapshot(box) == before
 
 
 # -- 2. paths -------------------------------------------------------------------------------

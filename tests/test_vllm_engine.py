@@ -280,3 +280,23 @@ def test_shadow_llama_server_baseline_vllm_candidate(vllm_url, tiny_llama, tmp_p
         rows = [json.loads(x) for x in (Path(d) / f"{side}.jsonl").read_text().splitlines()]
         rows = [r for r in rows if "isl" in r]
         assert len(rows) == 16 and all(r["isl"] == 32 and r["osl_server"] == 16 for r in rows), side
+
+
+def test_run_with_vllm_as_the_embedded_engine(tmp_path: Path) -> None:
+    """`accelbench run --embedded-engine vllm`: the same run as on the embedded llama-server
+    (vLLM installed once, started, stopped), and nothing of vLLM left afterwards."""
+    out = tmp_path / "run"
+    with subreaper():
+        ab = Accelbench(["run", "--embedded-engine", "vllm", "--embedded-model", "tiny",
+                         "--embedded-parallel", "4", "-c", "4", "-n", "8", "--isl", "32",
+                         "--osl", "16", "--no-telemetry", "-q", "--out", str(out)])  # fmt: skip
+        ab.wait_for("vLLM's engine", lambda ps: len(ps) >= 2, 300)
+        rc = ab.proc.wait(900)
+        assert rc == 0, ab.stderr()
+        ab.assert_none_left("exit", timeout=30)
+    meta = json.loads((out / "run.json").read_text())
+    s = json.loads((out / "summary.json").read_text())
+    assert meta["status"] == "completed" and meta["config"]["embedded_engine"] == "vllm"
+    assert meta["config"]["model"] == "tiny"
+    assert s["counts"]["completed"] == 8 and s["tokens"]["output"] == 8 * 16
+    assert s["tokens"]["input"] == 8 * 32  # exact in vLLM's own tokens

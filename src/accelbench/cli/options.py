@@ -88,8 +88,11 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "telemetry": (bool, _opt(True, "--telemetry/--no-telemetry", help="Sample telemetry beside the run.")),
     "telemetry_interval": (float, _opt(1.0, "--telemetry-interval", help=(
         "Telemetry sampling interval (0.05 to 3600 s)."))),
+    "embedded_engine": (str, _opt("llama", "--embedded-engine", help=(
+        "Engine started when no --url is given: llama (llama.cpp's llama-server, built once) "
+        "| vllm (vLLM's CPU build, installed once; models: tiny or a HF directory)."))),
     "embedded_model": (str, _opt("smollm2", "--embedded-model", help=(
-        "Embedded engine model: smollm2 | tiny | path.gguf."))),
+        "Embedded engine model: smollm2 | tiny | path.gguf (llama) | HF directory (vllm)."))),
     "embedded_parallel": (int, _opt(8, "--embedded-parallel", help="Embedded engine parallel slots.")),
 }  # fmt: skip
 
@@ -191,5 +194,6 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
         out_dir=o["out"], gpus=o["gpus"], slo=parse_kv_floats(o["slo"] or [], "--slo"),
         save_text=o["save_text"], label=o["label"], telemetry=o["telemetry"],
         telemetry_interval_s=o["telemetry_interval"], embedded_model=o["embedded_model"],
+        embedded_engine=o["embedded_engine"],
         embedded_parallel=o["embedded_parallel"],
     )  # fmt: skip

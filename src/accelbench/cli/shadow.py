@@ -83,7 +83,7 @@ _REPLAY_EXCLUDE = (
     "url", "concurrency", "isl", "isl_dist", "osl_dist", "range_ratio", "range_convention",
     "isl_std", "osl_std", "dataset", "dataset_format", "duration", "warmup", "drain_timeout",
     "workers", "gpus", "slo", "save_text", "label", "telemetry", "telemetry_interval",
-    "embedded_model", "embedded_parallel", "results_root", "out",
+    "embedded_engine", "embedded_model", "embedded_parallel", "results_root", "out",
 )  # fmt: skip
 
 

@@ -85,14 +85,14 @@ def _server(
     if cfg.url is not None:
         yield server_pid
         return
-    from accelbench.servers.llamacpp import running_llama_server
+    from accelbench.servers.embedded import running_engine
 
-    kw: dict[str, Any] = {}
-    if context:
-        kw = {"ctx_per_slot": context,
-              "extra_args": ["--override-kv", f"llama.context_length=int:{context}"]}  # fmt: skip
-    with running_llama_server(
-        cfg.embedded_model, parallel=parallel or cfg.embedded_parallel, log=_log, **kw
+    with running_engine(
+        cfg.embedded_engine,
+        cfg.embedded_model,
+        parallel=parallel or cfg.embedded_parallel,
+        log=_log,
+        context=context,
     ) as s:
         cfg.url = s.url
         cfg.model = cfg.model or s.alias
@@ -362,11 +362,12 @@ def mixed(
     with contextlib.ExitStack() as stack:
         specs = list(url)
         if not specs:
-            from accelbench.servers.llamacpp import running_llama_server
+            from accelbench.servers.embedded import running_engine
 
             for _ in range(embedded):
-                s = stack.enter_context(running_llama_server(
-                    base.embedded_model, parallel=base.embedded_parallel, log=_log))  # fmt: skip
+                s = stack.enter_context(running_engine(
+                    base.embedded_engine, base.embedded_model,
+                    parallel=base.embedded_parallel, log=_log))  # fmt: skip
                 specs.append(s.url)
         loads = [_endpoint_cfg(sp, base) for sp in specs]
         mc = MixedConfig(loads=loads, duration_s=duration, rounds=rounds, window_s=window,

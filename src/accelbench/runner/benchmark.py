@@ -155,9 +155,10 @@ def embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
     if cfg.url is not None:
         yield None
         return
-    from accelbench.servers.llamacpp import running_llama_server
+    from accelbench.servers.embedded import running_engine
 
-    with running_llama_server(cfg.embedded_model, parallel=cfg.embedded_parallel, log=log) as s:
+    with running_engine(cfg.embedded_engine, cfg.embedded_model,
+                        parallel=cfg.embedded_parallel, log=log) as s:  # fmt: skip
         cfg.url = s.url
         cfg.model = cfg.model or s.alias
         yield s

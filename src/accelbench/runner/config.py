@@ -51,7 +51,8 @@ class BenchmarkConfig:
     label: str | None = None
     telemetry: bool = True
     telemetry_interval_s: float = 1.0
-    embedded_model: str = "smollm2"  # for url=None: smollm2 | tiny
+    embedded_engine: str = "llama"  # for url=None: llama | vllm
+    embedded_model: str = "smollm2"  # smollm2 | tiny | a .gguf (llama) or HF directory (vllm)
     embedded_parallel: int = 8
 
     def validate(self) -> None:
@@ -90,6 +91,9 @@ class BenchmarkConfig:
             "--telemetry-interval", self.telemetry_interval_s, 0.05, 3600, unit="s"
         )
         self.embedded_parallel = v.integer("--embedded-parallel", self.embedded_parallel, 1, 1024)
+        self.embedded_engine = v.choice(
+            "--embedded-engine", self.embedded_engine, ("llama", "vllm")
+        )
         if not isinstance(self.extra_body, dict):
             raise v.UsageError("--extra-body must be a JSON object")
         self.slo = v.slo(self.slo)
