@@ -202,7 +202,12 @@ def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator)
             return out
         q = 99.0 if metric.endswith("p99_ms") else 50.0
         v = boot_percentile(col, q, n_boot, rng)
-        return 1000.0 / v if metric == "interactivity" else v
+        if metric != "interactivity":
+            return v
+        # a replicate whose median TPOT is 0 (every token of most requests in one chunk):
+        # interactivity without bound, inf, as 1000 / 0 says
+        with np.errstate(divide="ignore"):
+            return 1000.0 / v
 
     m = min(n, MAX_BOOT_REQUESTS)
     sub = rng.choice(n, m, replace=False) if m < n else None
