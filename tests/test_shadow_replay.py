@@ -116,7 +116,7 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     slots16 = start_llama_server("tiny", parallel=16, ctx_per_slot=256, log=lambda m: None)
     try:
         cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(tmp_path / "t.jsonl")),
-                              extra_body={"temperature": 0}, telemetry=False)  # fmt: skip
+                              extra_body={"temperature": 0}, telemetry_interval_s=0.05)  # fmt: skip
         d, status = replay(
             cfg, ReplayOptions(slots4.url, slots16.url, str(tmp_path / "s"), sequential=True)
         )
@@ -132,3 +132,13 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 24
     assert v["gates"][2]["n_baseline"] == 24  # every request greedy and compared
     assert all(r["isl"] == 32 for r in _rows(d / "baseline.jsonl"))  # exact in its tokens
+    # resources from each side's own /metrics over its own span: 4 slots run at most 4
+    # and queue the rest; 16 slots run up to 16 at once
+    res = v["resources"]
+    assert res["telemetry"] == "server /metrics", res
+    b, c = res["baseline"], res["candidate"]
+    assert b["engine"] == c["engine"] == "llamacpp" and b["samples"] >= 3 and c["samples"] >= 3
+    assert 1 <= b["srv_requests_running"]["max"] <= 4, b
+    assert b["srv_requests_waiting"]["max"] >= 1, b
+    assert c["srv_requests_running"]["max"] > 4 and c["srv_requests_running"]["max"] <= 16, c
+    assert b["generated_tokens"] is not None and b["generated_tokens"] > 0

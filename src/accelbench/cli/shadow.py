@@ -82,7 +82,7 @@ def proxy_cmd(
 _REPLAY_EXCLUDE = (
     "url", "concurrency", "isl", "isl_dist", "osl_dist", "range_ratio", "range_convention",
     "isl_std", "osl_std", "dataset", "dataset_format", "duration", "warmup", "drain_timeout",
-    "workers", "gpus", "slo", "save_text", "label", "telemetry", "telemetry_interval",
+    "workers", "gpus", "slo", "save_text", "label",
     "embedded_engine", "embedded_model", "embedded_parallel", "results_root", "out",
 )  # fmt: skip
 
@@ -218,6 +218,11 @@ def print_verdict(doc: dict[str, Any]) -> None:
     r = doc.get("resources") or {}
     if r.get("telemetry") == "off":
         con.print(f"resources: telemetry off ({r.get('reason')})", markup=False)
+    else:
+        from accelbench.shadow.verdict import resources_line
+
+        for side in ("baseline", "candidate"):
+            con.print(f"resources, {side}: {resources_line(r.get(side))}", markup=False)
     v = doc["verdict"]
     con.print(f"[bold {colour[v]}]verdict: {v.upper()}[/] (exit {doc['exit_code']})")
 

@@ -463,7 +463,11 @@ def _resources(r: Any) -> str:
         return "malformed"
     if r.get("telemetry") == "off":
         return f"telemetry off: {r.get('reason')}"
-    return "; ".join(f"{k}: {v}" for k, v in r.items())
+    from accelbench.shadow.verdict import resources_line
+
+    return " | ".join(
+        f"{side}: {resources_line(r.get(side))}" for side in ("baseline", "candidate")
+    )
 
 
 # ----------------------------------------------------------------------------- mlperf

@@ -27,6 +27,7 @@ from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, check_url
 from accelbench.shadow.store import ShadowWriter
+from accelbench.store.rundir import write_json_atomic
 
 _now = time.monotonic_ns
 Log = Callable[[str], None]
@@ -250,6 +251,8 @@ async def replay_async(
             writer.tick()
 
     tick = asyncio.ensure_future(ticker())
+    samplers = _start_telemetry(cfg, writer.dir, {"baseline": opt.baseline,
+                                                  "candidate": opt.candidate})  # fmt: skip
     status = "completed"
     try:
         if opt.sequential:
@@ -266,8 +269,32 @@ async def replay_async(
             loop.remove_signal_handler(s)
         for sender in senders.values():
             await sender.close()
+        for sampler in samplers:  # its sources' states beside the table, for the verdict
+            write_json_atomic(sampler.run_dir / "telemetry.json", sampler.stop())
         writer.close(status)
     return writer.dir, status
+
+
+def _start_telemetry(cfg: BenchmarkConfig, out: Path, urls: dict[str, str]) -> list[Any]:
+    """One sampler per side of the side's own Prometheus ``/metrics`` (running and
+    waiting requests, KV-cache use, tokens: vLLM, SGLang, llama.cpp or TGI), written to
+    ``telemetry-<side>/`` for the verdict's resources. Only the server's own metrics: the
+    two sides usually run on other machines than this one, so this host's GPUs and CPU
+    say nothing about either (their exporters do: docs/SHADOW.md)."""
+    if not cfg.telemetry:
+        return []
+    from accelbench.telemetry.sampler import TelemetrySampler
+
+    out_samplers = []
+    for side, url in urls.items():
+        d = out / f"telemetry-{side}"
+        d.mkdir(parents=True, exist_ok=True)
+        sampler = TelemetrySampler(
+            d, interval_s=cfg.telemetry_interval_s, server_url=url, sources=["server"]
+        )
+        sampler.start()
+        out_samplers.append(sampler)
+    return out_samplers
 
 
 def replay(cfg: BenchmarkConfig, opt: ReplayOptions, log: Log | None = None) -> tuple[Path, str]:

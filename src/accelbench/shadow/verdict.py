@@ -40,11 +40,19 @@ from accelbench.store.rundir import write_json_atomic
 
 LATENCY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "ntpot": "ntpot_ms"}
 EXIT = {"go": 0, "no-go": 1, "inconclusive": 3}
-# The proxy and replay sample no telemetry (their directories hold none): said, not null.
+# Without telemetry in the directory (the proxy samples none; replay with
+# --no-telemetry): said, not null.
 RESOURCES_OFF = {
     "telemetry": "off",
-    "reason": "the shadow proxy and replay sample no telemetry (GPU, CPU, memory) of either "
-    "side; compare resource use with `accelbench run --telemetry` against each side",
+    "reason": "no telemetry in this shadow directory: `shadow replay` samples each side's "
+    "own /metrics unless --no-telemetry, the proxy samples none; compare resource use "
+    "with `accelbench run --telemetry` against each side",
+}
+# The server gauges a side's resources are summarised from (telemetry's srv_* columns).
+RESOURCE_GAUGES = {
+    "srv_requests_running": "running",
+    "srv_requests_waiting": "waiting",
+    "srv_kv_cache_usage": "KV-cache use",
 }
 _GATE = re.compile(
     r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(%|pp|x|ms)?\s*$"
@@ -417,8 +425,79 @@ def shadow_verdict(
         "counters": meta.get("counters", {}),
         "status": meta.get("status"),
         "mode": meta.get("mode"),
-        "resources": RESOURCES_OFF,
+        "resources": resources(d, rows),
     }
     if write:
         write_json_atomic(d / VERDICT, doc)
     return doc
+
+
+def resources(d: Path, rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each side's server gauges (mean and max of running and waiting requests and of
+    KV-cache use, tokens generated) over that side's own span, from first scheduled
+    request to last completion (a sequential replay serves one side at a time), from the
+    replay's ``telemetry-<side>/``; :data:`RESOURCES_OFF` when neither side has any."""
+    import pyarrow.parquet as pq
+
+    from accelbench.store.rundir import read_json_object
+    from accelbench.telemetry.sampler import TELEMETRY_FILE
+
+    out: dict[str, Any] = {}
+    for side in ("baseline", "candidate"):
+        tdir = d / f"telemetry-{side}"
+        if not (tdir / TELEMETRY_FILE).is_file():
+            continue
+        try:
+            samples = [r for r in pq.read_table(tdir / TELEMETRY_FILE).to_pylist()
+                       if r.get("kind") == "server"]  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - a damaged file is said, never fatal
+            out[side] = {"samples": 0, "note": f"unreadable {TELEMETRY_FILE}: {exc}"}
+            continue
+        recs = rows.get(side) or []
+        if recs:
+            t0 = min(int(r["t_sched"]) for r in recs)
+            t1 = max(int(r.get("t_done") or r.get("t_send") or t0) for r in recs)
+            samples = [r for r in samples if t0 <= int(r["t_ns"]) <= t1]
+        doc: dict[str, Any] = {"samples": len(samples)}
+        if samples:
+            doc["engine"] = samples[0].get("engine")
+            for col in RESOURCE_GAUGES:
+                vals = [float(r[col]) for r in samples if r.get(col) is not None]
+                doc[col] = {"mean": sum(vals) / len(vals), "max": max(vals)} if vals else None
+            gen = [r["srv_generation_tokens_total"] for r in samples
+                   if r.get("srv_generation_tokens_total") is not None]  # fmt: skip
+            doc["generated_tokens"] = gen[-1] - gen[0] if len(gen) > 1 else None
+        else:
+            try:
+                src = read_json_object(tdir / "telemetry.json").get("sources") or {}
+            except Exception:  # noqa: BLE001
+                src = {}
+            doc["note"] = str(src.get("server") or "no sample of the server's /metrics")
+        out[side] = doc
+    if not out:
+        return dict(RESOURCES_OFF)
+    return {"telemetry": "server /metrics", **out}
+
+
+def resources_line(side: Any) -> str:
+    """One line of a side's resources for the terminal and the report ("malformed" for
+    a verdict.json whose resources are not what :func:`resources` writes)."""
+    try:
+        return _resources_line(side)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return "malformed"
+
+
+def _resources_line(side: Any) -> str:
+    if not isinstance(side, dict):
+        return "no telemetry"
+    if not side.get("samples"):
+        return f"no samples ({side.get('note') or 'none in its span'})"
+    parts = []
+    for col, name in RESOURCE_GAUGES.items():
+        g = side.get(col)
+        if isinstance(g, dict):
+            parts.append(f"{name} mean {g['mean']:.3g} max {g['max']:.3g}")
+    if side.get("generated_tokens") is not None:
+        parts.append(f"{side['generated_tokens']:.0f} tokens generated")
+    return "; ".join(parts) + f" ({side['samples']} samples, {side.get('engine')})"
