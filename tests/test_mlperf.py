@@ -267,11 +267,18 @@ def test_offline_tiny_model_throughput(tmp_path: Path) -> None:
     assert doc["result"] is not None, text
     n = summary["counts"]["completed"]
     assert n >= 48 and summary["counts"]["failed"] == 0
-    # LoadGen: samples / (last completion - the query's start); accelbench: requests /
-    # (first send - last token) of the same requests
+    # LoadGen: samples / (last completion - the query's start). The same from the run
+    # directory's records: the SUT stamps each sample with the moment LoadGen handed the
+    # query over (t_sched) and its completion (t_done), so the two agree to the hand-over.
     lg_sps = doc["figures"]["completed_samples_per_s"]
+    t = pq.read_table(out / "requests.parquet").to_pydict()
+    span_s = (max(t["t_done"]) - min(t["t_sched"])) / 1e9
+    assert lg_sps == pytest.approx(n / span_s, rel=0.03), (lg_sps, n / span_s)
+    # accelbench's own figure times from the first send (inside LoadGen's window): never
+    # lower; higher by the time from the hand-over to the first send (a short offline run
+    # on a busy host can wait a noticeable part of its length for that)
     ours = summary["throughput"]["requests_per_s"]
-    assert lg_sps == pytest.approx(ours, rel=0.03), (lg_sps, ours)
+    assert ours >= lg_sps * 0.97, (lg_sps, ours)
     assert doc["figures"]["tokens_per_s"] == pytest.approx(
-        summary["throughput"]["output_tokens_per_s"], rel=0.03
+        lg_sps * summary["tokens"]["output"] / n, rel=0.01
     )

@@ -31,8 +31,10 @@ A10G = fixture_file("telemetry", "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.x
 
 
 def _fault_sequence(tmp: Path) -> list[Path]:
-    """Five samples of the real A10G capture, then the same GPU with 2 new volatile
-    uncorrectable (DRAM) ECC errors and its temperature at 97 C (slowdown: 95 C)."""
+    """Fifteen samples of the real A10G capture, then the same GPU with 2 new volatile
+    uncorrectable (DRAM) ECC errors and its temperature at 97 C (slowdown: 95 C). The ECC
+    alert is an increase() over the counter: Prometheus must have scraped a good sample
+    first, which on a loaded CI host can take several seconds after the monitor starts."""
     text = A10G.read_text()
     vol = re.search(r"<volatile>.*?</volatile>", text, re.S)
     assert vol is not None
@@ -46,7 +48,7 @@ def _fault_sequence(tmp: Path) -> list[Path]:
     good, fault = tmp / "good.xml", tmp / "fault.xml"
     good.write_text(text)
     fault.write_text(bad)
-    return [good] * 5 + [fault]
+    return [good] * 15 + [fault]
 
 
 class _Hook(BaseHTTPRequestHandler):
@@ -222,6 +224,7 @@ def test_replayed_fault_reaches_alertmanager_and_recovery(tmp_path, webhook):
         _wait(
             "ECC and temperature alerts at the webhook",
             lambda: {"GPUUncorrectableECCErrors", "GPUTemperatureAtLimit"} <= delivered(),
+            timeout=90,
         )
         alerts = {a["labels"]["alertname"]: a for msg in received for a in msg["alerts"]}
         ecc_alert = alerts["GPUUncorrectableECCErrors"]
