@@ -182,7 +182,10 @@ def send(sig):
             pass
 while os.getppid() == parent:
     if track:
-        listed = descendants()
+        # keep what was seen and still runs: a poll taken while the parent is dying can
+        # find its children already gone and their children moved to another parent
+        seen = [(p, t) for p, t in listed if start_time(p) == t]
+        listed = list(dict.fromkeys(seen + descendants()))
     else:
         group, procs = alive()
         if not group and not procs:
@@ -235,9 +238,10 @@ def guard(
 ) -> subprocess.Popen:
     """Start a guard that, once this process dies (any way, SIGKILL included), sends
     SIGTERM to process group ``pgid`` and to ``pids`` (those still the same processes),
-    or with ``all_descendants`` to every descendant this process had at its last poll
-    (0.2 s), waits ``grace_s`` and SIGKILLs what is left. Without ``all_descendants``
-    it exits by itself once they all have. Kill and reap it (``Child.stop`` does) when
+    or with ``all_descendants`` to every process that was a descendant of this one at
+    any poll (every 0.2 s) and still runs, reparented or not; waits ``grace_s`` and
+    SIGKILLs what is left. Without ``all_descendants`` it exits by itself once they all
+    have. Kill and reap it (``Child.stop`` does) when
     they are stopped in order."""
     listed = [f"{p}:{t}" for p in pids if (t := _start_time(p)) is not None]
     mode = "track" if all_descendants else "list"
