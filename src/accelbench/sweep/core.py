@@ -139,7 +139,9 @@ class SweepPlan:
         if not self.values:
             raise validate.UsageError("a sweep needs at least one point")
         if len(self.values) > 1000:
-            raise validate.UsageError(f"a sweep has at most 1,000 points (got {len(self.values):,})")
+            raise validate.UsageError(
+                f"a sweep has at most 1,000 points (got {len(self.values):,})"
+            )
         for x in self.values:
             if self.kind == "concurrency":
                 validate.integer("concurrency point", x, 1, MAX_STREAMS)
