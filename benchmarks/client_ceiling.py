@@ -25,6 +25,8 @@ read for the client and the client's cost per chunk (event loop wake-ups, one re
 event) is what is measured; the tools then include ``vllm-client`` (vLLM's request
 function in ``bench serve``'s loop, see peer_clients.py) and ``null-client`` (reads and
 discards: the event-loop and kernel floor per chunk on this machine).
+``accelbench-loop-wN`` is accelbench with ``ACCELBENCH_KERNEL_STAMPS=0`` (chunk times from
+the event loop instead of the kernel's receive stamps), to compare the two in one round.
 
 The peers live in their own virtualenvs (never in this repository): see
 benchmarks/README.md. A tool that is missing or fails is reported as such.
@@ -436,6 +438,8 @@ def measure(tool: str, a: argparse.Namespace, wd: Path, log) -> dict[str, Any]:
         for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy"):
             env.pop(k, None)
         env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
+        if tool.startswith("accelbench-loop"):  # chunk times from the event loop, as before
+            env["ACCELBENCH_KERNEL_STAMPS"] = "0"
         tok0, req0 = server_counters(srv.base)
         la0 = load_avg()
         out = open(wd / "tool.log", "wb")  # noqa: SIM115
@@ -641,8 +645,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for t in a.tools:
         if t.startswith("baseline-w") and not a.baseline:
             p.error(f"{t} needs --baseline (another accelbench executable)")
-        if t not in ALL_TOOLS and not t.startswith(("accelbench-w", "baseline-w")):
-            p.error(f"unknown tool {t!r}: one of {', '.join(ALL_TOOLS)} (or accelbench-wN)")
+        if t not in ALL_TOOLS and not t.startswith(
+            ("accelbench-w", "accelbench-loop-w", "baseline-w")
+        ):
+            p.error(
+                f"unknown tool {t!r}: one of {', '.join(ALL_TOOLS)} "
+                "(or accelbench-wN, accelbench-loop-wN)"
+            )
     rf = {}
     for item in a.requests_for:
         k, _, v = item.partition("=")

@@ -64,3 +64,32 @@ def test_auto_workers_follow_the_knee(monkeypatch):
     assert benchmark.auto_workers(BenchmarkConfig(rate=100.0)) == 2  # 2 s of arrivals: 200
     monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 2)
     assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000)) == 1
+
+
+def _kernel(s: dict, read_delay_p99: float | None, gap_p50: float) -> dict:
+    s["client"].update(arrival_stamps="kernel", read_delay_ms_p99=read_delay_p99)
+    s["latency"]["chunk_gap_ms"] = {"p50": gap_p50}
+    return s
+
+
+def test_kernel_stamps_drop_the_streams_per_worker_warning():
+    """With the kernel's receive times, many streams per worker do not make chunk times
+    late; what can, a read taking two chunks of one stream, is flagged by the read delay."""
+    s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=0.3, gap_p50=10.0)
+    _client_health(s, {"concurrency": 4 * STREAMS_PER_WORKER_KNEE})
+    assert s["client"]["streams_per_worker"] == 4 * STREAMS_PER_WORKER_KNEE
+    assert s["client"]["warnings"] == []
+    s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=12.5, gap_p50=10.0)
+    _client_health(s, {"concurrency": 4 * STREAMS_PER_WORKER_KNEE})
+    (w,) = s["client"]["warnings"]
+    assert "up to 12.5 ms (p99)" in w and "median chunk gap (10.0 ms)" in w
+    assert "add --workers" in w
+
+
+def test_kernel_stamps_loop_lag_means_late_sends_not_late_times():
+    s = _kernel(_summary(1, lag_ms=TIMING_BOUND_MS + 1, util=0.8), read_delay_p99=0.2,
+                gap_p50=10.0)  # fmt: skip
+    _client_health(s, {"concurrency": 8})
+    (w,) = s["client"]["warnings"]
+    assert "lagged (p99 3.0 ms; it was busy)" in w
+    assert "requests may have gone out late" in w and "not delayed by it" in w

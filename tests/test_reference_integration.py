@@ -53,6 +53,10 @@ def test_timing_matches_ground_truth(reference_server, tmp_path):
     assert s["latency"]["tpot_ms"]["p50"] == pytest.approx(5.0, abs=0.5)
     assert s["tokens"]["input"] == 48 * 64  # exact ISL in the server's own count
     assert s["tokens"]["osl_source"] == {"server_usage": 48}
+    # every read carried the kernel's receive time (client/http1.py ReceiveHub)
+    assert s["client"]["arrival_stamps"] == "kernel"
+    (w,) = s["client"]["workers"]
+    assert w["receive"]["kernel_stamped"] == w["receive"]["reads"] > 48 * 20 // 2
 
 
 def test_counts_agree_with_server_metrics(reference_server, tmp_path):

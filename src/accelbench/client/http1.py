@@ -5,6 +5,11 @@ the event loop hands over the bytes, not after a coroutine wake-up that may be d
 hundreds of other streams; and the per-chunk cost is a few microseconds, so one core
 streams far more tokens than the server under test. HTTPS goes through aiohttp.
 
+On Linux each read also carries the kernel's receive time (``SO_TIMESTAMPNS``), and that is
+the arrival time a chunk gets: it does not depend on when the worker's event loop got to
+run (``ReceiveHub``). Elsewhere, and for the shadow proxy's upstream connections, the time
+is taken when the loop hands the bytes over.
+
 Keep-alive connections are pooled; a connection that the server closed while idle (as
 llama-server does after some streamed replies) is detected and the request is retried
 on a fresh connection if, and only if, no response byte had arrived.
@@ -14,12 +19,45 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import platform
+import select
 import socket
+import struct
+import sys
 import time
 from collections import deque
-from typing import Protocol
+from typing import Any, Protocol
 
 _monotonic_ns = time.monotonic_ns
+_realtime_ns = time.time_ns
+
+# SO_TIMESTAMPNS (socket(7)): a TCP read's control message carries the time, on the
+# realtime clock, at which the last segment it returns reached the socket. 35 on the
+# 64-bit Linux architectures below (asm-generic/socket.h and x86's); their struct
+# timespec is two 64-bit fields. Anywhere else the loop's hand-over time is used.
+_SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", None)
+if _SO_TIMESTAMPNS is None and sys.platform == "linux" and platform.machine() in (
+    "x86_64", "aarch64", "ppc64le", "s390x", "riscv64"
+):  # fmt: skip
+    _SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("qq")
+_unpack_timespec = _TIMESPEC.unpack_from
+_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+# one read's buffer: below glibc's mmap threshold (128 KiB), or every read maps and
+# unmaps a fresh buffer (measured: 36 instead of 17 us of CPU per read)
+_READ_SIZE = 65536
+# a kernel stamp more than this before the read means the wall clock was stepped between
+# the arrival and the read: the read's own time is used instead
+_MAX_STAMP_AGE_NS = 60_000_000_000
+
+
+def kernel_stamps_available() -> bool:
+    """Whether pooled connections carry the kernel's receive time: on this platform, and
+    unless ``ACCELBENCH_KERNEL_STAMPS=0`` asks for the loop's hand-over time instead."""
+    if os.environ.get("ACCELBENCH_KERNEL_STAMPS", "1").strip() == "0":
+        return False
+    return _SO_TIMESTAMPNS is not None and _CMSG_SPACE > 0 and hasattr(select, "epoll")
 
 
 class BodySink(Protocol):
@@ -341,10 +379,221 @@ class HTTP1Protocol(asyncio.Protocol):
         return self._fut
 
 
+class ReceiveDelays:
+    """How long reads waited in the socket before the worker read them (kernel arrival to
+    ``recvmsg``): the error a loop-side timestamp would have had. A histogram of
+    quarter-octave buckets in microseconds, so it is O(1) per read and bounded in size."""
+
+    __slots__ = ("counts", "n", "max_ns")
+
+    def __init__(self) -> None:
+        self.counts = [0] * 160
+        self.n = 0
+        self.max_ns = 0
+
+    def add(self, d_ns: int) -> None:
+        self.n += 1
+        if d_ns > self.max_ns:
+            self.max_ns = d_ns
+        us = d_ns >> 10  # ~microseconds (1.024)
+        if us < 4:
+            self.counts[us] += 1
+            return
+        b = us.bit_length()
+        self.counts[min(159, 4 * b + ((us >> (b - 3)) & 3) - 8)] += 1
+
+    @staticmethod
+    def _upper_ns(i: int) -> int:
+        if i < 4:
+            return (i + 1) << 10
+        b, q = (i + 8) // 4, (i + 8) % 4
+        return ((4 + q + 1) << (b - 3)) << 10
+
+    def quantile_ms(self, q: float) -> float | None:
+        """Upper edge of the bucket holding the q-quantile (at most ~25 % high)."""
+        if not self.n:
+            return None
+        need = q * self.n
+        seen = 0
+        for i, c in enumerate(self.counts):
+            seen += c
+            if c and seen >= need:
+                return min(self._upper_ns(i), self.max_ns) / 1e6
+        return self.max_ns / 1e6
+
+
+class ReceiveHub:
+    """Reads for a pool's connections, each stamped with the kernel's receive time.
+
+    Why: a time taken when the event loop gets to a read is late by however long the
+    loop was busy or not scheduled; on a shared 2-core host, with 256 streams per worker,
+    that reached 19 ms at the p99 (benchmarks/README.md). The kernel stamps every segment
+    when it reaches the socket, and ``recvmsg`` returns the stamp of the last segment a
+    read takes (socket(7), SO_TIMESTAMPNS). So a chunk's arrival time no longer depends on
+    the worker: only when two chunks of one stream wait in its socket together does the
+    earlier one get the later one's time, as with any single read.
+
+    The connections are in one epoll set, which the event loop watches as one file: one
+    loop wake-up per batch of ready sockets, one ``recvmsg`` per ready socket, and each
+    read parsed at once (its stamp is already taken)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.ep = select.epoll()
+        self.conns: dict[int, _HubTransport] = {}
+        self.reads = 0
+        self.stamped = 0
+        self.delays = ReceiveDelays()
+        self.closed = False
+        loop.add_reader(self.ep.fileno(), self._ready)
+
+    def _ready(self) -> None:
+        # The hot path, once per loop wake-up: read every ready socket first, then parse
+        # (so a burst of streams is off the sockets before the next tokens can join it in
+        # one read), with bound methods cached on each transport.
+        off = _realtime_ns() - _monotonic_ns()  # realtime minus monotonic, now
+        conns = self.conns
+        got = []
+        for fd, _ in self.ep.poll(0):
+            tr = conns.get(fd)
+            if tr is None:
+                continue
+            try:
+                data, anc, _, _ = tr.recvmsg(_READ_SIZE, _CMSG_SPACE)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as exc:
+                tr._shut(exc)
+                continue
+            if not data:
+                tr._shut(None)  # the server closed its side
+                continue
+            got.append((tr, data, anc, _monotonic_ns()))
+        n = self.reads
+        stamped = 0
+        delays = self.delays
+        for tr, data, anc, t in got:
+            n += 1
+            if anc:
+                _, kind, raw = anc[0]
+                if kind == _SO_TIMESTAMPNS and len(raw) >= 16:
+                    sec, nsec = _unpack_timespec(raw)
+                    k = sec * 1_000_000_000 + nsec - off
+                    d = t - k
+                    if 0 <= d < _MAX_STAMP_AGE_NS:
+                        t = k
+                        stamped += 1
+                        delays.add(d)
+            tr.arrived(data, t)
+        self.reads = n
+        self.stamped += stamped
+
+    def add(self, tr: _HubTransport) -> None:
+        self.conns[tr.fd] = tr
+        self.ep.register(tr.fd, select.EPOLLIN)
+
+    def remove(self, tr: _HubTransport) -> None:
+        if self.conns.pop(tr.fd, None) is not None and not self.closed:
+            with contextlib.suppress(OSError, ValueError):
+                self.ep.unregister(tr.fd)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(Exception):
+            self.loop.remove_reader(self.ep.fileno())
+        self.ep.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "reads": self.reads,
+            "kernel_stamped": self.stamped,
+            "read_delay_ms_p50": self.delays.quantile_ms(0.5),
+            "read_delay_ms_p99": self.delays.quantile_ms(0.99),
+            "read_delay_ms_max": self.delays.max_ns / 1e6 if self.delays.n else None,
+        }
+
+
+class _HubTransport:
+    """What the pool and protocol use of ``asyncio.Transport``, over a non-blocking socket
+    whose reads the hub does."""
+
+    __slots__ = ("sock", "fd", "proto", "hub", "recvmsg", "arrived", "_wbuf", "_closed")
+
+    def __init__(self, sock: socket.socket, proto: HTTP1Protocol, hub: ReceiveHub) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.proto = proto
+        self.recvmsg = sock.recvmsg
+        self.arrived = proto.arrived
+        self.hub = hub
+        self._wbuf = bytearray()
+        self._closed = False
+        hub.add(self)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.sock if name == "socket" else default
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    def write(self, data: bytes) -> None:
+        if self._closed:
+            return
+        if not self._wbuf:
+            try:
+                n = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:
+                self._shut(exc)
+                return
+            if n == len(data):
+                return
+            data = data[n:]
+            self.hub.loop.add_writer(self.fd, self._write_ready)
+        self._wbuf += data
+
+    def _write_ready(self) -> None:
+        try:
+            n = self.sock.send(self._wbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._shut(exc)
+            return
+        del self._wbuf[:n]
+        if not self._wbuf:
+            self.hub.loop.remove_writer(self.fd)
+
+    def close(self) -> None:
+        self._shut(None)
+
+    def abort(self) -> None:
+        self._shut(None)
+
+    def _shut(self, exc: Exception | None) -> None:
+        """Close the socket; the protocol hears of it on the next loop turn, as from an
+        asyncio transport."""
+        if self._closed:
+            return
+        self._closed = True
+        self.hub.remove(self)
+        if self._wbuf:
+            self._wbuf.clear()
+            with contextlib.suppress(Exception):
+                self.hub.loop.remove_writer(self.fd)
+        self.sock.close()
+        self.hub.loop.call_soon(self.proto.connection_lost, exc)
+
+
 class HTTP1Pool:
-    """Keep-alive connection pool to one host:port."""
+    """Keep-alive connection pool to one host:port. ``kernel_stamps``: read through a
+    ``ReceiveHub`` where the platform allows (arrival = kernel receive time)."""
 
     protocol: type[HTTP1Protocol] = HTTP1Protocol
+    kernel_stamps = True
 
     def __init__(self, host: str, port: int, *, connect_timeout: float = 10.0) -> None:
         self.host = host
@@ -353,9 +602,49 @@ class HTTP1Pool:
         self._idle: deque[HTTP1Protocol] = deque()
         self._all: set[HTTP1Protocol] = set()
         self._queue: ArrivalQueue | None = None
+        self._hub: ReceiveHub | None = None
+        self._addrs: list[tuple] | None = None
+
+    async def _addresses(self, loop: asyncio.AbstractEventLoop) -> list[tuple]:
+        """The host's addresses, resolved once per pool (an IP literal is not resolved)."""
+        if self._addrs is None:
+            for family in (socket.AF_INET, socket.AF_INET6):
+                with contextlib.suppress(OSError):
+                    socket.inet_pton(family, self.host)
+                    self._addrs = [(family, socket.SOCK_STREAM, 0, "", (self.host, self.port))]
+                    break
+            else:
+                self._addrs = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        return self._addrs
+
+    async def _open_socket(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
+        err: OSError | None = None
+        for family, type_, proto, _, addr in await self._addresses(loop):
+            sock = socket.socket(family, type_, proto)
+            try:
+                sock.setblocking(False)
+                await loop.sock_connect(sock, addr)
+                return sock
+            except OSError as exc:
+                sock.close()
+                err = exc
+            except BaseException:
+                sock.close()
+                raise
+        raise err or OSError(f"no address for {self.host}:{self.port}")
 
     async def _connect(self) -> HTTP1Protocol:
         loop = asyncio.get_running_loop()
+        if self.kernel_stamps and kernel_stamps_available():
+            sock = await asyncio.wait_for(self._open_socket(loop), self.connect_timeout)
+            with contextlib.suppress(OSError):  # without it, reads get the loop's time
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]
+            if self._hub is None or self._hub.loop is not loop or self._hub.closed:
+                self._hub = ReceiveHub(loop)
+            hub_proto = self.protocol()
+            hub_proto.connection_made(_HubTransport(sock, hub_proto, self._hub))  # type: ignore[arg-type]
+            self._all.add(hub_proto)
+            return hub_proto
         _, proto = await asyncio.wait_for(
             loop.create_connection(self.protocol, self.host, self.port), self.connect_timeout
         )
@@ -390,12 +679,18 @@ class HTTP1Pool:
             conn.transport.abort()
         conn.closed = True
 
+    def receive_stats(self) -> dict[str, Any] | None:
+        """Reads, how many carried a kernel stamp, and how long they waited to be read."""
+        return self._hub.stats() if self._hub is not None else None
+
     def close(self) -> None:
         for conn in list(self._all):
             if conn.transport is not None:
                 conn.transport.close()
         self._all.clear()
         self._idle.clear()
+        if self._hub is not None:
+            self._hub.close()
 
 
 def request_head(method: str, host: str, port: int, path: str, headers: dict[str, str]) -> bytes:

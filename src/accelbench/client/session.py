@@ -131,6 +131,11 @@ class OpenAIClient:
         self._pool = HTTP1Pool(self.host, self.port) if self.use_h1 else None
         self._aio: Any = None
 
+    def receive_stats(self) -> dict[str, Any] | None:
+        """The plain-http pool's reads: how many carried the kernel's receive time, and
+        how long they waited in the socket (``HTTP1Pool.receive_stats``)."""
+        return self._pool.receive_stats() if self._pool is not None else None
+
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.close()

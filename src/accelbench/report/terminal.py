@@ -103,7 +103,12 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         console,
         f"client: {cl.get('n_workers')} worker(s), CPU {_f(cl.get('cpu_s'))} s, "
         f"{_f(cl.get('cpu_us_per_chunk'), 1)} us CPU per chunk, loop lag p99 "
-        f"{_f(cl.get('loop_lag_ms_p99'))} ms",
+        f"{_f(cl.get('loop_lag_ms_p99'))} ms"
+        + (
+            f", chunk times from the kernel (reads waited p99 {_f(cl.get('read_delay_ms_p99'))} ms)"
+            if cl.get("arrival_stamps") == "kernel"
+            else ""
+        ),
     )
     for w in cl.get("warnings", []):
         _p(console, f"[yellow]warning[/yellow]: {_e(w)}")

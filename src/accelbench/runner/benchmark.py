@@ -516,6 +516,7 @@ def _drive(
         "cpu_util": (cpu_parent + cpu_workers) / wall if wall > 0 else None,
         "cpu_us_per_chunk": 1e6 * cpu_workers / chunks,
         "loop_lag_ms_p99": max((s["loop_lag_ms_p99"] for s in worker_stats), default=None),
+        **arrival_stamps(worker_stats),
         "warnings": [f"load worker crashed: {c}" for c in crashes]
         + ([abort_reason] if abort_reason else [])
         + [f"{x}; the run is partial" for x in lost_actors],
@@ -529,6 +530,21 @@ def _drive(
     else:
         status = "completed"
     return status, client
+
+
+def arrival_stamps(worker_stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the workers' chunk times came from: ``kernel`` when (nearly) every read
+    carried the kernel's receive time (client/http1.py ``ReceiveHub``), else ``loop``; and
+    the p99 of how long reads waited in the socket before a worker read them (the most
+    late a loop-side time would have been), the largest over the workers."""
+    recv = [s["receive"] for s in worker_stats if s.get("receive")]
+    reads = sum(r["reads"] for r in recv)
+    stamped = sum(r["kernel_stamped"] for r in recv)
+    delays = [r["read_delay_ms_p99"] for r in recv if r.get("read_delay_ms_p99") is not None]
+    return {
+        "arrival_stamps": "kernel" if reads and stamped >= 0.99 * reads else "loop",
+        "read_delay_ms_p99": max(delays) if delays else None,
+    }
 
 
 def _set_run_meta(run_dir: Path, **fields: Any) -> None:

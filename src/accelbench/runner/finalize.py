@@ -219,6 +219,7 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
     else:
         c["achieved_rate"] = (n_sent / window) if window > 0 else None
     bottleneck = False
+    kernel = c.get("arrival_stamps") == "kernel"
     rate = cfg.get("rate")
     if rate and c["achieved_rate"] is not None and c["achieved_rate"] < 0.95 * rate:
         if not cfg.get("max_concurrency"):
@@ -247,16 +248,32 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
                 else f"it used only {100 * util:.0f}% of a core, so other processes (the "
                 "server on the same cores?) kept it waiting"
             )
+            late = (
+                "requests may have gone out late by that much (chunk times are the "
+                "kernel's receive times, not delayed by it)"
+                if kernel
+                else "timestamps may be late by that much"
+            )
             warnings.append(
-                f"load worker {w['worker']} event loop lagged (p99 {lag:.1f} ms; {cause}): "
-                "timestamps may be late by that much"
+                f"load worker {w['worker']} event loop lagged (p99 {lag:.1f} ms; {cause}): {late}"
             )
             bottleneck = bottleneck or util > 0.5
-    # The receive-side timing error grows with streams per worker (benchmarks/README.md)
     streams = cfg.get("concurrency") or cfg.get("max_concurrency")
     spw = streams / max(1, c.get("n_workers") or 1) if streams else None
     c["streams_per_worker"] = spw
-    if spw and spw > STREAMS_PER_WORKER_KNEE:
+    if kernel:
+        # Kernel stamps are exact unless a read takes two chunks of one stream: then the
+        # earlier one gets the later one's time. That needs a read delay above the gap.
+        delay = c.get("read_delay_ms_p99")
+        gap = (summary["latency"].get("chunk_gap_ms") or {}).get("p50")
+        if delay is not None and gap and delay > gap:
+            warnings.append(
+                f"reads waited in the socket up to {delay:.1f} ms (p99), longer than the "
+                f"median chunk gap ({gap:.1f} ms): some chunks were read together and share "
+                "the later one's arrival time; add --workers"
+            )
+    elif spw and spw > STREAMS_PER_WORKER_KNEE:
+        # The loop-side timing error grows with streams per worker (benchmarks/README.md)
         warnings.append(
             f"{spw:.0f} streams per load worker: above {STREAMS_PER_WORKER_KNEE}, chunk "
             f"timestamps may be late by more than {TIMING_BOUND_MS:g} ms (p99); add --workers"

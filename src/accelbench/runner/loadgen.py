@@ -213,6 +213,7 @@ class LoadWorker:
             "sent": self.sent,
             "loop_lag_ms_p99": p99,
             "loop_lag_ms_max": max(self.lag.lags_ms, default=0.0),
+            "receive": self.client.receive_stats(),
         }
 
     async def _flusher(self) -> None:

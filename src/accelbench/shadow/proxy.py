@@ -191,6 +191,7 @@ class _Upstream(HTTP1Protocol):
 
 class _UpstreamPool(HTTP1Pool):
     protocol = _Upstream
+    kernel_stamps = False  # its connections relay in data_received, an asyncio callback
 
     def take_idle(self) -> _Upstream | None:
         while self._idle:

@@ -1,0 +1,167 @@
+"""Chunk arrival times from the kernel (client/http1.py ``ReceiveHub``): a chunk that
+waits in the socket while the worker's event loop is blocked keeps the time it arrived,
+not the time the loop got to it; the loop-side time (``ACCELBENCH_KERNEL_STAMPS=0``) is
+late by the block, which is what the kernel stamp removes."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+from accelbench.client import http1
+from accelbench.client.http1 import HTTP1Pool, ReceiveDelays, kernel_stamps_available
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="SO_TIMESTAMPNS receive stamps are Linux's"
+)
+
+
+def test_kernel_stamps_are_available_on_this_linux_machine():
+    # the CI machine is Linux x86_64: a failure here means the feature silently fell back
+    assert kernel_stamps_available()
+
+
+def test_receive_delays_quantiles_hand_checked():
+    d = ReceiveDelays()
+    assert d.quantile_ms(0.5) is None
+    for _ in range(98):
+        d.add(100 * 1024)  # 100 "us" (1.024 us units): bucket [96, 112) us -> upper 112
+    for _ in range(2):
+        d.add(10_000_000)  # 10 ms = 9,765 units: bucket [8192, 10240) -> capped at the max
+    assert d.n == 100
+    assert d.quantile_ms(0.5) == pytest.approx(112 * 1024 / 1e6)  # 0.114688 ms
+    assert d.quantile_ms(0.98) == pytest.approx(0.114688)
+    assert d.quantile_ms(0.99) == pytest.approx(10.0)  # the bucket's top is above the max
+    small = ReceiveDelays()
+    small.add(2048)  # 2 units: bucket [2, 3)
+    small.add(5000)  # 4 units: bucket [4, 5)
+    assert small.quantile_ms(0.5) == pytest.approx(3 * 1024 / 1e6)
+    assert small.quantile_ms(1.0) == pytest.approx(0.005)  # the upper edge 5,120 > max
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.head: int | None = None
+        self.data: list[tuple[bytes, int]] = []
+        self.end: int | None = None
+
+    def on_headers(self, status: int, t_ns: int) -> None:
+        self.head = t_ns
+
+    def on_data(self, data: bytes, t_ns: int) -> bool:
+        self.data.append((data, t_ns))
+        return True
+
+    def on_end(self, t_ns: int) -> None:
+        self.end = t_ns
+
+
+def _chunk(b: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(b), b)
+
+
+class _Server:
+    """One connection: after the request, the head at once, then each chunk after its
+    delay, and the end of the body 0.6 s later; the monotonic time just before and just
+    after each chunk's ``send``."""
+
+    def __init__(self, delays_s: list[float]) -> None:
+        self.ls = socket.create_server(("127.0.0.1", 0))
+        self.port = self.ls.getsockname()[1]
+        self.delays = delays_s
+        self.sent: list[tuple[int, int]] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.ls.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for i, d in enumerate(self.delays):
+            time.sleep(d)
+            before = time.monotonic_ns()
+            conn.sendall(_chunk(b"data: %d\n\n" % i))
+            self.sent.append((before, time.monotonic_ns()))
+        time.sleep(0.6)  # the end comes after the client's loop is unblocked
+        conn.sendall(b"0\r\n\r\n")
+        time.sleep(0.5)
+        conn.close()
+        self.ls.close()
+
+
+def _fetch(server: _Server, block_s: float) -> tuple[_Sink, int, dict | None]:
+    """Send the request, block the event loop for ``block_s`` (the chunks arrive while it
+    is blocked), then read; returns the sink, when the block ended, and the hub's stats."""
+
+    async def go() -> tuple[_Sink, int, dict | None]:
+        pool = HTTP1Pool("127.0.0.1", server.port)
+        conn, _ = await pool.acquire()
+        sink = _Sink()
+        fut = conn.start(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink)
+        await asyncio.sleep(0.02)  # the head arrives and is read unblocked
+        time.sleep(block_s)  # noqa: ASYNC251 - blocking the loop is the point
+        unblocked = time.monotonic_ns()
+        await asyncio.wait_for(fut, 10)
+        stats = pool.receive_stats()
+        pool.close()
+        return sink, unblocked, stats
+
+    return asyncio.run(go())
+
+
+def test_a_chunk_keeps_its_arrival_time_while_the_loop_is_blocked(monkeypatch):
+    monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
+    srv = _Server([0.05])
+    sink, unblocked, stats = _fetch(srv, block_s=0.3)
+    ((data, t),) = sink.data
+    before, after = srv.sent[0]
+    # stamped by the kernel inside the server's send(), not when the loop got to it
+    assert before <= t <= after, (t - before) / 1e6
+    assert unblocked - t > 200_000_000  # it did wait in the socket
+    assert stats is not None
+    assert stats["kernel_stamped"] == stats["reads"] >= 2  # the head and the chunk
+    assert stats["read_delay_ms_max"] > 200
+
+
+def test_without_kernel_stamps_the_time_is_the_loops(monkeypatch):
+    """The control: the same blocked loop, loop-side times are late by the block."""
+    monkeypatch.setenv("ACCELBENCH_KERNEL_STAMPS", "0")
+    srv = _Server([0.05])
+    sink, unblocked, stats = _fetch(srv, block_s=0.3)
+    ((data, t),) = sink.data
+    assert t >= unblocked
+    assert t - srv.sent[0][1] > 200_000_000
+    assert stats is None  # no hub: the asyncio transport path
+
+
+def test_two_chunks_read_together_share_the_later_arrival(monkeypatch):
+    """What a kernel stamp cannot tell apart: both chunks waited in the socket and came
+    in one read, so both get the later one's time (as docs/METRICS.md says)."""
+    monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
+    srv = _Server([0.05, 0.05])
+    sink, unblocked, _ = _fetch(srv, block_s=0.4)
+    times = [t for _, t in sink.data]
+    assert len(times) in (1, 2)  # one payload or two, handed over from one read
+    second_before, second_after = srv.sent[1]
+    assert all(second_before <= t <= second_after for t in times)
+
+
+def test_a_stepped_wall_clock_falls_back_to_the_loop_time(monkeypatch):
+    """Kernel stamps are on the realtime clock; if it jumps between arrival and read
+    (here: the conversion sees it 120 s ahead), the stamp is not trusted."""
+    monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
+    real = http1._realtime_ns
+    monkeypatch.setattr(http1, "_realtime_ns", lambda: real() + 120_000_000_000)
+    srv = _Server([0.05])
+    sink, unblocked, stats = _fetch(srv, block_s=0.2)
+    ((_, t),) = sink.data
+    assert t >= unblocked
+    assert stats is not None and stats["kernel_stamped"] == 0 and stats["reads"] >= 2
