@@ -594,6 +594,9 @@ class HTTP1Pool:
 
     protocol: type[HTTP1Protocol] = HTTP1Protocol
     kernel_stamps = True
+    # parse reads after the loop's I/O phase (ArrivalQueue) even with kernel stamps, for a
+    # protocol that does time-critical work in ``arrived`` first (the shadow proxy relays)
+    parse_after_io = False
 
     def __init__(self, host: str, port: int, *, connect_timeout: float = 10.0) -> None:
         self.host = host
@@ -642,17 +645,22 @@ class HTTP1Pool:
             if self._hub is None or self._hub.loop is not loop or self._hub.closed:
                 self._hub = ReceiveHub(loop)
             hub_proto = self.protocol()
+            if self.parse_after_io:
+                hub_proto._queue = self._arrival_queue(loop)
             hub_proto.connection_made(_HubTransport(sock, hub_proto, self._hub))  # type: ignore[arg-type]
             self._all.add(hub_proto)
             return hub_proto
         _, proto = await asyncio.wait_for(
             loop.create_connection(self.protocol, self.host, self.port), self.connect_timeout
         )
-        if self._queue is None or self._queue.loop is not loop:
-            self._queue = ArrivalQueue(loop)
-        proto._queue = self._queue
+        proto._queue = self._arrival_queue(loop)
         self._all.add(proto)
         return proto
+
+    def _arrival_queue(self, loop: asyncio.AbstractEventLoop) -> ArrivalQueue:
+        if self._queue is None or self._queue.loop is not loop:
+            self._queue = ArrivalQueue(loop)
+        return self._queue
 
     async def acquire(self) -> tuple[HTTP1Protocol, bool]:
         """A connection, and whether it was reused (reused ones may be stale)."""

@@ -2,11 +2,13 @@
 goes to the baseline, whose response is relayed to the caller byte for byte as it
 arrives, and a copy goes to the candidate, whose response is measured and discarded.
 
-Why raw asyncio protocols: the baseline's bytes are written to the caller inside
-``data_received``, the moment they reach the event loop, before anything is parsed or
-recorded; measuring them (the accelbench client's HTTP/1.1 and SSE parsers) comes after
-the loop's I/O phase (the client's ``ArrivalQueue``: the arrival time is taken first), so
-when many streams' chunks arrive together every one is relayed before any is parsed.
+Why raw protocols: the baseline's bytes are written to the caller in the read callback,
+the moment they reach the event loop, before anything is parsed or recorded; measuring
+them (the accelbench client's HTTP/1.1 and SSE parsers) comes after the loop's I/O phase
+(the client's ``ArrivalQueue``), so when many streams' chunks arrive together every one
+is relayed before any is parsed. Their arrival times are the kernel's receive stamps on
+Linux (client/http1.py ``ReceiveHub``), as on the candidate's side, so the two sides are
+timed the same way whatever the proxy's loop was doing.
 A request is forwarded in the same callback that completes it when a kept-alive
 connection to the baseline is idle (no task switch in the way).
 
@@ -155,8 +157,8 @@ class _Upstream(HTTP1Protocol):
         self.tail = b""  # last bytes relayed (to see the end of a chunked body)
         self.tail_wait: asyncio.Future | None = None
 
-    def data_received(self, data: bytes) -> None:
-        t = _now()
+    def arrived(self, data: bytes, t: int) -> None:
+        """Relay first, then hand over for measuring (parsed after the I/O phase)."""
         d = self.downstream
         if self.tail_wait is not None:
             # the parser ended a chunked body at its `0\r\n`; the final CRLF (after any
@@ -178,7 +180,7 @@ class _Upstream(HTTP1Protocol):
             d.write(data)
             self.relayed += len(data)
             self.tail = (self.tail + data)[-4:]
-        self.arrived(data, t)
+        super().arrived(data, t)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -191,7 +193,7 @@ class _Upstream(HTTP1Protocol):
 
 class _UpstreamPool(HTTP1Pool):
     protocol = _Upstream
-    kernel_stamps = False  # its connections relay in data_received, an asyncio callback
+    parse_after_io = True  # relay every ready stream's bytes before parsing any
 
     def take_idle(self) -> _Upstream | None:
         while self._idle:
