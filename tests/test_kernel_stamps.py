@@ -165,3 +165,49 @@ def test_a_stepped_wall_clock_falls_back_to_the_loop_time(monkeypatch):
     ((_, t),) = sink.data
     assert t >= unblocked
     assert stats is not None and stats["kernel_stamped"] == 0 and stats["reads"] >= 2
+
+
+def test_a_large_request_goes_out_whole_through_a_full_socket_buffer(monkeypatch):
+    """A request larger than the socket buffers (a very long prompt) is sent in parts as
+    the server reads it (the transport's write buffer and writer callback)."""
+    monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
+    body = bytes(range(256)) * (128 * 1024)  # 32 MiB: more than loopback's buffers hold
+    got: list[bytes] = []
+    ls = socket.create_server(("127.0.0.1", 0))
+    port = ls.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = ls.accept()
+        time.sleep(0.3)  # not reading yet: the client's first send cannot take it all
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        need = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+        data = bytearray(rest)
+        while len(data) < need:
+            data += conn.recv(1 << 20)
+        got.append(bytes(data))
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        time.sleep(0.2)
+        conn.close()
+        ls.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    async def go() -> tuple[_Sink, int, int]:
+        pool = HTTP1Pool("127.0.0.1", port)
+        conn, _ = await pool.acquire()
+        sink = _Sink()
+        head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+        fut = conn.start(head + body, sink)
+        waiting = len(conn.transport._wbuf)  # type: ignore[union-attr]
+        await asyncio.wait_for(fut, 60)
+        pending = len(conn.transport._wbuf)  # type: ignore[union-attr]
+        pool.close()
+        return sink, waiting, pending
+
+    sink, waiting, pending = asyncio.run(go())
+    assert waiting > 0  # part of it had to wait for the server to read
+    assert got == [body] and pending == 0
+    assert sink.data[0][0] == b"ok" and sink.end is not None
