@@ -14,7 +14,10 @@ through the proxy. Per request, on one clock (all processes on this machine):
 
 Replay: a Mooncake-style trace of R requests at the given rate replayed to the
 reference server; arrival error = the server's receive time (ground truth) minus the
-scheduled time; lengths compared with the server's usage.
+scheduled time; lengths compared with the server's usage. Where a packet socket can be
+opened (Linux, CAP_NET_RAW), each request's arrival is also taken from the loopback
+interface (the kernel's receive stamp of its first segment): the arrival at the server's
+socket, independent of when the server's event loop read it.
 
     python benchmarks/shadow_overhead.py --concurrency 64 --requests 2048 --replay 1000
 """
@@ -164,6 +167,64 @@ def overhead(tmp: Path, conc: int, n: int, osl: int, ttft: str, itl: str, sample
     }  # fmt: skip
 
 
+class LoopbackCapture:
+    """Arrival of each request at the server, seen on the loopback interface: a packet
+    socket (needs CAP_NET_RAW) records the kernel's receive stamp (SO_TIMESTAMPNS, the
+    same stamp the server's socket would get) of every TCP segment to ``port`` whose
+    payload starts an HTTP request, keyed by its X-Request-Id. An observer independent of
+    both the replayer and the server's event loop, in a process of its own (so it takes
+    no time from the replayer's)."""
+
+    def __init__(self, port: int, out: Path) -> None:
+        self.out = out
+        self.proc = subprocess.Popen([sys.executable, __file__, "--capture", str(port), str(out)],
+                                     stderr=subprocess.PIPE)  # fmt: skip
+        time.sleep(0.5)
+        self.error = None
+        if self.proc.poll() is not None:
+            err = self.proc.stderr.read().decode().strip().splitlines() if self.proc.stderr else []
+            self.error = f"no packet capture ({err[-1] if err else 'failed'}); needs CAP_NET_RAW"
+
+    def close(self) -> dict[str, int]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(10)
+        return json.loads(self.out.read_text()) if self.out.exists() else {}
+
+
+def capture(port: int, out: Path) -> None:
+    """The capture process (``--capture PORT OUT``): until SIGTERM, then write the stamps."""
+    import struct
+
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    sock.bind(("lo", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
+    sock.setsockopt(socket.SOL_SOCKET, 35, 1)  # SO_TIMESTAMPNS (Linux)
+    sock.settimeout(0.2)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    seen: dict[str, int] = {}
+    off = time.time_ns() - time.monotonic_ns()
+    while not stop:
+        try:
+            data, anc, _, addr = sock.recvmsg(65536, 64)
+        except (TimeoutError, InterruptedError):
+            continue
+        if addr[2] != 0 or len(data) < 54 or data[12:14] != b"\x08\x00":
+            continue  # PACKET_HOST IPv4 only: each loopback packet once, as received
+        tcp = 14 + (data[14] & 0x0F) * 4
+        if int.from_bytes(data[tcp + 2 : tcp + 4], "big") != port:
+            continue
+        payload = data[tcp + (data[tcp + 12] >> 4) * 4 :]
+        k = payload.find(b"X-Request-Id: ")
+        if not payload.startswith(b"POST ") or k < 0 or not anc:
+            continue
+        rid = payload[k + 14 : payload.find(b"\r\n", k)].decode()
+        sec, nsec = struct.unpack("qq", anc[0][2][:16])
+        seen.setdefault(rid, sec * 1_000_000_000 + nsec - off)
+    out.write_text(json.dumps(seen))
+
+
 def replay_accuracy(tmp: Path, n: int, rate: float) -> dict:
     from accelbench.runner.config import BenchmarkConfig
     from accelbench.shadow.replay import ReplayOptions, replay
@@ -183,6 +244,7 @@ def replay_accuracy(tmp: Path, n: int, rate: float) -> dict:
     ref = start(["serve", "reference", "--port", str(port), "--ttft-ms", "5", "--itl-ms", "1",
                  "--ground-truth", str(gt)])  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    cap = LoopbackCapture(port, tmp / "capture.json")
     try:
         wait(url + "/health")
         cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(trace)), telemetry=False)
@@ -190,6 +252,8 @@ def replay_accuracy(tmp: Path, n: int, rate: float) -> dict:
     finally:
         ref.terminate()
         ref.wait(10)
+        time.sleep(0.3)
+        seen = cap.close()
     recv = {}
     for line in gt.read_text().splitlines():
         doc = json.loads(line)
@@ -197,15 +261,23 @@ def replay_accuracy(tmp: Path, n: int, rate: float) -> dict:
     rows = [orjson.loads(x) for x in (d / "baseline.jsonl").read_bytes().splitlines()]
     arrival = np.array([(recv[r["request_id"]] - r["t_sched"]) / 1e6 for r in rows])
     send = np.array([(r["t_send"] - r["t_sched"]) / 1e6 for r in rows])
+    wire = np.array([(seen[r["request_id"]] - r["t_sched"]) / 1e6 for r in rows
+                     if r["request_id"] in seen])  # fmt: skip
     isl_exact = sum(r["isl"] == lines[r["idx"]]["input_length"] for r in rows)
     osl_exact = sum(r["osl_server"] == lines[r["idx"]]["output_length"] for r in rows)
     return {
         "requests": n, "rate": rate, "arrival_error_ms": pct(np.abs(arrival)),
         "send_lag_ms": pct(send), "isl_exact": isl_exact, "osl_exact": osl_exact,
+        # arrival at the server's socket, from the packet capture: |stamp - schedule|
+        "arrival_at_socket_error_ms": pct(np.abs(wire)) if len(wire) else cap.error,
+        "arrival_at_socket_seen": len(wire),
     }  # fmt: skip
 
 
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--capture":
+        capture(int(sys.argv[2]), Path(sys.argv[3]))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--requests", type=int, default=2048)
