@@ -24,6 +24,16 @@ pytestmark = pytest.mark.skipif(
 def test_kernel_stamps_are_available_on_this_linux_machine():
     # the CI machine is Linux x86_64: a failure here means the feature silently fell back
     assert kernel_stamps_available()
+    # and the compiled read loop was built by the install (else the Python fallback runs)
+    assert http1._c_read_ready is not None, "client/_recvstamp.c was not built"
+
+
+@pytest.fixture(params=["compiled", "python"])
+def read_loop(request, monkeypatch):
+    """Each behaviour below holds for the compiled read loop and its Python fallback."""
+    if request.param == "python":
+        monkeypatch.setattr(http1, "_c_read_ready", None)
+    return request.param
 
 
 def test_receive_delays_quantiles_hand_checked():
@@ -117,7 +127,7 @@ def _fetch(server: _Server, block_s: float) -> tuple[_Sink, int, dict | None]:
     return asyncio.run(go())
 
 
-def test_a_chunk_keeps_its_arrival_time_while_the_loop_is_blocked(monkeypatch):
+def test_a_chunk_keeps_its_arrival_time_while_the_loop_is_blocked(monkeypatch, read_loop):
     monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
     srv = _Server([0.05])
     sink, unblocked, stats = _fetch(srv, block_s=0.3)
@@ -142,7 +152,7 @@ def test_without_kernel_stamps_the_time_is_the_loops(monkeypatch):
     assert stats is None  # no hub: the asyncio transport path
 
 
-def test_two_chunks_read_together_share_the_later_arrival(monkeypatch):
+def test_two_chunks_read_together_share_the_later_arrival(monkeypatch, read_loop):
     """What a kernel stamp cannot tell apart: both chunks waited in the socket and came
     in one read, so both get the later one's time (as docs/METRICS.md says)."""
     monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
@@ -154,7 +164,7 @@ def test_two_chunks_read_together_share_the_later_arrival(monkeypatch):
     assert all(second_before <= t <= second_after for t in times)
 
 
-def test_a_stepped_wall_clock_falls_back_to_the_loop_time(monkeypatch):
+def test_a_stepped_wall_clock_falls_back_to_the_loop_time(monkeypatch, read_loop):
     """Kernel stamps are on the realtime clock; if it jumps between arrival and read
     (here: the conversion sees it 120 s ahead), the stamp is not trusted."""
     monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
@@ -167,7 +177,7 @@ def test_a_stepped_wall_clock_falls_back_to_the_loop_time(monkeypatch):
     assert stats is not None and stats["kernel_stamped"] == 0 and stats["reads"] >= 2
 
 
-def test_a_large_request_goes_out_whole_through_a_full_socket_buffer(monkeypatch):
+def test_a_large_request_goes_out_whole_through_a_full_socket_buffer(monkeypatch, read_loop):
     """A request larger than the socket buffers (a very long prompt) is sent in parts as
     the server reads it (the transport's write buffer and writer callback)."""
     monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
@@ -211,3 +221,47 @@ def test_a_large_request_goes_out_whole_through_a_full_socket_buffer(monkeypatch
     assert waiting > 0  # part of it had to wait for the server to read
     assert got == [body] and pending == 0
     assert sink.data[0][0] == b"ok" and sink.end is not None
+
+
+def test_a_server_that_resets_or_closes_ends_the_response(monkeypatch, read_loop):
+    """The end of a connection reaches the protocol from either read loop: an orderly
+    close mid-body and a reset both fail the request as a disconnect."""
+    from accelbench.client.http1 import ConnectionClosed
+
+    monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
+    for how in ("close", "reset"):
+        ls = socket.create_server(("127.0.0.1", 0))
+        port = ls.getsockname()[1]
+
+        def serve(ls=ls, how=how) -> None:
+            conn, _ = ls.accept()
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunk(b"a"))
+            time.sleep(0.1)
+            if how == "reset":  # RST instead of FIN
+                conn.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                )
+            conn.close()
+            ls.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+        async def go(port=port) -> tuple[_Sink, BaseException | None]:
+            pool = HTTP1Pool("127.0.0.1", port)
+            conn, _ = await pool.acquire()
+            sink = _Sink()
+            fut = conn.start(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink)
+            try:
+                await asyncio.wait_for(fut, 10)
+                exc = None
+            except ConnectionClosed as e:
+                exc = e
+            pool.close()
+            return sink, exc
+
+        sink, exc = asyncio.run(go())
+        assert sink.data and sink.data[0][0] == b"a"
+        assert isinstance(exc, ConnectionClosed) and not exc.before_response, how

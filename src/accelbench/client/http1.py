@@ -27,6 +27,7 @@ import struct
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 _monotonic_ns = time.monotonic_ns
@@ -50,6 +51,13 @@ _READ_SIZE = 65536
 # a kernel stamp more than this before the read means the wall clock was stepped between
 # the arrival and the read: the read's own time is used instead
 _MAX_STAMP_AGE_NS = 60_000_000_000
+
+
+_c_read_ready: Callable[[int, int, int], list[tuple[int, bytes | None, int, int]]] | None
+try:  # the compiled read loop (client/_recvstamp.c); ReceiveHub._ready_py where absent
+    from accelbench.client._recvstamp import read_ready as _c_read_ready
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _c_read_ready = None
 
 
 def kernel_stamps_available() -> bool:
@@ -440,6 +448,7 @@ class ReceiveHub:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.ep = select.epoll()
+        self.epfd = self.ep.fileno()
         self.conns: dict[int, _HubTransport] = {}
         self.reads = 0
         self.stamped = 0
@@ -448,7 +457,34 @@ class ReceiveHub:
         loop.add_reader(self.ep.fileno(), self._ready)
 
     def _ready(self) -> None:
-        # The hot path, once per loop wake-up: read every ready socket first, then parse
+        """Once per loop wake-up: every ready socket read (in C where built), then each
+        read handed over with its time."""
+        read = _c_read_ready
+        if read is None:
+            self._ready_py()
+            return
+        got = read(self.epfd, _realtime_ns() - _monotonic_ns(), _MAX_STAMP_AGE_NS)
+        conns = self.conns
+        n = self.reads
+        stamped = 0
+        delays = self.delays
+        for fd, data, t, d in got:
+            tr = conns.get(fd)
+            if tr is None:
+                continue
+            if data is None:  # ended: d is the errno, 0 for the server's orderly close
+                tr._shut(OSError(d, os.strerror(d)) if d else None)
+                continue
+            n += 1
+            if d >= 0:
+                stamped += 1
+                delays.add(d)
+            tr.arrived(data, t)
+        self.reads = n
+        self.stamped += stamped
+
+    def _ready_py(self) -> None:
+        # The same in Python, once per loop wake-up: read every ready socket first, then parse
         # (so a burst of streams is off the sockets before the next tokens can join it in
         # one read), with bound methods cached on each transport.
         off = _realtime_ns() - _monotonic_ns()  # realtime minus monotonic, now
