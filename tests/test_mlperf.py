@@ -195,6 +195,9 @@ def test_server_valid_and_ttft_agrees(reference_server, tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert run["mlperf"]["compliant"] is False and summary["mlperf"]["compliant"] is False
     assert any("min_duration 3 s" in r for r in summary["mlperf"]["noncompliance"])
+    # the SUT's records carry the kernel's receive times, and the summary says so
+    assert summary["client"]["arrival_stamps"] == "kernel"
+    assert summary["client"]["workers"][0]["receive"]["reads"] > 0
     t = pq.read_table(out / "requests.parquet").to_pydict()
     n = len(t["idx"])
     assert n == doc["figures"]["query_count"] == summary["counts"]["completed"]

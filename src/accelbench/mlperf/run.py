@@ -29,6 +29,7 @@ from accelbench.mlperf.settings import MlperfSettings, build, compliance
 from accelbench.mlperf.sut import LoadGenSUT, SutOptions
 from accelbench.runner.benchmark import (
     Log,
+    arrival_stamps,
     connect,
     embedded_engine,
     environment,
@@ -239,18 +240,19 @@ def _run(
             },  # fmt: skip
         }
     )
+    worker = {
+        "worker": 0,
+        "wall_s": wall,
+        "cpu_s": sut.stats.get("sut_thread_cpu_s", 0.0),
+        "sent": sut.issued,
+        "loop_lag_ms_p99": sut.stats.get("loop_lag_ms_p99", 0.0),
+        "receive": sut.stats.get("receive"),
+    }
     client = {
-        "workers": [
-            {
-                "worker": 0,
-                "wall_s": wall,
-                "cpu_s": sut.stats.get("sut_thread_cpu_s", 0.0),
-                "sent": sut.issued,
-                "loop_lag_ms_p99": sut.stats.get("loop_lag_ms_p99", 0.0),
-            }
-        ],
+        "workers": [worker],
         "n_workers": 1,
         "cpu_s": sut.stats.get("sut_thread_cpu_s", 0.0),
+        **arrival_stamps([worker]),
         "warnings": [crash] if crash else [],
     }
     short_doc = {

@@ -141,6 +141,7 @@ class LoadGenSUT:
             self._flush()
             self.stats["sut_thread_cpu_s"] = time.thread_time() - self._cpu0
             self.stats["loop_lag_ms_p99"] = lag.order_stat(0.99)
+            self.stats["receive"] = self._client.receive_stats()
             if self.handover_ms:
                 h = LoopLagMonitor()
                 h.lags_ms = self.handover_ms
