@@ -144,7 +144,12 @@ def test_caller_gets_baseline_bytes_whatever_the_candidate(tmp_path: Path, candi
         hang = socket.create_server(("127.0.0.1", 0), backlog=64)
         cand_url = f"http://127.0.0.1:{hang.getsockname()[1]}"
     else:
-        cand_url = f"http://127.0.0.1:{free_port()}"  # nothing listens
+        # bound and never listening, so connections are refused; held for the whole test
+        # (a port that is merely free can become the proxy's own: then the copies came
+        # back to the proxy as new requests)
+        hang = socket.socket()
+        hang.bind(("127.0.0.1", 0))
+        cand_url = f"http://127.0.0.1:{hang.getsockname()[1]}"
     proxy = Proxy(base.url, cand_url, tmp_path / "sh", "--candidate-timeout", "2")
     try:
         t0 = time.monotonic()
