@@ -285,3 +285,10 @@ def test_offline_tiny_model_throughput(tmp_path: Path) -> None:
     assert doc["figures"]["tokens_per_s"] == pytest.approx(
         lg_sps * summary["tokens"]["output"] / n, rel=0.01
     )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 2.5, "12", True])
+def test_a_non_integer_token_count_is_one_clear_line(bad) -> None:
+    """Found by test_records_from_outside: NaN and inf crashed int() with a traceback."""
+    with pytest.raises(UsageError, match="tok_input is not a token count"):
+        samples_from_records([{"input": "x", "tok_input": bad}], tok=None, default_osl=7)

@@ -15,6 +15,7 @@ only with ``allow_pickle`` (unpickling runs code from the file).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,12 @@ def _first(rec: dict[str, Any], names: tuple[str, ...]) -> tuple[str, Any] | Non
 def _count(where: str, name: str, val: Any) -> int:
     if isinstance(val, list):
         return len(val)
-    if isinstance(val, bool) or not isinstance(val, int | float) or val != int(val):
+    if (
+        isinstance(val, bool)
+        or not isinstance(val, int | float)
+        or (isinstance(val, float) and not math.isfinite(val))  # NaN, inf: no int() of them
+        or val != int(val)
+    ):
         raise UsageError(f"{where}: {name} is not a token count: {str(val)[:40]!r}")
     n = int(val)
     if not 1 <= n <= 1 << 20:
