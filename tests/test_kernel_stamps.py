@@ -17,7 +17,9 @@ from accelbench.client import http1
 from accelbench.client.http1 import HTTP1Pool, ReceiveDelays, kernel_stamps_available
 
 pytestmark = pytest.mark.skipif(
-    sys.platform != "linux", reason="SO_TIMESTAMPNS receive stamps are Linux's"
+    sys.platform != "linux",
+    reason="Linux only: kernel receive stamps (SO_TIMESTAMPNS) and epoll exist only there; "
+    "elsewhere the client uses the loop's time (docs/METRICS.md), run these on Linux",
 )
 
 

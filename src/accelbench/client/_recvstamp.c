@@ -1,7 +1,7 @@
 /* The hot path of client/http1.py's ReceiveHub, compiled: one epoll_wait over a pool's
  * sockets and one recvmsg per ready socket, each read stamped with the kernel's receive
  * time (SO_TIMESTAMPNS) converted to CLOCK_MONOTONIC, the clock of time.monotonic_ns.
- * It does in C what ReceiveHub._ready_py does in Python (which stays the fallback where
+ * It does in C what ReceiveHub._read_py does in Python (which stays the fallback where
  * this does not build); benchmarks/README.md states what it saves.
  *
  * read_ready(epfd, off_ns, max_age_ns) -> list of (fd, data, t_ns, delay_ns):

@@ -7,8 +7,7 @@ streams far more tokens than the server under test. HTTPS goes through aiohttp.
 
 On Linux each read also carries the kernel's receive time (``SO_TIMESTAMPNS``), and that is
 the arrival time a chunk gets: it does not depend on when the worker's event loop got to
-run (``ReceiveHub``). Elsewhere, and for the shadow proxy's upstream connections, the time
-is taken when the loop hands the bytes over.
+run (``ReceiveHub``). Elsewhere the time is taken when the loop hands the bytes over.
 
 Keep-alive connections are pooled; a connection that the server closed while idle (as
 llama-server does after some streamed replies) is detected and the request is retried
@@ -54,7 +53,7 @@ _MAX_STAMP_AGE_NS = 60_000_000_000
 
 
 _c_read_ready: Callable[[int, int, int], list[tuple[int, bytes | None, int, int]]] | None
-try:  # the compiled read loop (client/_recvstamp.c); ReceiveHub._ready_py where absent
+try:  # the compiled read loop (client/_recvstamp.c); ReceiveHub._read_py where absent
     from accelbench.client._recvstamp import read_ready as _c_read_ready
 except ImportError:  # pragma: no cover - a build without a C compiler
     _c_read_ready = None
@@ -443,7 +442,8 @@ class ReceiveHub:
 
     The connections are in one epoll set, which the event loop watches as one file: one
     loop wake-up per batch of ready sockets, one ``recvmsg`` per ready socket, and each
-    read parsed at once (its stamp is already taken)."""
+    read parsed at once (its stamp is already taken; ``HTTP1Pool.parse_after_io`` defers
+    the parsing for protocols that relay first)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -457,13 +457,12 @@ class ReceiveHub:
         loop.add_reader(self.ep.fileno(), self._ready)
 
     def _ready(self) -> None:
-        """Once per loop wake-up: every ready socket read (in C where built), then each
-        read handed over with its time."""
+        """Once per loop wake-up: every ready socket read first (in C where built), so a
+        burst of streams is off the sockets before the next tokens can join it in one
+        read; then each read handed over with its time."""
+        off = _realtime_ns() - _monotonic_ns()  # realtime minus monotonic, now
         read = _c_read_ready
-        if read is None:
-            self._ready_py()
-            return
-        got = read(self.epfd, _realtime_ns() - _monotonic_ns(), _MAX_STAMP_AGE_NS)
+        got = read(self.epfd, off, _MAX_STAMP_AGE_NS) if read else self._read_py(off)
         conns = self.conns
         n = self.reads
         stamped = 0
@@ -483,13 +482,11 @@ class ReceiveHub:
         self.reads = n
         self.stamped += stamped
 
-    def _ready_py(self) -> None:
-        # The same in Python, once per loop wake-up: read every ready socket first, then parse
-        # (so a burst of streams is off the sockets before the next tokens can join it in
-        # one read), with bound methods cached on each transport.
-        off = _realtime_ns() - _monotonic_ns()  # realtime minus monotonic, now
+    def _read_py(self, off: int) -> list[tuple[int, bytes | None, int, int]]:
+        """``_recvstamp.read_ready`` in Python (the fallback): (fd, data, t_ns, delay_ns
+        or -1) per read; (fd, None, 0, errno or 0) for a socket that ended."""
         conns = self.conns
-        got = []
+        got: list[tuple[int, bytes | None, int, int]] = []
         for fd, _ in self.ep.poll(0):
             tr = conns.get(fd)
             if tr is None:
@@ -499,30 +496,22 @@ class ReceiveHub:
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError as exc:
-                tr._shut(exc)
+                got.append((fd, None, 0, exc.errno or 0))
                 continue
             if not data:
-                tr._shut(None)  # the server closed its side
+                got.append((fd, None, 0, 0))
                 continue
-            got.append((tr, data, anc, _monotonic_ns()))
-        n = self.reads
-        stamped = 0
-        delays = self.delays
-        for tr, data, anc, t in got:
-            n += 1
+            t = _monotonic_ns()
+            d = -1
             if anc:
                 _, kind, raw = anc[0]
                 if kind == _SO_TIMESTAMPNS and len(raw) >= 16:
                     sec, nsec = _unpack_timespec(raw)
                     k = sec * 1_000_000_000 + nsec - off
-                    d = t - k
-                    if 0 <= d < _MAX_STAMP_AGE_NS:
-                        t = k
-                        stamped += 1
-                        delays.add(d)
-            tr.arrived(data, t)
-        self.reads = n
-        self.stamped += stamped
+                    if 0 <= t - k < _MAX_STAMP_AGE_NS:  # else the wall clock was stepped
+                        t, d = k, t - k
+            got.append((fd, data, t, d))
+        return got
 
     def add(self, tr: _HubTransport) -> None:
         self.conns[tr.fd] = tr
@@ -625,11 +614,10 @@ class _HubTransport:
 
 
 class HTTP1Pool:
-    """Keep-alive connection pool to one host:port. ``kernel_stamps``: read through a
-    ``ReceiveHub`` where the platform allows (arrival = kernel receive time)."""
+    """Keep-alive connection pool to one host:port, read through a ``ReceiveHub`` where
+    ``kernel_stamps_available()`` (arrival = kernel receive time)."""
 
     protocol: type[HTTP1Protocol] = HTTP1Protocol
-    kernel_stamps = True
     # parse reads after the loop's I/O phase (ArrivalQueue) even with kernel stamps, for a
     # protocol that does time-critical work in ``arrived`` first (the shadow proxy relays)
     parse_after_io = False
@@ -674,7 +662,7 @@ class HTTP1Pool:
 
     async def _connect(self) -> HTTP1Protocol:
         loop = asyncio.get_running_loop()
-        if self.kernel_stamps and kernel_stamps_available():
+        if kernel_stamps_available():
             sock = await asyncio.wait_for(self._open_socket(loop), self.connect_timeout)
             with contextlib.suppress(OSError):  # without it, reads get the loop's time
                 sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]
