@@ -32,8 +32,11 @@ def test_flood_fits_ttft_and_classifies_context_overflow(tmp_path):
         assert steps[n]["prefill_tok_per_s_p50"] > 0
     # past the context: every request fails, classified as an overflow, not a failure
     assert steps[6000]["ok"] == 0 and steps[6000]["errors"] == {"context_overflow": 2}
-    # TTFT grows with the input: the fit's linear term is positive
-    assert res.fit["n"] == 8 and res.fit["b"]["estimate"] > 0
+    # TTFT grows with the input: the fitted curve rises over the measured lengths (its
+    # linear term alone need not be positive: b and c trade off, b = -0.008 once in CI)
+    assert res.fit["n"] == 8
+    a, b, c = (res.fit[k]["estimate"] for k in ("a", "b", "c"))
+    assert a + b * 3500 + c * 3500**2 > a + b * 256 + c * 256**2
     assert steps[3500]["ttft_ms"]["p50"] > steps[256]["ttft_ms"]["p50"]
     v = {x.name: x for x in res.verdicts}
     assert v["flood errors"].verdict == "pass"
