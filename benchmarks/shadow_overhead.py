@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from accelbench.client.http1 import clock_offset_ns
 from accelbench.client.session import OpenAIClient
 from accelbench.metrics.records import RequestRecord
 
@@ -204,7 +205,7 @@ def capture(port: int, out: Path) -> None:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     seen: dict[str, int] = {}
-    off = time.time_ns() - time.monotonic_ns()
+    off, _ = clock_offset_ns()  # realtime minus monotonic, bracketed
     while not stop:
         try:
             data, anc, _, addr = sock.recvmsg(65536, 64)

@@ -179,6 +179,62 @@ def test_a_stepped_wall_clock_falls_back_to_the_loop_time(monkeypatch, read_loop
     assert stats is not None and stats["kernel_stamped"] == 0 and stats["reads"] >= 2
 
 
+def test_clock_offset_survives_a_preemption_between_the_two_readings(monkeypatch):
+    """Hand-built clocks: realtime = monotonic + 7 s. On the first two tries the thread
+    loses the CPU for 3 ms between the realtime reading and the next monotonic one;
+    reading the two clocks one after the other would be 3 ms off, the narrowest
+    bracket is exact."""
+    now = [1_000_000_000]
+    calls = [0]
+
+    def mono() -> int:
+        now[0] += 100  # each reading takes 100 ns
+        return now[0]
+
+    def real() -> int:
+        now[0] += 100
+        t = now[0] + 7_000_000_000
+        calls[0] += 1
+        if calls[0] <= 2:
+            now[0] += 3_000_000  # preempted after this reading
+        return t
+
+    monkeypatch.setattr(http1, "_monotonic_ns", mono)
+    monkeypatch.setattr(http1, "_realtime_ns", real)
+    off, slack = http1.clock_offset_ns()
+    assert calls[0] == 3  # the third bracket is 200 ns wide: no further tries
+    assert off == 7_000_000_000  # the middle of the bracket is the realtime reading
+    assert slack == 101  # half the bracket, rounded up
+    assert real() - mono() == 7_000_000_000 - 100  # what the one-after-the-other read gets
+
+
+def test_a_preempted_clock_reading_does_not_shift_the_stamps(monkeypatch, read_loop):
+    """The real read path, with every other realtime reading followed by a 5 ms stall
+    (as when the worker loses the CPU): the offset is still exact, so every read is
+    stamped and the chunk's time lies inside the server's send(). Converting with an
+    offset read without the bracket put stamps up to the stall late, or after the read
+    (then unusable: 2 of 1,010 reads in one CI run)."""
+    monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
+    real = http1._realtime_ns
+    calls = [0]
+
+    def stalling() -> int:
+        t = real()
+        calls[0] += 1
+        if calls[0] % 2:
+            time.sleep(0.005)
+        return t
+
+    monkeypatch.setattr(http1, "_realtime_ns", stalling)
+    srv = _Server([0.05])
+    sink, unblocked, stats = _fetch(srv, block_s=0.1)
+    ((data, t),) = sink.data
+    before, after = srv.sent[0]
+    assert calls[0] >= 2
+    assert before <= t <= after, (t - before) / 1e6
+    assert stats is not None and stats["kernel_stamped"] == stats["reads"] >= 2
+
+
 def test_a_large_request_goes_out_whole_through_a_full_socket_buffer(monkeypatch, read_loop):
     """A request larger than the socket buffers (a very long prompt) is sent in parts as
     the server reads it (the transport's write buffer and writer callback)."""

@@ -50,9 +50,31 @@ _READ_SIZE = 65536
 # a kernel stamp more than this before the read means the wall clock was stepped between
 # the arrival and the read: the read's own time is used instead
 _MAX_STAMP_AGE_NS = 60_000_000_000
+# the realtime-minus-monotonic offset is measured again this often (it changes only when
+# the wall clock is stepped; NTP slews both clocks alike)
+_OFFSET_REFRESH_NS = 1_000_000_000
 
 
-_c_read_ready: Callable[[int, int, int], list[tuple[int, bytes | None, int, int]]] | None
+def clock_offset_ns(tries: int = 5) -> tuple[int, int]:
+    """(realtime minus monotonic, its uncertainty) in ns: a realtime reading bracketed by
+    two monotonic ones, the narrowest bracket of a few tries, the offset taken at its
+    middle. Why: reading the two clocks one after the other is off by however long the
+    thread was not running in between (milliseconds on a busy host), and every kernel
+    stamp converted with that offset would be off by as much."""
+    best_w, best_off = -1, 0
+    for _ in range(tries):
+        m1 = _monotonic_ns()
+        r = _realtime_ns()
+        m2 = _monotonic_ns()
+        w = m2 - m1
+        if best_w < 0 or w < best_w:
+            best_w, best_off = w, r - (m1 + m2) // 2
+        if w < 20_000:
+            break
+    return best_off, best_w // 2 + 1
+
+
+_c_read_ready: Callable[[int, int, int, int], list[tuple[int, bytes | None, int, int]]] | None
 try:  # the compiled read loop (client/_recvstamp.c); ReceiveHub._read_py where absent
     from accelbench.client._recvstamp import read_ready as _c_read_ready
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -454,15 +476,20 @@ class ReceiveHub:
         self.stamped = 0
         self.delays = ReceiveDelays()
         self.closed = False
+        self._off, self._slack = clock_offset_ns()
+        self._off_at = _monotonic_ns()
         loop.add_reader(self.ep.fileno(), self._ready)
 
     def _ready(self) -> None:
         """Once per loop wake-up: every ready socket read first (in C where built), so a
         burst of streams is off the sockets before the next tokens can join it in one
         read; then each read handed over with its time."""
-        off = _realtime_ns() - _monotonic_ns()  # realtime minus monotonic, now
+        if _monotonic_ns() - self._off_at > _OFFSET_REFRESH_NS:
+            self._off, self._slack = clock_offset_ns()
+            self._off_at = _monotonic_ns()
+        off, slack = self._off, self._slack
         read = _c_read_ready
-        got = read(self.epfd, off, _MAX_STAMP_AGE_NS) if read else self._read_py(off)
+        got = read(self.epfd, off, _MAX_STAMP_AGE_NS, slack) if read else self._read_py(off, slack)
         conns = self.conns
         n = self.reads
         stamped = 0
@@ -482,9 +509,10 @@ class ReceiveHub:
         self.reads = n
         self.stamped += stamped
 
-    def _read_py(self, off: int) -> list[tuple[int, bytes | None, int, int]]:
+    def _read_py(self, off: int, slack: int) -> list[tuple[int, bytes | None, int, int]]:
         """``_recvstamp.read_ready`` in Python (the fallback): (fd, data, t_ns, delay_ns
-        or -1) per read; (fd, None, 0, errno or 0) for a socket that ended."""
+        or -1) per read; (fd, None, 0, errno or 0) for a socket that ended. A stamp up to
+        ``slack`` after the read (the offset's uncertainty) is the read's own time."""
         conns = self.conns
         got: list[tuple[int, bytes | None, int, int]] = []
         for fd, _ in self.ep.poll(0):
@@ -508,8 +536,8 @@ class ReceiveHub:
                 if kind == _SO_TIMESTAMPNS and len(raw) >= 16:
                     sec, nsec = _unpack_timespec(raw)
                     k = sec * 1_000_000_000 + nsec - off
-                    if 0 <= t - k < _MAX_STAMP_AGE_NS:  # else the wall clock was stepped
-                        t, d = k, t - k
+                    if -slack <= t - k < _MAX_STAMP_AGE_NS:  # else the clock was stepped
+                        t, d = min(t, k), max(t - k, 0)
             got.append((fd, data, t, d))
         return got
 
