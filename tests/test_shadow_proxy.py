@@ -235,3 +235,52 @@ def test_added_ttft_against_ground_truth(reference_server, tmp_path: Path) -> No
         np.percentile(err["via"], [50, 99]),
         np.percentile(err["direct"], [50, 99]),
     )
+
+
+@pytest.mark.parametrize(
+    ("listen", "url", "own"),
+    [
+        ("127.0.0.1:8100", "http://127.0.0.1:8100", True),
+        ("127.0.0.1:8100", "http://localhost:8100/v1", True),
+        ("localhost:8100", "http://127.0.0.2:8100", True),  # all of 127/8 is loopback
+        ("0.0.0.0:8100", "http://127.0.0.1:8100", True),
+        ("[::]:80", "http://[::1]", True),  # the URL's default port
+        ("0.0.0.0:8100", f"http://{socket.gethostname()}:8100", True),
+        ("127.0.0.1:8100", "http://127.0.0.1:8101", False),
+        ("10.0.0.5:8100", "http://127.0.0.1:8100", False),  # a different interface
+        ("127.0.0.1:8100", "http://gpu-node-7:8100", False),  # another machine
+    ],
+)
+def test_a_side_that_is_the_proxys_own_address_is_refused(
+    tmp_path: Path, listen: str, url: str, own: bool
+) -> None:
+    from accelbench.errors import UsageError
+    from accelbench.shadow.proxy import ProxyConfig, parse_listen
+
+    host, port = parse_listen(listen)
+    for side in ("baseline", "candidate"):
+        urls = {"baseline": "http://127.0.0.1:9", "candidate": "http://127.0.0.1:9", side: url}
+        cfg = ProxyConfig(**urls, out=str(tmp_path / "sh"), host=host, port=port)
+        if own:
+            with pytest.raises(UsageError, match=f"--{side} .* is the proxy's own --listen"):
+                cfg.validate()
+        else:
+            cfg.validate()
+
+
+def test_cli_refuses_a_proxy_pointed_at_itself(tmp_path: Path) -> None:
+    """One line, exit 2 (bad usage), nothing written: before, such a proxy sent every
+    request back to itself."""
+    base = CannedServer()
+    port = free_port()
+    out = tmp_path / "sh"
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "shadow", "proxy", "--listen", f"127.0.0.1:{port}",
+         "--baseline", base.url, "--candidate", f"http://localhost:{port}", "--out", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "is the proxy's own --listen address" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import random
 import signal
 import socket
@@ -99,6 +100,42 @@ class ProxyConfig:
             "--duration", self.duration_s, 0, 30 * 86400, lo_open=True, unit="s"
         )
         v.output_dir("--out", self.out)
+        self.check_not_own(self.port)
+
+    def check_not_own(self, port: int) -> None:
+        """Neither side may be the proxy's own listen address: every request would come
+        back to the proxy (and be copied again) until the connections ran out."""
+        if port == 0:  # the system picks the port; checked again once it is known
+            return
+        for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
+            if _same_endpoint(url, self.host, port):
+                raise UsageError(
+                    f"{name} {url} is the proxy's own --listen address "
+                    f"({self.host}:{port}): every request would come back to the proxy"
+                )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _same_endpoint(url: str, host: str, port: int) -> bool:
+    """Whether ``url`` reaches a server listening on ``host:port`` of this machine, as far
+    as can be told without a name lookup: the same host, two loopback names, or a listen
+    on every address (0.0.0.0, ::) reached by loopback or this machine's name."""
+    u = urlsplit(url)
+    if (u.port or 80) != port:
+        return False
+    uh = (u.hostname or "").lower()
+    lh = host.strip("[]").lower()
+    if uh == lh or (_is_loopback(uh) and _is_loopback(lh)):
+        return True
+    return lh in ("", "0.0.0.0", "::") and (_is_loopback(uh) or uh == socket.gethostname().lower())
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -570,6 +607,13 @@ async def serve_proxy(
             loop.add_signal_handler(s, proxy.stop.set)
             installed.append(s)
     port = server.sockets[0].getsockname()[1]
+    try:
+        cfg.check_not_own(port)  # --listen HOST:0: the port the system picked
+    except UsageError:
+        server.close()
+        await proxy.cand.finish(0.0)
+        writer.close("failed")
+        raise
     writer.save_meta(listen=f"{cfg.host}:{port}")
     # what exists now lives as long as the proxy: keep it out of the collector's scans
     # (a full collection over it is a pause of every stream)
