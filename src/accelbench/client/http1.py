@@ -89,6 +89,42 @@ def kernel_stamps_available() -> bool:
     return _SO_TIMESTAMPNS is not None and _CMSG_SPACE > 0 and hasattr(select, "epoll")
 
 
+# a loopback TCP pair with receive stamps on, held for the process's life (see below)
+_stamp_keeper: list[socket.socket] = []
+
+
+def keep_kernel_stamping(timeout_s: float = 0.5) -> bool:
+    """Make sure the kernel stamps segments before the first request, and keeps doing so.
+
+    Why: Linux stamps received packets only while some socket on the host asks for it,
+    and when the first one asks, it switches stamping on later, from a kernel worker
+    (``net_enable_timestamp``); segments that arrive before that carry no stamp, and a
+    TCP read of them has none (measured here: the first read of a fresh process was
+    unstamped in 1 of 2 tries). So, once per process: a loopback pair with stamps on,
+    probed until a read carries a stamp, then kept open, which keeps later sockets'
+    switching-on immediate. Returns whether a stamp came within ``timeout_s``."""
+    if _stamp_keeper:
+        return True
+    ls = socket.create_server(("127.0.0.1", 0))
+    try:
+        rx = socket.create_connection(ls.getsockname(), timeout=timeout_s)
+        tx, _ = ls.accept()
+    finally:
+        ls.close()
+    rx.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]
+    _stamp_keeper.extend((rx, tx))
+    deadline = _monotonic_ns() + int(timeout_s * 1e9)
+    while True:
+        tx.send(b"x")
+        try:
+            _, anc, _, _ = rx.recvmsg(16, _CMSG_SPACE)
+        except OSError:
+            return False
+        if anc or _monotonic_ns() > deadline:
+            return bool(anc)
+        time.sleep(0.001)
+
+
 class BodySink(Protocol):
     def on_headers(self, status: int, t_ns: int) -> None: ...
     def on_data(self, data: bytes, t_ns: int) -> bool: ...
@@ -478,6 +514,7 @@ class ReceiveHub:
         self.closed = False
         self._off, self._slack = clock_offset_ns()
         self._off_at = _monotonic_ns()
+        keep_kernel_stamping()
         loop.add_reader(self.ep.fileno(), self._ready)
 
     def _ready(self) -> None:
