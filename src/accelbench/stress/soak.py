@@ -105,12 +105,13 @@ class _Collector(threading.Thread):
         self.t0_soak = t0_soak  # soak time at the segment's start
         self.windows, self.memory = windows, memory
         self.n_window = n_window
-        self.stop_at: float | None = None
-        # memory is sampled while the load runs, not while the segment's run is finalized
-        # (building its Parquet table and summary is a transient peak of the client's RSS
-        # that would read as growth: +640 MiB for a 1-hour segment of 180,000 requests before
-        # finalize completed the journal in batches)
-        self.sample_until: float | None = None
+        # the segment's length: memory is sampled, and windows close, up to it. Memory is
+        # sampled while the load runs, not while the segment's run is finalized (building
+        # its Parquet table and summary is a transient peak of the client's RSS that would
+        # read as growth: +640 MiB for a 1-hour segment of 180,000 requests before finalize
+        # completed the journal in batches); windows end with the load, not with its drain
+        # and finalize (an extra, nearly empty window would read as a throughput drop)
+        self.length: float | None = None
         self.halt = threading.Event()
         self.start_ns: int | None = None  # when the load started (the first record's t_sched)
         self.rows: list[dict[str, Any]] = []  # records not yet in a closed window
@@ -148,15 +149,19 @@ class _Collector(threading.Thread):
         next_sample = 0.0
         while not self.halt.is_set():
             now = self.seg_s()
-            if now >= next_sample and (self.sample_until is None or now <= self.sample_until):
+            if now >= next_sample and (self.length is None or now <= self.length):
                 s = self.probe.sample(self.t0_soak + now)
                 self.memory.append(s)
                 self.samples.append(s)
                 next_sample += self.cfg.sample_s
             self.rows += self.tail.new_rows()
-            while self.seg_s() >= self.w_start + self.cfg.window_s + self.GRACE_S:
-                self._close(self.w_start + self.cfg.window_s)
-            sampling = self.sample_until is None or self.seg_s() <= self.sample_until
+            w_end = self.w_start + self.cfg.window_s
+            while self.seg_s() >= w_end + self.GRACE_S and (
+                self.length is None or w_end <= self.length
+            ):
+                self._close(w_end)
+                w_end = self.w_start + self.cfg.window_s
+            sampling = self.length is None or self.seg_s() <= self.length
             self.halt.wait(min(0.5, max(0.0, next_sample - self.seg_s())) if sampling else 0.5)
 
     def finish(self) -> None:
@@ -167,7 +172,7 @@ class _Collector(threading.Thread):
         self.rows += self.tail.new_rows()
         if self.start_ns is None:  # no record at all: nothing to window
             return
-        end = self.seg_s() if self.stop_at is None else self.stop_at
+        end = self.seg_s() if self.length is None else min(self.seg_s(), self.length)
         while self.w_start + self.cfg.window_s <= end:
             self._close(self.w_start + self.cfg.window_s)
         if end - self.w_start >= self.cfg.window_s / 2 and self.rows:
@@ -253,7 +258,7 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
             out = path / "runs" / f"seg-{seg:03d}"
             n_win = len(windows_f.read())
             col = _Collector(cfg, probe, out / JOURNAL, done_s, windows_f, memory_f, n_win)
-            col.sample_until = length
+            col.length = length
             col.start()
             log(f"segment {seg}: {length:.0f} s")
             try:
