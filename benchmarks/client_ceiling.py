@@ -52,6 +52,8 @@ from typing import Any
 
 import psutil
 
+from accelbench.servers.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 ALL_TOOLS = ("accelbench-w1", "accelbench-w2", "vllm", "guidellm", "vllm-client", "null-client")
 PACED_TOOLS = ("accelbench-w1", "vllm-client", "null-client")
@@ -155,12 +157,6 @@ def make_tokenizer_dir(dest: Path) -> Path:
 
 
 # -- helpers -----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def http_get(url: str, timeout: float = 2.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback only
         return r.read()

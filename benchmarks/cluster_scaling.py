@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,12 +25,7 @@ from typing import Any
 
 from accelbench.runner.benchmark import run_benchmark
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from accelbench.servers.ports import free_port
 
 
 def _wait(url: str) -> None:
@@ -73,7 +67,7 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    port = _free_port()
+    port = free_port()
     srv = subprocess.Popen(
         [sys.executable, "-m", "accelbench", "serve", "reference", "--port", str(port),
          "--ttft-ms", "50", "--itl-ms", "10"],

@@ -44,12 +44,7 @@ import orjson
 from accelbench.client.http1 import clock_offset_ns
 from accelbench.client.session import OpenAIClient
 from accelbench.metrics.records import RequestRecord
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from accelbench.servers.ports import free_port
 
 
 def wait(url: str) -> None:

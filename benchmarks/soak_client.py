@@ -32,20 +32,13 @@ import urllib.request
 from pathlib import Path
 
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from accelbench.servers.ports import free_port
 
 
 def soak(args: argparse.Namespace) -> dict:
     from accelbench.stress.soak import SoakConfig, run_soak
 
-    port = _free_port()
+    port = free_port()
     srv = subprocess.Popen([sys.executable, "-m", "accelbench", "serve", "reference", "--port",
                             str(port), "--ttft-ms", "20", "--itl-ms", "5"],
                            stderr=subprocess.DEVNULL)  # fmt: skip

@@ -4,7 +4,6 @@ engine (built once and cached by accelbench itself; the first build takes minute
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from accelbench.servers.ports import free_port
+
+# no per-example deadline: a busy 2-core CI host can stall any one example past
+# Hypothesis's default 200 ms, which says nothing about the code under test
+settings.register_profile("accelbench", deadline=None)
+settings.load_profile("accelbench")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -28,15 +35,13 @@ def fixture_file(kind: str, name: str) -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout: float = 20.0) -> None:
+def wait_http(url: str, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+    """Until ``url`` answers 200; fails at once if ``proc`` (the server) has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+            raise RuntimeError(f"the server for {url} exited ({proc.returncode}): {err}")
         try:
             with urllib.request.urlopen(url, timeout=1) as r:
                 if r.status == 200:
@@ -54,7 +59,7 @@ class RefServer:
         cmd = [sys.executable, "-m", "accelbench", "serve", "reference", "--port", str(self.port),
                "--ground-truth", str(self.ground_truth), *args]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_http(self.url + "/health")
+        wait_http(self.url + "/health", proc=self.proc)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

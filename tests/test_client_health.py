@@ -93,3 +93,17 @@ def test_kernel_stamps_loop_lag_means_late_sends_not_late_times():
     (w,) = s["client"]["warnings"]
     assert "lagged (p99 3.0 ms; it was busy)" in w
     assert "requests may have gone out late" in w and "not delayed by it" in w
+
+
+def test_a_stepped_wall_clock_is_flagged_with_its_step():
+    """Kernel stamps are on the wall clock: moving against the monotonic clock (only a
+    step does that) is flagged with its rate and largest step; 50 ppm and less is not."""
+    s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=0.3, gap_p50=10.0)
+    s["client"].update(realtime_drift_ppm=5000.0, realtime_step_ms_max=0.5)
+    _client_health(s, {"concurrency": 8})
+    (w,) = s["client"]["warnings"]
+    assert "+5000 ppm, steps up to 0.50 ms" in w and "off by one step" in w
+    s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=0.3, gap_p50=10.0)
+    s["client"].update(realtime_drift_ppm=-50.0, realtime_step_ms_max=0.0)
+    _client_health(s, {"concurrency": 8})
+    assert s["client"]["warnings"] == []

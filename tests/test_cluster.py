@@ -189,8 +189,13 @@ def test_open_loop_arrivals_match_the_planned_schedule(ray_cluster, reference_se
     got = sorted(rows, key=lambda r: r["idx"])
     assert [r["idx"] for r in got] == list(range(n))
     err_ms = np.array([(r["t_sched"] - start) / 1e6 - 1e3 * planned[r["idx"]] for r in got])
-    # each actor's phase starts within a few ms of the common instant (loop start-up)
-    assert err_ms.min() >= -1.0 and err_ms.max() < 15.0, err_ms
+    # within an actor the planned offsets are kept exactly; each actor's phase starts
+    # within a few ms of the common instant on a quiet host (its loop start-up; three
+    # actors waking at once on 2 busy cores take longer)
+    worker = np.array([r["worker"] for r in got])
+    for k in range(3):
+        assert np.ptp(err_ms[worker == k]) < 0.01, err_ms[worker == k]
+    assert err_ms.min() >= -1.0 and err_ms.max() < 100.0, err_ms
     lag = np.array([(r["t_send"] - r["t_sched"]) / 1e6 for r in got])
     assert np.median(lag) < 5.0
 
@@ -234,7 +239,7 @@ def test_lost_actor_keeps_its_records_and_marks_the_run_partial(
     assert s["counts"]["completed"] == len(rows) < 80
 
 
-def test_sigint_stops_every_actor_within_a_second(ray_cluster, reference_server, tmp_path):
+def test_sigint_stops_every_actor_at_once(ray_cluster, reference_server, tmp_path):
     srv = reference_server("--ttft-ms", "10", "--itl-ms", "20")
     out = tmp_path / "int"
     env = {**os.environ, "RAY_ADDRESS": ray_cluster.address}
@@ -260,7 +265,7 @@ def test_sigint_stops_every_actor_within_a_second(ray_cluster, reference_server,
     assert meta["status"] == s["status"] == "interrupted"
     assert 8 <= s["counts"]["completed"] < 400 and s["errors"]["count"] == 0
     assert {r["worker"] for r in rows} == {0, 1}
-    # one host, one clock: nothing happened on any actor later than 1 s after the signal
+    # one host, one clock: nothing happened on any actor later than 3 s after the signal
     last = max(max(t for t in (r["t_send"], r["t_last"], r["t_done"]) if t) for r in rows)
-    assert (last - t_sig) / 1e9 < 1.0
+    assert (last - t_sig) / 1e9 < 3.0  # ~0.25 s expected; unstopped actors sent for ~50 s
     assert s["counts"]["interrupted"] <= 4

@@ -55,10 +55,12 @@ def test_replay_of_1000_requests_keeps_times_and_lengths(reference_server, tmp_p
         )
     # the server received each request when the trace said (its own clock = ours)
     err = np.abs([(recv[r["request_id"]] - r["t_sched"]) / 1e6 for r in base])
-    assert np.percentile(err, 50) < 1.0, np.percentile(err, [50, 90, 99])
-    # p99 within 1 ms is for a quiet host (benchmarks/shadow_overhead.py); a shared
-    # 2-core CI machine starves the client and the server alike at times
-    assert np.percentile(err, 99) < 25.0, np.percentile(err, [50, 90, 99])
+    # within 1 ms at the p99 is for a quiet host (benchmarks/shadow_overhead.py: 0.16-0.23
+    # ms at the p50 here); a shared 2-core CI machine starves the client and the server
+    # alike at times. A replay on the wrong clock, or in bursts, is off by 10-1000 ms at
+    # the median.
+    assert np.percentile(err, 50) < 5.0, np.percentile(err, [50, 90, 99])
+    assert np.percentile(err, 99) < 50.0, np.percentile(err, [50, 90, 99])
     # lengths exact in the server's tokens (its usage)
     assert all(r["isl"] == lines[r["idx"]]["input_length"] for r in base)
     assert all(r["osl_server"] == lines[r["idx"]]["output_length"] for r in base)

@@ -38,7 +38,7 @@ def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path)
     out = tmp_path / "mixed"
     r = cli("mixed", "--url", f"{a.url},isl=16,osl=4", "--url", f"{b.url},concurrency=2",
             "--url", f"{c.url},rate=20", "--duration", "1.5", "--stagger", "1", "--window", "0.5", "--matrix",
-            "--claim", "3", "--claim-stat", "change", "--no-telemetry", "--osl", "4",
+            "--claim", "20", "--claim-stat", "change", "--no-telemetry", "--osl", "4",
             "--out", str(out))  # fmt: skip
     doc = json.loads((out / "stress.json").read_text())
     # exit 1 exactly when a verdict failed (a tail may suffer from the shared client CPU)
@@ -50,9 +50,10 @@ def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path)
     assert [m[i][i] for i in range(3)] == [None] * 3
     assert all(m[i][j]["estimate"] is not None for i in range(3) for j in range(3) if i != j)
     # fixed server latency, nothing shared but the client's CPU: no false alarm, no claim
-    # fails (a 1.5 s run on a busy host can leave an interval reaching past 3 %: warn)
+    # fails (the claim is 20 %, 4 ms of a 20 ms TTFT: three loads and three servers on 2
+    # busy cores add a few ms; a 1.5 s run can leave an interval reaching past it: warn)
     claims = [v for v in doc["verdicts"] if v["kind"] == "claim"]
     assert len(claims) == 3
-    assert all(v["verdict"] in ("pass", "warn") and v["ci_low"] < 3 for v in claims), claims
+    assert all(v["verdict"] in ("pass", "warn") and v["ci_low"] < 20 for v in claims), claims
     cfg = doc["config"]["loads"]
     assert cfg[0]["workload"]["isl"] == 16 and cfg[1]["concurrency"] == 2 and cfg[2]["rate"] == 20

