@@ -192,8 +192,8 @@ def test_a_stepped_wall_clock_falls_back_to_the_loop_time(monkeypatch, read_loop
     """Kernel stamps are on the realtime clock; if it jumps between arrival and read
     (here: the conversion sees it 120 s ahead), the stamp is not trusted."""
     monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
-    real = http1._realtime_ns
-    monkeypatch.setattr(http1, "_realtime_ns", lambda: real() + 120_000_000_000)
+    real = http1._clock_offset
+    monkeypatch.setattr(http1, "_clock_offset", lambda: (real()[0] + 120_000_000_000, 1))
     srv = _Server([0.05])
     sink, unblocked, stats = _fetch(srv, block_s=0.2)
     ((_, t),) = sink.data
@@ -207,11 +207,11 @@ def test_a_wall_clock_step_after_the_arrival_does_not_move_it(monkeypatch, read_
     the block than the read after it, so it is converted with that look's offset and
     stays at the send; with the read's offset it would be 5 ms early."""
     monkeypatch.delenv("ACCELBENCH_KERNEL_STAMPS", raising=False)
-    real_offset = http1.clock_offset_ns
+    real_offset = http1._clock_offset
     srv = _Server([0.05])
     monkeypatch.setattr(
         http1,
-        "clock_offset_ns",
+        "_clock_offset",
         lambda: (lambda o, u: (o + (5_000_000 if srv.all_sent.is_set() else 0), u))(*real_offset()),
     )
     sink, unblocked, stats = _fetch(srv, block_s=0.3)
@@ -250,6 +250,15 @@ def test_clock_offset_survives_a_preemption_between_the_two_readings(monkeypatch
     assert real() - mono() == 7_000_000_000 - 100  # what the one-after-the-other read gets
 
 
+def test_the_compiled_clock_offset_agrees_with_the_python_one():
+    from accelbench.client._recvstamp import clock_offset
+
+    for _ in range(20):
+        (c, cu), (p, pu) = clock_offset(), http1.clock_offset_ns()
+        # a wall-clock step between the two readings moves it by that step
+        assert abs(c - p) <= cu + pu + STEP_NS and 0 < cu < 1_000_000
+
+
 def test_a_preempted_clock_reading_does_not_shift_the_stamps(monkeypatch, read_loop):
     """The real read path, with every other realtime reading followed by a 5 ms stall
     (as when the worker loses the CPU): the offset is still exact, so every read is
@@ -268,6 +277,7 @@ def test_a_preempted_clock_reading_does_not_shift_the_stamps(monkeypatch, read_l
         return t
 
     monkeypatch.setattr(http1, "_realtime_ns", stalling)
+    monkeypatch.setattr(http1, "_clock_offset", http1.clock_offset_ns)  # the Python one
     srv = _Server([0.05])
     sink, unblocked, stats = _fetch(srv, block_s=0.1)
     ((data, t),) = sink.data

@@ -53,9 +53,9 @@ _MAX_STAMP_AGE_NS = 60_000_000_000
 
 
 def clock_offset_ns(tries: int = 5) -> tuple[int, int]:
-    """(realtime minus monotonic, its uncertainty) in ns: a realtime reading bracketed by
-    two monotonic ones, the narrowest bracket of a few tries, the offset taken at its
-    middle. Why: reading the two clocks one after the other is off by however long the
+    """(realtime minus monotonic, its uncertainty) in ns (compiled: _recvstamp.clock_offset):
+    a realtime reading bracketed by two monotonic ones, the narrowest bracket of a few
+    tries, the offset taken at its middle. Why: reading the two clocks one after the other is off by however long the
     thread was not running in between (milliseconds on a busy host), and every kernel
     stamp converted with that offset would be off by as much."""
     best_w, best_off = -1, 0
@@ -74,10 +74,13 @@ def clock_offset_ns(tries: int = 5) -> tuple[int, int]:
 _c_read_ready: (
     Callable[[int, int, int, int, int, int], list[tuple[int, bytes | None, int, int]]] | None
 )
+_clock_offset: Callable[[], tuple[int, int]]
 try:  # the compiled read loop (client/_recvstamp.c); ReceiveHub._read_py where absent
+    from accelbench.client._recvstamp import clock_offset as _clock_offset
     from accelbench.client._recvstamp import read_ready as _c_read_ready
 except ImportError:  # pragma: no cover - a build without a C compiler
     _c_read_ready = None
+    _clock_offset = clock_offset_ns
 
 
 def kernel_stamps_available() -> bool:
@@ -512,7 +515,7 @@ class ReceiveHub:
         self.delays = ReceiveDelays()
         self.closed = False
         # the previous look at the clocks: (monotonic time, realtime offset, uncertainty)
-        off, unc = clock_offset_ns()
+        off, unc = _clock_offset()
         self._look = (_monotonic_ns(), off, unc)
         self._first = self._look
         self._max_step = 0  # the largest move of the offset between two close looks
@@ -529,7 +532,7 @@ class ReceiveHub:
         offset moves whenever the wall clock is stepped or slewed (on the development VM
         of docs/METRICS.md, by 0.5 ms every 100 ms), so one taken long before or after
         the arrival would be off by the steps in between."""
-        off, unc = clock_offset_ns()
+        off, unc = _clock_offset()  # 0.2 us compiled, 0.9 us in Python (measured)
         now = _monotonic_ns()
         prev_at, prev_off, prev_unc = self._look
         self._look = (now, off, unc)
