@@ -20,6 +20,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # docstrings are wrapped at 100 columns: markdown joins their lines into paragraphs
+    # (the default keeps each line break, so help read "tokens per\n GPU")
+    rich_markup_mode="markdown",
 )
 
 # One line per command module; each has `register(app: typer.Typer) -> None`.

@@ -238,7 +238,9 @@ def rules_cmd(
 @monitor_app.command("dashboard")
 def dashboard_cmd(
     out: Path = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
-    title: str = typer.Option("accelbench: accelerators and serving", "--title"),
+    title: str = typer.Option(
+        "accelbench: accelerators and serving", "--title", help="Dashboard title in Grafana."
+    ),
     uid: str = typer.Option("accelbench-monitor", "--uid", help="Dashboard uid."),
 ) -> None:
     """Write a Grafana dashboard (JSON) over the recorded series of `monitor rules`."""

@@ -79,7 +79,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
         "RAY_ADDRESS), local (start Ray here), host:port or ray://host:port. See docs/CLUSTER.md."))),
     "transport": (str, _opt("auto", "--transport", help=(
         "auto (own HTTP/1.1 client for http://, aiohttp for https://) | http1 | aiohttp"))),
-    "out": (str, _opt(None, "--out", "-o", help="Run directory (default results/<time>-<id>).")),
+    "out": (str, _opt(None, "--out", "-o", help="Run directory (default `results/<time>-<id>`).")),
     "results_root": (str, _opt("results", "--results-root", help="Where run directories go.")),
     "gpus": (int, _opt(1, "--gpus", help="Accelerators behind the endpoint (for per-GPU figures).")),
     "slo": (list[str], _opt([], "--slo", help="SLO for goodput, e.g. --slo ttft_ms=500 --slo tpot_ms=50.")),

@@ -51,7 +51,7 @@ def proxy_cmd(
     max_requests: int = typer.Option(None, help="Stop after this many recorded requests."),
     duration: float = typer.Option(None, help="Stop after this many seconds."),
     out: str = typer.Option(
-        None, "--out", "-o", help="Shadow directory (default results/shadow-proxy-<time>)."
+        None, "--out", "-o", help="Shadow directory (default `results/shadow-proxy-<time>`)."
     ),
     seed: int = typer.Option(0, help="Seed of the sampling."),
 ) -> None:
@@ -109,7 +109,7 @@ def replay_cmd(
         "auto", help="auto | accelbench | azure | mooncake | sharegpt"
     ),
     out: str = typer.Option(
-        None, "--out", "-o", help="Shadow directory (default results/shadow-replay-<time>)."
+        None, "--out", "-o", help="Shadow directory (default `results/shadow-replay-<time>`)."
     ),
     load: dict[str, Any] | None = None,
 ) -> None:
