@@ -3,7 +3,9 @@
 It lists one model, answers /tokenize with one token per byte, the probe request (``X-Request-Id: probe``) with a good
 stream, and every other completion request with the raw SSE body that ``respond(req_id)``
 returns (or a whole raw HTTP response if it starts with ``HTTP/``). Each response ends the
-connection, so both transports read it to the end.
+connection, so both transports read it to the end. ``respond`` may instead return a
+callable, which gets the connected socket and does what it likes with it (never answer,
+reset, stream forever); with ``early=True`` it is called before the request body is read.
 """
 
 from __future__ import annotations
@@ -28,8 +30,14 @@ def sse_events(*docs: object) -> bytes:
 
 
 class HostileServer:
-    def __init__(self, respond: Callable[[str], bytes], probe_failures: int = 0) -> None:
+    def __init__(
+        self,
+        respond: Callable[[str], bytes | Callable[[socket.socket], None]],
+        probe_failures: int = 0,
+        early: bool = False,
+    ) -> None:
         self.respond = respond
+        self.early = early
         self.requests = 0
         self.probe_failures = probe_failures  # answer this many probes with HTTP 503
         self.auth: list[str] = []  # the Authorization header of every request
@@ -47,6 +55,13 @@ class HostileServer:
                 lines = top.decode("latin-1").split("\r\n")
                 hdrs = {k.strip().lower(): v.strip() for k, _, v in
                         (x.partition(":") for x in lines[1:])}  # fmt: skip
+                rid = hdrs.get("x-request-id", "")
+                if outer.early and rid not in ("", "probe") and b"/v1/" in head[:40]:
+                    outer.requests += 1
+                    act = outer.respond(rid)
+                    assert callable(act)
+                    act(self.request)  # before the body is read
+                    return
                 n = int(hdrs.get("content-length") or 0)
                 while len(body) < n:
                     body += self.request.recv(65536)
@@ -68,14 +83,18 @@ class HostileServer:
                 if not path.startswith("/v1/"):
                     self.request.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     return
-                rid = hdrs.get("x-request-id", "")
                 outer.requests += 1
                 if rid == "probe" and outer.probe_failures > 0:
                     outer.probe_failures -= 1
                     self._raw(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
                     return
                 payload = GOOD if rid == "probe" else outer.respond(rid)
-                if payload.startswith(b"HTTP/"):
+                if callable(payload):
+                    try:
+                        payload(self.request)
+                    except OSError:
+                        pass  # the client gave up, or the script reset the connection
+                elif payload.startswith(b"HTTP/"):
                     self._raw(payload)
                 else:
                     self._send(b"text/event-stream", payload)

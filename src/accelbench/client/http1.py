@@ -171,6 +171,16 @@ class ArrivalQueue:
 # Longest chunk-size line accepted (hex size plus extensions); a server sending more
 # without a line end is not speaking HTTP/1.1 chunked coding.
 _MAX_CHUNK_LINE = 4096
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _chunk_size(text: bytes) -> int:
+    """A chunk-size (RFC 9112 7.1: 1*HEXDIG) as an int, or -1 when it is none: a sign,
+    ``0x``, ``_``, or more than 15 digits (a chunk of 2**60 bytes or more is a lie that
+    ``int(text, 16)`` would accept)."""
+    if not 0 < len(text) < 16 or not _HEX.issuperset(text):
+        return -1
+    return int(text, 16)
 
 
 class HTTP1Protocol(asyncio.Protocol):
@@ -262,10 +272,7 @@ class HTTP1Protocol(asyncio.Protocol):
                     eol = data.find(b"\r\n", pos, pos + 18)
                     if eol <= pos:
                         break
-                    try:
-                        size = int(data[pos:eol], 16)
-                    except ValueError:
-                        break
+                    size = _chunk_size(data[pos:eol])
                     end = eol + 2 + size
                     if size <= 0 or end + 2 > n or not data.startswith(b"\r\n", end):
                         break
@@ -283,10 +290,13 @@ class HTTP1Protocol(asyncio.Protocol):
                         kind="client_exception")  # fmt: skip
 
     def _received(self, data: bytes, t: int) -> None:
-        if self._state == 1:
+        while self._state == 1:  # again after an interim (1xx) response
             buf = self._buf + data if self._buf else data
-            if buf[:2] == b"\r\n":  # stray CRLF ending the previous chunked body
+            if buf[:1] in b"\r\n":  # stray CRLF ending the previous chunked body
                 buf = buf.lstrip(b"\r\n")
+            if buf[:5] != b"HTTP/"[: len(buf)]:  # not waiting for an end that is no HTTP
+                self._abort(f"not an HTTP response: {buf[:60]!r}", kind="malformed_stream")
+                return
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > 65536:
@@ -298,6 +308,8 @@ class HTTP1Protocol(asyncio.Protocol):
                 return
             data = buf[end + 4 :]
             self._buf = b""
+            if self._state == 1:
+                continue  # an interim response: the final one follows
             if not data:
                 if self._remaining == 0:
                     self._finish(t)
@@ -309,13 +321,13 @@ class HTTP1Protocol(asyncio.Protocol):
     def _head(self, head: bytes, t: int) -> None:
         lines = head.split(b"\r\n")
         parts = lines[0].split(b" ", 2)
-        try:
-            status = int(parts[1])
-            if not 100 <= status <= 999:
-                raise ValueError(status)
-        except (IndexError, ValueError):
+        code = parts[1] if len(parts) > 1 else b""
+        if not (parts[0][:5] == b"HTTP/" and len(code) == 3 and code.isdigit()):
             self._abort(f"not an HTTP response: {lines[0][:60]!r}", kind="malformed_stream")
             return
+        status = int(code)
+        if 100 <= status < 200 and status != 101:
+            return  # interim (100 Continue, 103 Early Hints): the final response follows
         chunked = False
         length = -1
         keep = not lines[0].startswith(b"HTTP/1.0")
@@ -324,18 +336,22 @@ class HTTP1Protocol(asyncio.Protocol):
             name = name.strip().lower()
             value = value.strip()
             if name == b"content-length":
-                try:
-                    length = int(value)
-                    if length < 0:
-                        raise ValueError(length)
-                except ValueError:
-                    self._abort("bad Content-Length", kind="malformed_stream")
+                if not value.isdigit() or len(value) > 18 or (length >= 0 and int(value) != length):
+                    self._abort(f"bad Content-Length {value[:30]!r}", kind="malformed_stream")
                     return
+                length = int(value)
             elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
+                codings = [c.strip() for c in value.lower().split(b",") if c.strip()]
+                if codings != [b"chunked"]:  # nothing else was asked for (no TE header)
+                    self._abort(f"unsupported Transfer-Encoding {value[:40]!r}",
+                                kind="malformed_stream")  # fmt: skip
+                    return
+                chunked = True
             elif name == b"connection":
                 v = value.lower()
                 keep = b"close" not in v and (keep or b"keep-alive" in v)
+        if status in (204, 304):
+            chunked, length = False, 0  # never a body (RFC 9112 6.3)
         self._chunked = chunked
         self._remaining = -1 if chunked else length
         if not chunked and length < 0:
@@ -385,10 +401,9 @@ class HTTP1Protocol(asyncio.Protocol):
                     self._abort("chunk-size line without an end", kind="malformed_stream")
                     return
                 break
-            size_line = buf[pos:eol].split(b";", 1)[0].strip()
-            try:
-                size = int(size_line, 16)
-            except ValueError:
+            size_line = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
+            size = _chunk_size(size_line)
+            if size < 0:
                 self._abort(f"bad chunk size {size_line[:20]!r}", kind="malformed_stream")
                 return
             pos = eol + 2

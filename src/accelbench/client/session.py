@@ -229,7 +229,9 @@ class OpenAIClient:
             got_response = False
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    async with self._aio.post(url, data=payload, headers=hdrs) as resp:
+                    async with self._aio.post(
+                        url, data=payload, headers=hdrs, allow_redirects=False
+                    ) as resp:
                         got_response = True
                         handler.on_headers(resp.status, _now())
                         async for data in resp.content.iter_any():
@@ -251,6 +253,11 @@ class OpenAIClient:
                 handler.fail("disconnect", f"{type(exc).__name__}: {exc}")
             except aiohttp.ClientPayloadError as exc:
                 handler.fail("disconnect", f"incomplete response body: {exc}")
+            except aiohttp.ClientResponseError as exc:
+                # aiohttp's parser refused the response (bad status line, Content-Length,
+                # chunk size, oversized headers): the server's framing, as on http1
+                msg = " ".join(str(exc.message).split())
+                handler.fail("malformed_stream", f"broken HTTP response: {msg}")
             rec.t_done = _now()
             return
 

@@ -23,6 +23,7 @@ ERROR_KINDS = (
     "http_429",
     "http_4xx",
     "http_5xx",
+    "http_other",
     "timeout",
     "disconnect",
     "malformed_stream",
