@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 from accelbench.sweep import (
     SaturationRule,
@@ -33,6 +34,28 @@ def test_plan_values():
         plan_values(start=8, end=4)
     with pytest.raises(AccelbenchError, match="give the sweep"):
         plan_values()
+
+
+@pytest.mark.parametrize("kind", ["concurrency", "rate"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"values": [math.nan]},
+        {"values": [math.inf]},
+        {"values": [1, -math.inf]},
+        {"values": [0]},
+        {"values": [1e308]},
+        {"values": [10**30]},
+        {"start": math.nan, "end": 4},
+        {"start": 1, "end": math.inf},
+        {"start": 1, "end": 1e308},
+        {"start": -1, "end": 4},
+    ],
+)
+def test_plan_values_refuses_out_of_range(kind, bad):
+    # nan/inf reached int() (ValueError, OverflowError: exit 70) or an empty list (IndexError)
+    with pytest.raises(UsageError, match=r"--(values|start|end) must be"):
+        plan_values(**bad, kind=kind)
 
 
 def test_point_config_and_preset(tmp_path):

@@ -41,11 +41,15 @@ def plan_values(
 ) -> list[float]:
     """The sweep's load values: an explicit list, or ``start, 2*start, 4*start ... end``
     (``end`` itself is the last point even where it is not a power-of-two step)."""
+    lo, hi = (1, MAX_STREAMS) if kind == "concurrency" else (MIN_RATE, MAX_RATE)
+    unit = "streams" if kind == "concurrency" else "requests/s"
     if values:
-        vals = sorted({float(v) for v in values})
+        vals = sorted({validate.number("--values", v, lo, hi, unit=unit) for v in values})
     elif start is not None and end is not None:
-        if start <= 0 or end < start:
-            raise AccelbenchError(f"sweep range must satisfy 0 < start <= end (got {start}..{end})")
+        start = validate.number("--start", start, lo, hi, unit=unit)
+        end = validate.number("--end", end, lo, hi, unit=unit)
+        if end < start:
+            raise AccelbenchError(f"sweep range must satisfy start <= end (got {start}..{end})")
         vals, v = [], float(start)
         while v <= end * (1 + 1e-9):
             vals.append(v)
@@ -54,8 +58,6 @@ def plan_values(
             vals.append(float(end))
     else:
         raise AccelbenchError("give the sweep's values (--values 1,2,4) or --start and --end")
-    if any(v <= 0 for v in vals):
-        raise AccelbenchError("sweep values must be positive")
     if kind == "concurrency":
         if any(v != int(v) for v in vals):
             raise AccelbenchError("concurrency values must be whole numbers")
