@@ -183,6 +183,31 @@ def test_other_sweep_in_same_dir_refused(tmp_path):
         run_sweep(tmp_path / "s", other, runner=FakeRunner(), progress=False)
 
 
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda d: [1, 2], "not a JSON object: list"),
+        (lambda d: {**d, "points": None}, "points is not a list of objects"),
+        (lambda d: {**d, "points": [1, 2]}, "points is not a list of objects"),
+        (lambda d: {**d, "points": [{"value": 1}]}, "a point without a directory"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": math.nan}]}, "whole number"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": "abc"}]}, "must be a number"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": -3}]}, "must be in [1,"),
+    ],
+)
+def test_damaged_sweep_json_is_one_error_and_touches_nothing(tmp_path, damage, needle):
+    # each of these was an AttributeError/TypeError/KeyError/ValueError: exit 70
+    run_sweep(tmp_path / "s", _plan([1]), runner=FakeRunner(), progress=False)
+    sj = tmp_path / "s" / "sweep.json"
+    sj.write_text(json.dumps(damage(json.loads(sj.read_text()))))
+    before = {p: p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file()}
+    r = FakeRunner()
+    with pytest.raises(AccelbenchError, match="damaged") as exc:
+        run_sweep(tmp_path / "s", _plan([1, 2]), runner=r, progress=False)
+    assert needle in str(exc.value) and r.calls == []
+    assert {p: p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file()} == before
+
+
 def _app() -> typer.Typer:
     from accelbench.cli import analysis, sweep
 

@@ -233,18 +233,7 @@ def run_sweep(
     sj = d / "sweep.json"
     old_points: dict[str, dict[str, Any]] = {}
     if sj.exists():
-        try:
-            old = json.loads(sj.read_text())
-        except ValueError as exc:
-            raise AccelbenchError(f"{sj}: unreadable ({exc})") from None
-        if old.get("kind") != plan.kind or _workload_key(
-            old.get("base_config") or {}
-        ) != _workload_key(plan.base.to_json()):
-            raise AccelbenchError(
-                f"{d} holds a different sweep (kind, model, GPUs or workload differ); "
-                "choose another --out directory"
-            )
-        old_points = {p["dir"]: p for p in old.get("points", []) if "dir" in p}
+        old_points = _old_points(sj, plan)
         merged = sorted(set(plan.values) | {p["value"] for p in old_points.values()})
         plan.values = [int(v) if plan.kind == "concurrency" else v for v in merged]
 
@@ -325,6 +314,44 @@ def run_sweep(
         doc["stop_reason"] = stop_reason
         write_json_atomic(sj, doc)
     return doc
+
+
+def _old_points(sj: Path, plan: SweepPlan) -> dict[str, dict[str, Any]]:
+    """The points an earlier run of this sweep recorded in ``sj``, by directory name. A
+    sweep.json of another sweep, or one damaged (not an object, points not a list of
+    objects each with a directory and a load value in range), is one clear error: the
+    sweep's runs stay untouched until the user moves it away."""
+    try:
+        old = json.loads(sj.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AccelbenchError(f"{sj}: unreadable ({exc})") from None
+    damaged = f"{sj} is damaged ({{}}); move it away to start the sweep afresh"
+    if not isinstance(old, dict):
+        raise AccelbenchError(damaged.format(f"not a JSON object: {type(old).__name__}"))
+    base = old.get("base_config")
+    if old.get("kind") != plan.kind or _workload_key(
+        base if isinstance(base, dict) else {}
+    ) != _workload_key(plan.base.to_json()):
+        raise AccelbenchError(
+            f"{sj.parent} holds a different sweep (kind, model, GPUs or workload differ); "
+            "choose another --out directory"
+        )
+    points = old.get("points", [])
+    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+        raise AccelbenchError(damaged.format("points is not a list of objects"))
+    out: dict[str, dict[str, Any]] = {}
+    for p in points:
+        if not isinstance(p.get("dir"), str):
+            raise AccelbenchError(damaged.format(f"a point without a directory: {p!r:.80}"))
+        v = p.get("value")
+        try:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise AccelbenchError(f"value must be a number (got {v!r:.40})")
+            replace(plan, values=[v])  # the range check of the plan's own points
+        except AccelbenchError as exc:
+            raise AccelbenchError(damaged.format(f"point {p['dir']}: {exc}")) from None
+        out[p["dir"]] = p
+    return out
 
 
 def _extra(prev: dict[str, Any]) -> dict[str, Any]:
