@@ -62,6 +62,13 @@ def test_one_damaged_parquet_leaves_the_other_runs_queryable(root, damage):
     assert query_runs(root, "SELECT count(*) FROM runs")[1] == [(5,)]
 
 
+@pytest.mark.parametrize("sql", ["", "  ", ";", "/* nothing */"])
+def test_empty_sql_is_one_clear_error(root, sql):
+    # DuckDB returns no cursor for these: AttributeError, exit 70
+    with pytest.raises(AccelbenchError, match="empty|no SQL statement"):
+        query_runs(root, sql)
+
+
 def test_empty_root_has_empty_views(tmp_path):
     _, rows = query_runs(tmp_path, "SELECT count(*) FROM requests")
     assert rows == [(0,)]

@@ -163,12 +163,16 @@ def query_runs(root: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, .
     or reaches the network fails with AccelbenchError."""
     import duckdb
 
+    if not sql.strip():
+        raise AccelbenchError("the query is empty: give one SQL statement, e.g. SELECT * FROM runs")
     try:
         con = open_store(root)
     except duckdb.Error as exc:  # a file that passed the footer check but not DuckDB's
         raise AccelbenchError(f"cannot open the runs under {root}: {_first_line(exc)}") from None
     try:
         cur = con.execute(sql)
+        if cur is None:  # only comments, or ';': DuckDB ran nothing
+            raise AccelbenchError("the query has no SQL statement")
         cols = [d[0] for d in cur.description] if cur.description else []
         return cols, cur.fetchall()
     except duckdb.Error as exc:
