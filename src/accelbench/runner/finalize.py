@@ -50,7 +50,9 @@ def finalize_run(
     if status == "running":
         status = "interrupted"  # the client died before it could say
     old_client = meta.get("client")
-    client = dict(client if client is not None else old_client if isinstance(old_client, dict) else {})
+    client = dict(
+        client if client is not None else old_client if isinstance(old_client, dict) else {}
+    )
     planned = meta.get("planned_requests")
     # the summary as a plain document: finalize adds sections the model leaves open
     summary: dict[str, Any] = dict(summarize(
