@@ -190,6 +190,8 @@ def test_order_statistic_bootstrap_matches_resampling():
         ("n_boot", 10, "--n-boot must be a whole number in 50..1000000"),
         ("target_interactivity", float("nan"), "--at must be a positive number"),
         ("target_interactivity", -3.0, "--at must be a positive number"),
+        ("seed", -1, "--seed must be in [0, 4_294_967_295]"),
+        ("seed", 10**30, "--seed must be in [0, 4_294_967_295]"),
     ],
 )
 def test_comparison_options_out_of_range(tmp_path, opt, value, needle):

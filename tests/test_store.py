@@ -53,6 +53,22 @@ def test_bad_sql_is_one_clear_error(root):
         list_runs(root / "missing")
 
 
+@pytest.mark.parametrize("damage", [b"", b"PAR1", bytes(range(256)) * 4, "half"])
+def test_one_damaged_parquet_leaves_the_other_runs_queryable(root, damage):
+    # a truncated/empty/garbage requests.parquet made DuckDB's view fail: exit 70 for every query
+    f = root / "single" / "requests.parquet"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2] if damage == "half" else damage)
+    assert query_runs(root, "SELECT count(*) FROM requests")[1] == [(70,)]
+    assert query_runs(root, "SELECT count(*) FROM runs")[1] == [(5,)]
+
+
+@pytest.mark.parametrize("sql", ["", "  ", ";", "/* nothing */"])
+def test_empty_sql_is_one_clear_error(root, sql):
+    # DuckDB returns no cursor for these: AttributeError, exit 70
+    with pytest.raises(AccelbenchError, match="empty|no SQL statement"):
+        query_runs(root, sql)
+
+
 def test_empty_root_has_empty_views(tmp_path):
     _, rows = query_runs(tmp_path, "SELECT count(*) FROM requests")
     assert rows == [(0,)]

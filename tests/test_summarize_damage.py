@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accelbench.errors import AccelbenchError
 from accelbench.runner.benchmark import run_benchmark
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 from accelbench.runner.finalize import finalize_run, journal_problem
@@ -150,3 +151,52 @@ def test_batched_finalize_equals_one_batch(complete_run, tmp_path, monkeypatch):
     assert {k: v for k, v in batched.items() if k != "journal"} == {
         k: v for k, v in one.items() if k != "journal"
     }
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in run.iterdir()}
+
+
+@pytest.mark.parametrize(
+    "kw, config, says",
+    [
+        ({"gpus": -1}, None, "--gpus must be in [1, 1_000_000] (got -1)"),
+        ({"gpus": 10**30}, None, "--gpus must be in [1, 1_000_000]"),
+        ({"slo": {"tpot_ms": float("nan")}}, None, "--slo tpot_ms must be a finite number"),
+        ({"slo": {"tpot_ms": -1.0}}, None, "--slo tpot_ms must be a finite number"),
+        ({"slo": {"foo": 1.0}}, None, "unknown SLO 'foo'"),
+        ({}, {"gpus": -3}, "run.json is damaged: config gpus must be in"),
+        ({}, {"gpus": "x"}, "run.json is damaged: config gpus must be a whole number"),
+        ({}, {"slo": [1]}, "run.json is damaged: config slo must be an object"),
+        ({}, {"slo": {"tpot_ms": "x"}}, "run.json is damaged: config --slo tpot_ms must be"),
+        ({}, {"rate": [1]}, "run.json is damaged: config rate must be a number"),
+        ({}, {"concurrency": "x"}, "run.json is damaged: config concurrency must be"),
+        ({}, [1], "run.json is damaged: config is not an object"),
+    ],
+)
+def test_bad_overrides_or_damaged_config_never_rewrite_the_result(
+    complete_run, tmp_path, kw, config, says
+):
+    # each was written into summary.json (gpus -1: negative per-GPU figures; nan SLO: goodput 0)
+    # or ended in a TypeError deep in the statistics (exit 70)
+    run = copy(complete_run, tmp_path)
+    if config is not None:
+        meta = json.loads((run / "run.json").read_text())
+        meta["config"] = {**meta["config"], **config} if isinstance(config, dict) else config
+        (run / "run.json").write_text(json.dumps(meta))
+    before = _files(run)
+    with pytest.raises(AccelbenchError) as exc:
+        finalize_run(run, **kw)
+    assert says in str(exc.value)
+    assert _files(run) == before
+
+
+def test_summarize_cli_bad_gpus_is_one_line(complete_run, tmp_path):
+    run = copy(complete_run, tmp_path)
+    before = _files(run)
+    r = subprocess.run([sys.executable, "-m", "accelbench", "summarize", str(run), "--gpus", "-1"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "error: --gpus must be in [1, 1_000_000] (got -1)"
+    ]
+    assert _files(run) == before

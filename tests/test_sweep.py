@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 from accelbench.sweep import (
     SaturationRule,
@@ -33,6 +34,28 @@ def test_plan_values():
         plan_values(start=8, end=4)
     with pytest.raises(AccelbenchError, match="give the sweep"):
         plan_values()
+
+
+@pytest.mark.parametrize("kind", ["concurrency", "rate"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"values": [math.nan]},
+        {"values": [math.inf]},
+        {"values": [1, -math.inf]},
+        {"values": [0]},
+        {"values": [1e308]},
+        {"values": [10**30]},
+        {"start": math.nan, "end": 4},
+        {"start": 1, "end": math.inf},
+        {"start": 1, "end": 1e308},
+        {"start": -1, "end": 4},
+    ],
+)
+def test_plan_values_refuses_out_of_range(kind, bad):
+    # nan/inf reached int() (ValueError, OverflowError: exit 70) or an empty list (IndexError)
+    with pytest.raises(UsageError, match=r"--(values|start|end) must be"):
+        plan_values(**bad, kind=kind)
 
 
 def test_point_config_and_preset(tmp_path):
@@ -158,6 +181,31 @@ def test_other_sweep_in_same_dir_refused(tmp_path):
     other.base = other.base.with_(workload=WorkloadConfig(isl=128, osl=16))
     with pytest.raises(AccelbenchError, match="different sweep"):
         run_sweep(tmp_path / "s", other, runner=FakeRunner(), progress=False)
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda d: [1, 2], "not a JSON object: list"),
+        (lambda d: {**d, "points": None}, "points is not a list of objects"),
+        (lambda d: {**d, "points": [1, 2]}, "points is not a list of objects"),
+        (lambda d: {**d, "points": [{"value": 1}]}, "a point without a directory"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": math.nan}]}, "whole number"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": "abc"}]}, "must be a number"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": -3}]}, "must be in [1,"),
+    ],
+)
+def test_damaged_sweep_json_is_one_error_and_touches_nothing(tmp_path, damage, needle):
+    # each of these was an AttributeError/TypeError/KeyError/ValueError: exit 70
+    run_sweep(tmp_path / "s", _plan([1]), runner=FakeRunner(), progress=False)
+    sj = tmp_path / "s" / "sweep.json"
+    sj.write_text(json.dumps(damage(json.loads(sj.read_text()))))
+    before = {p: p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file()}
+    r = FakeRunner()
+    with pytest.raises(AccelbenchError, match="damaged") as exc:
+        run_sweep(tmp_path / "s", _plan([1, 2]), runner=r, progress=False)
+    assert needle in str(exc.value) and r.calls == []
+    assert {p: p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file()} == before
 
 
 def _app() -> typer.Typer:

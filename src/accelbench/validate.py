@@ -15,6 +15,14 @@ from typing import Any
 
 from accelbench.errors import UsageError
 
+MAX_SEED = (1 << 32) - 1  # numpy's SeedSequence takes any non-negative int; keep it 32-bit
+
+
+def seed(name: str, value: Any) -> int:
+    """A random seed: a whole number in [0, 2**32-1]."""
+    return integer(name, value, 0, MAX_SEED)
+
+
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 

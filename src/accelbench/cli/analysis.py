@@ -116,7 +116,7 @@ def compare_cmd(
     from accelbench.report.html import fmt
     from accelbench.store.sets import load_inputs
 
-    check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=at)
+    check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=at, seed=seed)
     sa, sb = load_inputs([a, b])
     comps = compare_sets(
         sa, sb, claims=claim, target_interactivity=at, allow_mismatch=allow_mismatch,

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.frontier import OUT_OF_RANGE, build_frontier, pareto_indices, pchip_at
 from accelbench.metrics.protocols import RunLike, RunSetLike
@@ -529,9 +530,10 @@ N_BOOT_RANGE = (50, 1_000_000)
 
 
 def check_comparison_options(
-    *, tolerance: float = 0.05, n_boot: int = 1000, target: float | None = None
+    *, tolerance: float = 0.05, n_boot: int = 1000, target: float | None = None, seed: int = 0
 ) -> None:
     """One clear error for options outside their range (named as on the command line)."""
+    validate.seed("--seed", seed)  # numpy refuses a negative one (ValueError: exit 70)
     if not (isinstance(tolerance, int | float) and 0 <= tolerance < 1):
         raise AccelbenchError(f"--tolerance must be in [0, 1) (got {tolerance!r})")
     lo, hi = N_BOOT_RANGE
@@ -554,7 +556,9 @@ def compare_sets(
 ) -> list[Comparison]:
     """Every matched comparison of B against A: each common load, the target
     interactivity if given, and each claim's condition with its verdict."""
-    check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=target_interactivity)
+    check_comparison_options(
+        tolerance=tolerance, n_boot=n_boot, target=target_interactivity, seed=seed
+    )
     parsed = [parse_claim(c) for c in claims]
     warnings = check_workloads(a, b, allow_mismatch)
     if not a.usable_runs or not b.usable_runs:

@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import records_to_table
 from accelbench.metrics.summary import summarize
+from accelbench.runner.config import MAX_GPUS
 from accelbench.store.rundir import (
     JOURNAL,
     PARQUET,
@@ -37,24 +39,32 @@ def finalize_run(
 ) -> dict[str, Any]:
     """Write requests.parquet and summary.json from the journal; update run.json."""
     run_dir = Path(run_dir)
+    # the caller's overrides first: a bad --gpus or --slo must not reach summary.json
+    gpus = validate.optional_integer("--gpus", gpus, 1, MAX_GPUS)
+    slo = None if slo is None else validate.slo(slo)
     meta = read_json_object(run_dir / RUN_JSON)
-    cfg: dict[str, Any] = c if isinstance(c := meta.get("config"), dict) else {}
-    table, journal = _requests_table(run_dir, tok, bool(cfg.get("save_text")))
-    status = status or meta.get("status") or "completed"
+    cfg = _recorded_config(meta, run_dir / RUN_JSON)
+    table, journal = _requests_table(run_dir, tok, cfg["save_text"])
+    recorded = meta.get("status")
+    status = status or (recorded if isinstance(recorded, str) else None) or "completed"
     if status == "running":
         status = "interrupted"  # the client died before it could say
-    client = dict(client if client is not None else meta.get("client") or {})
+    old_client = meta.get("client")
+    client = dict(
+        client if client is not None else old_client if isinstance(old_client, dict) else {}
+    )
+    planned = meta.get("planned_requests")
     # the summary as a plain document: finalize adds sections the model leaves open
     summary: dict[str, Any] = dict(summarize(
         table,
-        gpus=gpus or cfg.get("gpus") or 1,
-        slo=slo if slo is not None else (cfg.get("slo") or None),
-        mode="rate" if cfg.get("rate") else "concurrency",
-        target_concurrency=cfg.get("concurrency") or cfg.get("max_concurrency"),
-        requested_rate=cfg.get("rate"),
+        gpus=gpus or cfg["gpus"],
+        slo=slo if slo is not None else (cfg["slo"] or None),
+        mode="rate" if cfg["rate"] else "concurrency",
+        target_concurrency=cfg["concurrency"] or cfg["max_concurrency"],
+        requested_rate=cfg["rate"],
         client=client,
         status=status,
-        planned=meta.get("planned_requests"),
+        planned=planned if isinstance(planned, int) and not isinstance(planned, bool) else None,
     ))  # fmt: skip
     _client_health(summary, cfg)
     if journal is not None:
@@ -77,6 +87,39 @@ def finalize_run(
         meta["client"] = client
     write_json_atomic(run_dir / RUN_JSON, meta)
     return summary
+
+
+MAX_RECORDED = 1 << 62  # in-flight caps as recorded: any whole number int64 holds
+
+
+def _recorded_config(meta: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The fields of run.json's config that the summary uses, each checked as the run
+    options are: a damaged run.json is one clear error naming the field, never a summary
+    with negative per-GPU figures or an exit 70 deep inside the statistics."""
+    cfg = meta.get("config")
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, dict):
+        raise AccelbenchError(f"{path} is damaged: config is not an object ({cfg!r:.40})")
+    try:
+        slo = cfg.get("slo") or {}
+        if not isinstance(slo, dict):
+            raise validate.UsageError(f"slo must be an object (got {slo!r:.40})")
+        return {
+            "gpus": validate.integer("gpus", cfg.get("gpus") or 1, 1, MAX_GPUS),
+            "slo": validate.slo(slo),
+            # wider than the run options: imported runs (vllm bench, MLPerf) record theirs
+            "rate": validate.optional_number("rate", cfg.get("rate"), 0, None, lo_open=True),
+            "concurrency": validate.optional_integer(
+                "concurrency", cfg.get("concurrency"), 1, MAX_RECORDED
+            ),
+            "max_concurrency": validate.optional_integer(
+                "max_concurrency", cfg.get("max_concurrency"), 1, MAX_RECORDED
+            ),
+            "save_text": cfg.get("save_text") is True,
+        }
+    except validate.UsageError as exc:
+        raise AccelbenchError(f"{path} is damaged: config {exc}") from None
 
 
 def _requests_table(

@@ -101,6 +101,18 @@ def run_row(r: RunInfo) -> dict[str, Any]:
     return row
 
 
+def _readable_parquet(path: Path) -> bool:
+    """A requests.parquet whose footer reads: one truncated or garbage file must not take
+    the ``requests`` view of every other run down with it (its run still has its row)."""
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path)
+    except Exception:  # noqa: BLE001 - absent, unreadable or not Parquet: left out
+        return False
+    return True
+
+
 def open_store(root: str | Path, *, sandbox: bool = True) -> Any:
     """An in-memory DuckDB connection with two views over every run under ``root``:
     ``runs`` (one row per run, RUN_FIELDS) and ``requests`` (every requests.parquet row,
@@ -117,9 +129,9 @@ def open_store(root: str | Path, *, sandbox: bool = True) -> Any:
     con.register("_runs_tbl", pa.Table.from_pylist(rows, schema=RUNS_SCHEMA))
     con.execute("CREATE VIEW runs AS SELECT * FROM _runs_tbl")
     files = [
-        (str((r.path / "requests.parquet").resolve()), r.run_id)
+        (str(f.resolve()), r.run_id)
         for r in runs
-        if (r.path / "requests.parquet").is_file()
+        if _readable_parquet(f := r.path / "requests.parquet")
     ]
     if files:
         con.register(
@@ -151,13 +163,23 @@ def query_runs(root: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, .
     or reaches the network fails with AccelbenchError."""
     import duckdb
 
-    con = open_store(root)
+    if not sql.strip():
+        raise AccelbenchError("the query is empty: give one SQL statement, e.g. SELECT * FROM runs")
+    try:
+        con = open_store(root)
+    except duckdb.Error as exc:  # a file that passed the footer check but not DuckDB's
+        raise AccelbenchError(f"cannot open the runs under {root}: {_first_line(exc)}") from None
     try:
         cur = con.execute(sql)
+        if cur is None:  # only comments, or ';': DuckDB ran nothing
+            raise AccelbenchError("the query has no SQL statement")
         cols = [d[0] for d in cur.description] if cur.description else []
         return cols, cur.fetchall()
     except duckdb.Error as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AccelbenchError(f"query failed: {msg}") from None
+        raise AccelbenchError(f"query failed: {_first_line(exc)}") from None
     finally:
         con.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -41,11 +41,15 @@ def plan_values(
 ) -> list[float]:
     """The sweep's load values: an explicit list, or ``start, 2*start, 4*start ... end``
     (``end`` itself is the last point even where it is not a power-of-two step)."""
+    lo, hi = (1, MAX_STREAMS) if kind == "concurrency" else (MIN_RATE, MAX_RATE)
+    unit = "streams" if kind == "concurrency" else "requests/s"
     if values:
-        vals = sorted({float(v) for v in values})
+        vals = sorted({validate.number("--values", v, lo, hi, unit=unit) for v in values})
     elif start is not None and end is not None:
-        if start <= 0 or end < start:
-            raise AccelbenchError(f"sweep range must satisfy 0 < start <= end (got {start}..{end})")
+        start = validate.number("--start", start, lo, hi, unit=unit)
+        end = validate.number("--end", end, lo, hi, unit=unit)
+        if end < start:
+            raise AccelbenchError(f"sweep range must satisfy start <= end (got {start}..{end})")
         vals, v = [], float(start)
         while v <= end * (1 + 1e-9):
             vals.append(v)
@@ -54,8 +58,6 @@ def plan_values(
             vals.append(float(end))
     else:
         raise AccelbenchError("give the sweep's values (--values 1,2,4) or --start and --end")
-    if any(v <= 0 for v in vals):
-        raise AccelbenchError("sweep values must be positive")
     if kind == "concurrency":
         if any(v != int(v) for v in vals):
             raise AccelbenchError("concurrency values must be whole numbers")
@@ -231,18 +233,7 @@ def run_sweep(
     sj = d / "sweep.json"
     old_points: dict[str, dict[str, Any]] = {}
     if sj.exists():
-        try:
-            old = json.loads(sj.read_text())
-        except ValueError as exc:
-            raise AccelbenchError(f"{sj}: unreadable ({exc})") from None
-        if old.get("kind") != plan.kind or _workload_key(
-            old.get("base_config") or {}
-        ) != _workload_key(plan.base.to_json()):
-            raise AccelbenchError(
-                f"{d} holds a different sweep (kind, model, GPUs or workload differ); "
-                "choose another --out directory"
-            )
-        old_points = {p["dir"]: p for p in old.get("points", []) if "dir" in p}
+        old_points = _old_points(sj, plan)
         merged = sorted(set(plan.values) | {p["value"] for p in old_points.values()})
         plan.values = [int(v) if plan.kind == "concurrency" else v for v in merged]
 
@@ -323,6 +314,44 @@ def run_sweep(
         doc["stop_reason"] = stop_reason
         write_json_atomic(sj, doc)
     return doc
+
+
+def _old_points(sj: Path, plan: SweepPlan) -> dict[str, dict[str, Any]]:
+    """The points an earlier run of this sweep recorded in ``sj``, by directory name. A
+    sweep.json of another sweep, or one damaged (not an object, points not a list of
+    objects each with a directory and a load value in range), is one clear error: the
+    sweep's runs stay untouched until the user moves it away."""
+    try:
+        old = json.loads(sj.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AccelbenchError(f"{sj}: unreadable ({exc})") from None
+    damaged = f"{sj} is damaged ({{}}); move it away to start the sweep afresh"
+    if not isinstance(old, dict):
+        raise AccelbenchError(damaged.format(f"not a JSON object: {type(old).__name__}"))
+    base = old.get("base_config")
+    if old.get("kind") != plan.kind or _workload_key(
+        base if isinstance(base, dict) else {}
+    ) != _workload_key(plan.base.to_json()):
+        raise AccelbenchError(
+            f"{sj.parent} holds a different sweep (kind, model, GPUs or workload differ); "
+            "choose another --out directory"
+        )
+    points = old.get("points", [])
+    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+        raise AccelbenchError(damaged.format("points is not a list of objects"))
+    out: dict[str, dict[str, Any]] = {}
+    for p in points:
+        if not isinstance(p.get("dir"), str):
+            raise AccelbenchError(damaged.format(f"a point without a directory: {p!r:.80}"))
+        v = p.get("value")
+        try:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise AccelbenchError(f"value must be a number (got {v!r:.40})")
+            replace(plan, values=[v])  # the range check of the plan's own points
+        except AccelbenchError as exc:
+            raise AccelbenchError(damaged.format(f"point {p['dir']}: {exc}")) from None
+        out[p["dir"]] = p
+    return out
 
 
 def _extra(prev: dict[str, Any]) -> dict[str, Any]:

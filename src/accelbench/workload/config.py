@@ -15,7 +15,6 @@ RangeConvention = Literal["vllm", "inferencex"]
 # Limits (docs/LIMITS.md): wide enough for any real model and run, narrow enough that a
 # typo cannot allocate gigabytes. 2**20 tokens is above every served context today.
 MAX_TOKENS = 1 << 20
-MAX_SEED = (1 << 32) - 1  # numpy's SeedSequence takes any non-negative int; keep it 32-bit
 
 
 @dataclass
@@ -58,6 +57,6 @@ class WorkloadConfig:
             v.input_file("--dataset", self.dataset)
         if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
             v.input_file("--tokenizer", self.tokenizer)
-        self.seed = v.integer("--seed", self.seed, 0, MAX_SEED)
+        self.seed = v.seed("--seed", self.seed)
         if self.trace is not None and not Path(self.trace).is_dir():
             v.input_file("--trace", self.trace)
