@@ -67,3 +67,26 @@ def test_command_list_keeps_each_description_on_joined_lines():
     assert r.exit_code == 0
     line = next(x for x in r.output.splitlines() if " frontier " in x)
     assert "total tokens per GPU), values at a target interactivity" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["run", "-n", "nan"], "Invalid value for '--num-requests'"),
+        (["runz"], "No such command 'runz'"),
+        (["sweep"], "Missing option '--out'"),
+        (["run", "--no-such-flag"], "No such option"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_exit_2(args: list[str], says: str) -> None:
+    """Options click itself refuses read like the rest of accelbench's errors: one line
+    naming the problem and where help is, exit 2 (was a boxed block)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "accelbench", *args], capture_output=True,
+                       text=True, timeout=60, env={**__import__("os").environ, "COLUMNS": "80"})  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], r.stderr
+    assert "--help'" in lines[0] and "Traceback" not in r.stderr

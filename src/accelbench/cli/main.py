@@ -64,6 +64,10 @@ for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app)
 
 
+# click's usage errors, whether typer vendors click (recent typer) or uses it
+_CLICK_ERRORS = {c.__name__: c for c in typer.BadParameter.__mro__}
+ClickException: type[Exception] = _CLICK_ERRORS["ClickException"]
+
 EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, not the user's input
 
 
@@ -73,7 +77,20 @@ def main() -> None:
     debug = bool(os.environ.get("ACCELBENCH_DEBUG")) or "--debug" in sys.argv[1:2]
     interrupt_on_termination()  # SIGTERM, SIGHUP: the same orderly stop as Ctrl-C
     try:
-        app(standalone_mode=True)
+        # not standalone: click's usage errors come here, to be one line like the rest
+        # (standalone, they were a boxed block); every command returns None, and an
+        # explicit typer.Exit(code) comes back as that code
+        code = app(standalone_mode=False)
+    except ClickException as exc:  # a usage error: one line, and where to read more
+        msg = " ".join(str(getattr(exc, "format_message", lambda: "")()).split())
+        ctx = getattr(exc, "ctx", None)
+        if msg:  # none when plain `accelbench` printed its help
+            where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            typer.secho(f"error: {msg}{where}", fg=typer.colors.RED, err=True)
+        sys.exit(int(getattr(exc, "exit_code", 2)))
+    except typer.Abort:  # click's own Ctrl-C at a prompt
+        typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)
+        sys.exit(130)
     except AccelbenchError as exc:
         if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
@@ -99,3 +116,4 @@ def main() -> None:
             err=True,
         )
         sys.exit(EXIT_INTERNAL)
+    sys.exit(code if isinstance(code, int) else 0)
