@@ -43,6 +43,7 @@ from accelbench.stress.verdicts import (
     DriftThresholds,
     LeakThresholds,
     Verdict,
+    check_thresholds,
     drift_verdict,
     leak_verdict,
 )
@@ -71,6 +72,12 @@ class SoakConfig:
         v.number("--window", self.window_s, 1.0, 86400.0, unit="s")
         v.number("--segment", self.segment_s, self.window_s, 30 * 86400.0, unit="s")
         v.number("--sample-interval", self.sample_s, 0.1, self.window_s, unit="s")
+        mib = 2**20
+        check_thresholds("--leak-warn", self.leak.warn_bytes_per_h / mib, "--leak-fail",
+                         self.leak.fail_bytes_per_h / mib, 2**30, "MiB/h")  # fmt: skip
+        v.number("--exhaustion-horizon", self.leak.horizon_h, 0, 1e6, lo_open=True, unit="h")
+        check_thresholds("--drift-warn", self.drift.warn_pct_per_h, "--drift-fail",
+                         self.drift.fail_pct_per_h, 1e6, "%/h")  # fmt: skip
         if self.load.num_requests is not None:
             raise UsageError("stress soak runs for --duration: drop --num-requests")
 
