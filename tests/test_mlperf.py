@@ -88,6 +88,30 @@ def test_user_conf_lines_loadgen_would_skip(tmp_path: Path, line: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("scenario", "line", "key"),
+    [
+        ("server", "*.Server.target_qps = nan", "server_target_qps"),
+        ("server", "*.Server.target_qps = -5", "server_target_qps"),
+        ("server", "*.Server.target_qps = 0", "server_target_qps"),
+        ("offline", "*.Offline.target_qps = inf", "offline_expected_qps"),
+        ("server", "*.*.min_query_count = 100000000000000000000000000000", "min_query_count"),
+        ("server", "*.*.min_duration = 99999999999999", "min_duration_ms"),
+    ],
+)
+def test_user_conf_values_no_run_can_use(
+    tmp_path: Path, scenario: str, line: str, key: str
+) -> None:
+    """LoadGen applies these without a word and then never finishes (NaN or negative
+    rate) or allocates until killed (a count past 2^64): one line, before the run."""
+    conf = tmp_path / "user.conf"
+    conf.write_text(line + "\n")
+    ms = MlperfSettings(scenario=scenario, user_conf=str(conf))
+    ms.validate()
+    with pytest.raises(UsageError, match=rf"^{key} must be .*--user-conf"):
+        build(ms, 8)
+
+
+@pytest.mark.parametrize(
     "kw,match",
     [
         ({"scenario": "interactive", "benchmark": "mixtral-8x7b"}, "no interactive"),

@@ -147,3 +147,36 @@ def test_monitor_rejects_bad_recovery_options(app):
         app, ["monitor", "--no-exporter", "--recover-cmd", "true", "--recover-on", "nope"]
     )
     assert isinstance(res.exception, AccelbenchError)
+
+
+# -- hostile numbers: one line, exit 2, before any source is opened or port is taken -----
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["monitor", "--interval", "inf"],
+        ["monitor", "--interval", "1e308"],
+        ["monitor", "--window", "nan"],
+        ["monitor", "--window", "inf"],
+        ["monitor", "--window", "0"],
+        ["monitor", "--duration", "inf"],
+        ["monitor", "--duration", "nan"],
+        ["monitor", "--duration", " -1"],
+        ["monitor", "rules", "--window", "inf"],
+        ["monitor", "rules", "--for", "nan"],
+        ["monitor", "rules", "--for", "1e308"],
+        ["monitor", "rules", "--temp-margin", "nan"],
+        ["monitor", "rules", "--queue-max", "inf"],
+        ["monitor", "rules", "--amd-temp-limit", "nan"],
+        ["health", "--source", "host", "--duration", "inf"],
+        ["health", "--source", "host", "--interval", "1e308"],
+        ["health", "--file", str(L4), "--temp-margin", "nan"],
+    ],
+)
+def test_bad_numbers_are_one_line_exit_2(tmp_path, args):
+    from test_hostile_inputs import assert_clean, invoke
+
+    if args[0] == "monitor" and args[1] != "rules":
+        args = [*args, "--replay", str(L4), "--no-exporter"]
+    code, text = invoke(args, tmp_path)
+    assert_clean(code, text, wrong=True, option=args[-2] if args[0] == "health" else None)
+    assert code == 2, text

@@ -10,6 +10,8 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 from accelbench.servers.reference import MAX_TOKENS_CAP
 
 
@@ -77,3 +79,18 @@ def test_paced_stream_of_many_tokens_keeps_exact_count(reference_server):
     usage = json.loads(events[-2])["usage"]
     assert usage["completion_tokens"] == 5000 == len(events) - 2
     assert json.loads(events[-3])["choices"][0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--device-memory-total", "-1"), ("--device-memory-total", "0"),
+     ("--device-memory-warmup", "nan"), ("--device-memory-warmup", "1e300")],
+)  # fmt: skip
+def test_bad_device_memory_knobs_are_refused(option: str, value: str) -> None:
+    """Were accepted: a negative device total or a NaN ramp served as /metrics gauges."""
+    from accelbench.errors import UsageError
+    from accelbench.servers.reference import StressKnobs
+
+    kw = {"total": "device_memory_total_bytes", "warmup": "device_memory_warmup_bytes"}
+    with pytest.raises(UsageError, match=option):
+        StressKnobs(**{kw[option.rsplit("-", 1)[1]]: float(value)}).validate()

@@ -38,6 +38,12 @@ def test_parse_gates() -> None:
         "agreement >= 2",
         "speed >= 1",
         "ttft_p100 <= 1x",
+        "ttft_p99 <= 1e400%",  # inf: verdict.json held "Infinity" (not JSON)
+        "error_rate <= 1e400pp",
+        "ttft_p99 <= " + "9" * 400 + "%",
+        "ttft_p99 <= -300%",  # a ratio of -2
+        "tpot_p50 <= -5ms",
+        "tpot_p50 <= 0ms",
     ):
         with pytest.raises(UsageError):
             parse_gate(bad)
@@ -153,3 +159,64 @@ def test_injected_errors_are_a_no_go(reference_server, tmp_path: Path) -> None:
     assert v["verdict"] == "no-go" and g["status"] == "fail"
     assert g["lo"] > 0.5 and math.isclose(g["candidate"], 0.02, abs_tol=0.012)
     assert v["sides"]["candidate"]["errors"]["http_5xx"] == round(g["candidate"] * 800)
+
+
+def _damage(d: Path, side: str, how: str) -> int:
+    """Damage line 3 of a side's journal; returns how many lines cannot be used."""
+    p = d / f"{side}.jsonl"
+    lines = p.read_text().splitlines()
+    row = json.loads(lines[2])
+    changes: dict[str, Any] = {
+        "t_sched_str": {"t_sched": "abc"},
+        "t_sched_null": {"t_sched": None},
+        "t_first_str": {"t_first": "x"},
+        "t_sched_2_64": {"t_sched": 2**64},
+        "chunks_str": {"chunk_times": "x"},
+    }
+    if how == "no_idx":
+        del row["idx"]
+    elif how == "garbage":
+        lines[2] = "{not json"
+        row = None
+    elif how == "list":
+        row = [1, 2]
+    else:
+        row.update(changes[how])
+    if row is not None:
+        lines[2] = json.dumps(row)
+    p.write_text("\n".join(lines) + "\n")
+    return 1
+
+
+DAMAGE = ["t_sched_str", "t_sched_null", "t_first_str", "t_sched_2_64", "chunks_str", "no_idx",
+          "garbage", "list"]  # fmt: skip
+
+
+def test_damaged_journal_lines_are_skipped_and_said(reference_server, tmp_path: Path) -> None:
+    """A journal line of the wrong shape (types, a missing idx, garbage) is skipped and
+    counted in verdict.json and on the terminal; never an internal error (was: TypeError
+    for t_sched "abc" / null, a missing idx, t_first "x"; ValueError for a trace idx "abc")."""
+    import shutil
+
+    from test_hostile_inputs import assert_clean, invoke
+
+    a = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    b = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    good = _replay(tmp_path, "good", _mooncake(tmp_path / "t.jsonl", 12, rate=200), a.url, b.url)
+    with (good / "trace.jsonl").open("a") as f:
+        f.write('{"idx": "abc", "t": 0, "endpoint": "completions", "body": {}}\n')
+    for i, how in enumerate(DAMAGE):
+        d = tmp_path / how
+        shutil.copytree(good, d)
+        side = ("baseline", "candidate")[i % 2]
+        _damage(d, side, how)
+        v = shadow_verdict(d, ["ttft_p50 <= +50%", "agreement >= 0.5"])
+        assert v["unreadable_lines"] == {f"{side}.jsonl": 1}, how
+        assert v["sides"][side]["requests"] == 11, (how, v["sides"])
+        code, text = invoke(["shadow", "verdict", str(d), "-g", "ttft_p50 <= +50%"], tmp_path)
+        assert_clean(code, text, wrong=False)
+        assert code in (0, 1, 3) and f"skipped 1 unreadable line(s) of {side}.jsonl" in text
+    # --window 1e-6 s would cut even this short span into ~10^5 windows, each a full
+    # evaluation of every gate (a long proxy recording: billions)
+    with pytest.raises(UsageError, match="windows"):
+        shadow_verdict(good, ["ttft_p50 <= +10%"], window_s=1e-6)

@@ -24,6 +24,17 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         (["mixed", "--url", "http://127.0.0.1:9,isl=x", "--url", "http://127.0.0.1:9"], "isl='x'"),
         (["flood", "--url", "http://127.0.0.1:9", "--lengths", "1,a"], "--lengths"),
         (["consistency", "--url", "http://127.0.0.1:9", "--prompts", "0"], "--prompts"),
+        (["soak", "--url", "http://127.0.0.1:9", "-d", "60", "--server-pid", "-1"], "--server-pid"),
+        (["soak", "--url", "http://127.0.0.1:9", "-d", "60", "--leak-warn", "nan"], "--leak-warn"),
+        (["soak", "--url", "http://127.0.0.1:9", "-d", "60", "--leak-fail", "inf"], "--leak-fail"),
+        (["soak", "--url", "http://127.0.0.1:9", "-d", "60", "--leak-warn", "64"], "--leak-warn"),
+        (["soak", "--url", "http://127.0.0.1:9", "-d", "60", "--exhaustion-horizon", "0"],
+         "--exhaustion-horizon"),
+        (["soak", "--url", "http://127.0.0.1:9", "-d", "60", "--drift-fail", "-1"], "--drift-fail"),
+        (["mixed", "--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9", "--warn", "nan"],
+         "--warn"),
+        (["mixed", "--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9", "--fail", "-1"],
+         "--fail"),
     ],
 )  # fmt: skip
 def test_bad_usage_is_one_line_exit_2(args, message, tmp_path):

@@ -100,6 +100,25 @@ def test_interrupted_soak_keeps_windows_and_resumes(reference_server, tmp_path):
     kept = [json.loads(x) for x in (out / "windows.jsonl").read_text().splitlines()]
     assert len(kept) >= 2
 
+    # a damaged line before the end stops the resume (it would be lost from the verdicts)
+    import shutil
+
+    for bad_line in (b"{garbage", b'{"t_s": "x", "t_end_s": 1}', b"[1, 2]"):
+        bad = tmp_path / "bad"
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(out, bad)
+        lines = (bad / "windows.jsonl").read_bytes().splitlines()
+        (bad / "windows.jsonl").write_bytes(b"\n".join([lines[0], bad_line, *lines[1:]]) + b"\n")
+        before = {f.name: f.read_bytes() for f in bad.iterdir() if f.is_file()}
+        r = subprocess.run([*cmd[:-3], "--resume", str(bad), "-q"], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 2 and "line(s) 2 are damaged" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert {f.name: f.read_bytes() for f in bad.iterdir() if f.is_file()} == before
+    # a torn last line (killed mid-write) is dropped: the next window does not land on it
+    with (out / "windows.jsonl").open("ab") as f:
+        f.write(b'{"window": 99, "t_start_s": 1')
+
     r = subprocess.run(cmd[:-3] + ["--resume", str(out), "-q"], capture_output=True, text=True,
                        timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -254,6 +254,23 @@ def test_dcgm_l4():
     assert r["remapped_rows_failure"] is False
 
 
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf"])
+@pytest.mark.parametrize("field", ["DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"])
+def test_dcgm_non_finite_sample_is_no_reading(field, value):
+    """NaN and +-Inf are valid Prometheus values: that field stays null, the rest is read
+    (was an internal error: int(NaN) for the memory total or an integer counter)."""
+    text = read("dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom")
+    lines = [
+        (ln.rsplit(" ", 1)[0] + " " + value) if ln.startswith(field + "{") else ln
+        for ln in text.splitlines()
+    ]
+    assert lines != text.splitlines()
+    r = one(parse_dcgm_prometheus("\n".join(lines) + "\n"))
+    assert r["temp_gpu_c"] == 31.0
+    col = "mem_total_bytes" if field.endswith("FB_FREE") else "pcie_replay"
+    assert r[col] is None
+
+
 def test_dcgm_vgpu_partial_support():
     r = one(
         parse_dcgm_prometheus(

@@ -128,6 +128,14 @@ def test_synthetic_prompts_have_exact_lengths(tmp_path: Path) -> None:
         (b'{"timestamp": 0, "input_length": 0, "output_length": 3}\n', "input_length must be in"),
         (b'{"timestamp": -5, "input_length": 3, "output_length": 3}\n', "non-negative"),
         (b"   \n", "is empty"),
+        (b"TIMESTAMP,ContextTokens,GeneratedTokens\nnan,1,2\n0,1,2\n", "finite time"),
+        (b"TIMESTAMP,ContextTokens,GeneratedTokens\ninf,1,2\n0,1,2\n", "finite time"),
+        (b"TIMESTAMP,ContextTokens,GeneratedTokens\n1e308,1,2\n0,1,2\n", "spans"),
+        (
+            b'{"timestamp": 0, "input_length": 3, "output_length": 3}\n'
+            b'{"timestamp": 1e308, "input_length": 3, "output_length": 3}\n',
+            "spans",
+        ),
     ],
 )
 def test_bad_traces_fail_with_one_line(tmp_path: Path, data: bytes, match: str) -> None:
@@ -156,3 +164,29 @@ def test_hostile_input_only_clear_errors(tmp_path: Path, data: bytes) -> None:
         assert str(exc) and "\n" not in str(exc)
     else:
         assert all(e.offset_s >= 0 for e in t.entries)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    fmt=st.sampled_from(["azure", "mooncake"]),
+    times=st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=5),
+)
+def test_any_timestamps_give_offsets_or_one_line(tmp_path: Path, fmt: str, times: list) -> None:
+    """NaN, infinite, negative or huge arrival times: a clear error, or offsets a replay can
+    schedule (finite, from 0, within the 30-day span); never an internal error."""
+    if fmt == "azure":
+        data = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(f"{t!r},4,2\n" for t in times)
+    else:
+        data = "".join(
+            orjson.dumps({"timestamp": t, "input_length": 4, "output_length": 2}).decode() + "\n"
+            for t in times
+        )
+    try:
+        t = load_trace(_write(tmp_path, f"t.{fmt}", data.encode()), fmt)
+    except AccelbenchError as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        offs = [e.offset_s for e in t.entries]
+        assert all(0 <= o <= 30 * 86400 for o in offs), offs

@@ -97,11 +97,14 @@ def monitor_cmd(
     """Sample continuously, evaluate health rules, alert on changes, serve Prometheus metrics."""
     if ctx.invoked_subcommand is not None:
         return
+    from accelbench import validate as v
     from accelbench.health.monitor import Monitor
     from accelbench.monitoring.recovery import Recovery, RecoveryPolicy
     from accelbench.monitoring.replay import ReplaySource
     from accelbench.telemetry.exporter import Exporter
 
+    v.optional_number("--duration", duration, 0, 30 * 86400.0, unit="s")
+    Monitor.check(interval, window)  # before any source is opened or port taken
     argv = shlex.split(alert_cmd) if alert_cmd else None
     if alert_cmd is not None and not argv:
         raise AccelbenchError("--alert-cmd is empty")

@@ -223,6 +223,8 @@ def print_verdict(doc: dict[str, Any]) -> None:
 
         for side in ("baseline", "candidate"):
             con.print(f"resources, {side}: {resources_line(r.get(side))}", markup=False)
+    for name, n in (doc.get("unreadable_lines") or {}).items():
+        con.print(f"skipped {n} unreadable line(s) of {name} (torn or damaged)", markup=False)
     v = doc["verdict"]
     con.print(f"[bold {colour[v]}]verdict: {v.upper()}[/] (exit {doc['exit_code']})")
 

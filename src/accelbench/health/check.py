@@ -44,6 +44,11 @@ def check_live(
 
     Returns ``{"sources": {...}, "samples": n, "health": {...}}``.
     """
+    from accelbench import validate as v
+
+    v.number("--duration", duration_s, 0, 86400.0, unit="s")
+    v.number("--interval", interval_s, 0.05, 3600.0, unit="s")
+    (config or HealthConfig()).validate()
     active, status = open_sources(sources, server_url, server_pid)
     rows: list[dict[str, Any]] = []
     errors: dict[str, dict[str, Any]] = {}
@@ -64,6 +69,7 @@ def check_file(
     path: Path, fmt: str | None = None, config: HealthConfig | None = None
 ) -> dict[str, Any]:
     """Evaluate the rules on a captured tool output (one sample per device)."""
+    (config or HealthConfig()).validate()
     cap = read_capture(path, fmt)
     for r in cap.rows:
         r["t_ns"] = 0

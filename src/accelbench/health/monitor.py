@@ -89,6 +89,7 @@ class Monitor:
         exporter: Exporter | None = None,
         on_tick: Callable[[list[dict[str, Any]], dict[str, Any]], None] | None = None,
     ) -> None:
+        self.check(interval_s, window_s, config)
         self.sources = sources
         self.interval_s = interval_s
         self.window_s = window_s
@@ -102,6 +103,15 @@ class Monitor:
         self.events: list[dict[str, Any]] = []
         self.errors: dict[str, dict[str, Any]] = {}
         self.window = RollingWindow(window_s, self.config)
+
+    @staticmethod
+    def check(interval_s: float, window_s: float, config: HealthConfig | None = None) -> None:
+        """One line on an interval, window or threshold no monitor can use."""
+        from accelbench import validate as v
+
+        v.number("--interval", interval_s, 0.05, 86400.0, unit="s")
+        v.number("--window", window_s, interval_s, 30 * 86400.0, unit="s")
+        (config or HealthConfig()).validate()
 
     @property
     def baseline(self) -> list[dict[str, Any]]:

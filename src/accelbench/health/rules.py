@@ -75,6 +75,12 @@ class HealthConfig:
     power_tolerance: float = 0.05
     power_over_fraction: float = 0.10
 
+    def validate(self) -> None:
+        """The options a user sets (``--temp-margin``); the rest are constants."""
+        from accelbench import validate as v
+
+        v.number("--temp-margin", self.temp_margin_c, 0, 100, unit="C")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

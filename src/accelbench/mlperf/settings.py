@@ -183,7 +183,35 @@ def build(s: MlperfSettings, qsl_size: int) -> tuple[Any, dict[str, Any], dict[s
     # samples this QSL holds.
     if ts.performance_sample_count_override == 0 or ts.performance_sample_count_override > qsl_size:
         ts.performance_sample_count_override = qsl_size
-    return ts, snapshot(base), snapshot(ts)
+    effective = snapshot(ts)
+    check_effective(effective, s)
+    return ts, snapshot(base), effective
+
+
+def check_effective(e: dict[str, Any], s: MlperfSettings) -> None:
+    """The settings after mlperf.conf, the user.conf and the options, held to the same
+    limits as the options: LoadGen takes a user.conf's ``nan``, a negative rate or a
+    count past 2^64 without a word, and then never finishes (or allocates until killed)."""
+    src = f" (from --user-conf {s.user_conf})" if s.user_conf else ""
+    day_ns = 86400 * 10**9
+
+    def bound(key: str, lo: float, hi: float, *, lo_open: bool = False, unit: str = "") -> None:
+        try:
+            v.number(key, e[key], lo, hi, lo_open=lo_open, unit=unit)
+        except UsageError as exc:
+            raise UsageError(f"{exc}{src}") from None
+
+    qps = "server_target_qps" if s.lg_scenario == "Server" else "offline_expected_qps"
+    bound(qps, 0, MAX_QPS, lo_open=True, unit="queries/s")
+    for key in ("min_duration_ms", "max_duration_ms"):
+        bound(key, 0, MAX_DURATION_S * 1000, unit="ms")
+    for key in ("min_query_count", "max_query_count"):
+        bound(key, 0, MAX_QUERIES)
+    for key in ("ttft_latency", "tpot_latency", "server_target_latency_ns",
+                "single_stream_expected_latency_ns"):  # fmt: skip
+        bound(key, 0, day_ns, unit="ns")
+    for key in ("server_target_latency_percentile", "single_stream_target_latency_percentile"):
+        bound(key, 0, 1, lo_open=True)
 
 
 def compliance(

@@ -83,16 +83,16 @@ class AlertSettings:
     no_data_lookback_s: float = 3600.0  # series seen this recently and gone now: no data
 
     def validate(self) -> None:
-        if not self.window_s > 0:
-            raise AccelbenchError(f"--window must be > 0 seconds (got {self.window_s})")
-        if self.for_s < 0:
-            raise AccelbenchError(f"--for must be >= 0 seconds (got {self.for_s})")
-        if self.queue_waiting_max < 0:
-            raise AccelbenchError(f"--queue-max must be >= 0 (got {self.queue_waiting_max})")
-        if not 0 <= self.error_rate_max <= 1:
-            raise AccelbenchError(f"--error-rate-max must be in 0..1 (got {self.error_rate_max})")
-        if self.no_data_for_s < 0:
-            raise AccelbenchError(f"--no-data-for must be >= 0 seconds (got {self.no_data_for_s})")
+        from accelbench import validate as v
+
+        self.health.validate()
+        day = 86400.0
+        v.number("--window", self.window_s, 0, 30 * day, lo_open=True, unit="s")
+        v.number("--for", self.for_s, 0, 30 * day, unit="s")
+        v.number("--queue-max", self.queue_waiting_max, 0, 1e9)
+        v.number("--error-rate-max", self.error_rate_max, 0, 1)
+        v.optional_number("--amd-temp-limit", self.amd_temp_limit_c, 0, 200, lo_open=True, unit="C")
+        v.number("--no-data-for", self.no_data_for_s, 0, 30 * day, unit="s")
         if not self.no_data_lookback_s > self.no_data_for_s:
             raise AccelbenchError(
                 f"no-data lookback ({self.no_data_lookback_s} s) must be longer than "

@@ -144,7 +144,7 @@ def _requests_table(
         rows = iter_journal(path, lines)  # streamed: never the whole journal in memory
     elif old_rows is None:
         raise AccelbenchError(f"{path} is missing: nothing to summarise")
-    table, bad_records = _complete_table(rows, tok, save_text)
+    table, bad_records = complete_table(rows, tok, save_text)
     problems: dict[str, Any] | None = None
     if lines or bad_records or missing:
         problems = {
@@ -171,7 +171,7 @@ def _requests_table(
 TABLE_BATCH = 16_384
 
 
-def _complete_table(
+def complete_table(
     rows: Iterable[dict[str, Any]], tok: Tokenizer | None, save_text: bool
 ) -> tuple[Any, int]:
     """The completed rows as a table, and how many journal records were of the wrong

@@ -164,6 +164,8 @@ class StressKnobs:
         v.number("--diverge", self.diverge, 0.0, 1.0)
         v.number("--device-memory-rate", self.device_memory_rate, -1e12, 1e12)
         v.number("--device-memory-warmup-s", self.device_memory_warmup_s, 0.0, 1e7)
+        v.number("--device-memory-warmup", self.device_memory_warmup_bytes, 0.0, 1e15)
+        v.number("--device-memory-total", self.device_memory_total_bytes, 0.0, 1e15, lo_open=True)
         v.number("--ttft-drift-ms-per-min", self.ttft_drift_ms_per_min, -1e6, 1e6)
 
     def device_memory(self, uptime_s: float) -> float:

@@ -90,10 +90,14 @@ class ShadowWriter:
         self.save_meta(status=status, ended_at=datetime.now(UTC).isoformat())
 
 
-def read_shadow(path: str | Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+def read_shadow(
+    path: str | Path, unreadable: dict[str, int] | None = None
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """shadow.json and both sides' completed rows (token counts and derived figures
-    filled as ``accelbench summarize`` does; a torn last journal line is skipped)."""
-    from accelbench.runner.finalize import complete_row
+    filled as ``accelbench summarize`` does). Lines that are not a record of the right
+    shape (a torn last write, damage, wrong types, no ``idx`` or ``t_sched``) are
+    skipped; their number per journal goes to ``unreadable`` if given."""
+    from accelbench.runner.finalize import complete_table
 
     d = Path(path)
     if not d.is_dir():
@@ -103,8 +107,13 @@ def read_shadow(path: str | Path) -> tuple[dict[str, Any], dict[str, list[dict[s
         raise AccelbenchError(f"{d / SHADOW_JSON} is not an accelbench shadow record")
     rows: dict[str, list[dict[str, Any]]] = {}
     for side, name in (("baseline", BASELINE), ("candidate", CANDIDATE)):
-        raw, _ = read_journal(d / name)
-        rows[side] = [complete_row(r, None, save_text=True) for r in raw]
+        raw, bad = read_journal(d / name)
+        table, wrong = complete_table(raw, None, True)  # types checked as summarize does
+        done = [r for r in table.to_pylist() if r["idx"] is not None and r["t_sched"] is not None]
+        rows[side] = done
+        lost = bad + wrong + table.num_rows - len(done)
+        if unreadable is not None and lost:
+            unreadable[name] = lost
     return meta, rows
 
 
@@ -115,5 +124,7 @@ def read_trace_bodies(path: str | Path) -> dict[int, dict[str, Any]]:
         return {}
     rows, _ = read_journal(p)
     return {
-        int(r["idx"]): r["body"] for r in rows if "idx" in r and isinstance(r.get("body"), dict)
+        r["idx"]: r["body"]
+        for r in rows
+        if isinstance(r.get("idx"), int) and isinstance(r.get("body"), dict)
     }

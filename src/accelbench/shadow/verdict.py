@@ -54,6 +54,7 @@ RESOURCE_GAUGES = {
     "srv_requests_waiting": "waiting",
     "srv_kv_cache_usage": "KV-cache use",
 }
+MAX_WINDOWS = 1000  # each window is a full evaluation of every gate (bootstrap included)
 _GATE = re.compile(
     r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(%|pp|x|ms)?\s*$"
 )
@@ -91,6 +92,8 @@ def parse_gate(text: str) -> Gate:
             "'error_rate <= +0.5pp', 'agreement >= 0.99'"
         )
     metric, op, num, unit = m.group(1), m.group(2), float(m.group(3)), m.group(4) or ""
+    if not math.isfinite(num) or abs(num) > 1e9:
+        raise UsageError(f"--gate {text!r}: the bound must be a finite number within +-1e9")
     g = Gate(text.strip(), metric, op, num, unit)
     lat = re.fullmatch(r"(ttft|tpot|e2e|ntpot)_p(\d+(?:\.\d+)?)", metric)
     if lat:
@@ -99,8 +102,10 @@ def parse_gate(text: str) -> Gate:
             raise UsageError(f"--gate {text!r}: the percentile must be between 0 and 100")
         if unit == "pp":
             raise UsageError(f"--gate {text!r}: a latency bound is +N%, Nx or N (ms)")
-        if unit in ("x", "") and num <= 0:
+        if unit in ("x", "", "ms") and num <= 0:
             raise UsageError(f"--gate {text!r}: the bound must be positive")
+        if unit == "%" and num <= -100:
+            raise UsageError(f"--gate {text!r}: a latency change is above -100%")
         if unit == "":
             g.unit = "ms"
     elif metric == "error_rate":
@@ -377,7 +382,8 @@ def shadow_verdict(
     n_boot = v.integer("--bootstrap", n_boot, 100, 1_000_000)
     window_s = v.optional_number("--window", window_s, 0, 30 * 86400, lo_open=True, unit="s")
     d = Path(shadow_dir)
-    meta, rows = read_shadow(d)
+    unreadable: dict[str, int] = {}
+    meta, rows = read_shadow(d, unreadable)
     base, cand = _paired(rows)
     bodies = read_trace_bodies(d)
     greedy = {i for i, body in bodies.items() if is_greedy(body)}
@@ -398,6 +404,12 @@ def shadow_verdict(
         else:
             w = window_s
             n_win = max(1, math.ceil(span / w - 1e-9))
+            if n_win > MAX_WINDOWS:
+                raise UsageError(
+                    f"--window {w:g} s cuts the {span:g} s of this shadow directory into "
+                    f"{n_win:,} windows; at most {MAX_WINDOWS:,}: give at least "
+                    f"{span / MAX_WINDOWS:.3g} s"
+                )
         if n_win > 1:
             slot = [min(n_win - 1, int((r["t_sched"] - t0) / 1e9 / w)) for r in base]
             for k in range(n_win):
@@ -426,6 +438,7 @@ def shadow_verdict(
         "status": meta.get("status"),
         "mode": meta.get("mode"),
         "resources": resources(d, rows),
+        "unreadable_lines": unreadable,  # journal -> lines skipped (torn, damaged)
     }
     if write:
         write_json_atomic(d / VERDICT, doc)

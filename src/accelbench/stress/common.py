@@ -243,6 +243,9 @@ class MemoryProbe:
         self.me = psutil.Process()
         self.server = None
         if server_pid is not None:
+            from accelbench import validate as v
+
+            v.integer("--server-pid", server_pid, 1, 1 << 22)  # Linux's largest pid_max
             try:
                 self.server = psutil.Process(server_pid)
             except psutil.Error:

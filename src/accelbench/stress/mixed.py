@@ -27,6 +27,7 @@ from accelbench.stress.common import Log, _quiet, run_records, run_status, run_s
 from accelbench.stress.verdicts import (
     Verdict,
     bootstrap_ci,
+    check_thresholds,
     cv_pct,
     judge,
     judge_claim,
@@ -60,6 +61,7 @@ class MixedConfig:
         v.number("--window", self.window_s, 0.1, 86400.0, unit="s")
         v.choice("--claim-stat", self.claim_stat, ("jitter", "change"))
         v.number("--stagger", self.stagger_s, 0.0, 3600.0, unit="s")
+        check_thresholds("--warn", self.warn_pct, "--fail", self.fail_pct, 1e6, "%")
         if self.claim_pct is not None:
             v.number("--claim", self.claim_pct, 0.0, 1e6)
 

@@ -15,15 +15,19 @@ Soak time ``t_s`` runs over finished windows only: the seconds lost between segm
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from accelbench import validate as v
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.store.rundir import JOURNAL
+from accelbench.store.rundir import JOURNAL, write_text_atomic
 from accelbench.stress.common import (
     JournalTail,
     JsonlAppender,
@@ -43,6 +47,7 @@ from accelbench.stress.verdicts import (
     DriftThresholds,
     LeakThresholds,
     Verdict,
+    check_thresholds,
     drift_verdict,
     leak_verdict,
 )
@@ -65,12 +70,17 @@ class SoakConfig:
     gpu: bool = True
 
     def validate(self) -> None:
-        from accelbench import validate as v
 
         v.number("--duration", self.duration_s, 1.0, 30 * 86400.0, unit="s")
         v.number("--window", self.window_s, 1.0, 86400.0, unit="s")
         v.number("--segment", self.segment_s, self.window_s, 30 * 86400.0, unit="s")
         v.number("--sample-interval", self.sample_s, 0.1, self.window_s, unit="s")
+        mib = 2**20
+        check_thresholds("--leak-warn", self.leak.warn_bytes_per_h / mib, "--leak-fail",
+                         self.leak.fail_bytes_per_h / mib, 2**30, "MiB/h")  # fmt: skip
+        v.number("--exhaustion-horizon", self.leak.horizon_h, 0, 1e6, lo_open=True, unit="h")
+        check_thresholds("--drift-warn", self.drift.warn_pct_per_h, "--drift-fail",
+                         self.drift.fail_pct_per_h, 1e6, "%/h")  # fmt: skip
         if self.load.num_requests is not None:
             raise UsageError("stress soak runs for --duration: drop --num-requests")
 
@@ -239,11 +249,11 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
         prev = read_stress(path)
         if prev.get("suite") != "soak":
             raise UsageError(f"--resume {path}: not a soak directory")
-        wins = windows_f.read()
+        wins = _resume_rows(windows_f, ("t_s", "t_end_s"))
         done_s = max((w["t_end_s"] for w in wins), default=0.0)
-        seg = int(prev.get("segments", 0))
+        seg = v.integer("segments of stress.json", prev.get("segments", 0), 0, 1_000_000)
         # drop memory samples past the last finished window (they will be re-taken)
-        keep = [m for m in memory_f.read() if m["t_s"] <= done_s]
+        keep = [m for m in _resume_rows(memory_f, ("t_s",)) if m["t_s"] <= done_s]
         memory_f.path.write_bytes(b"")
         for m in keep:
             memory_f.append(m)
@@ -286,6 +296,45 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
         probe.close()
     result = _write(path, cfg, probe, status, seg, windows_f, memory_f)
     return result
+
+
+def _sane(x: Any) -> bool:
+    """A value a soak writes: numbers (finite), None, and dicts of them."""
+    if x is None or (isinstance(x, int | float) and not isinstance(x, bool)):
+        return x is None or math.isfinite(x)
+    return isinstance(x, dict) and all(_sane(y) for y in x.values())
+
+
+def _resume_rows(f: JsonlAppender, need: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows of a soak's windows.jsonl / memory.jsonl to resume from. A torn last line
+    (the soak was killed mid-write) is dropped from the file, so the next row does not
+    land on it; a damaged line elsewhere, or a row of the wrong shape, stops the resume
+    (continuing would drop it from the verdicts for good)."""
+    if not f.path.exists():
+        return []
+    lines = f.path.read_bytes().splitlines()
+    rows: list[dict[str, Any]] = []
+    bad: list[int] = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            row = None
+        if isinstance(row, dict) and _sane(row) and all(row.get(k) is not None for k in need):
+            rows.append(row)
+        else:
+            bad.append(no)
+    if bad and bad != [len(lines)]:
+        raise UsageError(
+            f"--resume: {f.path} line(s) {', '.join(map(str, bad[:5]))}"
+            f"{' ...' if len(bad) > 5 else ''} are damaged; resuming would drop them from "
+            "the verdicts: repair or remove those lines, or start a new soak"
+        )
+    if bad or (lines and not f.path.read_bytes().endswith(b"\n")):
+        write_text_atomic(f.path, "".join(orjson.dumps(r).decode() + "\n" for r in rows))
+    return rows
 
 
 def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: int,

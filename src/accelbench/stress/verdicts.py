@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.errors import UsageError
+
 CONFIDENCE = 0.95
 HOUR = 3600.0
 
@@ -58,6 +60,19 @@ def judge(
     if warn is not None and lo > warn:
         return "warn", rule
     return "pass", rule
+
+
+def check_thresholds(
+    warn_name: str, warn: float, fail_name: str, fail: float, hi: float, unit: str = ""
+) -> None:
+    """A warn / fail threshold pair a user gave: finite, in [0, hi], warn not above fail
+    (one line naming the option otherwise)."""
+    from accelbench import validate as v
+
+    v.number(warn_name, warn, 0.0, hi, unit=unit)
+    v.number(fail_name, fail, 0.0, hi, unit=unit)
+    if warn > fail:
+        raise UsageError(f"{warn_name} ({warn:g}) must not be above {fail_name} ({fail:g})")
 
 
 def judge_claim(lo: float, hi: float, bound: float) -> tuple[str, str]:

@@ -41,6 +41,7 @@ TRACE_FILE = "trace.jsonl"
 FORMATS = ("auto", "accelbench", "azure", "mooncake", "sharegpt")
 MAX_TRACE_REQUESTS = 10_000_000
 MAX_TRACE_TOKENS = 1 << 20  # as workload.config.MAX_TOKENS
+MAX_TRACE_SPAN_S = 30 * 86400.0  # as runner.config.MAX_DURATION_S: a month-long replay
 
 __all__ = [
     "FORMATS",
@@ -183,6 +184,11 @@ def load_trace(
     t0 = entries[0].offset_s
     for e in entries:
         e.offset_s -= t0
+    if not entries[-1].offset_s <= MAX_TRACE_SPAN_S:
+        raise UsageError(
+            f"--trace {p} spans {entries[-1].offset_s:g} s from its first to its last "
+            f"request, more than {MAX_TRACE_SPAN_S:g} s (30 days): wrong time unit?"
+        )
     if limit is not None:
         entries = entries[:limit]
     if len(entries) > MAX_TRACE_REQUESTS:
@@ -262,10 +268,12 @@ def _load_azure(raw: bytes, p: Path) -> list[TraceEntry]:
             ts = parse_azure_timestamp(row["TIMESTAMP"])
             isl = int(row["ContextTokens"])
             osl = int(row["GeneratedTokens"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise AccelbenchError(
                 f"{where}: expected TIMESTAMP, ContextTokens, GeneratedTokens (got {row})"
             ) from None
+        if not np.isfinite(ts):
+            raise AccelbenchError(f"{where}: TIMESTAMP must be a finite time (got {ts!r})")
         entries.append(
             TraceEntry(
                 ts, _length(isl, where, "ContextTokens"), _length(osl, where, "GeneratedTokens")

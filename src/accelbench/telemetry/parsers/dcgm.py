@@ -83,10 +83,10 @@ def parse_dcgm_prometheus(
                 driver_version=labels.get("DCGM_FI_DRIVER_VERSION"),
             )
             rows[key] = row
+        if not math.isfinite(value):  # NaN is a valid sample value: "no reading"
+            continue
         if name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED"):
             fb.setdefault(key, {})[name] = value
-        if math.isnan(value):
-            continue
         m = _DCGM_MAP.get(name)
         if m:
             store(row, m[0], value * m[1])
