@@ -157,7 +157,7 @@ def test_monitor_rejects_bad_recovery_options(app):
         ["monitor", "--interval", "1e308"],
         ["monitor", "--window", "nan"],
         ["monitor", "--window", "inf"],
-        ["monitor", "--window", "0"],
+        ["monitor", "--window", " -1"],
         ["monitor", "--duration", "inf"],
         ["monitor", "--duration", "nan"],
         ["monitor", "--duration", " -1"],
