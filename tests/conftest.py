@@ -22,7 +22,6 @@ settings.register_profile("accelbench", deadline=None)
 settings.load_profile("accelbench")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 FIXTURES = REPO / "tests" / "fixtures"
 
 

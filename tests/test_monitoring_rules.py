@@ -28,7 +28,7 @@ ACC = (
     'vendor="nvidia",model="NVIDIA H100 80GB HBM3",device="0",bus_id="00000000:1B:00.0",'
     'uuid="GPU-1",job="accelbench",instance="127.0.0.1:9464"'
 )
-# Labels as dcgm-exporter writes them (from the L4 scrape in shared/fixtures/telemetry).
+# Labels as dcgm-exporter writes them (from the L4 scrape in tests/fixtures/telemetry).
 DCGM = (
     'gpu="0",UUID="GPU-c2f76b33-7953-256e-8f33-1343419b1a1c",pci_bus_id="00000000:31:00.0",'
     'device="nvidia0",modelName="NVIDIA L4",Hostname="node1",DCGM_FI_DRIVER_VERSION="580.105.08",'

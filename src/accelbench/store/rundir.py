@@ -9,7 +9,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +125,16 @@ class Journal:
 
 
 def iter_journal(
-    path: Path, bad_lines: list[int] | None = None, counts: list[int] | None = None
+    path: Path,
+    bad_lines: list[int] | None = None,
+    counts: list[int] | None = None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The rows of a journal one at a time, read line by line (memory: one line), so a
     journal of millions of requests is never held whole. Unreadable lines (a torn last
-    write, or damage) are skipped; their 1-based numbers go to ``bad_lines`` and their
-    count to ``counts[0]``, if given. Raises AccelbenchError if the file is missing."""
+    write, or damage), and rows ``keep`` refuses, are skipped; their 1-based numbers go
+    to ``bad_lines`` and their count to ``counts[0]``, if given. Raises AccelbenchError
+    if the file is missing."""
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed by the generator
     except FileNotFoundError:
@@ -143,7 +147,7 @@ def iter_journal(
                 row = orjson.loads(line)
             except orjson.JSONDecodeError:
                 row = None
-            if isinstance(row, dict):
+            if isinstance(row, dict) and (keep is None or keep(row)):
                 yield row
             else:
                 if counts is not None:

@@ -27,7 +27,7 @@ import orjson
 from accelbench import validate as v
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.store.rundir import JOURNAL, write_text_atomic
+from accelbench.store.rundir import JOURNAL, iter_journal, write_text_atomic
 from accelbench.stress.common import (
     JournalTail,
     JsonlAppender,
@@ -312,27 +312,19 @@ def _resume_rows(f: JsonlAppender, need: tuple[str, ...]) -> list[dict[str, Any]
     (continuing would drop it from the verdicts for good)."""
     if not f.path.exists():
         return []
-    lines = f.path.read_bytes().splitlines()
-    rows: list[dict[str, Any]] = []
+    data = f.path.read_bytes()
+    n_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     bad: list[int] = []
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            row = None
-        if isinstance(row, dict) and _sane(row) and all(row.get(k) is not None for k in need):
-            rows.append(row)
-        else:
-            bad.append(no)
-    if bad and bad != [len(lines)]:
+    rows = list(iter_journal(
+        f.path, bad, keep=lambda r: _sane(r) and all(r.get(k) is not None for k in need)
+    ))  # fmt: skip
+    if bad and bad != [n_lines]:
         raise UsageError(
             f"--resume: {f.path} line(s) {', '.join(map(str, bad[:5]))}"
             f"{' ...' if len(bad) > 5 else ''} are damaged; resuming would drop them from "
             "the verdicts: repair or remove those lines, or start a new soak"
         )
-    if bad or (lines and not f.path.read_bytes().endswith(b"\n")):
+    if bad or (data and not data.endswith(b"\n")):
         write_text_atomic(f.path, "".join(orjson.dumps(r).decode() + "\n" for r in rows))
     return rows
 
