@@ -97,14 +97,25 @@ def _command(scenario: str) -> Callable[..., None]:
         )  # fmt: skip
         res = run_mlperf(cfg, ms, qsl, log=None if quiet else _log)
         show_result(res, quiet=quiet)
+        if res.loadgen_running:
+            # Interrupted while LoadGen's issue thread sleeps in its schedule: nothing
+            # can wake it, and an interpreter shutdown under it (or LoadGen's static
+            # destructors) could crash. Every file is written: leave at once.
+            import os
+            import sys
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
         if not res.ok:
             raise typer.Exit(1)
 
     command.__doc__ = (
         f"{HELP[scenario]}\n\nMLCommons LoadGen drives accelbench's client; writes an "
         "accelbench run directory plus LoadGen's mlperf_log_summary.txt / "
-        "mlperf_log_detail.txt and mlperf.json. Exit 0 when LoadGen says VALID, 1 when "
-        "INVALID or the run did not complete, 2 for bad options."
+        "mlperf_log_detail.txt and mlperf.json. Exit 0 when LoadGen says VALID and every "
+        "sample succeeded, 1 when INVALID, a sample failed or the run did not complete "
+        "(Ctrl-C, SIGTERM, SIGHUP: records kept), 2 for bad options."
     )
     return command
 
@@ -120,6 +131,9 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
 
         print_summary(res.run_dir, console)
     verdict = res.result or "no result"
+    lg_said = res.doc.get("loadgen_result")
+    if lg_said and lg_said != res.result:
+        verdict = f"{verdict} (LoadGen said {lg_said})"
     colour = "green" if res.ok else "red"
     if res.doc.get("find_peak"):
         found = f"{res.peak_qps:g} QPS" if res.peak_qps is not None else "no peak found"
@@ -127,7 +141,9 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
     fig = res.figures
     parts = []
     for key, name in (
-        ("completed_samples_per_s", "samples/s"),
+        # the rate of samples that succeeded first; LoadGen's counts failed ones too
+        ("ok_samples_per_s", "samples/s completed OK"),
+        ("completed_samples_per_s", "samples/s LoadGen"),
         ("tokens_per_s", "tokens/s"),
         ("completed_tokens_per_s", "tokens/s"),
         ("ttft_p99_ms", "ms TTFT p99"),
@@ -137,7 +153,8 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
         if fig.get(key) is not None:
             parts.append(f"{fig[key]:,.4g} {name}")
     console.print(
-        f"[bold {colour}]LoadGen: {verdict}[/]  " + escape("  ".join(parts)), highlight=False
+        f"[bold {colour}]MLPerf: {escape(verdict)}[/]  " + escape("  ".join(parts)),
+        highlight=False,
     )
     for r in res.reasons:
         console.print(f"  [red]-[/] {escape(r)}", highlight=False)

@@ -9,11 +9,15 @@ LoadGen's verdict, the settings it ran under, and whether the run is compliant.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
 import signal
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -22,6 +26,7 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.lifetime import STOP_SIGNALS
 from accelbench.mlperf import loadgen
 from accelbench.mlperf.logs import SUMMARY_FILE, parse_result
 from accelbench.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
@@ -44,6 +49,17 @@ MLPERF_JSON = "mlperf.json"
 DATASET_FORMATS = ("auto", "mlperf", "sharegpt", "prompts", "chat")
 MAX_SAMPLES = 1_000_000
 SWITCH_INTERVAL_S = 0.0002
+# Offline hands LoadGen's every sample over at once: without a cap each would hold a
+# socket (24,576 for llama2-70b). 512 is above the batch of common engines (vLLM's
+# max_num_seqs 256), so the server stays full; --max-concurrency changes it.
+OFFLINE_MAX_CONCURRENCY = 512
+# open files beside the requests' sockets: LoadGen's logs, the journal, the engine's
+# pipes, Python's own; measured in use at the check, plus this margin
+FD_MARGIN = 64
+# After a stop signal LoadGen gets this long to return by itself (Offline, or a Server
+# schedule at its end, does once every sample is answered); otherwise its issue thread
+# is left asleep in its schedule and the run is finalized without it.
+STOP_GRACE_S = 0.5
 
 
 @dataclass
@@ -72,6 +88,9 @@ class MlperfResult:
     wall_s: float
     summary_text: str
     doc: dict[str, Any] = field(default_factory=dict)
+    # interrupted while LoadGen's issue thread slept in its schedule: it is still there,
+    # parked; the CLI leaves with os._exit (docs/MLPERF.md, "Stopping")
+    loadgen_running: bool = False
 
     @property
     def ok(self) -> bool:
@@ -80,6 +99,8 @@ class MlperfResult:
         The CLI exits 0 only then."""
         if self.status != "completed":
             return False
+        if (self.doc.get("requests") or {}).get("not_ok"):
+            return False  # a failed sample is never a pass, whatever LoadGen said
         if self.doc.get("find_peak"):
             return self.peak_qps is not None
         return self.result == "VALID"
@@ -101,6 +122,11 @@ def run_mlperf(
     _check_qsl(qsl)
     cfg.validate()
     lg = loadgen()  # fail before an engine is started
+    if _PARKED:
+        raise UsageError(
+            "an interrupted LoadGen test is still asleep in this process (LoadGen has no "
+            "way to stop it): start the next run in a new process"
+        )
     root = Path(cfg.out_dir).parent if cfg.out_dir else Path(cfg.results_root)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -136,6 +162,65 @@ def _samples(
     return build_plan(cfg.workload, q.samples, tok, special_tokens=special), "synthetic"
 
 
+def verdict(
+    loadgen_result: str | None, reasons: list[str], completed: int, failed: int, stopped: int
+) -> tuple[str | None, list[str]]:
+    """accelbench's result from LoadGen's and the SUT's counts. LoadGen counts a sample
+    completed however it ended (a failed request is answered with an empty response):
+    a run with any failed or interrupted sample is INVALID, with the count as a reason."""
+    if loadgen_result is None:
+        return None, list(reasons)
+    bad = failed + stopped
+    if not bad:
+        return loadgen_result, list(reasons)
+    why = []
+    if failed:
+        why.append(f"{failed:,} of {completed:,} samples failed")
+    if stopped:
+        why.append(f"{stopped:,} of {completed:,} samples were interrupted")
+    return "INVALID", [
+        f"{' and '.join(why)} (LoadGen counts them as completed and said {loadgen_result})",
+        *reasons,
+    ]
+
+
+def open_files_for(cap: int | None, *, explicit: bool) -> tuple[int | None, dict[str, Any]]:
+    """Raise this process's soft RLIMIT_NOFILE toward its hard limit (an unprivileged
+    process may) and fit the cap on requests in flight to it: each holds a socket. A
+    default cap is lowered to what fits (and says so); an explicit one that cannot fit
+    is one line, exit 2. Returns (the cap, what was found)."""
+    soft0, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = soft0
+    target = hard if hard != resource.RLIM_INFINITY else max(soft0, 1 << 20)
+    if soft0 != resource.RLIM_INFINITY and soft0 < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # the kernel's nr_open may be below the hard limit: keep what is there
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = FD_MARGIN
+    room = (soft if soft != resource.RLIM_INFINITY else 1 << 30) - in_use - FD_MARGIN
+    info: dict[str, Any] = {"soft_before": soft0, "soft": soft, "hard": hard, "in_use": in_use}
+    if cap is not None and cap > room:
+        if explicit:
+            raise UsageError(
+                f"--max-concurrency {cap} needs about {cap + in_use + FD_MARGIN} open files "
+                f"({cap} sockets, {in_use} in use, {FD_MARGIN} spare); the open-files limit "
+                f"is {soft} (hard {hard}): lower --max-concurrency or raise 'ulimit -n'"
+            )
+        if room < 1:
+            raise UsageError(
+                f"the open-files limit {soft} (hard {hard}) leaves no room for a request "
+                f"({in_use} in use, {FD_MARGIN} spare): raise 'ulimit -n'"
+            )
+        info["lowered_from"] = cap
+        cap = room
+    return cap, info
+
+
 def _run(
     lg: Any, cfg: BenchmarkConfig, ms: MlperfSettings, q: QslOptions, log: Log, engine: Any
 ) -> MlperfResult:
@@ -147,6 +232,18 @@ def _run(
     samples, kind = _samples(cfg, q, tok, special)
     ts, defaults, effective = build(ms, len(samples))
     noncompliance = compliance(defaults, effective, synthetic=kind != "mlperf-dataset")
+
+    explicit = cfg.max_concurrency is not None
+    cap = cfg.max_concurrency
+    if cap is None and ms.lg_scenario == "Offline":
+        cap = OFFLINE_MAX_CONCURRENCY
+    cap, open_files = open_files_for(cap, explicit=explicit)
+    if "lowered_from" in open_files:
+        log(
+            f"in flight at most {cap} (the default {open_files['lowered_from']} does not fit "
+            f"the open-files limit {open_files['soft']})"
+        )
+    cfg.max_concurrency = cap
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     short = uuid.uuid4().hex[:6]
@@ -167,12 +264,15 @@ def _run(
         "conf_model": ms.conf_model,
         "find_peak": ms.find_peak,
         "user_conf": str(ms.user_conf) if ms.user_conf else None,
+        "user_conf_lines": ms.user_conf_lines,
         "loadgen_version": loadgen_version(),
         "qsl": {"kind": kind, "samples": len(samples), "dataset": q.dataset},
         "settings": {"benchmark_defaults": defaults, "effective": effective},
         "compliant": not noncompliance,
         "noncompliance": noncompliance,
-        "max_concurrency": cfg.max_concurrency,
+        "max_concurrency": cap,
+        "max_concurrency_source": "option" if explicit else ("default" if cap else None),
+        "open_files": open_files,
     }
     meta: dict[str, Any] = {
         "schema": "accelbench.run/1",
@@ -191,45 +291,96 @@ def _run(
     }
     if engine is not None:
         meta["server"]["embedded"] = {"engine": "llama.cpp llama-server", "args": engine.args[1:]}
-    write_json_atomic(run_dir / RUN_JSON, meta)
 
+    skipped = [x for x in ms.user_conf_lines if not x["applies"]]
+    if skipped:
+        log(
+            f"user.conf: {len(skipped)} line(s) for another benchmark or scenario, not applied "
+            f"(lines {', '.join(str(x['line']) for x in skipped[:10])})"
+        )
     log(
         f"LoadGen {ms.lg_scenario} ({ms.conf_model}"
         f"{', peak search' if ms.find_peak else ''}): min duration "
         f"{effective['min_duration_ms'] / 1000:g} s, {len(samples)} samples"
+        f"{f', at most {cap} in flight' if cap else ''}"
     )
     journal = Journal(run_dir / JOURNAL)
     opts = SutOptions(
         url=cfg.url, model=cfg.model or "", endpoint=cfg.endpoint, stream=cfg.stream,
         api_key=api_key or None, timeout_s=cfg.timeout_s, ignore_eos=cfg.ignore_eos,
         extra_body=cfg.extra_body, save_text=cfg.save_text, transport=cfg.transport,
-        max_concurrency=cfg.max_concurrency, run_tag=short,
+        max_concurrency=cap, run_tag=short,
     )  # fmt: skip
     sut = LoadGenSUT(lg, samples, opts, journal)
-    status, wall, crash = _drive(lg, sut, ts, run_dir, len(samples))
-    journal.close()
-    if crash:
-        status = "failed"
-    elif sut.issued and sut.failed == sut.issued:
-        status = "failed"
+    # One stop path for SIGINT, SIGTERM and SIGHUP from here to the last file written:
+    # the handler only sets a flag and stops the requests (nothing calls into LoadGen
+    # from it); a second signal changes nothing.
+    with _stop_on_signals(sut.stop_requests) as stopped:
+        write_json_atomic(run_dir / RUN_JSON, meta)
+        status, wall, crash, parked = _drive(lg, sut, ts, run_dir, len(samples), stopped)
+        journal.close()
+        if crash:
+            status = "failed"
+        elif sut.issued and sut.failed == sut.issued:
+            status = "failed"
+        return _finish(run_dir, mlperf_doc, noncompliance, sut, tok, status, wall, crash, parked)
 
-    lg_result = parse_result(run_dir)
+
+def _finish(
+    run_dir: Path,
+    mlperf_doc: dict[str, Any],
+    noncompliance: list[str],
+    sut: LoadGenSUT,
+    tok: Tokenizer | None,
+    status: str,
+    wall: float,
+    crash: str | None,
+    parked: bool,
+) -> MlperfResult:
+    # LoadGen's logs are complete only when its test returned
+    lg_result = parse_result(run_dir) if not parked else {
+        "result": None, "reasons": [], "checks": {}, "figures": {}, "errors": [],
+    }  # fmt: skip
+    if parked:
+        lg_result["reasons"] = [
+            "interrupted during LoadGen's schedule: LoadGen gave no result (its logs are partial)"
+        ]
+    # every sample LoadGen saw answered: sent and ended, or answered unsent after a stop
+    answered = sut.completed + sut.answered_after_stop
+    stopped = sut.interrupted + sut.answered_after_stop
+    result, reasons = verdict(
+        lg_result["result"], lg_result["reasons"], answered, sut.failed, stopped
+    )
+    figures = dict(lg_result["figures"])
+    ok = answered - sut.failed - stopped
+    lg_sps = figures.get("completed_samples_per_s")
+    if isinstance(lg_sps, int | float) and answered:
+        # LoadGen's rate counts every sample answered; the rate of those that succeeded,
+        # over LoadGen's own span, is the completed rate
+        figures["ok_samples_per_s"] = lg_sps * ok / answered
     if sut.failed:
         noncompliance.append(f"{sut.failed} of {sut.issued} requests failed")
     if status == "interrupted":
         noncompliance.append("the run was interrupted")
     mlperf_doc.update(
         {
-            "result": lg_result["result"],
-            "reasons": lg_result["reasons"],
+            "result": result,
+            "loadgen_result": lg_result["result"],
+            "reasons": reasons,
             "checks": lg_result["checks"],
-            "figures": lg_result["figures"],
+            "figures": figures,
             "peak_qps": lg_result.get("peak_qps"),
             "loadgen_errors": lg_result["errors"],
+            "loadgen_running": parked,
             "compliant": not noncompliance,
             "noncompliance": noncompliance,
             "wall_s": wall,
-            "requests": {"issued": sut.issued, "failed": sut.failed},
+            "requests": {
+                "issued": sut.issued, "completed": sut.completed, "ok": ok,
+                "failed": sut.failed, "interrupted": sut.interrupted,
+                "not_ok": sut.failed + stopped,
+                "answered_after_stop": sut.answered_after_stop,
+            },
             "sut": {
                 k: sut.stats.get(k)
                 for k in (
@@ -237,9 +388,9 @@ def _run(
                     "first_token_handover_ms_p99",
                     "first_token_handover_ms_max",
                 )
-            },  # fmt: skip
+            },
         }
-    )
+    )  # fmt: skip
     worker = {
         "worker": 0,
         "wall_s": wall,
@@ -257,8 +408,9 @@ def _run(
     }
     short_doc = {
         k: mlperf_doc[k]
-        for k in ("benchmark", "scenario", "result", "reasons", "compliant", "noncompliance")
-    }
+        for k in ("benchmark", "scenario", "result", "loadgen_result", "reasons", "compliant",
+                  "noncompliance", "requests")
+    }  # fmt: skip
     short_doc["peak_qps"] = mlperf_doc["peak_qps"]
     short_doc["figures"] = mlperf_doc["figures"]
     finalize_run(run_dir, tok=tok, status=status, client=client, extra={"mlperf": short_doc})
@@ -267,30 +419,60 @@ def _run(
     write_json_atomic(run_dir / RUN_JSON, meta)
     write_json_atomic(run_dir / MLPERF_JSON, mlperf_doc)
     try:
-        summary_text = (run_dir / SUMMARY_FILE).read_text()
+        summary_text = (run_dir / SUMMARY_FILE).read_text() if not parked else ""
     except OSError:
         summary_text = ""
     return MlperfResult(
         run_dir=run_dir,
         status=status,
-        result=lg_result["result"],
-        reasons=lg_result["reasons"],
+        result=result,
+        reasons=reasons,
         compliant=not noncompliance,
         noncompliance=noncompliance,
-        figures=lg_result["figures"],
+        figures=figures,
         peak_qps=lg_result.get("peak_qps"),
         wall_s=wall,
         summary_text=summary_text,
         doc=mlperf_doc,
+        loadgen_running=parked,
     )
 
 
+# LoadGen tests left asleep in this process by an interruption (their handles are kept
+# alive: destroying them under LoadGen's running thread is what crashed on SIGHUP)
+_PARKED: list[tuple[threading.Thread, Any, Any]] = []
+
+
+@contextlib.contextmanager
+def _stop_on_signals(on_stop: Callable[[], None]) -> Iterator[threading.Event]:
+    """SIGINT, SIGTERM and SIGHUP set one flag and call ``on_stop`` once (main thread
+    only; elsewhere the caller's own handling stays)."""
+    stopped = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        if not stopped.is_set():
+            stopped.set()
+            on_stop()
+
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.getsignal(s) for s in STOP_SIGNALS} if main else {}
+    for s in old:
+        signal.signal(s, handler)
+    try:
+        yield stopped
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def _drive(
-    lg: Any, sut: LoadGenSUT, ts: Any, run_dir: Path, n_samples: int
-) -> tuple[str, float, str | None]:
-    """LoadGen's test in a thread of its own, so that Ctrl-C reaches this one: the first
-    signal stops the requests (every later query is answered at once and LoadGen runs
-    out its schedule), the status becomes "interrupted"."""
+    lg: Any, sut: LoadGenSUT, ts: Any, run_dir: Path, n_samples: int, stopped: threading.Event
+) -> tuple[str, float, str | None, bool]:
+    """LoadGen's test in a thread of its own, so that signals reach this one. On a stop
+    the SUT answers every query at once (in flight: cancelled and recorded as
+    interrupted); LoadGen gets STOP_GRACE_S to return, else its thread is left asleep
+    in its schedule (a Server query may be minutes away; LoadGen cannot be woken) and
+    the run ends without it. Returns (status, wall s, crash, LoadGen still running)."""
     out = lg.LogOutputSettings()
     out.outdir = str(run_dir)
     out.copy_summary_to_stdout = False
@@ -308,16 +490,6 @@ def _drive(
         except Exception as exc:  # noqa: BLE001 - reported as a failed run
             crash.append(f"LoadGen stopped: {type(exc).__name__}: {exc}")
 
-    interrupted = {"n": 0}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        interrupted["n"] += 1
-        sut.stop_requests()
-
-    main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    for s in old:
-        signal.signal(s, on_signal)
     # Three threads share the GIL (LoadGen's issue thread, the SUT's event loop, this
     # one): with Python's default 5 ms switch interval a query could wait that long to
     # be issued or a first token to be reported. 0.2 ms keeps both under a millisecond.
@@ -325,20 +497,25 @@ def _drive(
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     t0 = time.monotonic()
     runner = threading.Thread(target=test, name="loadgen", daemon=True)
+    parked = False
     try:
-        runner.start()
-        while runner.is_alive():
-            runner.join(0.2)
+        if not stopped.is_set():
+            runner.start()
+            while runner.is_alive() and not stopped.wait(0.05):
+                pass
+            runner.join(STOP_GRACE_S)
+            parked = runner.is_alive()
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         sys.setswitchinterval(switch)
         wall = time.monotonic() - t0
-        lg.DestroyQSL(handle_qsl)
-        lg.DestroySUT(handle_sut)
+        if parked:
+            _PARKED.append((runner, handle_sut, handle_qsl))
+        else:
+            lg.DestroyQSL(handle_qsl)
+            lg.DestroySUT(handle_sut)
         sut.close()
-    status = "interrupted" if interrupted["n"] else "completed"
-    return status, wall, crash[0] if crash else None
+    status = "interrupted" if stopped.is_set() else "completed"
+    return status, wall, crash[0] if crash else None, parked
 
 
 def _no_op(_samples: list[int]) -> None:

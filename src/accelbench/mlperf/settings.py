@@ -9,8 +9,7 @@ it, ``..., 1)`` loads it and then a user.conf on top. Nothing here restates its 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench import validate as v
@@ -61,10 +60,79 @@ FIELDS = (
     "sample_concatenate_permutation",
 )
 
-# A user.conf line LoadGen understands: "model.scenario.key = number" (spaces around
-# "=", nothing after the value). LoadGen's parser silently skips "key=value" without
-# spaces and fails the whole file on a comment after a value; this names the line.
-_CONF_LINE = re.compile(r"^(\S+)\.(\S+)\.(\S+)\s+=\s+(\S+)$")
+# A user.conf line: "model.scenario.key = value" (spaces around "=", nothing after the
+# value). LoadGen's parser silently skips "key=value" without spaces and fails the whole
+# file on a comment after a value; each line is checked here and refused by number.
+_CONF_LINE = re.compile(r"^([^.\s]+)\.([^.\s]+)\.([^.\s]+)\s+=\s+(\S+)$")
+LG_SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+# What LoadGen's strtoull (base 0) and strtod read whole: no sign, no "_", no spaces.
+_UINT = re.compile(r"^(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
+_DOUBLE = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+_DAY_MS = 86_400_000
+ALL = ("SingleStream", "MultiStream", "Server", "Offline")
+
+
+@dataclass(frozen=True)
+class ConfKey:
+    """A user.conf key as LoadGen 6.0's ``TestSettings::FromConfig`` reads it (loadgen/
+    test_settings_internal.cc): a whole number (strtoull) or a double (strtod), the
+    scenarios it is looked up for, its allowed literal range, and why it is refused when
+    it is (a key that redefines what VALID means, or one LoadGen ignores in a user.conf)."""
+
+    kind: str  # "int" | "float"
+    scenarios: tuple[str, ...] = ALL
+    lo: float = 0
+    hi: float = MAX_QUERIES
+    unit: str = ""
+    refused: str | None = None
+
+
+_MODE = "the test mode is the command's (--find-peak; accuracy and submission modes are not run)"
+_MLPERF_ONLY = "LoadGen reads it only from mlperf.conf and ignores it in a user.conf"
+_VERDICT = "it changes what VALID means (which statistic LoadGen judges), not a limit"
+_ACCURACY = "an accuracy-mode setting, without effect in a performance run"
+_AUDIT = "a compliance-test mode (each sample once, or one sample repeated), not a performance run"
+CONF_KEYS: dict[str, ConfKey] = {
+    "mode": ConfKey("int", refused=_MODE),
+    **{k: ConfKey("int", refused=_MLPERF_ONLY) for k in (
+        "qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed", "test05",
+        "test05_qsl_rng_seed", "test05_sample_index_rng_seed", "test05_schedule_rng_seed")},
+    "accuracy_log_probability": ConfKey("float", refused=_MLPERF_ONLY),
+    "use_token_latencies": ConfKey("int", refused=_VERDICT),
+    "infer_token_latencies": ConfKey("int", refused=_VERDICT),
+    "token_latency_scaling_factor": ConfKey("int", refused=_VERDICT),
+    "target_latency_percentile": ConfKey(
+        "float", ("SingleStream", "MultiStream", "Server"), refused=_VERDICT
+    ),
+    "performance_issue_unique": ConfKey("int", refused=_AUDIT),
+    "performance_issue_same": ConfKey("int", refused=_AUDIT),
+    "performance_issue_same_index": ConfKey("int", refused=_AUDIT),
+    **{k: ConfKey("int", refused=_ACCURACY) for k in (
+        "accuracy_sample_count_override", "accuracy_log_rng_seed",
+        "accuracy_log_sampling_target")},
+    # limits and run length: applied; a relaxed one makes the run non-compliant
+    "ttft_latency": ConfKey("int", ("Server",), 1, _DAY_MS, "ms"),
+    "tpot_latency": ConfKey("int", ("Server",), 1, _DAY_MS, "ms"),
+    # SingleStream / MultiStream: the expected latency (ms) that sizes LoadGen's schedule
+    # (Server's end-to-end bound is not judged where token latencies are: refused below)
+    "target_latency": ConfKey("float", ("SingleStream", "MultiStream"), 0.001, _DAY_MS, "ms"),
+    "target_qps": ConfKey("float", ("Server", "Offline"), 1e-6, MAX_QPS, "queries/s"),
+    "min_duration": ConfKey("int", ALL, 0, MAX_DURATION_S * 1000, "ms"),
+    "max_duration": ConfKey("int", ALL, 0, MAX_DURATION_S * 1000, "ms"),
+    "min_query_count": ConfKey("int"),
+    "max_query_count": ConfKey("int"),
+    "performance_sample_count_override": ConfKey("int"),
+    "samples_per_query": ConfKey("int", ("MultiStream",), 1, MAX_QUERIES),
+    "sample_concatenate_permutation": ConfKey("int", ALL, 0, 1),
+    "coalesce_queries": ConfKey("int", ("Server",), 0, 1),
+    "max_async_queries": ConfKey("int", ("Server",), 0, MAX_QUERIES),
+    "print_timestamps": ConfKey("int", ALL, 0, 1),
+}  # fmt: skip
+
+
+def conf_models() -> tuple[str, ...]:
+    """The model keys a user.conf line may name: the benchmarks' and "*"."""
+    return ("*", *BENCHMARKS, *(b + "-interactive" for b in INTERACTIVE))
 
 
 @dataclass
@@ -78,6 +146,8 @@ class MlperfSettings:
     min_duration_s: float | None = None
     min_query_count: int | None = None
     find_peak: bool = False
+    # filled by validate(): each user.conf setting line and whether it applies to this run
+    user_conf_lines: list[dict[str, Any]] = field(default_factory=list)
 
     def validate(self) -> None:
         v.choice("scenario", self.scenario, tuple(SCENARIOS))
@@ -88,7 +158,9 @@ class MlperfSettings:
                 f"one of: {', '.join(INTERACTIVE)}"
             )
         if self.user_conf is not None:
-            check_user_conf(self.user_conf)
+            self.user_conf_lines = check_user_conf(
+                self.user_conf, self.conf_model, self.lg_scenario
+            )
         self.target_qps = v.optional_number(
             "--target-qps", self.target_qps, 0, MAX_QPS, lo_open=True, unit="queries/s"
         )
@@ -115,36 +187,79 @@ class MlperfSettings:
         return self.benchmark + ("-interactive" if SCENARIOS[self.scenario][1] else "")
 
 
-def check_user_conf(path: str) -> Path:
-    """A readable user.conf whose every line LoadGen will apply (one line on the first
-    that it would reject or silently skip)."""
+def check_user_conf(
+    path: str, model: str | None = None, scenario: str | None = None
+) -> list[dict[str, Any]]:
+    """A readable user.conf whose every line LoadGen will read as written: one line
+    (exit 2) naming the first line that it would reject, skip, ignore or misread, or
+    whose setting changes what VALID means. Returns the setting lines, each with
+    ``applies`` (False: for another benchmark or scenario of the same file) when
+    ``model`` / ``scenario`` (LoadGen's names) are given."""
     p = v.input_file("--user-conf", path)
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--user-conf {p}: cannot read it: {exc}") from None
+    out: list[dict[str, Any]] = []
     for n, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
+        words = line.split()
+        if not words or words[0] == "#":  # LoadGen: a comment is '#' as its own word
             continue
-        m = _CONF_LINE.match(s)
-        if m is None or not _is_number(m.group(4)):
-            raise UsageError(
-                f"--user-conf {p} line {n}: {s[:80]!r} is not 'model.scenario.key = number' "
-                "(LoadGen needs spaces around '=' and ignores the line otherwise)"
-            )
-    return p
-
-
-def _is_number(s: str) -> bool:
-    """LoadGen reads values with strtoul (base 0: 10, 0x1A, 017) or strtod."""
-    for parse in (lambda x: int(x, 0), float):
+        s = " ".join(words)
         try:
-            parse(s)
-            return True
-        except ValueError:
-            continue
-    return False
+            out.append(_conf_line(s, model, scenario))
+        except ValueError as exc:
+            raise UsageError(f"--user-conf {p} line {n}: {s[:80]!r}: {exc}") from None
+        out[-1]["line"] = n
+    return out
+
+
+def _conf_line(s: str, model: str | None, scenario: str | None) -> dict[str, Any]:
+    m = _CONF_LINE.match(s)
+    if m is None:
+        raise ValueError(
+            "not 'model.scenario.key = number' (LoadGen needs spaces around '=', "
+            "nothing after the value, and '# ' to start a comment; it skips or rejects "
+            "the line otherwise)"
+        )
+    mod, scen, key, val = m.groups()
+    if mod not in conf_models():
+        raise ValueError(f"unknown model {mod!r}; one of: {', '.join(conf_models())}")
+    if scen != "*" and scen not in LG_SCENARIOS:
+        raise ValueError(f"unknown scenario {scen!r}; one of: *, {', '.join(LG_SCENARIOS)}")
+    spec = CONF_KEYS.get(key)
+    if spec is None:
+        raise ValueError(f"unknown key {key!r} (LoadGen would ignore it)")
+    if spec.refused:
+        raise ValueError(f"{key} is refused: {spec.refused}")
+    if key == "target_latency" and scen == "Server":
+        raise ValueError(
+            "Server's target_latency is not judged by the LLM benchmarks (LoadGen judges "
+            "ttft_latency and tpot_latency with token latencies on)"
+        )
+    if scen != "*" and scen not in spec.scenarios:
+        raise ValueError(f"{key} applies to {', '.join(spec.scenarios)} only")
+    if spec.kind == "int":
+        if not _UINT.match(val):
+            raise ValueError(
+                f"{key} must be a whole number without sign or exponent (LoadGen reads "
+                f"it with strtoull: {val!r} would become another number)"
+            )
+        octal = len(val) > 1 and val[0] == "0" and val[1] not in "xX"  # strtoull: 017 = 15
+        num: float = int(val, 8) if octal else int(val, 0)
+    else:
+        if not _DOUBLE.match(val):
+            raise ValueError(f"{key} must be a finite decimal number (got {val!r})")
+        num = float(val)
+    if not spec.lo <= num <= spec.hi:
+        unit = f" {spec.unit}" if spec.unit else ""
+        raise ValueError(f"{key} must be in [{spec.lo:g}, {spec.hi:g}]{unit} (got {val})")
+    applies = (
+        (model is None or mod in ("*", model))
+        and (scenario is None or scen in ("*", scenario))
+        and (scenario is None or scenario in spec.scenarios)
+    )
+    return {"text": s, "applies": applies}
 
 
 def snapshot(ts: Any) -> dict[str, Any]:
@@ -162,12 +277,13 @@ def build(s: MlperfSettings, qsl_size: int) -> tuple[Any, dict[str, Any], dict[s
     base = lg.TestSettings()
     base.FromConfig("", s.conf_model, s.lg_scenario, 0)
     ts = lg.TestSettings()
+    ts.FromConfig("", s.conf_model, s.lg_scenario, 0)
     if s.user_conf is not None:
-        rc = ts.FromConfig(str(s.user_conf), s.conf_model, s.lg_scenario, 1)
+        # conf_type 2: the file alone over mlperf.conf (type 1 loads mlperf.conf itself,
+        # but only on its first call in a process: a second run would lose it)
+        rc = ts.FromConfig(str(s.user_conf), s.conf_model, s.lg_scenario, 2)
         if rc != 0:
             raise UsageError(f"--user-conf {s.user_conf}: LoadGen could not apply it (code {rc})")
-    else:
-        ts.FromConfig("", s.conf_model, s.lg_scenario, 0)
     ts.scenario = getattr(lg.TestScenario, s.lg_scenario)
     ts.mode = lg.TestMode.FindPeakPerformance if s.find_peak else lg.TestMode.PerformanceOnly
     if s.target_qps is not None:
@@ -185,7 +301,42 @@ def build(s: MlperfSettings, qsl_size: int) -> tuple[Any, dict[str, Any], dict[s
         ts.performance_sample_count_override = qsl_size
     effective = snapshot(ts)
     check_effective(effective, s)
+    check_schedule(effective, s)
     return ts, snapshot(base), effective
+
+
+def expected_samples(e: dict[str, Any], lg_scenario: str) -> tuple[float, str]:
+    """How many samples LoadGen generates before its test starts (it builds the whole
+    schedule in memory first: loadgen.cc GenerateQueries, test_settings_internal.cc),
+    and from which settings."""
+    dur_s = e["min_duration_ms"] / 1000
+    count = e["min_query_count"]
+    if lg_scenario == "Server":
+        qps = e["server_target_qps"]
+        return max(qps * dur_s, count), f"server_target_qps {qps:g} x min_duration {dur_s:g} s"
+    if lg_scenario == "Offline":  # one query of max(min count, 1.1 x duration x QPS)
+        qps = e["offline_expected_qps"]
+        n = 1.1 * dur_s * qps
+        return max(n, count), f"1.1 x offline_expected_qps {qps:g} x min_duration {dur_s:g} s"
+    lat_ns = e["single_stream_expected_latency_ns"] or 1
+    return (
+        max(2 * dur_s * 1e9 / lat_ns, count),
+        f"2 x min_duration {dur_s:g} s / expected latency {lat_ns / 1e6:g} ms",
+    )
+
+
+def check_schedule(e: dict[str, Any], s: MlperfSettings) -> None:
+    """LoadGen allocates its whole schedule before the first query (some hundred bytes a
+    sample): a schedule past MAX_QUERIES samples is refused before it is built, as
+    ``run`` refuses a plan past it."""
+    n, why = expected_samples(e, s.lg_scenario)
+    if not n <= MAX_QUERIES:
+        src = f" (with --user-conf {s.user_conf})" if s.user_conf else ""
+        raise UsageError(
+            f"LoadGen would schedule about {n:,.0f} samples ({why}, min_query_count "
+            f"{e['min_query_count']:,}){src}; at most {MAX_QUERIES:,}: lower the QPS or "
+            "the duration"
+        )
 
 
 def check_effective(e: dict[str, Any], s: MlperfSettings) -> None:
@@ -236,6 +387,11 @@ def compliance(
             out.append(
                 f"the {name} limit {e[key] / 1e6:g} ms is above the benchmark's {d[key] / 1e6:g} ms"
             )
+    # refused in a user.conf (settings.CONF_KEYS); a caller of the API could still set them
+    for key in ("use_token_latencies", "server_target_latency_percentile",
+                "single_stream_target_latency_percentile"):  # fmt: skip
+        if e[key] != d[key]:
+            out.append(f"{key} {e[key]} differs from the benchmark's {d[key]}")
     if e["performance_sample_count_override"] < d["performance_sample_count_override"]:
         out.append(
             f"{e['performance_sample_count_override']} performance samples, the benchmark "

@@ -93,6 +93,8 @@ class LoadGenSUT:
         self.issued = 0
         self.completed = 0
         self.failed = 0
+        self.interrupted = 0  # stopped in flight or before sending (recorded)
+        self.answered_after_stop = 0  # issued after the stop: answered at once, unsent
         self.first_token_reports = 0
         self._rows: list[dict[str, Any]] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -133,6 +135,11 @@ class LoadGenSUT:
         try:
             loop.run_forever()
         finally:
+            # after a stop LoadGen may not wait for them: the cancelled requests still
+            # complete here, so that each keeps its record (marked interrupted)
+            if self._tasks:
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(asyncio.gather(*self._tasks, return_exceptions=True))
             flusher.cancel()
             lag.stop()
             with contextlib.suppress(BaseException):
@@ -157,7 +164,8 @@ class LoadGenSUT:
 
     def stop_requests(self) -> None:
         """Interrupted: cancel what is in flight and answer every later query at once
-        (LoadGen still needs each sample completed before its test returns)."""
+        (LoadGen still needs each sample completed before its test returns). Safe from
+        a signal handler: it sets a flag and schedules the cancellation."""
         self._stopping = True
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._cancel_all)
@@ -170,8 +178,19 @@ class LoadGenSUT:
     def issue(self, query_samples: list[Any]) -> None:
         t = _now()
         items = [(s.id, s.index) for s in query_samples]
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._spawn, items, t)
+        if not self._stopping and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._spawn, items, t)
+                return
+            except RuntimeError:  # the loop closed under us (a stop): answer below
+                pass
+        # Stopped: never raise into LoadGen's thread (it would terminate the process)
+        # and never touch the loop, which may be closed: answer at once, here.
+        ids = [qid for qid, _ in items]
+        self.answered_after_stop += len(ids)
+        lg = self.lg
+        lg.FirstTokenComplete([lg.QuerySampleResponse(i, 0, 0) for i in ids])
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(i, 0, 0, 0) for i in ids])
 
     def flush_queries(self) -> None:
         """LoadGen's hint that no more queries come soon: nothing is held back here."""
@@ -232,7 +251,9 @@ class LoadGenSUT:
         ptr, size = data.buffer_info()
         self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(qid, ptr, size, n_tokens)])
         self.completed += 1
-        if not rec.ok and rec.error_kind != "interrupted":
+        if rec.error_kind == "interrupted":
+            self.interrupted += 1
+        elif not rec.ok:
             self.failed += 1
         if not (self.opts.save_text or (rec.ok and rec.osl_server is None)):
             rec.output_text = None  # kept only where it is needed (OSL fallback)
