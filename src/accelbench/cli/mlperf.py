@@ -83,7 +83,7 @@ def _command(scenario: str) -> Callable[..., None]:
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result line."),
         load: dict[str, Any] | None = None,
     ) -> None:
-        from accelbench.mlperf.run import QslOptions, run_mlperf
+        from accelbench.mlperf.run import QslOptions, loadgen_parked, run_mlperf
         from accelbench.mlperf.settings import MlperfSettings
 
         cfg = config_from_options(load or {}, telemetry=False)
@@ -95,18 +95,16 @@ def _command(scenario: str) -> Callable[..., None]:
             samples=samples, dataset=dataset, dataset_format=dataset_format,
             allow_pickle=allow_pickle,
         )  # fmt: skip
-        res = run_mlperf(cfg, ms, qsl, log=None if quiet else _log)
-        show_result(res, quiet=quiet)
-        if res.loadgen_running:
-            # Interrupted while LoadGen's issue thread sleeps in its schedule: nothing
-            # can wake it, and an interpreter shutdown under it (or LoadGen's static
-            # destructors) could crash. Every file is written: leave at once.
-            import os
-            import sys
-
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
+        try:
+            res = run_mlperf(cfg, ms, qsl, log=None if quiet else _log)
+            show_result(res, quiet=quiet)
+        except Exception as exc:
+            if loadgen_parked():
+                typer.secho(f"error: {type(exc).__name__}: {exc}", fg="red", err=True)
+                _leave(70)
+            raise
+        if res.loadgen_running or res.status == "interrupted":
+            _leave(1)  # stopped: every file is written; the interpreter's teardown took 0.6 s
         if not res.ok:
             raise typer.Exit(1)
 
@@ -118,6 +116,19 @@ def _command(scenario: str) -> Callable[..., None]:
         "(Ctrl-C, SIGTERM, SIGHUP: records kept), 2 for bad options."
     )
     return command
+
+
+def _leave(code: int) -> None:
+    """Stopped by a signal, every file written: flush and leave at once. Where LoadGen's
+    issue thread still sleeps in its schedule nothing can wake it, and an interpreter
+    shutdown under it crashes (SIGSEGV / SIGABRT, measured); where it returned, the
+    teardown of a large run still took 0.6 s, past the one second a stop may take."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def show_result(res: Any, *, quiet: bool = False) -> None:

@@ -56,10 +56,10 @@ OFFLINE_MAX_CONCURRENCY = 512
 # open files beside the requests' sockets: LoadGen's logs, the journal, the engine's
 # pipes, Python's own; measured in use at the check, plus this margin
 FD_MARGIN = 64
-# After a stop signal LoadGen gets this long to return by itself (Offline, or a Server
-# schedule at its end, does once every sample is answered); otherwise its issue thread
-# is left asleep in its schedule and the run is finalized without it.
-STOP_GRACE_S = 0.5
+# After a stop signal, once the SUT has answered every sample, LoadGen gets this long to
+# return by itself (Offline does; 6,608 samples took 0.1-0.35 s here); otherwise its
+# issue thread is left asleep in its schedule and the run is finalized without it.
+STOP_GRACE_S = 0.25
 
 
 @dataclass
@@ -323,7 +323,9 @@ def _run(
             status = "failed"
         elif sut.issued and sut.failed == sut.issued:
             status = "failed"
-        return _finish(run_dir, mlperf_doc, noncompliance, sut, tok, status, wall, crash, parked)
+        return _finish(
+            run_dir, mlperf_doc, noncompliance, sut, tok, status, wall, crash, parked, stopped
+        )
 
 
 def _finish(
@@ -336,6 +338,7 @@ def _finish(
     wall: float,
     crash: str | None,
     parked: bool,
+    stopped: StopFlag,
 ) -> MlperfResult:
     # LoadGen's logs are complete only when its test returned
     lg_result = parse_result(run_dir) if not parked else {
@@ -347,12 +350,12 @@ def _finish(
         ]
     # every sample LoadGen saw answered: sent and ended, or answered unsent after a stop
     answered = sut.completed + sut.answered_after_stop
-    stopped = sut.interrupted + sut.answered_after_stop
+    n_stopped = sut.interrupted + sut.answered_after_stop
     result, reasons = verdict(
-        lg_result["result"], lg_result["reasons"], answered, sut.failed, stopped
+        lg_result["result"], lg_result["reasons"], answered, sut.failed, n_stopped
     )
     figures = dict(lg_result["figures"])
-    ok = answered - sut.failed - stopped
+    ok = answered - sut.failed - n_stopped
     lg_sps = figures.get("completed_samples_per_s")
     if isinstance(lg_sps, int | float) and answered:
         # LoadGen's rate counts every sample answered; the rate of those that succeeded,
@@ -378,7 +381,7 @@ def _finish(
             "requests": {
                 "issued": sut.issued, "completed": sut.completed, "ok": ok,
                 "failed": sut.failed, "interrupted": sut.interrupted,
-                "not_ok": sut.failed + stopped,
+                "not_ok": sut.failed + n_stopped,
                 "answered_after_stop": sut.answered_after_stop,
             },
             "sut": {
@@ -413,7 +416,14 @@ def _finish(
     }  # fmt: skip
     short_doc["peak_qps"] = mlperf_doc["peak_qps"]
     short_doc["figures"] = mlperf_doc["figures"]
+    t_fin = time.monotonic()
     finalize_run(run_dir, tok=tok, status=status, client=client, extra={"mlperf": short_doc})
+    if stopped.is_set():
+        mlperf_doc["stop"] = {
+            "signal": stopped.signal,
+            "released_s": stopped.released_s,
+            "finalize_s": time.monotonic() - t_fin,
+        }
     meta = read_json(run_dir / RUN_JSON)
     meta["mlperf"] = mlperf_doc
     write_json_atomic(run_dir / RUN_JSON, meta)
@@ -438,19 +448,37 @@ def _finish(
     )
 
 
+def loadgen_parked() -> bool:
+    """Whether an interrupted LoadGen test is still asleep in this process."""
+    return bool(_PARKED)
+
+
 # LoadGen tests left asleep in this process by an interruption (their handles are kept
 # alive: destroying them under LoadGen's running thread is what crashed on SIGHUP)
 _PARKED: list[tuple[threading.Thread, Any, Any]] = []
 
 
+class StopFlag(threading.Event):
+    """Set by the first stop signal; ``at`` is when (monotonic s), ``released_s`` how
+    long after it the SUT had answered every sample and LoadGen returned or was left."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: float | None = None
+        self.signal: str | None = None
+        self.released_s: float | None = None
+
+
 @contextlib.contextmanager
-def _stop_on_signals(on_stop: Callable[[], None]) -> Iterator[threading.Event]:
+def _stop_on_signals(on_stop: Callable[[], None]) -> Iterator[StopFlag]:
     """SIGINT, SIGTERM and SIGHUP set one flag and call ``on_stop`` once (main thread
     only; elsewhere the caller's own handling stays)."""
-    stopped = threading.Event()
+    stopped = StopFlag()
 
     def handler(signum: int, frame: Any) -> None:
         if not stopped.is_set():
+            stopped.at = time.monotonic()
+            stopped.signal = signal.Signals(signum).name
             stopped.set()
             on_stop()
 
@@ -466,7 +494,7 @@ def _stop_on_signals(on_stop: Callable[[], None]) -> Iterator[threading.Event]:
 
 
 def _drive(
-    lg: Any, sut: LoadGenSUT, ts: Any, run_dir: Path, n_samples: int, stopped: threading.Event
+    lg: Any, sut: LoadGenSUT, ts: Any, run_dir: Path, n_samples: int, stopped: StopFlag
 ) -> tuple[str, float, str | None, bool]:
     """LoadGen's test in a thread of its own, so that signals reach this one. On a stop
     the SUT answers every query at once (in flight: cancelled and recorded as
@@ -503,9 +531,18 @@ def _drive(
             runner.start()
             while runner.is_alive() and not stopped.wait(0.05):
                 pass
-            runner.join(STOP_GRACE_S)
-            parked = runner.is_alive()
     finally:
+        if stopped.is_set():
+            # the SUT first: its loop answers every sample (in flight: cancelled and
+            # recorded; waiting: at once); then LoadGen, which returns now unless its
+            # issue thread sleeps before a scheduled query
+            sut.close()
+            if runner.ident is not None:
+                runner.join(STOP_GRACE_S)
+            parked = runner.is_alive()
+            stopped.released_s = time.monotonic() - (stopped.at or 0.0)
+        else:
+            runner.join()
         sys.setswitchinterval(switch)
         wall = time.monotonic() - t0
         if parked:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,7 +102,9 @@ class LoadGenSUT:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._client: OpenAIClient | None = None
-        self._sem: asyncio.Semaphore | None = None
+        # samples waiting for a slot under max_concurrency: (n, query id, index, t_sched)
+        self._pending: deque[tuple[int, int, int, int]] = deque()
+        self._active = 0
         self._ready = threading.Event()
         self._cpu0 = 0.0
         self.stats: dict[str, Any] = {}
@@ -125,8 +127,6 @@ class LoadGenSUT:
             o.url, endpoint=o.endpoint, stream=o.stream, api_key=o.api_key,
             timeout_s=o.timeout_s, transport=o.transport,
         )  # fmt: skip
-        if o.max_concurrency:
-            self._sem = asyncio.Semaphore(o.max_concurrency)
         flusher = loop.create_task(self._flusher())
         lag = LoopLagMonitor()
         lag.start()
@@ -157,8 +157,9 @@ class LoadGenSUT:
             loop.close()
 
     def close(self) -> None:
-        """Stop the loop (after LoadGen's test returned) and write the last records."""
-        if self._loop is not None and self._thread is not None:
+        """Stop the loop (after LoadGen's test returned, or after a stop) and write the
+        last records. Idempotent."""
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
 
@@ -171,8 +172,37 @@ class LoadGenSUT:
             self._loop.call_soon_threadsafe(self._cancel_all)
 
     def _cancel_all(self) -> None:
+        self._answer_pending()
         for t in list(self._tasks):
             t.cancel()
+
+    def _answer_pending(self) -> None:
+        """Stopped: the samples still waiting for a slot are answered to LoadGen in one
+        call each (not one task each: 24,576 for an Offline run) and recorded as
+        interrupted, never sent."""
+        items = list(self._pending)
+        self._pending.clear()
+        if not items:
+            return
+        lg, o, now = self.lg, self.opts, _now()
+        ids = [qid for _, qid, _, _ in items]
+        lg.FirstTokenComplete([lg.QuerySampleResponse(i, 0, 0) for i in ids])
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(i, 0, 0, 0) for i in ids])
+        for n, _qid, index, t_sched in items:
+            req = self.samples[index]
+            rec = RequestRecord(
+                idx=n, request_id=f"{o.run_tag}-{n}-s{index}", t_sched=t_sched,
+                max_tokens=req.max_tokens, isl_planned=req.isl_planned,
+            )  # fmt: skip
+            rec.t_send = now
+            rec.ok = False
+            rec.error_kind = "interrupted"
+            rec.error = "the run was stopped before this request was sent"
+            self._rows.append(record_row(rec))
+        self.first_token_reports += len(items)
+        self.completed += len(items)
+        self.interrupted += len(items)
+        self._flush()
 
     # -- LoadGen callbacks (LoadGen's threads) -------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
@@ -198,11 +228,27 @@ class LoadGenSUT:
     # -- the loop thread ----------------------------------------------------------
     def _spawn(self, items: list[tuple[int, int]], t_sched: int) -> None:
         for qid, index in items:
-            n = self.issued
+            self._pending.append((self.issued, qid, index, t_sched))
             self.issued += 1
+        self._pump()
+
+    def _pump(self) -> None:
+        """Start waiting samples while a slot is free (every one without a cap)."""
+        cap = self.opts.max_concurrency
+        while self._pending and (cap is None or self._active < cap):
+            if self._stopping:
+                self._answer_pending()
+                return
+            n, qid, index, t_sched = self._pending.popleft()
+            self._active += 1
             task = asyncio.ensure_future(self._one(n, qid, index, t_sched))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._active -= 1
+        self._pump()
 
     def _first_token(self, qid: int, t_first: int | None = None) -> None:
         self.first_token_reports += 1
@@ -226,11 +272,7 @@ class LoadGenSUT:
         try:
             if self._stopping:
                 raise asyncio.CancelledError
-            if self._sem is not None:
-                async with self._sem:
-                    await self._client.send(rec, body)
-            else:
-                await self._client.send(rec, body)
+            await self._client.send(rec, body)
         except asyncio.CancelledError:
             if rec.error_kind is None:
                 rec.ok = False
