@@ -122,6 +122,7 @@ def run_mlperf(
     _check_qsl(qsl)
     cfg.validate()
     lg = loadgen()  # fail before an engine is started
+    build(ms, qsl.samples)  # the effective settings and the schedule checked before a connect
     if _PARKED:
         raise UsageError(
             "an interrupted LoadGen test is still asleep in this process (LoadGen has no "
