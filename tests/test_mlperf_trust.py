@@ -105,15 +105,15 @@ import os, resource, sys, threading, time
 from pathlib import Path
 out = Path(sys.argv[1])
 def squeeze():
-    # once LoadGen's test is under way (run.json written, requests in flight), lower the
-    # open-files limit to what is open now plus a few: every further connect gets EMFILE
+    # once LoadGen's test is under way (requests in flight), lower the open-files limit
+    # below what is open now: every connect gets EMFILE until enough sockets closed
     while not (out / "requests.jsonl").exists() and not (out / "run.json").exists():
         time.sleep(0.01)
     time.sleep(0.3)
     n = len(os.listdir("/proc/self/fd"))
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    resource.setrlimit(resource.RLIMIT_NOFILE, (n + 4, hard))
-    print(f"squeezed to {n + 4}", file=sys.stderr, flush=True)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n - 24, hard))
+    print(f"squeezed from {n} to {n - 24}", file=sys.stderr, flush=True)
 threading.Thread(target=squeeze, daemon=True).start()
 sys.argv = ["accelbench", "mlperf", *sys.argv[2:]]
 from accelbench.cli.main import main
@@ -125,7 +125,9 @@ def test_offline_emfile_mid_run_is_not_valid(reference_server, tmp_path):
     """Sends that fail for real with EMFILE (the open-files limit lowered under a running
     Offline test, as `ulimit -n` hit the issue's run): not VALID, exit 1, the completed
     rate stated."""
-    srv = reference_server("--ttft-ms", "20", "--itl-ms", "5")
+    # every request on a new connection (the server closes each kept-alive one), so
+    # that every send needs a new socket, as Offline's first sends all do
+    srv = reference_server("--ttft-ms", "20", "--itl-ms", "5", "--drop-keepalive", "1")
     out = tmp_path / "run"
     r = subprocess.run(
         [sys.executable, "-c", _EMFILE_DRIVER, str(out), "offline", "--url", srv.url,
