@@ -489,7 +489,9 @@ def _mlperf(path: Path, view: SuiteView) -> None:
             f"({'missing' if not (path / LOADGEN_DETAIL).is_file() else 'malformed or truncated'})"
             ": no LoadGen result"
         )
-    label = mlperf_label({**meta, "result": res.get("result")}) or ""
+    # mlperf.json's result is accelbench's (INVALID when a sample failed, whatever LoadGen
+    # said); LoadGen's own is the detail log's, for a run without an mlperf.json
+    label = mlperf_label({"result": res.get("result"), **meta}) or ""
     view.verdict = label  # "VALID, non-compliant": the label goes wherever the result does
     view.headline.append(
         f"{meta.get('benchmark')} {meta.get('scenario')} (LoadGen {res.get('scenario')}, "
@@ -498,8 +500,9 @@ def _mlperf(path: Path, view: SuiteView) -> None:
     if meta.get("compliant") is not True:
         why = meta.get("noncompliance") or ["no mlperf.json compliance record"]
         view.headline.append("NON-COMPLIANT: " + "; ".join(str(x) for x in why))
-    if res.get("reasons"):
-        view.headline.append("INVALID because: " + "; ".join(res["reasons"]))
+    reasons = meta.get("reasons") if isinstance(meta.get("reasons"), list) else res.get("reasons")
+    if reasons:
+        view.headline.append("INVALID because: " + "; ".join(str(x) for x in reasons))
     if num(res.get("peak_qps")) is not None:
         view.headline.append(f"peak QPS (find-peak): {f(res['peak_qps'])}")
     checks = res.get("checks") or {}
