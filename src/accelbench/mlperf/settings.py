@@ -63,13 +63,15 @@ FIELDS = (
 # A user.conf line: "model.scenario.key = value" (spaces around "=", nothing after the
 # value). LoadGen's parser silently skips "key=value" without spaces and fails the whole
 # file on a comment after a value; each line is checked here and refused by number.
-_CONF_LINE = re.compile(r"^([^.\s]+)\.([^.\s]+)\.([^.\s]+)\s+=\s+(\S+)$")
+# (matched against the line's words joined by one space)
+_CONF_LINE = re.compile(r"^([^.\s]+)\.([^.\s]+)\.([^.\s]+) = (\S+)$")
 LG_SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 # What LoadGen's strtoull (base 0) and strtod read whole: no sign, no "_", no spaces.
 _UINT = re.compile(r"^(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
 _DOUBLE = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
 _DAY_MS = 86_400_000
 ALL = ("SingleStream", "MultiStream", "Server", "Offline")
+_ASCII_WS = re.compile(r"[ \t\v\f\r]+")
 
 
 @dataclass(frozen=True)
@@ -201,8 +203,13 @@ def check_user_conf(
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--user-conf {p}: cannot read it: {exc}") from None
     out: list[dict[str, Any]] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        words = line.split()
+    # LoadGen's getline splits at "\n" only and its ">>" at ASCII white space only
+    # (Python's splitlines() and split() also break at \x85, \u2028...: a line LoadGen
+    # reads as one word would pass here as three)
+    for n, line in enumerate(text.split("\n"), 1):
+        words = _ASCII_WS.split(line.strip(" \t\v\f\r"))
+        if words == [""]:
+            words = []
         if not words or words[0] == "#":  # LoadGen: a comment is '#' as its own word
             continue
         s = " ".join(words)
