@@ -530,7 +530,7 @@ def _drive(
     try:
         if not stopped.is_set():
             runner.start()
-            while runner.is_alive() and not stopped.wait(0.05):
+            while runner.is_alive() and not stopped.wait(0.1):  # a signal ends the wait
                 pass
     finally:
         if stopped.is_set():
