@@ -350,8 +350,9 @@ def _finish(
             "interrupted during LoadGen's schedule: LoadGen gave no result (its logs are partial)"
         ]
     # every sample LoadGen saw answered: sent and ended, or answered unsent after a stop
-    answered = sut.completed + sut.answered_after_stop
-    n_stopped = sut.interrupted + sut.answered_after_stop
+    unsent = sut.unsent_at_stop + sut.answered_after_stop
+    answered = sut.completed + unsent
+    n_stopped = sut.interrupted + unsent
     result, reasons = verdict(
         lg_result["result"], lg_result["reasons"], answered, sut.failed, n_stopped
     )
@@ -383,6 +384,7 @@ def _finish(
                 "issued": sut.issued, "completed": sut.completed, "ok": ok,
                 "failed": sut.failed, "interrupted": sut.interrupted,
                 "not_ok": sut.failed + n_stopped,
+                "unsent_at_stop": sut.unsent_at_stop,
                 "answered_after_stop": sut.answered_after_stop,
             },
             "sut": {
@@ -546,12 +548,13 @@ def _drive(
             runner.join()
         sys.setswitchinterval(switch)
         wall = time.monotonic() - t0
+        sut.close()
         if parked:
             _PARKED.append((runner, handle_sut, handle_qsl))
         else:
             lg.DestroyQSL(handle_qsl)
             lg.DestroySUT(handle_sut)
-        sut.close()
+            sut.release()
     status = "interrupted" if stopped.is_set() else "completed"
     return status, wall, crash[0] if crash else None, parked
 

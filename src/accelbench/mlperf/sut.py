@@ -93,7 +93,8 @@ class LoadGenSUT:
         self.issued = 0
         self.completed = 0
         self.failed = 0
-        self.interrupted = 0  # stopped in flight or before sending (recorded)
+        self.interrupted = 0  # stopped in flight (recorded)
+        self.unsent_at_stop = 0  # waiting for a slot at the stop: answered, never sent
         self.answered_after_stop = 0  # issued after the stop: answered at once, unsent
         self.first_token_reports = 0
         self._rows: list[dict[str, Any]] = []
@@ -106,6 +107,12 @@ class LoadGenSUT:
         self._pending: deque[tuple[int, int, int, int]] = deque()
         self._active = 0
         self._ready = threading.Event()
+        self._loop_done = threading.Event()
+        # The loop thread calls into LoadGen, which keeps a logger per calling thread;
+        # that thread exiting while LoadGen's test still runs crashed LoadGen's log thread
+        # (SIGSEGV in TlsLogger::SwapBuffers, measured on a stop). It exits only when
+        # released, after LoadGen's test returned; a parked test keeps it.
+        self._may_exit = threading.Event()
         self._cpu0 = 0.0
         self.stats: dict[str, Any] = {}
         # first-token hand-over lag (ms, rounded to 10 us) -> count: bounded memory
@@ -155,12 +162,20 @@ class LoadGenSUT:
                 self.stats["first_token_handover_ms_p99"] = h.order_stat(0.99)
                 self.stats["first_token_handover_ms_max"] = max(self.handover_ms)
             loop.close()
+            self._loop_done.set()
+            self._may_exit.wait()
 
     def close(self) -> None:
         """Stop the loop (after LoadGen's test returned, or after a stop) and write the
-        last records. Idempotent."""
-        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+        last records; the thread stays until ``release``. Idempotent."""
+        if self._loop is not None and not self._loop_done.is_set():
             self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_done.wait()
+
+    def release(self) -> None:
+        """LoadGen's test has returned: the loop's thread may end."""
+        self._may_exit.set()
+        if self._thread is not None:
             self._thread.join()
 
     def stop_requests(self) -> None:
@@ -178,31 +193,18 @@ class LoadGenSUT:
 
     def _answer_pending(self) -> None:
         """Stopped: the samples still waiting for a slot are answered to LoadGen in one
-        call each (not one task each: 24,576 for an Offline run) and recorded as
-        interrupted, never sent."""
+        call each (not one task each: 24,576 for an Offline run). Never sent, they are
+        no requests: counted (``unsent_at_stop``), not recorded."""
         items = list(self._pending)
         self._pending.clear()
         if not items:
             return
-        lg, o, now = self.lg, self.opts, _now()
+        lg = self.lg
         ids = [qid for _, qid, _, _ in items]
         lg.FirstTokenComplete([lg.QuerySampleResponse(i, 0, 0) for i in ids])
         lg.QuerySamplesComplete([lg.QuerySampleResponse(i, 0, 0, 0) for i in ids])
-        for n, _qid, index, t_sched in items:
-            req = self.samples[index]
-            rec = RequestRecord(
-                idx=n, request_id=f"{o.run_tag}-{n}-s{index}", t_sched=t_sched,
-                max_tokens=req.max_tokens, isl_planned=req.isl_planned,
-            )  # fmt: skip
-            rec.t_send = now
-            rec.ok = False
-            rec.error_kind = "interrupted"
-            rec.error = "the run was stopped before this request was sent"
-            self._rows.append(record_row(rec))
         self.first_token_reports += len(items)
-        self.completed += len(items)
-        self.interrupted += len(items)
-        self._flush()
+        self.unsent_at_stop += len(items)
 
     # -- LoadGen callbacks (LoadGen's threads) -------------------------------------
     def issue(self, query_samples: list[Any]) -> None:
