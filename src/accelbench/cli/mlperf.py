@@ -18,7 +18,8 @@ EXCLUDE = (
 )  # fmt: skip
 
 HELP = {
-    "offline": "Offline: every sample in one query; the result is throughput.",
+    "offline": "Offline: every sample in one query (at most 512 in flight unless "
+    "--max-concurrency says otherwise); the result is throughput.",
     "server": "Server: Poisson arrivals at --target-qps, held to the p99 TTFT / TPOT limits.",
     "interactive": "Interactive: the Server scenario with the benchmark's interactive limits.",
     "single-stream": "SingleStream: one query at a time; the result is the latency.",
