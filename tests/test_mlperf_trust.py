@@ -449,3 +449,53 @@ def test_a_stop_signal_ends_a_real_run_within_about_a_second(
     if scenario == "server":
         assert doc["loadgen_running"] is True  # asleep in its schedule: not waited out
         assert run["mlperf"]["loadgen_running"] is True
+
+
+# key -> (effective field, scale): what LoadGen stores for a user.conf value
+_READ_AS = {
+    "min_duration": ("min_duration_ms", 1),
+    "max_duration": ("max_duration_ms", 1),
+    "min_query_count": ("min_query_count", 1),
+    "max_query_count": ("max_query_count", 1),
+    "ttft_latency": ("ttft_latency", 10**6),
+    "tpot_latency": ("tpot_latency", 10**6),
+    "target_qps": ("server_target_qps", 1),
+}
+
+
+@settings(max_examples=150)
+@given(
+    key=st.sampled_from(sorted(_READ_AS)),
+    value=st.one_of(
+        st.integers(0, 10**7).map(str),
+        st.integers(1, 10**6).map(hex),
+        st.integers(1, 10**6).map(lambda i: "0" + format(i, "o")),  # C octal
+        st.floats(0.001, 1e6).map(repr),
+        st.sampled_from(["1e3", "1.", "007", "0x0", "0"]),
+    ),
+)
+def test_an_accepted_value_is_the_value_loadgen_reads(key: str, value: str) -> None:
+    """For every line accepted here, LoadGen's own parser stores the number this check
+    read (strtoull's octal and hex included): nothing is half-read."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        conf = _conf(Path(d), f"llama2-70b.Server.{key} = {value}\n")
+        ms = MlperfSettings(scenario="server", user_conf=conf)
+        try:
+            ms.validate()
+        except UsageError as exc:
+            assert "line 1" in str(exc)
+            return
+        try:
+            _, _, eff = build(ms, qsl_size=64)
+        except UsageError as exc:  # the effective settings' own checks (rate, schedule)
+            assert "line" not in str(exc)
+            return
+    field, scale = _READ_AS[key]
+    octal = len(value) > 1 and value[0] == "0" and value[1] not in "xX."
+    if CONF_KEYS[key].kind == "int":
+        parsed: float = int(value, 8) if octal else int(value, 0)
+    else:
+        parsed = float(value)
+    assert eff[field] == pytest.approx(parsed * scale), (value, eff[field])
