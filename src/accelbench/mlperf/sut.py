@@ -142,28 +142,36 @@ class LoadGenSUT:
         try:
             loop.run_forever()
         finally:
-            # after a stop LoadGen may not wait for them: the cancelled requests still
-            # complete here, so that each keeps its record (marked interrupted)
-            if self._tasks:
-                with contextlib.suppress(BaseException):
-                    loop.run_until_complete(asyncio.gather(*self._tasks, return_exceptions=True))
-            flusher.cancel()
-            lag.stop()
+            try:
+                self._wind_down(loop, flusher, lag)
+            finally:  # whatever happened there: close() must not wait forever
+                self._loop_done.set()
+                self._may_exit.wait()
+
+    def _wind_down(
+        self, loop: asyncio.AbstractEventLoop, flusher: asyncio.Task[None], lag: LoopLagMonitor
+    ) -> None:
+        # after a stop LoadGen may not wait for them: the cancelled requests still
+        # complete here, so that each keeps its record (marked interrupted)
+        if self._tasks:
             with contextlib.suppress(BaseException):
-                loop.run_until_complete(asyncio.gather(flusher, return_exceptions=True))
-            loop.run_until_complete(self._client.close())
-            self._flush()
-            self.stats["sut_thread_cpu_s"] = time.thread_time() - self._cpu0
-            self.stats["loop_lag_ms_p99"] = lag.order_stat(0.99)
-            self.stats["receive"] = self._client.receive_stats()
-            if self.handover_ms:
-                h = LoopLagMonitor()
-                h.lags_ms = self.handover_ms
-                self.stats["first_token_handover_ms_p99"] = h.order_stat(0.99)
-                self.stats["first_token_handover_ms_max"] = max(self.handover_ms)
-            loop.close()
-            self._loop_done.set()
-            self._may_exit.wait()
+                loop.run_until_complete(asyncio.gather(*self._tasks, return_exceptions=True))
+        flusher.cancel()
+        lag.stop()
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(asyncio.gather(flusher, return_exceptions=True))
+        assert self._client is not None
+        loop.run_until_complete(self._client.close())
+        self._flush()
+        self.stats["sut_thread_cpu_s"] = time.thread_time() - self._cpu0
+        self.stats["loop_lag_ms_p99"] = lag.order_stat(0.99)
+        self.stats["receive"] = self._client.receive_stats()
+        if self.handover_ms:
+            h = LoopLagMonitor()
+            h.lags_ms = self.handover_ms
+            self.stats["first_token_handover_ms_p99"] = h.order_stat(0.99)
+            self.stats["first_token_handover_ms_max"] = max(self.handover_ms)
+        loop.close()
 
     def close(self) -> None:
         """Stop the loop (after LoadGen's test returned, or after a stop) and write the
