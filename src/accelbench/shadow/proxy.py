@@ -33,6 +33,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +44,7 @@ from accelbench import validate as v
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.metrics.records import RequestRecord
 from accelbench.shadow.candidate import CandidateProcess
 from accelbench.shadow.store import CANDIDATE, ShadowWriter
@@ -55,8 +57,8 @@ _DROP = {
     b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length", b"expect",
 }  # fmt: skip
-MAX_HEAD = 65536
-MAX_BODY = 64 << 20
+_LINGER_S = 2.0  # after a refusal, how long the caller's further bytes are drained
+_PAUSE_AT = MAX_HEAD + (1 << 20)  # pipelined bytes held while a request is in flight
 
 
 @dataclass
@@ -242,15 +244,22 @@ class _UpstreamPool(HTTP1Pool):
 
 
 class _Caller(asyncio.Protocol):
-    """One connection from a caller: HTTP/1.1 requests with Content-Length bodies, one
-    at a time (pipelined bytes wait in the buffer)."""
+    """One connection from a caller: HTTP/1.1 requests framed strictly by
+    accelbench/httpframing.py (anything ambiguous is answered 400 and the connection
+    closed, never forwarded), one at a time (pipelined bytes wait in the buffer, reading
+    pauses when they pile up). An end of input from the caller lets the request in
+    flight finish; a request it cuts short is answered 400."""
 
     def __init__(self, proxy: ShadowProxy) -> None:
         self.proxy = proxy
         self.transport: asyncio.Transport | None = None
-        self.buf = b""
+        self.buf = bytearray()
+        self.reader = RequestReader(MAX_HEAD, MAX_BODY)
         self.busy = False
         self.closed = False
+        self.eof = False
+        self.paused = False
+        self.refused = False
         self.upstream: _Upstream | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -269,76 +278,86 @@ class _Caller(asyncio.Protocol):
             self.proxy.pool.discard(up)  # the caller hung up: so does its request
 
     def data_received(self, data: bytes) -> None:
+        if self.closed or self.refused:
+            return  # after a refusal: read and discard until the caller closes
         t = _now()
         self.buf += data
         if not self.busy:
             self._next(t)
+        elif len(self.buf) > _PAUSE_AT and self.transport is not None and not self.paused:
+            self.paused = True  # pipelined bytes wait for the request in flight
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        if self.refused:
+            return False  # closes now
+        if not self.busy:
+            self._next(_now())
+        return True  # the request in flight still gets its answer
 
     def _next(self, t: int) -> None:
-        buf = self.buf
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_HEAD:
-                self.reply(431, "request headers too large", close=True)
+        if self.closed:
             return
-        lines = buf[:end].split(b"\r\n")
         try:
-            method, target, version = lines[0].split(b" ", 2)
-        except ValueError:
-            self.reply(400, "bad request line", close=True)
+            req = self.reader.feed(self.buf)
+        except Reject as exc:
+            self.refuse(exc.status, exc.reason)
             return
-        headers: list[tuple[bytes, bytes]] = []
-        length = 0
-        close = version == b"HTTP/1.0"
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            lname, value = name.strip().lower(), value.strip()
-            if lname == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    self.reply(400, "bad Content-Length", close=True)
-                    return
-            elif lname == b"transfer-encoding":
-                self.reply(411, "chunked request bodies are not supported", close=True)
-                return
-            elif lname == b"connection":
-                lv = value.lower()
-                close = b"close" in lv or (close and b"keep-alive" not in lv)
-            headers.append((name.strip(), value))
-        if length > MAX_BODY:
-            self.reply(413, "request body too large", close=True)
+        if req is None:
+            if self.eof:
+                if self.reader.partial or self.buf.strip(b"\r\n"):
+                    self.reply(400, "the request was cut short by the end of input", close=True)
+                elif self.transport is not None:
+                    self.transport.close()
+            elif self.reader.wants_continue and self.transport is not None:
+                assert self.reader.req is not None
+                self.reader.req.expect_continue = False
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             return
-        if len(buf) < end + 4 + length:
-            return
-        body = buf[end + 4 : end + 4 + length]
-        self.buf = buf[end + 4 + length :]
         self.busy = True
-        self.proxy.handle(self, method, target, headers, body, close, t)
+        self.proxy.handle(self, req.method, req.target, req.headers, bytes(req.body), req.close, t)
 
     def reply(self, status: int, message: str, close: bool = False) -> None:
         """An error of the proxy itself (bad request, baseline unreachable)."""
-        if self.transport is None or self.closed:
+        if self.transport is None or self.transport.is_closing():
             return
         body = orjson.dumps({"error": {"message": message, "type": "accelbench_shadow_proxy"}})
         head = (
-            f"HTTP/1.1 {status} {'Bad Gateway' if status == 502 else 'Error'}\r\n"
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            + ("Connection: close\r\n" if close else "")
+            + ("Connection: close\r\n" if close or self.refused else "")
             + "\r\n"
         ).encode()
         self.transport.write(head + body)
         if close:
             self.transport.close()
 
+    def refuse(self, status: int, message: str) -> None:
+        """Answer and close, lingering (RFC 9112 section 9.6): our side is shut at once,
+        what the caller still sends is read and discarded for up to ``_LINGER_S``, so
+        that its unread bytes do not reset the connection before it read the answer."""
+        self.refused = True
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        self.reply(status, message, close=not t.can_write_eof())
+        if not t.is_closing():
+            t.write_eof()
+            asyncio.get_running_loop().call_later(_LINGER_S, t.close)
+
     def done(self, close: bool) -> None:
         self.busy = False
         self.upstream = None
-        if self.closed or self.transport is None:
+        if self.transport is None or self.transport.is_closing():
             return
         if close:
             self.transport.close()
-        elif self.buf:
+            return
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
+        if self.buf or self.eof:
             self._next(_now())
 
 
