@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from accelbench.errors import AccelbenchError
+from accelbench.lifetime import STOP_SIGNALS
 
 _now = time.monotonic_ns
 _HEAD = struct.Struct("!I")
@@ -263,10 +264,10 @@ async def _child(sock: socket.socket) -> None:
 def main(argv: list[str]) -> None:
     from accelbench.eventloop import install_uvloop
 
-    # the proxy owns the signals (a terminal's Ctrl-C reaches the whole group): it asks
-    # this process to finish, or its end (EOF) does
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # the proxy owns the stop signals (a terminal's Ctrl-C or hang-up reaches the whole
+    # group): it asks this process to finish, or its end (EOF) does
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
     sock = socket.socket(fileno=int(argv[0]))
     install_uvloop()
     asyncio.run(_child(sock))

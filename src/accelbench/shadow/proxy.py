@@ -28,7 +28,6 @@ import contextlib
 import gc
 import ipaddress
 import random
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
+from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.shadow.candidate import CandidateProcess
 from accelbench.shadow.store import CANDIDATE, ShadowWriter
@@ -57,6 +57,7 @@ _DROP = {
     b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length", b"expect",
 }  # fmt: skip
+_RETRIES = 3  # a request re-sent on a fresh connection when a kept-alive one was stale
 _LINGER_S = 2.0  # after a refusal, how long the caller's further bytes are drained
 _PAUSE_AT = MAX_HEAD + (1 << 20)  # pipelined bytes held while a request is in flight
 
@@ -476,9 +477,40 @@ class ShadowProxy:
         fut: asyncio.Future | None,
         sink: Any,
     ) -> None:
+        keep = True
+        try:
+            keep = await self._attempts(caller, payload, rec, endpoint, doc, conn, fut, sink)
+        except asyncio.CancelledError:  # the proxy is stopping: the request is cut
+            keep = False
+            up = caller.upstream
+            if up is not None and not up.closed:
+                self.pool.discard(up)
+            if rec is not None and not rec.ok and rec.error_kind is None:
+                _interrupted(rec, "the proxy was stopped while this request was in flight")
+        if rec is not None:
+            self.writer.add_record("baseline", rec)
+            self.recorded_done += 1
+            if self.cfg.max_requests and self.recorded_done >= self.cfg.max_requests:
+                self.stop.set()
+        caller.done(close or not keep)
+
+    async def _attempts(
+        self,
+        caller: _Caller,
+        payload: bytes,
+        rec: RequestRecord | None,
+        endpoint: str | None,
+        doc: Any,
+        conn: _Upstream | None,
+        fut: asyncio.Future | None,
+        sink: Any,
+    ) -> bool:
+        """Forward one request: a kept-alive connection the baseline had closed is retried
+        on a new one, at most 3 times (``_RETRIES``); returns whether the caller's
+        connection may be kept."""
         pool = self.pool
         keep = True
-        for attempt in range(4):
+        for attempt in range(_RETRIES + 1):
             reused = conn is not None
             if conn is None:
                 try:
@@ -506,7 +538,7 @@ class ShadowProxy:
                 if caller.closed:
                     _interrupted(rec)
                     break
-                if exc.before_response and reused and attempt < 3:
+                if exc.before_response and reused and attempt < _RETRIES:
                     conn = fut = None  # a kept-alive connection the baseline had closed
                     if rec is not None:
                         rec.retries += 1
@@ -538,12 +570,7 @@ class ShadowProxy:
             conn.downstream = None
             pool.release(conn)
             break
-        if rec is not None:
-            self.writer.add_record("baseline", rec)
-            self.recorded_done += 1
-            if self.cfg.max_requests and self.recorded_done >= self.cfg.max_requests:
-                self.stop.set()
-        caller.done(close or not keep)
+        return keep
 
     # -- the copy -> candidate -------------------------------------------------------
     def _copy(self, idx: int, endpoint: str, body: bytes, t: int) -> None:
@@ -563,11 +590,17 @@ class ShadowProxy:
             self.writer.count(f"candidate_{kind}")
 
     # -- lifetime ---------------------------------------------------------------------
-    async def drain(self, grace_s: float) -> None:
-        """Let the callers' requests finish; give the copies ``grace_s``, then cancel."""
-        if self.base_tasks:
+    async def drain(self, grace_s: float, interrupted: bool) -> None:
+        """Let the callers' requests finish and give the copies ``grace_s`` (then they
+        are cancelled); when interrupted by a signal, cancel both at once. Every request
+        in flight is recorded, as ``interrupted`` if cut."""
+        if self.base_tasks and not interrupted:
             await asyncio.wait(list(self.base_tasks), timeout=max(grace_s, 30.0))
-        await self.cand.finish(grace_s)
+        for task in self.base_tasks:
+            task.cancel()
+        if self.base_tasks:
+            await asyncio.gather(*self.base_tasks, return_exceptions=True)
+        await self.cand.finish(0.0 if interrupted else grace_s)
         self.pool.close()
 
 
@@ -577,11 +610,11 @@ def _fail(sink: Any, kind: str, message: str) -> None:
         sink.h.rec.t_done = _now()
 
 
-def _interrupted(rec: RequestRecord | None) -> None:
+def _interrupted(rec: RequestRecord | None, why: str = "the caller closed the connection") -> None:
     if rec is not None:
         rec.ok = False
         rec.error_kind = "interrupted"
-        rec.error = "the caller closed the connection"
+        rec.error = why
         rec.t_send = rec.t_send or _now()
 
 
@@ -591,9 +624,11 @@ async def serve_proxy(
     ready: Callable[[int], None] | None = None,
     stop: Any = None,  # anything with is_set() (threading.Event from another thread)
     grace_s: float = 5.0,
-) -> Path:
-    """Run the proxy until SIGINT/SIGTERM, ``stop``, ``max_requests`` or ``duration_s``;
-    returns the shadow directory (finalised: journals closed, counters saved)."""
+) -> tuple[Path, str]:
+    """Run the proxy until a stop signal, ``stop``, ``max_requests`` or ``duration_s``;
+    returns the shadow directory (finalised: journals closed, counters saved) and its
+    status: ``interrupted`` after SIGINT, SIGTERM or SIGHUP (what was in flight is cut
+    and recorded as such), else ``completed`` (what was in flight finished first)."""
     cfg.validate()
     writer = ShadowWriter(
         cfg.out,
@@ -609,6 +644,26 @@ async def serve_proxy(
     )
     proxy = ShadowProxy(cfg, writer)
     loop = asyncio.get_running_loop()
+    signalled: list[str] = []
+
+    def on_signal(name: str) -> None:
+        signalled.append(name)
+        proxy.stop.set()
+
+    with loop_stop_signals(loop, on_signal):
+        return await _serve(proxy, writer, cfg, ready, stop, grace_s, signalled)
+
+
+async def _serve(
+    proxy: ShadowProxy,
+    writer: ShadowWriter,
+    cfg: ProxyConfig,
+    ready: Callable[[int], None] | None,
+    stop: Any,
+    grace_s: float,
+    signalled: list[str],
+) -> tuple[Path, str]:
+    loop = asyncio.get_running_loop()
     try:
         await proxy.start_candidate()
     except AccelbenchError:
@@ -620,11 +675,6 @@ async def serve_proxy(
         await proxy.cand.finish(0.0)
         writer.close("failed")
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
-    installed = []
-    for s in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(s, proxy.stop.set)
-            installed.append(s)
     port = server.sockets[0].getsockname()[1]
     try:
         cfg.check_not_own(port)  # --listen HOST:0: the port the system picked
@@ -638,7 +688,7 @@ async def serve_proxy(
     # (a full collection over it is a pause of every stream)
     gc.collect()
     gc.freeze()
-    if ready is not None:
+    if ready is not None and not proxy.stop.is_set():
         ready(port)
 
     async def ticker() -> None:
@@ -653,29 +703,29 @@ async def serve_proxy(
                 proxy.stop.set()
 
     tick = asyncio.ensure_future(ticker())
-    status = "completed"
+    cancelled = False
     try:
         if cfg.duration_s:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proxy.stop.wait(), cfg.duration_s)
         else:
             await proxy.stop.wait()
-    except asyncio.CancelledError:
-        status = "interrupted"
+    except asyncio.CancelledError:  # asyncio.run's own Ctrl-C, before our handlers were in
+        cancelled = True
     finally:
         server.close()
-        for s in installed:
-            loop.remove_signal_handler(s)
-        await proxy.drain(grace_s)
+        interrupted = cancelled or bool(signalled)
+        await proxy.drain(grace_s, interrupted)
         for c in list(proxy.callers):
             if c.transport is not None:
                 c.transport.close()
         tick.cancel()
+        status = "interrupted" if interrupted else "completed"
         writer.close(status)
-    return writer.dir
+    return writer.dir, status
 
 
-def run_proxy(cfg: ProxyConfig, ready: Callable[[int], None] | None = None) -> Path:
+def run_proxy(cfg: ProxyConfig, ready: Callable[[int], None] | None = None) -> tuple[Path, str]:
     from accelbench.eventloop import install_uvloop
 
     install_uvloop()

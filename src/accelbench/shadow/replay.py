@@ -12,8 +12,6 @@ on this host). Every request and its copy share one clock (this process's
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from accelbench import validate as v
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, check_url
 from accelbench.shadow.store import ShadowWriter
@@ -190,25 +189,74 @@ class _Sender:
             await c.close()
 
 
-async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: asyncio.Event) -> None:
+class _Stop:
+    """Set by a stop signal; ``sleep`` (the wait for the next arrival, or for the last
+    answers) ends early when it is. As cheap as ``asyncio.sleep`` (one future, one
+    timer), which matters at thousands of arrivals a second."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: set[asyncio.Future] = set()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        self.wake()
+
+    def wake(self) -> None:
+        for w in self._waiters:
+            if not w.done():
+                w.set_result(None)
+
+    async def sleep(self, seconds: float | None) -> None:
+        """Until ``seconds`` pass (None: until woken), ``set`` or ``wake``."""
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        w = loop.create_future()
+        self._waiters.add(w)
+        h = None if seconds is None else loop.call_later(seconds, _resolve, w)
+        try:
+            await w
+        finally:
+            self._waiters.discard(w)
+            if h is not None:
+                h.cancel()
+
+
+def _resolve(w: asyncio.Future) -> None:
+    if not w.done():
+        w.set_result(None)
+
+
+async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: _Stop) -> None:
     tasks: set[asyncio.Task] = set()
     start = _now() + 20_000_000  # a short lead so the first request is not late
+
+    def finished(t: asyncio.Task) -> None:
+        tasks.discard(t)
+        if not tasks:
+            stop.wake()
+
     try:
         for r in reqs:
             if stop.is_set():
                 break
             due = start + int(r.offset_s * 1e9)
-            delay = (due - _now()) / 1e9
-            if delay > 0.002:
-                await asyncio.sleep(delay - 0.001)
+            while (delay := (due - _now()) / 1e9) > 0.002 and not stop.is_set():
+                await stop.sleep(delay - 0.001)  # (woken early by the last answer: again)
+            if stop.is_set():
+                break
             while _now() < due:
                 await asyncio.sleep(0)
             for s in senders:
                 t = asyncio.ensure_future(s.send(r, due))
                 tasks.add(t)
-                t.add_done_callback(tasks.discard)
+                t.add_done_callback(finished)
         while tasks and not stop.is_set():
-            await asyncio.wait(list(tasks), timeout=0.25)
+            await stop.sleep(None)  # woken by the last answer or a stop signal
     finally:
         for t in list(tasks):
             t.cancel()
@@ -237,41 +285,35 @@ async def replay_async(
         side: _Sender(side, url, keys[side], cfg, writer)
         for side, url in (("baseline", opt.baseline), ("candidate", opt.candidate))
     }
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed = []
-    for s in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(s, stop.set)
-            installed.append(s)
+    stop = _Stop()  # set by a stop signal only: the replay is then interrupted
 
     async def ticker() -> None:
         while True:
             await asyncio.sleep(0.25)
             writer.tick()
 
-    tick = asyncio.ensure_future(ticker())
-    samplers = _start_telemetry(cfg, writer.dir, {"baseline": opt.baseline,
-                                                  "candidate": opt.candidate})  # fmt: skip
-    status = "completed"
-    try:
-        if opt.sequential:
-            await _schedule(reqs, [senders["baseline"]], stop)
-            if not stop.is_set():
-                await _schedule(reqs, [senders["candidate"]], stop)
-        else:
-            await _schedule(reqs, [senders["baseline"], senders["candidate"]], stop)
-        if stop.is_set():
-            status = "interrupted"
-    finally:
-        tick.cancel()
-        for s in installed:
-            loop.remove_signal_handler(s)
-        for sender in senders.values():
-            await sender.close()
-        for sampler in samplers:  # its sources' states beside the table, for the verdict
-            write_json_atomic(sampler.run_dir / "telemetry.json", sampler.stop())
-        writer.close(status)
+    with loop_stop_signals(asyncio.get_running_loop(), lambda name: stop.set()):
+        tick = asyncio.ensure_future(ticker())
+        samplers = _start_telemetry(cfg, writer.dir, {"baseline": opt.baseline,
+                                                      "candidate": opt.candidate})  # fmt: skip
+        cancelled = False
+        try:
+            if opt.sequential:
+                await _schedule(reqs, [senders["baseline"]], stop)
+                if not stop.is_set():
+                    await _schedule(reqs, [senders["candidate"]], stop)
+            else:
+                await _schedule(reqs, [senders["baseline"], senders["candidate"]], stop)
+        except asyncio.CancelledError:  # asyncio.run's own Ctrl-C, before our handlers
+            cancelled = True
+        finally:
+            tick.cancel()
+            for sender in senders.values():
+                await sender.close()
+            for sampler in samplers:  # its sources' states beside the table, for the verdict
+                write_json_atomic(sampler.run_dir / "telemetry.json", sampler.stop())
+            status = "interrupted" if cancelled or stop.is_set() else "completed"
+            writer.close(status)
     return writer.dir, status
 
 
