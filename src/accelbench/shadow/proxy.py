@@ -102,6 +102,7 @@ class ProxyConfig:
         self.duration_s = v.optional_number(
             "--duration", self.duration_s, 0, 30 * 86400, lo_open=True, unit="s"
         )
+        self.seed = v.seed("--seed", self.seed)
         v.output_dir("--out", self.out)
         self.check_not_own(self.port)
 

@@ -30,6 +30,7 @@ from accelbench.store.rundir import write_json_atomic
 
 _now = time.monotonic_ns
 Log = Callable[[str], None]
+MIN_SPEED, MAX_SPEED = 0.001, 1e6  # --speed: 1,000x slower to 1,000,000x faster
 
 
 @dataclass
@@ -59,8 +60,21 @@ class ReplayOptions:
                 check_url(url)
             except UsageError as exc:
                 raise UsageError(str(exc).replace("--url", name)) from None
-        self.speed = v.number("--speed", self.speed, 0, 1e6, lo_open=True)
+        self.speed = v.number("--speed", self.speed, MIN_SPEED, MAX_SPEED)
         v.output_dir("--out", self.out)
+
+    def check_span(self, span_s: float) -> float:
+        """The replay's length: the trace's span at ``speed``, at most 30 days (as a
+        trace's own span); checked once the trace is read, before anything is sent."""
+        from accelbench.workload.traces import MAX_TRACE_SPAN_S
+
+        scaled = span_s / self.speed
+        if not scaled <= MAX_TRACE_SPAN_S:
+            raise UsageError(
+                f"--speed {self.speed:g} stretches the trace's {span_s:g} s to {scaled:g} s: "
+                f"a replay lasts at most {MAX_TRACE_SPAN_S:g} s (30 days); give a larger --speed"
+            )
+        return scaled
 
 
 def _side_model(url: str, wanted: str | None, api_key: str | None, name: str) -> str:
@@ -93,6 +107,7 @@ def prepare(
         cfg.workload.trace, opt.trace_format, rate=cfg.rate, arrival=cfg.arrival,
         burstiness=cfg.burstiness, seed=cfg.workload.seed, limit=cfg.num_requests,
     )  # fmt: skip
+    opt.check_span(trace.duration_s)
     log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
     models = {
         "baseline": _side_model(opt.baseline, cfg.model, api_key, "baseline"),
