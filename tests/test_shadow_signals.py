@@ -46,9 +46,14 @@ def _received(url: str) -> int:
     return int(re.search(r"^reference_requests_total (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
 
 
-def _stop(proc: subprocess.Popen, sig: signal.Signals, bound_s: float) -> tuple[float, str]:
+def _stop(
+    proc: subprocess.Popen, sig: signal.Signals, bound_s: float, *more: signal.Signals
+) -> tuple[float, str]:
     t0 = time.monotonic()
     proc.send_signal(sig)
+    for s in more:  # further signals while it stops (an impatient user, a supervisor)
+        time.sleep(0.02)
+        proc.send_signal(s)
     try:
         proc.wait(timeout=bound_s + 30)
     except subprocess.TimeoutExpired:
@@ -92,8 +97,10 @@ def _until(what: str, ok, timeout: float = 30.0) -> None:  # type: ignore[no-unt
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
-@pytest.mark.parametrize("moment", ["in_flight", "idle"])
+@pytest.mark.parametrize("moment", ["in_flight", "idle", "in_flight_then_all_three"])
 def test_proxy_stops_on_each_signal(reference_server, tmp_path: Path, sig, moment) -> None:
+    """``in_flight_then_all_three``: the other signals follow during the stop (a second
+    Ctrl-C had raised inside the drain: tracebacks, records lost)."""
     bound = 1.0 + _startup_s()
     base = reference_server("--ttft-ms", SLOW_TTFT_MS, "--itl-ms", "1")
     cand = reference_server("--ttft-ms", SLOW_TTFT_MS, "--itl-ms", "1")
@@ -105,12 +112,13 @@ def test_proxy_stops_on_each_signal(reference_server, tmp_path: Path, sig, momen
     )  # fmt: skip
     wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
     socks = []
-    if moment == "in_flight":
+    if moment != "idle":
         socks = _post(port, 4)
         _until("4 requests at each side", lambda: _received(base.url) == 4 == _received(cand.url))
-    took, err = _stop(proc, sig, bound)
+    more = SIGNALS if moment == "in_flight_then_all_three" else []
+    took, err = _stop(proc, sig, bound, *more)
     rows = _check(out, proc, took, err, bound, {"baseline": base.url, "candidate": cand.url})
-    n = 4 if moment == "in_flight" else 0
+    n = 0 if moment == "idle" else 4
     assert len(rows["baseline"]) == n
     assert all(r["error_kind"] == "interrupted" for side in rows.values() for r in side)
     for s in socks:  # the callers were answered or cut, never left hanging

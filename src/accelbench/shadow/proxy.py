@@ -630,6 +630,26 @@ async def serve_proxy(
     returns the shadow directory (finalised: journals closed, counters saved) and its
     status: ``interrupted`` after SIGINT, SIGTERM or SIGHUP (what was in flight is cut
     and recorded as such), else ``completed`` (what was in flight finished first)."""
+    signalled: list[str] = []
+    stop_now = asyncio.Event()
+
+    def on_signal(name: str) -> None:
+        signalled.append(name)
+        stop_now.set()
+
+    # in place before the first file is written: no signal lands between the two
+    with loop_stop_signals(asyncio.get_running_loop(), on_signal):
+        return await _open(cfg, ready, stop, grace_s, stop_now, signalled)
+
+
+async def _open(
+    cfg: ProxyConfig,
+    ready: Callable[[int], None] | None,
+    stop: Any,
+    grace_s: float,
+    stop_now: asyncio.Event,
+    signalled: list[str],
+) -> tuple[Path, str]:
     cfg.validate()
     writer = ShadowWriter(
         cfg.out,
@@ -644,15 +664,8 @@ async def serve_proxy(
         journals=("baseline",),  # the candidate process journals its own side
     )
     proxy = ShadowProxy(cfg, writer)
-    loop = asyncio.get_running_loop()
-    signalled: list[str] = []
-
-    def on_signal(name: str) -> None:
-        signalled.append(name)
-        proxy.stop.set()
-
-    with loop_stop_signals(loop, on_signal):
-        return await _serve(proxy, writer, cfg, ready, stop, grace_s, signalled)
+    proxy.stop = stop_now
+    return await _serve(proxy, writer, cfg, ready, stop, grace_s, signalled)
 
 
 async def _serve(

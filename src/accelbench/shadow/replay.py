@@ -282,6 +282,22 @@ async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: _St
 async def replay_async(
     cfg: BenchmarkConfig, opt: ReplayOptions, reqs: list[ReplayRequest], info: dict[str, Any]
 ) -> tuple[Path, str]:
+    """Send ``reqs`` to both sides; (shadow directory, status). SIGINT, SIGTERM and
+    SIGHUP stop it at once (``interrupted``: what is in flight is cut and recorded as
+    such), also while it waits for the next arrival."""
+    stop = _Stop()  # set by a stop signal only: the replay is then interrupted
+    # in place before the first file is written: no signal lands between the two
+    with loop_stop_signals(asyncio.get_running_loop(), lambda name: stop.set()):
+        return await _replay(cfg, opt, reqs, info, stop)
+
+
+async def _replay(
+    cfg: BenchmarkConfig,
+    opt: ReplayOptions,
+    reqs: list[ReplayRequest],
+    info: dict[str, Any],
+    stop: _Stop,
+) -> tuple[Path, str]:
     keys = info.pop("api_keys")
     writer = ShadowWriter(
         opt.out,
@@ -300,35 +316,33 @@ async def replay_async(
         side: _Sender(side, url, keys[side], cfg, writer)
         for side, url in (("baseline", opt.baseline), ("candidate", opt.candidate))
     }
-    stop = _Stop()  # set by a stop signal only: the replay is then interrupted
 
     async def ticker() -> None:
         while True:
             await asyncio.sleep(0.25)
             writer.tick()
 
-    with loop_stop_signals(asyncio.get_running_loop(), lambda name: stop.set()):
-        tick = asyncio.ensure_future(ticker())
-        samplers = _start_telemetry(cfg, writer.dir, {"baseline": opt.baseline,
-                                                      "candidate": opt.candidate})  # fmt: skip
-        cancelled = False
-        try:
-            if opt.sequential:
-                await _schedule(reqs, [senders["baseline"]], stop)
-                if not stop.is_set():
-                    await _schedule(reqs, [senders["candidate"]], stop)
-            else:
-                await _schedule(reqs, [senders["baseline"], senders["candidate"]], stop)
-        except asyncio.CancelledError:  # asyncio.run's own Ctrl-C, before our handlers
-            cancelled = True
-        finally:
-            tick.cancel()
-            for sender in senders.values():
-                await sender.close()
-            for sampler in samplers:  # its sources' states beside the table, for the verdict
-                write_json_atomic(sampler.run_dir / "telemetry.json", sampler.stop())
-            status = "interrupted" if cancelled or stop.is_set() else "completed"
-            writer.close(status)
+    tick = asyncio.ensure_future(ticker())
+    samplers = _start_telemetry(cfg, writer.dir, {"baseline": opt.baseline,
+                                                  "candidate": opt.candidate})  # fmt: skip
+    cancelled = False
+    try:
+        if opt.sequential:
+            await _schedule(reqs, [senders["baseline"]], stop)
+            if not stop.is_set():
+                await _schedule(reqs, [senders["candidate"]], stop)
+        else:
+            await _schedule(reqs, [senders["baseline"], senders["candidate"]], stop)
+    except asyncio.CancelledError:  # asyncio.run's own Ctrl-C, before our handlers
+        cancelled = True
+    finally:
+        tick.cancel()
+        for sender in senders.values():
+            await sender.close()
+        for sampler in samplers:  # its sources' states beside the table, for the verdict
+            write_json_atomic(sampler.run_dir / "telemetry.json", sampler.stop())
+        status = "interrupted" if cancelled or stop.is_set() else "completed"
+        writer.close(status)
     return writer.dir, status
 
 
