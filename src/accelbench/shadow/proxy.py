@@ -201,22 +201,26 @@ class _Upstream(HTTP1Protocol):
     def arrived(self, data: bytes, t: int) -> None:
         """Relay first, then hand over for measuring (parsed after the I/O phase)."""
         d = self.downstream
-        if self.tail_wait is not None:
+        if self.tail_wait is not None or (self._sink is None and self.chunked_incomplete()):
             # the parser ended a chunked body at its `0\r\n`; the final CRLF (after any
-            # trailers) belongs to the same response and goes to the same caller
+            # trailers) belongs to the same response and goes to the same caller, also
+            # when it comes before the forwarding task has resumed to wait for it (it
+            # was dropped then, and the caller waited 5 s for it)
             buf = self.tail + data
             k = buf.find(b"\r\n\r\n")
             take = len(data) if k < 0 else k + 4 - len(self.tail)
             if d is not None:
                 d.write(data[:take])
-            self.tail = buf[-4:]
+            self.tail = (self.tail + data[:take])[-4:]
             if k >= 0:
                 fut, self.tail_wait = self.tail_wait, None
-                if not fut.done():
+                if fut is not None and not fut.done():
                     fut.set_result(None)
                 data = data[take:]
                 if not data:
                     return
+            else:
+                return
         elif d is not None and self._sink is not None:
             d.write(data)
             self.relayed += len(data)
