@@ -43,6 +43,7 @@ class CountingServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.lock = threading.Lock()
         self.received: list[tuple[bytes, bytes, bytes]] = []  # method, target, body
+        self.heads: list[bytes] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -79,6 +80,7 @@ class CountingServer:
                 method, target, _ = lines[0].split(b" ")
                 with self.lock:
                     self.received.append((method, target, rest[:n]))
+                    self.heads.append(head)
                     seq = len(self.received)
                 buf = rest[n:]
                 body = b'{"ok":true}'
@@ -437,3 +439,17 @@ def test_the_proxy_answers_expect_100_continue(proxy) -> None:
         while data := s.recv(65536):
             got += data
     assert [r[0] for r in responses(got)] == [200]
+
+
+def test_hop_by_hop_fields_are_not_forwarded(proxy) -> None:
+    """Framing and hop-by-hop fields, and those the caller's Connection names, stay at the
+    proxy; the baseline gets one Content-Length of the decoded body."""
+    port, base = proxy
+    raw = _req(b"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nX-End: 2\r\nTE: trailers\r\n"
+               b"Transfer-Encoding: chunked\r\n", b"2\r\n{}\r\n0\r\n\r\n")  # fmt: skip
+    before = base.count()
+    assert [r[0] for r in check(port, base, raw)] == [200]
+    head = base.heads[before].lower()
+    assert b"x-end: 2" in head and b"content-length: 2" in head
+    for name in (b"x-hop", b"connection", b"te:", b"transfer-encoding"):
+        assert name not in head, head

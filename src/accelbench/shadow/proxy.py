@@ -57,6 +57,7 @@ _DROP = {
     b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length", b"expect",
 }  # fmt: skip
+_STOP_WAIT_S = 5.0  # after a stop signal: the candidate process's journal closed by then
 _RETRIES = 3  # a request re-sent on a fresh connection when a kept-alive one was stale
 _LINGER_S = 2.0  # after a refusal, how long the caller's further bytes are drained
 _PAUSE_AT = MAX_HEAD + (1 << 20)  # pipelined bytes held while a request is in flight
@@ -405,8 +406,14 @@ class ShadowProxy:
         t: int,
     ) -> None:
         parts = [method, b" ", target, b" HTTP/1.1\r\n", self.host_header]
+        drop = _DROP.union(  # and the fields the caller's Connection names (RFC 9110 7.6.1)
+            x.strip(b" \t").lower()
+            for n, val in headers
+            if n.lower() == b"connection"
+            for x in val.split(b",")
+        )
         for name, value in headers:
-            if name.lower() not in _DROP:
+            if name.lower() not in drop:
                 parts += [name, b": ", value, b"\r\n"]
         parts.append(b"Content-Length: %d\r\n\r\n" % len(body))
         payload = b"".join(parts) + body
@@ -605,7 +612,10 @@ class ShadowProxy:
             task.cancel()
         if self.base_tasks:
             await asyncio.gather(*self.base_tasks, return_exceptions=True)
-        await self.cand.finish(0.0 if interrupted else grace_s)
+        if interrupted:  # cut at once; a candidate process that does not answer is killed
+            await self.cand.finish(0.0, wait_s=_STOP_WAIT_S)
+        else:
+            await self.cand.finish(grace_s)
         self.pool.close()
 
 
