@@ -125,9 +125,17 @@ class Proxy:
         wait_http(f"http://127.0.0.1:{self.port}/health", proc=self.proc)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
+        """Ctrl-C: the proxy's usual end, status `interrupted`, exit 1 (with --duration or
+        --max-requests it ends by itself, `completed`, exit 0)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
         _, err = self.proc.communicate(timeout=30)
-        assert self.proc.returncode == 0, err.decode()[-2000:]
+        status = json.loads((self.out / "shadow.json").read_text())["status"]
+        assert (self.proc.returncode, status) in ((1, "interrupted"), (0, "completed")), (
+            self.proc.returncode,
+            err.decode()[-2000:],
+        )
+        assert b"Traceback" not in err, err.decode()[-2000:]
 
 
 BODIES = [{"model": "m", "prompt": "hi", "max_tokens": 2, "stream": True, "temperature": 0},
@@ -155,12 +163,19 @@ def test_caller_gets_baseline_bytes_whatever_the_candidate(tmp_path: Path, candi
         t0 = time.monotonic()
         via = exchange(proxy.port, BODIES)
         elapsed = time.monotonic() - t0
+        # the copies' failures are recorded when they happen (a stop signal would cut
+        # the hanging ones as `interrupted` instead)
+        cand = tmp_path / "sh" / "candidate.jsonl"
+        deadline = time.monotonic() + 30
+        while not (cand.exists() and len(cand.read_bytes().splitlines()) == 3):
+            assert time.monotonic() < deadline, "the copies' records did not come"
+            time.sleep(0.05)
     finally:
         proxy.stop()
     assert via == direct  # byte for byte, on one kept-alive connection
     assert elapsed < 1.5  # the hanging candidate (2 s timeout) never held the caller
     meta, rows = read_shadow(tmp_path / "sh")
-    assert meta["status"] == "completed"
+    assert meta["status"] == "interrupted"  # by the Ctrl-C of stop(), with nothing in flight
     assert [r["ok"] for r in rows["baseline"]] == [True, True, True]
     assert [r["output_text"] for r in rows["baseline"]] == [" a b", "ok", " a b"]
     kinds = {r["error_kind"] for r in rows["candidate"]}
@@ -175,17 +190,19 @@ def test_slow_candidate_copies_are_dropped_not_queued(reference_server, tmp_path
     base = reference_server("--ttft-ms", "1", "--itl-ms", "1")
     slow = reference_server("--ttft-ms", "1000", "--itl-ms", "1")
     proxy = Proxy(base.url, slow.url, tmp_path / "sh", "--max-inflight", "3",
-                  "--candidate-timeout", "5")  # fmt: skip
+                  "--candidate-timeout", "5", "--max-requests", "12")  # fmt: skip
     try:
         for _ in range(4):
             out = exchange(proxy.port, [{"model": "reference", "prompt": "x", "max_tokens": 2}] * 3)
             assert all(b"200 OK" in r for r in out)
+        proxy.proc.wait(60)  # it ends by itself after the 12th, letting the copies finish
     finally:
         proxy.stop()
     meta, rows = read_shadow(tmp_path / "sh")
+    assert meta["status"] == "completed" and proxy.proc.returncode == 0  # --max-requests
     assert meta["counters"]["copied"] == 3 and meta["counters"]["dropped"] == 9
     assert len(rows["baseline"]) == 12 and all(r["ok"] for r in rows["baseline"])
-    # the callers never waited for them; the stop let the three copies finish
+    # the callers never waited for them; the end at --max-requests let the copies finish
     assert len(rows["candidate"]) == 3
     assert all(r["ok"] and r["ttft_ms"] >= 1000 for r in rows["candidate"])
 

@@ -4,12 +4,17 @@ in its tokens; `accelbench run --trace`; and shadow on the real engine (4 vs 16 
 from __future__ import annotations
 
 import json
+import math
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.shadow.replay import ReplayOptions, replay
@@ -144,3 +149,68 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     assert b["srv_requests_waiting"]["max"] >= 1, b
     assert c["srv_requests_running"]["max"] > 4 and c["srv_requests_running"]["max"] <= 16, c
     assert b["generated_tokens"] is not None and b["generated_tokens"] > 0
+
+
+# -- --speed: one check before anything runs ------------------------------------------------
+SPEEDS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(min_value=0.0001, max_value=2e6),
+    st.sampled_from([1e-300, 5e-324, 0.001, 0.000999, 1e6, 1.000001e6, -0.0, 0.0]),
+)
+
+
+@settings(max_examples=500)
+@given(SPEEDS, st.floats(min_value=0, max_value=30 * 86400.0))
+def test_speed_is_bounded_and_the_replay_length_too(speed, span_s) -> None:
+    """Any float: refused with one line naming --speed (UsageError: exit 2) unless in
+    [0.001, 1e6]; an accepted one stretches a trace of at most 30 days (the trace's own
+    bound) to a finite replay of at most 30 days, or is refused too. `--speed 1e-300`
+    was an internal error (exit 70): the offsets overflowed."""
+    from accelbench.errors import UsageError
+
+    opt = ReplayOptions("http://127.0.0.1:9", "http://127.0.0.1:9", "unused-out", speed=speed)
+    in_range = math.isfinite(speed) and 0.001 <= speed <= 1e6
+    if not in_range:
+        with pytest.raises(
+            UsageError, match=r"^--speed must be a finite number in \[0\.001, 1e\+06\]"
+        ) as e:
+            opt.validate()
+        assert "\n" not in str(e.value)
+        return
+    opt.validate()
+    if span_s / speed > 30 * 86400.0:
+        with pytest.raises(UsageError, match=r"^--speed .* a replay lasts at most 2\.592e\+06 s"):
+            opt.check_span(span_s)
+    else:
+        scaled = opt.check_span(span_s)
+        assert math.isfinite(scaled) and 0 <= scaled <= 30 * 86400.0
+        assert math.isfinite(scaled * 1e9) and int(scaled * 1e9) < 2**63  # the schedule's ns
+
+
+@pytest.mark.parametrize(
+    ("speed", "span_s", "message"),
+    [
+        ("1e-300", 10.0, "error: --speed must be a finite number in [0.001, 1e+06] (got 1e-300)"),
+        ("nan", 10.0, "error: --speed must be a finite number in [0.001, 1e+06] (got nan)"),
+        ("0.001", 2600.0, "error: --speed 0.001 stretches the trace's 2600 s to 2.6e+06 s"),
+    ],
+)
+def test_cli_refuses_a_speed_in_one_line(
+    tmp_path: Path, speed: str, span_s: float, message: str
+) -> None:
+    """Exit 2, one line, nothing written, before any server is asked (none listens)."""
+    rows = [{"schema": "accelbench.trace/1"}] + [
+        {"idx": i, "t": t, "endpoint": "completions", "body": {"model": "m", "prompt": "x"}}
+        for i, t in enumerate([0.0, span_s])
+    ]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "shadow", "replay", "--trace", str(tmp_path / "t.jsonl"),
+         "--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9", "--speed", speed,
+         "--out", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(message), r.stderr
+    assert not (tmp_path / "r").exists()

@@ -31,7 +31,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 _PR_SET_PDEATHSIG = 1
 _LINUX = sys.platform.startswith("linux")
@@ -428,3 +431,29 @@ def interrupt_on_termination() -> None:
     so one orderly shutdown path (``finally`` blocks, results kept) serves all three."""
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _raise_interrupt)
+
+
+@contextlib.contextmanager
+def loop_stop_signals(
+    loop: asyncio.AbstractEventLoop, on_stop: Callable[[str], None]
+) -> Iterator[None]:
+    """For a command on an event loop: SIGINT, SIGTERM and SIGHUP each call
+    ``on_stop(name)`` from the loop, between callbacks, instead of raising
+    KeyboardInterrupt wherever the main thread happens to be (inside a journal write, a
+    parser, asyncio.run's own teardown). The command's one stop path: set its stop
+    event, cancel what is in flight (recorded as ``interrupted``), finish the files. A
+    second signal during that calls ``on_stop`` again. The handlers in place before
+    (interrupt_on_termination's, asyncio.run's) come back afterwards."""
+    old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    installed = []
+    try:
+        for s in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(s, on_stop, s.name)
+                installed.append(s)
+        yield
+    finally:
+        for s in installed:
+            loop.remove_signal_handler(s)
+            with contextlib.suppress(TypeError, ValueError, OSError):
+                signal.signal(s, old[s])  # removal leaves the default, not the one before

@@ -56,8 +56,10 @@ def proxy_cmd(
     seed: int = typer.Option(0, help="Seed of the sampling."),
 ) -> None:
     """Serve as an OpenAI-compatible proxy: the baseline answers callers (relayed byte for
-    byte), the candidate gets a copy that is measured and discarded. Ctrl-C stops it;
-    everything is journalled in the shadow directory as it happens."""
+    byte), the candidate gets a copy that is measured and discarded. Ctrl-C, SIGTERM or
+    SIGHUP stops it (status `interrupted`, exit 1; requests in flight are cut and recorded
+    as such), `--duration` or `--max-requests` ends it (`completed`, exit 0); everything is
+    journalled in the shadow directory as it happens."""
     import os
 
     from accelbench.shadow.proxy import ProxyConfig, parse_listen, run_proxy
@@ -75,8 +77,11 @@ def proxy_cmd(
         typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {baseline}, "
                    f"candidate {candidate}; Ctrl-C stops it", err=True)  # fmt: skip
 
-    d = run_proxy(cfg, ready)
+    d, status = run_proxy(cfg, ready)
     typer.echo(str(d))
+    if status != "completed":
+        typer.secho(f"proxy {status}: what it recorded is in {d}", fg="yellow", err=True)
+        raise typer.Exit(1)
 
 
 _REPLAY_EXCLUDE = (

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from accelbench.errors import AccelbenchError
+from accelbench.lifetime import STOP_SIGNALS
 
 _now = time.monotonic_ns
 _HEAD = struct.Struct("!I")
@@ -145,18 +146,21 @@ class CandidateProcess:
         self.inflight += 1
         self.transport.write(frame(b"R" + _REQ.pack(idx, t, ENDPOINTS.index(endpoint)) + body))
 
-    async def finish(self, grace_s: float) -> None:
+    async def finish(self, grace_s: float, wait_s: float = 30.0) -> None:
         """Let the copies in flight finish within ``grace_s`` (then they are cancelled
-        and recorded as interrupted); returns once the journal is closed."""
+        and recorded as interrupted); returns once the journal is closed, or after
+        ``wait_s`` more (a process that does not answer is killed)."""
         if self.alive and self.transport is not None and self._end is not None:
             self.transport.write(frame(b"S" + struct.pack("!d", grace_s)))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._end), grace_s + 30)
+                await asyncio.wait_for(asyncio.shield(self._end), grace_s + wait_s)
         if self.transport is not None:
             self.transport.close()
         if self.proc is not None:
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self.proc.wait, 10)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.proc.wait, min(wait_s, 10)
+                )
             except subprocess.TimeoutExpired:
                 self.kill()
 
@@ -263,10 +267,10 @@ async def _child(sock: socket.socket) -> None:
 def main(argv: list[str]) -> None:
     from accelbench.eventloop import install_uvloop
 
-    # the proxy owns the signals (a terminal's Ctrl-C reaches the whole group): it asks
-    # this process to finish, or its end (EOF) does
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # the proxy owns the stop signals (a terminal's Ctrl-C or hang-up reaches the whole
+    # group): it asks this process to finish, or its end (EOF) does
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
     sock = socket.socket(fileno=int(argv[0]))
     install_uvloop()
     asyncio.run(_child(sock))

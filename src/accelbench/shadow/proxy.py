@@ -28,11 +28,11 @@ import contextlib
 import gc
 import ipaddress
 import random
-import signal
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +43,8 @@ from accelbench import validate as v
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
+from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.shadow.candidate import CandidateProcess
 from accelbench.shadow.store import CANDIDATE, ShadowWriter
@@ -55,8 +57,10 @@ _DROP = {
     b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length", b"expect",
 }  # fmt: skip
-MAX_HEAD = 65536
-MAX_BODY = 64 << 20
+_STOP_WAIT_S = 5.0  # after a stop signal: the candidate process's journal closed by then
+_RETRIES = 3  # a request re-sent on a fresh connection when a kept-alive one was stale
+_LINGER_S = 2.0  # after a refusal, how long the caller's further bytes are drained
+_PAUSE_AT = MAX_HEAD + (1 << 20)  # pipelined bytes held while a request is in flight
 
 
 @dataclass
@@ -99,6 +103,7 @@ class ProxyConfig:
         self.duration_s = v.optional_number(
             "--duration", self.duration_s, 0, 30 * 86400, lo_open=True, unit="s"
         )
+        self.seed = v.seed("--seed", self.seed)
         v.output_dir("--out", self.out)
         self.check_not_own(self.port)
 
@@ -197,22 +202,26 @@ class _Upstream(HTTP1Protocol):
     def arrived(self, data: bytes, t: int) -> None:
         """Relay first, then hand over for measuring (parsed after the I/O phase)."""
         d = self.downstream
-        if self.tail_wait is not None:
+        if self.tail_wait is not None or (self._sink is None and self.chunked_incomplete()):
             # the parser ended a chunked body at its `0\r\n`; the final CRLF (after any
-            # trailers) belongs to the same response and goes to the same caller
+            # trailers) belongs to the same response and goes to the same caller, also
+            # when it comes before the forwarding task has resumed to wait for it (it
+            # was dropped then, and the caller waited 5 s for it)
             buf = self.tail + data
             k = buf.find(b"\r\n\r\n")
             take = len(data) if k < 0 else k + 4 - len(self.tail)
             if d is not None:
                 d.write(data[:take])
-            self.tail = buf[-4:]
+            self.tail = (self.tail + data[:take])[-4:]
             if k >= 0:
                 fut, self.tail_wait = self.tail_wait, None
-                if not fut.done():
+                if fut is not None and not fut.done():
                     fut.set_result(None)
                 data = data[take:]
                 if not data:
                     return
+            else:
+                return
         elif d is not None and self._sink is not None:
             d.write(data)
             self.relayed += len(data)
@@ -242,15 +251,22 @@ class _UpstreamPool(HTTP1Pool):
 
 
 class _Caller(asyncio.Protocol):
-    """One connection from a caller: HTTP/1.1 requests with Content-Length bodies, one
-    at a time (pipelined bytes wait in the buffer)."""
+    """One connection from a caller: HTTP/1.1 requests framed strictly by
+    accelbench/httpframing.py (anything ambiguous is answered 400 and the connection
+    closed, never forwarded), one at a time (pipelined bytes wait in the buffer, reading
+    pauses when they pile up). An end of input from the caller lets the request in
+    flight finish; a request it cuts short is answered 400."""
 
     def __init__(self, proxy: ShadowProxy) -> None:
         self.proxy = proxy
         self.transport: asyncio.Transport | None = None
-        self.buf = b""
+        self.buf = bytearray()
+        self.reader = RequestReader(MAX_HEAD, MAX_BODY)
         self.busy = False
         self.closed = False
+        self.eof = False
+        self.paused = False
+        self.refused = False
         self.upstream: _Upstream | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -269,76 +285,86 @@ class _Caller(asyncio.Protocol):
             self.proxy.pool.discard(up)  # the caller hung up: so does its request
 
     def data_received(self, data: bytes) -> None:
+        if self.closed or self.refused:
+            return  # after a refusal: read and discard until the caller closes
         t = _now()
         self.buf += data
         if not self.busy:
             self._next(t)
+        elif len(self.buf) > _PAUSE_AT and self.transport is not None and not self.paused:
+            self.paused = True  # pipelined bytes wait for the request in flight
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        if self.refused:
+            return False  # closes now
+        if not self.busy:
+            self._next(_now())
+        return True  # the request in flight still gets its answer
 
     def _next(self, t: int) -> None:
-        buf = self.buf
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_HEAD:
-                self.reply(431, "request headers too large", close=True)
+        if self.closed:
             return
-        lines = buf[:end].split(b"\r\n")
         try:
-            method, target, version = lines[0].split(b" ", 2)
-        except ValueError:
-            self.reply(400, "bad request line", close=True)
+            req = self.reader.feed(self.buf)
+        except Reject as exc:
+            self.refuse(exc.status, exc.reason)
             return
-        headers: list[tuple[bytes, bytes]] = []
-        length = 0
-        close = version == b"HTTP/1.0"
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            lname, value = name.strip().lower(), value.strip()
-            if lname == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    self.reply(400, "bad Content-Length", close=True)
-                    return
-            elif lname == b"transfer-encoding":
-                self.reply(411, "chunked request bodies are not supported", close=True)
-                return
-            elif lname == b"connection":
-                lv = value.lower()
-                close = b"close" in lv or (close and b"keep-alive" not in lv)
-            headers.append((name.strip(), value))
-        if length > MAX_BODY:
-            self.reply(413, "request body too large", close=True)
+        if req is None:
+            if self.eof:
+                if self.reader.partial or self.buf.strip(b"\r\n"):
+                    self.reply(400, "the request was cut short by the end of input", close=True)
+                elif self.transport is not None:
+                    self.transport.close()
+            elif self.reader.wants_continue and self.transport is not None:
+                assert self.reader.req is not None
+                self.reader.req.expect_continue = False
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             return
-        if len(buf) < end + 4 + length:
-            return
-        body = buf[end + 4 : end + 4 + length]
-        self.buf = buf[end + 4 + length :]
         self.busy = True
-        self.proxy.handle(self, method, target, headers, body, close, t)
+        self.proxy.handle(self, req.method, req.target, req.headers, bytes(req.body), req.close, t)
 
     def reply(self, status: int, message: str, close: bool = False) -> None:
         """An error of the proxy itself (bad request, baseline unreachable)."""
-        if self.transport is None or self.closed:
+        if self.transport is None or self.transport.is_closing():
             return
         body = orjson.dumps({"error": {"message": message, "type": "accelbench_shadow_proxy"}})
         head = (
-            f"HTTP/1.1 {status} {'Bad Gateway' if status == 502 else 'Error'}\r\n"
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            + ("Connection: close\r\n" if close else "")
+            + ("Connection: close\r\n" if close or self.refused else "")
             + "\r\n"
         ).encode()
         self.transport.write(head + body)
         if close:
             self.transport.close()
 
+    def refuse(self, status: int, message: str) -> None:
+        """Answer and close, lingering (RFC 9112 section 9.6): our side is shut at once,
+        what the caller still sends is read and discarded for up to ``_LINGER_S``, so
+        that its unread bytes do not reset the connection before it read the answer."""
+        self.refused = True
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        self.reply(status, message, close=not t.can_write_eof())
+        if not t.is_closing():
+            t.write_eof()
+            asyncio.get_running_loop().call_later(_LINGER_S, t.close)
+
     def done(self, close: bool) -> None:
         self.busy = False
         self.upstream = None
-        if self.closed or self.transport is None:
+        if self.transport is None or self.transport.is_closing():
             return
         if close:
             self.transport.close()
-        elif self.buf:
+            return
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
+        if self.buf or self.eof:
             self._next(_now())
 
 
@@ -380,8 +406,14 @@ class ShadowProxy:
         t: int,
     ) -> None:
         parts = [method, b" ", target, b" HTTP/1.1\r\n", self.host_header]
+        drop = _DROP.union(  # and the fields the caller's Connection names (RFC 9110 7.6.1)
+            x.strip(b" \t").lower()
+            for n, val in headers
+            if n.lower() == b"connection"
+            for x in val.split(b",")
+        )
         for name, value in headers:
-            if name.lower() not in _DROP:
+            if name.lower() not in drop:
                 parts += [name, b": ", value, b"\r\n"]
         parts.append(b"Content-Length: %d\r\n\r\n" % len(body))
         payload = b"".join(parts) + body
@@ -457,9 +489,40 @@ class ShadowProxy:
         fut: asyncio.Future | None,
         sink: Any,
     ) -> None:
+        keep = True
+        try:
+            keep = await self._attempts(caller, payload, rec, endpoint, doc, conn, fut, sink)
+        except asyncio.CancelledError:  # the proxy is stopping: the request is cut
+            keep = False
+            up = caller.upstream
+            if up is not None and not up.closed:
+                self.pool.discard(up)
+            if rec is not None and not rec.ok and rec.error_kind is None:
+                _interrupted(rec, "the proxy was stopped while this request was in flight")
+        if rec is not None:
+            self.writer.add_record("baseline", rec)
+            self.recorded_done += 1
+            if self.cfg.max_requests and self.recorded_done >= self.cfg.max_requests:
+                self.stop.set()
+        caller.done(close or not keep)
+
+    async def _attempts(
+        self,
+        caller: _Caller,
+        payload: bytes,
+        rec: RequestRecord | None,
+        endpoint: str | None,
+        doc: Any,
+        conn: _Upstream | None,
+        fut: asyncio.Future | None,
+        sink: Any,
+    ) -> bool:
+        """Forward one request: a kept-alive connection the baseline had closed is retried
+        on a new one, at most 3 times (``_RETRIES``); returns whether the caller's
+        connection may be kept."""
         pool = self.pool
         keep = True
-        for attempt in range(4):
+        for attempt in range(_RETRIES + 1):
             reused = conn is not None
             if conn is None:
                 try:
@@ -487,7 +550,7 @@ class ShadowProxy:
                 if caller.closed:
                     _interrupted(rec)
                     break
-                if exc.before_response and reused and attempt < 3:
+                if exc.before_response and reused and attempt < _RETRIES:
                     conn = fut = None  # a kept-alive connection the baseline had closed
                     if rec is not None:
                         rec.retries += 1
@@ -519,12 +582,7 @@ class ShadowProxy:
             conn.downstream = None
             pool.release(conn)
             break
-        if rec is not None:
-            self.writer.add_record("baseline", rec)
-            self.recorded_done += 1
-            if self.cfg.max_requests and self.recorded_done >= self.cfg.max_requests:
-                self.stop.set()
-        caller.done(close or not keep)
+        return keep
 
     # -- the copy -> candidate -------------------------------------------------------
     def _copy(self, idx: int, endpoint: str, body: bytes, t: int) -> None:
@@ -544,11 +602,20 @@ class ShadowProxy:
             self.writer.count(f"candidate_{kind}")
 
     # -- lifetime ---------------------------------------------------------------------
-    async def drain(self, grace_s: float) -> None:
-        """Let the callers' requests finish; give the copies ``grace_s``, then cancel."""
-        if self.base_tasks:
+    async def drain(self, grace_s: float, interrupted: bool) -> None:
+        """Let the callers' requests finish and give the copies ``grace_s`` (then they
+        are cancelled); when interrupted by a signal, cancel both at once. Every request
+        in flight is recorded, as ``interrupted`` if cut."""
+        if self.base_tasks and not interrupted:
             await asyncio.wait(list(self.base_tasks), timeout=max(grace_s, 30.0))
-        await self.cand.finish(grace_s)
+        for task in self.base_tasks:
+            task.cancel()
+        if self.base_tasks:
+            await asyncio.gather(*self.base_tasks, return_exceptions=True)
+        if interrupted:  # cut at once; a candidate process that does not answer is killed
+            await self.cand.finish(0.0, wait_s=_STOP_WAIT_S)
+        else:
+            await self.cand.finish(grace_s)
         self.pool.close()
 
 
@@ -558,11 +625,11 @@ def _fail(sink: Any, kind: str, message: str) -> None:
         sink.h.rec.t_done = _now()
 
 
-def _interrupted(rec: RequestRecord | None) -> None:
+def _interrupted(rec: RequestRecord | None, why: str = "the caller closed the connection") -> None:
     if rec is not None:
         rec.ok = False
         rec.error_kind = "interrupted"
-        rec.error = "the caller closed the connection"
+        rec.error = why
         rec.t_send = rec.t_send or _now()
 
 
@@ -572,9 +639,31 @@ async def serve_proxy(
     ready: Callable[[int], None] | None = None,
     stop: Any = None,  # anything with is_set() (threading.Event from another thread)
     grace_s: float = 5.0,
-) -> Path:
-    """Run the proxy until SIGINT/SIGTERM, ``stop``, ``max_requests`` or ``duration_s``;
-    returns the shadow directory (finalised: journals closed, counters saved)."""
+) -> tuple[Path, str]:
+    """Run the proxy until a stop signal, ``stop``, ``max_requests`` or ``duration_s``;
+    returns the shadow directory (finalised: journals closed, counters saved) and its
+    status: ``interrupted`` after SIGINT, SIGTERM or SIGHUP (what was in flight is cut
+    and recorded as such), else ``completed`` (what was in flight finished first)."""
+    signalled: list[str] = []
+    stop_now = asyncio.Event()
+
+    def on_signal(name: str) -> None:
+        signalled.append(name)
+        stop_now.set()
+
+    # in place before the first file is written: no signal lands between the two
+    with loop_stop_signals(asyncio.get_running_loop(), on_signal):
+        return await _open(cfg, ready, stop, grace_s, stop_now, signalled)
+
+
+async def _open(
+    cfg: ProxyConfig,
+    ready: Callable[[int], None] | None,
+    stop: Any,
+    grace_s: float,
+    stop_now: asyncio.Event,
+    signalled: list[str],
+) -> tuple[Path, str]:
     cfg.validate()
     writer = ShadowWriter(
         cfg.out,
@@ -589,6 +678,19 @@ async def serve_proxy(
         journals=("baseline",),  # the candidate process journals its own side
     )
     proxy = ShadowProxy(cfg, writer)
+    proxy.stop = stop_now
+    return await _serve(proxy, writer, cfg, ready, stop, grace_s, signalled)
+
+
+async def _serve(
+    proxy: ShadowProxy,
+    writer: ShadowWriter,
+    cfg: ProxyConfig,
+    ready: Callable[[int], None] | None,
+    stop: Any,
+    grace_s: float,
+    signalled: list[str],
+) -> tuple[Path, str]:
     loop = asyncio.get_running_loop()
     try:
         await proxy.start_candidate()
@@ -601,11 +703,6 @@ async def serve_proxy(
         await proxy.cand.finish(0.0)
         writer.close("failed")
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
-    installed = []
-    for s in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(s, proxy.stop.set)
-            installed.append(s)
     port = server.sockets[0].getsockname()[1]
     try:
         cfg.check_not_own(port)  # --listen HOST:0: the port the system picked
@@ -619,7 +716,7 @@ async def serve_proxy(
     # (a full collection over it is a pause of every stream)
     gc.collect()
     gc.freeze()
-    if ready is not None:
+    if ready is not None and not proxy.stop.is_set():
         ready(port)
 
     async def ticker() -> None:
@@ -634,29 +731,29 @@ async def serve_proxy(
                 proxy.stop.set()
 
     tick = asyncio.ensure_future(ticker())
-    status = "completed"
+    cancelled = False
     try:
         if cfg.duration_s:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proxy.stop.wait(), cfg.duration_s)
         else:
             await proxy.stop.wait()
-    except asyncio.CancelledError:
-        status = "interrupted"
+    except asyncio.CancelledError:  # asyncio.run's own Ctrl-C, before our handlers were in
+        cancelled = True
     finally:
         server.close()
-        for s in installed:
-            loop.remove_signal_handler(s)
-        await proxy.drain(grace_s)
+        interrupted = cancelled or bool(signalled)
+        await proxy.drain(grace_s, interrupted)
         for c in list(proxy.callers):
             if c.transport is not None:
                 c.transport.close()
         tick.cancel()
+        status = "interrupted" if interrupted else "completed"
         writer.close(status)
-    return writer.dir
+    return writer.dir, status
 
 
-def run_proxy(cfg: ProxyConfig, ready: Callable[[int], None] | None = None) -> Path:
+def run_proxy(cfg: ProxyConfig, ready: Callable[[int], None] | None = None) -> tuple[Path, str]:
     from accelbench.eventloop import install_uvloop
 
     install_uvloop()

@@ -12,8 +12,6 @@ on this host). Every request and its copy share one clock (this process's
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from accelbench import validate as v
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig, check_url
 from accelbench.shadow.store import ShadowWriter
@@ -31,6 +30,7 @@ from accelbench.store.rundir import write_json_atomic
 
 _now = time.monotonic_ns
 Log = Callable[[str], None]
+MIN_SPEED, MAX_SPEED = 0.001, 1e6  # --speed: 1,000x slower to 1,000,000x faster
 
 
 @dataclass
@@ -60,8 +60,21 @@ class ReplayOptions:
                 check_url(url)
             except UsageError as exc:
                 raise UsageError(str(exc).replace("--url", name)) from None
-        self.speed = v.number("--speed", self.speed, 0, 1e6, lo_open=True)
+        self.speed = v.number("--speed", self.speed, MIN_SPEED, MAX_SPEED)
         v.output_dir("--out", self.out)
+
+    def check_span(self, span_s: float) -> float:
+        """The replay's length: the trace's span at ``speed``, at most 30 days (as a
+        trace's own span); checked once the trace is read, before anything is sent."""
+        from accelbench.workload.traces import MAX_TRACE_SPAN_S
+
+        scaled = span_s / self.speed
+        if not scaled <= MAX_TRACE_SPAN_S:
+            raise UsageError(
+                f"--speed {self.speed:g} stretches the trace's {span_s:g} s to {scaled:g} s: "
+                f"a replay lasts at most {MAX_TRACE_SPAN_S:g} s (30 days); give a larger --speed"
+            )
+        return scaled
 
 
 def _side_model(url: str, wanted: str | None, api_key: str | None, name: str) -> str:
@@ -94,6 +107,7 @@ def prepare(
         cfg.workload.trace, opt.trace_format, rate=cfg.rate, arrival=cfg.arrival,
         burstiness=cfg.burstiness, seed=cfg.workload.seed, limit=cfg.num_requests,
     )  # fmt: skip
+    opt.check_span(trace.duration_s)
     log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
     models = {
         "baseline": _side_model(opt.baseline, cfg.model, api_key, "baseline"),
@@ -190,25 +204,74 @@ class _Sender:
             await c.close()
 
 
-async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: asyncio.Event) -> None:
+class _Stop:
+    """Set by a stop signal; ``sleep`` (the wait for the next arrival, or for the last
+    answers) ends early when it is. As cheap as ``asyncio.sleep`` (one future, one
+    timer), which matters at thousands of arrivals a second."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: set[asyncio.Future] = set()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        self.wake()
+
+    def wake(self) -> None:
+        for w in self._waiters:
+            if not w.done():
+                w.set_result(None)
+
+    async def sleep(self, seconds: float | None) -> None:
+        """Until ``seconds`` pass (None: until woken), ``set`` or ``wake``."""
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        w = loop.create_future()
+        self._waiters.add(w)
+        h = None if seconds is None else loop.call_later(seconds, _resolve, w)
+        try:
+            await w
+        finally:
+            self._waiters.discard(w)
+            if h is not None:
+                h.cancel()
+
+
+def _resolve(w: asyncio.Future) -> None:
+    if not w.done():
+        w.set_result(None)
+
+
+async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: _Stop) -> None:
     tasks: set[asyncio.Task] = set()
     start = _now() + 20_000_000  # a short lead so the first request is not late
+
+    def finished(t: asyncio.Task) -> None:
+        tasks.discard(t)
+        if not tasks:
+            stop.wake()
+
     try:
         for r in reqs:
             if stop.is_set():
                 break
             due = start + int(r.offset_s * 1e9)
-            delay = (due - _now()) / 1e9
-            if delay > 0.002:
-                await asyncio.sleep(delay - 0.001)
+            while (delay := (due - _now()) / 1e9) > 0.002 and not stop.is_set():
+                await stop.sleep(delay - 0.001)  # (woken early by the last answer: again)
+            if stop.is_set():
+                break
             while _now() < due:
                 await asyncio.sleep(0)
             for s in senders:
                 t = asyncio.ensure_future(s.send(r, due))
                 tasks.add(t)
-                t.add_done_callback(tasks.discard)
+                t.add_done_callback(finished)
         while tasks and not stop.is_set():
-            await asyncio.wait(list(tasks), timeout=0.25)
+            await stop.sleep(None)  # woken by the last answer or a stop signal
     finally:
         for t in list(tasks):
             t.cancel()
@@ -218,6 +281,22 @@ async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: asy
 
 async def replay_async(
     cfg: BenchmarkConfig, opt: ReplayOptions, reqs: list[ReplayRequest], info: dict[str, Any]
+) -> tuple[Path, str]:
+    """Send ``reqs`` to both sides; (shadow directory, status). SIGINT, SIGTERM and
+    SIGHUP stop it at once (``interrupted``: what is in flight is cut and recorded as
+    such), also while it waits for the next arrival."""
+    stop = _Stop()  # set by a stop signal only: the replay is then interrupted
+    # in place before the first file is written: no signal lands between the two
+    with loop_stop_signals(asyncio.get_running_loop(), lambda name: stop.set()):
+        return await _replay(cfg, opt, reqs, info, stop)
+
+
+async def _replay(
+    cfg: BenchmarkConfig,
+    opt: ReplayOptions,
+    reqs: list[ReplayRequest],
+    info: dict[str, Any],
+    stop: _Stop,
 ) -> tuple[Path, str]:
     keys = info.pop("api_keys")
     writer = ShadowWriter(
@@ -237,13 +316,6 @@ async def replay_async(
         side: _Sender(side, url, keys[side], cfg, writer)
         for side, url in (("baseline", opt.baseline), ("candidate", opt.candidate))
     }
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed = []
-    for s in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(s, stop.set)
-            installed.append(s)
 
     async def ticker() -> None:
         while True:
@@ -253,7 +325,7 @@ async def replay_async(
     tick = asyncio.ensure_future(ticker())
     samplers = _start_telemetry(cfg, writer.dir, {"baseline": opt.baseline,
                                                   "candidate": opt.candidate})  # fmt: skip
-    status = "completed"
+    cancelled = False
     try:
         if opt.sequential:
             await _schedule(reqs, [senders["baseline"]], stop)
@@ -261,16 +333,15 @@ async def replay_async(
                 await _schedule(reqs, [senders["candidate"]], stop)
         else:
             await _schedule(reqs, [senders["baseline"], senders["candidate"]], stop)
-        if stop.is_set():
-            status = "interrupted"
+    except asyncio.CancelledError:  # asyncio.run's own Ctrl-C, before our handlers
+        cancelled = True
     finally:
         tick.cancel()
-        for s in installed:
-            loop.remove_signal_handler(s)
         for sender in senders.values():
             await sender.close()
         for sampler in samplers:  # its sources' states beside the table, for the verdict
             write_json_atomic(sampler.run_dir / "telemetry.json", sampler.stop())
+        status = "interrupted" if cancelled or stop.is_set() else "completed"
         writer.close(status)
     return writer.dir, status
 
