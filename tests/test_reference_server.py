@@ -94,3 +94,34 @@ def test_bad_device_memory_knobs_are_refused(option: str, value: str) -> None:
     kw = {"total": "device_memory_total_bytes", "warmup": "device_memory_warmup_bytes"}
     with pytest.raises(UsageError, match=option):
         StressKnobs(**{kw[option.rsplit("-", 1)[1]]: float(value)}).validate()
+
+
+def _exchange(port: int, raw: bytes) -> bytes:
+    """Send raw request bytes, half-close, read until the server closes (bounded)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+@pytest.mark.parametrize(
+    "content_length",
+    [b"-63", b"+5", b"5, 5", b" 0x10", b"99999999999999999999", b"1 2"],
+)
+def test_ambiguous_content_length_is_refused_and_the_server_keeps_serving(
+    reference_server, content_length
+):
+    """The reference server frames requests as the shadow proxy does (httpframing, RFC
+    9112): a Content-Length that is not one field of digits is refused and the connection
+    closed. ``-63`` had re-read the server's own buffer (a negative slice) and hung it."""
+    srv = reference_server("--max-throughput")
+    raw = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + content_length
+           + b"\r\n\r\n" + b'{"prompt": "x", "max_tokens": 3}')  # fmt: skip
+    answer = _exchange(srv.port, raw)
+    assert answer.split(b"\r\n", 1)[0] in (b"HTTP/1.1 400 Bad Request",
+                                           b"HTTP/1.1 413 Content Too Large")  # fmt: skip
+    assert answer.count(b"HTTP/1.1 ") == 1  # answered once, never as a request
+    assert post(srv.url, {"prompt": "x", "max_tokens": 3})[0] == 200

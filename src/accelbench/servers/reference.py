@@ -26,6 +26,7 @@ import orjson
 from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
+from accelbench.httpframing import Reject, RequestReader
 from accelbench.lifetime import STOP_SIGNALS
 
 FAULT_KINDS = ("429", "500", "503", "disconnect", "malformed", "stall", "slow_headers")
@@ -262,7 +263,8 @@ class _State:
 class ReferenceProtocol(asyncio.Protocol):
     def __init__(self, state: _State) -> None:
         self.st = state
-        self.buf = b""
+        self.buf = bytearray()
+        self.reader = RequestReader()
         self.transport: asyncio.Transport | None = None
         self.busy = False
         self.closed = False
@@ -305,30 +307,18 @@ class ReferenceProtocol(asyncio.Protocol):
         t = time.monotonic_ns()
         self.buf += data
         while not self.busy and not self.closed:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            head = self.buf[:end].decode("latin-1")
-            lines = head.split("\r\n")
+            # framed as the shadow proxy frames requests (RFC 9112, strict): a negative
+            # Content-Length had re-read this buffer's own head and hung the server
             try:
-                method, path, _ = lines[0].split(" ", 2)
-            except ValueError:
-                self._simple(400, {"error": {"message": "bad request line"}}, close=True)
+                req = self.reader.feed(self.buf)
+            except Reject as exc:
+                self._simple(exc.status, {"error": {"message": exc.reason}}, close=True)
                 return
-            headers = {}
-            for line in lines[1:]:
-                k, _, v = line.partition(":")
-                headers[k.strip().lower()] = v.strip()
-            try:
-                n = int(headers.get("content-length") or 0)
-            except ValueError:
-                self._simple(400, {"error": {"message": "bad Content-Length"}}, close=True)
+            if req is None:
                 return
-            if len(self.buf) < end + 4 + n:
-                return
-            body = self.buf[end + 4 : end + 4 + n]
-            self.buf = self.buf[end + 4 + n :]
-            self._dispatch(method, path, headers, body, t)
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in req.headers}
+            target = req.target.decode("latin-1")
+            self._dispatch(req.method.decode("ascii"), target, headers, bytes(req.body), t)
 
     # -- routing -------------------------------------------------------------------
     def _dispatch(self, method: str, path: str, headers: dict, body: bytes, t: int) -> None:
@@ -337,7 +327,7 @@ class ReferenceProtocol(asyncio.Protocol):
         if self.drop_next:
             self.st.dropped_total += 1
             self.transport.close()  # type: ignore[union-attr]
-            self.buf = b""
+            self.buf.clear()
             return
         if cfg.drop_keepalive and method == "POST" and path.startswith("/v1/"):
             self.drop_next = self.st.rng.random() < cfg.drop_keepalive
@@ -363,7 +353,9 @@ class ReferenceProtocol(asyncio.Protocol):
         self, status: int, doc: Any, close: bool = False, ctype: str = "application/json"
     ) -> None:
         body = doc if isinstance(doc, bytes) else orjson.dumps(doc)
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Content Too Large",
+                  417: "Expectation Failed", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+                  501: "Not Implemented", 505: "HTTP Version Not Supported",
                   500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "X")  # fmt: skip
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
