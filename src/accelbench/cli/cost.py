@@ -33,7 +33,9 @@ JsonOpt = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 
 def _console() -> Console:
-    return Console(width=140)
+    from accelbench.console import console
+
+    return console(width=140)
 
 
 def _fmt(v: float | None, digits: int = 4) -> str:

@@ -26,10 +26,9 @@ HELP = {
 
 
 def _log(msg: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from accelbench.console import console, esc
 
-    Console(stderr=True).print(f"[dim]{escape(msg)}[/dim]")
+    console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
 def _command(scenario: str) -> Callable[..., None]:
@@ -111,10 +110,10 @@ def _command(scenario: str) -> Callable[..., None]:
 
 def show_result(res: Any, *, quiet: bool = False) -> None:
     """LoadGen's verdict, the compliance label and accelbench's own summary."""
-    from rich.console import Console
-    from rich.markup import escape
+    from accelbench.console import console as make_console
+    from accelbench.console import esc as escape
 
-    console = Console()
+    console = make_console()
     if not quiet:
         from accelbench.report.terminal import print_summary
 
@@ -137,7 +136,8 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
         if fig.get(key) is not None:
             parts.append(f"{fig[key]:,.4g} {name}")
     console.print(
-        f"[bold {colour}]LoadGen: {verdict}[/]  " + escape("  ".join(parts)), highlight=False
+        f"[bold {colour}]LoadGen: {escape(verdict)}[/]  " + escape("  ".join(parts)),
+        highlight=False,
     )
     for r in res.reasons:
         console.print(f"  [red]-[/] {escape(r)}", highlight=False)

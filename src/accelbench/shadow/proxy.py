@@ -99,6 +99,8 @@ class ProxyConfig:
         self.duration_s = v.optional_number(
             "--duration", self.duration_s, 0, 30 * 86400, lo_open=True, unit="s"
         )
+        if self.candidate_api_key:
+            v.header_value("the candidate's API key", self.candidate_api_key)
         v.output_dir("--out", self.out)
         self.check_not_own(self.port)
 
