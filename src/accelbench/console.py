@@ -4,7 +4,7 @@ and never as terminal control.
 
 The rule, in one place: every Rich console accelbench prints through is :func:`console`.
 Outside text goes into a markup string through :func:`esc`, or as a renderable through
-:func:`text`. Control characters (C0 but newline and tab, DEL, C1, and the bidirectional
+:func:`text`. Control characters (C0 but newline, DEL, C1, and the bidirectional
 and zero-width format characters) are shown as Python-style escapes (``\\x1b``,
 ``\\u202e``), so a hostile server can neither move the cursor, recolour or clear the
 screen, nor reorder what is read. The console itself applies the same neutralising to
@@ -20,12 +20,11 @@ from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.errors import MarkupError
-from rich.markup import escape
 from rich.segment import Segment
 from rich.text import Text
 
 _CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
 )
 
 
@@ -39,9 +38,21 @@ def printable(value: object) -> str:
     return _CONTROL.sub(_show, str(value))
 
 
+# in markup, a run of backslashes before "[" or at the end, and a "[" that opens a tag
+_MARKUP = re.compile(r"(\\+)(?=\[|$)|\[(?=[a-z#/@][^\[\]]*\])")
+
+
+def _esc(m: re.Match[str]) -> str:
+    if m.group(1):  # doubled and closed by an empty tag: never escapes what follows
+        return m.group(1) * 2 + "[i][/i]"
+    return "\\["
+
+
 def esc(value: object) -> str:
-    """Outside text to put inside a Rich markup string: printable, brackets escaped."""
-    return escape(printable(value))
+    """Outside text to put inside a Rich markup string: printable, and rendered back
+    exactly (``rich.markup.escape`` loses a backslash before a ``[`` that opens no tag,
+    and one at the end of the string unless a tag follows)."""
+    return _MARKUP.sub(_esc, printable(value))
 
 
 def text(value: object, style: str = "") -> Text:
