@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from synthetic_runs import make_run
 
 from accelbench.cli.main import main
 from accelbench.console import printable
+from synthetic_runs import make_run
 
 HYP = settings(
     max_examples=40,
@@ -192,7 +192,7 @@ def test_api_key_that_cannot_be_a_header_is_one_line(
     lines = out.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the API key in $ACCELBENCH_TEST_KEY")
     assert "not allowed in an HTTP header" in out
-    assert key not in out and key.strip() not in out.split("error:")[1][:0] + "", out
+    assert key not in out, out
     for part in re.split("[^!-~]+", key):
         if len(part) >= 6:  # no run of the key's visible characters is echoed
             assert part not in out, out
