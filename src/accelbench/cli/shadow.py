@@ -57,7 +57,7 @@ def proxy_cmd(
     """Serve as an OpenAI-compatible proxy: the baseline answers callers (relayed byte for
     byte), the candidate gets a copy that is measured and discarded. Ctrl-C stops it;
     everything is journalled in the shadow directory as it happens."""
-    from accelbench.client.session import load_api_key
+    from accelbench.client.session import load_api_key, redact_url
     from accelbench.shadow.proxy import ProxyConfig, parse_listen, run_proxy
 
     host, port = parse_listen(listen)
@@ -70,8 +70,8 @@ def proxy_cmd(
     )  # fmt: skip
 
     def ready(p: int) -> None:
-        typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {baseline}, "
-                   f"candidate {candidate}; Ctrl-C stops it", err=True)  # fmt: skip
+        typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {redact_url(baseline)}, "
+                   f"candidate {redact_url(candidate)}; Ctrl-C stops it", err=True)  # fmt: skip
 
     d = run_proxy(cfg, ready)
     typer.echo(str(d))

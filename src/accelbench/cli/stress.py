@@ -304,6 +304,8 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
     rate, model)."""
     from dataclasses import replace
 
+    from accelbench.client.session import redact_url
+
     url, *pairs = spec.split(",")
     kw: dict[str, Any] = {}
     wl: dict[str, Any] = {}
@@ -311,12 +313,13 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
         k, sep, val = p.partition("=")
         if not sep or k not in ENDPOINT_KEYS:
             raise UsageError(
-                f"--url {spec!r}: use URL[,key=value...] with keys {', '.join(ENDPOINT_KEYS)}"
+                f"--url {redact_url(spec)!r}: use URL[,key=value...] with keys "
+                f"{', '.join(ENDPOINT_KEYS)}"
             )
         try:
             v = ENDPOINT_KEYS[k](val)
         except ValueError:
-            raise UsageError(f"--url {spec!r}: {k}={val!r} is not a number") from None
+            raise UsageError(f"--url {redact_url(spec)!r}: {k}={val!r} is not a number") from None
         (wl if k in ("isl", "osl") else kw)[k] = v
     if "rate" in kw:
         kw.setdefault("concurrency", None)

@@ -42,6 +42,7 @@ import orjson
 from accelbench import validate as v
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
+from accelbench.client.session import redact_url
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import RequestRecord
 from accelbench.shadow.candidate import CandidateProcess
@@ -85,7 +86,7 @@ class ProxyConfig:
             except UsageError as exc:
                 raise UsageError(str(exc).replace("--url", name)) from None
             if urlsplit(url).scheme != "http":
-                raise UsageError(f"{name} must be a plain http:// URL (got {url!r})")
+                raise UsageError(f"{name} must be a plain http:// URL (got {redact_url(url)!r})")
         self.sample = v.number("--sample", self.sample, 0, 1)
         self.max_inflight = v.integer("--max-inflight", self.max_inflight, 1, 100_000)
         self.candidate_timeout_s = v.number(
@@ -112,7 +113,7 @@ class ProxyConfig:
         for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
             if _same_endpoint(url, self.host, port):
                 raise UsageError(
-                    f"{name} {url} is the proxy's own --listen address "
+                    f"{name} {redact_url(url)} is the proxy's own --listen address "
                     f"({self.host}:{port}): every request would come back to the proxy"
                 )
 
@@ -582,8 +583,8 @@ async def serve_proxy(
         cfg.out,
         {
             "mode": "proxy",
-            "baseline": {"url": cfg.baseline},
-            "candidate": {"url": cfg.candidate, "model": cfg.candidate_model},
+            "baseline": {"url": redact_url(cfg.baseline)},
+            "candidate": {"url": redact_url(cfg.candidate), "model": cfg.candidate_model},
             "sample": cfg.sample,
             "max_inflight": cfg.max_inflight,
             "candidate_timeout_s": cfg.candidate_timeout_s,
