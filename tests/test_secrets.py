@@ -133,3 +133,37 @@ def test_no_command_writes_or_prints_a_secret(reference_server, tmp_path: Path) 
         leaks += [f"{f.relative_to(tmp_path)}: {m.decode()}" for m in _markers() if m in data]
     assert not leaks, "\n".join(leaks)
     assert b"***@127.0.0.1" in (tmp_path / "shadow-proxy" / "shadow.json").read_bytes()
+
+
+def test_webhook_credentials_go_as_a_header_and_are_never_logged(caplog) -> None:
+    """`monitor --webhook http://user:key@host/...`: the POST carries Basic auth, the
+    URL it logs on a failure is redacted."""
+    import http.server
+    import threading
+
+    from accelbench.health.monitor import post_webhook
+
+    got: list[str | None] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            got.append(self.headers.get("Authorization"))
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(500)  # a failure, so the URL is logged
+            self.end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = _with_creds(f"http://127.0.0.1:{srv.server_port}/hook")
+        with caplog.at_level("WARNING"):
+            assert post_webhook(url, {"verdict": "fail"}) == 500
+            assert post_webhook(_with_creds("http://127.0.0.1:1/hook"), {}) is None
+    finally:
+        srv.shutdown()
+    assert got == ["Basic " + base64.b64encode(f"u:{URL_MARKER}".encode()).decode()]
+    assert "***@127.0.0.1" in caplog.text
+    assert all(m.decode() not in caplog.text for m in _markers()), caplog.text
