@@ -264,3 +264,20 @@ def test_esc_renders_back_exactly(value: str) -> None:
     for tmpl in ("{}", "[dim]{}[/dim]", "x {} y", "[b]{}[/]"):
         shown = render(tmpl.format(esc(value))).plain
         assert shown == render(tmpl.format("\0")).plain.replace("\0", printable(value))
+
+
+@HYP
+@given(name=st.one_of(hostile, very_long), title=hostile)
+def test_stress_verdict_table_shows_names_as_text(name: str, title: str) -> None:
+    """The stress verdict table: a metric name (``--metric`` or a server's gauge) and the
+    suite's directory are outside text."""
+    from accelbench.cli.stress import print_verdicts
+
+    v = {"name": f"metric:{name}", "unit": "M/h", "verdict": "warn", "estimate": 1.0,
+         "ci_low": 0.5, "ci_high": 1.5, "warn": 1.0, "fail": 2.0}  # fmt: skip
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_verdicts(title, [v], "completed", Path("/tmp") / "x")
+    out = buf.getvalue()
+    assert_shown(out, name.replace("metric:", "").replace("_bytes", ""))
+    assert_shown(out, title)
