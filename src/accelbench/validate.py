@@ -87,6 +87,20 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
+def header_value(name: str, value: str) -> str:
+    """A value sent in an HTTP header (an API key): visible ASCII, with spaces or tabs only
+    between other characters (RFC 9110 5.5). A CR or LF would end the header and start
+    another; the value is a secret, so the message names the position, never the value."""
+    for i, ch in enumerate(value):
+        inner = 0 < i < len(value) - 1
+        if not ("!" <= ch <= "~" or (ch in " \t" and inner)):
+            raise UsageError(
+                f"{name} has a character not allowed in an HTTP header (U+{ord(ch):04X} at "
+                f"position {i + 1} of {len(value)}: visible ASCII only); the key is not shown"
+            )
+    return value
+
+
 def label(name: str, value: str) -> str:
     """A name that is one safe path component: letters, digits, '.', '_', '-', not
     starting with '.', at most 100 characters, so it can never leave its parent folder."""

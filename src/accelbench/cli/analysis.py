@@ -20,9 +20,16 @@ def _slo(items: list[str]) -> dict[str, float]:
 
 
 def _console():  # noqa: ANN202
-    from rich.console import Console
+    from accelbench.console import console
 
-    return Console()
+    return console()
+
+
+def _e(x: object) -> str:
+    """Outside text (names, paths, warnings, query results) inside a markup string."""
+    from accelbench.console import esc
+
+    return esc(x)
 
 
 # ----------------------------------------------------------------------------- frontier
@@ -73,23 +80,27 @@ def frontier_cmd(
         return
     con = _console()
     for e in result:
-        con.print(f"[bold]{e['name']}[/bold]")
+        con.print(f"[bold]{_e(e['name'])}[/bold]")
         for w in e["warnings"]:
-            con.print(f"  [yellow]warning:[/yellow] {w}")
+            con.print(f"  [yellow]warning:[/yellow] {_e(w)}")
         for m, f in e["frontiers"].items():
             t = Table(title=FRONTIER_METRICS[m])
             t.add_column("point")
             t.add_column("tok/s/user", justify="right")
             t.add_column("tok/s/GPU", justify="right")
             for p in f["points"]:
-                t.add_row(p["label"], f"{p['interactivity']:.2f}", f"{p['throughput_per_gpu']:.1f}")
+                t.add_row(
+                    _e(p["label"]), f"{p['interactivity']:.2f}", f"{p['throughput_per_gpu']:.1f}"
+                )
             con.print(t)
             if "at" in f:
                 a = f["at"]
-                txt = f"{a['value']:,.1f} tok/s/GPU" if a["value"] is not None else a["reason"]
+                txt = f"{a['value']:,.1f} tok/s/GPU" if a["value"] is not None else _e(a["reason"])
                 con.print(f"  at {at:g} tok/s/user: {txt}")
         if "goodput" in e:
-            con.print(f"  highest load meeting the SLOs: {e['highest_load_meeting_slo'] or 'none'}")
+            con.print(
+                f"  highest load meeting the SLOs: {_e(e['highest_load_meeting_slo'] or 'none')}"
+            )
 
 
 # ----------------------------------------------------------------------------- compare
@@ -128,9 +139,9 @@ def compare_cmd(
     else:
         con = _console()
         for p in sa.problems + sb.problems:
-            con.print(f"[yellow]warning:[/yellow] {p}")
+            con.print(f"[yellow]warning:[/yellow] {_e(p)}")
         for c in comps:
-            t = Table(title=f"{c.b_name} (B) vs {c.a_name} (A): {c.condition}")
+            t = Table(title=_e(f"{c.b_name} (B) vs {c.a_name} (A): {c.condition}"))
             for h in ("metric", "A", "B", "B / A", "95% CI", "note"):
                 t.add_column(h, justify="left" if h in ("metric", "note") else "right")
             for e in c.estimates:
@@ -140,15 +151,17 @@ def compare_cmd(
                     fmt(e.a),
                     fmt(e.b),
                     fmt(e.ratio),
-                    ci,
-                    e.note or "",
+                    _e(ci),
+                    _e(e.note or ""),
                 )
             con.print(t)
             for w in c.warnings:
-                con.print(f"  [yellow]warning:[/yellow] {w}")
+                con.print(f"  [yellow]warning:[/yellow] {_e(w)}")
             for v in c.verdicts:
                 colour = {"supported": "green", "refuted": "red"}.get(v.verdict, "yellow")
-                con.print(f"  claim '{v.claim}': [{colour}]{v.verdict}[/{colour}] — {v.reason}")
+                con.print(
+                    f"  claim '{_e(v.claim)}': [{colour}]{v.verdict}[/{colour}] — {_e(v.reason)}"
+                )
     if any(v.verdict == "refuted" for v in verdicts):
         raise typer.Exit(1)
 
@@ -185,9 +198,9 @@ def report_cmd(
     )  # fmt: skip
     p = write_html(data, out)
     con = _console()
-    con.print(f"wrote {p}")
+    con.print(f"wrote {_e(p)}")
     if markdown:
-        con.print(f"wrote {write_markdown(data, markdown)}")
+        con.print(f"wrote {_e(write_markdown(data, markdown))}")
     n = sum(len(s.warnings) for s in data.sets) + len(data.comparison_errors)
     n += sum(len(s.warnings) for s in data.suites)
     if n:
@@ -216,11 +229,11 @@ def runs_list(
         return
     cols = ("run_id", "sweep", "suite", "verdict", "status", "model", "concurrency", "rate", "gpus", "isl", "osl",
             "output_tps_per_gpu", "interactivity", "ttft_p50_ms", "error_rate")  # fmt: skip
-    t = Table(title=f"{len(rows)} run(s) under {root}")
+    t = Table(title=f"{len(rows)} run(s) under {_e(root)}")
     for c in cols:
         t.add_column(c)
     for r in rows:
-        t.add_row(*[fmt(r.get(c)) for c in cols])
+        t.add_row(*[_e(fmt(r.get(c))) for c in cols])
     _console().print(t)
 
 
@@ -253,9 +266,9 @@ def runs_query(
     else:
         t = Table()
         for c in cols:
-            t.add_column(c)
+            t.add_column(_e(c))
         for r in rows:
-            t.add_row(*["" if v is None else str(v) for v in r])
+            t.add_row(*["" if v is None else _e(v) for v in r])
         _console().print(t)
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from accelbench.console import esc as escape
 from accelbench.cost.catalog import FIGURES, find_accelerator, host_template, load_catalog
 from accelbench.cost.costing import CostResult, compute_costs, ratios_vs_first
 from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data
@@ -33,7 +33,9 @@ JsonOpt = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 
 def _console() -> Console:
-    return Console(width=140)
+    from accelbench.console import console
+
+    return console(width=140)
 
 
 def _fmt(v: float | None, digits: int = 4) -> str:
@@ -114,8 +116,11 @@ def catalog_show(
         )
         return
     con = _console()
-    con.print(f"[bold]{a.name}[/bold] ({a.id}; {a.arch}; {a.memory_type}; origin: {a.origin})")
-    con.print(f"scale-up: {a.scale_up}")
+    con.print(
+        f"[bold]{escape(a.name)}[/bold] "
+        + escape(f"({a.id}; {a.arch}; {a.memory_type}; origin: {a.origin})")
+    )
+    con.print(f"scale-up: {escape(a.scale_up)}")
     t = Table()
     for col in ("figure", "value", "status", "source", "date", "note"):
         t.add_column(col, overflow="fold")
@@ -161,7 +166,7 @@ def catalog_rates(as_json: bool = JsonOpt) -> None:
             cells = [_fmt(e.get(x)) + (" [placeholder]" if x in marks else "") for x in tiers]
             t.add_row(aid, *(escape(c) for c in cells), _fmt(e.get("kw")), e.get("note", ""))
         con.print(t)
-        con.print(f"source: {data['sources'][rs['source']]['title']}")
+        con.print(f"source: {escape(data['sources'][rs['source']]['title'])}")
 
 
 @catalog_app.command("models")
@@ -291,7 +296,7 @@ def _print_costs(results: list[CostResult]) -> None:
     con.print(t)
     con.print("Assumptions:")
     for r in results:
-        con.print(f"  [bold]{r.label}[/bold]: {r.throughput.origin}")
+        con.print(f"  [bold]{escape(r.label)}[/bold]: {escape(r.throughput.origin)}")
         for a in r.tco.assumptions + r.throughput.notes:
             con.print(f"    - {escape(a)}")
     con.print(

@@ -39,7 +39,9 @@ def console(stderr: bool = False) -> Console:
     """A console that prints data as it is: no emoji codes (``0000:cd:00.0`` must not
     become a CD emoji), no highlighting. Data also goes through :class:`Text`, never
     through markup."""
-    return Console(stderr=stderr, emoji=False, highlight=False)
+    from accelbench.console import console as safe_console
+
+    return safe_console(stderr=stderr)  # also no control characters (accelbench.console)
 
 
 def _status(status: Status) -> Text:

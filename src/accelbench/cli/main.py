@@ -94,7 +94,9 @@ def main() -> None:
     except AccelbenchError as exc:
         if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        from accelbench.console import printable  # an error may quote outside text
+
+        typer.secho(f"error: {printable(exc)}", fg=typer.colors.RED, err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)

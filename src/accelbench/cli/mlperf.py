@@ -27,10 +27,9 @@ HELP = {
 
 
 def _log(msg: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from accelbench.console import console, esc
 
-    Console(stderr=True).print(f"[dim]{escape(msg)}[/dim]")
+    console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
 def _command(scenario: str) -> Callable[..., None]:
@@ -134,10 +133,10 @@ def _leave(code: int) -> None:
 
 def show_result(res: Any, *, quiet: bool = False) -> None:
     """LoadGen's verdict, the compliance label and accelbench's own summary."""
-    from rich.console import Console
-    from rich.markup import escape
+    from accelbench.console import console as make_console
+    from accelbench.console import esc as escape
 
-    console = Console()
+    console = make_console()
     if not quiet:
         from accelbench.report.terminal import print_summary
 

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from accelbench.cli.telemetry import _source_list
+from accelbench.console import printable
 from accelbench.errors import AccelbenchError
 from accelbench.health.rules import HealthConfig
 from accelbench.monitoring.rules import DEFAULT_WINDOW_S, FLAVOURS, AlertSettings
@@ -134,7 +135,7 @@ def monitor_cmd(
     else:
         active, status = open_sources(_source_list(source), server_url, pid)
     for name, state in status.items():
-        typer.echo(f"source {name}: {state}")
+        typer.echo(printable(f"source {name}: {state}"))
     exporter = None
     if not no_exporter:
         exporter = Exporter(port=port, host=host)
@@ -151,9 +152,11 @@ def monitor_cmd(
         for ev in mon.events[printed[0] :]:
             typer.echo(f"{ev['time']} verdict {ev['previous']} -> {ev['verdict']}")
             for f in ev["findings"]:
-                typer.echo(f"  [{f['severity']}] {f['rule']}: {f['device']}: {f['message']}")
+                typer.echo(
+                    printable(f"  [{f['severity']}] {f['rule']}: {f['device']}: {f['message']}")
+                )
             for reason in ev.get("unknown", []):
-                typer.echo(f"  [unknown] {reason}")
+                typer.echo(printable(f"  [unknown] {reason}"))
         printed[0] = len(mon.events)
         if recovery is not None:
             entry = recovery.consider(health)

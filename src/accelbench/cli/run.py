@@ -13,10 +13,9 @@ from accelbench.errors import AccelbenchError
 
 
 def _log(msg: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from accelbench.console import console, esc
 
-    Console(stderr=True).print(f"[dim]{escape(msg)}[/dim]")
+    console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
 def run_status(run_dir: Path) -> str:

@@ -21,10 +21,9 @@ def _default_out(kind: str) -> str:
 
 
 def _log(msg: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from accelbench.console import console, esc
 
-    Console(stderr=True).print(f"[dim]{escape(msg)}[/dim]")
+    console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
 @shadow_app.command("proxy")
@@ -60,8 +59,8 @@ def proxy_cmd(
     SIGHUP stops it (status `interrupted`, exit 1; requests in flight are cut and recorded
     as such), `--duration` or `--max-requests` ends it (`completed`, exit 0); everything is
     journalled in the shadow directory as it happens."""
-    import os
 
+    from accelbench.client.session import load_api_key, redact_url
     from accelbench.shadow.proxy import ProxyConfig, parse_listen, run_proxy
 
     host, port = parse_listen(listen)
@@ -69,13 +68,13 @@ def proxy_cmd(
         baseline=baseline, candidate=candidate, out=out or _default_out("proxy"), host=host,
         port=port, sample=sample, max_inflight=max_inflight, candidate_timeout_s=candidate_timeout,
         baseline_timeout_s=timeout, candidate_model=candidate_model,
-        candidate_api_key=os.environ.get(candidate_api_key_env) if candidate_api_key_env else None,
+        candidate_api_key=load_api_key(candidate_api_key_env, None),
         max_requests=max_requests, duration_s=duration, seed=seed,
     )  # fmt: skip
 
     def ready(p: int) -> None:
-        typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {baseline}, "
-                   f"candidate {candidate}; Ctrl-C stops it", err=True)  # fmt: skip
+        typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {redact_url(baseline)}, "
+                   f"candidate {redact_url(candidate)}; Ctrl-C stops it", err=True)  # fmt: skip
 
     d, status = run_proxy(cfg, ready)
     typer.echo(str(d))
@@ -173,14 +172,15 @@ def _fmt(x: Any, unit: str) -> str:
 
 
 def print_verdict(doc: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=max(Console().width, 120))
+    from accelbench.console import console, esc
+
+    con = console(width=max(console().width, 120))
     colour = {"go": "green", "no-go": "red", "inconclusive": "yellow"}
     st_col = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
     t = Table(
-        title=f"shadow verdict: {doc['shadow_dir']} ({doc['paired_requests']} paired requests)"
+        title=f"shadow verdict: {esc(doc['shadow_dir'])} ({doc['paired_requests']} paired requests)"
     )
     for col in ("gate", "result", f"statistic [{doc['confidence']:.0%} interval]", "threshold",
                 "baseline -> candidate", "test"):  # fmt: skip
@@ -191,18 +191,18 @@ def print_verdict(doc: dict[str, Any]) -> None:
         test = g["test"] or {}
         interval = f" [{_fmt(g['lo'], u)}, {_fmt(g['hi'], u)}]" if g["lo"] is not None else ""
         t.add_row(
-            g["gate"], f"[{st_col[g['status']]}]{g['status']}[/]",
+            esc(g["gate"]), f"[{st_col[g['status']]}]{g['status']}[/]",
             _fmt(g["statistic"], u) + interval, _fmt(g["threshold"], u),
             f"{_fmt(g['baseline'], side_u)} -> {_fmt(g['candidate'], side_u)}",
-            f"{test['name']} p={test['p_value']:.2g}" if test else (g["note"] or "-"),
+            f"{test['name']} p={test['p_value']:.2g}" if test else esc(g["note"] or "-"),
         )  # fmt: skip
     con.print(t)
     for g in doc["gates"]:
         if g["note"] and g["test"]:
-            con.print(f"  {g['gate']}: {g['note']}")
+            con.print(f"  {esc(g['gate'])}: {esc(g['note'])}")
         for d in g["details"].get("first_differences", [])[:3]:
             con.print(f"  request {d['idx']} differs at char {d['at_char']}: "
-                      f"{d['baseline']!r} vs {d['candidate']!r}")  # fmt: skip
+                      f"{esc(repr(d['baseline']))} vs {esc(repr(d['candidate']))}")  # fmt: skip
     if doc["windows"]:
         wt = Table(title="per window")
         wt.add_column("window (s)")

@@ -23,10 +23,9 @@ stress_app = typer.Typer(
 
 
 def _log(msg: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from accelbench.console import console, esc
 
-    Console(stderr=True).print(f"[dim]{escape(msg)}[/dim]")
+    console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
 def _fmt(x: Any, unit: str = "") -> str:
@@ -39,11 +38,12 @@ def _fmt(x: Any, unit: str = "") -> str:
 
 def print_verdicts(title: str, verdicts: list[Any], status: str, path: Path) -> None:
     """The one-screen verdict table."""
-    from rich.console import Console
     from rich.table import Table
 
+    from accelbench.console import console, esc
+
     colour = {"pass": "green", "warn": "yellow", "fail": "red", "n/a": "dim"}
-    t = Table(title=f"{title}: {status}  ({path})", show_lines=False)
+    t = Table(title=esc(f"{title}: {status}  ({path})"), show_lines=False)
     for c in ("verdict", "check", "estimate", "95% interval", "warn / fail at"):
         t.add_column(c, overflow="fold")
     for v in verdicts:
@@ -57,8 +57,8 @@ def print_verdicts(title: str, verdicts: list[Any], status: str, path: Path) -> 
         th = f"{_fmt(d['warn'], unit)} / {_fmt(d['fail'], unit)}"
         c = colour.get(d["verdict"], "white")
         name = d["name"].replace("metric:", "").replace("_bytes", "")
-        t.add_row(f"[{c}]{d['verdict']}[/{c}]", name, _fmt(d["estimate"], unit), ci, th)
-    Console(width=max(100, Console().width)).print(t)
+        t.add_row(f"[{c}]{esc(d['verdict'])}[/{c}]", esc(name), _fmt(d["estimate"], unit), ci, th)
+    console(width=max(100, console().width)).print(t)
     typer.echo(
         "M/h = MiB per hour; %/h = % of the median per hour; pp/h = percentage points per hour"
     )
@@ -304,6 +304,8 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
     rate, model)."""
     from dataclasses import replace
 
+    from accelbench.client.session import redact_url
+
     url, *pairs = spec.split(",")
     kw: dict[str, Any] = {}
     wl: dict[str, Any] = {}
@@ -311,12 +313,13 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
         k, sep, val = p.partition("=")
         if not sep or k not in ENDPOINT_KEYS:
             raise UsageError(
-                f"--url {spec!r}: use URL[,key=value...] with keys {', '.join(ENDPOINT_KEYS)}"
+                f"--url {redact_url(spec)!r}: use URL[,key=value...] with keys "
+                f"{', '.join(ENDPOINT_KEYS)}"
             )
         try:
             v = ENDPOINT_KEYS[k](val)
         except ValueError:
-            raise UsageError(f"--url {spec!r}: {k}={val!r} is not a number") from None
+            raise UsageError(f"--url {redact_url(spec)!r}: {k}={val!r} is not a number") from None
         (wl if k in ("isl", "osl") else kw)[k] = v
     if "rate" in kw:
         kw.setdefault("concurrency", None)

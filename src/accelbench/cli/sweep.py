@@ -78,9 +78,8 @@ def sweep_cmd(
     """Run a series of benchmarks over concurrency (or request rate), one run directory
     per point under OUT; rerunning resumes, running only the missing points. Takes every
     load option of `accelbench run` except those the sweep sets per point."""
-    from rich.console import Console
-    from rich.markup import escape
-
+    from accelbench.console import console
+    from accelbench.console import esc as escape
     from accelbench.sweep import (
         SaturationRule,
         SweepPlan,
@@ -97,7 +96,7 @@ def sweep_cmd(
     pairs = _pairs(isl_osl) or [(isl, osl)]
     base = config_from_options(load or {}, num_requests=num_requests, isl=isl, osl=osl)
     rule = SaturationRule(saturation_stop, min_gain, latency_factor, max_error_rate)
-    con = Console()
+    con = console()
     plans = []
     for i, o in pairs:  # check every pair before the first run starts
         cfg = base.with_(workload=replace(base.workload, isl=i, osl=o))

@@ -40,17 +40,19 @@ def _source_list(sources: list[str] | None) -> list[str] | None:
 
 def _print_health(result: dict[str, Any]) -> None:
     # Plain typer.echo throughout: captured data (bus ids, model names) is printed as
-    # it is, never through Rich markup or emoji codes.
+    # it is, never through Rich markup or emoji codes; control characters as escapes.
+    from accelbench.console import printable as p
+
     for name, state in result["sources"].items():
-        typer.echo(f"source {name}: {state}")
+        typer.echo(p(f"source {name}: {state}"))
     health = result["health"]
     typer.echo(f"samples: {result['samples']}")
     for note in result.get("notes") or []:
-        typer.echo(f"note: {note}")
+        typer.echo(p(f"note: {note}"))
     for f in health["findings"]:
-        typer.echo(f"[{f['severity']}] {f['rule']}: {f['device']}: {f['message']}")
+        typer.echo(p(f"[{f['severity']}] {f['rule']}: {f['device']}: {f['message']}"))
     for why in health.get("unknown") or []:
-        typer.echo(f"[unknown] {why}")
+        typer.echo(p(f"[unknown] {why}"))
     colour = {
         "pass": typer.colors.GREEN,
         "warn": typer.colors.YELLOW,

@@ -18,6 +18,7 @@ from accelbench.client.openai import ResponseHandler, endpoint_path
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
+from accelbench.validate import header_value
 
 _now = time.monotonic_ns
 
@@ -37,9 +38,9 @@ def load_api_key(env_var: str | None, key_file: str | None) -> str | None:
         key = lines[0].strip() if lines else ""
         if not key:
             raise AccelbenchError(f"the API key file {key_file} is empty")
-        return key
-    if env_var:
-        return os.environ.get(env_var) or None
+        return header_value(f"the API key in {key_file}", key)
+    if env_var and (env_key := os.environ.get(env_var)):
+        return header_value(f"the API key in ${env_var}", env_key)
     return None
 
 

@@ -57,21 +57,26 @@ def run_alert_command(
 
 
 def post_webhook(url: str, event: dict[str, Any], timeout_s: float = 10.0) -> int | None:
-    """POST the event as JSON; returns the HTTP status or None on failure."""
+    """POST the event as JSON; returns the HTTP status or None on failure. Credentials
+    in the URL go as Basic auth and are never logged."""
+    from accelbench.client.session import redact_url, split_credentials
+
+    shown = redact_url(url)
+    url, auth = split_credentials(url)
     req = urllib.request.Request(
         url,
         data=json.dumps(event).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json"} | ({"Authorization": auth} if auth else {}),
         method="POST",
     )
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310
             return int(resp.status)
     except urllib.error.HTTPError as exc:
-        log.warning("webhook %s answered %s", url, exc.code)
+        log.warning("webhook %s answered %s", shown, exc.code)
         return int(exc.code)
     except (OSError, ValueError) as exc:
-        log.warning("webhook %s failed: %s", url, exc)
+        log.warning("webhook %s failed: %s", shown, exc)
         return None
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
+from accelbench.client.session import redact_url
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.mlperf import loadgen
@@ -285,7 +286,7 @@ def _run(
         "config": cfg.to_json(),
         "planned_requests": None,
         "environment": environment(),
-        "server": {"url": cfg.url, **server},
+        "server": {"url": redact_url(cfg.url), **server},
         "tokenizer": getattr(tok, "name", None),
         "special_tokens_per_prompt": special,
         "mlperf": mlperf_doc,

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from accelbench.console import console as make_console
+from accelbench.console import esc
 from accelbench.store.rundir import RUN_JSON, SUMMARY, read_json_object
 
 
@@ -16,7 +17,7 @@ def _f(v: Any, digits: int = 2) -> str:
     if v is None:
         return "-"
     if isinstance(v, str):
-        return v
+        return esc(v)
     if isinstance(v, float):
         return f"{v:,.{digits}f}"
     return f"{v:,}"
@@ -43,7 +44,7 @@ def summary_table(summary: dict[str, Any], title: str = "") -> Table:
 
 def _e(x: object) -> str:
     """Data as literal text: a server's or a file's words never become Rich markup."""
-    return escape(str(x))
+    return esc(x)
 
 
 def _p(console: Console, *parts: object) -> None:
@@ -51,7 +52,7 @@ def _p(console: Console, *parts: object) -> None:
 
 
 def print_summary(run_dir: Path, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     s = read_json_object(Path(run_dir) / SUMMARY)
     meta = read_json_object(Path(run_dir) / RUN_JSON)
     cfg: dict[str, Any] = c if isinstance(c := meta.get("config"), dict) else {}

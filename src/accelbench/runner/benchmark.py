@@ -176,9 +176,9 @@ def run_benchmark(
     Prints nothing unless asked: ``progress`` shows Rich progress bars on stderr and
     ``log`` receives one-line status messages (the CLI passes both).
     """
-    from rich.console import Console
+    from accelbench.console import console as make_console
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     log = log or (lambda msg: None)
     cfg.validate()
     root = Path(cfg.out_dir).parent if cfg.out_dir else Path(cfg.results_root)

@@ -42,6 +42,7 @@ import orjson
 from accelbench import validate as v
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
+from accelbench.client.session import redact_url
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import loop_stop_signals
@@ -89,7 +90,7 @@ class ProxyConfig:
             except UsageError as exc:
                 raise UsageError(str(exc).replace("--url", name)) from None
             if urlsplit(url).scheme != "http":
-                raise UsageError(f"{name} must be a plain http:// URL (got {url!r})")
+                raise UsageError(f"{name} must be a plain http:// URL (got {redact_url(url)!r})")
         self.sample = v.number("--sample", self.sample, 0, 1)
         self.max_inflight = v.integer("--max-inflight", self.max_inflight, 1, 100_000)
         self.candidate_timeout_s = v.number(
@@ -104,6 +105,8 @@ class ProxyConfig:
             "--duration", self.duration_s, 0, 30 * 86400, lo_open=True, unit="s"
         )
         self.seed = v.seed("--seed", self.seed)
+        if self.candidate_api_key:
+            v.header_value("the candidate's API key", self.candidate_api_key)
         v.output_dir("--out", self.out)
         self.check_not_own(self.port)
 
@@ -115,7 +118,7 @@ class ProxyConfig:
         for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
             if _same_endpoint(url, self.host, port):
                 raise UsageError(
-                    f"{name} {url} is the proxy's own --listen address "
+                    f"{name} {redact_url(url)} is the proxy's own --listen address "
                     f"({self.host}:{port}): every request would come back to the proxy"
                 )
 
@@ -669,8 +672,8 @@ async def _open(
         cfg.out,
         {
             "mode": "proxy",
-            "baseline": {"url": cfg.baseline},
-            "candidate": {"url": cfg.candidate, "model": cfg.candidate_model},
+            "baseline": {"url": redact_url(cfg.baseline)},
+            "candidate": {"url": redact_url(cfg.candidate), "model": cfg.candidate_model},
             "sample": cfg.sample,
             "max_inflight": cfg.max_inflight,
             "candidate_timeout_s": cfg.candidate_timeout_s,

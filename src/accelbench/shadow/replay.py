@@ -20,7 +20,7 @@ from typing import Any
 
 from accelbench import validate as v
 from accelbench.client.openai import build_body
-from accelbench.client.session import OpenAIClient, load_api_key
+from accelbench.client.session import OpenAIClient, load_api_key, redact_url
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
@@ -83,10 +83,12 @@ def _side_model(url: str, wanted: str | None, api_key: str | None, name: str) ->
     models = [m for m in discover_server(url, api_key)["models"] if m]
     if wanted is None:
         if not models:
-            raise AccelbenchError(f"the {name} at {url} lists no models: give the model")
+            raise AccelbenchError(
+                f"the {name} at {redact_url(url)} lists no models: give the model"
+            )
         return str(models[0])
     if models and wanted not in models:
-        raise AccelbenchError(f"model {wanted!r} is not served by the {name} at {url}")
+        raise AccelbenchError(f"model {wanted!r} is not served by the {name} at {redact_url(url)}")
     return wanted
 
 
@@ -303,8 +305,8 @@ async def _replay(
         opt.out,
         {
             "mode": "replay",
-            "baseline": {"url": opt.baseline, "model": info["models"]["baseline"]},
-            "candidate": {"url": opt.candidate, "model": info["models"]["candidate"]},
+            "baseline": {"url": redact_url(opt.baseline), "model": info["models"]["baseline"]},
+            "candidate": {"url": redact_url(opt.candidate), "model": info["models"]["candidate"]},
             "speed": opt.speed,
             "sequential": opt.sequential,
             **info,

@@ -202,9 +202,12 @@ def scrape_gauges(url: str, names: Iterable[str], timeout: float = 2.0) -> dict[
     want = set(names)
     if not want:
         return {}
-    base = url.rstrip("/").removesuffix("/v1")
+    from accelbench.client.session import split_credentials
+
+    base, auth = split_credentials(url.rstrip("/").removesuffix("/v1"))  # as a header
+    req = urllib.request.Request(base + "/metrics", headers={"Authorization": auth} if auth else {})
     try:
-        with urllib.request.urlopen(base + "/metrics", timeout=timeout) as r:  # noqa: S310
+        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310
             text = r.read().decode("utf-8", "replace")
         samples = prometheus_samples(text)
     except Exception:  # noqa: BLE001 - a missed scrape is a missing sample

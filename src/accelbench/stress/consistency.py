@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelbench.client.session import redact_url
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json
@@ -61,6 +62,7 @@ class ConsistencyConfig:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["load"] = self.load.to_json()
+        d["urls"] = [redact_url(u) for u in self.urls]  # never the credentials
         return d
 
 
@@ -137,7 +139,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
             if pause and cfg.pause_s:
                 time.sleep(cfg.pause_s)
             out = path / "runs" / name
-            log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {url}")
+            log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {redact_url(url)}")
             run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
                      num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
                      save_text=True, extra_body=extra)  # fmt: skip

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.client.session import redact_url
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.stress.common import Log, _quiet, run_records, run_status, run_step, write_stress
@@ -215,7 +216,7 @@ def _ci(stat: Any, *samples: np.ndarray, cfg: MixedConfig) -> dict[str, float | 
 
 def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
               cfg: MixedConfig) -> dict[str, Any]:  # fmt: skip
-    out: dict[str, Any] = {"endpoint": i, "url": cfg.loads[i].url, "solo_requests": len(solo),
+    out: dict[str, Any] = {"endpoint": i, "url": redact_url(cfg.loads[i].url or ""), "solo_requests": len(solo),
                            "mixed_requests": len(mixed)}  # fmt: skip
     for name, key in METRICS:
         a, b = _vals(solo, key), _vals(mixed, key)

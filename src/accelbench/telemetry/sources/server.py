@@ -17,7 +17,10 @@ class ServerMetricsSource(Source):
     name = "server"
 
     def __init__(self, url: str, timeout_s: float = 2.0) -> None:
-        base = url.rstrip("/")
+        from accelbench.client.session import split_credentials
+
+        # credentials in the URL go as a header: self.url is shown and stored
+        base, self.auth = split_credentials(url.rstrip("/"))
         for suffix in ("/v1", "/metrics"):
             if base.endswith(suffix):
                 base = base[: -len(suffix)]
@@ -25,7 +28,8 @@ class ServerMetricsSource(Source):
         self.timeout_s = timeout_s
 
     def _fetch(self) -> str:
-        req = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
+        headers = {"Accept": "text/plain"} | ({"Authorization": self.auth} if self.auth else {})
+        req = urllib.request.Request(self.url, headers=headers)
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
             return resp.read().decode("utf-8", "replace")
 

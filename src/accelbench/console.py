@@ -1,0 +1,92 @@
+"""Terminal output of text that comes from outside (servers, files, queries, datasets,
+traces, GPU tools, error messages quoting inputs): printed as text, never as Rich markup,
+and never as terminal control.
+
+The rule, in one place: every Rich console accelbench prints through is :func:`console`.
+Outside text goes into a markup string through :func:`esc`, or as a renderable through
+:func:`text`. Control characters (C0 but newline, DEL, C1, and the bidirectional
+and zero-width format characters) are shown as Python-style escapes (``\\x1b``,
+``\\u202e``), so a hostile server can neither move the cursor, recolour or clear the
+screen, nor reorder what is read. The console itself applies the same neutralising to
+everything it renders and falls back to plain text where a string is not valid markup:
+a string that missed :func:`esc` is shown verbatim instead of crashing the command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.errors import MarkupError
+from rich.segment import Segment
+from rich.text import Text
+
+_CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+)
+
+
+def _show(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(value: object) -> str:
+    """``str(value)`` with every control character written as its escape."""
+    return _CONTROL.sub(_show, str(value))
+
+
+# in markup, a run of backslashes before "[" or at the end, and a "[" that opens a tag
+_MARKUP = re.compile(r"(\\+)(?=\[|$)|\[(?=[a-z#/@][^\[\]]*\])")
+
+
+def _esc(m: re.Match[str]) -> str:
+    if m.group(1):  # doubled and closed by an empty tag: never escapes what follows
+        return m.group(1) * 2 + "[i][/i]"
+    return "\\["
+
+
+def esc(value: object) -> str:
+    """Outside text to put inside a Rich markup string: printable, and rendered back
+    exactly (``rich.markup.escape`` loses a backslash before a ``[`` that opens no tag,
+    and one at the end of the string unless a tag follows)."""
+    return _MARKUP.sub(_esc, printable(value))
+
+
+def text(value: object, style: str = "") -> Text:
+    """Outside text as a Rich renderable (a table cell, a line): never parsed as markup."""
+    return Text(printable(value), style=style)
+
+
+class SafeConsole(Console):
+    """A Rich console that never lets text become terminal control or crash on markup:
+    see the module's docstring. No emoji codes (``:cd:`` in a bus id stays) and no
+    automatic highlighting (it would recolour numbers in a server's words)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw.setdefault("emoji", False)
+        kw.setdefault("highlight", False)
+        super().__init__(*args, **kw)
+
+    def render_str(self, text: str, **kw: Any) -> Text:
+        text = printable(text)
+        try:
+            return super().render_str(text, **kw)
+        except MarkupError:  # a bracket in outside text that missed esc()
+            kw["markup"] = False
+            return super().render_str(text, **kw)
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            if seg.control is None and _CONTROL.search(seg.text):
+                seg = Segment(printable(seg.text), seg.style)
+            yield seg
+
+
+def console(stderr: bool = False, **kw: Any) -> Console:
+    """The console every accelbench command prints through (see the module docstring)."""
+    return SafeConsole(stderr=stderr, **kw)
