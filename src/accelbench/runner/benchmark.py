@@ -218,6 +218,10 @@ def run_benchmark(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {root}: {exc.strerror or exc}") from None
+    if cfg.ray is not None:  # join (or start) the cluster before anything is written
+        from accelbench.runner.cluster.ray_workers import connect as ray_connect
+
+        ray_connect(cfg.ray)
     with embedded_engine(cfg, log) as engine:
         run_dir = _run(cfg, log, progress, console, engine)
     return run_dir
