@@ -231,6 +231,13 @@ def connect(address: str) -> bool:
     on_term = signal.getsignal(signal.SIGTERM) if main else None
     if address != "local":
         _check_reachable(address)
+    elif os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "disabled":
+        # Ray binds its gRPC servers to every interface, with no option to keep them on
+        # loopback (docs/CLUSTER.md "Network"): its token is what keeps others out
+        raise UsageError(
+            "--ray local starts Ray's servers on every interface (Ray cannot bind them "
+            "to loopback) and needs Ray's token authentication: unset RAY_AUTH_MODE=disabled"
+        )
     if address == "local":
         _tie_local_ray()
     try:
