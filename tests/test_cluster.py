@@ -285,7 +285,8 @@ def _wait_rows(proc: subprocess.Popen, journal: Path, n: int, timeout: float = 1
         if journal.exists() and len(journal.read_bytes().splitlines()) >= n:
             return
         time.sleep(0.05)
-    raise AssertionError(f"no {n} records in {timeout} s (exit {proc.poll()})")
+    err = proc.stderr.read().decode() if proc.stderr and proc.poll() is not None else ""
+    raise AssertionError(f"no {n} records in {timeout} s (exit {proc.poll()}): {err}")
 
 
 def _listening(root_pid: int) -> list[tuple[str, str, str]]:
@@ -384,7 +385,7 @@ def test_no_load_after_the_driver_is_killed(reference_server, tmp_path):
     proc = subprocess.Popen(
         _run_cmd(srv.url, out, "--workers", "2", "-c", "8", "-n", "100000", "--isl", "8",
                  "--osl", "10"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
         _wait_rows(proc, out / "requests.jsonl", 64)

@@ -242,7 +242,8 @@ def connect(address: str) -> bool:
         _tie_local_ray()
     try:
         if address == "local":
-            ray.init(include_dashboard=False, **kw)
+            # "local": a new runtime here, never one RAY_ADDRESS or `ray start` points at
+            ray.init(address="local", include_dashboard=False, **kw)
         else:
             ray.init(address=address, **kw)
     except SystemExit as exc:  # ray.init's own SIGTERM handler: stop as on Ctrl-C
