@@ -399,7 +399,9 @@ def test_no_load_after_the_driver_is_killed(reference_server, tmp_path):
     gt = _ground_truth(srv.ground_truth)
     recv = sorted((d["t_recv"] - t_kill) / 1e6 for d in gt.values() if d["request_id"] != "probe")
     after = [x for x in recv if x > 0]
-    print(f"requests received after the kill: {len(after)}, the last {max(after, default=0):.1f} ms")
+    print(
+        f"requests received after the kill: {len(after)}, the last {max(after, default=0):.1f} ms"
+    )
     # An actor checks the driver's pidfd every 50 ms (its flusher); one already past
     # that check may still send. 500 ms leaves 450 ms for a late wake-up on 2 busy cores.
     assert max(after, default=0.0) < 500.0, after

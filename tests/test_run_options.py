@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -200,7 +199,9 @@ def check_derived_load(cfg) -> None:
     else:
         assert rec["concurrency"] is None  # an open loop never says "concurrency N"
         # the union of the workers' schedules is the plan's, each arrival once
-        got = sorted((i, off) for p in meas for (i, _), off in zip(p.items, p.offsets or []))
+        got = sorted(
+            (i, off) for p in meas for (i, _), off in zip(p.items, p.offsets or [], strict=True)
+        )
         assert [i for i, _ in got] == list(range(n_warm, n_warm + n_meas))
         offs = np.array([off for _, off in got])
         if mode == "trace":

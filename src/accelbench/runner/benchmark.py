@@ -544,8 +544,11 @@ def _drive(
             (ph["late_ms"] for st in worker_stats for ph in st.get("phases", [])), default=None
         ),
         "warnings": [f"load worker crashed: {c}" for c in crashes]
-        + [f"load worker {st['worker']} stopped: {st['driver_lost']}"
-           for st in worker_stats if st.get("driver_lost")]  # fmt: skip
+        + [
+            f"load worker {st['worker']} stopped: {st['driver_lost']}"
+            for st in worker_stats
+            if st.get("driver_lost")
+        ]  # fmt: skip
         + ([abort_reason] if abort_reason else [])
         + [f"{x}; the run is partial" for x in lost_actors],
     }

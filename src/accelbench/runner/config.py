@@ -149,50 +149,70 @@ class BenchmarkConfig:
             }
             for f in ("rate", "concurrency", "arrival", "burstiness"):
                 if differs(self, d, f):
-                    refuse(f"--trace replays the trace's own arrival times: {_opt(f)} does "
-                           f"not apply to it{hints.get(f, '')}")  # fmt: skip
+                    refuse(
+                        f"--trace replays the trace's own arrival times: {_opt(f)} does "
+                        f"not apply to it{hints.get(f, '')}"
+                    )
             for f in (*_ISL_SIDE, *_OSL_SHAPE, "dataset", "dataset_format"):
                 if differs(wl, wd, f):
-                    refuse(f"--trace gives the prompts and their lengths: {_opt(f)} does not "
-                           "apply to it (--osl is the output length of entries without one)")  # fmt: skip
+                    refuse(
+                        f"--trace gives the prompts and their lengths: {_opt(f)} does not "
+                        "apply to it (--osl is the output length of entries without one)"
+                    )
             from accelbench.workload.traces import trace_length
 
             n = trace_length(wl.trace)
             if self.warmup_requests >= n:
-                refuse(f"--warmup {self.warmup_requests} leaves nothing to measure: the trace "
-                       f"has {n:,} requests")  # fmt: skip
+                refuse(
+                    f"--warmup {self.warmup_requests} leaves nothing to measure: the trace "
+                    f"has {n:,} requests"
+                )
             if self.num_requests is not None and self.warmup_requests + self.num_requests > n:
-                refuse(f"--num-requests {self.num_requests:,} with --warmup "
-                       f"{self.warmup_requests:,}: the trace has only {n:,} requests")  # fmt: skip
+                refuse(
+                    f"--num-requests {self.num_requests:,} with --warmup "
+                    f"{self.warmup_requests:,}: the trace has only {n:,} requests"
+                )
         elif self.rate is not None:
             if differs(self, d, "concurrency"):
-                refuse("--concurrency is a closed loop's; with --rate (an open loop) cap the "
-                       "requests in flight with --max-concurrency")  # fmt: skip
+                refuse(
+                    "--concurrency is a closed loop's; with --rate (an open loop) cap the "
+                    "requests in flight with --max-concurrency"
+                )
             if differs(self, d, "burstiness") and self.arrival != "gamma":
                 refuse("--burstiness is the shape of --arrival gamma only")
         else:
             if self.max_concurrency is not None:
-                refuse("--max-concurrency caps an open loop (--rate or --trace); a closed "
-                       "loop keeps --concurrency requests in flight")  # fmt: skip
+                refuse(
+                    "--max-concurrency caps an open loop (--rate or --trace); a closed "
+                    "loop keeps --concurrency requests in flight"
+                )
             for f in ("arrival", "burstiness"):
                 if differs(self, d, f):
-                    refuse(f"{_opt(f)} shapes an open loop's arrivals (--rate); this run is "
-                           "a closed loop (--concurrency)")  # fmt: skip
+                    refuse(
+                        f"{_opt(f)} shapes an open loop's arrivals (--rate); this run is "
+                        "a closed loop (--concurrency)"
+                    )
         if not wl.trace:
             if wl.dataset is not None:
                 for f in (*_ISL_SIDE, *_OSL_SHAPE):
                     if differs(wl, wd, f):
-                        refuse(f"--dataset gives the prompts: {_opt(f)} does not apply to it "
-                               "(--osl is the output length of entries without one)")  # fmt: skip
+                        refuse(
+                            f"--dataset gives the prompts: {_opt(f)} does not apply to it "
+                            "(--osl is the output length of entries without one)"
+                        )
             else:
                 if differs(wl, wd, "dataset_format"):
                     refuse("--dataset-format applies to --dataset only")
                 dists = (wl.isl_dist, wl.osl_dist)
                 if differs(wl, wd, "range_ratio", "range_convention") and "uniform" not in dists:
-                    refuse("--range-ratio and --range-convention apply to a uniform "
-                           "--isl-dist or --osl-dist only")  # fmt: skip
-                for side, dist, std in (("isl", wl.isl_dist, wl.isl_std),
-                                        ("osl", wl.osl_dist, wl.osl_std)):  # fmt: skip
+                    refuse(
+                        "--range-ratio and --range-convention apply to a uniform "
+                        "--isl-dist or --osl-dist only"
+                    )
+                for side, dist, std in (
+                    ("isl", wl.isl_dist, wl.isl_std),
+                    ("osl", wl.osl_dist, wl.osl_std),
+                ):
                     if std is not None and dist not in ("normal", "lognormal"):
                         refuse(f"--{side}-std applies to a normal or lognormal --{side}-dist only")
         if self.workers is not None:
@@ -200,12 +220,16 @@ class BenchmarkConfig:
             streams = self.concurrency if closed else self.max_concurrency
             what = "--concurrency" if closed else "--max-concurrency"
             if streams is not None and self.workers > streams:
-                refuse(f"--workers {self.workers} is more than {what} {streams}: every worker "
-                       "needs a request in flight of its own")  # fmt: skip
-            n = self.known_measured()
-            if n is not None and self.workers > n:
-                refuse(f"--workers {self.workers} is more than the {n:,} measured requests: "
-                       "every worker needs a request of its own")  # fmt: skip
+                refuse(
+                    f"--workers {self.workers} is more than {what} {streams}: every worker "
+                    "needs a request in flight of its own"
+                )
+            known = self.known_measured()
+            if known is not None and self.workers > known:
+                refuse(
+                    f"--workers {self.workers} is more than the {known:,} measured requests: "
+                    "every worker needs a request of its own"
+                )
 
     def known_measured(self) -> int | None:
         """The measured requests the run will send at most, where the options fix it
@@ -247,9 +271,13 @@ MAX_WORKERS = 1024
 
 _ISL_SIDE = ("isl", "isl_dist", "range_ratio", "range_convention", "isl_std")
 _OSL_SHAPE = ("osl_dist", "osl_std")
-_OPTION_NAMES = {"duration_s": "--duration", "warmup_requests": "--warmup",
-                 "timeout_s": "--timeout", "telemetry_interval_s": "--telemetry-interval",
-                 "out_dir": "--out"}  # fmt: skip
+_OPTION_NAMES = {
+    "duration_s": "--duration",
+    "warmup_requests": "--warmup",
+    "timeout_s": "--timeout",
+    "telemetry_interval_s": "--telemetry-interval",
+    "out_dir": "--out",
+}
 
 
 def _opt(field_name: str) -> str:

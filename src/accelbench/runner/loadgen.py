@@ -191,9 +191,7 @@ class LoadWorker:
             for i, phase in enumerate(self.spec.phases):
                 at = self.start_ns if i == 0 else None
                 if self.phase_barrier is not None and at is None:
-                    got = await asyncio.get_running_loop().run_in_executor(
-                        None, self.phase_barrier
-                    )
+                    got = await asyncio.get_running_loop().run_in_executor(None, self.phase_barrier)
                     at = got if isinstance(got, int) else None
                 if self._stopping or self.should_stop():
                     break
@@ -241,9 +239,7 @@ class LoadWorker:
             return None
         while _now() < at:  # the last millisecond: finer than the timer
             await asyncio.sleep(0)
-        self.phase_starts.append(
-            {"name": name, "start_ns": at, "late_ms": (_now() - at) / 1e6}
-        )
+        self.phase_starts.append({"name": name, "start_ns": at, "late_ms": (_now() - at) / 1e6})
         return at
 
     async def _flusher(self) -> None:
