@@ -289,3 +289,31 @@ def test_sharegpt_trace_is_refused_with_the_way_to_run_it(tmp_path):
     cfg.validate()
     with pytest.raises(UsageError, match="--dataset FILE --rate R"):
         cfg.check_run_options()
+
+
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["--values", "1,2", "--trace", "{trace}"], "--trace"),
+        (["--values", "1,2", "-n", "5"], "-n"),
+        (["--values", "1,2", "--max-concurrency", "4"], "--max-concurrency"),
+        (["--values", "1,2", "--arrival", "gamma"], "--arrival"),
+        (["--values", "1,4", "--workers", "2"], "--workers"),  # point 1 has one stream
+        (["--rate", "--values", "1,2", "--requests-per-point", "3"], "--requests-per-point"),
+        (["--values", "1,2", "--no-saturation-stop", "--min-gain", "0.1"], "--min-gain"),
+        (["--values", "1", "--preset", "inferencex", "--isl-dist", "normal"], "--isl-dist"),
+        (["--values", "1", "--isl-osl", "64/64", "--isl", "32"], "--isl"),
+    ],
+)
+def test_sweep_refuses_what_its_points_would_ignore(files, tmp_path, args, word):
+    out = tmp_path / "sweep"
+    argv = [a.format(**files) for a in args]
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "sweep", "--url", "http://127.0.0.1:9", "-o",
+         str(out), "--no-telemetry", "-q", *argv],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0], r.stderr
+    assert not out.exists()
