@@ -317,3 +317,29 @@ def test_sweep_refuses_what_its_points_would_ignore(files, tmp_path, args, word)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0], r.stderr
     assert not out.exists()
+
+
+def test_recorded_trace_needs_its_own_endpoint(tmp_path):
+    """A recorded request is re-issued as its prompt on --endpoint: a chat trace sent to
+    completions would send messages as a prompt (the option silently disagreeing)."""
+    from accelbench.workload.traces import trace_header, trace_row
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    rows = [trace_row(i, 0.1 * i, "chat", body) for i in range(3)]
+    p = tmp_path / "trace.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in [trace_header(), *rows]))
+    cfg = config_from_options({"trace": str(p), "url": "http://h:1"})
+    cfg.validate()
+    with pytest.raises(UsageError, match="records chat requests: add --endpoint chat"):
+        cfg.check_run_options()
+    cfg = config_from_options({"trace": str(p), "url": "http://h:1", "endpoint": "chat"})
+    cfg.validate()
+    cfg.check_run_options()
+    mixed = tmp_path / "mixed.jsonl"
+    comp = {"model": "m", "prompt": "hi", "max_tokens": 3}
+    mixed.write_text("".join(json.dumps(x) + "\n" for x in
+                             [trace_header(), rows[0], trace_row(1, 0.2, "completions", comp)]))  # fmt: skip
+    cfg = config_from_options({"trace": str(mixed), "url": "http://h:1", "endpoint": "chat"})
+    cfg.validate()
+    with pytest.raises(UsageError, match="both chat and completions"):
+        cfg.check_run_options()

@@ -138,7 +138,7 @@ def auto_workers(cfg: BenchmarkConfig) -> int:
     if cfg.workload.trace:  # the trace's mean arrival rate
         from accelbench.workload.traces import trace_stats
 
-        n, span = trace_stats(cfg.workload.trace)
+        n, span, _ = trace_stats(cfg.workload.trace)
         rate = n / span if span > 0 else None
     load = cfg.concurrency or cfg.max_concurrency or int((rate or 1) * 2)
     wanted = max(1, math.ceil(load / STREAMS_PER_WORKER_KNEE))

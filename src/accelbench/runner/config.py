@@ -159,9 +159,19 @@ class BenchmarkConfig:
                         f"--trace gives the prompts and their lengths: {_opt(f)} does not "
                         "apply to it (--osl is the output length of entries without one)"
                     )
-            from accelbench.workload.traces import trace_length
+            from accelbench.workload.traces import trace_stats
 
-            n = trace_length(wl.trace)
+            n, _, endpoints = trace_stats(wl.trace)
+            if endpoints - {self.endpoint}:
+                # a recorded request is re-issued as its prompt on --endpoint: chat messages
+                # are no completions prompt
+                if len(endpoints) > 1:
+                    refuse(
+                        f"--trace {wl.trace} records both chat and completions requests; run "
+                        "sends one --endpoint: split the trace, or use shadow replay"
+                    )
+                refuse(f"--trace {wl.trace} records {min(endpoints)} requests: add "
+                       f"--endpoint {min(endpoints)}")  # fmt: skip
             if self.warmup_requests >= n:
                 refuse(
                     f"--warmup {self.warmup_requests} leaves nothing to measure: the trace "

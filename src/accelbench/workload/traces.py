@@ -198,7 +198,7 @@ def load_trace(
     return Trace(fmt, str(p), entries)
 
 
-_STATS: dict[tuple[str, int, int], tuple[int, float]] = {}
+_STATS: dict[tuple[str, int, int], tuple[int, float, frozenset[str]]] = {}
 
 
 def trace_length(path: str | Path) -> int:
@@ -206,10 +206,11 @@ def trace_length(path: str | Path) -> int:
     return trace_stats(path)[0]
 
 
-def trace_stats(path: str | Path) -> tuple[int, float]:
-    """(requests, seconds from the first arrival to the last) of a trace with its own
-    arrival times (``run --trace``), read once per file version. A ShareGPT file has no arrival times: refused, since
-    ``run`` sends a dataset at a rate with ``--dataset FILE --rate R``."""
+def trace_stats(path: str | Path) -> tuple[int, float, frozenset[str]]:
+    """(requests, seconds from the first arrival to the last, the endpoints its recorded
+    requests went to) of a trace with its own arrival times (``run --trace``), read once
+    per file version. A ShareGPT file has no arrival times: refused, since ``run`` sends
+    a dataset at a rate with ``--dataset FILE --rate R``."""
     p = _resolve(path)
     st = p.stat()
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
@@ -223,7 +224,8 @@ def trace_stats(path: str | Path) -> tuple[int, float]:
             )
         _STATS.clear()  # one trace per run: keep one entry
         trace = load_trace(p)
-        _STATS[key] = (len(trace.entries), trace.duration_s)
+        endpoints = frozenset(e.endpoint for e in trace.entries if e.endpoint)
+        _STATS[key] = (len(trace.entries), trace.duration_s, endpoints)
     return _STATS[key]
 
 
