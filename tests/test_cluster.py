@@ -430,11 +430,15 @@ def test_unreachable_ray_address_fails_fast_in_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the Ray cluster" in lines[0], r.stderr
     assert took < 30 and not (tmp_path / "run").exists()  # was: past 60 s
+    # where Ray would connect (it replaces a loopback host with the node's address)
+    from ray._private.services import get_node_ip_address
+
+    host = get_node_ip_address()
     # an address that never answers (a full backlog drops the SYN): the bound, not Ray's
     import socket
 
     srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
+    srv.bind((host, 0))
     srv.listen(0)
     fillers = []
     try:
@@ -452,3 +456,28 @@ def test_unreachable_ray_address_fails_fast_in_one_line(tmp_path):
         for c in fillers:
             c.close()
         srv.close()
+    # something else listening there (ray.init would retry it for minutes): not gRPC
+    srv = socket.socket()
+    srv.bind((host, 0))
+    srv.listen(8)
+
+    def answer_http1() -> None:
+        conn, _ = srv.accept()
+        conn.recv(1024)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        conn.close()
+
+    t = threading.Thread(target=answer_http1, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(UsageError, match="does not speak gRPC"):
+            _check_reachable(f"127.0.0.1:{srv.getsockname()[1]}", timeout_s=5.0)
+    finally:
+        t.join(5)
+        srv.close()
+
+
+def test_a_live_cluster_address_passes_the_reachability_check(ray_cluster):
+    from accelbench.runner.cluster.ray_workers import _check_reachable
+
+    _check_reachable(ray_cluster.address, timeout_s=5.0)  # its GCS speaks gRPC

@@ -259,33 +259,53 @@ def connect(address: str) -> bool:
     return True
 
 
+# An HTTP/2 client's first bytes (RFC 9113 3.4: the preface, then an empty SETTINGS
+# frame); a gRPC server (Ray's GCS, or its Ray Client server) answers with a SETTINGS frame
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _check_reachable(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
-    """Fail in at most ``timeout_s`` when nothing answers at the cluster's address:
-    ray.init itself retries a closed or unroutable address for minutes (20 tries of 5 s
-    each in Ray 2.60). ``auto`` is checked at the address Ray would use."""
-    target: str | None = address
-    if address == "auto":
+    """Fail within ``timeout_s`` unless a gRPC server answers where ray.init would
+    connect (``auto`` and ``RAY_ADDRESS`` resolved, and a loopback host replaced by the
+    node's address, as Ray does): ray.init itself retries a closed address, or one where
+    something else listens, for minutes (20 tries of 5 s and more in Ray 2.60)."""
+    if address.startswith("ray://"):
+        hostport: str | None = address.removeprefix("ray://")
+    else:
         try:
             from ray._private.services import canonicalize_bootstrap_address
 
-            target = canonicalize_bootstrap_address("auto")
-        except Exception:  # noqa: BLE001 - no cluster found: ray.init says so at once
+            hostport = canonicalize_bootstrap_address(address)
+        except Exception:  # noqa: BLE001 - none found, or malformed: ray.init says so at once
             return
-    if not target:
+    if not hostport:
         return
-    hostport = target.removeprefix("ray://")
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit():
         return  # not host:port: ray.init refuses it at once
-    host = host.strip("[]")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        raise UsageError(
+    deadline = time.monotonic() + timeout_s
+
+    def fail(why: str) -> UsageError:
+        return UsageError(
             f"cannot reach the Ray cluster at --ray {address} ({hostport}): {why} "
             f"(gave up after at most {timeout_s:g} s)"
-        ) from None
+        )
+
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.sendall(_H2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise fail(why) from None
+    if len(head) < 9 or head[3] != 4:  # frame type 4: SETTINGS
+        raise fail("what answers there does not speak gRPC, so it is no Ray GCS port")
 
 
 def _tie_local_ray() -> None:
