@@ -265,6 +265,7 @@ def test_trace_with_workers_is_split_and_says_open_loop(files):
         (["--rate", "5", "-c", "4"], "--concurrency"),
         (["-c", "4", "--max-concurrency", "2"], "--max-concurrency"),
         (["--rate", "5", "--max-concurrency", "1", "--workers", "2"], "--workers"),
+        (["--rate", "1", "-d", "1", "--workers", "20"], "--workers"),  # 18 planned arrivals
     ],
 )
 def test_cli_refuses_in_one_line_before_anything_runs(files, tmp_path, args, word):

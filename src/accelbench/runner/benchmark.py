@@ -150,16 +150,8 @@ def auto_workers(cfg: BenchmarkConfig) -> int:
 
 
 def planned_measured(cfg: BenchmarkConfig) -> int:
-    """How many measured requests to plan (after ``validate``): ``-n``; a trace's own
-    length after the warm-up; for a duration, enough to last it (an open loop's
-    expected arrivals with room to spare, a closed loop's plan cycles). With both ``-n``
-    and ``--duration`` the run stops at whichever comes first."""
-    n = cfg.known_measured()
-    if n is not None:
-        return n
-    if cfg.rate is not None:
-        return math.ceil(cfg.rate * (cfg.duration_s or 0) * 1.3) + 16
-    return max(64, 4 * (cfg.concurrency or 1))
+    """How many measured requests to plan: ``BenchmarkConfig.planned_measured``."""
+    return cfg.planned_measured()
 
 
 def resolve_workers(cfg: BenchmarkConfig, n_measured: int) -> int:

@@ -3,6 +3,7 @@ run.json records exactly this and a sweep can derive point configurations from i
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -234,12 +235,24 @@ class BenchmarkConfig:
                     f"--workers {self.workers} is more than {what} {streams}: every worker "
                     "needs a request in flight of its own"
                 )
-            known = self.known_measured()
-            if known is not None and self.workers > known:
+            known = self.planned_measured()
+            if self.workers > known:
                 refuse(
-                    f"--workers {self.workers} is more than the {known:,} measured requests: "
+                    f"--workers {self.workers} is more than the {known:,} measured requests the run plans: "
                     "every worker needs a request of its own"
                 )
+
+    def planned_measured(self) -> int:
+        """How many measured requests to plan (after ``validate``): ``-n``; a trace's own
+        length after the warm-up; for a duration, enough to last it (an open loop's
+        expected arrivals with room to spare; a closed loop's plan cycles). With both
+        ``-n`` and ``--duration`` the run stops at whichever comes first."""
+        n = self.known_measured()
+        if n is not None:
+            return n
+        if self.rate is not None:
+            return math.ceil(self.rate * (self.duration_s or 0) * 1.3) + 16
+        return max(64, 4 * (self.concurrency or 1))
 
     def known_measured(self) -> int | None:
         """The measured requests the run will send at most, where the options fix it
