@@ -155,6 +155,9 @@ def test_closed_loop_on_two_nodes_matches_ground_truth(ray_cluster, reference_se
     c = meta["cluster"]
     assert c["n_nodes"] == 2 and c["n_actors"] == 2
     assert {a["node_id"] for a in c["actors"]} == {n["node_id"] for n in c["nodes"]}
+    # each actor records the offset its start instant was converted with: its node's
+    offs = {n["node_id"]: n["clock"]["offset_ms"] for n in c["nodes"]}
+    assert all(a["clock_offset_ms"] == offs[a["node_id"]] for a in c["actors"])
     # one host: every node's clock is the driver's; the estimate is within 1 ms of zero
     for node in c["nodes"]:
         assert abs(node["clock"]["offset_ms"]) < 1.0

@@ -597,6 +597,10 @@ class RayWorkerPool:
                     "node_id": i["node_id"],
                     "host": i["host"],
                     "pid": i["pid"],
+                    # the offset its start instant was converted with (its node's)
+                    "clock_offset_ms": self.offsets[i["node_id"]].offset_ns / 1e6
+                    if i["node_id"] in self.offsets
+                    else None,
                     **({"lost": self.lost[k]} if k in self.lost else {}),
                 }
                 for k, i in enumerate(self.actor_info)
