@@ -4,6 +4,7 @@ reference server's ground truth."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -154,6 +155,9 @@ def test_closed_loop_on_two_nodes_matches_ground_truth(ray_cluster, reference_se
     c = meta["cluster"]
     assert c["n_nodes"] == 2 and c["n_actors"] == 2
     assert {a["node_id"] for a in c["actors"]} == {n["node_id"] for n in c["nodes"]}
+    # each actor records the offset its start instant was converted with: its node's
+    offs = {n["node_id"]: n["clock"]["offset_ms"] for n in c["nodes"]}
+    assert all(a["clock_offset_ms"] == offs[a["node_id"]] for a in c["actors"])
     # one host: every node's clock is the driver's; the estimate is within 1 ms of zero
     for node in c["nodes"]:
         assert abs(node["clock"]["offset_ms"]) < 1.0
@@ -269,3 +273,214 @@ def test_sigint_stops_every_actor_at_once(ray_cluster, reference_server, tmp_pat
     last = max(max(t for t in (r["t_send"], r["t_last"], r["t_done"]) if t) for r in rows)
     assert (last - t_sig) / 1e9 < 3.0  # ~0.25 s expected; unstopped actors sent for ~50 s
     assert s["counts"]["interrupted"] <= 4
+
+
+# -- --ray local: one start instant, the network, the driver's death, a closed address -----
+def _run_cmd(url: str, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "accelbench", "run", "--url", url, "--ray", "local",
+            "--out", str(out), "--quiet", "--no-telemetry", *args]  # fmt: skip
+
+
+def _wait_rows(proc: subprocess.Popen, journal: Path, n: int, timeout: float = 180) -> None:
+    """Until the journal holds ``n`` records (Ray starts slowly on 2 busy cores)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and len(journal.read_bytes().splitlines()) >= n:
+            return
+        time.sleep(0.05)
+    err = proc.stderr.read().decode() if proc.stderr and proc.poll() is not None else ""
+    raise AssertionError(f"no {n} records in {timeout} s (exit {proc.poll()}): {err}")
+
+
+def _listening(root_pid: int) -> list[tuple[str, str, str]]:
+    """(address:port, process name, command line) of every listening TCP socket of
+    ``root_pid`` and its descendants (``ss -ltnp``)."""
+    import psutil
+
+    procs = {p.pid: p for p in psutil.Process(root_pid).children(recursive=True)}
+    procs[root_pid] = psutil.Process(root_pid)
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        for pid, p in procs.items():
+            if f"pid={pid}," in line:
+                with contextlib.suppress(Exception):
+                    found.append((line.split()[3], p.name(), " ".join(p.cmdline())))
+    return found
+
+
+# Ray 2.60's own gRPC servers listen on every interface (its C++ servers bind 0.0.0.0
+# / [::] with no option, and Ray replaces a loopback node address with the host's), as
+# do its agents on the node address; docs/CLUSTER.md "Network" lists them. What keeps
+# others out is Ray's token authentication, checked below with a peer that lacks it.
+RAY_ALL_INTERFACES = ("gcs_server", "raylet", "ray::", "python", "accelbench")
+
+
+def test_ray_local_one_start_instant_and_the_network(reference_server, tmp_path):
+    from test_start_instant import check_union_is_the_plan
+
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    out = tmp_path / "run"
+    rate, n, n_warm, seed = 20.0, 500, 4, 5  # 25 s of load: time to look at the sockets
+    proc = subprocess.Popen(
+        _run_cmd(srv.url, out, "--workers", "2", "--rate", str(rate), "-n", str(n),
+                 "--warmup", str(n_warm), "--isl", "8", "--osl", "3", "--seed", str(seed)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _wait_rows(proc, out / "requests.jsonl", 8)
+        socks = _listening(proc.pid)
+        gcs = [a for a, name, _ in socks if name == "gcs_server"]
+        assert socks and len(gcs) == 1, socks
+        # no dashboard; everything else on loopback or one of Ray's documented servers
+        assert not any(":8265" in a for a, _, _ in socks)
+        assert not any("dashboard/dashboard.py" in c for _, _, c in socks), socks
+        for addr, name, cmd in socks:
+            host = addr.rsplit(":", 1)[0]
+            loopback = host in ("127.0.0.1", "[::1]")
+            assert loopback or name.startswith(RAY_ALL_INTERFACES) or "ray" in cmd, socks
+        # a peer without Ray's token cannot join through those ports
+        port = gcs[0].rsplit(":", 1)[1]
+        env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HOME": str(tmp_path),
+               "RAY_gcs_server_port_wait_time_s": "1"}  # fmt: skip
+        env.pop("RAY_AUTH_TOKEN", None)
+        env.pop("RAY_AUTH_TOKEN_PATH", None)
+        peer = subprocess.run(
+            [sys.executable, "-c", f"import ray; ray.init(address='127.0.0.1:{port}')"],
+            capture_output=True, text=True, timeout=90, env=env,
+        )  # fmt: skip
+        assert peer.returncode != 0 and "InvalidAuthToken" in peer.stderr, peer.stderr[-2000:]
+        assert proc.poll() is None, "the run ended before the checks: make it longer"
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    meta = json.loads((out / "run.json").read_text())
+    s = json.loads((out / "summary.json").read_text())
+    rows = pq.read_table(out / "requests.parquet").to_pylist()
+    assert s["status"] == "completed" and s["counts"]["completed"] == n
+    assert {r["worker"] for r in rows} == {0, 1}
+    assert meta["schedule"]["start_ns"] == meta["cluster"]["start_ns"]
+    worst = check_union_is_the_plan(meta, s, rows, rate, n, n_warm, seed)
+    print("Ray local: worst send error per worker (ms):", worst)
+
+
+def test_ray_local_with_token_auth_disabled_is_refused(tmp_path):
+    r = subprocess.run(
+        _run_cmd("http://127.0.0.1:9", tmp_path / "run", "-n", "2"),
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "RAY_AUTH_MODE" in r.stderr and not (tmp_path / "run").exists()
+
+
+def test_no_load_after_the_driver_is_killed(reference_server, tmp_path):
+    """SIGKILL of `run --ray local`: the actors watch the driver's process and send
+    nothing after it died (they sent 116 more requests before); the server's own
+    receive times are the judge."""
+    import psutil
+
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        _run_cmd(srv.url, out, "--workers", "2", "-c", "8", "-n", "100000", "--isl", "8",
+                 "--osl", "10"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _wait_rows(proc, out / "requests.jsonl", 64)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        t_kill = time.monotonic_ns()
+        proc.kill()
+    finally:
+        proc.kill()
+        proc.wait()
+    time.sleep(4)  # the load, if any, would go on meanwhile (~100 requests/s here)
+    gt = _ground_truth(srv.ground_truth)
+    recv = sorted((d["t_recv"] - t_kill) / 1e6 for d in gt.values() if d["request_id"] != "probe")
+    after = [x for x in recv if x > 0]
+    print(
+        f"requests received after the kill: {len(after)}, the last {max(after, default=0):.1f} ms"
+    )
+    # An actor checks the driver's pidfd every 50 ms (its flusher); one already past
+    # that check may still send. 500 ms leaves 450 ms for a late wake-up on 2 busy cores.
+    assert max(after, default=0.0) < 500.0, after
+    assert len(recv) > 64
+    # and nothing of the Ray runtime outlives the driver (PROCESSES.md)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(p.is_running() for p in family):
+        time.sleep(0.2)
+    alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, alive
+
+
+def test_unreachable_ray_address_fails_fast_in_one_line(tmp_path):
+    from accelbench.runner.cluster.ray_workers import _check_reachable
+    from accelbench.servers.ports import free_port
+
+    port = free_port()  # nothing listens there
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "run", "--url", "http://127.0.0.1:9", "--ray",
+         f"127.0.0.1:{port}", "-n", "2", "--out", str(tmp_path / "run"), "--no-telemetry"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach the Ray cluster" in lines[0], r.stderr
+    assert took < 30 and not (tmp_path / "run").exists()  # was: past 60 s
+    # where Ray would connect (it replaces a loopback host with the node's address)
+    from ray._private.services import get_node_ip_address
+
+    host = get_node_ip_address()
+    # an address that never answers (a full backlog drops the SYN): the bound, not Ray's
+    import socket
+
+    srv = socket.socket()
+    srv.bind((host, 0))
+    srv.listen(0)
+    fillers = []
+    try:
+        for _ in range(4):  # fill the accept queue; the next connect waits
+            c = socket.socket()
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(srv.getsockname())
+            fillers.append(c)
+        t0 = time.monotonic()
+        with pytest.raises(UsageError, match="timed out"):
+            _check_reachable(f"127.0.0.1:{srv.getsockname()[1]}", timeout_s=1.0)
+        assert time.monotonic() - t0 < 5
+    finally:
+        for c in fillers:
+            c.close()
+        srv.close()
+    # something else listening there (ray.init would retry it for minutes): not gRPC
+    srv = socket.socket()
+    srv.bind((host, 0))
+    srv.listen(8)
+
+    def answer_http1() -> None:
+        conn, _ = srv.accept()
+        conn.recv(1024)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        conn.close()
+
+    t = threading.Thread(target=answer_http1, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(UsageError, match="does not speak gRPC"):
+            _check_reachable(f"127.0.0.1:{srv.getsockname()[1]}", timeout_s=5.0)
+    finally:
+        t.join(5)
+        srv.close()
+
+
+def test_a_live_cluster_address_passes_the_reachability_check(ray_cluster):
+    from accelbench.runner.cluster.ray_workers import _check_reachable
+
+    _check_reachable(ray_cluster.address, timeout_s=5.0)  # its GCS speaks gRPC

@@ -190,3 +190,49 @@ def test_any_timestamps_give_offsets_or_one_line(tmp_path: Path, fmt: str, times
     else:
         offs = [e.offset_s for e in t.entries]
         assert all(0 <= o <= 30 * 86400 for o in offs), offs
+
+
+def test_run_trace_with_workers_replays_open_loop_over_all_of_them(reference_server, tmp_path):
+    """The issue's case: `run --trace FILE --workers N` used one worker and its summary
+    said "concurrency 1". Now: N workers, the trace's arrivals dealt out among them from
+    one start instant, and the run described as what it was (docs/RESULTS.md schedule)."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    times = [0, 30, 35, 90, 200, 210, 260, 400, 405, 410, 600, 700]  # ms, irregular
+    trace = tmp_path / "mooncake.jsonl"
+    trace.write_text("".join(
+        json.dumps({"timestamp": t, "input_length": 10 + i, "output_length": 3}) + "\n"
+        for i, t in enumerate(times)
+    ))  # fmt: skip
+    out = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "run", "--url", srv.url, "--trace", str(trace),
+         "--workers", "3", "--warmup", "2", "--out", str(out), "--no-telemetry"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "trace replay mooncake.jsonl: open loop" in r.stdout and "concurrency" not in r.stdout
+    meta = json.loads((out / "run.json").read_text())
+    s = json.loads((out / "summary.json").read_text())
+    assert meta["config"]["concurrency"] is None and meta["config"]["workers"] == 3
+    sched = meta["schedule"]
+    assert sched["mode"] == "trace" and sched["open_loop"] and sched["workers"] == 3
+    assert s["client"]["mode"] == "trace" and s["client"]["n_workers"] == 3
+    assert s["counts"]["completed"] == len(times) - 2
+    rows = sorted(pq.read_table(out / "requests.parquet").to_pylist(), key=lambda x: x["idx"])
+    meas = [x for x in rows if not x["warmup"]]
+    assert {x["worker"] for x in meas} == {0, 1, 2}
+    assert [x["isl"] for x in meas] == [10 + i for i in range(2, len(times))]  # exact lengths
+    start = {p["start_ns"] for w in s["client"]["workers"] for p in w["phases"]
+             if p["name"] == "measured"}  # fmt: skip
+    assert len(start) == 1  # one instant for the three workers
+    t0 = start.pop()
+    got_ms = np.array([(x["t_sched"] - t0) / 1e6 for x in meas])  # the trace's own offsets
+    want_ms = np.array(times[2:], dtype=float) - times[2]
+    np.testing.assert_allclose(got_ms, want_ms, atol=1e-3)

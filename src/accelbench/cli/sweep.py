@@ -93,6 +93,9 @@ def sweep_cmd(
     vals = plan_values(_floats(values, "--values"), start, end, kind)
     if preset not in (None, "inferencex"):
         raise UsageError(f"unknown preset {preset!r}: use inferencex")
+    _refuse_unused(kind, preset, isl_osl, isl, osl, num_requests, requests_per_point,
+                   warmup_per_point, saturation_stop, min_gain, latency_factor,
+                   max_error_rate, load or {})  # fmt: skip
     pairs = _pairs(isl_osl) or [(isl, osl)]
     base = config_from_options(load or {}, num_requests=num_requests, isl=isl, osl=osl)
     rule = SaturationRule(saturation_stop, min_gain, latency_factor, max_error_rate)
@@ -104,8 +107,12 @@ def sweep_cmd(
             cfg = inferencex_config(cfg, i, o)
         copy.deepcopy(cfg).validate()  # the points fill in their own defaults
         d = out if len(pairs) == 1 else out / f"isl{i}_osl{o}"
-        plans.append((d, SweepPlan(cfg, list(vals), kind, preset, requests_per_point,
-                                   warmup_per_point, rule)))  # fmt: skip
+        plan = SweepPlan(cfg, list(vals), kind, preset, requests_per_point, warmup_per_point, rule)
+        for x in plan.values:  # every point as it will run: an option it would ignore fails now
+            point = plan.point_config(x, d / plan.point_dir(x))
+            point.validate()
+            point.check_run_options()
+        plans.append((d, plan))
     for d, plan in plans:
 
         def show(p: dict[str, Any]) -> None:
@@ -123,6 +130,44 @@ def sweep_cmd(
         con.print(escape(f"  sweep {doc['status']}; report: accelbench report {d}"))
         if doc["status"] != "completed":  # interrupted, or a point failed: exit 1
             raise typer.Exit(1)
+
+
+def _refuse_unused(
+    kind: str, preset: str | None, isl_osl: list[str], isl: int, osl: int,
+    num_requests: int | None, requests_per_point: float, warmup_per_point: float,
+    saturation_stop: bool, min_gain: float, latency_factor: float, max_error_rate: float,
+    load: dict[str, Any],
+) -> None:  # fmt: skip
+    """The sweep's own options that its points would ignore: refused, as the load options
+    are (docs/LIMITS.md "Combinations")."""
+    from accelbench.cli.options import SHARED
+
+    given = {k for k, v in load.items() if k in SHARED and v != SHARED[k][1].default}
+    if kind == "concurrency" and num_requests is not None:
+        raise UsageError("-n is a rate sweep's; a concurrency sweep sends "
+                         "--requests-per-point x concurrency per point")  # fmt: skip
+    if kind == "rate":
+        for name, value, default in (("--requests-per-point", requests_per_point, 10.0),
+                                     ("--warmup-per-point", warmup_per_point, 2.0)):  # fmt: skip
+            if value != default:
+                raise UsageError(f"{name} is a concurrency sweep's; a rate sweep sends -n "
+                                 "requests per point")  # fmt: skip
+    if isl_osl and (isl != 1024 or osl != 1024):
+        raise UsageError("--isl and --osl do not apply with --isl-osl, which sets both")
+    if not saturation_stop:
+        for name, value, default in (("--min-gain", min_gain, 0.05),
+                                     ("--latency-factor", latency_factor, 2.0),
+                                     ("--max-error-rate", max_error_rate, 0.05)):  # fmt: skip
+            if value != default:
+                raise UsageError(f"{name} does not apply with --no-saturation-stop")
+    if preset == "inferencex":
+        fixed = ("isl_dist", "osl_dist", "range_ratio", "range_convention", "dataset",
+                 "ignore_eos")  # fmt: skip
+        for k in fixed:
+            if k in given:
+                opt = "--no-ignore-eos" if k == "ignore_eos" else "--" + k.replace("_", "-")
+                raise UsageError(f"--preset inferencex sets the lengths and ignore_eos: "
+                                 f"{opt} does not apply with it")  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -51,17 +51,28 @@ def _p(console: Console, *parts: object) -> None:
     console.print(*parts, emoji=False)  # ":cd:" in a bus id stays ":cd:"
 
 
+def load_description(cfg: dict[str, Any]) -> str:
+    """How the run sent its load, as run.json's config says: a trace replay is an open
+    loop at the trace's own arrival times (never "concurrency 1")."""
+    from accelbench.runner.config import run_mode
+
+    mode = run_mode(cfg)
+    cap = f", at most {cfg['max_concurrency']} in flight" if cfg.get("max_concurrency") else ""
+    if mode == "trace":
+        name = Path(str((cfg.get("workload") or {}).get("trace"))).name
+        return f"trace replay {name}: open loop at its arrival times{cap}"
+    if mode == "rate":
+        return f"rate {cfg.get('rate')} req/s, {cfg.get('arrival')} arrivals{cap}"
+    return f"concurrency {cfg.get('concurrency')}"
+
+
 def print_summary(run_dir: Path, console: Console | None = None) -> None:
     console = console or make_console()
     s = read_json_object(Path(run_dir) / SUMMARY)
     meta = read_json_object(Path(run_dir) / RUN_JSON)
     cfg: dict[str, Any] = c if isinstance(c := meta.get("config"), dict) else {}
     c, thr = s["counts"], s["throughput"]
-    load = (
-        f"rate {cfg.get('rate')} req/s"
-        if cfg.get("rate")
-        else f"concurrency {cfg.get('concurrency')}"
-    )
+    load = load_description(cfg)
     _p(
         console,
         f"[bold]{_e(meta.get('run_id'))}[/bold]  {_e(cfg.get('model'))} @ "

@@ -134,13 +134,36 @@ def auto_workers(cfg: BenchmarkConfig) -> int:
     the cores: more only pay off with spare cores (on a 2-core box the server under test
     needs the other one). On Ray the cluster's cores, not this host's, decide."""
     cores = os.cpu_count() or 1
-    load = cfg.concurrency or cfg.max_concurrency or int((cfg.rate or 1) * 2)
+    rate = cfg.rate
+    if cfg.workload.trace:  # the trace's mean arrival rate
+        from accelbench.workload.traces import trace_stats
+
+        n, span, _ = trace_stats(cfg.workload.trace)
+        rate = n / span if span > 0 else None
+    load = cfg.concurrency or cfg.max_concurrency or int((rate or 1) * 2)
     wanted = max(1, math.ceil(load / STREAMS_PER_WORKER_KNEE))
     if cfg.ray is not None:
         return wanted
     if cores <= 2:
         return 1
     return min(cores // 2, wanted)
+
+
+def planned_measured(cfg: BenchmarkConfig) -> int:
+    """How many measured requests to plan: ``BenchmarkConfig.planned_measured``."""
+    return cfg.planned_measured()
+
+
+def resolve_workers(cfg: BenchmarkConfig, n_measured: int) -> int:
+    """The load workers the run uses: ``--workers`` as given (``check_run_options``
+    refused more than the streams or requests can feed), else ``auto_workers`` within
+    those bounds."""
+    if cfg.workers is not None:
+        return cfg.workers
+    n = auto_workers(cfg)
+    closed = cfg.rate is None and not cfg.workload.trace
+    streams = cfg.concurrency if closed else cfg.max_concurrency
+    return max(1, min(n, streams or n, n_measured))
 
 
 def _split(n: int | None, k: int, parts: int) -> int | None:
@@ -181,11 +204,16 @@ def run_benchmark(
     console = make_console(stderr=True)
     log = log or (lambda msg: None)
     cfg.validate()
+    cfg.check_run_options()
     root = Path(cfg.out_dir).parent if cfg.out_dir else Path(cfg.results_root)
     try:  # fail before an engine is started or a prompt is planned
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {root}: {exc.strerror or exc}") from None
+    if cfg.ray is not None:  # join (or start) the cluster before anything is written
+        from accelbench.runner.cluster.ray_workers import connect as ray_connect
+
+        ray_connect(cfg.ray)
     with embedded_engine(cfg, log) as engine:
         run_dir = _run(cfg, log, progress, console, engine)
     return run_dir
@@ -237,20 +265,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     api_key, server, tok, special = target.api_key, target.server, target.tok, target.special
 
     n_warm = cfg.warmup_requests
-    if cfg.workload.trace and cfg.num_requests is None and cfg.duration_s is None:
-        from accelbench.workload.traces import load_trace
-
-        n_measured = max(1, len(load_trace(cfg.workload.trace).entries) - n_warm)
-    elif cfg.num_requests is not None and cfg.duration_s is None:
-        n_measured = cfg.num_requests
-    elif cfg.rate is not None:
-        n_measured = math.ceil(cfg.rate * (cfg.duration_s or 0) * 1.3) + 16
-        if cfg.num_requests is not None:
-            n_measured = min(n_measured, cfg.num_requests)
-    else:
-        n_measured = max(64, 4 * (cfg.concurrency or 1))
-        if cfg.num_requests is not None:
-            n_measured = min(n_measured, cfg.num_requests)
+    n_measured = planned_measured(cfg)
     total = n_warm + n_measured
     log(f"planning {total} requests ({'synthetic' if not cfg.workload.dataset else 'dataset'})")
     plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console)
@@ -283,9 +298,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
         meta["doctor"] = quick_summary()
     write_json_atomic(run_dir / RUN_JSON, meta)
 
-    n_workers = cfg.workers or auto_workers(cfg)
-    if cfg.rate is None and cfg.concurrency:
-        n_workers = min(n_workers, cfg.concurrency)  # every worker needs a slot
+    n_workers = resolve_workers(cfg, n_measured)
     specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
     sampler = _start_telemetry(cfg, run_dir, engine)
     status, client = _drive(specs, run_dir, cfg, n_warm, n_measured, progress, console, sampler)
@@ -361,6 +374,7 @@ def _worker_specs(
                     else _split(cfg.concurrency, k, n_workers),
                     max_concurrency=_split(cfg.max_concurrency, k, n_workers),
                     duration_s=cfg.duration_s if name == "measured" else None,
+                    cycle=cfg.num_requests is None,  # -n and -d: whichever comes first
                     drain_timeout_s=cfg.drain_timeout_s,
                 )
             )
@@ -452,6 +466,7 @@ def _drive(
         with prog:
             task = prog.add_task("requests", total=total, info="")
             pool.release()
+            _set_run_meta(run_dir, schedule=schedule_doc(cfg, specs, pool.start_ns))
             for kind, w, payload in pool.events():
                 if kind == "records":
                     journal.write(payload)
@@ -517,7 +532,15 @@ def _drive(
         "cpu_us_per_chunk": 1e6 * cpu_workers / chunks,
         "loop_lag_ms_p99": max((s["loop_lag_ms_p99"] for s in worker_stats), default=None),
         **arrival_stamps(worker_stats),
+        "start_late_ms_max": max(
+            (ph["late_ms"] for st in worker_stats for ph in st.get("phases", [])), default=None
+        ),
         "warnings": [f"load worker crashed: {c}" for c in crashes]
+        + [
+            f"load worker {st['worker']} stopped: {st['driver_lost']}"
+            for st in worker_stats
+            if st.get("driver_lost")
+        ]  # fmt: skip
         + ([abort_reason] if abort_reason else [])
         + [f"{x}; the run is partial" for x in lost_actors],
     }
@@ -530,6 +553,29 @@ def _drive(
     else:
         status = "completed"
     return status, client
+
+
+def schedule_doc(
+    cfg: BenchmarkConfig, specs: list[WorkerSpec], start_ns: int | None
+) -> dict[str, Any]:
+    """run.json's ``schedule``: how the load was sent, as it was (docs/RESULTS.md). The
+    workers share one start instant (``start_ns``, the driver's monotonic clock); each
+    worker's residual against it is in summary.json ``client.workers[].phases``."""
+    measured = [p for s in specs for p in s.phases if p.name == "measured"]
+    return {
+        "mode": cfg.mode,
+        "open_loop": cfg.mode != "concurrency",
+        "workers": len(specs),
+        "start_ns": start_ns,
+        # closed loop: streams per worker; open loop: the cap per worker (None: uncapped)
+        "concurrency": [p.concurrency for p in measured] if cfg.mode == "concurrency" else None,
+        "max_concurrency": [p.max_concurrency for p in measured]
+        if cfg.max_concurrency is not None
+        else None,
+        "duration_s": cfg.duration_s,
+        "num_requests": cfg.num_requests,
+        "warmup_requests": cfg.warmup_requests,
+    }
 
 
 def arrival_stamps(worker_stats: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ run.json records exactly this and a sweep can derive point configurations from i
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -64,8 +65,8 @@ class BenchmarkConfig:
         v.choice("--endpoint", self.endpoint, ("completions", "chat"))
         v.choice("--arrival", self.arrival, ("poisson", "constant", "gamma"))
         v.choice("--transport", self.transport, ("auto", "http1", "aiohttp"))
-        if self.rate is None and self.concurrency is None:
-            self.concurrency = 1
+        if self.rate is None and self.concurrency is None and not self.workload.trace:
+            self.concurrency = 1  # a closed loop of one; a trace replay is an open loop
         self.rate = v.optional_number("--rate", self.rate, MIN_RATE, MAX_RATE, unit="requests/s")
         self.concurrency = v.optional_integer("--concurrency", self.concurrency, 1, MAX_STREAMS)
         self.max_concurrency = v.optional_integer(
@@ -113,7 +114,156 @@ class BenchmarkConfig:
 
     @property
     def mode(self) -> str:
-        return "rate" if self.rate is not None else "concurrency"
+        return run_mode(self.to_json())
+
+    def check_run_options(self) -> None:
+        """Refuse every option that the load a run sends would ignore (after ``validate``):
+        one line naming it, before anything runs. A value counts as given when it differs
+        from the default. ``run``, ``sweep`` and the stress suites send load through
+        ``runner.benchmark.run_benchmark``, which calls this; docs/LIMITS.md
+        "Combinations" is the table."""
+        d, wd, wl = BenchmarkConfig(), WorkloadConfig(), self.workload
+
+        def differs(obj: Any, default: Any, *names: str) -> bool:
+            return any(getattr(obj, n) != getattr(default, n) for n in names)
+
+        def refuse(msg: str) -> None:
+            raise v.UsageError(msg)
+
+        if self.url is not None:
+            for f in ("embedded_engine", "embedded_model", "embedded_parallel"):
+                if differs(self, d, f):
+                    refuse(f"{_opt(f)} applies to the embedded engine, which --url replaces")
+        if self.out_dir is not None:
+            if differs(self, d, "results_root"):
+                refuse("--results-root does not apply with --out, which names the directory")
+            if self.label is not None:
+                refuse("--label names a directory under --results-root; --out names it already")
+        if not self.telemetry and differs(self, d, "telemetry_interval_s"):
+            refuse("--telemetry-interval does not apply with --no-telemetry")
+        if self.api_key_file is not None and differs(self, d, "api_key_env"):
+            refuse("--api-key-env does not apply with --api-key-file, which is read instead")
+        if wl.trace:
+            hints = {
+                "rate": " (to send a dataset at a rate: --dataset FILE --rate R)",
+                "concurrency": " (a replay is an open loop: cap it with --max-concurrency)",
+            }
+            for f in ("rate", "concurrency", "arrival", "burstiness"):
+                if differs(self, d, f):
+                    refuse(
+                        f"--trace replays the trace's own arrival times: {_opt(f)} does "
+                        f"not apply to it{hints.get(f, '')}"
+                    )
+            for f in (*_ISL_SIDE, *_OSL_SHAPE, "dataset", "dataset_format"):
+                if differs(wl, wd, f):
+                    refuse(
+                        f"--trace gives the prompts and their lengths: {_opt(f)} does not "
+                        "apply to it (--osl is the output length of entries without one)"
+                    )
+            from accelbench.workload.traces import trace_stats
+
+            n, _, endpoints = trace_stats(wl.trace)
+            if endpoints - {self.endpoint}:
+                # a recorded request is re-issued as its prompt on --endpoint: chat messages
+                # are no completions prompt
+                if len(endpoints) > 1:
+                    refuse(
+                        f"--trace {wl.trace} records both chat and completions requests; run "
+                        "sends one --endpoint: split the trace, or use shadow replay"
+                    )
+                refuse(f"--trace {wl.trace} records {min(endpoints)} requests: add "
+                       f"--endpoint {min(endpoints)}")  # fmt: skip
+            if self.warmup_requests >= n:
+                refuse(
+                    f"--warmup {self.warmup_requests} leaves nothing to measure: the trace "
+                    f"has {n:,} requests"
+                )
+            if self.num_requests is not None and self.warmup_requests + self.num_requests > n:
+                refuse(
+                    f"--num-requests {self.num_requests:,} with --warmup "
+                    f"{self.warmup_requests:,}: the trace has only {n:,} requests"
+                )
+        elif self.rate is not None:
+            if differs(self, d, "concurrency"):
+                refuse(
+                    "--concurrency is a closed loop's; with --rate (an open loop) cap the "
+                    "requests in flight with --max-concurrency"
+                )
+            if differs(self, d, "burstiness") and self.arrival != "gamma":
+                refuse("--burstiness is the shape of --arrival gamma only")
+        else:
+            if self.max_concurrency is not None:
+                refuse(
+                    "--max-concurrency caps an open loop (--rate or --trace); a closed "
+                    "loop keeps --concurrency requests in flight"
+                )
+            for f in ("arrival", "burstiness"):
+                if differs(self, d, f):
+                    refuse(
+                        f"{_opt(f)} shapes an open loop's arrivals (--rate); this run is "
+                        "a closed loop (--concurrency)"
+                    )
+        if not wl.trace:
+            if wl.dataset is not None:
+                for f in (*_ISL_SIDE, *_OSL_SHAPE):
+                    if differs(wl, wd, f):
+                        refuse(
+                            f"--dataset gives the prompts: {_opt(f)} does not apply to it "
+                            "(--osl is the output length of entries without one)"
+                        )
+            else:
+                if differs(wl, wd, "dataset_format"):
+                    refuse("--dataset-format applies to --dataset only")
+                dists = (wl.isl_dist, wl.osl_dist)
+                if differs(wl, wd, "range_ratio", "range_convention") and "uniform" not in dists:
+                    refuse(
+                        "--range-ratio and --range-convention apply to a uniform "
+                        "--isl-dist or --osl-dist only"
+                    )
+                for side, dist, std in (
+                    ("isl", wl.isl_dist, wl.isl_std),
+                    ("osl", wl.osl_dist, wl.osl_std),
+                ):
+                    if std is not None and dist not in ("normal", "lognormal"):
+                        refuse(f"--{side}-std applies to a normal or lognormal --{side}-dist only")
+        if self.workers is not None:
+            closed = self.rate is None and not wl.trace
+            streams = self.concurrency if closed else self.max_concurrency
+            what = "--concurrency" if closed else "--max-concurrency"
+            if streams is not None and self.workers > streams:
+                refuse(
+                    f"--workers {self.workers} is more than {what} {streams}: every worker "
+                    "needs a request in flight of its own"
+                )
+            known = self.planned_measured()
+            if self.workers > known:
+                refuse(
+                    f"--workers {self.workers} is more than the {known:,} measured requests the run plans: "
+                    "every worker needs a request of its own"
+                )
+
+    def planned_measured(self) -> int:
+        """How many measured requests to plan (after ``validate``): ``-n``; a trace's own
+        length after the warm-up; for a duration, enough to last it (an open loop's
+        expected arrivals with room to spare; a closed loop's plan cycles). With both
+        ``-n`` and ``--duration`` the run stops at whichever comes first."""
+        n = self.known_measured()
+        if n is not None:
+            return n
+        if self.rate is not None:
+            return math.ceil(self.rate * (self.duration_s or 0) * 1.3) + 16
+        return max(64, 4 * (self.concurrency or 1))
+
+    def known_measured(self) -> int | None:
+        """The measured requests the run will send at most, where the options fix it
+        (``-n``, or the trace's length after the warm-up); None while a duration decides."""
+        if self.num_requests is not None:
+            return self.num_requests
+        if self.workload.trace:
+            from accelbench.workload.traces import trace_length
+
+            return trace_length(self.workload.trace) - self.warmup_requests
+        return None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -140,6 +290,31 @@ MAX_REQUESTS = 10_000_000
 MAX_DURATION_S = 30 * 86400.0  # a 30-day soak
 MAX_GPUS = 1_000_000
 MAX_WORKERS = 1024
+
+
+_ISL_SIDE = ("isl", "isl_dist", "range_ratio", "range_convention", "isl_std")
+_OSL_SHAPE = ("osl_dist", "osl_std")
+_OPTION_NAMES = {
+    "duration_s": "--duration",
+    "warmup_requests": "--warmup",
+    "timeout_s": "--timeout",
+    "telemetry_interval_s": "--telemetry-interval",
+    "out_dir": "--out",
+}
+
+
+def _opt(field_name: str) -> str:
+    """The command-line option of a config field."""
+    return _OPTION_NAMES.get(field_name, "--" + field_name.replace("_", "-"))
+
+
+def run_mode(cfg: dict[str, Any]) -> str:
+    """How a run sends its load, from run.json's ``config``: ``trace`` (an open-loop
+    replay of a trace's own arrivals), ``rate`` (open loop) or ``concurrency`` (closed)."""
+    wl = cfg.get("workload")
+    if isinstance(wl, dict) and wl.get("trace"):
+        return "trace"
+    return "rate" if cfg.get("rate") else "concurrency"
 
 
 def check_url(url: str) -> str:

@@ -13,7 +13,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import records_to_table
 from accelbench.metrics.summary import summarize
-from accelbench.runner.config import MAX_GPUS
+from accelbench.runner.config import MAX_GPUS, run_mode
 from accelbench.store.rundir import (
     JOURNAL,
     PARQUET,
@@ -59,7 +59,7 @@ def finalize_run(
         table,
         gpus=gpus or cfg["gpus"],
         slo=slo if slo is not None else (cfg["slo"] or None),
-        mode="rate" if cfg["rate"] else "concurrency",
+        mode=cfg["mode"],
         target_concurrency=cfg["concurrency"] or cfg["max_concurrency"],
         requested_rate=cfg["rate"],
         client=client,
@@ -117,6 +117,7 @@ def _recorded_config(meta: dict[str, Any], path: Path) -> dict[str, Any]:
                 "max_concurrency", cfg.get("max_concurrency"), 1, MAX_RECORDED
             ),
             "save_text": cfg.get("save_text") is True,
+            "mode": run_mode(cfg),
         }
     except validate.UsageError as exc:
         raise AccelbenchError(f"{path} is damaged: config {exc}") from None
@@ -253,7 +254,7 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
     lag = summary["latency"]["schedule_lag_ms"]
     lag_p99 = lag.get("p99")
     c["schedule_lag_ms_p99"] = lag_p99
-    c["mode"] = "rate" if cfg.get("rate") else "concurrency"
+    c["mode"] = cfg.get("mode") or ("rate" if cfg.get("rate") else "concurrency")
     c["requested_rate"] = cfg.get("rate")
     c["target_concurrency"] = cfg.get("concurrency")
     window = summary["window"]["duration_s"] or 0

@@ -40,7 +40,8 @@ class PhaseSpec:
     offsets: list[float] | None = None  # open loop: seconds after the phase start
     concurrency: int | None = None  # closed loop slots for this worker
     max_concurrency: int | None = None  # open loop cap for this worker
-    duration_s: float | None = None  # stop issuing after this; the plan is cycled
+    duration_s: float | None = None  # stop issuing after this; the plan is cycled...
+    cycle: bool = True  # ...unless False (-n and -d: stop at whichever comes first)
     drain_timeout_s: float | None = None
 
 
@@ -107,8 +108,13 @@ class LoadWorker:
         phase_barrier: Callable[[], Any] | None = None,
         counters: dict[str, Any] | None = None,
         parent_alive: Callable[[], bool] | None = None,
+        start_ns: int | None = None,
     ) -> None:
         self.spec = spec
+        # the first phase's start instant (this host's monotonic clock), shared by every
+        # worker of the run; later phases get theirs from ``phase_barrier``'s answer
+        self.start_ns = start_ns
+        self.phase_starts: list[dict[str, Any]] = []
         self.parent_alive = parent_alive
         self.emit = emit
         self.should_stop = should_stop
@@ -182,13 +188,18 @@ class LoadWorker:
         cpu0 = time.process_time()
         times0 = os.times()
         try:
-            for phase in self.spec.phases:
-                if self.phase_barrier is not None:
-                    await asyncio.get_running_loop().run_in_executor(None, self.phase_barrier)
+            for i, phase in enumerate(self.spec.phases):
+                at = self.start_ns if i == 0 else None
+                if self.phase_barrier is not None and at is None:
+                    got = await asyncio.get_running_loop().run_in_executor(None, self.phase_barrier)
+                    at = got if isinstance(got, int) else None
                 if self._stopping or self.should_stop():
                     break
+                start = await self._begin(phase.name, at)
+                if start is None:
+                    break
                 if phase.offsets is not None:
-                    await self._open_loop(phase)
+                    await self._open_loop(phase, start)
                 else:
                     await self._closed_loop(phase)
                 await self._drain(phase.drain_timeout_s)
@@ -214,7 +225,22 @@ class LoadWorker:
             "loop_lag_ms_p99": p99,
             "loop_lag_ms_max": max(self.lag.lags_ms, default=0.0),
             "receive": self.client.receive_stats(),
+            "phases": self.phase_starts,
         }
+
+    async def _begin(self, name: str, at: int | None) -> int | None:
+        """Wait for the phase's common start instant ``at`` (None: start now) and record
+        how late this worker's loop woke for it (the residual every worker's schedule
+        carries: docs/RESULTS.md). Returns the instant the phase's schedule counts from,
+        or None when the run was stopped meanwhile."""
+        if at is None:
+            at = _now()
+        elif (at - _now()) > 2_000_000 and not await self._wait_until(at - 1_000_000):
+            return None
+        while _now() < at:  # the last millisecond: finer than the timer
+            await asyncio.sleep(0)
+        self.phase_starts.append({"name": name, "start_ns": at, "late_ms": (_now() - at) / 1e6})
+        return at
 
     async def _flusher(self) -> None:
         while True:
@@ -259,10 +285,10 @@ class LoadWorker:
                 with counter.get_lock():
                     i = counter.value
                     counter.value = i + 1
-                if i >= n and phase.duration_s is None:
+                if i >= n and not (phase.duration_s and phase.cycle):
                     return
                 yield base + i, phase.items[i % n][1]
-        if phase.duration_s is None:
+        if phase.duration_s is None or not phase.cycle:
             yield from phase.items
             return
         # duration mode: cycle the plan; indices stay unique across workers
@@ -301,10 +327,9 @@ class LoadWorker:
         slots = [self._spawn(slot()) for _ in range(n)]
         await asyncio.gather(*slots, return_exceptions=True)
 
-    async def _open_loop(self, phase: PhaseSpec) -> None:
+    async def _open_loop(self, phase: PhaseSpec, start: int) -> None:
         warm = phase.name == "warmup"
         assert phase.offsets is not None
-        start = _now()
         deadline = start + int(phase.duration_s * 1e9) if phase.duration_s else None
         sem = asyncio.Semaphore(phase.max_concurrency) if phase.max_concurrency else None
         loop = asyncio.get_running_loop()

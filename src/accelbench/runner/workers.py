@@ -26,6 +26,12 @@ from accelbench.eventloop import install_uvloop
 from accelbench.lifetime import die_with_parent, reap_resource_tracker_at_exit
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 
+# The common start instant is this far after the release (the workers are ready and
+# waiting; this covers a loaded host waking them), and a later phase this far after the
+# last worker reached its barrier. A worker that wakes later records by how much.
+START_MARGIN_NS = 250_000_000
+PHASE_MARGIN_NS = 50_000_000
+
 
 def _worker_main(
     spec: WorkerSpec,
@@ -35,6 +41,8 @@ def _worker_main(
     barrier: Any,
     counters: dict[str, Any],
     parent_pid: int,
+    start_at: Any,
+    arrivals: Any,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent_alive = die_with_parent(parent_pid)
@@ -56,15 +64,25 @@ def _worker_main(
         def emit(rows: list[dict]) -> None:
             out.put(("records", spec.worker, rows))
 
-        def phase_barrier() -> None:
-            if barrier is not None:
-                with contextlib.suppress(Exception):  # broken barrier: stop waiting
-                    barrier.wait(timeout=3600)
+        def phase_barrier() -> int | None:
+            """Meet the other workers; all then start the phase at one instant: the
+            last arrival plus a margin (every worker reads the same arrivals once the
+            barrier has let it through, so all compute the same instant)."""
+            if barrier is None:
+                return None
+            arrivals[spec.worker] = time.monotonic_ns()
+            try:
+                barrier.wait(timeout=3600)
+            except Exception:  # noqa: BLE001 - broken barrier (a stop): stop waiting
+                return None
+            return max(arrivals[:]) + PHASE_MARGIN_NS
 
         def should_stop() -> bool:
             return bool(terminated["n"]) or stop.is_set()
 
-        worker = LoadWorker(spec, emit, should_stop, phase_barrier, counters, parent_alive)
+        worker = LoadWorker(
+            spec, emit, should_stop, phase_barrier, counters, parent_alive, start_at.value
+        )
         stats = asyncio.run(worker.run())
         out.put(("stats", spec.worker, stats))
     except BaseException as exc:  # noqa: BLE001 - report any crash to the parent
@@ -84,6 +102,10 @@ class WorkerPool:
         # closed loop over several workers: one shared next-request counter per phase
         shared = len(specs) > 1 and all(p.offsets is None for s in specs for p in s.phases)
         self.counters = {p.name: ctx.Value("q", 0) for p in specs[0].phases} if shared else {}
+        # one start instant on the host's monotonic clock (one clock for all processes)
+        self.start_at = ctx.Value("q", 0, lock=False)
+        self.arrivals = ctx.Array("q", max(s.worker for s in specs) + 1, lock=False)
+        self.start_ns: int | None = None
         self.procs = [
             ctx.Process(
                 target=_worker_main,
@@ -95,6 +117,8 @@ class WorkerPool:
                     self.barrier,
                     self.counters,
                     os.getpid(),
+                    self.start_at,
+                    self.arrivals,
                 ),  # fmt: skip
                 daemon=True,
                 name=f"accelbench-worker-{s.worker}",
@@ -134,6 +158,9 @@ class WorkerPool:
                 raise RuntimeError(f"load worker {w} failed to start: {payload}")
 
     def release(self) -> None:
+        """Let the workers go: all start at one instant, START_MARGIN_NS from now."""
+        self.start_ns = time.monotonic_ns() + START_MARGIN_NS
+        self.start_at.value = self.start_ns
         self.go.set()
 
     def stop(self) -> None:

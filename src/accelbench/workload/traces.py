@@ -53,6 +53,8 @@ __all__ = [
     "load_trace",
     "trace_plan",
     "trace_header",
+    "trace_length",
+    "trace_stats",
     "trace_row",
 ]
 
@@ -194,6 +196,37 @@ def load_trace(
     if len(entries) > MAX_TRACE_REQUESTS:
         raise UsageError(f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests")
     return Trace(fmt, str(p), entries)
+
+
+_STATS: dict[tuple[str, int, int], tuple[int, float, frozenset[str]]] = {}
+
+
+def trace_length(path: str | Path) -> int:
+    """How many requests a trace with its own arrival times holds (``run --trace``)."""
+    return trace_stats(path)[0]
+
+
+def trace_stats(path: str | Path) -> tuple[int, float, frozenset[str]]:
+    """(requests, seconds from the first arrival to the last, the endpoints its recorded
+    requests went to) of a trace with its own arrival times (``run --trace``), read once
+    per file version. A ShareGPT file has no arrival times: refused, since ``run`` sends
+    a dataset at a rate with ``--dataset FILE --rate R``."""
+    p = _resolve(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _STATS:
+        with p.open("rb") as f:
+            head = f.read(1 << 16)
+        if head.strip() and detect_format(head) == "sharegpt":
+            raise UsageError(
+                f"--trace {p} is a ShareGPT dataset with no arrival times: send it at a rate "
+                "with --dataset FILE --rate R"
+            )
+        _STATS.clear()  # one trace per run: keep one entry
+        trace = load_trace(p)
+        endpoints = frozenset(e.endpoint for e in trace.entries if e.endpoint)
+        _STATS[key] = (len(trace.entries), trace.duration_s, endpoints)
+    return _STATS[key]
 
 
 def _length(v: Any, where: str, name: str, lo: int = 1) -> int:

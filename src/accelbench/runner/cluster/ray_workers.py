@@ -22,6 +22,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import select
 import signal
 import socket
 import threading
@@ -42,6 +43,12 @@ from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 CHUNK_ROWS = 1024  # records per transfer from an actor: bounded objects, never one huge one
 CLOCK_EXCHANGES = 16  # round trips per node for its offset
 START_MARGIN_S = 0.25  # the common start instant is this far after the release
+# An actor sends nothing once its driver is gone: on the driver's node it watches the
+# driver's process (a pidfd: within one 50 ms flusher turn); on other nodes it needs a
+# lease the driver renews every LEASE_RENEW_S, and stops when none came for LEASE_S.
+LEASE_S = 1.0
+RAY_CONNECT_TIMEOUT_S = 15.0  # --ray ADDRESS: nothing answering there fails within this
+LEASE_RENEW_S = 0.1
 
 
 def _loop_factory() -> Any:
@@ -52,14 +59,6 @@ def _loop_factory() -> Any:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-def _sleep_until(t_ns: int) -> None:
-    while True:
-        d = (t_ns - time.monotonic_ns()) / 1e9
-        if d <= 0:
-            return
-        time.sleep(min(d, 0.05) if d > 0.002 else 0.0002)
 
 
 class LoadActor:
@@ -73,6 +72,9 @@ class LoadActor:
         self.stopping = threading.Event()
         self.finished = False
         self.offset_ns = 0
+        self.lease_until = float("inf")  # monotonic seconds; set by run() and renew()
+        self.driver_fd: int | None = None
+        self.driver_lost: str | None = None
 
     def info(self) -> dict[str, Any]:
         return {
@@ -87,6 +89,36 @@ class LoadActor:
     def clock(self) -> int:
         return time.monotonic_ns()
 
+    def watch_driver(self, driver: dict[str, Any]) -> None:
+        """Know how to tell that the driver is gone (``driver``: its node id and pid)."""
+        self.lease_until = time.monotonic() + LEASE_S
+        same_node = driver.get("node_id") == ray.get_runtime_context().get_node_id()
+        if same_node and driver.get("pid") and self.driver_fd is None:
+            try:
+                self.driver_fd = os.pidfd_open(int(driver["pid"]))
+            except ProcessLookupError:
+                self.driver_lost = "the driver had exited before the run started"
+            except OSError:  # no pidfd here (old kernel): the lease alone
+                self.driver_fd = None
+
+    def renew(self) -> None:
+        self.lease_until = time.monotonic() + LEASE_S
+
+    def should_stop(self) -> bool:
+        """Stop when asked, and when the driver is gone: nobody would record the load."""
+        if self.stopping.is_set():
+            return True
+        if self.driver_lost is None:
+            if self.driver_fd is not None:
+                if select.select([self.driver_fd], [], [], 0)[0]:
+                    self.driver_lost = "the driver's process exited"
+            elif time.monotonic() > self.lease_until:
+                self.driver_lost = f"no word from the driver for {LEASE_S:g} s"
+        if self.driver_lost is not None:
+            self.stopping.set()
+            return True
+        return False
+
     def _emit(self, rows: list[dict[str, Any]]) -> None:
         to_driver_timeline(rows, self.offset_ns)
         with self.cond:
@@ -97,31 +129,32 @@ class LoadActor:
         """Run the worker from ``start_ns`` (driver clock); return its stats."""
         self.offset_ns = offset_ns
         try:
-            _sleep_until(start_ns + offset_ns)
-            late_ms = (time.monotonic_ns() - start_ns - offset_ns) / 1e6
 
-            def phase_barrier() -> None:
-                # every worker meets it before each phase; it answers with one release
-                # instant on the driver's clock (None: the run was stopped)
+            def phase_barrier() -> int | None:
+                # every worker meets it before each later phase; it answers with one
+                # release instant on the driver's clock (None: the run was stopped)
                 if barrier is None or self.stopping.is_set():
-                    return
+                    return None
                 try:
                     at = ray.get(barrier.wait.remote(self.spec.worker), timeout=3600)
                 except RayError:
-                    return
-                if at is not None:
-                    _sleep_until(at + self.offset_ns)
+                    return None
+                return None if at is None else at + self.offset_ns
 
             worker = LoadWorker(
                 self.spec,
                 self._emit,
-                self.stopping.is_set,
+                self.should_stop,
                 phase_barrier if n_phases > 1 else None,
                 {},
+                start_ns=start_ns + offset_ns,  # the common instant on this host's clock
             )
             with asyncio.Runner(loop_factory=_loop_factory()) as runner:
                 stats = runner.run(worker.run())
-            stats["start_late_ms"] = late_ms
+            for ph in stats["phases"]:  # back on the driver's clock, like the records
+                ph["start_ns"] -= offset_ns
+            if self.driver_lost:
+                stats["driver_lost"] = self.driver_lost
             return stats
         finally:
             with self.cond:
@@ -196,11 +229,21 @@ def connect(address: str) -> bool:
     kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     main = threading.current_thread() is threading.main_thread()
     on_term = signal.getsignal(signal.SIGTERM) if main else None
+    if address != "local":
+        _check_reachable(address)
+    elif os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "disabled":
+        # Ray binds its gRPC servers to every interface, with no option to keep them on
+        # loopback (docs/CLUSTER.md "Network"): its token is what keeps others out
+        raise UsageError(
+            "--ray local starts Ray's servers on every interface (Ray cannot bind them "
+            "to loopback) and needs Ray's token authentication: unset RAY_AUTH_MODE=disabled"
+        )
     if address == "local":
         _tie_local_ray()
     try:
         if address == "local":
-            ray.init(include_dashboard=False, **kw)
+            # "local": a new runtime here, never one RAY_ADDRESS or `ray start` points at
+            ray.init(address="local", include_dashboard=False, **kw)
         else:
             ray.init(address=address, **kw)
     except SystemExit as exc:  # ray.init's own SIGTERM handler: stop as on Ctrl-C
@@ -214,6 +257,55 @@ def connect(address: str) -> bool:
         if main:  # ray.init makes SIGTERM exit the driver at once: keep accelbench's stop
             signal.signal(signal.SIGTERM, on_term)
     return True
+
+
+# An HTTP/2 client's first bytes (RFC 9113 3.4: the preface, then an empty SETTINGS
+# frame); a gRPC server (Ray's GCS, or its Ray Client server) answers with a SETTINGS frame
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _check_reachable(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Fail within ``timeout_s`` unless a gRPC server answers where ray.init would
+    connect (``auto`` and ``RAY_ADDRESS`` resolved, and a loopback host replaced by the
+    node's address, as Ray does): ray.init itself retries a closed address, or one where
+    something else listens, for minutes (20 tries of 5 s and more in Ray 2.60)."""
+    if address.startswith("ray://"):
+        hostport: str | None = address.removeprefix("ray://")
+    else:
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+
+            hostport = canonicalize_bootstrap_address(address)
+        except Exception:  # noqa: BLE001 - none found, or malformed: ray.init says so at once
+            return
+    if not hostport:
+        return
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # not host:port: ray.init refuses it at once
+    deadline = time.monotonic() + timeout_s
+
+    def fail(why: str) -> UsageError:
+        return UsageError(
+            f"cannot reach the Ray cluster at --ray {address} ({hostport}): {why} "
+            f"(gave up after at most {timeout_s:g} s)"
+        )
+
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.sendall(_H2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise fail(why) from None
+    if len(head) < 9 or head[3] != 4:  # frame type 4: SETTINGS
+        raise fail("what answers there does not speak gRPC, so it is no Ray GCS port")
 
 
 def _tie_local_ray() -> None:
@@ -263,6 +355,7 @@ class RayWorkerPool:
         self._stop_sent = False
         self._in_events = False
         self._kill_wanted = False
+        self._done = threading.Event()  # ends the lease thread
 
     # -- set-up ---------------------------------------------------------------------
     def start(self, ready_timeout: float = 120.0) -> None:
@@ -274,7 +367,7 @@ class RayWorkerPool:
                 actor_cls.options(
                     name=f"accelbench-load-{tag}-{s.worker}",
                     num_cpus=self.num_cpus,
-                    max_concurrency=4,
+                    max_concurrency=6,  # run, take, stop, renew, clock, spare
                     scheduling_strategy="SPREAD",
                 ).remote(s)
             )
@@ -298,6 +391,14 @@ class RayWorkerPool:
                 f"accelbench {', '.join(sorted(versions))} on the Ray nodes, {__version__} "
                 "here: install the same version everywhere"
             )
+        # no load once the driver is gone (LoadActor.should_stop): its pid where an actor
+        # shares its node (not through Ray Client, whose driver runs elsewhere), and leases
+        client = self.address.startswith("ray://")
+        driver = {"node_id": None if client else ray.get_runtime_context().get_node_id(),
+                  "pid": os.getpid()}  # fmt: skip
+        ray.get([a.watch_driver.remote(driver) for a in self.actors], timeout=ready_timeout)
+        threading.Thread(target=self._renew_leases, daemon=True,
+                         name="accelbench-ray-lease").start()  # fmt: skip
         first_on_node: dict[str, Any] = {}
         for a, info in zip(self.actors, self.actor_info, strict=True):
             first_on_node.setdefault(info["node_id"], a)
@@ -336,6 +437,15 @@ class RayWorkerPool:
             for k, a in enumerate(self.actors)
         }
 
+    def _renew_leases(self) -> None:
+        """Renew every actor's lease until the pool is done (a thread of its own: the
+        event loop may be busy journalling a batch)."""
+        while not self._done.wait(LEASE_RENEW_S):
+            for k, a in enumerate(self.actors):
+                if k not in self.lost:
+                    with contextlib.suppress(Exception):
+                        a.renew.remote()
+
     # -- control ----------------------------------------------------------------------
     def stop(self) -> None:
         """Ask every actor to stop (safe from a signal handler: the remote calls are
@@ -355,6 +465,7 @@ class RayWorkerPool:
             self.barrier.abort.remote()
 
     def kill(self) -> None:
+        self._done.set()
         if self._in_events:
             self._kill_wanted = True
             return
@@ -486,6 +597,10 @@ class RayWorkerPool:
                     "node_id": i["node_id"],
                     "host": i["host"],
                     "pid": i["pid"],
+                    # the offset its start instant was converted with (its node's)
+                    "clock_offset_ms": self.offsets[i["node_id"]].offset_ns / 1e6
+                    if i["node_id"] in self.offsets
+                    else None,
                     **({"lost": self.lost[k]} if k in self.lost else {}),
                 }
                 for k, i in enumerate(self.actor_info)

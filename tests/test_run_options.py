@@ -1,0 +1,346 @@
+"""Every option of `run` (and `sweep`, which shares them) is honoured or refused: never
+recorded in run.json as if used. A Hypothesis property over option combinations builds
+the configuration exactly as the CLI does, and for every combination accepted checks
+that the load the run would send (the worker specs derived from it) is what the
+recorded configuration says; every conflicting one is refused with one line naming an
+option. The oracle below restates docs/LIMITS.md "Combinations" independently of
+``BenchmarkConfig.check_run_options``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accelbench.cli.options import SHARED, config_from_options
+from accelbench.errors import UsageError
+from accelbench.runner.benchmark import (
+    _worker_specs,
+    planned_measured,
+    resolve_workers,
+    schedule_doc,
+)
+from accelbench.runner.config import run_mode
+from accelbench.workload.plan import PlannedRequest, arrival_offsets
+from accelbench.workload.traces import load_trace
+
+TRACE_N = 10  # requests in the test trace
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("opts")
+    trace = d / "mooncake.jsonl"
+    # Mooncake: arrival in ms since the first request; irregular gaps
+    times = [0, 40, 45, 200, 210, 400, 420, 425, 800, 1000]
+    trace.write_text(
+        "".join(
+            json.dumps({"timestamp": t, "input_length": 8 + i, "output_length": 4}) + "\n"
+            for i, t in enumerate(times)
+        )
+    )
+    dataset = d / "prompts.jsonl"
+    dataset.write_text("".join(json.dumps({"prompt": f"p{i}"}) + "\n" for i in range(5)))
+    key = d / "key"
+    key.write_text("k\n")
+    return {"trace": str(trace), "dataset": str(dataset), "key": str(key), "dir": str(d)}
+
+
+# -- the oracle: docs/LIMITS.md "Combinations", restated --------------------------------
+def conflicts(o: dict[str, Any]) -> set[str]:
+    """The options of ``o`` that the run would ignore (empty: the combination is fine)."""
+    bad: set[str] = set()
+    trace, dataset = o["trace"] is not None, o["dataset"] is not None
+    rate = o["rate"] is not None
+    closed = not rate and not trace
+    if o["url"] is not None:
+        bad |= {f"--{k.replace('_', '-')}" for k in ("embedded_model",) if o[k] != "smollm2"}
+    if o["out"] is not None:
+        if o["results_root"] != "results":
+            bad.add("--results-root")
+        if o["label"] is not None:
+            bad.add("--label")
+    if not o["telemetry"] and o["telemetry_interval"] != 1.0:
+        bad.add("--telemetry-interval")
+    if o["api_key_file"] is not None and o["api_key_env"] != "OPENAI_API_KEY":
+        bad.add("--api-key-env")
+    shape_isl = o["isl"] != 128 or o["isl_dist"] != "fixed" or o["range_ratio"] != 0.0
+    shape_isl = shape_isl or o["isl_std"] is not None
+    if trace:
+        if rate:
+            bad.add("--rate")
+        if o["concurrency"] is not None:
+            bad.add("--concurrency")
+        if o["arrival"] != "poisson":
+            bad.add("--arrival")
+        if o["burstiness"] != 1.0:
+            bad.add("--burstiness")
+        if dataset:
+            bad.add("--dataset")
+        if o["dataset_format"] != "auto":
+            bad.add("--dataset-format")
+        if shape_isl or o["osl_dist"] != "fixed":
+            bad |= {"--isl", "--isl-dist", "--osl-dist", "--range-ratio", "--isl-std"}
+        if o["warmup"] >= TRACE_N:
+            bad.add("--warmup")
+        elif o["num_requests"] is not None and o["warmup"] + o["num_requests"] > TRACE_N:
+            bad.add("--num-requests")
+    elif rate:
+        if o["concurrency"] is not None:
+            bad.add("--concurrency")
+        if o["burstiness"] != 1.0 and o["arrival"] != "gamma":
+            bad.add("--burstiness")
+    else:
+        if o["max_concurrency"] is not None:
+            bad.add("--max-concurrency")
+        if o["arrival"] != "poisson":
+            bad.add("--arrival")
+        if o["burstiness"] != 1.0:
+            bad.add("--burstiness")
+    if not trace:
+        if dataset:
+            if shape_isl or o["osl_dist"] != "fixed":
+                bad |= {"--isl", "--isl-dist", "--osl-dist", "--range-ratio", "--isl-std"}
+        else:
+            if o["dataset_format"] != "auto":
+                bad.add("--dataset-format")
+            uniform = "uniform" in (o["isl_dist"], o["osl_dist"])
+            if o["range_ratio"] != 0.0 and not uniform:
+                bad.add("--range-ratio")
+            if o["isl_std"] is not None and o["isl_dist"] not in ("normal", "lognormal"):
+                bad.add("--isl-std")
+    if o["workers"] is not None and not bad:
+        streams = (o["concurrency"] or 1) if closed else o["max_concurrency"]
+        if streams is not None and o["workers"] > streams:
+            bad.add("--workers")
+        n = o["num_requests"]
+        if n is None and trace:
+            n = TRACE_N - o["warmup"]
+        if n is None and not trace and o["duration"] is None:
+            n = max(10, 10 * (o["concurrency"] or 1))  # the default -n
+        if n is not None and o["workers"] > n:
+            bad.add("--workers")
+    return bad
+
+
+def options(files: dict[str, str]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "rate": st.sampled_from([None, 50.0]),
+            "concurrency": st.sampled_from([None, 1, 3]),
+            "max_concurrency": st.sampled_from([None, 1, 4]),
+            "workers": st.sampled_from([None, 1, 2, 5]),
+            "trace": st.sampled_from([None, files["trace"]]),
+            "dataset": st.sampled_from([None, files["dataset"]]),
+            "dataset_format": st.sampled_from(["auto", "prompts"]),
+            "arrival": st.sampled_from(["poisson", "constant", "gamma"]),
+            "burstiness": st.sampled_from([1.0, 0.5]),
+            "warmup": st.sampled_from([0, 2, TRACE_N]),
+            "num_requests": st.sampled_from([None, 4, 9]),
+            "duration": st.sampled_from([None, 5.0]),
+            "isl": st.sampled_from([128, 64]),
+            "isl_dist": st.sampled_from(["fixed", "uniform", "normal"]),
+            "osl_dist": st.sampled_from(["fixed", "uniform"]),
+            "range_ratio": st.sampled_from([0.0, 0.5]),
+            "isl_std": st.sampled_from([None, 3.0]),
+            "seed": st.sampled_from([0, 7]),
+            "telemetry": st.booleans(),
+            "telemetry_interval": st.sampled_from([1.0, 2.0]),
+            "url": st.sampled_from([None, "http://127.0.0.1:9"]),
+            "embedded_model": st.sampled_from(["smollm2", "tiny"]),
+            "out": st.sampled_from([None, files["dir"] + "/run"]),
+            "label": st.sampled_from([None, "x"]),
+            "results_root": st.sampled_from(["results", files["dir"] + "/root"]),
+            "api_key_file": st.sampled_from([None, files["key"]]),
+            "api_key_env": st.sampled_from(["OPENAI_API_KEY", "MY_KEY"]),
+        }
+    )
+
+
+def fake_plan(cfg, total: int) -> list[PlannedRequest]:
+    """The plan's shape without a server: the trace's own arrival offsets, or none."""
+    if cfg.workload.trace:
+        entries = load_trace(cfg.workload.trace, limit=total).entries
+        return [PlannedRequest("x", 4, 8, offset_s=e.offset_s) for e in entries]
+    return [PlannedRequest("x", 4, 8) for _ in range(total)]
+
+
+def check_derived_load(cfg) -> None:
+    """The worker specs a run would start from ``cfg``, against its recorded config."""
+    rec = cfg.to_json()  # what run.json records
+    n_warm, n_meas = cfg.warmup_requests, planned_measured(cfg)
+    n_workers = resolve_workers(cfg, n_meas)
+    plan = fake_plan(cfg, n_warm + n_meas)
+    specs = _worker_specs(cfg, plan, n_warm, n_workers, None, "t")
+    doc = schedule_doc(cfg, specs, 0)
+    mode = run_mode(rec)
+    assert doc["mode"] == mode
+    if rec["workers"] is not None:
+        assert len(specs) == rec["workers"]  # never silently fewer
+    meas = [p for s in specs for p in s.phases if p.name == "measured"]
+    assert len(meas) == len(specs)
+    for p in meas:
+        assert p.duration_s == rec["duration_s"]
+        # -n and -d together: whichever comes first (the plan is not cycled past -n)
+        assert p.cycle == (rec["num_requests"] is None)
+    if rec["num_requests"] is not None:
+        assert n_meas == rec["num_requests"]
+    if mode == "concurrency":
+        assert all(p.offsets is None for p in meas)
+        assert sum(p.concurrency or 0 for p in meas) == rec["concurrency"]
+        assert all((p.concurrency or 0) >= 1 for p in meas)
+        assert rec["max_concurrency"] is None
+    else:
+        assert rec["concurrency"] is None  # an open loop never says "concurrency N"
+        # the union of the workers' schedules is the plan's, each arrival once
+        got = sorted(
+            (i, off) for p in meas for (i, _), off in zip(p.items, p.offsets or [], strict=True)
+        )
+        assert [i for i, _ in got] == list(range(n_warm, n_warm + n_meas))
+        offs = np.array([off for _, off in got])
+        if mode == "trace":
+            want = np.array([q.offset_s for q in plan[n_warm:]])
+            want -= want[0]
+        else:
+            s = rec["workload"]["seed"]
+            want = arrival_offsets(n_meas, rec["rate"], rec["arrival"], rec["burstiness"], s + 1)
+        np.testing.assert_allclose(offs, want, rtol=0, atol=1e-12)
+        if rec["max_concurrency"] is not None:
+            assert sum(p.max_concurrency or 0 for p in meas) == rec["max_concurrency"]
+            assert all((p.max_concurrency or 0) >= 1 for p in meas)  # 0 would mean "no cap"
+        else:
+            assert all(p.max_concurrency is None for p in meas)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_option_is_honoured_or_refused(files, data):
+    o = data.draw(options(files))
+    load = {k: o[k] for k in o if k in SHARED}
+    bad = conflicts(o)
+    cfg = config_from_options(load)
+    try:
+        cfg.validate()
+        cfg.check_run_options()
+    except UsageError as exc:
+        msg = str(exc)
+        assert bad, f"refused a fine combination: {msg}"
+        assert "\n" not in msg
+        assert any(b in msg for b in bad), (msg, bad)
+        return
+    assert not bad, f"accepted {bad} although the run would ignore it"
+    check_derived_load(cfg)
+
+
+def test_trace_with_workers_is_split_and_says_open_loop(files):
+    """The issue's case: `--trace FILE --workers N` used one worker and the summary said
+    "concurrency 1"."""
+    cfg = config_from_options({"trace": files["trace"], "workers": 3, "url": "http://h:1"})
+    cfg.validate()
+    cfg.check_run_options()
+    assert cfg.concurrency is None and cfg.mode == "trace"
+    n = planned_measured(cfg)
+    assert n == TRACE_N and resolve_workers(cfg, n) == 3
+    check_derived_load(cfg)
+    from accelbench.report.terminal import load_description
+
+    text = load_description(cfg.to_json())
+    assert "concurrency" not in text and "trace replay mooncake.jsonl" in text
+
+
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["--trace", "{trace}", "--rate", "5"], "--rate"),
+        (["--trace", "{trace}", "--dataset", "{dataset}"], "--dataset"),
+        (["--trace", "{trace}", "-c", "4"], "--concurrency"),
+        (["--trace", "{trace}", "--warmup", "10"], "--warmup"),
+        (["-c", "2", "--workers", "4"], "--workers"),
+        (["--rate", "5", "-c", "4"], "--concurrency"),
+        (["-c", "4", "--max-concurrency", "2"], "--max-concurrency"),
+        (["--rate", "5", "--max-concurrency", "1", "--workers", "2"], "--workers"),
+        (["--rate", "1", "-d", "1", "--workers", "20"], "--workers"),  # 18 planned arrivals
+    ],
+)
+def test_cli_refuses_in_one_line_before_anything_runs(files, tmp_path, args, word):
+    out = tmp_path / "run"
+    argv = [a.format(**files) for a in args]
+    # the server URL is closed: a refusal must come before any connection is tried
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "run", "--url", "http://127.0.0.1:9", "--out",
+         str(out), "--no-telemetry", "-q", *argv],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_sharegpt_trace_is_refused_with_the_way_to_run_it(tmp_path):
+    p = tmp_path / "sg.json"
+    p.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}]))
+    cfg = config_from_options({"trace": str(p), "url": "http://h:1"})
+    cfg.validate()
+    with pytest.raises(UsageError, match="--dataset FILE --rate R"):
+        cfg.check_run_options()
+
+
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["--values", "1,2", "--trace", "{trace}"], "--trace"),
+        (["--values", "1,2", "-n", "5"], "-n"),
+        (["--values", "1,2", "--max-concurrency", "4"], "--max-concurrency"),
+        (["--values", "1,2", "--arrival", "gamma"], "--arrival"),
+        (["--values", "1,4", "--workers", "2"], "--workers"),  # point 1 has one stream
+        (["--rate", "--values", "1,2", "--requests-per-point", "3"], "--requests-per-point"),
+        (["--values", "1,2", "--no-saturation-stop", "--min-gain", "0.1"], "--min-gain"),
+        (["--values", "1", "--preset", "inferencex", "--isl-dist", "normal"], "--isl-dist"),
+        (["--values", "1", "--isl-osl", "64/64", "--isl", "32"], "--isl"),
+    ],
+)
+def test_sweep_refuses_what_its_points_would_ignore(files, tmp_path, args, word):
+    out = tmp_path / "sweep"
+    argv = [a.format(**files) for a in args]
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "sweep", "--url", "http://127.0.0.1:9", "-o",
+         str(out), "--no-telemetry", "-q", *argv],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_recorded_trace_needs_its_own_endpoint(tmp_path):
+    """A recorded request is re-issued as its prompt on --endpoint: a chat trace sent to
+    completions would send messages as a prompt (the option silently disagreeing)."""
+    from accelbench.workload.traces import trace_header, trace_row
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    rows = [trace_row(i, 0.1 * i, "chat", body) for i in range(3)]
+    p = tmp_path / "trace.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in [trace_header(), *rows]))
+    cfg = config_from_options({"trace": str(p), "url": "http://h:1"})
+    cfg.validate()
+    with pytest.raises(UsageError, match="records chat requests: add --endpoint chat"):
+        cfg.check_run_options()
+    cfg = config_from_options({"trace": str(p), "url": "http://h:1", "endpoint": "chat"})
+    cfg.validate()
+    cfg.check_run_options()
+    mixed = tmp_path / "mixed.jsonl"
+    comp = {"model": "m", "prompt": "hi", "max_tokens": 3}
+    mixed.write_text("".join(json.dumps(x) + "\n" for x in
+                             [trace_header(), rows[0], trace_row(1, 0.2, "completions", comp)]))  # fmt: skip
+    cfg = config_from_options({"trace": str(mixed), "url": "http://h:1", "endpoint": "chat"})
+    cfg.validate()
+    with pytest.raises(UsageError, match="both chat and completions"):
+        cfg.check_run_options()
