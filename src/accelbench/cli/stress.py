@@ -100,11 +100,16 @@ def _server(
 
 
 def _check(cfg: BenchmarkConfig) -> None:
-    """Check the load options before an engine is started (on a copy: validate fills
-    defaults that the suites set per step)."""
-    from dataclasses import replace
+    """The load options, checked before an engine is started or a directory made."""
+    from accelbench.stress.common import check_load
 
-    replace(cfg, workload=replace(cfg.workload)).validate()
+    check_load(cfg)
+
+
+def _metrics(names: list[str]) -> list[str]:
+    from accelbench import validate as v
+
+    return [v.prom_name("--metric", n) for n in names]
 
 
 def _mib(x: float) -> float:
@@ -186,20 +191,29 @@ def consistency(
     """Greedy outputs of a fixed prompt set: over time, alone vs under load, and across
     endpoints; identical fraction, first differing token, similarity, every diverging
     pair kept (divergent.jsonl)."""
+    from accelbench.runner.config import check_url
     from accelbench.stress.common import stress_dir
     from accelbench.stress.consistency import ConsistencyConfig, run_consistency
 
     load = load or {}
     cfg = config_from_options(load, url=url[0] if url else None)
     _check(cfg)
-    path = stress_dir(load.get("out"), load.get("results_root") or "results", "consistency")
-    with _server(cfg, None):
+    for u in url:
+        check_url(u)
+
+    def suite(urls: list[str]) -> ConsistencyConfig:
         cc = ConsistencyConfig(
-            load=cfg, urls=list(url) or [str(cfg.url)], prompts=prompts, repeats=repeats,
+            load=cfg, urls=urls, prompts=prompts, repeats=repeats,
             loaded_concurrency=loaded_concurrency or None, pause_s=pause,
             warn_divergent=warn_divergent, fail_divergent=fail_divergent,
         )  # fmt: skip
-        res = run_consistency(cc, path, log=_log)
+        cc.validate()
+        return cc
+
+    suite(list(url) or ["http://127.0.0.1"])  # every option before an engine starts
+    path = stress_dir(load.get("out"), load.get("results_root") or "results", "consistency")
+    with _server(cfg, None):
+        res = run_consistency(suite(list(url) or [str(cfg.url)]), path, log=_log)
     if not quiet:
         for c in res.comparisons:
             typer.echo(
@@ -257,6 +271,7 @@ def flood(
 ) -> None:
     """Long-context flood: TTFT and prefill throughput against input length (fitted
     a + bL + cL^2 with intervals), errors by kind, memory leak rate over the flood."""
+    from accelbench import validate as v
     from accelbench.stress.common import stress_dir
     from accelbench.stress.flood import FloodConfig, default_lengths, run_flood
 
@@ -264,20 +279,32 @@ def flood(
     cfg = config_from_options(load)
     _check(cfg)
     concs = _ints(concurrencies, "--concurrencies")
+    given = _ints(lengths, "--lengths") if lengths is not None else None
+    v.optional_integer("--max-context", max_context, 1, 1 << 22, unit="tokens")
+    v.optional_integer("--context", context, 1, 1 << 22, unit="tokens")
+    v.optional_integer("--server-pid", server_pid, 1, 1 << 22)
+    top = max_context or context
+
+    def suite(steps: list[int], pid: int | None) -> FloodConfig:
+        fc = FloodConfig(load=cfg, lengths=steps, concurrencies=concs, requests=requests,
+                         osl=osl, server_pid=pid, metrics=_metrics(metric), gpu=cfg.telemetry)  # fmt: skip
+        fc.validate()
+        return fc
+
+    # every option before an engine starts; the lengths may come from the server
+    suite(given if given is not None else default_lengths(top, osl) if top else [1], None)
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "flood")
     with _server(
         cfg, server_pid, context=context or max_context, parallel=max(concs or [1])
     ) as pid:
-        if lengths:
-            steps = _ints(lengths, "--lengths")
+        if given is not None:
+            steps = given
         else:
-            top = max_context or context or _server_context(str(cfg.url))
+            top = top or _server_context(str(cfg.url))
             if not top:
                 raise UsageError("give --lengths or --max-context (the server reports no context)")
             steps = default_lengths(top, osl)
-        fc = FloodConfig(load=cfg, lengths=steps, concurrencies=concs, requests=requests,
-                         osl=osl, server_pid=pid, metrics=list(metric), gpu=cfg.telemetry)  # fmt: skip
-        res = run_flood(fc, path, log=_log)
+        res = run_flood(suite(steps, pid), path, log=_log)
     if not quiet:
         for st in res.steps:
             t = st["ttft_ms"] or {}
@@ -352,27 +379,39 @@ def mixed(
     """Interference between endpoints sharing a machine: each alone, then all together
     (and all but one with --matrix); change of latency percentiles vs solo and jitter,
     with bootstrap intervals."""
+    from accelbench import validate as v
     from accelbench.stress.common import stress_dir
     from accelbench.stress.mixed import MixedConfig, run_mixed
 
     load = load or {}
     base = config_from_options(load)
     _check(base)
+
+    def suite(loads: list[BenchmarkConfig]) -> MixedConfig:
+        mc = MixedConfig(loads=loads, duration_s=duration, rounds=rounds, window_s=window,
+                         matrix=matrix, claim_pct=claim, claim_stat=claim_stat,
+                         warn_pct=warn_pct, fail_pct=fail_pct, stagger_s=stagger)  # fmt: skip
+        mc.validate()  # every endpoint's overrides too
+        return mc
+
+    # every option, and every endpoint's overrides, before an engine starts or ep0 runs
+    if url:
+        mc = suite([_endpoint_cfg(sp, base) for sp in url])
+    else:
+        v.integer("--embedded", embedded, 2, 64)
+        suite([base] * embedded)
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "mixed")
     with contextlib.ExitStack() as stack:
-        specs = list(url)
-        if not specs:
+        if not url:
             from accelbench.servers.embedded import running_engine
 
+            specs = []
             for _ in range(embedded):
                 s = stack.enter_context(running_engine(
                     base.embedded_engine, base.embedded_model,
                     parallel=base.embedded_parallel, log=_log))  # fmt: skip
                 specs.append(s.url)
-        loads = [_endpoint_cfg(sp, base) for sp in specs]
-        mc = MixedConfig(loads=loads, duration_s=duration, rounds=rounds, window_s=window,
-                         matrix=matrix, claim_pct=claim, claim_stat=claim_stat,
-                         warn_pct=warn_pct, fail_pct=fail_pct, stagger_s=stagger)  # fmt: skip
+            mc = suite([_endpoint_cfg(sp, base) for sp in specs])
         res = run_mixed(mc, path, log=_log)
     if not quiet and res.matrix:
         typer.echo("interference matrix (% change of row's TTFT p50 caused by column):")

@@ -142,7 +142,7 @@ MAX_GPUS = 1_000_000
 MAX_WORKERS = 1024
 
 
-def check_url(url: str) -> str:
+def check_url(url: str, name: str = "--url") -> str:
     """An http(s) URL with a host; anything else fails before a connection is tried."""
     from urllib.parse import urlsplit
 
@@ -150,9 +150,9 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise v.UsageError(f"--url {url!r} is not a valid URL: {exc}") from None
+        raise v.UsageError(f"{name} {url!r} is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise v.UsageError(f"--url must be http://host[:port] or https://... (got {url!r})")
+        raise v.UsageError(f"{name} must be http://host[:port] or https://... (got {url!r})")
     del port
     return url
 

@@ -60,6 +60,10 @@ class FloodConfig:
 
         if not self.lengths:
             raise UsageError("stress flood needs input lengths (--lengths or --max-context)")
+        if not self.concurrencies:
+            raise UsageError("stress flood needs at least one concurrency (--concurrencies)")
+        if len(self.lengths) * len(self.concurrencies) > 10_000:
+            raise UsageError("--lengths x --concurrencies makes more than 10,000 steps")
         for n in self.lengths:
             v.integer("--lengths", n, 1, 1 << 22)
         for c in self.concurrencies:
