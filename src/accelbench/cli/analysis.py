@@ -176,9 +176,11 @@ def report_cmd(
     from accelbench.report.markdown import write_markdown
     from accelbench.validate import output_file
 
-    output_file("--out", out)  # before the work: a bad path is one line, nothing written
+    # before the work: a bad path is one line, nothing written; never one of the inputs
+    # (`report RUN -o RUN/summary.json` overwrote what it read)
+    output_file("--out", out, inputs)
     if markdown:
-        output_file("--markdown", markdown)
+        output_file("--markdown", markdown, [*inputs, out])
     data = build_report_data(
         inputs, target=at, claims=claim, slo=_slo(slo) or None, attainment=attainment,
         allow_mismatch=allow_mismatch, n_boot=n_boot,

@@ -119,6 +119,7 @@ def _mib(x: float) -> float:
 @stress_app.command("soak")
 @load_options(exclude=("num_requests", "label"))
 def soak(
+    ctx: typer.Context,
     window: float = typer.Option(60.0, "--window", help="Window length (s)."),
     segment: float = typer.Option(
         3600.0, "--segment", help="Length of each run directory (s); bounds client memory."
@@ -135,38 +136,84 @@ def soak(
     ),
     drift_warn: float = typer.Option(5.0, "--drift-warn", help="Drift warn threshold (%/h)."),
     drift_fail: float = typer.Option(20.0, "--drift-fail", help="Drift fail threshold (%/h)."),
-    resume: Path = typer.Option(None, "--resume", help="Continue an interrupted soak directory."),
+    resume: Path = typer.Option(
+        None, "--resume", help="Continue an interrupted soak directory, as it was recorded."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No verdict table."),
     load: dict[str, Any] | None = None,
 ) -> None:
     """Steady load for --duration, judged per --window: leak verdicts for every memory
-    series, drift verdicts for latency, throughput and error rate."""
+    series, drift verdicts for latency, throughput and error rate. `--resume DIR`
+    continues a soak with the configuration recorded in DIR (docs/STRESS.md)."""
     from accelbench.stress.common import stress_dir
     from accelbench.stress.soak import SoakConfig, run_soak
     from accelbench.stress.verdicts import DriftThresholds, LeakThresholds
 
     load = load or {}
-    if load.get("duration") is None:
-        raise UsageError("stress soak needs --duration (seconds)")
-    cfg = config_from_options(load)
-    duration = float(load["duration"])
-    _check(cfg)
-    sc = SoakConfig(
-        load=cfg, duration_s=duration, window_s=window, segment_s=segment,
-        sample_s=sample_interval, server_pid=server_pid, metrics=list(metric),
-        leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
-        drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
-    )  # fmt: skip
-    sc.validate()
-    path = (
-        resume
-        if resume
-        else stress_dir(load.get("out"), load.get("results_root") or "results", "soak")
-    )
-    with _server(cfg, server_pid) as pid:
+    if resume is not None:
+        sc = _resumed_soak(ctx, resume, load)
+        path = resume
+    else:
+        if load.get("duration") is None:
+            raise UsageError("stress soak needs --duration (seconds)")
+        cfg = config_from_options(load)
+        _check(cfg)
+        sc = SoakConfig(
+            load=cfg, duration_s=float(load["duration"]), window_s=window, segment_s=segment,
+            sample_s=sample_interval, server_pid=server_pid, metrics=_metrics(metric),
+            leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
+            drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
+            embedded=cfg.url is None,
+        )  # fmt: skip
+        sc.validate()
+        path = stress_dir(load.get("out"), load.get("results_root") or "results", "soak")
+    with _server(sc.load, sc.server_pid) as pid:
         sc.server_pid = pid
         res = run_soak(sc, path, resume=resume is not None, log=_log)
     _finish("soak", res.verdicts, res.status, path, quiet)
+
+
+# what `stress soak --resume` may be given beside the directory: --duration extends (or
+# ends) the soak, --url repeats the recorded server's address with the credentials that
+# are never recorded; every other option is the recorded one (docs/STRESS.md)
+RESUME_MAY_CHANGE = ("resume", "quiet", "duration", "url")
+DEFAULTS = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (typer may vendor it)
+
+
+def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any:
+    from accelbench import validate as v
+    from accelbench.client.session import redact_url
+    from accelbench.runner.config import check_url
+    from accelbench.stress.soak import recorded_config
+
+    given = [
+        p for p in ctx.command.params
+        if p.name and p.name not in RESUME_MAY_CHANGE
+        and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in DEFAULTS
+    ]  # fmt: skip
+    if given:
+        names = ", ".join(max(p.opts, key=len) for p in given)
+        raise UsageError(
+            f"--resume continues with the configuration recorded in {resume}/stress.json: "
+            f"drop {names} (only --duration, --url of the same server and --quiet may be given)"
+        )
+    if not resume.is_dir():
+        raise UsageError(f"--resume {resume} is not a soak directory")
+    sc = recorded_config(resume)
+    if load.get("duration") is not None:
+        sc.duration_s = v.number("--duration", load["duration"], 1.0, 30 * 86400.0, unit="s")
+    url = load.get("url")
+    if url is not None:
+        check_url(url)
+        if sc.embedded or redact_url(url) != sc.load.url:
+            raise UsageError(
+                f"--resume: --url {redact_url(url)} is not the server the soak ran against "
+                f"({sc.load.url or 'the embedded engine'}); one soak judges one server"
+            )
+        sc.load.url = url  # its credentials, which stress.json never holds
+    if sc.embedded:
+        sc.load.url = None  # a fresh embedded engine, as recorded
+    return sc
 
 
 @stress_app.command("consistency")
