@@ -160,7 +160,7 @@ class Dispatcher:
     def pending(self) -> int:
         return self.q.unfinished_tasks
 
-    def drain(self, timeout_s: float = 2.0) -> bool:
+    def drain(self, timeout_s: float = 1.0) -> bool:
         """Wait up to ``timeout_s`` for every queued action; then stop what still runs and
         drop the rest, and end the worker. True when everything finished in time."""
         thread = self._thread
@@ -172,11 +172,18 @@ class Dispatcher:
         clean = not self.q.unfinished_tasks
         if not clean:
             self._cancel.set()
+            while True:  # what never started is dropped
+                try:
+                    self.q.get_nowait()
+                except queue.Empty:
+                    break
+                self.dropped += 1
+                self.q.task_done()
             for child in list(self.children):
                 child.stop(grace_s=0.5)
         with contextlib.suppress(queue.Full):
-            self.q.put(None, timeout=1.0)
-        thread.join(timeout=2.0)  # a webhook in its own timeout: abandoned (daemon)
+            self.q.put_nowait(None)
+        thread.join(timeout=0.5)  # a webhook in its own timeout: abandoned (daemon)
         with self._lock:
             self._thread = None
         return clean
@@ -196,7 +203,7 @@ class Monitor:
         exporter: Exporter | None = None,
         on_tick: Callable[[list[dict[str, Any]], dict[str, Any]], None] | None = None,
         alert_timeout_s: float = 30.0,
-        drain_s: float = 2.0,
+        drain_s: float = 1.0,
     ) -> None:
         self.check(interval_s, window_s, config)
         self.alert_timeout_s = alert_timeout_s
