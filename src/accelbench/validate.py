@@ -92,7 +92,8 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
 def label(name: str, value: str) -> str:
     """A name that is one safe path component: letters, digits, '.', '_', '-', not
     starting with '.', at most 100 characters, so it can never leave its parent folder."""
-    if not isinstance(value, str) or not _LABEL.match(value):
+    # fullmatch: '$' would let a final newline in
+    if not isinstance(value, str) or not _LABEL.fullmatch(value):
         raise UsageError(
             f"{name} must be 1-100 characters of letters, digits, '.', '_' or '-', "
             f"starting with a letter or digit (got {value!r})"
@@ -223,7 +224,7 @@ def prom_name(name: str, value: str, *, empty: bool = False) -> str:
     goes into PromQL and rule files as it is, never as syntax."""
     if value == "" and empty:
         return value
-    if not isinstance(value, str) or len(value) > 200 or not _PROM_NAME.match(value):
+    if not isinstance(value, str) or len(value) > 200 or not _PROM_NAME.fullmatch(value):
         raise UsageError(
             f"{name} must be a Prometheus metric name: a letter, '_' or ':' then letters, "
             f"digits, '_' or ':', at most 200 (got {value!r})"

@@ -76,7 +76,7 @@ def build_dashboard(
     """The dashboard as a dict (Grafana's JSON model). ``uid`` is what Grafana allows
     (1-40 of letters, digits, '-', '_'); ``title`` 1-200 printable characters (JSON
     escapes it)."""
-    if not isinstance(uid, str) or not _UID.match(uid):
+    if not isinstance(uid, str) or not _UID.fullmatch(uid):
         raise UsageError(f"--uid must be 1-40 letters, digits, '-' or '_' (got {uid!r})")
     if not title.strip() or len(title) > 200 or not title.isprintable():
         raise UsageError(f"--title must be 1-200 printable characters (got {title!r})")

@@ -706,7 +706,7 @@ def build_rules(
     unknown = [x for x in chosen if x not in FLAVOURS]
     if unknown:
         raise UsageError(
-            f"unknown --flavour {', '.join(map(repr, unknown))}; choose from {', '.join(FLAVOURS)}"
+            f"unknown --flavour {', '.join(unknown)}; choose from {', '.join(FLAVOURS)}"
         )
     groups = []
     for fl in chosen:
