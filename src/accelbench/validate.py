@@ -174,11 +174,13 @@ def _input_of(out: Path, inputs: Iterable[str | Path]) -> str | None:
     real = out.resolve()
     for i in inputs:
         ip = Path(i)
+        if real == ip.resolve():
+            return f"input {ip}"
         try:
             ist = ip.stat()
         except OSError:
             continue
-        if key == (ist.st_dev, ist.st_ino) or real == ip.resolve():
+        if key == (ist.st_dev, ist.st_ino):
             return f"input {ip}"
         if not ip.is_dir() or key is None:
             continue

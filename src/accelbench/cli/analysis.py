@@ -178,9 +178,10 @@ def report_cmd(
 
     # before the work: a bad path is one line, nothing written; never one of the inputs
     # (`report RUN -o RUN/summary.json` overwrote what it read)
-    output_file("--out", out, inputs)
+    # (folders are made when writing, after every other option is checked)
+    output_file("--out", out, inputs, mkdir=False)
     if markdown:
-        output_file("--markdown", markdown, [*inputs, out])
+        output_file("--markdown", markdown, [*inputs, out], mkdir=False)
     data = build_report_data(
         inputs, target=at, claims=claim, slo=_slo(slo) or None, attainment=attainment,
         allow_mismatch=allow_mismatch, n_boot=n_boot,

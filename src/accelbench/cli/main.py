@@ -71,6 +71,15 @@ ClickException: type[Exception] = _CLICK_ERRORS["ClickException"]
 EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, not the user's input
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t"}
+
+
+def one_line(msg: str) -> str:
+    """An error message as one line: a control character that came from the user's
+    input (a CR or LF in an option value) is shown escaped, never as a line break."""
+    return msg.translate(_CONTROL)
+
+
 def main() -> None:
     """Entry point: runs the app; every error becomes one line and an exit code
     (README, "Exit codes"); ``--debug`` / ACCELBENCH_DEBUG=1 re-raises for the traceback."""
@@ -94,7 +103,7 @@ def main() -> None:
     except AccelbenchError as exc:
         if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {one_line(str(exc))}", fg=typer.colors.RED, err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)

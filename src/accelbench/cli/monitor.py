@@ -282,7 +282,10 @@ def dashboard_cmd(
 def _source_list_plain(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
-    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+    names = [x.strip() for v in values for x in v.split(",") if x.strip()]
+    if not names:  # given, but empty: never read as "all"
+        raise UsageError(f"--flavour is empty; choose from {', '.join(FLAVOURS)}")
+    return names
 
 
 def register(app: typer.Typer) -> None:

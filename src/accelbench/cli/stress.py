@@ -106,12 +106,6 @@ def _check(cfg: BenchmarkConfig) -> None:
     check_load(cfg)
 
 
-def _metrics(names: list[str]) -> list[str]:
-    from accelbench import validate as v
-
-    return [v.prom_name("--metric", n) for n in names]
-
-
 def _mib(x: float) -> float:
     return x * 2**20
 
@@ -160,7 +154,7 @@ def soak(
         _check(cfg)
         sc = SoakConfig(
             load=cfg, duration_s=float(load["duration"]), window_s=window, segment_s=segment,
-            sample_s=sample_interval, server_pid=server_pid, metrics=_metrics(metric),
+            sample_s=sample_interval, server_pid=server_pid, metrics=list(metric),
             leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
             drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
             embedded=cfg.url is None,
@@ -238,15 +232,12 @@ def consistency(
     """Greedy outputs of a fixed prompt set: over time, alone vs under load, and across
     endpoints; identical fraction, first differing token, similarity, every diverging
     pair kept (divergent.jsonl)."""
-    from accelbench.runner.config import check_url
     from accelbench.stress.common import stress_dir
     from accelbench.stress.consistency import ConsistencyConfig, run_consistency
 
     load = load or {}
     cfg = config_from_options(load, url=url[0] if url else None)
     _check(cfg)
-    for u in url:
-        check_url(u)
 
     def suite(urls: list[str]) -> ConsistencyConfig:
         cc = ConsistencyConfig(
@@ -329,17 +320,16 @@ def flood(
     given = _ints(lengths, "--lengths") if lengths is not None else None
     v.optional_integer("--max-context", max_context, 1, 1 << 22, unit="tokens")
     v.optional_integer("--context", context, 1, 1 << 22, unit="tokens")
-    v.optional_integer("--server-pid", server_pid, 1, 1 << 22)
     top = max_context or context
 
     def suite(steps: list[int], pid: int | None) -> FloodConfig:
         fc = FloodConfig(load=cfg, lengths=steps, concurrencies=concs, requests=requests,
-                         osl=osl, server_pid=pid, metrics=_metrics(metric), gpu=cfg.telemetry)  # fmt: skip
+                         osl=osl, server_pid=pid, metrics=list(metric), gpu=cfg.telemetry)  # fmt: skip
         fc.validate()
         return fc
 
     # every option before an engine starts; the lengths may come from the server
-    suite(given if given is not None else default_lengths(top, osl) if top else [1], None)
+    suite(given if given is not None else default_lengths(top, osl) if top else [1], server_pid)
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "flood")
     with _server(
         cfg, server_pid, context=context or max_context, parallel=max(concs or [1])

@@ -52,7 +52,7 @@ class RecoveryPolicy:
         unknown = [r for r in self.rules if r not in RULE_NAMES and r != "any"]
         if unknown or not self.rules:
             raise UsageError(
-                f"--recover-on: unknown rule(s) {', '.join(unknown) or '(none given)'}; "
+                f"--recover-on: unknown rule(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
                 f"choose from any, {', '.join(RULE_NAMES)}"
             )
         v.choice("--recover-severity", self.min_severity, ("warn", "fail"))

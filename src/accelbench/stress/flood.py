@@ -69,6 +69,9 @@ class FloodConfig:
         for c in self.concurrencies:
             v.integer("--concurrencies", c, 1, 100_000)
         v.integer("--requests", self.requests, 1, 1_000_000)
+        v.optional_integer("--server-pid", self.server_pid, 1, 1 << 22)  # Linux's pid_max
+        for m in self.metrics:
+            v.prom_name("--metric", m)
         v.integer("--osl", self.osl, 1, 1 << 20)
 
     def to_json(self) -> dict[str, Any]:

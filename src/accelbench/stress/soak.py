@@ -83,6 +83,9 @@ class SoakConfig:
         v.number("--exhaustion-horizon", self.leak.horizon_h, 0, 1e6, lo_open=True, unit="h")
         check_thresholds("--drift-warn", self.drift.warn_pct_per_h, "--drift-fail",
                          self.drift.fail_pct_per_h, 1e6, "%/h")  # fmt: skip
+        v.optional_integer("--server-pid", self.server_pid, 1, 1 << 22)  # Linux's pid_max
+        for m in self.metrics:
+            v.prom_name("--metric", m)
         if self.load.num_requests is not None:
             raise UsageError("stress soak runs for --duration: drop --num-requests")
 
