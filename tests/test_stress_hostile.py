@@ -305,6 +305,8 @@ def test_hostile_option_is_refused_before_anything_runs(
         MON + ["--recover-log", "out/r.jsonl"],  # without --recover-cmd: never silently unused
         ["report", "results/a", "-o", "results/a/summary.json"],  # overwrote its input
         ["report", "results/a", "-o", "out/r.html", "--markdown", "out/r.html"],
+        # a manifest written over a file of the model it hashes
+        ["doctor", "weights", "results/a", "--write-manifest", "-o", "results/a/run.json"],
         ["monitor", "rules", "--amd-prefix", 'x"} or vector(1) #'],
         # ep1's override is bad: refused before ep0's phase runs
         MIXED[:4] + [f"{CLOSED2},isl=0", *MIXED[6:]],
