@@ -61,7 +61,7 @@ def choices(allowed: tuple[str, ...]) -> st.SearchStrategy[str]:
     )
 
 
-CMD = st.sampled_from(["'unbalanced", '"', "a 'b", "", "   ", "echo \"x", "\\"])
+CMD = st.sampled_from(["'unbalanced", '"', "a 'b", "", "   ", 'echo "x', "\\"])
 URL = st.sampled_from(
     ["", "ftp://127.0.0.1:21", "not a url", "http://", "http://127.0.0.1:99999", "http://[::1"]
 )
@@ -131,9 +131,20 @@ CASES: list[tuple[list[str], str, st.SearchStrategy[str]]] = [
     (MIXED, "--warn", numbers(0, 50)),
     (MIXED, "--fail", numbers(10, 1e6)),
     (MIXED, "--stagger", numbers(0, 3600)),
-    (MIXED, "--url", st.sampled_from([f"{CLOSED},isl=nan", f"{CLOSED},osl=-1",
-                                      f"{CLOSED},rate=inf", f"{CLOSED},concurrency=0",
-                                      f"{CLOSED},isl=1e30", f"{CLOSED},bogus=1"])),  # fmt: skip
+    (
+        MIXED,
+        "--url",
+        st.sampled_from(
+            [
+                f"{CLOSED},isl=nan",
+                f"{CLOSED},osl=-1",
+                f"{CLOSED},rate=inf",
+                f"{CLOSED},concurrency=0",
+                f"{CLOSED},isl=1e30",
+                f"{CLOSED},bogus=1",
+            ]
+        ),
+    ),  # fmt: skip
     # consistency
     *[(CONS, o, s) for o, s in LOAD if o != "--rate"],
     (CONS, "--url", URL),
@@ -279,8 +290,10 @@ HYP = settings(
 @pytest.mark.parametrize(
     ("base", "option", "values"),
     CASES,
-    ids=[f"{' '.join(b[:2] if b[0] != 'monitor' or b[1] in ('rules', 'dashboard') else b[:1])}"
-         f" {o}" for b, o, _ in CASES],  # fmt: skip
+    ids=[
+        f"{' '.join(b[:2] if b[0] != 'monitor' or b[1] in ('rules', 'dashboard') else b[:1])} {o}"
+        for b, o, _ in CASES
+    ],  # fmt: skip
 )
 @HYP
 @given(data=st.data())

@@ -183,9 +183,11 @@ def test_soak_resumes_after_sigkill_in_its_first_segment(reference_server, tmp_p
 
     r = subprocess.run([*RESUME, str(out), "-q", "--url", srv.url], capture_output=True,
                        text=True, timeout=120)  # fmt: skip
-    assert r.returncode == 0, r.stderr
     doc = json.loads((out / "stress.json").read_text())
-    assert doc["status"] == "completed"
+    assert doc["status"] == "completed", r.stderr
+    # exit 1 only for a failed verdict (8 s of windows on a busy machine may drift)
+    failed = [v["name"] for v in doc["verdicts"] if v["verdict"] == "fail"]
+    assert r.returncode == (1 if failed else 0), (r.stderr, failed)
     assert doc["config"] == recorded  # resumed with the recorded configuration
     assert doc["runs"] == ["runs/seg-000", "runs/seg-001"]  # the killed segment kept apart
     w = _windows(out)
