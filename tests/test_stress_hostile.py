@@ -88,6 +88,7 @@ MIXED = ["stress", "mixed", "--url", CLOSED, "--url", CLOSED2, "--duration", "1"
 CONS = ["stress", "consistency", "--url", CLOSED, "--out", "out/cons", "-q"]
 FLOOD = ["stress", "flood", "--url", CLOSED, "--lengths", "16", "--out", "out/flood", "-q"]
 MON = ["monitor", "--replay", str(L4), "--no-exporter", "--duration", "0"]
+MON_EXPORTER = ["monitor", "--replay", str(L4), "--port", "0", "--duration", "0"]
 RULES = ["monitor", "rules", "-o", "out/rules.yml"]
 DASH = ["monitor", "dashboard", "-o", "out/dash.json"]
 HEALTH = ["health", "--file", str(L4)]
@@ -169,7 +170,7 @@ CASES: list[tuple[list[str], str, st.SearchStrategy[str]]] = [
     (MON, "--window", numbers(0, 30 * 86400)),
     (MON, "--duration", numbers(0, 30 * 86400)),
     (MON, "--port", _ints(0, 65535)),
-    (MON, "--host", st.sampled_from(["", " "])),
+    (MON_EXPORTER, "--host", st.sampled_from(["", " ", "no such host!", "[::1", "1.2.3.4.5"])),
     (MON, "--server-url", URL),
     (MON, "--pid", _ints(1, 1 << 22)),
     (MON, "--replay", IN_FILE),

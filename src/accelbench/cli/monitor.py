@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import signal
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,13 @@ def monitor_cmd(
     Monitor.check(interval, window)
     names = _source_list(source)
     v.port("--port", port)
-    if not host.strip():
+    if not host.strip():  # Python would read "" as every interface
         raise UsageError("--host is empty; give an address to bind, e.g. 127.0.0.1")
+    if not no_exporter:
+        try:  # an address this machine can bind (a name is resolved once, here)
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except (OSError, UnicodeError, ValueError) as exc:
+            raise UsageError(f"--host {host!r} is not an address to bind: {exc}") from None
     if server_url is not None:
         check_url(server_url, "--server-url")
     if pid is not None:
