@@ -345,3 +345,42 @@ def test_report_output_linked_to_an_input_is_refused(box: Path) -> None:
         for p in links.iterdir():
             p.unlink()
         links.rmdir()
+
+
+# -- the Python API refuses the same values with the same words (one validation layer) ----
+def _api_cases() -> list[tuple[str, object]]:
+    from accelbench.health.monitor import Monitor
+    from accelbench.monitoring.recovery import RecoveryPolicy
+    from accelbench.monitoring.rules import AlertSettings, rules_yaml
+    from accelbench.runner.config import BenchmarkConfig
+    from accelbench.stress.mixed import MixedConfig
+    from accelbench.stress.soak import SoakConfig
+    from accelbench.telemetry.exporter import Exporter
+    from accelbench.workload.config import WorkloadConfig
+
+    def ep(url: str, isl: int = 16) -> BenchmarkConfig:
+        return BenchmarkConfig(url=url, workload=WorkloadConfig(isl=isl))
+
+    return [
+        ("--port", lambda: Exporter(port=70000)),
+        ("--webhook", lambda: Monitor([], 1.0, webhook="ftp://x")),
+        ("--alert-cmd", lambda: Monitor([], 1.0, alert_cmd=[])),
+        (
+            "--recover-cooldown",
+            lambda: RecoveryPolicy(["true"], cooldown_s=float("nan")).validate(),
+        ),
+        ("--recover-log", lambda: RecoveryPolicy(["true"], log_path=Path("/")).validate()),
+        ("--amd-prefix", lambda: rules_yaml(["amd"], AlertSettings(amd_prefix='x"}'))),
+        ("ep1", lambda: MixedConfig([ep(CLOSED), ep(CLOSED2, isl=0)]).validate()),
+        ("--server-pid", lambda: SoakConfig(ep(CLOSED), 10.0, server_pid=-1).validate()),
+        ("--metric", lambda: SoakConfig(ep(CLOSED), 10.0, metrics=["a b"]).validate()),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_the_api_refuses_the_same_values(case: int) -> None:
+    from accelbench.errors import UsageError
+
+    name, call = _api_cases()[case]
+    with pytest.raises(UsageError, match=name):
+        call()  # type: ignore[operator]

@@ -206,6 +206,16 @@ class Monitor:
         drain_s: float = 1.0,
     ) -> None:
         self.check(interval_s, window_s, config)
+        from accelbench import validate as v
+
+        if alert_cmd is not None and not alert_cmd:
+            raise v.UsageError("--alert-cmd is empty; give a command")
+        if webhook is not None:
+            from accelbench.runner.config import check_url
+
+            check_url(webhook, "--webhook")
+        v.number("alert timeout", alert_timeout_s, 0, 86400.0, lo_open=True, unit="s")
+        v.number("alert drain time", drain_s, 0, 3600.0, unit="s")
         self.alert_timeout_s = alert_timeout_s
         self.drain_s = drain_s  # on stop: what pending alerts get before they are ended
         self.dispatcher = Dispatcher()
