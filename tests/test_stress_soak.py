@@ -198,3 +198,26 @@ def test_soak_resumes_after_sigkill_in_its_first_segment(reference_server, tmp_p
     # every request of the resumed segment went to the recorded server, none to the other
     seg1 = json.loads((out / "runs" / "seg-001" / "run.json").read_text())
     assert seg1["config"]["url"] == srv.url and seg1["config"]["rate"] == 10
+
+
+def test_resume_of_a_soak_with_url_credentials_asks_for_them(tmp_path):
+    """stress.json never holds the credentials of the URL: a resume without --url would
+    send '***' as the user, so it is refused with one line; another host is refused too."""
+    from accelbench.stress.common import write_stress
+
+    cfg = SoakConfig(load=BenchmarkConfig(url="http://user:s3cret@127.0.0.1:1"), duration_s=10)
+    write_stress(tmp_path, {"suite": "soak", "status": "running", "segments": 0,
+                            "config": cfg.to_json()})  # fmt: skip
+    assert "s3cret" not in (tmp_path / "stress.json").read_text()
+    before = (tmp_path / "stress.json").read_bytes()
+    for extra, words in (
+        ([], "needs its credentials"),
+        (["--url", "http://user:s3cret@127.0.0.2:1"], "not the server"),
+    ):
+        r = subprocess.run([*RESUME, str(tmp_path), "-q", *extra], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and words in lines[0], r.stderr
+        assert "s3cret" not in r.stderr
+    assert (tmp_path / "stress.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stress.json"]

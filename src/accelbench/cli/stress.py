@@ -205,6 +205,11 @@ def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any
                 f"({sc.load.url or 'the embedded engine'}); one soak judges one server"
             )
         sc.load.url = url  # its credentials, which stress.json never holds
+    elif sc.load.url and sc.load.url != redact_url(sc.load.url.replace("***@", "")):
+        raise UsageError(
+            f"--resume: the soak's server {sc.load.url} needs its credentials, which are "
+            "never recorded: give --url with them again"
+        )
     if sc.embedded:
         sc.load.url = None  # a fresh embedded engine, as recorded
     return sc
