@@ -384,3 +384,10 @@ def test_the_api_refuses_the_same_values(case: int) -> None:
     name, call = _api_cases()[case]
     with pytest.raises(UsageError, match=name):
         call()  # type: ignore[operator]
+
+
+@given(st.text())
+def test_an_error_message_is_always_one_line(text: str) -> None:
+    from accelbench.cli.main import one_line
+
+    assert len(one_line(f"x {text} y").splitlines()) == 1

@@ -71,7 +71,14 @@ ClickException: type[Exception] = _CLICK_ERRORS["ClickException"]
 EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, not the user's input
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t"}
+# C0 controls, DEL, and what str.splitlines() also breaks at (NEL, LS, PS)
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 0x7F, 0x85]} | {
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+    10: "\\n",
+    13: "\\r",
+    9: "\\t",
+}
 
 
 def one_line(msg: str) -> str:
