@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.health.rules import HealthConfig
@@ -343,3 +345,51 @@ def test_duration_format():
     assert duration(0.5) == "500ms"
     assert duration(0) == "0s"
     assert set(FLAVOURS) == {"accelbench", "dcgm", "amd"}
+
+
+# -- user strings that reach PromQL --------------------------------------------------------
+PROM_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    prefix=st.one_of(
+        st.from_regex(rf"\A{PROM_NAME[:-1]}{{0,12}}\Z"),
+        st.text(min_size=1, max_size=20),
+        st.sampled_from(['x"} or vector(1) #', "amd_)", "a b", "amd_\n", "é", "1amd_", "a{b}"]),
+    )
+)
+def test_amd_prefix_is_a_metric_name_or_refused(prefix, tmp_path_factory):
+    """--amd-prefix went verbatim into PromQL: now it is a metric-name prefix or refused,
+    and an accepted one makes a rule file the real promtool accepts, in which the prefix
+    is part of every AMD metric name and never syntax."""
+    import re
+
+    s = AlertSettings(amd_temp_limit_c=100, amd_prefix=prefix)
+    if not re.fullmatch(PROM_NAME, prefix):
+        with pytest.raises(AccelbenchError, match="--amd-prefix"):
+            rules_yaml(["amd"], s)
+        return
+    path = tmp_path_factory.mktemp("prefix") / "rules.yml"
+    path.write_text(rules_yaml(["amd"], s))
+    res = subprocess.run(
+        [binary("promtool"), "check", "rules", str(path)], capture_output=True, text=True
+    )
+    assert res.returncode == 0, (prefix, res.stdout + res.stderr)
+    for g in build_rules(["amd"], s)["groups"]:
+        if g["name"].startswith("accelbench-amd"):
+            for r in g["rules"]:
+                assert re.search(rf"{re.escape(prefix)}(gpu|pcie)_", r["expr"]), r["expr"]
+
+
+@pytest.mark.parametrize("prefix", ['x"} or vector(1) #', "amd_)", ""])
+def test_amd_prefix_on_the_command_line(prefix, tmp_path):
+    from test_hostile_inputs import assert_clean, invoke
+
+    out = tmp_path / "r.yml"
+    code, text = invoke(["monitor", "rules", "--amd-prefix", prefix, "-o", str(out)], tmp_path)
+    if prefix:
+        assert_clean(code, text, wrong=True, option="--amd-prefix")
+        assert code == 2 and not out.exists(), text
+    else:
+        assert code == 0 and out.exists(), text

@@ -21,6 +21,9 @@ RATE = 20.0  # requests/s, constant arrivals: the leak per hour is known
 DEV_RATE = 500_000.0  # bytes/s of the device-memory gauge after its warm-up ramp
 
 
+RESUME = [sys.executable, "-m", "accelbench", "stress", "soak", "--resume"]
+
+
 def by_name(verdicts):
     return {v.name: v for v in verdicts}
 
@@ -110,8 +113,8 @@ def test_interrupted_soak_keeps_windows_and_resumes(reference_server, tmp_path):
         lines = (bad / "windows.jsonl").read_bytes().splitlines()
         (bad / "windows.jsonl").write_bytes(b"\n".join([lines[0], bad_line, *lines[1:]]) + b"\n")
         before = {f.name: f.read_bytes() for f in bad.iterdir() if f.is_file()}
-        r = subprocess.run([*cmd[:-3], "--resume", str(bad), "-q"], capture_output=True,
-                           text=True, timeout=60)  # fmt: skip
+        r = subprocess.run([*RESUME, str(bad), "-q"], capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
         assert r.returncode == 2 and "line(s) 2 are damaged" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
         assert {f.name: f.read_bytes() for f in bad.iterdir() if f.is_file()} == before
@@ -119,7 +122,7 @@ def test_interrupted_soak_keeps_windows_and_resumes(reference_server, tmp_path):
     with (out / "windows.jsonl").open("ab") as f:
         f.write(b'{"window": 99, "t_start_s": 1')
 
-    r = subprocess.run(cmd[:-3] + ["--resume", str(out), "-q"], capture_output=True, text=True,
+    r = subprocess.run([*RESUME, str(out), "-q"], capture_output=True, text=True,
                        timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr
     doc = json.loads((out / "stress.json").read_text())
@@ -129,3 +132,92 @@ def test_interrupted_soak_keeps_windows_and_resumes(reference_server, tmp_path):
     ends = [x["t_end_s"] for x in w]
     assert ends == sorted(ends) and ends[-1] == pytest.approx(6, abs=1.0)
     assert [x["window"] for x in w] == list(range(len(w)))
+
+
+def _windows(out):
+    f = out / "windows.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
+
+
+def test_soak_resumes_after_sigkill_in_its_first_segment(reference_server, tmp_path):
+    """SIGKILL (no cleanup at all) during the first and only segment: the configuration
+    was recorded before the first request, so the soak resumes from it, on the recorded
+    server and options; conflicting options and another server are refused (one line,
+    exit 2, nothing changed)."""
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "1")
+    other = reference_server("--ttft-ms", "5", "--itl-ms", "1")
+    out = tmp_path / "soak"
+    cmd = [sys.executable, "-m", "accelbench", "stress", "soak", "--url", srv.url,
+           "--rate", "10", "--duration", "8", "--window", "1", "--sample-interval", "0.5",
+           "--isl", "16", "--osl", "4", "--seed", "7", "--no-telemetry", "--out", str(out),
+           "-q"]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_windows(out)) < 2:
+        time.sleep(0.1)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+    assert p.returncode == -signal.SIGKILL
+    doc = json.loads((out / "stress.json").read_text())
+    assert doc["status"] == "running" and doc["segments"] == 0  # killed in segment 0
+    recorded = doc["config"]
+    kept = _windows(out)
+    assert len(kept) >= 2
+
+    def files():
+        return {f: f.read_bytes() for f in out.rglob("*") if f.is_file()}
+
+    before = files()
+    for extra, words in (
+        (["--rate", "50"], "drop --rate"),
+        (["--isl", "16"], "drop --isl"),  # the same value is still not the recorded option
+        (["--url", other.url], "not the server the soak ran against"),
+        (["--duration", "nan"], "--duration"),
+    ):
+        r = subprocess.run([*RESUME, str(out), "-q", *extra], capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+        assert r.returncode == 2, (extra, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], lines
+        assert files() == before, extra
+
+    r = subprocess.run([*RESUME, str(out), "-q", "--url", srv.url], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    doc = json.loads((out / "stress.json").read_text())
+    assert doc["status"] == "completed", r.stderr
+    # exit 1 only for a failed verdict (8 s of windows on a busy machine may drift)
+    failed = [v["name"] for v in doc["verdicts"] if v["verdict"] == "fail"]
+    assert r.returncode == (1 if failed else 0), (r.stderr, failed)
+    assert doc["config"] == recorded  # resumed with the recorded configuration
+    assert doc["runs"] == ["runs/seg-000", "runs/seg-001"]  # the killed segment kept apart
+    w = _windows(out)
+    assert w[: len(kept)] == kept
+    ends = [x["t_end_s"] for x in w]
+    assert ends == sorted(ends) and ends[-1] == pytest.approx(8, abs=1.0)
+    assert [x["window"] for x in w] == list(range(len(w)))
+    # every request of the resumed segment went to the recorded server, none to the other
+    seg1 = json.loads((out / "runs" / "seg-001" / "run.json").read_text())
+    assert seg1["config"]["url"] == srv.url and seg1["config"]["rate"] == 10
+
+
+def test_resume_of_a_soak_with_url_credentials_asks_for_them(tmp_path):
+    """stress.json never holds the credentials of the URL: a resume without --url would
+    send '***' as the user, so it is refused with one line; another host is refused too."""
+    from accelbench.stress.common import write_stress
+
+    cfg = SoakConfig(load=BenchmarkConfig(url="http://user:s3cret@127.0.0.1:1"), duration_s=10)
+    write_stress(tmp_path, {"suite": "soak", "status": "running", "segments": 0,
+                            "config": cfg.to_json()})  # fmt: skip
+    assert "s3cret" not in (tmp_path / "stress.json").read_text()
+    before = (tmp_path / "stress.json").read_bytes()
+    for extra, words in (
+        ([], "needs its credentials"),
+        (["--url", "http://user:s3cret@127.0.0.2:1"], "not the server"),
+    ):
+        r = subprocess.run([*RESUME, str(tmp_path), "-q", *extra], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and words in lines[0], r.stderr
+        assert "s3cret" not in r.stderr
+    assert (tmp_path / "stress.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stress.json"]

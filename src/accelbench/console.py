@@ -38,6 +38,12 @@ def printable(value: object) -> str:
     return _CONTROL.sub(_show, str(value))
 
 
+def one_line(value: object) -> str:
+    """:func:`printable` with the line break escaped too: an error line that quotes the
+    user's input (a CR or LF in an option value) stays one line."""
+    return printable(value).replace("\n", "\\n")
+
+
 # in markup, a run of backslashes before "[" or at the end, and a "[" that opens a tag
 _MARKUP = re.compile(r"(\\+)(?=\[|$)|\[(?=[a-z#/@][^\[\]]*\])")
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +106,8 @@ def header_value(name: str, value: str) -> str:
 def label(name: str, value: str) -> str:
     """A name that is one safe path component: letters, digits, '.', '_', '-', not
     starting with '.', at most 100 characters, so it can never leave its parent folder."""
-    if not isinstance(value, str) or not _LABEL.match(value):
+    # fullmatch: '$' would let a final newline in
+    if not isinstance(value, str) or not _LABEL.fullmatch(value):
         raise UsageError(
             f"{name} must be 1-100 characters of letters, digits, '.', '_' or '-', "
             f"starting with a letter or digit (got {value!r})"
@@ -141,16 +144,122 @@ def make_dir(name: str, path: str | Path) -> Path:
     return p
 
 
-def output_file(name: str, path: str | Path) -> Path:
-    """A file about to be (over)written, checked before any work is done: not a
-    directory, its folder created if needed, writable."""
+def output_file(
+    name: str,
+    path: str | Path,
+    inputs: Iterable[str | Path] = (),
+    *,
+    mkdir: bool = True,
+    own_kinds: tuple[str, ...] = (),
+) -> Path:
+    """A file about to be (over)written or appended to, checked before any work is done:
+    not a directory, FIFO, socket or block device (a FIFO would block the writer), its
+    folder created if needed (``mkdir``), writable, and none of ``inputs``: the files the
+    command reads, a directory standing for every file under it. "The same file" is the
+    same inode, so a symlink or a hard link to an input is refused too. ``own_kinds``:
+    suffixes of files the command writes and never reads (a report's ``.html``), which a
+    rerun may overwrite inside an input directory."""
     p = Path(path)
+    if not str(path):
+        raise UsageError(f"{name} is empty; give a file name")
+    if "\0" in str(path):
+        raise UsageError(f"{name} {str(path)!r} contains a NUL character")
     if p.is_dir():
         raise UsageError(f"{name} {p} is a directory; give a file name")
-    make_dir(name, p.parent if str(p.parent) else ".")
+    if p.exists() and not (p.is_file() or p.is_char_device()):
+        raise UsageError(f"{name} {p} is not a regular file (a FIFO or socket would block)")
+    parent = p.parent if str(p.parent) else Path(".")
+    if mkdir:
+        make_dir(name, parent)
+    else:
+        output_dir(name, parent)
     if p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{name} {p}: not writable")
+    inp = _input_of(p, inputs, own_kinds)
+    if inp is not None:
+        raise UsageError(
+            f"{name} {p} is {inp}, which this command reads: writing it would destroy "
+            "the input; write elsewhere"
+        )
     return p
+
+
+def _input_of(
+    out: Path, inputs: Iterable[str | Path], own_kinds: tuple[str, ...] = ()
+) -> str | None:
+    """Which of ``inputs`` the file ``out`` is (by inode, or by place when it does not
+    exist yet), as words for the message; None when it is none of them."""
+    try:
+        st = out.stat()
+        key: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        key = None
+    real = out.resolve()
+    for i in inputs:
+        ip = Path(i)
+        if real == ip.resolve():
+            return f"input {ip}"
+        try:
+            ist = ip.stat()
+        except OSError:
+            continue
+        if key == (ist.st_dev, ist.st_ino):
+            return f"input {ip}"
+        if not ip.is_dir() or key is None:
+            continue
+        # a file of the command's own kind may be rewritten in place; a link to an input not
+        own = out.suffix.lower() in own_kinds
+        place = out.absolute().parent.resolve() / out.name  # the name itself, not its target
+        if not own and ip.resolve() in real.parents:
+            return f"inside input {ip}"
+        for root, _dirs, files in os.walk(ip, followlinks=False):
+            for f in files:
+                fp = os.path.join(root, f)
+                try:
+                    fst = os.stat(fp)
+                except OSError:
+                    continue
+                here = Path(root).resolve() / f
+                if (fst.st_dev, fst.st_ino) == key and not (own and here == place):
+                    return f"a link to {fp} inside input {ip}"
+    return None
+
+
+def command_line(name: str, text: str | None) -> list[str] | None:
+    """A command given as one string, split into arguments like a POSIX shell would (no
+    shell runs it): one line for an unbalanced quote, an empty command or a NUL."""
+    if text is None:
+        return None
+    if "\0" in text:
+        raise UsageError(f"{name} contains a NUL character")
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"{name} {text!r} is not a valid command line: {exc}") from None
+    if not argv:
+        raise UsageError(f"{name} is empty; give a command")
+    return argv
+
+
+def port(name: str, value: Any, *, lo: int = 0) -> int:
+    """A TCP port: 0 (any free port) or 1 to 65535."""
+    return integer(name, value, lo, 65535)
+
+
+_PROM_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+def prom_name(name: str, value: str, *, empty: bool = False) -> str:
+    """A Prometheus metric name (or a prefix of one): ``[a-zA-Z_:][a-zA-Z0-9_:]*``, so it
+    goes into PromQL and rule files as it is, never as syntax."""
+    if value == "" and empty:
+        return value
+    if not isinstance(value, str) or len(value) > 200 or not _PROM_NAME.fullmatch(value):
+        raise UsageError(
+            f"{name} must be a Prometheus metric name: a letter, '_' or ':' then letters, "
+            f"digits, '_' or ':', at most 200 (got {value!r})"
+        )
+    return value
 
 
 def input_file(name: str, path: str | Path) -> Path:

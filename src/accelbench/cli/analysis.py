@@ -169,6 +169,9 @@ def compare_cmd(
 # ----------------------------------------------------------------------------- report
 
 
+_REPORT_KINDS = (".html", ".htm", ".md", ".markdown")
+
+
 def report_cmd(
     inputs: list[Path] = typer.Argument(
         ..., help="Run or sweep directories (first = A); stress, shadow or MLPerf directories."
@@ -189,9 +192,13 @@ def report_cmd(
     from accelbench.report.markdown import write_markdown
     from accelbench.validate import output_file
 
-    output_file("--out", out)  # before the work: a bad path is one line, nothing written
+    # before the work: a bad path is one line, nothing written; never one of the inputs
+    # (`report RUN -o RUN/summary.json` overwrote what it read)
+    # (folders are made when writing, after every other option is checked)
+    # (a report of its own kind in a run directory may be written again: never read)
+    output_file("--out", out, inputs, mkdir=False, own_kinds=_REPORT_KINDS)
     if markdown:
-        output_file("--markdown", markdown)
+        output_file("--markdown", markdown, [*inputs, out], mkdir=False, own_kinds=_REPORT_KINDS)
     data = build_report_data(
         inputs, target=at, claims=claim, slo=_slo(slo) or None, attainment=attainment,
         allow_mismatch=allow_mismatch, n_boot=n_boot,

@@ -193,6 +193,11 @@ def weights(
         raise AccelbenchError(f"model directory not found (or not a directory): {path}")
     if verify is not None:
         load_manifest(verify)
+    if write and manifest is not None and manifest.resolve() != (path / MANIFEST_NAME).resolve():
+        from accelbench.validate import output_file
+
+        # never over a file of the model it hashes (`-o MODEL/model.safetensors`)
+        output_file("--manifest", manifest, [path], mkdir=False)
     err = console(stderr=True)
     with Progress(
         TextColumn("[bold]{task.description}"),

@@ -94,9 +94,9 @@ def main() -> None:
     except AccelbenchError as exc:
         if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
-        from accelbench.console import printable  # an error may quote outside text
+        from accelbench.console import one_line  # an error may quote outside text
 
-        typer.secho(f"error: {printable(exc)}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {one_line(exc)}", fg=typer.colors.RED, err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import signal
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import typer
 
 from accelbench.cli.telemetry import _source_list
 from accelbench.console import printable
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.health.rules import HealthConfig
 from accelbench.monitoring.rules import DEFAULT_WINDOW_S, FLAVOURS, AlertSettings
 from accelbench.telemetry.sources import Source, close_sources, open_sources
@@ -34,6 +35,9 @@ def _write(text: str, out: Path | None, what: str) -> None:
     if out is None:
         typer.echo(text, nl=False)
         return
+    from accelbench import validate as v
+
+    v.output_file("--out", out)
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -102,38 +106,61 @@ def monitor_cmd(
     from accelbench.health.monitor import Monitor
     from accelbench.monitoring.recovery import Recovery, RecoveryPolicy
     from accelbench.monitoring.replay import ReplaySource
+    from accelbench.runner.config import check_url
     from accelbench.telemetry.exporter import Exporter
+    from accelbench.telemetry.parsers import FORMATS
 
+    # every option is checked here, before a source is opened, a port taken or a file
+    # written (docs/LIMITS.md)
     v.optional_number("--duration", duration, 0, 30 * 86400.0, unit="s")
-    Monitor.check(interval, window)  # before any source is opened or port taken
-    argv = shlex.split(alert_cmd) if alert_cmd else None
-    if alert_cmd is not None and not argv:
-        raise AccelbenchError("--alert-cmd is empty")
-    recovery = None
+    Monitor.check(interval, window)
+    names = _source_list(source)
+    v.port("--port", port)
+    if not host.strip():  # Python would read "" as every interface
+        raise UsageError("--host is empty; give an address to bind, e.g. 127.0.0.1")
+    if not no_exporter:
+        try:  # an address this machine can bind (a name is resolved once, here)
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except (OSError, UnicodeError, ValueError) as exc:
+            raise UsageError(f"--host {host!r} is not an address to bind: {exc}") from None
+    if server_url is not None:
+        check_url(server_url, "--server-url")
+    if pid is not None:
+        v.integer("--pid", pid, 1, 1 << 22)  # Linux's largest pid_max
+    replays = [v.input_file("--replay", p) for p in replay or []]
+    if replay_format is not None:
+        v.choice("--replay-format", replay_format, tuple(FORMATS))
+    argv = v.command_line("--alert-cmd", alert_cmd)
+    if webhook is not None:
+        check_url(webhook, "--webhook")
+    policy = None
     if recover_cmd is not None:
         policy = RecoveryPolicy(
-            argv=shlex.split(recover_cmd),
+            argv=v.command_line("--recover-cmd", recover_cmd) or [],
             rules=[r.strip() for r in recover_on.split(",") if r.strip()],
             min_severity=recover_severity,
             cooldown_s=recover_cooldown,
             max_per_hour=recover_max_per_hour,
             dry_run=recover_dry_run,
             log_path=recover_log,
+            inputs=replays,
         )
-        recovery = Recovery(policy)  # validates: bad values are one-line errors
+        policy.validate()
+    elif recover_log is not None or recover_dry_run:
+        raise UsageError("--recover-log and --recover-dry-run need --recover-cmd")
     active: list[Source]
-    if replay:
-        rsrc = ReplaySource(list(replay), replay_format)
+    if replays:
+        rsrc = ReplaySource(replays, replay_format)
         reason = rsrc.probe()
         if reason is not None:
             raise AccelbenchError(f"--replay {reason}")
-        active, status = [rsrc], {"replay": f"ok ({len(replay)} file(s))"}
-        if source:
-            more, more_status = open_sources(_source_list(source), server_url, pid)
+        active, status = [rsrc], {"replay": f"ok ({len(replays)} file(s))"}
+        if names:
+            more, more_status = open_sources(names, server_url, pid)
             active += more
             status.update(more_status)
     else:
-        active, status = open_sources(_source_list(source), server_url, pid)
+        active, status = open_sources(names, server_url, pid)
     for name, state in status.items():
         typer.echo(printable(f"source {name}: {state}"))
     exporter = None
@@ -161,11 +188,14 @@ def monitor_cmd(
         if recovery is not None:
             entry = recovery.consider(health)
             if entry is not None:
-                typer.echo(
-                    f"recovery {entry['action']}: {' '.join(entry['argv'])}"
-                    + (f" (exit {entry['exit_status']})" if entry["action"] == "ran" else "")
-                    + (f" ({entry['reason']})" if entry.get("reason") else "")
-                )
+                show(entry)
+
+    def show(entry: dict[str, Any]) -> None:
+        typer.echo(
+            f"recovery {entry['action']}: {shlex.join(entry['argv'])}"
+            + (f" (exit {entry['exit_status']})" if entry["action"] == "ran" else "")
+            + (f" ({entry['reason']})" if entry.get("reason") else "")
+        )
 
     mon = Monitor(
         active,
@@ -177,6 +207,9 @@ def monitor_cmd(
         exporter=exporter,
         on_tick=on_tick,
     )
+    # the recovery action runs off the sampling path too (a hung action must not stop
+    # sampling), in the monitor's dispatcher, and is ended when the monitor stops
+    recovery = None if policy is None else Recovery(policy, dispatcher=mon.dispatcher, on_done=show)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     timer = None
@@ -258,7 +291,10 @@ def dashboard_cmd(
 def _source_list_plain(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
-    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+    names = [x.strip() for v in values for x in v.split(",") if x.strip()]
+    if not names:  # given, but empty: never read as "all"
+        raise UsageError(f"--flavour is empty; choose from {', '.join(FLAVOURS)}")
+    return names
 
 
 def register(app: typer.Typer) -> None:

@@ -100,11 +100,10 @@ def _server(
 
 
 def _check(cfg: BenchmarkConfig) -> None:
-    """Check the load options before an engine is started (on a copy: validate fills
-    defaults that the suites set per step)."""
-    from dataclasses import replace
+    """The load options, checked before an engine is started or a directory made."""
+    from accelbench.stress.common import check_load
 
-    replace(cfg, workload=replace(cfg.workload)).validate()
+    check_load(cfg)
 
 
 def _mib(x: float) -> float:
@@ -114,6 +113,7 @@ def _mib(x: float) -> float:
 @stress_app.command("soak")
 @load_options(exclude=("num_requests", "label"))
 def soak(
+    ctx: typer.Context,
     window: float = typer.Option(60.0, "--window", help="Window length (s)."),
     segment: float = typer.Option(
         3600.0, "--segment", help="Length of each run directory (s); bounds client memory."
@@ -130,38 +130,89 @@ def soak(
     ),
     drift_warn: float = typer.Option(5.0, "--drift-warn", help="Drift warn threshold (%/h)."),
     drift_fail: float = typer.Option(20.0, "--drift-fail", help="Drift fail threshold (%/h)."),
-    resume: Path = typer.Option(None, "--resume", help="Continue an interrupted soak directory."),
+    resume: Path = typer.Option(
+        None, "--resume", help="Continue an interrupted soak directory, as it was recorded."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No verdict table."),
     load: dict[str, Any] | None = None,
 ) -> None:
     """Steady load for --duration, judged per --window: leak verdicts for every memory
-    series, drift verdicts for latency, throughput and error rate."""
+    series, drift verdicts for latency, throughput and error rate. `--resume DIR`
+    continues a soak with the configuration recorded in DIR (docs/STRESS.md)."""
     from accelbench.stress.common import stress_dir
     from accelbench.stress.soak import SoakConfig, run_soak
     from accelbench.stress.verdicts import DriftThresholds, LeakThresholds
 
     load = load or {}
-    if load.get("duration") is None:
-        raise UsageError("stress soak needs --duration (seconds)")
-    cfg = config_from_options(load)
-    duration = float(load["duration"])
-    _check(cfg)
-    sc = SoakConfig(
-        load=cfg, duration_s=duration, window_s=window, segment_s=segment,
-        sample_s=sample_interval, server_pid=server_pid, metrics=list(metric),
-        leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
-        drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
-    )  # fmt: skip
-    sc.validate()
-    path = (
-        resume
-        if resume
-        else stress_dir(load.get("out"), load.get("results_root") or "results", "soak")
-    )
-    with _server(cfg, server_pid) as pid:
+    if resume is not None:
+        sc = _resumed_soak(ctx, resume, load)
+        path = resume
+    else:
+        if load.get("duration") is None:
+            raise UsageError("stress soak needs --duration (seconds)")
+        cfg = config_from_options(load)
+        _check(cfg)
+        sc = SoakConfig(
+            load=cfg, duration_s=float(load["duration"]), window_s=window, segment_s=segment,
+            sample_s=sample_interval, server_pid=server_pid, metrics=list(metric),
+            leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
+            drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
+            embedded=cfg.url is None,
+        )  # fmt: skip
+        sc.validate()
+        path = stress_dir(load.get("out"), load.get("results_root") or "results", "soak")
+    with _server(sc.load, sc.server_pid) as pid:
         sc.server_pid = pid
         res = run_soak(sc, path, resume=resume is not None, log=_log)
     _finish("soak", res.verdicts, res.status, path, quiet)
+
+
+# what `stress soak --resume` may be given beside the directory: --duration extends (or
+# ends) the soak, --url repeats the recorded server's address with the credentials that
+# are never recorded; every other option is the recorded one (docs/STRESS.md)
+RESUME_MAY_CHANGE = ("resume", "quiet", "duration", "url")
+DEFAULTS = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (typer may vendor it)
+
+
+def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any:
+    from accelbench import validate as v
+    from accelbench.client.session import redact_url
+    from accelbench.runner.config import check_url
+    from accelbench.stress.soak import recorded_config
+
+    given = [
+        p for p in ctx.command.params
+        if p.name and p.name not in RESUME_MAY_CHANGE
+        and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in DEFAULTS
+    ]  # fmt: skip
+    if given:
+        names = ", ".join(max(p.opts, key=len) for p in given)
+        raise UsageError(
+            f"--resume continues with the configuration recorded in {resume}/stress.json: "
+            f"drop {names} (only --duration, --url of the same server and --quiet may be given)"
+        )
+    if not resume.is_dir():
+        raise UsageError(f"--resume {resume} is not a soak directory")
+    sc = recorded_config(resume)
+    if load.get("duration") is not None:
+        sc.duration_s = v.number("--duration", load["duration"], 1.0, 30 * 86400.0, unit="s")
+    url = load.get("url")
+    if url is not None:
+        check_url(url)
+        if sc.embedded or redact_url(url) != sc.load.url:
+            raise UsageError(
+                f"--resume: --url {redact_url(url)} is not the server the soak ran against "
+                f"({sc.load.url or 'the embedded engine'}); one soak judges one server"
+            )
+        sc.load.url = url  # its credentials, which stress.json never holds
+    elif sc.load.url and sc.load.url != redact_url(sc.load.url.replace("***@", "")):
+        raise UsageError(
+            f"--resume: the soak's server {sc.load.url} needs its credentials, which are "
+            "never recorded: give --url with them again"
+        )
+    if sc.embedded:
+        sc.load.url = None  # a fresh embedded engine, as recorded
+    return sc
 
 
 @stress_app.command("consistency")
@@ -192,14 +243,20 @@ def consistency(
     load = load or {}
     cfg = config_from_options(load, url=url[0] if url else None)
     _check(cfg)
-    path = stress_dir(load.get("out"), load.get("results_root") or "results", "consistency")
-    with _server(cfg, None):
+
+    def suite(urls: list[str]) -> ConsistencyConfig:
         cc = ConsistencyConfig(
-            load=cfg, urls=list(url) or [str(cfg.url)], prompts=prompts, repeats=repeats,
+            load=cfg, urls=urls, prompts=prompts, repeats=repeats,
             loaded_concurrency=loaded_concurrency or None, pause_s=pause,
             warn_divergent=warn_divergent, fail_divergent=fail_divergent,
         )  # fmt: skip
-        res = run_consistency(cc, path, log=_log)
+        cc.validate()
+        return cc
+
+    suite(list(url) or ["http://127.0.0.1"])  # every option before an engine starts
+    path = stress_dir(load.get("out"), load.get("results_root") or "results", "consistency")
+    with _server(cfg, None):
+        res = run_consistency(suite(list(url) or [str(cfg.url)]), path, log=_log)
     if not quiet:
         for c in res.comparisons:
             typer.echo(
@@ -257,6 +314,7 @@ def flood(
 ) -> None:
     """Long-context flood: TTFT and prefill throughput against input length (fitted
     a + bL + cL^2 with intervals), errors by kind, memory leak rate over the flood."""
+    from accelbench import validate as v
     from accelbench.stress.common import stress_dir
     from accelbench.stress.flood import FloodConfig, default_lengths, run_flood
 
@@ -264,20 +322,31 @@ def flood(
     cfg = config_from_options(load)
     _check(cfg)
     concs = _ints(concurrencies, "--concurrencies")
+    given = _ints(lengths, "--lengths") if lengths is not None else None
+    v.optional_integer("--max-context", max_context, 1, 1 << 22, unit="tokens")
+    v.optional_integer("--context", context, 1, 1 << 22, unit="tokens")
+    top = max_context or context
+
+    def suite(steps: list[int], pid: int | None) -> FloodConfig:
+        fc = FloodConfig(load=cfg, lengths=steps, concurrencies=concs, requests=requests,
+                         osl=osl, server_pid=pid, metrics=list(metric), gpu=cfg.telemetry)  # fmt: skip
+        fc.validate()
+        return fc
+
+    # every option before an engine starts; the lengths may come from the server
+    suite(given if given is not None else default_lengths(top, osl) if top else [1], server_pid)
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "flood")
     with _server(
         cfg, server_pid, context=context or max_context, parallel=max(concs or [1])
     ) as pid:
-        if lengths:
-            steps = _ints(lengths, "--lengths")
+        if given is not None:
+            steps = given
         else:
-            top = max_context or context or _server_context(str(cfg.url))
+            top = top or _server_context(str(cfg.url))
             if not top:
                 raise UsageError("give --lengths or --max-context (the server reports no context)")
             steps = default_lengths(top, osl)
-        fc = FloodConfig(load=cfg, lengths=steps, concurrencies=concs, requests=requests,
-                         osl=osl, server_pid=pid, metrics=list(metric), gpu=cfg.telemetry)  # fmt: skip
-        res = run_flood(fc, path, log=_log)
+        res = run_flood(suite(steps, pid), path, log=_log)
     if not quiet:
         for st in res.steps:
             t = st["ttft_ms"] or {}
@@ -355,27 +424,39 @@ def mixed(
     """Interference between endpoints sharing a machine: each alone, then all together
     (and all but one with --matrix); change of latency percentiles vs solo and jitter,
     with bootstrap intervals."""
+    from accelbench import validate as v
     from accelbench.stress.common import stress_dir
     from accelbench.stress.mixed import MixedConfig, run_mixed
 
     load = load or {}
     base = config_from_options(load)
     _check(base)
+
+    def suite(loads: list[BenchmarkConfig]) -> MixedConfig:
+        mc = MixedConfig(loads=loads, duration_s=duration, rounds=rounds, window_s=window,
+                         matrix=matrix, claim_pct=claim, claim_stat=claim_stat,
+                         warn_pct=warn_pct, fail_pct=fail_pct, stagger_s=stagger)  # fmt: skip
+        mc.validate()  # every endpoint's overrides too
+        return mc
+
+    # every option, and every endpoint's overrides, before an engine starts or ep0 runs
+    if url:
+        mc = suite([_endpoint_cfg(sp, base) for sp in url])
+    else:
+        v.integer("--embedded", embedded, 2, 64)
+        suite([base] * embedded)
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "mixed")
     with contextlib.ExitStack() as stack:
-        specs = list(url)
-        if not specs:
+        if not url:
             from accelbench.servers.embedded import running_engine
 
+            specs = []
             for _ in range(embedded):
                 s = stack.enter_context(running_engine(
                     base.embedded_engine, base.embedded_model,
                     parallel=base.embedded_parallel, log=_log))  # fmt: skip
                 specs.append(s.url)
-        loads = [_endpoint_cfg(sp, base) for sp in specs]
-        mc = MixedConfig(loads=loads, duration_s=duration, rounds=rounds, window_s=window,
-                         matrix=matrix, claim_pct=claim, claim_stat=claim_stat,
-                         warn_pct=warn_pct, fail_pct=fail_pct, stagger_s=stagger)  # fmt: skip
+            mc = suite([_endpoint_cfg(sp, base) for sp in specs])
         res = run_mixed(mc, path, log=_log)
     if not quiet and res.matrix:
         typer.echo("interference matrix (% change of row's TTFT p50 caused by column):")

@@ -30,6 +30,8 @@ def _source_list(sources: list[str] | None) -> list[str] | None:
     names: list[str] = []
     for s in sources:
         names.extend(x.strip() for x in s.split(",") if x.strip())
+    if not names:  # given, but empty: never read as "autodetect"
+        raise AccelbenchError(f"--source is empty; known: {', '.join(SOURCE_NAMES)}")
     unknown = [n for n in names if n not in SOURCE_NAMES]
     if unknown:
         raise AccelbenchError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,12 @@ def load_api_key(env_var: str | None, key_file: str | None) -> str | None:
 
 def redact_url(url: str) -> str:
     """The URL as it may be stored or shown: credentials in it (``http://user:key@host``)
-    become ``***``, like the API key. Anything else is returned unchanged."""
-    u = urlsplit(url)
+    become ``***``, like the API key. Anything else is returned unchanged; a URL too
+    malformed to split loses everything between ``//`` and its last ``@`` all the same."""
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/?#]*@", "//***@", url)
     if "@" not in u.netloc:
         return url
     return urlunsplit(u._replace(netloc="***@" + u.netloc.rpartition("@")[2]))

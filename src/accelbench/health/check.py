@@ -49,6 +49,11 @@ def check_live(
     v.number("--duration", duration_s, 0, 86400.0, unit="s")
     v.number("--interval", interval_s, 0.05, 3600.0, unit="s")
     (config or HealthConfig()).validate()
+    if server_url is not None:
+        from accelbench.runner.config import check_url
+
+        check_url(server_url, "--server-url")
+    v.optional_integer("--pid", server_pid, 1, 1 << 22)  # Linux's largest pid_max
     active, status = open_sources(sources, server_url, server_pid)
     rows: list[dict[str, Any]] = []
     errors: dict[str, dict[str, Any]] = {}

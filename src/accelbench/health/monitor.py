@@ -11,14 +11,21 @@ reasons in ``health["unknown"]`` and each source's state in ``health["sources"]`
 
 Alerts: a user command run with its arguments as a list (never through a shell), given
 the event as JSON on stdin and ``ACCELBENCH_VERDICT`` / ``ACCELBENCH_PREVIOUS_VERDICT``
-in its environment; and/or a JSON POST to a webhook.
+in its environment; and/or a JSON POST to a webhook. Both run off the sampling path, in
+one :class:`Dispatcher` thread (a hung pager must not stop sampling): its queue holds at
+most ``Dispatcher.MAX_PENDING`` actions (more are dropped and counted), each command has
+its own timeout, and when the monitor stops, pending actions get ``drain_s`` to finish
+before their commands are stopped (process group: SIGTERM, then SIGKILL) and the rest
+dropped (docs/TELEMETRY.md, "Alerts").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import queue
 import socket
 import subprocess
 import threading
@@ -39,21 +46,44 @@ log = logging.getLogger(__name__)
 
 
 def run_alert_command(
-    argv: list[str], event: dict[str, Any], timeout_s: float = 30.0
+    argv: list[str],
+    event: dict[str, Any],
+    timeout_s: float = 30.0,
+    children: set[lifetime.Child] | None = None,
 ) -> int | None:
     """Run ``argv`` (no shell) with the event on stdin; returns its exit status, or None
-    when it could not be run or timed out."""
+    when it could not be run or timed out (its process group is then killed). While it
+    runs, its :class:`~accelbench.lifetime.Child` is in ``children``, so a stopping
+    monitor can end it."""
     env = dict(os.environ)
     env["ACCELBENCH_VERDICT"] = str(event.get("verdict"))
     env["ACCELBENCH_PREVIOUS_VERDICT"] = str(event.get("previous"))
     try:
-        proc = lifetime.run(argv, input=json.dumps(event), env=env, timeout_s=timeout_s)
-    except (OSError, subprocess.SubprocessError) as exc:
+        child = lifetime.spawn(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, text=True,
+        )  # fmt: skip
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         log.warning("alert command %s failed: %s", argv, exc)
         return None
-    if proc.returncode != 0:
-        log.warning("alert command %s exited %d: %s", argv, proc.returncode, proc.stderr.strip())
-    return proc.returncode
+    if children is not None:
+        children.add(child)
+    try:
+        _out, err = child.popen.communicate(json.dumps(event), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        log.warning("alert command %s timed out after %g s: killed", argv, timeout_s)
+        return None
+    except (OSError, ValueError) as exc:  # stopped under us: its pipes closed
+        log.warning("alert command %s failed: %s", argv, exc)
+        return None
+    finally:
+        child.stop(grace_s=0)
+        if children is not None:
+            children.discard(child)
+    rc = child.popen.returncode
+    if rc != 0:
+        log.warning("alert command %s exited %d: %s", argv, rc, (err or "").strip()[:500])
+    return rc
 
 
 def post_webhook(url: str, event: dict[str, Any], timeout_s: float = 10.0) -> int | None:
@@ -80,6 +110,90 @@ def post_webhook(url: str, event: dict[str, Any], timeout_s: float = 10.0) -> in
         return None
 
 
+class Dispatcher:
+    """Runs alert actions one at a time in a worker thread, off the sampling path.
+
+    ``submit`` never blocks: past ``MAX_PENDING`` queued actions the new one is dropped
+    (counted in ``dropped``, logged). ``drain(timeout_s)`` waits for the queue to empty;
+    past the timeout, running commands are stopped (their whole process group) and the
+    queued actions dropped, so stopping the monitor takes at most about ``timeout_s``.
+    The worker is started on the first ``submit`` and again after a ``drain``."""
+
+    MAX_PENDING = 64
+
+    def __init__(self, max_pending: int = MAX_PENDING) -> None:
+        self.q: queue.Queue[Callable[[], object] | None] = queue.Queue(max_pending)
+        self.children: set[lifetime.Child] = set()  # alert commands running now
+        self.dropped = 0
+        self.done = 0
+        self._thread: threading.Thread | None = None
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], object], what: str = "alert") -> bool:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._cancel.clear()
+                self._thread = threading.Thread(
+                    target=self._loop, name="accelbench-alerts", daemon=True
+                )
+                self._thread.start()
+        try:
+            self.q.put_nowait(job)
+        except queue.Full:
+            self.dropped += 1
+            log.warning("%s dropped: %d actions already waiting", what, self.q.maxsize)
+            return False
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            job = self.q.get()
+            try:
+                if job is None:
+                    return
+                if self._cancel.is_set():
+                    self.dropped += 1
+                    continue
+                job()
+                self.done += 1
+            except Exception as exc:  # noqa: BLE001 - an alert never stops the monitor
+                log.warning("alert action failed: %s: %s", type(exc).__name__, exc)
+            finally:
+                self.q.task_done()
+
+    def pending(self) -> int:
+        return self.q.unfinished_tasks
+
+    def drain(self, timeout_s: float = 1.0) -> bool:
+        """Wait up to ``timeout_s`` for every queued action; then stop what still runs and
+        drop the rest, and end the worker. True when everything finished in time."""
+        thread = self._thread
+        if thread is None:
+            return True
+        deadline = time.monotonic() + timeout_s
+        while self.q.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        clean = not self.q.unfinished_tasks
+        if not clean:
+            self._cancel.set()
+            while True:  # what never started is dropped
+                try:
+                    self.q.get_nowait()
+                except queue.Empty:
+                    break
+                self.dropped += 1
+                self.q.task_done()
+            for child in list(self.children):
+                child.stop(grace_s=0.5)
+        with contextlib.suppress(queue.Full):
+            self.q.put_nowait(None)
+        thread.join(timeout=0.5)  # a webhook in its own timeout: abandoned (daemon)
+        with self._lock:
+            self._thread = None
+        return clean
+
+
 class Monitor:
     """Samples ``sources`` every ``interval_s``; see the module docstring."""
 
@@ -93,8 +207,23 @@ class Monitor:
         webhook: str | None = None,
         exporter: Exporter | None = None,
         on_tick: Callable[[list[dict[str, Any]], dict[str, Any]], None] | None = None,
+        alert_timeout_s: float = 30.0,
+        drain_s: float = 1.0,
     ) -> None:
         self.check(interval_s, window_s, config)
+        from accelbench import validate as v
+
+        if alert_cmd is not None and not alert_cmd:
+            raise v.UsageError("--alert-cmd is empty; give a command")
+        if webhook is not None:
+            from accelbench.runner.config import check_url
+
+            check_url(webhook, "--webhook")
+        v.number("alert timeout", alert_timeout_s, 0, 86400.0, lo_open=True, unit="s")
+        v.number("alert drain time", drain_s, 0, 3600.0, unit="s")
+        self.alert_timeout_s = alert_timeout_s
+        self.drain_s = drain_s  # on stop: what pending alerts get before they are ended
+        self.dispatcher = Dispatcher()
         self.sources = sources
         self.interval_s = interval_s
         self.window_s = window_s
@@ -183,20 +312,33 @@ class Monitor:
             "unknown": health.get("unknown", []),
         }
         self.events.append(event)
-        if self.alert_cmd:
-            run_alert_command(self.alert_cmd, event)
-        if self.webhook:
-            post_webhook(self.webhook, event)
+        argv, url, timeout_s = self.alert_cmd, self.webhook, self.alert_timeout_s
+        children = self.dispatcher.children
+        if argv:
+            self.dispatcher.submit(
+                lambda: run_alert_command(argv, event, timeout_s, children), "alert command"
+            )
+        if url:
+            self.dispatcher.submit(lambda: post_webhook(url, event), "webhook")
 
     def run(self, stop: threading.Event | None = None, iterations: int | None = None) -> None:
-        """Tick until ``stop`` is set or ``iterations`` ticks were done."""
+        """Tick until ``stop`` is set or ``iterations`` ticks were done; then
+        :meth:`close` (pending alerts finish or are ended)."""
         stop = stop or threading.Event()
         start = time.monotonic()
         k = 0
-        while not stop.is_set():
-            self.tick()
-            k += 1
-            if iterations is not None and k >= iterations:
-                break
-            delay = start + k * self.interval_s - time.monotonic()
-            stop.wait(max(delay, 0.0))
+        try:
+            while not stop.is_set():
+                self.tick()
+                k += 1
+                if iterations is not None and k >= iterations:
+                    break
+                delay = start + k * self.interval_s - time.monotonic()
+                stop.wait(max(delay, 0.0))
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let pending alerts finish for up to ``drain_s``, then end them."""
+        if not self.dispatcher.drain(self.drain_s):
+            log.warning("monitor stopped: alert actions still pending were ended")

@@ -11,10 +11,13 @@ round-trips through the Grafana Foundation SDK's dashboard model unchanged.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from accelbench.errors import UsageError
 from accelbench.telemetry.parsers import SERVER_METRICS
 
+_UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 DS = {"type": "prometheus", "uid": "${datasource}"}
 GPU = 'gpu=~"$gpu"'
 
@@ -70,7 +73,13 @@ def _engine_targets(col: str, rate: str | None = None) -> list[tuple[str, str]]:
 def build_dashboard(
     title: str = "accelbench: accelerators and serving", uid: str = "accelbench-monitor"
 ) -> dict[str, Any]:
-    """The dashboard as a dict (Grafana's JSON model)."""
+    """The dashboard as a dict (Grafana's JSON model). ``uid`` is what Grafana allows
+    (1-40 of letters, digits, '-', '_'); ``title`` 1-200 printable characters (JSON
+    escapes it)."""
+    if not isinstance(uid, str) or not _UID.fullmatch(uid):
+        raise UsageError(f"--uid must be 1-40 letters, digits, '-' or '_' (got {uid!r})")
+    if not title.strip() or len(title) > 200 or not title.isprintable():
+        raise UsageError(f"--title must be 1-200 printable characters (got {title!r})")
     leg = "{{instance}} GPU {{gpu}}"
     panels = [
         _row(1, "Accelerators", 0),

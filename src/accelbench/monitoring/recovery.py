@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.errors import AccelbenchError
-from accelbench.health.monitor import run_alert_command
+from accelbench.errors import UsageError
+from accelbench.health.monitor import Dispatcher, run_alert_command
 from accelbench.health.rules import SEVERITY_ORDER
 
 HOUR_S = 3600.0
@@ -39,24 +40,27 @@ class RecoveryPolicy:
     dry_run: bool = False
     log_path: Path | None = None
     timeout_s: float = 300.0
+    inputs: list[Path] = field(default_factory=list)  # files the monitor reads (--replay)
 
     def validate(self) -> None:
+        """Every field checked before the monitor starts (a bad --recover-log used to
+        surface only when the first recovery fired, and a NaN cool-down meant none)."""
+        from accelbench import validate as v
+
         if not self.argv:
-            raise AccelbenchError("--recover-cmd is empty")
+            raise UsageError("--recover-cmd is empty; give a command")
         unknown = [r for r in self.rules if r not in RULE_NAMES and r != "any"]
-        if unknown:
-            raise AccelbenchError(
-                f"--recover-on: unknown rule(s) {', '.join(unknown)}; "
+        if unknown or not self.rules:
+            raise UsageError(
+                f"--recover-on: unknown rule(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
                 f"choose from any, {', '.join(RULE_NAMES)}"
             )
-        if self.min_severity not in ("warn", "fail"):
-            raise AccelbenchError(
-                f"--recover-severity must be warn or fail (got {self.min_severity})"
-            )
-        if self.cooldown_s < 0:
-            raise AccelbenchError(f"--recover-cooldown must be >= 0 (got {self.cooldown_s})")
-        if self.max_per_hour < 1:
-            raise AccelbenchError(f"--recover-max-per-hour must be >= 1 (got {self.max_per_hour})")
+        v.choice("--recover-severity", self.min_severity, ("warn", "fail"))
+        v.number("--recover-cooldown", self.cooldown_s, 0, 30 * 86400.0, unit="s")
+        v.integer("--recover-max-per-hour", self.max_per_hour, 1, 3600)
+        v.number("--recover-timeout", self.timeout_s, 0, 86400.0, lo_open=True, unit="s")
+        if self.log_path is not None:
+            v.output_file("--recover-log", self.log_path, self.inputs, mkdir=False)
 
 
 Runner = Callable[[list[str], dict[str, Any], float], "int | None"]
@@ -69,15 +73,26 @@ class Recovery:
         self,
         policy: RecoveryPolicy,
         clock: Callable[[], float] = time.time,
-        runner: Runner = run_alert_command,
+        runner: Runner | None = None,
+        dispatcher: Dispatcher | None = None,
+        on_done: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         policy.validate()
         self.policy = policy
         self.clock = clock
+        self.dispatcher = dispatcher
+        self.on_done = on_done
+        if runner is None:  # stoppable by the dispatcher when the monitor stops
+            children = dispatcher.children if dispatcher is not None else None
+
+            def runner(argv: list[str], event: dict[str, Any], timeout_s: float) -> int | None:
+                return run_alert_command(argv, event, timeout_s, children)
+
         self.runner = runner
         self.actions: deque[float] = deque()  # times of actions in the last hour
         self.log: list[dict[str, Any]] = []
         self._suppressed_logged = False
+        self._lock = threading.Lock()
 
     def matching(self, health: dict[str, Any]) -> list[dict[str, Any]]:
         floor = SEVERITY_ORDER[self.policy.min_severity]
@@ -100,7 +115,9 @@ class Recovery:
 
     def consider(self, health: dict[str, Any]) -> dict[str, Any] | None:
         """Run (or dry-run) the action if a chosen rule fires and the guards allow it.
-        Returns the log entry written, or None."""
+        Returns the log entry written, or None. With a ``dispatcher`` the action runs off
+        the sampling path: the entry returned says ``started``, and the ``ran`` entry with
+        the exit status is logged (and given to ``on_done``) when it ends."""
         found = self.matching(health)
         if not found:
             return None
@@ -123,15 +140,30 @@ class Recovery:
         self.actions.append(now)
         if self.policy.dry_run:
             entry.update(action="dry-run", exit_status=None)
-        else:
-            event = {"verdict": health.get("verdict"), "findings": found, "previous": None}
+            return self._write(entry)
+        event = {"verdict": health.get("verdict"), "findings": found, "previous": None}
+        if self.dispatcher is None:
             status = self.runner(self.policy.argv, event, self.policy.timeout_s)
             entry.update(action="ran", exit_status=status)
-        return self._write(entry)
+            return self._write(entry)
+
+        def job() -> None:  # off the sampling path; logged when it ends
+            status = self.runner(self.policy.argv, event, self.policy.timeout_s)
+            entry.update(action="ran", exit_status=status)
+            self._write(entry)
+            if self.on_done is not None:
+                self.on_done(entry)
+
+        if not self.dispatcher.submit(job, "recovery action"):
+            entry.update(action="suppressed", reason="alert queue full", exit_status=None)
+            return self._write(entry)
+        return {**entry, "action": "started", "exit_status": None}
 
     def _write(self, entry: dict[str, Any]) -> dict[str, Any]:
-        self.log.append(entry)
-        if self.policy.log_path is not None:
-            with open(self.policy.log_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(entry, default=str) + "\n")
+        with self._lock:  # the sampling thread and the dispatcher's both write
+            self.log.append(entry)
+            if self.policy.log_path is not None:
+                self.policy.log_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.policy.log_path, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(entry, default=str) + "\n")
         return entry

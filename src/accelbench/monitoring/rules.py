@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import UsageError
 from accelbench.health.rules import HealthConfig
 from accelbench.telemetry.parsers import SERVER_METRICS
 
@@ -87,14 +87,18 @@ class AlertSettings:
 
         self.health.validate()
         day = 86400.0
-        v.number("--window", self.window_s, 0, 30 * day, lo_open=True, unit="s")
+        # Prometheus durations are whole milliseconds: a range below 1 ms would be "[0s]"
+        v.number("--window", self.window_s, 0.001, 30 * day, unit="s")
         v.number("--for", self.for_s, 0, 30 * day, unit="s")
         v.number("--queue-max", self.queue_waiting_max, 0, 1e9)
         v.number("--error-rate-max", self.error_rate_max, 0, 1)
         v.optional_number("--amd-temp-limit", self.amd_temp_limit_c, 0, 200, lo_open=True, unit="C")
         v.number("--no-data-for", self.no_data_for_s, 0, 30 * day, unit="s")
+        # the prefix goes into PromQL as part of metric names (and a name regex): only
+        # metric-name characters, so it can never be PromQL or regex syntax
+        v.prom_name("--amd-prefix", self.amd_prefix, empty=True)
         if not self.no_data_lookback_s > self.no_data_for_s:
-            raise AccelbenchError(
+            raise UsageError(
                 f"no-data lookback ({self.no_data_lookback_s} s) must be longer than "
                 f"--no-data-for ({self.no_data_for_s} s)"
             )
@@ -701,7 +705,7 @@ def build_rules(
     chosen = list(flavours or FLAVOURS)
     unknown = [x for x in chosen if x not in FLAVOURS]
     if unknown:
-        raise AccelbenchError(
+        raise UsageError(
             f"unknown --flavour {', '.join(unknown)}; choose from {', '.join(FLAVOURS)}"
         )
     groups = []

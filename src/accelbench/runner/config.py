@@ -317,7 +317,7 @@ def run_mode(cfg: dict[str, Any]) -> str:
     return "rate" if cfg.get("rate") else "concurrency"
 
 
-def check_url(url: str) -> str:
+def check_url(url: str, name: str = "--url") -> str:
     """An http(s) URL with a host; anything else fails before a connection is tried."""
     from urllib.parse import urlsplit
 
@@ -325,9 +325,10 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise v.UsageError(f"--url {url!r} is not a valid URL: {exc}") from None
+        raise v.UsageError(f"{name} {redact_url(url)!r} is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise v.UsageError(f"--url must be http://host[:port] or https://... (got {url!r})")
+        shown = redact_url(url)
+        raise v.UsageError(f"{name} must be http://host[:port] or https://... (got {shown!r})")
     del port
     return url
 

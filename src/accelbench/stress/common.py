@@ -84,6 +84,20 @@ def dir_bytes(path: Path) -> int:
 
 
 # -- runs ------------------------------------------------------------------------------
+def check_load(cfg: BenchmarkConfig, where: str | None = None) -> None:
+    """Check a suite's load before anything runs, on a copy (``validate`` fills defaults
+    that the suites set per step); ``where`` names the endpoint in the message."""
+    from accelbench.client.session import redact_url
+
+    try:
+        replace(cfg, workload=replace(cfg.workload)).validate()
+    except UsageError as exc:
+        if where is None:
+            raise
+        url = redact_url(cfg.url) if cfg.url else "(embedded)"
+        raise UsageError(f"{where} ({url}): {exc}") from None
+
+
 def run_step(
     base: BenchmarkConfig,
     out: Path,

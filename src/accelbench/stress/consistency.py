@@ -48,6 +48,8 @@ class ConsistencyConfig:
 
     def validate(self) -> None:
         from accelbench import validate as v
+        from accelbench.runner.config import check_url
+        from accelbench.stress.verdicts import check_thresholds
 
         if not self.urls:
             raise UsageError("stress consistency needs at least one --url")
@@ -56,8 +58,10 @@ class ConsistencyConfig:
         if self.loaded_concurrency is not None:
             v.integer("--loaded-concurrency", self.loaded_concurrency, 2, 100_000)
         v.number("--pause", self.pause_s, 0.0, 86400.0, unit="s")
-        v.number("--warn-divergent", self.warn_divergent, 0.0, 1.0)
-        v.number("--fail-divergent", self.fail_divergent, 0.0, 1.0)
+        for u in self.urls:
+            check_url(u)
+        check_thresholds("--warn-divergent", self.warn_divergent, "--fail-divergent",
+                         self.fail_divergent, 1.0)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

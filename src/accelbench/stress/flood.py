@@ -60,11 +60,18 @@ class FloodConfig:
 
         if not self.lengths:
             raise UsageError("stress flood needs input lengths (--lengths or --max-context)")
+        if not self.concurrencies:
+            raise UsageError("stress flood needs at least one concurrency (--concurrencies)")
+        if len(self.lengths) * len(self.concurrencies) > 10_000:
+            raise UsageError("--lengths x --concurrencies makes more than 10,000 steps")
         for n in self.lengths:
             v.integer("--lengths", n, 1, 1 << 22)
         for c in self.concurrencies:
             v.integer("--concurrencies", c, 1, 100_000)
         v.integer("--requests", self.requests, 1, 1_000_000)
+        v.optional_integer("--server-pid", self.server_pid, 1, 1 << 22)  # Linux's pid_max
+        for m in self.metrics:
+            v.prom_name("--metric", m)
         v.integer("--osl", self.osl, 1, 1 << 20)
 
     def to_json(self) -> dict[str, Any]:

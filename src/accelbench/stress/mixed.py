@@ -24,7 +24,15 @@ import numpy as np
 from accelbench.client.session import redact_url
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.stress.common import Log, _quiet, run_records, run_status, run_step, write_stress
+from accelbench.stress.common import (
+    Log,
+    _quiet,
+    check_load,
+    run_records,
+    run_status,
+    run_step,
+    write_stress,
+)
 from accelbench.stress.verdicts import (
     Verdict,
     bootstrap_ci,
@@ -65,6 +73,10 @@ class MixedConfig:
         check_thresholds("--warn", self.warn_pct, "--fail", self.fail_pct, 1e6, "%")
         if self.claim_pct is not None:
             v.number("--claim", self.claim_pct, 0.0, 1e6)
+        # every endpoint's load (with its overrides) before the first phase runs: a bad
+        # override of ep2 used to surface only when ep2's phase started, after ep0 ran
+        for i, load in enumerate(self.loads):
+            check_load(load, f"--url of ep{i}")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -28,6 +28,7 @@ from accelbench import validate as v
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import JOURNAL, iter_journal, write_text_atomic
+from accelbench.store.suites import STRESS_JSON
 from accelbench.stress.common import (
     JournalTail,
     JsonlAppender,
@@ -68,6 +69,7 @@ class SoakConfig:
     leak: LeakThresholds = field(default_factory=LeakThresholds)
     drift: DriftThresholds = field(default_factory=DriftThresholds)
     gpu: bool = True
+    embedded: bool = False  # the load's server is the embedded engine (started per run)
 
     def validate(self) -> None:
 
@@ -81,6 +83,9 @@ class SoakConfig:
         v.number("--exhaustion-horizon", self.leak.horizon_h, 0, 1e6, lo_open=True, unit="h")
         check_thresholds("--drift-warn", self.drift.warn_pct_per_h, "--drift-fail",
                          self.drift.fail_pct_per_h, 1e6, "%/h")  # fmt: skip
+        v.optional_integer("--server-pid", self.server_pid, 1, 1 << 22)  # Linux's pid_max
+        for m in self.metrics:
+            v.prom_name("--metric", m)
         if self.load.num_requests is not None:
             raise UsageError("stress soak runs for --duration: drop --num-requests")
 
@@ -88,6 +93,46 @@ class SoakConfig:
         d = asdict(self)
         d["load"] = self.load.to_json()
         return d
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "stress.json") -> SoakConfig:
+        """The configuration recorded in a soak's stress.json, checked as if given anew."""
+        try:
+            d = dict(d)
+            cfg = cls(
+                load=BenchmarkConfig.from_json(d.pop("load")),
+                leak=LeakThresholds(**d.pop("leak")),
+                drift=DriftThresholds(**d.pop("drift")),
+                **{k: x for k, x in d.items() if k in cls.__dataclass_fields__},
+            )
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            raise UsageError(
+                f"{where}: its config is damaged ({type(exc).__name__}: {exc})"
+            ) from None
+        try:
+            cfg.validate()
+        except UsageError as exc:
+            raise UsageError(f"{where}: its recorded config is refused: {exc}") from None
+        return cfg
+
+    def identity(self) -> dict[str, Any]:
+        """What a resumed soak must share with the recorded one: everything but the
+        duration (a soak may be extended), and for the embedded engine, the engine's
+        address and process (a fresh one is started per invocation)."""
+        d = orjson.loads(orjson.dumps(self.to_json(), option=orjson.OPT_NON_STR_KEYS))
+        d.pop("duration_s", None)
+        if self.embedded:
+            d["server_pid"] = None
+            d["load"]["url"] = d["load"]["model"] = None
+        return dict(d)
+
+
+def recorded_config(path: Path) -> SoakConfig:
+    """The configuration of the soak in ``path`` (written before its first segment)."""
+    prev = read_stress(path)
+    if prev.get("suite") != "soak" or "config" not in prev:
+        raise UsageError(f"--resume {path}: not a soak directory")
+    return SoakConfig.from_json(prev["config"], f"--resume {path / 'stress.json'}")
 
 
 @dataclass
@@ -247,20 +292,33 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
     done_s, seg = 0.0, 0
     if resume:
         prev = read_stress(path)
-        if prev.get("suite") != "soak":
-            raise UsageError(f"--resume {path}: not a soak directory")
+        rec = recorded_config(path)
+        if rec.identity() != cfg.identity():
+            mine, theirs = cfg.identity(), rec.identity()
+            diff = sorted(_diff(theirs, mine))
+            raise UsageError(
+                f"--resume {path}: the soak was recorded with another configuration "
+                f"({', '.join(diff[:5])} differ{'s' if len(diff) == 1 else ''}); a soak "
+                "resumes with its recorded configuration"
+            )
         wins = _resume_rows(windows_f, ("t_s", "t_end_s"))
         done_s = max((w["t_end_s"] for w in wins), default=0.0)
         seg = v.integer("segments of stress.json", prev.get("segments", 0), 0, 1_000_000)
+        # a segment killed mid-run (SIGKILL) left its run directory: never write into it
+        seg = max([seg] + [int(p.name[4:]) + 1 for p in (path / "runs").glob("seg-[0-9]*")
+                           if p.name[4:].isdigit()])  # fmt: skip
         # drop memory samples past the last finished window (they will be re-taken)
         keep = [m for m in _resume_rows(memory_f, ("t_s",)) if m["t_s"] <= done_s]
         memory_f.path.write_bytes(b"")
         for m in keep:
             memory_f.append(m)
         log(f"resuming at {done_s:.0f} s of {cfg.duration_s:.0f} s (segment {seg})")
-    elif (path / WINDOWS).exists():
+    elif (path / WINDOWS).exists() or (path / STRESS_JSON).exists():
         raise UsageError(f"{path} already holds a soak: use --resume or another --out")
     probe = MemoryProbe(cfg.load.url, cfg.server_pid, cfg.metrics, gpu=cfg.gpu)
+    if not resume:  # the configuration is on disk before the first request: a soak
+        # killed in its first segment (SIGKILL) resumes from it
+        _write(path, cfg, probe, "running", seg, windows_f, memory_f)
     status = "completed"
     try:
         while done_s < cfg.duration_s - 1e-6:
@@ -296,6 +354,16 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
         probe.close()
     result = _write(path, cfg, probe, status, seg, windows_f, memory_f)
     return result
+
+
+def _diff(a: Any, b: Any, at: str = "") -> list[str]:
+    """The dotted keys where two JSON documents differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff(a.get(k), b.get(k), f"{at}.{k}" if at else str(k))
+        return out
+    return [] if a == b else [at or "(all)"]
 
 
 def _sane(x: Any) -> bool:

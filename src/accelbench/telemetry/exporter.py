@@ -296,6 +296,9 @@ class Exporter:
     """An HTTP ``/metrics`` endpoint for a :class:`TelemetryCollector`."""
 
     def __init__(self, port: int = 9464, host: str = "127.0.0.1") -> None:
+        from accelbench import validate as v
+
+        v.port("--port", port)  # 70000 was an OverflowError from bind (exit 70)
         self.collector = TelemetryCollector()
         self.registry = CollectorRegistry()
         self.registry.register(self.collector)

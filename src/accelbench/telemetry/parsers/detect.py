@@ -139,7 +139,7 @@ def detect_format(text: str) -> str:
 
 def parse_capture(text: str, fmt: str | None = None) -> Capture:
     """Parse captured text (format guessed unless ``fmt`` names one of :data:`FORMATS`)."""
-    fmt = fmt or detect_format(text)
+    fmt = detect_format(text) if fmt is None else fmt  # "" is a (wrong) format, not "guess"
     if fmt not in FORMATS:
         raise AccelbenchError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     lost: list[str] = []
@@ -149,6 +149,9 @@ def parse_capture(text: str, fmt: str | None = None) -> Capture:
 
 
 def read_text(path: Path) -> str:
+    p = Path(path)
+    if p.exists() and not p.is_file() and not p.is_dir():  # a FIFO blocks, a device never ends
+        raise AccelbenchError(f"cannot read {path}: not a regular file (a FIFO or device)")
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
