@@ -530,20 +530,19 @@ def judge(claim: Claim, e: Estimate, tolerance: float = 0.05) -> Verdict:
             return Verdict(claim.text, "supported", f"{ci} lies above {k:g}", e, k, refute)
         if e.hi < refute:
             return Verdict(claim.text, "refuted", f"{ci} lies below {refute:.3f}", e, k, refute)
-        side = "its low end is not above"
+        side = f"not wholly above {k:g} nor below {refute:.3f}"
     else:
         refute = k * (1 + tolerance)
         if e.hi < k or (e.hi == k and not strict):
             return Verdict(claim.text, "supported", f"{ci} lies below {k:g}", e, k, refute)
         if e.lo > refute:
             return Verdict(claim.text, "refuted", f"{ci} lies above {refute:.3f}", e, k, refute)
-        side = "its high end is not below"
+        side = f"not wholly below {k:g} nor above {refute:.3f}"
     tol = f" (the claimed {k:g} with {tolerance:.0%} tolerance)" if tolerance else ""
     return Verdict(
         claim.text,
         "inconclusive",
-        f"{ci}: {side} {k:g} and it contains {refute:.3f}{tol}: "
-        "more requests or repeated runs needed",
+        f"{ci}: {side}{tol}: more requests or repeated runs needed",
         e,
         k,
         refute,

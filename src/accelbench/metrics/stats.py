@@ -230,7 +230,7 @@ def quantile_log_se(values: np.ndarray, q: float) -> tuple[Any, Any] | None:
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
         lo, hi = np.log(ci[0]), np.log(ci[1])
-    return (lo + hi) / 2.0, (hi - lo) / (2.0 * z_critical(_SE_LEVEL))
+        return (lo + hi) / 2.0, (hi - lo) / (2.0 * z_critical(_SE_LEVEL))
 
 
 def quantile_ratio_ci(
@@ -245,11 +245,11 @@ def quantile_ratio_ci(
     if sa is None or sb is None:
         return None
     z = z_critical(confidence)
-    d = sb[0] - sa[0]
-    half = z * np.sqrt(sa[1] ** 2 + sb[1] ** 2)
     pa = np.percentile(a, q, axis=-1)
     pb = np.percentile(b, q, axis=-1)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        d = sb[0] - sa[0]
+        half = z * np.sqrt(sa[1] ** 2 + sb[1] ** 2)
         return pb / pa, np.exp(d - half), np.exp(d + half)
 
 
@@ -288,7 +288,7 @@ def cv_ci(x: np.ndarray, confidence: float = CONFIDENCE) -> tuple[Any, Any, Any]
 AR1_RHO_MAX = 0.9
 # Fewer points than this and no slope interval covers 93-97 % of AR(1) phi = 0.5 series
 # (tests/test_interval_coverage.py): "too few" instead of an interval.
-MIN_TREND_POINTS = 40
+MIN_TREND_POINTS = 60
 
 
 def ar1_rho(resid: np.ndarray) -> float:

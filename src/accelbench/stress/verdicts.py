@@ -31,7 +31,7 @@ from accelbench.metrics.stats import (
     cv_ci,
     min_samples,
     quantile_ratio_ci,
-    t_critical,
+    z_critical,
 )
 
 CONFIDENCE = 0.95
@@ -119,6 +119,8 @@ def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
     x0 = t - t[0]
     one = np.column_stack([np.ones(n), x0])
     sse1 = float(np.sum((y - one @ np.linalg.lstsq(one, y, rcond=None)[0]) ** 2))
+    if sse1 <= 1e-12 * float(np.sum((y - y.mean()) ** 2)):
+        return None  # a straight line (to rounding): no break to find
     best: tuple[float, int, float, float] | None = None
     for k in range(3, max_k):
         x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
@@ -135,7 +137,12 @@ def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
         return float(t[k])
     from scipy import stats
 
-    f = ((sse1 - sse2) / 2) / (sse2 / (n - 4))
+    # correlated residuals make any break look significant (a false cut leaves a
+    # segment whose slope is biased low): the F statistic is deflated by their AR(1)
+    # variance inflation, read off the residuals of the two-segment fit
+    x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
+    f_infl = ar1_inflation(ar1_rho(y - x @ np.linalg.lstsq(x, y, rcond=None)[0]))
+    f = ((sse1 - sse2) / 2) / (sse2 / (n - 4)) / f_infl
     return float(t[k]) if float(stats.f.sf(f, 2, n - 4)) < 0.01 else None
 
 
@@ -165,7 +172,7 @@ def sen_interval(
     (Sen 1968), whose Kendall-S variance n (n - 1) (2n + 5) / 18 is multiplied by the
     AR(1) inflation (1 + rho) / (1 - rho) of the residuals (the variance correction of
     Hamed & Rao 1998 / Yue & Wang 2004 with a bias-corrected lag-1 rho) and read with
-    a t of ``n_eff - 2`` degrees of freedom; NaN bounds below MIN_TREND_POINTS points.
+    the normal critical value; NaN bounds below MIN_TREND_POINTS points.
     Sen's interval alone assumes independent residuals and covered 75 % of AR(1)
     phi = 0.5 windows."""
     n = t.size
@@ -179,7 +186,7 @@ def sen_interval(
     f = ar1_inflation(rho)
     if n < MIN_TREND_POINTS or slopes.size == 0:
         return slope, icpt, math.nan, math.nan, rho
-    crit = float(t_critical(confidence, max(n / f - 2.0, 1.0)))
+    crit = z_critical(confidence)
     c = crit * math.sqrt(n * (n - 1) * (2 * n + 5) / 18.0 * f)
     m = slopes.size
     lo_i = max(int(round((m - c) / 2.0)) - 1, 0)
