@@ -146,7 +146,9 @@ def t_critical(confidence: float, dof: float | np.ndarray) -> Any:
     return stats.t.ppf(0.5 + confidence / 2.0, dof)
 
 
-def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+def quantile_ci_ranks(
+    n: int, q: float, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
     """Fractional 1-based ranks (lo, hi) of the distribution-free interval for the
     ``q``-th percentile from ``n`` values, or None when ``n`` is too small to have one.
 
@@ -331,9 +333,7 @@ def throughput_log_se(tok: np.ndarray, e2e: np.ndarray | None) -> Any:
         return np.sqrt(u.var(axis=-1, ddof=1) / n)
 
 
-def log_ratio_ci(
-    d: Any, se_a: Any, se_b: Any, confidence: float = CONFIDENCE
-) -> tuple[Any, Any]:
+def log_ratio_ci(d: Any, se_a: Any, se_b: Any, confidence: float = CONFIDENCE) -> tuple[Any, Any]:
     """(low, high) of exp(d) for a log ratio ``d`` of two independent estimates with these
     standard errors (normal on the log scale)."""
     half = z_critical(confidence) * np.sqrt(np.asarray(se_a) ** 2 + np.asarray(se_b) ** 2)

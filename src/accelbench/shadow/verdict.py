@@ -384,10 +384,7 @@ def shadow_verdict(
     greedy = {i for i, body in bodies.items() if is_greedy(body)}
 
     def run(b: list[dict], c: list[dict]) -> list[GateResult]:
-        return [
-            evaluate_gate(g, b, c, greedy, confidence=confidence)
-            for g in parsed
-        ]
+        return [evaluate_gate(g, b, c, greedy, confidence=confidence) for g in parsed]
 
     overall = run(base, cand)
     windows: list[dict[str, Any]] = []
