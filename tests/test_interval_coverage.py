@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from accelbench.health.slope import linear_trend
@@ -414,3 +416,27 @@ def test_clopper_pearson_never_under_covers():
         assert cov.min() >= 0.95 - 1e-9, n
         if n >= 100:
             band(float(cov.mean()), f"Clopper-Pearson n={n}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    op=st.sampled_from([">=", ">", "<=", "<", "≥", "≤"]),
+    k=st.floats(0.01, 100),
+    tol=st.floats(0, 0.99),
+    lo=st.floats(0.001, 1000),
+    width=st.floats(0, 1000),
+)
+def test_a_verdict_never_goes_beyond_its_interval(op, k, tol, lo, width):
+    # the class: whatever the claim, factor, tolerance and interval, "supported" needs the
+    # whole interval on the claim's side of k itself, "refuted" the whole interval beyond
+    # k less the tolerance on the other side
+    hi = lo + width
+    c = parse_claim(f"B {op} {k!r} x A")
+    v = judge(c, Estimate(c.metric, 1.0, 1.0, (lo + hi) / 2, lo, hi), tol)
+    up = c.op in (">=", ">")
+    if v.verdict == "supported":
+        assert (lo >= c.factor) if up else (hi <= c.factor)
+    if v.verdict == "refuted":
+        assert (hi < c.factor * (1 - tol)) if up else (lo > c.factor * (1 + tol))
+    if (up and lo <= 1.0 <= hi and c.factor > 1) or (not up and lo <= 1 <= hi and c.factor < 1):
+        assert v.verdict != "supported"  # B = A possible: a claim of k x A is not shown
