@@ -62,15 +62,15 @@ def test_soak_recovers_injected_leak_and_drift(reference_server, tmp_path):
 
     doc = json.loads((tmp_path / "soak" / "stress.json").read_text())
     assert doc["suite"] == "soak" and doc["status"] == "completed"
-    assert 7 <= doc["windows"] <= 8 and doc["disk_bytes_per_request"] > 0
+    assert 65 <= doc["windows"] <= 66 and doc["disk_bytes_per_request"] > 0
     w = [json.loads(x) for x in (tmp_path / "soak" / "windows.jsonl").read_text().splitlines()]
-    # windows end with the load (12 s), not with its drain and finalize after it
-    assert max(x["t_end_s"] for x in w) <= 12.0
-    assert sum(x["requests"] for x in w) == pytest.approx(RATE * 12, abs=RATE * 2)
+    # windows end with the load (66 s), not with its drain and finalize after it
+    assert max(x["t_end_s"] for x in w) <= 66.0
+    assert sum(x["requests"] for x in w) == pytest.approx(RATE * 66, abs=RATE * 2)
     assert all(x["error_rate"] == 0 for x in w)
     # memory is sampled while the load runs, not while the segment is finalized after it
     mem = [json.loads(x) for x in (tmp_path / "soak" / "memory.jsonl").read_text().splitlines()]
-    assert max(m["t_s"] for m in mem) <= 12.0 and len(mem) >= 12 / 0.5 - 2
+    assert max(m["t_s"] for m in mem) <= 66.0 and len(mem) >= 66 / 0.5 - 2
     # its run is an ordinary run directory
     seg = tmp_path / "soak" / "runs" / "seg-000"
     assert json.loads((seg / "run.json").read_text())["status"] == "completed"
