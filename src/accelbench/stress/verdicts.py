@@ -254,11 +254,13 @@ def leak_verdict(
                        "too few samples (need 4)", evidence={"n": len(t_s)})  # fmt: skip
     est, lo, hi = tr.slope * HOUR, tr.ci_low * HOUR, tr.ci_high * HOUR
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        return Verdict(name, "leak", "Theil-Sen slope of memory after the warm-up", "B/h", est,
+        # no interval, no estimate shown as if it were evidence (the slope is in evidence)
+        return Verdict(name, "leak", "Theil-Sen slope of memory after the warm-up", "B/h", None,
                        None, None, th.warn_bytes_per_h, th.fail_bytes_per_h, "n/a",
                        f"too few samples after the warm-up ({tr.n_fit}; an interval needs "
                        f"{MIN_TREND_POINTS})",
-                       evidence={"n": tr.n, "n_fit": tr.n_fit, "warmup_end_s": tr.start_s})  # fmt: skip
+                       evidence={"n": tr.n, "n_fit": tr.n_fit, "warmup_end_s": tr.start_s,
+                                 "slope_without_interval": est})  # fmt: skip
     verdict, rule = judge(est, lo, hi, th.warn_bytes_per_h, th.fail_bytes_per_h)
     last = float(np.asarray(bytes_, dtype=float)[-1])
     tte = tte_lo = None
@@ -332,10 +334,10 @@ def drift_verdict(
     a, b = sign * tr.ci_low * HOUR * scale, sign * tr.ci_high * HOUR * scale
     est, lo, hi = sign * tr.slope * HOUR * scale, min(a, b), max(a, b)
     if not (math.isfinite(tr.ci_low) and math.isfinite(tr.ci_high)):
-        return Verdict(name, "drift", stat, unit, est if math.isfinite(est) else None, None,
-                       None, warn, fail, "n/a",
+        return Verdict(name, "drift", stat, unit, None, None, None, warn, fail, "n/a",
                        f"too few windows ({tr.n}; an interval needs {MIN_TREND_POINTS})",
-                       evidence={"n": tr.n})  # fmt: skip
+                       evidence={"n": tr.n, "slope_without_interval":
+                                 est if math.isfinite(est) else None})  # fmt: skip
     if not all(map(math.isfinite, (est, lo, hi))):
         return Verdict(name, "drift", stat, unit, None, None, None, warn, fail, "n/a",
                        "the series' median is 0: no relative drift", evidence={"n": tr.n})  # fmt: skip
