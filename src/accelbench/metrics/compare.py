@@ -146,36 +146,6 @@ def _run_sample(r: RunLike) -> _RunSample:
 MAX_BOOT_REQUESTS = 20_000
 
 
-def boot_percentile(
-    values: np.ndarray, q: float, n_boot: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Bootstrap replicates of ``np.percentile(resample, q)`` (linear interpolation) without
-    drawing the resamples: the r-th order statistic of n draws from the empirical
-    distribution is ``F^-1(U_(r))`` with ``U_(r) ~ Beta(r, n - r + 1)``, and the next one
-    is the minimum of the ``n - r`` uniforms above it. Exact, and O(n log n + n_boot)."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n = x.size
-    if n == 0:
-        return np.full(n_boot, np.nan)
-    if n == 1:
-        return np.full(n_boot, x[0])
-    h = (n - 1) * q / 100.0
-    k = int(np.floor(h))
-    frac = h - k
-    r = k + 1  # 1-based rank of the lower order statistic
-    u1 = rng.beta(r, n - r + 1, size=n_boot)
-    if frac > 0 and r < n:
-        u2 = u1 + (1 - u1) * (1 - rng.random(n_boot) ** (1.0 / (n - r)))
-    else:
-        u2 = u1
-
-    def inv(u: np.ndarray) -> np.ndarray:
-        return x[np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1)]
-
-    x1, x2 = inv(u1), inv(u2)
-    return x1 + frac * (x2 - x1)
-
-
 THROUGHPUT = ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s")
 
 
@@ -200,65 +170,16 @@ def _tokens(s: _RunSample, metric: str) -> np.ndarray:
     )
 
 
-def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """``n_boot`` replicates of one run's metric.
-
-    Runs with more than MAX_BOOT_REQUESTS usable requests are bootstrapped on a random
-    subsample of that size and the replicates' spread rescaled by ``sqrt(m / n)`` around the
-    full-sample value (the m-out-of-n bootstrap; valid for these root-n statistics), which
-    keeps comparisons of million-request sweeps fast."""
-    obs = s.observed.get(metric)
-    out = np.full(n_boot, np.nan)
-    if obs is None or s.osl.size == 0:
-        return out
-    if metric in THROUGHPUT:
-        n = s.osl.size
-        tok = _tokens(s, metric)
-        base = tok.sum() / s.e2e.sum() if s.closed_loop else tok.mean()
-        if not base > 0:
-            return out
-
-        def stat(idx: np.ndarray) -> np.ndarray:
-            if s.closed_loop:
-                r = tok[idx].sum(axis=1) / s.e2e[idx].sum(axis=1)
-            else:
-                r = tok[idx].mean(axis=1)
-            return obs * r / base
-
-    else:
-        col, q = _column(s, metric)
-        n = col.size
-        if n == 0:
-            return out
-        v = boot_percentile(col, q, n_boot, rng)
-        if metric != "interactivity":
-            return v
-        # a replicate whose median TPOT is 0 (every token of most requests in one chunk):
-        # interactivity without bound, inf, as 1000 / 0 says
-        with np.errstate(divide="ignore"):
-            return 1000.0 / v
-
-    m = min(n, MAX_BOOT_REQUESTS)
-    sub = rng.choice(n, m, replace=False) if m < n else None
-    step = max(1, min(n_boot, 4_000_000 // m))
-    for b0 in range(0, n_boot, step):
-        b1 = min(n_boot, b0 + step)
-        idx = rng.integers(0, m, size=(b1 - b0, m))
-        out[b0:b1] = stat(idx if sub is None else sub[idx])
-    if sub is not None:
-        full = stat(np.arange(n)[None, :])[0]
-        at_sub = stat(sub[None, :])[0]
-        out = full + np.sqrt(m / n) * (out - at_sub)
-    return out
-
-
 def _boot_run_pair(
     s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """Replicates of (interactivity, ``metric``) of one run drawn from the SAME resamples
     of its requests: a slower resample lowers both, and a frontier value depends on that
     correlation (drawn apart, the frontier's interval covered 87 %). Above
-    MAX_BOOT_REQUESTS, the m-out-of-n subsample as in :func:`_boot_run`."""
+    MAX_BOOT_REQUESTS usable requests, a random subsample of that size is resampled and
+    the replicates' spread rescaled by ``sqrt(m / n)`` around the full-sample value (the
+    m-out-of-n bootstrap; valid for these root-n statistics): million-request sweeps
+    compare fast."""
     x, y = np.full(n_boot, np.nan), np.full(n_boot, np.nan)
     obs_x, obs_y = s.observed.get("interactivity"), s.observed.get(metric)
     n = s.osl.size
@@ -336,21 +257,6 @@ class PointSamples:
 
     def run_figures(self, metric: str) -> list[float]:
         return [v for r in self.runs if (v := r.figure(metric)) is not None]
-
-    def boot(self, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-        """Replicates of the point's metric (computed once per metric and size)."""
-        key = (metric, n_boot)
-        if key not in self._cache:
-            self._cache[key] = self._boot(metric, n_boot, rng)
-        return self._cache[key]
-
-    def _boot(self, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-        self._samples = self.samples()
-        per_run = np.array([_boot_run(s, metric, n_boot, rng) for s in self._samples])
-        if len(self._samples) == 1:
-            return per_run[0]
-        pick = rng.integers(0, len(self._samples), size=(n_boot, len(self._samples)))
-        return np.nanmean(per_run[pick, np.arange(n_boot)[:, None]], axis=1)
 
 
 def group_points(s: RunSetLike) -> list[PointSamples]:
