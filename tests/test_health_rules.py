@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -65,8 +67,10 @@ def test_linear_trend_flat_series_interval_contains_zero():
 def test_linear_trend_degenerate():
     assert linear_trend([1, 2], [1, 2]) is None
     assert linear_trend([1, 1, 1], [1, 2, 3]) is None
-    tr = linear_trend([0, 1, 2, 3], [0, 1, 2, 3])  # exact line: zero-width interval
+    tr = linear_trend(range(60), range(60))  # exact line: zero-width interval
     assert tr.slope == pytest.approx(1.0) and tr.ci_low == pytest.approx(1.0)
+    tr = linear_trend([0, 1, 2, 3], [0, 1, 2, 3.5])  # too few points for any interval
+    assert tr.slope > 1 and math.isnan(tr.ci_low) and math.isnan(tr.ci_high)
 
 
 # ---------------------------------------------------------------------------- memory growth
@@ -268,7 +272,8 @@ def test_devices_are_judged_separately():
 
 def test_growth_over_a_short_window_is_only_info():
     # +88 MiB in 20 s, as llama-server's RSS does while its KV cache fills: not a leak verdict
-    rows = [host(t, proc_rss_bytes=500 * MiB + t * 4.4 * MiB) for t in range(21)]
+    # (sampled every 1/3 s: a slope's interval needs MIN_TREND_POINTS = 60 points)
+    rows = [host(t / 3, proc_rss_bytes=500 * MiB + t / 3 * 4.4 * MiB) for t in range(61)]
     res = evaluate(rows)
     (f,) = rules_of(res, "memory_growth")
     assert f["severity"] == "info" and res["verdict"] == "pass"

@@ -44,7 +44,7 @@ def report(two_sweeps, tmp_path_factory):
     data = build_report_data(
         list(two_sweeps),
         target=60,
-        claims=["B >= 1.3 x A at 60 tok/s/user"],
+        claims=["B >= 1.25 x A at 60 tok/s/user"],  # truth 4/3: shown with 1.25
         slo={"tpot_ms": 17},
         n_boot=200,
     )
@@ -63,7 +63,7 @@ def test_html_is_self_contained_and_escaped(report):
     assert "<script>document.title" not in text  # the probe never appears as markup
     assert "&lt;script&gt;document.title" in text
     assert "m<script>x" not in text
-    assert "supported" in text and "B &gt;= 1.3 x A at 60 tok/s/user" in text
+    assert "supported" in text and "B &gt;= 1.25 x A at 60 tok/s/user" in text
     assert "Highest load meeting the SLOs: <b>c=4</b>" in text
     for section in ("frontier", "latency", "timeline", "tables", "warnings", "comparisons"):
         assert f'id="{section}"' in text

@@ -87,7 +87,8 @@ def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
                            "200000")  # fmt: skip
     load = BenchmarkConfig(url=srv.url, rate=20, arrival="constant", telemetry=False,
                            workload=WorkloadConfig(isl=16, osl=4))  # fmt: skip
-    cfg = SoakConfig(load=load, duration_s=5, window_s=1, sample_s=0.4, server_pid=srv.proc.pid,
+    # 14 s sampled every 0.1 s: a leak's interval needs 60 samples after the warm-up
+    cfg = SoakConfig(load=load, duration_s=14, window_s=1, sample_s=0.1, server_pid=srv.proc.pid,
                      gpu=False)  # fmt: skip
     run_soak(cfg, tmp_path / "soak")
     doc = json.loads((tmp_path / "soak" / "stress.json").read_text())

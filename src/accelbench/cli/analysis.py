@@ -119,8 +119,8 @@ def compare_cmd(
     seed: int = typer.Option(0, help="Bootstrap seed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Ratios B / A of the main metrics at matched conditions with 95% bootstrap
-    confidence intervals, and verdicts on claims. Exit status 1 if a claim is refuted."""
+    """Ratios B / A of the main metrics at matched conditions with 95% confidence
+    intervals (docs/ANALYSIS.md "Intervals"), and verdicts on claims. Exit status 1 if a claim is refuted."""
     from rich.table import Table
 
     from accelbench.metrics.compare import METRICS, check_comparison_options, compare_sets

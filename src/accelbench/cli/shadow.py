@@ -142,7 +142,6 @@ def verdict_cmd(
     ),
     window: float = typer.Option(None, help="Window length (s); default: a quarter of the span."),
     confidence: float = typer.Option(0.95, help="Interval confidence (0.5 to 0.999)."),
-    bootstrap: int = typer.Option(2000, help="Bootstrap replicates."),
     json_out: bool = typer.Option(False, "--json", help="Print verdict.json instead of the table."),
 ) -> None:
     """Go / no-go / inconclusive, per gate with its statistic, interval and threshold.
@@ -151,7 +150,7 @@ def verdict_cmd(
 
     from accelbench.shadow.verdict import shadow_verdict
 
-    doc = shadow_verdict(shadow_dir, gate, window_s=window, confidence=confidence, n_boot=bootstrap)
+    doc = shadow_verdict(shadow_dir, gate, window_s=window, confidence=confidence)
     if json_out:
         typer.echo(json.dumps(doc, indent=2, default=str))
     else:

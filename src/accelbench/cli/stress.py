@@ -423,7 +423,7 @@ def mixed(
 ) -> None:
     """Interference between endpoints sharing a machine: each alone, then all together
     (and all but one with --matrix); change of latency percentiles vs solo and jitter,
-    with bootstrap intervals."""
+    with 95 % intervals (docs/STRESS.md)."""
     from accelbench import validate as v
     from accelbench.stress.common import stress_dir
     from accelbench.stress.mixed import MixedConfig, run_mixed

@@ -5,31 +5,39 @@ Matched conditions: the same concurrency (or request rate), or the same target
 interactivity read off each side's frontier. Workloads must match (model, ISL/OSL and their
 distributions, dataset, endpoint) unless the caller allows a mismatch.
 
-Bootstrap (percentile interval, ``n_boot`` replicates, seeded): each replicate resamples
-the measured, completed requests of every run with replacement; where a point has several
-repeated runs, the runs are resampled first (a two-level bootstrap). Statistics per
-replicate:
+Intervals (95 %, docs/ANALYSIS.md "Intervals"; each has a coverage test in simulation,
+tests/test_interval_coverage.py):
 
-- latency percentiles and interactivity (``1000 / p50 TPOT``): the resample's percentile,
-  drawn exactly through its order statistics (:func:`boot_percentile`), so no resample
-  needs to be built;
-- throughput, closed loop (concurrency): by Little's law throughput is proportional to
-  ``sum(tokens) / sum(E2E)``, so a replicate is the measured throughput scaled by that
-  ratio on the resample over the same ratio on the sample;
-- throughput, open loop (rate): the arrival rate is fixed by the schedule, so only the
-  token counts vary: measured throughput scaled by ``sum(tokens*) / sum(tokens)``.
-- frontier values: every point is resampled, the frontier rebuilt and interpolated at the
-  target; replicates where the target falls outside the resampled frontier are counted.
+- at one load with repeated runs on a side (3 runs or more in all): a pooled t-interval
+  on the log of the runs' figures, ``ra + rb - 2`` degrees of freedom
+  (:func:`accelbench.metrics.stats.runs_ratio_ci`): the run, not the request, is the
+  unit, so the run-to-run spread is in the interval;
+- at one load, one run a side: the interval over requests. Throughput by the delta
+  method on the log scale (:func:`accelbench.metrics.stats.throughput_log_se`: closed
+  loop, Little's law's ratio sum(tokens) / sum(E2E); open loop, the compound Poisson
+  count of a Poisson schedule); percentiles and interactivity (``1000 / p50 TPOT``) from
+  each side's order-statistic standard error on the log scale
+  (:func:`accelbench.metrics.stats.quantile_ratio_ci`), none below
+  :func:`accelbench.metrics.stats.min_samples` requests a side (500 for a p99);
+- frontier values (at a target interactivity): a percentile bootstrap, ``n_boot``
+  replicates, seeded: each replicate resamples the completed requests of every run
+  (and the runs of a point first), rebuilds the frontier and interpolates at the target;
+  replicates where the target falls outside the resampled frontier are counted.
 
-Verdict for ``B >= k x A`` (tolerance t, default 5%: claimed ratios are rounded): supported
-when the lower CI bound is at least ``k (1 - t)``, refuted when the upper bound is below
-it, otherwise inconclusive. ``<=`` mirrors this with ``k (1 + t)``.
+Verdict for ``B >= k x A``: supported when the interval's low end is at least ``k``
+(the claim's own factor: a tolerance never helps a claim), refuted when its high end is
+below ``k (1 - t)`` (tolerance t, default 5 %: a claimed factor is rounded, and a
+ratio within the rounding does not refute it), otherwise inconclusive. ``<=`` mirrors
+this: supported when the high end is at most ``k``, refuted when the low end is above
+``k (1 + t)``. On identical servers (A/A) a claim with ``k >= 1`` is supported at most
+2.5 % of the time whatever n (the interval's one-sided error).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +49,13 @@ from accelbench.errors import AccelbenchError
 from accelbench.metrics.frontier import OUT_OF_RANGE, build_frontier, pareto_indices, pchip_at
 from accelbench.metrics.protocols import RunLike, RunSetLike
 from accelbench.metrics.registry import ALIASES, COMPARABLE, FIGURES, FRONTIER, Figure
+from accelbench.metrics.stats import (
+    log_ratio_ci,
+    min_samples,
+    quantile_ratio_ci,
+    runs_ratio_ci,
+    throughput_log_se,
+)
 from accelbench.metrics.values import column_np
 
 # The figures a comparison estimates (declared in accelbench.metrics.registry).
@@ -131,84 +146,59 @@ def _run_sample(r: RunLike) -> _RunSample:
 MAX_BOOT_REQUESTS = 20_000
 
 
-def boot_percentile(
-    values: np.ndarray, q: float, n_boot: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Bootstrap replicates of ``np.percentile(resample, q)`` (linear interpolation) without
-    drawing the resamples: the r-th order statistic of n draws from the empirical
-    distribution is ``F^-1(U_(r))`` with ``U_(r) ~ Beta(r, n - r + 1)``, and the next one
-    is the minimum of the ``n - r`` uniforms above it. Exact, and O(n log n + n_boot)."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n = x.size
-    if n == 0:
-        return np.full(n_boot, np.nan)
-    if n == 1:
-        return np.full(n_boot, x[0])
-    h = (n - 1) * q / 100.0
-    k = int(np.floor(h))
-    frac = h - k
-    r = k + 1  # 1-based rank of the lower order statistic
-    u1 = rng.beta(r, n - r + 1, size=n_boot)
-    if frac > 0 and r < n:
-        u2 = u1 + (1 - u1) * (1 - rng.random(n_boot) ** (1.0 / (n - r)))
-    else:
-        u2 = u1
-
-    def inv(u: np.ndarray) -> np.ndarray:
-        return x[np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1)]
-
-    x1, x2 = inv(u1), inv(u2)
-    return x1 + frac * (x2 - x1)
+THROUGHPUT = ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s")
 
 
-def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """``n_boot`` replicates of one run's metric.
+def _column(s: _RunSample, metric: str) -> tuple[np.ndarray, float]:
+    """The finite request values a percentile metric is read from, and its percentile
+    (interactivity: the TPOT median)."""
+    col = {
+        "interactivity": s.tpot,
+        "ttft_p50_ms": s.ttft,
+        "ttft_p99_ms": s.ttft,
+        "tpot_p50_ms": s.tpot,
+        "e2e_p50_ms": s.e2e,
+        "e2e_p99_ms": s.e2e,
+    }[metric]
+    q = 99.0 if metric.endswith("p99_ms") else 50.0
+    return col[np.isfinite(col)], q  # e.g. TPOT is undefined for OSL < 2
 
-    Runs with more than MAX_BOOT_REQUESTS usable requests are bootstrapped on a random
-    subsample of that size and the replicates' spread rescaled by ``sqrt(m / n)`` around the
-    full-sample value (the m-out-of-n bootstrap; valid for these root-n statistics), which
-    keeps comparisons of million-request sweeps fast."""
-    obs = s.observed.get(metric)
-    out = np.full(n_boot, np.nan)
-    if obs is None or s.osl.size == 0:
-        return out
-    if metric in ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s"):
-        n = s.osl.size
-        tok = {"output_tps_per_gpu": s.osl, "total_tps_per_gpu": s.tok_total}.get(
-            metric, np.ones(n)
-        )
-        base = tok.sum() / s.e2e.sum() if s.closed_loop else tok.mean()
-        if not base > 0:
-            return out
 
-        def stat(idx: np.ndarray) -> np.ndarray:
-            if s.closed_loop:
-                r = tok[idx].sum(axis=1) / s.e2e[idx].sum(axis=1)
-            else:
-                r = tok[idx].mean(axis=1)
-            return obs * r / base
+def _tokens(s: _RunSample, metric: str) -> np.ndarray:
+    return {"output_tps_per_gpu": s.osl, "total_tps_per_gpu": s.tok_total}.get(
+        metric, np.ones(s.osl.size)
+    )
 
-    else:
-        col = {
-            "interactivity": s.tpot,
-            "ttft_p50_ms": s.ttft,
-            "ttft_p99_ms": s.ttft,
-            "tpot_p50_ms": s.tpot,
-            "e2e_p50_ms": s.e2e,
-            "e2e_p99_ms": s.e2e,
-        }[metric]
-        col = col[np.isfinite(col)]  # e.g. TPOT is undefined for OSL < 2
-        n = col.size
-        if n == 0:
-            return out
-        q = 99.0 if metric.endswith("p99_ms") else 50.0
-        v = boot_percentile(col, q, n_boot, rng)
-        if metric != "interactivity":
-            return v
-        # a replicate whose median TPOT is 0 (every token of most requests in one chunk):
-        # interactivity without bound, inf, as 1000 / 0 says
-        with np.errstate(divide="ignore"):
-            return 1000.0 / v
+
+def _boot_run_pair(
+    s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates of (interactivity, ``metric``) of one run drawn from the SAME resamples
+    of its requests: a slower resample lowers both, and a frontier value depends on that
+    correlation (drawn apart, the frontier's interval covered 87 %). Above
+    MAX_BOOT_REQUESTS usable requests, a random subsample of that size is resampled and
+    the replicates' spread rescaled by ``sqrt(m / n)`` around the full-sample value (the
+    m-out-of-n bootstrap; valid for these root-n statistics): million-request sweeps
+    compare fast."""
+    x, y = np.full(n_boot, np.nan), np.full(n_boot, np.nan)
+    obs_x, obs_y = s.observed.get("interactivity"), s.observed.get(metric)
+    n = s.osl.size
+    if obs_x is None or obs_y is None or n == 0 or metric not in THROUGHPUT:
+        return x, y
+    tok = _tokens(s, metric)
+    base = tok.sum() / s.e2e.sum() if s.closed_loop else tok.mean()
+    if not base > 0:
+        return x, y
+
+    def stat(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if s.closed_loop:
+            r = tok[idx].sum(axis=1) / s.e2e[idx].sum(axis=1)
+        else:
+            r = tok[idx].mean(axis=1)
+        with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # a resample with no TPOT
+            inter = 1000.0 / np.nanmedian(s.tpot[idx], axis=1)
+        return inter, obs_y * r / base
 
     m = min(n, MAX_BOOT_REQUESTS)
     sub = rng.choice(n, m, replace=False) if m < n else None
@@ -216,12 +206,13 @@ def _boot_run(s: _RunSample, metric: str, n_boot: int, rng: np.random.Generator)
     for b0 in range(0, n_boot, step):
         b1 = min(n_boot, b0 + step)
         idx = rng.integers(0, m, size=(b1 - b0, m))
-        out[b0:b1] = stat(idx if sub is None else sub[idx])
+        x[b0:b1], y[b0:b1] = stat(idx if sub is None else sub[idx])
     if sub is not None:
-        full = stat(np.arange(n)[None, :])[0]
-        at_sub = stat(sub[None, :])[0]
-        out = full + np.sqrt(m / n) * (out - at_sub)
-    return out
+        fx, fy = stat(np.arange(n)[None, :])
+        sx, sy = stat(sub[None, :])
+        x = fx[0] + np.sqrt(m / n) * (x - sx[0])
+        y = fy[0] + np.sqrt(m / n) * (y - sy[0])
+    return x, y
 
 
 @dataclass
@@ -238,21 +229,34 @@ class PointSamples:
         vals = [v for r in self.runs if (v := r.figure(metric)) is not None]
         return float(np.mean(vals)) if vals else None
 
-    def boot(self, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-        """Replicates of the point's metric (computed once per metric and size)."""
-        key = (metric, n_boot)
+    def boot_pair(
+        self, metric: str, n_boot: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Replicates of (interactivity, ``metric``) of the point from the same resamples
+        (runs resampled first where repeated), for the frontier."""
+        key = ("pair:" + metric, n_boot)
         if key not in self._cache:
-            self._cache[key] = self._boot(metric, n_boot, rng)
-        return self._cache[key]
+            pairs = [_boot_run_pair(s, metric, n_boot, rng) for s in self.samples()]
+            xs = np.array([p[0] for p in pairs])
+            ys = np.array([p[1] for p in pairs])
+            if len(pairs) > 1:
+                pick = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
+                cols = np.arange(n_boot)[:, None]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    xs = np.nanmean(xs[pick, cols], axis=1)[None, :]
+                    ys = np.nanmean(ys[pick, cols], axis=1)[None, :]
+            self._cache[key] = np.stack([xs[0], ys[0]])
+        got = self._cache[key]
+        return got[0], got[1]
 
-    def _boot(self, metric: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    def samples(self) -> list[_RunSample]:
         if self._samples is None:
             self._samples = [_run_sample(r) for r in self.runs]
-        per_run = np.array([_boot_run(s, metric, n_boot, rng) for s in self._samples])
-        if len(self._samples) == 1:
-            return per_run[0]
-        pick = rng.integers(0, len(self._samples), size=(n_boot, len(self._samples)))
-        return np.nanmean(per_run[pick, np.arange(n_boot)[:, None]], axis=1)
+        return self._samples
+
+    def run_figures(self, metric: str) -> list[float]:
+        return [v for r in self.runs if (v := r.figure(metric)) is not None]
 
 
 def group_points(s: RunSetLike) -> list[PointSamples]:
@@ -300,6 +304,8 @@ class Verdict:
     verdict: str  # supported | refuted | inconclusive
     reason: str
     estimate: Estimate | None = None
+    threshold: float | None = None  # the claimed factor: supported beyond it only
+    refute_at: float | None = None  # refuted beyond this on the other side (tolerance)
 
     def to_json(self) -> dict[str, Any]:
         e = self.estimate
@@ -309,6 +315,8 @@ class Verdict:
             "reason": self.reason,
             "ratio": e.ratio if e else None,
             "ci95": [e.lo, e.hi] if e else None,
+            "threshold": self.threshold,
+            "refute_at": self.refute_at,
         }
 
 
@@ -372,22 +380,52 @@ def check_workloads(a: RunSetLike, b: RunSetLike, allow_mismatch: bool = False) 
     ]
 
 
+def load_ci(
+    x: PointSamples, y: PointSamples, metric: str
+) -> tuple[float | None, float | None, str | None]:
+    """(low, high, note) of B / A at one load (see the module's "Intervals")."""
+    if len(x.runs) > 1 or len(y.runs) > 1:
+        va, vb = x.run_figures(metric), y.run_figures(metric)
+        if min(va + vb, default=0.0) <= 0:
+            return None, None, "a run's figure is not positive: no interval on the log scale"
+        r = runs_ratio_ci(np.array(va), np.array(vb))
+        if r is None:
+            return None, None, "too few runs with this figure (3 in all)"
+        return float(r[1]), float(r[2]), None
+    (sa,), (sb,) = x.samples(), y.samples()
+    a, b = x.observed(metric), y.observed(metric)
+    assert a is not None and b is not None
+    if metric in THROUGHPUT:
+        if sa.osl.size < 2 or sb.osl.size < 2 or not (a > 0 and b > 0):
+            return None, None, "too few requests (2 a side)"
+        se = [throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None)
+              for s in (sa, sb)]  # fmt: skip
+        lo, hi = log_ratio_ci(math.log(b / a), se[0], se[1])
+        return float(lo), float(hi), None
+    (ca, q), (cb, _) = _column(sa, metric), _column(sb, metric)
+    need = min_samples(q)
+    if min(ca.size, cb.size) < need:
+        return None, None, f"too few requests (p{q:g} needs {need} a side)"
+    # interactivity B / A is the TPOT median's A / B
+    r = quantile_ratio_ci(cb, ca, q) if metric == "interactivity" else quantile_ratio_ci(ca, cb, q)
+    if r is None or not (np.isfinite(r[1]) and np.isfinite(r[2])):
+        return None, None, "a percentile's interval reaches 0: no ratio"
+    return float(r[1]), float(r[2]), None
+
+
 def compare_at_load(
     pa_: PointSamples,
     pb: PointSamples,
     metrics: Sequence[str] = tuple(METRICS),
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> list[Estimate]:
-    rng = np.random.default_rng(seed)
+    """B / A of each metric at one load with its interval (:func:`load_ci`)."""
     out = []
     for m in metrics:
         a, b = pa_.observed(m), pb.observed(m)
         if a is None or b is None or a == 0:
             out.append(Estimate(m, a, b, None, None, None, "not measured on both sides"))
             continue
-        lo, hi, n = _ci(pa_.boot(m, n_boot, rng), pb.boot(m, n_boot, rng))
-        note = None if lo is not None else f"too few usable resamples ({n})"
+        lo, hi, note = load_ci(pa_, pb, m)
         out.append(Estimate(m, a, b, b / a, lo, hi, note))
     return out
 
@@ -395,8 +433,9 @@ def compare_at_load(
 def _frontier_boot(
     points: list[PointSamples], metric: str, target: float, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    xs = np.array([p.boot("interactivity", n_boot, rng) for p in points])  # (P, B)
-    ys = np.array([p.boot(metric, n_boot, rng) for p in points])
+    pairs = [p.boot_pair(metric, n_boot, rng) for p in points]
+    xs = np.array([x for x, _ in pairs])  # (P, B)
+    ys = np.array([y for _, y in pairs])
     out = np.full(n_boot, np.nan)
     for b in range(n_boot):
         idx = pareto_indices(xs[:, b], ys[:, b])
@@ -441,6 +480,9 @@ def compare_at_interactivity(
 
 
 def judge(claim: Claim, e: Estimate, tolerance: float = 0.05) -> Verdict:
+    """Supported only when the interval lies wholly on the claim's side of its own factor
+    ``k``; refuted when it lies wholly beyond ``k`` less the tolerance (rounding) on the
+    other side; inconclusive otherwise. The tolerance only ever withholds a refutation."""
     if e.ratio is None:
         return Verdict(claim.text, "inconclusive", e.note or "no ratio could be measured", e)
     if e.lo is None or e.hi is None:
@@ -451,24 +493,30 @@ def judge(claim: Claim, e: Estimate, tolerance: float = 0.05) -> Verdict:
             e,
         )
     ci = f"ratio {e.ratio:.3f}, 95% CI [{e.lo:.3f}, {e.hi:.3f}]"
+    k = claim.factor
+    strict = claim.op in (">", "<")
     if claim.op in (">=", ">"):
-        thr = claim.factor * (1 - tolerance)
-        if e.lo >= thr:
-            return Verdict(claim.text, "supported", f"{ci} lies above {thr:.3f}", e)
-        if e.hi < thr:
-            return Verdict(claim.text, "refuted", f"{ci} lies below {thr:.3f}", e)
+        refute = k * (1 - tolerance)
+        if e.lo > k or (e.lo == k and not strict):
+            return Verdict(claim.text, "supported", f"{ci} lies above {k:g}", e, k, refute)
+        if e.hi < refute:
+            return Verdict(claim.text, "refuted", f"{ci} lies below {refute:.3f}", e, k, refute)
+        side = f"not wholly above {k:g} nor below {refute:.3f}"
     else:
-        thr = claim.factor * (1 + tolerance)
-        if e.hi <= thr:
-            return Verdict(claim.text, "supported", f"{ci} lies below {thr:.3f}", e)
-        if e.lo > thr:
-            return Verdict(claim.text, "refuted", f"{ci} lies above {thr:.3f}", e)
-    tol = f" (claimed {claim.factor:g} less {tolerance:.0%} tolerance)" if tolerance else ""
+        refute = k * (1 + tolerance)
+        if e.hi < k or (e.hi == k and not strict):
+            return Verdict(claim.text, "supported", f"{ci} lies below {k:g}", e, k, refute)
+        if e.lo > refute:
+            return Verdict(claim.text, "refuted", f"{ci} lies above {refute:.3f}", e, k, refute)
+        side = f"not wholly below {k:g} nor above {refute:.3f}"
+    tol = f" (the claimed {k:g} with {tolerance:.0%} tolerance)" if tolerance else ""
     return Verdict(
         claim.text,
         "inconclusive",
-        f"{ci} contains {thr:.3f}{tol}: more requests or repeated runs needed",
+        f"{ci}: {side}{tol}: more requests or repeated runs needed",
         e,
+        k,
+        refute,
     )
 
 
@@ -522,7 +570,7 @@ def evaluate_claim(
             "inconclusive",
             "sweeps need a condition: add 'at N tok/s/user' or 'at concurrency N' to the claim",
         )
-    est = compare_at_load(x, y, [claim.metric], n_boot=n_boot, seed=seed)[0]
+    est = compare_at_load(x, y, [claim.metric])[0]
     return cond, judge(claim, est, tolerance)
 
 
@@ -577,7 +625,7 @@ def compare_sets(
             y = pb[0]
         if y is None:
             continue
-        est = compare_at_load(x, y, n_boot=n_boot, seed=seed)
+        est = compare_at_load(x, y)
         out.append(Comparison(a.name, b.name, f"same load: {x.label}", est, [], list(warnings)))
     if target_interactivity is not None:
         est = compare_at_interactivity(a, b, target_interactivity, n_boot=n_boot, seed=seed)

@@ -415,7 +415,7 @@ def _definitions() -> str:
         [
             "Ratio CI",
             "",
-            "95% percentile bootstrap interval, resampling requests (and repeated runs)",
+            "95% interval: t over repeated runs, else over requests; frontier: bootstrap (docs/ANALYSIS.md)",
         ]
     )
     return _table(["figure", "unit", "definition"], rows, left=3)

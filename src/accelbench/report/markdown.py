@@ -98,7 +98,8 @@ def render_markdown(data: ReportData) -> str:
         out.append("")
     out.append(
         "_Interactivity = 1000 / p50 TPOT; throughput per GPU over the measured window; "
-        "frontier values by PCHIP, never extrapolated; CIs: 95% bootstrap over requests._"
+        "frontier values by PCHIP, never extrapolated; "
+        "CIs: 95%, methods in docs/ANALYSIS.md (Intervals)._"
     )
     return "\n".join(out) + "\n"
 

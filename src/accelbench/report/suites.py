@@ -328,7 +328,7 @@ def _ci(d: Any) -> str:
 def _mixed(path: Path, doc: dict[str, Any], view: SuiteView) -> None:
     eps = [e for e in doc.get("endpoints") or [] if isinstance(e, dict)]
     view.headline.append(f"{len(eps)} endpoint(s); {len(doc.get('runs') or [])} run(s)")
-    view.tables.append(Table("Mixed against solo: % change with 95% bootstrap interval", [
+    view.tables.append(Table("Mixed against solo: % change with 95% interval", [
         "endpoint", "URL", "solo / mixed requests", "TTFT p50 %", "TTFT p99 %", "TPOT p50 %",
         "TPOT p99 %", "TTFT jitter solo %", "TTFT jitter mixed %", "TPOT jitter mixed %",
     ], [[f"ep{e.get('endpoint')}", str(e.get("url")),

@@ -4,10 +4,12 @@ Gates (``METRIC OP VALUE``):
 
 * latency percentiles ``ttft_p99``, ``tpot_p50``, ``e2e_p90``, ``ntpot_p50`` ... with a
   relative bound (``<= +10%``: candidate / baseline <= 1.10), a ratio (``<= 1.2x``) or an
-  absolute one in ms (``<= 250``). Statistic: the ratio of the two percentiles, with a
-  bootstrap interval (each side resampled independently; the exact order-statistic
-  bootstrap of :func:`accelbench.metrics.compare.boot_percentile`); beside it a
-  Mann-Whitney rank test of the two distributions.
+  absolute one in ms (``<= 250``). Statistic: the ratio of the two percentiles, its
+  interval from each side's order-statistic standard error on the log scale
+  (:func:`accelbench.metrics.stats.quantile_ratio_ci`); for a bound in ms the
+  candidate's percentile with its distribution-free order-statistic interval
+  (:func:`accelbench.metrics.stats.quantile_ci`); beside it a Mann-Whitney rank test
+  of the two distributions.
 * ``error_rate`` with ``pp`` (candidate minus baseline, percentage points; Newcombe's
   interval for a difference of proportions, Fisher's exact test) or a plain fraction.
 * ``agreement`` (a fraction, or ``%``): the share of greedy requests (``temperature``
@@ -34,7 +36,8 @@ import numpy as np
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
-from accelbench.metrics.compare import boot_percentile
+from accelbench.metrics.stats import min_quantile_samples, quantile_ci, quantile_ratio_ci
+from accelbench.metrics.stats import min_samples as _min_samples
 from accelbench.shadow.store import VERDICT, read_shadow, read_trace_bodies
 from accelbench.store.rundir import write_json_atomic
 
@@ -166,10 +169,11 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, z: float) -> tuple[float, float
     return lo, hi
 
 
-def min_samples(q: float) -> int:
-    """Requests a side needs before a percentile's interval means anything: five beyond
-    it (500 for p99), and at least 10."""
-    return max(10, math.ceil(5 / (1 - q / 100) - 1e-9))
+def min_samples(q: float, confidence: float = 0.95) -> int:
+    """Requests a side needs before a percentile's interval is given: five beyond it
+    (500 for p99), at least 10, and enough for the order-statistic interval at this
+    confidence."""
+    return max(_min_samples(q), min_quantile_samples(q, confidence))
 
 
 def _decide(op: str, lo: float, hi: float, thr: float) -> str:
@@ -199,8 +203,6 @@ def evaluate_gate(
     greedy: set[int],
     *,
     confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
 ) -> GateResult:
     """One gate on paired rows (the same requests on both sides)."""
     thr = g.threshold
@@ -212,7 +214,7 @@ def evaluate_gate(
         res = GateResult(
             g.text, "inconclusive", None, None, None, thr, unit, int(b.size), int(c.size)
         )
-        need = min_samples(g.q)
+        need = min_samples(g.q, confidence)
         if b.size:
             res.baseline = float(np.percentile(b, g.q))
         if c.size:
@@ -222,24 +224,20 @@ def evaluate_gate(
             return res
         from scipy.stats import mannwhitneyu
 
-        rng = np.random.default_rng(seed)
-        rc = boot_percentile(c, g.q, n_boot, rng)
-        alpha = (1 - confidence) / 2 * 100
         if g.unit == "ms":
+            ci = quantile_ci(c, g.q, confidence)
+            assert ci is not None  # c.size >= need
             res.statistic = res.candidate
-            lo, hi = np.percentile(rc, [alpha, 100 - alpha])
+            lo, hi = float(ci[0]), float(ci[1])
         else:
-            rb = boot_percentile(b, g.q, n_boot, rng)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = rc / rb
-            ratio = ratio[np.isfinite(ratio)]
             assert res.baseline is not None and res.candidate is not None
             res.statistic = res.candidate / res.baseline if res.baseline > 0 else math.inf
-            if ratio.size < 10:
-                res.note = "the baseline percentile is 0: no ratio"
+            r = quantile_ratio_ci(b, c, g.q, confidence)
+            if r is None or not (np.isfinite(r[1]) and np.isfinite(r[2])):
+                res.note = "the baseline percentile's interval reaches 0: no ratio"
                 return res
-            lo, hi = np.percentile(ratio, [alpha, 100 - alpha])
-        res.lo, res.hi = float(lo), float(hi)
+            lo, hi = float(r[1]), float(r[2])
+        res.lo, res.hi = lo, hi
         mw = mannwhitneyu(c, b, alternative="two-sided")
         res.test = {
             "name": "mann-whitney-u",
@@ -370,8 +368,6 @@ def shadow_verdict(
     *,
     window_s: float | None = None,
     confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
     write: bool = True,
 ) -> dict[str, Any]:
     """Evaluate the gates overall and per window; writes verdict.json and returns it."""
@@ -379,7 +375,6 @@ def shadow_verdict(
         raise UsageError("give at least one --gate, e.g. --gate 'ttft_p99 <= +10%'")
     parsed = [parse_gate(g) for g in gates]
     confidence = v.number("--confidence", confidence, 0.5, 0.999)
-    n_boot = v.integer("--bootstrap", n_boot, 100, 1_000_000)
     window_s = v.optional_number("--window", window_s, 0, 30 * 86400, lo_open=True, unit="s")
     d = Path(shadow_dir)
     unreadable: dict[str, int] = {}
@@ -389,10 +384,7 @@ def shadow_verdict(
     greedy = {i for i, body in bodies.items() if is_greedy(body)}
 
     def run(b: list[dict], c: list[dict]) -> list[GateResult]:
-        return [
-            evaluate_gate(g, b, c, greedy, confidence=confidence, n_boot=n_boot, seed=seed)
-            for g in parsed
-        ]
+        return [evaluate_gate(g, b, c, greedy, confidence=confidence) for g in parsed]
 
     overall = run(base, cand)
     windows: list[dict[str, Any]] = []

@@ -6,10 +6,11 @@ whom. Concurrent runs are separate processes, each an ordinary run directory; on
 records sent while all of a phase's runs were under way are compared (one monotonic
 clock for every process on the machine).
 
-Per endpoint: the change of TTFT / TPOT percentiles against solo (percentile bootstrap
-over requests) and the jitter (coefficient of variation of per-window p99, bootstrap
-over windows). A claim such as "latency fluctuation under 3 % for each model" is
-checked with :func:`judge_claim`."""
+Per endpoint: the change of TTFT / TPOT percentiles against solo (order-statistic
+standard errors on the log scale: :func:`accelbench.metrics.stats.quantile_ratio_ci`)
+and the jitter (coefficient of variation of per-window p99, Bonett's interval:
+:func:`accelbench.metrics.stats.cv_ci`; "too few windows" below 12). A claim such as
+"latency fluctuation under 3 % for each model" is checked with :func:`judge_claim`."""
 
 from __future__ import annotations
 
@@ -35,12 +36,11 @@ from accelbench.stress.common import (
 )
 from accelbench.stress.verdicts import (
     Verdict,
-    bootstrap_ci,
+    change_pct,
     check_thresholds,
-    cv_pct,
+    jitter_pct,
     judge,
     judge_claim,
-    pct_change,
 )
 
 METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
@@ -57,7 +57,6 @@ class MixedConfig:
     claim_stat: str = "jitter"  # jitter | change
     warn_pct: float = 10.0
     fail_pct: float = 50.0
-    n_boot: int = 1000
     stagger_s: float = 3.0  # concurrent runs start within this: they run this much longer
 
     def validate(self) -> None:
@@ -219,13 +218,6 @@ def _window_p99(recs: list[dict[str, Any]], key: str, window_s: float) -> np.nda
     return np.asarray([np.percentile(v, 99) for _, v in sorted(bins.items()) if len(v) >= 3])
 
 
-def _ci(stat: Any, *samples: np.ndarray, cfg: MixedConfig) -> dict[str, float | None]:
-    if any(s.size < 2 for s in samples):
-        return {"estimate": None, "ci_low": None, "ci_high": None}
-    est, lo, hi = bootstrap_ci(stat, *samples, n_boot=cfg.n_boot)
-    return {"estimate": est, "ci_low": lo, "ci_high": hi}
-
-
 def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
               cfg: MixedConfig) -> dict[str, Any]:  # fmt: skip
     out: dict[str, Any] = {"endpoint": i, "url": redact_url(cfg.loads[i].url or ""), "solo_requests": len(solo),
@@ -233,10 +225,10 @@ def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
     for name, key in METRICS:
         a, b = _vals(solo, key), _vals(mixed, key)
         for q in (50, 99):
-            out[f"{name}_p{q}_change_pct"] = _ci(pct_change(q), a, b, cfg=cfg)
+            out[f"{name}_p{q}_change_pct"] = change_pct(a, b, q)
         for phase, recs in (("solo", solo), ("mixed", mixed)):
             w = _window_p99(recs, key, cfg.window_s)
-            out[f"{name}_jitter_{phase}_pct"] = {**_ci(cv_pct, w, cfg=cfg), "windows": int(w.size)}
+            out[f"{name}_jitter_{phase}_pct"] = jitter_pct(w)
             v = _vals(recs, key)
             out[f"{name}_{phase}_p50_ms"] = float(np.percentile(v, 50)) if v.size else None
     return out
@@ -245,7 +237,7 @@ def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
 def _effect(
     all_: list[dict[str, Any]], without_j: list[dict[str, Any]], cfg: MixedConfig
 ) -> dict[str, Any]:
-    return _ci(pct_change(50), _vals(without_j, "ttft_ms"), _vals(all_, "ttft_ms"), cfg=cfg)
+    return change_pct(_vals(without_j, "ttft_ms"), _vals(all_, "ttft_ms"), 50)
 
 
 def _verdicts(endpoints: list[dict[str, Any]], cfg: MixedConfig) -> list[Verdict]:
@@ -254,14 +246,14 @@ def _verdicts(endpoints: list[dict[str, Any]], cfg: MixedConfig) -> list[Verdict
         for name in ("ttft_p50", "ttft_p99", "tpot_p50"):
             c = e[f"{name}_change_pct"]
             if c["estimate"] is None:
-                verdict, rule = "n/a", "too few requests"
+                verdict, rule = "n/a", c.get("note") or "too few requests"
             else:
                 verdict, rule = judge(
                     c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct
                 )
             out.append(Verdict(
                 f"interference ep{e['endpoint']} {name.replace('_', ' ')}", "interference",
-                "% change mixed vs solo (percentile bootstrap over requests)", "%",
+                "% change mixed vs solo (order-statistic standard errors, log scale)", "%",
                 c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct, verdict, rule,
                 evidence={"solo_requests": e["solo_requests"], "mixed_requests": e["mixed_requests"]},
             ))  # fmt: skip
@@ -271,14 +263,15 @@ def _verdicts(endpoints: list[dict[str, Any]], cfg: MixedConfig) -> list[Verdict
                 if cfg.claim_stat == "jitter"
                 else e["ttft_p50_change_pct"]
             )
-            stat = ("jitter: CV of per-window TTFT p99 under mixed load (bootstrap over windows)"
+            stat = ("jitter: CV of per-window TTFT p99 under mixed load (Bonett's interval)"
                     if cfg.claim_stat == "jitter" else "|% change| of TTFT p50 mixed vs solo")  # fmt: skip
             est, lo, hi = c["estimate"], c["ci_low"], c["ci_high"]
             if est is not None and cfg.claim_stat == "change":
                 lo, hi = sorted((abs(lo), abs(hi))) if lo * hi > 0 else (0.0, max(abs(lo), abs(hi)))
                 est = abs(est)
             if est is None or lo is None or hi is None or not np.isfinite([lo, hi]).all():
-                verdict, rule = "n/a", "too few windows or requests"
+                # never a pass without an interval that covers: "too few windows"
+                verdict, rule = "n/a", c.get("note") or "too few windows or requests"
             else:
                 verdict, rule = judge_claim(lo, hi, cfg.claim_pct)
             out.append(Verdict(

@@ -16,13 +16,23 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from accelbench.errors import UsageError
+from accelbench.metrics.stats import (
+    MIN_CV_SAMPLES,
+    MIN_TREND_POINTS,
+    ar1_inflation,
+    ar1_rho,
+    cv_ci,
+    min_samples,
+    quantile_ratio_ci,
+    z_critical,
+)
 
 CONFIDENCE = 0.95
 HOUR = 3600.0
@@ -99,6 +109,7 @@ class RobustTrend:
     n_fit: int
     duration_s: float
     p_value: float
+    ar1_rho: float = 0.0  # lag-1 autocorrelation of the residuals the interval allowed for
 
 
 def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
@@ -108,6 +119,8 @@ def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
     x0 = t - t[0]
     one = np.column_stack([np.ones(n), x0])
     sse1 = float(np.sum((y - one @ np.linalg.lstsq(one, y, rcond=None)[0]) ** 2))
+    if sse1 <= 1e-12 * float(np.sum((y - y.mean()) ** 2)):
+        return None  # a straight line (to rounding): no break to find
     best: tuple[float, int, float, float] | None = None
     for k in range(3, max_k):
         x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
@@ -124,7 +137,12 @@ def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
         return float(t[k])
     from scipy import stats
 
-    f = ((sse1 - sse2) / 2) / (sse2 / (n - 4))
+    # correlated residuals make any break look significant (a false cut leaves a
+    # segment whose slope is biased low): the F statistic is deflated by their AR(1)
+    # variance inflation, read off the residuals of the two-segment fit
+    x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
+    f_infl = ar1_inflation(ar1_rho(y - x @ np.linalg.lstsq(x, y, rcond=None)[0]))
+    f = ((sse1 - sse2) / 2) / (sse2 / (n - 4)) / f_infl
     return float(t[k]) if float(stats.f.sf(f, 2, n - 4)) < 0.01 else None
 
 
@@ -147,11 +165,41 @@ def warmup_end(t: np.ndarray, y: np.ndarray, max_frac: float = 0.5) -> float:
         start = cut
 
 
+def sen_interval(
+    t: np.ndarray, y: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float, float, float, float]:
+    """(slope, intercept, low, high, rho): the Theil-Sen slope with Sen's rank interval
+    (Sen 1968), whose Kendall-S variance n (n - 1) (2n + 5) / 18 is multiplied by the
+    AR(1) inflation (1 + rho) / (1 - rho) of the residuals (the variance correction of
+    Hamed & Rao 1998 / Yue & Wang 2004 with a bias-corrected lag-1 rho) and read with
+    the normal critical value; NaN bounds below MIN_TREND_POINTS points.
+    Sen's interval alone assumes independent residuals and covered 75 % of AR(1)
+    phi = 0.5 windows."""
+    n = t.size
+    i, j = np.triu_indices(n, 1)
+    dt = t[j] - t[i]
+    keep = dt != 0
+    slopes = np.sort((y[j] - y[i])[keep] / dt[keep])
+    slope = float(np.median(slopes))
+    icpt = float(np.median(y) - slope * np.median(t))
+    rho = ar1_rho(y - icpt - slope * t)
+    f = ar1_inflation(rho)
+    if n < MIN_TREND_POINTS or slopes.size == 0:
+        return slope, icpt, math.nan, math.nan, rho
+    crit = z_critical(confidence)
+    c = crit * math.sqrt(n * (n - 1) * (2 * n + 5) / 18.0 * f)
+    m = slopes.size
+    lo_i = max(int(round((m - c) / 2.0)) - 1, 0)
+    hi_i = min(int(round((m + c) / 2.0)), m - 1)
+    return slope, icpt, float(slopes[lo_i]), float(slopes[hi_i]), rho
+
+
 def robust_trend(t_s: Any, y: Any, *, skip_warmup: bool = True) -> RobustTrend | None:
     """Theil-Sen trend of ``y`` on ``t_s`` after the warm-up (see :func:`warmup_end`).
 
     Theil-Sen (the median of pairwise slopes) ignores outliers and steps better than
-    least squares; its interval (from Kendall's tau) assumes independent residuals.
+    least squares; its interval (:func:`sen_interval`) allows for AR(1) residuals, and is
+    NaN (too few points) below MIN_TREND_POINTS points after the warm-up.
     """
     from scipy import stats
 
@@ -164,17 +212,17 @@ def robust_trend(t_s: Any, y: Any, *, skip_warmup: bool = True) -> RobustTrend |
     start = warmup_end(t, v) if skip_warmup else float(t[0])
     keep = t >= start
     tf, vf = t[keep], v[keep]
+    rho = 0.0
     if tf.size < 4 or np.ptp(vf) == 0:
-        slope = lo = hi = 0.0
-        icpt = float(vf[0]) if vf.size else 0.0
-        p = 1.0
+        slope, icpt, p = 0.0, (float(vf[0]) if vf.size else 0.0), 1.0
+        lo = hi = 0.0 if tf.size >= MIN_TREND_POINTS else math.nan
     else:
-        slope, icpt, lo, hi = (float(x) for x in stats.theilslopes(vf, tf, CONFIDENCE))
+        slope, icpt, lo, hi, rho = sen_interval(tf, vf)
         p = float(stats.kendalltau(tf, vf).pvalue)
     return RobustTrend(
         slope=slope, ci_low=lo, ci_high=hi, intercept=icpt, start_s=start - float(t[0]),
         n=int(t.size), n_fit=int(tf.size), duration_s=float(np.ptp(t)),
-        p_value=p if math.isfinite(p) else 1.0,
+        p_value=p if math.isfinite(p) else 1.0, ar1_rho=rho,
     )  # fmt: skip
 
 
@@ -205,6 +253,14 @@ def leak_verdict(
                        th.warn_bytes_per_h, th.fail_bytes_per_h, "n/a",
                        "too few samples (need 4)", evidence={"n": len(t_s)})  # fmt: skip
     est, lo, hi = tr.slope * HOUR, tr.ci_low * HOUR, tr.ci_high * HOUR
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        # no interval, no estimate shown as if it were evidence (the slope is in evidence)
+        return Verdict(name, "leak", "Theil-Sen slope of memory after the warm-up", "B/h", None,
+                       None, None, th.warn_bytes_per_h, th.fail_bytes_per_h, "n/a",
+                       f"too few samples after the warm-up ({tr.n_fit}; an interval needs "
+                       f"{MIN_TREND_POINTS})",
+                       evidence={"n": tr.n, "n_fit": tr.n_fit, "warmup_end_s": tr.start_s,
+                                 "slope_without_interval": est})  # fmt: skip
     verdict, rule = judge(est, lo, hi, th.warn_bytes_per_h, th.fail_bytes_per_h)
     last = float(np.asarray(bytes_, dtype=float)[-1])
     tte = tte_lo = None
@@ -222,12 +278,14 @@ def leak_verdict(
         f" pass while the growth at the low end is under {th.min_growth_bytes / 2**20:g} MiB"
     )
     return Verdict(
-        name, "leak", "Theil-Sen slope of memory after the warm-up", "B/h", est, lo, hi,
+        name, "leak", "Theil-Sen slope of memory after the warm-up (Sen's interval, AR(1)-adjusted)",
+        "B/h", est, lo, hi,
         th.warn_bytes_per_h, th.fail_bytes_per_h, verdict, rule,
         evidence={
             "n": tr.n, "n_fit": tr.n_fit, "duration_s": tr.duration_s,
             "growth_low_bytes": lo * fit_span_h,
-            "warmup_end_s": tr.start_s, "mann_kendall_p": tr.p_value, "last_bytes": last,
+            "warmup_end_s": tr.start_s, "mann_kendall_p": tr.p_value, "ar1_rho": tr.ar1_rho,
+            "last_bytes": last,
             "total_bytes": total_bytes, "time_to_exhaustion_h": tte,
             "time_to_exhaustion_h_pessimistic": tte_lo,
         },
@@ -263,7 +321,8 @@ def drift_verdict(
     warn, fail = (
         (th.warn_pct_per_h, th.fail_pct_per_h) if relative else (th.warn_pp_per_h, th.fail_pp_per_h)
     )
-    stat = f"Theil-Sen slope ({'% of median' if relative else 'percentage points'} per hour; {bad} is bad)"
+    stat = (f"Theil-Sen slope ({'% of median' if relative else 'percentage points'} per hour;"
+            f" {bad} is bad; Sen's interval, AR(1)-adjusted)")  # fmt: skip
     tr = robust_trend(t_s, values, skip_warmup=False)
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -274,6 +333,11 @@ def drift_verdict(
     scale = (100.0 / level if level else math.nan) if relative else 100.0
     a, b = sign * tr.ci_low * HOUR * scale, sign * tr.ci_high * HOUR * scale
     est, lo, hi = sign * tr.slope * HOUR * scale, min(a, b), max(a, b)
+    if not (math.isfinite(tr.ci_low) and math.isfinite(tr.ci_high)):
+        return Verdict(name, "drift", stat, unit, None, None, None, warn, fail, "n/a",
+                       f"too few windows ({tr.n}; an interval needs {MIN_TREND_POINTS})",
+                       evidence={"n": tr.n, "slope_without_interval":
+                                 est if math.isfinite(est) else None})  # fmt: skip
     if not all(map(math.isfinite, (est, lo, hi))):
         return Verdict(name, "drift", stat, unit, None, None, None, warn, fail, "n/a",
                        "the series' median is 0: no relative drift", evidence={"n": tr.n})  # fmt: skip
@@ -281,46 +345,42 @@ def drift_verdict(
     return Verdict(
         name, "drift", stat, unit, est, lo, hi, warn, fail, verdict, rule,
         evidence={"n": tr.n, "duration_s": tr.duration_s, "median": level,
-                  "mann_kendall_p": tr.p_value},
+                  "mann_kendall_p": tr.p_value, "ar1_rho": tr.ar1_rho},
     )  # fmt: skip
 
 
-# -- bootstrap ------------------------------------------------------------------------
-def bootstrap_ci(
-    stat: Callable[..., float],
-    *samples: np.ndarray,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """(estimate, low, high): percentile bootstrap of ``stat(*samples)``, each sample
-    resampled independently with replacement."""
-    rng = np.random.default_rng(seed)
-    arrs = [np.asarray(s, dtype=float) for s in samples]
-    est = float(stat(*arrs))
-    reps = np.empty(n_boot)
-    for b in range(n_boot):
-        reps[b] = stat(*(a[rng.integers(0, a.size, a.size)] for a in arrs))
-    reps = reps[np.isfinite(reps)]
-    if reps.size == 0:
-        return est, math.nan, math.nan
-    lo, hi = np.percentile(reps, [50 * (1 - CONFIDENCE), 50 * (1 + CONFIDENCE)])
-    return est, float(lo), float(hi)
+# -- interference and jitter --------------------------------------------------------
+def change_pct(before: np.ndarray, after: np.ndarray, q: float) -> dict[str, Any]:
+    """% change of percentile q (after against before) with its 95 % interval
+    (:func:`accelbench.metrics.stats.quantile_ratio_ci`); no interval below
+    :func:`~accelbench.metrics.stats.min_samples` requests a side."""
+    need = min_samples(q)
+    out: dict[str, Any] = {"estimate": None, "ci_low": None, "ci_high": None}
+    b, a = (np.asarray(x, dtype=float) for x in (before, after))
+    b, a = b[np.isfinite(b)], a[np.isfinite(a)]
+    r = quantile_ratio_ci(b, a, q) if min(b.size, a.size) >= need else None
+    if r is None or not np.all(np.isfinite(r)):
+        out["note"] = f"too few requests (p{q:g} needs {need} a side)"
+        return out
+    est, lo, hi = (100.0 * (float(x) - 1.0) for x in r)
+    return {"estimate": est, "ci_low": lo, "ci_high": hi}
 
 
-def pct_change(q: float) -> Callable[[np.ndarray, np.ndarray], float]:
-    """The statistic 100 x (percentile_q(after) / percentile_q(before) - 1)."""
-
-    def f(before: np.ndarray, after: np.ndarray) -> float:
-        b = float(np.percentile(before, q))
-        return 100.0 * (float(np.percentile(after, q)) / b - 1.0) if b > 0 else math.nan
-
-    return f
-
-
-def cv_pct(x: np.ndarray) -> float:
-    """Coefficient of variation in % (sample std / mean)."""
-    m = float(np.mean(x))
-    return 100.0 * float(np.std(x, ddof=1)) / m if x.size > 1 and m > 0 else math.nan
+def jitter_pct(windows: np.ndarray) -> dict[str, Any]:
+    """Coefficient of variation (%) of per-window values with its 95 % interval
+    (:func:`accelbench.metrics.stats.cv_ci`); no interval below MIN_CV_SAMPLES windows,
+    where none covers."""
+    w = np.asarray(windows, dtype=float)
+    out: dict[str, Any] = {"estimate": None, "ci_low": None, "ci_high": None,
+                           "windows": int(w.size)}  # fmt: skip
+    if w.size < MIN_CV_SAMPLES:
+        out["note"] = f"too few windows ({w.size}; an interval needs {MIN_CV_SAMPLES})"
+        return out
+    k, lo, hi = (float(x) for x in cv_ci(w))
+    if not all(map(math.isfinite, (k, lo, hi))):
+        out["note"] = "no interval: the windows' mean is not positive"
+        return out
+    return {**out, "estimate": 100.0 * k, "ci_low": 100.0 * lo, "ci_high": 100.0 * hi}
 
 
 # -- curve fit ------------------------------------------------------------------------
