@@ -406,7 +406,12 @@ def mixed(
         "-u",
         help="Endpoint, repeated: URL[,isl=N,osl=N,concurrency=N,rate=R,model=M].",
     ),
-    duration: float = typer.Option(30.0, "--duration", "-d", help="Seconds per phase."),
+    duration: float = typer.Option(
+        60.0,
+        "--duration",
+        "-d",
+        help="Seconds per phase (12 windows of 5 s: the fewest a jitter interval needs).",
+    ),
     rounds: int = typer.Option(1, "--rounds", help="Repeat solo / together this many times."),
     window: float = typer.Option(5.0, "--window", help="Window for the jitter of p99 (s)."),
     matrix: bool = typer.Option(False, "--matrix", help="Also all-but-one phases (3+ endpoints)."),

@@ -49,7 +49,7 @@ METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
 @dataclass
 class MixedConfig:
     loads: list[BenchmarkConfig]  # one per endpoint, each with its own url and workload
-    duration_s: float = 30.0  # per phase
+    duration_s: float = 60.0  # per phase: 12 windows of 5 s, the fewest for a jitter interval
     rounds: int = 1
     window_s: float = 5.0  # for the jitter of per-window p99
     matrix: bool = False
