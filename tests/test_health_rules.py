@@ -113,6 +113,67 @@ def test_server_rss_growth():
     assert f["trend"]["slope"] == pytest.approx(2 * MiB)
 
 
+# Growth judged after warm-up and against a plateau (the README's first run on a healthy
+# llama-server warned "server RSS grows 24.0 MiB/min" while its caches filled). Every series
+# is 240 s at 1 s, like that run; the numbers in the comments are worked out by hand.
+
+
+def _rss(f) -> list:
+    return [host(t, proc_rss_bytes=500 * MiB + f(t)) for t in range(241)]
+
+
+def test_plateau_is_warm_up_not_a_leak():
+    # caches filling: +200 MiB with a 30 s time constant. Over the window the slope is
+    # clearly above 0, but over the last 120 s the curve adds 200 (e^-4 - e^-8) = 3.6 MiB,
+    # a rate worth 7 MiB over 240 s: below the 64 MiB threshold. Info, no warning.
+    rows = _rss(lambda t: 200 * MiB * (1 - np.exp(-t / 30)))
+    res = evaluate(rows)
+    (f,) = rules_of(res, "memory_growth")
+    assert f["severity"] == "info" and res["verdict"] == "pass"
+    assert "levelled off" in f["message"] and "warm-up, not a leak" in f["message"]
+    assert f["window_trend"]["ci_low"] > 0  # the old rule's warning
+    late = f["trend"]
+    assert late["duration_s"] == 120.0
+    assert late["slope"] * 240 < 8 * MiB
+
+
+def test_step_then_flat_is_not_a_leak():
+    # +150 MiB at t = 60 s (a pool allocated once), flat after: last half slope exactly 0
+    rows = _rss(lambda t: 150 * MiB * (t >= 60))
+    (f,) = rules_of(evaluate(rows), "memory_growth")
+    assert f["severity"] == "info" and "levelled off" in f["message"]
+    assert f["trend"]["slope"] == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("noise_mib", [0.0, 2.0])
+def test_linear_leak_is_caught_at_its_rate(noise_mib):
+    # 0.5 MiB/s = 30 MiB/min, +120 MiB over 240 s: the last half shows the same rate
+    rng = np.random.default_rng(5)
+    rows = _rss(lambda t: 0.5 * MiB * t + rng.normal(0, noise_mib * MiB + 1e-9))
+    res = evaluate(rows)
+    (f,) = rules_of(res, "memory_growth")
+    assert f["severity"] == "warn" and res["verdict"] == "warn"
+    assert f["trend"]["slope"] * 60 / MiB == pytest.approx(30.0, rel=0.05)
+    assert f"grows {f['trend']['slope'] * 60 / MiB:.1f} MiB/min" in f["message"]
+    assert "not levelling off" in f["message"]
+
+
+def test_leak_behind_a_warm_up_is_caught():
+    # a 300 MiB warm-up in the first 20 s, then a 0.5 MiB/s leak: the last half's rate is
+    # the leak's (0.5 MiB/s, worth 120 MiB over the window), not the warm-up's
+    rows = _rss(lambda t: 300 * MiB * min(t / 20, 1.0) + 0.5 * MiB * t)
+    (f,) = rules_of(evaluate(rows), "memory_growth")
+    assert f["severity"] == "warn"
+    assert f["trend"]["slope"] == pytest.approx(0.5 * MiB, rel=1e-6)
+
+
+def test_slow_leak_in_the_last_half_below_threshold_is_not_a_warning():
+    # a fast fill (+200 MiB in 60 s), then 0.2 MiB/s: 48 MiB over the window < 64 MiB
+    rows = _rss(lambda t: 200 * MiB * min(t / 60, 1.0) + 0.2 * MiB * t)
+    (f,) = rules_of(evaluate(rows), "memory_growth")
+    assert f["severity"] == "info" and "levelled off" in f["message"]
+
+
 # ---------------------------------------------------------------------------- temperature
 
 
