@@ -465,3 +465,46 @@ def test_rolling_window_on_synthetic_windows_with_injected_faults():
         assert len(win) == sum(
             1 for t, rows in ticks for _ in rows if t >= ticks[-1][0] - window_s * S
         )
+
+
+# ---------------------------------------------------------------------------- real servers
+LEAK_PER_REQ = 500_000  # bytes the reference server keeps per request
+LEAK_RATE = 20.0  # requests/s, constant arrivals
+
+
+def test_the_reference_servers_injected_leak_is_still_a_warning(reference_server, tmp_path):
+    """The run's health sampler on the reference server's RSS with a known leak: a warning
+    whose rate is the injected one (bytes per request x the requests it served per second).
+    12 s stands for a long run: the "too short to tell" limit is set below it."""
+    from accelbench.health.sampler import HealthSampler
+    from accelbench.runner.benchmark import run_benchmark
+    from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+    from accelbench.store.rundir import JOURNAL, read_journal
+
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--leak-bytes-per-request",
+                           str(LEAK_PER_REQ))  # fmt: skip
+    cfg = HealthConfig(growth_warn_min_duration_s=5.0)
+    (tmp_path / "tel").mkdir()
+    sampler = HealthSampler(tmp_path / "tel", health_config=cfg, interval_s=0.25,
+                            server_pid=srv.proc.pid, sources=["host"])  # fmt: skip
+    sampler.start()
+    run_dir = run_benchmark(
+        BenchmarkConfig(
+            url=srv.url,
+            rate=LEAK_RATE,
+            arrival="constant",
+            duration_s=12,
+            telemetry=False,
+            workload=WorkloadConfig(isl=16, osl=4),
+            out_dir=str(tmp_path / "run"),
+        )  # fmt: skip
+    )
+    res = sampler.stop()
+    health = res["health"]
+    (f,) = [x for x in health["findings"] if x["rule"] == "memory_growth"]
+    assert f["severity"] == "warn" and health["verdict"] == "warn", f
+    # the truth: what it kept per second over the last half of the sampled window
+    rows, _ = read_journal(run_dir / JOURNAL)
+    done = sorted(r["t_done"] for r in rows if r["ok"])
+    per_s = (len(done) - 1) / ((done[-1] - done[0]) / 1e9)
+    assert f["trend"]["slope"] == pytest.approx(LEAK_PER_REQ * per_s, rel=0.15), (f, per_s)

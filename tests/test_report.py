@@ -290,8 +290,8 @@ def test_report_opens_with_status_health_figures_and_configuration(tmp_path):
     s = make_sweep(tmp_path / "s", _points()[:2], osl=16)
     text2 = render_html(build_report_data([s], timelines=False))
     assert "A frontier needs at least two load points" not in text2
-    assert text2.index('id="overview"') < text2.index('id="warnings"') < text2.index(
-        'id="frontier"'
+    assert (
+        text2.index('id="overview"') < text2.index('id="warnings"') < text2.index('id="frontier"')
     )
 
 

@@ -338,7 +338,9 @@ def _headlines(s: SweepSet) -> list[Headline]:
             for f in (h.get("findings") or [] if isinstance(h, dict) else [])
             if isinstance(f, dict) and f.get("severity") in ("warn", "fail")
         ]
-        findings += [f"unknown: {x}" for x in (h.get("unknown") or [] if isinstance(h, dict) else [])]
+        findings += [
+            f"unknown: {x}" for x in (h.get("unknown") or [] if isinstance(h, dict) else [])
+        ]
         out.append(Headline(r.load_label, r.status, verdict, findings, figs, _config_items(r)))
     return out
 
