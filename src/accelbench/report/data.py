@@ -311,10 +311,7 @@ def _headlines(s: SweepSet) -> list[Headline]:
 
     out = []
     rng = np.random.default_rng(0)
-    by_run = {}
-    for pt in group_points(s):
-        for r in pt.runs:
-            by_run[r.run_id] = pt
+    by_run = {r.run_id: p for p in group_points(s) for r in p.runs}
     for r in s.runs:
         if r.summary is None:
             continue
