@@ -22,6 +22,7 @@ from accelbench.report.data import (
     BOX_QUANTILES,
     FIGURES,
     HEADLINE,
+    HEADLINE_MIN_REQUESTS,
     LATENCY_METRICS,
     WINDOW_DEF,
     ReportData,
@@ -539,6 +540,13 @@ def _overview(data: ReportData) -> str:
                 cells.append(fmt(v) + ci)
             rows.append(cells)
         out.append(_table(head, rows, left=3))
+        few = [h.label for h in sv.headlines if (h.requests or 0) < HEADLINE_MIN_REQUESTS]
+        if few:
+            out.append(
+                f'<p class="muted">No interval for {esc(", ".join(few))}: fewer than '
+                f"{HEADLINE_MIN_REQUESTS} measured requests, too few for a 95 % interval "
+                "that holds.</p>"
+            )
         for h in sv.headlines:
             if h.health_findings:
                 out.append(f"<p>Health of {esc(h.label)}:</p><ul>")
