@@ -143,12 +143,13 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
 
     def side(name: str) -> tuple[float, float]:
         rows = [r for r in _rows(d / f"{name}.jsonl") if r["ok"]]
-        ttft_ms = np.array([r["ttft_ms"] for r in rows])
-        service_ms = np.array([r["e2e_ms"] - r["ttft_ms"] for r in rows])
+        ttft_ms = np.array([(r["t_first"] - r["t_send"]) / 1e6 for r in rows])  # METRICS.md
+        service_ms = np.array([(r["t_last"] - r["t_first"]) / 1e6 for r in rows])
         return float(np.percentile(ttft_ms, 50)), float(np.median(service_ms))
 
     (tb, sb), (tc, sc) = side("baseline"), side("candidate")
-    waits_b, waits_c = tb / sb, tc / sc  # median TTFT in services of its own side
+    # median TTFT in services of its own side (measured on a busy host: 4.5 and 0.15)
+    waits_b, waits_c = tb / sb, tc / sc
     # the 12th request alone waits for two waves: 2 services (2.5 with the 13th's third
     # wave: the rest is room for the speed to change within a pass)
     assert waits_b >= 2.0, (tb, sb)
