@@ -303,7 +303,11 @@ def start_llama_server(
     url = f"http://127.0.0.1:{port}"
     server = LlamaServer(child=child, url=url, alias=alias, log_path=log_path, args=args)
     wait_healthy(server, "llama-server", ready_timeout)
-    log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
+    try:  # a reader may signal on seeing this line, before it returns
+        log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
+    except BaseException:
+        server.stop()
+        raise
     return server
 
 
