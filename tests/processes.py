@@ -27,9 +27,12 @@ STOPS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", "crash")
 # (the wrapper turns SIGUSR1 into one; in a running event loop, which would only log it,
 # the loop is stopped under the server instead), which the CLI reports as an internal
 # error (70)
+# SIGUSR2: every thread's stack to stderr (faulthandler, in C: works while Python is stuck),
+# asked for by the test when accelbench does not exit in time
 _CRASHABLE = textwrap.dedent(
     """
-    import asyncio, signal, sys
+    import asyncio, faulthandler, signal, sys
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
     def crash(signum, frame):
         try:
             loop = asyncio.get_running_loop()
@@ -111,8 +114,19 @@ class Accelbench:
         try:
             return self.proc.wait(60)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            pytest.fail(f"accelbench did not exit within 60 s of {how}: {self.stderr()}")
+            pytest.fail(f"accelbench did not exit within 60 s of {how}: {self.dump_and_kill()}")
+
+    def dump_and_kill(self) -> str:
+        """Its threads' stacks (SIGUSR2: faulthandler) and descendants, then SIGKILL: what a
+        hang was waiting for."""
+        kids = self._names()
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGUSR2)
+        time.sleep(1.0)
+        self.proc.kill()
+        self.proc.wait()
+        time.sleep(0.2)
+        return "".join(self.lines)[-8000:] + f"\ndescendants seen: {kids}"
 
     def assert_none_left(self, how: str, timeout: float = 10.0) -> None:
         """Every recorded descendant gone: running ones within ``timeout`` (a SIGKILLed

@@ -108,19 +108,31 @@ def test_run_with_a_trace(reference_server, tmp_path: Path) -> None:
 @pytest.mark.engine
 def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     """A burst of 24 on llama-server (tiny model), 64 tokens each: 4 slots serve it in six
-    waves, so the median request waits for two full waves, while 16 slots serve the median
-    request in the first wave; the candidate's median TTFT is several times lower (known
-    truth, by construction: 0.12-0.15 measured). Greedy outputs are compared too.
-    Sequential: the two engines do not compete for the CI machine's two cores."""
+    waves, so the median request waits for two to three full waves, while 16 slots serve
+    the median request in the first wave. Greedy outputs are compared too. Sequential: the
+    two engines do not compete for the CI machine's two cores.
+
+    Known truth by construction, in each side's own time: the two passes run one after the
+    other, and on a shared host the machine's speed can change between them (a ratio of
+    0.63 was seen against 0.12-0.15 on a quiet host), so the wall-clock ratio of the
+    medians is not a known truth. Each side's service time, measured from its own records
+    (E2E - TTFT: the 63 decode steps after the first token), is its clock:
+    - baseline: the median is the mean of the 12th and 13th requests, which start after
+      2 and 3 full waves, each longer than a service time: median TTFT >= 2.5 services;
+    - candidate: the median request starts at once, and its TTFT is one prefill of the
+      16 prompts, shorter than its own 63 decode steps: median TTFT < 1 service.
+    So the ratio in service units is below 1 / 2.5 = 0.4 whatever the machine's speed
+    in each pass; the bound 0.5 (and 2 services for the baseline) leaves 25 % for the
+    speed to change within a pass. Each engine
+    runs one thread: its speed is then its share of a core (two threads that wait for
+    each other at every step slow down far more than the load when the host is busy)."""
     from accelbench.servers.llamacpp import start_llama_server
 
-    lines = []
-    for burst in range(1):
-        for _ in range(24):
-            lines.append({"timestamp": burst * 1000, "input_length": 32, "output_length": 64})
+    lines = [{"timestamp": 0, "input_length": 32, "output_length": 64} for _ in range(24)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    slots4 = start_llama_server("tiny", parallel=4, ctx_per_slot=256, log=lambda m: None)
-    slots16 = start_llama_server("tiny", parallel=16, ctx_per_slot=256, log=lambda m: None)
+    kw = {"ctx_per_slot": 256, "threads": 1, "log": lambda m: None}
+    slots4 = start_llama_server("tiny", parallel=4, **kw)  # type: ignore[arg-type]
+    slots16 = start_llama_server("tiny", parallel=16, **kw)  # type: ignore[arg-type]
     try:
         cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(tmp_path / "t.jsonl")),
                               extra_body={"temperature": 0}, telemetry_interval_s=0.05)  # fmt: skip
@@ -133,9 +145,25 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     assert status == "completed"
     v = shadow_verdict(d, ["ttft_p50 <= +10%", "error_rate <= +5pp", "agreement >= 0.5"])
     ttft = v["gates"][0]
-    # The point estimate must show it clearly and the gate must never fail; the interval
-    # of a median from one burst of 24 is wide, so "pass" is not required.
-    assert ttft["statistic"] < 0.5 and ttft["status"] in ("pass", "inconclusive"), ttft
+
+    def side(name: str) -> tuple[float, float]:
+        rows = [r for r in _rows(d / f"{name}.jsonl") if r["ok"]]
+        ttft_ms = np.array([(r["t_first"] - r["t_send"]) / 1e6 for r in rows])  # METRICS.md
+        service_ms = np.array([(r["t_last"] - r["t_first"]) / 1e6 for r in rows])
+        return float(np.percentile(ttft_ms, 50)), float(np.median(service_ms))
+
+    (tb, sb), (tc, sc) = side("baseline"), side("candidate")
+    # median TTFT in services of its own side (measured on a busy host: 4.5 and 0.15)
+    waits_b, waits_c = tb / sb, tc / sc
+    # the 12th request alone waits for two waves: 2 services (2.5 with the 13th's third
+    # wave: the rest is room for the speed to change within a pass)
+    assert waits_b >= 2.0, (tb, sb)
+    assert waits_c < 1.0, (tc, sc)  # served in the first wave
+    assert waits_c / waits_b < 0.5, (waits_c, waits_b)
+    # the gate reports what the records say: the wall-clock ratio of the medians, and it
+    # never fails a candidate that was faster on the clock
+    assert ttft["statistic"] == pytest.approx(tc / tb, rel=1e-9), (ttft, tc, tb)
+    assert ttft["status"] in ("pass", "inconclusive") or tc / tb >= 1.0, ttft
     assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 24
     assert v["gates"][2]["n_baseline"] == 24  # every request greedy and compared
     assert all(r["isl"] == 32 for r in _rows(d / "baseline.jsonl"))  # exact in its tokens

@@ -170,10 +170,13 @@ def vllm(
 def _serve_until_interrupted(server, name: str) -> None:
     """Wait until Ctrl-C, SIGTERM or SIGHUP (cli/main.py turns each into KeyboardInterrupt;
     all stop the engine) or until the engine exits."""
-    typer.echo(f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True)
     try:
-        # Ctrl-C (and SIGTERM, SIGHUP: cli/main.py) is the normal way out
+        # Ctrl-C (and SIGTERM, SIGHUP: cli/main.py) is the normal way out, also the moment
+        # the line below is out (a reader may signal on seeing it, before it returns)
         with contextlib.suppress(KeyboardInterrupt):
+            typer.echo(
+                f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True
+            )
             while server.proc.poll() is None:
                 time.sleep(0.5)
             raise AccelbenchError(

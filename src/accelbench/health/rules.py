@@ -21,10 +21,13 @@ Rules:
   GPU was busy (``pcie_busy_util``) -> warn (GPUs drop the link speed when idle, which is
   reported as info); replays growing by ``pcie_replay_burst`` or more -> warn.
 - ``interconnect``: NVLink error counters growing, XGMI error status set -> warn.
-- ``memory_growth``: GPU memory or server RSS with a slope whose confidence interval is
-  above zero and growth over the window of at least ``growth_min_bytes`` and
-  ``growth_min_fraction`` of the level -> warn (info over windows shorter than
-  ``growth_warn_min_duration_s``: a short run cannot tell a leak from warm-up).
+- ``memory_growth``: GPU memory or server RSS that keeps growing: a slope whose confidence
+  interval is above zero over the window AND over its last half (after warm-up), the last
+  half's rate amounting to at least ``growth_min_bytes`` and ``growth_min_fraction`` of the
+  level over the window -> warn (info over windows shorter than
+  ``growth_warn_min_duration_s``: a short run cannot tell a leak from warm-up). Growth
+  over the window that stopped in its last half (caches, KV blocks and allocator pools
+  filling, then a plateau; a step, then flat) is info: "levelled off".
 - ``power``: power above the enforced limit by more than ``power_tolerance`` in more than
   ``power_over_fraction`` of the samples -> warn.
 """
@@ -304,42 +307,70 @@ def _gpu_rules(
     return out
 
 
+def _late_half(t_s: np.ndarray) -> np.ndarray:
+    """The samples of the last half of the window in time: what is left after warm-up."""
+    return t_s >= t_s.min() + (t_s.max() - t_s.min()) / 2
+
+
 def _growth(
     dev: str, s: DeviceSeries, col: str, what: str, cfg: HealthConfig
 ) -> list[dict[str, Any]]:
+    """Memory that keeps growing (a leak) against memory that grew and levelled off (warm-up:
+    caches and pools filling). The window's trend finds growth; the trend over its last half
+    says whether it goes on. A leak is a rate: over the last half it is the same as over the
+    whole window, and the growth it amounts to over the window is judged against the
+    thresholds. A plateau or a step has a last-half slope near 0."""
     ok = s.has(col) & s.t_ok
     if int(np.count_nonzero(ok)) < cfg.growth_min_points:
         return []
     y = s.col(col)[ok]
-    trend = linear_trend(s.t_ns[ok] / 1e9, y, cfg.growth_confidence)
+    t_s = s.t_ns[ok] / 1e9
+    trend = linear_trend(t_s, y, cfg.growth_confidence)
     if trend is None:
         return []
     level = float(np.max(np.abs(y))) or 1.0
-    growth = trend.growth
-    if (
-        trend.ci_low > 0
-        and growth >= cfg.growth_min_bytes
-        and growth / level >= cfg.growth_min_fraction
-    ):
-        mib_min = trend.slope * 60 / 1024**2
-        lo, hi = trend.ci_low * 60 / 1024**2, trend.ci_high * 60 / 1024**2
+
+    def big(growth: float) -> bool:
+        return growth >= cfg.growth_min_bytes and growth / level >= cfg.growth_min_fraction
+
+    if not (trend.ci_low > 0 and big(trend.growth)):
+        return []
+    late_ok = _late_half(t_s)
+    late = linear_trend(t_s[late_ok], y[late_ok], cfg.growth_confidence)
+    mib = 1024**2
+    if late is None or (late.ci_low > 0 and big(late.slope * trend.duration_s)):
+        # still growing in the last half (or too few samples there to say it stopped)
+        rate = late if late is not None else trend
+        short = trend.duration_s < cfg.growth_warn_min_duration_s
         return [
             _finding(
                 "memory_growth",
-                "warn" if trend.duration_s >= cfg.growth_warn_min_duration_s else "info",
+                "info" if short else "warn",
                 dev,
-                f"{what} grows {mib_min:.1f} MiB/min ({trend.confidence:.0%} CI {lo:.1f} to "
-                f"{hi:.1f}) over {trend.duration_s:.0f} s: +{growth / 1024**2:.0f} MiB"
-                + (
-                    ""
-                    if trend.duration_s >= cfg.growth_warn_min_duration_s
-                    else " (too short a window to tell a leak from warm-up)"
-                ),
+                f"{what} grows {rate.slope * 60 / mib:.1f} MiB/min ({rate.confidence:.0%} CI "
+                f"{rate.ci_low * 60 / mib:.1f} to {rate.ci_high * 60 / mib:.1f}) over the last "
+                f"{rate.duration_s:.0f} s of {trend.duration_s:.0f} s, not levelling off: "
+                f"+{trend.growth / mib:.0f} MiB"
+                + (" (too short a window to tell a leak from warm-up)" if short else ""),
                 metric=col,
-                trend=trend.to_dict(),
+                trend=rate.to_dict(),
+                window_trend=trend.to_dict(),
             )
         ]
-    return []
+    return [
+        _finding(
+            "memory_growth",
+            "info",
+            dev,
+            f"{what} grew +{trend.growth / mib:.0f} MiB over {trend.duration_s:.0f} s, then "
+            f"levelled off (last {late.duration_s:.0f} s: {late.slope * 60 / mib:.1f} MiB/min, "
+            f"{late.confidence:.0%} CI {late.ci_low * 60 / mib:.1f} to "
+            f"{late.ci_high * 60 / mib:.1f}): warm-up, not a leak",
+            metric=col,
+            trend=late.to_dict(),
+            window_trend=trend.to_dict(),
+        )
+    ]
 
 
 def evaluate_series(

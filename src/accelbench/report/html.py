@@ -21,6 +21,8 @@ from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import (
     BOX_QUANTILES,
     FIGURES,
+    HEADLINE,
+    HEADLINE_MIN_REQUESTS,
     LATENCY_METRICS,
     WINDOW_DEF,
     ReportData,
@@ -508,6 +510,57 @@ def _wl(sv: SetView) -> str:
     return ", ".join(f"{k}={v}" for k, v in w.items() if v is not None) or "unknown"
 
 
+def _status_badge(status: str) -> str:
+    cls = {"completed": "pass", "failed": "fail", "interrupted": "warn-v"}.get(status, "")
+    return f'<span class="verdict {cls}">{esc(status)}</span>'
+
+
+def _overview(data: ReportData) -> str:
+    """What a reader wants first: each point's status, health, headline figures with their
+    95 % intervals, and the configuration it ran with."""
+    if not data.sets:
+        return ""
+    out = ['<h2 id="overview">Status, health and headline figures</h2>']
+    for sv in data.sets:
+        if len(data.sets) > 1:
+            out.append(f"<h3>{esc(sv.name)}</h3>")
+        if not sv.headlines:
+            out.append("<p>No point of this input has figures.</p>")
+            continue
+        head = ["point", "status", "health"] + [
+            f"{esc(FIGURES[k].label)}<br>({esc(FIGURES[k].unit)}) [95% CI]" for k in HEADLINE
+        ]
+        rows = []
+        for h in sv.headlines:
+            cells = [esc(h.label), _status_badge(h.status)]
+            cells.append(_badge(h.health).strip() if h.health else "not judged (no telemetry)")
+            for k in HEADLINE:
+                v, lo, hi = h.figures[k]
+                ci = f" [{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else ""
+                cells.append(fmt(v) + ci)
+            rows.append(cells)
+        out.append(_table(head, rows, left=3))
+        few = [h.label for h in sv.headlines if (h.requests or 0) < HEADLINE_MIN_REQUESTS]
+        if few:
+            out.append(
+                f'<p class="muted">No interval for {esc(", ".join(few))}: fewer than '
+                f"{HEADLINE_MIN_REQUESTS} measured requests, too few for a 95 % interval "
+                "that holds.</p>"
+            )
+        for h in sv.headlines:
+            if h.health_findings:
+                out.append(f"<p>Health of {esc(h.label)}:</p><ul>")
+                out += [f"<li>{esc(x)}</li>" for x in h.health_findings]
+                out.append("</ul>")
+        configs = {tuple(h.config) for h in sv.headlines}
+        for h in sv.headlines if len(configs) > 1 else sv.headlines[:1]:
+            cfg_rows = [[esc(k), esc(v)] for k, v in h.config]
+            title = "Configuration" + (f" of {esc(h.label)}" if len(configs) > 1 else "")
+            out.append(f"<p><b>{title}</b></p>")
+            out.append(_table(["setting", "value"], cfg_rows, left=2))
+    return "\n".join(out)
+
+
 def _verdicts(data: ReportData) -> str:
     if len(data.sets) < 2 and not data.comparison_errors:
         return ""
@@ -580,6 +633,7 @@ def render_html(data: ReportData) -> str:
         "</span></p>"
     )
     body.append('<pre id="js-errors" data-count="0" class="muted"></pre>')
+    body.append(_overview(data))
 
     warn = [(sv.name, w) for sv in data.sets for w in sv.warnings]
     warn += [(su.name, w) for su in data.suites for w in su.warnings]
@@ -598,9 +652,16 @@ def render_html(data: ReportData) -> str:
         return _page(names, body, figs)
 
     body.append('<h2 id="frontier">Throughput-interactivity frontier</h2>')
-    for m in FRONTIER_METRICS:
-        has = any(not sv.frontiers[m].empty or sv.frontiers[m].all_x.size for sv in data.sets)
-        body.append(plot(_frontier_fig(data, m) if has else None))
+    if max(sv.frontier_points for sv in data.sets) < 2:
+        # one point is not a frontier: its figures are in the overview above
+        body.append(
+            '<p class="muted">A frontier needs at least two load points (a sweep); this '
+            "report has one per input.</p>"
+        )
+    else:
+        for m in FRONTIER_METRICS:
+            has = any(not sv.frontiers[m].empty or sv.frontiers[m].all_x.size for sv in data.sets)
+            body.append(plot(_frontier_fig(data, m) if has else None))
 
     body.append('<h2 id="latency">Latency distributions per point</h2>')
     for m in LATENCY_METRICS:

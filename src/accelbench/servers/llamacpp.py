@@ -289,6 +289,11 @@ def start_llama_server(
         str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
         "-np", str(parallel), "-c", str(ctx_per_slot * parallel), "-t", str(threads),
         "--metrics", "-a", alias, "--no-repack",
+        # no RAM prompt cache: by default llama-server saves each slot's prompt state there
+        # when the slot takes its next request (up to 8 GiB), so its RSS grows a fixed
+        # amount per request for the whole of a benchmark, whose prompts never repeat: a
+        # leak to the health rules (docs/ENGINES.md). extra_args may turn it back on.
+        "--cache-ram", "0",
     ]  # fmt: skip
     args += extra_args or []
     fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
@@ -298,7 +303,11 @@ def start_llama_server(
     url = f"http://127.0.0.1:{port}"
     server = LlamaServer(child=child, url=url, alias=alias, log_path=log_path, args=args)
     wait_healthy(server, "llama-server", ready_timeout)
-    log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
+    try:  # a reader may signal on seeing this line, before it returns
+        log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
+    except BaseException:
+        server.stop()
+        raise
     return server
 
 

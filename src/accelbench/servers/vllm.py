@@ -189,7 +189,11 @@ def start_vllm_server(
         child=child, url=f"http://127.0.0.1:{port}", alias=alias, log_path=log_path, args=args
     )
     wait_healthy(server, "vLLM", ready_timeout, poll=0.5)  # stops it on any other way out
-    log(f"vLLM up at {server.url} (model {alias}) after {time.monotonic() - t0:.0f} s")
+    try:  # a reader may signal on seeing this line, before it returns
+        log(f"vLLM up at {server.url} (model {alias}) after {time.monotonic() - t0:.0f} s")
+    except BaseException:
+        server.stop()
+        raise
     return server
 
 
