@@ -490,7 +490,8 @@ def test_the_reference_servers_injected_leak_is_still_a_warning(reference_server
                            str(LEAK_PER_REQ))  # fmt: skip
     cfg = HealthConfig(growth_warn_min_duration_s=5.0)
     (tmp_path / "tel").mkdir()
-    sampler = HealthSampler(tmp_path / "tel", health_config=cfg, interval_s=0.25,
+    # 0.1 s: 120 samples, 60 in the last half (a trend interval needs MIN_TREND_POINTS = 60)
+    sampler = HealthSampler(tmp_path / "tel", health_config=cfg, interval_s=0.1,
                             server_pid=srv.proc.pid, sources=["host"])  # fmt: skip
     sampler.start()
     run_dir = run_benchmark(

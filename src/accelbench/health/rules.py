@@ -34,6 +34,7 @@ Rules:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -338,9 +339,21 @@ def _growth(
     late_ok = _late_half(t_s)
     late = linear_trend(t_s[late_ok], y[late_ok], cfg.growth_confidence)
     mib = 1024**2
-    if late is None or (late.ci_low > 0 and big(late.slope * trend.duration_s)):
-        # still growing in the last half (or too few samples there to say it stopped)
-        rate = late if late is not None else trend
+    if late is None:
+        going_on = True  # too few samples there to say it stopped
+    elif math.isfinite(late.ci_low):
+        going_on = late.ci_low > 0 and big(late.slope * trend.duration_s)
+    else:
+        # too few samples in the last half for an interval (metrics.stats.MIN_TREND_POINTS):
+        # the alarm rests on the window's interval; the last half's estimate only tells a
+        # leak (the same rate, about) from a plateau (about none)
+        going_on = late.slope >= trend.slope / 2 and big(late.slope * trend.duration_s)
+    if going_on:
+        # still growing in the last half
+        if late is not None and math.isfinite(late.ci_low):
+            rate, span = late, f"over the last {late.duration_s:.0f} s of {trend.duration_s:.0f} s"
+        else:  # the window's interval, the last half's rate about the same
+            rate, span = trend, f"over {trend.duration_s:.0f} s, its last half too"
         short = trend.duration_s < cfg.growth_warn_min_duration_s
         return [
             _finding(
@@ -348,9 +361,8 @@ def _growth(
                 "info" if short else "warn",
                 dev,
                 f"{what} grows {rate.slope * 60 / mib:.1f} MiB/min ({rate.confidence:.0%} CI "
-                f"{rate.ci_low * 60 / mib:.1f} to {rate.ci_high * 60 / mib:.1f}) over the last "
-                f"{rate.duration_s:.0f} s of {trend.duration_s:.0f} s, not levelling off: "
-                f"+{trend.growth / mib:.0f} MiB"
+                f"{rate.ci_low * 60 / mib:.1f} to {rate.ci_high * 60 / mib:.1f}) {span}, "
+                f"not levelling off: +{trend.growth / mib:.0f} MiB"
                 + (" (too short a window to tell a leak from warm-up)" if short else ""),
                 metric=col,
                 trend=rate.to_dict(),
@@ -363,9 +375,14 @@ def _growth(
             "info",
             dev,
             f"{what} grew +{trend.growth / mib:.0f} MiB over {trend.duration_s:.0f} s, then "
-            f"levelled off (last {late.duration_s:.0f} s: {late.slope * 60 / mib:.1f} MiB/min, "
-            f"{late.confidence:.0%} CI {late.ci_low * 60 / mib:.1f} to "
-            f"{late.ci_high * 60 / mib:.1f}): warm-up, not a leak",
+            f"levelled off (last {late.duration_s:.0f} s: {late.slope * 60 / mib:.1f} MiB/min"
+            + (
+                f", {late.confidence:.0%} CI {late.ci_low * 60 / mib:.1f} to "
+                f"{late.ci_high * 60 / mib:.1f}"
+                if math.isfinite(late.ci_low)
+                else ""
+            )
+            + "): warm-up, not a leak",
             metric=col,
             trend=late.to_dict(),
             window_trend=trend.to_dict(),

@@ -34,9 +34,11 @@ class Trend:
         return self.slope * self.duration_s
 
     def to_dict(self) -> dict[str, Any]:
+        """As JSON has it: an interval too few points have (NaN) is null."""
         d = asdict(self)
         d["growth"] = self.growth
-        return d
+        return {k: None if isinstance(x, float) and not math.isfinite(x) else x
+                for k, x in d.items()}  # fmt: skip
 
 
 def linear_trend(t_s: Any, y: Any, confidence: float = 0.95) -> Trend | None:

@@ -52,9 +52,11 @@ from accelbench.metrics.registry import ALIASES, COMPARABLE, FIGURES, FRONTIER, 
 from accelbench.metrics.stats import (
     log_ratio_ci,
     min_samples,
+    quantile_ci,
     quantile_ratio_ci,
     runs_ratio_ci,
     throughput_log_se,
+    z_critical,
 )
 from accelbench.metrics.values import column_np
 
@@ -411,6 +413,28 @@ def load_ci(
     if r is None or not (np.isfinite(r[1]) and np.isfinite(r[2])):
         return None, None, "a percentile's interval reaches 0: no ratio"
     return float(r[1]), float(r[2]), None
+
+
+def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | None, float | None]:
+    """95 % interval of one run's figure ``value`` (the report's headline): throughput by
+    the delta method on the log scale (:func:`throughput_log_se`), a percentile by its
+    distribution-free order-statistic interval (:func:`quantile_ci`); (None, None) where
+    the run has too few requests for either (the methods comparisons use, one side)."""
+    if metric in THROUGHPUT:
+        if s.osl.size < 2 or not value > 0:
+            return None, None
+        se = float(throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None))
+        if not math.isfinite(se):
+            return None, None
+        z = z_critical()
+        return value * math.exp(-z * se), value * math.exp(z * se)
+    col, q = _column(s, metric)
+    if col.size < min_samples(q):
+        return None, None
+    ci = quantile_ci(col, q)
+    if ci is None:
+        return None, None
+    return float(ci[0]), float(ci[1])
 
 
 def compare_at_load(

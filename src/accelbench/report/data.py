@@ -73,7 +73,6 @@ class PointView:
 # Headline figures of the report's overview, each with its 95 % bootstrap interval (the
 # comparison's bootstrap, accelbench.metrics.compare: one point, one side).
 HEADLINE = ("output_tps_per_gpu", "requests_per_s", "ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms")
-HEADLINE_BOOT = 1000
 # Below this many measured requests the interval under-covers in simulation (nominal 95 %:
 # 92-94 % for closed-loop throughput at 16 to 30 requests, 93 % for a median at 16;
 # tests/test_report.py): no interval then, and the report says why.
@@ -312,10 +311,9 @@ def _config_items(run: RunInfo) -> list[tuple[str, str]]:
 
 def _headlines(s: SweepSet) -> list[Headline]:
     """One :class:`Headline` per point of the set (repeated runs at one load: one point)."""
-    from accelbench.metrics.compare import group_points
+    from accelbench.metrics.compare import group_points, run_figure_ci
 
     out = []
-    rng = np.random.default_rng(0)
     by_run = {r.run_id: p for p in group_points(s) for r in p.runs}
     for r in s.runs:
         if r.summary is None:
@@ -324,18 +322,21 @@ def _headlines(s: SweepSet) -> list[Headline]:
         n = dig(r.summary, "counts", "completed")
         n = n if isinstance(n, int) else None
         enough = n is not None and n >= HEADLINE_MIN_REQUESTS
+        sample = None
+        # a repeated point's spread is in the comparison tables
+        if pt is not None and len(pt.runs) == 1 and enough:
+            try:
+                (sample,) = pt.samples()
+            except AccelbenchError:  # no requests.parquet: the figures without intervals
+                sample = None
         figs: dict[str, tuple[float | None, float | None, float | None]] = {}
         for k in HEADLINE:
-            v, lo, hi = r.figure(k), None, None
-            # a repeated point's spread is in the comparison tables
-            if pt is not None and len(pt.runs) == 1 and enough:
-                try:
-                    reps = pt.boot(k, HEADLINE_BOOT, rng)
-                except AccelbenchError:
-                    reps = np.array([])
-                reps = reps[np.isfinite(reps)]
-                if reps.size >= 10:
-                    lo, hi = (float(x) for x in np.percentile(reps, [2.5, 97.5]))
+            v = r.figure(k)
+            lo, hi = (
+                run_figure_ci(sample, k, v)
+                if sample is not None and v is not None
+                else (None, None)
+            )
             figs[k] = (v, lo, hi)
         h = dig(r.summary, "health")
         verdict = str(h.get("verdict")) if isinstance(h, dict) else None
