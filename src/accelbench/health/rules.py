@@ -348,7 +348,7 @@ def _growth(
         # the alarm rests on the window's interval; the last half's estimate only tells a
         # leak (the same rate, about) from a plateau (about none)
         going_on = late.slope >= trend.slope / 2 and big(late.slope * trend.duration_s)
-    if going_on:
+    if going_on or late is None:
         # still growing in the last half
         if late is not None and math.isfinite(late.ci_low):
             rate, span = late, f"over the last {late.duration_s:.0f} s of {trend.duration_s:.0f} s"
