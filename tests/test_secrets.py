@@ -85,7 +85,22 @@ def test_no_command_writes_or_prints_a_secret(reference_server, tmp_path: Path) 
                 "--label", "r1", "--telemetry-interval", "0.2"])  # fmt: skip
     run("run no key", ["run", "--url", ua, "-n", "8", "-c", "2", *load, "--results-root", "res",
                        "--label", "r2"])  # fmt: skip
-    run("sweep", ["sweep", "--url", ua, "--values", "1,2", "-n", "4", *load, *key, "-o", "sweep"])
+    run(
+        "sweep",
+        [
+            "sweep",
+            "--url",
+            ua,
+            "--values",
+            "1,2",
+            "--requests-per-point",
+            "2",
+            *load,
+            *key,
+            "-o",
+            "sweep",
+        ],
+    )
     run("shadow replay", ["shadow", "replay", "--trace", "shadow-proxy", "--baseline", ua,
                           "--candidate", ub, "--osl", "4", "-o", "shadow-replay",
                           "--telemetry-interval", "0.2"])  # fmt: skip

@@ -238,7 +238,7 @@ def test_url_credentials_authenticate_and_are_never_written(tmp_path, monkeypatc
     secret = "s3cr3t-PASS"
     with HostileServer(good, probe_failures=1) as srv:
         url = srv.url.replace("http://", f"http://bench-user:{secret}@")
-        run_dir = _run(url, tmp_path, telemetry_interval_s=0.2, transport="http1")
+        run_dir = _run(url, tmp_path, transport="http1")
         _run(url, tmp_path, name="aio", transport="aiohttp")
         auth = set(srv.auth)
     # every request (models, tokenizer, probe, load; both transports) used Basic auth

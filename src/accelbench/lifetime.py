@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     import asyncio
@@ -442,18 +442,44 @@ def loop_stop_signals(
     KeyboardInterrupt wherever the main thread happens to be (inside a journal write, a
     parser, asyncio.run's own teardown). The command's one stop path: set its stop
     event, cancel what is in flight (recorded as ``interrupted``), finish the files. A
-    second signal during that calls ``on_stop`` again. The handlers in place before
-    (interrupt_on_termination's, asyncio.run's) come back afterwards."""
+    second signal during that calls ``on_stop`` again. Afterwards the handlers in place
+    before (interrupt_on_termination's, asyncio.run's) come back, swapped with the
+    signals blocked (asyncio's removal leaves the default action for a moment: a SIGTERM
+    then killed the process); once a signal has stopped the command, later ones are
+    ignored for the rest of the process instead: the stop is under way, and one raised
+    as KeyboardInterrupt in the files' finishing lost the status (exit 130)."""
     old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     installed = []
+    stopped: list[str] = []
+
+    def stop(name: str) -> None:
+        stopped.append(name)
+        on_stop(name)
+
     try:
         for s in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(s, on_stop, s.name)
+                loop.add_signal_handler(s, stop, s.name)
                 installed.append(s)
         yield
     finally:
-        for s in installed:
-            loop.remove_signal_handler(s)
-            with contextlib.suppress(TypeError, ValueError, OSError):
-                signal.signal(s, old[s])  # removal leaves the default, not the one before
+        with deferred_stop_signals():
+            for s in installed:
+                loop.remove_signal_handler(s)
+                with contextlib.suppress(TypeError, ValueError, OSError):
+                    signal.signal(s, _already_stopping if stopped else old[s])
+
+
+def _already_stopping(signum: int, frame: Any) -> None:
+    """A stop signal after a signalled stop: that stop goes on; nothing more to do."""
+
+
+def exit_now(code: int) -> NoReturn:
+    """Leave at once after a signalled stop, every file written: flush and ``os._exit``.
+    The interpreter's teardown is no place for a stop: it resets the signal handlers, so
+    a later SIGTERM killed a shadow proxy whose files were done (exit -15 for 1); under
+    LoadGen's parked issue thread it crashed (SIGSEGV / SIGABRT); on a large MLPerf run
+    it took 0.6 s, past the second a stop may take."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

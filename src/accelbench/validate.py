@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import UsageError
+from accelbench.urls import redact_url
 
 MAX_SEED = (1 << 32) - 1  # numpy's SeedSequence takes any non-negative int; keep it 32-bit
 
@@ -283,3 +284,19 @@ def slo(values: dict[str, Any]) -> dict[str, float]:
             raise UsageError(f"unknown SLO {k!r}: use {', '.join(SLO_KEYS)}")
         out[k] = number(f"--slo {k}", val, 0, 30 * 86400e3, lo_open=True, unit="ms")
     return out
+
+
+def check_url(url: str, name: str = "--url") -> str:
+    """An http(s) URL with a host; anything else fails before a connection is tried."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"{name} {redact_url(url)!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = redact_url(url)
+        raise UsageError(f"{name} must be http://host[:port] or https://... (got {shown!r})")
+    del port
+    return url

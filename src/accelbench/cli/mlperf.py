@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from accelbench.cli.options import config_from_options, load_options
+from accelbench.lifetime import exit_now
 
 # accelbench run's options that mean nothing here: LoadGen decides when queries go out
 # and how many; --dataset is declared below with the MLPerf dataset shape added.
@@ -101,10 +102,11 @@ def _command(scenario: str) -> Callable[..., None]:
         except Exception as exc:
             if loadgen_parked():
                 typer.secho(f"error: {type(exc).__name__}: {exc}", fg="red", err=True)
-                _leave(70)
+                exit_now(70)
             raise
         if res.loadgen_running or res.status == "interrupted":
-            _leave(1)  # stopped: every file is written; the interpreter's teardown took 0.6 s
+            # stopped: every file is written; LoadGen's parked thread crashes a teardown
+            exit_now(1)
         if not res.ok:
             raise typer.Exit(1)
 
@@ -116,19 +118,6 @@ def _command(scenario: str) -> Callable[..., None]:
         "(Ctrl-C, SIGTERM, SIGHUP: records kept), 2 for bad options."
     )
     return command
-
-
-def _leave(code: int) -> None:
-    """Stopped by a signal, every file written: flush and leave at once. Where LoadGen's
-    issue thread still sleeps in its schedule nothing can wake it, and an interpreter
-    shutdown under it crashes (SIGSEGV / SIGABRT, measured); where it returned, the
-    teardown of a large run still took 0.6 s, past the one second a stop may take."""
-    import os
-    import sys
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def show_result(res: Any, *, quiet: bool = False) -> None:

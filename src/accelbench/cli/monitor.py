@@ -106,9 +106,9 @@ def monitor_cmd(
     from accelbench.health.monitor import Monitor
     from accelbench.monitoring.recovery import Recovery, RecoveryPolicy
     from accelbench.monitoring.replay import ReplaySource
-    from accelbench.runner.config import check_url
     from accelbench.telemetry.exporter import Exporter
     from accelbench.telemetry.parsers import FORMATS
+    from accelbench.validate import check_url
 
     # every option is checked here, before a source is opened, a port taken or a file
     # written (docs/LIMITS.md)

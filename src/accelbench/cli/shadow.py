@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from accelbench.cli.options import config_from_options, load_options
+from accelbench.lifetime import exit_now
 
 shadow_app = typer.Typer(
     help="Shadow traffic: a candidate beside the baseline, and a go / no-go verdict.",
@@ -80,7 +81,7 @@ def proxy_cmd(
     typer.echo(str(d))
     if status != "completed":
         typer.secho(f"proxy {status}: what it recorded is in {d}", fg="yellow", err=True)
-        raise typer.Exit(1)
+        exit_now(1)  # stopped by a signal, files written
 
 
 _REPLAY_EXCLUDE = (
@@ -131,7 +132,7 @@ def replay_cmd(
     typer.echo(str(d))
     if status != "completed":
         typer.secho(f"replay {status}: what finished is in {d}", fg="yellow", err=True)
-        raise typer.Exit(1)
+        exit_now(1)  # stopped by a signal, files written
 
 
 @shadow_app.command("verdict")

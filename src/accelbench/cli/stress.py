@@ -176,9 +176,9 @@ DEFAULTS = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (typer
 
 def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any:
     from accelbench import validate as v
-    from accelbench.client.session import redact_url
-    from accelbench.runner.config import check_url
     from accelbench.stress.soak import recorded_config
+    from accelbench.urls import redact_url
+    from accelbench.validate import check_url
 
     given = [
         p for p in ctx.command.params
@@ -373,7 +373,7 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
     rate, model)."""
     from dataclasses import replace
 
-    from accelbench.client.session import redact_url
+    from accelbench.urls import redact_url
 
     url, *pairs = spec.split(",")
     kw: dict[str, Any] = {}

@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
@@ -19,6 +17,7 @@ from accelbench.client.openai import ResponseHandler, endpoint_path
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
+from accelbench.urls import redact_url, split_credentials
 from accelbench.validate import header_value
 
 _now = time.monotonic_ns
@@ -43,30 +42,6 @@ def load_api_key(env_var: str | None, key_file: str | None) -> str | None:
     if env_var and (env_key := os.environ.get(env_var)):
         return header_value(f"the API key in ${env_var}", env_key)
     return None
-
-
-def redact_url(url: str) -> str:
-    """The URL as it may be stored or shown: credentials in it (``http://user:key@host``)
-    become ``***``, like the API key. Anything else is returned unchanged; a URL too
-    malformed to split loses everything between ``//`` and its last ``@`` all the same."""
-    try:
-        u = urlsplit(url)
-    except ValueError:
-        return re.sub(r"//[^/?#]*@", "//***@", url)
-    if "@" not in u.netloc:
-        return url
-    return urlunsplit(u._replace(netloc="***@" + u.netloc.rpartition("@")[2]))
-
-
-def split_credentials(url: str) -> tuple[str, str | None]:
-    """The URL without its userinfo, and the ``Authorization: Basic`` value it carried
-    (None without one). Requests send the credentials as that header, never in the URL."""
-    u = urlsplit(url)
-    if "@" not in u.netloc:
-        return url, None
-    user, password = unquote(u.username or ""), unquote(u.password or "")
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return urlunsplit(u._replace(netloc=u.netloc.rpartition("@")[2])), f"Basic {token}"
 
 
 def auth_headers(url: str, api_key: str | None) -> dict[str, str]:

@@ -50,7 +50,7 @@ def check_live(
     v.number("--interval", interval_s, 0.05, 3600.0, unit="s")
     (config or HealthConfig()).validate()
     if server_url is not None:
-        from accelbench.runner.config import check_url
+        from accelbench.validate import check_url
 
         check_url(server_url, "--server-url")
     v.optional_integer("--pid", server_pid, 1, 1 << 22)  # Linux's largest pid_max

@@ -89,7 +89,7 @@ def run_alert_command(
 def post_webhook(url: str, event: dict[str, Any], timeout_s: float = 10.0) -> int | None:
     """POST the event as JSON; returns the HTTP status or None on failure. Credentials
     in the URL go as Basic auth and are never logged."""
-    from accelbench.client.session import redact_url, split_credentials
+    from accelbench.urls import redact_url, split_credentials
 
     shown = redact_url(url)
     url, auth = split_credentials(url)
@@ -216,7 +216,7 @@ class Monitor:
         if alert_cmd is not None and not alert_cmd:
             raise v.UsageError("--alert-cmd is empty; give a command")
         if webhook is not None:
-            from accelbench.runner.config import check_url
+            from accelbench.validate import check_url
 
             check_url(webhook, "--webhook")
         v.number("alert timeout", alert_timeout_s, 0, 86400.0, lo_open=True, unit="s")

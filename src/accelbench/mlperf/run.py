@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.client.session import redact_url
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.mlperf import loadgen
@@ -43,6 +42,7 @@ from accelbench.runner.benchmark import (
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
 from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, read_json, write_json_atomic
+from accelbench.urls import redact_url
 from accelbench.workload.plan import PlannedRequest, build_plan
 from accelbench.workload.tokenizer import Tokenizer
 

@@ -289,7 +289,7 @@ def _point(run: RunInfo, want_timeline: bool) -> tuple[PointView, list[str]]:
 
 def _config_items(run: RunInfo) -> list[tuple[str, str]]:
     """The run's configuration as the overview shows it (credentials never shown)."""
-    from accelbench.client.session import redact_url
+    from accelbench.urls import redact_url
 
     cfg = run.config
     wl = run.workload()

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from accelbench import validate as v
-from accelbench.client.session import redact_url
+from accelbench.urls import redact_url
+from accelbench.validate import check_url
 from accelbench.workload.config import WorkloadConfig
 
 __all__ = ["BenchmarkConfig", "WorkloadConfig", "default_run_dir"]
@@ -315,22 +316,6 @@ def run_mode(cfg: dict[str, Any]) -> str:
     if isinstance(wl, dict) and wl.get("trace"):
         return "trace"
     return "rate" if cfg.get("rate") else "concurrency"
-
-
-def check_url(url: str, name: str = "--url") -> str:
-    """An http(s) URL with a host; anything else fails before a connection is tried."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise v.UsageError(f"{name} {redact_url(url)!r} is not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        shown = redact_url(url)
-        raise v.UsageError(f"{name} must be http://host[:port] or https://... (got {shown!r})")
-    del port
-    return url
 
 
 def default_run_dir(cfg: BenchmarkConfig, stamp: str, short_id: str) -> Path:

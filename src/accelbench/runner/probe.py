@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from accelbench.client.session import redact_url
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
+from accelbench.urls import redact_url
 
 # Waits between tries: 5 tries over 7.5 s.
 PROBE_DELAYS_S = (0.5, 1.0, 2.0, 4.0)

@@ -42,13 +42,13 @@ import orjson
 from accelbench import validate as v
 from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
 from accelbench.client.openai import ResponseHandler
-from accelbench.client.session import redact_url
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.shadow.candidate import CandidateProcess
 from accelbench.shadow.store import CANDIDATE, ShadowWriter
+from accelbench.urls import redact_url
 
 _now = time.monotonic_ns
 
@@ -82,7 +82,7 @@ class ProxyConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        from accelbench.runner.config import check_url
+        from accelbench.validate import check_url
 
         for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
             try:

@@ -24,9 +24,10 @@ from accelbench.client.session import OpenAIClient, load_api_key, redact_url
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
-from accelbench.runner.config import BenchmarkConfig, check_url
+from accelbench.runner.config import BenchmarkConfig
 from accelbench.shadow.store import ShadowWriter
 from accelbench.store.rundir import write_json_atomic
+from accelbench.validate import check_url
 
 _now = time.monotonic_ns
 Log = Callable[[str], None]

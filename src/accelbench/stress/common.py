@@ -87,7 +87,7 @@ def dir_bytes(path: Path) -> int:
 def check_load(cfg: BenchmarkConfig, where: str | None = None) -> None:
     """Check a suite's load before anything runs, on a copy (``validate`` fills defaults
     that the suites set per step); ``where`` names the endpoint in the message."""
-    from accelbench.client.session import redact_url
+    from accelbench.urls import redact_url
 
     try:
         replace(cfg, workload=replace(cfg.workload)).validate()
@@ -216,7 +216,7 @@ def scrape_gauges(url: str, names: Iterable[str], timeout: float = 2.0) -> dict[
     want = set(names)
     if not want:
         return {}
-    from accelbench.client.session import split_credentials
+    from accelbench.urls import split_credentials
 
     base, auth = split_credentials(url.rstrip("/").removesuffix("/v1"))  # as a header
     req = urllib.request.Request(base + "/metrics", headers={"Authorization": auth} if auth else {})

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.client.session import redact_url
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json
@@ -29,6 +28,7 @@ from accelbench.stress.common import (
     write_stress,
 )
 from accelbench.stress.verdicts import Verdict, compare_tokens, judge
+from accelbench.urls import redact_url
 
 DIVERGENT = "divergent.jsonl"
 GREEDY = {"temperature": 0.0, "top_k": 1, "seed": 1234}
@@ -48,8 +48,8 @@ class ConsistencyConfig:
 
     def validate(self) -> None:
         from accelbench import validate as v
-        from accelbench.runner.config import check_url
         from accelbench.stress.verdicts import check_thresholds
+        from accelbench.validate import check_url
 
         if not self.urls:
             raise UsageError("stress consistency needs at least one --url")

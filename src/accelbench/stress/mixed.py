@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.client.session import redact_url
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.stress.common import (
@@ -42,6 +41,7 @@ from accelbench.stress.verdicts import (
     judge,
     judge_claim,
 )
+from accelbench.urls import redact_url
 
 METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
 

@@ -17,7 +17,7 @@ class ServerMetricsSource(Source):
     name = "server"
 
     def __init__(self, url: str, timeout_s: float = 2.0) -> None:
-        from accelbench.client.session import split_credentials
+        from accelbench.urls import split_credentials
 
         # credentials in the URL go as a header: self.url is shown and stored
         base, self.auth = split_credentials(url.rstrip("/"))
