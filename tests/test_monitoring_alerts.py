@@ -54,11 +54,16 @@ def run(mon: Monitor, src: Flapping) -> tuple[float, float]:
 
 
 def hung_children() -> list[psutil.Process]:
-    return [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "hung-alert" in " ".join(p.cmdline())
-    ]
+    """The alert commands still running (a zombie, or one gone meanwhile, runs no more:
+    its command line cannot be read; on a busy host the reaper may not have run yet)."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "hung-alert" in " ".join(p.cmdline()):
+                out.append(p)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+    return out
 
 
 HUNG = [sys.executable, "-c", "import sys, time; open(sys.argv[1], 'a').write('x'); "
