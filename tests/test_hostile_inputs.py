@@ -10,9 +10,7 @@ and a valid configuration ends with "cannot reach" (exit 2) before any request i
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import sys
@@ -22,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelbench.cli.main import main
 from accelbench.errors import AccelbenchError
+from cli_inprocess import run_cli
 
 CLOSED = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused at once
 HYP = settings(
@@ -49,22 +47,8 @@ def invoke(args: list[str], cwd: Path) -> tuple[int, str]:
         except subprocess.TimeoutExpired:
             return 0, f"still serving after 60 s: {args} was accepted"
         return p.returncode, p.stdout + p.stderr
-    out = io.StringIO()
-    old_cwd, old_argv = Path.cwd(), sys.argv
-    os.environ.pop("ACCELBENCH_DEBUG", None)
-    code = 0
-    try:
-        os.chdir(cwd)
-        sys.argv = ["accelbench", *args]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            try:
-                main()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
-    return code, out.getvalue()
+    code, out, err, _ = run_cli(args, cwd)
+    return code, out + err
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -13,19 +13,15 @@ rules), and fail the "exit 2, nothing written" assertion.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import os
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelbench.cli.main import main
+from cli_inprocess import run_cli
 from conftest import fixture_file
 
 CLOSED = "http://127.0.0.1:1"
@@ -248,24 +244,7 @@ def snapshot(root: Path) -> dict[str, str]:
     } | {str(p.relative_to(root)) + "/": "" for p in root.rglob("*") if p.is_dir()}
 
 
-def invoke(args: list[str], cwd: Path) -> tuple[int, str, str, float]:
-    out, err = io.StringIO(), io.StringIO()
-    old_cwd, old_argv = Path.cwd(), sys.argv
-    os.environ.pop("ACCELBENCH_DEBUG", None)
-    code = 0
-    t0 = time.monotonic()
-    try:
-        os.chdir(cwd)
-        sys.argv = ["accelbench", *args]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
-    return code, out.getvalue(), err.getvalue(), time.monotonic() - t0
+invoke = run_cli
 
 
 def check_refused(box: Path, args: list[str]) -> None:

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from accelbench.cli.main import main
 from accelbench.console import printable
+from cli_inprocess import run_cli
 from synthetic_runs import make_run
 
 HYP = settings(
@@ -44,21 +42,8 @@ very_long = st.text(min_size=2000, max_size=4000)
 
 def invoke(args: list[str], cwd: Path) -> tuple[int, str]:
     """``accelbench ARGS`` in-process in ``cwd``: (exit code, stdout + stderr)."""
-    out = io.StringIO()
-    old_cwd, old_argv = Path.cwd(), sys.argv
-    code = 0
-    try:
-        os.chdir(cwd)
-        sys.argv = ["accelbench", *args]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            try:
-                main()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
-    return code, out.getvalue()
+    code, out, err, _ = run_cli(args, cwd)
+    return code, out + err
 
 
 @pytest.fixture(autouse=True)

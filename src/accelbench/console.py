@@ -44,14 +44,18 @@ def one_line(value: object) -> str:
     return printable(value).replace("\n", "\\n")
 
 
-# in markup, a run of backslashes before "[" or at the end, and a "[" that opens a tag
-_MARKUP = re.compile(r"(\\+)(?=\[|$)|\[(?=[a-z#/@][^\[\]]*\])")
+# in markup, a run of backslashes before "[" or at the end, and every "["
+_MARKUP = re.compile(r"(\\+)(?=\[|$)|\[")
 
 
 def _esc(m: re.Match[str]) -> str:
     if m.group(1):  # doubled and closed by an empty tag: never escapes what follows
         return m.group(1) * 2 + "[i][/i]"
-    return "\\["
+    # every "[", not only one that opens a tag here: "[bold" escaped alone and "]"
+    # escaped alone made a tag when a caller joined them ("[bold @ http://h/]" ate the
+    # model name and the URL). An empty tag right after it keeps it from opening one
+    # with whatever text follows; a "\[" before text that is no tag would show its "\".
+    return "[[i][/i]"
 
 
 def esc(value: object) -> str:
