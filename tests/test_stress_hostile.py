@@ -304,6 +304,11 @@ def test_hostile_option_is_refused_before_anything_runs(
         # ep1's override is bad: refused before ep0's phase runs
         MIXED[:4] + [f"{CLOSED2},isl=0", *MIXED[6:]],
         ["stress", "soak", "--resume", "results/a", "-q"],  # not a soak
+        # a load option the steps would ignore (-c beside --rate): refused before the
+        # stress directory is made, not when the first step runs
+        MIXED + ["--rate", "2", "-c", "8"],
+        SOAK + ["--rate", "2", "-c", "8"],
+        MIXED + ["--burstiness", "2"],  # without --arrival gamma
     ],
 )
 def test_issue_examples(box: Path, args: list[str]) -> None:

@@ -84,13 +84,21 @@ def dir_bytes(path: Path) -> int:
 
 
 # -- runs ------------------------------------------------------------------------------
-def check_load(cfg: BenchmarkConfig, where: str | None = None) -> None:
+def check_load(
+    cfg: BenchmarkConfig, where: str | None = None, step: dict[str, Any] | None = None
+) -> None:
     """Check a suite's load before anything runs, on a copy (``validate`` fills defaults
-    that the suites set per step); ``where`` names the endpoint in the message."""
+    that the suites set per step); ``where`` names the endpoint in the message. With
+    ``step``, the changes the suite's steps make (as :func:`run_step` takes them), the
+    combination is checked too (``check_run_options``: an option the step would ignore,
+    such as ``-c`` beside ``--rate``, is refused now, not when that step starts)."""
     from accelbench.urls import redact_url
 
     try:
-        replace(cfg, workload=replace(cfg.workload)).validate()
+        c = replace(cfg, workload=replace(cfg.workload), **(step or {}))
+        c.validate()
+        if step is not None:
+            c.check_run_options()
     except UsageError as exc:
         if where is None:
             raise

@@ -75,7 +75,9 @@ class MixedConfig:
         # every endpoint's load (with its overrides) before the first phase runs: a bad
         # override of ep2 used to surface only when ep2's phase started, after ep0 ran
         for i, load in enumerate(self.loads):
-            check_load(load, f"--url of ep{i}")
+            check_load(
+                load, f"--url of ep{i}", {"duration_s": self.duration_s, "num_requests": None}
+            )
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

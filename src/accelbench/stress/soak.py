@@ -35,6 +35,7 @@ from accelbench.stress.common import (
     Log,
     MemoryProbe,
     _quiet,
+    check_load,
     dir_bytes,
     memory_series,
     read_stress,
@@ -88,6 +89,7 @@ class SoakConfig:
             v.prom_name("--metric", m)
         if self.load.num_requests is not None:
             raise UsageError("stress soak runs for --duration: drop --num-requests")
+        check_load(self.load, step={"duration_s": self.segment_s})  # as each segment runs
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
