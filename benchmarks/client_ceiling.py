@@ -52,7 +52,7 @@ from typing import Any
 
 import psutil
 
-from accelbench.servers.ports import free_port
+from accelbench.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL_TOOLS = ("accelbench-w1", "accelbench-w2", "vllm", "guidellm", "vllm-client", "null-client")

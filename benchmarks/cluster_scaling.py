@@ -23,9 +23,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from accelbench.ports import free_port
 from accelbench.runner.benchmark import run_benchmark
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-from accelbench.servers.ports import free_port
 
 
 def _wait(url: str) -> None:

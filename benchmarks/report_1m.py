@@ -49,7 +49,7 @@ def measure(d: Path, target: float, compare: bool = False) -> dict[str, float]:
     from accelbench.report.html import write_html
     from accelbench.report.markdown import write_markdown
     from accelbench.store.runs import load_run, write_json_atomic
-    from accelbench.sweep import load_sweep
+    from accelbench.suites.sweep import load_sweep
 
     t = {}
     t0 = time.perf_counter()

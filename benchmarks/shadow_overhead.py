@@ -44,7 +44,7 @@ import orjson
 from accelbench.client.http1 import clock_offset_ns
 from accelbench.client.session import OpenAIClient
 from accelbench.metrics.records import RequestRecord
-from accelbench.servers.ports import free_port
+from accelbench.ports import free_port
 
 
 def wait(url: str) -> None:
@@ -223,7 +223,7 @@ def capture(port: int, out: Path) -> None:
 
 def replay_accuracy(tmp: Path, n: int, rate: float) -> dict:
     from accelbench.runner.config import BenchmarkConfig
-    from accelbench.shadow.replay import ReplayOptions, replay
+    from accelbench.suites.shadow.replay import ReplayOptions, replay
     from accelbench.workload.config import WorkloadConfig
 
     rng = random.Random(1)

@@ -31,12 +31,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from accelbench.ports import free_port
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-from accelbench.servers.ports import free_port
 
 
 def soak(args: argparse.Namespace) -> dict:
-    from accelbench.stress.soak import SoakConfig, run_soak
+    from accelbench.suites.stress.soak import SoakConfig, run_soak
 
     port = free_port()
     srv = subprocess.Popen([sys.executable, "-m", "accelbench", "serve", "reference", "--port",
@@ -84,9 +84,9 @@ PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 
 
 def flood(args: argparse.Namespace) -> dict:
-    from accelbench.servers.llamacpp import running_llama_server
-    from accelbench.stress.common import run_records
-    from accelbench.stress.flood import FloodConfig, run_flood
+    from accelbench.engines.llamacpp import running_llama_server
+    from accelbench.suites.stress.common import run_records
+    from accelbench.suites.stress.flood import FloodConfig, run_flood
 
     lengths = [int(x) for x in args.lengths.split(",")]
     out = Path(tempfile.mkdtemp(prefix="flood-bench-")) / "flood"

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from accelbench.engines.llamacpp import free_port
 from accelbench.runner.benchmark import run_benchmark
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-from accelbench.servers.llamacpp import free_port
 
 
 def main() -> None:

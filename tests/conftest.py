@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from accelbench.servers.ports import free_port
+from accelbench.ports import free_port
 
 # no per-example deadline: a busy 2-core CI host can stall any one example past
 # Hypothesis's default 200 ms, which says nothing about the code under test
@@ -87,7 +87,7 @@ def reference_server(tmp_path: Path) -> Iterator[Callable[..., RefServer]]:
 @pytest.fixture(scope="session")
 def llama_server_handle():
     """A real llama-server on SmolLM2-135M (or ACCELBENCH_TEST_MODEL), 4 slots."""
-    from accelbench.servers.llamacpp import start_llama_server
+    from accelbench.engines.llamacpp import start_llama_server
 
     model = os.environ.get("ACCELBENCH_TEST_MODEL", "smollm2")
     server = start_llama_server(model, parallel=4, ctx_per_slot=1024, log=lambda m: print(m))

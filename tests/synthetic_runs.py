@@ -203,8 +203,8 @@ def make_sweep(
     **common: Any,
 ) -> Path:
     """A sweep directory: one run per point (dicts of make_run arguments, each with
-    ``concurrency``) plus sweep.json in the format of accelbench.sweep."""
-    from accelbench.sweep import SWEEP_SCHEMA
+    ``concurrency``) plus sweep.json in the format of accelbench.suites.sweep."""
+    from accelbench.suites.sweep import SWEEP_SCHEMA
 
     d = Path(sweep_dir)
     d.mkdir(parents=True, exist_ok=True)

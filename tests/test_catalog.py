@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from accelbench.cost.catalog import (
+from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import (
     find_accelerator,
     host_template,
     load_catalog,
     parse_catalog,
     shipped_catalog,
 )
-from accelbench.errors import AccelbenchError
 
 FACTS_IDS = (
     "h100",

@@ -418,8 +418,8 @@ def test_no_load_after_the_driver_is_killed(reference_server, tmp_path):
 
 
 def test_unreachable_ray_address_fails_fast_in_one_line(tmp_path):
+    from accelbench.ports import free_port
     from accelbench.runner.cluster.ray_workers import _check_reachable
-    from accelbench.servers.ports import free_port
 
     port = free_port()  # nothing listens there
     t0 = time.monotonic()

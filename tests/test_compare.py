@@ -7,7 +7,7 @@ import pytest
 
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.compare import compare_sets, evaluate_claim, parse_claim
-from accelbench.sweep import load_inputs, load_sweep
+from accelbench.suites.sweep import load_inputs, load_sweep
 from synthetic_runs import make_run, make_sweep
 
 

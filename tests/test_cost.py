@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelbench.cost.catalog import shipped_catalog
 from accelbench.cost.costing import (
     cost_of,
     joules_per_token,
@@ -20,6 +19,7 @@ from accelbench.cost.costing import (
 )
 from accelbench.cost.tco import TcoInputs, crf, load_tco_file, resolve_tco
 from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import shipped_catalog
 from accelbench.store.runs import load_run
 from synthetic_runs import make_run as make_real_run
 

@@ -14,7 +14,7 @@ from accelbench.metrics.frontier import (
     monotone_interp,
     pareto_indices,
 )
-from accelbench.sweep import load_sweep
+from accelbench.suites.sweep import load_sweep
 from synthetic_runs import make_sweep
 
 

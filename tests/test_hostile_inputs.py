@@ -356,7 +356,7 @@ def test_server_words_are_never_markup(tmp_path: Path) -> None:
 # -- 6. the suites' files in a report: random bytes, or the right schema with junk ----------
 SUITE_FILES = {
     "stress.json": "accelbench.stress/1",
-    "verdict.json": "accelbench.shadow-verdict/1",
+    "verdict.json": "accelbench.suites.shadow-verdict/1",
     "mlperf_log_detail.txt": None,
 }
 _JUNK_KEYS = ("suite", "status", "verdicts", "steps", "ttft_fit_ms", "endpoints", "windows",

@@ -23,10 +23,10 @@ from scipy import stats
 from accelbench.health.slope import linear_trend
 from accelbench.metrics import stats as S
 from accelbench.metrics.compare import COMPARABLE, FRONTIER, Estimate, judge, parse_claim
-from accelbench.shadow.verdict import evaluate_gate, newcombe, parse_gate, wilson
-from accelbench.stress.consistency import clopper_pearson
-from accelbench.stress.mixed import MixedConfig, _verdicts
-from accelbench.stress.verdicts import (
+from accelbench.suites.shadow.verdict import evaluate_gate, newcombe, parse_gate, wilson
+from accelbench.suites.stress.consistency import clopper_pearson
+from accelbench.suites.stress.mixed import MixedConfig, _verdicts
+from accelbench.suites.stress.verdicts import (
     drift_verdict,
     jitter_pct,
     leak_verdict,

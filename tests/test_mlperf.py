@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from accelbench.cli.main import app
 from accelbench.errors import UsageError
-from accelbench.mlperf.qsl import read_records, samples_from_records
-from accelbench.mlperf.settings import MlperfSettings, build, check_user_conf, compliance
+from accelbench.suites.mlperf.qsl import read_records, samples_from_records
+from accelbench.suites.mlperf.settings import MlperfSettings, build, check_user_conf, compliance
 
 
 # -- settings: the benchmark's defaults are LoadGen's own mlperf.conf ------------------
@@ -280,7 +280,7 @@ def test_interactive_far_above_capacity_is_invalid(reference_server, tmp_path: P
 # -- Offline on the real engine ----------------------------------------------------------
 @pytest.mark.engine
 def test_offline_tiny_model_throughput(tmp_path: Path) -> None:
-    from accelbench.servers.llamacpp import start_llama_server
+    from accelbench.engines.llamacpp import start_llama_server
 
     server = start_llama_server("tiny", parallel=4, log=lambda _m: None)
     try:

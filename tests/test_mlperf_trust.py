@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import UsageError
-from accelbench.mlperf.run import STOP_GRACE_S, MlperfResult, verdict
-from accelbench.mlperf.settings import (
+from accelbench.suites.mlperf.run import STOP_GRACE_S, MlperfResult, verdict
+from accelbench.suites.mlperf.settings import (
     BENCHMARKS,
     CONF_KEYS,
     LG_SCENARIOS,
@@ -367,7 +367,7 @@ def test_options_within_their_limits_never_schedule_past_the_bound(
 def test_expected_samples_is_loadgen_s_own_count(reference_server, tmp_path) -> None:
     """The bound's arithmetic against LoadGen's: the detail log's generated_query_count
     (Server: Poisson arrivals for min_duration, so within 4 standard deviations)."""
-    from accelbench.mlperf.logs import DETAIL_FILE, read_detail
+    from accelbench.suites.mlperf.logs import DETAIL_FILE, read_detail
 
     srv = reference_server("--ttft-ms", "2", "--itl-ms", "1")
     out = tmp_path / "run"

@@ -9,8 +9,8 @@ import typer
 from typer.testing import CliRunner
 
 from accelbench.cli.cost import register
-from accelbench.cost.catalog import shipped_catalog
 from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import shipped_catalog
 from accelbench.plan.mlperf import check_mlperf
 from accelbench.plan.models import find_model
 from accelbench.plan.planner import build_plan

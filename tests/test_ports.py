@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from accelbench.servers import ports
+from accelbench import ports
 
 
 def test_free_ports_are_below_the_ephemeral_range_distinct_and_bindable():

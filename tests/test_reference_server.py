@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from accelbench.servers.reference import MAX_TOKENS_CAP
+from accelbench.reference.server import MAX_TOKENS_CAP
 
 
 def post(url: str, body: dict) -> tuple[int, dict]:
@@ -89,7 +89,7 @@ def test_paced_stream_of_many_tokens_keeps_exact_count(reference_server):
 def test_bad_device_memory_knobs_are_refused(option: str, value: str) -> None:
     """Were accepted: a negative device total or a NaN ramp served as /metrics gauges."""
     from accelbench.errors import UsageError
-    from accelbench.servers.reference import StressKnobs
+    from accelbench.reference.server import StressKnobs
 
     kw = {"total": "device_memory_total_bytes", "warmup": "device_memory_warmup_bytes"}
     with pytest.raises(UsageError, match=option):

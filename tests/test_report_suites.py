@@ -81,7 +81,7 @@ def check_verdicts(doc: dict[str, Any], md: str, page: str) -> None:
 
 
 def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
-    from accelbench.stress.soak import SoakConfig, run_soak
+    from accelbench.suites.stress.soak import SoakConfig, run_soak
 
     srv = reference_server("--ttft-ms", "5", "--itl-ms", "1", "--leak-bytes-per-request",
                            "200000")  # fmt: skip
@@ -121,7 +121,7 @@ def doc_worst(doc: dict[str, Any]) -> str:
 
 
 def test_flood_section_fit_and_steps(reference_server, tmp_path: Path) -> None:
-    from accelbench.stress.flood import FloodConfig, run_flood
+    from accelbench.suites.stress.flood import FloodConfig, run_flood
 
     srv = reference_server("--ttft-ms", "uniform:2:6", "--itl-ms", "1")
     load = BenchmarkConfig(url=srv.url, telemetry=False, workload=WorkloadConfig(isl=16, osl=4))
@@ -172,7 +172,7 @@ def test_mixed_section(reference_server, tmp_path: Path) -> None:
 
 
 def test_consistency_section(reference_server, tmp_path: Path) -> None:
-    from accelbench.stress.consistency import ConsistencyConfig, run_consistency
+    from accelbench.suites.stress.consistency import ConsistencyConfig, run_consistency
 
     base = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--deterministic")
     cand = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--deterministic",
@@ -197,8 +197,8 @@ def test_consistency_section(reference_server, tmp_path: Path) -> None:
 
 
 def test_shadow_section(reference_server, tmp_path: Path) -> None:
-    from accelbench.shadow.replay import ReplayOptions, replay
-    from accelbench.shadow.verdict import shadow_verdict
+    from accelbench.suites.shadow.replay import ReplayOptions, replay
+    from accelbench.suites.shadow.verdict import shadow_verdict
 
     base = reference_server("--ttft-ms", "5", "--itl-ms", "1")
     cand = reference_server("--ttft-ms", "5", "--itl-ms", "1")
@@ -280,7 +280,7 @@ def test_suites_mixed_with_runs_and_bad_files(tmp_path: Path) -> None:
     sh = tmp_path / "sh"
     sh.mkdir()
     (sh / "shadow.json").write_text("{}")
-    (sh / "verdict.json").write_text('{"schema": "accelbench.shadow-verdict/1", "gates": 7}')
+    (sh / "verdict.json").write_text('{"schema": "accelbench.suites.shadow-verdict/1", "gates": 7}')
     ml = tmp_path / "ml"
     make_run(ml, concurrency=1)
     (ml / "mlperf_log_detail.txt").write_text(':::MLLOG {"key": "result_validity", "val')
@@ -300,7 +300,7 @@ def test_suite_report_renders_in_headless_chromium(reference_server, tmp_path: P
     """A flood beside a run: every chart (the suite's and the run's) drew, no JS error,
     and the verdict table is in the DOM."""
     from accelbench.report.html import write_html
-    from accelbench.stress.flood import FloodConfig, run_flood
+    from accelbench.suites.stress.flood import FloodConfig, run_flood
     from synthetic_runs import make_run
     from test_report import ARTIFACTS, CHROMIUM, _chromium
 

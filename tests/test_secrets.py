@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from accelbench.servers.ports import free_port
+from accelbench.ports import free_port
 
 URL_MARKER = "SECRET_MARKER_123"
 KEY_MARKER = "sk-KEY_MARKER_456"

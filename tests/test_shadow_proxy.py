@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 import pytest
 
-from accelbench.shadow.store import read_shadow
+from accelbench.suites.shadow.store import read_shadow
 from conftest import free_port, wait_http
 
 # A baseline that answers with fixed bytes, written in awkward pieces: odd header
@@ -273,7 +273,7 @@ def test_a_side_that_is_the_proxys_own_address_is_refused(
     tmp_path: Path, listen: str, url: str, own: bool
 ) -> None:
     from accelbench.errors import UsageError
-    from accelbench.shadow.proxy import ProxyConfig, parse_listen
+    from accelbench.suites.shadow.proxy import ProxyConfig, parse_listen
 
     host, port = parse_listen(listen)
     for side in ("baseline", "candidate"):

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.shadow.replay import ReplayOptions, replay
-from accelbench.shadow.verdict import shadow_verdict
+from accelbench.suites.shadow.replay import ReplayOptions, replay
+from accelbench.suites.shadow.verdict import shadow_verdict
 from accelbench.workload.config import WorkloadConfig
 
 
@@ -126,7 +126,7 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     speed to change within a pass. Each engine
     runs one thread: its speed is then its share of a core (two threads that wait for
     each other at every step slow down far more than the load when the host is busy)."""
-    from accelbench.servers.llamacpp import start_llama_server
+    from accelbench.engines.llamacpp import start_llama_server
 
     lines = [{"timestamp": 0, "input_length": 32, "output_length": 64} for _ in range(24)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))

@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from accelbench.shadow.store import read_shadow
+from accelbench.suites.shadow.store import read_shadow
 from conftest import free_port, wait_http
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]

@@ -13,8 +13,8 @@ import pytest
 
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.shadow.replay import ReplayOptions, replay
-from accelbench.shadow.verdict import (
+from accelbench.suites.shadow.replay import ReplayOptions, replay
+from accelbench.suites.shadow.verdict import (
     evaluate_gate,
     min_samples,
     newcombe,

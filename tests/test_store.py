@@ -140,7 +140,7 @@ def test_import_rejects_other_json(tmp_path):
 
 def test_imported_vllm_run_beside_ours(tmp_path):
     from accelbench.metrics.compare import compare_sets
-    from accelbench.sweep import load_inputs
+    from accelbench.suites.sweep import load_inputs
 
     f = tmp_path / "vllm.json"
     f.write_text(json.dumps(_vllm_result(n=40)))

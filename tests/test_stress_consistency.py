@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 
+from accelbench.reference.server import StressKnobs, deterministic_words
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-from accelbench.servers.reference import StressKnobs, deterministic_words
-from accelbench.stress.consistency import ConsistencyConfig, run_consistency
+from accelbench.suites.stress.consistency import ConsistencyConfig, run_consistency
 
 N = 39  # prompts; with the probe request first, the candidate sees 40 requests per run
 

@@ -10,14 +10,14 @@ import os
 import pytest
 
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-from accelbench.stress.flood import FloodConfig, run_flood
-from accelbench.stress.mixed import MixedConfig, run_mixed
+from accelbench.suites.stress.flood import FloodConfig, run_flood
+from accelbench.suites.stress.mixed import MixedConfig, run_mixed
 
 pytestmark = pytest.mark.engine
 
 
 def test_flood_fits_ttft_and_classifies_context_overflow(tmp_path):
-    from accelbench.servers.llamacpp import running_llama_server
+    from accelbench.engines.llamacpp import running_llama_server
 
     ctx = 4096
     with running_llama_server("tiny", parallel=1, ctx_per_slot=ctx, log=lambda m: None) as s:
@@ -47,7 +47,7 @@ def test_flood_fits_ttft_and_classifies_context_overflow(tmp_path):
 
 
 def test_mixed_three_engines_interference_interval_excludes_zero(tmp_path):
-    from accelbench.servers.llamacpp import running_llama_server
+    from accelbench.engines.llamacpp import running_llama_server
 
     with contextlib.ExitStack() as stack:
         servers = [

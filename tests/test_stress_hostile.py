@@ -337,8 +337,8 @@ def _api_cases() -> list[tuple[str, object]]:
     from accelbench.monitoring.recovery import RecoveryPolicy
     from accelbench.monitoring.rules import AlertSettings, rules_yaml
     from accelbench.runner.config import BenchmarkConfig
-    from accelbench.stress.mixed import MixedConfig
-    from accelbench.stress.soak import SoakConfig
+    from accelbench.suites.stress.mixed import MixedConfig
+    from accelbench.suites.stress.soak import SoakConfig
     from accelbench.telemetry.exporter import Exporter
     from accelbench.workload.config import WorkloadConfig
 

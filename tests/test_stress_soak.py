@@ -13,8 +13,8 @@ import time
 import pytest
 
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-from accelbench.stress.soak import SoakConfig, run_soak
-from accelbench.stress.verdicts import DriftThresholds
+from accelbench.suites.stress.soak import SoakConfig, run_soak
+from accelbench.suites.stress.verdicts import DriftThresholds
 
 LEAK_PER_REQ = 100_000  # bytes kept per request
 RATE = 20.0  # requests/s, constant arrivals: the leak per hour is known
@@ -205,7 +205,7 @@ def test_soak_resumes_after_sigkill_in_its_first_segment(reference_server, tmp_p
 def test_resume_of_a_soak_with_url_credentials_asks_for_them(tmp_path):
     """stress.json never holds the credentials of the URL: a resume without --url would
     send '***' as the user, so it is refused with one line; another host is refused too."""
-    from accelbench.stress.common import write_stress
+    from accelbench.suites.stress.common import write_stress
 
     cfg = SoakConfig(load=BenchmarkConfig(url="http://user:s3cret@127.0.0.1:1"), duration_s=10)
     write_stress(tmp_path, {"suite": "soak", "status": "running", "segments": 0,

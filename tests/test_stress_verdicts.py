@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelbench.stress.consistency import clopper_pearson
-from accelbench.stress.verdicts import (
+from accelbench.suites.stress.consistency import clopper_pearson
+from accelbench.suites.stress.verdicts import (
     HOUR,
     LeakThresholds,
     change_pct,

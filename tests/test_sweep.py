@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
-from accelbench.sweep import (
+from accelbench.suites.sweep import (
     SaturationRule,
     SweepPlan,
     inferencex_config,
@@ -218,7 +218,7 @@ def _app() -> typer.Typer:
 
 
 def test_cli_sweep_frontier_compare_report_runs(tmp_path, monkeypatch):
-    import accelbench.sweep.core as core
+    import accelbench.suites.sweep.core as core
 
     fake = FakeRunner()
     monkeypatch.setattr(core, "_default_runner", lambda: fake)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from accelbench.engines import tinymodel
+from accelbench.engines.tinymodel import tiny_model
 from accelbench.errors import AccelbenchError
-from accelbench.servers import tinymodel
-from accelbench.servers.tinymodel import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -188,10 +188,10 @@ def _stream(url: str, model: str, prompt: str, **extra) -> tuple[bytes, dict | N
 
 @pytest.mark.engine
 def test_llama_server_runs_to_max_tokens():
-    from accelbench.servers.llamacpp import llama_server_binary, start_llama_server
+    from accelbench.engines.llamacpp import llama_server_binary, start_llama_server
 
     if not llama_server_binary().is_file():
-        pytest.skip("llama-server is not built (accelbench.servers.llamacpp.build_llama_server)")
+        pytest.skip("llama-server is not built (accelbench.engines.llamacpp.build_llama_server)")
     server = start_llama_server("tiny", parallel=4, log=lambda _m: None)
     try:
         for prompt in ["Hello world", "café 🚀 東京", "x" * 300]:

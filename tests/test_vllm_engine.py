@@ -47,7 +47,7 @@ def vllm_url():
     # `accelbench serve vllm` as a user starts it; at the end it is SIGKILLed, the hardest
     # way to stop, and vLLM's whole process tree (API server, engine core) must be gone
     # and its port free (docs/PROCESSES.md: parent-death SIGTERM, then the guard)
-    from accelbench.servers.llamacpp import free_port
+    from accelbench.engines.llamacpp import free_port
 
     port = free_port()
     with subreaper():
@@ -63,7 +63,7 @@ def vllm_url():
 @pytest.fixture(scope="module")
 def tiny_llama():
     """llama-server on the same generated model (its GGUF form), 4 slots."""
-    from accelbench.servers.llamacpp import start_llama_server
+    from accelbench.engines.llamacpp import start_llama_server
 
     server = start_llama_server("tiny", parallel=4, ctx_per_slot=512, log=print)
     yield server.url
@@ -190,7 +190,7 @@ def test_chat_applies_the_models_template(vllm_url, tmp_path):
     still exact (template tokens calibrated away through vLLM's /tokenize)."""
     from tokenizers import Tokenizer
 
-    from accelbench.servers.tinymodel import tiny_model
+    from accelbench.engines.tinymodel import tiny_model
 
     hf = tiny_model(log=lambda m: None).hf_dir
     tok = Tokenizer.from_file(str(hf / "tokenizer.json"))
@@ -229,7 +229,7 @@ def test_sweep_on_vllm_renders_beside_llama_server(vllm_url, tiny_llama, tmp_pat
     from accelbench.report.data import build_report_data
     from accelbench.report.html import write_html
     from accelbench.report.markdown import render_markdown
-    from accelbench.sweep import SweepPlan, load_sweep, run_sweep
+    from accelbench.suites.sweep import SweepPlan, load_sweep, run_sweep
 
     for name, url in (("llama", tiny_llama), ("vllm", vllm_url)):
         base = BenchmarkConfig(
@@ -258,8 +258,8 @@ def test_shadow_llama_server_baseline_vllm_candidate(vllm_url, tiny_llama, tmp_p
     vLLM (candidate), same tiny model. Both tokenize alike (ISLs match exactly) and, the
     weights being the same function (GGUF and safetensors), greedy outputs agree: 16 of 16
     measured, so the agreement gate passes. TTFT is not pinned (it depends on the load)."""
-    from accelbench.shadow.replay import ReplayOptions, replay
-    from accelbench.shadow.verdict import shadow_verdict
+    from accelbench.suites.shadow.replay import ReplayOptions, replay
+    from accelbench.suites.shadow.verdict import shadow_verdict
 
     lines = [{"timestamp": 0, "input_length": 32, "output_length": 16} for _ in range(16)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))

@@ -1,5 +1,5 @@
 """`accelbench frontier`, `compare`, `report` and `runs` (list, query,
-import-vllm). Argument handling only; the logic lives in accelbench.sweep,
+import-vllm). Argument handling only; the logic lives in accelbench.suites.sweep,
 accelbench.metrics.frontier / compare, accelbench.report and accelbench.store.runs."""
 
 from __future__ import annotations

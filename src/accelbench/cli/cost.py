@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from accelbench.console import esc as escape
-from accelbench.cost.catalog import FIGURES, find_accelerator, host_template, load_catalog
 from accelbench.cost.costing import CostResult, compute_costs, ratios_vs_first
 from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data
+from accelbench.hardware.catalog import FIGURES, find_accelerator, host_template, load_catalog
 from accelbench.plan.architecture import human_bytes, human_params
 from accelbench.plan.models import model_catalog, resolve_model
 from accelbench.plan.planner import Plan, build_plan

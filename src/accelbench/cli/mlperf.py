@@ -84,8 +84,8 @@ def _command(scenario: str) -> Callable[..., None]:
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result line."),
         load: dict[str, Any] | None = None,
     ) -> None:
-        from accelbench.mlperf.run import QslOptions, loadgen_parked, run_mlperf
-        from accelbench.mlperf.settings import MlperfSettings
+        from accelbench.suites.mlperf.run import QslOptions, loadgen_parked, run_mlperf
+        from accelbench.suites.mlperf.settings import MlperfSettings
 
         cfg = config_from_options(load or {}, telemetry=False)
         ms = MlperfSettings(

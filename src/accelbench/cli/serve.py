@@ -71,7 +71,7 @@ def reference(
 ) -> None:
     """An OpenAI-compatible streaming server with known timings, for measuring clients.
     Not an inference engine."""
-    from accelbench.servers.reference import Dist, ReferenceConfig, StressKnobs, run_reference
+    from accelbench.reference.server import Dist, ReferenceConfig, StressKnobs, run_reference
 
     faults = {}
     for f in fault:
@@ -118,7 +118,7 @@ def llama(
     build_only: bool = typer.Option(False, help="Only build (and cache) llama-server, then exit."),
 ) -> None:
     """Build (once, cached) and run llama.cpp's llama-server on loopback."""
-    from accelbench.servers.llamacpp import (
+    from accelbench.engines.llamacpp import (
         build_llama_server,
         check_server_options,
         start_llama_server,
@@ -153,7 +153,7 @@ def vllm(
     ),
 ) -> None:
     """Install (once, cached) and run vLLM's CPU build on loopback."""
-    from accelbench.servers.vllm import check_vllm_options, install_vllm, start_vllm_server
+    from accelbench.engines.vllm import check_vllm_options, install_vllm, start_vllm_server
 
     check_vllm_options(max_model_len, kv_cache_gib, port)
     log = lambda m: typer.echo(m, err=True)  # noqa: E731

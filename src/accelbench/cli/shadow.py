@@ -62,7 +62,7 @@ def proxy_cmd(
     journalled in the shadow directory as it happens."""
 
     from accelbench.client.session import load_api_key, redact_url
-    from accelbench.shadow.proxy import ProxyConfig, parse_listen, run_proxy
+    from accelbench.suites.shadow.proxy import ProxyConfig, parse_listen, run_proxy
 
     host, port = parse_listen(listen)
     cfg = ProxyConfig(
@@ -120,7 +120,7 @@ def replay_cmd(
 ) -> None:
     """Replay a trace to the baseline and the candidate at its arrival times (or scaled),
     measuring both on one clock; then `accelbench shadow verdict DIR`."""
-    from accelbench.shadow.replay import ReplayOptions, replay
+    from accelbench.suites.shadow.replay import ReplayOptions, replay
 
     cfg = config_from_options(load or {}, trace=trace)
     opt = ReplayOptions(
@@ -149,7 +149,7 @@ def verdict_cmd(
     Exit 0 go, 1 no-go, 3 inconclusive, 2 bad usage. Writes DIR/verdict.json."""
     import json
 
-    from accelbench.shadow.verdict import shadow_verdict
+    from accelbench.suites.shadow.verdict import shadow_verdict
 
     doc = shadow_verdict(shadow_dir, gate, window_s=window, confidence=confidence)
     if json_out:
@@ -224,7 +224,7 @@ def print_verdict(doc: dict[str, Any]) -> None:
     if r.get("telemetry") == "off":
         con.print(f"resources: telemetry off ({r.get('reason')})", markup=False)
     else:
-        from accelbench.shadow.verdict import resources_line
+        from accelbench.suites.shadow.verdict import resources_line
 
         for side in ("baseline", "candidate"):
             con.print(f"resources, {side}: {resources_line(r.get(side))}", markup=False)

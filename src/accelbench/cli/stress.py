@@ -85,7 +85,7 @@ def _server(
     if cfg.url is not None:
         yield server_pid
         return
-    from accelbench.servers.embedded import running_engine
+    from accelbench.engines.embedded import running_engine
 
     with running_engine(
         cfg.embedded_engine,
@@ -101,7 +101,7 @@ def _server(
 
 def _check(cfg: BenchmarkConfig) -> None:
     """The load options, checked before an engine is started or a directory made."""
-    from accelbench.stress.common import check_load
+    from accelbench.suites.stress.common import check_load
 
     check_load(cfg)
 
@@ -139,9 +139,9 @@ def soak(
     """Steady load for --duration, judged per --window: leak verdicts for every memory
     series, drift verdicts for latency, throughput and error rate. `--resume DIR`
     continues a soak with the configuration recorded in DIR (docs/STRESS.md)."""
-    from accelbench.stress.common import stress_dir
-    from accelbench.stress.soak import SoakConfig, run_soak
-    from accelbench.stress.verdicts import DriftThresholds, LeakThresholds
+    from accelbench.suites.stress.common import stress_dir
+    from accelbench.suites.stress.soak import SoakConfig, run_soak
+    from accelbench.suites.stress.verdicts import DriftThresholds, LeakThresholds
 
     load = load or {}
     if resume is not None:
@@ -176,7 +176,7 @@ DEFAULTS = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (typer
 
 def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any:
     from accelbench import validate as v
-    from accelbench.stress.soak import recorded_config
+    from accelbench.suites.stress.soak import recorded_config
     from accelbench.urls import redact_url
     from accelbench.validate import check_url
 
@@ -237,8 +237,8 @@ def consistency(
     """Greedy outputs of a fixed prompt set: over time, alone vs under load, and across
     endpoints; identical fraction, first differing token, similarity, every diverging
     pair kept (divergent.jsonl)."""
-    from accelbench.stress.common import stress_dir
-    from accelbench.stress.consistency import ConsistencyConfig, run_consistency
+    from accelbench.suites.stress.common import stress_dir
+    from accelbench.suites.stress.consistency import ConsistencyConfig, run_consistency
 
     load = load or {}
     cfg = config_from_options(load, url=url[0] if url else None)
@@ -315,8 +315,8 @@ def flood(
     """Long-context flood: TTFT and prefill throughput against input length (fitted
     a + bL + cL^2 with intervals), errors by kind, memory leak rate over the flood."""
     from accelbench import validate as v
-    from accelbench.stress.common import stress_dir
-    from accelbench.stress.flood import FloodConfig, default_lengths, run_flood
+    from accelbench.suites.stress.common import stress_dir
+    from accelbench.suites.stress.flood import FloodConfig, default_lengths, run_flood
 
     load = load or {}
     cfg = config_from_options(load)
@@ -430,8 +430,8 @@ def mixed(
     (and all but one with --matrix); change of latency percentiles vs solo and jitter,
     with 95 % intervals (docs/STRESS.md)."""
     from accelbench import validate as v
-    from accelbench.stress.common import stress_dir
-    from accelbench.stress.mixed import MixedConfig, run_mixed
+    from accelbench.suites.stress.common import stress_dir
+    from accelbench.suites.stress.mixed import MixedConfig, run_mixed
 
     load = load or {}
     base = config_from_options(load)
@@ -453,7 +453,7 @@ def mixed(
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "mixed")
     with contextlib.ExitStack() as stack:
         if not url:
-            from accelbench.servers.embedded import running_engine
+            from accelbench.engines.embedded import running_engine
 
             specs = []
             for _ in range(embedded):

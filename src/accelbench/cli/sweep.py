@@ -1,5 +1,5 @@
 """`accelbench sweep`: a series of runs over concurrency or request rate. Argument
-handling only; the logic lives in accelbench.sweep."""
+handling only; the logic lives in accelbench.suites.sweep."""
 
 from __future__ import annotations
 
@@ -80,14 +80,14 @@ def sweep_cmd(
     load option of `accelbench run` except those the sweep sets per point."""
     from accelbench.console import console
     from accelbench.console import esc as escape
-    from accelbench.sweep import (
+    from accelbench.suites.sweep import (
         SaturationRule,
         SweepPlan,
         inferencex_config,
         plan_values,
         run_sweep,
     )
-    from accelbench.sweep.core import Kind
+    from accelbench.suites.sweep.core import Kind
 
     kind: Kind = "rate" if rate_mode else "concurrency"
     vals = plan_values(_floats(values, "--values"), start, end, kind)

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.cost.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.cost.tco import Tco, TcoInputs, resolve_tco
 from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.metrics.frontier import monotone_interp, pareto_indices
 from accelbench.store.runs import RunInfo, dig, is_run_dir, load_run
 
@@ -133,7 +133,7 @@ def load_points(path: str | Path) -> list[RunInfo]:
     if is_run_dir(p):
         runs = [load_run(p)]
     else:
-        from accelbench.sweep.core import load_sweep  # lazy: only sweeps need it
+        from accelbench.suites.sweep.core import load_sweep  # lazy: only sweeps need it
 
         runs = load_sweep(p).runs
     usable = [r for r in runs if r.figure("total_tps_per_gpu") is not None]

@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from accelbench.cost.catalog import Accelerator
 from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import Accelerator
 
 HOURS_PER_YEAR = 8760.0
 BUILDUP_FIELDS = ("capex_usd", "life_years", "cost_of_capital", "usd_per_kwh")

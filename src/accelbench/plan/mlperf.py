@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from accelbench.cost.catalog import Accelerator, find_accelerator, load_catalog
+from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.plan.models import find_model
 from accelbench.plan.roofline import Roofline, Step, Workload, hardware_for, memory_fit
 

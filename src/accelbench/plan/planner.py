@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.cost.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.cost.costing import load_points, run_mean_lengths
 from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.plan.architecture import ModelArch
 from accelbench.plan.models import resolve_model
 from accelbench.plan.roofline import (

@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from accelbench.cost.catalog import Accelerator
 from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import Accelerator
 from accelbench.plan.architecture import COMPUTE_FORMATS, ModelArch, weight_bytes_per_param
 
 DEFAULT_RESERVE = 0.10  # vLLM's default gpu_memory_utilization is 0.9: 10% held back

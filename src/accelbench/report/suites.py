@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import AccelbenchError
-from accelbench.mlperf.logs import DETAIL_FILE as LOADGEN_DETAIL
-from accelbench.mlperf.logs import SUMMARY_FILE as LOADGEN_SUMMARY
-from accelbench.mlperf.logs import parse_result
-from accelbench.shadow.store import SHADOW_JSON
-from accelbench.shadow.store import VERDICT as SHADOW_VERDICT
 from accelbench.store.reader import RunInfo, dig, is_run_dir, load_run
 from accelbench.store.suites import STRESS_JSON, STRESS_SCHEMA, mlperf_label, worst_verdict
+from accelbench.suites.mlperf.logs import DETAIL_FILE as LOADGEN_DETAIL
+from accelbench.suites.mlperf.logs import SUMMARY_FILE as LOADGEN_SUMMARY
+from accelbench.suites.mlperf.logs import parse_result
+from accelbench.suites.shadow.store import SHADOW_JSON
+from accelbench.suites.shadow.store import VERDICT as SHADOW_VERDICT
 
 MAX_CHART_POINTS = 300  # per series (memory samples of a day-long soak are thinned)
 MAX_TABLE_WINDOWS = 60  # soak windows listed as rows; the charts show all
@@ -401,7 +401,7 @@ def _shadow(path: Path, view: SuiteView) -> None:
         )
         return
     doc = _json(path / SHADOW_VERDICT)
-    if not isinstance(doc, dict) or doc.get("schema") != "accelbench.shadow-verdict/1":
+    if not isinstance(doc, dict) or doc.get("schema") != "accelbench.suites.shadow-verdict/1":
         raise AccelbenchError("verdict.json is not an accelbench shadow verdict")
     view.verdict = str(doc.get("verdict"))
     view.headline.append(
@@ -463,7 +463,7 @@ def _resources(r: Any) -> str:
         return "malformed"
     if r.get("telemetry") == "off":
         return f"telemetry off: {r.get('reason')}"
-    from accelbench.shadow.verdict import resources_line
+    from accelbench.suites.shadow.verdict import resources_line
 
     return " | ".join(
         f"{side}: {resources_line(r.get(side))}" for side in ("baseline", "candidate")

@@ -178,7 +178,7 @@ def embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
     if cfg.url is not None:
         yield None
         return
-    from accelbench.servers.embedded import running_engine
+    from accelbench.engines.embedded import running_engine
 
     with running_engine(cfg.embedded_engine, cfg.embedded_model,
                         parallel=cfg.embedded_parallel, log=log) as s:  # fmt: skip

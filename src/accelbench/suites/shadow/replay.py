@@ -25,8 +25,8 @@ from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.shadow.store import ShadowWriter
 from accelbench.store.rundir import write_json_atomic
+from accelbench.suites.shadow.store import ShadowWriter
 from accelbench.validate import check_url
 
 _now = time.monotonic_ns

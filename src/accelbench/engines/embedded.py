@@ -8,8 +8,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from accelbench.engines.llamacpp import LlamaServer
 from accelbench.errors import UsageError
-from accelbench.servers.llamacpp import LlamaServer
 
 ENGINES = ("llama", "vllm")
 
@@ -28,7 +28,7 @@ def running_engine(
     ``context`` (tokens per sequence) also lifts llama.cpp's trained context length (the
     generated tiny model then serves 131,072 tokens); vLLM gets it as ``--max-model-len``."""
     if engine == "vllm":
-        from accelbench.servers.vllm import running_vllm_server
+        from accelbench.engines.vllm import running_vllm_server
 
         if model == "smollm2":
             raise UsageError(
@@ -43,7 +43,7 @@ def running_engine(
         return
     if engine != "llama":
         raise UsageError(f"--embedded-engine must be one of {', '.join(ENGINES)} (got {engine!r})")
-    from accelbench.servers.llamacpp import running_llama_server
+    from accelbench.engines.llamacpp import running_llama_server
 
     kw = {}
     if context:

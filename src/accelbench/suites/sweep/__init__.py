@@ -2,7 +2,7 @@
 per point under one sweep directory, with ``sweep.json`` holding the sweep's
 configuration and every point's status (resumable)."""
 
-from accelbench.sweep.core import (
+from accelbench.suites.sweep.core import (
     SWEEP_SCHEMA,
     SaturationRule,
     SweepPlan,

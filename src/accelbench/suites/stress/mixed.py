@@ -24,7 +24,7 @@ import numpy as np
 
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.stress.common import (
+from accelbench.suites.stress.common import (
     Log,
     _quiet,
     check_load,
@@ -33,7 +33,7 @@ from accelbench.stress.common import (
     run_step,
     write_stress,
 )
-from accelbench.stress.verdicts import (
+from accelbench.suites.stress.verdicts import (
     Verdict,
     change_pct,
     check_thresholds,

@@ -29,7 +29,7 @@ from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import JOURNAL, iter_journal, write_text_atomic
 from accelbench.store.suites import STRESS_JSON
-from accelbench.stress.common import (
+from accelbench.suites.stress.common import (
     JournalTail,
     JsonlAppender,
     Log,
@@ -45,7 +45,7 @@ from accelbench.stress.common import (
     window_stats,
     write_stress,
 )
-from accelbench.stress.verdicts import (
+from accelbench.suites.stress.verdicts import (
     DriftThresholds,
     LeakThresholds,
     Verdict,

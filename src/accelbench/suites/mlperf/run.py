@@ -27,11 +27,6 @@ from typing import Any
 from accelbench import __version__
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
-from accelbench.mlperf import loadgen
-from accelbench.mlperf.logs import SUMMARY_FILE, parse_result
-from accelbench.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
-from accelbench.mlperf.settings import MlperfSettings, build, compliance
-from accelbench.mlperf.sut import LoadGenSUT, SutOptions
 from accelbench.runner.benchmark import (
     Log,
     arrival_stamps,
@@ -42,6 +37,11 @@ from accelbench.runner.benchmark import (
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
 from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, read_json, write_json_atomic
+from accelbench.suites.mlperf import loadgen
+from accelbench.suites.mlperf.logs import SUMMARY_FILE, parse_result
+from accelbench.suites.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
+from accelbench.suites.mlperf.settings import MlperfSettings, build, compliance
+from accelbench.suites.mlperf.sut import LoadGenSUT, SutOptions
 from accelbench.urls import redact_url
 from accelbench.workload.plan import PlannedRequest, build_plan
 from accelbench.workload.tokenizer import Tokenizer

@@ -38,8 +38,8 @@ from accelbench import validate as v
 from accelbench.errors import UsageError
 from accelbench.metrics.stats import min_quantile_samples, quantile_ci, quantile_ratio_ci
 from accelbench.metrics.stats import min_samples as _min_samples
-from accelbench.shadow.store import VERDICT, read_shadow, read_trace_bodies
 from accelbench.store.rundir import write_json_atomic
+from accelbench.suites.shadow.store import VERDICT, read_shadow, read_trace_bodies
 
 LATENCY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "ntpot": "ntpot_ms"}
 EXIT = {"go": 0, "no-go": 1, "inconclusive": 3}
@@ -414,7 +414,7 @@ def shadow_verdict(
                 })  # fmt: skip
     verdict = _overall(overall)
     doc = {
-        "schema": "accelbench.shadow-verdict/1",
+        "schema": "accelbench.suites.shadow-verdict/1",
         "shadow_dir": str(d),
         "verdict": verdict,
         "exit_code": EXIT[verdict],

@@ -105,7 +105,7 @@ class CandidateProcess:
         mine, theirs = socket.socketpair()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "accelbench.shadow.candidate", str(theirs.fileno())],
+                [sys.executable, "-m", "accelbench.suites.shadow.candidate", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
             )  # fmt: skip
         finally:

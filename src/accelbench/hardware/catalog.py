@@ -1,4 +1,4 @@
-"""The accelerator catalog: shipped data (cost/data/accelerators.yaml) plus user files.
+"""The accelerator catalog: shipped data (hardware/data/accelerators.yaml) plus user files.
 
 User catalogs (same YAML format) are read, in order, from the paths in the
 ``ACCELBENCH_CATALOG`` environment variable (separated by ``os.pathsep``),
@@ -212,7 +212,7 @@ def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
 
 def shipped_catalog() -> dict[str, Accelerator]:
     """The catalog shipped in the package."""
-    text = resources.files("accelbench.cost").joinpath("data/accelerators.yaml").read_text()
+    text = resources.files("accelbench.hardware").joinpath("data/accelerators.yaml").read_text()
     return parse_catalog(yaml.safe_load(text), "shipped")
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.stress.common import (
+from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
     MemoryProbe,
@@ -27,8 +27,8 @@ from accelbench.stress.common import (
     run_step,
     write_stress,
 )
-from accelbench.stress.consistency import clopper_pearson
-from accelbench.stress.verdicts import (
+from accelbench.suites.stress.consistency import clopper_pearson
+from accelbench.suites.stress.verdicts import (
     LeakThresholds,
     Verdict,
     judge,

@@ -46,8 +46,8 @@ from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
-from accelbench.shadow.candidate import CandidateProcess
-from accelbench.shadow.store import CANDIDATE, ShadowWriter
+from accelbench.suites.shadow.candidate import CandidateProcess
+from accelbench.suites.shadow.store import CANDIDATE, ShadowWriter
 from accelbench.urls import redact_url
 
 _now = time.monotonic_ns

@@ -18,7 +18,7 @@ from typing import Any
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json
-from accelbench.stress.common import (
+from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
     _quiet,
@@ -27,7 +27,7 @@ from accelbench.stress.common import (
     run_step,
     write_stress,
 )
-from accelbench.stress.verdicts import Verdict, compare_tokens, judge
+from accelbench.suites.stress.verdicts import Verdict, compare_tokens, judge
 from accelbench.urls import redact_url
 
 DIVERGENT = "divergent.jsonl"
@@ -48,7 +48,7 @@ class ConsistencyConfig:
 
     def validate(self) -> None:
         from accelbench import validate as v
-        from accelbench.stress.verdicts import check_thresholds
+        from accelbench.suites.stress.verdicts import check_thresholds
         from accelbench.validate import check_url
 
         if not self.urls:

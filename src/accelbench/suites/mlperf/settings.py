@@ -14,7 +14,7 @@ from typing import Any
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
-from accelbench.mlperf import loadgen
+from accelbench.suites.mlperf import loadgen
 
 # accelbench's scenario -> (LoadGen scenario, uses the "-interactive" benchmark keys)
 SCENARIOS: dict[str, tuple[str, bool]] = {
