@@ -18,3 +18,8 @@ class AccelbenchError(Exception):
 
 class UsageError(AccelbenchError):
     """An option or input value outside what the command accepts."""
+
+
+class DocumentError(AccelbenchError):
+    """A file accelbench wrote (run.json, summary.json, a suite's document) that is damaged,
+    of an unknown version, or not the type it claims: one line naming the file and field."""
