@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
@@ -135,14 +135,15 @@ class LoadActor:
     """One load worker inside a Ray actor (threaded: ``run`` holds one thread; ``take``,
     ``stop`` and ``clock`` answer from the others while it runs)."""
 
-    def __init__(self, spec: WorkerSpec) -> None:
+    def __init__(self, spec: WorkerSpec, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
+        self.clock_s = clock  # seconds; what the lease is kept on (a test's fake clock)
         self.buf: deque[dict[str, Any]] = deque()
         self.cond = threading.Condition()
         self.stopping = threading.Event()
         self.finished = False
         self.offset_ns = 0
-        self.lease_until = float("inf")  # monotonic seconds; set by run() and renew()
+        self.lease_until = float("inf")  # clock_s seconds; set by watch_driver() and renew()
         self.driver_fd: int | None = None
         self.driver_lost: str | None = None
 
@@ -161,7 +162,7 @@ class LoadActor:
 
     def watch_driver(self, driver: DriverRef) -> None:
         """Know how to tell that the driver is gone."""
-        self.lease_until = time.monotonic() + LEASE_S
+        self.lease_until = self.clock_s() + LEASE_S
         same_node = driver.node_id == ray.get_runtime_context().get_node_id()
         if same_node and driver.pid and self.driver_fd is None:
             try:
@@ -172,7 +173,7 @@ class LoadActor:
                 self.driver_fd = None
 
     def renew(self) -> None:
-        self.lease_until = time.monotonic() + LEASE_S
+        self.lease_until = self.clock_s() + LEASE_S
 
     def should_stop(self) -> bool:
         """Stop when asked, and when the driver is gone: nobody would record the load."""
@@ -182,7 +183,7 @@ class LoadActor:
             if self.driver_fd is not None:
                 if select.select([self.driver_fd], [], [], 0)[0]:
                     self.driver_lost = "the driver's process exited"
-            elif time.monotonic() > self.lease_until:
+            elif self.clock_s() > self.lease_until:
                 self.driver_lost = f"no word from the driver for {LEASE_S:g} s"
         if self.driver_lost is not None:
             self.stopping.set()
