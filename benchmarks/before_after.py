@@ -183,6 +183,8 @@ FIGURES = (
            lambda r: r.get("telemetry_extra_mb"), difference=True),
     Figure("run-end", "run end duration, telemetry on", "s", "lower",
            lambda r: _dig(r, "on", "end_s")),
+    Figure("run-end", "telemetry's extra run end time (on - off)", "s", "lower",
+           lambda r: r.get("telemetry_extra_end_s"), difference=True),
 )  # fmt: skip
 
 

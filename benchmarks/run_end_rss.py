@@ -16,7 +16,9 @@ requests.parquet and summary.json) is *the end*. Per run: ``peak_rss_mb`` (VmHWM
 whole run), ``end_peak_rss_mb`` (highest RSS sampled in the end), ``load_peak_rss_mb``
 (highest before it), ``end_s``, the journal's size, and ``tree_maxrss_mb`` (wait4's
 maxrss: the largest process of the run's tree). The figure the issue asks for is
-``telemetry_extra_mb``: the end's peak with telemetry minus without (target: < 50 MB).
+``telemetry_extra_mb``: the end's peak with telemetry minus without (target: < 50 MB);
+beside it ``telemetry_extra_end_s``, the time telemetry adds to the end, and each end's
+RSS over time (``end_rss_mb``, at most 60 points).
 
 ``--accelbench`` is the program that runs (a wrapper that sets PYTHONPATH to another
 tree's src compares trees, as benchmarks/before_after.py does); ``--server`` the one
@@ -53,6 +55,11 @@ def _status_kb(pid: int, field: str) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def _downsample(kb: list[int], points: int) -> list[float]:
+    step = max(1, -(-len(kb) // points))
+    return [round(max(kb[i : i + step]) / 1024, 1) for i in range(0, len(kb), step)]
 
 
 def one_run(a: argparse.Namespace, srv: RefServer, wd: Path, telemetry: bool) -> dict[str, Any]:
@@ -120,6 +127,9 @@ def one_run(a: argparse.Namespace, srv: RefServer, wd: Path, telemetry: bool) ->
             load_peak_rss_mb=max(load) / 1024 if load else None,
             end_peak_rss_mb=max(end) / 1024 if end else None,
             end_samples=len(end),
+            # the end's shape (telemetry's read of the journal, then finalize): at most
+            # 60 points, each the highest RSS of its stretch
+            end_rss_mb=_downsample(end, 60),
         )
     if res["status"] != "ok":
         res["log_tail"] = (wd / "run.log").read_bytes()[-2000:].decode("utf-8", "replace")
@@ -175,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         on, off = r.get("on", {}), r.get("off", {})
         if on.get("end_peak_rss_mb") is not None and off.get("end_peak_rss_mb") is not None:
             r["telemetry_extra_mb"] = on["end_peak_rss_mb"] - off["end_peak_rss_mb"]
+        if on.get("end_s") is not None and off.get("end_s") is not None:
+            r["telemetry_extra_end_s"] = on["end_s"] - off["end_s"]
     text = json.dumps(doc, indent=1)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

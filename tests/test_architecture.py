@@ -55,7 +55,7 @@ _STARTERS: dict[str, tuple[str, ...]] = {
         "check_output",
         "getoutput",
         "getstatusoutput",
-    ),  # fmt: skip
+    ),
     "os": ("fork", "forkpty", "exec*", "spawn*", "posix_spawn*", "system", "popen"),
     "asyncio": ("create_subprocess_*",),
     "multiprocessing": ("Process", "Pool", "get_context"),
