@@ -29,6 +29,26 @@ from accelbench.workload.plan import PlannedRequest, arrival_offsets
 MB = 2**20
 
 
+# -- the lease: no load once the driver stops renewing it (a fake clock, no sleeping) ------
+def test_a_load_actor_stops_once_its_lease_runs_out():
+    from accelbench.runner.cluster.ray_workers import LEASE_S, LoadActor
+
+    now = [1000.0]
+    actor = LoadActor(None, clock=lambda: now[0])  # the lease needs no spec
+    assert not actor.should_stop()  # no lease yet: not started
+    actor.renew()
+    now[0] += LEASE_S * 0.9
+    assert not actor.should_stop()
+    actor.renew()  # the driver's renewal moves the deadline
+    now[0] += LEASE_S * 0.9
+    assert not actor.should_stop()
+    now[0] += LEASE_S * 0.2  # LEASE_S * 1.1 without a word
+    assert actor.should_stop()
+    assert actor.driver_lost == f"no word from the driver for {LEASE_S:g} s"
+    actor.renew()  # too late: once lost, it stays stopped
+    assert actor.should_stop()
+
+
 # -- clock offsets (hand-checked numbers) ------------------------------------------------
 def test_offset_is_the_minimum_delay_sample():
     # remote = driver + 5000 ns. Sample 2 has the smallest round trip (100 ns) and was

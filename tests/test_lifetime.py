@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -218,6 +219,28 @@ def test_child_stop_ends_the_group_and_reaps() -> None:
                 break
             time.sleep(0.02)
     c.stop()  # idempotent
+
+
+def test_run_reads_any_bytes_and_spawn_passes_fds() -> None:
+    """``run(errors="replace")`` reads output that is not UTF-8 (a driver tool's); a
+    descriptor in ``pass_fds`` reaches the child (the shadow proxy's candidate socket)."""
+    out = lifetime.run(
+        [sys.executable, "-c", "import sys; sys.stdout.buffer.write(b'ok \\xff')"],
+        timeout_s=30,
+        errors="replace",
+    )
+    assert (out.returncode, out.stdout) == (0, "ok \ufffd")
+    with pytest.raises(OSError):
+        lifetime.run(["/nonexistent/tool"], timeout_s=5)
+    mine, theirs = socket.socketpair()
+    with mine, theirs:
+        c = lifetime.spawn(
+            [sys.executable, "-c", f"import os; os.write({theirs.fileno()}, b'hi')"],
+            pass_fds=(theirs.fileno(),),
+        )
+        assert c.wait(30) == 0
+        assert mine.recv(2) == b"hi"
+        c.stop()
 
 
 # -- Ray: `run --ray local` starts a Ray instance and the load-worker actors ----------

@@ -347,6 +347,8 @@ def spawn(
     cwd: str | Path | None = None,
     death_signal: int = signal.SIGKILL,
     text: bool = False,
+    errors: str | None = None,
+    pass_fds: Sequence[int] = (),
     guard_grace_s: float | None = None,
 ) -> Child:
     """Start ``argv`` under the lifetime rule: own session and process group, and on
@@ -355,7 +357,8 @@ def spawn(
     ``guard_grace_s`` a guard process also ends the whole group within 0.2 s of
     accelbench's death (SIGTERM, that grace, SIGKILL): for programs that start their own
     processes. With ``log_path`` stdout and stderr go to that file (appended); else to
-    ``stdout``/``stderr``."""
+    ``stdout``/``stderr`` (decoded with ``text``, ``errors`` as for ``open``).
+    ``pass_fds`` stay open in the child (a socket to talk to it)."""
     setup = _child_setup(int(death_signal), os.getpid())
 
     def start() -> subprocess.Popen:
@@ -363,11 +366,12 @@ def spawn(
             with open(log_path, "ab") as logf:  # the child keeps its own descriptor
                 return subprocess.Popen(
                     list(argv), stdin=stdin, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                    cwd=cwd, start_new_session=True, preexec_fn=setup,
+                    cwd=cwd, start_new_session=True, preexec_fn=setup, pass_fds=pass_fds,
                 )  # fmt: skip
         return subprocess.Popen(
             list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
-            start_new_session=True, preexec_fn=setup, text=text,
+            start_new_session=True, preexec_fn=setup, text=text, errors=errors,
+            pass_fds=pass_fds,
         )  # fmt: skip
 
     popen = _in_long_lived_thread(start)
@@ -387,10 +391,12 @@ def run(
     timeout_s: float,
     input: str | None = None,
     env: dict[str, str] | None = None,
+    errors: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``subprocess.run(argv, capture_output=True, text=True, timeout=...)`` under the
     lifetime rule: the helper's group is killed on timeout and on any exception
-    (including Ctrl-C); raises ``subprocess.TimeoutExpired`` on timeout."""
+    (including Ctrl-C); raises ``subprocess.TimeoutExpired`` on timeout, ``OSError``
+    when ``argv`` cannot start. ``errors="replace"`` reads output that is not UTF-8."""
     child = spawn(
         argv,
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -398,6 +404,7 @@ def run(
         stderr=subprocess.PIPE,
         env=env,
         text=True,
+        errors=errors,
     )
     try:
         out, err = child.popen.communicate(input, timeout=timeout_s)

@@ -11,7 +11,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +276,7 @@ def input_file(name: str, path: str | Path) -> Path:
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
-def slo(values: dict[str, Any]) -> dict[str, float]:
+def slo(values: Mapping[str, object]) -> dict[str, float]:
     """Goodput SLOs: known keys, each a finite number of milliseconds above 0 (30 days max)."""
     out: dict[str, float] = {}
     for k, val in values.items():

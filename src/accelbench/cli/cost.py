@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import typer
 from rich.console import Console
@@ -17,7 +17,7 @@ from accelbench.cost.costing import CostResult, compute_costs, ratios_vs_first
 from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data
 from accelbench.hardware.catalog import FIGURES, find_accelerator, host_template, load_catalog
 from accelbench.plan.architecture import human_bytes, human_params
-from accelbench.plan.models import model_catalog, resolve_model
+from accelbench.plan.models import Published, model_catalog, resolve_model
 from accelbench.plan.planner import Plan, build_plan
 from accelbench.plan.roofline import DEFAULT_RESERVE, Step
 
@@ -149,44 +149,83 @@ def catalog_rates(as_json: bool = JsonOpt) -> None:
     """Show the TCO rate sets ($/GPU-hour by tier, kW per GPU)."""
     data = rate_data()
     if as_json:
-        _echo_json(data)
+        _echo_json(data.to_json())
         return
     con = _console()
-    for name, rs in data["rate_sets"].items():
-        tiers = list(rs["tiers"])
+    for name, rs in data.rate_sets.items():
+        tiers = list(rs.tiers)
         t = Table(
-            title=f"{name}: {rs['title']} (kW: all-in per GPU, chip + host/NIC share; "
-            "[placeholder] as the source marks it)"
-            + (" [default]" if name == data["default"] else "")
+            title=f"{name}: {rs.title} (kW: all-in per GPU, chip + host/NIC share; "
+            "[placeholder] as the source marks it)" + (" [default]" if name == data.default else "")
         )
         for col in ("accelerator", *(f"{x} $/GPU-h" for x in tiers), "kW/GPU all-in", "note"):
             t.add_column(col)
-        for aid, e in rs["rates"].items():
-            marks = e.get("placeholder") or []
-            cells = [_fmt(e.get(x)) + (" [placeholder]" if x in marks else "") for x in tiers]
-            t.add_row(aid, *(escape(c) for c in cells), _fmt(e.get("kw")), e.get("note", ""))
+        for aid, e in rs.rates.items():
+            cells = [
+                _fmt(e.usd_per_gpu_hour.get(x)) + (" [placeholder]" if x in e.placeholder else "")
+                for x in tiers
+            ]
+            t.add_row(aid, *(escape(c) for c in cells), _fmt(e.kw), e.note)
         con.print(t)
-        con.print(f"source: {escape(data['sources'][rs['source']]['title'])}")
+        con.print(f"source: {escape(data.sources[rs.source].title)}")
+
+
+class ModelRow(TypedDict):
+    """One line of ``catalog models`` (``--json``: the list of them)."""
+
+    id: str
+    name: str
+    attention: str
+    experts: str
+    total_params: int
+    active_params: int
+    kv_bytes_per_token_bf16: float
+    published: Published
+    source: dict[str, str]
+
+
+class ModelInfo(TypedDict):
+    """``catalog model NAME --json``."""
+
+    name: str
+    model_type: str
+    attention: str
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    experts: int
+    experts_per_token: int
+    moe_layers: int
+    total_params: int
+    active_params: int
+    mtp_params: int
+    kv_bytes_per_token: dict[str, float]
+    weight_bytes: dict[str, float]
+    sliding_window: int | None
+    sliding_layers: int
+    source: dict[str, str]
 
 
 @catalog_app.command("models")
 def catalog_models(as_json: bool = JsonOpt) -> None:
     """List the shipped model architectures with derived sizes."""
-    rows: list[dict[str, Any]] = []
+    rows: list[ModelRow] = []
     for e in model_catalog().values():
         a = e.arch
         rows.append(
-            {
-                "id": e.id,
-                "name": e.name,
-                "attention": a.attention_kind,
-                "experts": f"{a.experts_per_token}/{a.num_experts}" if a.is_moe else "dense",
-                "total_params": a.total_params,
-                "active_params": a.active_params,
-                "kv_bytes_per_token_bf16": a.kv_bytes_per_token("bf16"),
-                "published": e.published,
-                "source": e.source,
-            }
+            ModelRow(
+                id=e.id,
+                name=e.name,
+                attention=a.attention_kind,
+                experts=f"{a.experts_per_token}/{a.num_experts}" if a.is_moe else "dense",
+                total_params=a.total_params,
+                active_params=a.active_params,
+                kv_bytes_per_token_bf16=a.kv_bytes_per_token("bf16"),
+                published=e.published,
+                source=e.source,
+            )
         )
     if as_json:
         _echo_json(rows)
@@ -216,41 +255,43 @@ def catalog_model(
 ) -> None:
     """Show one model's architecture, derived sizes and source."""
     arch = resolve_model(name)
-    info: dict[str, Any] = {
-        "name": arch.name,
-        "model_type": arch.model_type,
-        "attention": arch.attention_kind,
-        "layers": arch.num_layers,
-        "hidden_size": arch.hidden_size,
-        "heads": arch.num_heads,
-        "kv_heads": arch.num_kv_heads,
-        "head_dim": arch.head_dim,
-        "experts": arch.num_experts,
-        "experts_per_token": arch.experts_per_token,
-        "moe_layers": len(arch.moe_layers),
-        "total_params": arch.total_params,
-        "active_params": arch.active_params,
-        "mtp_params": arch.mtp_params,
-        "kv_bytes_per_token": {p: arch.kv_bytes_per_token(p) for p in ("bf16", "fp8")},
-        "weight_bytes": {p: arch.weight_bytes(p) for p in ("bf16", "fp8", "mxfp4", "int4")},
-        "sliding_window": arch.sliding_window,
-        "sliding_layers": len(arch.sliding_layers),
-        "source": arch.source,
-    }
+    info = ModelInfo(
+        name=arch.name,
+        model_type=arch.model_type,
+        attention=arch.attention_kind,
+        layers=arch.num_layers,
+        hidden_size=arch.hidden_size,
+        heads=arch.num_heads,
+        kv_heads=arch.num_kv_heads,
+        head_dim=arch.head_dim,
+        experts=arch.num_experts,
+        experts_per_token=arch.experts_per_token,
+        moe_layers=len(arch.moe_layers),
+        total_params=arch.total_params,
+        active_params=arch.active_params,
+        mtp_params=arch.mtp_params,
+        kv_bytes_per_token={p: arch.kv_bytes_per_token(p) for p in ("bf16", "fp8")},
+        weight_bytes={p: arch.weight_bytes(p) for p in ("bf16", "fp8", "mxfp4", "int4")},
+        sliding_window=arch.sliding_window,
+        sliding_layers=len(arch.sliding_layers),
+        source=arch.source,
+    )
     if as_json:
         _echo_json(info)
         return
     t = Table(title=f"{arch.name} ({arch.model_type})")
     t.add_column("figure")
     t.add_column("value", overflow="fold")
-    for k, v in info.items():
-        if k in ("total_params", "active_params", "mtp_params"):
-            v = f"{human_params(v)} ({v:,})"
-        elif k in ("kv_bytes_per_token", "weight_bytes"):
-            v = ", ".join(f"{p}: {human_bytes(b)}" for p, b in v.items())
-        elif k == "source":
-            v = "; ".join(f"{sk}: {sv}" for sk, sv in v.items())
-        t.add_row(k, escape(str(v)))
+    cells = {k: str(v) for k, v in info.items()}
+    for k, n in (("total_params", info["total_params"]), ("active_params", info["active_params"]),
+                 ("mtp_params", info["mtp_params"])):  # fmt: skip
+        cells[k] = f"{human_params(n)} ({n:,})"
+    for k, sizes in (("kv_bytes_per_token", info["kv_bytes_per_token"]),
+                     ("weight_bytes", info["weight_bytes"])):  # fmt: skip
+        cells[k] = ", ".join(f"{p}: {human_bytes(b)}" for p, b in sizes.items())
+    cells["source"] = "; ".join(f"{sk}: {sv}" for sk, sv in info["source"].items())
+    for k, v in cells.items():
+        t.add_row(k, escape(v))
     _console().print(t)
 
 
@@ -372,10 +413,8 @@ def cost_command(
     )
     results = compute_costs(sources or [], accelerator, interactivity, base.merged(cli), catalog)
     if as_json:
-        out: dict[str, Any] = {"results": [r.as_dict() for r in results]}
-        if len(results) >= 2:
-            out["ratios_vs_first"] = ratios_vs_first(results)
-        _echo_json(out)
+        ratios = {"ratios_vs_first": ratios_vs_first(results)} if len(results) >= 2 else {}
+        _echo_json({"results": [r.as_dict() for r in results], **ratios})
         return
     _print_costs(results)
 

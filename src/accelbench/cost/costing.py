@@ -333,7 +333,7 @@ def compute_costs(
     return out
 
 
-def ratios_vs_first(results: list[CostResult]) -> list[dict[str, Any]]:
+def ratios_vs_first(results: list[CostResult]) -> list[dict[str, str | float]]:
     """Every numeric figure of results[1:] divided by the first result's."""
     if len(results) < 2:
         return []
@@ -341,7 +341,7 @@ def ratios_vs_first(results: list[CostResult]) -> list[dict[str, Any]]:
     out = []
     for r in results[1:]:
         d = r.as_dict()
-        row: dict[str, Any] = {"label": d["label"]}
+        row: dict[str, str | float] = {"label": r.label}
         for k, v in d.items():
             b = base.get(k)
             if isinstance(v, int | float) and isinstance(b, int | float) and b:

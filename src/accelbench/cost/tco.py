@@ -153,22 +153,136 @@ def load_tco_file(path: str | Path) -> TcoInputs:
     return inputs
 
 
-@lru_cache(maxsize=1)
-def rate_data() -> dict[str, Any]:
-    """The shipped TCO rate sets (cost/data/tco_rates.yaml)."""
-    text = resources.files("accelbench.cost").joinpath("data/tco_rates.yaml").read_text()
-    data: dict[str, Any] = yaml.safe_load(text)
+@dataclass(frozen=True)
+class Rate:
+    """One accelerator's entry in a rate set."""
+
+    usd_per_gpu_hour: dict[str, float]  # tier -> rate
+    kw: float | None = None  # all-in kW per GPU (chip + host/NIC share)
+    tdp_w: float | None = None
+    placeholder: tuple[str, ...] = ()  # tiers the source marks as placeholders
+    note: str = ""
+
+    def to_json(self) -> dict[str, float | str | list[str]]:
+        """The entry as tco_rates.yaml writes it: tiers, then kw, tdp_w, placeholder, note."""
+        out: dict[str, float | str | list[str]] = dict(self.usd_per_gpu_hour)
+        if self.tdp_w is not None:
+            out["tdp_w"] = self.tdp_w
+        if self.kw is not None:
+            out["kw"] = self.kw
+        if self.placeholder:
+            out["placeholder"] = list(self.placeholder)
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class RateSet:
+    name: str
+    title: str
+    source: str  # a key of RateData.sources
+    tiers: dict[str, str]  # tier -> what it means
+    rates: dict[str, Rate]  # accelerator id -> its rates
+    valid_from: str = "?"
+    valid_to: str | None = None
+    kw_basis: str = "all_in"
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"title": self.title, "valid_from": self.valid_from}
+        if self.valid_to is not None:
+            out["valid_to"] = self.valid_to
+        out |= {"source": self.source, "kw_basis": self.kw_basis, "tiers": dict(self.tiers),
+                "rates": {k: r.to_json() for k, r in self.rates.items()}}  # fmt: skip
+        return out
+
+
+@dataclass(frozen=True)
+class RateSource:
+    title: str
+    date: str = ""
+
+
+@dataclass(frozen=True)
+class RateData:
+    """cost/data/tco_rates.yaml (schema accelbench.tco_rates/1)."""
+
+    default: str  # the default rate set
+    default_tier: str
+    sources: dict[str, RateSource]
+    rate_sets: dict[str, RateSet]
+
+    def to_json(self) -> dict[str, object]:
+        """The document as shipped (``accelbench catalog rates --json``)."""
+        return {
+            "schema": RATES_SCHEMA,
+            "default": self.default,
+            "default_tier": self.default_tier,
+            "sources": {k: dataclasses.asdict(v) for k, v in self.sources.items()},
+            "rate_sets": {k: v.to_json() for k, v in self.rate_sets.items()},
+        }
+
+
+RATES_SCHEMA = "accelbench.tco_rates/1"
+_RATE_FIELDS = ("kw", "tdp_w", "placeholder", "note")
+
+
+def _rate_data(doc: Any) -> RateData:
+    def fail(where: str) -> AccelbenchError:
+        return AccelbenchError(f"cost/data/tco_rates.yaml: {where}")
+
+    if not isinstance(doc, dict) or doc.get("schema") != RATES_SCHEMA:
+        raise fail(f"not an {RATES_SCHEMA} document")
+    try:
+        sources = {
+            str(k): RateSource(" ".join(str(v["title"]).split()), str(v.get("date", "")))
+            for k, v in doc["sources"].items()
+        }
+        sets = {}
+        for name, rs in doc["rate_sets"].items():
+            tiers = {str(t): str(d) for t, d in rs["tiers"].items()}
+            rates = {}
+            for aid, e in rs["rates"].items():
+                unknown = set(e) - set(tiers) - set(_RATE_FIELDS)
+                if unknown:
+                    raise fail(f"{name}: {aid}: unknown fields {', '.join(sorted(unknown))}")
+                rates[str(aid)] = Rate(
+                    {t: float(e[t]) for t in tiers if t in e},
+                    float(e["kw"]) if "kw" in e else None,
+                    float(e["tdp_w"]) if "tdp_w" in e else None,
+                    tuple(str(t) for t in e.get("placeholder") or ()),
+                    str(e.get("note", "")),
+                )
+            valid_to = rs.get("valid_to")
+            sets[str(name)] = RateSet(
+                str(name), str(rs["title"]), str(rs["source"]), tiers, rates,
+                str(rs.get("valid_from", "?")), None if valid_to is None else str(valid_to),
+                str(rs.get("kw_basis", "all_in")),
+            )  # fmt: skip
+            if sets[name].source not in sources:
+                raise fail(f"{name}: unknown source {sets[name].source!r}")
+        data = RateData(str(doc["default"]), str(doc["default_tier"]), sources, sets)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise fail(f"malformed ({type(exc).__name__}: {exc})") from None
+    if data.default not in sets:
+        raise fail(f"the default rate set {data.default!r} is not there")
     return data
 
 
-def rate_set(name: str | None) -> tuple[str, dict[str, Any]]:
-    """(name, data) of a rate set; the default when ``name`` is None."""
+@lru_cache(maxsize=1)
+def rate_data() -> RateData:
+    """The shipped TCO rate sets (cost/data/tco_rates.yaml)."""
+    text = resources.files("accelbench.cost").joinpath("data/tco_rates.yaml").read_text()
+    return _rate_data(yaml.safe_load(text))
+
+
+def rate_set(name: str | None) -> RateSet:
+    """A rate set by name; the default when ``name`` is None."""
     data = rate_data()
-    key = name or data["default"]
-    sets = data["rate_sets"]
-    if key not in sets:
-        raise AccelbenchError(f"unknown rate set {key!r} (known: {', '.join(sets)})")
-    return key, sets[key]
+    key = name or data.default
+    if key not in data.rate_sets:
+        raise AccelbenchError(f"unknown rate set {key!r} (known: {', '.join(data.rate_sets)})")
+    return data.rate_sets[key]
 
 
 def crf(rate: float, years: float) -> float:
@@ -186,11 +300,10 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
     inp = inputs or TcoInputs()
     inp.validate()
     assumptions: list[str] = []
-    set_name, rs = rate_set(inp.rate_set)
-    entry: dict[str, Any] = dict(rs["rates"].get(acc.id, {}))
-    src_title = " ".join(
-        str(rate_data()["sources"].get(rs.get("source", ""), {}).get("title", "")).split()
-    )
+    rs = rate_set(inp.rate_set)
+    set_name = rs.name
+    entry = rs.rates.get(acc.id) or Rate({})
+    src_title = rate_data().sources[rs.source].title
 
     # all-in kW per GPU (chip + host/NIC share) from the rate set, or given
     kw_all_in: float | None = None
@@ -198,8 +311,8 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
     if inp.kw_per_gpu is not None:
         kw_all_in = inp.kw_per_gpu
         kw_note = f"{kw_all_in:g} kW per GPU all-in (given)"
-    elif "kw" in entry:
-        kw_all_in = float(entry["kw"])
+    elif entry.kw is not None:
+        kw_all_in = entry.kw
         kw_note = (
             f"{kw_all_in:g} kW per GPU all-in (chip + host/NIC share; {set_name}), as the "
             "source uses it (utility provisioned)"
@@ -224,29 +337,25 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
     if buildup:
         return _buildup(acc, inp)
 
-    tier = inp.tier or rate_data()["default_tier"]
-    tiers = rs.get("tiers", {})
+    tier = inp.tier or rate_data().default_tier
+    tiers = rs.tiers
     if tier not in tiers:
         raise AccelbenchError(f"unknown tier {tier!r} for {set_name} (known: {', '.join(tiers)})")
-    if tier not in entry:
+    if tier not in entry.usd_per_gpu_hour:
         raise AccelbenchError(
             f"rate set {set_name} has no {tier} rate for {acc.id} (has: "
-            f"{', '.join(sorted(rs['rates']))}); give --usd-per-gpu-hour or a build-up "
+            f"{', '.join(sorted(rs.rates))}); give --usd-per-gpu-hour or a build-up "
             "(--capex, --life-years, --cost-of-capital, --usd-per-kwh)"
         )
-    usd = float(entry[tier])
-    valid = (
-        f"{rs.get('valid_from', '?')} to {rs['valid_to']}"
-        if rs.get("valid_to")
-        else f"from {rs.get('valid_from', '?')}"
-    )
-    placeholder = tier in (entry.get("placeholder") or [])
+    usd = entry.usd_per_gpu_hour[tier]
+    valid = f"{rs.valid_from} to {rs.valid_to}" if rs.valid_to else f"from {rs.valid_from}"
+    placeholder = tier in entry.placeholder
     assumptions.append(
         f"TCO ${usd:g}/GPU-hour{' [placeholder]' if placeholder else ''}: {set_name} {tier} "
         f"tier ({tiers[tier]}), valid {valid}; source: {src_title}"
     )
-    if entry.get("note"):
-        assumptions.append(f"{acc.id} rate note: {entry['note']}")
+    if entry.note:
+        assumptions.append(f"{acc.id} rate note: {entry.note}")
     if kw_note:
         assumptions.append(kw_note)
     return Tco(usd, kw_all_in, "rate", assumptions, {"rate_usd_per_gpu_hour": usd})
@@ -287,10 +396,9 @@ def _buildup(acc: Accelerator, inp: TcoInputs) -> Tco:
         kw = inp.kw_per_gpu
         assumptions.append(f"power {kw:g} kW per GPU all-in (given)")
     else:
-        _, cur = rate_set("inferencex-2026-07")
-        cur_entry = cur["rates"].get(acc.id)
-        if cur_entry is not None:
-            kw = float(cur_entry["kw"])
+        cur_entry = rate_set("inferencex-2026-07").rates.get(acc.id)
+        if cur_entry is not None and cur_entry.kw is not None:
+            kw = cur_entry.kw
             assumptions.append(
                 f"power {kw:g} kW per GPU all-in (chip + host/NIC share; inferencex-2026-07)"
             )

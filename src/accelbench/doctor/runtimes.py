@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench import lifetime
+
 
 @dataclass
 class ToolResult:
@@ -27,7 +29,7 @@ def run_tool(argv: list[str], timeout: float = 15.0) -> ToolResult:
     if shutil.which(argv[0]) is None:
         return ToolResult(src, problem=f"{argv[0]} not installed", missing=True)
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
+        p = lifetime.run(argv, timeout_s=timeout, errors="replace")
     except subprocess.TimeoutExpired:
         return ToolResult(
             src, problem=f"{src} timed out after {timeout:.0f}s (a hung GPU or driver?)"
@@ -82,9 +84,7 @@ def torch_info(timeout: float = 60.0) -> dict[str, Any]:
     CUDA / ROCm install cannot hang or crash the doctor. ROCm builds set torch.version.hip
     and reuse torch.cuda (there is no torch.rocm)."""
     try:
-        p = subprocess.run(
-            [sys.executable, "-c", _TORCH_PROBE], capture_output=True, text=True, timeout=timeout
-        )
+        p = lifetime.run([sys.executable, "-c", _TORCH_PROBE], timeout_s=timeout)
     except subprocess.TimeoutExpired:
         return {"installed": None, "problem": f"importing torch timed out after {timeout:.0f}s"}
     except OSError as exc:

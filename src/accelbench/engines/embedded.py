@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from accelbench.engines.llamacpp import LlamaServer
 from accelbench.errors import UsageError
@@ -35,19 +34,29 @@ def running_engine(
                 "--embedded-engine vllm serves tiny or a Hugging Face model directory "
                 "(--embedded-model): SmolLM2 ships only as GGUF"
             )
-        kw: dict[str, Any] = {"extra_args": ["--max-num-seqs", str(parallel)]}
-        if context:
-            kw["max_model_len"] = context
-        with running_vllm_server(model, log=log, **kw) as v:
+        extra = ["--max-num-seqs", str(parallel)]
+        vllm = (
+            running_vllm_server(model, log=log, extra_args=extra, max_model_len=context)
+            if context
+            else running_vllm_server(model, log=log, extra_args=extra)
+        )
+        with vllm as v:
             yield v
         return
     if engine != "llama":
         raise UsageError(f"--embedded-engine must be one of {', '.join(ENGINES)} (got {engine!r})")
     from accelbench.engines.llamacpp import running_llama_server
 
-    kw = {}
-    if context:
-        kw = {"ctx_per_slot": context,
-              "extra_args": ["--override-kv", f"llama.context_length=int:{context}"]}  # fmt: skip
-    with running_llama_server(model, parallel=parallel, log=log, **kw) as s:
+    llama = (
+        running_llama_server(
+            model,
+            parallel=parallel,
+            log=log,
+            ctx_per_slot=context,
+            extra_args=["--override-kv", f"llama.context_length=int:{context}"],
+        )  # fmt: skip
+        if context
+        else running_llama_server(model, parallel=parallel, log=log)
+    )
+    with llama as s:
         yield s

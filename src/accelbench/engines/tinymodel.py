@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelbench.engines.cache import cache_dir
 from accelbench.errors import AccelbenchError
 
 Log = Callable[[str], None]
@@ -94,7 +95,7 @@ def tiny_model(variant: str = "default", log: Log = print, root: Path | None = N
     """The tiny model ``variant`` (``default`` or ``eos-first``), generated once and cached.
 
     Kept in ``root / f"tiny-{variant}"``; ``root`` defaults to the ``models`` folder of
-    :func:`accelbench.engines.llamacpp.cache_dir`. Generation takes a few seconds; it is
+    :func:`accelbench.engines.cache.cache_dir`. Generation takes a few seconds; it is
     built in a temporary folder beside the destination and renamed into place, so a
     reader never sees a half-written model and concurrent generators do not clash.
     """
@@ -103,8 +104,6 @@ def tiny_model(variant: str = "default", log: Log = print, root: Path | None = N
             f"unknown tiny-model variant {variant!r}: use one of {', '.join(VARIANTS)}"
         )
     if root is None:
-        from accelbench.engines.llamacpp import cache_dir
-
         root = cache_dir() / "models"
     root = Path(root)
     dest = root / f"tiny-{variant}"

@@ -24,13 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench import validate as v
-from accelbench.engines.llamacpp import (
-    LlamaServer,
-    Log,
-    cache_dir,
-    cache_lock,
-    wait_healthy,
-)
+from accelbench.engines.cache import cache_dir
+from accelbench.engines.llamacpp import LlamaServer, Log, cache_lock, wait_healthy
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import run as run_child
 from accelbench.lifetime import spawn

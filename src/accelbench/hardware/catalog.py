@@ -98,7 +98,7 @@ class Accelerator:
     aliases: tuple[str, ...]
     figures: dict[str, Figure]
     origin: str = "shipped"
-    sources: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
+    sources: dict[str, str] = field(default_factory=dict, compare=False)  # key -> title
 
     def figure(self, key: str) -> Figure:
         """The figure ``key`` (an unknown placeholder if the entry lacks it)."""
@@ -129,7 +129,7 @@ class Accelerator:
     def source_title(self, key: str) -> str:
         """Human-readable title of the figure's source."""
         src = self.figure(key).source
-        return str(self.sources.get(src, {}).get("title", src)).strip()
+        return self.sources.get(src, src).strip()
 
 
 def _number(value: Any, where: str) -> float | None:
@@ -142,9 +142,7 @@ def _number(value: Any, where: str) -> float | None:
     return float(value)
 
 
-def _parse_entry(
-    aid: str, raw: dict[str, Any], sources: dict[str, Any], origin: str
-) -> Accelerator:
+def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) -> Accelerator:
     where = f"{origin}: accelerator {aid!r}"
     if not isinstance(raw, dict):
         raise AccelbenchError(f"{where}: entry must be a mapping")
@@ -201,9 +199,13 @@ def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
     """Parse one catalog document (already loaded YAML) into id -> Accelerator."""
     if not isinstance(data, dict) or not isinstance(data.get("accelerators"), dict):
         raise AccelbenchError(f"{origin}: a catalog needs an 'accelerators:' mapping")
-    sources = data.get("sources") or {}
-    if not isinstance(sources, dict):
+    raw_sources = data.get("sources") or {}
+    if not isinstance(raw_sources, dict):
         raise AccelbenchError(f"{origin}: 'sources' must be a mapping")
+    sources = {}  # key -> title (a source is {title: ..., date: ...}, or just its title)
+    for key, src in raw_sources.items():
+        title = src.get("title", key) if isinstance(src, dict) else src
+        sources[str(key)] = " ".join(str(title).split())
     return {
         str(aid).lower(): _parse_entry(str(aid).lower(), raw, sources, origin)
         for aid, raw in data["accelerators"].items()

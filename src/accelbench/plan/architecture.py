@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from accelbench.errors import AccelbenchError
 
@@ -140,7 +140,8 @@ class ModelArch:
     sliding_window: int | None = None
     mtp_layers: int = 0
     max_context: int | None = None
-    source: dict[str, Any] = field(default_factory=dict, compare=False)
+    # where the config came from: {"file": path}, or the catalog's config URL and checks
+    source: dict[str, str] = field(default_factory=dict, compare=False)
 
     # ---- kinds -------------------------------------------------------------------
     @property
@@ -395,7 +396,11 @@ MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KiB; refuse anything over 
 MAX_DIM = 1 << 24  # accepted size of any one dimension or count in a config
 
 
-def _get(cfg: dict[str, Any], key: str, where: str, default: Any = ...) -> Any:
+# a config.json as parsed: a JSON object whose fields are checked as they are read
+Config = Mapping[str, object]
+
+
+def _get(cfg: Config, key: str, where: str, default: object = ...) -> object:
     if key in cfg and cfg[key] is not None:
         value = cfg[key]
     elif default is not ...:
@@ -405,7 +410,7 @@ def _get(cfg: dict[str, Any], key: str, where: str, default: Any = ...) -> Any:
     return value
 
 
-def _positive_int(cfg: dict[str, Any], key: str, where: str, default: Any = ...) -> int:
+def _positive_int(cfg: Config, key: str, where: str, default: object = ...) -> int:
     value = _get(cfg, key, where, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise AccelbenchError(f"{where}: field {key!r} must be an integer (got {value!r})")
@@ -414,7 +419,7 @@ def _positive_int(cfg: dict[str, Any], key: str, where: str, default: Any = ...)
     return int(value)
 
 
-def _count(cfg: dict[str, Any], *keys: str, where: str) -> int:
+def _count(cfg: Config, *keys: str, where: str) -> int:
     """The first of ``keys`` that is set, as an integer in [0, MAX_DIM] (0 if none is)."""
     for key in keys:
         value = cfg.get(key)
@@ -431,7 +436,7 @@ def _count(cfg: dict[str, Any], *keys: str, where: str) -> int:
 
 
 def arch_from_config(
-    cfg: dict[str, Any], name: str | None = None, source: dict[str, Any] | None = None
+    cfg: Config, name: str | None = None, source: Mapping[str, str] | None = None
 ) -> ModelArch:
     """Build a ModelArch from a Hugging Face config.json dict.
 
@@ -439,10 +444,15 @@ def arch_from_config(
     (MLA + MoE), gpt-oss and GLM-4.5 (Glm4Moe) field names. Multimodal configs with a
     ``text_config`` use that. Missing required fields raise AccelbenchError naming them.
     """
-    if not isinstance(cfg, dict):
+    if not isinstance(cfg, Mapping):
         raise AccelbenchError("config.json must hold a JSON object")
     if "text_config" in cfg and "hidden_size" not in cfg:
-        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "_name_or_path"}}
+        text = cfg["text_config"]
+        if not isinstance(text, Mapping):
+            raise AccelbenchError(
+                f"{name or 'config.json'}: malformed config.json ('text_config' must be an object)"
+            )
+        cfg = {**text, **{k: v for k, v in cfg.items() if k == "_name_or_path"}}
     where = name or str(cfg.get("_name_or_path") or cfg.get("model_type") or "config.json")
     for key in _REQUIRED:
         _get(cfg, key, where)
@@ -508,11 +518,13 @@ def arch_from_config(
             )
 
     mla = cfg.get("kv_lora_rank") is not None
-    mla_fields: dict[str, Any] = {}
+    kv_lora_rank = q_lora_rank = qk_nope_head_dim = qk_rope_head_dim = v_head_dim = None
     if mla:
-        for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            mla_fields[key] = _positive_int(cfg, key, where)
-        mla_fields["q_lora_rank"] = _count(cfg, "q_lora_rank", where=where) or None
+        kv_lora_rank = _positive_int(cfg, "kv_lora_rank", where)
+        qk_nope_head_dim = _positive_int(cfg, "qk_nope_head_dim", where)
+        qk_rope_head_dim = _positive_int(cfg, "qk_rope_head_dim", where)
+        v_head_dim = _positive_int(cfg, "v_head_dim", where)
+        q_lora_rank = _count(cfg, "q_lora_rank", where=where) or None
 
     sliding_layers: tuple[int, ...] = ()
     window = _count(cfg, "sliding_window", where=where) or None
@@ -554,7 +566,11 @@ def arch_from_config(
         mtp_layers=_count(cfg, "num_nextn_predict_layers", where=where),
         max_context=_count(cfg, "max_position_embeddings", where=where) or None,
         source=dict(source or {}),
-        **mla_fields,
+        kv_lora_rank=kv_lora_rank,
+        q_lora_rank=q_lora_rank,
+        qk_nope_head_dim=qk_nope_head_dim,
+        qk_rope_head_dim=qk_rope_head_dim,
+        v_head_dim=v_head_dim,
     )
 
 

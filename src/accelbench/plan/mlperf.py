@@ -17,11 +17,13 @@ below it) and the expected ceiling (derated by the catalog's GEMM/HBM fractions)
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 import yaml
 
+from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.plan.models import find_model
 from accelbench.plan.roofline import Roofline, Step, Workload, hardware_for, memory_fit
@@ -60,11 +62,79 @@ class MlperfCheck:
         return {**asdict(self), "efficiency": self.efficiency, "of_expected": self.of_expected}
 
 
-def mlperf_results() -> dict[str, Any]:
+@dataclass(frozen=True)
+class MlperfBenchmark:
+    """One MLPerf benchmark: mean output tokens per sample, p99 TPOT limit per
+    latency-bound scenario."""
+
+    output_tokens: float
+    tpot_ms: dict[str, float]  # scenario -> limit (server, interactive)
+
+
+@dataclass(frozen=True)
+class MlperfResult:
+    """One system's published result: output tokens/s per scenario (None: none)."""
+
+    round: str
+    system: str
+    accelerator: str
+    gpus: int
+    model: str
+    tok_s: dict[str, float | None]
+    source: str
+
+
+@dataclass(frozen=True)
+class MlperfData:
+    """plan/data/mlperf.yaml (schema accelbench.mlperf/2)."""
+
+    benchmarks: dict[str, MlperfBenchmark]
+    results: list[MlperfResult]
+    sources: dict[str, str]  # key -> title
+
+
+def _mlperf_data(doc: Any) -> MlperfData:
+    def fail(where: str) -> AccelbenchError:
+        return AccelbenchError(f"plan/data/mlperf.yaml: {where}")
+
+    if not isinstance(doc, dict) or doc.get("schema") != "accelbench.mlperf/2":
+        raise fail("not an accelbench.mlperf/2 document")
+    try:
+        sources = {str(k): str(v["title"]) for k, v in doc["sources"].items()}
+        benchmarks = {
+            str(name): MlperfBenchmark(
+                float(b["output_tokens"]),
+                {sc: float(b[sc]["tpot_ms"]) for sc in SCENARIOS if sc in b},
+            )
+            for name, b in doc["benchmarks"].items()
+        }
+        results = [
+            MlperfResult(
+                str(r["round"]),
+                str(r["system"]),
+                str(r["accelerator"]),
+                int(r["gpus"]),
+                str(r["model"]),
+                {sc: None if r.get(sc) is None else float(r[sc]) for sc in SCENARIOS},
+                str(r["source"]),
+            )  # fmt: skip
+            for r in doc["results"]
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise fail(f"malformed ({type(exc).__name__}: {exc})") from None
+    for r in results:
+        if r.model not in benchmarks:
+            raise fail(f"result {r.system} {r.round}: unknown benchmark {r.model!r}")
+        if r.source not in sources:
+            raise fail(f"result {r.system} {r.round}: unknown source {r.source!r}")
+    return MlperfData(benchmarks, results, sources)
+
+
+@lru_cache(maxsize=1)
+def mlperf_results() -> MlperfData:
     """The shipped MLPerf reference data."""
     text = resources.files("accelbench.plan").joinpath("data/mlperf.yaml").read_text()
-    data: dict[str, Any] = yaml.safe_load(text)
-    return data
+    return _mlperf_data(yaml.safe_load(text))
 
 
 def most_generous_precision(acc: Accelerator) -> str:
@@ -86,36 +156,36 @@ def check_mlperf() -> list[MlperfCheck]:
     data = mlperf_results()
     cat = load_catalog([])
     out: list[MlperfCheck] = []
-    for r in data["results"]:
-        bench = data["benchmarks"][r["model"]]
-        acc = find_accelerator(r["accelerator"], cat)
-        arch = find_model(r["model"]).arch
+    for r in data.results:
+        bench = data.benchmarks[r.model]
+        acc = find_accelerator(r.accelerator, cat)
+        arch = find_model(r.model).arch
         prec = most_generous_precision(acc)
-        hw = hardware_for(acc, int(r["gpus"]), prec)
-        wl = Workload.of(None, 0, max(1, round(float(bench["output_tokens"]))), "fp8")
+        hw = hardware_for(acc, r.gpus, prec)
+        wl = Workload.of(None, 0, max(1, round(bench.output_tokens)), "fp8")
         fit = memory_fit(arch, hw, prec, "fp8", wl.peak_context, 1, dp_attention=True)
         expected = Roofline(arch, hw, prec, wl, dp_attention=True)
         physical = expected.physical()
         for scenario in SCENARIOS:
-            measured = r.get(scenario)
+            measured = r.tok_s[scenario]
             if measured is None:
                 continue
             floor = None
             if scenario != "offline":
-                floor = 1000.0 / float(bench[scenario]["tpot_ms"])
+                floor = 1000.0 / bench.tpot_ms[scenario]
             out.append(
                 MlperfCheck(
-                    r["round"],
-                    r["system"],
-                    r["model"],
+                    r.round,
+                    r.system,
+                    r.model,
                     scenario,
-                    float(measured),
+                    measured,
                     _limit(physical, scenario, floor, fit.max_batch),
                     _limit(expected, scenario, floor, fit.max_batch),
                     prec,
                     floor,
                     wl.context,
-                    str(r["source"]),
+                    r.source,
                 )
             )
     return out

@@ -8,12 +8,35 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
 from accelbench.errors import AccelbenchError
 from accelbench.plan.architecture import ModelArch, arch_from_config, load_config_file
+
+
+class Published(TypedDict, total=False):
+    """What a model's authors state, for the tests (plan/data/models.yaml)."""
+
+    total_b: float  # parameters, billions
+    active_b: float  # active per token (MoE), billions
+    active_includes_embedding: bool
+    note: str
+
+
+def _published(raw: Any, where: str) -> Published:
+    if not isinstance(raw, dict):
+        raise AccelbenchError(f"models.yaml: {where}: 'published' must be a mapping")
+    out = Published()
+    for key in ("total_b", "active_b"):
+        if key in raw:
+            out[key] = float(raw[key])
+    if "active_includes_embedding" in raw:
+        out["active_includes_embedding"] = bool(raw["active_includes_embedding"])
+    if "note" in raw:
+        out["note"] = str(raw["note"])
+    return out
 
 
 @dataclass(frozen=True)
@@ -24,8 +47,8 @@ class ModelEntry:
     name: str
     aliases: tuple[str, ...]
     arch: ModelArch
-    source: dict[str, Any]
-    published: dict[str, Any]
+    source: dict[str, str]  # config (URL), checked (how), note
+    published: Published
 
 
 def _norm(name: str) -> str:
@@ -45,8 +68,8 @@ def model_catalog() -> dict[str, ModelEntry]:
             name=raw.get("name", mid),
             aliases=tuple(raw.get("aliases", [])),
             arch=arch,
-            source=dict(raw["source"]),
-            published=dict(raw.get("published", {})),
+            source={str(k): str(v) for k, v in raw["source"].items()},
+            published=_published(raw.get("published", {}), mid),
         )
     return out
 

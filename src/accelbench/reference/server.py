@@ -19,7 +19,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -254,10 +254,25 @@ class _State:
                 return kind
         return None
 
-    def log(self, doc: dict[str, Any]) -> None:
+    def log(self, doc: GroundTruthLine) -> None:
         if self.gt is not None:
             self.gt.write(orjson.dumps(doc) + b"\n")
             self.gt.flush()
+
+
+class GroundTruthLine(TypedDict):
+    """One line of ``--ground-truth``: what the server did for one request, on its
+    monotonic clock (ns). A faulted request that got an error status has only the
+    first three fields."""
+
+    request_id: str
+    t_recv: int
+    fault: str | None
+    token_times: NotRequired[list[int]]  # each token's write (taken just before it)
+    scheduled: NotRequired[list[int]]  # each token's due time
+    t_headers: NotRequired[int]
+    t_end: NotRequired[int]
+    client_closed: NotRequired[bool]  # the client went away mid-stream
 
 
 class ReferenceProtocol(asyncio.Protocol):
@@ -269,7 +284,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.busy = False
         self.closed = False
         self.handles: list[asyncio.TimerHandle] = []
-        self.current_log: dict[str, Any] | None = None  # the stream in progress
+        self.current_log: GroundTruthLine | None = None  # the stream in progress
         self.drop_next = False
         self.paused = False  # the client reads slower than we write
         self.receiving = False  # inside data_received (its loop takes the next request)
@@ -447,7 +462,7 @@ class ReferenceProtocol(asyncio.Protocol):
             self._simple(
                 int(fault), {"error": {"message": f"injected fault {fault}", "type": "reference"}}
             )
-            st.log({"request_id": rid, "fault": fault, "t_recv": t_recv})
+            st.log(GroundTruthLine(request_id=rid, fault=fault, t_recv=t_recv))
             return
         first_word = st.counter
         # deterministic / diverging output (stress): the words, else None
@@ -557,8 +572,8 @@ class ReferenceProtocol(asyncio.Protocol):
         delay0 = cfg.slow_headers_s if fault == "slow_headers" else 0.0
         sent: list[int] = []
         scheduled: list[int] = []
-        log = {"request_id": rid, "t_recv": t_recv, "fault": fault, "token_times": sent,
-               "scheduled": scheduled}  # fmt: skip
+        log = GroundTruthLine(request_id=rid, t_recv=t_recv, fault=fault, token_times=sent,
+                              scheduled=scheduled)  # fmt: skip
         self.current_log = log
 
         def done() -> None:

@@ -6,7 +6,6 @@ generators seeded by ``WorkloadConfig.seed``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,18 +14,12 @@ from accelbench.errors import AccelbenchError
 from accelbench.workload.config import WorkloadConfig
 from accelbench.workload.datasets import load_dataset
 from accelbench.workload.lengths import sample_lengths
+from accelbench.workload.requests import PlannedRequest, arrival_offsets
 from accelbench.workload.synthetic import SyntheticPrompts
 from accelbench.workload.tokenizer import Tokenizer
+from accelbench.workload.traces import load_trace, trace_plan
 
-
-@dataclass(slots=True)
-class PlannedRequest:
-    prompt: str | list[dict[str, Any]]
-    max_tokens: int
-    isl_planned: int | None  # prompt tokens the server should count (client tokenizer)
-    offset_s: float | None = None  # --trace: seconds after the start at which to send it
-    body: dict[str, Any] | None = None  # --trace of recorded requests: sent as recorded
-    endpoint: str | None = None  # the recorded request's endpoint
+__all__ = ["PlannedRequest", "arrival_offsets", "build_plan"]
 
 
 def build_plan(
@@ -42,8 +35,6 @@ def build_plan(
     L - special_tokens text tokens and the server counts exactly L."""
     rng = np.random.default_rng(wl.seed)
     if wl.trace:
-        from accelbench.workload.traces import load_trace, trace_plan
-
         trace = load_trace(wl.trace, seed=wl.seed, limit=n)
         return trace_plan(trace, tok, special_tokens=special_tokens, seed=wl.seed,
                           default_osl=wl.osl, progress=progress)  # fmt: skip
@@ -91,18 +82,3 @@ def _dataset_plan(
             isl = len(tok.encode(item.prompt))
         plan.append(PlannedRequest(item.prompt, int(out), isl))
     return plan
-
-
-def arrival_offsets(n: int, rate: float, arrival: str, burstiness: float, seed: int) -> np.ndarray:
-    """Seconds from the start at which each of ``n`` requests should be sent."""
-    rng = np.random.default_rng(seed + 104729)
-    if arrival == "constant":
-        gaps = np.full(n, 1.0 / rate)
-    elif arrival == "poisson":
-        gaps = rng.exponential(1.0 / rate, size=n)
-    elif arrival == "gamma":
-        gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=n)
-    else:
-        raise AccelbenchError(f"unknown arrival process {arrival!r}: poisson, constant, gamma")
-    offsets = np.cumsum(gaps) - gaps[0]  # the first request goes at once
-    return offsets

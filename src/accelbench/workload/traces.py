@@ -35,6 +35,7 @@ import numpy as np
 import orjson
 
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.workload.requests import PlannedRequest, arrival_offsets
 
 TRACE_SCHEMA = "accelbench.trace/1"
 TRACE_FILE = "trace.jsonl"
@@ -332,7 +333,6 @@ def _load_sharegpt(
     p: Path, rate: float, arrival: str, burstiness: float, seed: int, limit: int | None
 ) -> list[TraceEntry]:
     from accelbench.workload.datasets import load_dataset
-    from accelbench.workload.plan import arrival_offsets
 
     items = load_dataset(str(p), "sharegpt")
     if limit is not None:
@@ -353,11 +353,10 @@ def trace_plan(
     seed: int = 0,
     default_osl: int = 128,
     progress: Any = None,
-) -> list[Any]:
-    """The trace as :class:`~accelbench.workload.plan.PlannedRequest` s (with
+) -> list[PlannedRequest]:
+    """The trace as :class:`~accelbench.workload.requests.PlannedRequest` s (with
     ``offset_s`` and, for recorded requests, ``body``): prompts synthesised to the
     trace's lengths, exact in ``tok``'s count plus ``special_tokens``."""
-    from accelbench.workload.plan import PlannedRequest
     from accelbench.workload.synthetic import SyntheticPrompts
 
     need = [e.isl for e in trace.entries if e.body is None and e.prompt is None and e.isl]

@@ -15,14 +15,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from accelbench.metrics.records import FIELD_NAMES
 
 # the record's timestamps (nanoseconds on the worker's monotonic clock)
 TIME_FIELDS = tuple(f for f in FIELD_NAMES if f.startswith("t_"))
 Sample = tuple[int, int, int]  # (driver t0, remote t, driver t1), nanoseconds
+
+
+class ClockJSON(TypedDict):
+    """A clock offset as run.json's ``cluster`` section stores it."""
+
+    offset_ns: int
+    uncertainty_ns: int
+    rtt_min_ns: int
+    samples: int
+    offset_ms: float
+    uncertainty_ms: float
 
 
 @dataclass(frozen=True)
@@ -34,11 +45,15 @@ class ClockOffset:
     rtt_min_ns: int
     samples: int
 
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["offset_ms"] = self.offset_ns / 1e6
-        d["uncertainty_ms"] = self.uncertainty_ns / 1e6
-        return d
+    def to_json(self) -> ClockJSON:
+        return ClockJSON(
+            offset_ns=self.offset_ns,
+            uncertainty_ns=self.uncertainty_ns,
+            rtt_min_ns=self.rtt_min_ns,
+            samples=self.samples,
+            offset_ms=self.offset_ns / 1e6,
+            uncertainty_ms=self.uncertainty_ns / 1e6,
+        )
 
 
 def offset_from_samples(samples: list[Sample]) -> ClockOffset:

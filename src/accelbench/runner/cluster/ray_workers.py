@@ -28,15 +28,22 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
 
 import ray
+from ray.actor import ActorHandle
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from accelbench import __version__
 from accelbench.errors import AccelbenchError, UsageError
-from accelbench.runner.cluster.clock import ClockOffset, offset_from_samples, to_driver_timeline
+from accelbench.runner.cluster.clock import (
+    ClockJSON,
+    ClockOffset,
+    offset_from_samples,
+    to_driver_timeline,
+)
 from accelbench.runner.cluster.partition import fixed_shares
 from accelbench.runner.loadgen import LoadWorker, WorkerSpec
 
@@ -49,6 +56,69 @@ START_MARGIN_S = 0.25  # the common start instant is this far after the release
 LEASE_S = 1.0
 RAY_CONNECT_TIMEOUT_S = 15.0  # --ray ADDRESS: nothing answering there fails within this
 LEASE_RENEW_S = 0.1
+
+
+@dataclass(frozen=True)
+class ActorInfo:
+    """Where a load actor runs (``LoadActor.info``)."""
+
+    worker: int
+    node_id: str
+    host: str
+    ip: str
+    pid: int
+    accelbench: str  # its version: every node must run the driver's
+
+
+@dataclass(frozen=True)
+class DriverRef:
+    """How an actor tells that the driver is gone: its node (None through Ray Client,
+    whose driver runs elsewhere) and pid."""
+
+    node_id: str | None
+    pid: int
+
+
+@dataclass
+class NodeInfo:
+    node_id: str
+    host: str
+    ip: str
+    actors: list[int] = field(default_factory=list)  # the workers placed there
+
+
+class ClusterNode(TypedDict):
+    node_id: str
+    host: str
+    ip: str
+    actors: list[int]
+    clock: ClockJSON
+    clock_end: NotRequired[ClockJSON]
+    clock_drift_ms: NotRequired[float]
+
+
+class ClusterActor(TypedDict):
+    worker: int
+    node_id: str
+    host: str
+    pid: int
+    clock_offset_ms: float | None  # the offset its start instant was converted with
+    lost: NotRequired[str]
+
+
+class ClusterInfo(TypedDict):
+    """The ``cluster`` section of run.json."""
+
+    engine: str
+    ray_version: str
+    address: str
+    n_nodes: int
+    n_actors: int
+    num_cpus_per_actor: float
+    start_ns: int | None
+    clock_uncertainty_ms: float
+    nodes: list[ClusterNode]
+    actors: list[ClusterActor]
 
 
 def _loop_factory() -> Any:
@@ -65,44 +135,45 @@ class LoadActor:
     """One load worker inside a Ray actor (threaded: ``run`` holds one thread; ``take``,
     ``stop`` and ``clock`` answer from the others while it runs)."""
 
-    def __init__(self, spec: WorkerSpec) -> None:
+    def __init__(self, spec: WorkerSpec, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
+        self.clock_s = clock  # seconds; what the lease is kept on (a test's fake clock)
         self.buf: deque[dict[str, Any]] = deque()
         self.cond = threading.Condition()
         self.stopping = threading.Event()
         self.finished = False
         self.offset_ns = 0
-        self.lease_until = float("inf")  # monotonic seconds; set by run() and renew()
+        self.lease_until = float("inf")  # clock_s seconds; set by watch_driver() and renew()
         self.driver_fd: int | None = None
         self.driver_lost: str | None = None
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "worker": self.spec.worker,
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "host": socket.gethostname(),
-            "ip": ray.util.get_node_ip_address(),
-            "pid": os.getpid(),
-            "accelbench": __version__,
-        }
+    def info(self) -> ActorInfo:
+        return ActorInfo(
+            worker=self.spec.worker,
+            node_id=ray.get_runtime_context().get_node_id(),
+            host=socket.gethostname(),
+            ip=ray.util.get_node_ip_address(),
+            pid=os.getpid(),
+            accelbench=__version__,
+        )
 
     def clock(self) -> int:
         return time.monotonic_ns()
 
-    def watch_driver(self, driver: dict[str, Any]) -> None:
-        """Know how to tell that the driver is gone (``driver``: its node id and pid)."""
-        self.lease_until = time.monotonic() + LEASE_S
-        same_node = driver.get("node_id") == ray.get_runtime_context().get_node_id()
-        if same_node and driver.get("pid") and self.driver_fd is None:
+    def watch_driver(self, driver: DriverRef) -> None:
+        """Know how to tell that the driver is gone."""
+        self.lease_until = self.clock_s() + LEASE_S
+        same_node = driver.node_id == ray.get_runtime_context().get_node_id()
+        if same_node and driver.pid and self.driver_fd is None:
             try:
-                self.driver_fd = os.pidfd_open(int(driver["pid"]))
+                self.driver_fd = os.pidfd_open(driver.pid)
             except ProcessLookupError:
                 self.driver_lost = "the driver had exited before the run started"
             except OSError:  # no pidfd here (old kernel): the lease alone
                 self.driver_fd = None
 
     def renew(self) -> None:
-        self.lease_until = time.monotonic() + LEASE_S
+        self.lease_until = self.clock_s() + LEASE_S
 
     def should_stop(self) -> bool:
         """Stop when asked, and when the driver is gone: nobody would record the load."""
@@ -112,7 +183,7 @@ class LoadActor:
             if self.driver_fd is not None:
                 if select.select([self.driver_fd], [], [], 0)[0]:
                     self.driver_lost = "the driver's process exited"
-            elif time.monotonic() > self.lease_until:
+            elif self.clock_s() > self.lease_until:
                 self.driver_lost = f"no word from the driver for {LEASE_S:g} s"
         if self.driver_lost is not None:
             self.stopping.set()
@@ -226,7 +297,6 @@ def connect(address: str) -> bool:
     ``ray://host:port``). Reuses an existing connection. True if this call connected."""
     if ray.is_initialized():
         return False
-    kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     main = threading.current_thread() is threading.main_thread()
     on_term = signal.getsignal(signal.SIGTERM) if main else None
     if address != "local":
@@ -243,9 +313,12 @@ def connect(address: str) -> bool:
     try:
         if address == "local":
             # "local": a new runtime here, never one RAY_ADDRESS or `ray start` points at
-            ray.init(address="local", include_dashboard=False, **kw)
+            ray.init(
+                address="local", include_dashboard=False, log_to_driver=False,
+                configure_logging=False,
+            )  # fmt: skip
         else:
-            ray.init(address=address, **kw)
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
     except SystemExit as exc:  # ray.init's own SIGTERM handler: stop as on Ctrl-C
         if exc.code == signal.SIGTERM:
             raise KeyboardInterrupt("SIGTERM") from None
@@ -344,10 +417,10 @@ class RayWorkerPool:
         self.num_cpus = num_cpus
         self.chunk_rows = chunk_rows
         self.n_phases = max(len(s.phases) for s in self.specs)
-        self.actors: list[Any] = []
+        self.actors: list[Any] = []  # ray actor handles (ray types them loosely)
         self.barrier: Any = None
-        self.nodes: dict[str, dict[str, Any]] = {}  # node id -> info, offset
-        self.actor_info: list[dict[str, Any]] = []
+        self.nodes: dict[str, NodeInfo] = {}  # node id -> where, and which actors
+        self.actor_info: list[ActorInfo] = []
         self.offsets: dict[str, ClockOffset] = {}
         self.start_ns: int | None = None
         self.lost: dict[int, str] = {}
@@ -384,7 +457,7 @@ class RayWorkerPool:
         except RayError as exc:
             self.kill()
             raise AccelbenchError(f"a load actor failed to start: {_first_line(exc)}") from None
-        versions = {i["accelbench"] for i in self.actor_info}
+        versions = {i.accelbench for i in self.actor_info}
         if versions != {__version__}:
             self.kill()
             raise UsageError(
@@ -394,18 +467,16 @@ class RayWorkerPool:
         # no load once the driver is gone (LoadActor.should_stop): its pid where an actor
         # shares its node (not through Ray Client, whose driver runs elsewhere), and leases
         client = self.address.startswith("ray://")
-        driver = {"node_id": None if client else ray.get_runtime_context().get_node_id(),
-                  "pid": os.getpid()}  # fmt: skip
+        driver = DriverRef(None if client else ray.get_runtime_context().get_node_id(), os.getpid())
         ray.get([a.watch_driver.remote(driver) for a in self.actors], timeout=ready_timeout)
         threading.Thread(target=self._renew_leases, daemon=True,
                          name="accelbench-ray-lease").start()  # fmt: skip
-        first_on_node: dict[str, Any] = {}
+        first_on_node: dict[str, ActorHandle] = {}
         for a, info in zip(self.actors, self.actor_info, strict=True):
-            first_on_node.setdefault(info["node_id"], a)
+            first_on_node.setdefault(info.node_id, a)
             self.nodes.setdefault(
-                info["node_id"], {"node_id": info["node_id"], "host": info["host"],
-                                  "ip": info["ip"], "actors": []},
-            )["actors"].append(info["worker"])  # fmt: skip
+                info.node_id, NodeInfo(info.node_id, info.host, info.ip)
+            ).actors.append(info.worker)
         self.offsets = {n: self._measure(a) for n, a in first_on_node.items()}
         if self.n_phases > 1 and len(self.actors) > 1:
             rtt = max(o.rtt_min_ns for o in self.offsets.values())
@@ -427,7 +498,7 @@ class RayWorkerPool:
         return offset_from_samples(samples)
 
     def _offset_of(self, k: int) -> int:
-        return self.offsets[self.actor_info[k]["node_id"]].offset_ns
+        return self.offsets[self.actor_info[k].node_id].offset_ns
 
     def release(self) -> None:
         rtt = max(o.rtt_min_ns for o in self.offsets.values())
@@ -536,8 +607,8 @@ class RayWorkerPool:
                 if k in taken and k in result:
                     kind, payload = result.pop(k)
                     if kind == "stats":
-                        payload["node_id"] = self.actor_info[k]["node_id"]
-                        payload["host"] = self.actor_info[k]["host"]
+                        payload["node_id"] = self.actor_info[k].node_id
+                        payload["host"] = self.actor_info[k].host
                     yield (kind, k, payload)
                     taken.discard(k)
         self._end_offsets = self._remeasure()
@@ -545,8 +616,7 @@ class RayWorkerPool:
     def _lose(self, k: int, exc: BaseException, pending: dict[Any, tuple[str, int]]) -> str:
         info = self.actor_info[k]
         self.lost[k] = (
-            f"load actor {k} on {info['host']} (node {info['node_id'][:12]}) was lost: "
-            f"{_first_line(exc)}"
+            f"load actor {k} on {info.host} (node {info.node_id[:12]}) was lost: {_first_line(exc)}"
         )
         for ref, (_, w) in list(pending.items()):
             if w == k:
@@ -559,7 +629,7 @@ class RayWorkerPool:
         """The offsets again at the end (their change is the drift over the run)."""
         out = {}
         for node, info in self.nodes.items():
-            alive = [k for k in info["actors"] if k not in self.lost]
+            alive = [k for k in info.actors if k not in self.lost]
             if not alive:
                 continue
             try:
@@ -568,44 +638,43 @@ class RayWorkerPool:
                 continue
         return out
 
-    def cluster_info(self) -> dict[str, Any]:
+    def cluster_info(self) -> ClusterInfo:
         """The ``cluster`` section of run.json: nodes, actors, clock offsets."""
         end = getattr(self, "_end_offsets", {})
         nodes = []
         for node_id, info in self.nodes.items():
             off = self.offsets[node_id]
-            doc = {**info, "clock": off.to_json()}
+            doc = ClusterNode(
+                node_id=info.node_id, host=info.host, ip=info.ip, actors=list(info.actors),
+                clock=off.to_json(),
+            )  # fmt: skip
             if node_id in end:
-                drift = end[node_id].offset_ns - off.offset_ns
                 doc["clock_end"] = end[node_id].to_json()
-                doc["clock_drift_ms"] = drift / 1e6
+                doc["clock_drift_ms"] = (end[node_id].offset_ns - off.offset_ns) / 1e6
             nodes.append(doc)
+        actors = []
+        for k, i in enumerate(self.actor_info):
+            off_i = self.offsets.get(i.node_id)
+            actor = ClusterActor(
+                worker=i.worker, node_id=i.node_id, host=i.host, pid=i.pid,
+                clock_offset_ms=off_i.offset_ns / 1e6 if off_i is not None else None,
+            )  # fmt: skip
+            if k in self.lost:
+                actor["lost"] = self.lost[k]
+            actors.append(actor)
         unc = max((o.uncertainty_ns for o in self.offsets.values()), default=0)
-        return {
-            "engine": "ray",
-            "ray_version": ray.__version__,
-            "address": self.address,
-            "n_nodes": len(self.nodes),
-            "n_actors": len(self.actors),
-            "num_cpus_per_actor": self.num_cpus,
-            "start_ns": self.start_ns,
-            "clock_uncertainty_ms": unc / 1e6,
-            "nodes": nodes,
-            "actors": [
-                {
-                    "worker": i["worker"],
-                    "node_id": i["node_id"],
-                    "host": i["host"],
-                    "pid": i["pid"],
-                    # the offset its start instant was converted with (its node's)
-                    "clock_offset_ms": self.offsets[i["node_id"]].offset_ns / 1e6
-                    if i["node_id"] in self.offsets
-                    else None,
-                    **({"lost": self.lost[k]} if k in self.lost else {}),
-                }
-                for k, i in enumerate(self.actor_info)
-            ],  # fmt: skip
-        }
+        return ClusterInfo(
+            engine="ray",
+            ray_version=ray.__version__,
+            address=self.address,
+            n_nodes=len(self.nodes),
+            n_actors=len(self.actors),
+            num_cpus_per_actor=self.num_cpus,
+            start_ns=self.start_ns,
+            clock_uncertainty_ms=unc / 1e6,
+            nodes=nodes,
+            actors=actors,
+        )
 
 
 def _first_line(exc: BaseException) -> str:

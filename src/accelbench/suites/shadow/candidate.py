@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from accelbench.errors import AccelbenchError
-from accelbench.lifetime import STOP_SIGNALS
+from accelbench.lifetime import STOP_SIGNALS, Child, spawn
 
 _now = time.monotonic_ns
 _HEAD = struct.Struct("!I")
@@ -95,7 +95,7 @@ class CandidateProcess:
         self.on_done = on_done
         self.inflight = 0
         self.alive = False
-        self.proc: subprocess.Popen | None = None
+        self.proc: Child | None = None
         self.transport: asyncio.Transport | None = None
         self._ready: asyncio.Future | None = None
         self._end: asyncio.Future | None = None
@@ -104,9 +104,9 @@ class CandidateProcess:
         loop = asyncio.get_running_loop()
         mine, theirs = socket.socketpair()
         try:
-            self.proc = subprocess.Popen(
+            self.proc = spawn(
                 [sys.executable, "-m", "accelbench.suites.shadow.candidate", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
             )  # fmt: skip
         finally:
             theirs.close()
@@ -157,17 +157,15 @@ class CandidateProcess:
         if self.transport is not None:
             self.transport.close()
         if self.proc is not None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 await asyncio.get_running_loop().run_in_executor(
                     None, self.proc.wait, min(wait_s, 10)
                 )
-            except subprocess.TimeoutExpired:
-                self.kill()
+            self.kill()  # reaps it, and ends what it left in its group
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            self.proc.stop(grace_s=0)
 
 
 # -- the child process ------------------------------------------------------------------
