@@ -1,13 +1,19 @@
-"""URLs as accelbench stores and shows them: credentials in a URL
-(``http://user:key@host``) are sent as a Basic ``Authorization`` header and never
-written or printed (:func:`redact_url`). Pure functions of the standard library, so every
-layer may use them."""
+"""URLs as accelbench sends, stores and shows them.
+
+A server's URL is parsed once, where it enters (the command line, a config), into an
+:class:`Endpoint`: the base URL without credentials, the ``Authorization`` header the
+URL's ``user:key@`` part becomes, and the redacted form that may be written or printed.
+Nothing else carries the credentials: an Endpoint formats (``str``, ``repr``, f-strings)
+as its redacted form and is no JSON value, so a writer that stores an Endpoint stores
+``display`` and the credentials cannot reach a file. Pure functions of the standard
+library, so every layer may use them."""
 
 from __future__ import annotations
 
 import base64
 import re
-from urllib.parse import unquote, urlsplit, urlunsplit
+from dataclasses import dataclass, field
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 
 def redact_url(url: str) -> str:
@@ -29,6 +35,78 @@ def split_credentials(url: str) -> tuple[str, str | None]:
     u = urlsplit(url)
     if "@" not in u.netloc:
         return url, None
+    return urlunsplit(u._replace(netloc=u.netloc.rpartition("@")[2])), _basic(u)
+
+
+def _basic(u: SplitResult) -> str:
+    """The ``Authorization: Basic`` value of a URL's ``user:password@`` part."""
     user, password = unquote(u.username or ""), unquote(u.password or "")
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return urlunsplit(u._replace(netloc=u.netloc.rpartition("@")[2])), f"Basic {token}"
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A server's base URL, parsed once: ``url`` without credentials (what requests go
+    to), ``auth`` the ``Authorization`` value of its ``user:key@`` part (None without
+    one), ``display`` the form to store and print (``http://***@host:port`` where there
+    were credentials). ``str()`` and ``repr()`` are ``display``."""
+
+    url: str
+    display: str
+    auth: str | None = field(default=None, repr=False)
+    # the password as written and percent-decoded, for scrubbing messages (Scrubber)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def parse(cls, url: str | Endpoint) -> Endpoint:
+        """``url`` as an Endpoint (an Endpoint is returned as it is). The URL is not
+        checked here (``validate.check_url`` does, with the option's name); a trailing
+        ``/`` is dropped."""
+        if isinstance(url, Endpoint):
+            return url
+        url = url.rstrip("/")
+        try:
+            u = urlsplit(url)
+        except ValueError:
+            return cls(url=url, display=redact_url(url))
+        if "@" not in u.netloc:
+            return cls(url=url, display=url)
+        bare, auth = split_credentials(url)
+        secrets = (u.password, unquote(u.password)) if u.password else ()
+        return cls(url=bare, display=redact_url(url), auth=auth, secrets=secrets)
+
+    def __str__(self) -> str:
+        return self.display
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.display!r})"
+
+    @property
+    def parts(self) -> SplitResult:
+        return urlsplit(self.url)
+
+    @property
+    def scheme(self) -> str:
+        return self.parts.scheme
+
+    @property
+    def host(self) -> str:
+        return self.parts.hostname or ""
+
+    @property
+    def port(self) -> int:
+        u = self.parts
+        return u.port or (443 if u.scheme == "https" else 80)
+
+    @property
+    def root(self) -> str:
+        """The server's root URL: ``url`` without a trailing ``/v1`` (paths such as
+        ``/v1/models``, ``/metrics`` or ``/tokenize`` are joined to it)."""
+        return self.url.removesuffix("/v1")
+
+    def headers(self, api_key: str | None = None) -> dict[str, str]:
+        """Authorization for a request: the API key (Bearer) if there is one, else the
+        URL's credentials (Basic); the key wins, as a server takes one Authorization."""
+        if api_key:
+            return {"Authorization": f"Bearer {api_key}"}
+        return {"Authorization": self.auth} if self.auth else {}
