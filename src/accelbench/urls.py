@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 
@@ -103,6 +104,17 @@ class Endpoint:
         """The server's root URL: ``url`` without a trailing ``/v1`` (paths such as
         ``/v1/models``, ``/metrics`` or ``/tokenize`` are joined to it)."""
         return self.url.removesuffix("/v1")
+
+    def secret_parts(self) -> dict[str, object]:
+        """Every field, credentials included, to hand the Endpoint to a child process of
+        this one (never for a file); ``from_secret_parts`` rebuilds it."""
+        return {"url": self.url, "display": self.display, "auth": self.auth,
+                "secrets": list(self.secrets)}  # fmt: skip
+
+    @classmethod
+    def from_secret_parts(cls, d: dict[str, Any]) -> Endpoint:
+        return cls(url=str(d["url"]), display=str(d["display"]), auth=d.get("auth"),
+                   secrets=tuple(d.get("secrets") or ()))  # fmt: skip
 
     def headers(self, api_key: str | None = None) -> dict[str, str]:
         """Authorization for a request: the API key (Bearer) if there is one, else the

@@ -964,12 +964,18 @@ class HTTP1Transport:
         lines.append(f"Content-Length: {len(req.body)}\r\n\r\n")
         return "\r\n".join(lines).encode("latin-1") + req.body
 
-    def start_idle(self, req: Request, sink: BodySink, tee: Tee | None = None) -> Exchange | None:
+    def start_idle(
+        self, req: Request, new_sink: Callable[[], BodySink], tee: Tee | None = None
+    ) -> Exchange | None:
         """Start the request now on an idle kept-alive connection; None if there is none."""
         conn = self.pool.take_idle()
         if conn is None:
             return None
-        return Exchange(conn, conn.start(self.wire(req), sink, tee), True, tee)
+        return Exchange(conn, conn.start(self.wire(req), new_sink(), tee), True, tee)
+
+    def abandon(self, ex: Exchange) -> None:
+        """Give up a started request that will not be finished: its connection is closed."""
+        self.pool.discard(ex.conn)
 
     async def send(
         self,

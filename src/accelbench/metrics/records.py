@@ -19,6 +19,7 @@ SOURCE_TOKENIZER = "client_tokenizer"
 SOURCE_CHUNKS = "chunk_count"
 SOURCE_PLANNED = "planned"
 
+
 class ErrorKind(StrEnum):
     """Why a request failed (docs/METRICS.md "Errors"). A ``StrEnum``: each member is its
     value, so a record's ``error_kind`` is stored and read back as the same string, and
