@@ -17,10 +17,13 @@ from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 
-def redact_url(url: str) -> str:
+def redact_url(url: str | Endpoint) -> str:
     """The URL as it may be stored or shown: credentials in it (``http://user:key@host``)
     become ``***``, like the API key. Anything else is returned unchanged; a URL too
-    malformed to split loses everything between ``//`` and its last ``@`` all the same."""
+    malformed to split loses everything between ``//`` and its last ``@`` all the same.
+    An Endpoint's is its ``display``."""
+    if isinstance(url, Endpoint):
+        return url.display
     try:
         u = urlsplit(url)
     except ValueError:
