@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
@@ -48,18 +47,32 @@ def _basic(u: SplitResult) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-@dataclass(frozen=True, slots=True)
 class Endpoint:
     """A server's base URL, parsed once: ``url`` without credentials (what requests go
     to), ``auth`` the ``Authorization`` value of its ``user:key@`` part (None without
     one), ``display`` the form to store and print (``http://***@host:port`` where there
-    were credentials). ``str()`` and ``repr()`` are ``display``."""
+    were credentials). ``str()`` and ``repr()`` are ``display``. Deliberately no
+    dataclass: orjson would serialize every field of one, ``auth`` included; an Endpoint
+    given to a JSON writer is refused (TypeError), not written."""
 
-    url: str
-    display: str
-    auth: str | None = field(default=None, repr=False)
-    # the password as written and percent-decoded, for scrubbing messages (Scrubber)
-    secrets: tuple[str, ...] = field(default=(), repr=False)
+    __slots__ = ("url", "display", "auth", "secrets")
+
+    def __init__(
+        self, url: str, display: str, auth: str | None = None, secrets: tuple[str, ...] = ()
+    ) -> None:
+        self.url = url
+        self.display = display
+        self.auth = auth
+        # the password as written and percent-decoded, for scrubbing messages (Scrubber)
+        self.secrets = secrets
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Endpoint):
+            return NotImplemented
+        return (self.url, self.auth) == (other.url, other.auth)
+
+    def __hash__(self) -> int:
+        return hash((self.url, self.auth))
 
     @classmethod
     def parse(cls, url: str | Endpoint) -> Endpoint:
