@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any
+from collections.abc import Mapping
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 
@@ -128,9 +128,11 @@ class Endpoint:
                 "secrets": list(self.secrets)}  # fmt: skip
 
     @classmethod
-    def from_secret_parts(cls, d: dict[str, Any]) -> Endpoint:
-        return cls(url=str(d["url"]), display=str(d["display"]), auth=d.get("auth"),
-                   secrets=tuple(d.get("secrets") or ()))  # fmt: skip
+    def from_secret_parts(cls, d: Mapping[str, object]) -> Endpoint:
+        auth, secrets = d.get("auth"), d.get("secrets")
+        return cls(url=str(d["url"]), display=str(d["display"]),
+                   auth=auth if isinstance(auth, str) else None,
+                   secrets=tuple(str(x) for x in secrets) if isinstance(secrets, list) else ())  # fmt: skip
 
     def headers(self, api_key: str | None = None) -> dict[str, str]:
         """Authorization for a request: the API key (Bearer) if there is one, else the

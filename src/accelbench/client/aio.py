@@ -16,7 +16,7 @@ from accelbench.client.errors import (
     ResponseTimeout,
     TransportError,
 )
-from accelbench.client.http1 import BodySink, Tee
+from accelbench.client.http1 import BodySink, ReceiveStats, Tee
 from accelbench.client.transport import Request
 
 _now = time.monotonic_ns
@@ -79,7 +79,7 @@ class AiohttpTransport:
                 f"broken HTTP response: {msg}", kind=ErrorKind.MALFORMED_STREAM
             ) from None
 
-    def receive_stats(self) -> dict[str, Any] | None:
+    def receive_stats(self) -> ReceiveStats | None:
         return None
 
     async def close(self) -> None:

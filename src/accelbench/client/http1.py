@@ -27,7 +27,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from accelbench.client.errors import ConnectError, ConnectionClosed, ErrorKind, ResponseTimeout
 
@@ -136,6 +136,18 @@ class BodySink(Protocol):
     def on_headers(self, status: int, t_ns: int) -> None: ...
     def on_data(self, data: bytes, t_ns: int) -> bool: ...
     def on_end(self, t_ns: int) -> None: ...
+
+
+class ReceiveStats(TypedDict):
+    """A pool's reads (``client.receive`` in summary.json, docs/RESULTS.md)."""
+
+    reads: int
+    kernel_stamped: int
+    read_delay_ms_p50: float | None
+    read_delay_ms_p99: float | None
+    read_delay_ms_max: float | None
+    realtime_drift_ppm: float | None
+    realtime_step_ms_max: float
 
 
 class Tee(Protocol):
@@ -707,7 +719,7 @@ class ReceiveHub:
             self.loop.remove_reader(self.ep.fileno())
         self.ep.close()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ReceiveStats:
         return {
             "reads": self.reads,
             "kernel_stamped": self.stamped,
@@ -909,7 +921,7 @@ class HTTP1Pool:
             conn.transport.abort()
         conn.closed = True
 
-    def receive_stats(self) -> dict[str, Any] | None:
+    def receive_stats(self) -> ReceiveStats | None:
         """Reads, how many carried a kernel stamp, and how long they waited to be read."""
         return self._hub.stats() if self._hub is not None else None
 
@@ -1016,7 +1028,7 @@ class HTTP1Transport:
         pool.release(conn)
         return keep
 
-    def receive_stats(self) -> dict[str, Any] | None:
+    def receive_stats(self) -> ReceiveStats | None:
         return self.pool.receive_stats()
 
     async def close(self) -> None:

@@ -122,7 +122,7 @@ def _raw(value: Any) -> str:
     return text if len(text) <= 100 else text[:100] + "..."
 
 
-def _first_choice(choices: Any) -> dict[str, Any] | None:
+def _first_choice(choices: object) -> dict[str, object] | None:
     if choices is None:
         return None
     if not isinstance(choices, list):
@@ -135,7 +135,7 @@ def _first_choice(choices: Any) -> dict[str, Any] | None:
     return c
 
 
-def _text(obj: dict[str, Any], key: str) -> str:
+def _text(obj: dict[str, object], key: str) -> str:
     v = obj.get(key)
     if v is None:
         return ""
@@ -144,14 +144,14 @@ def _text(obj: dict[str, Any], key: str) -> str:
     return v
 
 
-def _finish_reason(c: dict[str, Any]) -> str | None:
+def _finish_reason(c: dict[str, object]) -> str | None:
     fr = c.get("finish_reason")
     if fr is None or isinstance(fr, str):
         return fr[:100] if fr else None
     raise _Malformed("finish_reason is not a string")
 
 
-def _count(usage: dict[str, Any], key: str) -> int | None:
+def _count(usage: dict[str, object], key: str) -> int | None:
     """A token count from ``usage``: None if absent; _BadUsage unless an integer in
     [0, MAX_TOKEN_COUNT] (a string, a float, 10**30, a negative number)."""
     v = usage.get(key)
@@ -431,7 +431,7 @@ class ResponseHandler:
         except _BadUsage as exc:
             self.fail(ErrorKind.MALFORMED_USAGE, str(exc))
 
-    def _usage_mark(self, usage: dict[str, Any] | None) -> None:
+    def _usage_mark(self, usage: dict[str, object] | None) -> None:
         """Running completion_tokens on a content chunk (vLLM continuous_usage_stats)."""
         marks = self.usage_marks
         assert marks is not None
@@ -443,7 +443,7 @@ class ResponseHandler:
             raise _BadUsage(f"usage.completion_tokens went down from {marks[-1]} to {mark}")
         marks.append(mark)
 
-    def _usage(self, usage: dict[str, Any]) -> None:
+    def _usage(self, usage: dict[str, object]) -> None:
         rec = self.rec
         out = _count(usage, "completion_tokens")
         if out is not None:

@@ -17,7 +17,7 @@ import orjson
 
 from accelbench.client.aio import AiohttpTransport
 from accelbench.client.errors import ErrorKind, TransportError
-from accelbench.client.http1 import HTTP1Transport
+from accelbench.client.http1 import HTTP1Transport, ReceiveStats
 from accelbench.client.openai import ResponseHandler, endpoint_path
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.client.transport import Request, Transport, send_with_retries
@@ -129,7 +129,7 @@ class OpenAIClient:
         else:
             self.transport = AiohttpTransport(server.root)
 
-    def receive_stats(self) -> dict[str, Any] | None:
+    def receive_stats(self) -> ReceiveStats | None:
         """The plain-http pool's reads: how many carried the kernel's receive time, and
         how long they waited in the socket (``HTTP1Pool.receive_stats``)."""
         return self.transport.receive_stats()

@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from accelbench.client.errors import ResponseTimeout, TransportError
-from accelbench.client.http1 import BodySink, Tee
+from accelbench.client.http1 import BodySink, ReceiveStats, Tee
 
 _now = time.monotonic_ns
 
@@ -52,7 +52,7 @@ class Transport(Protocol):
         request. Raises ``TransportError``."""
         ...
 
-    def receive_stats(self) -> dict[str, Any] | None: ...
+    def receive_stats(self) -> ReceiveStats | None: ...
 
     async def close(self) -> None: ...
 
