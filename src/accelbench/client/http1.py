@@ -10,8 +10,13 @@ the arrival time a chunk gets: it does not depend on when the worker's event loo
 run (``ReceiveHub``). Elsewhere the time is taken when the loop hands the bytes over.
 
 Keep-alive connections are pooled; a connection that the server closed while idle (as
-llama-server does after some streamed replies) is detected and the request is retried
-on a fresh connection if, and only if, no response byte had arrived.
+llama-server does after some streamed replies) is detected, and ``HTTP1Transport``
+raises a ``retryable`` error if, and only if, no response byte had arrived (the retry
+itself is ``client.transport.send_with_retries``, the one retry loop).
+
+A request may be started with a tee (``HTTP1Protocol.start``): every byte of its
+response is copied there first, unparsed, as it arrives. The shadow proxy relays the
+baseline's responses to its callers so, through this public hook.
 """
 
 from __future__ import annotations
