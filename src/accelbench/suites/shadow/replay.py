@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench import validate as v
 from accelbench.client.openai import build_body
@@ -43,6 +43,23 @@ class ReplayRequest:
     bodies: dict[str, dict[str, Any]]  # side -> body (each side's model)
     isl_planned: int | None
     max_tokens: int | None
+
+
+class TraceInfo(TypedDict):
+    path: str | None
+    format: str
+    requests: int
+    duration_s: float
+
+
+class ReplayInfo(TypedDict):
+    """What ``prepare`` learnt, stored in shadow.json beside the options."""
+
+    trace: TraceInfo
+    models: dict[str, str]  # side -> model
+    tokenizer: str | None
+    special_tokens_per_prompt: int
+    api_keys: dict[str, str | None]  # side -> key: sent, never stored (``_replay`` drops it)
 
 
 @dataclass
@@ -97,7 +114,7 @@ def _side_model(url: str, wanted: str | None, api_key: str | None, name: str) ->
 
 def prepare(
     cfg: BenchmarkConfig, opt: ReplayOptions, log: Log
-) -> tuple[list[ReplayRequest], dict[str, Any]]:
+) -> tuple[list[ReplayRequest], ReplayInfo]:
     """Load the trace and turn it into both sides' request bodies."""
     from accelbench.runner.benchmark import probe_request
     from accelbench.workload.tokenizer import LocalTokenizer, server_tokenizer_if_any
@@ -156,7 +173,7 @@ def prepare(
                 pr.max_tokens,
             )
         )  # fmt: skip
-    info = {
+    info: ReplayInfo = {
         "trace": {"path": trace.path, "format": trace.format, "requests": len(reqs),
                   "duration_s": trace.duration_s},
         "models": models, "tokenizer": getattr(tok, "name", None),
@@ -290,7 +307,7 @@ async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: _St
 
 
 async def replay_async(
-    cfg: BenchmarkConfig, opt: ReplayOptions, reqs: list[ReplayRequest], info: dict[str, Any]
+    cfg: BenchmarkConfig, opt: ReplayOptions, reqs: list[ReplayRequest], info: ReplayInfo
 ) -> tuple[Path, str]:
     """Send ``reqs`` to both sides; (shadow directory, status). SIGINT, SIGTERM and
     SIGHUP stop it at once (``interrupted``: what is in flight is cut and recorded as
@@ -305,10 +322,11 @@ async def _replay(
     cfg: BenchmarkConfig,
     opt: ReplayOptions,
     reqs: list[ReplayRequest],
-    info: dict[str, Any],
+    info: ReplayInfo,
     stop: _Stop,
 ) -> tuple[Path, str]:
-    keys = info.pop("api_keys")
+    keys = info["api_keys"]
+    stored = {k: v for k, v in info.items() if k != "api_keys"}
     sides = opt.sides()
     writer = ShadowWriter(
         opt.out,
@@ -321,7 +339,7 @@ async def _replay(
             },  # fmt: skip
             "speed": opt.speed,
             "sequential": opt.sequential,
-            **info,
+            **stored,
         },
     )
     for r in reqs:
