@@ -144,16 +144,13 @@ class OpenAIClient:
             headers = dict(headers)
             headers["X-Request-Id"] = rec.request_id
         req = Request(self.path, orjson.dumps(body), headers)
-        handler: list[ResponseHandler] = []
 
         def new_sink() -> ResponseHandler:
             rec.t_send = _now()
-            h = ResponseHandler(
+            return ResponseHandler(
                 rec, chat=self.chat, stream=self.stream, keep_text=True,
                 max_event_bytes=self.max_event_bytes,
             )  # fmt: skip
-            handler.append(h)
-            return h
 
         def on_retry() -> None:
             rec.retries += 1
