@@ -61,12 +61,14 @@ def proxy_cmd(
     as such), `--duration` or `--max-requests` ends it (`completed`, exit 0); everything is
     journalled in the shadow directory as it happens."""
 
-    from accelbench.client.session import load_api_key, redact_url
+    from accelbench.client.session import load_api_key
     from accelbench.suites.shadow.proxy import ProxyConfig, parse_listen, run_proxy
+    from accelbench.urls import Endpoint
 
     host, port = parse_listen(listen)
     cfg = ProxyConfig(
-        baseline=baseline, candidate=candidate, out=out or _default_out("proxy"), host=host,
+        baseline=Endpoint.parse(baseline), candidate=Endpoint.parse(candidate),
+        out=out or _default_out("proxy"), host=host,
         port=port, sample=sample, max_inflight=max_inflight, candidate_timeout_s=candidate_timeout,
         baseline_timeout_s=timeout, candidate_model=candidate_model,
         candidate_api_key=load_api_key(candidate_api_key_env, None),
@@ -74,8 +76,8 @@ def proxy_cmd(
     )  # fmt: skip
 
     def ready(p: int) -> None:
-        typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {redact_url(baseline)}, "
-                   f"candidate {redact_url(candidate)}; Ctrl-C stops it", err=True)  # fmt: skip
+        typer.echo(f"shadow proxy on http://{host}:{p} -> baseline {cfg.baseline.display}, "
+                   f"candidate {cfg.candidate.display}; Ctrl-C stops it", err=True)  # fmt: skip
 
     d, status = run_proxy(cfg, ready)
     typer.echo(str(d))

@@ -10,8 +10,13 @@ the arrival time a chunk gets: it does not depend on when the worker's event loo
 run (``ReceiveHub``). Elsewhere the time is taken when the loop hands the bytes over.
 
 Keep-alive connections are pooled; a connection that the server closed while idle (as
-llama-server does after some streamed replies) is detected and the request is retried
-on a fresh connection if, and only if, no response byte had arrived.
+llama-server does after some streamed replies) is detected, and ``HTTP1Transport``
+raises a ``retryable`` error if, and only if, no response byte had arrived (the retry
+itself is ``client.transport.send_with_retries``, the one retry loop).
+
+A request may be started with a tee (``HTTP1Protocol.start``): every byte of its
+response is copied there first, unparsed, as it arrives. The shadow proxy relays the
+baseline's responses to its callers so, through this public hook.
 """
 
 from __future__ import annotations
@@ -27,7 +32,12 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+from accelbench.client.errors import ConnectError, ConnectionClosed, ErrorKind, ResponseTimeout
+
+if TYPE_CHECKING:
+    from accelbench.client.transport import Request
 
 _monotonic_ns = time.monotonic_ns
 _realtime_ns = time.time_ns
@@ -133,15 +143,22 @@ class BodySink(Protocol):
     def on_end(self, t_ns: int) -> None: ...
 
 
-class ConnectionClosed(Exception):
-    """The connection ended; ``before_response`` says whether any response byte came,
-    ``kind`` the record's error kind (``disconnect``, or ``malformed_stream`` for a
-    response whose HTTP framing is broken)."""
+class ReceiveStats(TypedDict):
+    """A pool's reads (``client.receive`` in summary.json, docs/RESULTS.md)."""
 
-    def __init__(self, msg: str, before_response: bool, kind: str = "disconnect") -> None:
-        super().__init__(msg)
-        self.before_response = before_response
-        self.kind = kind
+    reads: int
+    kernel_stamped: int
+    read_delay_ms_p50: float | None
+    read_delay_ms_p99: float | None
+    read_delay_ms_max: float | None
+    realtime_drift_ppm: float | None
+    realtime_step_ms_max: float
+
+
+class Tee(Protocol):
+    """Where a connection copies a response's bytes (``HTTP1Protocol.start``)."""
+
+    def __call__(self, data: bytes) -> None: ...
 
 
 class ArrivalQueue:
@@ -196,6 +213,9 @@ class HTTP1Protocol(asyncio.Protocol):
         "_keep_alive",
         "_queue",
         "_deferred",
+        "_tee",
+        "_tee_last",
+        "_tail_wait",
     )
 
     def __init__(self) -> None:
@@ -210,6 +230,9 @@ class HTTP1Protocol(asyncio.Protocol):
         self._keep_alive = True
         self._queue: ArrivalQueue | None = None  # set by the pool: parse after the I/O phase
         self._deferred = 0  # reads of this connection waiting in the queue
+        self._tee: Tee | None = None  # the response's bytes are copied here first
+        self._tee_last = b""  # the last 4 bytes teed (to see the end of a chunked body)
+        self._tail_wait: asyncio.Future | None = None
 
     # -- asyncio callbacks ---------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -239,12 +262,16 @@ class HTTP1Protocol(asyncio.Protocol):
                     before_response=before,
                 )
             )
+        self._wake_tail()
 
     def data_received(self, data: bytes) -> None:
         self.arrived(data, _monotonic_ns())
 
     def arrived(self, data: bytes, t: int) -> None:
-        """``data`` reached the loop at ``t``: parse it now, or after the I/O phase."""
+        """``data`` reached the loop at ``t``: copy it to the tee (if any), then parse it
+        now, or after the I/O phase."""
+        if self._tee is not None:
+            data = self._teed(self._tee, data)
         if self._sink is None:
             return  # unsolicited bytes on an idle connection: ignore
         q = self._queue
@@ -256,6 +283,58 @@ class HTTP1Protocol(asyncio.Protocol):
             q.loop.call_soon(q.drain)
         items.append((self, data, t))
         self._deferred += 1
+
+    # -- the tee ---------------------------------------------------------------------
+    def _teed(self, tee: Tee, data: bytes) -> bytes:
+        """Copy this response's part of ``data`` to the tee; returns what is left for
+        the parser. While a response is read, every byte is its own. The parser ends a
+        chunked body at its ``0\\r\\n``; the final CRLF (after any trailers) belongs to
+        the same response, also when it comes in a later read, after the parser ended."""
+        if self._tail_wait is not None or (self._sink is None and self.tail_open()):
+            buf = self._tee_last + data
+            k = buf.find(b"\r\n\r\n")
+            take = len(data) if k < 0 else k + 4 - len(self._tee_last)
+            tee(data[:take])
+            self._tee_last = (self._tee_last + data[:take])[-4:]
+            if k < 0:
+                return b""
+            self._wake_tail()
+            return data[take:]
+        if self._sink is not None:
+            tee(data)
+            self._tee_last = (self._tee_last + data)[-4:]
+        return data
+
+    def tail_open(self) -> bool:
+        """Whether the teed response is a chunked body whose final CRLF the tee has not
+        had yet."""
+        return self._chunked and not self._tee_last.endswith(b"\r\n\r\n")
+
+    def _wake_tail(self) -> None:
+        fut, self._tail_wait = self._tail_wait, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def finish_tee(self, wait_s: float) -> None:
+        """After the response: give the tee the rest of a chunked body's end (waiting up
+        to ``wait_s`` for it; a CRLF of our own if it does not come, so what the tee got
+        is a whole response), then detach it."""
+        tee = self._tee
+        if tee is None:
+            return
+        if self.tail_open() and not self.closed:
+            self._tail_wait = asyncio.get_running_loop().create_future()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._tail_wait, wait_s)
+        if self.tail_open():
+            tee(b"\r\n")  # the final CRLF the body was closed on
+        self._tee = None
+
+    @property
+    def keep_alive(self) -> bool:
+        """Whether the connection may serve another request: the last response did not
+        ask to close it, and it is open."""
+        return self._keep_alive and not self.closed
 
     def _process(self, data: bytes, t: int) -> None:
         sink = self._sink
@@ -287,7 +366,7 @@ class HTTP1Protocol(asyncio.Protocol):
             self._received(data, t)
         except Exception as exc:  # noqa: BLE001 - never let a parser bug kill the transport
             self._abort(f"client error while reading the response: {type(exc).__name__} {exc}",
-                        kind="client_exception")  # fmt: skip
+                        kind=ErrorKind.CLIENT_EXCEPTION)  # fmt: skip
 
     def _received(self, data: bytes, t: int) -> None:
         while self._state == 1:  # again after an interim (1xx) response
@@ -295,12 +374,14 @@ class HTTP1Protocol(asyncio.Protocol):
             if buf[:1] in b"\r\n":  # stray CRLF ending the previous chunked body
                 buf = buf.lstrip(b"\r\n")
             if buf[:5] != b"HTTP/"[: len(buf)]:  # not waiting for an end that is no HTTP
-                self._abort(f"not an HTTP response: {buf[:60]!r}", kind="malformed_stream")
+                self._abort(f"not an HTTP response: {buf[:60]!r}", kind=ErrorKind.MALFORMED_STREAM)
                 return
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > 65536:
-                    self._abort("response headers larger than 64 KiB", kind="malformed_stream")
+                    self._abort(
+                        "response headers larger than 64 KiB", kind=ErrorKind.MALFORMED_STREAM
+                    )
                 self._buf = buf
                 return
             self._head(buf[:end], t)
@@ -323,7 +404,7 @@ class HTTP1Protocol(asyncio.Protocol):
         parts = lines[0].split(b" ", 2)
         code = parts[1] if len(parts) > 1 else b""
         if not (parts[0][:5] == b"HTTP/" and len(code) == 3 and code.isdigit()):
-            self._abort(f"not an HTTP response: {lines[0][:60]!r}", kind="malformed_stream")
+            self._abort(f"not an HTTP response: {lines[0][:60]!r}", kind=ErrorKind.MALFORMED_STREAM)
             return
         status = int(code)
         if 100 <= status < 200 and status != 101:
@@ -337,14 +418,16 @@ class HTTP1Protocol(asyncio.Protocol):
             value = value.strip()
             if name == b"content-length":
                 if not value.isdigit() or len(value) > 18 or (length >= 0 and int(value) != length):
-                    self._abort(f"bad Content-Length {value[:30]!r}", kind="malformed_stream")
+                    self._abort(
+                        f"bad Content-Length {value[:30]!r}", kind=ErrorKind.MALFORMED_STREAM
+                    )
                     return
                 length = int(value)
             elif name == b"transfer-encoding":
                 codings = [c.strip() for c in value.lower().split(b",") if c.strip()]
                 if codings != [b"chunked"]:  # nothing else was asked for (no TE header)
                     self._abort(f"unsupported Transfer-Encoding {value[:40]!r}",
-                                kind="malformed_stream")  # fmt: skip
+                                kind=ErrorKind.MALFORMED_STREAM)  # fmt: skip
                     return
                 chunked = True
             elif name == b"connection":
@@ -398,13 +481,13 @@ class HTTP1Protocol(asyncio.Protocol):
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
                 if n - pos > _MAX_CHUNK_LINE:
-                    self._abort("chunk-size line without an end", kind="malformed_stream")
+                    self._abort("chunk-size line without an end", kind=ErrorKind.MALFORMED_STREAM)
                     return
                 break
             size_line = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
             size = _chunk_size(size_line)
             if size < 0:
-                self._abort(f"bad chunk size {size_line[:20]!r}", kind="malformed_stream")
+                self._abort(f"bad chunk size {size_line[:20]!r}", kind=ErrorKind.MALFORMED_STREAM)
                 return
             pos = eol + 2
             if size == 0:  # last chunk; a late final CRLF is skipped by the next head
@@ -433,7 +516,7 @@ class HTTP1Protocol(asyncio.Protocol):
         if fut is not None and not fut.done():
             fut.set_result(None)
 
-    def _abort(self, reason: str | None, kind: str = "disconnect") -> None:
+    def _abort(self, reason: str | None, kind: ErrorKind = ErrorKind.DISCONNECT) -> None:
         """Drop the connection: broken framing, or the sink gave up on the response."""
         self.closed = True
         fut = self._fut
@@ -449,9 +532,15 @@ class HTTP1Protocol(asyncio.Protocol):
                 fut.set_exception(ConnectionClosed(reason, before_response=False, kind=kind))
 
     # -- request -----------------------------------------------------------------
-    def start(self, payload: bytes, sink: BodySink) -> asyncio.Future:
+    def start(self, payload: bytes, sink: BodySink, tee: Tee | None = None) -> asyncio.Future:
+        """Send ``payload`` (a whole request) and read its response into ``sink``; every
+        byte of the response is first copied, unparsed and as it arrives, to ``tee``
+        (the shadow proxy relays the baseline's response so). The future ends with the
+        response, or with ``ConnectionClosed``."""
         assert self.transport is not None
         self._sink = sink
+        self._tee = tee
+        self._tee_last = b""
         self._fut = asyncio.get_running_loop().create_future()
         self._state = 1
         self._buf = b""
@@ -635,7 +724,7 @@ class ReceiveHub:
             self.loop.remove_reader(self.ep.fileno())
         self.ep.close()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ReceiveStats:
         return {
             "reads": self.reads,
             "kernel_stamped": self.stamped,
@@ -736,15 +825,15 @@ class HTTP1Pool:
     """Keep-alive connection pool to one host:port, read through a ``ReceiveHub`` where
     ``kernel_stamps_available()`` (arrival = kernel receive time)."""
 
-    protocol: type[HTTP1Protocol] = HTTP1Protocol
-    # parse reads after the loop's I/O phase (ArrivalQueue) even with kernel stamps, for a
-    # protocol that does time-critical work in ``arrived`` first (the shadow proxy relays)
-    parse_after_io = False
-
-    def __init__(self, host: str, port: int, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, host: str, port: int, *, connect_timeout: float = 10.0, parse_after_io: bool = False
+    ) -> None:
         self.host = host
         self.port = port
         self.connect_timeout = connect_timeout
+        # parse reads after the loop's I/O phase (ArrivalQueue) even with kernel stamps,
+        # for connections whose reads are teed first (the shadow proxy relays them)
+        self.parse_after_io = parse_after_io
         self._idle: deque[HTTP1Protocol] = deque()
         self._all: set[HTTP1Protocol] = set()
         self._queue: ArrivalQueue | None = None
@@ -787,14 +876,14 @@ class HTTP1Pool:
                 sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]
             if self._hub is None or self._hub.loop is not loop or self._hub.closed:
                 self._hub = ReceiveHub(loop)
-            hub_proto = self.protocol()
+            hub_proto = HTTP1Protocol()
             if self.parse_after_io:
                 hub_proto._queue = self._arrival_queue(loop)
             hub_proto.connection_made(_HubTransport(sock, hub_proto, self._hub))  # type: ignore[arg-type]
             self._all.add(hub_proto)
             return hub_proto
         _, proto = await asyncio.wait_for(
-            loop.create_connection(self.protocol, self.host, self.port), self.connect_timeout
+            loop.create_connection(HTTP1Protocol, self.host, self.port), self.connect_timeout
         )
         proto._queue = self._arrival_queue(loop)
         self._all.add(proto)
@@ -805,13 +894,20 @@ class HTTP1Pool:
             self._queue = ArrivalQueue(loop)
         return self._queue
 
-    async def acquire(self) -> tuple[HTTP1Protocol, bool]:
-        """A connection, and whether it was reused (reused ones may be stale)."""
+    def take_idle(self) -> HTTP1Protocol | None:
+        """A kept-alive connection that is idle now, or None (never waits)."""
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed:
-                return conn, True
+                return conn
             self._all.discard(conn)
+        return None
+
+    async def acquire(self) -> tuple[HTTP1Protocol, bool]:
+        """A connection, and whether it was reused (reused ones may be stale)."""
+        conn = self.take_idle()
+        if conn is not None:
+            return conn, True
         return await self._connect(), False
 
     def release(self, conn: HTTP1Protocol) -> None:
@@ -830,7 +926,7 @@ class HTTP1Pool:
             conn.transport.abort()
         conn.closed = True
 
-    def receive_stats(self) -> dict[str, Any] | None:
+    def receive_stats(self) -> ReceiveStats | None:
         """Reads, how many carried a kernel stamp, and how long they waited to be read."""
         return self._hub.stats() if self._hub is not None else None
 
@@ -842,6 +938,106 @@ class HTTP1Pool:
         self._idle.clear()
         if self._hub is not None:
             self._hub.close()
+
+
+class Exchange:
+    """One request started on a connection of an ``HTTP1Transport``."""
+
+    __slots__ = ("conn", "fut", "reused", "tee")
+
+    def __init__(
+        self, conn: HTTP1Protocol, fut: asyncio.Future, reused: bool, tee: Tee | None
+    ) -> None:
+        self.conn = conn
+        self.fut = fut
+        self.reused = reused
+        self.tee = tee
+
+
+# how long a teed chunked response's final CRLF is waited for once its body has ended
+TAIL_WAIT_S = 5.0
+
+
+class HTTP1Transport:
+    """The plain-http transport (``client.transport.Transport``): keep-alive connections
+    of one ``HTTP1Pool``, one request at a time on each.
+
+    ``send`` is one attempt; failures raise ``client.errors`` exceptions (a connection
+    the server had closed while it was idle is ``retryable``). ``start_idle`` and
+    ``finish`` split ``send`` for a caller that must start a request inside the callback
+    that received it (the shadow proxy), when an idle connection is there."""
+
+    def __init__(self, host: str, port: int, *, parse_after_io: bool = False) -> None:
+        self.host = host
+        self.port = port
+        self.pool = HTTP1Pool(host, port, parse_after_io=parse_after_io)
+
+    def wire(self, req: Request) -> bytes:
+        """The request as it goes on the wire."""
+        if req.wire:
+            return req.wire
+        lines = [f"POST {req.path} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        lines += [f"{k}: {v}" for k, v in req.headers.items()]
+        lines.append(f"Content-Length: {len(req.body)}\r\n\r\n")
+        return "\r\n".join(lines).encode("latin-1") + req.body
+
+    def start_idle(
+        self, req: Request, new_sink: Callable[[], BodySink], tee: Tee | None = None
+    ) -> Exchange | None:
+        """Start the request now on an idle kept-alive connection; None if there is none."""
+        conn = self.pool.take_idle()
+        if conn is None:
+            return None
+        return Exchange(conn, conn.start(self.wire(req), new_sink(), tee), True, tee)
+
+    def abandon(self, ex: Exchange) -> None:
+        """Give up a started request that will not be finished: its connection is closed."""
+        self.pool.discard(ex.conn)
+
+    async def send(
+        self,
+        req: Request,
+        new_sink: Callable[[], BodySink],
+        *,
+        deadline_ns: int,
+        tee: Tee | None = None,
+    ) -> bool:
+        """One attempt: a connection (``new_sink`` is called once it is there, right
+        before the request is written), the request, its response. Returns whether the
+        connection stays open for another request."""
+        try:
+            conn, reused = await self.pool.acquire()
+        except (TimeoutError, OSError) as exc:
+            raise ConnectError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+        ex = Exchange(conn, conn.start(self.wire(req), new_sink(), tee), reused, tee)
+        return await self.finish(ex, deadline_ns)
+
+    async def finish(self, ex: Exchange, deadline_ns: int) -> bool:
+        """Wait for a started request's response (see ``send``)."""
+        pool, conn = self.pool, ex.conn
+        try:
+            await asyncio.wait_for(ex.fut, max(0.001, (deadline_ns - _monotonic_ns()) / 1e9))
+            if ex.tee is not None:
+                await conn.finish_tee(TAIL_WAIT_S)
+        except TimeoutError:
+            pool.discard(conn)
+            raise ResponseTimeout("no complete response before the deadline") from None
+        except ConnectionClosed as exc:
+            pool.discard(conn)
+            exc.retryable = exc.before_response and ex.reused
+            raise
+        except asyncio.CancelledError:
+            pool.discard(conn)
+            raise
+        keep = conn.keep_alive
+        pool.release(conn)
+        return keep
+
+    def receive_stats(self) -> ReceiveStats | None:
+        return self.pool.receive_stats()
+
+    async def close(self) -> None:
+        self.pool.close()
 
 
 def request_head(method: str, host: str, port: int, path: str, headers: dict[str, str]) -> bytes:

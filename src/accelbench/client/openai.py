@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from accelbench.client.sse import MAX_EVENT_BYTES, SSEError, SSEParser
-from accelbench.metrics.records import RequestRecord
+from accelbench.metrics.records import ErrorKind, RequestRecord
 
 
 def build_body(
@@ -52,16 +52,16 @@ def endpoint_path(endpoint: str) -> str:
     return "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
 
 
-def classify_status(status: int) -> str:
+def classify_status(status: int) -> ErrorKind:
     """The error kind of a final status other than 200: a redirect (never followed: the
     benchmark measures the URL it was given), another 2xx, 101 or 600+ is ``http_other``."""
     if status == 429:
-        return "http_429"
+        return ErrorKind.HTTP_429
     if 400 <= status < 500:
-        return "http_4xx"
+        return ErrorKind.HTTP_4XX
     if 500 <= status < 600:
-        return "http_5xx"
-    return "http_other"
+        return ErrorKind.HTTP_5XX
+    return ErrorKind.HTTP_OTHER
 
 
 def error_message_from_body(body: bytes, limit: int = 300) -> str:
@@ -122,7 +122,7 @@ def _raw(value: Any) -> str:
     return text if len(text) <= 100 else text[:100] + "..."
 
 
-def _first_choice(choices: Any) -> dict[str, Any] | None:
+def _first_choice(choices: object) -> dict[str, object] | None:
     if choices is None:
         return None
     if not isinstance(choices, list):
@@ -135,7 +135,7 @@ def _first_choice(choices: Any) -> dict[str, Any] | None:
     return c
 
 
-def _text(obj: dict[str, Any], key: str) -> str:
+def _text(obj: dict[str, object], key: str) -> str:
     v = obj.get(key)
     if v is None:
         return ""
@@ -144,14 +144,14 @@ def _text(obj: dict[str, Any], key: str) -> str:
     return v
 
 
-def _finish_reason(c: dict[str, Any]) -> str | None:
+def _finish_reason(c: dict[str, object]) -> str | None:
     fr = c.get("finish_reason")
     if fr is None or isinstance(fr, str):
         return fr[:100] if fr else None
     raise _Malformed("finish_reason is not a string")
 
 
-def _count(usage: dict[str, Any], key: str) -> int | None:
+def _count(usage: dict[str, object], key: str) -> int | None:
     """A token count from ``usage``: None if absent; _BadUsage unless an integer in
     [0, MAX_TOKEN_COUNT] (a string, a float, 10**30, a negative number)."""
     v = usage.get(key)
@@ -228,7 +228,7 @@ class ResponseHandler:
             self._body_len += len(data)
             if self._body_len > self.parser.max_event_bytes:
                 self.fail(
-                    "malformed_stream",
+                    ErrorKind.MALFORMED_STREAM,
                     f"response body larger than {self.parser.max_event_bytes} bytes",
                 )
                 return False
@@ -239,7 +239,7 @@ class ResponseHandler:
         try:
             events = self.parser.feed(data)
         except SSEError as exc:
-            self.fail("malformed_stream", str(exc))
+            self.fail(ErrorKind.MALFORMED_STREAM, str(exc))
             return False
         for event, payload in events:  # several events in one read (a client running late)
             if not (
@@ -295,7 +295,7 @@ class ResponseHandler:
     def _too_long(self) -> None:
         rec = self.rec
         self.fail(
-            "malformed_stream",
+            ErrorKind.MALFORMED_STREAM,
             f"the server kept streaming: more than {self.max_chunks} content chunks "
             f"or {MAX_OUTPUT_CHARS} characters (max_tokens {rec.max_tokens}); "
             f"stopped reading after {len(rec.chunk_times)} chunks",
@@ -306,7 +306,9 @@ class ResponseHandler:
             try:
                 self._event(event, payload, t_ns)
             except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the stream
-                self.fail("malformed_stream", f"{type(exc).__name__} {exc}: {_head(payload)}")
+                self.fail(
+                    ErrorKind.MALFORMED_STREAM, f"{type(exc).__name__} {exc}: {_head(payload)}"
+                )
             if self.failed:
                 return False
         return True
@@ -324,7 +326,7 @@ class ResponseHandler:
             try:
                 self._non_stream(body, t_ns)
             except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
-                self.fail("malformed_stream", f"{type(exc).__name__} {exc}: {_head(body)}")
+                self.fail(ErrorKind.MALFORMED_STREAM, f"{type(exc).__name__} {exc}: {_head(body)}")
             return
         if not self._events(self.parser.flush(), t_ns):
             return
@@ -332,14 +334,16 @@ class ResponseHandler:
             rec.t_done = t_ns
         if not self.done:
             if self.parser.pending.strip():
-                self.fail("malformed_stream", "stream ended inside an event (truncated)")
+                self.fail(ErrorKind.MALFORMED_STREAM, "stream ended inside an event (truncated)")
                 return
             if rec.finish_reason is None:
-                self.fail("malformed_stream", "stream ended without [DONE] or a finish_reason")
+                self.fail(
+                    ErrorKind.MALFORMED_STREAM, "stream ended without [DONE] or a finish_reason"
+                )
                 return
         self._finish()
 
-    def fail(self, kind: str, message: str) -> None:
+    def fail(self, kind: ErrorKind, message: str) -> None:
         self.failed = True
         self.rec.ok = False
         self.rec.error_kind = kind
@@ -351,7 +355,7 @@ class ResponseHandler:
         is ``malformed_stream`` (with the event's first bytes), a token count out of
         range is ``malformed_usage`` (with the raw value); nothing raises."""
         if self.done:  # the stream had ended: any later event would move its marks
-            self.fail("malformed_stream", f"data after [DONE]: {_head(payload)}")
+            self.fail(ErrorKind.MALFORMED_STREAM, f"data after [DONE]: {_head(payload)}")
             return
         if payload == b"[DONE]":
             self.done = True
@@ -360,15 +364,17 @@ class ResponseHandler:
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            self.fail("malformed_stream", f"invalid JSON in SSE data: {_head(payload)}")
+            self.fail(ErrorKind.MALFORMED_STREAM, f"invalid JSON in SSE data: {_head(payload)}")
             return
         if not isinstance(obj, dict):
-            self.fail("malformed_stream", f"SSE data is not a JSON object: {_head(payload)}")
+            self.fail(
+                ErrorKind.MALFORMED_STREAM, f"SSE data is not a JSON object: {_head(payload)}"
+            )
             return
         if event == "error" or "error" in obj:
             err = obj.get("error", obj)
             msg = err.get("message") if isinstance(err, dict) else err
-            self.fail("server_error_event", f"server sent an error event: {str(msg)[:300]}")
+            self.fail(ErrorKind.SERVER_ERROR_EVENT, f"server sent an error event: {str(msg)[:300]}")
             return
         rec = self.rec
         # Hot path: the checks are inlined (this runs for every streamed token).
@@ -421,11 +427,11 @@ class ResponseHandler:
             if usage:
                 self._usage(usage)
         except _Malformed as exc:
-            self.fail("malformed_stream", f"{exc}: {_head(payload)}")
+            self.fail(ErrorKind.MALFORMED_STREAM, f"{exc}: {_head(payload)}")
         except _BadUsage as exc:
-            self.fail("malformed_usage", str(exc))
+            self.fail(ErrorKind.MALFORMED_USAGE, str(exc))
 
-    def _usage_mark(self, usage: dict[str, Any] | None) -> None:
+    def _usage_mark(self, usage: dict[str, object] | None) -> None:
         """Running completion_tokens on a content chunk (vLLM continuous_usage_stats)."""
         marks = self.usage_marks
         assert marks is not None
@@ -437,7 +443,7 @@ class ResponseHandler:
             raise _BadUsage(f"usage.completion_tokens went down from {marks[-1]} to {mark}")
         marks.append(mark)
 
-    def _usage(self, usage: dict[str, Any]) -> None:
+    def _usage(self, usage: dict[str, object]) -> None:
         rec = self.rec
         out = _count(usage, "completion_tokens")
         if out is not None:
@@ -452,10 +458,10 @@ class ResponseHandler:
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
-            self.fail("malformed_stream", f"response is not JSON: {_head(body)}")
+            self.fail(ErrorKind.MALFORMED_STREAM, f"response is not JSON: {_head(body)}")
             return
         if not isinstance(obj, dict) or "error" in obj:
-            self.fail("server_error_event", error_message_from_body(body))
+            self.fail(ErrorKind.SERVER_ERROR_EVENT, error_message_from_body(body))
             return
         text = ""
         try:
@@ -477,10 +483,10 @@ class ResponseHandler:
             if usage:
                 self._usage(usage)
         except _Malformed as exc:
-            self.fail("malformed_stream", f"{exc}: {_head(body)}")
+            self.fail(ErrorKind.MALFORMED_STREAM, f"{exc}: {_head(body)}")
             return
         except _BadUsage as exc:
-            self.fail("malformed_usage", str(exc))
+            self.fail(ErrorKind.MALFORMED_USAGE, str(exc))
             return
         if text:
             rec.t_first = rec.t_last = t
@@ -492,7 +498,7 @@ class ResponseHandler:
     def _finish(self) -> None:
         rec = self.rec
         if not rec.chunk_times and not rec.osl_server:
-            self.fail("empty_response", "the server returned no generated content")
+            self.fail(ErrorKind.EMPTY_RESPONSE, "the server returned no generated content")
             return
         rec.ok = True
         marks = self.usage_marks

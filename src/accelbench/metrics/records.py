@@ -10,6 +10,7 @@ marks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 # Where a token count came from.
@@ -18,22 +19,29 @@ SOURCE_TOKENIZER = "client_tokenizer"
 SOURCE_CHUNKS = "chunk_count"
 SOURCE_PLANNED = "planned"
 
-# Error kinds (METRICS.md "Errors").
-ERROR_KINDS = (
-    "http_429",
-    "http_4xx",
-    "http_5xx",
-    "http_other",
-    "timeout",
-    "disconnect",
-    "malformed_stream",
-    "malformed_usage",
-    "server_error_event",
-    "empty_response",
-    "connect_error",
-    "client_exception",
-    "interrupted",
-)
+
+class ErrorKind(StrEnum):
+    """Why a request failed (docs/METRICS.md "Errors"). A ``StrEnum``: each member is its
+    value, so a record's ``error_kind`` is stored and read back as the same string, and
+    code compares with the members (checked by mypy) instead of string literals."""
+
+    HTTP_429 = "http_429"
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    HTTP_OTHER = "http_other"
+    TIMEOUT = "timeout"
+    DISCONNECT = "disconnect"
+    MALFORMED_STREAM = "malformed_stream"
+    MALFORMED_USAGE = "malformed_usage"
+    SERVER_ERROR_EVENT = "server_error_event"
+    EMPTY_RESPONSE = "empty_response"
+    CONNECT_ERROR = "connect_error"
+    CLIENT_EXCEPTION = "client_exception"
+    INTERRUPTED = "interrupted"
+
+
+# Every error kind's value, in the order of docs/METRICS.md.
+ERROR_KINDS: tuple[str, ...] = tuple(k.value for k in ErrorKind)
 
 
 @dataclass(slots=True)
@@ -63,7 +71,7 @@ class RequestRecord:
     osl_mismatch: int | None = None  # osl_server - osl_client, where both exist
     max_tokens: int | None = None
     ok: bool = False
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     http_status: int | None = None
     error: str | None = None
     finish_reason: str | None = None

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import describe, describe_adjusted, describe_weighted
 from accelbench.metrics.values import column_np
 
@@ -284,7 +285,7 @@ def summarize(
     """The summary.json document for one run (see docs/RESULTS.md)."""
     warm = _bool(table, "warmup")
     interrupted = np.asarray(
-        pc.equal(table.column("error_kind"), "interrupted").fill_null(False), dtype=bool
+        pc.equal(table.column("error_kind"), ErrorKind.INTERRUPTED).fill_null(False), dtype=bool
     )
     okv = _bool(table, "ok")
     measured = ~warm & ~interrupted

@@ -34,7 +34,7 @@ from accelbench.client.session import (
 )
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
-from accelbench.metrics.records import RequestRecord
+from accelbench.metrics.records import ErrorKind, RequestRecord
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
@@ -472,7 +472,7 @@ def _drive(
                     journal.write(payload)
                     for r in payload:
                         # a server that stopped accepting connections: stop, don't spin
-                        if r.get("error_kind") == "connect_error":
+                        if r.get("error_kind") == ErrorKind.CONNECT_ERROR:
                             lost += 1
                             if lost == LOST_SERVER_AFTER:
                                 abort_reason = (
@@ -480,12 +480,12 @@ def _drive(
                                     f"({r.get('error')})"
                                 )
                                 pool.stop()
-                        elif r.get("error_kind") != "interrupted":
+                        elif r.get("error_kind") != ErrorKind.INTERRUPTED:
                             lost = 0
                         counts["done"] += 1
                         if not r["warmup"]:
                             counts["measured"] += 1
-                        if not r["ok"] and r.get("error_kind") != "interrupted":
+                        if not r["ok"] and r.get("error_kind") != ErrorKind.INTERRUPTED:
                             counts["errors"] += 1
                         counts["tokens"] += r.get("osl_server") or len(r["chunk_times"])
                     if (

@@ -19,7 +19,7 @@ from typing import Any
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient
 from accelbench.client.sse import MAX_EVENT_BYTES
-from accelbench.metrics.records import RequestRecord, record_row
+from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
 from accelbench.workload.plan import PlannedRequest
 
 _now = time.monotonic_ns
@@ -165,11 +165,11 @@ class LoadWorker:
                 rec.t_send = _now()
             if not (spec.save_text or (rec.ok and rec.osl_server is None)):
                 rec.output_text = None  # kept only where it is needed (OSL fallback)
-            if rec.error_kind == "connect_error":
+            if rec.error_kind == ErrorKind.CONNECT_ERROR:
                 self._lost += 1
                 if self._lost >= LOST_SERVER_AFTER:
                     self._stopping = True  # the server is gone: stop issuing requests
-            elif rec.error_kind != "interrupted":
+            elif rec.error_kind != ErrorKind.INTERRUPTED:
                 self._lost = 0
             self._batch.append(record_row(rec))
             if len(self._batch) >= 64:

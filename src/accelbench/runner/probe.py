@@ -8,13 +8,13 @@ import time
 from collections.abc import Callable
 
 from accelbench.errors import AccelbenchError
-from accelbench.metrics.records import RequestRecord
+from accelbench.metrics.records import ErrorKind, RequestRecord
 from accelbench.urls import redact_url
 
 # Waits between tries: 5 tries over 7.5 s.
 PROBE_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
 # Failures a retry cannot cure: the request itself is wrong (model, auth, body).
-NOT_RETRIED = frozenset({"http_4xx", "client_exception"})
+NOT_RETRIED = frozenset({ErrorKind.HTTP_4XX, ErrorKind.CLIENT_EXCEPTION})
 
 
 def probe_with_retry(

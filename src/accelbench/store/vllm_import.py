@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from accelbench.errors import AccelbenchError
-from accelbench.metrics.records import REQUEST_SCHEMA
+from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
 from accelbench.metrics.summary import Summary
 from accelbench.metrics.values import finite_number
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
@@ -190,7 +190,7 @@ def _convert(
         rec["osl_source"] = "vllm_result"
         rec["error"] = (errors[i] or None) if len(errors) == n else None
         if not okl[i]:
-            rec["error_kind"] = "client_exception"
+            rec["error_kind"] = ErrorKind.CLIENT_EXCEPTION
         tt = _num(ttft_l[i])
         if tt is not None and okl[i]:
             rec["ttft_ms"] = tt * 1000

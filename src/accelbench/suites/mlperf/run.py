@@ -42,7 +42,7 @@ from accelbench.suites.mlperf.logs import SUMMARY_FILE, parse_result
 from accelbench.suites.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
 from accelbench.suites.mlperf.settings import MlperfSettings, build, compliance
 from accelbench.suites.mlperf.sut import LoadGenSUT, SutOptions
-from accelbench.urls import redact_url
+from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest, build_plan
 from accelbench.workload.tokenizer import Tokenizer
 
@@ -286,7 +286,7 @@ def _run(
         "config": cfg.to_json(),
         "planned_requests": None,
         "environment": environment(),
-        "server": {"url": redact_url(cfg.url), **server},
+        "server": {"url": Endpoint.parse(cfg.url).display, **server},
         "tokenizer": getattr(tok, "name", None),
         "special_tokens_per_prompt": special,
         "mlperf": mlperf_doc,

@@ -27,7 +27,7 @@ from typing import Any
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient
 from accelbench.eventloop import install_uvloop
-from accelbench.metrics.records import RequestRecord, record_row
+from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
 from accelbench.runner.loadgen import LoopLagMonitor
 from accelbench.store.rundir import Journal
 from accelbench.workload.plan import PlannedRequest
@@ -286,7 +286,7 @@ class LoadGenSUT:
         except asyncio.CancelledError:
             if rec.error_kind is None:
                 rec.ok = False
-                rec.error_kind = "interrupted"
+                rec.error_kind = ErrorKind.INTERRUPTED
                 rec.error = "the run was stopped before this request finished"
         finally:
             self._complete(qid, rec)
@@ -303,7 +303,7 @@ class LoadGenSUT:
         ptr, size = data.buffer_info()
         self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(qid, ptr, size, n_tokens)])
         self.completed += 1
-        if rec.error_kind == "interrupted":
+        if rec.error_kind == ErrorKind.INTERRUPTED:
             self.interrupted += 1
         elif not rec.ok:
             self.failed += 1

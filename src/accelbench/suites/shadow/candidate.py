@@ -171,8 +171,9 @@ class CandidateProcess:
 # -- the child process ------------------------------------------------------------------
 async def _child(sock: socket.socket) -> None:
     from accelbench.client.session import OpenAIClient
-    from accelbench.metrics.records import RequestRecord, record_row
+    from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
     from accelbench.store.rundir import Journal
+    from accelbench.urls import Endpoint
 
     loop = asyncio.get_running_loop()
     cfg: dict[str, Any] = {}
@@ -194,7 +195,7 @@ async def _child(sock: socket.socket) -> None:
             client = clients.get((endpoint, stream))
             if client is None:
                 client = OpenAIClient(
-                    cfg["candidate"], endpoint=endpoint, stream=stream,
+                    Endpoint.from_secret_parts(cfg["candidate"]), endpoint=endpoint, stream=stream,
                     api_key=cfg["candidate_api_key"], timeout_s=cfg["candidate_timeout_s"],
                     transport="http1",
                 )  # fmt: skip
@@ -207,7 +208,7 @@ async def _child(sock: socket.socket) -> None:
         except asyncio.CancelledError:
             if rec.error_kind is None:
                 rec.ok = False
-                rec.error_kind = "interrupted"
+                rec.error_kind = ErrorKind.INTERRUPTED
                 rec.error = "the proxy stopped before this copy finished"
         finally:
             if rec.t_send == 0:

@@ -35,20 +35,21 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 from accelbench import validate as v
-from accelbench.client.http1 import ConnectionClosed, HTTP1Pool, HTTP1Protocol
+from accelbench.client.errors import ConnectError, ErrorKind, ResponseTimeout, TransportError
+from accelbench.client.http1 import BodySink, Exchange, HTTP1Transport
 from accelbench.client.openai import ResponseHandler
+from accelbench.client.transport import Request, send_with_retries
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.suites.shadow.candidate import CandidateProcess
 from accelbench.suites.shadow.store import CANDIDATE, ShadowWriter
-from accelbench.urls import redact_url
+from accelbench.urls import Endpoint
 
 _now = time.monotonic_ns
 
@@ -59,15 +60,14 @@ _DROP = {
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length", b"expect",
 }  # fmt: skip
 _STOP_WAIT_S = 5.0  # after a stop signal: the candidate process's journal closed by then
-_RETRIES = 3  # a request re-sent on a fresh connection when a kept-alive one was stale
 _LINGER_S = 2.0  # after a refusal, how long the caller's further bytes are drained
 _PAUSE_AT = MAX_HEAD + (1 << 20)  # pipelined bytes held while a request is in flight
 
 
 @dataclass
 class ProxyConfig:
-    baseline: str
-    candidate: str
+    baseline: Endpoint  # a URL string is parsed into one (__post_init__)
+    candidate: Endpoint
     out: str
     host: str = "127.0.0.1"
     port: int = 8100
@@ -81,16 +81,17 @@ class ProxyConfig:
     duration_s: float | None = None
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        self.baseline = Endpoint.parse(self.baseline)
+        self.candidate = Endpoint.parse(self.candidate)
+
     def validate(self) -> None:
         from accelbench.validate import check_url
 
-        for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
-            try:
-                check_url(url)
-            except UsageError as exc:
-                raise UsageError(str(exc).replace("--url", name)) from None
-            if urlsplit(url).scheme != "http":
-                raise UsageError(f"{name} must be a plain http:// URL (got {redact_url(url)!r})")
+        for name, ep in (("--baseline", self.baseline), ("--candidate", self.candidate)):
+            check_url(ep.url, name)
+            if ep.scheme != "http":
+                raise UsageError(f"{name} must be a plain http:// URL (got {ep.display!r})")
         self.sample = v.number("--sample", self.sample, 0, 1)
         self.max_inflight = v.integer("--max-inflight", self.max_inflight, 1, 100_000)
         self.candidate_timeout_s = v.number(
@@ -115,10 +116,10 @@ class ProxyConfig:
         back to the proxy (and be copied again) until the connections ran out."""
         if port == 0:  # the system picks the port; checked again once it is known
             return
-        for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
-            if _same_endpoint(url, self.host, port):
+        for name, ep in (("--baseline", self.baseline), ("--candidate", self.candidate)):
+            if _same_endpoint(ep, self.host, port):
                 raise UsageError(
-                    f"{name} {redact_url(url)} is the proxy's own --listen address "
+                    f"{name} {ep.display} is the proxy's own --listen address "
                     f"({self.host}:{port}): every request would come back to the proxy"
                 )
 
@@ -132,14 +133,13 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _same_endpoint(url: str, host: str, port: int) -> bool:
-    """Whether ``url`` reaches a server listening on ``host:port`` of this machine, as far
+def _same_endpoint(ep: Endpoint, host: str, port: int) -> bool:
+    """Whether ``ep`` reaches a server listening on ``host:port`` of this machine, as far
     as can be told without a name lookup: the same host, two loopback names, or a listen
     on every address (0.0.0.0, ::) reached by loopback or this machine's name."""
-    u = urlsplit(url)
-    if (u.port or 80) != port:
+    if ep.port != port:
         return False
-    uh = (u.hostname or "").lower()
+    uh = ep.host.lower()
     lh = host.strip("[]").lower()
     if uh == lh or (_is_loopback(uh) and _is_loopback(lh)):
         return True
@@ -191,66 +191,63 @@ class _Measure:
         self.h.on_end(t_ns)
 
 
-class _Upstream(HTTP1Protocol):
-    """A connection to the baseline whose response bytes also go, unchanged and first,
-    to the caller in ``downstream``."""
+class _Relay:
+    """The tee of a forwarded request: the baseline's response bytes, unchanged, to the
+    caller, as they arrive (before they are parsed), and how many there were."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.downstream: asyncio.Transport | None = None
+    __slots__ = ("out", "relayed")
+
+    def __init__(self, out: asyncio.Transport | None) -> None:
+        self.out = out
         self.relayed = 0
-        self.tail = b""  # last bytes relayed (to see the end of a chunked body)
-        self.tail_wait: asyncio.Future | None = None
 
-    def arrived(self, data: bytes, t: int) -> None:
-        """Relay first, then hand over for measuring (parsed after the I/O phase)."""
-        d = self.downstream
-        if self.tail_wait is not None or (self._sink is None and self.chunked_incomplete()):
-            # the parser ended a chunked body at its `0\r\n`; the final CRLF (after any
-            # trailers) belongs to the same response and goes to the same caller, also
-            # when it comes before the forwarding task has resumed to wait for it (it
-            # was dropped then, and the caller waited 5 s for it)
-            buf = self.tail + data
-            k = buf.find(b"\r\n\r\n")
-            take = len(data) if k < 0 else k + 4 - len(self.tail)
-            if d is not None:
-                d.write(data[:take])
-            self.tail = (self.tail + data[:take])[-4:]
-            if k >= 0:
-                fut, self.tail_wait = self.tail_wait, None
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
-                data = data[take:]
-                if not data:
-                    return
-            else:
-                return
-        elif d is not None and self._sink is not None:
-            d.write(data)
-            self.relayed += len(data)
-            self.tail = (self.tail + data)[-4:]
-        super().arrived(data, t)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self.tail_wait is not None and not self.tail_wait.done():
-            self.tail_wait.set_result(None)
-
-    def chunked_incomplete(self) -> bool:
-        return self._chunked and not self.tail.endswith(b"\r\n\r\n")
+    def __call__(self, data: bytes) -> None:
+        if self.out is not None:
+            self.out.write(data)
+        self.relayed += len(data)
 
 
-class _UpstreamPool(HTTP1Pool):
-    protocol = _Upstream
-    parse_after_io = True  # relay every ready stream's bytes before parsing any
+class _Forward:
+    """One request on its way to the baseline: its record (None for a request that is
+    relayed, not measured), the tee to the caller, a fresh sink per attempt."""
 
-    def take_idle(self) -> _Upstream | None:
-        while self._idle:
-            conn = self._idle.pop()
-            if not conn.closed:
-                return conn  # type: ignore[return-value]
-            self._all.discard(conn)
-        return None
+    __slots__ = ("rec", "chat", "stream", "relay", "sink")
+
+    def __init__(self, rec: RequestRecord | None, endpoint: str | None, doc: Any,
+                 relay: _Relay) -> None:  # fmt: skip
+        self.rec = rec
+        self.chat = endpoint == "chat"
+        self.stream = bool(doc.get("stream")) if rec is not None else False
+        self.relay = relay
+        self.sink: BodySink | None = None
+
+    def new_sink(self) -> BodySink:
+        rec = self.rec
+        if rec is None:
+            self.sink = _NullSink()
+        else:
+            self.sink = _Measure(
+                ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
+            )
+            rec.t_send = _now()
+        return self.sink
+
+    def on_retry(self) -> None:
+        self.sink = None
+        if self.rec is not None:
+            self.rec.retries += 1
+
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        """The request got no complete response: its record says so (unless measuring
+        its response had failed it already)."""
+        sink = self.sink
+        if isinstance(sink, _Measure):
+            if not sink.h.failed:
+                sink.h.fail(kind, message)
+                sink.h.rec.t_done = _now()
+        elif self.rec is not None and sink is None:  # no attempt was started
+            self.rec.t_send = self.rec.t_send or _now()
+            ResponseHandler(self.rec, chat=False, stream=False, keep_text=False).fail(kind, message)
 
 
 class _Caller(asyncio.Protocol):
@@ -270,7 +267,7 @@ class _Caller(asyncio.Protocol):
         self.eof = False
         self.paused = False
         self.refused = False
-        self.upstream: _Upstream | None = None
+        self.task: asyncio.Future | None = None  # the request in flight, forwarded
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -283,9 +280,9 @@ class _Caller(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.proxy.callers.discard(self)
-        up = self.upstream
-        if up is not None and not up.closed:
-            self.proxy.pool.discard(up)  # the caller hung up: so does its request
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel()  # the caller hung up: so does its request
 
     def data_received(self, data: bytes) -> None:
         if self.closed or self.refused:
@@ -358,7 +355,7 @@ class _Caller(asyncio.Protocol):
 
     def done(self, close: bool) -> None:
         self.busy = False
-        self.upstream = None
+        self.task = None
         if self.transport is None or self.transport.is_closing():
             return
         if close:
@@ -375,10 +372,10 @@ class ShadowProxy:
     def __init__(self, cfg: ProxyConfig, writer: ShadowWriter) -> None:
         self.cfg = cfg
         self.writer = writer
-        u = urlsplit(cfg.baseline)
-        self.b_host, self.b_port = u.hostname or "127.0.0.1", u.port or 80
+        self.b_host, self.b_port = cfg.baseline.host or "127.0.0.1", cfg.baseline.port
         self.host_header = f"Host: {self.b_host}:{self.b_port}\r\n".encode()
-        self.pool = _UpstreamPool(self.b_host, self.b_port)
+        # every ready stream's bytes are relayed (teed) before any is parsed
+        self.transport = HTTP1Transport(self.b_host, self.b_port, parse_after_io=True)
         self.callers: set[_Caller] = set()
         self.rng = random.Random(cfg.seed)
         self.next_idx = 0
@@ -391,7 +388,7 @@ class ShadowProxy:
     async def start_candidate(self) -> None:
         c = self.cfg
         await self.cand.start(
-            {"candidate": c.candidate, "candidate_model": c.candidate_model,
+            {"candidate": c.candidate.secret_parts(), "candidate_model": c.candidate_model,
              "candidate_api_key": c.candidate_api_key,
              "candidate_timeout_s": c.candidate_timeout_s,
              "journal": str(self.writer.dir / CANDIDATE)}
@@ -437,155 +434,91 @@ class ShadowProxy:
             rec = RequestRecord(idx=idx, request_id=f"shadow-{idx}", t_sched=t)
             mt = doc.get("max_tokens", doc.get("max_completion_tokens"))
             rec.max_tokens = mt if isinstance(mt, int) else None
-        conn = self.pool.take_idle()
-        if conn is not None:  # forward now, inside this callback
-            fut, sink = self._start(caller, conn, payload, rec, endpoint, doc)
-            task = asyncio.ensure_future(
-                self._forward(caller, payload, rec, endpoint, doc, close, conn, fut, sink)
-            )
-        else:
-            task = asyncio.ensure_future(
-                self._forward(caller, payload, rec, endpoint, doc, close, None, None, None)
-            )
+        fwd = _Forward(rec, endpoint, doc, _Relay(caller.transport))
+        req = Request("", body, wire=payload)
+        # forward now, inside this callback, where a kept-alive connection is idle
+        started = self.transport.start_idle(req, fwd.new_sink, fwd.relay)
+        task = asyncio.ensure_future(self._forward(caller, req, fwd, close, started))
+        caller.task = task
         self.base_tasks.add(task)
-        task.add_done_callback(self.base_tasks.discard)
+
+        def ended(task: asyncio.Future) -> None:
+            self.base_tasks.discard(task)
+            if task.cancelled():  # before it ran (a caller that hung up at once, a stop)
+                if started is not None:
+                    self.transport.abandon(started)
+                self._forwarded(caller, fwd, close=True, cut=True)
+
+        task.add_done_callback(ended)
         if rec is not None:
             if self.t0 is None:
                 self.t0 = t
             self.writer.add_trace(rec.idx, (t - self.t0) / 1e9, endpoint or "", doc)
             self._copy(rec.idx, endpoint or "", body, t)
 
-    def _start(
-        self,
-        caller: _Caller,
-        conn: _Upstream,
-        payload: bytes,
-        rec: RequestRecord | None,
-        endpoint: str | None,
-        doc: Any,
-    ) -> tuple[asyncio.Future, Any]:
-        sink: Any
-        if rec is not None:
-            sink = _Measure(
-                ResponseHandler(
-                    rec, chat=endpoint == "chat", stream=bool(doc.get("stream")), keep_text=True
-                )
-            )
-            rec.t_send = _now()
-        else:
-            sink = _NullSink()
-        conn.downstream = caller.transport
-        conn.relayed = 0
-        conn.tail = b""
-        caller.upstream = conn
-        return conn.start(payload, sink), sink
-
     async def _forward(
-        self,
-        caller: _Caller,
-        payload: bytes,
-        rec: RequestRecord | None,
-        endpoint: str | None,
-        doc: Any,
-        close: bool,
-        conn: _Upstream | None,
-        fut: asyncio.Future | None,
-        sink: Any,
+        self, caller: _Caller, req: Request, fwd: _Forward, close: bool, started: Exchange | None
     ) -> None:
-        keep = True
         try:
-            keep = await self._attempts(caller, payload, rec, endpoint, doc, conn, fut, sink)
-        except asyncio.CancelledError:  # the proxy is stopping: the request is cut
-            keep = False
-            up = caller.upstream
-            if up is not None and not up.closed:
-                self.pool.discard(up)
-            if rec is not None and not rec.ok and rec.error_kind is None:
-                _interrupted(rec, "the proxy was stopped while this request was in flight")
+            keep = await self._send(caller, req, fwd, started)
+        except asyncio.CancelledError:  # the proxy is stopping, or the caller hung up
+            self._forwarded(caller, fwd, close=True, cut=True)
+            return
+        self._forwarded(caller, fwd, close or not keep, cut=False)
+
+    def _forwarded(self, caller: _Caller, fwd: _Forward, close: bool, cut: bool) -> None:
+        """The request's end: its record journalled (``interrupted`` if it was ``cut``
+        before it had an outcome), the caller's connection ready for its next request or
+        closed."""
+        rec = fwd.rec
         if rec is not None:
+            if cut and not rec.ok and rec.error_kind is None:
+                _interrupted(rec, "the caller closed the connection" if caller.closed
+                             else "the proxy was stopped while this request was in flight")  # fmt: skip
             self.writer.add_record("baseline", rec)
             self.recorded_done += 1
             if self.cfg.max_requests and self.recorded_done >= self.cfg.max_requests:
                 self.stop.set()
-        caller.done(close or not keep)
+        caller.done(close)
 
-    async def _attempts(
-        self,
-        caller: _Caller,
-        payload: bytes,
-        rec: RequestRecord | None,
-        endpoint: str | None,
-        doc: Any,
-        conn: _Upstream | None,
-        fut: asyncio.Future | None,
-        sink: Any,
+    async def _send(
+        self, caller: _Caller, req: Request, fwd: _Forward, started: Exchange | None
     ) -> bool:
-        """Forward one request: a kept-alive connection the baseline had closed is retried
-        on a new one, at most 3 times (``_RETRIES``); returns whether the caller's
-        connection may be kept."""
-        pool = self.pool
-        keep = True
-        for attempt in range(_RETRIES + 1):
-            reused = conn is not None
-            if conn is None:
-                try:
-                    c, reused = await pool.acquire()
-                except (TimeoutError, OSError) as exc:
-                    caller.reply(502, f"the baseline is unreachable: {exc}")
-                    if rec is not None:
-                        rec.t_send = rec.t_send or _now()
-                        ResponseHandler(rec, chat=False, stream=False, keep_text=False).fail(
-                            "connect_error", f"cannot connect to the baseline: {exc}"
-                        )
-                    break
-                conn = c  # type: ignore[assignment]
-                assert conn is not None
-                if caller.closed:
-                    pool.release(conn)
-                    _interrupted(rec)
-                    break
-                fut, sink = self._start(caller, conn, payload, rec, endpoint, doc)
-            assert fut is not None
-            try:
-                await asyncio.wait_for(fut, self.cfg.baseline_timeout_s)
-            except ConnectionClosed as exc:
-                pool.discard(conn)
-                if caller.closed:
-                    _interrupted(rec)
-                    break
-                if exc.before_response and reused and attempt < _RETRIES:
-                    conn = fut = None  # a kept-alive connection the baseline had closed
-                    if rec is not None:
-                        rec.retries += 1
-                    continue
-                if conn.relayed == 0:
-                    caller.reply(502, f"the baseline closed the connection: {exc}")
-                else:
-                    keep = False  # the caller sees the same broken response
-                _fail(sink, "disconnect", str(exc))
-                break
-            except TimeoutError:
-                pool.discard(conn)
-                if conn.relayed == 0:
-                    caller.reply(504, "the baseline did not answer in time")
-                keep = False
-                _fail(
-                    sink,
-                    "timeout",
-                    f"no complete response within {self.cfg.baseline_timeout_s:g} s",
-                )
-                break
-            if conn.chunked_incomplete() and not conn.closed:
-                conn.tail_wait = asyncio.get_running_loop().create_future()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(conn.tail_wait, 5.0)
-            if conn.chunked_incomplete() and caller.transport is not None:
-                caller.transport.write(b"\r\n")  # the baseline's final CRLF we closed on
-            keep = conn._keep_alive and not conn.closed
-            conn.downstream = None
-            pool.release(conn)
-            break
-        return keep
+        """Forward one request (``client.transport.send_with_retries``: a kept-alive
+        connection the baseline had closed is retried on a new one); returns whether the
+        caller's connection may be kept."""
+        transport = self.transport
+        first = None
+        if started is not None:
+
+            def first(deadline_ns: int) -> Any:  # noqa: E306
+                return transport.finish(started, deadline_ns)
+
+        try:
+            return await send_with_retries(
+                transport, req, fwd.new_sink, timeout_s=self.cfg.baseline_timeout_s,
+                on_retry=fwd.on_retry, first=first, tee=fwd.relay,
+            )  # fmt: skip
+        except ConnectError as exc:
+            caller.reply(502, f"the baseline is unreachable: {exc}")
+            fwd.fail(exc.kind, f"cannot connect to the baseline: {exc}")
+            return True
+        except ResponseTimeout as exc:
+            if fwd.relay.relayed == 0:
+                caller.reply(504, "the baseline did not answer in time")
+            fwd.fail(exc.kind, str(exc))
+            return False
+        except TransportError as exc:
+            if caller.closed:
+                _interrupted(fwd.rec)
+                return False
+            keep = True
+            if fwd.relay.relayed == 0:
+                caller.reply(502, f"the baseline closed the connection: {exc}")
+            else:
+                keep = False  # the caller sees the same broken response
+            fwd.fail(exc.kind, str(exc))
+            return keep
 
     # -- the copy -> candidate -------------------------------------------------------
     def _copy(self, idx: int, endpoint: str, body: bytes, t: int) -> None:
@@ -619,19 +552,13 @@ class ShadowProxy:
             await self.cand.finish(0.0, wait_s=_STOP_WAIT_S)
         else:
             await self.cand.finish(grace_s)
-        self.pool.close()
-
-
-def _fail(sink: Any, kind: str, message: str) -> None:
-    if isinstance(sink, _Measure) and not sink.h.failed:
-        sink.h.fail(kind, message)
-        sink.h.rec.t_done = _now()
+        await self.transport.close()
 
 
 def _interrupted(rec: RequestRecord | None, why: str = "the caller closed the connection") -> None:
     if rec is not None:
         rec.ok = False
-        rec.error_kind = "interrupted"
+        rec.error_kind = ErrorKind.INTERRUPTED
         rec.error = why
         rec.t_send = rec.t_send or _now()
 
@@ -672,8 +599,8 @@ async def _open(
         cfg.out,
         {
             "mode": "proxy",
-            "baseline": {"url": redact_url(cfg.baseline)},
-            "candidate": {"url": redact_url(cfg.candidate), "model": cfg.candidate_model},
+            "baseline": {"url": cfg.baseline.display},
+            "candidate": {"url": cfg.candidate.display, "model": cfg.candidate_model},
             "sample": cfg.sample,
             "max_inflight": cfg.max_inflight,
             "candidate_timeout_s": cfg.candidate_timeout_s,

@@ -16,17 +16,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench import validate as v
 from accelbench.client.openai import build_body
-from accelbench.client.session import OpenAIClient, load_api_key, redact_url
+from accelbench.client.session import OpenAIClient, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import write_json_atomic
 from accelbench.suites.shadow.store import ShadowWriter
+from accelbench.urls import Endpoint
 from accelbench.validate import check_url
 
 _now = time.monotonic_ns
@@ -44,9 +45,26 @@ class ReplayRequest:
     max_tokens: int | None
 
 
+class TraceInfo(TypedDict):
+    path: str | None
+    format: str
+    requests: int
+    duration_s: float
+
+
+class ReplayInfo(TypedDict):
+    """What ``prepare`` learnt, stored in shadow.json beside the options."""
+
+    trace: TraceInfo
+    models: dict[str, str]  # side -> model
+    tokenizer: str | None
+    special_tokens_per_prompt: int
+    api_keys: dict[str, str | None]  # side -> key: sent, never stored (``_replay`` drops it)
+
+
 @dataclass
 class ReplayOptions:
-    baseline: str
+    baseline: str  # URLs as given; requests and files use their Endpoints (``sides``)
     candidate: str
     out: str
     speed: float = 1.0
@@ -57,12 +75,14 @@ class ReplayOptions:
 
     def validate(self) -> None:
         for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
-            try:
-                check_url(url)
-            except UsageError as exc:
-                raise UsageError(str(exc).replace("--url", name)) from None
+            check_url(url, name)
         self.speed = v.number("--speed", self.speed, MIN_SPEED, MAX_SPEED)
         v.output_dir("--out", self.out)
+
+    def sides(self) -> dict[str, Endpoint]:
+        """Each side's server, parsed: what requests go to, what files and messages show."""
+        return {"baseline": Endpoint.parse(self.baseline),
+                "candidate": Endpoint.parse(self.candidate)}  # fmt: skip
 
     def check_span(self, span_s: float) -> float:
         """The replay's length: the trace's span at ``speed``, at most 30 days (as a
@@ -81,21 +101,20 @@ class ReplayOptions:
 def _side_model(url: str, wanted: str | None, api_key: str | None, name: str) -> str:
     from accelbench.runner.benchmark import discover_server
 
+    server = Endpoint.parse(url)
     models = [m for m in discover_server(url, api_key)["models"] if m]
     if wanted is None:
         if not models:
-            raise AccelbenchError(
-                f"the {name} at {redact_url(url)} lists no models: give the model"
-            )
+            raise AccelbenchError(f"the {name} at {server} lists no models: give the model")
         return str(models[0])
     if models and wanted not in models:
-        raise AccelbenchError(f"model {wanted!r} is not served by the {name} at {redact_url(url)}")
+        raise AccelbenchError(f"model {wanted!r} is not served by the {name} at {server}")
     return wanted
 
 
 def prepare(
     cfg: BenchmarkConfig, opt: ReplayOptions, log: Log
-) -> tuple[list[ReplayRequest], dict[str, Any]]:
+) -> tuple[list[ReplayRequest], ReplayInfo]:
     """Load the trace and turn it into both sides' request bodies."""
     from accelbench.runner.benchmark import probe_request
     from accelbench.workload.tokenizer import LocalTokenizer, server_tokenizer_if_any
@@ -154,7 +173,7 @@ def prepare(
                 pr.max_tokens,
             )
         )  # fmt: skip
-    info = {
+    info: ReplayInfo = {
         "trace": {"path": trace.path, "format": trace.format, "requests": len(reqs),
                   "duration_s": trace.duration_s},
         "models": models, "tokenizer": getattr(tok, "name", None),
@@ -167,10 +186,15 @@ class _Sender:
     """Sends one side's requests and journals their records."""
 
     def __init__(
-        self, side: str, url: str, api_key: str | None, cfg: BenchmarkConfig, writer: ShadowWriter
+        self,
+        side: str,
+        server: Endpoint,
+        api_key: str | None,
+        cfg: BenchmarkConfig,
+        writer: ShadowWriter,
     ) -> None:
         self.side = side
-        self.url = url
+        self.server = server
         self.api_key = api_key
         self.cfg = cfg
         self.writer = writer
@@ -183,7 +207,7 @@ class _Sender:
         client = self.clients.get((r.endpoint, stream))
         if client is None:
             client = OpenAIClient(
-                self.url, endpoint=r.endpoint, stream=stream, api_key=self.api_key,
+                self.server, endpoint=r.endpoint, stream=stream, api_key=self.api_key,
                 timeout_s=self.cfg.timeout_s, transport=self.cfg.transport,
             )  # fmt: skip
             self.clients[(r.endpoint, stream)] = client
@@ -283,7 +307,7 @@ async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: _St
 
 
 async def replay_async(
-    cfg: BenchmarkConfig, opt: ReplayOptions, reqs: list[ReplayRequest], info: dict[str, Any]
+    cfg: BenchmarkConfig, opt: ReplayOptions, reqs: list[ReplayRequest], info: ReplayInfo
 ) -> tuple[Path, str]:
     """Send ``reqs`` to both sides; (shadow directory, status). SIGINT, SIGTERM and
     SIGHUP stop it at once (``interrupted``: what is in flight is cut and recorded as
@@ -298,27 +322,29 @@ async def _replay(
     cfg: BenchmarkConfig,
     opt: ReplayOptions,
     reqs: list[ReplayRequest],
-    info: dict[str, Any],
+    info: ReplayInfo,
     stop: _Stop,
 ) -> tuple[Path, str]:
-    keys = info.pop("api_keys")
+    keys = info["api_keys"]
+    stored = {k: v for k, v in info.items() if k != "api_keys"}
+    sides = opt.sides()
     writer = ShadowWriter(
         opt.out,
         {
             "mode": "replay",
-            "baseline": {"url": redact_url(opt.baseline), "model": info["models"]["baseline"]},
-            "candidate": {"url": redact_url(opt.candidate), "model": info["models"]["candidate"]},
+            "baseline": {"url": sides["baseline"].display, "model": info["models"]["baseline"]},
+            "candidate": {
+                "url": sides["candidate"].display,
+                "model": info["models"]["candidate"],
+            },  # fmt: skip
             "speed": opt.speed,
             "sequential": opt.sequential,
-            **info,
+            **stored,
         },
     )
     for r in reqs:
         writer.add_trace(r.idx, r.offset_s, r.endpoint, r.bodies["baseline"])
-    senders = {
-        side: _Sender(side, url, keys[side], cfg, writer)
-        for side, url in (("baseline", opt.baseline), ("candidate", opt.candidate))
-    }
+    senders = {side: _Sender(side, ep, keys[side], cfg, writer) for side, ep in sides.items()}
 
     async def ticker() -> None:
         while True:

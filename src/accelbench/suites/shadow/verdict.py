@@ -36,6 +36,7 @@ import numpy as np
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
+from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import min_quantile_samples, quantile_ci, quantile_ratio_ci
 from accelbench.metrics.stats import min_samples as _min_samples
 from accelbench.store.rundir import write_json_atomic
@@ -193,7 +194,7 @@ def _z(confidence: float) -> float:
 
 
 def _is_error(r: dict[str, Any]) -> bool:
-    return not r["ok"] and r.get("error_kind") != "interrupted"
+    return not r["ok"] and r.get("error_kind") != ErrorKind.INTERRUPTED
 
 
 def evaluate_gate(

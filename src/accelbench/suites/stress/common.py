@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from accelbench.errors import UsageError
+from accelbench.metrics.records import ErrorKind
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json, write_json_atomic
 from accelbench.store.suites import STRESS_JSON
@@ -168,7 +169,7 @@ def _pcts(vals: list[Any], qs: Iterable[float]) -> dict[str, float | None]:
 
 def window_stats(rows: list[dict[str, Any]], span_s: float) -> dict[str, Any]:
     """Throughput, latency percentiles and error rate of the records in one window."""
-    rows = [r for r in rows if not r.get("warmup") and r.get("error_kind") != "interrupted"]
+    rows = [r for r in rows if not r.get("warmup") and r.get("error_kind") != ErrorKind.INTERRUPTED]
     ok = [r for r in rows if r.get("ok")]
     errors: dict[str, int] = {}
     for r in rows:

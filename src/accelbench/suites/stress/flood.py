@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.errors import UsageError
+from accelbench.metrics.records import ErrorKind
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     JsonlAppender,
@@ -107,11 +108,11 @@ def error_class(rec: dict[str, Any]) -> str:
     context is an overflow)."""
     kind = str(rec.get("error_kind") or "")
     msg = str(rec.get("error") or "").lower()
-    if kind == "timeout":
-        return "timeout"
-    if kind == "http_5xx":
-        return "http_5xx"
-    if kind == "http_4xx" and any(w in msg for w in OVERFLOW_WORDS):
+    if kind == ErrorKind.TIMEOUT:
+        return ErrorKind.TIMEOUT
+    if kind == ErrorKind.HTTP_5XX:
+        return ErrorKind.HTTP_5XX
+    if kind == ErrorKind.HTTP_4XX and any(w in msg for w in OVERFLOW_WORDS):
         return "context_overflow"
     return kind or "other"
 

@@ -41,7 +41,7 @@ from accelbench.suites.stress.verdicts import (
     judge,
     judge_claim,
 )
-from accelbench.urls import redact_url
+from accelbench.urls import Endpoint
 
 METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
 
@@ -222,7 +222,8 @@ def _window_p99(recs: list[dict[str, Any]], key: str, window_s: float) -> np.nda
 
 def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
               cfg: MixedConfig) -> dict[str, Any]:  # fmt: skip
-    out: dict[str, Any] = {"endpoint": i, "url": redact_url(cfg.loads[i].url or ""), "solo_requests": len(solo),
+    server = Endpoint.parse(cfg.loads[i].url or "")
+    out: dict[str, Any] = {"endpoint": i, "url": server.display, "solo_requests": len(solo),
                            "mixed_requests": len(mixed)}  # fmt: skip
     for name, key in METRICS:
         a, b = _vals(solo, key), _vals(mixed, key)

@@ -1,11 +1,18 @@
-"""Secrets never leave the process: every command that writes or prints runs against real
-reference servers with a marker credential in the URL (``http://u:MARKER@host``) and a
-marker API key in the environment, and neither marker appears in any file written
-(parquet bytes included), nor on stdout or stderr (issue 20, "Secrets")."""
+"""Credentials never leave the process: every command that writes or prints runs against
+real reference servers with a marker credential in the URL (``http://user:SECRETMARK@host``)
+and a marker API key in the environment, and neither marker appears in any file written
+(parquet bytes and logs included), nor on stdout or stderr (issue 20, "Secrets"; issue 21:
+the URL travels as an ``urls.Endpoint``, whose stored form has no credentials).
+
+Commands: run (directly and through the shadow proxy), sweep, stress flood / consistency /
+mixed / soak, shadow proxy / replay / verdict, mlperf, monitor, health, summarize, report,
+compare, runs list / query / import-vllm. Each with the shortest settings that still write
+its files."""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +21,7 @@ from pathlib import Path
 
 from accelbench.ports import free_port
 
-URL_MARKER = "SECRET_MARKER_123"
+URL_MARKER = "SECRETMARK"
 KEY_MARKER = "sk-KEY_MARKER_456"
 KEY_ENV = "ACCELBENCH_SECRET_TEST_KEY"
 FAST = ("--ttft-ms", "5", "--itl-ms", "1")
@@ -22,12 +29,12 @@ FAST = ("--ttft-ms", "5", "--itl-ms", "1")
 
 def _markers() -> list[bytes]:
     """Every form a leak could take: raw, Basic-encoded, Bearer."""
-    basic = base64.b64encode(f"u:{URL_MARKER}".encode())
+    basic = base64.b64encode(f"user:{URL_MARKER}".encode())
     return [URL_MARKER.encode(), KEY_MARKER.encode(), basic, basic[:16]]
 
 
 def _with_creds(url: str) -> str:
-    return url.replace("http://", f"http://u:{URL_MARKER}@")
+    return url.replace("http://", f"http://user:{URL_MARKER}@")
 
 
 def _env() -> dict[str, str]:
@@ -44,7 +51,7 @@ def _cli(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.Complet
     )  # fmt: skip
 
 
-def test_no_command_writes_or_prints_a_secret(reference_server, tmp_path: Path) -> None:
+def test_no_command_writes_or_prints_a_credential(reference_server, tmp_path: Path) -> None:
     a = reference_server(*FAST, "--device-memory-rate", "1000")
     b = reference_server(*FAST)
     ua, ub = _with_creds(a.url), _with_creds(b.url)
@@ -115,6 +122,16 @@ def test_no_command_writes_or_prints_a_secret(reference_server, tmp_path: Path) 
                         "-o", "soak"])  # fmt: skip
     run("stress flood", ["stress", "flood", "--url", ua, "--lengths", "16", "--concurrencies",
                          "2", "--requests", "4", "--osl", "4", "-o", "flood"])  # fmt: skip
+    run(
+        "shadow verdict replay",
+        ["shadow", "verdict", "shadow-replay", "--gate", "ttft_p99 <= +10%"],
+        ok=(0, 1, 3),
+    )
+    run(
+        "shadow verdict proxy",
+        ["shadow", "verdict", "shadow-proxy", "--gate", "ttft_p99 <= +10%"],
+        ok=(0, 1, 3),
+    )
     run("mlperf", ["mlperf", "offline", "--url", ua, "--samples", "16", "--min-query-count", "16",
                    "--min-duration", "0.2", *load, *key, "-o", "mlperf"])  # fmt: skip
     run("monitor", ["monitor", "--server-url", ua, "--source", "server", "--no-exporter",
@@ -129,6 +146,10 @@ def test_no_command_writes_or_prints_a_secret(reference_server, tmp_path: Path) 
     run("report suites", ["report", "mixed", "consistency", "soak", "shadow-replay", "mlperf",
                           "-o", "suites.html"])  # fmt: skip
     run("compare", ["compare", str(runs[0]), str(runs[1]), "--allow-mismatch"])
+    # a vLLM result that names its server with credentials (as `--base-url` was given)
+    vllm = tmp_path / "vllm.json"
+    vllm.write_text(json.dumps(_vllm_result(ua)))
+    run("runs import-vllm", ["runs", "import-vllm", str(vllm), "--root", "imported"], ok=(0,))
     run("runs list", ["runs", "list", "--root", "."])
     run("runs query", ["runs", "query", "--root", ".", "SELECT * FROM runs"])
     run("runs query requests", ["runs", "query", "--root", ".", "--format", "csv",
@@ -141,13 +162,30 @@ def test_no_command_writes_or_prints_a_secret(reference_server, tmp_path: Path) 
 
     leaks = [f"output of {name}: {m.decode()}" for name, text in outputs.items()
              for m in _markers() if m in text]  # fmt: skip
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p != vllm]
     assert len(files) > 50  # every command above wrote its directory
     for f in files:
         data = f.read_bytes()
         leaks += [f"{f.relative_to(tmp_path)}: {m.decode()}" for m in _markers() if m in data]
     assert not leaks, "\n".join(leaks)
-    assert b"***@127.0.0.1" in (tmp_path / "shadow-proxy" / "shadow.json").read_bytes()
+    for d in ("shadow-proxy", "shadow-replay"):  # each side's Endpoint, in its display form
+        assert b"***@127.0.0.1" in (tmp_path / d / "shadow.json").read_bytes()
+    assert (tmp_path / "shadow-replay" / "verdict.json").is_file()
+    assert any((tmp_path / "imported").rglob("run.json"))
+
+
+def _vllm_result(base_url: str, n: int = 4) -> dict:
+    """A `vllm bench serve --save-result` file (the fields the importer reads)."""
+    return {
+        "date": "20250101-000000", "backend": "vllm", "base_url": base_url,
+        "model_id": "reference", "num_prompts": n, "request_rate": "inf",
+        "max_concurrency": 2, "duration": 1.0, "completed": n, "failed": 0,
+        "total_input_tokens": 16 * n, "total_output_tokens": 4 * n,
+        "request_throughput": float(n), "output_throughput": 4.0 * n,
+        "total_token_throughput": 20.0 * n, "input_lens": [16] * n, "output_lens": [4] * n,
+        "ttfts": [0.01] * n, "itls": [[0.002] * 3] * n, "generated_texts": ["x"] * n,
+        "errors": [""] * n, "start_times": [0.1 * i for i in range(n)],
+    }  # fmt: skip
 
 
 def test_webhook_credentials_go_as_a_header_and_are_never_logged(caplog) -> None:
@@ -179,6 +217,6 @@ def test_webhook_credentials_go_as_a_header_and_are_never_logged(caplog) -> None
             assert post_webhook(_with_creds("http://127.0.0.1:1/hook"), {}) is None
     finally:
         srv.shutdown()
-    assert got == ["Basic " + base64.b64encode(f"u:{URL_MARKER}".encode()).decode()]
+    assert got == ["Basic " + base64.b64encode(f"user:{URL_MARKER}".encode()).decode()]
     assert "***@127.0.0.1" in caplog.text
     assert all(m.decode() not in caplog.text for m in _markers()), caplog.text
