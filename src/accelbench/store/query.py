@@ -63,11 +63,13 @@ def run_row(r: RunInfo) -> dict[str, Any]:
         "run_id": r.run_id,
         "path": str(r.path),
         "sweep": sweep_dir.name if (sweep_dir / "sweep.json").exists() else None,
-        "source": str(dig(r.run, "source", "tool") or "accelbench"),
+        "source": str(r.doc.source.get("tool") or "accelbench")
+        if r.doc and r.doc.source
+        else "accelbench",
         "suite": suite,
         "verdict": verdict,
         "status": r.status,
-        "started_at": r.run.get("started_at"),
+        "started_at": r.doc.started_at if r.doc else None,
         "label": r.config.get("label"),
         "model": wl.get("model"),
         "endpoint": wl.get("endpoint"),
