@@ -207,7 +207,9 @@ def test_chat_applies_the_models_template(vllm_url, tmp_path):
         url=vllm_url, endpoint="chat", concurrency=2, num_requests=2, save_text=True,
         workload=WorkloadConfig(isl=40, osl=8), out_dir=str(tmp_path / "c"), telemetry=False,
     )  # fmt: skip
-    rows = pq.read_table(run_benchmark(cfg, progress=False).directory / "requests.parquet").to_pylist()
+    rows = pq.read_table(
+        run_benchmark(cfg, progress=False).directory / "requests.parquet"
+    ).to_pylist()
     assert all(r["ok"] and r["isl"] == 40 and r["osl"] == 8 and r["output_text"] for r in rows)
 
 

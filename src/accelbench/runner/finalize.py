@@ -6,7 +6,7 @@ summarize`` to rebuild a run that was killed or to recompute it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from accelbench import validate
 from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.metrics.completion import complete_row
-from accelbench.metrics.records import records_to_table
+from accelbench.metrics.records import RequestRow, records_to_table
 from accelbench.metrics.summary import (
     ClientSection,
     JournalSection,
@@ -39,6 +39,8 @@ from accelbench.workload.tokenizer import Tokenizer
 
 class TelemetryStop(Protocol):
     """What the end of a run needs of the sampler beside it (telemetry/sampler.py)."""
+
+    def halt(self) -> None: ...
 
     def stop(
         self,
@@ -71,6 +73,8 @@ def finalize_run(
     # the caller's overrides first: a bad --gpus or --slo must not reach summary.json
     gpus = validate.optional_integer("--gpus", gpus, 1, MAX_GPUS)
     slo = None if slo is None else validate.slo(slo)
+    if sampler is not None:
+        sampler.halt()  # the load has ended: sampling stops before the summary's work
     if doc is None:
         doc = read_run_doc(run_dir)
     cfg = _recorded_config(doc.config, run_dir / RUN_JSON)
@@ -165,7 +169,7 @@ class RecordedConfig:
     mode: str | None = None  # None: rate where a rate was asked, else concurrency
 
 
-def _recorded_config(cfg: dict[str, Any], path: Path) -> RecordedConfig:
+def _recorded_config(cfg: Mapping[str, object], path: Path) -> RecordedConfig:
     """The fields of run.json's config that the summary uses, each checked as the run
     options are: a damaged run.json is one clear error naming the field, never a summary
     with negative per-GPU figures or an exit 70 deep inside the statistics."""
@@ -241,14 +245,14 @@ TABLE_BATCH = 16_384
 
 
 def complete_table(
-    rows: Iterable[dict[str, Any]], tok: Tokenizer | None, save_text: bool
+    rows: Iterable[Mapping[str, object]], tok: Tokenizer | None, save_text: bool
 ) -> tuple[Any, int]:
     """The completed rows as a table, and how many journal records were of the wrong
     shape (skipped, counted)."""
     import pyarrow as pa
 
     tables: list[Any] = []
-    done: list[dict[str, Any]] = []
+    done: list[RequestRow] = []
     bad = 0
     for r in rows:
         try:
@@ -267,7 +271,7 @@ def complete_table(
     return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), bad
 
 
-def _batch_table(done: list[dict[str, Any]]) -> tuple[Any, int]:
+def _batch_table(done: list[RequestRow]) -> tuple[Any, int]:
     try:
         return records_to_table(done), 0
     except Exception:  # noqa: BLE001 - find the rows Arrow refuses (types, ranges)

@@ -278,7 +278,7 @@ class RunInfo:
                     (big if c in _BIG_COLUMNS else cache)[c] = t.column(c)
         except (OSError, pa.ArrowException) as exc:
             raise AccelbenchError(f"{p}: unreadable ({exc})") from None
-        out: dict[str, Any] = {}
+        out: dict[str, pa.ChunkedArray | pa.Array] = {}
         for c in columns:
             if c in cache:
                 out[c] = cache[c]

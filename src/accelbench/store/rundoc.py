@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
@@ -131,21 +132,20 @@ class RunDoc:
                 f"({', '.join(KNOWN_SCHEMAS)}): written by a newer version?"
             )
         c = _Checker(doc, where)
-        config = c.obj("config", default={}) or {}
-        if "configuration" in doc and "config" not in doc:  # the oldest files
-            config = c.obj("configuration", default={}) or {}
+        key = "configuration" if "configuration" in doc and "config" not in doc else "config"
+        config = c.obj(key) or {}  # "configuration": the oldest files
         return cls(
             schema=SCHEMA,
             run_id=c.text("run_id", default="") or "",
             status=c.text("status", default="completed") or "completed",
-            config=config,
+            config=dict(config),
             kind=c.text("kind"),
             tool=cast(ToolInfo | None, c.obj("tool")),  # shown, never computed on
             started_at=c.text("started_at"),
             finished_at=c.text("finished_at"),
             planned_requests=c.whole("planned_requests"),
             environment=cast(Environment | None, c.obj("environment")),  # shown only
-            server=_server(c.obj("server", default={}) or {}, where),
+            server=_server(c.obj("server") or {}, where),
             tokenizer=c.text("tokenizer"),
             special_tokens_per_prompt=c.whole("special_tokens_per_prompt"),
             doctor=c.obj("doctor"),
@@ -158,7 +158,7 @@ class RunDoc:
         )
 
 
-def _server(doc: dict[str, Any], where: str) -> ServerInfo:
+def _server(doc: dict[str, object], where: str) -> ServerInfo:
     """The server section, its fields that are computed on checked."""
     c = _Checker(doc, where, "server.")
     c.text("url")
@@ -176,17 +176,17 @@ def _server(doc: dict[str, Any], where: str) -> ServerInfo:
 class _Checker:
     """Field checks of one document: each wrong type is one DocumentError line."""
 
-    def __init__(self, doc: dict[str, Any], where: str, prefix: str = "") -> None:
+    def __init__(self, doc: Mapping[str, object], where: str, prefix: str = "") -> None:
         self.doc, self.where, self.prefix = doc, where, prefix
 
     def _bad(self, key: str, what: str) -> DocumentError:
         got = json.dumps(self.doc.get(key), default=str)[:40]
         return DocumentError(f"{self.where} is damaged: {self.prefix}{key} is not {what} ({got})")
 
-    def obj(self, key: str, default: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    def obj(self, key: str) -> dict[str, object] | None:
         v = self.doc.get(key)
         if v is None:
-            return default
+            return None
         if not isinstance(v, dict):
             raise self._bad(key, "an object")
         return v
@@ -215,7 +215,7 @@ class _Checker:
             return None
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise self._bad(key, "a list of strings")
-        return v
+        return [str(x) for x in v]
 
 
 def write_run_doc(run_dir: Path, doc: RunDoc) -> None:

@@ -3,6 +3,7 @@
     s = TelemetrySampler(run_dir, interval_s=1.0, server_url=url, server_pid=pid)
     s.start()
     s.set_phase("warmup"); ...; s.set_phase("measured"); ...; s.set_phase("drain")
+    s.halt()  # optional: sampling ends (the run's end summarises without it beside)
     result = s.stop(measured_window_ns=(start_ns, end_ns), output_tokens=n, total_tokens=m)
 
 ``start`` probes the sources (autodetected unless named) and samples each of them every
@@ -92,6 +93,7 @@ class TelemetrySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._result: TelemetrySection | None = None
+        self._halted = False
 
     # -- control -------------------------------------------------------------
 
@@ -139,17 +141,14 @@ class TelemetrySampler:
                 delay = start + k * self.interval_s - time.monotonic()
             self._stop.wait(max(delay, 0.0))
 
-    def stop(
-        self,
-        measured_window_ns: tuple[int, int] | None = None,
-        output_tokens: int | None = None,
-        total_tokens: int | None = None,
-    ) -> TelemetrySection:
-        """Stop sampling, write ``telemetry.parquet`` and return the summary's section:
-        energy over ``measured_window_ns`` (None: every sample's span), J per token over
-        ``output_tokens`` / ``total_tokens``."""
-        if self._result is not None:
-            return self._result
+    def halt(self) -> None:
+        """Stop sampling (a last sample covers the end of the window) and release the
+        sources; ``stop`` then writes the file and the result. A run halts its sampler
+        when the load has ended, before the end of the run summarises it: sampling beside
+        that work measured nothing of the load and held memory while it peaked."""
+        if self._halted:
+            return
+        self._halted = True
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=max(10.0, 3 * self.interval_s))
@@ -160,6 +159,19 @@ class TelemetrySampler:
             else:
                 self._sample()  # a last sample so the end of the window is covered
         close_sources(self._sources)
+
+    def stop(
+        self,
+        measured_window_ns: tuple[int, int] | None = None,
+        output_tokens: int | None = None,
+        total_tokens: int | None = None,
+    ) -> TelemetrySection:
+        """Stop sampling (``halt``), write ``telemetry.parquet`` and return the summary's
+        section: energy over ``measured_window_ns`` (None: every sample's span), J per
+        token over ``output_tokens`` / ``total_tokens``."""
+        if self._result is not None:
+            return self._result
+        self.halt()
         rows = self.rows
         write_parquet_atomic(self.run_dir / TELEMETRY_FILE, rows_to_table(rows))
         window = (measured_window_ns[0], measured_window_ns[1]) if measured_window_ns else None
