@@ -44,7 +44,7 @@ def one(url: str, tmp: Path, workers: int, ray: str | None, a: argparse.Namespac
         concurrency=a.streams, duration_s=a.duration, workers=workers, ray=ray,
         telemetry=False, workload=WorkloadConfig(isl=32, osl=a.osl),
     )  # fmt: skip
-    run_dir = run_benchmark(cfg)
+    run_dir = run_benchmark(cfg).directory
     s = json.loads((run_dir / "summary.json").read_text())
     c = s["client"]
     chunks = s["tokens"]["output"] or 1

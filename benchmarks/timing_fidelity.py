@@ -110,7 +110,7 @@ def measure(args: argparse.Namespace, concurrency: int, requests: int) -> dict:
             warmup_requests=concurrency, workers=args.workers, telemetry=False,
             workload=WorkloadConfig(isl=128, osl=args.osl), out_dir=str(tmp / "run"),
         )  # fmt: skip
-        run_dir = run_benchmark(cfg, progress=not args.streams)
+        run_dir = run_benchmark(cfg, progress=not args.streams).directory
     finally:
         server.terminate()
         server.wait()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, TIMING_BOUND_MS, _client_health
+from accelbench.runner.finalize import (
+    STREAMS_PER_WORKER_KNEE,
+    TIMING_BOUND_MS,
+    RecordedConfig,
+    _client_health,
+)
 
 
 def _summary(n_workers: int, lag_ms: float, util: float = 0.3) -> dict:
@@ -20,31 +25,31 @@ def _summary(n_workers: int, lag_ms: float, util: float = 0.3) -> dict:
 
 def test_streams_per_worker_above_the_knee_is_flagged():
     s = _summary(1, lag_ms=0.5)
-    _client_health(s, {"concurrency": 2 * STREAMS_PER_WORKER_KNEE})
+    _client_health(s, RecordedConfig(concurrency=2 * STREAMS_PER_WORKER_KNEE))
     c = s["client"]
     assert c["streams_per_worker"] == 2 * STREAMS_PER_WORKER_KNEE
     assert any("streams per load worker" in w and "add --workers" in w for w in c["warnings"])
     # the same streams over two workers are at the knee: no warning
     s = _summary(2, lag_ms=0.5)
-    _client_health(s, {"concurrency": 2 * STREAMS_PER_WORKER_KNEE})
+    _client_health(s, RecordedConfig(concurrency=2 * STREAMS_PER_WORKER_KNEE))
     assert s["client"]["streams_per_worker"] == STREAMS_PER_WORKER_KNEE
     assert s["client"]["warnings"] == []
 
 
 def test_loop_lag_above_the_bound_is_flagged_with_its_cause():
     s = _summary(1, lag_ms=TIMING_BOUND_MS + 0.5, util=0.2)
-    _client_health(s, {"concurrency": 8})
+    _client_health(s, RecordedConfig(concurrency=8))
     (w,) = s["client"]["warnings"]
     assert "lagged (p99 2.5 ms" in w and "other processes" in w
     assert not s["client"]["bottleneck"]  # an idle worker kept waiting is not the limit
     s = _summary(1, lag_ms=TIMING_BOUND_MS, util=0.2)  # at the bound: fine
-    _client_health(s, {"concurrency": 8})
+    _client_health(s, RecordedConfig(concurrency=8))
     assert s["client"]["warnings"] == []
 
 
 def test_open_loop_without_a_cap_has_no_streams_figure():
     s = _summary(1, lag_ms=0.1)
-    _client_health(s, {"rate": 5.0})
+    _client_health(s, RecordedConfig(rate=5.0))
     assert s["client"]["streams_per_worker"] is None
 
 
@@ -76,11 +81,11 @@ def test_kernel_stamps_drop_the_streams_per_worker_warning():
     """With the kernel's receive times, many streams per worker do not make chunk times
     late; what can, a read taking two chunks of one stream, is flagged by the read delay."""
     s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=0.3, gap_p50=10.0)
-    _client_health(s, {"concurrency": 4 * STREAMS_PER_WORKER_KNEE})
+    _client_health(s, RecordedConfig(concurrency=4 * STREAMS_PER_WORKER_KNEE))
     assert s["client"]["streams_per_worker"] == 4 * STREAMS_PER_WORKER_KNEE
     assert s["client"]["warnings"] == []
     s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=12.5, gap_p50=10.0)
-    _client_health(s, {"concurrency": 4 * STREAMS_PER_WORKER_KNEE})
+    _client_health(s, RecordedConfig(concurrency=4 * STREAMS_PER_WORKER_KNEE))
     (w,) = s["client"]["warnings"]
     assert "up to 12.5 ms (p99)" in w and "median chunk gap (10.0 ms)" in w
     assert "add --workers" in w
@@ -89,7 +94,7 @@ def test_kernel_stamps_drop_the_streams_per_worker_warning():
 def test_kernel_stamps_loop_lag_means_late_sends_not_late_times():
     s = _kernel(_summary(1, lag_ms=TIMING_BOUND_MS + 1, util=0.8), read_delay_p99=0.2,
                 gap_p50=10.0)  # fmt: skip
-    _client_health(s, {"concurrency": 8})
+    _client_health(s, RecordedConfig(concurrency=8))
     (w,) = s["client"]["warnings"]
     assert "lagged (p99 3.0 ms; it was busy)" in w
     assert "requests may have gone out late" in w and "not delayed by it" in w
@@ -100,10 +105,10 @@ def test_a_stepped_wall_clock_is_flagged_with_its_step():
     step does that) is flagged with its rate and largest step; 50 ppm and less is not."""
     s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=0.3, gap_p50=10.0)
     s["client"].update(realtime_drift_ppm=5000.0, realtime_step_ms_max=0.5)
-    _client_health(s, {"concurrency": 8})
+    _client_health(s, RecordedConfig(concurrency=8))
     (w,) = s["client"]["warnings"]
     assert "+5000 ppm, steps up to 0.50 ms" in w and "off by one step" in w
     s = _kernel(_summary(1, lag_ms=0.5), read_delay_p99=0.3, gap_p50=10.0)
     s["client"].update(realtime_drift_ppm=-50.0, realtime_step_ms_max=0.0)
-    _client_health(s, {"concurrency": 8})
+    _client_health(s, RecordedConfig(concurrency=8))
     assert s["client"]["warnings"] == []

@@ -149,7 +149,7 @@ def _ray_run(url: str, tmp: Path, address: str, **kw) -> tuple[Path, dict, dict,
     wl = kw.pop("workload", WorkloadConfig(isl=16, osl=10))
     cfg = BenchmarkConfig(url=url, out_dir=str(tmp), workload=wl, telemetry=False,
                           ray=address, **kw)  # fmt: skip
-    run_dir = run_benchmark(cfg)
+    run_dir = run_benchmark(cfg).directory
     meta = json.loads((run_dir / "run.json").read_text())
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = pq.read_table(run_dir / "requests.parquet").to_pylist()

@@ -35,7 +35,7 @@ def test_counts_agree_with_server_metrics(llama_server, tmp_path):
         url=llama_server, concurrency=4, num_requests=12, warmup_requests=2,
         workload=WorkloadConfig(isl=48, osl=16, seed=1), out_dir=str(tmp_path / "r"),
     )  # fmt: skip
-    run_dir = run_benchmark(cfg, progress=False)
+    run_dir = run_benchmark(cfg, progress=False).directory
     after = scrape(llama_server)
     s = json.loads((run_dir / "summary.json").read_text())
     t = pq.read_table(run_dir / "requests.parquet").to_pylist()
@@ -63,7 +63,7 @@ def test_chat_endpoint_and_text(llama_server, tmp_path):
         extra_body={"temperature": 0}, workload=WorkloadConfig(isl=40, osl=12),
         out_dir=str(tmp_path / "c"),
     )  # fmt: skip
-    run_dir = run_benchmark(cfg, progress=False)
+    run_dir = run_benchmark(cfg, progress=False).directory
     t = pq.read_table(run_dir / "requests.parquet").to_pylist()
     assert all(r["ok"] and r["osl"] == 12 and r["output_text"] for r in t)
     assert all(r["isl"] == 40 for r in t)  # chat template tokens calibrated away
@@ -80,7 +80,7 @@ def test_prompt_over_context_is_an_error_record(llama_server, tmp_path):
     # 4 slots x 1024 context: a 2000-token prompt gets HTTP 400 from llama-server
     cfg = BenchmarkConfig(url=llama_server, concurrency=1, num_requests=2,
                           workload=WorkloadConfig(isl=2000, osl=4), out_dir=str(tmp_path / "o"))  # fmt: skip
-    run_dir = run_benchmark(cfg, progress=False)
+    run_dir = run_benchmark(cfg, progress=False).directory
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["errors"]["by_kind"] == {"http_4xx": 2} and s["counts"]["completed"] == 0
 

@@ -504,7 +504,7 @@ def test_the_reference_servers_injected_leak_is_still_a_warning(reference_server
             workload=WorkloadConfig(isl=16, osl=4),
             out_dir=str(tmp_path / "run"),
         )  # fmt: skip
-    )
+    ).directory
     res = sampler.stop()
     health = res["health"]
     (f,) = [x for x in health["findings"] if x["rule"] == "memory_growth"]
@@ -538,7 +538,7 @@ def test_a_healthy_llama_server_run_gives_no_memory_warning(tmp_path):
                           duration_s=60, telemetry_interval_s=0.5,
                           workload=WorkloadConfig(isl=1000, osl=8),
                           out_dir=str(tmp_path / "run"))  # fmt: skip
-    run_dir = run_benchmark(cfg)
+    run_dir = run_benchmark(cfg).directory
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["counts"]["completed"] >= 8, summary["counts"]  # requests in both halves
     health = summary["health"]

@@ -154,7 +154,7 @@ def test_the_chunk_limit_follows_max_tokens(tmp_path: Path):
                               num_requests=6, telemetry=False, timeout_s=20,
                               workload=WorkloadConfig(isl=4, osl=8, tokenizer=None))  # fmt: skip
         t0 = time.monotonic()
-        run_dir = run_benchmark(cfg, progress=False, log=lambda m: None)
+        run_dir = run_benchmark(cfg, progress=False, log=lambda m: None).directory
         took = time.monotonic() - t0
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["counts"]["completed"] == 3 and s["counts"]["failed"] == 3

@@ -23,7 +23,7 @@ from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 def bench(url: str, tmp: Path, name: str = "run", **kw) -> tuple[dict, object]:
     wl = kw.pop("workload", WorkloadConfig(isl=32, osl=10))
     cfg = BenchmarkConfig(url=url, out_dir=str(tmp / name), workload=wl, telemetry=False, **kw)
-    run_dir = run_benchmark(cfg, progress=False)
+    run_dir = run_benchmark(cfg, progress=False).directory
     summary = json.loads((run_dir / "summary.json").read_text())
     table = pq.read_table(run_dir / "requests.parquet")
     return summary, table
@@ -371,7 +371,7 @@ def test_telemetry_health_in_summary_survives_recompute(reference_server, tmp_pa
     srv = reference_server("--ttft-ms", "2", "--itl-ms", "2")
     cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "t"), concurrency=2,
                           num_requests=10, telemetry_interval_s=0.2)  # fmt: skip
-    run_dir = run_benchmark(cfg, progress=False)
+    run_dir = run_benchmark(cfg, progress=False).directory
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["health"]["verdict"] in ("pass", "warn", "fail")
     assert s["telemetry"]["sources"]["host"] == "ok"

@@ -95,7 +95,7 @@ def test_run_with_a_trace(reference_server, tmp_path: Path) -> None:
     lines = mooncake(tmp_path / "t.jsonl", 60, rate=100, isl=(10, 200), osl=(1, 5))
     cfg = BenchmarkConfig(url=ref.url, workload=WorkloadConfig(trace=str(tmp_path / "t.jsonl")),
                           telemetry=False, out_dir=str(tmp_path / "run"))  # fmt: skip
-    run_dir = run_benchmark(cfg)
+    run_dir = run_benchmark(cfg).directory
     rows = sorted(_rows(run_dir / "requests.jsonl"), key=lambda r: r["idx"])
     assert len(rows) == 60 and all(r["ok"] for r in rows)
     t0 = rows[0]["t_sched"]

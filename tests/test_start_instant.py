@@ -75,7 +75,7 @@ def test_two_local_workers_send_the_plan_from_one_instant(reference_server, tmp_
         warmup_requests=n_warm, workers=2, telemetry=False,
         workload=WorkloadConfig(isl=8, osl=3, seed=seed),
     )  # fmt: skip
-    run_dir = run_benchmark(cfg)
+    run_dir = run_benchmark(cfg).directory
     meta = json.loads((run_dir / "run.json").read_text())
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = pq.read_table(run_dir / "requests.parquet").to_pylist()

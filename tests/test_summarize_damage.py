@@ -31,7 +31,7 @@ def complete_run(tmp_path_factory) -> Path:
         cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp / "run"), concurrency=4,
                               num_requests=N, telemetry=False,
                               workload=WorkloadConfig(isl=8, osl=3))  # fmt: skip
-        return run_benchmark(cfg, progress=False)
+        return run_benchmark(cfg, progress=False).directory
     finally:
         srv.stop()
 

@@ -127,7 +127,7 @@ def test_run_with_hostile_usage_completes_and_summarizes(tmp_path: Path):
         cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "run"), concurrency=2,
                               num_requests=12, telemetry=False,
                               workload=WorkloadConfig(isl=4, osl=1, tokenizer=None))  # fmt: skip
-        run_dir = run_benchmark(cfg, progress=False)
+        run_dir = run_benchmark(cfg, progress=False).directory
     s = json.loads((run_dir / "summary.json").read_text())
     assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
     assert s["errors"]["by_kind"] == {"malformed_usage": 6}
@@ -187,7 +187,7 @@ def test_error_kinds_are_declared():
 def _run(url: str, tmp: Path, name: str = "run", **kw) -> Path:
     cfg = BenchmarkConfig(url=url, out_dir=str(tmp / name), concurrency=1, num_requests=2,
                           telemetry=False, workload=WorkloadConfig(isl=4, osl=2), **kw)  # fmt: skip
-    return run_benchmark(cfg, progress=False, log=lambda m: None)
+    return run_benchmark(cfg, progress=False, log=lambda m: None).directory
 
 
 def test_probe_faults_are_retried(tmp_path):

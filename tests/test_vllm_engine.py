@@ -112,7 +112,7 @@ def vllm_run(vllm_url, tmp_path_factory):
         out_dir=str(tmp_path_factory.mktemp("vllm") / "run"), telemetry_interval_s=0.1,
         extra_body={"stream_options": {"include_usage": True, "continuous_usage_stats": True}},
     )  # fmt: skip
-    run_dir = run_benchmark(cfg, progress=False)
+    run_dir = run_benchmark(cfg, progress=False).directory
     after = scrape(vllm_url)
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
     return run_dir, delta
@@ -207,7 +207,9 @@ def test_chat_applies_the_models_template(vllm_url, tmp_path):
         url=vllm_url, endpoint="chat", concurrency=2, num_requests=2, save_text=True,
         workload=WorkloadConfig(isl=40, osl=8), out_dir=str(tmp_path / "c"), telemetry=False,
     )  # fmt: skip
-    rows = pq.read_table(run_benchmark(cfg, progress=False) / "requests.parquet").to_pylist()
+    rows = pq.read_table(
+        run_benchmark(cfg, progress=False).directory / "requests.parquet"
+    ).to_pylist()
     assert all(r["ok"] and r["isl"] == 40 and r["osl"] == 8 and r["output_text"] for r in rows)
 
 

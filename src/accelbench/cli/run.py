@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,8 @@ def _log(msg: str) -> None:
     console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
-def run_status(run_dir: Path) -> str:
-    """The status the run directory records (completed / interrupted / failed)."""
-    try:
-        return str(json.loads((run_dir / "run.json").read_text()).get("status"))
-    except (OSError, ValueError, AttributeError):
-        return "unknown"
-
-
-def exit_for_status(run_dir: Path) -> None:
+def exit_for_status(status: str, run_dir: Path) -> None:
     """Exit 1 when the run did not complete (README, exit codes)."""
-    status = run_status(run_dir)
     if status != "completed":
         typer.secho(f"run {status}: results so far are in {run_dir}", fg="yellow", err=True)
         raise typer.Exit(1)
@@ -49,10 +39,10 @@ def run(
     from accelbench.runner.benchmark import run_benchmark
 
     cfg = config_from_options(load or {})
-    run_dir = run_benchmark(cfg, progress=not quiet, log=None if quiet else _log)
+    result = run_benchmark(cfg, progress=not quiet, log=None if quiet else _log)
     if not quiet:
-        print_summary(run_dir)
-    exit_for_status(run_dir)
+        print_summary(result.directory)
+    exit_for_status(result.status, result.directory)
 
 
 def summarize_cmd(

@@ -14,7 +14,7 @@ from typing import Any
 
 from accelbench.health.rules import HealthConfig, evaluate, mark_unknown, missing_signals
 from accelbench.telemetry.parsers import read_capture
-from accelbench.telemetry.sampler import collect
+from accelbench.telemetry.sampler import SourceErrors, collect
 from accelbench.telemetry.sources import close_sources, open_sources
 
 
@@ -56,7 +56,7 @@ def check_live(
     v.optional_integer("--pid", server_pid, 1, 1 << 22)  # Linux's largest pid_max
     active, status = open_sources(sources, server_url, server_pid)
     rows: list[dict[str, Any]] = []
-    errors: dict[str, dict[str, Any]] = {}
+    errors: dict[str, SourceErrors] = {}
     try:
         deadline = time.monotonic() + max(duration_s, 0.0)
         while True:

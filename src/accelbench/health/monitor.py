@@ -39,7 +39,7 @@ from accelbench import lifetime
 from accelbench.health.rules import HealthConfig, mark_unknown
 from accelbench.health.window import RollingWindow
 from accelbench.telemetry.exporter import Exporter
-from accelbench.telemetry.sampler import collect
+from accelbench.telemetry.sampler import SourceErrors, collect
 from accelbench.telemetry.sources import Source
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class Monitor:
         self.verdict: str | None = None
         self.health: dict[str, Any] | None = None
         self.events: list[dict[str, Any]] = []
-        self.errors: dict[str, dict[str, Any]] = {}
+        self.errors: dict[str, SourceErrors] = {}
         self.window = RollingWindow(window_s, self.config)
 
     @staticmethod
@@ -261,7 +261,7 @@ class Monitor:
         rows: list[dict[str, Any]] = []
         state: dict[str, str] = {}
         for src in self.sources:
-            failed = self.errors.get(src.name, {}).get("count", 0)
+            failed = self.errors[src.name]["count"] if src.name in self.errors else 0
             got = collect([src], None, self.errors)
             err = self.errors.get(src.name)
             if err is not None and err["count"] > failed:

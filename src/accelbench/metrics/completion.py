@@ -4,6 +4,7 @@ killed before its summary is read (store/reader.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from accelbench.metrics.records import (
@@ -13,6 +14,7 @@ from accelbench.metrics.records import (
     SOURCE_SERVER,
     SOURCE_TOKENIZER,
     RequestRecord,
+    RequestRow,
 )
 
 
@@ -22,9 +24,11 @@ class Encoder(Protocol):
     def encode(self, text: str) -> list[int]: ...
 
 
-def complete_row(row: dict[str, Any], tok: Encoder | None, save_text: bool) -> dict[str, Any]:
+def complete_row(row: Mapping[str, object], tok: Encoder | None, save_text: bool) -> RequestRow:
     """Token counts with their sources, then the derived figures (METRICS.md order of
-    preference: server usage, client tokenizer, chunk count)."""
+    preference: server usage, client tokenizer, chunk count). A journal line's values are
+    as the JSON held them: a wrong type raises here or in Arrow (``records_to_table``),
+    and the caller counts the line as bad."""
     fields: dict[str, Any] = {k: row.get(k) for k in FIELD_NAMES if k in row}
     rec = RequestRecord(**fields)
     rec.chunk_times = rec.chunk_times or []

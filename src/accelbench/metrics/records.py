@@ -9,9 +9,10 @@ marks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 # Where a token count came from.
 SOURCE_SERVER = "server_usage"
@@ -101,8 +102,49 @@ class RequestRecord:
                 self.tpot_ms = (self.e2e_ms - self.ttft_ms) / (self.osl - 1)
         return self
 
-    def to_row(self) -> dict[str, Any]:
-        return record_row(self)
+    def to_row(self) -> RequestRow:
+        return record_row(self)  # type: ignore[return-value]  # every field, in order
+
+
+class RequestRow(TypedDict):
+    """A record as one journal line and one requests.parquet row: the fields of
+    :class:`RequestRecord`, in its order (``FIELD_NAMES``; a test holds them equal)."""
+
+    idx: int
+    worker: int
+    warmup: bool
+    request_id: str
+    t_sched: int
+    t_send: int
+    t_headers: int | None
+    t_first: int | None
+    t_last: int | None
+    t_done: int | None
+    chunk_times: list[int]
+    chunk_tokens: list[int] | None
+    n_chunks: int
+    isl: int | None
+    isl_source: str | None
+    isl_planned: int | None
+    osl: int | None
+    osl_source: str | None
+    osl_server: int | None
+    osl_client: int | None
+    osl_mismatch: int | None
+    max_tokens: int | None
+    ok: bool
+    error_kind: str | None
+    http_status: int | None
+    error: str | None
+    finish_reason: str | None
+    retries: int
+    output_text: str | None
+    schedule_lag_ms: float | None
+    ttft_ms: float | None
+    e2e_ms: float | None
+    tail_ms: float | None
+    tpot_ms: float | None
+    ntpot_ms: float | None
 
 
 def _schema():
@@ -134,12 +176,14 @@ def __getattr__(name: str):
 
 
 def record_row(rec: RequestRecord) -> dict[str, Any]:
-    """A plain dict of the record (cheaper than dataclasses.asdict)."""
+    """A plain dict of the record (cheaper than dataclasses.asdict): what the load
+    workers journal, in their hot path (``RequestRecord.to_row`` is the typed row)."""
     return {f: getattr(rec, f) for f in FIELD_NAMES}
 
 
-def records_to_table(rows: list[dict[str, Any]]):
-    """Rows (``record_row`` dicts) to an Arrow table with the fixed schema."""
+def records_to_table(rows: Sequence[Mapping[str, object]]):
+    """Rows (``record_row`` dicts, or journal lines as read) to an Arrow table with the
+    fixed schema: Arrow refuses a value of the wrong type."""
     import pyarrow as pa
 
     schema = _schema()

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Callable, Mapping
+from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from accelbench.errors import DocumentError
 from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import describe, describe_adjusted, describe_weighted
 from accelbench.metrics.values import column_np
@@ -90,6 +91,143 @@ class Errors(TypedDict):
     by_status: dict[str, int]
 
 
+class PhaseStart(TypedDict):
+    name: str
+    start_ns: int
+    late_ms: float
+
+
+class ReceiveStats(TypedDict, total=False):
+    """How a worker's chunk times were stamped (client/http1.py ``receive_stats``)."""
+
+    reads: int
+    kernel_stamped: int
+    read_delay_ms_p50: float | None
+    read_delay_ms_p99: float | None
+    read_delay_ms_max: float | None
+    realtime_drift_ppm: float | None
+    realtime_step_ms_max: float | None
+
+
+class WorkerStats(TypedDict, total=False):
+    """One load worker's account of itself (runner/loadgen.py ``LoadWorker.run``)."""
+
+    worker: int
+    wall_s: float
+    cpu_s: float
+    user_s: float
+    sys_s: float
+    sent: int
+    loop_lag_ms_p99: float
+    loop_lag_ms_max: float
+    receive: ReceiveStats | None
+    phases: list[PhaseStart]
+    driver_lost: str  # Ray: the actor stopped because its driver was gone
+
+
+class ClientSection(TypedDict, total=False):
+    """summary.json ``client`` (and run.json's copy): the load generator's own figures,
+    and the judgement whether it, not the server, was the limit."""
+
+    workers: list[WorkerStats]
+    n_workers: int
+    cpu_s: float
+    cpu_s_workers: float
+    cpu_s_parent: float
+    cpu_util: float | None
+    cpu_us_per_chunk: float
+    loop_lag_ms_p99: float | None
+    arrival_stamps: str  # kernel | loop
+    read_delay_ms_p99: float | None
+    realtime_drift_ppm: float | None
+    realtime_step_ms_max: float | None
+    start_late_ms_max: float | None
+    warnings: list[str]
+    # added by the run's end (runner/finalize.py)
+    schedule_lag_ms_p99: float | None
+    mode: str | None
+    requested_rate: float | None
+    target_concurrency: int | None
+    achieved_rate: float | None
+    streams_per_worker: float | None
+    bottleneck: bool
+
+
+class DeviceEnergy(TypedDict):
+    joules: float
+    method: str
+
+
+class EnergySection(TypedDict):
+    """Energy over the summary's window (telemetry/energy.py ``window_energy``); J per
+    token over the summary's token counts (one definition: docs/METRICS.md)."""
+
+    joules: float
+    method: str  # counter | integrated_power
+    window_s: float
+    average_w: float | None
+    j_per_output_token: float | None
+    j_per_total_token: float | None
+    devices: dict[str, DeviceEnergy]
+
+
+class HealthSection(TypedDict):
+    """The health rules' verdict of the run (health/rules.py)."""
+
+    verdict: str  # pass | warn | fail | unknown
+    findings: list[dict[str, object]]
+    unknown: NotRequired[list[str]]
+
+
+class SourceErrors(TypedDict):
+    count: int
+    last: str | None
+
+
+class TelemetrySection(TypedDict, total=False):
+    """What the sampler beside the run found (telemetry/sampler.py ``stop``)."""
+
+    sources: dict[str, str]  # name -> "ok" | "not available: why"
+    energy: EnergySection | None
+    health: HealthSection
+    samples: int
+    interval_s: float
+    errors: dict[str, SourceErrors]
+    file: str
+    error: str  # telemetry failed: why (the run is not affected)
+
+
+class JournalSection(TypedDict):
+    """What of the journal could not be used (only where something could not)."""
+
+    missing: bool
+    unreadable_lines: int
+    line_numbers: list[int]
+    bad_records: int
+    rows_read: int
+    kept_parquet_rows: NotRequired[int | None]
+
+
+class ImportSection(TypedDict):
+    tool: str
+    file: str
+
+
+class MlperfSection(TypedDict, total=False):
+    """An MLPerf run's verdict in short (the whole record is mlperf.json)."""
+
+    benchmark: str
+    scenario: str
+    result: str | None
+    loadgen_result: str | None
+    reasons: list[str]
+    compliant: bool
+    noncompliance: list[str]
+    requests: dict[str, int]
+    peak_qps: float | None
+    figures: dict[str, object]
+
+
 class Summary(TypedDict):
     """summary.json. The sections a run always writes are required; the others are added
     by telemetry, energy, health, imports and rebuilds."""
@@ -106,12 +244,14 @@ class Summary(TypedDict):
     interactivity: Interactivity
     goodput: Goodput | None
     errors: Errors
-    client: dict[str, Any]
+    client: ClientSection
     definitions: dict[str, str]
-    telemetry: NotRequired[dict[str, Any]]
-    energy: NotRequired[dict[str, Any] | None]
-    health: NotRequired[dict[str, Any]]
-    source: NotRequired[dict[str, Any]]
+    telemetry: NotRequired[TelemetrySection]
+    energy: NotRequired[EnergySection | None]
+    health: NotRequired[HealthSection]
+    journal: NotRequired[JournalSection]
+    mlperf: NotRequired[MlperfSection]
+    source: NotRequired[ImportSection]
     absent: NotRequired[list[str]]
     journal_unreadable_lines: NotRequired[int]
 
@@ -132,21 +272,33 @@ _SECTIONS: dict[str, bool] = {
     "telemetry": True,
     "energy": True,
     "health": True,
+    "journal": True,
+    "mlperf": True,
     "source": True,
 }
+KNOWN_SCHEMAS = (SCHEMA_ID,)  # a file without ``schema`` (an early import) reads as /1
 
 
-def summary_from_json(doc: object) -> tuple[Summary | None, list[str]]:
-    """A summary.json document read back into the model: ``(summary, problems)``. A document
-    that is not an object, or whose ``gpus`` is not a positive whole number, gives None;
-    a section of the wrong type is dropped (and named in ``problems``) so that readers of
-    the other sections still work."""
+def summary_from_json(doc: object, where: str = "summary.json") -> tuple[Summary, list[str]]:
+    """A summary.json document read back into the model: ``(summary, problems)``.
+
+    A document that cannot be used is one :class:`DocumentError` line naming ``where``
+    and the field: not an object, a schema this version does not know, or a ``gpus``
+    that is not a positive whole number (every per-GPU figure divides by it). A section
+    of the wrong type is dropped (and named in ``problems``) so that readers of the other
+    sections still work; the registry's figures read a missing section as unknown."""
     if not isinstance(doc, dict):
-        return None, ["summary.json is not a JSON object"]
+        raise DocumentError(f"{where} is not a JSON object")
+    schema = doc.get("schema", SCHEMA_ID)
+    if schema not in KNOWN_SCHEMAS:
+        raise DocumentError(
+            f"{where}: schema {str(schema)[:40]!r} is not one this accelbench reads "
+            f"({', '.join(KNOWN_SCHEMAS)}): written by a newer version?"
+        )
     problems: list[str] = []
     gpus = doc.get("gpus", 1)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 65536:
-        return None, [f"summary.json: gpus must be a whole number in 1..65536 (got {gpus!r})"]
+        raise DocumentError(f"{where}: gpus must be a whole number in 1..65536 (got {gpus!r})")
     out = dict(doc)
     for key, nullable in _SECTIONS.items():
         if key not in out:
@@ -154,14 +306,47 @@ def summary_from_json(doc: object) -> tuple[Summary | None, list[str]]:
         v = out[key]
         if isinstance(v, dict) or (v is None and nullable):
             continue
-        problems.append(f"summary.json: {key} is not an object; ignored")
+        problems.append(f"{where}: {key} is not an object; ignored")
         del out[key]
     lat = out.get("latency")
     if isinstance(lat, dict):
         for k in [k for k, v in lat.items() if not isinstance(v, dict)]:
-            problems.append(f"summary.json: latency.{k} is not an object; ignored")
+            problems.append(f"{where}: latency.{k} is not an object; ignored")
             del lat[k]
-    return out, problems  # type: ignore[return-value]  # checked above, section by section
+    tel = out.get("telemetry")
+    for key in ("energy", "health"):  # the sections telemetry also holds
+        if isinstance(tel, dict) and not isinstance(tel.get(key), dict | None):
+            problems.append(f"{where}: telemetry.{key} is not an object; ignored")
+            del tel[key]
+    health = out.get("health")
+    if isinstance(health, dict) and not isinstance(health.get("verdict"), str):
+        problems.append(f"{where}: health.verdict is not a string; ignored")
+        del out["health"]
+    client = out.get("client")
+    if isinstance(client, dict):
+        for key in ("workers", "warnings"):
+            if key in client and not isinstance(client[key], list):
+                problems.append(f"{where}: client.{key} is not a list; ignored")
+                del client[key]
+    if "client" not in out:
+        out["client"] = {}
+    return cast(Summary, out), problems  # checked above, section by section
+
+
+def health_section(doc: Mapping[str, object]) -> HealthSection:
+    """The health rules' verdict as the summary holds it (the rules return a plain
+    mapping: health/ is above this package)."""
+    findings = doc.get("findings")
+    out = HealthSection(
+        verdict=str(doc.get("verdict") or "unknown"),
+        findings=[dict(f) for f in findings if isinstance(f, dict)]
+        if isinstance(findings, list)
+        else [],
+    )
+    unknown = doc.get("unknown")
+    if isinstance(unknown, list):
+        out["unknown"] = [str(x) for x in unknown]
+    return out
 
 
 DEFINITIONS = {
@@ -277,7 +462,7 @@ def summarize(
     mode: str = "concurrency",
     target_concurrency: int | None = None,
     requested_rate: float | None = None,
-    client: dict[str, Any] | None = None,
+    client: ClientSection | None = None,
     status: str = "completed",
     planned: int | None = None,
     tpot_statistic: str = "p50",
@@ -439,7 +624,7 @@ def summarize(
         "interactivity": interactivity,
         "goodput": goodput,
         "errors": errors,
-        "client": dict(client or {}),
+        "client": client.copy() if client is not None else ClientSection(),
         "definitions": DEFINITIONS,
     }
     return summary

@@ -35,12 +35,24 @@ from accelbench.client.session import (
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.metrics.records import ErrorKind, RequestRecord
+from accelbench.metrics.summary import ClientSection, Summary, WorkerStats
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
-from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, finalize_run
+from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, TelemetryStop, finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
 from accelbench.runner.probe import probe_with_retry
 from accelbench.runner.workers import WorkerPool
-from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, write_json_atomic
+from accelbench.store.reader import RunInfo
+from accelbench.store.rundir import JOURNAL, PARQUET, Journal
+from accelbench.store.rundoc import (
+    EMBEDDED_ENGINE_NAMES,
+    EmbeddedEngine,
+    Environment,
+    RunDoc,
+    Schedule,
+    ServerInfo,
+    ToolInfo,
+    write_run_doc,
+)
 from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
 from accelbench.workload.tokenizer import LocalTokenizer, Tokenizer, server_tokenizer_if_any
 
@@ -48,19 +60,20 @@ Log = Callable[[str], None]
 
 
 # -- server discovery ------------------------------------------------------------------
-def discover_server(url: str, api_key: str | None) -> dict[str, Any]:
+def discover_server(url: str, api_key: str | None) -> ServerInfo:
     """The server's model list (required: proves it speaks the OpenAI API) and whatever
     version information it exposes (best effort)."""
 
-    async def go() -> dict[str, Any]:
+    async def go() -> ServerInfo:
         models = await get_json(url, "/v1/models", api_key)
         if not isinstance(models, dict) or not isinstance(models.get("data"), list):
             raise AccelbenchError(
                 f"{redact_url(url)}/v1/models did not return an OpenAI model list: not an "
                 "OpenAI-compatible server?"
             )
-        info: dict[str, Any] = {"models": [m.get("id") for m in models["data"]]}
-        for path in ("/version", "/props", "/server_info"):
+        info = ServerInfo(models=[_model_id(m) for m in models["data"]])
+        for path, key in (("/version", "version"), ("/props", "props"),
+                          ("/server_info", "server_info")):  # fmt: skip
             try:
                 doc = await get_json(url, path, api_key, timeout=3)
             except AccelbenchError:
@@ -74,10 +87,16 @@ def discover_server(url: str, api_key: str | None) -> dict[str, Any]:
                 if path == "/props" and "default_generation_settings" in doc:
                     keep["n_ctx"] = doc["default_generation_settings"].get("n_ctx")
                 if keep:
-                    info[path.strip("/")] = keep
+                    info[key] = keep  # type: ignore[literal-required]  # one of the three
         return info
 
     return asyncio.run(go())
+
+
+def _model_id(m: object) -> str | None:
+    """A model's id from a /v1/models entry (a server's: anything may be there)."""
+    mid = m.get("id") if isinstance(m, dict) else None
+    return mid if isinstance(mid, str) else None if mid is None else str(mid)
 
 
 def probe_request(
@@ -105,7 +124,7 @@ def probe_request(
     return asyncio.run(go())
 
 
-def environment() -> dict[str, Any]:
+def environment() -> Environment:
     cpu = platform.processor()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -118,14 +137,14 @@ def environment() -> dict[str, Any]:
             from importlib.metadata import version
 
             pkgs[name] = version(name)
-    return {
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "packages": pkgs,
-    }
+    return Environment(
+        host=socket.gethostname(),
+        platform=platform.platform(),
+        cpu=cpu,
+        cpu_count=os.cpu_count(),
+        python=sys.version.split()[0],
+        packages=pkgs,
+    )
 
 
 def auto_workers(cfg: BenchmarkConfig) -> int:
@@ -187,14 +206,34 @@ def embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
         yield s
 
 
+@dataclass(frozen=True)
+class RunResult:
+    """What a run ended with: its status (run.json ``status``), its directory, its
+    summary and its run.json, as written, so that callers need not read them back."""
+
+    status: str  # completed | interrupted | failed | partial
+    directory: Path
+    summary: Summary
+    doc: RunDoc
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    def run_info(self) -> RunInfo:
+        """The run as analysis sees it (``store.reader.load_run``), from what is held."""
+        return RunInfo(self.directory, self.doc.run_id, self.doc, self.summary,
+                       has_requests=(self.directory / PARQUET).exists())  # fmt: skip
+
+
 def run_benchmark(
     cfg: BenchmarkConfig,
     *,
     progress: bool = False,
     log: Log | None = None,
-) -> Path:
-    """Run one benchmark and return its run directory (always finalized, also when
-    interrupted: every completed record and a valid summary of what finished).
+) -> RunResult:
+    """Run one benchmark and return its result (the run directory is always finalized,
+    also when interrupted: every completed record and a valid summary of what finished).
 
     Prints nothing unless asked: ``progress`` shows Rich progress bars on stderr and
     ``log`` receives one-line status messages (the CLI passes both).
@@ -215,8 +254,7 @@ def run_benchmark(
 
         ray_connect(cfg.ray)
     with embedded_engine(cfg, log) as engine:
-        run_dir = _run(cfg, log, progress, console, engine)
-    return run_dir
+        return _run(cfg, log, progress, console, engine)
 
 
 @dataclass
@@ -224,7 +262,7 @@ class Target:
     """The server a run talks to, as found before the first measured request."""
 
     api_key: str | None
-    server: dict[str, Any]  # what /v1/models and the server's headers said
+    server: ServerInfo  # what /v1/models and the server's version endpoints said
     tok: Tokenizer | None  # the server's own tokenizer, or --tokenizer
     special: int  # tokens the server adds to every prompt (BOS, chat template)
 
@@ -259,10 +297,50 @@ def connect(cfg: BenchmarkConfig, log: Log) -> Target:
     return Target(api_key, server, tok, special)
 
 
-def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: Any) -> Path:
+def new_run_doc(
+    cfg: BenchmarkConfig,
+    run_dir: Path,
+    target: Target,
+    engine: Any,
+    *,
+    planned: int | None,
+    kind: str | None = None,
+    mlperf: dict[str, object] | None = None,
+) -> RunDoc:
+    """run.json at a run's start (status ``running``): what ran, against what, where.
+    ``engine`` is the embedded engine that was started (None: ``--url``); run.json names
+    it as it really is (``EMBEDDED_ENGINE_NAMES``)."""
+    assert cfg.url is not None
+    server = ServerInfo(url=redact_url(cfg.url))
+    server.update(target.server)
+    if engine is not None:
+        name = EMBEDDED_ENGINE_NAMES.get(cfg.embedded_engine, cfg.embedded_engine)
+        server["embedded"] = EmbeddedEngine(engine=name, args=[str(a) for a in engine.args[1:]])
+    doc = RunDoc(
+        run_id=run_dir.name,
+        status="running",
+        config=cfg.to_json(),
+        kind=kind,
+        tool=ToolInfo(name="accelbench", version=__version__),
+        started_at=datetime.now(UTC).isoformat(),
+        planned_requests=planned,
+        environment=environment(),
+        server=server,
+        tokenizer=getattr(target.tok, "name", None),
+        special_tokens_per_prompt=target.special,
+        mlperf=mlperf,
+    )
+    with contextlib.suppress(Exception):
+        from accelbench.doctor import quick_summary
+
+        doc.doctor = dict(quick_summary())
+    return doc
+
+
+def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: Any) -> RunResult:
     target = connect(cfg, log)
     assert cfg.url is not None  # connect() needs it; the embedded engine has set it
-    api_key, server, tok, special = target.api_key, target.server, target.tok, target.special
+    api_key, tok, special = target.api_key, target.tok, target.special
 
     n_warm = cfg.warmup_requests
     n_measured = planned_measured(cfg)
@@ -276,41 +354,36 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     if run_dir.exists() and any(run_dir.iterdir()):
         raise AccelbenchError(f"{run_dir} exists and is not empty: choose another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
-    cfg_doc = cfg.to_json()
-    meta: dict[str, Any] = {
-        "schema": "accelbench.run/1",
-        "run_id": run_dir.name,
-        "tool": {"name": "accelbench", "version": __version__},
-        "status": "running",
-        "started_at": datetime.now(UTC).isoformat(),
-        "config": cfg_doc,
-        "planned_requests": n_measured if cfg.duration_s is None else None,
-        "environment": environment(),
-        "server": {"url": redact_url(cfg.url), **server},
-        "tokenizer": getattr(tok, "name", None),
-        "special_tokens_per_prompt": special,
-    }
-    if engine is not None:
-        meta["server"]["embedded"] = {"engine": "llama.cpp llama-server", "args": engine.args[1:]}
-    with contextlib.suppress(Exception):
-        from accelbench.doctor import quick_summary
-
-        meta["doctor"] = quick_summary()
-    write_json_atomic(run_dir / RUN_JSON, meta)
+    doc = new_run_doc(
+        cfg, run_dir, target, engine, planned=n_measured if cfg.duration_s is None else None
+    )
+    write_run_doc(run_dir, doc)
 
     n_workers = resolve_workers(cfg, n_measured)
     specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
     sampler = _start_telemetry(cfg, run_dir, engine)
-    status, client = _drive(specs, run_dir, cfg, n_warm, n_measured, progress, console, sampler)
-    extra: dict[str, Any] = {}
-    if sampler is not None:
-        extra["telemetry"] = _stop_telemetry(sampler, run_dir)
-    meta_status = status
-    summary = finalize_run(run_dir, tok=tok, status=meta_status, client=client, extra=extra)
-    _fill_energy(summary, run_dir)
+    status, client = _drive(specs, run_dir, doc, cfg, n_warm, n_measured, progress, console,
+                            sampler)  # fmt: skip
+    del specs, plan  # the prompts: the end of the run has no use for them
+    summary = end_run(run_dir, doc=doc, tok=tok, status=status, client=client, sampler=sampler)
     if status != "completed":
         log(f"run {status}: results so far are in {run_dir}")
-    return run_dir
+    return RunResult(status=status, directory=run_dir, summary=summary, doc=doc)
+
+
+def end_run(
+    run_dir: Path,
+    *,
+    doc: RunDoc | None = None,
+    tok: Tokenizer | None = None,
+    status: str,
+    client: ClientSection,
+    sampler: TelemetryStop | None,
+) -> Summary:
+    """The end of a run, in one pass (``finalize_run``): requests.parquet, the summary,
+    the sampler stopped with the summary's window and token counts, summary.json once."""
+    return finalize_run(run_dir, doc=doc, tok=tok, status=status, client=client,
+                        sampler=sampler)  # fmt: skip
 
 
 def _plan_with_progress(
@@ -403,14 +476,16 @@ def _worker_specs(
 def _drive(
     specs: list[WorkerSpec],
     run_dir: Path,
+    doc: RunDoc,
     cfg: BenchmarkConfig,
     n_warm: int,
     n_measured: int,
     progress: bool,
     console: Any,
     sampler: Any,
-) -> tuple[str, dict[str, Any]]:
-    """Start the workers, journal their records, handle signals; return (status, client)."""
+) -> tuple[str, ClientSection]:
+    """Start the workers, journal their records, handle signals; return (status, client).
+    run.json (``doc``) gets the schedule (and with Ray the cluster) as they are known."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -441,7 +516,7 @@ def _drive(
     cpu0 = time.process_time()
     crashes: list[str] = []
     lost_actors: list[str] = []  # Ray: actors or nodes that died (their streamed records are kept)
-    worker_stats: list[dict[str, Any]] = []
+    worker_stats: list[WorkerStats] = []
     t_start = time.monotonic()
     counts = {"done": 0, "measured": 0, "errors": 0, "tokens": 0}
     lost = 0  # consecutive connection failures
@@ -460,13 +535,15 @@ def _drive(
     try:
         pool.start()
         if cfg.ray is not None:
-            _set_run_meta(run_dir, cluster=pool.cluster_info())
+            doc.cluster = pool.cluster_info()
+            write_run_doc(run_dir, doc)
         if sampler is not None:
             sampler.set_phase("warmup" if n_warm else "measured")
         with prog:
             task = prog.add_task("requests", total=total, info="")
             pool.release()
-            _set_run_meta(run_dir, schedule=schedule_doc(cfg, specs, pool.start_ns))
+            doc.schedule = schedule_doc(cfg, specs, pool.start_ns)
+            write_run_doc(run_dir, doc)
             for kind, w, payload in pool.events():
                 if kind == "records":
                     journal.write(payload)
@@ -515,35 +592,38 @@ def _drive(
             signal.signal(s, h)
         pool.kill()
         if cfg.ray is not None and pool.start_ns is not None:
-            _set_run_meta(run_dir, cluster=pool.cluster_info())
+            doc.cluster = pool.cluster_info()
+            write_run_doc(run_dir, doc)
     if sampler is not None:
         sampler.set_phase("drain")
     cpu_parent = time.process_time() - cpu0
-    cpu_workers = sum(s["cpu_s"] for s in worker_stats)
+    cpu_workers = sum(s.get("cpu_s", 0.0) for s in worker_stats)
     wall = time.monotonic() - t_start
     chunks = max(1, counts["tokens"])
-    client = {
-        "workers": worker_stats,
-        "n_workers": len(specs),
-        "cpu_s": cpu_parent + cpu_workers,
-        "cpu_s_workers": cpu_workers,
-        "cpu_s_parent": cpu_parent,
-        "cpu_util": (cpu_parent + cpu_workers) / wall if wall > 0 else None,
-        "cpu_us_per_chunk": 1e6 * cpu_workers / chunks,
-        "loop_lag_ms_p99": max((s["loop_lag_ms_p99"] for s in worker_stats), default=None),
-        **arrival_stamps(worker_stats),
-        "start_late_ms_max": max(
-            (ph["late_ms"] for st in worker_stats for ph in st.get("phases", [])), default=None
-        ),
-        "warnings": [f"load worker crashed: {c}" for c in crashes]
+    client = ClientSection(
+        workers=worker_stats,
+        n_workers=len(specs),
+        cpu_s=cpu_parent + cpu_workers,
+        cpu_s_workers=cpu_workers,
+        cpu_s_parent=cpu_parent,
+        cpu_util=(cpu_parent + cpu_workers) / wall if wall > 0 else None,
+        cpu_us_per_chunk=1e6 * cpu_workers / chunks,
+        loop_lag_ms_p99=max((s.get("loop_lag_ms_p99", 0.0) for s in worker_stats), default=None),
+    )
+    client.update(arrival_stamps(worker_stats))
+    client["start_late_ms_max"] = max(
+        (ph["late_ms"] for st in worker_stats for ph in st.get("phases", [])), default=None
+    )
+    client["warnings"] = (
+        [f"load worker crashed: {c}" for c in crashes]
         + [
-            f"load worker {st['worker']} stopped: {st['driver_lost']}"
+            f"load worker {st.get('worker')} stopped: {st['driver_lost']}"
             for st in worker_stats
             if st.get("driver_lost")
         ]  # fmt: skip
         + ([abort_reason] if abort_reason else [])
-        + [f"{x}; the run is partial" for x in lost_actors],
-    }
+        + [f"{x}; the run is partial" for x in lost_actors]
+    )
     if crashes or abort_reason:
         status = "failed"
     elif interrupted["n"]:
@@ -555,56 +635,46 @@ def _drive(
     return status, client
 
 
-def schedule_doc(
-    cfg: BenchmarkConfig, specs: list[WorkerSpec], start_ns: int | None
-) -> dict[str, Any]:
+def schedule_doc(cfg: BenchmarkConfig, specs: list[WorkerSpec], start_ns: int | None) -> Schedule:
     """run.json's ``schedule``: how the load was sent, as it was (docs/RESULTS.md). The
     workers share one start instant (``start_ns``, the driver's monotonic clock); each
     worker's residual against it is in summary.json ``client.workers[].phases``."""
     measured = [p for s in specs for p in s.phases if p.name == "measured"]
-    return {
-        "mode": cfg.mode,
-        "open_loop": cfg.mode != "concurrency",
-        "workers": len(specs),
-        "start_ns": start_ns,
+    return Schedule(
+        mode=cfg.mode,
+        open_loop=cfg.mode != "concurrency",
+        workers=len(specs),
+        start_ns=start_ns,
         # closed loop: streams per worker; open loop: the cap per worker (None: uncapped)
-        "concurrency": [p.concurrency for p in measured] if cfg.mode == "concurrency" else None,
-        "max_concurrency": [p.max_concurrency for p in measured]
+        concurrency=[p.concurrency for p in measured] if cfg.mode == "concurrency" else None,
+        max_concurrency=[p.max_concurrency for p in measured]
         if cfg.max_concurrency is not None
         else None,
-        "duration_s": cfg.duration_s,
-        "num_requests": cfg.num_requests,
-        "warmup_requests": cfg.warmup_requests,
-    }
+        duration_s=cfg.duration_s,
+        num_requests=cfg.num_requests,
+        warmup_requests=cfg.warmup_requests,
+    )
 
 
-def arrival_stamps(worker_stats: list[dict[str, Any]]) -> dict[str, Any]:
+def arrival_stamps(worker_stats: list[WorkerStats]) -> ClientSection:
     """Where the workers' chunk times came from: ``kernel`` when (nearly) every read
     carried the kernel's receive time (client/http1.py ``ReceiveHub``), else ``loop``; and
     the p99 of how long reads waited in the socket before a worker read them (the most
     late a loop-side time would have been), the largest over the workers; and how the
     wall clock, which the stamps are on, moved against the monotonic one."""
-    recv = [s["receive"] for s in worker_stats if s.get("receive")]
-    reads = sum(r["reads"] for r in recv)
-    stamped = sum(r["kernel_stamped"] for r in recv)
-    delays = [r["read_delay_ms_p99"] for r in recv if r.get("read_delay_ms_p99") is not None]
-    drift = [r["realtime_drift_ppm"] for r in recv if r.get("realtime_drift_ppm") is not None]
-    steps = [r["realtime_step_ms_max"] for r in recv if r.get("realtime_step_ms_max") is not None]
-    return {
-        "arrival_stamps": "kernel" if reads and stamped >= 0.99 * reads else "loop",
-        "read_delay_ms_p99": max(delays) if delays else None,
+    recv = [r for s in worker_stats if (r := s.get("receive"))]
+    reads = sum(r.get("reads", 0) for r in recv)
+    stamped = sum(r.get("kernel_stamped", 0) for r in recv)
+    delays = [x for r in recv if (x := r.get("read_delay_ms_p99")) is not None]
+    drift = [x for r in recv if (x := r.get("realtime_drift_ppm")) is not None]
+    steps = [x for r in recv if (x := r.get("realtime_step_ms_max")) is not None]
+    return ClientSection(
+        arrival_stamps="kernel" if reads and stamped >= 0.99 * reads else "loop",
+        read_delay_ms_p99=max(delays) if delays else None,
         # the stamps' clock (realtime) against the monotonic one: worst worker
-        "realtime_drift_ppm": max(drift, key=abs) if drift else None,
-        "realtime_step_ms_max": max(steps) if steps else None,
-    }
-
-
-def _set_run_meta(run_dir: Path, **fields: Any) -> None:
-    from accelbench.store.rundir import read_json
-
-    meta = read_json(run_dir / RUN_JSON)
-    meta.update(fields)
-    write_json_atomic(run_dir / RUN_JSON, meta)
+        realtime_drift_ppm=max(drift, key=abs) if drift else None,
+        realtime_step_ms_max=max(steps) if steps else None,
+    )
 
 
 def _start_telemetry(cfg: BenchmarkConfig, run_dir: Path, engine: Any) -> Any:
@@ -625,41 +695,3 @@ def _start_telemetry(cfg: BenchmarkConfig, run_dir: Path, engine: Any) -> Any:
         return s
     except Exception:  # noqa: BLE001 - telemetry must never break a benchmark
         return None
-
-
-def _stop_telemetry(sampler: Any, run_dir: Path) -> dict[str, Any]:
-    from accelbench.store.rundir import JOURNAL as _J
-    from accelbench.store.rundir import read_journal
-
-    rows, _ = read_journal(run_dir / _J)
-    meas = [r for r in rows if not r["warmup"] and r["ok"]]
-    if meas:
-        start = min(r["t_send"] for r in meas)
-        end = max(r["t_last"] or r["t_send"] for r in meas)
-    else:
-        start = end = time.monotonic_ns()
-    out_tok = sum((r.get("osl_server") or len(r["chunk_times"])) for r in meas)
-    in_tok = sum((r.get("isl") or r.get("isl_planned") or 0) for r in meas)
-    try:
-        return sampler.stop(
-            measured_window_ns=(start, end), output_tokens=out_tok, total_tokens=out_tok + in_tok
-        )
-    except Exception as exc:  # noqa: BLE001
-        return {"error": f"telemetry failed: {exc}"}
-
-
-def _fill_energy(summary: dict[str, Any], run_dir: Path) -> None:
-    tel = summary.get("telemetry") or {}
-    energy = tel.get("energy") if isinstance(tel, dict) else None
-    health = tel.get("health") if isinstance(tel, dict) else None
-    changed = False
-    if energy:
-        summary["energy"] = energy
-        changed = True
-    if health:
-        summary["health"] = health
-        changed = True
-    if changed:
-        from accelbench.store.rundir import SUMMARY
-
-        write_json_atomic(run_dir / SUMMARY, summary)

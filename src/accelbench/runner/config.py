@@ -4,6 +4,7 @@ run.json records exactly this and a sweep can derive point configurations from i
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -309,7 +310,7 @@ def _opt(field_name: str) -> str:
     return _OPTION_NAMES.get(field_name, "--" + field_name.replace("_", "-"))
 
 
-def run_mode(cfg: dict[str, Any]) -> str:
+def run_mode(cfg: Mapping[str, object]) -> str:
     """How a run sends its load, from run.json's ``config``: ``trace`` (an open-loop
     replay of a trace's own arrivals), ``rate`` (open loop) or ``concurrency`` (closed)."""
     wl = cfg.get("workload")

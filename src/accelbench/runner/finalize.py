@@ -1,18 +1,29 @@
-"""From the journal to requests.parquet and summary.json. Used at the end of a run and
-by ``accelbench summarize`` to rebuild a run that was killed or to recompute it."""
+"""The end of a run, in one pass: the journal to requests.parquet, the summary, the
+telemetry sampler stopped with the summary's window and token counts, summary.json
+written once and run.json's status. Used at the end of a run and by ``accelbench
+summarize`` to rebuild a run that was killed or to recompute it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from accelbench import validate
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.metrics.completion import complete_row
-from accelbench.metrics.records import records_to_table
-from accelbench.metrics.summary import summarize
+from accelbench.metrics.records import RequestRow, records_to_table
+from accelbench.metrics.summary import (
+    ClientSection,
+    JournalSection,
+    MlperfSection,
+    Summary,
+    TelemetrySection,
+    summarize,
+)
 from accelbench.runner.config import MAX_GPUS, run_mode
 from accelbench.store.rundir import (
     JOURNAL,
@@ -20,112 +31,173 @@ from accelbench.store.rundir import (
     RUN_JSON,
     SUMMARY,
     iter_journal,
-    read_json_object,
-    write_json_atomic,
     write_parquet_atomic,
 )
+from accelbench.store.rundoc import RunDoc, read_run_doc, read_summary, write_run_doc, write_summary
 from accelbench.workload.tokenizer import Tokenizer
+
+
+class TelemetryStop(Protocol):
+    """What the end of a run needs of the sampler beside it (telemetry/sampler.py)."""
+
+    def halt(self) -> None: ...
+
+    def stop(
+        self,
+        measured_window_ns: tuple[int, int] | None = None,
+        output_tokens: int | None = None,
+        total_tokens: int | None = None,
+    ) -> TelemetrySection: ...
 
 
 def finalize_run(
     run_dir: Path,
     *,
+    doc: RunDoc | None = None,
     tok: Tokenizer | None = None,
     status: str | None = None,
-    client: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
+    client: ClientSection | None = None,
+    sampler: TelemetryStop | None = None,
+    mlperf: MlperfSection | None = None,
     gpus: int | None = None,
     slo: dict[str, float] | None = None,
-) -> dict[str, Any]:
-    """Write requests.parquet and summary.json from the journal; update run.json."""
+) -> Summary:
+    """Write requests.parquet and summary.json from the journal; update run.json.
+
+    ``doc`` is the run's run.json as the caller holds it (None: read it). With a
+    ``sampler``, it is stopped here with the summary's measured window and token counts
+    (the one definition every rate and J/token use: docs/METRICS.md), and its sections
+    (``telemetry``, ``energy``, ``health``) go into the summary before it is written,
+    once. Without one, a recomputed summary keeps what only the live run could measure."""
     run_dir = Path(run_dir)
     # the caller's overrides first: a bad --gpus or --slo must not reach summary.json
     gpus = validate.optional_integer("--gpus", gpus, 1, MAX_GPUS)
     slo = None if slo is None else validate.slo(slo)
-    meta = read_json_object(run_dir / RUN_JSON)
-    cfg = _recorded_config(meta, run_dir / RUN_JSON)
-    table, journal = _requests_table(run_dir, tok, cfg["save_text"])
-    recorded = meta.get("status")
-    status = status or (recorded if isinstance(recorded, str) else None) or "completed"
+    if sampler is not None:
+        sampler.halt()  # the load has ended: sampling stops before the summary's work
+    if doc is None:
+        doc = read_run_doc(run_dir)
+    cfg = _recorded_config(doc.config, run_dir / RUN_JSON)
+    try:
+        table, journal = _requests_table(run_dir, tok, cfg.save_text)
+    except BaseException:
+        if sampler is not None:  # the sampler's thread and file end with the run, always
+            with contextlib.suppress(Exception):
+                sampler.stop()
+        raise
+    status = status or doc.status or "completed"
     if status == "running":
         status = "interrupted"  # the client died before it could say
-    old_client = meta.get("client")
-    client = dict(
-        client if client is not None else old_client if isinstance(old_client, dict) else {}
-    )
-    planned = meta.get("planned_requests")
-    # the summary as a plain document: finalize adds sections the model leaves open
-    summary: dict[str, Any] = dict(summarize(
+    client = (client if client is not None else doc.client or ClientSection()).copy()
+    summary = summarize(
         table,
-        gpus=gpus or cfg["gpus"],
-        slo=slo if slo is not None else (cfg["slo"] or None),
-        mode=cfg["mode"],
-        target_concurrency=cfg["concurrency"] or cfg["max_concurrency"],
-        requested_rate=cfg["rate"],
+        gpus=gpus or cfg.gpus,
+        slo=slo if slo is not None else (cfg.slo or None),
+        mode=cfg.mode or "concurrency",
+        target_concurrency=cfg.concurrency or cfg.max_concurrency,
+        requested_rate=cfg.rate,
         client=client,
         status=status,
-        planned=planned if isinstance(planned, int) and not isinstance(planned, bool) else None,
-    ))  # fmt: skip
+        planned=doc.planned_requests,
+    )
+    del table  # the telemetry's rows and the table are never held together
     _client_health(summary, cfg)
     if journal is not None:
         summary["journal"] = journal
-    if (run_dir / SUMMARY).is_file():
-        # recomputing: keep what only the live run could measure (telemetry, energy, health, the MLPerf verdict)
-        try:
-            old = read_json_object(run_dir / SUMMARY)
-        except Exception:  # noqa: BLE001 - an unreadable old summary is simply replaced
-            old = {}
-        for key in ("telemetry", "energy", "health", "mlperf"):
-            if key in old:
-                summary[key] = old[key]
-    if extra:
-        summary.update(extra)
-    write_json_atomic(run_dir / SUMMARY, summary)
-    meta["status"] = status
-    meta.setdefault("finished_at", datetime.now(UTC).isoformat())
+    if sampler is not None:
+        _stop_telemetry(summary, sampler)
+    elif (run_dir / SUMMARY).is_file():
+        # recomputing: keep what only the live run could measure
+        with contextlib.suppress(DocumentError):  # an unreadable old summary is replaced
+            old, _ = read_summary(run_dir)
+            for key in ("telemetry", "energy", "health", "mlperf"):
+                if key in old:
+                    summary[key] = old[key]
+    if mlperf is not None:
+        summary["mlperf"] = mlperf
+    write_summary(run_dir, summary)
+    doc.status = status
+    doc.finished_at = doc.finished_at or datetime.now(UTC).isoformat()
     if client:
-        meta["client"] = client
-    write_json_atomic(run_dir / RUN_JSON, meta)
+        doc.client = client
+    write_run_doc(run_dir, doc)
     return summary
+
+
+def measured_window(summary: Summary) -> tuple[int, int] | None:
+    """The measured window (first send to last content chunk of the measured requests,
+    docs/METRICS.md): the one every rate of the summary divides by, and the one energy
+    is taken over."""
+    w = summary["window"]
+    a, b = w.get("start_ns"), w.get("end_ns")
+    return (a, b) if a is not None and b is not None else None
+
+
+def _stop_telemetry(summary: Summary, sampler: TelemetryStop) -> None:
+    """Stop the sampler with the summary's window and token counts; its sections into
+    the summary (``energy`` and ``health`` also at the top, where reports look)."""
+    tokens = summary["tokens"]
+    out_tok, in_tok = int(tokens["output"]), int(tokens["input"])
+    try:
+        tel = sampler.stop(
+            measured_window_ns=measured_window(summary),
+            output_tokens=out_tok,
+            total_tokens=out_tok + in_tok,
+        )
+    except Exception as exc:  # noqa: BLE001 - telemetry must never break a benchmark
+        tel = TelemetrySection(error=f"telemetry failed: {exc}")
+    summary["telemetry"] = tel
+    if tel.get("energy"):
+        summary["energy"] = tel["energy"]
+    if tel.get("health"):
+        summary["health"] = tel["health"]
 
 
 MAX_RECORDED = 1 << 62  # in-flight caps as recorded: any whole number int64 holds
 
 
-def _recorded_config(meta: dict[str, Any], path: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RecordedConfig:
+    """The fields of run.json's config that the summary uses, checked."""
+
+    gpus: int = 1
+    slo: dict[str, float] | None = None
+    rate: float | None = None
+    concurrency: int | None = None
+    max_concurrency: int | None = None
+    save_text: bool = False
+    mode: str | None = None  # None: rate where a rate was asked, else concurrency
+
+
+def _recorded_config(cfg: Mapping[str, object], path: Path) -> RecordedConfig:
     """The fields of run.json's config that the summary uses, each checked as the run
     options are: a damaged run.json is one clear error naming the field, never a summary
     with negative per-GPU figures or an exit 70 deep inside the statistics."""
-    cfg = meta.get("config")
-    if cfg is None:
-        cfg = {}
-    if not isinstance(cfg, dict):
-        raise AccelbenchError(f"{path} is damaged: config is not an object ({cfg!r:.40})")
     try:
         slo = cfg.get("slo") or {}
         if not isinstance(slo, dict):
             raise validate.UsageError(f"slo must be an object (got {slo!r:.40})")
-        return {
-            "gpus": validate.integer("gpus", cfg.get("gpus") or 1, 1, MAX_GPUS),
-            "slo": validate.slo(slo),
+        return RecordedConfig(
+            gpus=validate.integer("gpus", cfg.get("gpus") or 1, 1, MAX_GPUS),
+            slo=validate.slo(slo),
             # wider than the run options: imported runs (vllm bench, MLPerf) record theirs
-            "rate": validate.optional_number("rate", cfg.get("rate"), 0, None, lo_open=True),
-            "concurrency": validate.optional_integer(
+            rate=validate.optional_number("rate", cfg.get("rate"), 0, None, lo_open=True),
+            concurrency=validate.optional_integer(
                 "concurrency", cfg.get("concurrency"), 1, MAX_RECORDED
             ),
-            "max_concurrency": validate.optional_integer(
+            max_concurrency=validate.optional_integer(
                 "max_concurrency", cfg.get("max_concurrency"), 1, MAX_RECORDED
             ),
-            "save_text": cfg.get("save_text") is True,
-            "mode": run_mode(cfg),
-        }
+            save_text=cfg.get("save_text") is True,
+            mode=run_mode(cfg),
+        )
     except validate.UsageError as exc:
-        raise AccelbenchError(f"{path} is damaged: config {exc}") from None
+        raise DocumentError(f"{path} is damaged: config {exc}") from None
 
 
 def _requests_table(
     run_dir: Path, tok: Tokenizer | None, save_text: bool
-) -> tuple[Any, dict[str, Any] | None]:
+) -> tuple[Any, JournalSection | None]:
     """requests.parquet rebuilt from the journal, unless that would hold fewer rows than
     the requests.parquet already there: a damaged journal never replaces a complete
     result with less. Returns the table and what was wrong with the journal (None: all
@@ -146,20 +218,20 @@ def _requests_table(
     elif old_rows is None:
         raise AccelbenchError(f"{path} is missing: nothing to summarise")
     table, bad_records = complete_table(rows, tok, save_text)
-    problems: dict[str, Any] | None = None
+    problems: JournalSection | None = None
     if lines or bad_records or missing:
-        problems = {
-            "missing": missing,
-            "unreadable_lines": len(lines),
-            "line_numbers": lines[:20],
-            "bad_records": bad_records,
-            "rows_read": table.num_rows,
-            "kept_parquet_rows": None,
-        }
+        problems = JournalSection(
+            missing=missing,
+            unreadable_lines=len(lines),
+            line_numbers=lines[:20],
+            bad_records=bad_records,
+            rows_read=table.num_rows,
+            kept_parquet_rows=None,
+        )
     if old_rows is not None and old_rows > table.num_rows:
         if problems is None:  # fewer rows than before without damage: a shorter journal
-            problems = {"missing": False, "unreadable_lines": 0, "line_numbers": [],
-                        "bad_records": 0, "rows_read": table.num_rows}  # fmt: skip
+            problems = JournalSection(missing=False, unreadable_lines=0, line_numbers=[],
+                                      bad_records=0, rows_read=table.num_rows)  # fmt: skip
         problems["kept_parquet_rows"] = old_rows
         return pq.read_table(parquet), problems
     write_parquet_atomic(parquet, table)
@@ -173,14 +245,14 @@ TABLE_BATCH = 16_384
 
 
 def complete_table(
-    rows: Iterable[dict[str, Any]], tok: Tokenizer | None, save_text: bool
+    rows: Iterable[Mapping[str, object]], tok: Tokenizer | None, save_text: bool
 ) -> tuple[Any, int]:
     """The completed rows as a table, and how many journal records were of the wrong
     shape (skipped, counted)."""
     import pyarrow as pa
 
     tables: list[Any] = []
-    done: list[dict[str, Any]] = []
+    done: list[RequestRow] = []
     bad = 0
     for r in rows:
         try:
@@ -199,7 +271,7 @@ def complete_table(
     return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), bad
 
 
-def _batch_table(done: list[dict[str, Any]]) -> tuple[Any, int]:
+def _batch_table(done: list[RequestRow]) -> tuple[Any, int]:
     try:
         return records_to_table(done), 0
     except Exception:  # noqa: BLE001 - find the rows Arrow refuses (types, ranges)
@@ -214,7 +286,7 @@ def _batch_table(done: list[dict[str, Any]]) -> tuple[Any, int]:
         return records_to_table(good), bad
 
 
-def journal_problem(summary: dict[str, Any]) -> str | None:
+def journal_problem(summary: Summary) -> str | None:
     """One line on what of the journal could not be used (None: all of it was read)."""
     j = summary.get("journal")
     if not j:
@@ -229,7 +301,7 @@ def journal_problem(summary: dict[str, Any]) -> str | None:
                      f"(line {nums}{more})")  # fmt: skip
     if j.get("bad_records"):
         parts.append(f"{j['bad_records']} journal record(s) of the wrong shape skipped")
-    if j.get("kept_parquet_rows") is not None:
+    if j.get("kept_parquet_rows") is not None:  # the number of rows kept
         parts.append(f"kept the existing requests.parquet ({j['kept_parquet_rows']} rows) "
                      f"instead of the {j['rows_read']} the journal gave")  # fmt: skip
     return "; ".join(parts) if parts else None
@@ -246,17 +318,16 @@ STREAMS_PER_WORKER_KNEE = 128
 REALTIME_STEP_PPM = 50
 
 
-def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
+def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
     """Achieved vs requested rate, schedule lag, CPU: say so when the client, not the
     server, was the bottleneck."""
     c = summary["client"]
     warnings: list[str] = list(c.get("warnings") or [])
-    lag = summary["latency"]["schedule_lag_ms"]
-    lag_p99 = lag.get("p99")
+    lag_p99 = summary["latency"]["schedule_lag_ms"].get("p99")
     c["schedule_lag_ms_p99"] = lag_p99
-    c["mode"] = cfg.get("mode") or ("rate" if cfg.get("rate") else "concurrency")
-    c["requested_rate"] = cfg.get("rate")
-    c["target_concurrency"] = cfg.get("concurrency")
+    c["mode"] = cfg.mode or ("rate" if cfg.rate else "concurrency")
+    c["requested_rate"] = cfg.rate
+    c["target_concurrency"] = cfg.concurrency
     window = summary["window"]["duration_s"] or 0
     n_sent = summary["counts"]["completed"] + summary["counts"]["failed"]
     # offered rate: requests sent over the span of sends (n - 1 gaps), so long outputs
@@ -268,19 +339,18 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
         c["achieved_rate"] = (n_sent / window) if window > 0 else None
     bottleneck = False
     kernel = c.get("arrival_stamps") == "kernel"
-    rate = cfg.get("rate")
-    if rate and c["achieved_rate"] is not None and c["achieved_rate"] < 0.95 * rate:
-        if not cfg.get("max_concurrency"):
-            warnings.append(
-                f"achieved {c['achieved_rate']:.2f} req/s of the requested {rate:g} req/s"
-            )
+    rate = cfg.rate
+    achieved = c["achieved_rate"]
+    if rate and achieved is not None and achieved < 0.95 * rate:
+        if not cfg.max_concurrency:
+            warnings.append(f"achieved {achieved:.2f} req/s of the requested {rate:g} req/s")
             bottleneck = True
-    if rate and lag_p99 is not None and lag_p99 > 10 and not cfg.get("max_concurrency"):
+    if rate and lag_p99 is not None and lag_p99 > 10 and not cfg.max_concurrency:
         warnings.append(f"schedule lag p99 {lag_p99:.1f} ms: requests went out late")
         bottleneck = True
     for w in c.get("workers", []):
         util = w["cpu_s"] / w["wall_s"] if w.get("wall_s") else 0
-        lag = w.get("loop_lag_ms_p99", 0)
+        lag: float = w.get("loop_lag_ms_p99", 0.0)
         if util > 0.9:
             warnings.append(
                 f"load worker {w['worker']} used {100 * util:.0f}% of a core: "
@@ -306,7 +376,7 @@ def _client_health(summary: dict[str, Any], cfg: dict[str, Any]) -> None:
                 f"load worker {w['worker']} event loop lagged (p99 {lag:.1f} ms; {cause}): {late}"
             )
             bottleneck = bottleneck or util > 0.5
-    streams = cfg.get("concurrency") or cfg.get("max_concurrency")
+    streams = cfg.concurrency or cfg.max_concurrency
     spw = streams / max(1, c.get("n_workers") or 1) if streams else None
     c["streams_per_worker"] = spw
     if kernel:

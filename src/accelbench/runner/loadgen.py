@@ -8,18 +8,20 @@ parent in batches; nothing here touches the disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
+from accelbench.metrics.summary import PhaseStart, ReceiveStats, WorkerStats
 from accelbench.workload.plan import PlannedRequest
 
 _now = time.monotonic_ns
@@ -64,6 +66,14 @@ class WorkerSpec:
     max_event_bytes: int = MAX_EVENT_BYTES  # larger SSE events fail as malformed_stream
 
 
+class SharedCounter(Protocol):
+    """A counter the workers of a closed loop share (``multiprocessing.Value("q")``)."""
+
+    value: int
+
+    def get_lock(self) -> contextlib.AbstractContextManager[Any]: ...
+
+
 class LoopLagMonitor:
     """How late the event loop wakes up: if it lags, every timestamp taken by it is late."""
 
@@ -106,7 +116,7 @@ class LoadWorker:
         emit: Callable[[list[dict]], None],
         should_stop: Callable[[], bool],
         phase_barrier: Callable[[], Any] | None = None,
-        counters: dict[str, Any] | None = None,
+        counters: Mapping[str, SharedCounter] | None = None,
         parent_alive: Callable[[], bool] | None = None,
         start_ns: int | None = None,
     ) -> None:
@@ -114,7 +124,7 @@ class LoadWorker:
         # the first phase's start instant (this host's monotonic clock), shared by every
         # worker of the run; later phases get theirs from ``phase_barrier``'s answer
         self.start_ns = start_ns
-        self.phase_starts: list[dict[str, Any]] = []
+        self.phase_starts: list[PhaseStart] = []
         self.parent_alive = parent_alive
         self.emit = emit
         self.should_stop = should_stop
@@ -181,7 +191,7 @@ class LoadWorker:
             self.emit(batch)
 
     # -- phases -------------------------------------------------------------------
-    async def run(self) -> dict[str, Any]:
+    async def run(self) -> WorkerStats:
         self.lag.start()
         flusher = asyncio.ensure_future(self._flusher())
         t0 = _now()
@@ -213,20 +223,20 @@ class LoadWorker:
         cpu = time.process_time() - cpu0
         times1 = os.times()
         p99 = self.lag.order_stat(0.99)
-        return {
-            "worker": self.spec.worker,
-            "wall_s": wall,
-            "cpu_s": cpu,
+        return WorkerStats(
+            worker=self.spec.worker,
+            wall_s=wall,
+            cpu_s=cpu,
             # user: the client's own work; system: the kernel's (reads, wake-ups), which
             # depends on how the OS batched arrivals as much as on the client
-            "user_s": times1.user - times0.user,
-            "sys_s": times1.system - times0.system,
-            "sent": self.sent,
-            "loop_lag_ms_p99": p99,
-            "loop_lag_ms_max": max(self.lag.lags_ms, default=0.0),
-            "receive": self.client.receive_stats(),
-            "phases": self.phase_starts,
-        }
+            user_s=times1.user - times0.user,
+            sys_s=times1.system - times0.system,
+            sent=self.sent,
+            loop_lag_ms_p99=p99,
+            loop_lag_ms_max=max(self.lag.lags_ms, default=0.0),
+            receive=cast(ReceiveStats | None, self.client.receive_stats()),
+            phases=self.phase_starts,
+        )
 
     async def _begin(self, name: str, at: int | None) -> int | None:
         """Wait for the phase's common start instant ``at`` (None: start now) and record
@@ -239,7 +249,7 @@ class LoadWorker:
             return None
         while _now() < at:  # the last millisecond: finer than the timer
             await asyncio.sleep(0)
-        self.phase_starts.append({"name": name, "start_ns": at, "late_ms": (_now() - at) / 1e6})
+        self.phase_starts.append(PhaseStart(name=name, start_ns=at, late_ms=(_now() - at) / 1e6))
         return at
 
     async def _flusher(self) -> None:

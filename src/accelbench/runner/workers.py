@@ -20,11 +20,12 @@ import queue as queue_mod
 import signal
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from accelbench.eventloop import install_uvloop
 from accelbench.lifetime import die_with_parent, reap_resource_tracker_at_exit
-from accelbench.runner.loadgen import LoadWorker, WorkerSpec
+from accelbench.runner.loadgen import LoadWorker, SharedCounter, WorkerSpec
 
 # The common start instant is this far after the release (the workers are ready and
 # waiting; this covers a loaded host waking them), and a later phase this far after the
@@ -39,7 +40,7 @@ def _worker_main(
     stop: Any,
     go: Any,
     barrier: Any,
-    counters: dict[str, Any],
+    counters: Mapping[str, SharedCounter],
     parent_pid: int,
     start_at: Any,
     arrivals: Any,

@@ -52,22 +52,26 @@ RUN_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("problems", pa.string()),
 )
 RUNS_SCHEMA = pa.schema(list(RUN_FIELDS))
+# One row of the ``runs`` view: every value coerced to its column's type (RUN_FIELDS).
+RunRow = dict[str, str | int | float | None]
 
 
-def run_row(r: RunInfo) -> dict[str, Any]:
+def run_row(r: RunInfo) -> RunRow:
     """One flat row of key figures for the ``runs`` view."""
     wl = r.workload()
     sweep_dir = r.path.parent
     suite, verdict = suite_of(r.path, r.run)
-    row: dict[str, Any] = {
+    row: dict[str, object] = {
         "run_id": r.run_id,
         "path": str(r.path),
         "sweep": sweep_dir.name if (sweep_dir / "sweep.json").exists() else None,
-        "source": str(dig(r.run, "source", "tool") or "accelbench"),
+        "source": str(r.doc.source.get("tool") or "accelbench")
+        if r.doc and r.doc.source
+        else "accelbench",
         "suite": suite,
         "verdict": verdict,
         "status": r.status,
-        "started_at": r.run.get("started_at"),
+        "started_at": r.doc.started_at if r.doc else None,
         "label": r.config.get("label"),
         "model": wl.get("model"),
         "endpoint": wl.get("endpoint"),
@@ -85,20 +89,23 @@ def run_row(r: RunInfo) -> dict[str, Any]:
     }
     for k in FIGURES:
         row[k] = r.figure(k) if r.summary else None
+    out: RunRow = {}
     for name, typ in RUN_FIELDS:  # coerce to the column types
         v = row.get(name)
+        out[name] = None
         if v is None:
             continue
         try:
             if pa.types.is_integer(typ):
-                row[name] = int(v) if -(2**63) <= int(v) < 2**63 else None
+                n = int(v)  # type: ignore[call-overload]  # a figure or a count: checked here
+                out[name] = n if -(2**63) <= n < 2**63 else None
             elif pa.types.is_floating(typ):
-                row[name] = float(v)
+                out[name] = float(v)  # type: ignore[arg-type]  # as above
             else:
-                row[name] = str(v)
+                out[name] = str(v)
         except (TypeError, ValueError, OverflowError):
-            row[name] = None
-    return row
+            out[name] = None
+    return out
 
 
 def _readable_parquet(path: Path) -> bool:

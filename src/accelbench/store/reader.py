@@ -2,14 +2,15 @@
 reports, sweeps and cost use.
 
 Loading never raises on a damaged directory: what is missing is recorded in
-``RunInfo.problems`` so that reports can say so. Where ``summary.json`` is absent (a run
+``RunInfo.problems`` so that reports can say so. run.json and summary.json are read by
+their one validating reader each (store/rundoc.py) into their types (``RunInfo.doc``,
+``RunInfo.summary``); a file that reader refuses is one line in ``problems``. Where ``summary.json`` is absent (a run
 killed before it was written), the figures are recomputed from ``requests.parquet`` or,
 failing that, from the ``requests.jsonl`` journal, with the same code a run uses.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import REQUEST_SCHEMA, records_to_table
 from accelbench.metrics.registry import figure as registry_figure
-from accelbench.metrics.summary import Summary, summarize, summary_from_json
+from accelbench.metrics.summary import Summary, summarize
 from accelbench.metrics.values import column_np, finite_number
 from accelbench.store.rundir import JOURNAL, PARQUET, RUN_JSON, SUMMARY, read_journal
+from accelbench.store.rundoc import RunDoc, read_run_doc, read_summary
 
 __all__ = [
     "SCALAR_COLUMNS",
@@ -62,19 +64,6 @@ GPUS_MAX = 65536  # accelerators behind one endpoint
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return None, f"{path.name} missing"
-    except (OSError, ValueError, RecursionError) as exc:
-        return None, f"{path.name} unreadable ({type(exc).__name__}: {str(exc)[:80]})"
-    if not isinstance(data, dict):
-        return None, f"{path.name} is not a JSON object"
-    return data, None
 
 
 def dig(d: Any, *keys: str, default: Any = None) -> Any:
@@ -173,7 +162,7 @@ class RunInfo:
 
     path: Path
     run_id: str
-    run: dict[str, Any]
+    doc: RunDoc | None  # run.json (None: missing or refused, see problems)
     summary: Summary | None
     problems: list[str] = field(default_factory=list)
     has_requests: bool = False
@@ -184,13 +173,19 @@ class RunInfo:
     _table: pa.Table | None = field(default=None, repr=False)  # records from the journal
 
     @property
+    def run(self) -> dict[str, Any]:
+        """run.json as its JSON object, for readers that dig into it ({} where missing)."""
+        return dict(self.doc.to_json()) if self.doc is not None else {}
+
+    @property
     def config(self) -> dict[str, Any]:
-        c = self.run.get("config") or self.run.get("configuration") or {}
-        return c if isinstance(c, dict) else {}
+        return self.doc.config if self.doc is not None else {}
 
     @property
     def status(self) -> str:
-        return str(self.run.get("status") or dig(self.summary, "status") or "unknown")
+        if self.doc is not None:
+            return self.doc.status
+        return str(dig(self.summary, "status") or "unknown")
 
     @property
     def usable(self) -> bool:
@@ -230,7 +225,7 @@ class RunInfo:
         """What must match for two runs to be comparable."""
         wl = self.config.get("workload")
         wl = wl if isinstance(wl, dict) else {}
-        models = dig(self.run, "server", "models") or []
+        models = (self.doc.server.get("models") if self.doc is not None else None) or []
         model = self.config.get("model") or (
             models[0] if isinstance(models, list) and models else None
         )
@@ -283,7 +278,7 @@ class RunInfo:
                     (big if c in _BIG_COLUMNS else cache)[c] = t.column(c)
         except (OSError, pa.ArrowException) as exc:
             raise AccelbenchError(f"{p}: unreadable ({exc})") from None
-        out: dict[str, Any] = {}
+        out: dict[str, pa.ChunkedArray | pa.Array] = {}
         for c in columns:
             if c in cache:
                 out[c] = cache[c]
@@ -308,20 +303,23 @@ def load_run(path: str | Path, *, recompute: bool = False, gpus: int | None = No
     path = Path(path)
     if not path.is_dir():
         raise AccelbenchError(f"{path}: not a directory")
-    run, perr = _read_json(path / RUN_JSON)
-    problems = [perr] if perr else []
-    run = run or {}
+    problems: list[str] = []
+    doc: RunDoc | None = None
+    try:
+        doc = read_run_doc(path, RUN_JSON)
+    except DocumentError as exc:
+        problems.append(str(exc))
     summary: Summary | None = None
     serr = None
     if not recompute:
-        doc, serr = _read_json(path / SUMMARY)
-        if doc is not None:
-            summary, sprobs = summary_from_json(doc)
+        try:
+            summary, sprobs = read_summary(path, SUMMARY)
             problems += sprobs
-            if summary is None:
-                serr = "summary.json unusable"
+        except DocumentError as exc:
+            serr = str(exc)
     has_req = (path / PARQUET).exists()
-    info = RunInfo(path, str(run.get("run_id") or path.name), run, None, problems, has_req)
+    run_id = (doc.run_id if doc is not None else "") or path.name
+    info = RunInfo(path, run_id, doc, None, problems, has_req)
     if summary is not None and (gpus is None or gpus == summary.get("gpus")):
         info.summary = summary
         return info

@@ -9,7 +9,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ class Journal:
         self.flush_s = flush_s
         self.count = 0
 
-    def write(self, rows: list[dict[str, Any]]) -> None:
+    def write(self, rows: Sequence[Mapping[str, object]]) -> None:
         f = self._f
         for r in rows:
             f.write(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY))

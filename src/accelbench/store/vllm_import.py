@@ -12,10 +12,11 @@ import pyarrow as pa
 
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
-from accelbench.metrics.summary import Summary
+from accelbench.metrics.summary import ImportSection, Summary
 from accelbench.metrics.values import finite_number
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
-from accelbench.store.rundir import write_json_atomic, write_parquet_atomic
+from accelbench.store.rundir import write_parquet_atomic
+from accelbench.store.rundoc import ImportSource, RunDoc, ServerInfo, write_run_doc, write_summary
 from accelbench.validate import label as safe_label
 from accelbench.validate import make_dir
 
@@ -122,7 +123,7 @@ def import_vllm(
             f"{str(exc)[:120]})"
         ) from None
     root = make_dir("--root", results_root)
-    out = root / str(run_doc["run_id"])
+    out = root / run_doc.run_id
     if out.exists():
         raise AccelbenchError(f"{out} exists already; pass another --label")
     # written beside, then renamed: an import that fails leaves nothing behind
@@ -130,8 +131,8 @@ def import_vllm(
     try:
         tmp.mkdir()
         write_parquet_atomic(tmp / "requests.parquet", table)
-        write_json_atomic(tmp / "run.json", run_doc)
-        write_json_atomic(tmp / "summary.json", summary)
+        write_run_doc(tmp, run_doc)
+        write_summary(tmp, summary)
         tmp.rename(out)
     except OSError as exc:
         raise AccelbenchError(f"cannot write {out}: {exc.strerror or exc}") from None
@@ -149,7 +150,7 @@ def _convert(
     osl: int | None,
     dataset: str | None,
     label: str | None,
-) -> tuple[pa.Table, dict[str, Any], Summary]:
+) -> tuple[pa.Table, RunDoc, Summary]:
     """The requests table, run.json and summary.json of one checked result file."""
     absent: list[str] = []
     in_lens = d.get("input_lens") or []
@@ -276,19 +277,18 @@ def _convert(
     summary["counts"]["completed"] = int(d.get("completed") or summary["counts"]["completed"])
     if d.get("failed") is not None:
         summary["counts"]["failed"] = int(d["failed"])
-    summary["source"] = {"tool": "vllm bench serve", "file": str(src)}
+    summary["source"] = ImportSection(tool="vllm bench serve", file=str(src))
     summary["absent"] = absent + ["steady_state", "client CPU and loop figures", "chunk tokens"]
     summary["definitions"]["token_source"] = "vllm result file (input_lens / output_lens)"
 
     run_id = label or f"vllm-{src.stem}"
-    run_doc = {
-        "schema": "accelbench.run/1",
-        "run_id": run_id,
-        "status": "completed",
-        "source": {"tool": "vllm bench serve", "file": str(src), "date": d.get("date")},
-        "config": cfg,
-        "server": {"models": [model] if model else []},
-        "started_at": d.get("date"),
-        "absent": absent,
-    }
+    run_doc = RunDoc(
+        run_id=run_id,
+        status="completed",
+        source=ImportSource(tool="vllm bench serve", file=str(src), date=d.get("date")),
+        config=cfg,
+        server=ServerInfo(models=[model] if model else []),
+        started_at=d.get("date"),
+        absent=absent,
+    )
     return table, run_doc, summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbench.metrics.summary import DeviceEnergy, EnergySection
 from accelbench.telemetry.schema import KIND_GPU, device_key
 
 
@@ -50,7 +51,7 @@ def window_energy(
     window_ns: tuple[int, int] | None,
     output_tokens: int | None = None,
     total_tokens: int | None = None,
-) -> dict[str, Any] | None:
+) -> EnergySection | None:
     """Energy of all GPUs over the window. Returns None when no GPU reported energy or
     power. ``method`` is ``counter`` when every GPU had a usable counter, else
     ``integrated_power`` (at least one GPU was integrated)."""
@@ -66,7 +67,7 @@ def window_energy(
     start, end = window_ns
     total = 0.0
     methods: set[str] = set()
-    per_device: dict[str, dict[str, Any]] = {}
+    per_device: dict[str, DeviceEnergy] = {}
     for dev, grows in gpus.items():
         grows.sort(key=lambda r: r["t_ns"])
         energy_pts = [
@@ -88,7 +89,7 @@ def window_energy(
     if not methods:
         return None
     method = "counter" if methods == {"counter"} else "integrated_power"
-    return {
+    return {  # J per token over the caller's tokens: the summary's (docs/METRICS.md)
         "joules": total,
         "method": method,
         "window_s": (end - start) / 1e9,

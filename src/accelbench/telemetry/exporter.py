@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, KIND_SERVER
@@ -210,11 +210,11 @@ class TelemetryCollector(Collector):
             if health is not None:
                 self._health = health
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         with self._lock:
             rows, health = list(self._rows), self._health
         p = self.prefix
-        families: dict[str, Any] = {}
+        families: dict[str, Metric] = {}
 
         def family(name: str, doc: str, kind: str, labels: list[str]) -> Any:
             fam = families.get(name)

@@ -3,13 +3,16 @@
     s = TelemetrySampler(run_dir, interval_s=1.0, server_url=url, server_pid=pid)
     s.start()
     s.set_phase("warmup"); ...; s.set_phase("measured"); ...; s.set_phase("drain")
+    s.halt()  # optional: sampling ends (the run's end summarises without it beside)
     result = s.stop(measured_window_ns=(start_ns, end_ns), output_tokens=n, total_tokens=m)
 
 ``start`` probes the sources (autodetected unless named) and samples each of them every
 ``interval_s`` in a background thread; a missing source is reported, never raised.
 ``stop`` takes a last sample, writes ``run_dir/telemetry.parquet`` atomically (temp
-file + rename) and returns a JSON-serialisable dict with the sources' status and the
-energy over the measured window. Given a ``judge`` (the health rules:
+file + rename) and returns the summary's ``telemetry`` section
+(:class:`~accelbench.metrics.summary.TelemetrySection`): the sources' status and the
+energy over the measured window. A run passes its summary's window and token counts
+(``runner/benchmark.py`` ``end_run``), so J/token and tok/s share one definition. Given a ``judge`` (the health rules:
 :class:`accelbench.health.sampler.HealthSampler` passes them), it also holds the
 verdict of the run. Telemetry does not import the health package: data flows one way.
 """
@@ -18,10 +21,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from accelbench.metrics.summary import SourceErrors, TelemetrySection, health_section
 from accelbench.store.rundir import write_parquet_atomic
 from accelbench.telemetry.energy import window_energy
 from accelbench.telemetry.schema import rows_to_table
@@ -31,22 +35,23 @@ TELEMETRY_FILE = "telemetry.parquet"
 PHASES = ("warmup", "measured", "drain")
 
 Rows = list[dict[str, Any]]
-# (rows, measured window (start_ns, end_ns) or None, baseline rows or None) -> verdict dict
-Judge = Callable[[Rows, tuple[int, int] | None, Rows | None], dict[str, Any]]
+# (rows, measured window (start_ns, end_ns) or None, baseline rows or None) -> the health
+# rules' verdict (health/rules.py: {verdict, findings, unknown})
+Judge = Callable[[Rows, tuple[int, int] | None, Rows | None], Mapping[str, object]]
 
 
 def collect(
-    sources: list[Source], phase: str | None = None, errors: dict[str, dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
+    sources: list[Source], phase: str | None = None, errors: dict[str, SourceErrors] | None = None
+) -> Rows:
     """One sample of every source, stamped with one ``time.monotonic_ns()``."""
     t_ns = time.monotonic_ns()
-    rows: list[dict[str, Any]] = []
+    rows: Rows = []
     for src in sources:
         try:
             got = src.sample(t_ns)
         except Exception as exc:  # one bad source must not stop the others
             if errors is not None:
-                e = errors.setdefault(src.name, {"count": 0, "last": None})
+                e = errors.setdefault(src.name, SourceErrors(count=0, last=None))
                 e["count"] += 1
                 e["last"] = f"{type(exc).__name__}: {exc}"
             continue
@@ -80,14 +85,15 @@ class TelemetrySampler:
         self.source_names = sources
         self.judge = judge
         self.status: dict[str, str] = {}
-        self.errors: dict[str, dict[str, Any]] = {}
+        self.errors: dict[str, SourceErrors] = {}
         self._sources: list[Source] = []
-        self._rows: list[dict[str, Any]] = []
+        self._rows: Rows = []
         self._lock = threading.Lock()
         self._phase: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._result: dict[str, Any] | None = None
+        self._result: TelemetrySection | None = None
+        self._halted = False
 
     # -- control -------------------------------------------------------------
 
@@ -102,7 +108,7 @@ class TelemetrySampler:
         for src in self._sources:
             note = getattr(src, "note", None)
             if note:
-                self.errors[src.name] = {"count": 0, "last": note}
+                self.errors[src.name] = SourceErrors(count=0, last=note)
         self._thread = threading.Thread(target=self._loop, name="accelbench-telemetry", daemon=True)
         self._thread.start()
 
@@ -112,7 +118,7 @@ class TelemetrySampler:
             self._phase = phase
 
     @property
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> Rows:
         with self._lock:
             return list(self._rows)
 
@@ -135,37 +141,50 @@ class TelemetrySampler:
                 delay = start + k * self.interval_s - time.monotonic()
             self._stop.wait(max(delay, 0.0))
 
-    def stop(
-        self,
-        measured_window_ns: tuple[int, int] | None = None,
-        output_tokens: int | None = None,
-        total_tokens: int | None = None,
-    ) -> dict[str, Any]:
-        """Stop sampling, write ``telemetry.parquet`` and return the summary dict."""
-        if self._result is not None:
-            return self._result
+    def halt(self) -> None:
+        """Stop sampling (a last sample covers the end of the window) and release the
+        sources; ``stop`` then writes the file and the result. A run halts its sampler
+        when the load has ended, before the end of the run summarises it: sampling beside
+        that work measured nothing of the load and held memory while it peaked."""
+        if self._halted:
+            return
+        self._halted = True
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=max(10.0, 3 * self.interval_s))
             if self._thread.is_alive():  # a source hangs: do not sample beside it
-                self.errors.setdefault("sampler", {"count": 0, "last": None})
+                self.errors.setdefault("sampler", SourceErrors(count=0, last=None))
                 self.errors["sampler"]["count"] += 1
                 self.errors["sampler"]["last"] = "sampling thread did not stop in time"
             else:
                 self._sample()  # a last sample so the end of the window is covered
         close_sources(self._sources)
+
+    def stop(
+        self,
+        measured_window_ns: tuple[int, int] | None = None,
+        output_tokens: int | None = None,
+        total_tokens: int | None = None,
+    ) -> TelemetrySection:
+        """Stop sampling (``halt``), write ``telemetry.parquet`` and return the summary's
+        section: energy over ``measured_window_ns`` (None: every sample's span), J per
+        token over ``output_tokens`` / ``total_tokens``."""
+        if self._result is not None:
+            return self._result
+        self.halt()
         rows = self.rows
         write_parquet_atomic(self.run_dir / TELEMETRY_FILE, rows_to_table(rows))
         window = (measured_window_ns[0], measured_window_ns[1]) if measured_window_ns else None
-        result: dict[str, Any] = {
-            "sources": dict(self.status),
-            "energy": window_energy(rows, window, output_tokens, total_tokens),
-        }
+        result = TelemetrySection(
+            sources=dict(self.status),
+            energy=window_energy(rows, window, output_tokens, total_tokens),
+        )
         if self.judge is not None:
             baseline = [r for r in rows if window and r["t_ns"] < window[0]]
-            result["health"] = self.judge(rows, window, baseline or None)
-        result.update(
-            samples=len(rows), interval_s=self.interval_s, errors=self.errors, file=TELEMETRY_FILE
-        )
+            result["health"] = health_section(self.judge(rows, window, baseline or None))
+        result["samples"] = len(rows)
+        result["interval_s"] = self.interval_s
+        result["errors"] = self.errors
+        result["file"] = TELEMETRY_FILE
         self._result = result
         return result

@@ -38,6 +38,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from accelbench import __version__
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.metrics.summary import WorkerStats
 from accelbench.runner.cluster.clock import (
     ClockJSON,
     ClockOffset,
@@ -196,7 +197,7 @@ class LoadActor:
             self.buf.extend(rows)
             self.cond.notify_all()
 
-    def run(self, start_ns: int, offset_ns: int, barrier: Any, n_phases: int) -> dict[str, Any]:
+    def run(self, start_ns: int, offset_ns: int, barrier: Any, n_phases: int) -> WorkerStats:
         """Run the worker from ``start_ns`` (driver clock); return its stats."""
         self.offset_ns = offset_ns
         try:

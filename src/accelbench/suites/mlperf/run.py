@@ -22,27 +22,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from accelbench import __version__
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
+from accelbench.metrics.summary import ClientSection, MlperfSection, WorkerStats
 from accelbench.runner.benchmark import (
     Log,
     arrival_stamps,
     connect,
     embedded_engine,
-    environment,
+    new_run_doc,
 )
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
-from accelbench.store.rundir import JOURNAL, RUN_JSON, Journal, read_json, write_json_atomic
+from accelbench.store.rundir import JOURNAL, Journal, write_json_atomic
+from accelbench.store.rundoc import RunDoc, write_run_doc
 from accelbench.suites.mlperf import loadgen
 from accelbench.suites.mlperf.logs import SUMMARY_FILE, parse_result
 from accelbench.suites.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
 from accelbench.suites.mlperf.settings import MlperfSettings, build, compliance
 from accelbench.suites.mlperf.sut import LoadGenSUT, SutOptions
-from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest, build_plan
 from accelbench.workload.tokenizer import Tokenizer
 
@@ -228,7 +228,7 @@ def _run(
 ) -> MlperfResult:
     target = connect(cfg, log)
     assert cfg.url is not None  # connect() needs it; the embedded engine has set it
-    api_key, server, tok, special = target.api_key, target.server, target.tok, target.special
+    api_key, tok, special = target.api_key, target.tok, target.special
 
     log("preparing the query sample library")
     samples, kind = _samples(cfg, q, tok, special)
@@ -276,23 +276,9 @@ def _run(
         "max_concurrency_source": "option" if explicit else ("default" if cap else None),
         "open_files": open_files,
     }
-    meta: dict[str, Any] = {
-        "schema": "accelbench.run/1",
-        "run_id": run_dir.name,
-        "kind": "mlperf",
-        "tool": {"name": "accelbench", "version": __version__},
-        "status": "running",
-        "started_at": datetime.now(UTC).isoformat(),
-        "config": cfg.to_json(),
-        "planned_requests": None,
-        "environment": environment(),
-        "server": {"url": Endpoint.parse(cfg.url).display, **server},
-        "tokenizer": getattr(tok, "name", None),
-        "special_tokens_per_prompt": special,
-        "mlperf": mlperf_doc,
-    }
-    if engine is not None:
-        meta["server"]["embedded"] = {"engine": "llama.cpp llama-server", "args": engine.args[1:]}
+    # run.json: the one builder and writer (store/rundoc.py) names the engine that ran
+    meta = new_run_doc(cfg, run_dir, target, engine, planned=None, kind="mlperf",
+                       mlperf=mlperf_doc)  # fmt: skip
 
     skipped = [x for x in ms.user_conf_lines if not x["applies"]]
     if skipped:
@@ -318,7 +304,7 @@ def _run(
     # the handler only sets a flag and stops the requests (nothing calls into LoadGen
     # from it); a second signal changes nothing.
     with _stop_on_signals(sut.stop_requests) as stopped:
-        write_json_atomic(run_dir / RUN_JSON, meta)
+        write_run_doc(run_dir, meta)
         status, wall, crash, parked = _drive(lg, sut, ts, run_dir, len(samples), stopped)
         journal.close()
         if crash:
@@ -326,12 +312,13 @@ def _run(
         elif sut.issued and sut.failed == sut.issued:
             status = "failed"
         return _finish(
-            run_dir, mlperf_doc, noncompliance, sut, tok, status, wall, crash, parked, stopped
+            run_dir, meta, mlperf_doc, noncompliance, sut, tok, status, wall, crash, parked, stopped
         )
 
 
 def _finish(
     run_dir: Path,
+    meta: RunDoc,
     mlperf_doc: dict[str, Any],
     noncompliance: list[str],
     sut: LoadGenSUT,
@@ -398,39 +385,34 @@ def _finish(
             },
         }
     )  # fmt: skip
-    worker = {
-        "worker": 0,
-        "wall_s": wall,
-        "cpu_s": sut.stats.get("sut_thread_cpu_s", 0.0),
-        "sent": sut.issued,
-        "loop_lag_ms_p99": sut.stats.get("loop_lag_ms_p99", 0.0),
-        "receive": sut.stats.get("receive"),
-    }
-    client = {
-        "workers": [worker],
-        "n_workers": 1,
-        "cpu_s": sut.stats.get("sut_thread_cpu_s", 0.0),
-        **arrival_stamps([worker]),
-        "warnings": [crash] if crash else [],
-    }
-    short_doc = {
+    worker = WorkerStats(
+        worker=0,
+        wall_s=wall,
+        cpu_s=sut.stats.get("sut_thread_cpu_s", 0.0),
+        sent=sut.issued,
+        loop_lag_ms_p99=sut.stats.get("loop_lag_ms_p99", 0.0),
+        receive=sut.stats.get("receive"),
+    )
+    client = ClientSection(
+        workers=[worker], n_workers=1, cpu_s=sut.stats.get("sut_thread_cpu_s", 0.0)
+    )
+    client.update(arrival_stamps([worker]))
+    client["warnings"] = [crash] if crash else []
+    short_doc = cast(MlperfSection, {
         k: mlperf_doc[k]
         for k in ("benchmark", "scenario", "result", "loadgen_result", "reasons", "compliant",
-                  "noncompliance", "requests")
-    }  # fmt: skip
-    short_doc["peak_qps"] = mlperf_doc["peak_qps"]
-    short_doc["figures"] = mlperf_doc["figures"]
+                  "noncompliance", "requests", "peak_qps", "figures")
+    })  # fmt: skip
     t_fin = time.monotonic()
-    finalize_run(run_dir, tok=tok, status=status, client=client, extra={"mlperf": short_doc})
+    finalize_run(run_dir, doc=meta, tok=tok, status=status, client=client, mlperf=short_doc)
     if stopped.is_set():
         mlperf_doc["stop"] = {
             "signal": stopped.signal,
             "released_s": stopped.released_s,
             "finalize_s": time.monotonic() - t_fin,
         }
-    meta = read_json(run_dir / RUN_JSON)
-    meta["mlperf"] = mlperf_doc
-    write_json_atomic(run_dir / RUN_JSON, meta)
+    meta.mlperf = mlperf_doc
+    write_run_doc(run_dir, meta)
     write_json_atomic(run_dir / MLPERF_JSON, mlperf_doc)
     try:
         summary_text = (run_dir / SUMMARY_FILE).read_text() if not parked else ""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -23,6 +23,9 @@ from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json, write_json_atomic
 from accelbench.store.suites import STRESS_JSON
 from accelbench.store.suites import STRESS_SCHEMA as SCHEMA
+
+if TYPE_CHECKING:
+    from accelbench.runner.benchmark import RunResult
 
 Log = Callable[[str], None]
 
@@ -113,9 +116,10 @@ def run_step(
     log: Log = _quiet,
     workload: dict[str, Any] | None = None,
     **changes: Any,
-) -> Path:
+) -> RunResult:
     """One ordinary run directory at ``out`` (``accelbench runs list`` sees it), with
-    ``changes`` to the config and ``workload`` changes to its workload."""
+    ``changes`` to the config and ``workload`` changes to its workload; its result
+    (status, directory, summary, run.json) as the run ended."""
     from accelbench.runner.benchmark import run_benchmark
 
     cfg = replace(base, out_dir=str(out), label=None, **changes)

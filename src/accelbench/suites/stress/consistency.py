@@ -17,13 +17,11 @@ from typing import Any
 
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.store.rundir import read_json
 from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
     _quiet,
     run_records,
-    run_status,
     run_step,
     write_stress,
 )
@@ -144,17 +142,17 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
                 time.sleep(cfg.pause_s)
             out = path / "runs" / name
             log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {redact_url(url)}")
-            run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
-                     num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
-                     save_text=True, extra_body=extra)  # fmt: skip
+            res = run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
+                           num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
+                           save_text=True, extra_body=extra)  # fmt: skip
             runs.append(str(out.relative_to(path)))
-            if run_status(out) != "completed":
-                status = run_status(out)
+            if res.status != "completed":
+                status = res.status
                 break
             texts = {int(r["idx"]): r.get("output_text") for r in run_records(out) if r.get("ok")}
             if base_texts is None:
                 base_texts = {k: v for k, v in texts.items() if v is not None}
-                model = str(read_json(out / "run.json")["config"].get("model") or "")
+                model = str(res.doc.config.get("model") or "")
                 tok = server_tokenizer_if_any(url, model, api_key) if model else None
                 continue
             comparisons.append(_compare(name, base_texts, texts, tok, out, div_f))

@@ -24,7 +24,6 @@ from accelbench.suites.stress.common import (
     _quiet,
     memory_series,
     run_records,
-    run_status,
     run_step,
     write_stress,
 )
@@ -149,17 +148,17 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
             for n in cfg.lengths:
                 out = path / "runs" / f"isl{n}-c{c}"
                 log(f"flood step: input {n} tokens at concurrency {c}")
-                run_step(cfg.load, out, log, workload={"isl": n, "osl": cfg.osl},
-                         concurrency=c, rate=None, num_requests=max(cfg.requests, c),
-                         duration_s=None)  # fmt: skip
+                res = run_step(cfg.load, out, log, workload={"isl": n, "osl": cfg.osl},
+                               concurrency=c, rate=None, num_requests=max(cfg.requests, c),
+                               duration_s=None)  # fmt: skip
                 recs = run_records(out)
                 steps.append(_step(n, c, recs, str(out.relative_to(path))))
                 for r in recs:
                     if r.get("ok") and r.get("ttft_ms"):
                         xs.append(float(r.get("isl") or n))
                         ys.append(float(r["ttft_ms"]))
-                if run_status(out) != "completed":
-                    status = run_status(out)
+                if res.status != "completed":
+                    status = res.status
                     raise _Stop
     except _Stop:
         pass

@@ -39,7 +39,6 @@ from accelbench.suites.stress.common import (
     dir_bytes,
     memory_series,
     read_stress,
-    run_status,
     run_step,
     window_device,
     window_stats,
@@ -332,11 +331,11 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
             col.start()
             log(f"segment {seg}: {length:.0f} s")
             try:
-                run_step(cfg.load, out, log, duration_s=length)
+                res = run_step(cfg.load, out, log, duration_s=length)
             finally:
                 col.finish()
             seg += 1
-            st = run_status(out) if col.error is None else "failed"
+            st = res.status if col.error is None else "failed"
             if col.error:
                 log(f"soak collector failed: {col.error}")
             # a completed segment covered its length (a last window shorter than half a

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench import validate
 from accelbench.errors import AccelbenchError
@@ -15,6 +15,9 @@ from accelbench.runner.config import MAX_RATE, MAX_STREAMS, MIN_RATE, BenchmarkC
 from accelbench.store.reader import RunInfo, load_run
 from accelbench.store.rundir import write_json_atomic
 from accelbench.store.sets import SweepSet, load_inputs, load_sweep
+
+if TYPE_CHECKING:
+    from accelbench.runner.benchmark import RunResult
 
 __all__ = [
     "SWEEP_SCHEMA",
@@ -30,7 +33,8 @@ __all__ = [
 
 SWEEP_SCHEMA = "accelbench.sweep/1"
 Kind = Literal["concurrency", "rate"]
-Runner = Callable[..., Path]
+# a run: its result (runner.benchmark.RunResult), or the directory it wrote (to be read)
+Runner = Callable[..., "Path | RunResult"]
 
 
 def plan_values(
@@ -198,7 +202,7 @@ def _default_runner() -> Runner:
     except ImportError as exc:
         raise AccelbenchError(f"the benchmark runner is not available ({exc})") from None
 
-    def run(cfg: BenchmarkConfig, progress: bool = True) -> Path:
+    def run(cfg: BenchmarkConfig, progress: bool = True) -> RunResult:
         # the sweep prints one line per point instead of every run's full summary
         return run_benchmark(cfg, progress=progress)
 
@@ -271,7 +275,8 @@ def run_sweep(
                 write_json_atomic(sj, doc)
                 cfg = plan.point_config(p["value"], pdir)
                 try:
-                    out = Path(run(cfg, progress=progress))
+                    got = run(cfg, progress=progress)
+                    out = Path(got) if isinstance(got, str | Path) else got.directory
                 except KeyboardInterrupt:
                     p["status"] = "interrupted"
                     raise
@@ -286,7 +291,8 @@ def run_sweep(
                 if out.resolve() != pdir.resolve():
                     p["dir"] = str(out)
                     pdir = out
-                info = load_run(pdir)
+                # the result as the run ended; a directory alone is read back
+                info = load_run(pdir) if isinstance(got, str | Path) else got.run_info()
                 p["status"] = "completed" if info.usable else "failed"
                 if not info.usable:
                     p["reason"] = "; ".join(info.problems) or f"run status {info.status}"
