@@ -21,8 +21,8 @@ from accelbench.client.errors import (
     ResponseTimeout,
     TransportError,
 )
-from accelbench.client.http1 import BodySink, HTTP1Transport
-from accelbench.client.transport import RETRIES, Request, send_with_retries
+from accelbench.client.http1 import HTTP1Transport
+from accelbench.client.transport import RETRIES, BodySink, Request, send_with_retries
 from accelbench.metrics.records import ERROR_KINDS
 from accelbench.urls import Endpoint, redact_url, split_credentials
 

@@ -16,8 +16,8 @@ from accelbench.client.errors import (
     ResponseTimeout,
     TransportError,
 )
-from accelbench.client.http1 import BodySink, ReceiveStats, Tee
-from accelbench.client.transport import Request
+from accelbench.client.transport import BodySink, Request, Tee
+from accelbench.metrics.summary import ReceiveStats
 
 _now = time.monotonic_ns
 

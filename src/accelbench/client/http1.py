@@ -32,12 +32,11 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import Any
 
 from accelbench.client.errors import ConnectError, ConnectionClosed, ErrorKind, ResponseTimeout
-
-if TYPE_CHECKING:
-    from accelbench.client.transport import Request
+from accelbench.client.transport import BodySink, Request, Tee
+from accelbench.metrics.summary import ReceiveStats
 
 _monotonic_ns = time.monotonic_ns
 _realtime_ns = time.time_ns
@@ -135,30 +134,6 @@ def keep_kernel_stamping(timeout_s: float = 0.5) -> bool:
         if anc or _monotonic_ns() > deadline:
             return bool(anc)
         time.sleep(0.001)
-
-
-class BodySink(Protocol):
-    def on_headers(self, status: int, t_ns: int) -> None: ...
-    def on_data(self, data: bytes, t_ns: int) -> bool: ...
-    def on_end(self, t_ns: int) -> None: ...
-
-
-class ReceiveStats(TypedDict):
-    """A pool's reads (``client.receive`` in summary.json, docs/RESULTS.md)."""
-
-    reads: int
-    kernel_stamped: int
-    read_delay_ms_p50: float | None
-    read_delay_ms_p99: float | None
-    read_delay_ms_max: float | None
-    realtime_drift_ppm: float | None
-    realtime_step_ms_max: float
-
-
-class Tee(Protocol):
-    """Where a connection copies a response's bytes (``HTTP1Protocol.start``)."""
-
-    def __call__(self, data: bytes) -> None: ...
 
 
 class ArrivalQueue:

@@ -17,12 +17,13 @@ import orjson
 
 from accelbench.client.aio import AiohttpTransport
 from accelbench.client.errors import ErrorKind, TransportError
-from accelbench.client.http1 import HTTP1Transport, ReceiveStats
+from accelbench.client.http1 import HTTP1Transport
 from accelbench.client.openai import ResponseHandler, endpoint_path
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.client.transport import Request, Transport, send_with_retries
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
+from accelbench.metrics.summary import ReceiveStats
 from accelbench.urls import Endpoint, redact_url, split_credentials
 from accelbench.validate import header_value
 

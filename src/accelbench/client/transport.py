@@ -17,9 +17,22 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from accelbench.client.errors import ResponseTimeout, TransportError
-from accelbench.client.http1 import BodySink, ReceiveStats, Tee
+from accelbench.metrics.summary import ReceiveStats
 
 _now = time.monotonic_ns
+
+
+class BodySink(Protocol):
+    def on_headers(self, status: int, t_ns: int) -> None: ...
+    def on_data(self, data: bytes, t_ns: int) -> bool: ...
+    def on_end(self, t_ns: int) -> None: ...
+
+
+class Tee(Protocol):
+    """Where a connection copies a response's bytes (``HTTP1Protocol.start``)."""
+
+    def __call__(self, data: bytes) -> None: ...
+
 
 # A request is sent again at most this often, and only when ``retryable`` (a kept-alive
 # connection the server had closed before any byte of the response).

@@ -40,9 +40,9 @@ import orjson
 
 from accelbench import validate as v
 from accelbench.client.errors import ConnectError, ErrorKind, ResponseTimeout, TransportError
-from accelbench.client.http1 import BodySink, Exchange, HTTP1Transport
+from accelbench.client.http1 import Exchange, HTTP1Transport
 from accelbench.client.openai import ResponseHandler
-from accelbench.client.transport import Request, send_with_retries
+from accelbench.client.transport import BodySink, Request, send_with_retries
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import loop_stop_signals
