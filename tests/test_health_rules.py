@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from accelbench.health.rules import HealthConfig, evaluate
-from accelbench.health.slope import linear_trend
 from accelbench.telemetry.schema import new_row
 
 S = 1_000_000_000
@@ -41,36 +38,6 @@ def rules_of(result, rule=None, severity=None):
         for f in result["findings"]
         if (rule is None or f["rule"] == rule) and (severity is None or f["severity"] == severity)
     ]
-
-
-# ---------------------------------------------------------------------------- slope
-
-
-def test_linear_trend_recovers_a_known_slope():
-    rng = np.random.default_rng(0)
-    t = np.arange(200.0)
-    y = 5.0 + 2.0 * t + rng.normal(0, 3.0, t.size)
-    tr = linear_trend(t, y)
-    assert tr.ci_low < 2.0 < tr.ci_high
-    assert tr.slope == pytest.approx(2.0, abs=0.05)
-    assert tr.n == 200 and tr.duration_s == 199.0
-    assert tr.growth == pytest.approx(tr.slope * 199.0)
-
-
-def test_linear_trend_flat_series_interval_contains_zero():
-    rng = np.random.default_rng(1)
-    t = np.arange(100.0)
-    tr = linear_trend(t, 1000.0 + rng.normal(0, 5.0, t.size))
-    assert tr.ci_low < 0.0 < tr.ci_high
-
-
-def test_linear_trend_degenerate():
-    assert linear_trend([1, 2], [1, 2]) is None
-    assert linear_trend([1, 1, 1], [1, 2, 3]) is None
-    tr = linear_trend(range(60), range(60))  # exact line: zero-width interval
-    assert tr.slope == pytest.approx(1.0) and tr.ci_low == pytest.approx(1.0)
-    tr = linear_trend([0, 1, 2, 3], [0, 1, 2, 3.5])  # too few points for any interval
-    assert tr.slope > 1 and math.isnan(tr.ci_low) and math.isnan(tr.ci_high)
 
 
 # ---------------------------------------------------------------------------- memory growth

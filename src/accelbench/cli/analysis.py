@@ -124,7 +124,9 @@ def compare_cmd(
     from rich.table import Table
 
     from accelbench.metrics.compare import METRICS, check_comparison_options, compare_sets
+    from accelbench.metrics.verdict import Status
     from accelbench.report.html import fmt
+    from accelbench.report.verdicts import terminal_line
     from accelbench.store.sets import load_inputs
 
     check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=at, seed=seed)
@@ -158,11 +160,8 @@ def compare_cmd(
             for w in c.warnings:
                 con.print(f"  [yellow]warning:[/yellow] {_e(w)}")
             for v in c.verdicts:
-                colour = {"supported": "green", "refuted": "red"}.get(v.verdict, "yellow")
-                con.print(
-                    f"  claim '{_e(v.claim)}': [{colour}]{v.verdict}[/{colour}] — {_e(v.reason)}"
-                )
-    if any(v.verdict == "refuted" for v in verdicts):
+                con.print(f"  claim {terminal_line(v)}")
+    if any(v.status == Status.FAIL for v in verdicts):  # refuted
         raise typer.Exit(1)
 
 

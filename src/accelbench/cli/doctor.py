@@ -26,13 +26,6 @@ doctor_app = typer.Typer(
     no_args_is_help=False,
 )
 
-_STYLE = {
-    Status.PASS: "green",
-    Status.WARN: "yellow",
-    Status.FAIL: "bold red",
-    Status.NA: "dim",
-    Status.UNKNOWN: "magenta",
-}
 
 
 def console(stderr: bool = False) -> Console:
@@ -45,7 +38,9 @@ def console(stderr: bool = False) -> Console:
 
 
 def _status(status: Status) -> Text:
-    return Text(str(status), style=_STYLE[status])
+    from accelbench.report.verdicts import COLOUR
+
+    return Text(str(status), style=COLOUR[status])
 
 
 def render_report(report: Report, console: Console, verbose: bool = False) -> None:

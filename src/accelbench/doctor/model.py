@@ -1,20 +1,21 @@
-"""The doctor's result types: one `Check` per question asked of the machine."""
+"""The doctor's result types: one `Check` per question asked of the machine.
+
+A check's status is the one status vocabulary (:class:`accelbench.metrics.verdict.Status`):
+``n/a`` is "not present / not applicable" (no GPU of that vendor), ``unknown`` "could not
+be judged" (the data was missing, cut short or not understood: never a pass, and never
+"not present" either). The doctor uses neither ``inconclusive`` nor any suite's words."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from accelbench.metrics.verdict import Status
 
-class Status(StrEnum):
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    NA = "n/a"  # not present / not applicable (e.g. no GPU of that vendor)
-    # Could not be judged: the data was missing, cut short or not understood. Never a
-    # pass, and never "not present" either.
-    UNKNOWN = "unknown"
+__all__ = ["STATUSES", "Check", "Report", "Status"]
+
+# The statuses a check can have, in the order the summary line counts them.
+STATUSES = (Status.PASS, Status.WARN, Status.FAIL, Status.NA, Status.UNKNOWN)
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Report:
     duration_s: float = 0.0
 
     def counts(self) -> dict[str, int]:
-        out = {str(s): 0 for s in Status}
+        out = {str(s): 0 for s in STATUSES}
         for c in self.checks:
             out[str(c.status)] += 1
         return out

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.health.series import DeviceSeries
-from accelbench.health.slope import linear_trend
+from accelbench.metrics.stats import linear_trend
 from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, device_key
 
 SEVERITY_ORDER = {"pass": 0, "info": 0, "warn": 1, "fail": 2}

@@ -29,6 +29,7 @@ from accelbench.report.data import (
     SetView,
 )
 from accelbench.report.suites import Chart, SuiteView
+from accelbench.report.verdicts import html_line
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
 
@@ -44,7 +45,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 .plot{width:100%;height:460px}.small{height:360px}
 .warn{background:#fff6e0;border-left:4px solid #e0a000;padding:6px 10px;margin:4px 0}
 .verdict{font-weight:bold;padding:1px 6px;border-radius:3px}
-.supported{background:#d7f5dd}.refuted{background:#fadadd}.inconclusive{background:#eee}
+.inconclusive,.unknown,.na{background:#eee}
 .pass,.go,.VALID{background:#d7f5dd}.fail,.no-go,.INVALID{background:#fadadd}
 .warn-v{background:#fff0c0}
 pre.sample{white-space:pre-wrap;background:#f8f8f8;border:1px solid #eee;padding:6px;
@@ -577,9 +578,7 @@ def _verdicts(data: ReportData) -> str:
                 out.append(f'<div class="warn">{esc(c.b_name)}: {esc(w)}</div>')
         for v in c.verdicts:
             out.append(
-                f"<p>{esc(c.b_name)} vs {esc(c.a_name)}, claim <code>{esc(v.claim)}</code>: "
-                f'<span class="verdict {esc(v.verdict)}">{esc(v.verdict)}</span> — '
-                f"{esc(v.reason)}</p>"
+                f"<p>{esc(c.b_name)} vs {esc(c.a_name)} ({esc(c.condition)}): {html_line(v)}</p>"
             )
     return "\n".join(out)
 
