@@ -27,7 +27,6 @@ doctor_app = typer.Typer(
 )
 
 
-
 def console(stderr: bool = False) -> Console:
     """A console that prints data as it is: no emoji codes (``0000:cd:00.0`` must not
     become a CD emoji), no highlighting. Data also goes through :class:`Text`, never

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from accelbench.errors import AccelbenchError
-from accelbench.health.check import check_file, check_live
+from accelbench.health.check import HealthCheck, check_file, check_live
 from accelbench.health.rules import HealthConfig
 from accelbench.telemetry.parsers import FORMATS, read_capture
 from accelbench.telemetry.schema import coerce_row
@@ -40,7 +39,7 @@ def _source_list(sources: list[str] | None) -> list[str] | None:
     return names
 
 
-def _print_health(result: dict[str, Any]) -> None:
+def _print_health(result: HealthCheck) -> None:
     # Plain typer.echo throughout: captured data (bus ids, model names) is printed as
     # it is, never through Rich markup or emoji codes; control characters as escapes.
     from accelbench.console import printable as p
