@@ -220,7 +220,12 @@ class Monitor:
         on_tick: Callable[[list[dict[str, Any]], Health], None] | None = None,
         alert_timeout_s: float = 30.0,
         drain_s: float = 1.0,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+        wait: Callable[[threading.Event, float], object] | None = None,
     ) -> None:
+        """``clock_ns`` stamps the samples and schedules the ticks, ``wait(stop, s)``
+        waits between ticks (default ``stop.wait(s)``): a test gives a simulated clock and
+        a wait that advances it, and hours of monitoring run at once."""
         self.check(interval_s, window_s, config)
         from accelbench import validate as v
 
@@ -248,6 +253,8 @@ class Monitor:
         self.events: list[AlertEvent] = []
         self.errors: dict[str, dict[str, Any]] = {}
         self.window = RollingWindow(window_s, self.config)
+        self.clock_ns = clock_ns
+        self.wait = wait or (lambda stop, s: stop.wait(s))
 
     @staticmethod
     def check(interval_s: float, window_s: float, config: HealthConfig | None = None) -> None:
@@ -268,7 +275,7 @@ class Monitor:
     def sample(self) -> tuple[int, list[dict[str, Any]], dict[str, str]]:
         """One sample of every source, all rows stamped with one time. Returns (time,
         rows, each source's state: ``ok`` or why it gave nothing)."""
-        t_ns = time.monotonic_ns()
+        t_ns = self.clock_ns()
         rows: list[dict[str, Any]] = []
         state: dict[str, str] = {}
         for src in self.sources:
@@ -336,7 +343,7 @@ class Monitor:
         """Tick until ``stop`` is set or ``iterations`` ticks were done; then
         :meth:`close` (pending alerts finish or are ended)."""
         stop = stop or threading.Event()
-        start = time.monotonic()
+        start = self.clock_ns()
         k = 0
         try:
             while not stop.is_set():
@@ -344,8 +351,8 @@ class Monitor:
                 k += 1
                 if iterations is not None and k >= iterations:
                     break
-                delay = start + k * self.interval_s - time.monotonic()
-                stop.wait(max(delay, 0.0))
+                delay = (start - self.clock_ns()) / 1e9 + k * self.interval_s
+                self.wait(stop, max(delay, 0.0))
         finally:
             self.close()
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.metrics.compare import METRICS as COMPARE_METRICS
+from accelbench.metrics.format import sig
 from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import (
     BOX_QUANTILES,
@@ -100,15 +101,8 @@ def _script_json(obj: Any) -> str:
 
 
 def fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return "∞" if v > 0 else "—"
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.{digits}g}"
-    return str(v)
+    """A figure: ``digits`` significant digits, whole from 1,000 on (ints as they are)."""
+    return sig(v, digits, big=1000) if v is None or isinstance(v, float) else str(v)
 
 
 def _clean(v: Any) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import AccelbenchError, DocumentError
+from accelbench.metrics.format import sig
 from accelbench.metrics.verdict import Verdict
 from accelbench.report.verdicts import HEAD as VERDICT_HEAD
 from accelbench.report.verdicts import cells as verdict_cells
@@ -103,12 +104,9 @@ def num(x: Any) -> float | None:
 def f(x: Any, digits: int = 4) -> str:
     """A cell: 4 significant digits, thousands separated from 10,000; '—' when unknown."""
     v = num(x)
-    if v is None:
-        return "—" if x is None or isinstance(x, int | float) else str(x)
-    v += 0.0  # no "-0"
-    if abs(v) >= 10000:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
+    if v is None and not (x is None or isinstance(x, int | float)):
+        return str(x)
+    return sig(v, digits, inf=None)
 
 
 def interval(lo: Any, hi: Any) -> str:
