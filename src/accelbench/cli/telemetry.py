@@ -54,13 +54,11 @@ def _print_health(result: HealthCheck) -> None:
         typer.echo(p(f"[{f['severity']}] {f['rule']}: {f['device']}: {f['message']}"))
     for why in health.get("unknown") or []:
         typer.echo(p(f"[unknown] {why}"))
-    colour = {
-        "pass": typer.colors.GREEN,
-        "warn": typer.colors.YELLOW,
-        "unknown": typer.colors.MAGENTA,
-        "fail": typer.colors.RED,
-    }
-    typer.secho(f"verdict: {health['verdict']}", fg=colour[health["verdict"]], bold=True)
+    from accelbench.metrics.verdict import Status
+    from accelbench.report.verdicts import COLOUR
+
+    colour = COLOUR.get(Status(health["verdict"]), "white")
+    typer.secho(f"verdict: {health['verdict']}", fg=colour, bold=True)
 
 
 def health_cmd(
