@@ -7,8 +7,8 @@ be judged" (the data was missing, cut short or not understood: never a pass, and
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from accelbench.metrics.verdict import Status
 
@@ -16,6 +16,26 @@ __all__ = ["STATUSES", "Check", "Report", "Status"]
 
 # The statuses a check can have, in the order the summary line counts them.
 STATUSES = (Status.PASS, Status.WARN, Status.FAIL, Status.NA, Status.UNKNOWN)
+
+
+class CheckJSON(TypedDict):
+    id: str
+    title: str
+    status: str
+    summary: str
+    evidence: list[str]
+    remedy: str
+    data: dict[str, Any]  # each check's own numbers (counts, devices, versions ...)
+
+
+class ReportJSON(TypedDict):
+    """``accelbench doctor --json``."""
+
+    ok: bool
+    counts: dict[str, int]
+    duration_s: float
+    inputs: dict[str, str]
+    checks: list[CheckJSON]
 
 
 @dataclass
@@ -30,10 +50,16 @@ class Check:
     remedy: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["status"] = str(self.status)
-        return d
+    def to_dict(self) -> CheckJSON:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": str(self.status),
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "remedy": self.remedy,
+            "data": dict(self.data),
+        }
 
 
 @dataclass
@@ -58,7 +84,7 @@ class Report:
                 return c
         raise KeyError(check_id)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReportJSON:
         return {
             "ok": not self.failed,
             "counts": self.counts(),

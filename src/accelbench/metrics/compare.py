@@ -40,7 +40,7 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -287,6 +287,16 @@ def _group_points(s: RunSetLike) -> list[PointSamples]:
 # ----------------------------------------------------------------------------- results
 
 
+class EstimateJSON(TypedDict):
+    metric: str
+    a: float | None
+    b: float | None
+    ratio: float | None  # B / A
+    lo: float | None  # its 95 % interval
+    hi: float | None
+    note: str | None
+
+
 @dataclass
 class Estimate:
     metric: str
@@ -300,6 +310,10 @@ class Estimate:
     @property
     def unit(self) -> str:
         return METRICS[self.metric].unit
+
+    def to_json(self) -> EstimateJSON:
+        return {"metric": self.metric, "a": self.a, "b": self.b, "ratio": self.ratio,
+                "lo": self.lo, "hi": self.hi, "note": self.note}  # fmt: skip
 
 
 def claim_verdict(
@@ -341,6 +355,17 @@ def claim_verdict(
     )
 
 
+class ComparisonJSON(TypedDict):
+    """``accelbench compare --json``: one entry per matched condition."""
+
+    a: str
+    b: str
+    condition: str
+    estimates: list[EstimateJSON]
+    verdicts: list[dict[str, object]]  # Verdict.to_json() records (docs/RESULTS.md)
+    warnings: list[str]
+
+
 @dataclass
 class Comparison:
     a_name: str
@@ -350,12 +375,12 @@ class Comparison:
     verdicts: list[Verdict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ComparisonJSON:
         return {
             "a": self.a_name,
             "b": self.b_name,
             "condition": self.condition,
-            "estimates": [e.__dict__ for e in self.estimates],
+            "estimates": [e.to_json() for e in self.estimates],
             "verdicts": [v.to_json() for v in self.verdicts],
             "warnings": self.warnings,
         }
