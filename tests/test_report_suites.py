@@ -68,16 +68,17 @@ def check_verdicts(doc: dict[str, Any], md: str, page: str) -> None:
     for rows in (md_rows(md), html_rows(page)):
         for v in doc["verdicts"]:
             r = rows[v["name"]]
-            assert r[1] == v["statistic"] and r[2] == v["unit"] and r[7] == v["verdict"]
+            assert r[1] == v["statistic"] and r[2] == v["unit"] and r[6] == v["word"]
             if v["estimate"] is None:
                 assert r[3] == r[4] == "—"
             else:
                 assert near(r[3], v["estimate"])
                 lo, hi = ci(r[4])
-                assert lo == pytest.approx(v["ci_low"], rel=6e-4, abs=1e-12)
-                assert hi == pytest.approx(v["ci_high"], rel=6e-4, abs=1e-12)
-            for i, k in ((5, "warn"), (6, "fail")):
-                assert r[i] == "—" if v[k] is None else near(r[i], v[k])
+                assert lo == pytest.approx(v["interval"]["low"], rel=6e-4, abs=1e-12)
+                assert hi == pytest.approx(v["interval"]["high"], rel=6e-4, abs=1e-12)
+            shown = dict(x.split(" ", 1) for x in r[5].split("; ")) if r[5] != "—" else {}
+            for k, x in v["thresholds"].items():
+                assert k not in shown if x is None else near(shown[k], x)
 
 
 def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
@@ -116,7 +117,7 @@ def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
 
 
 def doc_worst(doc: dict[str, Any]) -> str:
-    got = {v["verdict"] for v in doc["verdicts"]}
+    got = {v["status"] for v in doc["verdicts"]}
     return next(v for v in ("fail", "warn", "pass") if v in got)
 
 
@@ -226,10 +227,12 @@ def test_shadow_section(reference_server, tmp_path: Path) -> None:
     assert data.suites[0].verdict == v["verdict"]
     for rows in (md_rows(md), html_rows(page)):
         for g in v["gates"]:
-            r = rows[g["gate"]]
-            assert r[1] == g["unit"] and near(r[2], g["statistic"]) and r[8] == g["status"]
-            assert ci(r[3]) == pytest.approx((g["lo"], g["hi"]), rel=6e-4, abs=1e-12)
-            assert near(r[4], g["threshold"])
+            r = rows[g["name"]]
+            assert r[1] == g["statistic"] and r[2] == g["unit"] and near(r[3], g["estimate"])
+            assert r[6] == g["word"]
+            iv = g["interval"]
+            assert ci(r[4]) == pytest.approx((iv["low"], iv["high"]), rel=6e-4, abs=1e-12)
+            assert r[5].startswith("bound ") and near(r[5][6:], g["thresholds"]["bound"])
         for side in ("baseline", "candidate"):
             r = rows[side]
             s = v["sides"][side]
@@ -327,7 +330,7 @@ def test_suite_report_renders_in_headless_chromium(reference_server, tmp_path: P
     assert dom.count('class="main-svg"') >= 4 + charts
     doc = json.loads((tmp_path / "flood" / "stress.json").read_text())
     v = doc["verdicts"][-1]
-    assert v["name"] == "flood errors" and f"<td>{v['verdict']}</td>" in dom.replace(
+    assert v["name"] == "flood errors" and f"<td>{v['word']}</td>" in dom.replace(
         '<td class="">', "<td>"
     )
     ARTIFACTS.mkdir(exist_ok=True)

@@ -15,6 +15,7 @@ import typer
 
 from accelbench.cli.options import config_from_options, load_options
 from accelbench.errors import UsageError
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 
 stress_app = typer.Typer(
@@ -28,48 +29,30 @@ def _log(msg: str) -> None:
     console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
-def _fmt(x: Any, unit: str = "") -> str:
-    if x is None:
-        return "-"
-    if unit == "B/h":
-        return f"{x / 2**20:+.3g}M/h"
-    return f"{x:+.3g}{unit if unit.startswith('%') else (' ' + unit) if unit else ''}"
-
-
-def print_verdicts(title: str, verdicts: list[Any], status: str, path: Path) -> None:
+def print_verdicts(title: str, verdicts: list[Verdict], status: str, path: Path) -> None:
     """The one-screen verdict table."""
     from rich.table import Table
 
     from accelbench.console import console, esc
+    from accelbench.report.verdicts import TERMINAL_HEAD, terminal_cells
 
-    colour = {"pass": "green", "warn": "yellow", "fail": "red", "n/a": "dim"}
     t = Table(title=esc(f"{title}: {status}  ({path})"), show_lines=False)
-    for c in ("verdict", "check", "estimate", "95% interval", "warn / fail at"):
+    for c in TERMINAL_HEAD:
         t.add_column(c, overflow="fold")
     for v in verdicts:
-        d = v if isinstance(v, dict) else v.to_dict()
-        unit = d["unit"]
-        ci = (
-            f"[{_fmt(d['ci_low'], unit)}, {_fmt(d['ci_high'], unit)}]"
-            if d["ci_low"] is not None
-            else "-"
-        )
-        th = f"{_fmt(d['warn'], unit)} / {_fmt(d['fail'], unit)}"
-        c = colour.get(d["verdict"], "white")
-        name = d["name"].replace("metric:", "").replace("_bytes", "")
-        t.add_row(f"[{c}]{esc(d['verdict'])}[/{c}]", esc(name), _fmt(d["estimate"], unit), ci, th)
+        row = terminal_cells(v)
+        row[1] = row[1].replace("metric:", "").replace("_bytes", "")
+        t.add_row(*row)
     console(width=max(100, console().width)).print(t)
     typer.echo(
         "M/h = MiB per hour; %/h = % of the median per hour; pp/h = percentage points per hour"
     )
 
 
-def _finish(title: str, verdicts: list[Any], status: str, path: Path, quiet: bool) -> None:
+def _finish(title: str, verdicts: list[Verdict], status: str, path: Path, quiet: bool) -> None:
     if not quiet:
         print_verdicts(title, verdicts, status, path)
-    bad = status != "completed" or any(
-        (v if isinstance(v, dict) else v.to_dict())["verdict"] == "fail" for v in verdicts
-    )
+    bad = status != "completed" or any(v.status == Status.FAIL for v in verdicts)
     if bad:
         typer.secho(f"stress {title}: {status}, see {path}/stress.json", fg="yellow", err=True)
         raise typer.Exit(1)

@@ -14,22 +14,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, DocumentError
+from accelbench.metrics.format import sig
+from accelbench.metrics.verdict import Verdict
+from accelbench.report.verdicts import HEAD as VERDICT_HEAD
+from accelbench.report.verdicts import cells as verdict_cells
 from accelbench.store.reader import RunInfo, dig, is_run_dir, load_run
-from accelbench.store.suites import STRESS_JSON, STRESS_SCHEMA, mlperf_label, worst_verdict
+from accelbench.store.suites import STRESS_JSON, STRESS_SCHEMAS, mlperf_label, worst_verdict
 from accelbench.suites.mlperf.logs import DETAIL_FILE as LOADGEN_DETAIL
 from accelbench.suites.mlperf.logs import SUMMARY_FILE as LOADGEN_SUMMARY
 from accelbench.suites.mlperf.logs import parse_result
 from accelbench.suites.shadow.store import SHADOW_JSON
 from accelbench.suites.shadow.store import VERDICT as SHADOW_VERDICT
+from accelbench.suites.shadow.verdict import SCHEMAS as SHADOW_VERDICT_SCHEMAS
 
 MAX_CHART_POINTS = 300  # per series (memory samples of a day-long soak are thinned)
 MAX_TABLE_WINDOWS = 60  # soak windows listed as rows; the charts show all
 MAX_PAIRS = 10  # diverging pairs listed
 PAIR_CHARS = 120
-
-VERDICT_HEAD = ["verdict", "statistic", "unit", "estimate", "95% interval", "warn above",
-                "fail above", "result", "evidence"]  # fmt: skip
 
 
 @dataclass
@@ -102,12 +104,9 @@ def num(x: Any) -> float | None:
 def f(x: Any, digits: int = 4) -> str:
     """A cell: 4 significant digits, thousands separated from 10,000; '—' when unknown."""
     v = num(x)
-    if v is None:
-        return "—" if x is None or isinstance(x, int | float) else str(x)
-    v += 0.0  # no "-0"
-    if abs(v) >= 10000:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
+    if v is None and not (x is None or isinstance(x, int | float)):
+        return str(x)
+    return sig(v, digits, inf=None)
 
 
 def interval(lo: Any, hi: Any) -> str:
@@ -146,32 +145,17 @@ def _thin(n: int) -> range:
     return range(0, n, max(1, math.ceil(n / MAX_CHART_POINTS)))
 
 
-def _evidence(ev: Any) -> str:
-    if not isinstance(ev, dict):
-        return ""
-    out = []
-    for k, x in ev.items():
-        if isinstance(x, dict | list):
-            continue
-        out.append(f"{k}={f(x) if num(x) is not None else x}")
-    return "; ".join(out)
-
-
 def _stress_verdicts(doc: dict[str, Any], view: SuiteView) -> None:
     vs = doc.get("verdicts")
     if not isinstance(vs, list):
         view.warnings.append("stress.json has no verdicts list")
         return
     rows = []
-    for v in vs:
-        if not isinstance(v, dict):
-            view.warnings.append(f"stress.json: verdict {str(v)[:60]} is not an object")
-            continue
-        rows.append([
-            str(v.get("name")), str(v.get("statistic")), str(v.get("unit")), f(v.get("estimate")),
-            interval(v.get("ci_low"), v.get("ci_high")), f(v.get("warn")), f(v.get("fail")),
-            str(v.get("verdict")), _evidence(v.get("evidence")),
-        ])  # fmt: skip
+    for i, v in enumerate(vs):
+        try:
+            rows.append(verdict_cells(Verdict.from_json(v, f"stress.json: verdicts[{i}]")))
+        except DocumentError as exc:
+            view.warnings.append(str(exc))
     view.tables.append(Table("Verdicts (95% intervals; thresholds in the statistic's unit)",
                              VERDICT_HEAD, rows, left=3))  # fmt: skip
 
@@ -181,7 +165,7 @@ def _stress_verdicts(doc: dict[str, Any], view: SuiteView) -> None:
 
 def _stress(path: Path, view: SuiteView) -> None:
     doc = _json(path / STRESS_JSON)
-    if not isinstance(doc, dict) or doc.get("schema") != STRESS_SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") not in STRESS_SCHEMAS:
         raise AccelbenchError("stress.json is not an accelbench stress file")
     suite = str(doc.get("suite"))
     view.title = f"stress {suite}: {path.name}"
@@ -401,31 +385,26 @@ def _shadow(path: Path, view: SuiteView) -> None:
         )
         return
     doc = _json(path / SHADOW_VERDICT)
-    if not isinstance(doc, dict) or doc.get("schema") != "accelbench.suites.shadow-verdict/1":
+    if not isinstance(doc, dict) or doc.get("schema") not in SHADOW_VERDICT_SCHEMAS:
         raise AccelbenchError("verdict.json is not an accelbench shadow verdict")
     view.verdict = str(doc.get("verdict"))
     view.headline.append(
         f"{doc.get('paired_requests')} paired requests; confidence {f(doc.get('confidence'))}; "
         "a gate passes when its whole interval is on the allowed side of the threshold"
     )
-    gates = [g for g in doc.get("gates") or [] if isinstance(g, dict)]
-    view.tables.append(Table("Gates", [
-        "gate", "unit", "statistic", "interval", "threshold", "baseline", "candidate",
-        "n baseline / candidate", "result", "test",
-    ], [[str(g.get("gate")), str(g.get("unit")), f(g.get("statistic")),
-         interval(g.get("lo"), g.get("hi")), f(g.get("threshold")), f(g.get("baseline")),
-         f(g.get("candidate")), f"{g.get('n_baseline')} / {g.get('n_candidate')}",
-         str(g.get("status")) + (f" ({g['note']})" if g.get("note") else ""), _test(g.get("test"))]
-        for g in gates]))  # fmt: skip
+    gates = _gates(doc.get("gates"), "verdict.json: gates", view)
+    view.tables.append(Table("Gates", VERDICT_HEAD, [verdict_cells(g) for g in gates], left=3))
     wins = [w for w in doc.get("windows") or [] if isinstance(w, dict)]
     if wins:
-        names = [str(g.get("gate")) for g in gates]
+        names = [g.name for g in gates]
+        rows = []
+        for i, w in enumerate(wins):
+            wg = _gates(w.get("gates"), f"verdict.json: windows[{i}].gates", view)
+            rows.append([f"{f(w.get('start_s'))}-{f(w.get('end_s'))}", str(w.get("requests")),
+                         str(w.get("verdict"))]
+                        + [f"{g.word} {f(g.estimate)} ({interval(g.low, g.high)})" for g in wg])  # fmt: skip
         view.tables.append(Table("Windows (shown beside the verdict; the overall result decides)",
-            ["window s", "requests", "verdict", *names],
-            [[f"{f(w.get('start_s'))}-{f(w.get('end_s'))}", str(w.get("requests")),
-              str(w.get("verdict"))]
-             + [f"{g.get('status')} {f(g.get('statistic'))} ({interval(g.get('lo'), g.get('hi'))})"
-                for g in w.get("gates") or [] if isinstance(g, dict)] for w in wins]))  # fmt: skip
+                                 ["window s", "requests", "verdict", *names], rows))  # fmt: skip
     sides_doc = doc.get("sides")
     sides: dict[str, Any] = sides_doc if isinstance(sides_doc, dict) else {}
     view.tables.append(Table("Sides", [
@@ -447,13 +426,16 @@ def _side(d: Any) -> str:
     return str(d)
 
 
-def _test(t: Any) -> str:
-    if not isinstance(t, dict):
-        return ""
-    extra = (
-        f", P(candidate slower) {f(t['p_candidate_slower'])}" if "p_candidate_slower" in t else ""
-    )
-    return f"{t.get('name')}: p = {f(t.get('p_value'), 3)}{extra}"
+def _gates(raw: Any, where: str, view: SuiteView) -> list[Verdict]:
+    """The gates of a verdict.json (either version) as verdict records; a damaged one is
+    a warning line."""
+    out = []
+    for i, g in enumerate(raw if isinstance(raw, list) else []):
+        try:
+            out.append(Verdict.from_json(g, f"{where}[{i}]", suite="shadow"))
+        except DocumentError as exc:
+            view.warnings.append(str(exc))
+    return out
 
 
 def _resources(r: Any) -> str:

@@ -10,18 +10,24 @@ from pathlib import Path
 from typing import Any
 
 STRESS_JSON = "stress.json"
-STRESS_SCHEMA = "accelbench.stress/1"
-VERDICT_ORDER = ("fail", "warn", "pass")  # worst first; "n/a" decides nothing
+STRESS_SCHEMA = "accelbench.stress/2"  # /2: verdicts are metrics.verdict.Verdict records
+STRESS_SCHEMAS = ("accelbench.stress/1", STRESS_SCHEMA)  # both read
 
 
 def worst_verdict(verdicts: Any) -> str | None:
-    """The worst of the verdicts' ``verdict`` fields (fail > warn > pass), else None."""
-    seen = (
-        {v.get("verdict") for v in verdicts if isinstance(v, dict)}
-        if isinstance(verdicts, list)
-        else set()
-    )
-    return next((v for v in VERDICT_ORDER if v in seen), None)
+    """The worst status of a stress.json's verdicts (fail > warn > pass; damaged entries
+    and ``n/a`` decide nothing), else None."""
+    from accelbench.errors import DocumentError
+    from accelbench.metrics.verdict import Status, Verdict, worst
+
+    seen = []
+    for v in verdicts if isinstance(verdicts, list) else []:
+        try:
+            seen.append(Verdict.from_json(v).status)
+        except DocumentError:
+            continue
+    w = worst(s for s in seen if s in (Status.FAIL, Status.WARN, Status.PASS))
+    return None if w == Status.NA else str(w)
 
 
 @lru_cache(maxsize=256)
@@ -30,7 +36,7 @@ def _stress_label(path: str, mtime_ns: int) -> tuple[str, str] | None:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return ("stress ?", "stress.json unreadable")
-    if not isinstance(doc, dict) or doc.get("schema") != STRESS_SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") not in STRESS_SCHEMAS:
         return ("stress ?", "stress.json is not a stress file")
     worst = worst_verdict(doc.get("verdicts")) or "n/a"
     status = doc.get("status")

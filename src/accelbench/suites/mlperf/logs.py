@@ -13,6 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from accelbench.metrics.verdict import WORDS
+
+MLPERF_WORDS = tuple(WORDS["mlperf"].values())  # VALID, INVALID: LoadGen's pass and fail
+
 SUMMARY_FILE = "mlperf_log_summary.txt"
 DETAIL_FILE = "mlperf_log_detail.txt"
 _MLLOG = ":::MLLOG "
@@ -66,7 +70,7 @@ def parse_result(run_dir: Path) -> dict[str, Any]:
     kv, events = read_detail(run_dir / DETAIL_FILE)
     validity = kv.get("result_validity")
     out: dict[str, Any] = {
-        "result": validity if validity in ("VALID", "INVALID") else None,
+        "result": validity if validity in MLPERF_WORDS else None,
         "scenario": kv.get("effective_scenario"),
         "mode": kv.get("effective_test_mode"),
     }

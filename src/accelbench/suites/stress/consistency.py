@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import UsageError
+from accelbench.metrics.stats import clopper_pearson
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     JsonlAppender,
@@ -25,7 +27,7 @@ from accelbench.suites.stress.common import (
     run_step,
     write_stress,
 )
-from accelbench.suites.stress.verdicts import Verdict, compare_tokens, judge
+from accelbench.suites.stress.verdicts import compare_tokens, judge, stress_verdict
 from accelbench.urls import redact_url
 
 DIVERGENT = "divergent.jsonl"
@@ -74,18 +76,6 @@ class ConsistencyResult:
     status: str
     comparisons: list[dict[str, Any]]
     verdicts: list[Verdict]
-
-
-def clopper_pearson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
-    """Exact binomial interval for k successes in n."""
-    from scipy import stats
-
-    if n == 0:
-        return 0.0, 1.0
-    a = 1 - conf
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
 
 
 def _ecc(run_dir: Path) -> dict[str, int] | None:
@@ -162,7 +152,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     write_stress(path, {
         "suite": "consistency", "status": status, "config": cfg.to_json(), "runs": runs,
         "baseline": runs[0] if runs else None, "unit": "token" if tok is not None else "char",
-        "comparisons": comparisons, "verdicts": [v.to_dict() for v in verdicts],
+        "comparisons": comparisons, "verdicts": [v.to_json() for v in verdicts],
     })  # fmt: skip
     return ConsistencyResult(path, status, comparisons, verdicts)
 
@@ -184,7 +174,8 @@ def _compare(name: str, base: dict[int, str], texts: dict[int, str | None], tok:
         if c["identical"]:
             identical += 1
             continue
-        firsts.append(c["first_diff"])
+        if c["first_diff"] is not None:
+            firsts.append(c["first_diff"])
         div_f.append({"run": name, "idx": idx, **c, "baseline": a, "output": b})
     return {
         "run": name, "compared": n, "identical": identical, "divergent": n - identical,
@@ -201,11 +192,12 @@ def _verdict(c: dict[str, Any], cfg: ConsistencyConfig) -> Verdict:
     est = k / n if n else 0.0
     verdict, rule = judge(est, lo, hi, cfg.warn_divergent, cfg.fail_divergent)
     if n == 0:
-        verdict = "n/a"
-    return Verdict(
+        verdict = Status.NA
+    return stress_verdict(
         f"consistency {c['run']}", "consistency",
         "fraction of prompts whose greedy output differs from the baseline (Clopper-Pearson)",
         "fraction", est, lo, hi, cfg.warn_divergent, cfg.fail_divergent, verdict, rule,
-        evidence={k2: c[k2] for k2 in ("compared", "divergent", "first_diff_min",
-                                        "similarity_mean", "ecc")},
+        evidence={**{k2: c[k2] for k2 in ("compared", "divergent", "first_diff_min",
+                                           "similarity_mean")},
+                  **(c["ecc"] or {})},  # ecc_corrected_volatile ... growth over the run
     )  # fmt: skip

@@ -16,6 +16,8 @@ import numpy as np
 
 from accelbench.errors import UsageError
 from accelbench.metrics.records import ErrorKind
+from accelbench.metrics.stats import QuadraticFit, clopper_pearson, quadratic_fit
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     JsonlAppender,
@@ -27,13 +29,11 @@ from accelbench.suites.stress.common import (
     run_step,
     write_stress,
 )
-from accelbench.suites.stress.consistency import clopper_pearson
 from accelbench.suites.stress.verdicts import (
     LeakThresholds,
-    Verdict,
     judge,
     leak_verdict,
-    quadratic_fit,
+    stress_verdict,
 )
 
 MEMORY = "memory.jsonl"
@@ -85,7 +85,7 @@ class FloodResult:
     path: Path
     status: str
     steps: list[dict[str, Any]]
-    fit: dict[str, Any]
+    fit: QuadraticFit
     verdicts: list[Verdict]
 
 
@@ -174,7 +174,7 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
         "suite": "flood", "status": status, "config": cfg.to_json(), "steps": steps,
         "ttft_fit_ms": fit, "runs": [s["run"] for s in steps],
         "memory_totals": {n: probe.total_for(n) for n in memory_series(mem.read())},
-        "verdicts": [v.to_dict() for v in verdicts],
+        "verdicts": [v.to_json() for v in verdicts],
     })  # fmt: skip
     return FloodResult(path, status, steps, fit, verdicts)
 
@@ -215,11 +215,11 @@ def _verdicts(cfg: FloodConfig, steps: list[dict[str, Any]], samples: list[dict[
     est = k / n if n else 0.0
     verdict, rule = judge(est, lo, hi, cfg.warn_errors, cfg.fail_errors)
     overflow = sum(s["errors"].get("context_overflow", 0) for s in steps)
-    out.append(Verdict(
+    out.append(stress_verdict(
         "flood errors", "errors",
         "fraction of requests failed other than by context overflow (Clopper-Pearson)",
         "fraction", est, lo, hi, cfg.warn_errors, cfg.fail_errors,
-        verdict if n else "n/a", rule,
+        verdict if n else Status.NA, rule,
         evidence={"requests": n, "failed": k, "context_overflow": overflow},
     ))  # fmt: skip
     return out

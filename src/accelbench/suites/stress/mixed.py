@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.errors import UsageError
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     Log,
@@ -34,12 +35,13 @@ from accelbench.suites.stress.common import (
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
-    Verdict,
+    PctEstimate,
     change_pct,
     check_thresholds,
     jitter_pct,
     judge,
     judge_claim,
+    stress_verdict,
 )
 from accelbench.urls import Endpoint
 
@@ -90,7 +92,7 @@ class MixedResult:
     path: Path
     status: str
     endpoints: list[dict[str, Any]]
-    matrix: list[list[dict[str, Any] | None]] | None
+    matrix: list[list[PctEstimate | None]] | None
     verdicts: list[Verdict]
 
 
@@ -200,7 +202,7 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
         "endpoints": endpoints, "interference_matrix": matrix,
         "matrix_note": "row i, column j: % change of endpoint i's TTFT p50 caused by "
                        "endpoint j (all together vs all but j)",
-        "verdicts": [v.to_dict() for v in verdicts],
+        "verdicts": [v.to_json() for v in verdicts],
     })  # fmt: skip
     return MixedResult(path, status, endpoints, matrix, verdicts)
 
@@ -239,7 +241,7 @@ def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
 
 def _effect(
     all_: list[dict[str, Any]], without_j: list[dict[str, Any]], cfg: MixedConfig
-) -> dict[str, Any]:
+) -> PctEstimate:
     return change_pct(_vals(without_j, "ttft_ms"), _vals(all_, "ttft_ms"), 50)
 
 
@@ -249,12 +251,12 @@ def _verdicts(endpoints: list[dict[str, Any]], cfg: MixedConfig) -> list[Verdict
         for name in ("ttft_p50", "ttft_p99", "tpot_p50"):
             c = e[f"{name}_change_pct"]
             if c["estimate"] is None:
-                verdict, rule = "n/a", c.get("note") or "too few requests"
+                verdict, rule = Status.NA, c.get("note") or "too few requests"
             else:
                 verdict, rule = judge(
                     c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct
                 )
-            out.append(Verdict(
+            out.append(stress_verdict(
                 f"interference ep{e['endpoint']} {name.replace('_', ' ')}", "interference",
                 "% change mixed vs solo (order-statistic standard errors, log scale)", "%",
                 c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct, verdict, rule,
@@ -274,10 +276,10 @@ def _verdicts(endpoints: list[dict[str, Any]], cfg: MixedConfig) -> list[Verdict
                 est = abs(est)
             if est is None or lo is None or hi is None or not np.isfinite([lo, hi]).all():
                 # never a pass without an interval that covers: "too few windows"
-                verdict, rule = "n/a", c.get("note") or "too few windows or requests"
+                verdict, rule = Status.NA, c.get("note") or "too few windows or requests"
             else:
                 verdict, rule = judge_claim(lo, hi, cfg.claim_pct)
-            out.append(Verdict(
+            out.append(stress_verdict(
                 f"claim ep{e['endpoint']} fluctuation < {cfg.claim_pct:g}%", "claim", stat, "%",
                 est, lo, hi, None, cfg.claim_pct, verdict, rule,
             ))  # fmt: skip

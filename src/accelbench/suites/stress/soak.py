@@ -26,6 +26,7 @@ import orjson
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import JOURNAL, iter_journal, write_text_atomic
 from accelbench.store.suites import STRESS_JSON
@@ -47,7 +48,6 @@ from accelbench.suites.stress.common import (
 from accelbench.suites.stress.verdicts import (
     DriftThresholds,
     LeakThresholds,
-    Verdict,
     check_thresholds,
     drift_verdict,
     leak_verdict,
@@ -145,7 +145,7 @@ class SoakResult:
 
     @property
     def failed(self) -> bool:
-        return self.status != "completed" or any(v.verdict == "fail" for v in self.verdicts)
+        return self.status != "completed" or any(v.status == Status.FAIL for v in self.verdicts)
 
 
 class _Collector(threading.Thread):
@@ -413,6 +413,6 @@ def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: in
         "requests": n_req, "disk_bytes": size,
         "disk_bytes_per_request": size / n_req if n_req else None,
         "runs": [str(p.relative_to(path)) for p in sorted((path / "runs").glob("seg-*"))],
-        "memory_totals": totals, "verdicts": [v.to_dict() for v in verdicts],
+        "memory_totals": totals, "verdicts": [v.to_json() for v in verdicts],
     })  # fmt: skip
     return SoakResult(path=path, status=status, windows=windows, verdicts=verdicts)
