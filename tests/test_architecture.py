@@ -58,6 +58,7 @@ _STARTERS: dict[str, tuple[str, ...]] = {
     ),
     "os": ("fork", "forkpty", "exec*", "spawn*", "posix_spawn*", "system", "popen"),
     "asyncio": ("create_subprocess_*",),
+    "asyncio.subprocess": ("create_subprocess_*",),
     "multiprocessing": ("Process", "Pool", "get_context"),
     "concurrent.futures": ("ProcessPoolExecutor",),
     "pty": ("fork", "spawn"),
@@ -203,8 +204,8 @@ def process_starts(root: Path = SRC) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    if a.name in _STARTERS:
-                        modules[a.asname or a.name.split(".")[0]] = a.name
+                    if a.name in _STARTERS:  # `import concurrent.futures`: used dotted
+                        modules[a.asname or a.name] = a.name
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 for a in node.names:
                     if node.module in _STARTERS:
@@ -354,18 +355,21 @@ def test_the_guard_sees_a_process_start(tmp_path: Path) -> None:
         "x.py",
         "import subprocess as sp\nimport os\nimport asyncio\nimport multiprocessing as mp\n"
         "from subprocess import check_output\nfrom concurrent.futures import "
-        "ProcessPoolExecutor\nimport psutil\n"
+        "ProcessPoolExecutor\nimport psutil\nimport concurrent.futures\n"
         "sp.run(['true'])\nos.execvp('true', [])\ncheck_output(['true'])\n"
         "asyncio.create_subprocess_exec('true')\nmp.get_context('spawn').Process()\n"
         "ProcessPoolExecutor()\n"
-        "psutil.Process()\nos.getpid()\nsp.TimeoutExpired\n",
+        "psutil.Process()\nos.getpid()\nsp.TimeoutExpired\n"
+        "concurrent.futures.ProcessPoolExecutor()\nos.posix_spawnp('true', [], {})\n",
     )
     assert sorted(f.split(" ")[1] for f in process_starts(tmp_path)) == [
         "asyncio.create_subprocess_exec",
         "concurrent.futures.ProcessPoolExecutor",
+        "concurrent.futures.ProcessPoolExecutor",
         "multiprocessing.get_context",
         "multiprocessing.get_context().Process",
         "os.execvp",
+        "os.posix_spawnp",
         "subprocess.check_output",
         "subprocess.run",
     ]

@@ -89,6 +89,32 @@ def test_run_workers(how: str, subreaper: None, reference_server, tmp_path: Path
         assert '"status": "interrupted"' in run_json.read_text()
 
 
+# -- the shadow proxy's candidate process (its own session, started by lifetime.spawn) --
+def _is_candidate(p: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return "accelbench.suites.shadow.candidate" in " ".join(p.cmdline())
+    return False
+
+
+@pytest.mark.parametrize("how", STOPS)
+def test_shadow_proxy_candidate(
+    how: str, subreaper: None, reference_server, tmp_path: Path
+) -> None:
+    base = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    cand = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    port = free_port()
+    ab = Accelbench(
+        ["shadow", "proxy", "--listen", f"127.0.0.1:{port}", "--baseline", base.url,
+         "--candidate", cand.url, "--out", str(tmp_path / "sh")]
+    )  # fmt: skip
+    ab.wait_for("the candidate process", lambda ps: any(map(_is_candidate, ps)), 60)
+    wait_http(f"http://127.0.0.1:{port}/health", 30)
+    rc = ab.stop(how)
+    assert rc in expected_rc(how, 1), (rc, ab.stderr())
+    ab.assert_none_left(how)
+    assert port_free(port)
+
+
 # -- engines: `serve llama` and the embedded engine of `run` --------------------------
 @pytest.mark.engine
 @pytest.mark.parametrize("how", STOPS)

@@ -10,9 +10,9 @@ an engineering estimate of what good software reaches, not a bound.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from accelbench.cost.costing import load_points, run_mean_lengths
 from accelbench.errors import AccelbenchError
@@ -36,6 +36,98 @@ from accelbench.plan.roofline import (
 from accelbench.store.runs import RunInfo
 
 MAX_OVERHEAD_MS = 1e6
+
+
+# -- `plan --json`: the plain-JSON form of a Plan ------------------------------------------
+class PlanModelJSON(TypedDict):
+    name: str
+    attention: str
+    total_params: int
+    active_params: int
+    max_context_tokens: int | None
+    kv_bytes_per_token: float
+    kv_precision: str
+    weight_bytes: float
+    precision: str
+    source: dict[str, str]
+
+
+class FigureJSON(TypedDict):
+    """A catalog figure the limits rest on, with where it comes from."""
+
+    value: str
+    source: str
+    date: str
+    status: str
+    title: str
+
+
+class PlanHardwareJSON(TypedDict):
+    accelerator: str
+    name: str
+    gpus: int
+    compute_format: str
+    peak_tflops_per_gpu: float
+    bandwidth_tbs_per_gpu: float
+    memory_bytes_per_gpu: float
+    memory_gib_per_gpu: float
+    expected_eff_flops: float
+    expected_eff_bw: float
+    notes: list[str]
+    sources: dict[str, FigureJSON]
+
+
+class PlanWorkloadJSON(TypedDict):
+    context: float
+    peak_context: float
+    isl: int | None
+    osl: int | None
+    concurrency: int
+    overhead_ms: float
+
+
+class LimitRowJSON(TypedDict):
+    batch: int
+    physical: dict[str, object]  # Step.as_dict()
+    expected: dict[str, object]
+
+
+class PrefillJSON(TypedDict):
+    physical: float | None
+    expected: float | None
+
+
+class AtInteractivityJSON(TypedDict):
+    target_tok_s_user: float
+    physical: dict[str, object] | None
+    expected: dict[str, object] | None
+
+
+class RunEfficiencyJSON(TypedDict):
+    run: str
+    batch: int
+    context: float
+    basis: str
+    measured_tok_s_per_gpu: float
+    physical_tok_s_per_gpu: float
+    expected_tok_s_per_gpu: float
+    measured_tok_s_user: float | None
+    physical_tok_s_user: float
+    expected_tok_s_user: float
+    of_physical: float
+    of_expected: float
+
+
+class PlanJSON(TypedDict):
+    model: PlanModelJSON
+    hardware: PlanHardwareJSON
+    workload: PlanWorkloadJSON
+    fit: dict[str, object]  # Fit.as_dict()
+    roofline: list[LimitRowJSON]
+    prefill_s: PrefillJSON
+    at_interactivity: AtInteractivityJSON | None
+    efficiency: list[RunEfficiencyJSON]
+    warnings: list[str]
 
 
 @dataclass(frozen=True)
@@ -102,80 +194,90 @@ class Plan:
     runs: list[RunEfficiency] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PlanJSON:
         """Plain-JSON form (units in the key names)."""
         a, acc, hw = self.arch, self.accelerator, self.hardware
-        return {
-            "model": {
-                "name": a.name,
-                "attention": a.attention_kind,
-                "total_params": a.total_params,
-                "active_params": a.active_params,
-                "max_context_tokens": a.max_context,
-                "kv_bytes_per_token": a.kv_bytes_per_token(self.kv_precision),
-                "kv_precision": self.kv_precision,
-                "weight_bytes": a.weight_bytes(self.precision),
-                "precision": self.precision,
-                "source": a.source,
-            },
-            "hardware": {
-                "accelerator": acc.id,
-                "name": acc.name,
-                "gpus": hw.n_gpus,
-                "compute_format": hw.compute_format,
-                "peak_tflops_per_gpu": hw.peak_flops / 1e12,
-                "bandwidth_tbs_per_gpu": hw.bandwidth / 1e12,
-                "memory_bytes_per_gpu": hw.memory_bytes,
-                "memory_gib_per_gpu": hw.memory_bytes / 2**30,
-                "expected_eff_flops": hw.eff_flops,
-                "expected_eff_bw": hw.eff_bw,
-                "notes": list(hw.notes),
-                "sources": {
-                    k: {
-                        "value": acc.figure(k).text(),
-                        "source": acc.figure(k).source,
-                        "date": acc.figure(k).date,
-                        "status": acc.figure(k).status,
-                        "title": acc.source_title(k),
-                    }
+        ai = self.at_interactivity
+        return PlanJSON(
+            model=PlanModelJSON(
+                name=a.name,
+                attention=a.attention_kind,
+                total_params=a.total_params,
+                active_params=a.active_params,
+                max_context_tokens=a.max_context,
+                kv_bytes_per_token=a.kv_bytes_per_token(self.kv_precision),
+                kv_precision=self.kv_precision,
+                weight_bytes=a.weight_bytes(self.precision),
+                precision=self.precision,
+                source=a.source,
+            ),
+            hardware=PlanHardwareJSON(
+                accelerator=acc.id,
+                name=acc.name,
+                gpus=hw.n_gpus,
+                compute_format=hw.compute_format,
+                peak_tflops_per_gpu=hw.peak_flops / 1e12,
+                bandwidth_tbs_per_gpu=hw.bandwidth / 1e12,
+                memory_bytes_per_gpu=hw.memory_bytes,
+                memory_gib_per_gpu=hw.memory_bytes / 2**30,
+                expected_eff_flops=hw.eff_flops,
+                expected_eff_bw=hw.eff_bw,
+                notes=list(hw.notes),
+                sources={
+                    k: FigureJSON(
+                        value=acc.figure(k).text(),
+                        source=acc.figure(k).source,
+                        date=acc.figure(k).date,
+                        status=acc.figure(k).status,
+                        title=acc.source_title(k),
+                    )
                     for k in ("memory_gib", "memory_bw_tbs", f"{hw.compute_format}_tflops")
                 },
-            },
-            "workload": {
-                "context": self.workload.context,
-                "peak_context": self.workload.peak_context,
-                "isl": self.workload.isl,
-                "osl": self.workload.osl,
-                "concurrency": self.concurrency,
-                "overhead_ms": self.overhead_ms,
-            },
-            "fit": self.fit.as_dict(),
-            "roofline": [
-                {
-                    "batch": r.batch,
-                    "physical": r.physical.as_dict(),
-                    "expected": r.expected.as_dict(),
-                }
+            ),
+            workload=PlanWorkloadJSON(
+                context=self.workload.context,
+                peak_context=self.workload.peak_context,
+                isl=self.workload.isl,
+                osl=self.workload.osl,
+                concurrency=self.concurrency,
+                overhead_ms=self.overhead_ms,
+            ),
+            fit=self.fit.as_dict(),
+            roofline=[
+                LimitRowJSON(
+                    batch=r.batch, physical=r.physical.as_dict(), expected=r.expected.as_dict()
+                )  # fmt: skip
                 for r in self.rows
             ],
-            "prefill_s": {"physical": self.prefill_physical_s, "expected": self.prefill_expected_s},
-            "at_interactivity": None
-            if self.at_interactivity is None
-            else {
-                "target_tok_s_user": self.at_interactivity.target_tok_s_user,
-                "physical": _step(self.at_interactivity.physical),
-                "expected": _step(self.at_interactivity.expected),
-            },
-            "efficiency": [
-                {
-                    **asdict(e),
-                    "of_physical": e.of_physical,
-                    "of_expected": e.of_expected,
-                }
+            prefill_s=PrefillJSON(
+                physical=self.prefill_physical_s, expected=self.prefill_expected_s
+            ),
+            at_interactivity=None
+            if ai is None
+            else AtInteractivityJSON(
+                target_tok_s_user=ai.target_tok_s_user,
+                physical=_step(ai.physical),
+                expected=_step(ai.expected),
+            ),
+            efficiency=[
+                RunEfficiencyJSON(
+                    run=e.run,
+                    batch=e.batch,
+                    context=e.context,
+                    basis=e.basis,
+                    measured_tok_s_per_gpu=e.measured_tok_s_per_gpu,
+                    physical_tok_s_per_gpu=e.physical_tok_s_per_gpu,
+                    expected_tok_s_per_gpu=e.expected_tok_s_per_gpu,
+                    measured_tok_s_user=e.measured_tok_s_user,
+                    physical_tok_s_user=e.physical_tok_s_user,
+                    expected_tok_s_user=e.expected_tok_s_user,
+                    of_physical=e.of_physical,
+                    of_expected=e.of_expected,
+                )  # fmt: skip
                 for e in self.runs
             ],
-            "warnings": list(self.warnings),
-        }
+            warnings=list(self.warnings),
+        )
 
 
 def _step(s: Step | None) -> dict[str, object] | None:

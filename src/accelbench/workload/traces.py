@@ -86,8 +86,9 @@ class Trace:
 
 
 # -- the proxy's own format ----------------------------------------------------------
-def trace_header(**extra: Any) -> dict[str, Any]:
-    return {"schema": TRACE_SCHEMA, **extra}
+def trace_header(started_at: str | None = None) -> dict[str, str]:
+    """The first line of trace.jsonl: its schema, and when the proxy started (ISO 8601)."""
+    return {"schema": TRACE_SCHEMA} | ({"started_at": started_at} if started_at else {})
 
 
 def trace_row(idx: int, offset_s: float, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
