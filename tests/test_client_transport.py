@@ -270,3 +270,64 @@ def test_the_shadow_proxy_uses_the_client_through_its_public_interface() -> None
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             is_self = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
             assert is_self or node.attr.startswith("__"), (node.lineno, ast.unparse(node))
+
+
+# -- both transports behind the one loop ---------------------------------------------------
+EVENTS = (
+    b'data: {"choices":[{"text":"hi","finish_reason":null}]}\n\n',
+    b'data: {"choices":[{"text":"","finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n',
+    b"data: [DONE]\n\n",
+)
+SSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + b"".join(b"%x\r\n%b\r\n" % (len(e), e) for e in EVENTS)
+    + b"0\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("transport", ["http1", "aiohttp"])
+def test_each_transport_retries_a_connection_closed_before_responding(transport: str) -> None:
+    """A server that answers each connection's first request and closes it, without a
+    byte, on the second (as llama-server does with idle ones): every later request is
+    sent again once, on a new connection, and succeeds."""
+    from accelbench.client.session import OpenAIClient
+    from accelbench.metrics.records import RequestRecord
+
+    async def go() -> tuple[list[RequestRecord], int]:
+        conns = 0
+
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            nonlocal conns
+            conns += 1
+            for first in (True, False):
+                try:
+                    head = await r.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:  # the client closed it
+                    break
+                n = next(int(x.split(b":")[1]) for x in head.split(b"\r\n")
+                         if x.lower().startswith(b"content-length:"))  # fmt: skip
+                await r.readexactly(n)
+                if not first:
+                    break
+                w.write(SSE)
+                await w.drain()
+            w.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://user:SECRETMARK@127.0.0.1:{srv.sockets[0].getsockname()[1]}/v1"
+        c = OpenAIClient(url, transport=transport, timeout_s=10)
+        recs = []
+        for i in range(3):
+            rec = RequestRecord(idx=i, request_id=f"r{i}", max_tokens=1)
+            await c.send(rec, {"model": "m", "prompt": "x", "max_tokens": 1, "stream": True})
+            recs.append(rec)
+            await asyncio.sleep(0.05)
+        await c.close()
+        srv.close()
+        await asyncio.sleep(0.05)  # the handlers see the client's close
+        return recs, conns
+
+    recs, conns = asyncio.run(go())
+    assert [(r.ok, r.output_text) for r in recs] == [(True, "hi")] * 3, [r.error for r in recs]
+    assert [r.retries for r in recs] == [0, 1, 1] and conns == 3

@@ -45,14 +45,16 @@ class AiohttpTransport:
                 read_bufsize=1 << 20,
                 timeout=aiohttp.ClientTimeout(total=None),
             )
+        headers = req.headers
+        if req.request_id:
+            headers = {**headers, "X-Request-Id": req.request_id}
         sink = new_sink()
         got_response = False
         try:
             async with asyncio.timeout(max(0.001, (deadline_ns - _now()) / 1e9)):
                 async with self._session.post(
-                    self.root + req.path, data=req.body, headers=req.headers,
-                    allow_redirects=False,
-                ) as resp:  # fmt: skip
+                    self.root + req.path, data=req.body, headers=headers, allow_redirects=False
+                ) as resp:
                     got_response = True
                     sink.on_headers(resp.status, _now())
                     async for data in resp.content.iter_any():

@@ -140,11 +140,7 @@ class OpenAIClient:
 
     async def send(self, rec: RequestRecord, body: dict[str, Any]) -> None:
         """Send one request; every outcome (success or error kind) lands in ``rec``."""
-        headers = self.headers
-        if rec.request_id:
-            headers = dict(headers)
-            headers["X-Request-Id"] = rec.request_id
-        req = Request(self.path, orjson.dumps(body), headers)
+        req = Request(self.path, orjson.dumps(body), self.headers, rec.request_id)
 
         def new_sink() -> ResponseHandler:
             rec.t_send = _now()

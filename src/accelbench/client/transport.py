@@ -42,24 +42,27 @@ RETRIES = 3
 @dataclass(slots=True)
 class Request:
     """A POST: the path, its headers (without Host and Content-Length, which the
-    transport sets), the body; ``wire`` is the whole request as HTTP/1.1 bytes where the
-    caller framed it itself (the shadow proxy forwards a caller's request so)."""
+    transport sets; one client's requests share one dict, never changed once sent), its
+    ``X-Request-Id`` (where given), the body; ``wire`` is the whole request as HTTP/1.1
+    bytes where the caller framed it itself (the shadow proxy forwards a caller's request
+    so)."""
 
     path: str
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    request_id: str = ""
     wire: bytes = b""
 
 
 class Transport(Protocol):
-    async def send(
+    def send(
         self,
         req: Request,
         new_sink: Callable[[], BodySink],
         *,
         deadline_ns: int,
         tee: Tee | None = None,
-    ) -> bool:
+    ) -> Awaitable[bool]:
         """One attempt; ``new_sink()`` is called when the request is about to be written
         (the record's send time). Returns whether the connection stays open for another
         request. Raises ``TransportError``."""
@@ -86,17 +89,18 @@ async def send_with_retries(
     with the deadline). Returns what the successful attempt returned; raises the last
     ``TransportError``."""
     deadline = _now() + int(timeout_s * 1e9)
-    for attempt in range(RETRIES + 1):
+    attempt = 0
+    while True:
         try:
-            if first is not None:
-                pending, first = first, None
-                return await pending(deadline)
-            return await transport.send(req, new_sink, deadline_ns=deadline, tee=tee)
+            if first is None:
+                return await transport.send(req, new_sink, deadline_ns=deadline, tee=tee)
+            pending, first = first, None
+            return await pending(deadline)
         except ResponseTimeout:
             raise ResponseTimeout(f"no complete response within {timeout_s:g} s") from None
         except TransportError as exc:
             if not (exc.retryable and attempt < RETRIES):
                 raise
+        attempt += 1
         if on_retry is not None:
             on_retry()
-    raise AssertionError("unreachable: the last attempt returns or raises")
