@@ -15,6 +15,7 @@ import typer
 
 from accelbench.cli.options import config_from_options, load_options
 from accelbench.errors import UsageError
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 
 stress_app = typer.Typer(
@@ -36,7 +37,7 @@ def _fmt(x: Any, unit: str = "") -> str:
     return f"{x:+.3g}{unit if unit.startswith('%') else (' ' + unit) if unit else ''}"
 
 
-def print_verdicts(title: str, verdicts: list[Any], status: str, path: Path) -> None:
+def print_verdicts(title: str, verdicts: list[Verdict], status: str, path: Path) -> None:
     """The one-screen verdict table."""
     from rich.table import Table
 
@@ -47,29 +48,23 @@ def print_verdicts(title: str, verdicts: list[Any], status: str, path: Path) -> 
     for c in ("verdict", "check", "estimate", "95% interval", "warn / fail at"):
         t.add_column(c, overflow="fold")
     for v in verdicts:
-        d = v if isinstance(v, dict) else v.to_dict()
-        unit = d["unit"]
-        ci = (
-            f"[{_fmt(d['ci_low'], unit)}, {_fmt(d['ci_high'], unit)}]"
-            if d["ci_low"] is not None
-            else "-"
-        )
-        th = f"{_fmt(d['warn'], unit)} / {_fmt(d['fail'], unit)}"
-        c = colour.get(d["verdict"], "white")
-        name = d["name"].replace("metric:", "").replace("_bytes", "")
-        t.add_row(f"[{c}]{esc(d['verdict'])}[/{c}]", esc(name), _fmt(d["estimate"], unit), ci, th)
+        unit = v.unit
+        iv = v.interval
+        ci = f"[{_fmt(iv.low, unit)}, {_fmt(iv.high, unit)}]" if iv and iv.low is not None else "-"
+        th = f"{_fmt(v.thresholds.get('warn'), unit)} / {_fmt(v.thresholds.get('fail'), unit)}"
+        c = colour.get(v.word, "white")
+        name = v.name.replace("metric:", "").replace("_bytes", "")
+        t.add_row(f"[{c}]{esc(v.word)}[/{c}]", esc(name), _fmt(v.estimate, unit), ci, th)
     console(width=max(100, console().width)).print(t)
     typer.echo(
         "M/h = MiB per hour; %/h = % of the median per hour; pp/h = percentage points per hour"
     )
 
 
-def _finish(title: str, verdicts: list[Any], status: str, path: Path, quiet: bool) -> None:
+def _finish(title: str, verdicts: list[Verdict], status: str, path: Path, quiet: bool) -> None:
     if not quiet:
         print_verdicts(title, verdicts, status, path)
-    bad = status != "completed" or any(
-        (v if isinstance(v, dict) else v.to_dict())["verdict"] == "fail" for v in verdicts
-    )
+    bad = status != "completed" or any(v.status == Status.FAIL for v in verdicts)
     if bad:
         typer.secho(f"stress {title}: {status}, see {path}/stress.json", fg="yellow", err=True)
         raise typer.Exit(1)
@@ -259,9 +254,10 @@ def consistency(
         res = run_consistency(suite(list(url) or [str(cfg.url)]), path, log=_log)
     if not quiet:
         for c in res.comparisons:
+            sim = "-" if c.similarity_mean is None else f"{c.similarity_mean:.4f}"
             typer.echo(
-                f"{c['run']}: {c['identical']}/{c['compared']} identical, first diff at "
-                f"{c['first_diff_min']}, similarity {c['similarity_mean']:.4f}"
+                f"{c.run}: {c.identical}/{c.compared} identical, first diff at "
+                f"{c.first_diff_min}, similarity {sim}"
             )
     _finish("consistency", res.verdicts, res.status, path, quiet)
 
@@ -349,18 +345,18 @@ def flood(
         res = run_flood(suite(steps, pid), path, log=_log)
     if not quiet:
         for st in res.steps:
-            t = st["ttft_ms"] or {}
+            p50 = (st.ttft_ms or {}).get("p50")
             typer.echo(
-                f"input {st['input_tokens']:>7} c={st['concurrency']}: ok {st['ok']}/{st['requests']}"
-                f"  TTFT p50 {t.get('p50', float('nan')):,.0f} ms  prefill "
-                f"{st['prefill_tok_per_s_p50'] or 0:,.0f} tok/s  errors {st['errors'] or '-'}"
+                f"input {st.input_tokens:>7} c={st.concurrency}: ok {st.ok}/{st.requests}"
+                f"  TTFT p50 {float('nan') if p50 is None else p50:,.0f} ms  prefill "
+                f"{st.prefill_tok_per_s_p50 or 0:,.0f} tok/s  errors {st.errors or '-'}"
             )
         f = res.fit
-        if "c" in f:
+        a, b, c = (f.coef.get(k) for k in "abc")
+        if a and b and c and a.estimate is not None and b.estimate is not None:
             typer.echo(
-                f"TTFT(L) = {f['a']['estimate']:.3g} + {f['b']['estimate']:.3g} L + "
-                f"{f['c']['estimate']:.3g} L^2 ms (c in [{f['c']['ci_low']:.3g}, "
-                f"{f['c']['ci_high']:.3g}], R^2 {f['r2']:.4f})"
+                f"TTFT(L) = {a.estimate:.3g} + {b.estimate:.3g} L + {c.estimate or 0:.3g} L^2 ms "
+                f"(c in [{c.ci_low or 0:.3g}, {c.ci_high or 0:.3g}], R^2 {f.r2 or 0:.4f})"
             )
     _finish("flood", res.verdicts, res.status, path, quiet)
 
@@ -466,9 +462,7 @@ def mixed(
     if not quiet and res.matrix:
         typer.echo("interference matrix (% change of row's TTFT p50 caused by column):")
         for i, row in enumerate(res.matrix):
-            cells = [
-                "-" if c is None or c["estimate"] is None else f"{c['estimate']:+.1f}" for c in row
-            ]
+            cells = ["-" if c is None or c.estimate is None else f"{c.estimate:+.1f}" for c in row]
             typer.echo(f"  ep{i}: " + "  ".join(f"{c:>7}" for c in cells))
     _finish("mixed", res.verdicts, res.status, path, quiet)
 

@@ -35,10 +35,9 @@ from accelbench.metrics.frontier import (
 )
 from accelbench.metrics.registry import FIGURES as REGISTRY
 from accelbench.metrics.values import column_np
-from accelbench.report.suites import SuiteView, load_suite, suite_kind
+from accelbench.report.sections import SuiteSection, SuiteView, find_section, load_section
 from accelbench.store.reader import RunInfo, dig
 from accelbench.store.sets import SweepSet, load_inputs
-from accelbench.store.suites import mlperf_label
 
 BOX_QUANTILES = (1, 25, 50, 75, 99)
 LATENCY_METRICS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
@@ -262,10 +261,12 @@ def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, Any] | None:
     return series or None
 
 
-def _point(run: RunInfo, want_timeline: bool) -> tuple[PointView, list[str]]:
+def _point(
+    run: RunInfo, want_timeline: bool, sections: Sequence[SuiteSection] = ()
+) -> tuple[PointView, list[str]]:
     figs = {k: run.figure(k) for k in FIGURES}
-    ml = mlperf_label(run.run.get("mlperf"))  # an MLPerf run says VALID / non-compliant
-    pv = PointView(run, run.load_label + (f" [MLPerf {ml}]" if ml else ""), figs)
+    tags = [t for s in sections if (t := s.point_tag(run))]  # e.g. "MLPerf VALID"
+    pv = PointView(run, run.load_label + "".join(f" [{t}]" for t in tags), figs)
     warns: list[str] = []
     if not run.has_requests:
         warns.append(f"{run.load_label}: requests.parquet missing: no distributions or timeline")
@@ -384,9 +385,12 @@ def build_report_data(
     allow_mismatch: bool = False,
     n_boot: int = 1000,
     timelines: bool = True,
+    sections: Sequence[SuiteSection] = (),
 ) -> ReportData:
     """Load and aggregate everything a report shows. Bad input becomes warnings; only
-    unusable arguments (bad claim syntax, no inputs, missing paths) raise."""
+    unusable arguments (bad claim syntax, no inputs, missing paths) raise. ``sections``:
+    the suites' report sections to look for among the inputs (the CLI gives every
+    suite's: accelbench.suites.sections.SECTIONS); without, every input is a run set."""
     check_goodput_options(slo or {}, attainment)
     check_comparison_options(n_boot=n_boot, target=target)
     for c in claims:
@@ -396,10 +400,10 @@ def build_report_data(
     suites: list[SuiteView] = []
     run_paths: list[Path] = []
     for p in paths:
-        kind = suite_kind(p) if p.is_dir() else None
-        if kind:
-            suites.append(load_suite(p, kind))
-        if kind in (None, "mlperf"):  # an MLPerf directory is also an ordinary run
+        section = find_section(p, sections)
+        if section is not None:
+            suites.append(load_section(p, section))
+        if section is None or section.also_a_run:  # an MLPerf directory is also a run
             run_paths.append(p)
     if not given and not paths:
         raise AccelbenchError("give at least one run, sweep, stress, shadow or MLPerf directory")
@@ -411,7 +415,7 @@ def build_report_data(
         for r in s.runs:
             if r.summary is None:
                 continue
-            pv, w = _point(r, timelines)
+            pv, w = _point(r, timelines, sections)
             points.append(pv)
             warnings += w
             warnings += [f"{r.load_label}: {x}" for x in r.warnings() if x not in r.problems]

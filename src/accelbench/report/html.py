@@ -28,7 +28,7 @@ from accelbench.report.data import (
     ReportData,
     SetView,
 )
-from accelbench.report.suites import Chart, SuiteView
+from accelbench.report.sections import Chart, SuiteView
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
 
@@ -354,15 +354,15 @@ def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
 
 
 def _chart_fig(c: Chart) -> dict[str, Any]:
-    """A suite's chart (report/suites.py) as a Plotly figure."""
+    """A suite's chart (report/sections.py) as a Plotly figure."""
     traces = [
         {
             "type": "scatter",
-            "mode": sr.get("mode", "lines"),
-            "name": esc(sr["name"]),
-            "x": sr["x"],
-            "y": sr["y"],
-            "line": {"color": PALETTE[i % len(PALETTE)], "dash": sr.get("dash", "solid")},
+            "mode": sr.mode,
+            "name": esc(sr.name),
+            "x": list(sr.x),
+            "y": list(sr.y),
+            "line": {"color": PALETTE[i % len(PALETTE)], "dash": sr.dash},
         }
         for i, sr in enumerate(c.series)
     ]
