@@ -379,6 +379,7 @@ def test_random_suite_files(
     import tempfile
 
     from accelbench.report.data import build_report_data
+    from accelbench.suites.sections import SECTIONS
     from synthetic_runs import make_run
 
     tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example
@@ -405,6 +406,6 @@ def test_random_suite_files(
         code, text = invoke(args, tmp_path)
         assert_clean(code, text + f"  <- {args}", wrong=False)
     if junk is None or not schema:
-        warns = build_report_data([d], timelines=False).suites[0].warnings
+        warns = build_report_data([d], timelines=False, sections=SECTIONS).suites[0].warnings
         assert len(warns) == 1, warns
         assert (Path(tmp_path / "out" / "r.md").read_text()).count(warns[0][:40]) == 1

@@ -20,6 +20,7 @@ from accelbench.report.html import render_html
 from accelbench.report.markdown import render_markdown
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 from accelbench.store.runs import list_runs, run_row
+from accelbench.suites.sections import SECTIONS, suite_of
 
 
 def md_rows(md: str) -> dict[str, list[str]]:
@@ -58,7 +59,7 @@ def ci(cell: str) -> tuple[float, float]:
 
 
 def render(*paths: Path) -> tuple[str, str, Any]:
-    data = build_report_data(list(paths), timelines=False)
+    data = build_report_data(list(paths), timelines=False, sections=SECTIONS)
     return render_markdown(data), render_html(data), data
 
 
@@ -68,16 +69,17 @@ def check_verdicts(doc: dict[str, Any], md: str, page: str) -> None:
     for rows in (md_rows(md), html_rows(page)):
         for v in doc["verdicts"]:
             r = rows[v["name"]]
-            assert r[1] == v["statistic"] and r[2] == v["unit"] and r[7] == v["verdict"]
+            assert r[1] == v["statistic"] and r[2] == v["unit"] and r[7] == v["word"]
             if v["estimate"] is None:
                 assert r[3] == r[4] == "—"
             else:
                 assert near(r[3], v["estimate"])
                 lo, hi = ci(r[4])
-                assert lo == pytest.approx(v["ci_low"], rel=6e-4, abs=1e-12)
-                assert hi == pytest.approx(v["ci_high"], rel=6e-4, abs=1e-12)
+                assert lo == pytest.approx(v["interval"]["low"], rel=6e-4, abs=1e-12)
+                assert hi == pytest.approx(v["interval"]["high"], rel=6e-4, abs=1e-12)
             for i, k in ((5, "warn"), (6, "fail")):
-                assert r[i] == "—" if v[k] is None else near(r[i], v[k])
+                th = v["thresholds"][k]
+                assert r[i] == "—" if th is None else near(r[i], th)
 
 
 def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
@@ -111,12 +113,12 @@ def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
     assert su.verdict == doc_worst(doc) and not data.sets
     assert "Traceback" not in page and 'id="suites"' in page
     # the runs store: the segment's row names its suite and the suite's verdict
-    row = run_row(list_runs(tmp_path)[0])
+    row = run_row(list_runs(tmp_path)[0], suite_of)
     assert row["suite"] == "stress soak" and row["verdict"] == doc_worst(doc)
 
 
 def doc_worst(doc: dict[str, Any]) -> str:
-    got = {v["verdict"] for v in doc["verdicts"]}
+    got = {v["status"] for v in doc["verdicts"]}
     return next(v for v in ("fail", "warn", "pass") if v in got)
 
 
@@ -168,7 +170,7 @@ def test_mixed_section(reference_server, tmp_path: Path) -> None:
             assert near(r[3].split()[0], c["estimate"])
             assert ci(r[3]) == pytest.approx((c["ci_low"], c["ci_high"]), rel=6e-4)
             assert r[2] == f"{e['solo_requests']} / {e['mixed_requests']}"
-    assert any(v["kind"] == "claim" for v in doc["verdicts"])
+    assert any(v["evidence"]["kind"] == "claim" for v in doc["verdicts"])
 
 
 def test_consistency_section(reference_server, tmp_path: Path) -> None:
@@ -265,7 +267,7 @@ def test_mlperf_section_and_noncompliance(reference_server, tmp_path: Path) -> N
     assert "NON-COMPLIANT: min_duration 1 s is below the benchmark's 600 s" in md
     assert f"[MLPerf {result}, non-compliant]" in md  # the point's label too
     assert "MLPerf Results Summary" in page  # LoadGen's page, unchanged
-    row = run_row(list_runs(tmp_path)[0])
+    row = run_row(list_runs(tmp_path)[0], suite_of)
     assert row["suite"] == "mlperf server" and row["verdict"] == f"{result}, non-compliant"
 
 
@@ -286,13 +288,12 @@ def test_suites_mixed_with_runs_and_bad_files(tmp_path: Path) -> None:
     (ml / "mlperf_log_detail.txt").write_text(':::MLLOG {"key": "result_validity", "val')
     md, page, data = render(run, st, sh, ml)
     warns = {s.name: s.warnings for s in data.suites}
-    assert warns["st"] == ["stress directory malformed: AccelbenchError: stress.json unreadable "
-                           "(JSONDecodeError)"]  # fmt: skip
+    assert warns["st"] == ["stress directory malformed: stress.json unreadable (JSONDecodeError)"]
     assert warns["ml"][0].startswith("mlperf_log_detail.txt: no result_validity event")
     assert len(data.sets) == 2 and "Warnings and missing data" in page
     assert all(f"{n}</b>: {htmlmod.escape(w[0])}" in page for n, w in warns.items() if w)
-    row = run_row(list_runs(st)[0])
-    assert row["suite"] == "stress ?" and row["verdict"] == "stress.json unreadable"
+    row = run_row(list_runs(st)[0], suite_of)
+    assert row["suite"] == "stress ?" and row["verdict"] == "stress.json unreadable (JSONDecodeError)"
 
 
 @pytest.mark.browser
@@ -327,7 +328,7 @@ def test_suite_report_renders_in_headless_chromium(reference_server, tmp_path: P
     assert dom.count('class="main-svg"') >= 4 + charts
     doc = json.loads((tmp_path / "flood" / "stress.json").read_text())
     v = doc["verdicts"][-1]
-    assert v["name"] == "flood errors" and f"<td>{v['verdict']}</td>" in dom.replace(
+    assert v["name"] == "flood errors" and f"<td>{v['word']}</td>" in dom.replace(
         '<td class="">', "<td>"
     )
     ARTIFACTS.mkdir(exist_ok=True)

@@ -53,7 +53,7 @@ def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path)
             "--out", str(out))  # fmt: skip
     doc = json.loads((out / "stress.json").read_text())
     # exit 1 exactly when a verdict failed (a tail may suffer from the shared client CPU)
-    failed = any(v["verdict"] == "fail" for v in doc["verdicts"])
+    failed = any(v["status"] == "fail" for v in doc["verdicts"])
     assert r.returncode == (1 if failed else 0), r.stdout + r.stderr
     assert "interference matrix" in r.stdout and "claim ep2" in r.stdout
     assert doc["status"] == "completed" and len(doc["runs"]) == 3 + 3 + 3 * 2
@@ -63,8 +63,8 @@ def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path)
     # fixed server latency, nothing shared but the client's CPU: no false alarm, no claim
     # fails (the claim is 20 %, 4 ms of a 20 ms TTFT: three loads and three servers on 2
     # busy cores add a few ms; a 1.5 s run can leave an interval reaching past it: warn)
-    claims = [v for v in doc["verdicts"] if v["kind"] == "claim"]
+    claims = [v for v in doc["verdicts"] if v["evidence"]["kind"] == "claim"]
     assert len(claims) == 3
-    assert all(v["verdict"] in ("pass", "warn") and v["ci_low"] < 20 for v in claims), claims
+    assert all(v["status"] in ("pass", "warn") and v["interval"]["low"] < 20 for v in claims), claims
     cfg = doc["config"]["loads"]
     assert cfg[0]["workload"]["isl"] == 16 and cfg[1]["concurrency"] == 2 and cfg[2]["rate"] == 20

@@ -52,16 +52,16 @@ def test_soak_recovers_injected_leak_and_drift(reference_server, tmp_path):
     # the server's own count of what it kept, and its RSS, both within 10 %
     assert v["leak metric:reference_leaked_bytes"].estimate == pytest.approx(truth, rel=0.10)
     rss = v["leak server_rss_bytes"]
-    assert rss.estimate == pytest.approx(truth, rel=0.10) and rss.verdict == "fail"
+    assert rss.estimate == pytest.approx(truth, rel=0.10) and rss.status == "fail"
     # the device-memory gauge: its warm-up ramp is cut off, the leak after it recovered
     dev = v["leak metric:reference_device_memory_used_bytes"]
-    assert dev.estimate == pytest.approx(DEV_RATE * 3600, rel=0.10) and dev.verdict == "fail"
+    assert dev.estimate == pytest.approx(DEV_RATE * 3600, rel=0.10) and dev.status == "fail"
     assert dev.evidence["warmup_end_s"] > 1.0
     assert dev.evidence["total_bytes"] == 80 * 2**30
     # latency drift injected in TTFT only: TTFT fails, TPOT and errors do not
-    assert v["drift ttft p50"].verdict == "fail" and v["drift ttft p50"].ci_low > 0
-    assert v["drift tpot p50"].verdict == "pass"
-    assert v["drift error rate"].verdict == "pass"
+    assert v["drift ttft p50"].status == "fail" and v["drift ttft p50"].interval.low > 0
+    assert v["drift tpot p50"].status == "pass"
+    assert v["drift error rate"].status == "pass"
 
     doc = json.loads((tmp_path / "soak" / "stress.json").read_text())
     assert doc["suite"] == "soak" and doc["status"] == "completed"
@@ -188,7 +188,7 @@ def test_soak_resumes_after_sigkill_in_its_first_segment(reference_server, tmp_p
     doc = json.loads((out / "stress.json").read_text())
     assert doc["status"] == "completed", r.stderr
     # exit 1 only for a failed verdict (8 s of windows on a busy machine may drift)
-    failed = [v["name"] for v in doc["verdicts"] if v["verdict"] == "fail"]
+    failed = [v["name"] for v in doc["verdicts"] if v["status"] == "fail"]
     assert r.returncode == (1 if failed else 0), (r.stderr, failed)
     assert doc["config"] == recorded  # resumed with the recorded configuration
     assert doc["runs"] == ["runs/seg-000", "runs/seg-001"]  # the killed segment kept apart
