@@ -311,7 +311,9 @@ def test_suite_report_renders_in_headless_chromium(reference_server, tmp_path: P
     cfg = FloodConfig(load=load, lengths=[32, 64, 128], requests=2, osl=2, sample_s=0.3,
                       server_pid=srv.proc.pid, gpu=False)  # fmt: skip
     run_flood(cfg, tmp_path / "flood")
-    data = build_report_data([make_run(tmp_path / "run", concurrency=4), tmp_path / "flood"])
+    data = build_report_data(
+        [make_run(tmp_path / "run", concurrency=4), tmp_path / "flood"], sections=SECTIONS
+    )
     charts = len(data.suites[0].charts)
     assert charts == 3  # TTFT with the fit, prefill, memory
     path = write_html(data, tmp_path / "r.html")
