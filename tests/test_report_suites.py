@@ -293,7 +293,9 @@ def test_suites_mixed_with_runs_and_bad_files(tmp_path: Path) -> None:
     assert len(data.sets) == 2 and "Warnings and missing data" in page
     assert all(f"{n}</b>: {htmlmod.escape(w[0])}" in page for n, w in warns.items() if w)
     row = run_row(list_runs(st)[0], suite_of)
-    assert row["suite"] == "stress ?" and row["verdict"] == "stress.json unreadable (JSONDecodeError)"
+    assert (
+        row["suite"] == "stress ?" and row["verdict"] == "stress.json unreadable (JSONDecodeError)"
+    )
 
 
 @pytest.mark.browser

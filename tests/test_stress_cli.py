@@ -65,6 +65,8 @@ def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path)
     # busy cores add a few ms; a 1.5 s run can leave an interval reaching past it: warn)
     claims = [v for v in doc["verdicts"] if v["evidence"]["kind"] == "claim"]
     assert len(claims) == 3
-    assert all(v["status"] in ("pass", "warn") and v["interval"]["low"] < 20 for v in claims), claims
+    assert all(v["status"] in ("pass", "warn") and v["interval"]["low"] < 20 for v in claims), (
+        claims
+    )
     cfg = doc["config"]["loads"]
     assert cfg[0]["workload"]["isl"] == 16 and cfg[1]["concurrency"] == 2 and cfg[2]["rate"] == 20

@@ -40,7 +40,8 @@ class SweepPoint:
                 out[k] = getattr(self, k)
         if self.earlier_attempts:
             out["earlier_attempts"] = list[Json](self.earlier_attempts)
-        if self.run_id is not None:  # it ran: what it measured
+        figs = (self.output_tps_per_gpu, self.interactivity)
+        if self.run_id is not None or figs != (None, None):  # it ran: what it measured
             out["output_tps_per_gpu"] = self.output_tps_per_gpu
             out["interactivity"] = self.interactivity
         if self.saturation is not None:
