@@ -35,7 +35,7 @@ from accelbench.metrics.frontier import (
 )
 from accelbench.metrics.registry import FIGURES as REGISTRY
 from accelbench.metrics.values import column_np
-from accelbench.report.sections import SuiteSection, SuiteView, find_section, load_section
+from accelbench.report.sections import Series, SuiteSection, SuiteView, find_section, load_section
 from accelbench.store.reader import RunInfo, dig
 from accelbench.store.sets import SweepSet, load_inputs
 
@@ -59,13 +59,24 @@ WINDOW_DEF = "window: first send to last content chunk of the measured (non-warm
 
 
 @dataclass
+class Timeline:
+    """In-flight requests and output tokens/s in bins over a run (seconds since its first
+    send); ``source``: how the tokens were placed in time."""
+
+    t_s: list[float]
+    inflight: list[int]
+    tokens_per_s: list[float]
+    source: str
+
+
+@dataclass
 class PointView:
     run: RunInfo
     label: str
     figures: dict[str, float | None]
     box: dict[str, dict[str, float]] = field(default_factory=dict)
-    timeline: dict[str, Any] | None = None
-    telemetry: dict[str, Any] | None = None
+    timeline: Timeline | None = None
+    telemetry: dict[str, list[Series]] | None = None  # label -> a series per device
     samples: list[str] = field(default_factory=list)
 
 
@@ -136,7 +147,7 @@ def _box(values: np.ndarray) -> dict[str, float] | None:
     return out
 
 
-def _timeline(run: RunInfo, t: Any) -> dict[str, Any] | None:
+def _timeline(run: RunInfo, t: Any) -> Timeline | None:
     """In-flight requests and token throughput in TIMELINE_BINS bins over the run.
 
     Tokens: exact per-chunk arrival times where the run is small enough and has them,
@@ -199,12 +210,12 @@ def _timeline(run: RunInfo, t: Any) -> dict[str, Any] | None:
 
         c = cum((edges - t0) / 1e9)
         tokens = np.diff(c)
-    return {
-        "t_s": ((mids - t0) / 1e9).round(4).tolist(),
-        "inflight": inflight.astype(int).tolist(),
-        "tokens_per_s": (np.asarray(tokens) / width_s).round(2).tolist(),
-        "source": source,
-    }
+    return Timeline(
+        ((mids - t0) / 1e9).round(4).tolist(),
+        inflight.astype(int).tolist(),
+        (np.asarray(tokens) / width_s).round(2).tolist(),
+        source,
+    )
 
 
 # Telemetry series shown in the report: (column, label, scale to the unit shown).
@@ -221,7 +232,7 @@ TELEMETRY_SERIES: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, Any] | None:
+def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, list[Series]] | None:
     """Telemetry sampled beside the run (telemetry.parquet), on the run's clock: seconds
     since its first send. One series per metric and device (or host / server)."""
     import pyarrow.parquet as pq
@@ -245,18 +256,14 @@ def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, Any] | None:
             strict=True,
         )
     ]
-    series: dict[str, list[dict[str, Any]]] = {}
+    series: dict[str, list[Series]] = {}
     for col, label, scale in TELEMETRY_SERIES:
         v = column_np(tel, col) * scale
         for name in sorted(set(who)):
             sel = np.array([w == name for w in who]) & np.isfinite(v)
             if sel.sum() >= 2:
                 series.setdefault(label, []).append(
-                    {
-                        "name": name or "-",
-                        "t_s": t_s[sel].round(3).tolist(),
-                        "y": v[sel].round(4).tolist(),
-                    }  # fmt: skip
+                    Series(name or "-", t_s[sel].round(3).tolist(), v[sel].round(4).tolist())
                 )
     return series or None
 

@@ -263,13 +263,13 @@ def _latency_fig(data: ReportData, metric: str) -> dict[str, Any] | None:
 
 
 def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
-    traces = []
+    traces: list[dict[str, Any]] = []
     sources = set()
     for i, p in enumerate(sv.points):
         tl = p.timeline
         if not tl:
             continue
-        sources.add(tl["source"])
+        sources.add(tl.source)
         col = PALETTE[i % len(PALETTE)]
         lab = esc(p.label)
         traces.append(
@@ -278,8 +278,8 @@ def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
                 "mode": "lines",
                 "name": f"{lab} in flight",
                 "legendgroup": lab,
-                "x": tl["t_s"],
-                "y": tl["inflight"],
+                "x": tl.t_s,
+                "y": tl.inflight,
                 "line": {"color": col, "shape": "hv"},
                 "xaxis": "x",
                 "yaxis": "y",
@@ -292,8 +292,8 @@ def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
                 "name": f"{lab} tok/s",
                 "legendgroup": lab,
                 "showlegend": False,
-                "x": tl["t_s"],
-                "y": tl["tokens_per_s"],
+                "x": tl.t_s,
+                "y": tl.tokens_per_s,
                 "line": {"color": col},
                 "xaxis": "x2",
                 "yaxis": "y2",
@@ -332,9 +332,9 @@ def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
                     {
                         "type": "scatter",
                         "mode": "lines",
-                        "name": f"{esc(p.label)} {esc(s['name'])}",
-                        "x": s["t_s"],
-                        "y": s["y"],
+                        "name": f"{esc(p.label)} {esc(s.name)}",
+                        "x": list(s.x),
+                        "y": list(s.y),
                         "line": {"color": PALETTE[i % len(PALETTE)]},
                     }  # fmt: skip
                 )
