@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.documents import JsonObject
+from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
 from accelbench.metrics.records import RequestRecord, record_row
 from accelbench.store.rundir import Journal, read_journal, write_json_atomic
@@ -60,7 +60,9 @@ class ShadowWriter:
         except OSError as exc:
             raise UsageError(f"--out {self.dir} cannot be created: {exc.strerror}") from None
         self.meta = replace(
-            ShadowMeta.from_json({"schema": SCHEMA, **meta}, "shadow.json (as given)"),
+            ShadowMeta.from_json(
+                to_json_object({"schema": SCHEMA, **meta}, "shadow.json"), "shadow.json (as given)"
+            ),
             status="running",
             started_at=datetime.now(UTC).isoformat(),
             tool_version=__version__,
