@@ -34,10 +34,9 @@ from accelbench.suites.stress.document import (
     ConsistencyPart,
     Divergence,
     StressDoc,
-    as_verdict,
+    stress_verdict,
     write_stress,
 )
-from accelbench.suites.stress.verdicts import Verdict as StressVerdict
 from accelbench.suites.stress.verdicts import compare_tokens, judge
 from accelbench.urls import redact_url
 
@@ -217,9 +216,9 @@ def _verdict(c: Comparison, cfg: ConsistencyConfig) -> Verdict:
                                                         "first_diff_min", "similarity_mean")}  # fmt: skip
     for k2, x in (c.ecc or {}).items():
         ev[f"ecc {k2}"] = x
-    return as_verdict(StressVerdict(
+    return stress_verdict(
         f"consistency {c.run}", "consistency",
         "fraction of prompts whose greedy output differs from the baseline (Clopper-Pearson)",
         "fraction", est, lo, hi, cfg.warn_divergent, cfg.fail_divergent, verdict, rule,
         evidence=ev,
-    ))  # fmt: skip
+    )  # fmt: skip

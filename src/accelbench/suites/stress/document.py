@@ -9,7 +9,7 @@ each verdict turned into a :class:`Verdict`. A damaged file is one DocumentError
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar, cast
@@ -65,6 +65,44 @@ def verdict_from_v1(d: object, where: str = "verdict") -> Verdict:
         thresholds={"warn": f.num("warn"), "fail": f.num("fail")},
         rule=f.str("rule", ""),
         evidence=evidence,
+    )
+
+
+def stress_verdict(
+    name: str,
+    kind: str,
+    statistic: str,
+    unit: str,
+    estimate: float | None,
+    ci_low: float | None,
+    ci_high: float | None,
+    warn: float | None,
+    fail: float | None,
+    status: str,
+    rule: str,
+    confidence: float = 0.95,
+    evidence: Mapping[str, object] | None = None,
+) -> Verdict:
+    """A stress verdict as a :class:`Verdict`: the statistic's estimate and interval, the
+    warn / fail thresholds (in the statistic's unit, high is bad), the status (``pass``,
+    ``warn``, ``fail``, ``n/a``), the rule; its kind and scalar evidence as evidence."""
+    ev: dict[str, float | int | str | bool | None] = {
+        k: x for k, x in (evidence or {}).items()
+        if x is None or isinstance(x, bool | int | float | str)
+    }  # fmt: skip
+    ev["kind"] = kind
+    return Verdict(
+        name=name,
+        status=Status(status),
+        statistic=statistic,
+        unit=unit,
+        estimate=estimate,
+        interval=None
+        if ci_low is None and ci_high is None
+        else Interval(ci_low, ci_high, confidence),
+        thresholds={"warn": warn, "fail": fail},
+        rule=rule,
+        evidence=ev,
     )
 
 

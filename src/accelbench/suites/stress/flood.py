@@ -39,6 +39,7 @@ from accelbench.suites.stress.document import (
     memory_sample,
     memory_series,
     read_rows,
+    stress_verdict,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
@@ -46,9 +47,6 @@ from accelbench.suites.stress.verdicts import (
     judge,
     leak_verdict,
     quadratic_fit,
-)
-from accelbench.suites.stress.verdicts import (
-    Verdict as StressVerdict,
 )
 
 OVERFLOW_WORDS = ("context", "exceed", "too long", "maximum")
@@ -228,11 +226,11 @@ def _verdicts(cfg: FloodConfig, steps: list[FloodStep], samples: list[MemorySamp
     est = k / n if n else 0.0
     verdict, rule = judge(est, lo, hi, cfg.warn_errors, cfg.fail_errors)
     overflow = sum(s.errors.get("context_overflow", 0) for s in steps)
-    out.append(as_verdict(StressVerdict(
+    out.append(stress_verdict(
         "flood errors", "errors",
         "fraction of requests failed other than by context overflow (Clopper-Pearson)",
         "fraction", est, lo, hi, cfg.warn_errors, cfg.fail_errors,
         verdict if n else "n/a", rule,
         evidence={"requests": n, "failed": k, "context_overflow": overflow},
-    )))  # fmt: skip
+    ))  # fmt: skip
     return out

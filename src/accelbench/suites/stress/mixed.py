@@ -39,10 +39,9 @@ from accelbench.suites.stress.document import (
     MixedEndpoint,
     MixedPart,
     StressDoc,
-    as_verdict,
+    stress_verdict,
     write_stress,
 )
-from accelbench.suites.stress.verdicts import Verdict as StressVerdict
 from accelbench.suites.stress.verdicts import (
     change_pct,
     check_thresholds,
@@ -256,12 +255,12 @@ def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]
                 verdict, rule = "n/a", c.note or "too few requests"
             else:
                 verdict, rule = judge(c.estimate, c.ci_low, c.ci_high, cfg.warn_pct, cfg.fail_pct)
-            out.append(as_verdict(StressVerdict(
+            out.append(stress_verdict(
                 f"interference ep{e.endpoint} {name.replace('_', ' ')}", "interference",
                 "% change mixed vs solo (order-statistic standard errors, log scale)", "%",
                 c.estimate, c.ci_low, c.ci_high, cfg.warn_pct, cfg.fail_pct, verdict, rule,
                 evidence={"solo_requests": e.solo_requests, "mixed_requests": e.mixed_requests},
-            )))  # fmt: skip
+            ))  # fmt: skip
         if cfg.claim_pct is not None:
             c = e.estimate(
                 "ttft_jitter_mixed_pct" if cfg.claim_stat == "jitter" else "ttft_p50_change_pct"
@@ -277,8 +276,8 @@ def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]
                 verdict, rule = "n/a", c.note or "too few windows or requests"
             else:
                 verdict, rule = judge_claim(lo, hi, cfg.claim_pct)
-            out.append(as_verdict(StressVerdict(
+            out.append(stress_verdict(
                 f"claim ep{e.endpoint} fluctuation < {cfg.claim_pct:g}%", "claim", stat, "%",
                 est, lo, hi, None, cfg.claim_pct, verdict, rule,
-            )))  # fmt: skip
+            ))  # fmt: skip
     return out
