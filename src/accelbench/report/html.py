@@ -263,7 +263,7 @@ def _latency_fig(data: ReportData, metric: str) -> dict[str, Any] | None:
 
 
 def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
-    traces: list[dict[str, Any]] = []
+    traces: list[dict[str, object]] = []
     sources = set()
     for i, p in enumerate(sv.points):
         tl = p.timeline
