@@ -205,11 +205,11 @@ def test_soak_resumes_after_sigkill_in_its_first_segment(reference_server, tmp_p
 def test_resume_of_a_soak_with_url_credentials_asks_for_them(tmp_path):
     """stress.json never holds the credentials of the URL: a resume without --url would
     send '***' as the user, so it is refused with one line; another host is refused too."""
-    from accelbench.suites.stress.common import write_stress
+    from accelbench.suites.stress.document import SoakPart, StressDoc, write_stress
 
     cfg = SoakConfig(load=BenchmarkConfig(url="http://user:s3cret@127.0.0.1:1"), duration_s=10)
-    write_stress(tmp_path, {"suite": "soak", "status": "running", "segments": 0,
-                            "config": cfg.to_json()})  # fmt: skip
+    write_stress(tmp_path, StressDoc("soak", "running", cfg.to_json(), [], [],
+                                     SoakPart(0, 0, 0.0, 0, 0, None)))  # fmt: skip
     assert "s3cret" not in (tmp_path / "stress.json").read_text()
     before = (tmp_path / "stress.json").read_bytes()
     for extra, words in (
