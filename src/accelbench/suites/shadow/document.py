@@ -148,7 +148,7 @@ def gate_from_v1(d: object, where: str) -> Verdict:
 
 def _gate(d: object, where: str) -> Verdict:
     """A gate of either version: a Verdict record, or a version-1 gate dict."""
-    if isinstance(d, dict) and "gate" not in d:
+    if isinstance(d, dict) and ("thresholds" in d or "interval" in d or "gate" not in d):
         return Verdict.from_json(d, where)
     return gate_from_v1(d, where)
 
