@@ -70,7 +70,7 @@ def soak(args: argparse.Namespace) -> dict:
         "soak_s": doc["soak_s"], "rate": args.rate, "requests": doc["requests"],
         "client_rss_mib_first_last": [rss[0] / 2**20, rss[-1] / 2**20] if rss else None,
         "client_rss_growth_mib_per_h": v.estimate / 2**20 if v.estimate is not None else None,
-        "client_rss_growth_ci_mib_per_h": [v.ci_low / 2**20, v.ci_high / 2**20] if v.ci_low is not None else None,
+        "client_rss_growth_ci_mib_per_h": [v.low / 2**20, v.high / 2**20] if v.low is not None else None,
         "client_rss_warmup_end_s": v.evidence.get("warmup_end_s"),
         "client_cpu_cores_busy": [c.get("cpu_util") for c in client],
         "client_cpu_us_per_request": 1e6 * cpu_s / max(1, doc["requests"]),

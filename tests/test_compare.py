@@ -51,42 +51,42 @@ def test_parse_claim():
 
 def test_true_14x_supports_13x(tmp_path):
     a, b = _pair(tmp_path, 1.4)
-    cond, v = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
-    assert v.verdict == "supported", v.reason
-    assert v.estimate.ratio == pytest.approx(1.4, rel=0.02)
-    assert 1.3 < v.estimate.lo < v.estimate.ratio < v.estimate.hi
-    assert (v.threshold, v.refute_at) == (1.3, pytest.approx(1.3 * 0.95))
+    cond, v, _ = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
+    assert v.word == "supported", v.note
+    assert v.estimate == pytest.approx(1.4, rel=0.02)
+    assert 1.3 < v.low < v.estimate < v.high
+    assert (v.thresholds["claim"], v.thresholds["refute_at"]) == (1.3, pytest.approx(1.3 * 0.95))
 
 
 def test_true_13x_is_not_evidence_for_13x(tmp_path):
     # a claim at the truth is not supported (the interval straddles it), and within the
     # rounding tolerance it is not refuted either
     a, b = _pair(tmp_path, 1.3)
-    _, v = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
-    assert v.verdict == "inconclusive", v.reason
-    assert "not wholly above 1.3 nor below 1.235" in v.reason
+    _, v, _ = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
+    assert v.word == "inconclusive", v.note
+    assert "not wholly above 1.3 nor below 1.235" in v.note
 
 
 def test_true_10x_refuted(tmp_path):
     a, b = _pair(tmp_path, 1.0)
-    _, v = evaluate_claim(parse_claim("B >= 1.3 x A at concurrency 16"), a, b, n_boot=400)
-    assert v.verdict == "refuted", v.reason
-    assert v.estimate.hi < 1.3 * 0.95
+    _, v, _ = evaluate_claim(parse_claim("B >= 1.3 x A at concurrency 16"), a, b, n_boot=400)
+    assert v.word == "refuted", v.note
+    assert v.high < 1.3 * 0.95
 
 
 def test_noisy_small_sample_inconclusive(tmp_path):
     a, b = _pair(tmp_path, 1.3, n=12, jitter=0.7, concurrency=4)
-    _, v = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
-    assert v.verdict == "inconclusive", v.reason
-    assert "not wholly above 1.3" in v.reason
+    _, v, _ = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
+    assert v.word == "inconclusive", v.note
+    assert "not wholly above 1.3" in v.note
 
 
 def test_latency_claim_lower_is_better(tmp_path):
     a, b = _pair(tmp_path, 1.3)
-    _, v = evaluate_claim(parse_claim("B <= 0.8 x A on ttft_p50_ms"), a, b, n_boot=300)
-    assert v.verdict == "supported", v.reason  # true ratio 1/1.3 = 0.77
-    _, v = evaluate_claim(parse_claim("B <= 0.5 x A on e2e"), a, b, n_boot=300)
-    assert v.verdict == "refuted", v.reason
+    _, v, _ = evaluate_claim(parse_claim("B <= 0.8 x A on ttft_p50_ms"), a, b, n_boot=300)
+    assert v.word == "supported", v.note  # true ratio 1/1.3 = 0.77
+    _, v, _ = evaluate_claim(parse_claim("B <= 0.5 x A on e2e"), a, b, n_boot=300)
+    assert v.word == "refuted", v.note
 
 
 def test_repeated_runs_pooled(tmp_path):
@@ -105,7 +105,7 @@ def test_repeated_runs_pooled(tmp_path):
     comps = compare_sets(a, b, claims=["B >= 1.5 x A"], n_boot=200)
     same = [c for c in comps if c.condition.startswith("same load")]
     assert len(same) == 1 and "x3 runs" in same[0].condition
-    assert comps[-1].verdicts[0].verdict == "supported"
+    assert comps[-1].verdicts[0].word == "supported"
 
 
 def _sweeps(tmp_path, gpus_a, gpus_b):
@@ -137,10 +137,10 @@ def test_frontier_claims(tmp_path):
         n_boot=200,
     )
     v = [c.verdicts[0] for c in comps if c.verdicts]
-    assert v[0].verdict == "supported", v[0].reason
-    assert v[0].estimate.ratio == pytest.approx(4 / 3, rel=1e-6)
-    assert v[1].verdict == "refuted", v[1].reason
-    assert v[2].verdict == "inconclusive" and "out of measured range" in v[2].reason
+    assert v[0].word == "supported", v[0].note
+    assert v[0].estimate == pytest.approx(4 / 3, rel=1e-6)
+    assert v[1].word == "refuted", v[1].note
+    assert v[2].word == "inconclusive" and "out of measured range" in v[2].note
     assert any("GPU counts differ" in w for w in comps[0].warnings)
 
 
@@ -156,8 +156,8 @@ def test_mismatched_workloads_refused(tmp_path):
 
 def test_sweeps_without_condition_are_inconclusive(tmp_path):
     a, b = _sweeps(tmp_path, 1, 1)
-    _, v = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=50)
-    assert v.verdict == "inconclusive" and "condition" in v.reason
+    _, v, _ = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=50)
+    assert v.word == "inconclusive" and "condition" in v.note
 
 
 def test_subsampled_bootstrap_matches_full(tmp_path, monkeypatch):

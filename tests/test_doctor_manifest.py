@@ -101,6 +101,30 @@ def test_user_errors(tmp_path):
         verify_manifest(tmp_path, tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"version": 2}, "version 2"),
+        ({"algorithm": "md5"}, "algorithm 'md5'"),
+        ({"files": {"a": {"size": "12", "sha256": "0" * 64}}}, "files['a'].size"),
+        ({"files": {"a": {"size": -1, "sha256": "0" * 64}}}, "files['a'].size"),
+        ({"files": {"a": {"size": 1, "sha256": "abc"}}}, "files['a'].sha256"),
+        ({"files": {"a": [1, 2]}}, "files['a'].size"),
+    ],
+)
+def test_a_damaged_manifest_is_one_line_naming_its_field(tmp_path, change, field):
+    from accelbench.errors import DocumentError
+
+    model = make_model(tmp_path)
+    m = write_manifest(model)
+    doc = {k: v for k, v in m.items() if k not in ("path", "seconds")} | change
+    p = tmp_path / "damaged.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(DocumentError) as exc:
+        verify_manifest(model, p)
+    assert field in str(exc.value) and str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
 def test_unreadable_file_is_reported_not_raised(tmp_path, monkeypatch):
     model = make_model(tmp_path)
     write_manifest(model)

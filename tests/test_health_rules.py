@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from accelbench.health.rules import HealthConfig, evaluate
-from accelbench.health.slope import linear_trend
 from accelbench.telemetry.schema import new_row
 
 S = 1_000_000_000
@@ -41,36 +38,6 @@ def rules_of(result, rule=None, severity=None):
         for f in result["findings"]
         if (rule is None or f["rule"] == rule) and (severity is None or f["severity"] == severity)
     ]
-
-
-# ---------------------------------------------------------------------------- slope
-
-
-def test_linear_trend_recovers_a_known_slope():
-    rng = np.random.default_rng(0)
-    t = np.arange(200.0)
-    y = 5.0 + 2.0 * t + rng.normal(0, 3.0, t.size)
-    tr = linear_trend(t, y)
-    assert tr.ci_low < 2.0 < tr.ci_high
-    assert tr.slope == pytest.approx(2.0, abs=0.05)
-    assert tr.n == 200 and tr.duration_s == 199.0
-    assert tr.growth == pytest.approx(tr.slope * 199.0)
-
-
-def test_linear_trend_flat_series_interval_contains_zero():
-    rng = np.random.default_rng(1)
-    t = np.arange(100.0)
-    tr = linear_trend(t, 1000.0 + rng.normal(0, 5.0, t.size))
-    assert tr.ci_low < 0.0 < tr.ci_high
-
-
-def test_linear_trend_degenerate():
-    assert linear_trend([1, 2], [1, 2]) is None
-    assert linear_trend([1, 1, 1], [1, 2, 3]) is None
-    tr = linear_trend(range(60), range(60))  # exact line: zero-width interval
-    assert tr.slope == pytest.approx(1.0) and tr.ci_low == pytest.approx(1.0)
-    tr = linear_trend([0, 1, 2, 3], [0, 1, 2, 3.5])  # too few points for any interval
-    assert tr.slope > 1 and math.isnan(tr.ci_low) and math.isnan(tr.ci_high)
 
 
 # ---------------------------------------------------------------------------- memory growth
@@ -552,3 +519,48 @@ def test_a_healthy_llama_server_run_gives_no_memory_warning(tmp_path):
     t_mid = (pts[0][0] + pts[-1][0]) / 2
     late = [v for t, v in pts if t >= t_mid]
     assert max(late) - min(late) < 8 * MiB, (min(late) / MiB, max(late) / MiB)
+
+
+# ---------------------------------------------------------------------------- the monitor's clock
+
+
+def test_monitor_runs_on_an_injected_clock_without_sleeping():
+    """80 simulated minutes of monitoring at 5 s ticks run at once: the ticks are stamped
+    and scheduled by the injected clock, the wait advances it, and the rolling window
+    (10 min) judges a leak of 64 MiB/min that starts after the first hour."""
+    import threading
+    import time
+
+    from accelbench.health.monitor import Monitor
+    from accelbench.telemetry.sources.base import Source
+
+    now = [10**12]  # ns
+    waits: list[float] = []
+
+    def wait(stop: threading.Event, s: float) -> None:
+        waits.append(s)
+        now[0] += int(s * S)
+
+    class Leaking(Source):
+        name = "leaking"
+
+        def probe(self) -> str | None:
+            return None
+
+        def sample(self, t_ns: int) -> list:
+            t = (now[0] - 10**12) / S
+            used = 20 * GiB + max(0.0, t - 3600) / 60 * 64 * MiB
+            return [gpu(0, temp_gpu_c=60.0, temp_slowdown_c=95.0, ecc_uncorrected_volatile=0,
+                        mem_used_bytes=used, mem_total_bytes=80 * GiB)]  # fmt: skip
+
+    verdicts = []
+    mon = Monitor([Leaking()], interval_s=5.0, window_s=600.0, clock_ns=lambda: now[0],
+                  wait=wait, on_tick=lambda rows, h: verdicts.append(h["verdict"]))  # fmt: skip
+    t0 = time.monotonic()
+    mon.run(iterations=720 + 240)
+    assert time.monotonic() - t0 < 60  # no real sleep: 80 min at 5 s are 960 ticks
+    assert waits and all(w == pytest.approx(5.0) for w in waits)
+    assert verdicts[719] == "pass"  # the first hour: flat
+    assert verdicts[-1] == "warn"  # a leak over the whole window
+    (f,) = rules_of(mon.health, "memory_growth")
+    assert f["trend"]["slope"] * 60 == pytest.approx(64 * MiB, rel=0.01)

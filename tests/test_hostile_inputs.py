@@ -354,11 +354,20 @@ def test_server_words_are_never_markup(tmp_path: Path) -> None:
 
 
 # -- 6. the suites' files in a report: random bytes, or the right schema with junk ----------
-SUITE_FILES = {
-    "stress.json": "accelbench.stress/1",
-    "verdict.json": "accelbench.suites.shadow-verdict/1",
-    "mlperf_log_detail.txt": None,
+SUITE_FILES = {  # every schema version the readers accept
+    "stress.json": ("accelbench.stress/1", "accelbench.stress/2"),
+    "verdict.json": ("accelbench.suites.shadow-verdict/1", "accelbench.suites.shadow-verdict/2"),
+    "mlperf_log_detail.txt": (),
 }
+# a verdict entry of the one record, damaged field by field
+_VERDICT = {"name": "x", "status": "pass", "word": "pass", "statistic": "s", "unit": "%",
+            "estimate": 1.0, "interval": {"low": 0.5, "high": 2.0}, "thresholds": {"warn": 1},
+            "rule": "r", "evidence": {"n": 3}}  # fmt: skip
+verdict_entries = st.lists(
+    st.one_of(json_values, st.dictionaries(st.sampled_from(sorted(_VERDICT)), json_values).map(
+        lambda d: {**_VERDICT, **d})),
+    max_size=3,
+)  # fmt: skip
 _JUNK_KEYS = ("suite", "status", "verdicts", "steps", "ttft_fit_ms", "endpoints", "windows",
               "interference_matrix", "comparisons", "gates", "sides", "counters", "resources")  # fmt: skip
 shaped = st.fixed_dictionaries({}, optional={k: json_values for k in _JUNK_KEYS})
@@ -370,9 +379,17 @@ shaped = st.fixed_dictionaries({}, optional={k: json_values for k in _JUNK_KEYS}
     data=st.one_of(st.binary(max_size=300), json_values.map(lambda v: json.dumps(v).encode())),
     junk=st.one_of(st.none(), shaped),
     suite=st.sampled_from(["soak", "flood", "mixed", "consistency", "other"]),
+    version=st.integers(0, 1),
+    entries=verdict_entries,
 )
 def test_random_suite_files(
-    tmp_path: Path, which: str, data: bytes, junk: dict | None, suite: str
+    tmp_path: Path,
+    which: str,
+    data: bytes,
+    junk: dict | None,
+    suite: str,
+    version: int,
+    entries: list,
 ) -> None:
     """A damaged stress.json, shadow verdict or LoadGen log: `report` and `runs list` end
     clean; unreadable content is exactly one warning line of that directory."""
@@ -392,11 +409,13 @@ def test_random_suite_files(
     else:
         make_run(d, concurrency=1)
         (d / "mlperf_log_summary.txt").write_text("MLPerf Results Summary\n")
-    schema = SUITE_FILES[which]
+    schema = SUITE_FILES[which][version] if SUITE_FILES[which] else None
     if junk is not None and schema:  # the right schema, every other field junk
         doc = {**junk, "schema": schema}
         if which == "stress.json":
             doc["suite"] = suite
+        if version == 1 and entries:  # verdict records, some damaged
+            doc["verdicts" if which == "stress.json" else "gates"] = entries
         data = json.dumps(doc).encode()
     (d / which).write_bytes(data)
     for args in (

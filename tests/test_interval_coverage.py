@@ -20,22 +20,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from accelbench.health.slope import linear_trend
 from accelbench.metrics import stats as S
 from accelbench.metrics.compare import COMPARABLE, FRONTIER, Estimate, judge, parse_claim
-from accelbench.suites.shadow.verdict import evaluate_gate, newcombe, parse_gate, wilson
-from accelbench.suites.stress.consistency import clopper_pearson
+from accelbench.metrics.stats import (
+    clopper_pearson,
+    linear_trend,
+    newcombe,
+    quadratic_fit,
+    robust_trend,
+    wilson,
+)
+from accelbench.suites.shadow.verdict import evaluate_gate, parse_gate
 from accelbench.suites.stress.mixed import MixedConfig, _verdicts
 from accelbench.suites.stress.verdicts import (
     drift_verdict,
     jitter_pct,
     leak_verdict,
-    quadratic_fit,
-    robust_trend,
 )
 
 LO, HI = 0.93, 0.97  # the band a nominal 95 % interval must cover in
-Z = S.z_critical()
 
 
 def band(cov: float, what: str) -> None:
@@ -74,14 +77,16 @@ def test_shadow_absolute_gate_uses_the_order_statistic_interval():
     band(float(np.mean((lo <= truth) & (truth <= hi))), "ttft_p99 ms at n=500")
     rows = [{"idx": i, "ok": True, "ttft_ms": float(v)} for i, v in enumerate(x[0])]
     g = evaluate_gate(parse_gate("ttft_p99 <= 400"), rows, rows, set())
-    assert (g.lo, g.hi) == (pytest.approx(lo[0]), pytest.approx(hi[0]))
+    assert (g.verdict.low, g.verdict.high) == (pytest.approx(lo[0]), pytest.approx(hi[0]))
     assert (
-        g.unit == "ms"
-        and g.threshold == 400
-        and g.statistic == pytest.approx(np.percentile(x[0], 99))
+        g.verdict.unit == "ms"
+        and g.verdict.thresholds["bound"] == 400
+        and g.verdict.estimate == pytest.approx(np.percentile(x[0], 99))
     )
     few = evaluate_gate(parse_gate("ttft_p99 <= 400"), rows[:499], rows[:499], set())
-    assert few.lo is None and few.status == "inconclusive" and "needs 500" in few.note
+    assert (
+        few.verdict.low is None and few.status == "inconclusive" and "needs 500" in few.verdict.note
+    )
 
 
 # -- percentile ratios: shadow relative gates, compare, stress mixed % change -------------
@@ -230,7 +235,7 @@ def test_aa_supports_no_claim_beyond_nominal(n):
     assert {op for op, _, _ in meanings} == {">=", ">", "<=", "<"}
     for c in meanings.values():
         lo, hi = ci[c.metric]
-        got = [judge(c, Estimate(c.metric, 1.0, 1.0, 1.0, a, b)).verdict
+        got = [judge(c, Estimate(c.metric, 1.0, 1.0, 1.0, a, b)).word
                for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]  # fmt: skip
         supported = got.count("supported") / trials
         refuted = got.count("refuted") / trials
@@ -250,13 +255,16 @@ def test_tolerance_never_turns_a_claim_into_its_opposite():
         for k in (1.01, 1.05, 1.3, 2.0):
             for lo, hi in ((0.99, 1.01), (1.0, 1.0), (0.5, k - 1e-9)):
                 e = Estimate("output_tps_per_gpu", 1, 1, 1.0, lo, hi)
-                assert judge(parse_claim(f"B >= {k} x A"), e, t).verdict != "supported"
+                assert judge(parse_claim(f"B >= {k} x A"), e, t).word != "supported"
                 e2 = Estimate("ttft_p50_ms", 1, 1, 1.0, 1 / hi, 1 / lo)
-                assert judge(parse_claim(f"B <= {1 / k:.6f} x A on ttft"), e2, t).verdict != (
+                assert judge(parse_claim(f"B <= {1 / k:.6f} x A on ttft"), e2, t).word != (
                     "supported"
                 )
     v = judge(parse_claim("B >= 1.3 x A"), Estimate("output_tps_per_gpu", 1, 1.3, 1.3, 1.31, 1.4))
-    assert v.verdict == "supported" and (v.threshold, v.refute_at) == (1.3, pytest.approx(1.235))
+    assert v.word == "supported" and (v.thresholds["claim"], v.thresholds["refute_at"]) == (
+        1.3,
+        pytest.approx(1.235),
+    )
 
 
 # -- jitter of stress mixed ---------------------------------------------------------------
@@ -297,11 +305,11 @@ def test_jitter_too_few_windows_gives_no_interval_and_no_pass():
              "ttft_jitter_mixed_pct": j, "ttft_p50_change_pct": j, "ttft_p99_change_pct": j,
              "tpot_p50_change_pct": j}  # fmt: skip
         (claim,) = [v for v in _verdicts([e], cfg) if v.kind == "claim"]
-        assert claim.verdict == "n/a" and claim.rule.startswith("too few windows")
+        assert claim.word == "n/a" and claim.rule.startswith("too few windows")
     j = jitter_pct(100 * rng.lognormal(0, 0.01, 40))  # 1 % jitter, 40 windows: under 4 %
     e["ttft_jitter_mixed_pct"] = j
     (claim,) = [v for v in _verdicts([e], cfg) if v.kind == "claim"]
-    assert claim.verdict == "pass" and claim.ci_high < 4.0 and claim.fail == 4.0
+    assert claim.word == "pass" and claim.high < 4.0 and claim.thresholds["fail"] == 4.0
 
 
 # -- trends: drift (Theil-Sen), leak (Theil-Sen after warm-up), health (least squares) ---
@@ -350,12 +358,12 @@ def test_trend_verdicts_no_alarm_without_drift_and_alarm_with_it():
     rng = np.random.default_rng(3)
     t = np.arange(S.MIN_TREND_POINTS) * 60.0
     flat = 100 * (1 + 0.02 * _ar1(rng, 200, t.size, 0.5))
-    alarms = [drift_verdict("x", t, row).verdict != "pass" for row in flat]
+    alarms = [drift_verdict("x", t, row).word != "pass" for row in flat]
     assert sum(alarms) <= 0.025 * 200 + 3 * math.sqrt(0.025 * 0.975 * 200)
     drifting = flat * (1 + 0.3 * t / 3600)  # +30 %/h over the hour: found every time
-    assert all(drift_verdict("x", t, row).verdict != "pass" for row in drifting[:20])
+    assert all(drift_verdict("x", t, row).word != "pass" for row in drifting[:20])
     v = leak_verdict("m", t[:59], 1e9 + 1e6 * t[:59], 8 * 2**30)
-    assert v.verdict == "n/a" and "too few samples" in v.rule
+    assert v.word == "n/a" and "too few samples" in v.rule
 
 
 # -- flood curve: least-squares coefficients ----------------------------------------------
@@ -390,7 +398,7 @@ def test_wilson_and_newcombe_cover_on_average_over_the_rate(n):
     # over p in [0.5 %, 50 %] Wilson is nominal at every n; its worst p is 84 % at 10
     # requests (the shadow gates' minimum), 91 % at 100, 94 % at 1,000
     ps = np.linspace(0.005, 0.5, 200)
-    cov = _exact_coverage(lambda k, m: wilson(k, m, Z), n, ps)
+    cov = _exact_coverage(wilson, n, ps)
     band(float(cov.mean()), f"Wilson n={n}")
     assert cov.min() >= {10: 0.83, 100: 0.90, 1000: 0.93}[n]
     # Newcombe (error_rate in pp): a difference of two small rates, simulated; with
@@ -398,7 +406,7 @@ def test_wilson_and_newcombe_cover_on_average_over_the_rate(n):
     rng = np.random.default_rng(n)
     p1, p2 = 0.02, 0.05
     k1, k2 = rng.binomial(n, p1, 3000), rng.binomial(n, p2, 3000)
-    iv = np.array([newcombe(int(a), n, int(b), n, Z) for a, b in zip(k1, k2, strict=True)])
+    iv = np.array([newcombe(int(a), n, int(b), n) for a, b in zip(k1, k2, strict=True)])
     cov_d = float(np.mean((iv[:, 0] <= p2 - p1) & (p2 - p1 <= iv[:, 1])))
     if n >= 1000:
         band(cov_d, f"Newcombe n={n}")
@@ -434,12 +442,12 @@ def test_a_verdict_never_goes_beyond_its_interval(op, k, tol, lo, width):
     c = parse_claim(f"B {op} {k!r} x A")
     v = judge(c, Estimate(c.metric, 1.0, 1.0, (lo + hi) / 2, lo, hi), tol)
     up = c.op in (">=", ">")
-    if v.verdict == "supported":
+    if v.word == "supported":
         assert (lo >= c.factor) if up else (hi <= c.factor)
-    if v.verdict == "refuted":
+    if v.word == "refuted":
         assert (hi < c.factor * (1 - tol)) if up else (lo > c.factor * (1 + tol))
     if (up and lo <= 1.0 <= hi and c.factor > 1) or (not up and lo <= 1 <= hi and c.factor < 1):
-        assert v.verdict != "supported"  # B = A possible: a claim of k x A is not shown
+        assert v.word != "supported"  # B = A possible: a claim of k x A is not shown
 
 
 # -- frontier comparisons (compare --at, claims at N tok/s/user): the bootstrap ----------

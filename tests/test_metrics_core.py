@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pytest
 
 from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import RequestRecord, records_to_table
-from accelbench.metrics.stats import adjusted_percentile, describe, weighted_percentile
 from accelbench.metrics.summary import summarize
 
 MS = 1_000_000
-
-
-def test_describe_matches_numpy_linear():
-    d = describe([1, 2, 3, 4])
-    # linear: p50 = 2.5, p90 at rank 2.7 -> 3.7
-    assert d["p50"] == 2.5 and d["p90"] == pytest.approx(3.7)
-    assert d["mean"] == 2.5 and d["std"] == pytest.approx(math.sqrt(1.25))
-
-
-def test_weighted_percentile_equals_repetition():
-    v = np.array([10.0, 20.0, 30.0])
-    w = np.array([1, 3, 2])
-    expanded = np.repeat(v, w)  # 10 20 20 20 30 30
-    for q in (0, 10, 25, 50, 75, 90, 99, 100):
-        assert weighted_percentile(v, w, q) == pytest.approx(np.percentile(expanded, q))
-
-
-def test_adjusted_percentile_counts_failures_as_infinite():
-    vals = np.array([1.0, 2.0, 3.0])
-    assert adjusted_percentile(vals, 0, 50) == 2.0
-    # 3 ok + 1 failed: sorted 1,2,3,inf; p50 at rank 1.5 -> 2.5; p90 at 2.7 -> between 3 and inf
-    assert adjusted_percentile(vals, 1, 50) == 2.5
-    assert adjusted_percentile(vals, 1, 90) == math.inf
-    assert adjusted_percentile(vals, 1, 100 * 2 / 3) == 3.0
 
 
 def _rec(idx, send_ms, first_ms, chunk_ms, osl, isl=100, warm=False, ok=True, kind=None):

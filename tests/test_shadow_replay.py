@@ -162,10 +162,10 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
     assert waits_c / waits_b < 0.5, (waits_c, waits_b)
     # the gate reports what the records say: the wall-clock ratio of the medians, and it
     # never fails a candidate that was faster on the clock
-    assert ttft["statistic"] == pytest.approx(tc / tb, rel=1e-9), (ttft, tc, tb)
+    assert ttft["estimate"] == pytest.approx(tc / tb, rel=1e-9), (ttft, tc, tb)
     assert ttft["status"] in ("pass", "inconclusive") or tc / tb >= 1.0, ttft
     assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 24
-    assert v["gates"][2]["n_baseline"] == 24  # every request greedy and compared
+    assert v["gates"][2]["evidence"]["n_baseline"] == 24  # every request greedy and compared
     assert all(r["isl"] == 32 for r in _rows(d / "baseline.jsonl"))  # exact in its tokens
     # resources from each side's own /metrics over its own span: 4 slots run at most 4
     # and queue the rest; 16 slots run up to 16 at once

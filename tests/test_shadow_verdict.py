@@ -16,11 +16,8 @@ from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.shadow.replay import ReplayOptions, replay
 from accelbench.suites.shadow.verdict import (
     evaluate_gate,
-    min_samples,
-    newcombe,
     parse_gate,
     shadow_verdict,
-    wilson,
 )
 from accelbench.workload.config import WorkloadConfig
 
@@ -49,16 +46,6 @@ def test_parse_gates() -> None:
             parse_gate(bad)
 
 
-def test_interval_formulas_hand_checked() -> None:
-    # Wilson, 0 of 600 at 95%: upper = z^2 / (n + z^2)
-    z = 1.959963984540054
-    assert wilson(0, 600, z) == pytest.approx((0.0, z * z / (600 + z * z)))
-    # Newcombe (1998) table II example: 56/70 vs 48/80 -> difference 0.2, CI [0.0524, 0.3339]
-    lo, hi = newcombe(48, 80, 56, 70, z)
-    assert (lo, hi) == pytest.approx((0.0524, 0.3339), abs=2e-4)
-    assert min_samples(99) == 500 and min_samples(50) == 10 and min_samples(90) == 50
-
-
 def _rows(vals: list[float], *, errors: int = 0, start: int = 0) -> list[dict[str, Any]]:
     rows = [{"idx": start + i, "ok": True, "ttft_ms": v, "error_kind": None, "output_text": "x"}
             for i, v in enumerate(vals)]  # fmt: skip
@@ -72,30 +59,34 @@ def test_latency_gate_known_ratio() -> None:
     base = [rng.lognormvariate(3, 0.3) for _ in range(2000)]
     slow = _rows([1.2 * x for x in base])
     res = evaluate_gate(parse_gate("ttft_p50 <= +10%"), _rows(base), slow, set())
-    assert res.statistic == pytest.approx(1.2)
-    assert res.lo is not None and res.hi is not None and res.lo < 1.2 < res.hi
-    assert res.status == "fail" and res.test and res.test["p_value"] < 1e-6
+    assert res.verdict.estimate == pytest.approx(1.2)
+    assert (
+        res.verdict.low is not None
+        and res.verdict.high is not None
+        and res.verdict.low < 1.2 < res.verdict.high
+    )
+    assert res.status == "fail" and res.verdict.evidence["p_value"] < 1e-6
     same = evaluate_gate(parse_gate("ttft_p50 <= +10%"), _rows(base), _rows(base), set())
-    assert same.status == "pass" and same.statistic == 1.0
+    assert same.status == "pass" and same.verdict.estimate == 1.0
     few = evaluate_gate(parse_gate("ttft_p99 <= +10%"), _rows(base[:499]), _rows(base[:499]), set())
-    assert few.status == "inconclusive" and "500" in (few.note or "")
+    assert few.status == "inconclusive" and "500" in few.verdict.note
 
 
 def test_error_gate_and_agreement() -> None:
     g = parse_gate("error_rate <= +0.5pp")
     res = evaluate_gate(g, _rows([1.0] * 1000), _rows([1.0] * 1000, errors=30), set())
-    assert res.statistic == pytest.approx(3.0) and res.status == "fail"
+    assert res.verdict.estimate == pytest.approx(3.0) and res.status == "fail"
     ok = evaluate_gate(g, _rows([1.0] * 2000), _rows([1.0] * 2000), set())
-    assert ok.status == "pass" and ok.hi is not None and ok.hi < 0.5
+    assert ok.status == "pass" and ok.verdict.high is not None and ok.verdict.high < 0.5
     base = _rows([1.0] * 400)
     cand = _rows([1.0] * 400)
     cand[7]["output_text"] = "y"
     res = evaluate_gate(parse_gate("agreement >= 0.9"), base, cand, set(range(400)))
-    assert res.statistic == pytest.approx(399 / 400) and res.status == "pass"
-    assert res.details["first_differences"][0] == {"idx": 7, "at_char": 0, "baseline": "x",
+    assert res.verdict.estimate == pytest.approx(399 / 400) and res.status == "pass"
+    assert res.first_differences[0] == {"idx": 7, "at_char": 0, "baseline": "x",
                                                    "candidate": "y"}  # fmt: skip
     none = evaluate_gate(parse_gate("agreement >= 0.9"), base, cand, set())
-    assert none.status == "inconclusive" and "greedy" in (none.note or "")
+    assert none.status == "inconclusive" and "greedy" in none.verdict.note
 
 
 # -- known truth on the reference server -------------------------------------------------
@@ -134,8 +125,8 @@ def test_known_truth_on_reference_servers(reference_server, tmp_path: Path) -> N
     v = shadow_verdict(d, GATES)
     p50, p99 = v["gates"][0], v["gates"][1]
     assert v["verdict"] == "no-go" and v["exit_code"] == 1 and p50["status"] == "fail"
-    assert p50["lo"] < 1.2 < p50["hi"], p50
-    assert p99["status"] != "pass" and p99["statistic"] > 1.1, p99
+    assert p50["interval"]["low"] < 1.2 < p50["interval"]["high"], p50
+    assert p99["status"] != "pass" and p99["estimate"] > 1.1, p99
     assert json.loads((d / "verdict.json").read_text())["verdict"] == "no-go"
 
     d = _replay(tmp_path, "same", trace, base.url, same.url)
@@ -157,8 +148,13 @@ def test_injected_errors_are_a_no_go(reference_server, tmp_path: Path) -> None:
     )
     g = v["gates"][0]
     assert v["verdict"] == "no-go" and g["status"] == "fail"
-    assert g["lo"] > 0.5 and math.isclose(g["candidate"], 0.02, abs_tol=0.012)
-    assert v["sides"]["candidate"]["errors"]["http_5xx"] == round(g["candidate"] * 800)
+    assert g["interval"]["low"] > 0.5 and math.isclose(
+        g["evidence"]["candidate"], 0.02, abs_tol=0.012
+    )
+    assert v["sides"]["candidate"]["errors"]["http_5xx"] == round(g["evidence"]["candidate"] * 800)
+    assert (
+        g["evidence"]["candidate errors http_5xx"] == v["sides"]["candidate"]["errors"]["http_5xx"]
+    )
 
 
 def _damage(d: Path, side: str, how: str) -> int:

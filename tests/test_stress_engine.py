@@ -39,7 +39,7 @@ def test_flood_fits_ttft_and_classifies_context_overflow(tmp_path):
     assert a + b * 3500 + c * 3500**2 > a + b * 256 + c * 256**2
     assert (steps[3500].ttft_ms or {})["p50"] > (steps[256].ttft_ms or {})["p50"]
     v = {x.name: x for x in res.verdicts}
-    assert v["flood errors"].status == "pass"
+    assert v["flood errors"].word == "pass"
     assert v["flood errors"].evidence["context_overflow"] == 2
     assert "leak server_rss_bytes" in v
     doc = json.loads((tmp_path / "flood" / "stress.json").read_text())
@@ -88,8 +88,8 @@ def test_mixed_three_engines_interference_interval_excludes_zero(tmp_path):
     names = {v.name for v in res.verdicts}
     assert {f"claim ep{i} fluctuation < 3%" for i in range(3)} <= names
     for v in res.verdicts:  # no interval, no pass
-        if v.evidence["kind"] == "claim":
-            assert v.status == "n/a" and v.rule.startswith("too few windows"), v
+        if v.kind == "claim":
+            assert v.word == "n/a" and v.rule.startswith("too few windows"), v
     doc = json.loads((tmp_path / "mixed" / "stress.json").read_text())
     assert len(doc["runs"]) == 6  # 3 solo + 3 together
     for r in doc["runs"]:

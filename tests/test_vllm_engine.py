@@ -274,8 +274,8 @@ def test_shadow_llama_server_baseline_vllm_candidate(vllm_url, tiny_llama, tmp_p
     v = shadow_verdict(d, ["agreement >= 0.5", "ttft_p50 <= +10%"])
     assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 16, v["sides"]
     agree = v["gates"][0]
-    assert agree["n_baseline"] == 16 and agree["status"] == "pass", agree
-    assert v["gates"][1]["statistic"] is not None  # both sides' TTFTs measured
+    assert agree["evidence"]["n_baseline"] == 16 and agree["status"] == "pass", agree
+    assert v["gates"][1]["estimate"] is not None  # both sides' TTFTs measured
     for side in ("baseline", "candidate"):
         rows = [json.loads(x) for x in (Path(d) / f"{side}.jsonl").read_text().splitlines()]
         rows = [r for r in rows if "isl" in r]

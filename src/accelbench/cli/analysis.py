@@ -6,10 +6,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import typer
 
 from accelbench.errors import AccelbenchError
+
+if TYPE_CHECKING:  # the CLI imports the metrics when a command runs
+    from accelbench.metrics.frontier import FrontierJSON
+
+
+class FrontierSet(TypedDict):
+    """``accelbench frontier --json``: one entry per input."""
+
+    name: str
+    warnings: list[str]
+    frontiers: dict[str, FrontierJSON]  # metric -> its frontier
+    goodput: NotRequired[list[dict[str, object]]]  # each point's goodput (with --slo)
+    highest_load_meeting_slo: NotRequired[str | None]
 
 
 def _slo(items: list[str]) -> dict[str, float]:
@@ -59,16 +73,16 @@ def frontier_cmd(
     slos = _slo(slo)
     check_goodput_options(slos, attainment)
     check_comparison_options(target=at)
-    result = []
+    result: list[FrontierSet] = []
     for s in load_inputs(inputs):
-        entry: dict = {"name": s.name, "warnings": s.problems, "frontiers": {}}
+        entry: FrontierSet = {"name": s.name, "warnings": s.problems, "frontiers": {}}
         for m in FRONTIER_METRICS:
             f = build_frontier(s.runs, m, s.name)
-            e = f.to_json()
+            fj = f.to_json()
             if at is not None:
                 v = f.at(at)
-                e["at"] = {"target": at, "value": v.value, "reason": v.reason}
-            entry["frontiers"][m] = e
+                fj["at"] = {"target": at, "value": v.value, "reason": v.reason}
+            entry["frontiers"][m] = fj
         if slos:
             gp = goodput_points([r for r in s.runs if r.summary], slos, attainment)
             best = highest_load_meeting(gp)
@@ -83,23 +97,23 @@ def frontier_cmd(
         con.print(f"[bold]{_e(e['name'])}[/bold]")
         for w in e["warnings"]:
             con.print(f"  [yellow]warning:[/yellow] {_e(w)}")
-        for m, f in e["frontiers"].items():
+        for m, fr in e["frontiers"].items():
             t = Table(title=FRONTIER_METRICS[m])
             t.add_column("point")
             t.add_column("tok/s/user", justify="right")
             t.add_column("tok/s/GPU", justify="right")
-            for p in f["points"]:
+            for p in fr["points"]:
                 t.add_row(
                     _e(p["label"]), f"{p['interactivity']:.2f}", f"{p['throughput_per_gpu']:.1f}"
                 )
             con.print(t)
-            if "at" in f:
-                a = f["at"]
+            if "at" in fr:
+                a = fr["at"]
                 txt = f"{a['value']:,.1f} tok/s/GPU" if a["value"] is not None else _e(a["reason"])
                 con.print(f"  at {at:g} tok/s/user: {txt}")
         if "goodput" in e:
             con.print(
-                f"  highest load meeting the SLOs: {_e(e['highest_load_meeting_slo'] or 'none')}"
+                f"  highest load meeting the SLOs: {_e(e.get('highest_load_meeting_slo') or 'none')}"
             )
 
 
@@ -124,7 +138,9 @@ def compare_cmd(
     from rich.table import Table
 
     from accelbench.metrics.compare import METRICS, check_comparison_options, compare_sets
+    from accelbench.metrics.verdict import Status
     from accelbench.report.html import fmt
+    from accelbench.report.verdicts import terminal_line
     from accelbench.store.sets import load_inputs
 
     check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=at, seed=seed)
@@ -158,11 +174,8 @@ def compare_cmd(
             for w in c.warnings:
                 con.print(f"  [yellow]warning:[/yellow] {_e(w)}")
             for v in c.verdicts:
-                colour = {"supported": "green", "refuted": "red"}.get(v.verdict, "yellow")
-                con.print(
-                    f"  claim '{_e(v.claim)}': [{colour}]{v.verdict}[/{colour}] — {_e(v.reason)}"
-                )
-    if any(v.verdict == "refuted" for v in verdicts):
+                con.print(f"  {terminal_line(v)}")
+    if any(v.status == Status.FAIL for v in verdicts):  # refuted
         raise typer.Exit(1)
 
 

@@ -4,7 +4,6 @@ accelbench.cost and accelbench.plan (usage: docs/COST_AND_PLAN.md)."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from accelbench.console import esc as escape
 from accelbench.cost.costing import CostResult, compute_costs, ratios_vs_first
 from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data
 from accelbench.hardware.catalog import FIGURES, find_accelerator, host_template, load_catalog
+from accelbench.metrics.format import sig
 from accelbench.plan.architecture import human_bytes, human_params
 from accelbench.plan.models import model_catalog, resolve_model
 from accelbench.plan.planner import Plan, build_plan
@@ -39,11 +39,7 @@ def _console() -> Console:
 
 
 def _fmt(v: float | None, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "n/a"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
+    return sig(v, digits, big=1000, none="n/a", inf=None)
 
 
 def _echo_json(obj: Any) -> None:

@@ -14,6 +14,7 @@ from rich.text import Text
 from accelbench.doctor import DoctorInputs, Report, Status, run_doctor
 from accelbench.doctor.manifest import (
     MANIFEST_NAME,
+    Verification,
     load_manifest,
     verify_manifest,
     write_manifest,
@@ -26,14 +27,6 @@ doctor_app = typer.Typer(
     no_args_is_help=False,
 )
 
-_STYLE = {
-    Status.PASS: "green",
-    Status.WARN: "yellow",
-    Status.FAIL: "bold red",
-    Status.NA: "dim",
-    Status.UNKNOWN: "magenta",
-}
-
 
 def console(stderr: bool = False) -> Console:
     """A console that prints data as it is: no emoji codes (``0000:cd:00.0`` must not
@@ -45,7 +38,9 @@ def console(stderr: bool = False) -> Console:
 
 
 def _status(status: Status) -> Text:
-    return Text(str(status), style=_STYLE[status])
+    from accelbench.report.verdicts import COLOUR
+
+    return Text(str(status), style=COLOUR[status])
 
 
 def render_report(report: Report, console: Console, verbose: bool = False) -> None:
@@ -217,23 +212,20 @@ def weights(
             prog.update(task, advance=n)
 
         if write:
-            result = write_manifest(path, manifest, workers, advance, total)
+            written = write_manifest(path, manifest, workers, advance, total)
         else:
-            result = verify_manifest(path, verify, workers, advance, total)  # type: ignore[arg-type]
+            assert verify is not None  # one of the two was given (checked above)
+            result = verify_manifest(path, verify, workers, advance, total)
     if write:
         if as_json:
-            typer.echo(
-                json.dumps(
-                    {k: v for k, v in result.items() if k != "files"}
-                    | {"count": len(result["files"])},
-                    indent=1,
-                )
-            )
+            count = {"count": len(written["files"])}
+            typer.echo(json.dumps({k: v for k, v in written.items() if k != "files"} | count,
+                                  indent=1))  # fmt: skip
         else:
-            size = sum(f["size"] for f in result["files"].values())
+            size = sum(f["size"] for f in written["files"].values())
             typer.echo(
-                f"wrote {result['path']}: {len(result['files'])} files, "
-                f"{size / 1e9:.2f} GB hashed in {result['seconds']:.1f}s"
+                f"wrote {written.get('path')}: {len(written['files'])} files, "
+                f"{size / 1e9:.2f} GB hashed in {written.get('seconds', 0.0):.1f}s"
             )
         return
     if as_json:
@@ -244,7 +236,7 @@ def weights(
         raise typer.Exit(1)
 
 
-def _render_verify(r: dict, con: Console) -> None:
+def _render_verify(r: Verification, con: Console) -> None:
     fail = Text("fail", style="bold red")
 
     def say(head: Text, msg: str) -> None:

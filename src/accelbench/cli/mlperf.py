@@ -134,7 +134,12 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
     lg_said = res.doc.get("loadgen_result")
     if lg_said and lg_said != res.result:
         verdict = f"{verdict} (LoadGen said {lg_said})"
-    colour = "green" if res.ok else "red"
+    from accelbench.metrics.verdict import Status
+    from accelbench.report.verdicts import COLOUR
+
+    # a pass only when ok (VALID, every sample succeeded, completed); no result: unknown
+    shown = Status.PASS if res.ok else Status.FAIL if res.result else Status.UNKNOWN
+    colour = COLOUR[shown]
     if res.doc.get("find_peak"):
         found = f"{res.peak_qps:g} QPS" if res.peak_qps is not None else "no peak found"
         verdict = f"peak {found} (last step {verdict})"

@@ -19,7 +19,7 @@ import typer
 from accelbench.cli.telemetry import _source_list
 from accelbench.console import printable
 from accelbench.errors import AccelbenchError, UsageError
-from accelbench.health.rules import HealthConfig
+from accelbench.health.rules import Health, HealthConfig
 from accelbench.monitoring.rules import DEFAULT_WINDOW_S, FLAVOURS, AlertSettings
 from accelbench.telemetry.sources import Source, close_sources, open_sources
 
@@ -104,7 +104,7 @@ def monitor_cmd(
         return
     from accelbench import validate as v
     from accelbench.health.monitor import Monitor
-    from accelbench.monitoring.recovery import Recovery, RecoveryPolicy
+    from accelbench.monitoring.recovery import Recovery, RecoveryEntry, RecoveryPolicy
     from accelbench.monitoring.replay import ReplaySource
     from accelbench.telemetry.exporter import Exporter
     from accelbench.telemetry.parsers import FORMATS
@@ -175,7 +175,7 @@ def monitor_cmd(
 
     printed = [0]
 
-    def on_tick(rows: list[dict[str, Any]], health: dict[str, Any]) -> None:
+    def on_tick(rows: list[dict[str, Any]], health: Health) -> None:
         for ev in mon.events[printed[0] :]:
             typer.echo(f"{ev['time']} verdict {ev['previous']} -> {ev['verdict']}")
             for f in ev["findings"]:
@@ -190,7 +190,7 @@ def monitor_cmd(
             if entry is not None:
                 show(entry)
 
-    def show(entry: dict[str, Any]) -> None:
+    def show(entry: RecoveryEntry) -> None:
         typer.echo(
             f"recovery {entry['action']}: {shlex.join(entry['argv'])}"
             + (f" (exit {entry['exit_status']})" if entry["action"] == "ran" else "")

@@ -159,48 +159,33 @@ def verdict_cmd(
     raise typer.Exit(doc["exit_code"])
 
 
-def _fmt(x: Any, unit: str) -> str:
-    if x is None:
-        return "-"
-    if unit == "ratio":
-        return f"{x:.3f}x"
-    if unit == "pp":
-        return f"{x:+.2f}pp"
-    if unit == "ms":
-        return f"{x:.1f} ms"
-    return f"{x:.4f}"
-
-
 def print_verdict(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     from accelbench.console import console, esc
+    from accelbench.metrics.format import with_unit
+    from accelbench.metrics.verdict import Verdict, from_word
+    from accelbench.report.verdicts import COLOUR, TERMINAL_HEAD, terminal_cells
 
     con = console(width=max(console().width, 120))
-    colour = {"go": "green", "no-go": "red", "inconclusive": "yellow"}
-    st_col = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
     t = Table(
         title=f"shadow verdict: {esc(doc['shadow_dir'])} ({doc['paired_requests']} paired requests)"
     )
-    for col in ("gate", "result", f"statistic [{doc['confidence']:.0%} interval]", "threshold",
-                "baseline -> candidate", "test"):  # fmt: skip
+    for col in (*TERMINAL_HEAD, "baseline -> candidate", "test"):
         t.add_column(col)
-    for g in doc["gates"]:
-        u = g["unit"]
-        side_u = "ms" if u in ("ratio", "ms") else "fraction"
-        test = g["test"] or {}
-        interval = f" [{_fmt(g['lo'], u)}, {_fmt(g['hi'], u)}]" if g["lo"] is not None else ""
-        t.add_row(
-            esc(g["gate"]), f"[{st_col[g['status']]}]{g['status']}[/]",
-            _fmt(g["statistic"], u) + interval, _fmt(g["threshold"], u),
-            f"{_fmt(g['baseline'], side_u)} -> {_fmt(g['candidate'], side_u)}",
-            f"{test['name']} p={test['p_value']:.2g}" if test else esc(g["note"] or "-"),
-        )  # fmt: skip
+    gates = [Verdict.from_json(g, f"gates[{i}]") for i, g in enumerate(doc["gates"])]
+    for g in gates:
+        ev = g.evidence
+        side_u = "ms" if g.unit in ("ratio", "ms") else "fraction"
+        sides = f"{with_unit(_num(ev.get('baseline')), side_u)} -> "
+        sides += with_unit(_num(ev.get("candidate")), side_u)
+        test = f"{ev['test']} p={ev['p_value']:.2g}" if ev.get("test") else esc(g.note or "-")
+        t.add_row(*terminal_cells(g), esc(sides), test)
     con.print(t)
-    for g in doc["gates"]:
-        if g["note"] and g["test"]:
-            con.print(f"  {esc(g['gate'])}: {esc(g['note'])}")
-        for d in g["details"].get("first_differences", [])[:3]:
+    for g, raw in zip(gates, doc["gates"], strict=True):
+        if g.note and g.evidence.get("test"):
+            con.print(f"  {esc(g.name)}: {esc(g.note)}")
+        for d in raw.get("first_differences", [])[:3]:
             con.print(f"  request {d['idx']} differs at char {d['at_char']}: "
                       f"{esc(repr(d['baseline']))} vs {esc(repr(d['candidate']))}")  # fmt: skip
     if doc["windows"]:
@@ -208,13 +193,17 @@ def print_verdict(doc: dict[str, Any]) -> None:
         wt.add_column("window (s)")
         wt.add_column("requests")
         wt.add_column("verdict")
-        for g in doc["gates"]:
-            wt.add_column(g["gate"])
+        for g in gates:
+            wt.add_column(esc(g.name))
         for w in doc["windows"]:
+            wc = COLOUR[from_word(w["verdict"], "shadow")]
+            cells = []
+            for i, raw in enumerate(w["gates"]):
+                wg = Verdict.from_json(raw, f"windows gates[{i}]")
+                cells.append(f"[{COLOUR[wg.status]}]{esc(with_unit(wg.estimate, wg.unit))}[/]")
             wt.add_row(
                 f"{w['start_s']:.1f}-{w['end_s']:.1f}", str(w["requests"]),
-                f"[{colour[w['verdict']]}]{w['verdict']}[/]",
-                *[f"[{st_col[g['status']]}]{_fmt(g['statistic'], g['unit'])}[/]" for g in w["gates"]],
+                f"[{wc}]{w['verdict']}[/]", *cells,
             )  # fmt: skip
         con.print(wt)
     c = doc.get("counters") or {}
@@ -231,7 +220,12 @@ def print_verdict(doc: dict[str, Any]) -> None:
     for name, n in (doc.get("unreadable_lines") or {}).items():
         con.print(f"skipped {n} unreadable line(s) of {name} (torn or damaged)", markup=False)
     v = doc["verdict"]
-    con.print(f"[bold {colour[v]}]verdict: {v.upper()}[/] (exit {doc['exit_code']})")
+    vc = COLOUR[from_word(v, "shadow")]
+    con.print(f"[bold {vc}]verdict: {v.upper()}[/] (exit {doc['exit_code']})")
+
+
+def _num(x: object) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 def register(app: typer.Typer) -> None:

@@ -29,32 +29,20 @@ def _log(msg: str) -> None:
     console(stderr=True).print(f"[dim]{esc(msg)}[/dim]")
 
 
-def _fmt(x: Any, unit: str = "") -> str:
-    if x is None:
-        return "-"
-    if unit == "B/h":
-        return f"{x / 2**20:+.3g}M/h"
-    return f"{x:+.3g}{unit if unit.startswith('%') else (' ' + unit) if unit else ''}"
-
-
 def print_verdicts(title: str, verdicts: list[Verdict], status: str, path: Path) -> None:
     """The one-screen verdict table."""
     from rich.table import Table
 
     from accelbench.console import console, esc
+    from accelbench.report.verdicts import TERMINAL_HEAD, terminal_cells
 
-    colour = {"pass": "green", "warn": "yellow", "fail": "red", "n/a": "dim"}
     t = Table(title=esc(f"{title}: {status}  ({path})"), show_lines=False)
-    for c in ("verdict", "check", "estimate", "95% interval", "warn / fail at"):
+    for c in TERMINAL_HEAD:
         t.add_column(c, overflow="fold")
     for v in verdicts:
-        unit = v.unit
-        iv = v.interval
-        ci = f"[{_fmt(iv.low, unit)}, {_fmt(iv.high, unit)}]" if iv and iv.low is not None else "-"
-        th = f"{_fmt(v.thresholds.get('warn'), unit)} / {_fmt(v.thresholds.get('fail'), unit)}"
-        c = colour.get(v.word, "white")
-        name = v.name.replace("metric:", "").replace("_bytes", "")
-        t.add_row(f"[{c}]{esc(v.word)}[/{c}]", esc(name), _fmt(v.estimate, unit), ci, th)
+        row = terminal_cells(v)
+        row[1] = row[1].replace("metric:", "").replace("_bytes", "")
+        t.add_row(*row)
     console(width=max(100, console().width)).print(t)
     typer.echo(
         "M/h = MiB per hour; %/h = % of the median per hour; pp/h = percentage points per hour"

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from accelbench.errors import AccelbenchError
-from accelbench.health.check import check_file, check_live
+from accelbench.health.check import HealthCheck, check_file, check_live
 from accelbench.health.rules import HealthConfig
 from accelbench.telemetry.parsers import FORMATS, read_capture
 from accelbench.telemetry.schema import coerce_row
@@ -40,7 +39,7 @@ def _source_list(sources: list[str] | None) -> list[str] | None:
     return names
 
 
-def _print_health(result: dict[str, Any]) -> None:
+def _print_health(result: HealthCheck) -> None:
     # Plain typer.echo throughout: captured data (bus ids, model names) is printed as
     # it is, never through Rich markup or emoji codes; control characters as escapes.
     from accelbench.console import printable as p
@@ -55,13 +54,11 @@ def _print_health(result: dict[str, Any]) -> None:
         typer.echo(p(f"[{f['severity']}] {f['rule']}: {f['device']}: {f['message']}"))
     for why in health.get("unknown") or []:
         typer.echo(p(f"[unknown] {why}"))
-    colour = {
-        "pass": typer.colors.GREEN,
-        "warn": typer.colors.YELLOW,
-        "unknown": typer.colors.MAGENTA,
-        "fail": typer.colors.RED,
-    }
-    typer.secho(f"verdict: {health['verdict']}", fg=colour[health["verdict"]], bold=True)
+    from accelbench.metrics.verdict import Status
+    from accelbench.report.verdicts import COLOUR
+
+    colour = COLOUR.get(Status(health["verdict"]), "white")
+    typer.secho(f"verdict: {health['verdict']}", fg=colour, bold=True)
 
 
 def health_cmd(

@@ -65,7 +65,7 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
     if inputs.lspci is not None:
         devs = parsers.parse_lspci(read_capture(inputs.lspci, "lspci"))
         gpus = [
-            d | {"vendor": {"10de": "nvidia", "1002": "amd"}[d["vendor_id"]]}
+            d | {"vendor": {"10de": "nvidia", "1002": "amd"}[d.get("vendor_id") or ""]}
             for d in devs
             if d["is_gpu"]
         ]
@@ -94,9 +94,10 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
             facts["torch"]["device_count"] = len(ce["gpu_models"])
         v = facts["versions"]
         v.setdefault("kernel", ce.get("kernel"))
-        if ce.get("os") and not v.get("os"):
-            v["os"] = ce["os"]
-            m = re.match(r"(\w+) ([\d.]+)", ce["os"])
+        os_name = ce.get("os")
+        if os_name and not v.get("os"):
+            v["os"] = os_name
+            m = re.match(r"(\w+) ([\d.]+)", os_name)
             if m:
                 v["os_id"], v["os_version"] = m.group(1).lower(), m.group(2)
         if ce.get("nvidia_driver"):
@@ -268,7 +269,7 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
             facts["sources"]["amd-smi"] = parsed["gpus"]
             if parsed["kind"] == "static":
                 facts["amd_smi_static"] = parsed["gpus"]
-                archs.extend(g["arch"] for g in parsed["gpus"] if g.get("arch"))
+                archs.extend(a for g in parsed["gpus"] if (a := g.get("arch")))
                 drv = next(
                     (g["driver_version"] for g in parsed["gpus"] if g.get("driver_version")), None
                 )
@@ -304,7 +305,7 @@ def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None
                 )
             )
         facts["sources"]["rocminfo"] = ri["gpus"]
-        archs.extend(g["arch"] for g in ri["gpus"] if g.get("arch"))
+        archs.extend(a for g in ri["gpus"] if (a := g.get("arch")))
 
     if live:
         am = amdsmi.inventory()

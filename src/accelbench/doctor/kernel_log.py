@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Required, TypedDict
 
 import yaml
 
@@ -38,8 +38,31 @@ _TS = [
 ]
 
 
+class XidInfo(TypedDict, total=False):
+    """One Xid of the shipped table (doctor/data/xid.yaml)."""
+
+    name: Required[str]
+    severity: Required[str]
+    action: Required[str]
+    verified: bool
+
+
+class EventJSON(TypedDict):
+    key: str
+    title: str
+    severity: str
+    code: int | None
+    count: int
+    first: str | None
+    last: str | None
+    devices: list[str]
+    example: str
+    action: str
+    meaning_verified: bool | None
+
+
 @lru_cache(maxsize=1)
-def xid_table() -> dict[int, dict[str, Any]]:
+def xid_table() -> dict[int, XidInfo]:
     text = resources.files("accelbench.doctor").joinpath("data/xid.yaml").read_text()
     return {int(k): v for k, v in yaml.safe_load(text)["xids"].items()}
 
@@ -185,7 +208,7 @@ class Event:
     code: int | None = None
     verified: bool | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EventJSON:
         return {
             "key": self.key,
             "title": self.title,

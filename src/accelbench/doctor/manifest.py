@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, DocumentError
 
 MANIFEST_NAME = "accelbench-manifest.json"
 FORMAT = "accelbench-weights-manifest"
@@ -26,6 +26,54 @@ SKIP_DIRS = {".git", ".cache"}
 CHUNK = 4 << 20
 
 Progress = Callable[[int], None]  # called with the number of bytes just hashed
+
+
+class FileEntry(TypedDict):
+    size: int
+    sha256: str
+
+
+class Manifest(TypedDict):
+    """The manifest file (``accelbench-manifest.json``, docs/DOCTOR.md): ``format`` and
+    ``version`` 1, the hash ``algorithm``, when it was ``created``, the directory's name
+    (``root``) and each file's size and hash by its path under the directory. As
+    :func:`write_manifest` returns it, also where it was written and how long it took."""
+
+    format: str
+    version: int
+    algorithm: str
+    created: str
+    root: str
+    files: dict[str, FileEntry]
+    path: NotRequired[str]
+    seconds: NotRequired[float]
+
+
+class SizeMismatch(TypedDict):
+    file: str
+    expected: int
+    found: int
+
+
+class Unreadable(TypedDict):
+    file: str
+    error: str
+
+
+class Verification(TypedDict):
+    """What :func:`verify_manifest` found (``doctor weights --verify --json``)."""
+
+    ok: bool
+    manifest: str
+    directory: str
+    checked: int
+    expected: int
+    missing: list[str]
+    size_mismatch: list[SizeMismatch]
+    hash_mismatch: list[str]
+    unreadable: list[Unreadable]
+    extra: list[str]
+    seconds: float
 
 
 def default_workers() -> int:
@@ -97,7 +145,7 @@ def write_manifest(
     workers: int | None = None,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     """Hash every file of model_dir and write the manifest (default: inside model_dir).
     Returns the manifest dict. Unreadable files are an error: a manifest with holes
     would later vouch for files it never saw."""
@@ -113,7 +161,7 @@ def write_manifest(
     if errors:
         listed = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())[:5])
         raise AccelbenchError(f"cannot read {len(errors)} file(s) in {root}: {listed}")
-    manifest = {
+    manifest: Manifest = {
         "format": FORMAT,
         "version": 1,
         "algorithm": "sha256",
@@ -135,7 +183,9 @@ def write_manifest(
     return manifest
 
 
-def load_manifest(path: Path) -> dict[str, Any]:
+def load_manifest(path: Path) -> Manifest:
+    """The manifest at ``path``, every field checked: one line naming the file and the
+    field when it is damaged, of another version, or not a manifest at all."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -153,7 +203,24 @@ def load_manifest(path: Path) -> dict[str, Any]:
             f"{path} is not an accelbench weights manifest "
             "(write one with: accelbench doctor weights DIR --write-manifest)"
         )
-    return data
+    if data.get("version") != 1:
+        raise DocumentError(f"{path}: version {data.get('version')!r} (this accelbench reads 1)")
+    if data.get("algorithm", "sha256") != "sha256":
+        raise DocumentError(f"{path}: algorithm {data.get('algorithm')!r} (only sha256)")
+    files: dict[str, FileEntry] = {}
+    for rel, entry in data["files"].items():
+        size = entry.get("size") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise DocumentError(f"{path}: files[{rel!r}].size is not a byte count: {size!r}")
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise DocumentError(f"{path}: files[{rel!r}].sha256 is not a SHA-256: {digest!r}")
+        files[str(rel)] = {"size": size, "sha256": digest.lower()}
+    return {
+        "format": FORMAT, "version": 1, "algorithm": "sha256",
+        "created": str(data.get("created") or ""), "root": str(data.get("root") or ""),
+        "files": files,
+    }  # fmt: skip
 
 
 def verify_manifest(
@@ -162,30 +229,30 @@ def verify_manifest(
     workers: int | None = None,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+) -> Verification:
     """Compare model_dir with a manifest. Missing, truncated (size differs), altered
     (hash differs) and unreadable files fail; files not in the manifest are listed."""
     root = _check_dir(model_dir)
     manifest = load_manifest(manifest_path)
-    expected: dict[str, dict[str, Any]] = manifest["files"]
+    expected = manifest["files"]
     present = {p.as_posix() for p in list_files(root, exclude={manifest_path})}
     missing = sorted(k for k in expected if k not in present)
     extra = sorted(k for k in present if k not in expected)
-    size_mismatch: list[dict[str, Any]] = []
+    size_mismatch: list[SizeMismatch] = []
     to_hash: list[Path] = []
     for rel, want in sorted(expected.items()):
         if rel in missing:
             continue
         size = (root / rel).stat().st_size
-        if size != want.get("size"):
-            size_mismatch.append({"file": rel, "expected": want.get("size"), "found": size})
+        if size != want["size"]:
+            size_mismatch.append({"file": rel, "expected": want["size"], "found": size})
         else:
             to_hash.append(Path(rel))
     if on_total:
         on_total(total_size(root, to_hash))
     t0 = time.perf_counter()
     hashes, errors = _hash_all(root, to_hash, workers or default_workers(), progress)
-    hash_mismatch = sorted(rel for rel, h in hashes.items() if h != expected[rel].get("sha256"))
+    hash_mismatch = sorted(rel for rel, h in hashes.items() if h != expected[rel]["sha256"])
     ok = not (missing or size_mismatch or hash_mismatch or errors)
     return {
         "ok": ok,

@@ -1,20 +1,41 @@
-"""The doctor's result types: one `Check` per question asked of the machine."""
+"""The doctor's result types: one `Check` per question asked of the machine.
+
+A check's status is the one status vocabulary (:class:`accelbench.metrics.verdict.Status`):
+``n/a`` is "not present / not applicable" (no GPU of that vendor), ``unknown`` "could not
+be judged" (the data was missing, cut short or not understood: never a pass, and never
+"not present" either). The doctor uses neither ``inconclusive`` nor any suite's words."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from accelbench.metrics.verdict import Status
+
+__all__ = ["STATUSES", "Check", "Report", "Status"]
+
+# The statuses a check can have, in the order the summary line counts them.
+STATUSES = (Status.PASS, Status.WARN, Status.FAIL, Status.NA, Status.UNKNOWN)
 
 
-class Status(StrEnum):
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    NA = "n/a"  # not present / not applicable (e.g. no GPU of that vendor)
-    # Could not be judged: the data was missing, cut short or not understood. Never a
-    # pass, and never "not present" either.
-    UNKNOWN = "unknown"
+class CheckJSON(TypedDict):
+    id: str
+    title: str
+    status: str
+    summary: str
+    evidence: list[str]
+    remedy: str
+    data: dict[str, Any]  # each check's own numbers (counts, devices, versions ...)
+
+
+class ReportJSON(TypedDict):
+    """``accelbench doctor --json``."""
+
+    ok: bool
+    counts: dict[str, int]
+    duration_s: float
+    inputs: dict[str, str]
+    checks: list[CheckJSON]
 
 
 @dataclass
@@ -29,10 +50,16 @@ class Check:
     remedy: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["status"] = str(self.status)
-        return d
+    def to_dict(self) -> CheckJSON:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": str(self.status),
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "remedy": self.remedy,
+            "data": dict(self.data),
+        }
 
 
 @dataclass
@@ -42,7 +69,7 @@ class Report:
     duration_s: float = 0.0
 
     def counts(self) -> dict[str, int]:
-        out = {str(s): 0 for s in Status}
+        out = {str(s): 0 for s in STATUSES}
         for c in self.checks:
             out[str(c.status)] += 1
         return out
@@ -57,7 +84,7 @@ class Report:
                 return c
         raise KeyError(check_id)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReportJSON:
         return {
             "ok": not self.failed,
             "counts": self.counts(),

@@ -9,7 +9,7 @@ indentation, tabs expanded to spaces, ANSI escapes.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
@@ -34,10 +34,30 @@ def dedent_common(text: str) -> str:
 # --------------------------------------------------------------------------- nvidia-smi
 
 
-def parse_nvidia_smi(text: str) -> dict[str, Any]:
+class NvidiaSmiGpu(TypedDict, total=False):
+    index: int
+    name: str
+    persistence: str
+    bdf: str | None
+    ecc_uncorrected: str | None
+    memory_used_mib: int
+    memory_total_mib: int
+    utilization_pct: int | None
+
+
+class NvidiaSmi(TypedDict, total=False):
+    driver_version: str | None
+    cuda_version: str | None
+    gpus: list[NvidiaSmiGpu]
+    tables: int  # tables in the capture (the last one is judged)
+    processes: int
+    truncated: str | None
+
+
+def parse_nvidia_smi(text: str) -> NvidiaSmi:
     """Plain `nvidia-smi` table: driver and CUDA versions, one entry per GPU."""
     text = strip_ansi(clean(text))
-    out: dict[str, Any] = {"driver_version": None, "cuda_version": None, "gpus": []}
+    out: NvidiaSmi = {"driver_version": None, "cuda_version": None, "gpus": []}
     # A saved session may hold several tables (idle, then under load): judge the last one.
     heads = [m.start() for m in re.finditer(r"^\|\s*NVIDIA-SMI \d", text, re.M)]
     out["tables"] = len(heads)
@@ -94,13 +114,25 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
     return out
 
 
-def parse_nvidia_topo(text: str) -> dict[str, Any]:
+class TopoGpu(TypedDict):
+    name: str
+    links: dict[str, str]  # GPUn / NICn -> the link (NV12, SYS, PIX ...)
+    cpu_affinity: str | None
+    numa_affinity: str | None
+
+
+class NvidiaTopo(TypedDict):
+    gpus: list[TopoGpu]
+    truncated: str | None
+
+
+def parse_nvidia_topo(text: str) -> NvidiaTopo:
     """`nvidia-smi topo -m` matrix (tab separated or tabs expanded): per GPU its links,
     CPU affinity and NUMA affinity."""
     text = dedent_common(strip_ansi(clean(text)))
     lines = text.splitlines()
     header: list[str] | None = None
-    gpus: list[dict[str, Any]] = []
+    gpus: list[TopoGpu] = []
     for ln in lines:
         if header is None:
             toks = [c.strip() for c in re.split(r"\t+| {2,}", ln.strip()) if c.strip()]
@@ -146,12 +178,38 @@ AMD_DEVICE_NAMES = {
 }
 
 
-def parse_rocm_smi(text: str) -> dict[str, Any]:
+class RocmSmiGpu(TypedDict, total=False):
+    index: int
+    row: str  # the concise table's row, as printed
+    device_id: str
+    node_id: int
+    guid: str
+    name: str
+    name_from: str  # "device id": the name was looked up, not printed
+    vram_pct: float
+    utilization_pct: float
+    memory_partition: str
+    compute_partition: str
+    sku: str
+    vbios: str
+    pcie_replay_count: int | None
+    bdf: str | None
+    numa_node: int | None
+
+
+class RocmSmi(TypedDict):
+    driver_version: str | None
+    gpus: list[RocmSmiGpu]
+    layout: str | None  # concise | all
+    truncated: str | None
+
+
+def parse_rocm_smi(text: str) -> RocmSmi:
     """Plain `rocm-smi` (Concise Info: the older layout with `[Model : Revision]` and a
     name line, or the newer one with `Node  IDs (DID, GUID)`) or `rocm-smi -a`.
     ``truncated`` says when the output stops before rocm-smi's closing line."""
     text = strip_ansi(clean(text))
-    out: dict[str, Any] = {"driver_version": None, "gpus": [], "layout": None, "truncated": None}
+    out: RocmSmi = {"driver_version": None, "gpus": [], "layout": None, "truncated": None}
     if "ROCm System Management Interface" in text and "End of ROCm SMI Log" not in text:
         out["truncated"] = "the output ends before rocm-smi's 'End of ROCm SMI Log' line"
     m = re.search(r"Driver version:\s*(\S+)", text)
@@ -162,7 +220,7 @@ def parse_rocm_smi(text: str) -> dict[str, Any]:
         lines = text.splitlines()
         seps = [i for i, ln in enumerate(lines) if re.match(r"^=+\s*$", ln.strip() + " ")]
         body = lines[seps[0] + 1 : seps[1]] if len(seps) >= 2 else lines
-        cur: dict[str, Any] | None = None
+        cur: RocmSmiGpu | None = None
         for ln in body:
             m = re.match(r"^(\d+)\s+(.*)$", ln)
             if m:
@@ -188,7 +246,7 @@ def parse_rocm_smi(text: str) -> dict[str, Any]:
                 cur["name"] = ln.strip()
         return out
     # rocm-smi -a / other per-GPU line formats: "GPU[3]		: key: value"
-    gpus: dict[int, dict[str, Any]] = {}
+    gpus: dict[int, RocmSmiGpu] = {}
     for m in re.finditer(r"^GPU\[(\d+)\]\s*:\s*(.*?)\s*$", text, re.M):
         idx = int(m.group(1))
         g = gpus.setdefault(idx, {"index": idx})
@@ -216,11 +274,15 @@ def parse_rocm_smi(text: str) -> dict[str, Any]:
     return out
 
 
-def _indent_tree(text: str) -> list[tuple[str, dict[str, Any]]]:
+# amd-smi's text output as a tree: KEY -> value, or KEY -> the indented lines under it.
+Tree = dict[str, "str | Tree"]
+
+
+def _indent_tree(text: str) -> list[tuple[str, Tree]]:
     """amd-smi's human-readable output: top-level 'GPU: n' blocks of indented 'KEY: value'
     lines. Returns [(header, nested dict)]; repeated keys keep the last value."""
-    blocks: list[tuple[str, dict[str, Any]]] = []
-    stack: list[tuple[int, dict[str, Any]]] = []
+    blocks: list[tuple[str, Tree]] = []
+    stack: list[tuple[int, Tree]] = []
     for raw in text.splitlines():
         if not raw.strip():
             continue
@@ -230,43 +292,78 @@ def _indent_tree(text: str) -> list[tuple[str, dict[str, Any]]]:
             continue
         val = val.strip()
         if indent == 0:
-            root: dict[str, Any] = {}
+            root: Tree = {}
             blocks.append((f"{key.strip()}: {val}", root))
             stack = [(0, root)]
             continue
         while stack and stack[-1][0] >= indent and len(stack) > 1:
             stack.pop()
-        parent = stack[-1][1] if stack else {}
+        parent: Tree = stack[-1][1] if stack else {}
         if val:
             parent[key.strip()] = val
         else:
-            child: dict[str, Any] = {}
+            child: Tree = {}
             parent[key.strip()] = child
             stack.append((indent, child))
     return blocks
 
 
-def _leaf_count(tree: dict[str, Any]) -> int:
+def _leaf_count(tree: Tree) -> int:
     return sum(_leaf_count(v) if isinstance(v, dict) else 1 for v in tree.values())
 
 
-def parse_amd_smi_list(text: str) -> dict[str, Any]:
-    gpus = []
+class AmdSmiGpu(TypedDict, total=False):
+    index: int
+    bdf: str | None
+    uuid: str | None
+    partition_id: int | None
+    name: str | None  # static only, from here on
+    device_id: str | None
+    arch: str | None
+    max_pcie_width: int | None
+    max_pcie_speed: str | None
+    driver_name: str | None
+    driver_version: str | None
+    ecc_blocks_disabled: list[str]
+    bad_page_threshold_exceeded: str | None
+    numa_node: int | None
+    compute_partition: str | None
+    memory_partition: str | None
+    firmware_name: str | None
+
+
+class AmdSmi(TypedDict, total=False):
+    """`amd-smi list` / `static` (``gpus``) or `version` (the versions, ``errors``)."""
+
+    kind: str  # list | static | version
+    gpus: list[AmdSmiGpu]
+    skipped: list[str]  # lines before the JSON (a tool's warnings: find_json)
+    truncated: str | None
+    errors: list[str]
+    rocm_version: str | None
+    amdgpu_version: str | None
+    amdsmi_library_version: str | None
+    version: str | None
+
+
+def parse_amd_smi_list(text: str) -> AmdSmi:
+    gpus: list[AmdSmiGpu] = []
     for head, body in _indent_tree(text):
         m = re.match(r"GPU: (\d+)", head)
         if m:
+            bdf, uuid = _vu(body.get("BDF")), _vu(body.get("UUID"))
             gpus.append(
                 {
                     "index": int(m.group(1)),
-                    "bdf": normalize_bus_id(body.get("BDF", "")) if body.get("BDF") else None,
-                    "uuid": body.get("UUID"),
+                    "bdf": normalize_bus_id(bdf) if bdf else None,
+                    "uuid": uuid,
                     "partition_id": to_int(body.get("PARTITION_ID")),
                 }
             )
     return {"kind": "list", "gpus": gpus}
 
 
-def _vu(v: Any) -> str | None:
+def _vu(v: object) -> str | None:
     """amd-smi JSON values are either plain or {"value", "unit"}; 'N/A' means unknown."""
     if isinstance(v, dict) and "value" in v:
         v = f"{v['value']} {v.get('unit', '')}".strip()
@@ -275,16 +372,18 @@ def _vu(v: Any) -> str | None:
     return str(v)
 
 
-def _index(value: Any, default: int) -> int:
+def _index(value: object, default: int) -> int:
     n = to_int(value)
     return default if n is None or n < 0 else n
 
 
-def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
-    def low(dd: Any) -> dict[str, Any]:
+def _amd_static_gpu(index: int, raw: object) -> AmdSmiGpu:
+    """One GPU of `amd-smi static` (JSON, or the text form's tree)."""
+
+    def low(dd: object) -> dict[str, object]:
         return {str(k).lower(): v for k, v in dd.items()} if isinstance(dd, dict) else {}
 
-    d = low(d)
+    d = low(raw)
     asic, bus, drv, ras = (
         low(d.get("asic")),
         low(d.get("bus")),
@@ -298,7 +397,7 @@ def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
         "name": _vu(asic.get("market_name")) or _vu(board.get("product_name")),
         "device_id": (_vu(asic.get("device_id")) or "").lower() or None,
         "arch": _vu(asic.get("target_graphics_version")),
-        "bdf": normalize_bus_id(bus["bdf"]) if _vu(bus.get("bdf")) else None,
+        "bdf": normalize_bus_id(str(bus["bdf"])) if _vu(bus.get("bdf")) else None,
         "max_pcie_width": to_int(_vu(bus.get("max_pcie_width"))),
         "max_pcie_speed": _vu(bus.get("max_pcie_speed")),
         "driver_name": _vu(drv.get("name")),
@@ -312,7 +411,7 @@ def _amd_static_gpu(index: int, d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def parse_amd_smi(text: str) -> dict[str, Any]:
+def parse_amd_smi(text: str) -> AmdSmi:
     """Any of `amd-smi list`, `amd-smi static`, `amd-smi version`, text or --json."""
     text = clean(text)
     stripped = text.strip()
@@ -323,14 +422,20 @@ def parse_amd_smi(text: str) -> dict[str, Any]:
             raise ValueError(str(exc)) from None
         if isinstance(data, list) and data and isinstance(data[0], dict) and "tool" in data[0]:
             v = data[0]
-            out: dict[str, Any] = {"kind": "version", "errors": [], "skipped": skipped}
+            errors: list[str] = []
+            found: dict[str, str | None] = {}
             for key in ("rocm_version", "amdgpu_version", "amdsmi_library_version", "version"):
                 val = v.get(key)
                 if isinstance(val, str) and ("STATUS" in val or "Error" in val):
-                    out["errors"].append(f"{key}: {val}")
+                    errors.append(f"{key}: {val}")
                     val = None
-                out[key] = None if val in (None, "N/A") else val
-            return out
+                found[key] = None if val in (None, "N/A") else str(val)
+            return {
+                "kind": "version", "errors": errors, "skipped": skipped,
+                "rocm_version": found["rocm_version"], "amdgpu_version": found["amdgpu_version"],
+                "amdsmi_library_version": found["amdsmi_library_version"],
+                "version": found["version"],
+            }  # fmt: skip
         if isinstance(data, dict) and "gpu_data" in data:
             data = data["gpu_data"]
         if isinstance(data, list):
@@ -369,10 +474,26 @@ def parse_amd_smi(text: str) -> dict[str, Any]:
     raise ValueError("unrecognised amd-smi output")
 
 
-def parse_rocminfo(text: str) -> dict[str, Any]:
+class RocminfoGpu(TypedDict):
+    index: int
+    arch: str | None
+    name: str | None
+    bdf: str | None
+    device_id: str | None
+    compute_units: int | None
+
+
+class Rocminfo(TypedDict):
+    truncated: str | None
+    rock_loaded: bool
+    runtime_version: str | None
+    gpus: list[RocminfoGpu]
+
+
+def parse_rocminfo(text: str) -> Rocminfo:
     """`rocminfo`: whether the ROCk (KFD) module is loaded, and the GPU agents."""
     text = clean(text)
-    out: dict[str, Any] = {
+    out: Rocminfo = {
         "truncated": None
         if "*** Done ***" in text
         else "rocminfo output ends before '*** Done ***'",
@@ -422,11 +543,36 @@ GPU_CLASSES = (
 )
 
 
-def parse_lspci(text: str) -> list[dict[str, Any]]:
+# One PCI function of `lspci -vvv` ("class" is a Python keyword: the functional form).
+LspciDevice = TypedDict(
+    "LspciDevice",
+    {
+        "bdf": str | None,
+        "class": str,
+        "description": str,
+        "vendor_id": str | None,
+        "device_id": str | None,
+        "cap_speed": float,  # GT/s and lanes the link can do, and what it runs at
+        "cap_width": int,
+        "sta_speed": float,
+        "sta_width": int,
+        "sta_speed_flag": str | None,  # ok | downgraded
+        "sta_width_flag": str | None,
+        "numa_node": int | None,
+        "driver": str,
+        "secondary_bus": int,
+        "subordinate_bus": int,
+        "is_gpu": bool,
+    },
+    total=False,
+)
+
+
+def parse_lspci(text: str) -> list[LspciDevice]:
     """`lspci -vvv` (with or without -nn / -D): one dict per PCI function with its
     class, vendor, link capability and status, NUMA node, driver and bridge buses."""
-    devices: list[dict[str, Any]] = []
-    cur: dict[str, Any] | None = None
+    devices: list[LspciDevice] = []
+    cur: LspciDevice | None = None
     for ln in clean(text).splitlines():
         m = _STANZA.match(ln)
         if m:
@@ -441,14 +587,15 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
                     desc.startswith("Advanced Micro Devices, Inc. [AMD/ATI]") or "[AMD/ATI]" in desc
                 ):
                     vendor_id = "1002"
-            cur = {
+            dev: LspciDevice = {
                 "bdf": normalize_bus_id(m.group(1)),
                 "class": cls,
                 "description": desc,
                 "vendor_id": vendor_id,
                 "device_id": ids.group(2) if ids else None,
             }
-            devices.append(cur)
+            devices.append(dev)
+            cur = dev
             continue
         if cur is None:
             continue
@@ -479,10 +626,30 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- collect_env
 
 
-def parse_collect_env(text: str) -> dict[str, Any]:
-    """PyTorch / vLLM `collect_env` output: torch build, versions, GPUs, topology."""
+class CollectEnv(TypedDict, total=False):
+    torch_version: str | None
+    torch_cuda: str | None
+    torch_hip: str | None
+    os: str | None
+    python_platform: str | None
+    cuda_available: str | None
+    cuda_runtime: str | None
+    nvidia_driver: str | None
+    hip_runtime: str | None
+    rocm_version: str | None
+    vllm_version: str | None
+    gpu_models: list[str]
+    truncated: str
+    kernel: str
+    amd_numa: dict[int, int]  # GPU index -> NUMA node
+    nvidia_topo: NvidiaTopo
+
+
+def parse_collect_env(text: str) -> CollectEnv:
+    """PyTorch / vLLM `collect_env` output: torch build, versions, GPUs, topology (a field
+    the capture lacks is None)."""
     text = dedent_common(clean(text))
-    out: dict[str, Any] = {}
+    found: dict[str, str | None] = {}
     keys = {
         "PyTorch version": "torch_version",
         "CUDA used to build PyTorch": "torch_cuda",
@@ -496,12 +663,14 @@ def parse_collect_env(text: str) -> dict[str, Any]:
         "ROCM Version": "rocm_version",
         "vLLM Version": "vllm_version",
     }
+    g = found.get
+    extra: CollectEnv = {}
     lines = text.splitlines()
     for i, ln in enumerate(lines):
         k, sep, v = ln.partition(":")
         if sep and k.strip() in keys:
             v = v.strip()
-            out[keys[k.strip()]] = None if v in ("N/A", "Could not collect", "") else v
+            found[keys[k.strip()]] = None if v in ("N/A", "Could not collect", "") else v
         if k.strip() == "GPU models and configuration":
             gpus = []
             if v.strip() and v.strip() not in ("Could not collect",):
@@ -513,12 +682,13 @@ def parse_collect_env(text: str) -> dict[str, Any]:
                 gpus.append(gm.group(2).strip())
             else:  # the GPU list runs to the end of the capture
                 if len(gpus) > 1 or not text.endswith("\n"):
-                    out["truncated"] = "the capture ends inside the GPU list"
-            out["gpu_models"] = gpus
-    if out.get("python_platform"):
-        km = re.match(r"Linux-(.+?)-(x86_64|aarch64)", out["python_platform"])
+                    extra["truncated"] = "the capture ends inside the GPU list"
+            extra["gpu_models"] = gpus
+    platform = g("python_platform")
+    if platform:
+        km = re.match(r"Linux-(.+?)-(x86_64|aarch64)", platform)
         if km:
-            out["kernel"] = km.group(1)
+            extra["kernel"] = km.group(1)
     if "GPU Topology:" in text:
         topo = text.split("GPU Topology:", 1)[1]
         if "Weight between two GPUs" in topo or "Numa Node" in topo:
@@ -526,7 +696,13 @@ def parse_collect_env(text: str) -> dict[str, Any]:
                 int(m.group(1)): int(m.group(2))
                 for m in re.finditer(r"GPU\[(\d+)\]\s*: \(Topology\) Numa Node: (-?\d+)", topo)
             }
-            out["amd_numa"] = numa
+            extra["amd_numa"] = numa
         else:
-            out["nvidia_topo"] = parse_nvidia_topo(topo)
-    return out
+            extra["nvidia_topo"] = parse_nvidia_topo(topo)
+    return {
+        "torch_version": g("torch_version"), "torch_cuda": g("torch_cuda"),
+        "torch_hip": g("torch_hip"), "os": g("os"), "python_platform": platform,
+        "cuda_available": g("cuda_available"), "cuda_runtime": g("cuda_runtime"),
+        "nvidia_driver": g("nvidia_driver"), "hip_runtime": g("hip_runtime"),
+        "rocm_version": g("rocm_version"), "vllm_version": g("vllm_version"), **extra,
+    }  # fmt: skip

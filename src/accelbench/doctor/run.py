@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict
 
 from accelbench.doctor.checks import evaluate
 from accelbench.doctor.gather import gather
@@ -22,7 +22,31 @@ def run_doctor(inputs: DoctorInputs | None = None, quick: bool = False) -> Repor
     return report
 
 
-def quick_summary(sysfs_root: Path | str | None = None) -> dict[str, Any]:
+class CheckBrief(TypedDict):
+    id: str
+    summary: str
+    evidence: list[str]  # the first 10 lines
+    remedy: str
+
+
+class DoctorSummary(TypedDict, total=False):
+    """run.json ``doctor`` (docs/RESULTS.md): version 1; ``ok`` None with ``error`` when
+    the doctor itself failed."""
+
+    version: Required[int]
+    quick: Required[bool]
+    ok: Required[bool | None]
+    error: str
+    counts: dict[str, int]  # pass / warn / fail / n/a / unknown
+    duration_s: float
+    accelerators: dict[str, dict[str, int]]  # vendor -> where seen -> how many
+    failing: list[CheckBrief]
+    warning: list[CheckBrief]
+    unknown: list[CheckBrief]
+    generated_at: str
+
+
+def quick_summary(sysfs_root: Path | str | None = None) -> DoctorSummary:
     """Fast (sysfs / procfs / version files only, no subprocess) doctor summary for run.json:
     counts of pass / warn / fail and the failing and warning checks with their evidence."""
     inputs = DoctorInputs(
@@ -34,7 +58,7 @@ def quick_summary(sysfs_root: Path | str | None = None) -> dict[str, Any]:
         return {"version": 1, "quick": True, "ok": None, "error": f"{type(exc).__name__}: {exc}"}
     counts = report.counts()
 
-    def brief(c: Check) -> dict[str, Any]:
+    def brief(c: Check) -> CheckBrief:
         return {"id": c.id, "summary": c.summary, "evidence": c.evidence[:10], "remedy": c.remedy}
 
     return {

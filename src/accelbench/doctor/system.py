@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.sysfs import link_speed_gts
@@ -40,10 +40,60 @@ class Probe:
             return None
 
 
-def scan_pci(probe: Probe) -> list[dict[str, Any]]:
+class Link(TypedDict):
+    """A bridge above a device (switch port, root port) and its link."""
+
+    bdf: str | None
+    description: str
+    sta_speed: float | None  # GT/s and lanes it runs at, and what it can do
+    cap_speed: float | None
+    sta_width: int | None
+    cap_width: int | None
+
+
+# amdgpu RAS: each block's uncorrected / corrected error counts ("ue", "ce"), and
+# "bad_pages": the count of retired VRAM pages.
+Ras = dict[str, dict[str, int | None] | int]
+
+# A GPU function under /sys/bus/pci/devices ("class" is a keyword: the functional form).
+PciGpu = TypedDict(
+    "PciGpu",
+    {
+        "bdf": str | None,
+        "vendor": str,
+        "device_id": str | None,
+        "class": str,
+        "driver": str | None,
+        "sta_speed": float | None,
+        "cap_speed": float | None,
+        "sta_width": int | None,
+        "cap_width": int | None,
+        "numa_node": int | None,
+        "iommu_group_type": str | None,
+        "upstream": list[Link],
+        "ras": Ras,
+    },
+    total=False,
+)
+
+
+class Iommu(TypedDict):
+    units: list[str]  # /sys/class/iommu entries
+    cmdline: list[str]  # the kernel command line's iommu parameters
+
+
+class Hugepages(TypedDict, total=False):
+    HugePages_Total: int
+    HugePages_Free: int
+    Hugepagesize: int  # kB, as /proc/meminfo says
+    MemTotal: int
+    thp: str  # transparent huge pages: always | madvise | never
+
+
+def scan_pci(probe: Probe) -> list[PciGpu]:
     """NVIDIA / AMD display and accelerator functions under /sys/bus/pci/devices."""
     base = probe.path("sys/bus/pci/devices")
-    out: list[dict[str, Any]] = []
+    out: list[PciGpu] = []
     try:
         entries = sorted(os.listdir(base))
     except FileNotFoundError:
@@ -64,7 +114,7 @@ def scan_pci(probe: Probe) -> list[dict[str, Any]]:
         maxw = probe.read(d / "max_link_width")
         numa = probe.read(d / "numa_node")
         iommu_type = probe.read(d / "iommu_group" / "type")
-        dev: dict[str, Any] = {
+        dev: PciGpu = {
             "bdf": normalize_bus_id(name),
             "vendor": VENDORS[vendor],
             "device_id": (probe.read(d / "device") or "").lower() or None,
@@ -88,10 +138,10 @@ def scan_pci(probe: Probe) -> list[dict[str, Any]]:
 _BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
-def _upstream_links(probe: Probe, d: Path) -> list[dict[str, Any]]:
+def _upstream_links(probe: Probe, d: Path) -> list[Link]:
     """Link state of the bridges above a device (switch ports, root port): the device's
     sysfs directory sits inside its parents' directories under /sys/devices."""
-    out: list[dict[str, Any]] = []
+    out: list[Link] = []
     try:
         real = d.resolve()
     except OSError:
@@ -115,10 +165,10 @@ def _upstream_links(probe: Probe, d: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _amdgpu_ras(probe: Probe, d: Path) -> dict[str, Any]:
+def _amdgpu_ras(probe: Probe, d: Path) -> Ras:
     """amdgpu RAS counters: ras/<block>_err_count ('ue: N' / 'ce: N') and bad pages."""
     ras_dir = d / "ras"
-    out: dict[str, Any] = {}
+    out: Ras = {}
     if not ras_dir.is_dir():
         return out
     try:
@@ -209,7 +259,7 @@ def cuda_toolkit_version(probe: Probe) -> tuple[str | None, str | None]:
     return None, None
 
 
-def iommu(probe: Probe) -> dict[str, Any]:
+def iommu(probe: Probe) -> Iommu:
     cmdline = probe.read("proc/cmdline") or ""
     units: list[str] = []
     with contextlib.suppress(OSError):
@@ -218,9 +268,9 @@ def iommu(probe: Probe) -> dict[str, Any]:
     return {"units": units, "cmdline": params}
 
 
-def hugepages(probe: Probe) -> dict[str, Any]:
+def hugepages(probe: Probe) -> Hugepages:
     mem = probe.read("proc/meminfo") or ""
-    out: dict[str, Any] = {}
+    out: Hugepages = {}
     for key in ("HugePages_Total", "HugePages_Free", "Hugepagesize", "MemTotal"):
         m = re.search(rf"^{key}:\s*(\d+)", mem, re.M)
         if m:

@@ -10,17 +10,29 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from accelbench.health.rules import HealthConfig, evaluate, mark_unknown, missing_signals
+from accelbench.health.rules import Health, HealthConfig, evaluate, mark_unknown, missing_signals
 from accelbench.telemetry.parsers import read_capture
 from accelbench.telemetry.sampler import collect
 from accelbench.telemetry.sources import close_sources, open_sources
 
 
+class HealthCheck(TypedDict):
+    """What ``accelbench health`` prints (``--json``) and judges its exit status by."""
+
+    sources: dict[str, str]  # each source and its state (or a capture's format)
+    samples: int
+    errors: dict[str, dict[str, Any]]  # a source that raised: its count and last error
+    health: Health
+    format: NotRequired[str]  # a capture: its format, the data lost and the parser's notes
+    lost: NotRequired[list[str]]
+    notes: NotRequired[list[str]]
+
+
 def judge(
     rows: list[dict[str, Any]], lost: list[str], config: HealthConfig | None = None
-) -> dict[str, Any]:
+) -> Health:
     """:func:`evaluate` plus what could not be judged: the verdict becomes ``unknown``
     (unless a rule failed) when there are no samples, data was lost, or a GPU lacks a
     required signal. ``health["unknown"]`` lists why."""
@@ -39,7 +51,7 @@ def check_live(
     duration_s: float = 3.0,
     interval_s: float = 1.0,
     config: HealthConfig | None = None,
-) -> dict[str, Any]:
+) -> HealthCheck:
     """Sample the available sources for ``duration_s`` and evaluate the rules.
 
     Returns ``{"sources": {...}, "samples": n, "health": {...}}``.
@@ -72,7 +84,7 @@ def check_live(
 
 def check_file(
     path: Path, fmt: str | None = None, config: HealthConfig | None = None
-) -> dict[str, Any]:
+) -> HealthCheck:
     """Evaluate the rules on a captured tool output (one sample per device)."""
     (config or HealthConfig()).validate()
     cap = read_capture(path, fmt)

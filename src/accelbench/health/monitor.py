@@ -32,11 +32,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
 
 from accelbench import lifetime
-from accelbench.health.rules import HealthConfig, mark_unknown
+from accelbench.health.rules import Finding, Health, HealthConfig, mark_unknown
 from accelbench.health.window import RollingWindow
 from accelbench.telemetry.exporter import Exporter
 from accelbench.telemetry.sampler import collect
@@ -45,9 +45,20 @@ from accelbench.telemetry.sources import Source
 log = logging.getLogger(__name__)
 
 
+class AlertEvent(TypedDict):
+    """What an alert carries (JSON on the command's stdin, the webhook's body)."""
+
+    time: str
+    host: str
+    previous: str | None
+    verdict: str
+    findings: list[Finding]
+    unknown: list[str]
+
+
 def run_alert_command(
     argv: list[str],
-    event: dict[str, Any],
+    event: Mapping[str, object],
     timeout_s: float = 30.0,
     children: set[lifetime.Child] | None = None,
 ) -> int | None:
@@ -86,7 +97,7 @@ def run_alert_command(
     return rc
 
 
-def post_webhook(url: str, event: dict[str, Any], timeout_s: float = 10.0) -> int | None:
+def post_webhook(url: str, event: Mapping[str, object], timeout_s: float = 10.0) -> int | None:
     """POST the event as JSON; returns the HTTP status or None on failure. Credentials
     in the URL go as Basic auth and are never logged."""
     from accelbench.urls import redact_url, split_credentials
@@ -206,10 +217,15 @@ class Monitor:
         alert_cmd: list[str] | None = None,
         webhook: str | None = None,
         exporter: Exporter | None = None,
-        on_tick: Callable[[list[dict[str, Any]], dict[str, Any]], None] | None = None,
+        on_tick: Callable[[list[dict[str, Any]], Health], None] | None = None,
         alert_timeout_s: float = 30.0,
         drain_s: float = 1.0,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+        wait: Callable[[threading.Event, float], object] | None = None,
     ) -> None:
+        """``clock_ns`` stamps the samples and schedules the ticks, ``wait(stop, s)``
+        waits between ticks (default ``stop.wait(s)``): a test gives a simulated clock and
+        a wait that advances it, and hours of monitoring run at once."""
         self.check(interval_s, window_s, config)
         from accelbench import validate as v
 
@@ -233,10 +249,12 @@ class Monitor:
         self.exporter = exporter
         self.on_tick = on_tick
         self.verdict: str | None = None
-        self.health: dict[str, Any] | None = None
-        self.events: list[dict[str, Any]] = []
+        self.health: Health | None = None
+        self.events: list[AlertEvent] = []
         self.errors: dict[str, dict[str, Any]] = {}
         self.window = RollingWindow(window_s, self.config)
+        self.clock_ns = clock_ns
+        self.wait = wait or (lambda stop, s: stop.wait(s))
 
     @staticmethod
     def check(interval_s: float, window_s: float, config: HealthConfig | None = None) -> None:
@@ -257,7 +275,7 @@ class Monitor:
     def sample(self) -> tuple[int, list[dict[str, Any]], dict[str, str]]:
         """One sample of every source, all rows stamped with one time. Returns (time,
         rows, each source's state: ``ok`` or why it gave nothing)."""
-        t_ns = time.monotonic_ns()
+        t_ns = self.clock_ns()
         rows: list[dict[str, Any]] = []
         state: dict[str, str] = {}
         for src in self.sources:
@@ -275,7 +293,7 @@ class Monitor:
             rows.extend(got)
         return t_ns, rows, state
 
-    def tick(self) -> dict[str, Any]:
+    def tick(self) -> Health:
         """One sample, one evaluation, alerts if the verdict changed. Returns the health."""
         t_ns, rows, state = self.sample()
         self.window.add(rows, t_ns)
@@ -302,8 +320,8 @@ class Monitor:
             self.on_tick(rows, health)
         return health
 
-    def _alert(self, previous: str | None, health: dict[str, Any]) -> None:
-        event = {
+    def _alert(self, previous: str | None, health: Health) -> None:
+        event: AlertEvent = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "host": socket.gethostname(),
             "previous": previous,
@@ -325,7 +343,7 @@ class Monitor:
         """Tick until ``stop`` is set or ``iterations`` ticks were done; then
         :meth:`close` (pending alerts finish or are ended)."""
         stop = stop or threading.Event()
-        start = time.monotonic()
+        start = self.clock_ns()
         k = 0
         try:
             while not stop.is_set():
@@ -333,8 +351,8 @@ class Monitor:
                 k += 1
                 if iterations is not None and k >= iterations:
                     break
-                delay = start + k * self.interval_s - time.monotonic()
-                stop.wait(max(delay, 0.0))
+                delay = (start - self.clock_ns()) / 1e9 + k * self.interval_s
+                self.wait(stop, max(delay, 0.0))
         finally:
             self.close()
 

@@ -1,9 +1,11 @@
 """Health rules over telemetry samples and over deltas from a baseline.
 
-:func:`evaluate` takes schema rows (see :mod:`accelbench.telemetry.schema`) and returns
-``{"verdict": "pass"|"warn"|"fail", "findings": [...]}``. Each finding is a dict with
-``rule``, ``severity`` (``info``, ``warn``, ``fail``), ``device``, ``message`` and the
-numbers behind it. The verdict is the worst severity found (``info`` does not count).
+:func:`evaluate` takes schema rows (see :mod:`accelbench.telemetry.schema`) and returns a
+:class:`Health`: ``{"verdict": "pass"|"warn"|"fail", "findings": [...]}``. Each
+:class:`Finding` has ``rule``, ``severity`` (``info``, ``warn``, ``fail``), ``device``,
+``message`` and the numbers behind it. The verdict is the worst severity found (``info``
+does not count), a value of the one status vocabulary
+(:class:`accelbench.metrics.verdict.Status`).
 The rules read each device's rows as numpy columns (:mod:`accelbench.health.series`),
 which the monitor keeps between ticks (:mod:`accelbench.health.window`);
 :func:`mark_unknown` turns a verdict into ``unknown`` for what could not be judged.
@@ -37,15 +39,58 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 import numpy as np
 
 from accelbench.health.series import DeviceSeries
-from accelbench.health.slope import linear_trend
+from accelbench.metrics.stats import TrendJSON, linear_trend
+from accelbench.metrics.verdict import Status, worst
 from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, device_key
 
+Severity = Literal["info", "warn", "fail"]
+# A finding's severity as a rank (a floor such as recovery's --min-severity compares them).
 SEVERITY_ORDER = {"pass": 0, "info": 0, "warn": 1, "fail": 2}
+
+
+class FindingData(TypedDict, total=False):
+    """The numbers behind a finding (each rule sets its own)."""
+
+    peak_c: float
+    limit_c: float
+    fraction: float
+    reasons: list[str]
+    delta: float
+    width: float
+    width_max: float
+    gen: float
+    gen_max: float
+    peak_w: float
+    limit_w: float
+    metric: str  # memory_growth: the column
+    trend: TrendJSON  # memory_growth: the rate judged, and the window's own trend
+    window_trend: TrendJSON
+
+
+class Finding(FindingData, total=False):
+    """One finding of one rule on one device."""
+
+    rule: Required[str]
+    severity: Required[Severity]
+    device: Required[str]
+    message: Required[str]
+
+
+class Health(TypedDict, total=False):
+    """The health verdict (summary.json ``health``, the monitor's ticks, ``accelbench
+    health``): ``verdict`` is a :class:`~accelbench.metrics.verdict.Status` value (pass,
+    warn, fail; unknown with ``unknown`` listing why)."""
+
+    verdict: Required[str]
+    findings: Required[list[Finding]]
+    unknown: list[str]
+    sources: dict[str, str]  # the monitor: each source's state in the latest tick
+
 
 # Signals without which a GPU cannot be called healthy: (what, any of these columns).
 REQUIRED_SIGNALS: list[tuple[str, tuple[str, ...]]] = [
@@ -85,12 +130,14 @@ class HealthConfig:
 
         v.number("--temp-margin", self.temp_margin_c, 0, 100, unit="C")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
 
 
-def _finding(rule: str, severity: str, device: str, message: str, **data: Any) -> dict[str, Any]:
-    return {"rule": rule, "severity": severity, "device": device, "message": message, **data}
+def _finding(
+    rule: str, severity: Severity, device: str, message: str, **data: Unpack[FindingData]
+) -> Finding:
+    return Finding(rule=rule, severity=severity, device=device, message=message, **data)
 
 
 def device_label(r: dict[str, Any]) -> str:
@@ -127,8 +174,8 @@ def _last(mask: np.ndarray) -> int:
 
 def _gpu_rules(
     dev: str, s: DeviceSeries, base: dict[str, Any] | None, cfg: HealthConfig
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+) -> list[Finding]:
+    out: list[Finding] = []
     last = s.rows[-1]
 
     # Temperature against the slowdown threshold.
@@ -313,9 +360,7 @@ def _late_half(t_s: np.ndarray) -> np.ndarray:
     return t_s >= t_s.min() + (t_s.max() - t_s.min()) / 2
 
 
-def _growth(
-    dev: str, s: DeviceSeries, col: str, what: str, cfg: HealthConfig
-) -> list[dict[str, Any]]:
+def _growth(dev: str, s: DeviceSeries, col: str, what: str, cfg: HealthConfig) -> list[Finding]:
     """Memory that keeps growing (a leak) against memory that grew and levelled off (warm-up:
     caches and pools filling). The window's trend finds growth; the trend over its last half
     says whether it goes on. A leak is a rate: over the last half it is the same as over the
@@ -394,10 +439,10 @@ def evaluate_series(
     series: Iterable[DeviceSeries],
     base_by_dev: dict[str, dict[str, Any]],
     config: HealthConfig,
-) -> dict[str, Any]:
+) -> Health:
     """Apply every rule to each device's series; ``base_by_dev`` maps a device key to its
     baseline row (the start of counter deltas)."""
-    findings: list[dict[str, Any]] = []
+    findings: list[Finding] = []
     for s in series:
         first = s.rows[0]
         kind = first.get("kind")
@@ -406,9 +451,8 @@ def evaluate_series(
             findings.extend(_gpu_rules(device_label(first), s, base, config))
         elif kind == KIND_HOST:
             findings.extend(_growth(device_label(first), s, "proc_rss_bytes", "server RSS", config))
-    worst = max((SEVERITY_ORDER[f["severity"]] for f in findings), default=0)
-    verdict = {0: "pass", 1: "warn", 2: "fail"}[worst]
-    return {"verdict": verdict, "findings": findings}
+    found = [Status(f["severity"]) for f in findings if f["severity"] != "info"]
+    return {"verdict": str(worst([Status.PASS, *found])), "findings": findings}
 
 
 def baseline_by_device(baseline: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
@@ -421,7 +465,7 @@ def evaluate(
     window: tuple[int, int] | None = None,
     baseline: list[dict[str, Any]] | None = None,
     config: HealthConfig | None = None,
-) -> dict[str, Any]:
+) -> Health:
     """Apply every rule. ``window`` (start_ns, end_ns) limits the samples considered;
     ``baseline`` rows (e.g. from before the run) give the starting point of counter
     deltas; without one, the first sample in the window is the baseline."""
@@ -452,11 +496,11 @@ def series_missing_signals(series: Iterable[DeviceSeries]) -> list[str]:
     return out
 
 
-def mark_unknown(health: dict[str, Any], reasons: list[str]) -> dict[str, Any]:
+def mark_unknown(health: Health, reasons: list[str]) -> Health:
     """Unknown is never healthy: with any reason the rules could not judge (no samples,
     lost data, a silent source, a GPU without a required signal) the verdict becomes
     ``unknown`` unless a rule failed. ``health["unknown"]`` lists the reasons."""
     health["unknown"] = list(reasons)
-    if reasons and health["verdict"] != "fail":
-        health["verdict"] = "unknown"
+    if reasons:
+        health["verdict"] = str(worst([Status(health["verdict"]), Status.UNKNOWN]))
     return health

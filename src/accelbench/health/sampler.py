@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbench.health.rules import HealthConfig, evaluate, mark_unknown, missing_signals
+from accelbench.health.rules import Health, HealthConfig, evaluate, mark_unknown, missing_signals
 from accelbench.telemetry.sampler import TelemetrySampler
 
 
@@ -27,7 +27,7 @@ class HealthSampler(TelemetrySampler):
             rows: list[dict[str, Any]],
             window: tuple[int, int] | None,
             baseline: list[dict[str, Any]] | None,
-        ) -> dict[str, Any]:
+        ) -> Health:
             unknown = [] if rows else ["no samples: nothing was measured"]
             unknown += [
                 f"source {name} lost {e['count']} sample(s) (last: {e['last']})"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from accelbench.health.rules import (
+    Health,
     HealthConfig,
     baseline_by_device,
     device_label,
@@ -70,7 +71,7 @@ class RollingWindow:
         :func:`~accelbench.health.rules.group_by_device` gives the window's rows)."""
         return sorted(self.devices.values(), key=lambda s: s.first_seq)
 
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self) -> Health:
         return evaluate_series(self.ordered(), self._base_by_dev, self.config)
 
     def missing_signals(self) -> list[str]:

@@ -40,7 +40,7 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -50,15 +50,18 @@ from accelbench.metrics.frontier import OUT_OF_RANGE, build_frontier, pareto_ind
 from accelbench.metrics.protocols import RunLike, RunSetLike
 from accelbench.metrics.registry import ALIASES, COMPARABLE, FIGURES, FRONTIER, Figure
 from accelbench.metrics.stats import (
+    bootstrap_ratio_ci,
+    bootstrap_replicates,
+    log_normal_ci,
     log_ratio_ci,
     min_samples,
     quantile_ci,
     quantile_ratio_ci,
     runs_ratio_ci,
     throughput_log_se,
-    z_critical,
 )
 from accelbench.metrics.values import column_np
+from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict
 
 # The figures a comparison estimates (declared in accelbench.metrics.registry).
 METRICS: dict[str, Figure] = {k: FIGURES[k] for k in COMPARABLE}
@@ -180,8 +183,8 @@ def _boot_run_pair(
     correlation (drawn apart, the frontier's interval covered 87 %). Above
     MAX_BOOT_REQUESTS usable requests, a random subsample of that size is resampled and
     the replicates' spread rescaled by ``sqrt(m / n)`` around the full-sample value (the
-    m-out-of-n bootstrap; valid for these root-n statistics): million-request sweeps
-    compare fast."""
+    m-out-of-n bootstrap of :func:`accelbench.metrics.stats.bootstrap_replicates`; valid
+    for these root-n statistics): million-request sweeps compare fast."""
     x, y = np.full(n_boot, np.nan), np.full(n_boot, np.nan)
     obs_x, obs_y = s.observed.get("interactivity"), s.observed.get(metric)
     n = s.osl.size
@@ -202,18 +205,7 @@ def _boot_run_pair(
             inter = 1000.0 / np.nanmedian(s.tpot[idx], axis=1)
         return inter, obs_y * r / base
 
-    m = min(n, MAX_BOOT_REQUESTS)
-    sub = rng.choice(n, m, replace=False) if m < n else None
-    step = max(1, min(n_boot, 4_000_000 // m))
-    for b0 in range(0, n_boot, step):
-        b1 = min(n_boot, b0 + step)
-        idx = rng.integers(0, m, size=(b1 - b0, m))
-        x[b0:b1], y[b0:b1] = stat(idx if sub is None else sub[idx])
-    if sub is not None:
-        fx, fy = stat(np.arange(n)[None, :])
-        sx, sy = stat(sub[None, :])
-        x = fx[0] + np.sqrt(m / n) * (x - sx[0])
-        y = fy[0] + np.sqrt(m / n) * (y - sy[0])
+    x, y = bootstrap_replicates(n, n_boot, stat, rng, MAX_BOOT_REQUESTS)
     return x, y
 
 
@@ -285,6 +277,16 @@ def _group_points(s: RunSetLike) -> list[PointSamples]:
 # ----------------------------------------------------------------------------- results
 
 
+class EstimateJSON(TypedDict):
+    metric: str
+    a: float | None
+    b: float | None
+    ratio: float | None  # B / A
+    lo: float | None  # its 95 % interval
+    hi: float | None
+    note: str | None
+
+
 @dataclass
 class Estimate:
     metric: str
@@ -299,27 +301,59 @@ class Estimate:
     def unit(self) -> str:
         return METRICS[self.metric].unit
 
+    def to_json(self) -> EstimateJSON:
+        return {"metric": self.metric, "a": self.a, "b": self.b, "ratio": self.ratio,
+                "lo": self.lo, "hi": self.hi, "note": self.note}  # fmt: skip
 
-@dataclass
-class Verdict:
-    claim: str
-    verdict: str  # supported | refuted | inconclusive
-    reason: str
-    estimate: Estimate | None = None
-    threshold: float | None = None  # the claimed factor: supported beyond it only
-    refute_at: float | None = None  # refuted beyond this on the other side (tolerance)
 
-    def to_json(self) -> dict[str, Any]:
-        e = self.estimate
-        return {
-            "claim": self.claim,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "ratio": e.ratio if e else None,
-            "ci95": [e.lo, e.hi] if e else None,
-            "threshold": self.threshold,
-            "refute_at": self.refute_at,
-        }
+def claim_verdict(
+    claim: Claim,
+    status: Status,
+    note: str,
+    e: Estimate | None = None,
+    k: float | None = None,
+    refute: float | None = None,
+    condition: str = "",
+) -> Verdict:
+    """A claim's verdict as the one :class:`~accelbench.metrics.verdict.Verdict` record
+    (words: supported / refuted / inconclusive): the ratio B / A with its interval, the
+    claimed factor and the level beyond which it is refuted."""
+    method = ""
+    if e is not None and claim.at_interactivity is not None:
+        method = "percentile bootstrap (frontier)"
+    evidence: Evidence = {"metric": claim.metric}
+    if e is not None:
+        evidence.update({"a": e.a, "b": e.b})
+    if condition:
+        evidence["condition"] = condition
+    supported = "above" if claim.op in (">=", ">") else "below"
+    refuted = "below" if supported == "above" else "above"
+    return Verdict(
+        name=claim.text,
+        status=status,
+        statistic=f"ratio B / A of {claim.metric}",
+        unit="x",
+        estimate=e.ratio if e else None,
+        interval=Interval(e.lo, e.hi, 0.95, method) if e and e.lo is not None else None,
+        thresholds={"claim": k, "refute_at": refute} if k is not None else {},
+        rule=f"supported if the 95% interval lies wholly {supported} the claimed factor; "
+        f"refuted if wholly {refuted} it less the tolerance; inconclusive otherwise",
+        evidence=evidence,
+        suite="claim",
+        kind="claim",
+        note=note,
+    )
+
+
+class ComparisonJSON(TypedDict):
+    """``accelbench compare --json``: one entry per matched condition."""
+
+    a: str
+    b: str
+    condition: str
+    estimates: list[EstimateJSON]
+    verdicts: list[dict[str, object]]  # Verdict.to_json() records (docs/RESULTS.md)
+    warnings: list[str]
 
 
 @dataclass
@@ -331,25 +365,15 @@ class Comparison:
     verdicts: list[Verdict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ComparisonJSON:
         return {
             "a": self.a_name,
             "b": self.b_name,
             "condition": self.condition,
-            "estimates": [e.__dict__ for e in self.estimates],
+            "estimates": [e.to_json() for e in self.estimates],
             "verdicts": [v.to_json() for v in self.verdicts],
             "warnings": self.warnings,
         }
-
-
-def _ci(ra: np.ndarray, rb: np.ndarray) -> tuple[float | None, float | None, int]:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = rb / ra
-    r = r[np.isfinite(r)]
-    if r.size < 10:
-        return None, None, int(r.size)
-    lo, hi = np.percentile(r, [2.5, 97.5])
-    return float(lo), float(hi), int(r.size)
 
 
 def workload_differences(a: RunSetLike, b: RunSetLike) -> tuple[list[str], list[str]]:
@@ -426,8 +450,7 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
         se = float(throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None))
         if not math.isfinite(se):
             return None, None
-        z = z_critical()
-        return value * math.exp(-z * se), value * math.exp(z * se)
+        return log_normal_ci(value, se)
     col, q = _column(s, metric)
     if col.size < min_samples(q):
         return None, None
@@ -490,7 +513,7 @@ def compare_at_interactivity(
             continue
         ra = _frontier_boot(pa_, m, target, n_boot, rng)
         rb = _frontier_boot(pb, m, target, n_boot, rng)
-        lo, hi, n = _ci(ra, rb)
+        lo, hi, n = bootstrap_ratio_ci(ra, rb)
         note = None
         miss = n_boot - n
         if miss > 0.05 * n_boot:
@@ -503,45 +526,39 @@ def compare_at_interactivity(
     return out
 
 
-def judge(claim: Claim, e: Estimate, tolerance: float = 0.05) -> Verdict:
+def judge(claim: Claim, e: Estimate, tolerance: float = 0.05, condition: str = "") -> Verdict:
     """Supported only when the interval lies wholly on the claim's side of its own factor
     ``k``; refuted when it lies wholly beyond ``k`` less the tolerance (rounding) on the
     other side; inconclusive otherwise. The tolerance only ever withholds a refutation."""
     if e.ratio is None:
-        return Verdict(claim.text, "inconclusive", e.note or "no ratio could be measured", e)
+        return claim_verdict(claim, Status.INCONCLUSIVE, e.note or "no ratio could be measured",
+                             e, condition=condition)  # fmt: skip
     if e.lo is None or e.hi is None:
-        return Verdict(
-            claim.text,
-            "inconclusive",
-            f"ratio {e.ratio:.3f} but no confidence interval ({e.note or 'too few samples'})",
-            e,
-        )
-    ci = f"ratio {e.ratio:.3f}, 95% CI [{e.lo:.3f}, {e.hi:.3f}]"
+        why = f"ratio {e.ratio:.3f} but no confidence interval ({e.note or 'too few samples'})"
+        return claim_verdict(claim, Status.INCONCLUSIVE, why, e, condition=condition)
+    ci = "the 95% interval"
     k = claim.factor
     strict = claim.op in (">", "<")
     if claim.op in (">=", ">"):
         refute = k * (1 - tolerance)
         if e.lo > k or (e.lo == k and not strict):
-            return Verdict(claim.text, "supported", f"{ci} lies above {k:g}", e, k, refute)
-        if e.hi < refute:
-            return Verdict(claim.text, "refuted", f"{ci} lies below {refute:.3f}", e, k, refute)
-        side = f"not wholly above {k:g} nor below {refute:.3f}"
+            status, why = Status.PASS, f"{ci} lies above {k:g}"
+        elif e.hi < refute:
+            status, why = Status.FAIL, f"{ci} lies below {refute:.3f}"
+        else:
+            status, why = Status.INCONCLUSIVE, f"not wholly above {k:g} nor below {refute:.3f}"
     else:
         refute = k * (1 + tolerance)
         if e.hi < k or (e.hi == k and not strict):
-            return Verdict(claim.text, "supported", f"{ci} lies below {k:g}", e, k, refute)
-        if e.lo > refute:
-            return Verdict(claim.text, "refuted", f"{ci} lies above {refute:.3f}", e, k, refute)
-        side = f"not wholly below {k:g} nor above {refute:.3f}"
-    tol = f" (the claimed {k:g} with {tolerance:.0%} tolerance)" if tolerance else ""
-    return Verdict(
-        claim.text,
-        "inconclusive",
-        f"{ci}: {side}{tol}: more requests or repeated runs needed",
-        e,
-        k,
-        refute,
-    )
+            status, why = Status.PASS, f"{ci} lies below {k:g}"
+        elif e.lo > refute:
+            status, why = Status.FAIL, f"{ci} lies above {refute:.3f}"
+        else:
+            status, why = Status.INCONCLUSIVE, f"not wholly below {k:g} nor above {refute:.3f}"
+    if status == Status.INCONCLUSIVE:
+        tol = f" (the claimed {k:g} with {tolerance:.0%} tolerance)" if tolerance else ""
+        why = f"{ci} is {why}{tol}: more requests or repeated runs needed"
+    return claim_verdict(claim, status, why, e, k, refute, condition)
 
 
 def _find_point(points: list[PointSamples], load: float) -> PointSamples | None:
@@ -559,43 +576,35 @@ def evaluate_claim(
     n_boot: int = 1000,
     seed: int = 0,
     tolerance: float = 0.05,
-) -> tuple[str, Verdict]:
-    """The condition compared and the verdict."""
+) -> tuple[str, Verdict, Estimate | None]:
+    """The condition compared, the verdict, and the estimate it rests on (None when the
+    claim could not be matched to a condition)."""
     if claim.at_interactivity is not None:
         cond = f"at {claim.at_interactivity:g} tok/s/user (frontier)"
         est = compare_at_interactivity(
             a, b, claim.at_interactivity, [claim.metric], n_boot=n_boot, seed=seed
         )[0]
-        return cond, judge(claim, est, tolerance)
+        return cond, judge(claim, est, tolerance, cond), est
     pa_, pb = group_points(a), group_points(b)
     if claim.at_load is not None:
         x, y = _find_point(pa_, claim.at_load), _find_point(pb, claim.at_load)
         cond = f"at load {claim.at_load:g}"
         if x is None or y is None:
             missing = [n for n, p in ((a.name, x), (b.name, y)) if p is None]
-            return cond, Verdict(
-                claim.text,
-                "inconclusive",
-                f"no point at load {claim.at_load:g} in " + ", ".join(missing),
-            )
+            why = f"no point at load {claim.at_load:g} in " + ", ".join(missing)
+            return cond, claim_verdict(claim, Status.INCONCLUSIVE, why, condition=cond), None
     elif len(pa_) == 1 and len(pb) == 1:
         x, y = pa_[0], pb[0]
         cond = f"{x.label} vs {y.label}"
         if x.load != y.load:
-            return cond, Verdict(
-                claim.text,
-                "inconclusive",
-                f"the runs ran at different loads ({x.label} vs {y.label}); "
-                "say 'at N tok/s/user' to compare on the frontiers",
-            )
+            why = (f"the runs ran at different loads ({x.label} vs {y.label}); "
+                   "say 'at N tok/s/user' to compare on the frontiers")  # fmt: skip
+            return cond, claim_verdict(claim, Status.INCONCLUSIVE, why, condition=cond), None
     else:
-        return "", Verdict(
-            claim.text,
-            "inconclusive",
-            "sweeps need a condition: add 'at N tok/s/user' or 'at concurrency N' to the claim",
-        )
+        why = "sweeps need a condition: add 'at N tok/s/user' or 'at concurrency N' to the claim"
+        return "", claim_verdict(claim, Status.INCONCLUSIVE, why), None
     est = compare_at_load(x, y, [claim.metric])[0]
-    return cond, judge(claim, est, tolerance)
+    return cond, judge(claim, est, tolerance, cond), est
 
 
 N_BOOT_RANGE = (50, 1_000_000)
@@ -664,9 +673,10 @@ def compare_sets(
             )
         )
     for c in parsed:
-        cond, v = evaluate_claim(c, a, b, n_boot=n_boot, seed=seed, tolerance=tolerance)
-        est = [v.estimate] if v.estimate else []
-        out.append(Comparison(a.name, b.name, cond or "claim", est, [v], list(warnings)))
+        cond, v, e = evaluate_claim(c, a, b, n_boot=n_boot, seed=seed, tolerance=tolerance)
+        out.append(
+            Comparison(a.name, b.name, cond or "claim", [e] if e else [], [v], list(warnings))
+        )
     if not out:
         raise AccelbenchError(
             f"{a.name} and {b.name} share no load point; give a target interactivity "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -124,6 +124,26 @@ def pareto_indices(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndar
     return np.array(keep[::-1], dtype=int)
 
 
+class FrontierPoint(TypedDict):
+    label: str
+    interactivity: float
+    throughput_per_gpu: float
+
+
+class FrontierAt(TypedDict):
+    target: float
+    value: float | None
+    reason: str | None
+
+
+class FrontierJSON(TypedDict):
+    """``accelbench frontier --json``: a frontier's points (and its value ``at`` a target)."""
+
+    metric: str
+    points: list[FrontierPoint]
+    at: NotRequired[FrontierAt]
+
+
 @dataclass
 class FrontierValue:
     target: float
@@ -182,7 +202,7 @@ class Frontier:
         xs = np.linspace(self.x[0], self.x[-1], n)
         return xs, monotone_interp(self.x, self.y, xs)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FrontierJSON:
         return {
             "metric": self.metric,
             "points": [

@@ -1,12 +1,28 @@
-"""Percentiles as METRICS.md defines them: linear interpolation between order statistics
-(numpy's default), token-weighted variants, and "adjusted" variants that count failed
-requests as +infinity."""
+"""Every statistic accelbench computes, in one module (docs/ANALYSIS.md "Intervals").
+
+- Percentiles as METRICS.md defines them: linear interpolation between order statistics
+  (numpy's default), token-weighted variants, and "adjusted" variants that count failed
+  requests as +infinity.
+- Intervals: order-statistic intervals of a percentile and of a ratio of percentiles,
+  throughput by the delta method, repeated runs (pooled t), the coefficient of variation
+  (Bonett), proportions (Wilson, Clopper-Pearson) and their difference (Newcombe), the
+  percentile bootstrap of a ratio.
+- Trends: least squares with an AR(1)-adjusted interval (:func:`linear_trend`, the health
+  rules), Theil-Sen with Sen's interval after a detected warm-up (:func:`robust_trend`,
+  the stress verdicts), a quadratic fit (:func:`quadratic_fit`).
+- Tests: Mann-Whitney U, Fisher's exact test, Mann-Kendall (inside :func:`robust_trend`).
+
+Each is tested once with hand-checked numbers (tests/test_stats.py); each interval has a
+coverage test in simulation (tests/test_interval_coverage.py).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -141,9 +157,19 @@ def z_critical(confidence: float = CONFIDENCE) -> float:
 
 def t_critical(confidence: float, dof: float | np.ndarray) -> Any:
     """Two-sided Student-t critical value (dof may be fractional, or an array)."""
+    if isinstance(dof, int | float):
+        return _t_critical(confidence, float(dof))
     from scipy import stats  # imported here: scipy.stats costs the CLI ~0.3 s at start
 
     return stats.t.ppf(0.5 + confidence / 2.0, dof)
+
+
+@lru_cache(maxsize=256)
+def _t_critical(confidence: float, dof: float) -> float:
+    """Cached scalar case (the health monitor asks for the same few, every tick)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2.0, dof))
 
 
 def quantile_ci_ranks(
@@ -217,10 +243,12 @@ def min_quantile_samples(q: float, confidence: float = CONFIDENCE) -> int:
 _SE_LEVEL = 0.75
 
 
-def min_samples(q: float) -> int:
+def min_samples(q: float, confidence: float = CONFIDENCE) -> int:
     """Values a side needs before a percentile's interval is given: five beyond the
-    percentile (500 for p99), at least 10; also enough for :func:`quantile_ci`."""
-    return max(10, math.ceil(5 / (1 - q / 100) - 1e-9), min_quantile_samples(q))
+    percentile (500 for p99), at least 10; also enough for :func:`quantile_ci` at the
+    default confidence and at ``confidence``."""
+    n = max(10, math.ceil(5 / (1 - q / 100) - 1e-9), min_quantile_samples(q))
+    return n if confidence == CONFIDENCE else max(n, min_quantile_samples(q, confidence))
 
 
 def quantile_log_se(values: np.ndarray, q: float) -> tuple[Any, Any] | None:
@@ -360,3 +388,410 @@ def runs_ratio_ci(
     ).sum(axis=-1)
     half = t_critical(confidence, dof) * np.sqrt(ss / dof * (1.0 / ra + 1.0 / rb))
     return np.exp(d), np.exp(d - half), np.exp(d + half)
+
+
+# ----------------------------------------------------------------------------- proportions
+
+
+def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Wilson's score interval for ``k`` successes in ``n`` ((0, 1) when ``n`` is 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    z = z_critical(confidence)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def newcombe(
+    k1: int, n1: int, k2: int, n2: int, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """Interval for p2 - p1 (Newcombe 1998, method 10: from the two Wilson intervals)."""
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson(k1, n1, confidence)
+    l2, u2 = wilson(k2, n2, confidence)
+    d = p2 - p1
+    lo = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    hi = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return lo, hi
+
+
+def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) binomial interval for ``k`` successes in ``n``: never
+    under-covers ((0, 1) when ``n`` is 0)."""
+    from scipy import stats
+
+    if n == 0:
+        return 0.0, 1.0
+    a = 1 - confidence
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+# ----------------------------------------------------------------------------- bootstrap
+
+# Resample indices drawn at once, at most (replicates x sample size): memory stays bounded.
+_BOOT_CHUNK = 4_000_000
+
+
+def bootstrap_replicates(
+    n: int,
+    n_boot: int,
+    stat: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+    rng: np.random.Generator,
+    max_n: int,
+) -> tuple[np.ndarray, ...]:
+    """Bootstrap replicates of the statistics ``stat(idx)`` computes from rows of
+    resample indices ``idx`` (shape (replicates, size), into 0..n-1), all from the SAME
+    resamples (their correlation is kept). Above ``max_n`` values a random subsample of
+    ``m = max_n`` is resampled and the replicates' spread rescaled by ``sqrt(m / n)``
+    around the full-sample value (the m-out-of-n bootstrap, valid for root-n statistics):
+    million-value samples resample fast."""
+    m = min(n, max_n)
+    sub = rng.choice(n, m, replace=False) if m < n else None
+    out: list[np.ndarray] | None = None
+    step = max(1, min(n_boot, _BOOT_CHUNK // m))
+    for b0 in range(0, n_boot, step):
+        b1 = min(n_boot, b0 + step)
+        idx = rng.integers(0, m, size=(b1 - b0, m))
+        got = stat(idx if sub is None else sub[idx])
+        if out is None:
+            out = [np.full(n_boot, np.nan) for _ in got]
+        for o, g in zip(out, got, strict=True):
+            o[b0:b1] = g
+    assert out is not None  # n_boot >= 1
+    if sub is None:
+        return tuple(out)
+    full, part = stat(np.arange(n)[None, :]), stat(sub[None, :])
+    k = math.sqrt(m / n)
+    return tuple(f[0] + k * (o - p[0]) for o, f, p in zip(out, full, part, strict=True))
+
+
+def bootstrap_ratio_ci(
+    ra: np.ndarray, rb: np.ndarray, confidence: float = CONFIDENCE, min_replicates: int = 10
+) -> tuple[float | None, float | None, int]:
+    """(low, high, n): the percentile-bootstrap interval of B / A from paired replicates
+    ``ra``, ``rb`` (replicates where the ratio is not finite are dropped; ``n`` counts
+    those kept). (None, None, n) below ``min_replicates``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.asarray(rb, dtype=float) / np.asarray(ra, dtype=float)
+    r = r[np.isfinite(r)]
+    if r.size < min_replicates:
+        return None, None, int(r.size)
+    a = 100.0 * (1.0 - confidence) / 2.0
+    lo, hi = np.percentile(r, [a, 100.0 - a])
+    return float(lo), float(hi), int(r.size)
+
+
+def log_normal_ci(
+    value: float, log_se: float, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """(low, high) of a positive estimate whose log has standard error ``log_se``."""
+    z = z_critical(confidence)
+    return value * math.exp(-z * log_se), value * math.exp(z * log_se)
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+class SignificanceTest(TypedDict, total=False):
+    """A hypothesis test as documents store it (``name``, ``p_value``; Mann-Whitney adds
+    ``p_candidate_slower``: the chance a candidate value exceeds a baseline one)."""
+
+    name: str
+    p_value: float
+    p_candidate_slower: float
+
+
+def mann_whitney(x: np.ndarray, y: np.ndarray) -> SignificanceTest:
+    """Two-sided Mann-Whitney U test of ``x`` against ``y``, with the probability that
+    an ``x`` exceeds a ``y`` (U / (nx ny))."""
+    from scipy.stats import mannwhitneyu
+
+    mw = mannwhitneyu(x, y, alternative="two-sided")
+    return {
+        "name": "mann-whitney-u",
+        "p_value": float(mw.pvalue),
+        "p_candidate_slower": float(mw.statistic) / (len(x) * len(y)),
+    }
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> SignificanceTest:
+    """Two-sided Fisher's exact test of k1 / n1 against k2 / n2."""
+    from scipy.stats import fisher_exact as fisher
+
+    _, p = fisher([[k1, n1 - k1], [k2, n2 - k2]])
+    return {"name": "fisher-exact", "p_value": float(p)}
+
+
+# ----------------------------------------------------------------------------- trends
+
+
+TrendJSON = dict[str, float | int | None]
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Least-squares trend y = intercept + slope * t, with t in seconds."""
+
+    slope: float  # units of y per second
+    ci_low: float
+    ci_high: float
+    intercept: float
+    n: int
+    duration_s: float
+    r2: float
+    confidence: float
+    ar1_rho: float = 0.0  # the residuals' lag-1 autocorrelation the interval allowed for
+    n_eff: float = 0.0  # the effective sample size behind the interval's t (its dof + 2)
+
+    @property
+    def growth(self) -> float:
+        """Growth over the observed span (slope x duration)."""
+        return self.slope * self.duration_s
+
+    def to_dict(self) -> TrendJSON:
+        """As JSON has it: an interval too few points have (NaN) is null."""
+        d: dict[str, float | int] = {**asdict(self), "growth": self.growth}
+        return {k: None if isinstance(x, float) and not math.isfinite(x) else x
+                for k, x in d.items()}  # fmt: skip
+
+
+def linear_trend(t_s: Any, y: Any, confidence: float = CONFIDENCE) -> Trend | None:
+    """Ordinary least squares of ``y`` on ``t_s`` with a two-sided t-interval on the slope.
+
+    Returns None with fewer than 3 finite points or no spread in time. The residuals'
+    lag-1 autocorrelation rho (bias-corrected, :func:`ar1_rho`) widens the standard error
+    by sqrt((1 + rho) / (1 - rho)) and the t has ``n (1 - rho) / (1 + rho) - 2`` degrees
+    of freedom (an AR(1)-adjusted effective sample size): independent-residual intervals
+    covered 75 % of AR(1) phi = 0.5 series. Below :data:`MIN_TREND_POINTS` points no
+    method covers: the interval is NaN (never above zero: no alarm).
+    """
+    t = np.asarray(t_s, dtype=float)
+    v = np.asarray(y, dtype=float)
+    ok = np.isfinite(t) & np.isfinite(v)
+    t, v = t[ok], v[ok]
+    n = int(t.size)
+    if n < 3 or np.ptp(t) == 0:
+        return None
+    xmean, ymean = np.mean(t), np.mean(v)
+    # scipy.stats.linregress's arithmetic, without its p-value and argument handling
+    # (which cost most of its time): same slope, intercept, r and standard error.
+    ssxm, ssxym, _, ssym = np.cov(t, v, bias=True).flat
+    if ssxm == 0.0 or ssym == 0.0:
+        r = float("nan") if ssxym == 0 else 0.0
+    else:
+        r = min(max(float(ssxym / np.sqrt(ssxm * ssym)), -1.0), 1.0)
+    slope = float(ssxym / ssxm)
+    intercept = float(ymean - slope * xmean)
+    se = float(np.sqrt((1 - r**2) * ssym / ssxm / (n - 2)))
+    se = se if np.isfinite(se) else 0.0
+    rho = ar1_rho(v - intercept - slope * t)
+    f = ar1_inflation(rho)
+    n_eff = n / f
+    if n < MIN_TREND_POINTS:
+        tcrit = math.nan
+    else:
+        tcrit = _t_critical(confidence, round(max(n_eff - 2.0, 1.0), 1))
+    se *= math.sqrt(f)
+    r2 = r**2 if np.isfinite(r) else 1.0
+    return Trend(
+        slope=slope,
+        ci_low=slope - tcrit * se,
+        ci_high=slope + tcrit * se,
+        intercept=intercept,
+        n=n,
+        duration_s=float(np.ptp(t)),
+        r2=r2,
+        confidence=confidence,
+        ar1_rho=rho,
+        n_eff=n_eff,
+    )
+
+
+@dataclass(frozen=True)
+class RobustTrend:
+    """Theil-Sen slope (units per second) with its 95 % interval, fitted from
+    ``start_s`` on (after a detected warm-up), plus Mann-Kendall's p-value."""
+
+    slope: float
+    ci_low: float
+    ci_high: float
+    intercept: float
+    start_s: float  # where the fit starts (0: no warm-up detected)
+    n: int
+    n_fit: int
+    duration_s: float
+    p_value: float
+    ar1_rho: float = 0.0  # lag-1 autocorrelation of the residuals the interval allowed for
+
+
+def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
+    """The break of the best continuous two-segment fit, when it is significant
+    (F-test, p < 0.01) and the early segment rises faster than the late one."""
+    n = t.size
+    x0 = t - t[0]
+    one = np.column_stack([np.ones(n), x0])
+    sse1 = float(np.sum((y - one @ np.linalg.lstsq(one, y, rcond=None)[0]) ** 2))
+    if sse1 <= 1e-12 * float(np.sum((y - y.mean()) ** 2)):
+        return None  # a straight line (to rounding): no break to find
+    best: tuple[float, int, float, float] | None = None
+    for k in range(3, max_k):
+        x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
+        coef = np.linalg.lstsq(x, y, rcond=None)[0]
+        sse = float(np.sum((y - x @ coef) ** 2))
+        if best is None or sse < best[0]:
+            best = (sse, k, float(coef[1]), float(coef[1] + coef[2]))
+    if best is None:
+        return None
+    sse2, k, early, late = best
+    if early <= late or sse2 >= sse1:
+        return None
+    if sse2 <= 0:
+        return float(t[k])
+    from scipy import stats
+
+    # correlated residuals make any break look significant (a false cut leaves a
+    # segment whose slope is biased low): the F statistic is deflated by their AR(1)
+    # variance inflation, read off the residuals of the two-segment fit
+    x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
+    f_infl = ar1_inflation(ar1_rho(y - x @ np.linalg.lstsq(x, y, rcond=None)[0]))
+    f = ((sse1 - sse2) / 2) / (sse2 / (n - 4)) / f_infl
+    return float(t[k]) if float(stats.f.sf(f, 2, n - 4)) < 0.01 else None
+
+
+def warmup_end(t: np.ndarray, y: np.ndarray, max_frac: float = 0.5) -> float:
+    """The end of a warm-up phase (a KV-cache or memory pool filling up): breaks of a
+    continuous two-segment fit where the early part rises faster, found again and again
+    on what follows (a curved, e.g. exponential, approach needs several cuts), never
+    past ``max_frac`` of the span. Returns t[0] when there is no warm-up."""
+    limit = t[0] + max_frac * float(np.ptp(t))
+    start = float(t[0])
+    while True:
+        keep = t >= start
+        tt, yy = t[keep], y[keep]
+        max_k = int(np.searchsorted(tt, limit))
+        if tt.size < 10 or max_k <= 4:
+            return start
+        cut = _hinge_break(tt, yy, max_k)
+        if cut is None or cut <= start:
+            return start
+        start = cut
+
+
+def sen_interval(
+    t: np.ndarray, y: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float, float, float, float]:
+    """(slope, intercept, low, high, rho): the Theil-Sen slope with Sen's rank interval
+    (Sen 1968), whose Kendall-S variance n (n - 1) (2n + 5) / 18 is multiplied by the
+    AR(1) inflation (1 + rho) / (1 - rho) of the residuals (the variance correction of
+    Hamed & Rao 1998 / Yue & Wang 2004 with a bias-corrected lag-1 rho) and read with
+    the normal critical value; NaN bounds below MIN_TREND_POINTS points.
+    Sen's interval alone assumes independent residuals and covered 75 % of AR(1)
+    phi = 0.5 windows."""
+    n = t.size
+    i, j = np.triu_indices(n, 1)
+    dt = t[j] - t[i]
+    keep = dt != 0
+    slopes = np.sort((y[j] - y[i])[keep] / dt[keep])
+    slope = float(np.median(slopes))
+    icpt = float(np.median(y) - slope * np.median(t))
+    rho = ar1_rho(y - icpt - slope * t)
+    f = ar1_inflation(rho)
+    if n < MIN_TREND_POINTS or slopes.size == 0:
+        return slope, icpt, math.nan, math.nan, rho
+    crit = z_critical(confidence)
+    c = crit * math.sqrt(n * (n - 1) * (2 * n + 5) / 18.0 * f)
+    m = slopes.size
+    lo_i = max(int(round((m - c) / 2.0)) - 1, 0)
+    hi_i = min(int(round((m + c) / 2.0)), m - 1)
+    return slope, icpt, float(slopes[lo_i]), float(slopes[hi_i]), rho
+
+
+def robust_trend(t_s: Any, y: Any, *, skip_warmup: bool = True) -> RobustTrend | None:
+    """Theil-Sen trend of ``y`` on ``t_s`` after the warm-up (see :func:`warmup_end`).
+
+    Theil-Sen (the median of pairwise slopes) ignores outliers and steps better than
+    least squares; its interval (:func:`sen_interval`) allows for AR(1) residuals, and is
+    NaN (too few points) below MIN_TREND_POINTS points after the warm-up.
+    """
+    from scipy import stats
+
+    t = np.asarray(t_s, dtype=float)
+    v = np.asarray(y, dtype=float)
+    ok = np.isfinite(t) & np.isfinite(v)
+    t, v = t[ok], v[ok]
+    if t.size < 4 or np.ptp(t) == 0:
+        return None
+    start = warmup_end(t, v) if skip_warmup else float(t[0])
+    keep = t >= start
+    tf, vf = t[keep], v[keep]
+    rho = 0.0
+    if tf.size < 4 or np.ptp(vf) == 0:
+        slope, icpt, p = 0.0, (float(vf[0]) if vf.size else 0.0), 1.0
+        lo = hi = 0.0 if tf.size >= MIN_TREND_POINTS else math.nan
+    else:
+        slope, icpt, lo, hi, rho = sen_interval(tf, vf)
+        p = float(stats.kendalltau(tf, vf).pvalue)  # Mann-Kendall's test
+    return RobustTrend(
+        slope=slope, ci_low=lo, ci_high=hi, intercept=icpt, start_s=start - float(t[0]),
+        n=int(t.size), n_fit=int(tf.size), duration_s=float(np.ptp(t)),
+        p_value=p if math.isfinite(p) else 1.0, ar1_rho=rho,
+    )  # fmt: skip
+
+
+class Coefficient(TypedDict):
+    """One fitted coefficient with its interval (as documents store it)."""
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+
+
+class QuadraticFit(TypedDict, total=False):
+    """:func:`quadratic_fit`'s result: ``error`` (and ``n``) alone when there is no fit."""
+
+    n: int
+    model: str
+    a: Coefficient
+    b: Coefficient
+    c: Coefficient
+    r2: float
+    error: str
+
+
+def quadratic_fit(x: Any, y: Any, confidence: float = CONFIDENCE) -> QuadraticFit:
+    """y = a + b x + c x^2 by least squares, each coefficient with its t-interval."""
+    xv = np.asarray(x, dtype=float)
+    yv = np.asarray(y, dtype=float)
+    ok = np.isfinite(xv) & np.isfinite(yv)
+    xv, yv = xv[ok], yv[ok]
+    n = xv.size
+    if n < 4 or np.unique(xv).size < 3:
+        return {"n": int(n), "error": "need at least 3 distinct x values and 4 points"}
+    scale = float(np.max(np.abs(xv))) or 1.0  # fit on x / scale: x^2 of 1e10 is ill-conditioned
+    u = xv / scale
+    m = np.column_stack([np.ones(n), u, u**2])
+    coef, *_ = np.linalg.lstsq(m, yv, rcond=None)
+    resid = yv - m @ coef
+    dof = n - 3
+    s2 = float(resid @ resid) / dof if dof > 0 else math.nan
+    cov = s2 * np.linalg.inv(m.T @ m)
+    tcrit = _t_critical(confidence, float(dof)) if dof > 0 else math.nan
+    coefs: list[Coefficient] = []
+    for i in range(3):
+        f = scale**-i
+        est, se = float(coef[i]) * f, math.sqrt(max(float(cov[i, i]), 0.0)) * f
+        coefs.append({"estimate": est, "ci_low": est - tcrit * se, "ci_high": est + tcrit * se})
+    ss_tot = float(np.sum((yv - yv.mean()) ** 2))
+    return {
+        "n": int(n),
+        "model": "y = a + b*x + c*x^2",
+        "a": coefs[0],
+        "b": coefs[1],
+        "c": coefs[2],
+        "r2": 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0,
+    }

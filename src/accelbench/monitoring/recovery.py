@@ -20,11 +20,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict
 
 from accelbench.errors import UsageError
 from accelbench.health.monitor import Dispatcher, run_alert_command
-from accelbench.health.rules import SEVERITY_ORDER
+from accelbench.health.rules import SEVERITY_ORDER, Finding, Health
 
 HOUR_S = 3600.0
 RULE_NAMES = ("temperature", "throttle", "ecc", "pcie", "interconnect", "memory_growth", "power")
@@ -63,7 +63,28 @@ class RecoveryPolicy:
             v.output_file("--recover-log", self.log_path, self.inputs, mkdir=False)
 
 
-Runner = Callable[[list[str], dict[str, Any], float], "int | None"]
+class RecoveryEntry(TypedDict, total=False):
+    """One line of the recovery log (``--recover-log``, JSON Lines)."""
+
+    time: Required[float]
+    host: Required[str]
+    argv: Required[list[str]]
+    rules: Required[list[str]]
+    findings: Required[list[str]]  # "device: message" of each finding that matched
+    action: str  # suppressed | dry-run | ran | started
+    reason: str  # why suppressed
+    exit_status: int | None
+
+
+class RecoveryEvent(TypedDict):
+    """What the recovery command gets on stdin."""
+
+    verdict: str
+    findings: list[Finding]
+    previous: None
+
+
+Runner = Callable[[list[str], RecoveryEvent, float], "int | None"]
 
 
 class Recovery:
@@ -75,7 +96,7 @@ class Recovery:
         clock: Callable[[], float] = time.time,
         runner: Runner | None = None,
         dispatcher: Dispatcher | None = None,
-        on_done: Callable[[dict[str, Any]], None] | None = None,
+        on_done: Callable[[RecoveryEntry], None] | None = None,
     ) -> None:
         policy.validate()
         self.policy = policy
@@ -85,16 +106,16 @@ class Recovery:
         if runner is None:  # stoppable by the dispatcher when the monitor stops
             children = dispatcher.children if dispatcher is not None else None
 
-            def runner(argv: list[str], event: dict[str, Any], timeout_s: float) -> int | None:
+            def runner(argv: list[str], event: RecoveryEvent, timeout_s: float) -> int | None:
                 return run_alert_command(argv, event, timeout_s, children)
 
         self.runner = runner
         self.actions: deque[float] = deque()  # times of actions in the last hour
-        self.log: list[dict[str, Any]] = []
+        self.log: list[RecoveryEntry] = []
         self._suppressed_logged = False
         self._lock = threading.Lock()
 
-    def matching(self, health: dict[str, Any]) -> list[dict[str, Any]]:
+    def matching(self, health: Health) -> list[Finding]:
         floor = SEVERITY_ORDER[self.policy.min_severity]
         return [
             f
@@ -113,7 +134,7 @@ class Recovery:
             return f"limit of {self.policy.max_per_hour} actions per hour reached"
         return None
 
-    def consider(self, health: dict[str, Any]) -> dict[str, Any] | None:
+    def consider(self, health: Health) -> RecoveryEntry | None:
         """Run (or dry-run) the action if a chosen rule fires and the guards allow it.
         Returns the log entry written, or None. With a ``dispatcher`` the action runs off
         the sampling path: the entry returned says ``started``, and the ``ran`` entry with
@@ -122,7 +143,7 @@ class Recovery:
         if not found:
             return None
         now = self.clock()
-        entry: dict[str, Any] = {
+        entry: RecoveryEntry = {
             "time": now,
             "host": socket.gethostname(),
             "argv": self.policy.argv,
@@ -134,32 +155,34 @@ class Recovery:
             if self._suppressed_logged:
                 return None
             self._suppressed_logged = True
-            entry.update(action="suppressed", reason=reason, exit_status=None)
+            entry.update({"action": "suppressed", "reason": reason, "exit_status": None})
             return self._write(entry)
         self._suppressed_logged = False
         self.actions.append(now)
         if self.policy.dry_run:
-            entry.update(action="dry-run", exit_status=None)
+            entry.update({"action": "dry-run", "exit_status": None})
             return self._write(entry)
-        event = {"verdict": health.get("verdict"), "findings": found, "previous": None}
+        event: RecoveryEvent = {"verdict": health["verdict"], "findings": found, "previous": None}
         if self.dispatcher is None:
             status = self.runner(self.policy.argv, event, self.policy.timeout_s)
-            entry.update(action="ran", exit_status=status)
+            entry.update({"action": "ran", "exit_status": status})
             return self._write(entry)
 
         def job() -> None:  # off the sampling path; logged when it ends
             status = self.runner(self.policy.argv, event, self.policy.timeout_s)
-            entry.update(action="ran", exit_status=status)
+            entry.update({"action": "ran", "exit_status": status})
             self._write(entry)
             if self.on_done is not None:
                 self.on_done(entry)
 
         if not self.dispatcher.submit(job, "recovery action"):
-            entry.update(action="suppressed", reason="alert queue full", exit_status=None)
+            entry.update(
+                {"action": "suppressed", "reason": "alert queue full", "exit_status": None}
+            )
             return self._write(entry)
         return {**entry, "action": "started", "exit_status": None}
 
-    def _write(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def _write(self, entry: RecoveryEntry) -> RecoveryEntry:
         with self._lock:  # the sampling thread and the dispatcher's both write
             self.log.append(entry)
             if self.policy.log_path is not None:

@@ -31,7 +31,7 @@ linear-trend confidence interval has no PromQL counterpart: memory growth uses
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import yaml
 
@@ -114,6 +114,41 @@ def _num(x: float) -> str:
     return repr(float(x)) if not float(x).is_integer() else str(int(x))
 
 
+# A Prometheus alerting rule ("for" is a Python keyword: the functional form).
+AlertRule = TypedDict(
+    "AlertRule",
+    {
+        "alert": str,
+        "expr": str,
+        "for": str,
+        "labels": dict[str, str],
+        "annotations": dict[str, str],
+    },
+)
+
+
+class RecordRule(TypedDict):
+    """A Prometheus recording rule (``labels``: the exporter it reads)."""
+
+    record: str
+    expr: str
+    labels: NotRequired[dict[str, str]]
+
+
+class RuleGroup(TypedDict):
+    name: str
+    rules: list[AlertRule] | list[RecordRule]
+
+
+class RuleFile(TypedDict):
+    """A Prometheus rule file, as ``accelbench monitor rules`` writes it (YAML)."""
+
+    groups: list[RuleGroup]
+
+
+Rules = tuple[list[AlertRule], list[RecordRule]]
+
+
 def _alert(
     name: str,
     expr: str,
@@ -121,7 +156,7 @@ def _alert(
     severity: str,
     summary: str,
     for_s: float,
-) -> dict[str, Any]:
+) -> AlertRule:
     return {
         "alert": name,
         "expr": expr,
@@ -131,7 +166,7 @@ def _alert(
     }
 
 
-def _no_data(name: str, series: str, who: str, s: AlertSettings) -> dict[str, Any]:
+def _no_data(name: str, series: str, who: str, s: AlertSettings) -> AlertRule:
     """``series`` was reported within the lookback and is not now (see module docstring)."""
     return _alert(
         name,
@@ -161,7 +196,7 @@ def _growth(series: str, w: str, cfg: HealthConfig, window_s: float, scale: str 
     )
 
 
-def _accelbench_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _accelbench_rules(s: AlertSettings) -> Rules:
     c, w, f = s.health, duration(s.window_s), s.for_s
     gw = duration(max(s.window_s, c.growth_warn_min_duration_s))
     gws = max(s.window_s, c.growth_warn_min_duration_s)
@@ -329,7 +364,7 @@ def _accelbench_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict
         ),
     ]
     lbl = "device"
-    records = [
+    records: list[RecordRule] = [
         {
             "record": "accelbench:gpu_temperature_celsius",
             "expr": _gpu_label(f'{t}{{sensor=~"gpu|hotspot"}}', lbl),
@@ -358,7 +393,7 @@ def _accelbench_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict
     return alerts, records
 
 
-def _dcgm_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _dcgm_rules(s: AlertSettings) -> Rules:
     c, w, f = s.health, duration(s.window_s), s.for_s
     gw = duration(max(s.window_s, c.growth_warn_min_duration_s))
     gws = max(s.window_s, c.growth_warn_min_duration_s)
@@ -496,7 +531,7 @@ def _dcgm_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, 
         ),
         _no_data("DCGMNoData", temp, "dcgm-exporter GPU {{ $labels.gpu }}", s),
     ]
-    records = [
+    records: list[RecordRule] = [
         {"record": "accelbench:gpu_temperature_celsius", "expr": temp},
         {"record": "accelbench:gpu_utilization_ratio", "expr": "DCGM_FI_DEV_GPU_UTIL / 100"},
         {"record": "accelbench:gpu_memory_used_bytes", "expr": f"DCGM_FI_DEV_FB_USED * {mib}"},
@@ -514,7 +549,7 @@ def _dcgm_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, 
     return alerts, records
 
 
-def _amd_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _amd_rules(s: AlertSettings) -> Rules:
     c, w, f, p = s.health, duration(s.window_s), s.for_s, s.amd_prefix
     gw = duration(max(s.window_s, c.growth_warn_min_duration_s))
     gws = max(s.window_s, c.growth_warn_min_duration_s)
@@ -524,7 +559,7 @@ def _amd_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, A
         f'{{__name__=~"{p}gpu_violation_(ppt|socket_thermal|vr_thermal|hbm_thermal'
         f'|processor_hot)_residency_percentage"}}'
     )
-    alerts: list[dict[str, Any]] = []
+    alerts: list[AlertRule] = []
     if s.amd_temp_limit_c is not None:
         lim, m = _num(s.amd_temp_limit_c), _num(c.temp_margin_c)
         alerts += [
@@ -607,7 +642,7 @@ def _amd_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, A
         ),
     ]
     g = "gpu_id"
-    records = [
+    records: list[RecordRule] = [
         {
             "record": "accelbench:gpu_temperature_celsius",
             "expr": _gpu_label(f"max without (__name__) ({temp})", g),
@@ -637,7 +672,7 @@ def _amd_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, A
     return alerts, records
 
 
-def _engine_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _engine_rules(s: AlertSettings) -> Rules:
     """Serving-engine queue and token rules, from the engine metric names the telemetry
     parser reads (one list for vLLM, SGLang, llama.cpp and TGI)."""
     w = duration(s.window_s)
@@ -653,7 +688,7 @@ def _engine_rules(s: AlertSettings) -> tuple[list[dict[str, Any]], list[dict[str
                 )
         return " or ".join(parts)
 
-    records = [
+    records: list[RecordRule] = [
         {"record": "accelbench:engine_requests_waiting", "expr": union("srv_requests_waiting")},
         {"record": "accelbench:engine_requests_running", "expr": union("srv_requests_running")},
         {"record": "accelbench:engine_kv_cache_usage_ratio", "expr": union("srv_kv_cache_usage")},
@@ -698,7 +733,7 @@ _BUILDERS = {"accelbench": _accelbench_rules, "dcgm": _dcgm_rules, "amd": _amd_r
 
 def build_rules(
     flavours: list[str] | None = None, settings: AlertSettings | None = None
-) -> dict[str, Any]:
+) -> RuleFile:
     """The rule file (as a dict) for the given exporter flavours plus the engine group."""
     s = settings or AlertSettings()
     s.validate()
@@ -708,7 +743,7 @@ def build_rules(
         raise UsageError(
             f"unknown --flavour {', '.join(unknown)}; choose from {', '.join(FLAVOURS)}"
         )
-    groups = []
+    groups: list[RuleGroup] = []
     for fl in chosen:
         alerts, records = _BUILDERS[fl](s)
         for r in records:  # the same record names from several exporters must not clash

@@ -17,6 +17,7 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.metrics.compare import METRICS as COMPARE_METRICS
+from accelbench.metrics.format import sig
 from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import (
     BOX_QUANTILES,
@@ -29,6 +30,7 @@ from accelbench.report.data import (
     SetView,
 )
 from accelbench.report.sections import Chart, SuiteView
+from accelbench.report.verdicts import html_line
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
 
@@ -44,7 +46,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 .plot{width:100%;height:460px}.small{height:360px}
 .warn{background:#fff6e0;border-left:4px solid #e0a000;padding:6px 10px;margin:4px 0}
 .verdict{font-weight:bold;padding:1px 6px;border-radius:3px}
-.supported{background:#d7f5dd}.refuted{background:#fadadd}.inconclusive{background:#eee}
+.inconclusive,.unknown,.na{background:#eee}
 .pass,.go,.VALID{background:#d7f5dd}.fail,.no-go,.INVALID{background:#fadadd}
 .warn-v{background:#fff0c0}
 pre.sample{white-space:pre-wrap;background:#f8f8f8;border:1px solid #eee;padding:6px;
@@ -99,15 +101,8 @@ def _script_json(obj: Any) -> str:
 
 
 def fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return "∞" if v > 0 else "—"
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.{digits}g}"
-    return str(v)
+    """A figure: ``digits`` significant digits, whole from 1,000 on (ints as they are)."""
+    return sig(v, digits, big=1000) if v is None or isinstance(v, float) else str(v)
 
 
 def _clean(v: Any) -> Any:
@@ -577,9 +572,7 @@ def _verdicts(data: ReportData) -> str:
                 out.append(f'<div class="warn">{esc(c.b_name)}: {esc(w)}</div>')
         for v in c.verdicts:
             out.append(
-                f"<p>{esc(c.b_name)} vs {esc(c.a_name)}, claim <code>{esc(v.claim)}</code>: "
-                f'<span class="verdict {esc(v.verdict)}">{esc(v.verdict)}</span> — '
-                f"{esc(v.reason)}</p>"
+                f"<p>{esc(c.b_name)} vs {esc(c.a_name)} ({esc(c.condition)}): {html_line(v)}</p>"
             )
     return "\n".join(out)
 

@@ -9,6 +9,7 @@ from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import FIGURES, ReportData
 from accelbench.report.html import fmt
 from accelbench.report.sections import SuiteView
+from accelbench.report.verdicts import markdown_line, md_cell
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
 
@@ -21,12 +22,6 @@ MD_FIGURES = (
     "e2e_p99_ms",
     "error_rate",
 )
-
-
-def md_cell(x: object) -> str:
-    """Text safe in a Markdown table cell (no pipes, no HTML, one line)."""
-    s = str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render_markdown(data: ReportData) -> str:
@@ -70,10 +65,7 @@ def render_markdown(data: ReportData) -> str:
             out.append(f"- **not compared**: {md_cell(e)}")
         for c in data.comparisons:
             for verdict in c.verdicts:
-                out.append(
-                    f"- **{verdict.verdict}**: `{md_cell(verdict.claim)}` "
-                    f"({md_cell(c.condition)}): {md_cell(verdict.reason)}"
-                )
+                out.append(f"{markdown_line(verdict)} ({md_cell(c.condition)})")
         rows = [
             (c, est)
             for c in data.comparisons

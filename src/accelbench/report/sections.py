@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Protocol
 
 from accelbench.errors import AccelbenchError
+from accelbench.metrics.format import sig
 from accelbench.metrics.verdict import Verdict
+from accelbench.report.verdicts import HEAD, cells
 from accelbench.store.reader import RunInfo
 
 MAX_CHART_POINTS = 300  # per series (memory samples of a day-long soak are thinned)
@@ -116,12 +118,9 @@ def num(x: object) -> float | None:
 def f(x: object, digits: int = 4) -> str:
     """A cell: 4 significant digits, thousands separated from 10,000; '—' when unknown."""
     v = num(x)
-    if v is None:
-        return "—" if x is None or isinstance(x, int | float) else str(x)
-    v += 0.0  # no "-0"
-    if abs(v) >= 10000:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
+    if v is None and not (x is None or isinstance(x, int | float)):
+        return str(x)
+    return sig(v, digits, inf=None)
 
 
 def interval(lo: object, hi: object) -> str:
@@ -140,22 +139,6 @@ def counts(c: dict[str, int] | None) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(c.items()))
 
 
-def evidence(v: Verdict) -> str:
-    return "; ".join(
-        f"{k}={f(x) if num(x) is not None else x}" for k, x in v.evidence.items() if k != "kind"
-    )
-
-
-VERDICT_HEAD = ["verdict", "statistic", "unit", "estimate", "95% interval", "warn above",
-                "fail above", "result", "evidence"]  # fmt: skip
-
-
 def verdict_table(verdicts: Sequence[Verdict], title: str) -> Table:
-    """The verdicts with their statistic, interval and thresholds (warn / fail)."""
-    rows = [
-        [v.name, v.statistic, v.unit, f(v.estimate),
-         interval(v.interval.low, v.interval.high) if v.interval else "—",
-         f(v.thresholds.get("warn")), f(v.thresholds.get("fail")), v.word, evidence(v)]
-        for v in verdicts
-    ]  # fmt: skip
-    return Table(title, VERDICT_HEAD, rows, left=3)
+    """The verdicts, each drawn as every report draws one (report/verdicts.py)."""
+    return Table(title, list(HEAD), [cells(v) for v in verdicts], left=3)

@@ -10,17 +10,12 @@ from rich.table import Table
 
 from accelbench.console import console as make_console
 from accelbench.console import esc
+from accelbench.metrics.format import fixed
 from accelbench.store.rundir import RUN_JSON, SUMMARY, read_json_object
 
 
 def _f(v: Any, digits: int = 2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return esc(v)
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return f"{v:,}"
+    return esc(v) if isinstance(v, str) else fixed(v, digits)
 
 
 def summary_table(summary: dict[str, Any], title: str = "") -> Table:

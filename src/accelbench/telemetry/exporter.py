@@ -15,7 +15,7 @@ verdict is unknown (the reasons themselves are in the monitor's log and alert ev
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -202,9 +202,9 @@ class TelemetryCollector(Collector):
         self.prefix = prefix
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
-        self._health: dict[str, Any] | None = None
+        self._health: Mapping[str, Any] | None = None
 
-    def update(self, rows: list[dict[str, Any]], health: dict[str, Any] | None = None) -> None:
+    def update(self, rows: list[dict[str, Any]], health: Mapping[str, Any] | None = None) -> None:
         with self._lock:
             self._rows = list(rows)
             if health is not None:
@@ -315,7 +315,7 @@ class Exporter:
         self.port = int(self._server.server_address[1])
         return self.port
 
-    def update(self, rows: list[dict[str, Any]], health: dict[str, Any] | None = None) -> None:
+    def update(self, rows: list[dict[str, Any]], health: Mapping[str, Any] | None = None) -> None:
         self.collector.update(rows, health)
 
     def stop(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ PHASES = ("warmup", "measured", "drain")
 
 Rows = list[dict[str, Any]]
 # (rows, measured window (start_ns, end_ns) or None, baseline rows or None) -> verdict dict
-Judge = Callable[[Rows, tuple[int, int] | None, Rows | None], dict[str, Any]]
+Judge = Callable[[Rows, tuple[int, int] | None, Rows | None], Mapping[str, Any]]
 
 
 def collect(

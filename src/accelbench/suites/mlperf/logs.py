@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.documents import Json, JsonObject
+from accelbench.metrics.verdict import WORDS
+
+MLPERF_WORDS = tuple(WORDS["mlperf"].values())  # VALID, INVALID: LoadGen's pass and fail
 
 SUMMARY_FILE = "mlperf_log_summary.txt"
 DETAIL_FILE = "mlperf_log_detail.txt"
@@ -105,7 +108,7 @@ def read_loadgen(run_dir: Path) -> LoadGenResult:
         return x if isinstance(x, str) else None
 
     out = LoadGenResult(
-        validity if isinstance(validity, str) and validity in ("VALID", "INVALID") else None,
+        validity if isinstance(validity, str) and validity in MLPERF_WORDS else None,
         text("effective_scenario"),
         text("effective_test_mode"),
     )

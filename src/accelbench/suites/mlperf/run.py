@@ -27,6 +27,7 @@ from typing import Any
 from accelbench import __version__
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
+from accelbench.metrics.verdict import Status, from_word, word
 from accelbench.runner.benchmark import (
     Log,
     arrival_stamps,
@@ -104,7 +105,13 @@ class MlperfResult:
             return False  # a failed sample is never a pass, whatever LoadGen said
         if self.doc.get("find_peak"):
             return self.peak_qps is not None
-        return self.result == "VALID"
+        return self.verdict_status == Status.PASS
+
+    @property
+    def verdict_status(self) -> Status:
+        """The result in the one status vocabulary (VALID / INVALID are MLPerf's words
+        for pass / fail); ``unknown`` when LoadGen gave none."""
+        return Status.UNKNOWN if self.result is None else from_word(self.result, "mlperf")
 
 
 def loadgen_version() -> str | None:
@@ -180,7 +187,7 @@ def verdict(
         why.append(f"{failed:,} of {completed:,} samples failed")
     if stopped:
         why.append(f"{stopped:,} of {completed:,} samples were interrupted")
-    return "INVALID", [
+    return word(Status.FAIL, "mlperf"), [
         f"{' and '.join(why)} (LoadGen counts them as completed and said {loadgen_result})",
         *reasons,
     ]

@@ -3,9 +3,10 @@
 * ``shadow.json`` (``accelbench.shadow/1``): what was compared and the counters, written
   by :class:`~accelbench.suites.shadow.store.ShadowWriter`, read by :func:`read_meta`;
 * ``verdict.json`` (``accelbench.suites.shadow-verdict/2``): the go / no-go verdict with
-  every gate as a :class:`Verdict` record, read by :func:`read_verdict`. Version 1
-  (each gate the verdict's own dict: ``statistic``, ``lo``, ``hi``, ``threshold`` ...)
-  is still read, each gate turned into a :class:`Verdict`.
+  every gate as a :class:`Verdict` record, written by ``shadow verdict``
+  (suites/shadow/verdict.py), read by :func:`read_verdict`. Version 1 (each gate the
+  verdict's own dict: ``statistic``, ``lo``, ``hi``, ``threshold`` ...) is still read,
+  each gate read into a :class:`Verdict` (``Verdict.from_json``).
 
 A damaged file is one DocumentError line naming the file and the field.
 """
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from accelbench.documents import Fields, Json, JsonObject, load_json
+from accelbench.documents import Fields, Json, JsonObject, as_json_object, load_json
 from accelbench.errors import DocumentError
-from accelbench.metrics.verdict import Interval, Status, Verdict, from_word, word
+from accelbench.metrics.verdict import Status, Verdict, from_word, word
 
 SHADOW_JSON = "shadow.json"
 VERDICT = "verdict.json"
@@ -111,46 +112,29 @@ def read_meta(path: Path, where: str | None = None) -> ShadowMeta:
 
 
 # -- verdict.json ---------------------------------------------------------------------
-def gate_from_v1(d: object, where: str) -> Verdict:
-    """A version-1 gate (the shadow verdict's own dict) as a :class:`Verdict`: the
-    statistic's value is the estimate, ``lo`` / ``hi`` the interval, ``threshold`` the
-    threshold; each side's value, the counts, the test and the note are evidence."""
-    f = Fields(d, where)
-    try:
-        status = Status(f.str("status"))
-    except ValueError:
-        raise DocumentError(f"{f.at('status')}: unknown status {f.raw('status')!r}") from None
-    lo, hi = f.num("lo"), f.num("hi")
-    ev: dict[str, float | int | str | bool | None] = {
-        "baseline": f.num("baseline"), "candidate": f.num("candidate"),
-        "n_baseline": f.int("n_baseline", 0), "n_candidate": f.int("n_candidate", 0),
-    }  # fmt: skip
-    if f.has("note"):
-        ev["note"] = f.str("note")
-    test = f.opt_obj("test")
-    if test is not None:
-        ev["test"] = test.str("name", "")
-        ev["p_value"] = test.num("p_value")
-        if test.has("p_candidate_slower"):
-            ev["p_candidate_slower"] = test.num("p_candidate_slower")
-    return Verdict(
-        name=f.str("gate"),
-        status=status,
-        statistic=f.str("unit", ""),
-        unit=f.str("unit", ""),
-        estimate=f.num("statistic"),
-        interval=None if lo is None and hi is None else Interval(lo, hi),
-        thresholds={"threshold": f.num("threshold")},
-        rule="pass when the whole interval is on the allowed side of the threshold",
-        evidence=ev,
-    )
+@dataclass
+class GateEntry:
+    """One gate: its verdict record (suite ``shadow``; ``Verdict.from_json`` also reads a
+    version-1 gate) and, for agreement, the first differing requests."""
+
+    verdict: Verdict
+    first_differences: list[JsonObject] = field(default_factory=list)
+
+    def to_json(self) -> JsonObject:
+        out = cast(JsonObject, self.verdict.to_json())
+        out["first_differences"] = list[Json](self.first_differences)
+        return out
+
+    @classmethod
+    def from_json(cls, d: object, where: str) -> GateEntry:
+        v = Verdict.from_json(d, where, suite="shadow")
+        f = Fields(d, where)
+        fd = [as_json_object(x.doc, x.where) for x in f.objects("first_differences", [])]
+        return cls(v, fd)
 
 
-def _gate(d: object, where: str) -> Verdict:
-    """A gate of either version: a Verdict record, or a version-1 gate dict."""
-    if isinstance(d, dict) and ("thresholds" in d or "interval" in d or "gate" not in d):
-        return Verdict.from_json(d, where)
-    return gate_from_v1(d, where)
+def _gates(f: Fields, key: str) -> list[GateEntry]:
+    return [GateEntry.from_json(g, f"{f.at(key)}[{i}]") for i, g in enumerate(f.list(key, []))]
 
 
 @dataclass
@@ -159,18 +143,17 @@ class VerdictWindow:
     end_s: float
     requests: int
     status: Status
-    gates: list[Verdict]
+    gates: list[GateEntry]
 
     def to_json(self) -> JsonObject:
         return {"start_s": self.start_s, "end_s": self.end_s, "requests": self.requests,
                 "verdict": word(self.status, "shadow"),
-                "gates": [cast(Json, g.to_json()) for g in self.gates]}  # fmt: skip
+                "gates": [g.to_json() for g in self.gates]}  # fmt: skip
 
     @classmethod
     def from_json(cls, f: Fields) -> VerdictWindow:
         return cls(f.req_num("start_s"), f.req_num("end_s"), f.int("requests"),
-                   _status(f, "verdict"),
-                   [_gate(g, f"{f.at('gates')}[{i}]") for i, g in enumerate(f.list("gates", []))])  # fmt: skip
+                   _status(f, "verdict"), _gates(f, "gates"))  # fmt: skip
 
 
 @dataclass
@@ -212,7 +195,7 @@ class ShadowVerdictDoc:
     status: Status
     confidence: float
     paired_requests: int
-    gates: list[Verdict]
+    gates: list[GateEntry]
     windows: list[VerdictWindow] = field(default_factory=list)
     sides: dict[str, SideSummary] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
@@ -233,7 +216,7 @@ class ShadowVerdictDoc:
             "schema": VERDICT_SCHEMA, "shadow_dir": self.shadow_dir, "verdict": self.word,
             "exit_code": self.exit_code, "confidence": self.confidence,
             "paired_requests": self.paired_requests,
-            "gates": [cast(Json, g.to_json()) for g in self.gates],
+            "gates": [g.to_json() for g in self.gates],
             "windows": [w.to_json() for w in self.windows],
             "sides": {k: s.to_json() for k, s in self.sides.items()},
             "counters": cast(Json, dict(self.counters)), "status": self.run_status,
@@ -251,7 +234,7 @@ class ShadowVerdictDoc:
             status=_status(f, "verdict"),
             confidence=f.num("confidence") or 0.95,
             paired_requests=f.int("paired_requests", 0),
-            gates=[_gate(g, f"{f.at('gates')}[{i}]") for i, g in enumerate(f.list("gates", []))],
+            gates=_gates(f, "gates"),
             windows=[VerdictWindow.from_json(w) for w in f.objects("windows", [])],
             sides={}
             if sides is None

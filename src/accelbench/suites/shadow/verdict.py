@@ -28,19 +28,31 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
-from accelbench.metrics.stats import min_quantile_samples, quantile_ci, quantile_ratio_ci
-from accelbench.metrics.stats import min_samples as _min_samples
+from accelbench.metrics.stats import (
+    SignificanceTest,
+    fisher_exact,
+    mann_whitney,
+    min_samples,
+    newcombe,
+    quantile_ci,
+    quantile_ratio_ci,
+    wilson,
+)
+from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict, word, worst
 from accelbench.store.rundir import write_json_atomic
 from accelbench.suites.shadow.store import VERDICT, read_shadow, read_trace_bodies
 
+# /2: each gate is a metrics.verdict.Verdict record (verdict.json/1's gates still read)
+SCHEMA = "accelbench.suites.shadow-verdict/2"
+SCHEMAS = ("accelbench.suites.shadow-verdict/1", SCHEMA)
 LATENCY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "ntpot": "ntpot_ms"}
 EXIT = {"go": 0, "no-go": 1, "inconclusive": 3}
 # Without telemetry in the directory (the proxy samples none; replay with
@@ -129,71 +141,65 @@ def parse_gate(text: str) -> Gate:
     return g
 
 
+class FirstDifference(TypedDict):
+    """Where a candidate's greedy output first differs from the baseline's."""
+
+    idx: int
+    at_char: int
+    baseline: str
+    candidate: str
+
+
 @dataclass
 class GateResult:
-    gate: str
-    status: str  # pass | fail | inconclusive
-    statistic: float | None
-    lo: float | None
-    hi: float | None
-    threshold: float
-    unit: str  # of statistic, lo, hi and threshold: ratio | pp | fraction | ms
-    n_baseline: int
-    n_candidate: int
-    baseline: float | None = None  # each side's own value (ms, fraction)
-    candidate: float | None = None
-    test: dict[str, Any] | None = None
-    note: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    """One gate's verdict (the one :class:`~accelbench.metrics.verdict.Verdict` record,
+    in shadow's words) and, for ``agreement``, the first outputs that differ."""
+
+    verdict: Verdict
+    first_differences: list[FirstDifference] = field(default_factory=list)
+
+    @property
+    def status(self) -> Status:
+        return self.verdict.status
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            **self.verdict.to_json(),
+            "first_differences": [dict(d) for d in self.first_differences],
+        }
 
 
-# -- statistics ------------------------------------------------------------------------
-def wilson(k: int, n: int, z: float) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
-
-
-def newcombe(k1: int, n1: int, k2: int, n2: int, z: float) -> tuple[float, float]:
-    """Interval for p2 - p1 (Newcombe 1998, method 10: from the two Wilson intervals)."""
-    p1, p2 = k1 / n1, k2 / n2
-    l1, u1 = wilson(k1, n1, z)
-    l2, u2 = wilson(k2, n2, z)
-    d = p2 - p1
-    lo = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
-    hi = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
-    return lo, hi
-
-
-def min_samples(q: float, confidence: float = 0.95) -> int:
-    """Requests a side needs before a percentile's interval is given: five beyond it
-    (500 for p99), at least 10, and enough for the order-statistic interval at this
-    confidence."""
-    return max(_min_samples(q), min_quantile_samples(q, confidence))
-
-
-def _decide(op: str, lo: float, hi: float, thr: float) -> str:
+# -- statistics (accelbench.metrics.stats) --------------------------------------------
+def _decide(op: str, lo: float, hi: float, thr: float) -> Status:
     if op in ("<=", "<"):
         ok = hi < thr if op == "<" else hi <= thr
         bad = lo >= thr if op == "<" else lo > thr
     else:
         ok = lo > thr if op == ">" else lo >= thr
         bad = hi <= thr if op == ">" else hi < thr
-    return "pass" if ok else "fail" if bad else "inconclusive"
-
-
-def _z(confidence: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf(0.5 + confidence / 2))
+    return Status.PASS if ok else Status.FAIL if bad else Status.INCONCLUSIVE
 
 
 def _is_error(r: dict[str, Any]) -> bool:
     return not r["ok"] and r.get("error_kind") != "interrupted"
+
+
+_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E", "ntpot_ms": "NTPOT"}
+
+
+def _statistic(g: Gate) -> tuple[str, str, str]:
+    """(statistic in words, unit, interval method) of a gate."""
+    if g.column is not None:
+        what = f"p{g.q:g} {_NAMES[g.column]}"
+        if g.unit == "ms":
+            return f"candidate {what}", "ms", "order statistics (distribution-free)"
+        return (f"{what}, candidate / baseline", "ratio",
+                "order-statistic standard errors, log scale")  # fmt: skip
+    if g.metric == "error_rate":
+        if g.unit == "pp":
+            return "error rate, candidate minus baseline", "pp", "Newcombe (Wilson)"
+        return "candidate error rate", "fraction", "Wilson"
+    return "share of greedy outputs identical on both sides", "fraction", "Wilson"
 
 
 def evaluate_gate(
@@ -206,75 +212,78 @@ def evaluate_gate(
 ) -> GateResult:
     """One gate on paired rows (the same requests on both sides)."""
     thr = g.threshold
+    statistic, unit, method = _statistic(g)
+    est: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    status = Status.INCONCLUSIVE
+    note = ""
+    ev: Evidence = {}
+    diffs: list[FirstDifference] = []
+    test: SignificanceTest | None = None
+
+    def done() -> GateResult:
+        if test is not None:
+            ev["test"], ev["p_value"] = test["name"], test["p_value"]
+            if "p_candidate_slower" in test:  # a candidate request slower than a baseline one
+                ev["p_candidate_slower"] = test["p_candidate_slower"]
+        rule = (f"pass if the {confidence:.0%} interval lies wholly {g.op} {thr:g}, fail if "
+                "it lies wholly on the other side, inconclusive otherwise")  # fmt: skip
+        v = Verdict(
+            name=g.text, status=status, statistic=statistic, unit=unit, estimate=est,
+            interval=None if lo is None or hi is None else Interval(lo, hi, confidence, method),
+            thresholds={"bound": thr}, rule=rule, evidence=ev, suite="shadow", kind=g.kind,
+            note=note,
+        )  # fmt: skip
+        return GateResult(v, diffs)
+
     if g.column is not None:
         assert g.q is not None
         b = np.array([r[g.column] for r in base if r["ok"] and r.get(g.column) is not None], float)
         c = np.array([r[g.column] for r in cand if r["ok"] and r.get(g.column) is not None], float)
-        unit = "ms" if g.unit == "ms" else "ratio"
-        res = GateResult(
-            g.text, "inconclusive", None, None, None, thr, unit, int(b.size), int(c.size)
-        )
+        ev.update(n_baseline=int(b.size), n_candidate=int(c.size), baseline=None, candidate=None)
         need = min_samples(g.q, confidence)
-        if b.size:
-            res.baseline = float(np.percentile(b, g.q))
-        if c.size:
-            res.candidate = float(np.percentile(c, g.q))
+        pb = float(np.percentile(b, g.q)) if b.size else None
+        pc = float(np.percentile(c, g.q)) if c.size else None
+        ev.update(baseline=pb, candidate=pc)  # each side's own percentile, ms
         if b.size < need or c.size < need:
-            res.note = f"too few requests: p{g.q:g} needs {need} a side"
-            return res
-        from scipy.stats import mannwhitneyu
-
+            note = f"too few requests: p{g.q:g} needs {need} a side"
+            return done()
+        assert pb is not None and pc is not None
         if g.unit == "ms":
             ci = quantile_ci(c, g.q, confidence)
             assert ci is not None  # c.size >= need
-            res.statistic = res.candidate
-            lo, hi = float(ci[0]), float(ci[1])
+            est, lo, hi = pc, float(ci[0]), float(ci[1])
         else:
-            assert res.baseline is not None and res.candidate is not None
-            res.statistic = res.candidate / res.baseline if res.baseline > 0 else math.inf
+            est = pc / pb if pb > 0 else math.inf
             r = quantile_ratio_ci(b, c, g.q, confidence)
             if r is None or not (np.isfinite(r[1]) and np.isfinite(r[2])):
-                res.note = "the baseline percentile's interval reaches 0: no ratio"
-                return res
+                note = "the baseline percentile's interval reaches 0: no ratio"
+                return done()
             lo, hi = float(r[1]), float(r[2])
-        res.lo, res.hi = lo, hi
-        mw = mannwhitneyu(c, b, alternative="two-sided")
-        res.test = {
-            "name": "mann-whitney-u",
-            "p_value": float(mw.pvalue),
-            # probability that a candidate request is slower than a baseline one
-            "p_candidate_slower": float(mw.statistic) / (c.size * b.size),
-        }
-        res.status = _decide(g.op, res.lo, res.hi, thr)
-        return res
+        test = mann_whitney(c, b)
+        status = _decide(g.op, lo, hi, thr)
+        return done()
     if g.metric == "error_rate":
         nb, nc = len(base), len(cand)
         kb = sum(_is_error(r) for r in base)
         kc = sum(_is_error(r) for r in cand)
-        unit = "pp" if g.unit == "pp" else "fraction"
-        res = GateResult(g.text, "inconclusive", None, None, None, thr, unit, nb, nc)
-        res.baseline = kb / nb if nb else None
-        res.candidate = kc / nc if nc else None
-        res.details = {
-            "errors_baseline": _kinds(base),
-            "errors_candidate": _kinds(cand),
-        }
+        ev.update(n_baseline=nb, n_candidate=nc, baseline=kb / nb if nb else None,
+                  candidate=kc / nc if nc else None)  # fmt: skip
+        for side, rows in (("baseline", base), ("candidate", cand)):
+            ev.update({f"{side} errors {k}": n for k, n in _kinds(rows).items()})
         if nb < 10 or nc < 10:
-            res.note = "too few requests: at least 10 a side"
-            return res
-        z = _z(confidence)
+            note = "too few requests: at least 10 a side"
+            return done()
         if g.unit == "pp":
-            lo, hi = newcombe(kb, nb, kc, nc, z)
-            res.statistic, res.lo, res.hi = 100 * (kc / nc - kb / nb), 100 * lo, 100 * hi
+            dlo, dhi = newcombe(kb, nb, kc, nc, confidence)
+            est, lo, hi = 100 * (kc / nc - kb / nb), 100 * dlo, 100 * dhi
         else:
-            lo, hi = wilson(kc, nc, z)
-            res.statistic, res.lo, res.hi = kc / nc, lo, hi
-        from scipy.stats import fisher_exact
-
-        _, p = fisher_exact([[kb, nb - kb], [kc, nc - kc]])
-        res.test = {"name": "fisher-exact", "p_value": float(p)}
-        res.status = _decide(g.op, res.lo, res.hi, thr)
-        return res
+            lo, hi = wilson(kc, nc, confidence)
+            est = kc / nc
+        test = fisher_exact(kb, nb, kc, nc)
+        status = _decide(g.op, lo, hi, thr)
+        return done()
     # agreement
     by_idx = {r["idx"]: r for r in base if r["ok"]}
     pairs = [
@@ -283,23 +292,20 @@ def evaluate_gate(
     n = len(pairs)
     same = [(b.get("output_text") or "") == (c.get("output_text") or "") for b, c in pairs]
     k = sum(same)
-    res = GateResult(g.text, "inconclusive", None, None, None, thr, "fraction", n, n)
-    res.details["first_differences"] = [
-        _first_difference(b, c) for (b, c), s in zip(pairs, same, strict=True) if not s
-    ][:5]
+    ev.update(n_baseline=n, n_candidate=n, identical=k)
+    diffs = [_first_difference(b, c) for (b, c), s in zip(pairs, same, strict=True) if not s][:5]
+    if n:
+        est = k / n
     if n < 10:
-        res.note = (
+        note = (
             "no greedy requests (temperature 0) completed on both sides"
             if n == 0
             else "too few greedy requests: at least 10"
         )
-        if n:
-            res.statistic = k / n
-        return res
-    res.statistic = k / n
-    res.lo, res.hi = wilson(k, n, _z(confidence))
-    res.status = _decide(g.op, res.lo, res.hi, thr)
-    return res
+        return done()
+    lo, hi = wilson(k, n, confidence)
+    status = _decide(g.op, lo, hi, thr)
+    return done()
 
 
 def _kinds(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -311,7 +317,7 @@ def _kinds(rows: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def _first_difference(b: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
+def _first_difference(b: dict[str, Any], c: dict[str, Any]) -> FirstDifference:
     tb, tc = b.get("output_text") or "", c.get("output_text") or ""
     i = next(
         (j for j, (x, y) in enumerate(zip(tb, tc, strict=False)) if x != y), min(len(tb), len(tc))
@@ -329,12 +335,9 @@ def is_greedy(body: dict[str, Any]) -> bool:
 
 
 # -- the verdict ------------------------------------------------------------------------
-def _overall(results: list[GateResult]) -> str:
-    if any(r.status == "fail" for r in results):
-        return "no-go"
-    if any(r.status == "inconclusive" for r in results):
-        return "inconclusive"
-    return "go"
+def _overall(results: list[GateResult]) -> Status:
+    """no-go (fail) if any gate fails, else inconclusive if any is, else go (pass)."""
+    return worst(r.status for r in results) if results else Status.PASS
 
 
 def _paired(rows: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], list[dict]]:
@@ -410,17 +413,19 @@ def shadow_verdict(
                 res = run(wb, wc)
                 windows.append({
                     "start_s": k * w, "end_s": (k + 1) * w, "requests": len(wb),
-                    "verdict": _overall(res), "gates": [asdict(r) for r in res],
+                    "verdict": word(_overall(res), "shadow"),
+                    "gates": [r.to_json() for r in res],
                 })  # fmt: skip
-    verdict = _overall(overall)
+    status = _overall(overall)
+    verdict = word(status, "shadow")
     doc = {
-        "schema": "accelbench.suites.shadow-verdict/1",
+        "schema": SCHEMA,
         "shadow_dir": str(d),
-        "verdict": verdict,
+        "verdict": verdict,  # in shadow's words (go / no-go / inconclusive)
         "exit_code": EXIT[verdict],
         "confidence": confidence,
         "paired_requests": len(base),
-        "gates": [asdict(r) for r in overall],
+        "gates": [r.to_json() for r in overall],
         "windows": windows,
         "sides": {
             "baseline": _side_summary(rows["baseline"]),

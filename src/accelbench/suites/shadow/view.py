@@ -7,8 +7,8 @@ from pathlib import Path
 
 from accelbench.documents import Json
 from accelbench.errors import DocumentError
-from accelbench.metrics.verdict import Verdict, word
-from accelbench.report.sections import SuiteView, Table, counts, f, interval
+from accelbench.metrics.verdict import word
+from accelbench.report.sections import SuiteView, Table, counts, f, interval, verdict_table
 from accelbench.store.reader import RunInfo, is_run_dir
 from accelbench.suites.shadow.document import SHADOW_JSON, VERDICT, read_meta, read_verdict
 
@@ -27,28 +27,6 @@ class ShadowSection:
 
     def fill(self, path: Path, view: SuiteView) -> None:
         _fill(path, view)
-
-
-def _ev(v: Verdict, key: str) -> float | int | str | bool | None:
-    return v.evidence.get(key)
-
-
-def _result(g: Verdict) -> str:
-    note = _ev(g, "note")
-    return g.word + (f" ({note})" if note else "")
-
-
-def _test(g: Verdict) -> str:
-    name = _ev(g, "test")
-    if not name:
-        return ""
-    slower = _ev(g, "p_candidate_slower")
-    extra = f", P(candidate slower) {f(slower)}" if slower is not None else ""
-    return f"{name}: p = {f(_ev(g, 'p_value'), 3)}{extra}"
-
-
-def _iv(g: Verdict) -> str:
-    return interval(g.interval.low, g.interval.high) if g.interval else "—"
 
 
 def _fill(path: Path, view: SuiteView) -> None:
@@ -74,20 +52,16 @@ def _fill(path: Path, view: SuiteView) -> None:
         f"{doc.paired_requests} paired requests; confidence {f(doc.confidence)}; "
         "a gate passes when its whole interval is on the allowed side of the threshold"
     )
-    view.tables.append(Table("Gates", [
-        "gate", "unit", "statistic", "interval", "threshold", "baseline", "candidate",
-        "n baseline / candidate", "result", "test",
-    ], [[g.name, g.unit, f(g.estimate), _iv(g), f(g.thresholds.get("threshold")),
-         f(_ev(g, "baseline")), f(_ev(g, "candidate")),
-         f"{_ev(g, 'n_baseline')} / {_ev(g, 'n_candidate')}", _result(g), _test(g)]
-        for g in doc.gates]))  # fmt: skip
+    gates = [g.verdict for g in doc.gates]
+    view.tables.append(verdict_table(gates, "Gates"))
     if doc.windows:
-        names = [g.name for g in doc.gates]
+        names = [g.name for g in gates]
+        rows = [[f"{f(w.start_s)}-{f(w.end_s)}", str(w.requests), word(w.status, "shadow")]
+                + [f"{g.verdict.word} {f(g.verdict.estimate)} "
+                   f"({interval(g.verdict.low, g.verdict.high)})" for g in w.gates]
+                for w in doc.windows]  # fmt: skip
         view.tables.append(Table("Windows (shown beside the verdict; the overall result decides)",
-            ["window s", "requests", "verdict", *names],
-            [[f"{f(w.start_s)}-{f(w.end_s)}", str(w.requests), word(w.status, "shadow")]
-             + [f"{g.word} {f(g.estimate)} ({_iv(g)})" for g in w.gates]
-             for w in doc.windows]))  # fmt: skip
+                                 ["window s", "requests", "verdict", *names], rows))  # fmt: skip
     view.tables.append(Table("Sides", [
         "side", "requests", "ok", "errors by kind", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
         "TPOT p99 ms", "E2E p50 ms", "E2E p99 ms", "output tok/s",

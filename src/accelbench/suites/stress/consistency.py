@@ -17,7 +17,8 @@ from typing import Any
 
 from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
-from accelbench.metrics.verdict import Verdict
+from accelbench.metrics.stats import clopper_pearson
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json
 from accelbench.suites.stress.common import (
@@ -34,10 +35,9 @@ from accelbench.suites.stress.document import (
     ConsistencyPart,
     Divergence,
     StressDoc,
-    stress_verdict,
     write_stress,
 )
-from accelbench.suites.stress.verdicts import compare_tokens, judge
+from accelbench.suites.stress.verdicts import compare_tokens, judge, stress_verdict
 from accelbench.urls import redact_url
 
 GREEDY = {"temperature": 0.0, "top_k": 1, "seed": 1234}
@@ -85,18 +85,6 @@ class ConsistencyResult:
     status: str
     comparisons: list[Comparison]
     verdicts: list[Verdict]
-
-
-def clopper_pearson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
-    """Exact binomial interval for k successes in n."""
-    from scipy import stats
-
-    if n == 0:
-        return 0.0, 1.0
-    a = 1 - conf
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
 
 
 def _ecc(run_dir: Path) -> dict[str, int] | None:
@@ -194,7 +182,8 @@ def _compare(name: str, base: dict[int, str], texts: dict[int, str | None], tok:
         if c["identical"]:
             identical += 1
             continue
-        firsts.append(c["first_diff"])
+        if c["first_diff"] is not None:
+            firsts.append(c["first_diff"])
         div_f.append(Divergence(name, idx, c["first_diff"], c["similarity"], a, b).to_json())
     return Comparison(
         run=name, compared=n, identical=identical, divergent=n - identical,
@@ -211,11 +200,12 @@ def _verdict(c: Comparison, cfg: ConsistencyConfig) -> Verdict:
     est = k / n if n else 0.0
     verdict, rule = judge(est, lo, hi, cfg.warn_divergent, cfg.fail_divergent)
     if n == 0:
-        verdict = "n/a"
-    ev: dict[str, Any] = {k2: getattr(c, k2) for k2 in ("compared", "divergent",
-                                                        "first_diff_min", "similarity_mean")}  # fmt: skip
-    for k2, x in (c.ecc or {}).items():
-        ev[f"ecc {k2}"] = x
+        verdict = Status.NA
+    ev: dict[str, float | int | str | bool | None] = {
+        "compared": c.compared, "divergent": c.divergent, "first_diff_min": c.first_diff_min,
+        "similarity_mean": c.similarity_mean,
+        **(c.ecc or {}),  # ecc_corrected_volatile ... growth over the run
+    }  # fmt: skip
     return stress_verdict(
         f"consistency {c.run}", "consistency",
         "fraction of prompts whose greedy output differs from the baseline (Clopper-Pearson)",

@@ -4,19 +4,20 @@ validating reader (docs/RESULTS.md, "stress.json").
 Version 2 (``accelbench.stress/2``) stores the verdicts as :class:`Verdict` records
 (``metrics/verdict.py``); version 1 stored the stress suite's own verdict dicts
 (``verdict``, ``ci_low``, ``ci_high``, ``warn``, ``fail``, ``kind``) and is still read,
-each verdict turned into a :class:`Verdict`. A damaged file is one DocumentError line.
+each verdict read into a :class:`Verdict` (``Verdict.from_json``). A damaged file is one
+DocumentError line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 from accelbench.documents import Fields, Json, JsonObject, load_json
 from accelbench.errors import DocumentError
-from accelbench.metrics.verdict import Interval, Status, Verdict, worst
+from accelbench.metrics.verdict import Status, Verdict, worst
 
 STRESS_JSON = "stress.json"
 SCHEMA = "accelbench.stress/2"
@@ -30,92 +31,8 @@ R = TypeVar("R")
 
 
 # -- verdicts -------------------------------------------------------------------------
-class _StressVerdict(Protocol):
-    """The stress suite's own verdict record (suites/stress/verdicts.py) as it was."""
-
-    def to_dict(self) -> dict[str, object]: ...
-
-
-def verdict_from_v1(d: object, where: str = "verdict") -> Verdict:
-    """A version-1 stress verdict (``verdict``, ``ci_low`` / ``ci_high``, ``warn`` /
-    ``fail``, ``kind``) as a :class:`Verdict` (its kind is kept in the evidence)."""
-    f = Fields(d, where)
-    try:
-        status = Status(f.str("verdict"))
-    except ValueError:
-        raise DocumentError(f"{f.at('verdict')}: unknown verdict {f.raw('verdict')!r}") from None
-    lo, hi = f.num("ci_low"), f.num("ci_high")
-    conf = f.num("confidence")
-    ev = f.opt_obj("evidence")
-    evidence: dict[str, float | int | str | bool | None] = {
-        k: x
-        for k, x in (ev.doc.items() if ev else ())
-        if x is None or isinstance(x, bool | int | float | str)
-    }
-    evidence["kind"] = f.str("kind", "")
-    return Verdict(
-        name=f.str("name"),
-        status=status,
-        statistic=f.str("statistic", ""),
-        unit=f.str("unit", ""),
-        estimate=f.num("estimate"),
-        interval=None
-        if lo is None and hi is None
-        else Interval(lo, hi, 0.95 if conf is None else conf),
-        thresholds={"warn": f.num("warn"), "fail": f.num("fail")},
-        rule=f.str("rule", ""),
-        evidence=evidence,
-    )
-
-
-def stress_verdict(
-    name: str,
-    kind: str,
-    statistic: str,
-    unit: str,
-    estimate: float | None,
-    ci_low: float | None,
-    ci_high: float | None,
-    warn: float | None,
-    fail: float | None,
-    status: str,
-    rule: str,
-    confidence: float = 0.95,
-    evidence: Mapping[str, object] | None = None,
-) -> Verdict:
-    """A stress verdict as a :class:`Verdict`: the statistic's estimate and interval, the
-    warn / fail thresholds (in the statistic's unit, high is bad), the status (``pass``,
-    ``warn``, ``fail``, ``n/a``), the rule; its kind and scalar evidence as evidence."""
-    ev: dict[str, float | int | str | bool | None] = {
-        k: x for k, x in (evidence or {}).items()
-        if x is None or isinstance(x, bool | int | float | str)
-    }  # fmt: skip
-    ev["kind"] = kind
-    return Verdict(
-        name=name,
-        status=Status(status),
-        statistic=statistic,
-        unit=unit,
-        estimate=estimate,
-        interval=None
-        if ci_low is None and ci_high is None
-        else Interval(ci_low, ci_high, confidence),
-        thresholds={"warn": warn, "fail": fail},
-        rule=rule,
-        evidence=ev,
-    )
-
-
-def as_verdict(v: Verdict | _StressVerdict) -> Verdict:
-    """A verdict as the documents store it: a :class:`Verdict` as it is, the stress
-    suite's own record (``to_dict``) through :func:`verdict_from_v1`."""
-    if isinstance(v, Verdict):
-        return v
-    return verdict_from_v1(v.to_dict(), "stress verdict")
-
-
-def as_verdicts(vs: Iterable[Verdict | _StressVerdict]) -> list[Verdict]:
-    return [as_verdict(v) for v in vs]
+# Each verdict is a Verdict record (metrics/verdict.py); Verdict.from_json also reads a
+# stress.json/1 entry (``verdict``, ``ci_low``, ``ci_high``, ``warn``, ``fail``, ``kind``).
 
 
 def overall(verdicts: Iterable[Verdict]) -> Status:
@@ -413,8 +330,7 @@ class StressDoc:
             "soak": SoakPart.from_json, "flood": FloodPart.from_json,
             "mixed": MixedPart.from_json, "consistency": ConsistencyPart.from_json,
         }  # fmt: skip
-        read = verdict_from_v1 if schema == SCHEMA_V1 else Verdict.from_json
-        verdicts = [read(v, f"{f.at('verdicts')}[{i}]")
+        verdicts = [Verdict.from_json(v, f"{f.at('verdicts')}[{i}]")
                     for i, v in enumerate(f.list("verdicts", []))]  # fmt: skip
         return cls(
             suite=cast(Suite, suite),

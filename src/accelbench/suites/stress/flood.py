@@ -16,7 +16,8 @@ import numpy as np
 
 from accelbench.documents import Fields, JsonObject, to_json_object
 from accelbench.errors import UsageError
-from accelbench.metrics.verdict import Verdict
+from accelbench.metrics.stats import clopper_pearson, quadratic_fit
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     JsonlAppender,
@@ -27,7 +28,6 @@ from accelbench.suites.stress.common import (
     run_status,
     run_step,
 )
-from accelbench.suites.stress.consistency import clopper_pearson
 from accelbench.suites.stress.document import (
     MEMORY,
     FloodPart,
@@ -35,18 +35,16 @@ from accelbench.suites.stress.document import (
     MemorySample,
     QuadFit,
     StressDoc,
-    as_verdict,
     memory_sample,
     memory_series,
     read_rows,
-    stress_verdict,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
     LeakThresholds,
     judge,
     leak_verdict,
-    quadratic_fit,
+    stress_verdict,
 )
 
 OVERFLOW_WORDS = ("context", "exceed", "too long", "maximum")
@@ -217,7 +215,7 @@ def _step(n: int, c: int, recs: list[dict[str, Any]], run: str) -> FloodStep:
 def _verdicts(cfg: FloodConfig, steps: list[FloodStep], samples: list[MemorySample],
               probe: MemoryProbe) -> list[Verdict]:  # fmt: skip
     out = [
-        as_verdict(leak_verdict(f"leak {name}", ts, ys, probe.total_for(name), cfg.leak))
+        leak_verdict(f"leak {name}", ts, ys, probe.total_for(name), cfg.leak)
         for name, (ts, ys) in sorted(memory_series(samples).items())
     ]
     n = sum(s.requests for s in steps)
@@ -230,7 +228,7 @@ def _verdicts(cfg: FloodConfig, steps: list[FloodStep], samples: list[MemorySamp
         "flood errors", "errors",
         "fraction of requests failed other than by context overflow (Clopper-Pearson)",
         "fraction", est, lo, hi, cfg.warn_errors, cfg.fail_errors,
-        verdict if n else "n/a", rule,
+        verdict if n else Status.NA, rule,
         evidence={"requests": n, "failed": k, "context_overflow": overflow},
     ))  # fmt: skip
     return out

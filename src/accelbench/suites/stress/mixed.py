@@ -24,7 +24,7 @@ import numpy as np
 
 from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
-from accelbench.metrics.verdict import Verdict
+from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     Log,
@@ -39,7 +39,6 @@ from accelbench.suites.stress.document import (
     MixedEndpoint,
     MixedPart,
     StressDoc,
-    stress_verdict,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
@@ -48,6 +47,7 @@ from accelbench.suites.stress.verdicts import (
     jitter_pct,
     judge,
     judge_claim,
+    stress_verdict,
 )
 from accelbench.urls import redact_url
 
@@ -252,7 +252,7 @@ def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]
         for name in ("ttft_p50", "ttft_p99", "tpot_p50"):
             c = e.estimate(f"{name}_change_pct")
             if c.estimate is None or c.ci_low is None or c.ci_high is None:
-                verdict, rule = "n/a", c.note or "too few requests"
+                verdict, rule = Status.NA, c.note or "too few requests"
             else:
                 verdict, rule = judge(c.estimate, c.ci_low, c.ci_high, cfg.warn_pct, cfg.fail_pct)
             out.append(stress_verdict(
@@ -273,7 +273,7 @@ def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]
                 est = abs(est)
             if est is None or lo is None or hi is None or not np.isfinite([lo, hi]).all():
                 # never a pass without an interval that covers: "too few windows"
-                verdict, rule = "n/a", c.note or "too few windows or requests"
+                verdict, rule = Status.NA, c.note or "too few windows or requests"
             else:
                 verdict, rule = judge_claim(lo, hi, cfg.claim_pct)
             out.append(stress_verdict(

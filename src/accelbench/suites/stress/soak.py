@@ -52,7 +52,6 @@ from accelbench.suites.stress.document import (
     SoakPart,
     SoakWindow,
     StressDoc,
-    as_verdicts,
     memory_sample,
     memory_series,
     read_rows,
@@ -294,7 +293,7 @@ def soak_verdicts(
     and error rate over the windows."""
     out: list[Verdict] = []
     for name, (ts, ys) in sorted(memory_series(samples).items()):
-        out += as_verdicts([leak_verdict(f"leak {name}", ts, ys, totals.get(name), leak)])
+        out.append(leak_verdict(f"leak {name}", ts, ys, totals.get(name), leak))
     t = [w.t_s for w in windows]
     nan = float("nan")
 
@@ -308,7 +307,7 @@ def soak_verdicts(
         ("drift throughput", [w.stats.output_tok_per_s for w in windows], "down", True),
         ("drift error rate", [w.stats.error_rate for w in windows], "up", False),
     ):
-        out += as_verdicts([drift_verdict(name, t, nums(vals), bad=bad, relative=rel, th=drift)])
+        out.append(drift_verdict(name, t, nums(vals), bad=bad, relative=rel, th=drift))
     return out
 
 
