@@ -89,7 +89,7 @@ def test_mixed_three_engines_interference_interval_excludes_zero(tmp_path):
     assert {f"claim ep{i} fluctuation < 3%" for i in range(3)} <= names
     for v in res.verdicts:  # no interval, no pass
         if v.kind == "claim":
-            assert v.word == "n/a" and v.rule.startswith("too few windows"), v
+            assert v.word == "n/a" and v.note.startswith("too few windows"), v
     doc = json.loads((tmp_path / "mixed" / "stress.json").read_text())
     assert len(doc["runs"]) == 6  # 3 solo + 3 together
     for r in doc["runs"]:

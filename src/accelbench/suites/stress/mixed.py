@@ -42,8 +42,10 @@ from accelbench.suites.stress.document import (
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
+    RULE,
     change_pct,
     check_thresholds,
+    claim_rule,
     jitter_pct,
     judge,
     judge_claim,
@@ -251,8 +253,9 @@ def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]
     for e in endpoints:
         for name in ("ttft_p50", "ttft_p99", "tpot_p50"):
             c = e.estimate(f"{name}_change_pct")
+            note = ""
             if c.estimate is None or c.ci_low is None or c.ci_high is None:
-                verdict, rule = Status.NA, c.note or "too few requests"
+                verdict, rule, note = Status.NA, RULE, c.note or "too few requests"
             else:
                 verdict, rule = judge(c.estimate, c.ci_low, c.ci_high, cfg.warn_pct, cfg.fail_pct)
             out.append(stress_verdict(
@@ -260,6 +263,7 @@ def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]
                 "% change mixed vs solo (order-statistic standard errors, log scale)", "%",
                 c.estimate, c.ci_low, c.ci_high, cfg.warn_pct, cfg.fail_pct, verdict, rule,
                 evidence={"solo_requests": e.solo_requests, "mixed_requests": e.mixed_requests},
+                note=note,
             ))  # fmt: skip
         if cfg.claim_pct is not None:
             c = e.estimate(
@@ -271,13 +275,15 @@ def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]
             if est is not None and lo is not None and hi is not None and cfg.claim_stat == "change":
                 lo, hi = sorted((abs(lo), abs(hi))) if lo * hi > 0 else (0.0, max(abs(lo), abs(hi)))
                 est = abs(est)
+            note = ""
             if est is None or lo is None or hi is None or not np.isfinite([lo, hi]).all():
                 # never a pass without an interval that covers: "too few windows"
-                verdict, rule = Status.NA, c.note or "too few windows or requests"
+                verdict, rule = Status.NA, claim_rule(cfg.claim_pct)
+                note = c.note or "too few windows or requests"
             else:
                 verdict, rule = judge_claim(lo, hi, cfg.claim_pct)
             out.append(stress_verdict(
                 f"claim ep{e.endpoint} fluctuation < {cfg.claim_pct:g}%", "claim", stat, "%",
-                est, lo, hi, None, cfg.claim_pct, verdict, rule,
+                est, lo, hi, None, cfg.claim_pct, verdict, rule, note=note,
             ))  # fmt: skip
     return out
