@@ -396,6 +396,7 @@ def test_random_suite_files(
     import tempfile
 
     from accelbench.report.data import build_report_data
+    from accelbench.suites.sections import SECTIONS
     from synthetic_runs import make_run
 
     tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example
@@ -424,6 +425,225 @@ def test_random_suite_files(
         code, text = invoke(args, tmp_path)
         assert_clean(code, text + f"  <- {args}", wrong=False)
     if junk is None or not schema:
-        warns = build_report_data([d], timelines=False).suites[0].warnings
+        warns = build_report_data([d], timelines=False, sections=SECTIONS).suites[0].warnings
         assert len(warns) == 1, warns
         assert (Path(tmp_path / "out" / "r.md").read_text()).count(warns[0][:40]) == 1
+
+
+# -- 7. every suite document: any mutation is its type or one DocumentError ---------------
+def _valid_documents() -> dict[str, tuple[object, object]]:
+    """name -> (a valid JSON document, the reader that turns it into its type): every
+    document a suite writes, in its current version and (where it has one) its older."""
+    from accelbench.documents import Fields
+    from accelbench.metrics.verdict import Interval, Status, Verdict
+    from accelbench.store.sweepdoc import SweepDoc, SweepPoint
+    from accelbench.suites.mlperf.document import MlperfDoc
+    from accelbench.suites.shadow.document import ShadowMeta, ShadowVerdictDoc, Side
+    from accelbench.suites.stress import document as sd
+
+    v = Verdict("leak rss", Status.WARN, "Theil-Sen slope", "B/h", 2.0, Interval(1.0, 3.0),
+                {"warn": 1.0, "fail": 5.0}, "rule", {"n": 60, "kind": "leak"})  # fmt: skip
+    v1 = {"name": "drift ttft p50", "kind": "drift", "statistic": "s", "unit": "%/h",
+          "estimate": 1.5, "ci_low": 0.5, "ci_high": 2.5, "warn": 1.0, "fail": 3.0,
+          "verdict": "warn", "rule": "r", "confidence": 0.95, "evidence": {"n": 61}}  # fmt: skip
+    est = sd.Estimate(3.0, 1.0, 5.0)
+    stats = sd.WindowStats(10, 9, 0.1, {"timeout": 1}, 2.0, 30.0, {"p50": 5.0}, {"p50": 1.0},
+                           {"p50": 9.0})  # fmt: skip
+    parts: list[sd.Part] = [
+        sd.SoakPart(2, 3, 180.0, 30, 1000, 33.3),
+        sd.FloodPart(
+            [sd.FloodStep(256, 1, 4, 4, {}, {"p50": 5.0}, 51.0, "runs/a")],
+            sd.QuadFit(8, {k: est for k in "abc"}, 0.9),
+        ),  # fmt: skip
+        sd.MixedPart(
+            [
+                sd.MixedEndpoint(
+                    0,
+                    "http://h/v1",
+                    10,
+                    11,
+                    {"ttft_p50_change_pct": est},
+                    {"ttft_solo_p50_ms": 4.0},
+                )
+            ],
+            [[None, est], [est, None]],
+            "note",
+        ),  # fmt: skip
+        sd.ConsistencyPart(
+            "runs/r0", "token", [sd.Comparison("r1", 12, 10, 2, 0.83, 0, 3, 4, 0.9, None)]
+        ),  # fmt: skip
+    ]
+    docs: dict[str, tuple[object, object]] = {}
+    for p in parts:
+        doc = sd.StressDoc(sd.SUITES[parts.index(p)], "completed", {"x": 1}, ["runs/a"], [v], p,
+                           {"client_rss_bytes": 8e9})  # fmt: skip
+        j = doc.to_json()
+        docs[f"stress/2 {doc.suite}"] = (j, sd.StressDoc.from_json)
+        docs[f"stress/1 {doc.suite}"] = ({**j, "schema": sd.SCHEMA_V1, "verdicts": [v1]},
+                                         sd.StressDoc.from_json)  # fmt: skip
+    docs["windows.jsonl row"] = (
+        sd.SoakWindow(0, 0.0, 30.0, 60.0, 60.0, stats, {"gpu0_temp_gpu_c_max": 60}).to_json(),
+        lambda d: sd.SoakWindow.from_json(Fields(d, "windows.jsonl")),
+    )
+    docs["memory.jsonl row"] = (
+        {"t_s": 1.0, "client_rss_bytes": 5e8, "gpu0_throttle_reasons": "hw_slowdown"},
+        lambda d: sd.memory_sample(Fields(d, "memory.jsonl")),
+    )
+    docs["divergent.jsonl row"] = (
+        sd.Divergence("r1", 3, 5, 0.9, "a b c", "a b d").to_json(),
+        lambda d: sd.Divergence.from_json(Fields(d, "divergent.jsonl")),
+    )
+    docs["shadow.json"] = (
+        ShadowMeta(
+            "replay",
+            Side("http://b/v1", "m"),
+            Side("http://c/v1"),
+            "completed",
+            "2026-01-01T00:00:00+00:00",
+            counters={"sent": 3},
+            settings={"speed": 1.0},
+        ).to_json(),  # fmt: skip
+        ShadowMeta.from_json,
+    )
+    gate_v1 = {"gate": "ttft_p99 <= +10%", "status": "inconclusive", "statistic": 1.05,
+               "lo": 0.98, "hi": 1.12, "threshold": 1.1, "unit": "ratio", "n_baseline": 500,
+               "n_candidate": 500, "baseline": 40.0, "candidate": 42.0,
+               "test": {"name": "mann-whitney-u", "p_value": 0.2}, "note": None}  # fmt: skip
+    verdict_v1 = {"schema": "accelbench.suites.shadow-verdict/1", "shadow_dir": "d",
+                  "verdict": "inconclusive", "exit_code": 3, "confidence": 0.95,
+                  "paired_requests": 500, "gates": [gate_v1],
+                  "windows": [{"start_s": 0, "end_s": 10, "requests": 250, "verdict": "go",
+                               "gates": [{**gate_v1, "status": "pass"}]}],
+                  "sides": {"baseline": {"requests": 500, "ok": 500, "errors": {},
+                                         "ttft": {"count": 500, "p50": 5.0}}},
+                  "counters": {"sent": 500}, "status": "completed", "mode": "replay",
+                  "resources": {"telemetry": "off", "reason": "no"},
+                  "unreadable_lines": {}}  # fmt: skip
+    docs["verdict.json v1"] = (verdict_v1, ShadowVerdictDoc.from_json)
+    docs["verdict.json v2"] = (ShadowVerdictDoc.from_json(verdict_v1).to_json(),
+                               ShadowVerdictDoc.from_json)  # fmt: skip
+    docs["mlperf.json"] = (
+        MlperfDoc(
+            "llama2-70b",
+            "server",
+            "INVALID",
+            False,
+            ["1 of 9 requests failed"],
+            "VALID",
+            "Server",
+            ["1 of 9 samples failed"],
+            {"min duration": True},
+            {"ttft_p99_ms": 120.0},
+            None,
+            {"settings": {"effective": {"x": 1}}},
+        ).to_json(),  # fmt: skip
+        MlperfDoc.from_json,
+    )
+    docs["sweep.json"] = (
+        SweepDoc(
+            "concurrency",
+            [1, 2],
+            {"model": "m", "workload": {"isl": 8}},
+            [
+                SweepPoint(1, "c0001", "completed", run_id="r", output_tps_per_gpu=3.0),
+                SweepPoint(2, "c0002", "failed", reason="boom"),
+            ],
+            "partial",
+        ).to_json(),  # fmt: skip
+        SweepDoc.from_json,
+    )
+    return docs
+
+
+DOCUMENTS = _valid_documents()
+_SCHEMAS = {"StressDoc": "accelbench.stress/2",
+            "ShadowVerdictDoc": "accelbench.suites.shadow-verdict/2"}  # fmt: skip
+_finite_json = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(-(2**40), 2**40) | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+
+
+def _paths(x: object, at: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Every path to a value inside a JSON document (the root included)."""
+    out = [at]
+    if isinstance(x, dict):
+        for k, y in x.items():
+            out += _paths(y, (*at, k))
+    elif isinstance(x, list):
+        for i, y in enumerate(x):
+            out += _paths(y, (*at, i))
+    return out
+
+
+def _mutate(doc: object, path: tuple[object, ...], how: str, new: object) -> object:
+    """``doc`` with the value at ``path`` replaced by ``new``, deleted, or wrapped."""
+    import copy
+
+    if not path:
+        return new if how != "wrap" else [doc]
+    out = copy.deepcopy(doc)
+    parent: object = out
+    for k in path[:-1]:
+        parent = parent[k]  # type: ignore[index]
+    k = path[-1]
+    if how == "delete":
+        del parent[k]  # type: ignore[attr-defined]
+    elif how == "wrap":
+        parent[k] = {"x": parent[k]}  # type: ignore[index]
+    else:
+        parent[k] = new  # type: ignore[index]
+    return out
+
+
+@settings(HYP, max_examples=400)
+@given(
+    name=st.sampled_from(sorted(DOCUMENTS)),
+    pick=st.integers(0, 10_000),
+    how=st.sampled_from(["replace", "delete", "wrap"]),
+    new=_finite_json,
+    more=st.integers(0, 2),
+)
+def test_every_document_mutated_is_its_type_or_one_document_error(
+    name: str, pick: int, how: str, new: object, more: int
+) -> None:
+    """Any damage to any suite document (a value replaced by any JSON, a field deleted, a
+    value wrapped in an object; up to three at once): its one reader gives its type or
+    one DocumentError line, never another exception; what it gives is written back
+    (``to_json``) and read again unchanged, so the writer writes what the reader reads."""
+    from accelbench.errors import DocumentError
+
+    doc, read = DOCUMENTS[name]
+    for i in range(more + 1):
+        paths = _paths(doc)
+        doc = _mutate(doc, paths[(pick * (i + 7)) % len(paths)], how, new)
+    try:
+        got = read(doc)  # type: ignore[operator]
+    except DocumentError as exc:
+        assert str(exc) and "\n" not in str(exc), exc
+        return
+    if hasattr(got, "to_json"):
+        again = read(got.to_json())  # type: ignore[operator]
+        assert again == _current(got), (again, got)
+
+
+def _current(doc: object) -> object:
+    """A document as its writer writes it: in the current version (an older one is read
+    and written anew in the current)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(doc) and hasattr(doc, "schema"):
+        schema = _SCHEMAS.get(type(doc).__name__, doc.schema)
+        return dataclasses.replace(doc, schema=schema)  # type: ignore[type-var]
+    return doc
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_every_document_round_trips(name: str) -> None:
+    """Each valid document reads into its type, and writes back to what it read."""
+    doc, read = DOCUMENTS[name]
+    got = read(doc)  # type: ignore[operator]
+    if hasattr(got, "to_json"):
+        assert read(got.to_json()) == _current(got)  # type: ignore[operator]

@@ -305,7 +305,7 @@ def test_jitter_too_few_windows_gives_no_interval_and_no_pass():
              "ttft_jitter_mixed_pct": j, "ttft_p50_change_pct": j, "ttft_p99_change_pct": j,
              "tpot_p50_change_pct": j}  # fmt: skip
         (claim,) = [v for v in _verdicts([e], cfg) if v.kind == "claim"]
-        assert claim.word == "n/a" and claim.rule.startswith("too few windows")
+        assert claim.word == "n/a" and claim.note.startswith("too few windows")
     j = jitter_pct(100 * rng.lognormal(0, 0.01, 40))  # 1 % jitter, 40 windows: under 4 %
     e["ttft_jitter_mixed_pct"] = j
     (claim,) = [v for v in _verdicts([e], cfg) if v.kind == "claim"]
@@ -363,7 +363,7 @@ def test_trend_verdicts_no_alarm_without_drift_and_alarm_with_it():
     drifting = flat * (1 + 0.3 * t / 3600)  # +30 %/h over the hour: found every time
     assert all(drift_verdict("x", t, row).word != "pass" for row in drifting[:20])
     v = leak_verdict("m", t[:59], 1e9 + 1e6 * t[:59], 8 * 2**30)
-    assert v.word == "n/a" and "too few samples" in v.rule
+    assert v.word == "n/a" and "too few samples" in v.note
 
 
 # -- flood curve: least-squares coefficients ----------------------------------------------

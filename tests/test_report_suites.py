@@ -20,6 +20,7 @@ from accelbench.report.html import render_html
 from accelbench.report.markdown import render_markdown
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 from accelbench.store.runs import list_runs, run_row
+from accelbench.suites.sections import SECTIONS, suite_of
 
 
 def md_rows(md: str) -> dict[str, list[str]]:
@@ -58,7 +59,7 @@ def ci(cell: str) -> tuple[float, float]:
 
 
 def render(*paths: Path) -> tuple[str, str, Any]:
-    data = build_report_data(list(paths), timelines=False)
+    data = build_report_data(list(paths), timelines=False, sections=SECTIONS)
     return render_markdown(data), render_html(data), data
 
 
@@ -112,7 +113,7 @@ def test_soak_section_and_runs_store(reference_server, tmp_path: Path) -> None:
     assert su.verdict == doc_worst(doc) and not data.sets
     assert "Traceback" not in page and 'id="suites"' in page
     # the runs store: the segment's row names its suite and the suite's verdict
-    row = run_row(list_runs(tmp_path)[0])
+    row = run_row(list_runs(tmp_path)[0], suite_of)
     assert row["suite"] == "stress soak" and row["verdict"] == doc_worst(doc)
 
 
@@ -268,7 +269,7 @@ def test_mlperf_section_and_noncompliance(reference_server, tmp_path: Path) -> N
     assert "NON-COMPLIANT: min_duration 1 s is below the benchmark's 600 s" in md
     assert f"[MLPerf {result}, non-compliant]" in md  # the point's label too
     assert "MLPerf Results Summary" in page  # LoadGen's page, unchanged
-    row = run_row(list_runs(tmp_path)[0])
+    row = run_row(list_runs(tmp_path)[0], suite_of)
     assert row["suite"] == "mlperf server" and row["verdict"] == f"{result}, non-compliant"
 
 
@@ -289,13 +290,14 @@ def test_suites_mixed_with_runs_and_bad_files(tmp_path: Path) -> None:
     (ml / "mlperf_log_detail.txt").write_text(':::MLLOG {"key": "result_validity", "val')
     md, page, data = render(run, st, sh, ml)
     warns = {s.name: s.warnings for s in data.suites}
-    assert warns["st"] == ["stress directory malformed: AccelbenchError: stress.json unreadable "
-                           "(JSONDecodeError)"]  # fmt: skip
+    assert warns["st"] == ["stress directory malformed: stress.json unreadable (JSONDecodeError)"]
     assert warns["ml"][0].startswith("mlperf_log_detail.txt: no result_validity event")
     assert len(data.sets) == 2 and "Warnings and missing data" in page
     assert all(f"{n}</b>: {htmlmod.escape(w[0])}" in page for n, w in warns.items() if w)
-    row = run_row(list_runs(st)[0])
-    assert row["suite"] == "stress ?" and row["verdict"] == "stress.json unreadable"
+    row = run_row(list_runs(st)[0], suite_of)
+    assert (
+        row["suite"] == "stress ?" and row["verdict"] == "stress.json unreadable (JSONDecodeError)"
+    )
 
 
 @pytest.mark.browser
@@ -313,7 +315,9 @@ def test_suite_report_renders_in_headless_chromium(reference_server, tmp_path: P
     cfg = FloodConfig(load=load, lengths=[32, 64, 128], requests=2, osl=2, sample_s=0.3,
                       server_pid=srv.proc.pid, gpu=False)  # fmt: skip
     run_flood(cfg, tmp_path / "flood")
-    data = build_report_data([make_run(tmp_path / "run", concurrency=4), tmp_path / "flood"])
+    data = build_report_data(
+        [make_run(tmp_path / "run", concurrency=4), tmp_path / "flood"], sections=SECTIONS
+    )
     charts = len(data.suites[0].charts)
     assert charts == 3  # TTFT with the fit, prefill, memory
     path = write_html(data, tmp_path / "r.html")

@@ -28,7 +28,7 @@ def test_report_shows_telemetry_timelines(tmp_path):
     tel = data.sets[0].points[0].telemetry
     assert tel is not None
     cpu = tel["host CPU (%)"][0]
-    assert cpu["t_s"] == [0.0, 1.0, 2.0, 3.0, 4.0] and cpu["y"] == [0.0, 10.0, 20.0, 30.0, 40.0]
-    assert tel["accelerator power (W)"][0]["name"] == "gpu/0"
+    assert cpu.x == [0.0, 1.0, 2.0, 3.0, 4.0] and cpu.y == [0.0, 10.0, 20.0, 30.0, 40.0]
+    assert tel["accelerator power (W)"][0].name == "gpu/0"
     html = render_html(data)
     assert "accelerator power (W)" in html and 'id="telemetry"' in html

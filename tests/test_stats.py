@@ -109,6 +109,26 @@ def test_bootstrap_ratio_interval_is_the_replicates_percentiles():
     assert S.bootstrap_ratio_ci(np.zeros(20), np.ones(20)) == (None, None, 0)
 
 
+def test_bootstrap_replicates_share_resamples_and_rescale():
+    rng = np.random.default_rng(7)
+    x = rng.normal(10.0, 2.0, 2000)
+
+    def stat(idx):
+        return x[idx].mean(axis=1), 2.0 * x[idx].mean(axis=1)
+
+    a, b = S.bootstrap_replicates(x.size, 3000, stat, np.random.default_rng(1), max_n=10**6)
+    assert np.array_equal(b, 2.0 * a)  # the same resamples behind both statistics
+    # the bootstrap SE of a mean is the sample SD (ddof 0) over sqrt(n)
+    assert np.std(a) == pytest.approx(np.std(x) / math.sqrt(x.size), rel=0.05)
+    # m-out-of-n: 200 of the 2,000 resampled, the spread rescaled by sqrt(200 / 2000)
+    c, _ = S.bootstrap_replicates(x.size, 3000, stat, np.random.default_rng(1), max_n=200)
+    assert np.std(c) == pytest.approx(np.std(a), rel=0.15)
+    assert np.mean(c) == pytest.approx(x.mean(), abs=0.02)
+    one = np.full(500, 3.0)  # no spread: every replicate is the value, rescaled or not
+    (k,) = S.bootstrap_replicates(500, 10, lambda i: (one[i].mean(axis=1),), rng, max_n=50)
+    assert np.all(k == 3.0)
+
+
 def test_cv_estimate_and_interval_order():
     # 9, 10, 11 four times: mean 10, sample variance 8 / 11 -> cv 0.085280
     cv, lo, hi = S.cv_ci(np.array([9.0, 10.0, 11.0] * 4))

@@ -5,6 +5,7 @@ holds), the verdict table."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,9 +13,11 @@ import pytest
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    # a bare environment, but the same accelbench as the tests (PYTHONPATH, when given)
+    keep = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
     return subprocess.run([sys.executable, "-m", "accelbench", "stress", *args],
                           capture_output=True, text=True, timeout=timeout,
-                          env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})  # fmt: skip
+                          env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", **keep})  # fmt: skip
 
 
 @pytest.mark.parametrize(

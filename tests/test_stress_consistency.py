@@ -40,15 +40,15 @@ def test_injected_divergence_recovered_exactly(reference_server, tmp_path):
                             loaded_concurrency=4)  # fmt: skip
     res = run_consistency(cfg, tmp_path / "cons")
     assert res.status == "completed"
-    got = {c["run"]: c for c in res.comparisons}
+    got = {c.run: c for c in res.comparisons}
     # the baseline under load: identical; the candidate alone and under load: the
     # server diverged requests 1..39 and 41..79 (request 0 and 40 are the probes)
     expected = sum(StressKnobs(diverge=0.25).diverges(k) for k in range(1, 40))
     assert expected == 10
-    assert got["ep0-loaded-r0"]["divergent"] == 0
-    assert got["ep1-alone-r0"]["divergent"] == expected
-    assert got["ep1-loaded-r0"]["divergent"] == expected
-    assert got["ep1-alone-r0"]["identical_fraction"] == (N - expected) / N
+    assert got["ep0-loaded-r0"].divergent == 0
+    assert got["ep1-alone-r0"].divergent == expected
+    assert got["ep1-loaded-r0"].divergent == expected
+    assert got["ep1-alone-r0"].identical_fraction == (N - expected) / N
     assert diverged_total(cand.url) == 2 * expected  # the server's own count agrees
     # every diverging pair is kept, differing in one word: first difference inside it
     pairs = [

@@ -26,18 +26,18 @@ def test_flood_fits_ttft_and_classifies_context_overflow(tmp_path):
                           server_pid=s.pid, sample_s=0.5, gpu=False)  # fmt: skip
         res = run_flood(cfg, tmp_path / "flood")
     assert res.status == "completed"
-    steps = {st["input_tokens"]: st for st in res.steps}
+    steps = {st.input_tokens: st for st in res.steps}
     for n in (256, 1024, 2048, 3500):
-        assert steps[n]["ok"] == 2 and not steps[n]["errors"]
-        assert steps[n]["prefill_tok_per_s_p50"] > 0
+        assert steps[n].ok == 2 and not steps[n].errors
+        assert (steps[n].prefill_tok_per_s_p50 or 0) > 0
     # past the context: every request fails, classified as an overflow, not a failure
-    assert steps[6000]["ok"] == 0 and steps[6000]["errors"] == {"context_overflow": 2}
+    assert steps[6000].ok == 0 and steps[6000].errors == {"context_overflow": 2}
     # TTFT grows with the input: the fitted curve rises over the measured lengths (its
     # linear term alone need not be positive: b and c trade off, b = -0.008 once in CI)
-    assert res.fit["n"] == 8
-    a, b, c = (res.fit[k]["estimate"] for k in ("a", "b", "c"))
+    assert res.fit.n == 8
+    a, b, c = (res.fit.coef[k].estimate or 0.0 for k in ("a", "b", "c"))
     assert a + b * 3500 + c * 3500**2 > a + b * 256 + c * 256**2
-    assert steps[3500]["ttft_ms"]["p50"] > steps[256]["ttft_ms"]["p50"]
+    assert (steps[3500].ttft_ms or {})["p50"] > (steps[256].ttft_ms or {})["p50"]
     v = {x.name: x for x in res.verdicts}
     assert v["flood errors"].word == "pass"
     assert v["flood errors"].evidence["context_overflow"] == 2
@@ -81,15 +81,15 @@ def test_mixed_three_engines_interference_interval_excludes_zero(tmp_path):
         res = run_mixed(cfg, tmp_path / "mixed")
     assert res.status == "completed"
     for e in res.endpoints:
-        c = e["ttft_p50_change_pct"]
+        c = e.estimates["ttft_p50_change_pct"]
         # three engines on two cores: the change is real and its interval excludes zero
-        assert c["ci_low"] > 0, e
-        assert e["solo_requests"] >= 10 and e["mixed_requests"] >= 10
+        assert c.ci_low is not None and c.ci_low > 0, e
+        assert e.solo_requests >= 10 and e.mixed_requests >= 10
     names = {v.name for v in res.verdicts}
     assert {f"claim ep{i} fluctuation < 3%" for i in range(3)} <= names
     for v in res.verdicts:  # no interval, no pass
         if v.kind == "claim":
-            assert v.word == "n/a" and v.rule.startswith("too few windows"), v
+            assert v.word == "n/a" and v.note.startswith("too few windows"), v
     doc = json.loads((tmp_path / "mixed" / "stress.json").read_text())
     assert len(doc["runs"]) == 6  # 3 solo + 3 together
     for r in doc["runs"]:

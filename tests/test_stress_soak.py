@@ -205,11 +205,11 @@ def test_soak_resumes_after_sigkill_in_its_first_segment(reference_server, tmp_p
 def test_resume_of_a_soak_with_url_credentials_asks_for_them(tmp_path):
     """stress.json never holds the credentials of the URL: a resume without --url would
     send '***' as the user, so it is refused with one line; another host is refused too."""
-    from accelbench.suites.stress.common import write_stress
+    from accelbench.suites.stress.document import SoakPart, StressDoc, write_stress
 
     cfg = SoakConfig(load=BenchmarkConfig(url="http://user:s3cret@127.0.0.1:1"), duration_s=10)
-    write_stress(tmp_path, {"suite": "soak", "status": "running", "segments": 0,
-                            "config": cfg.to_json()})  # fmt: skip
+    write_stress(tmp_path, StressDoc("soak", "running", cfg.to_json(), [], [],
+                                     SoakPart(0, 0, 0.0, 0, 0, None)))  # fmt: skip
     assert "s3cret" not in (tmp_path / "stress.json").read_text()
     before = (tmp_path / "stress.json").read_bytes()
     for extra, words in (
@@ -223,3 +223,45 @@ def test_resume_of_a_soak_with_url_credentials_asks_for_them(tmp_path):
         assert "s3cret" not in r.stderr
     assert (tmp_path / "stress.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stress.json"]
+
+
+def test_soak_windows_close_on_the_given_clock(tmp_path):
+    """The collector's windows follow its clock (the journal's): ten seconds of records
+    become ten one-second windows at once, without waiting ten seconds."""
+    from accelbench.store.rundir import JOURNAL
+    from accelbench.suites.stress.common import JsonlAppender
+    from accelbench.suites.stress.document import WINDOWS, SoakWindow, read_rows
+    from accelbench.suites.stress.soak import _Collector
+
+    t0 = 1_000_000_000_000
+    rows = [
+        {"t_sched": t0 + k * 10**8, "t_send": t0 + k * 10**8, "t_done": t0 + k * 10**8 + 10**6,
+         "ok": k % 10 != 9, "warmup": False, "error_kind": None if k % 10 != 9 else "timeout",
+         "ttft_ms": 5.0, "tpot_ms": 1.0, "e2e_ms": 10.0, "osl": 4, "isl": 8}
+        for k in range(100)
+    ]  # fmt: skip
+    (tmp_path / JOURNAL).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    class Probe:
+        def sample(self, t_s: float) -> dict[str, float | str | None]:
+            return {"t_s": t_s, "client_rss_bytes": 1e9}
+
+    now = [t0 + 10 * 10**9 + 3 * 10**9]  # the load ran 10 s; the grace has passed
+    load = BenchmarkConfig(url="http://127.0.0.1:1/v1", rate=10)
+    cfg = SoakConfig(load=load, duration_s=10, window_s=1.0, sample_s=1.0, gpu=False)
+    col = _Collector(cfg, Probe(), tmp_path / JOURNAL, 0.0,  # type: ignore[arg-type]
+                     JsonlAppender(tmp_path / WINDOWS), JsonlAppender(tmp_path / "memory.jsonl"),
+                     0, clock_ns=lambda: now[0])  # fmt: skip
+    col.length = 10.0
+    t_wall = time.monotonic()
+    col.start()
+    while len(col.done) < 10 and col.is_alive() and time.monotonic() - t_wall < 5:
+        time.sleep(0.01)  # the collector's thread closes them as its clock allows
+    col.finish()
+    assert col.error is None
+    assert time.monotonic() - t_wall < 5  # not the ten seconds the windows span
+    wins, bad = read_rows(tmp_path / WINDOWS, SoakWindow.from_json)
+    assert not bad and [w.window for w in wins] == list(range(10))
+    assert [w.t_end_s for w in wins] == [float(k) for k in range(1, 11)]
+    assert all(w.stats.requests == 10 and w.stats.errors == {"timeout": 1} for w in wins)
+    assert wins == col.done

@@ -115,9 +115,9 @@ def test_throughput_drift_direction():
 def test_too_few_windows_give_no_interval_and_no_verdict():
     t, y = windows(0, drift_pct_per_h=600.0)
     v = drift_verdict("ttft", t[:59], y[:59], bad="up")
-    assert v.word == "n/a" and v.low is None and "too few windows (59" in v.rule
+    assert v.word == "n/a" and v.low is None and "too few windows (59" in v.note
     v = leak_verdict("m", T[:50], memory(0, 1e9 / HOUR)[:50], 80 * GIB)
-    assert v.word == "n/a" and v.low is None and "too few samples" in v.rule
+    assert v.word == "n/a" and v.low is None and "too few samples" in v.note
 
 
 def test_error_rate_drift_in_percentage_points():

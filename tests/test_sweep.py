@@ -109,8 +109,8 @@ def test_full_sweep_and_load(tmp_path):
     r = FakeRunner()
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=r, progress=False)
     assert r.calls == [1, 2, 4]
-    assert doc["status"] == "completed"
-    assert [p["status"] for p in doc["points"]] == ["completed"] * 3
+    assert doc.status == "completed"
+    assert [p.status for p in doc.points] == ["completed"] * 3
     sj = json.loads((tmp_path / "s" / "sweep.json").read_text())
     assert sj["base_config"]["gpus"] == 2 and sj["kind"] == "concurrency"
     s = load_sweep(tmp_path / "s")
@@ -123,14 +123,14 @@ def test_resume_runs_only_missing_points(tmp_path):
     r1 = FakeRunner(fail_at=4)
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r1, progress=False)
     assert r1.calls == [1, 2, 4]
-    st = {p["value"]: p["status"] for p in doc["points"]}
+    st = {p.value: p.status for p in doc.points}
     assert st == {1: "completed", 2: "completed", 4: "failed", 8: "skipped"}
-    assert "server went away" in doc["points"][2]["reason"]
-    assert doc["status"] == "partial"
+    assert "server went away" in doc.points[2].reason
+    assert doc.status == "partial"
     r2 = FakeRunner()
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r2, progress=False)
-    assert r2.calls == [4, 8] and doc["status"] == "completed"
-    assert doc["points"][2]["earlier_attempts"] == ["c0004.attempt1"]
+    assert r2.calls == [4, 8] and doc.status == "completed"
+    assert doc.points[2].earlier_attempts == ["c0004.attempt1"]
     assert (tmp_path / "s" / "c0004.attempt1" / "run.json").exists()
     assert not load_sweep(tmp_path / "s").problems
     r3 = FakeRunner()  # nothing left; a new value extends the sweep
@@ -159,8 +159,8 @@ def test_saturation_stop(tmp_path):
     r = FakeRunner(knee=8)
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8, 16, 32, 64]), runner=r, progress=False)
     assert r.calls == [1, 2, 4, 8, 16]
-    assert "saturated at c=16" in doc["stop_reason"]
-    assert [p["status"] for p in doc["points"]][-2:] == ["skipped", "skipped"]
+    assert "saturated at c=16" in doc.stop_reason
+    assert [p.status for p in doc.points][-2:] == ["skipped", "skipped"]
     # without the rule, everything runs
     r = FakeRunner(knee=8)
     plan = _plan([1, 8, 16, 32], saturation=SaturationRule(enabled=False))
@@ -172,7 +172,7 @@ def test_error_rate_stop(tmp_path):
     r = FakeRunner(errors_at=4)
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r, progress=False)
     assert r.calls == [1, 2, 4]
-    assert "error rate" in doc["stop_reason"]
+    assert "error rate" in doc.stop_reason
 
 
 def test_other_sweep_in_same_dir_refused(tmp_path):
@@ -270,7 +270,7 @@ def test_sweep_against_llama_server(llama_server, tmp_path):
     )  # fmt: skip
     plan = SweepPlan(base, [1, 2], requests_per_point=3, warmup_per_point=1)
     doc = run_sweep(tmp_path / "sweep", plan, progress=False)
-    assert [p["status"] for p in doc["points"]] == ["completed", "completed"], doc
+    assert [p.status for p in doc.points] == ["completed", "completed"], doc
     s = load_sweep(tmp_path / "sweep")
     assert len(s.usable_runs) == 2
     for r in s.runs:
@@ -280,6 +280,6 @@ def test_sweep_against_llama_server(llama_server, tmp_path):
         assert counts["completed"] >= 1, r.summary["errors"]
         assert counts["warmup"] == r.concurrency
     again = run_sweep(tmp_path / "sweep", plan, progress=False)  # resumable: nothing to run
-    assert again["status"] == "completed"
+    assert again.status == "completed"
     data = build_report_data([tmp_path / "sweep"])
     assert write_html(data, tmp_path / "r.html").stat().st_size > 100_000

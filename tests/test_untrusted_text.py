@@ -257,9 +257,11 @@ def test_stress_verdict_table_shows_names_as_text(name: str, title: str) -> None
     """The stress verdict table: a metric name (``--metric`` or a server's gauge) and the
     suite's directory are outside text."""
     from accelbench.cli.stress import print_verdicts
+    from accelbench.metrics.verdict import Verdict
 
-    v = {"name": f"metric:{name}", "unit": "M/h", "verdict": "warn", "estimate": 1.0,
-         "ci_low": 0.5, "ci_high": 1.5, "warn": 1.0, "fail": 2.0}  # fmt: skip
+    v = Verdict.from_json({"name": f"metric:{name}", "unit": "M/h", "verdict": "warn",
+                           "estimate": 1.0, "ci_low": 0.5, "ci_high": 1.5, "warn": 1.0,
+                           "fail": 2.0})  # fmt: skip
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         print_verdicts(title, [v], "completed", Path("/tmp") / "x")

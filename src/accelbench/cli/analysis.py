@@ -203,6 +203,7 @@ def report_cmd(
     from accelbench.report.data import build_report_data
     from accelbench.report.html import write_html
     from accelbench.report.markdown import write_markdown
+    from accelbench.suites.sections import SECTIONS
     from accelbench.validate import output_file
 
     # before the work: a bad path is one line, nothing written; never one of the inputs
@@ -214,7 +215,7 @@ def report_cmd(
         output_file("--markdown", markdown, [*inputs, out], mkdir=False, own_kinds=_REPORT_KINDS)
     data = build_report_data(
         inputs, target=at, claims=claim, slo=_slo(slo) or None, attainment=attainment,
-        allow_mismatch=allow_mismatch, n_boot=n_boot,
+        allow_mismatch=allow_mismatch, n_boot=n_boot, sections=SECTIONS,
     )  # fmt: skip
     p = write_html(data, out)
     con = _console()
@@ -242,8 +243,9 @@ def runs_list(
 
     from accelbench.report.html import fmt
     from accelbench.store.runs import list_runs, run_row
+    from accelbench.suites.sections import suite_of
 
-    rows = [run_row(r) for r in list_runs(root)]
+    rows = [run_row(r, suite_of) for r in list_runs(root)]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -271,10 +273,11 @@ def runs_query(
     from rich.table import Table
 
     from accelbench.store.runs import query_runs
+    from accelbench.suites.sections import suite_of
 
     if fmt_ not in ("table", "csv", "json"):
         raise AccelbenchError("--format must be table, csv or json")
-    cols, rows = query_runs(root, sql)
+    cols, rows = query_runs(root, sql, suite_of)
     if fmt_ == "json":
         typer.echo(
             json.dumps([dict(zip(cols, r, strict=True)) for r in rows], default=str, indent=2)

@@ -242,9 +242,10 @@ def consistency(
         res = run_consistency(suite(list(url) or [str(cfg.url)]), path, log=_log)
     if not quiet:
         for c in res.comparisons:
+            sim = "-" if c.similarity_mean is None else f"{c.similarity_mean:.4f}"
             typer.echo(
-                f"{c['run']}: {c['identical']}/{c['compared']} identical, first diff at "
-                f"{c['first_diff_min']}, similarity {c['similarity_mean']:.4f}"
+                f"{c.run}: {c.identical}/{c.compared} identical, first diff at "
+                f"{c.first_diff_min}, similarity {sim}"
             )
     _finish("consistency", res.verdicts, res.status, path, quiet)
 
@@ -332,18 +333,18 @@ def flood(
         res = run_flood(suite(steps, pid), path, log=_log)
     if not quiet:
         for st in res.steps:
-            t = st["ttft_ms"] or {}
+            p50 = (st.ttft_ms or {}).get("p50")
             typer.echo(
-                f"input {st['input_tokens']:>7} c={st['concurrency']}: ok {st['ok']}/{st['requests']}"
-                f"  TTFT p50 {t.get('p50', float('nan')):,.0f} ms  prefill "
-                f"{st['prefill_tok_per_s_p50'] or 0:,.0f} tok/s  errors {st['errors'] or '-'}"
+                f"input {st.input_tokens:>7} c={st.concurrency}: ok {st.ok}/{st.requests}"
+                f"  TTFT p50 {float('nan') if p50 is None else p50:,.0f} ms  prefill "
+                f"{st.prefill_tok_per_s_p50 or 0:,.0f} tok/s  errors {st.errors or '-'}"
             )
         f = res.fit
-        if "c" in f:
+        a, b, c = (f.coef.get(k) for k in "abc")
+        if a and b and c and a.estimate is not None and b.estimate is not None:
             typer.echo(
-                f"TTFT(L) = {f['a']['estimate']:.3g} + {f['b']['estimate']:.3g} L + "
-                f"{f['c']['estimate']:.3g} L^2 ms (c in [{f['c']['ci_low']:.3g}, "
-                f"{f['c']['ci_high']:.3g}], R^2 {f['r2']:.4f})"
+                f"TTFT(L) = {a.estimate:.3g} + {b.estimate:.3g} L + {c.estimate or 0:.3g} L^2 ms "
+                f"(c in [{c.ci_low or 0:.3g}, {c.ci_high or 0:.3g}], R^2 {f.r2 or 0:.4f})"
             )
     _finish("flood", res.verdicts, res.status, path, quiet)
 
@@ -449,9 +450,7 @@ def mixed(
     if not quiet and res.matrix:
         typer.echo("interference matrix (% change of row's TTFT p50 caused by column):")
         for i, row in enumerate(res.matrix):
-            cells = [
-                "-" if c is None or c["estimate"] is None else f"{c['estimate']:+.1f}" for c in row
-            ]
+            cells = ["-" if c is None or c.estimate is None else f"{c.estimate:+.1f}" for c in row]
             typer.echo(f"  ep{i}: " + "  ".join(f"{c:>7}" for c in cells))
     _finish("mixed", res.verdicts, res.status, path, quiet)
 

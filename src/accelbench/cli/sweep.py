@@ -80,6 +80,7 @@ def sweep_cmd(
     load option of `accelbench run` except those the sweep sets per point."""
     from accelbench.console import console
     from accelbench.console import esc as escape
+    from accelbench.store.sweepdoc import SweepPoint
     from accelbench.suites.sweep import (
         SaturationRule,
         SweepPlan,
@@ -115,20 +116,20 @@ def sweep_cmd(
         plans.append((d, plan))
     for d, plan in plans:
 
-        def show(p: dict[str, Any]) -> None:
-            extra = f" ({p['reason']})" if p.get("reason") else ""
-            fig = p.get("output_tps_per_gpu")
+        def show(p: SweepPoint) -> None:
+            extra = f" ({p.reason})" if p.reason else ""
+            fig = p.output_tps_per_gpu
             figs = f" {fig:,.1f} out tok/s/GPU" if isinstance(fig, float) else ""
-            con.print(escape(f"  point {p['value']:g}: {p['status']}{figs}{extra}"))
-            if p.get("saturation"):
-                con.print(f"  [yellow]stop: {escape(str(p['saturation']))}[/yellow]")
+            con.print(escape(f"  point {p.value:g}: {p.status}{figs}{extra}"))
+            if p.saturation:
+                con.print(f"  [yellow]stop: {escape(p.saturation)}[/yellow]")
 
         con.print(
             f"[bold]sweep {escape(str(d))}[/bold] ({kind}: {', '.join(f'{x:g}' for x in vals)})"
         )
         doc = run_sweep(d, plan, progress=not quiet, on_point=show)
-        con.print(escape(f"  sweep {doc['status']}; report: accelbench report {d}"))
-        if doc["status"] != "completed":  # interrupted, or a point failed: exit 1
+        con.print(escape(f"  sweep {doc.status}; report: accelbench report {d}"))
+        if doc.status != "completed":  # interrupted, or a point failed: exit 1
             raise typer.Exit(1)
 
 

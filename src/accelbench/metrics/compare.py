@@ -51,6 +51,7 @@ from accelbench.metrics.protocols import RunLike, RunSetLike
 from accelbench.metrics.registry import ALIASES, COMPARABLE, FIGURES, FRONTIER, Figure
 from accelbench.metrics.stats import (
     bootstrap_ratio_ci,
+    bootstrap_replicates,
     log_normal_ci,
     log_ratio_ci,
     min_samples,
@@ -182,8 +183,8 @@ def _boot_run_pair(
     correlation (drawn apart, the frontier's interval covered 87 %). Above
     MAX_BOOT_REQUESTS usable requests, a random subsample of that size is resampled and
     the replicates' spread rescaled by ``sqrt(m / n)`` around the full-sample value (the
-    m-out-of-n bootstrap; valid for these root-n statistics): million-request sweeps
-    compare fast."""
+    m-out-of-n bootstrap of :func:`accelbench.metrics.stats.bootstrap_replicates`; valid
+    for these root-n statistics): million-request sweeps compare fast."""
     x, y = np.full(n_boot, np.nan), np.full(n_boot, np.nan)
     obs_x, obs_y = s.observed.get("interactivity"), s.observed.get(metric)
     n = s.osl.size
@@ -204,18 +205,7 @@ def _boot_run_pair(
             inter = 1000.0 / np.nanmedian(s.tpot[idx], axis=1)
         return inter, obs_y * r / base
 
-    m = min(n, MAX_BOOT_REQUESTS)
-    sub = rng.choice(n, m, replace=False) if m < n else None
-    step = max(1, min(n_boot, 4_000_000 // m))
-    for b0 in range(0, n_boot, step):
-        b1 = min(n_boot, b0 + step)
-        idx = rng.integers(0, m, size=(b1 - b0, m))
-        x[b0:b1], y[b0:b1] = stat(idx if sub is None else sub[idx])
-    if sub is not None:
-        fx, fy = stat(np.arange(n)[None, :])
-        sx, sy = stat(sub[None, :])
-        x = fx[0] + np.sqrt(m / n) * (x - sx[0])
-        y = fy[0] + np.sqrt(m / n) * (y - sy[0])
+    x, y = bootstrap_replicates(n, n_boot, stat, rng, MAX_BOOT_REQUESTS)
     return x, y
 
 

@@ -19,7 +19,7 @@ coverage test in simulation (tests/test_interval_coverage.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, TypedDict
@@ -432,6 +432,42 @@ def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
 
 
 # ----------------------------------------------------------------------------- bootstrap
+
+# Resample indices drawn at once, at most (replicates x sample size): memory stays bounded.
+_BOOT_CHUNK = 4_000_000
+
+
+def bootstrap_replicates(
+    n: int,
+    n_boot: int,
+    stat: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+    rng: np.random.Generator,
+    max_n: int,
+) -> tuple[np.ndarray, ...]:
+    """Bootstrap replicates of the statistics ``stat(idx)`` computes from rows of
+    resample indices ``idx`` (shape (replicates, size), into 0..n-1), all from the SAME
+    resamples (their correlation is kept). Above ``max_n`` values a random subsample of
+    ``m = max_n`` is resampled and the replicates' spread rescaled by ``sqrt(m / n)``
+    around the full-sample value (the m-out-of-n bootstrap, valid for root-n statistics):
+    million-value samples resample fast."""
+    m = min(n, max_n)
+    sub = rng.choice(n, m, replace=False) if m < n else None
+    out: list[np.ndarray] | None = None
+    step = max(1, min(n_boot, _BOOT_CHUNK // m))
+    for b0 in range(0, n_boot, step):
+        b1 = min(n_boot, b0 + step)
+        idx = rng.integers(0, m, size=(b1 - b0, m))
+        got = stat(idx if sub is None else sub[idx])
+        if out is None:
+            out = [np.full(n_boot, np.nan) for _ in got]
+        for o, g in zip(out, got, strict=True):
+            o[b0:b1] = g
+    assert out is not None  # n_boot >= 1
+    if sub is None:
+        return tuple(out)
+    full, part = stat(np.arange(n)[None, :]), stat(sub[None, :])
+    k = math.sqrt(m / n)
+    return tuple(f[0] + k * (o - p[0]) for o, f, p in zip(out, full, part, strict=True))
 
 
 def bootstrap_ratio_ci(

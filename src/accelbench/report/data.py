@@ -35,10 +35,9 @@ from accelbench.metrics.frontier import (
 )
 from accelbench.metrics.registry import FIGURES as REGISTRY
 from accelbench.metrics.values import column_np
-from accelbench.report.suites import SuiteView, load_suite, suite_kind
+from accelbench.report.sections import Series, SuiteSection, SuiteView, find_section, load_section
 from accelbench.store.reader import RunInfo, dig
 from accelbench.store.sets import SweepSet, load_inputs
-from accelbench.store.suites import mlperf_label
 
 BOX_QUANTILES = (1, 25, 50, 75, 99)
 LATENCY_METRICS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
@@ -60,13 +59,24 @@ WINDOW_DEF = "window: first send to last content chunk of the measured (non-warm
 
 
 @dataclass
+class Timeline:
+    """In-flight requests and output tokens/s in bins over a run (seconds since its first
+    send); ``source``: how the tokens were placed in time."""
+
+    t_s: list[float]
+    inflight: list[int]
+    tokens_per_s: list[float]
+    source: str
+
+
+@dataclass
 class PointView:
     run: RunInfo
     label: str
     figures: dict[str, float | None]
     box: dict[str, dict[str, float]] = field(default_factory=dict)
-    timeline: dict[str, Any] | None = None
-    telemetry: dict[str, Any] | None = None
+    timeline: Timeline | None = None
+    telemetry: dict[str, list[Series]] | None = None  # label -> a series per device
     samples: list[str] = field(default_factory=list)
 
 
@@ -137,7 +147,7 @@ def _box(values: np.ndarray) -> dict[str, float] | None:
     return out
 
 
-def _timeline(run: RunInfo, t: Any) -> dict[str, Any] | None:
+def _timeline(run: RunInfo, t: Any) -> Timeline | None:
     """In-flight requests and token throughput in TIMELINE_BINS bins over the run.
 
     Tokens: exact per-chunk arrival times where the run is small enough and has them,
@@ -200,12 +210,12 @@ def _timeline(run: RunInfo, t: Any) -> dict[str, Any] | None:
 
         c = cum((edges - t0) / 1e9)
         tokens = np.diff(c)
-    return {
-        "t_s": ((mids - t0) / 1e9).round(4).tolist(),
-        "inflight": inflight.astype(int).tolist(),
-        "tokens_per_s": (np.asarray(tokens) / width_s).round(2).tolist(),
-        "source": source,
-    }
+    return Timeline(
+        ((mids - t0) / 1e9).round(4).tolist(),
+        inflight.astype(int).tolist(),
+        (np.asarray(tokens) / width_s).round(2).tolist(),
+        source,
+    )
 
 
 # Telemetry series shown in the report: (column, label, scale to the unit shown).
@@ -222,7 +232,7 @@ TELEMETRY_SERIES: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, Any] | None:
+def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, list[Series]] | None:
     """Telemetry sampled beside the run (telemetry.parquet), on the run's clock: seconds
     since its first send. One series per metric and device (or host / server)."""
     import pyarrow.parquet as pq
@@ -246,26 +256,24 @@ def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, Any] | None:
             strict=True,
         )
     ]
-    series: dict[str, list[dict[str, Any]]] = {}
+    series: dict[str, list[Series]] = {}
     for col, label, scale in TELEMETRY_SERIES:
         v = column_np(tel, col) * scale
         for name in sorted(set(who)):
             sel = np.array([w == name for w in who]) & np.isfinite(v)
             if sel.sum() >= 2:
                 series.setdefault(label, []).append(
-                    {
-                        "name": name or "-",
-                        "t_s": t_s[sel].round(3).tolist(),
-                        "y": v[sel].round(4).tolist(),
-                    }  # fmt: skip
+                    Series(name or "-", t_s[sel].round(3).tolist(), v[sel].round(4).tolist())
                 )
     return series or None
 
 
-def _point(run: RunInfo, want_timeline: bool) -> tuple[PointView, list[str]]:
+def _point(
+    run: RunInfo, want_timeline: bool, sections: Sequence[SuiteSection] = ()
+) -> tuple[PointView, list[str]]:
     figs = {k: run.figure(k) for k in FIGURES}
-    ml = mlperf_label(run.run.get("mlperf"))  # an MLPerf run says VALID / non-compliant
-    pv = PointView(run, run.load_label + (f" [MLPerf {ml}]" if ml else ""), figs)
+    tags = [t for s in sections if (t := s.point_tag(run))]  # e.g. "MLPerf VALID"
+    pv = PointView(run, run.load_label + "".join(f" [{t}]" for t in tags), figs)
     warns: list[str] = []
     if not run.has_requests:
         warns.append(f"{run.load_label}: requests.parquet missing: no distributions or timeline")
@@ -384,9 +392,12 @@ def build_report_data(
     allow_mismatch: bool = False,
     n_boot: int = 1000,
     timelines: bool = True,
+    sections: Sequence[SuiteSection] = (),
 ) -> ReportData:
     """Load and aggregate everything a report shows. Bad input becomes warnings; only
-    unusable arguments (bad claim syntax, no inputs, missing paths) raise."""
+    unusable arguments (bad claim syntax, no inputs, missing paths) raise. ``sections``:
+    the suites' report sections to look for among the inputs (the CLI gives every
+    suite's: accelbench.suites.sections.SECTIONS); without, every input is a run set."""
     check_goodput_options(slo or {}, attainment)
     check_comparison_options(n_boot=n_boot, target=target)
     for c in claims:
@@ -396,10 +407,10 @@ def build_report_data(
     suites: list[SuiteView] = []
     run_paths: list[Path] = []
     for p in paths:
-        kind = suite_kind(p) if p.is_dir() else None
-        if kind:
-            suites.append(load_suite(p, kind))
-        if kind in (None, "mlperf"):  # an MLPerf directory is also an ordinary run
+        section = find_section(p, sections)
+        if section is not None:
+            suites.append(load_section(p, section))
+        if section is None or section.also_a_run:  # an MLPerf directory is also a run
             run_paths.append(p)
     if not given and not paths:
         raise AccelbenchError("give at least one run, sweep, stress, shadow or MLPerf directory")
@@ -411,7 +422,7 @@ def build_report_data(
         for r in s.runs:
             if r.summary is None:
                 continue
-            pv, w = _point(r, timelines)
+            pv, w = _point(r, timelines, sections)
             points.append(pv)
             warnings += w
             warnings += [f"{r.load_label}: {x}" for x in r.warnings() if x not in r.problems]

@@ -29,7 +29,7 @@ from accelbench.report.data import (
     ReportData,
     SetView,
 )
-from accelbench.report.suites import Chart, SuiteView
+from accelbench.report.sections import Chart, SuiteView
 from accelbench.report.verdicts import html_line
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
@@ -258,13 +258,13 @@ def _latency_fig(data: ReportData, metric: str) -> dict[str, Any] | None:
 
 
 def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
-    traces = []
+    traces: list[dict[str, object]] = []
     sources = set()
     for i, p in enumerate(sv.points):
         tl = p.timeline
         if not tl:
             continue
-        sources.add(tl["source"])
+        sources.add(tl.source)
         col = PALETTE[i % len(PALETTE)]
         lab = esc(p.label)
         traces.append(
@@ -273,8 +273,8 @@ def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
                 "mode": "lines",
                 "name": f"{lab} in flight",
                 "legendgroup": lab,
-                "x": tl["t_s"],
-                "y": tl["inflight"],
+                "x": tl.t_s,
+                "y": tl.inflight,
                 "line": {"color": col, "shape": "hv"},
                 "xaxis": "x",
                 "yaxis": "y",
@@ -287,8 +287,8 @@ def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
                 "name": f"{lab} tok/s",
                 "legendgroup": lab,
                 "showlegend": False,
-                "x": tl["t_s"],
-                "y": tl["tokens_per_s"],
+                "x": tl.t_s,
+                "y": tl.tokens_per_s,
                 "line": {"color": col},
                 "xaxis": "x2",
                 "yaxis": "y2",
@@ -327,9 +327,9 @@ def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
                     {
                         "type": "scatter",
                         "mode": "lines",
-                        "name": f"{esc(p.label)} {esc(s['name'])}",
-                        "x": s["t_s"],
-                        "y": s["y"],
+                        "name": f"{esc(p.label)} {esc(s.name)}",
+                        "x": list(s.x),
+                        "y": list(s.y),
                         "line": {"color": PALETTE[i % len(PALETTE)]},
                     }  # fmt: skip
                 )
@@ -349,15 +349,15 @@ def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
 
 
 def _chart_fig(c: Chart) -> dict[str, Any]:
-    """A suite's chart (report/suites.py) as a Plotly figure."""
+    """A suite's chart (report/sections.py) as a Plotly figure."""
     traces = [
         {
             "type": "scatter",
-            "mode": sr.get("mode", "lines"),
-            "name": esc(sr["name"]),
-            "x": sr["x"],
-            "y": sr["y"],
-            "line": {"color": PALETTE[i % len(PALETTE)], "dash": sr.get("dash", "solid")},
+            "mode": sr.mode,
+            "name": esc(sr.name),
+            "x": list(sr.x),
+            "y": list(sr.y),
+            "line": {"color": PALETTE[i % len(PALETTE)], "dash": sr.dash},
         }
         for i, sr in enumerate(c.series)
     ]

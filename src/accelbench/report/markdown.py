@@ -8,7 +8,7 @@ from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.frontier import FRONTIER_METRICS
 from accelbench.report.data import FIGURES, ReportData
 from accelbench.report.html import fmt
-from accelbench.report.suites import SuiteView
+from accelbench.report.sections import SuiteView
 from accelbench.report.verdicts import markdown_line, md_cell
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file

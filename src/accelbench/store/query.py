@@ -3,6 +3,7 @@ server, in memory), and user SQL over them with the file system and network clos
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,16 @@ from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA
 from accelbench.metrics.registry import FIGURES
 from accelbench.store.reader import RunInfo, dig, list_runs
-from accelbench.store.suites import suite_of
+
+# (suite, verdict) of a run directory and its run.json, e.g. ("stress soak", "pass"): the
+# suites know (accelbench.suites.sections.suite_of, which the CLI hands in); the store
+# imports no suite
+SuiteOf = Callable[[Path, Mapping[str, object]], tuple[str | None, str | None]]
+
+
+def _no_suite(run_dir: Path, run: Mapping[str, object]) -> tuple[str | None, str | None]:
+    return None, None
+
 
 RUN_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("run_id", pa.string()),
@@ -56,7 +66,7 @@ RUNS_SCHEMA = pa.schema(list(RUN_FIELDS))
 RunRow = dict[str, str | int | float | None]
 
 
-def run_row(r: RunInfo) -> RunRow:
+def run_row(r: RunInfo, suite_of: SuiteOf = _no_suite) -> RunRow:
     """One flat row of key figures for the ``runs`` view."""
     wl = r.workload()
     sweep_dir = r.path.parent
@@ -120,7 +130,7 @@ def _readable_parquet(path: Path) -> bool:
     return True
 
 
-def open_store(root: str | Path, *, sandbox: bool = True) -> Any:
+def open_store(root: str | Path, *, sandbox: bool = True, suite_of: SuiteOf = _no_suite) -> Any:
     """An in-memory DuckDB connection with two views over every run under ``root``:
     ``runs`` (one row per run, RUN_FIELDS) and ``requests`` (every requests.parquet row,
     REQUEST_SCHEMA columns, plus ``run_id``).
@@ -132,7 +142,7 @@ def open_store(root: str | Path, *, sandbox: bool = True) -> Any:
 
     runs = list_runs(root)
     con = duckdb.connect(database=":memory:")
-    rows = [run_row(r) for r in runs]
+    rows = [run_row(r, suite_of) for r in runs]
     con.register("_runs_tbl", pa.Table.from_pylist(rows, schema=RUNS_SCHEMA))
     con.execute("CREATE VIEW runs AS SELECT * FROM _runs_tbl")
     files = [
@@ -164,7 +174,9 @@ def open_store(root: str | Path, *, sandbox: bool = True) -> Any:
     return con
 
 
-def query_runs(root: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def query_runs(
+    root: str | Path, sql: str, suite_of: SuiteOf = _no_suite
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one SQL statement over the ``runs`` and ``requests`` views, sandboxed (see
     :func:`open_store`): SQL that reads other files, writes, installs or loads extensions
     or reaches the network fails with AccelbenchError."""
@@ -173,7 +185,7 @@ def query_runs(root: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, .
     if not sql.strip():
         raise AccelbenchError("the query is empty: give one SQL statement, e.g. SELECT * FROM runs")
     try:
-        con = open_store(root)
+        con = open_store(root, suite_of=suite_of)
     except duckdb.Error as exc:  # a file that passed the footer check but not DuckDB's
         raise AccelbenchError(f"cannot open the runs under {root}: {_first_line(exc)}") from None
     try:

@@ -3,14 +3,14 @@ accelbench.suites.sweep), a single run, or a directory of runs."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.store.reader import RunInfo, find_run_dirs, is_run_dir, load_run
+from accelbench.store.sweepdoc import SweepDoc, read_sweep
 
 
 @dataclass
@@ -21,7 +21,7 @@ class SweepSet:
     path: Path
     runs: list[RunInfo]
     problems: list[str] = field(default_factory=list)
-    sweep: dict[str, Any] | None = None
+    sweep: SweepDoc | None = None
     # per-analysis caches (e.g. metrics.compare's bootstrap points), keyed by their owner
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -45,32 +45,26 @@ def load_sweep(path: str | Path) -> SweepSet:
     sj = d / "sweep.json"
     problems: list[str] = []
     runs: list[RunInfo] = []
-    sweep: dict[str, Any] | None = None
+    sweep: SweepDoc | None = None
     if sj.exists():
         try:
-            doc = json.loads(sj.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:
-            doc = None
-            problems.append(f"sweep.json unreadable ({exc}); using the run directories found")
-        if isinstance(doc, dict) and isinstance(doc.get("points", []), list):
-            sweep = doc
-        elif doc is not None:
-            problems.append("sweep.json is not a sweep; using the run directories found")
+            sweep = read_sweep(d, "sweep.json")
+        except DocumentError as exc:
+            problems.append(f"{exc}; using the run directories found")
     if sweep is not None:
-        for p in sweep.get("points", []):
-            name = p.get("dir") if isinstance(p, dict) else None
-            if not isinstance(name, str) or name in ("", "."):
-                problems.append(f"sweep.json: point {str(p)[:80]} names no run directory")
+        for p in sweep.points:
+            if p.dir in ("", "."):
+                problems.append(f"sweep.json: point {p.value:g} names no run directory")
                 continue
-            pdir = d / name
-            label = f"point {p.get('value')}"
-            if p.get("status") != "completed":
-                why = f": {p['reason']}" if p.get("reason") else ""
-                problems.append(f"{label}: {p.get('status')}{why}")
+            pdir = d / p.dir
+            label = f"point {p.value:g}"
+            if p.status != "completed":
+                why = f": {p.reason}" if p.reason else ""
+                problems.append(f"{label}: {p.status}{why}")
                 if not pdir.is_dir():
                     continue
             if not pdir.is_dir():
-                problems.append(f"{label}: run directory {p.get('dir')} missing")
+                problems.append(f"{label}: run directory {p.dir} missing")
                 continue
             runs.append(load_run(pdir))
     else:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from accelbench.documents import Json, JsonObject
 from accelbench.metrics.verdict import WORDS
 
 MLPERF_WORDS = tuple(WORDS["mlperf"].values())  # VALID, INVALID: LoadGen's pass and fail
@@ -31,11 +32,11 @@ CHECKS = (
 )
 
 
-def read_detail(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_detail(path: Path) -> tuple[JsonObject, list[JsonObject]]:
     """(last value of every key, every event in order). Lines that are not MLLOG
     events, or whose JSON is torn, are skipped."""
-    last: dict[str, Any] = {}
-    events: list[dict[str, Any]] = []
+    last: JsonObject = {}
+    events: list[JsonObject] = []
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -45,7 +46,7 @@ def read_detail(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             continue
         try:
             ev = json.loads(line[len(_MLLOG) :])
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(ev, dict) and isinstance(ev.get("key"), str):
             events.append(ev)
@@ -53,11 +54,16 @@ def read_detail(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return last, events
 
 
-def _ms(ns: Any) -> float | None:
-    return float(ns) / 1e6 if isinstance(ns, int | float) else None
+def _num(x: Json) -> float | None:
+    return x if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
-def _bullets(text: Any) -> list[str]:
+def _ms(ns: Json) -> float | None:
+    v = _num(ns)
+    return None if v is None else v / 1e6
+
+
+def _bullets(text: Json) -> list[str]:
     """LoadGen's recommendation text (' * a.  * b.') as separate lines."""
     if not isinstance(text, str):
         return []
@@ -65,17 +71,53 @@ def _bullets(text: Any) -> list[str]:
     return [p for p in parts if p]
 
 
-def parse_result(run_dir: Path) -> dict[str, Any]:
-    """LoadGen's verdict and figures from the run directory's detail log."""
+@dataclass
+class LoadGenResult:
+    """LoadGen's verdict and figures, from a run directory's detail log."""
+
+    result: str | None = None  # VALID | INVALID | None (no result_validity event)
+    scenario: str | None = None
+    mode: str | None = None
+    checks: dict[str, bool] = field(default_factory=dict)  # CHECKS' names -> met
+    reasons: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    figures: dict[str, float] = field(default_factory=dict)
+    peak_qps: float | None = None
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
+            "result": self.result, "scenario": self.scenario, "mode": self.mode,
+            "checks": dict[str, Json](self.checks), "reasons": list[Json](self.reasons),
+            "errors": list[Json](self.errors), "warnings": list[Json](self.warnings),
+            "figures": dict[str, Json](self.figures),
+        }  # fmt: skip
+        if self.peak_qps is not None:
+            out["peak_qps"] = self.peak_qps
+        return out
+
+
+def read_loadgen(run_dir: Path) -> LoadGenResult:
+    """LoadGen's verdict and figures from the run directory's detail log (a missing,
+    torn or damaged log gives what it holds: no result when no result_validity event)."""
     kv, events = read_detail(run_dir / DETAIL_FILE)
     validity = kv.get("result_validity")
-    out: dict[str, Any] = {
-        "result": validity if validity in MLPERF_WORDS else None,
-        "scenario": kv.get("effective_scenario"),
-        "mode": kv.get("effective_test_mode"),
-    }
-    checks = {name: kv[key] for key, name in CHECKS if isinstance(kv.get(key), bool)}
-    out["checks"] = checks
+
+    def text(key: str) -> str | None:
+        x = kv.get(key)
+        return x if isinstance(x, str) else None
+
+    out = LoadGenResult(
+        validity if isinstance(validity, str) and validity in MLPERF_WORDS else None,
+        text("effective_scenario"),
+        text("effective_test_mode"),
+    )
+    checks: dict[str, bool] = {}
+    for key, name in CHECKS:
+        ok = kv.get(key)
+        if isinstance(ok, bool):
+            checks[name] = ok
+    out.checks = checks
     reasons = [f"{name} not met" for name, ok in checks.items() if not ok]
     invalid = _bullets(kv.get("result_invalid_reason"))
     for key, what in (
@@ -84,34 +126,39 @@ def parse_result(run_dir: Path) -> dict[str, Any]:
     ):
         if checks.get("early stopping") is False:
             invalid += [f"{what} early stopping: {b}" for b in _bullets(kv.get(key))]
-    out["reasons"] = reasons + invalid
-    out["errors"] = [
-        str(e.get("value")) for e in events if (e.get("metadata") or {}).get("is_error")
-    ]
-    out["warnings"] = [
-        str(e.get("value")) for e in events if (e.get("metadata") or {}).get("is_warning")
-    ]
-    figures: dict[str, Any] = {
-        "query_count": kv.get("result_query_count"),
-        "scheduled_samples_per_s": kv.get("result_scheduled_samples_per_sec"),
-        "completed_samples_per_s": kv.get("result_completed_samples_per_sec")
-        or kv.get("result_samples_per_second"),
-        "completed_tokens_per_s": kv.get("result_completed_tokens_per_second"),
-        "tokens_per_s": kv.get("result_tokens_per_second"),
-        "target_qps": kv.get("effective_target_qps"),
+    out.reasons = reasons + invalid
+
+    def flagged(e: JsonObject, flag: str) -> bool:
+        md = e.get("metadata")
+        return isinstance(md, dict) and bool(md.get(flag))
+
+    out.errors = [str(e.get("value")) for e in events if flagged(e, "is_error")]
+    out.warnings = [str(e.get("value")) for e in events if flagged(e, "is_warning")]
+    dur = _num(kv.get("effective_min_duration_ms"))
+    figures: dict[str, float | None] = {
+        "query_count": _num(kv.get("result_query_count")),
+        "scheduled_samples_per_s": _num(kv.get("result_scheduled_samples_per_sec")),
+        "completed_samples_per_s": _num(kv.get("result_completed_samples_per_sec"))
+        or _num(kv.get("result_samples_per_second")),
+        "completed_tokens_per_s": _num(kv.get("result_completed_tokens_per_second")),
+        "tokens_per_s": _num(kv.get("result_tokens_per_second")),
+        "target_qps": _num(kv.get("effective_target_qps")),
         "ttft_limit_ms": _ms(kv.get("requested_server_ttft_latency")),
         "tpot_limit_ms": _ms(kv.get("requested_server_tpot_latency")),
-        "min_duration_s": (kv["effective_min_duration_ms"] / 1000)
-        if isinstance(kv.get("effective_min_duration_ms"), int | float)
-        else None,
+        "min_duration_s": None if dur is None else dur / 1000,
     }
     for p in ("50.00", "90.00", "99.00"):
         q = p.split(".")[0]
         figures[f"latency_p{q}_ms"] = _ms(kv.get(f"result_{p}_percentile_latency_ns"))
         figures[f"ttft_p{q}_ms"] = _ms(kv.get(f"result_first_token_{p}_percentile_latency_ns"))
         figures[f"tpot_p{q}_ms"] = _ms(kv.get(f"result_time_per_output_token_{p}_percentile_ns"))
-    out["figures"] = {k: val for k, val in figures.items() if val is not None}
+    out.figures = {k: val for k, val in figures.items() if val is not None}
     peaks = [float(m.group(1)) for e in events if (m := _PEAK.search(str(e.get("value"))))]
     if peaks:
-        out["peak_qps"] = peaks[-1]
+        out.peak_qps = peaks[-1]
     return out
+
+
+def parse_result(run_dir: Path) -> JsonObject:
+    """:func:`read_loadgen` as JSON (what mlperf.json's LoadGen fields are built from)."""
+    return read_loadgen(run_dir).to_json()

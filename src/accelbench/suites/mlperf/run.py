@@ -37,17 +37,17 @@ from accelbench.runner.benchmark import (
 )
 from accelbench.runner.config import BenchmarkConfig, default_run_dir
 from accelbench.runner.finalize import finalize_run
-from accelbench.store.rundir import JOURNAL, Journal, write_json_atomic
+from accelbench.store.rundir import JOURNAL, Journal
 from accelbench.store.rundoc import RunDoc, write_run_doc
 from accelbench.suites.mlperf import loadgen
-from accelbench.suites.mlperf.logs import SUMMARY_FILE, parse_result
+from accelbench.suites.mlperf.document import write_mlperf
+from accelbench.suites.mlperf.logs import SUMMARY_FILE, LoadGenResult, read_loadgen
 from accelbench.suites.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
 from accelbench.suites.mlperf.settings import MlperfSettings, build, compliance
 from accelbench.suites.mlperf.sut import LoadGenSUT, SutOptions
 from accelbench.workload.plan import PlannedRequest, build_plan
 from accelbench.workload.tokenizer import Tokenizer
 
-MLPERF_JSON = "mlperf.json"
 DATASET_FORMATS = ("auto", "mlperf", "sharegpt", "prompts", "chat")
 MAX_SAMPLES = 1_000_000
 SWITCH_INTERVAL_S = 0.0002
@@ -337,21 +337,17 @@ def _finish(
     stopped: StopFlag,
 ) -> MlperfResult:
     # LoadGen's logs are complete only when its test returned
-    lg_result = parse_result(run_dir) if not parked else {
-        "result": None, "reasons": [], "checks": {}, "figures": {}, "errors": [],
-    }  # fmt: skip
+    lg_result = read_loadgen(run_dir) if not parked else LoadGenResult()
     if parked:
-        lg_result["reasons"] = [
+        lg_result.reasons = [
             "interrupted during LoadGen's schedule: LoadGen gave no result (its logs are partial)"
         ]
     # every sample LoadGen saw answered: sent and ended, or answered unsent after a stop
     unsent = sut.unsent_at_stop + sut.answered_after_stop
     answered = sut.completed + unsent
     n_stopped = sut.interrupted + unsent
-    result, reasons = verdict(
-        lg_result["result"], lg_result["reasons"], answered, sut.failed, n_stopped
-    )
-    figures = dict(lg_result["figures"])
+    result, reasons = verdict(lg_result.result, lg_result.reasons, answered, sut.failed, n_stopped)
+    figures = dict(lg_result.figures)
     ok = answered - sut.failed - n_stopped
     lg_sps = figures.get("completed_samples_per_s")
     if isinstance(lg_sps, int | float) and answered:
@@ -365,12 +361,12 @@ def _finish(
     mlperf_doc.update(
         {
             "result": result,
-            "loadgen_result": lg_result["result"],
+            "loadgen_result": lg_result.result,
             "reasons": reasons,
-            "checks": lg_result["checks"],
+            "checks": lg_result.checks,
             "figures": figures,
-            "peak_qps": lg_result.get("peak_qps"),
-            "loadgen_errors": lg_result["errors"],
+            "peak_qps": lg_result.peak_qps,
+            "loadgen_errors": lg_result.errors,
             "loadgen_running": parked,
             "compliant": not noncompliance,
             "noncompliance": noncompliance,
@@ -420,7 +416,7 @@ def _finish(
         }
     meta.mlperf = mlperf_doc
     write_run_doc(run_dir, meta)
-    write_json_atomic(run_dir / MLPERF_JSON, mlperf_doc)
+    write_mlperf(run_dir, mlperf_doc)
     try:
         summary_text = (run_dir / SUMMARY_FILE).read_text() if not parked else ""
     except OSError:
@@ -433,7 +429,7 @@ def _finish(
         compliant=not noncompliance,
         noncompliance=noncompliance,
         figures=figures,
-        peak_qps=lg_result.get("peak_qps"),
+        peak_qps=lg_result.peak_qps,
         wall_s=wall,
         summary_text=summary_text,
         doc=mlperf_doc,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
@@ -137,6 +137,18 @@ def conf_models() -> tuple[str, ...]:
     return ("*", *BENCHMARKS, *(b + "-interactive" for b in INTERACTIVE))
 
 
+class ConfLine(TypedDict):
+    """A user.conf setting line as mlperf.json records it."""
+
+    text: str
+    applies: bool  # False: for another benchmark or scenario of the same file
+    line: int
+
+
+# A LoadGen TestSettings' fields that say what a run is held to (FIELDS): numbers and flags.
+Snapshot = dict[str, float]
+
+
 @dataclass
 class MlperfSettings:
     """Which benchmark's rules, which scenario, and the user's overrides."""
@@ -149,7 +161,7 @@ class MlperfSettings:
     min_query_count: int | None = None
     find_peak: bool = False
     # filled by validate(): each user.conf setting line and whether it applies to this run
-    user_conf_lines: list[dict[str, Any]] = field(default_factory=list)
+    user_conf_lines: list[ConfLine] = field(default_factory=list)
 
     def validate(self) -> None:
         v.choice("scenario", self.scenario, tuple(SCENARIOS))
@@ -191,7 +203,7 @@ class MlperfSettings:
 
 def check_user_conf(
     path: str, model: str | None = None, scenario: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[ConfLine]:
     """A readable user.conf whose every line LoadGen will read as written: one line
     (exit 2) naming the first line that it would reject, skip, ignore or misread, or
     whose setting changes what VALID means. Returns the setting lines, each with
@@ -202,7 +214,7 @@ def check_user_conf(
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--user-conf {p}: cannot read it: {exc}") from None
-    out: list[dict[str, Any]] = []
+    out: list[ConfLine] = []
     # LoadGen's getline splits at "\n" only and its ">>" at ASCII white space only
     # (Python's splitlines() and split() also break at \x85, \u2028...: a line LoadGen
     # reads as one word would pass here as three)
@@ -214,14 +226,16 @@ def check_user_conf(
             continue
         s = " ".join(words)
         try:
-            out.append(_conf_line(s, model, scenario))
+            applies = _conf_line(s, model, scenario)
         except ValueError as exc:
             raise UsageError(f"--user-conf {p} line {n}: {s[:80]!r}: {exc}") from None
-        out[-1]["line"] = n
+        out.append({"text": s, "applies": applies, "line": n})
     return out
 
 
-def _conf_line(s: str, model: str | None, scenario: str | None) -> dict[str, Any]:
+def _conf_line(s: str, model: str | None, scenario: str | None) -> bool:
+    """Whether a valid setting line applies to ``model`` / ``scenario``; ValueError says
+    why LoadGen would reject, skip, ignore or misread it."""
     m = _CONF_LINE.match(s)
     if m is None:
         raise ValueError(
@@ -266,19 +280,19 @@ def _conf_line(s: str, model: str | None, scenario: str | None) -> dict[str, Any
         and (scenario is None or scen in ("*", scenario))
         and (scenario is None or scenario in spec.scenarios)
     )
-    return {"text": s, "applies": applies}
+    return applies
 
 
-def snapshot(ts: Any) -> dict[str, Any]:
+def snapshot(ts: Any) -> Snapshot:
     """The fields of a LoadGen TestSettings that say what a run is held to."""
-    out: dict[str, Any] = {}
+    out: Snapshot = {}
     for f in FIELDS:
         val = getattr(ts, f)
         out[f] = val if isinstance(val, bool | int | float) else float(val)
     return out
 
 
-def build(s: MlperfSettings, qsl_size: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def build(s: MlperfSettings, qsl_size: int) -> tuple[Any, Snapshot, Snapshot]:
     """(LoadGen TestSettings, the benchmark's defaults, the effective settings)."""
     lg = loadgen()
     base = lg.TestSettings()
@@ -312,7 +326,7 @@ def build(s: MlperfSettings, qsl_size: int) -> tuple[Any, dict[str, Any], dict[s
     return ts, snapshot(base), effective
 
 
-def expected_samples(e: dict[str, Any], lg_scenario: str) -> tuple[float, str]:
+def expected_samples(e: Snapshot, lg_scenario: str) -> tuple[float, str]:
     """How many samples LoadGen generates before its test starts (it builds the whole
     schedule in memory first: loadgen.cc GenerateQueries, test_settings_internal.cc),
     and from which settings."""
@@ -332,7 +346,7 @@ def expected_samples(e: dict[str, Any], lg_scenario: str) -> tuple[float, str]:
     )
 
 
-def check_schedule(e: dict[str, Any], s: MlperfSettings) -> None:
+def check_schedule(e: Snapshot, s: MlperfSettings) -> None:
     """LoadGen allocates its whole schedule before the first query (some hundred bytes a
     sample): a schedule past MAX_QUERIES samples is refused before it is built, as
     ``run`` refuses a plan past it."""
@@ -346,7 +360,7 @@ def check_schedule(e: dict[str, Any], s: MlperfSettings) -> None:
         )
 
 
-def check_effective(e: dict[str, Any], s: MlperfSettings) -> None:
+def check_effective(e: Snapshot, s: MlperfSettings) -> None:
     """The settings after mlperf.conf, the user.conf and the options, held to the same
     limits as the options: LoadGen takes a user.conf's ``nan``, a negative rate or a
     count past 2^64 without a word, and then never finishes (or allocates until killed)."""
@@ -372,9 +386,7 @@ def check_effective(e: dict[str, Any], s: MlperfSettings) -> None:
         bound(key, 0, 1, lo_open=True)
 
 
-def compliance(
-    defaults: dict[str, Any], effective: dict[str, Any], *, synthetic: bool
-) -> list[str]:
+def compliance(defaults: Snapshot, effective: Snapshot, *, synthetic: bool) -> list[str]:
     """Why a run is not an MLPerf-compliant run of its benchmark ([] = no reason found).
     Shortened runs, relaxed latency limits, fewer samples, a synthetic sample set."""
     out: list[str] = []

@@ -14,31 +14,43 @@ replay process), so both sides share a clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.errors import AccelbenchError, UsageError
+from accelbench.documents import JsonObject, to_json_object
+from accelbench.errors import UsageError
 from accelbench.metrics.records import RequestRecord, record_row
-from accelbench.store.rundir import Journal, read_journal, read_json, write_json_atomic
+from accelbench.store.rundir import Journal, read_journal, write_json_atomic
+from accelbench.suites.shadow.document import (
+    SCHEMA,
+    SHADOW_JSON,
+    SIDES,
+    VERDICT,
+    ShadowMeta,
+    read_meta,
+)
 from accelbench.workload.traces import TRACE_FILE, trace_header, trace_row
 
-SHADOW_JSON = "shadow.json"
+__all__ = ["BASELINE", "CANDIDATE", "SCHEMA", "SHADOW_JSON", "SIDES", "VERDICT", "ShadowWriter",
+           "read_shadow", "read_shadow_dir", "read_trace_bodies"]  # fmt: skip
+
 BASELINE = "baseline.jsonl"
 CANDIDATE = "candidate.jsonl"
-VERDICT = "verdict.json"
-SIDES = ("baseline", "candidate")
-SCHEMA = "accelbench.shadow/1"
 
 
 class ShadowWriter:
     """Opens a fresh shadow directory and journals into it."""
 
     def __init__(
-        self, out: str | Path, meta: dict[str, Any], journals: tuple[str, ...] = SIDES
+        self, out: str | Path, meta: Mapping[str, object], journals: tuple[str, ...] = SIDES
     ) -> None:
-        """``journals``: the sides this writer records; the others' journals are only
+        """``meta``: the mode, both sides (``url`` redacted, ``model``) and the mode's own
+        settings, as shadow.json holds them (checked by its reader: :class:`ShadowMeta`).
+        ``journals``: the sides this writer records; the others' journals are only
         created (another process writes them: the proxy's candidate process)."""
         self.dir = Path(out)
         if self.dir.exists() and (not self.dir.is_dir() or any(self.dir.iterdir())):
@@ -47,17 +59,18 @@ class ShadowWriter:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"--out {self.dir} cannot be created: {exc.strerror}") from None
-        self.meta: dict[str, Any] = {
-            "schema": SCHEMA,
-            "tool": {"name": "accelbench", "version": __version__},
-            "status": "running",
-            "started_at": datetime.now(UTC).isoformat(),
-            **meta,
-        }
+        self.meta = replace(
+            ShadowMeta.from_json(
+                to_json_object({"schema": SCHEMA, **meta}, "shadow.json"), "shadow.json (as given)"
+            ),
+            status="running",
+            started_at=datetime.now(UTC).isoformat(),
+            tool_version=__version__,
+        )
         self.counters: dict[str, int] = {}
-        write_json_atomic(self.dir / SHADOW_JSON, self.meta)
+        write_json_atomic(self.dir / SHADOW_JSON, self.meta.to_json())
         self.trace = Journal(self.dir / TRACE_FILE)
-        self.trace.write([trace_header(started_at=self.meta["started_at"])])
+        self.trace.write([trace_header(started_at=self.meta.started_at)])
         files = {"baseline": BASELINE, "candidate": CANDIDATE}
         for side in SIDES:
             (self.dir / files[side]).touch()
@@ -78,10 +91,14 @@ class ShadowWriter:
         for j in self.sides.values():
             j.flush_if_due()
 
-    def save_meta(self, **changes: Any) -> None:
-        self.meta.update(changes)
-        self.meta["counters"] = dict(self.counters)
-        write_json_atomic(self.dir / SHADOW_JSON, self.meta)
+    def save_meta(self, *, status: str | None = None, ended_at: str | None = None,
+                  listen: str | None = None) -> None:  # fmt: skip
+        m = self.meta
+        m.status = status or m.status
+        m.ended_at = ended_at or m.ended_at
+        m.listen = listen or m.listen
+        m.counters = dict(self.counters)
+        write_json_atomic(self.dir / SHADOW_JSON, m.to_json())
 
     def close(self, status: str) -> None:
         self.trace.close()
@@ -92,8 +109,16 @@ class ShadowWriter:
 
 def read_shadow(
     path: str | Path, unreadable: dict[str, int] | None = None
-) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """shadow.json and both sides' completed rows (token counts and derived figures
+) -> tuple[JsonObject, dict[str, list[dict[str, Any]]]]:
+    """:func:`read_shadow_dir` with shadow.json as its JSON (checked by its reader)."""
+    meta, rows = read_shadow_dir(path, unreadable)
+    return meta.to_json(), rows
+
+
+def read_shadow_dir(
+    path: str | Path, unreadable: dict[str, int] | None = None
+) -> tuple[ShadowMeta, dict[str, list[dict[str, Any]]]]:
+    """shadow.json (typed) and both sides' completed rows (token counts and derived figures
     filled as ``accelbench summarize`` does). Lines that are not a record of the right
     shape (a torn last write, damage, wrong types, no ``idx`` or ``t_sched``) are
     skipped; their number per journal goes to ``unreadable`` if given."""
@@ -102,9 +127,7 @@ def read_shadow(
     d = Path(path)
     if not d.is_dir():
         raise UsageError(f"{d} is not a shadow directory")
-    meta = read_json(d / SHADOW_JSON)
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
-        raise AccelbenchError(f"{d / SHADOW_JSON} is not an accelbench shadow record")
+    meta = read_meta(d)
     rows: dict[str, list[dict[str, Any]]] = {}
     for side, name in (("baseline", BASELINE), ("candidate", CANDIDATE)):
         raw, bad = read_journal(d / name)
@@ -117,7 +140,7 @@ def read_shadow(
     return meta, rows
 
 
-def read_trace_bodies(path: str | Path) -> dict[int, dict[str, Any]]:
+def read_trace_bodies(path: str | Path) -> dict[int, JsonObject]:
     """idx -> recorded request body, from the directory's trace.jsonl."""
     p = Path(path) / TRACE_FILE
     if not p.is_file():

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from accelbench.documents import Json, JsonObject
 from accelbench.errors import UsageError
 from accelbench.metrics.records import ErrorKind
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.store.rundir import read_json, write_json_atomic
-from accelbench.store.suites import STRESS_JSON
-from accelbench.store.suites import STRESS_SCHEMA as SCHEMA
+from accelbench.store.rundir import read_json
+from accelbench.suites.stress.document import MemorySample, WindowStats
 
 if TYPE_CHECKING:
     from accelbench.runner.benchmark import RunResult
@@ -49,38 +49,19 @@ def stress_dir(out: str | None, root: str, kind: str) -> Path:
     return path
 
 
-def write_stress(path: Path, doc: dict[str, Any]) -> None:
-    write_json_atomic(path / STRESS_JSON, {"schema": SCHEMA, **doc})
-
-
-def read_stress(path: Path) -> dict[str, Any]:
-    doc = read_json(path / STRESS_JSON)
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise UsageError(f"{path / STRESS_JSON} is not an accelbench stress file")
-    return doc
-
-
 class JsonlAppender:
     """One JSON line per row, flushed and fsynced per row: a killed soak keeps every row
-    it wrote (rows are small and come once per window or memory sample)."""
+    it wrote (rows are small and come once per window or memory sample). The rows are
+    read back by their types' readers (suites/stress/document.py: ``read_rows``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, row: JsonObject | MemorySample) -> None:
         with open(self.path, "ab") as f:
             f.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
             f.flush()
             os.fsync(f.fileno())
-
-    def read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_bytes().splitlines():
-            with contextlib.suppress(orjson.JSONDecodeError):
-                out.append(orjson.loads(line))
-        return out
 
 
 def dir_bytes(path: Path) -> int:
@@ -171,7 +152,7 @@ def _pcts(vals: list[Any], qs: Iterable[float]) -> dict[str, float | None]:
     return {f"p{q:g}": float(v) for q, v in zip(qs, np.percentile(a, list(qs)), strict=True)}
 
 
-def window_stats(rows: list[dict[str, Any]], span_s: float) -> dict[str, Any]:
+def window_stats(rows: list[dict[str, Any]], span_s: float) -> WindowStats:
     """Throughput, latency percentiles and error rate of the records in one window."""
     rows = [r for r in rows if not r.get("warmup") and r.get("error_kind") != ErrorKind.INTERRUPTED]
     ok = [r for r in rows if r.get("ok")]
@@ -181,17 +162,17 @@ def window_stats(rows: list[dict[str, Any]], span_s: float) -> dict[str, Any]:
             k = str(r.get("error_kind") or "unknown")
             errors[k] = errors.get(k, 0) + 1
     out_tok = sum(int(r.get("osl") or 0) for r in ok)
-    return {
-        "requests": len(rows),
-        "ok": len(ok),
-        "error_rate": (len(rows) - len(ok)) / len(rows) if rows else None,
-        "errors": errors,
-        "req_per_s": len(ok) / span_s if span_s > 0 else None,
-        "output_tok_per_s": out_tok / span_s if span_s > 0 else None,
-        "ttft_ms": _pcts([r.get("ttft_ms") for r in ok], (50, 90, 99)),
-        "tpot_ms": _pcts([r.get("tpot_ms") for r in ok], (50, 90, 99)),
-        "e2e_ms": _pcts([r.get("e2e_ms") for r in ok], (50, 99)),
-    }
+    return WindowStats(
+        requests=len(rows),
+        ok=len(ok),
+        error_rate=(len(rows) - len(ok)) / len(rows) if rows else None,
+        errors=errors,
+        req_per_s=len(ok) / span_s if span_s > 0 else None,
+        output_tok_per_s=out_tok / span_s if span_s > 0 else None,
+        ttft_ms=_pcts([r.get("ttft_ms") for r in ok], (50, 90, 99)),
+        tpot_ms=_pcts([r.get("tpot_ms") for r in ok], (50, 90, 99)),
+        e2e_ms=_pcts([r.get("e2e_ms") for r in ok], (50, 99)),
+    )
 
 
 class JournalTail:
@@ -309,8 +290,8 @@ class MemoryProbe:
                 total += q.memory_info().rss
         return total
 
-    def sample(self, t_s: float) -> dict[str, Any]:
-        row: dict[str, Any] = {"t_s": round(t_s, 3)}
+    def sample(self, t_s: float) -> MemorySample:
+        row: MemorySample = {"t_s": round(t_s, 3)}
         row["client_rss_bytes"] = self._tree_rss(self.me)
         if self.server is not None:
             row["server_rss_bytes"] = self._tree_rss(self.server)
@@ -353,43 +334,26 @@ class MemoryProbe:
                 s.close()
 
 
-MEMORY_SERIES_SUFFIX = "_bytes"
-
-
-def memory_series(samples: list[dict[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
-    """{series: (t_s, bytes)} of every memory series in the samples."""
-    out: dict[str, tuple[list[float], list[float]]] = {}
-    for s in samples:
-        for k, v in s.items():
-            if k == "t_s" or not isinstance(v, int | float):
-                continue
-            if not (
-                k.endswith("rss_bytes") or k.endswith("mem_used_bytes") or k.startswith("metric:")
-            ):
-                continue
-            ts, ys = out.setdefault(k, ([], []))
-            ts.append(float(s["t_s"]))
-            ys.append(float(v))
-    return out
-
-
-def window_device(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def window_device(samples: list[MemorySample]) -> dict[str, Json]:
     """Per-window summary of the probe's samples: last memory value, max temperature,
     mean clock, the throttle reasons seen, ECC counters at the end."""
-    out: dict[str, Any] = {}
+    out: dict[str, Json] = {}
     if not samples:
         return out
     keys = {k for s in samples for k in s if k != "t_s"}
     for k in sorted(keys):
-        vals = [s[k] for s in samples if s.get(k) is not None]
+        vals = [v for s in samples if (v := s.get(k)) is not None]
+        nums = [v for v in vals if not isinstance(v, str)]
         if not vals:
             continue
         if k.endswith("throttle_reasons"):
-            out[k] = sorted({x for v in vals for x in str(v).split(",") if x})
+            out[k] = list[Json](sorted({x for v in vals for x in str(v).split(",") if x}))
+        elif not nums:
+            out[k] = vals[-1]
         elif "_temp_" in k:
-            out[k + "_max"] = max(vals)
+            out[k + "_max"] = max(nums)
         elif "_clock_" in k or k.endswith("power_w"):
-            out[k + "_mean"] = float(np.mean(vals))
+            out[k + "_mean"] = float(np.mean(nums))
         else:
             out[k] = vals[-1]
     return out

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
 from accelbench.metrics.stats import clopper_pearson
 from accelbench.metrics.verdict import Status, Verdict
@@ -25,12 +26,18 @@ from accelbench.suites.stress.common import (
     _quiet,
     run_records,
     run_step,
+)
+from accelbench.suites.stress.document import (
+    DIVERGENT,
+    Comparison,
+    ConsistencyPart,
+    Divergence,
+    StressDoc,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import compare_tokens, judge, stress_verdict
 from accelbench.urls import redact_url
 
-DIVERGENT = "divergent.jsonl"
 GREEDY = {"temperature": 0.0, "top_k": 1, "seed": 1234}
 
 
@@ -63,18 +70,18 @@ class ConsistencyConfig:
         check_thresholds("--warn-divergent", self.warn_divergent, "--fail-divergent",
                          self.fail_divergent, 1.0)  # fmt: skip
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         d = asdict(self)
         d["load"] = self.load.to_json()
         d["urls"] = [redact_url(u) for u in self.urls]  # never the credentials
-        return d
+        return to_json_object(d, "consistency config")
 
 
 @dataclass
 class ConsistencyResult:
     path: Path
     status: str
-    comparisons: list[dict[str, Any]]
+    comparisons: list[Comparison]
     verdicts: list[Verdict]
 
 
@@ -123,7 +130,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     api_key = load_api_key(cfg.load.api_key_env, cfg.load.api_key_file)
     base_texts: dict[int, str] | None = None
     tok = None
-    comparisons: list[dict[str, Any]] = []
+    comparisons: list[Comparison] = []
     status = "completed"
     runs = []
     try:
@@ -149,16 +156,15 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     except KeyboardInterrupt:
         status = "interrupted"
     verdicts = [_verdict(c, cfg) for c in comparisons]
-    write_stress(path, {
-        "suite": "consistency", "status": status, "config": cfg.to_json(), "runs": runs,
-        "baseline": runs[0] if runs else None, "unit": "token" if tok is not None else "char",
-        "comparisons": comparisons, "verdicts": [v.to_json() for v in verdicts],
-    })  # fmt: skip
+    part = ConsistencyPart(runs[0] if runs else None, "token" if tok is not None else "char",
+                           comparisons)  # fmt: skip
+    write_stress(path, StressDoc(suite="consistency", status=status, config=cfg.to_json(),
+                                 runs=runs, verdicts=verdicts, part=part))  # fmt: skip
     return ConsistencyResult(path, status, comparisons, verdicts)
 
 
 def _compare(name: str, base: dict[int, str], texts: dict[int, str | None], tok: Any,
-             run_dir: Path, div_f: JsonlAppender) -> dict[str, Any]:  # fmt: skip
+             run_dir: Path, div_f: JsonlAppender) -> Comparison:  # fmt: skip
     n = identical = 0
     firsts: list[int] = []
     sims: list[float] = []
@@ -176,28 +182,31 @@ def _compare(name: str, base: dict[int, str], texts: dict[int, str | None], tok:
             continue
         if c["first_diff"] is not None:
             firsts.append(c["first_diff"])
-        div_f.append({"run": name, "idx": idx, **c, "baseline": a, "output": b})
-    return {
-        "run": name, "compared": n, "identical": identical, "divergent": n - identical,
-        "identical_fraction": identical / n if n else None, "missing": missing,
-        "first_diff_min": min(firsts) if firsts else None,
-        "first_diff_median": sorted(firsts)[len(firsts) // 2] if firsts else None,
-        "similarity_mean": sum(sims) / len(sims) if sims else None, "ecc": _ecc(run_dir),
-    }  # fmt: skip
+        div_f.append(Divergence(name, idx, c["first_diff"], c["similarity"], a, b).to_json())
+    return Comparison(
+        run=name, compared=n, identical=identical, divergent=n - identical,
+        identical_fraction=identical / n if n else None, missing=missing,
+        first_diff_min=min(firsts) if firsts else None,
+        first_diff_median=sorted(firsts)[len(firsts) // 2] if firsts else None,
+        similarity_mean=sum(sims) / len(sims) if sims else None, ecc=_ecc(run_dir),
+    )  # fmt: skip
 
 
-def _verdict(c: dict[str, Any], cfg: ConsistencyConfig) -> Verdict:
-    n, k = c["compared"], c["divergent"]
+def _verdict(c: Comparison, cfg: ConsistencyConfig) -> Verdict:
+    n, k = c.compared, c.divergent
     lo, hi = clopper_pearson(k, n)
     est = k / n if n else 0.0
     verdict, rule = judge(est, lo, hi, cfg.warn_divergent, cfg.fail_divergent)
     if n == 0:
         verdict = Status.NA
+    ev: dict[str, float | int | str | bool | None] = {
+        "compared": c.compared, "divergent": c.divergent, "first_diff_min": c.first_diff_min,
+        "similarity_mean": c.similarity_mean,
+        **(c.ecc or {}),  # ecc_corrected_volatile ... growth over the run
+    }  # fmt: skip
     return stress_verdict(
-        f"consistency {c['run']}", "consistency",
+        f"consistency {c.run}", "consistency",
         "fraction of prompts whose greedy output differs from the baseline (Clopper-Pearson)",
         "fraction", est, lo, hi, cfg.warn_divergent, cfg.fail_divergent, verdict, rule,
-        evidence={**{k2: c[k2] for k2 in ("compared", "divergent", "first_diff_min",
-                                           "similarity_mean")},
-                  **(c["ecc"] or {})},  # ecc_corrected_volatile ... growth over the run
+        evidence=ev,
     )  # fmt: skip

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import Fields, JsonObject, to_json_object
 from accelbench.errors import UsageError
 from accelbench.metrics.records import ErrorKind
-from accelbench.metrics.stats import QuadraticFit, clopper_pearson, quadratic_fit
+from accelbench.metrics.stats import clopper_pearson, quadratic_fit
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
@@ -24,9 +25,19 @@ from accelbench.suites.stress.common import (
     Log,
     MemoryProbe,
     _quiet,
-    memory_series,
     run_records,
     run_step,
+)
+from accelbench.suites.stress.document import (
+    MEMORY,
+    FloodPart,
+    FloodStep,
+    MemorySample,
+    QuadFit,
+    StressDoc,
+    memory_sample,
+    memory_series,
+    read_rows,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
@@ -36,7 +47,6 @@ from accelbench.suites.stress.verdicts import (
     stress_verdict,
 )
 
-MEMORY = "memory.jsonl"
 OVERFLOW_WORDS = ("context", "exceed", "too long", "maximum")
 
 
@@ -74,18 +84,18 @@ class FloodConfig:
             v.prom_name("--metric", m)
         v.integer("--osl", self.osl, 1, 1 << 20)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         d = asdict(self)
         d["load"] = self.load.to_json()
-        return d
+        return to_json_object(d, "flood config")
 
 
 @dataclass
 class FloodResult:
     path: Path
     status: str
-    steps: list[dict[str, Any]]
-    fit: QuadraticFit
+    steps: list[FloodStep]
+    fit: QuadFit
     verdicts: list[Verdict]
 
 
@@ -139,7 +149,7 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
     probe = MemoryProbe(cfg.load.url, cfg.server_pid, cfg.metrics, gpu=cfg.gpu)
     sampler = _Sampler(probe, mem, cfg.sample_s)
     sampler.start()
-    steps: list[dict[str, Any]] = []
+    steps: list[FloodStep] = []
     xs: list[float] = []
     ys: list[float] = []
     status = "completed"
@@ -168,14 +178,14 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
         sampler.halt.set()
         sampler.join()
         probe.close()
-    fit = quadratic_fit(xs, ys)
-    verdicts = _verdicts(cfg, steps, mem.read(), probe)
-    write_stress(path, {
-        "suite": "flood", "status": status, "config": cfg.to_json(), "steps": steps,
-        "ttft_fit_ms": fit, "runs": [s["run"] for s in steps],
-        "memory_totals": {n: probe.total_for(n) for n in memory_series(mem.read())},
-        "verdicts": [v.to_json() for v in verdicts],
-    })  # fmt: skip
+    fit = QuadFit.from_json(Fields(quadratic_fit(xs, ys), "ttft fit"))
+    samples, _ = read_rows(mem.path, memory_sample)
+    verdicts = _verdicts(cfg, steps, samples, probe)
+    write_stress(path, StressDoc(
+        suite="flood", status=status, config=cfg.to_json(), runs=[s.run for s in steps],
+        verdicts=verdicts, part=FloodPart(steps, fit),
+        memory_totals={n: probe.total_for(n) for n in memory_series(samples)},
+    ))  # fmt: skip
     return FloodResult(path, status, steps, fit, verdicts)
 
 
@@ -183,7 +193,7 @@ class _Stop(Exception):
     pass
 
 
-def _step(n: int, c: int, recs: list[dict[str, Any]], run: str) -> dict[str, Any]:
+def _step(n: int, c: int, recs: list[dict[str, Any]], run: str) -> FloodStep:
     ok = [r for r in recs if r.get("ok")]
     ttft = np.asarray([r["ttft_ms"] for r in ok if r.get("ttft_ms")], dtype=float)
     isl = np.asarray([float(r.get("isl") or n) for r in ok if r.get("ttft_ms")], dtype=float)
@@ -193,28 +203,27 @@ def _step(n: int, c: int, recs: list[dict[str, Any]], run: str) -> dict[str, Any
             k = error_class(r)
             errors[k] = errors.get(k, 0) + 1
     prefill = isl / (ttft / 1000.0) if ttft.size else np.array([])
-    return {
-        "input_tokens": n, "concurrency": c, "requests": len(recs), "ok": len(ok),
-        "errors": errors,
-        "ttft_ms": {"p50": float(np.percentile(ttft, 50)), "p90": float(np.percentile(ttft, 90)),
-                    "max": float(ttft.max())} if ttft.size else None,
-        "prefill_tok_per_s_p50": float(np.median(prefill)) if prefill.size else None,
-        "run": run,
-    }  # fmt: skip
+    return FloodStep(
+        input_tokens=n, concurrency=c, requests=len(recs), ok=len(ok), errors=errors,
+        ttft_ms={"p50": float(np.percentile(ttft, 50)), "p90": float(np.percentile(ttft, 90)),
+                 "max": float(ttft.max())} if ttft.size else None,
+        prefill_tok_per_s_p50=float(np.median(prefill)) if prefill.size else None,
+        run=run,
+    )  # fmt: skip
 
 
-def _verdicts(cfg: FloodConfig, steps: list[dict[str, Any]], samples: list[dict[str, Any]],
+def _verdicts(cfg: FloodConfig, steps: list[FloodStep], samples: list[MemorySample],
               probe: MemoryProbe) -> list[Verdict]:  # fmt: skip
     out = [
         leak_verdict(f"leak {name}", ts, ys, probe.total_for(name), cfg.leak)
         for name, (ts, ys) in sorted(memory_series(samples).items())
     ]
-    n = sum(s["requests"] for s in steps)
-    k = sum(v for s in steps for kind, v in s["errors"].items() if kind != "context_overflow")
+    n = sum(s.requests for s in steps)
+    k = sum(v for s in steps for kind, v in s.errors.items() if kind != "context_overflow")
     lo, hi = clopper_pearson(k, n)
     est = k / n if n else 0.0
     verdict, rule = judge(est, lo, hi, cfg.warn_errors, cfg.fail_errors)
-    overflow = sum(s["errors"].get("context_overflow", 0) for s in steps)
+    overflow = sum(s.errors.get("context_overflow", 0) for s in steps)
     out.append(stress_verdict(
         "flood errors", "errors",
         "fraction of requests failed other than by context overflow (Clopper-Pearson)",

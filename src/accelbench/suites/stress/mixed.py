@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
@@ -32,12 +33,19 @@ from accelbench.suites.stress.common import (
     run_records,
     run_status,
     run_step,
+)
+from accelbench.suites.stress.document import (
+    Estimate,
+    MixedEndpoint,
+    MixedPart,
+    StressDoc,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
-    PctEstimate,
+    RULE,
     change_pct,
     check_thresholds,
+    claim_rule,
     jitter_pct,
     judge,
     judge_claim,
@@ -81,18 +89,18 @@ class MixedConfig:
                 load, f"--url of ep{i}", {"duration_s": self.duration_s, "num_requests": None}
             )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         d = asdict(self)
         d["loads"] = [c.to_json() for c in self.loads]
-        return d
+        return to_json_object(d, "mixed config")
 
 
 @dataclass
 class MixedResult:
     path: Path
     status: str
-    endpoints: list[dict[str, Any]]
-    matrix: list[list[PctEstimate | None]] | None
+    endpoints: list[MixedEndpoint]
+    matrix: list[list[Estimate | None]] | None
     verdicts: list[Verdict]
 
 
@@ -197,13 +205,10 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
         matrix = [[None if i == j else _effect(together[i], without[j][i], cfg)
                    for j in idx] for i in idx]  # fmt: skip
     verdicts = _verdicts(endpoints, cfg)
-    write_stress(path, {
-        "suite": "mixed", "status": status, "config": cfg.to_json(), "runs": runs,
-        "endpoints": endpoints, "interference_matrix": matrix,
-        "matrix_note": "row i, column j: % change of endpoint i's TTFT p50 caused by "
-                       "endpoint j (all together vs all but j)",
-        "verdicts": [v.to_json() for v in verdicts],
-    })  # fmt: skip
+    note = ("row i, column j: % change of endpoint i's TTFT p50 caused by endpoint j (all "
+            "together vs all but j)")  # fmt: skip
+    write_stress(path, StressDoc(suite="mixed", status=status, config=cfg.to_json(), runs=runs,
+                                 verdicts=verdicts, part=MixedPart(endpoints, matrix, note)))  # fmt: skip
     return MixedResult(path, status, endpoints, matrix, verdicts)
 
 
@@ -223,64 +228,64 @@ def _window_p99(recs: list[dict[str, Any]], key: str, window_s: float) -> np.nda
 
 
 def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
-              cfg: MixedConfig) -> dict[str, Any]:  # fmt: skip
-    server = Endpoint.parse(cfg.loads[i].url or "")
-    out: dict[str, Any] = {"endpoint": i, "url": server.display, "solo_requests": len(solo),
-                           "mixed_requests": len(mixed)}  # fmt: skip
+              cfg: MixedConfig) -> MixedEndpoint:  # fmt: skip
+    out = MixedEndpoint(
+        i, Endpoint.parse(cfg.loads[i].url or "").display, len(solo), len(mixed), {}, {}
+    )
     for name, key in METRICS:
         a, b = _vals(solo, key), _vals(mixed, key)
         for q in (50, 99):
-            out[f"{name}_p{q}_change_pct"] = change_pct(a, b, q)
+            out.estimates[f"{name}_p{q}_change_pct"] = Estimate.of(change_pct(a, b, q))
         for phase, recs in (("solo", solo), ("mixed", mixed)):
             w = _window_p99(recs, key, cfg.window_s)
-            out[f"{name}_jitter_{phase}_pct"] = jitter_pct(w)
+            out.estimates[f"{name}_jitter_{phase}_pct"] = Estimate.of(jitter_pct(w))
             v = _vals(recs, key)
-            out[f"{name}_{phase}_p50_ms"] = float(np.percentile(v, 50)) if v.size else None
+            out.p50_ms[f"{name}_{phase}_p50_ms"] = float(np.percentile(v, 50)) if v.size else None
     return out
 
 
 def _effect(
     all_: list[dict[str, Any]], without_j: list[dict[str, Any]], cfg: MixedConfig
-) -> PctEstimate:
-    return change_pct(_vals(without_j, "ttft_ms"), _vals(all_, "ttft_ms"), 50)
+) -> Estimate:
+    return Estimate.of(change_pct(_vals(without_j, "ttft_ms"), _vals(all_, "ttft_ms"), 50))
 
 
-def _verdicts(endpoints: list[dict[str, Any]], cfg: MixedConfig) -> list[Verdict]:
+def _verdicts(endpoints: list[MixedEndpoint], cfg: MixedConfig) -> list[Verdict]:
     out = []
     for e in endpoints:
         for name in ("ttft_p50", "ttft_p99", "tpot_p50"):
-            c = e[f"{name}_change_pct"]
-            if c["estimate"] is None:
-                verdict, rule = Status.NA, c.get("note") or "too few requests"
+            c = e.estimate(f"{name}_change_pct")
+            note = ""
+            if c.estimate is None or c.ci_low is None or c.ci_high is None:
+                verdict, rule, note = Status.NA, RULE, c.note or "too few requests"
             else:
-                verdict, rule = judge(
-                    c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct
-                )
+                verdict, rule = judge(c.estimate, c.ci_low, c.ci_high, cfg.warn_pct, cfg.fail_pct)
             out.append(stress_verdict(
-                f"interference ep{e['endpoint']} {name.replace('_', ' ')}", "interference",
+                f"interference ep{e.endpoint} {name.replace('_', ' ')}", "interference",
                 "% change mixed vs solo (order-statistic standard errors, log scale)", "%",
-                c["estimate"], c["ci_low"], c["ci_high"], cfg.warn_pct, cfg.fail_pct, verdict, rule,
-                evidence={"solo_requests": e["solo_requests"], "mixed_requests": e["mixed_requests"]},
+                c.estimate, c.ci_low, c.ci_high, cfg.warn_pct, cfg.fail_pct, verdict, rule,
+                evidence={"solo_requests": e.solo_requests, "mixed_requests": e.mixed_requests},
+                note=note,
             ))  # fmt: skip
         if cfg.claim_pct is not None:
-            c = (
-                e["ttft_jitter_mixed_pct"]
-                if cfg.claim_stat == "jitter"
-                else e["ttft_p50_change_pct"]
+            c = e.estimate(
+                "ttft_jitter_mixed_pct" if cfg.claim_stat == "jitter" else "ttft_p50_change_pct"
             )
             stat = ("jitter: CV of per-window TTFT p99 under mixed load (Bonett's interval)"
                     if cfg.claim_stat == "jitter" else "|% change| of TTFT p50 mixed vs solo")  # fmt: skip
-            est, lo, hi = c["estimate"], c["ci_low"], c["ci_high"]
-            if est is not None and cfg.claim_stat == "change":
+            est, lo, hi = c.estimate, c.ci_low, c.ci_high
+            if est is not None and lo is not None and hi is not None and cfg.claim_stat == "change":
                 lo, hi = sorted((abs(lo), abs(hi))) if lo * hi > 0 else (0.0, max(abs(lo), abs(hi)))
                 est = abs(est)
+            note = ""
             if est is None or lo is None or hi is None or not np.isfinite([lo, hi]).all():
                 # never a pass without an interval that covers: "too few windows"
-                verdict, rule = Status.NA, c.get("note") or "too few windows or requests"
+                verdict, rule = Status.NA, claim_rule(cfg.claim_pct)
+                note = c.note or "too few windows or requests"
             else:
                 verdict, rule = judge_claim(lo, hi, cfg.claim_pct)
             out.append(stress_verdict(
-                f"claim ep{e['endpoint']} fluctuation < {cfg.claim_pct:g}%", "claim", stat, "%",
-                est, lo, hi, None, cfg.claim_pct, verdict, rule,
+                f"claim ep{e.endpoint} fluctuation < {cfg.claim_pct:g}%", "claim", stat, "%",
+                est, lo, hi, None, cfg.claim_pct, verdict, rule, note=note,
             ))  # fmt: skip
     return out

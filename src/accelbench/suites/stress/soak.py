@@ -18,18 +18,19 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from accelbench import validate as v
-from accelbench.errors import UsageError
+from accelbench.documents import Fields, JsonObject, to_json_object
+from accelbench.errors import DocumentError, UsageError
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.store.rundir import JOURNAL, iter_journal, write_text_atomic
-from accelbench.store.suites import STRESS_JSON
+from accelbench.store.rundir import JOURNAL, write_text_atomic
 from accelbench.suites.stress.common import (
     JournalTail,
     JsonlAppender,
@@ -38,11 +39,22 @@ from accelbench.suites.stress.common import (
     _quiet,
     check_load,
     dir_bytes,
-    memory_series,
-    read_stress,
     run_step,
     window_device,
     window_stats,
+)
+from accelbench.suites.stress.document import (
+    MEMORY,
+    STRESS_JSON,
+    WINDOWS,
+    MemorySample,
+    SoakPart,
+    SoakWindow,
+    StressDoc,
+    memory_sample,
+    memory_series,
+    read_rows,
+    read_stress,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
@@ -53,8 +65,7 @@ from accelbench.suites.stress.verdicts import (
     leak_verdict,
 )
 
-WINDOWS = "windows.jsonl"
-MEMORY = "memory.jsonl"
+R = TypeVar("R")
 
 
 @dataclass
@@ -90,10 +101,10 @@ class SoakConfig:
             raise UsageError("stress soak runs for --duration: drop --num-requests")
         check_load(self.load, step={"duration_s": self.segment_s})  # as each segment runs
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         d = asdict(self)
         d["load"] = self.load.to_json()
-        return d
+        return _json_object(d)
 
     @classmethod
     def from_json(cls, d: Any, where: str = "stress.json") -> SoakConfig:
@@ -116,31 +127,40 @@ class SoakConfig:
             raise UsageError(f"{where}: its recorded config is refused: {exc}") from None
         return cfg
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """What a resumed soak must share with the recorded one: everything but the
         duration (a soak may be extended), and for the embedded engine, the engine's
         address and process (a fresh one is started per invocation)."""
-        d = orjson.loads(orjson.dumps(self.to_json(), option=orjson.OPT_NON_STR_KEYS))
+        d = self.to_json()
         d.pop("duration_s", None)
-        if self.embedded:
+        load = d.get("load")
+        if self.embedded and isinstance(load, dict):
             d["server_pid"] = None
-            d["load"]["url"] = d["load"]["model"] = None
-        return dict(d)
+            load["url"] = load["model"] = None
+        return d
+
+
+def _json_object(d: dict[str, Any]) -> JsonObject:
+    """A configuration's dict as the JSON it is written as (tuples as lists ...)."""
+    return to_json_object(d, "soak config")
 
 
 def recorded_config(path: Path) -> SoakConfig:
     """The configuration of the soak in ``path`` (written before its first segment)."""
-    prev = read_stress(path)
-    if prev.get("suite") != "soak" or "config" not in prev:
+    try:
+        prev = read_stress(path)
+    except DocumentError as exc:
+        raise DocumentError(f"--resume: {exc}") from None
+    if prev.suite != "soak" or not prev.config:
         raise UsageError(f"--resume {path}: not a soak directory")
-    return SoakConfig.from_json(prev["config"], f"--resume {path / 'stress.json'}")
+    return SoakConfig.from_json(prev.config, f"--resume {path / STRESS_JSON}")
 
 
 @dataclass
 class SoakResult:
     path: Path
     status: str  # completed | interrupted | failed
-    windows: list[dict[str, Any]]
+    windows: list[SoakWindow]
     verdicts: list[Verdict]
 
     @property
@@ -154,8 +174,12 @@ class _Collector(threading.Thread):
     GRACE_S = 2.0  # a record reaches the journal within ~1 s of finishing
 
     def __init__(self, cfg: SoakConfig, probe: MemoryProbe, journal: Path, t0_soak: float,
-                 windows: JsonlAppender, memory: JsonlAppender, n_window: int) -> None:  # fmt: skip
+                 windows: JsonlAppender, memory: JsonlAppender, n_window: int,
+                 clock_ns: Callable[[], int] = time.monotonic_ns) -> None:  # fmt: skip
+        """``clock_ns``: the clock of the journal's times (time.monotonic_ns), which
+        decides when windows close; a test gives its own."""
         super().__init__(name="accelbench-soak", daemon=True)
+        self.clock_ns = clock_ns
         self.cfg, self.probe = cfg, probe
         self.tail = JournalTail(journal)
         self.t0_soak = t0_soak  # soak time at the segment's start
@@ -170,16 +194,16 @@ class _Collector(threading.Thread):
         self.length: float | None = None
         self.halt = threading.Event()
         self.start_ns: int | None = None  # when the load started (the first record's t_sched)
-        self.rows: list[dict[str, Any]] = []  # records not yet in a closed window
-        self.samples: list[dict[str, Any]] = []  # memory samples of the open window
-        self.done: list[dict[str, Any]] = []  # windows closed by this collector
+        self.rows: list[dict[str, Any]] = []  # records (journal rows) not yet in a window
+        self.samples: list[MemorySample] = []  # memory samples of the open window
+        self.done: list[SoakWindow] = []  # windows closed by this collector
         self.w_start = 0.0  # segment seconds
         self.error: str | None = None
 
     def seg_s(self) -> float:
         if self.start_ns is None:
             return 0.0
-        return (time.monotonic_ns() - self.start_ns) / 1e9
+        return (self.clock_ns() - self.start_ns) / 1e9
 
     def _wait_for_load(self) -> bool:
         """Windows start with the load, not with server discovery and planning: wait for
@@ -239,21 +263,27 @@ class _Collector(threading.Thread):
         hi = self.start_ns + int(w_end * 1e9)
         mine = [r for r in self.rows if (r.get("t_done") or r.get("t_send") or 0) < hi]
         self.rows = [r for r in self.rows if (r.get("t_done") or r.get("t_send") or 0) >= hi]
-        samples = [s for s in self.samples if s["t_s"] < self.t0_soak + w_end]
-        self.samples = [s for s in self.samples if s["t_s"] >= self.t0_soak + w_end]
-        row = {"window": self.n_window, "t_start_s": round(self.t0_soak + self.w_start, 3),
-               "t_s": round(self.t0_soak + (self.w_start + w_end) / 2, 3),
-               "t_end_s": round(self.t0_soak + w_end, 3), "span_s": w_end - self.w_start,
-               **window_stats(mine, w_end - self.w_start), "device": window_device(samples)}  # fmt: skip
-        self.windows.append(row)
+        cut = self.t0_soak + w_end
+        samples = [s for s in self.samples if _t(s) < cut]
+        self.samples = [s for s in self.samples if _t(s) >= cut]
+        row = SoakWindow(self.n_window, round(self.t0_soak + self.w_start, 3),
+                         round(self.t0_soak + (self.w_start + w_end) / 2, 3),
+                         round(self.t0_soak + w_end, 3), w_end - self.w_start,
+                         window_stats(mine, w_end - self.w_start), window_device(samples))  # fmt: skip
+        self.windows.append(row.to_json())
         self.done.append(row)
         self.n_window += 1
         self.w_start = w_end
 
 
+def _t(s: MemorySample) -> float:
+    t = s.get("t_s")
+    return float(t) if isinstance(t, int | float) else 0.0
+
+
 def soak_verdicts(
-    windows: list[dict[str, Any]],
-    samples: list[dict[str, Any]],
+    windows: list[SoakWindow],
+    samples: list[MemorySample],
     totals: dict[str, float | None],
     leak: LeakThresholds,
     drift: DriftThresholds,
@@ -263,25 +293,20 @@ def soak_verdicts(
     out: list[Verdict] = []
     for name, (ts, ys) in sorted(memory_series(samples).items()):
         out.append(leak_verdict(f"leak {name}", ts, ys, totals.get(name), leak))
-    t = [w["t_s"] for w in windows]
+    t = [w.t_s for w in windows]
+    nan = float("nan")
 
-    def col(path: tuple[str, ...]) -> list[float]:
-        vals = []
-        for w in windows:
-            v: Any = w
-            for k in path:
-                v = v.get(k) if isinstance(v, dict) else None
-            vals.append(float(v) if v is not None else float("nan"))
-        return vals
+    def nums(xs: list[float | None]) -> list[float]:
+        return [nan if x is None else float(x) for x in xs]
 
-    for name, path, bad, rel in (
-        ("drift ttft p50", ("ttft_ms", "p50"), "up", True),
-        ("drift ttft p99", ("ttft_ms", "p99"), "up", True),
-        ("drift tpot p50", ("tpot_ms", "p50"), "up", True),
-        ("drift throughput", ("output_tok_per_s",), "down", True),
-        ("drift error rate", ("error_rate",), "up", False),
+    for name, vals, bad, rel in (
+        ("drift ttft p50", [w.stats.ttft_ms.get("p50") for w in windows], "up", True),
+        ("drift ttft p99", [w.stats.ttft_ms.get("p99") for w in windows], "up", True),
+        ("drift tpot p50", [w.stats.tpot_ms.get("p50") for w in windows], "up", True),
+        ("drift throughput", [w.stats.output_tok_per_s for w in windows], "down", True),
+        ("drift error rate", [w.stats.error_rate for w in windows], "up", False),
     ):
-        out.append(drift_verdict(name, t, col(path), bad=bad, relative=rel, th=drift))
+        out.append(drift_verdict(name, t, nums(vals), bad=bad, relative=rel, th=drift))
     return out
 
 
@@ -302,14 +327,15 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
                 f"({', '.join(diff[:5])} differ{'s' if len(diff) == 1 else ''}); a soak "
                 "resumes with its recorded configuration"
             )
-        wins = _resume_rows(windows_f, ("t_s", "t_end_s"))
-        done_s = max((w["t_end_s"] for w in wins), default=0.0)
-        seg = v.integer("segments of stress.json", prev.get("segments", 0), 0, 1_000_000)
+        wins = _resume_rows(windows_f, SoakWindow.from_json)
+        done_s = max((w.t_end_s for w in wins), default=0.0)
+        seg = v.integer("segments of stress.json", prev.soak.segments if prev.soak else 0, 0,
+                        1_000_000)  # fmt: skip
         # a segment killed mid-run (SIGKILL) left its run directory: never write into it
         seg = max([seg] + [int(p.name[4:]) + 1 for p in (path / "runs").glob("seg-[0-9]*")
                            if p.name[4:].isdigit()])  # fmt: skip
         # drop memory samples past the last finished window (they will be re-taken)
-        keep = [m for m in _resume_rows(memory_f, ("t_s",)) if m["t_s"] <= done_s]
+        keep = [m for m in _resume_rows(memory_f, memory_sample) if _t(m) <= done_s]
         memory_f.path.write_bytes(b"")
         for m in keep:
             memory_f.append(m)
@@ -325,7 +351,7 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
         while done_s < cfg.duration_s - 1e-6:
             length = min(cfg.segment_s, cfg.duration_s - done_s)
             out = path / "runs" / f"seg-{seg:03d}"
-            n_win = len(windows_f.read())
+            n_win = len(read_rows(windows_f.path, SoakWindow.from_json)[0])
             col = _Collector(cfg, probe, out / JOURNAL, done_s, windows_f, memory_f, n_win)
             col.length = length
             col.start()
@@ -343,7 +369,7 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
             done_s = (
                 done_s + length
                 if st == "completed"
-                else max((w["t_end_s"] for w in col.done), default=done_s)
+                else max((w.t_end_s for w in col.done), default=done_s)
             )
             _write(path, cfg, probe, "running", seg, windows_f, memory_f)
             if st != "completed":
@@ -367,52 +393,70 @@ def _diff(a: Any, b: Any, at: str = "") -> list[str]:
     return [] if a == b else [at or "(all)"]
 
 
-def _sane(x: Any) -> bool:
-    """A value a soak writes: numbers (finite), None, and dicts of them."""
-    if x is None or (isinstance(x, int | float) and not isinstance(x, bool)):
-        return x is None or math.isfinite(x)
-    return isinstance(x, dict) and all(_sane(y) for y in x.values())
+def _finite(x: object) -> bool:
+    """No infinity or NaN anywhere in a row (a soak writes none: they would bend the fits)."""
+    if isinstance(x, float):
+        return math.isfinite(x)
+    if isinstance(x, str):
+        return x not in ("inf", "-inf")
+    if isinstance(x, dict):
+        return all(_finite(y) for y in x.values())
+    if isinstance(x, list):
+        return all(_finite(y) for y in x)
+    return True
 
 
-def _resume_rows(f: JsonlAppender, need: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The rows of a soak's windows.jsonl / memory.jsonl to resume from. A torn last line
-    (the soak was killed mid-write) is dropped from the file, so the next row does not
-    land on it; a damaged line elsewhere, or a row of the wrong shape, stops the resume
-    (continuing would drop it from the verdicts for good)."""
+def _resume_rows(f: JsonlAppender, parse: Callable[[Fields], R]) -> list[R]:
+    """The rows of a soak's windows.jsonl / memory.jsonl to resume from, each read by its
+    type's reader. A torn last line (the soak was killed mid-write) is dropped from the
+    file, so the next row does not land on it; a damaged line elsewhere, or a row of the
+    wrong shape, stops the resume (continuing would drop it from the verdicts for good)."""
     if not f.path.exists():
         return []
     data = f.path.read_bytes()
-    n_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
     bad: list[int] = []
-    rows = list(iter_journal(
-        f.path, bad, keep=lambda r: _sane(r) and all(r.get(k) is not None for k in need)
-    ))  # fmt: skip
-    if bad and bad != [n_lines]:
+    rows: list[R] = []
+    kept: list[bytes] = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+            if not _finite(raw):
+                raise DocumentError("not finite")
+            rows.append(parse(Fields(raw, f"{f.path.name}: line {no}")))
+            kept.append(line)
+        except (orjson.JSONDecodeError, DocumentError):
+            bad.append(no)
+    if bad and bad != [len(lines)]:
         raise UsageError(
             f"--resume: {f.path} line(s) {', '.join(map(str, bad[:5]))}"
             f"{' ...' if len(bad) > 5 else ''} are damaged; resuming would drop them from "
             "the verdicts: repair or remove those lines, or start a new soak"
         )
     if bad or (data and not data.endswith(b"\n")):
-        write_text_atomic(f.path, "".join(orjson.dumps(r).decode() + "\n" for r in rows))
+        write_text_atomic(f.path, "".join(x.decode() + "\n" for x in kept))
     return rows
 
 
 def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: int,
            windows_f: JsonlAppender, memory_f: JsonlAppender) -> SoakResult:  # fmt: skip
-    windows = windows_f.read()
-    samples = memory_f.read()
+    windows, _ = read_rows(windows_f.path, SoakWindow.from_json)
+    samples, _ = read_rows(memory_f.path, memory_sample)
     names = memory_series(samples)
     totals = {n: probe.total_for(n) for n in names}
     verdicts = soak_verdicts(windows, samples, totals, cfg.leak, cfg.drift)
-    n_req = sum(int(w.get("requests") or 0) for w in windows)
+    n_req = sum(w.stats.requests for w in windows)
     size = dir_bytes(path)
-    write_stress(path, {
-        "suite": "soak", "status": status, "segments": seg, "config": cfg.to_json(),
-        "windows": len(windows), "soak_s": max((w["t_end_s"] for w in windows), default=0.0),
-        "requests": n_req, "disk_bytes": size,
-        "disk_bytes_per_request": size / n_req if n_req else None,
-        "runs": [str(p.relative_to(path)) for p in sorted((path / "runs").glob("seg-*"))],
-        "memory_totals": totals, "verdicts": [v.to_json() for v in verdicts],
-    })  # fmt: skip
+    part = SoakPart(segments=seg, windows=len(windows),
+                    soak_s=max((w.t_end_s for w in windows), default=0.0), requests=n_req,
+                    disk_bytes=size, disk_bytes_per_request=size / n_req if n_req else None)  # fmt: skip
+    write_stress(path, StressDoc(
+        suite="soak", status=status, config=cfg.to_json(),
+        runs=[str(p.relative_to(path)) for p in sorted((path / "runs").glob("seg-*"))],
+        verdicts=verdicts, part=part, memory_totals=totals,
+    ))  # fmt: skip
     return SoakResult(path=path, status=status, windows=windows, verdicts=verdicts)

@@ -52,6 +52,7 @@ def stress_verdict(
     *,
     evidence: Evidence | None = None,
     method: str = "",
+    note: str = "",
 ) -> Verdict:
     """A stress verdict as the one :class:`~accelbench.metrics.verdict.Verdict` record:
     thresholds ``warn`` and ``fail`` in the statistic's unit, oriented "high is bad" (a
@@ -67,19 +68,22 @@ def stress_verdict(
         rule=rule,
         evidence=dict(evidence or {}),
         kind=kind,
+        note=note,
     )
+
+
+RULE = "fail / warn if the 95% interval lies wholly above the fail / warn threshold"
 
 
 def judge(
     est: float, lo: float, hi: float, warn: float | None, fail: float | None
 ) -> tuple[Status, str]:
     """(status, rule) for a bad-is-high statistic with interval [lo, hi]."""
-    rule = "fail / warn if the 95% interval lies wholly above the fail / warn threshold"
     if fail is not None and lo > fail:
-        return Status.FAIL, rule
+        return Status.FAIL, RULE
     if warn is not None and lo > warn:
-        return Status.WARN, rule
-    return Status.PASS, rule
+        return Status.WARN, RULE
+    return Status.PASS, RULE
 
 
 def check_thresholds(
@@ -95,8 +99,12 @@ def check_thresholds(
         raise UsageError(f"{warn_name} ({warn:g}) must not be above {fail_name} ({fail:g})")
 
 
+def claim_rule(bound: float) -> str:
+    return f"claim 'under {bound:g}': pass if the 95% interval lies below it, fail if above, warn if it straddles"
+
+
 def judge_claim(lo: float, hi: float, bound: float) -> tuple[Status, str]:
-    rule = f"claim 'under {bound:g}': pass if the 95% interval lies below it, fail if above, warn if it straddles"
+    rule = claim_rule(bound)
     if hi < bound:
         return Status.PASS, rule
     if lo > bound:
@@ -129,13 +137,13 @@ def leak_verdict(
     if tr is None:
         return stress_verdict(name, "leak", "Theil-Sen slope after warm-up", "B/h", None, None, None,
                        th.warn_bytes_per_h, th.fail_bytes_per_h, Status.NA,
-                       "too few samples (need 4)", evidence={"n": len(t_s)})  # fmt: skip
+                       RULE, note="too few samples (need 4)", evidence={"n": len(t_s)})  # fmt: skip
     est, lo, hi = tr.slope * HOUR, tr.ci_low * HOUR, tr.ci_high * HOUR
     if not (math.isfinite(lo) and math.isfinite(hi)):
         # no interval, no estimate shown as if it were evidence (the slope is in evidence)
         return stress_verdict(name, "leak", "Theil-Sen slope of memory after the warm-up", "B/h", None,
                        None, None, th.warn_bytes_per_h, th.fail_bytes_per_h, Status.NA,
-                       f"too few samples after the warm-up ({tr.n_fit}; an interval needs "
+                       RULE, note=f"too few samples after the warm-up ({tr.n_fit}; an interval needs "
                        f"{MIN_TREND_POINTS})",
                        evidence={"n": tr.n, "n_fit": tr.n_fit, "warmup_end_s": tr.start_s,
                                  "slope_without_interval": est})  # fmt: skip
@@ -206,19 +214,19 @@ def drift_verdict(
     v = v[np.isfinite(v)]
     if tr is None or v.size == 0:
         return stress_verdict(name, "drift", stat, unit, None, None, None, warn, fail, Status.NA,
-                       "too few windows (need 4)", evidence={"n": int(v.size)})  # fmt: skip
+                       RULE, note="too few windows (need 4)", evidence={"n": int(v.size)})  # fmt: skip
     level = float(np.median(v))
     scale = (100.0 / level if level else math.nan) if relative else 100.0
     a, b = sign * tr.ci_low * HOUR * scale, sign * tr.ci_high * HOUR * scale
     est, lo, hi = sign * tr.slope * HOUR * scale, min(a, b), max(a, b)
     if not (math.isfinite(tr.ci_low) and math.isfinite(tr.ci_high)):
         return stress_verdict(name, "drift", stat, unit, None, None, None, warn, fail, Status.NA,
-                       f"too few windows ({tr.n}; an interval needs {MIN_TREND_POINTS})",
+                       RULE, note=f"too few windows ({tr.n}; an interval needs {MIN_TREND_POINTS})",
                        evidence={"n": tr.n, "slope_without_interval":
                                  est if math.isfinite(est) else None})  # fmt: skip
     if not all(map(math.isfinite, (est, lo, hi))):
         return stress_verdict(name, "drift", stat, unit, None, None, None, warn, fail, Status.NA,
-                       "the series' median is 0: no relative drift", evidence={"n": tr.n})  # fmt: skip
+                       RULE, note="the series' median is 0: no relative drift", evidence={"n": tr.n})  # fmt: skip
     verdict, rule = judge(est, lo, hi, warn, fail)
     return stress_verdict(
         name, "drift", stat, unit, est, lo, hi, warn, fail, verdict, rule,

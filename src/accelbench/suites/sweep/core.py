@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from accelbench import validate
-from accelbench.errors import AccelbenchError
+from accelbench.documents import Json, JsonObject, to_json_object
+from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.runner.config import MAX_RATE, MAX_STREAMS, MIN_RATE, BenchmarkConfig
 from accelbench.store.reader import RunInfo, load_run
-from accelbench.store.rundir import write_json_atomic
 from accelbench.store.sets import SweepSet, load_inputs, load_sweep
+from accelbench.store.sweepdoc import SWEEP_SCHEMA, SweepDoc, SweepPoint, read_sweep, write_sweep
 
 if TYPE_CHECKING:
     from accelbench.runner.benchmark import RunResult
@@ -31,7 +31,6 @@ __all__ = [
     "run_sweep",
 ]
 
-SWEEP_SCHEMA = "accelbench.sweep/1"
 Kind = Literal["concurrency", "rate"]
 # a run: its result (runner.benchmark.RunResult), or the directory it wrote (to be read)
 Runner = Callable[..., "Path | RunResult"]
@@ -173,21 +172,23 @@ class SweepPlan:
         n = self.base.num_requests or max(20, math.ceil(30 * value))
         return self.base.with_(rate=float(value), num_requests=n, out_dir=str(out_dir))
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": SWEEP_SCHEMA,
-            "kind": self.kind,
-            "values": list(self.values),
-            "preset": self.preset,
-            "requests_per_point": self.requests_per_point,
-            "warmup_per_point": self.warmup_per_point,
-            "saturation": asdict(self.saturation),
-            "base_config": self.base.to_json(),
-        }
+    def document(self, points: list[SweepPoint]) -> SweepDoc:
+        """sweep.json of this plan with ``points``."""
+        return SweepDoc(
+            kind=self.kind,
+            values=list(self.values),
+            base_config=to_json_object(self.base.to_json(), "base_config"),
+            points=points,
+            preset=self.preset,
+            requests_per_point=self.requests_per_point,
+            warmup_per_point=self.warmup_per_point,
+            saturation=to_json_object(asdict(self.saturation), "saturation"),
+        )
 
 
-def _workload_key(cfg: dict[str, Any]) -> dict[str, Any]:
-    wl = cfg.get("workload") or {}
+def _workload_key(cfg: JsonObject) -> dict[str, Json]:
+    wl = cfg.get("workload")
+    wl = wl if isinstance(wl, dict) else {}
     keys = ("isl", "osl", "isl_dist", "osl_dist", "range_ratio", "dataset")
     return {  # not the URL: the same server may come back on another port
         "model": cfg.get("model"),
@@ -226,139 +227,127 @@ def run_sweep(
     *,
     runner: Runner | None = None,
     progress: bool = True,
-    on_point: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    on_point: Callable[[SweepPoint], None] | None = None,
+) -> SweepDoc:
     """Run every missing point of the sweep in ascending load order and return sweep.json's
-    content. Completed points (status completed and a summary.json on disk) are not run
+    document. Completed points (status completed and a summary.json on disk) are not run
     again; failed or interrupted ones are. Stops early on saturation (see SaturationRule);
     the points above are marked ``skipped``."""
     d = Path(sweep_dir)
     d.mkdir(parents=True, exist_ok=True)
-    sj = d / "sweep.json"
-    old_points: dict[str, dict[str, Any]] = {}
-    if sj.exists():
-        old_points = _old_points(sj, plan)
-        merged = sorted(set(plan.values) | {p["value"] for p in old_points.values()})
+    old_points: dict[str, SweepPoint] = {}
+    if (d / "sweep.json").exists():
+        old_points = _old_points(d, plan)
+        merged = sorted(set(plan.values) | {p.value for p in old_points.values()})
         plan.values = [int(v) if plan.kind == "concurrency" else v for v in merged]
 
-    doc = plan.to_json()
-    doc["points"] = []
+    points = []
     for v in plan.values:
         name = plan.point_dir(v)
-        prev = old_points.get(name, {})
-        doc["points"].append(
-            {"value": v, "dir": name, "status": prev.get("status", "pending"), **_extra(prev)}
-        )
-    doc["status"] = "running"
-    write_json_atomic(sj, doc)
+        prev = old_points.get(name)
+        points.append(SweepPoint(
+            v, name, prev.status if prev else "pending",
+            reason=prev.reason if prev else None, run_id=prev.run_id if prev else None,
+            earlier_attempts=list(prev.earlier_attempts) if prev else [],
+        ))  # fmt: skip
+    doc = plan.document(points)
+    write_sweep(d, doc)
 
     run = runner
     done: list[RunInfo] = []
     stop_reason: str | None = None
     try:
-        for p in doc["points"]:
-            pdir = d / p["dir"]
+        for p in doc.points:
+            pdir = d / p.dir
             if stop_reason:
-                p["status"] = "skipped"
-                p["reason"] = stop_reason
+                p.status = "skipped"
+                p.reason = stop_reason
                 continue
-            if p["status"] == "completed" and (pdir / "summary.json").exists():
+            if p.status == "completed" and (pdir / "summary.json").exists():
                 info = load_run(pdir)
             else:
                 if run is None:
                     run = _default_runner()
                 moved = _set_aside(pdir)
                 if moved is not None:
-                    p.setdefault("earlier_attempts", []).append(moved.name)
-                p["status"] = "running"
-                p.pop("reason", None)
-                write_json_atomic(sj, doc)
-                cfg = plan.point_config(p["value"], pdir)
+                    p.earlier_attempts.append(moved.name)
+                p.status = "running"
+                p.reason = None
+                write_sweep(d, doc)
+                cfg = plan.point_config(p.value, pdir)
                 try:
                     got = run(cfg, progress=progress)
                     out = Path(got) if isinstance(got, str | Path) else got.directory
                 except KeyboardInterrupt:
-                    p["status"] = "interrupted"
+                    p.status = "interrupted"
                     raise
                 except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on record
-                    p["status"] = "failed"
-                    p["reason"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-                    stop_reason = f"point {p['dir']} failed"
-                    write_json_atomic(sj, doc)
+                    p.status = "failed"
+                    p.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+                    stop_reason = f"point {p.dir} failed"
+                    write_sweep(d, doc)
                     if on_point:
                         on_point(p)
                     continue
                 if out.resolve() != pdir.resolve():
-                    p["dir"] = str(out)
+                    p.dir = str(out)
                     pdir = out
                 # the result as the run ended; a directory alone is read back
                 info = load_run(pdir) if isinstance(got, str | Path) else got.run_info()
-                p["status"] = "completed" if info.usable else "failed"
+                p.status = "completed" if info.usable else "failed"
                 if not info.usable:
-                    p["reason"] = "; ".join(info.problems) or f"run status {info.status}"
-            p["run_id"] = info.run_id
-            p["output_tps_per_gpu"] = info.figure("output_tps_per_gpu")
-            p["interactivity"] = info.figure("interactivity")
+                    p.reason = "; ".join(info.problems) or f"run status {info.status}"
+            p.run_id = info.run_id
+            p.output_tps_per_gpu = info.figure("output_tps_per_gpu")
+            p.interactivity = info.figure("interactivity")
             reason = plan.saturation.check(done, info)
             if info.usable:
                 done.append(info)
             if reason:
                 stop_reason = reason
-                p["saturation"] = reason
-            write_json_atomic(sj, doc)
+                p.saturation = reason
+            write_sweep(d, doc)
             if on_point:
                 on_point(p)
     finally:
-        statuses = {p["status"] for p in doc["points"]}
-        doc["status"] = (
+        statuses = {p.status for p in doc.points}
+        doc.status = (
             "completed"
             if statuses <= {"completed", "skipped"}
             else "interrupted"
             if "interrupted" in statuses or "running" in statuses or "pending" in statuses
             else "partial"
         )
-        doc["stop_reason"] = stop_reason
-        write_json_atomic(sj, doc)
+        doc.stop_reason = stop_reason
+        write_sweep(d, doc)
     return doc
 
 
-def _old_points(sj: Path, plan: SweepPlan) -> dict[str, dict[str, Any]]:
-    """The points an earlier run of this sweep recorded in ``sj``, by directory name. A
-    sweep.json of another sweep, or one damaged (not an object, points not a list of
-    objects each with a directory and a load value in range), is one clear error: the
+def _old_points(d: Path, plan: SweepPlan) -> dict[str, SweepPoint]:
+    """The points an earlier run of this sweep recorded in ``d/sweep.json``, by directory
+    name. A sweep.json of another sweep, or one damaged (not an object, points not a list
+    of objects each with a directory and a load value in range), is one clear error: the
     sweep's runs stay untouched until the user moves it away."""
+    sj = d / "sweep.json"
     try:
-        old = json.loads(sj.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AccelbenchError(f"{sj}: unreadable ({exc})") from None
+        old = read_sweep(d)
+    except DocumentError as exc:
+        raise DocumentError(
+            f"{exc}; {sj} is damaged: move it away to start the sweep afresh"
+        ) from None
     damaged = f"{sj} is damaged ({{}}); move it away to start the sweep afresh"
-    if not isinstance(old, dict):
-        raise AccelbenchError(damaged.format(f"not a JSON object: {type(old).__name__}"))
-    base = old.get("base_config")
-    if old.get("kind") != plan.kind or _workload_key(
-        base if isinstance(base, dict) else {}
-    ) != _workload_key(plan.base.to_json()):
+    if old.kind != plan.kind or _workload_key(old.base_config) != _workload_key(
+        to_json_object(plan.base.to_json(), "base_config")
+    ):
         raise AccelbenchError(
             f"{sj.parent} holds a different sweep (kind, model, GPUs or workload differ); "
             "choose another --out directory"
         )
-    points = old.get("points", [])
-    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
-        raise AccelbenchError(damaged.format("points is not a list of objects"))
-    out: dict[str, dict[str, Any]] = {}
-    for p in points:
-        if not isinstance(p.get("dir"), str):
-            raise AccelbenchError(damaged.format(f"a point without a directory: {p!r:.80}"))
-        v = p.get("value")
+    out: dict[str, SweepPoint] = {}
+    for p in old.points:
         try:
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                raise AccelbenchError(f"value must be a number (got {v!r:.40})")
-            replace(plan, values=[v])  # the range check of the plan's own points
+            replace(plan, values=[p.value])  # the range check of the plan's own points
         except AccelbenchError as exc:
-            raise AccelbenchError(damaged.format(f"point {p['dir']}: {exc}")) from None
-        out[p["dir"]] = p
+            raise AccelbenchError(damaged.format(f"point {p.dir}: {exc}")) from None
+        out[p.dir] = p
     return out
-
-
-def _extra(prev: dict[str, Any]) -> dict[str, Any]:
-    return {k: prev[k] for k in ("run_id", "reason", "earlier_attempts") if k in prev}
