@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -114,7 +115,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/ab-run-end"))
     ap.add_argument("--mb", type=float, default=138.0)
     ap.add_argument("--osl", type=int, default=128)
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3, help="pairs of runs (off, on)")
     args = ap.parse_args()
     out = []
     for rep in range(args.repeat):
@@ -134,9 +135,11 @@ def main() -> None:
             res.update(journal_mb=size, rows=n)
             out.append(res)
             print(json.dumps(res), flush=True)
-    by = {m: [r["peak_rss_mb"] for r in out if r["mode"] == m] for m in ("off", "on")}
-    off, on = min(by["off"]), min(by["on"])
-    print(f"peak RSS: off {off:.0f} MiB, on {on:.0f} MiB, telemetry adds {on - off:+.0f} MiB")
+    by = {m: sorted(r["peak_rss_mb"] for r in out if r["mode"] == m) for m in ("off", "on")}
+    med = {m: statistics.median(v) for m, v in by.items()}
+    for m, v in by.items():
+        print(f"peak RSS {m}: median {med[m]:.0f} MiB (min {v[0]:.0f}, max {v[-1]:.0f}, n {len(v)})")
+    print(f"telemetry adds {med['on'] - med['off']:+.0f} MiB (medians)")
 
 
 if __name__ == "__main__":

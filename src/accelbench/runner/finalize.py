@@ -33,7 +33,14 @@ from accelbench.store.rundir import (
     iter_journal,
     write_parquet_atomic,
 )
-from accelbench.store.rundoc import RunDoc, read_run_doc, read_summary, write_run_doc, write_summary
+from accelbench.store.rundoc import (
+    UNKNOWN_STATUS,
+    RunDoc,
+    read_run_doc,
+    read_summary,
+    write_run_doc,
+    write_summary,
+)
 from accelbench.workload.tokenizer import Tokenizer
 
 
@@ -85,7 +92,8 @@ def finalize_run(
             with contextlib.suppress(Exception):
                 sampler.stop()
         raise
-    status = status or doc.status or "completed"
+    recorded = doc.status if doc.status != UNKNOWN_STATUS else None
+    status = status or recorded or "completed"
     if status == "running":
         status = "interrupted"  # the client died before it could say
     client = (client if client is not None else doc.client or ClientSection()).copy()
