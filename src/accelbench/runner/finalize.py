@@ -22,6 +22,7 @@ from accelbench.metrics.summary import (
     MlperfSection,
     Summary,
     TelemetrySection,
+    stat_value,
     summarize,
 )
 from accelbench.runner.config import MAX_GPUS, run_mode
@@ -331,7 +332,7 @@ def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
     server, was the bottleneck."""
     c = summary["client"]
     warnings: list[str] = list(c.get("warnings") or [])
-    lag_p99 = summary["latency"]["schedule_lag_ms"].get("p99")
+    lag_p99 = stat_value(summary["latency"].get("schedule_lag_ms"), "p99")
     c["schedule_lag_ms_p99"] = lag_p99
     c["mode"] = cfg.mode or ("rate" if cfg.rate else "concurrency")
     c["requested_rate"] = cfg.rate
@@ -391,7 +392,7 @@ def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
         # Kernel stamps are exact unless a read takes two chunks of one stream: then the
         # earlier one gets the later one's time. That needs a read delay above the gap.
         delay = c.get("read_delay_ms_p99")
-        gap = (summary["latency"].get("chunk_gap_ms") or {}).get("p50")
+        gap = stat_value(summary["latency"].get("chunk_gap_ms"), "p50")
         drift = c.get("realtime_drift_ppm")
         if drift is not None and abs(drift) > REALTIME_STEP_PPM:
             step = c.get("realtime_step_ms_max") or 0.0
