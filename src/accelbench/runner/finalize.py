@@ -220,7 +220,7 @@ def _requests_table(
         old_rows = None
     lines: list[int] = []
     path = run_dir / JOURNAL
-    rows: Iterable[dict[str, Any]] = ()
+    rows: Iterable[Mapping[str, object]] = ()
     missing = not path.is_file()
     if not missing:
         rows = iter_journal(path, lines)  # streamed: never the whole journal in memory
