@@ -138,7 +138,9 @@ def main() -> None:
     by = {m: sorted(r["peak_rss_mb"] for r in out if r["mode"] == m) for m in ("off", "on")}
     med = {m: statistics.median(v) for m, v in by.items()}
     for m, v in by.items():
-        print(f"peak RSS {m}: median {med[m]:.0f} MiB (min {v[0]:.0f}, max {v[-1]:.0f}, n {len(v)})")
+        print(
+            f"peak RSS {m}: median {med[m]:.0f} MiB (min {v[0]:.0f}, max {v[-1]:.0f}, n {len(v)})"
+        )
     print(f"telemetry adds {med['on'] - med['off']:+.0f} MiB (medians)")
 
 
