@@ -317,6 +317,50 @@ def test_sampler_beside_a_run_with_server_metrics(tmp_path):
     assert s.stop() is result  # idempotent
 
 
+def test_sampler_stamps_with_its_clock_and_takes_energy_over_the_window(tmp_path, monkeypatch):
+    """A fake clock and the ticks by hand: each sample carries the clock's instant and the
+    phase set before it; energy is the counter's rise over the window given to stop."""
+    import accelbench.telemetry.sampler as sampler_mod
+    from accelbench.telemetry.sources import Source
+
+    s_ns = 1_000_000_000
+    now = [0]
+
+    class Gpu(Source):
+        name = "fake"
+
+        def probe(self):
+            return None
+
+        def sample(self, t_ns):
+            return [_gpu(None, "a", power=200.0, energy=1000.0 + 200.0 * t_ns / s_ns)]
+
+    monkeypatch.setattr(sampler_mod, "open_sources", lambda *a: ([Gpu()], {"fake": "ok"}))
+    s = TelemetrySampler(tmp_path, clock=lambda: now[0])
+    s.open()
+    for t, phase in (
+        (0, "warmup"),
+        (1, "measured"),
+        (2, "measured"),
+        (3, "measured"),
+        (4, "drain"),
+    ):
+        now[0] = t * s_ns
+        s.set_phase(phase)
+        s.sample_now()
+    result = s.stop(measured_window_ns=(1 * s_ns, 3 * s_ns), output_tokens=100, total_tokens=400)
+    rows = pq.read_table(tmp_path / TELEMETRY_FILE).to_pylist()
+    assert [(r["t_ns"], r["phase"]) for r in rows] == [
+        (0, "warmup"), (s_ns, "measured"), (2 * s_ns, "measured"), (3 * s_ns, "measured"),
+        (4 * s_ns, "drain"),
+    ]  # fmt: skip
+    energy = result["energy"]
+    assert energy["method"] == "counter" and energy["joules"] == pytest.approx(400.0)
+    assert energy["window_s"] == 2.0 and energy["average_w"] == pytest.approx(200.0)
+    assert energy["j_per_output_token"] == pytest.approx(4.0)
+    assert s.stop() is result
+
+
 def test_sampler_with_no_source_still_writes(tmp_path):
     s = HealthSampler(tmp_path, interval_s=0.05, sources=["nvml", "amdsmi"])
     s.start()
@@ -332,16 +376,16 @@ def test_sampler_with_no_source_still_writes(tmp_path):
 
 
 def test_sampler_server_going_away_is_not_fatal(tmp_path):
+    # the sampler's ticks by hand (what its thread does every interval_s): no sleeping
     with LlamaMetricsServer() as srv:
         s = TelemetrySampler(tmp_path, interval_s=0.05, server_url=srv.url, sources=["server"])
-        s.start()
-        deadline = time.monotonic() + 10
-        while len(s.rows) < 2 and time.monotonic() < deadline:  # two good scrapes
-            time.sleep(0.02)
-    time.sleep(0.2)  # the server is gone; scrapes fail
+        s.open()
+        s.sample_now()
+        s.sample_now()  # two good scrapes
+    s.sample_now()  # the server is gone; the scrape fails
     result = s.stop()
     assert result["sources"]["server"] == "ok"
-    assert result["samples"] >= 2
+    assert result["samples"] == 2 and result["errors"]["server"]["count"] == 1
     assert "health" not in result  # telemetry alone does not judge; HealthSampler does
 
 
@@ -349,9 +393,10 @@ def test_a_run_whose_server_metrics_went_away_is_unknown_not_pass(tmp_path):
     """Samples lost during the run: the run's health cannot be "pass"."""
     with LlamaMetricsServer() as srv:
         s = HealthSampler(tmp_path, interval_s=0.05, server_url=srv.url, sources=["server"])
-        s.start()
-        time.sleep(0.15)
-    time.sleep(0.2)  # the server is gone; scrapes fail
+        s.open()
+        for _ in range(3):
+            s.sample_now()
+    s.sample_now()  # the server is gone; the scrape fails
     health = s.stop()["health"]
     assert health["verdict"] == "unknown", health
     assert len(health["unknown"]) == 1
@@ -359,7 +404,8 @@ def test_a_run_whose_server_metrics_went_away_is_unknown_not_pass(tmp_path):
     # the same server answering to the end: judged, not unknown
     with LlamaMetricsServer() as srv:
         s = HealthSampler(tmp_path / "ok", interval_s=0.05, server_url=srv.url, sources=["server"])
-        s.start()
-        time.sleep(0.2)
+        s.open()
+        for _ in range(4):
+            s.sample_now()
         health = s.stop()["health"]
     assert health["verdict"] in ("pass", "warn", "fail") and health["unknown"] == []

@@ -26,7 +26,10 @@ SCHEMA_ID = "accelbench.summary/1"
 # summary.json as typed dictionaries (docs/RESULTS.md): the document is written from these
 # and read back into them (:func:`summary_from_json`); the JSON format is unchanged.
 
-Stats = dict[str, Any]  # count, mean, std, min, max, p50 ... p99.9
+Stats = Mapping[
+    str, float | int | str | None
+]  # count, mean, std, min, max, p50 ... p99.9: a number,
+# null (nothing observed) or "inf" (an adjusted rank among the failures)
 
 
 class Counts(TypedDict):
@@ -333,6 +336,13 @@ def summary_from_json(doc: object, where: str = "summary.json") -> tuple[Summary
     return cast(Summary, out), problems  # checked above, section by section
 
 
+def stat_value(stats: Stats | None, key: str) -> float | None:
+    """One figure of a stats object as a number: None where nothing was observed (null)
+    or where it is not a finite number (an adjusted rank's "inf")."""
+    v = stats.get(key) if stats is not None else None
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+
 def health_section(doc: Mapping[str, object]) -> HealthSection:
     """The health rules' verdict as the summary holds it (the rules return a plain
     mapping: health/ is above this package)."""
@@ -528,7 +538,7 @@ def summarize(
         "ttft_ms_adjusted": describe_adjusted(ttft, n_fail),
         "e2e_ms_adjusted": describe_adjusted(e2e, n_fail),
     }
-    stat = latency["tpot_ms"].get(tpot_statistic)
+    stat = stat_value(latency["tpot_ms"], tpot_statistic)
     interactivity: Interactivity = {
         "tok_s_user": (1000.0 / stat) if stat else None,
         "tpot_statistic": tpot_statistic,

@@ -22,6 +22,7 @@ from accelbench.metrics.summary import (
     MlperfSection,
     Summary,
     TelemetrySection,
+    stat_value,
     summarize,
 )
 from accelbench.runner.config import MAX_GPUS, run_mode
@@ -33,7 +34,14 @@ from accelbench.store.rundir import (
     iter_journal,
     write_parquet_atomic,
 )
-from accelbench.store.rundoc import RunDoc, read_run_doc, read_summary, write_run_doc, write_summary
+from accelbench.store.rundoc import (
+    UNKNOWN_STATUS,
+    RunDoc,
+    read_run_doc,
+    read_summary,
+    write_run_doc,
+    write_summary,
+)
 from accelbench.workload.tokenizer import Tokenizer
 
 
@@ -85,7 +93,8 @@ def finalize_run(
             with contextlib.suppress(Exception):
                 sampler.stop()
         raise
-    status = status or doc.status or "completed"
+    recorded = doc.status if doc.status != UNKNOWN_STATUS else None
+    status = status or recorded or "completed"
     if status == "running":
         status = "interrupted"  # the client died before it could say
     client = (client if client is not None else doc.client or ClientSection()).copy()
@@ -211,7 +220,7 @@ def _requests_table(
         old_rows = None
     lines: list[int] = []
     path = run_dir / JOURNAL
-    rows: Iterable[dict[str, Any]] = ()
+    rows: Iterable[Mapping[str, object]] = ()
     missing = not path.is_file()
     if not missing:
         rows = iter_journal(path, lines)  # streamed: never the whole journal in memory
@@ -323,7 +332,7 @@ def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
     server, was the bottleneck."""
     c = summary["client"]
     warnings: list[str] = list(c.get("warnings") or [])
-    lag_p99 = summary["latency"]["schedule_lag_ms"].get("p99")
+    lag_p99 = stat_value(summary["latency"].get("schedule_lag_ms"), "p99")
     c["schedule_lag_ms_p99"] = lag_p99
     c["mode"] = cfg.mode or ("rate" if cfg.rate else "concurrency")
     c["requested_rate"] = cfg.rate
@@ -383,7 +392,7 @@ def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
         # Kernel stamps are exact unless a read takes two chunks of one stream: then the
         # earlier one gets the later one's time. That needs a read delay above the gap.
         delay = c.get("read_delay_ms_p99")
-        gap = (summary["latency"].get("chunk_gap_ms") or {}).get("p50")
+        gap = stat_value(summary["latency"].get("chunk_gap_ms"), "p50")
         drift = c.get("realtime_drift_ppm")
         if drift is not None and abs(drift) > REALTIME_STEP_PPM:
             step = c.get("realtime_step_ms_max") or 0.0

@@ -25,7 +25,7 @@ from accelbench.metrics.registry import figure as registry_figure
 from accelbench.metrics.summary import Summary, summarize
 from accelbench.metrics.values import column_np, finite_number
 from accelbench.store.rundir import JOURNAL, PARQUET, RUN_JSON, SUMMARY, read_journal
-from accelbench.store.rundoc import RunDoc, read_run_doc, read_summary
+from accelbench.store.rundoc import UNKNOWN_STATUS, RunDoc, read_run_doc, read_summary
 
 __all__ = [
     "SCALAR_COLUMNS",
@@ -183,9 +183,9 @@ class RunInfo:
 
     @property
     def status(self) -> str:
-        if self.doc is not None:
+        if self.doc is not None and self.doc.status != UNKNOWN_STATUS:
             return self.doc.status
-        return str(dig(self.summary, "status") or "unknown")
+        return str(dig(self.summary, "status") or UNKNOWN_STATUS)
 
     @property
     def usable(self) -> bool:

@@ -29,6 +29,7 @@ from accelbench.store.rundir import RUN_JSON, SUMMARY, write_json_atomic
 SCHEMA = "accelbench.run/1"
 KNOWN_SCHEMAS = ("accelbench.run/1",)  # a file without ``schema`` predates it: read as /1
 STATUSES = ("running", "completed", "interrupted", "failed", "partial")
+UNKNOWN_STATUS = "unknown"  # a file that records none (readers fall back on the summary's)
 
 # The engines ``--embedded-engine`` starts, as run.json names them (server.embedded.engine).
 EMBEDDED_ENGINE_NAMES = {"llama": "llama.cpp llama-server", "vllm": "vLLM"}
@@ -137,7 +138,7 @@ class RunDoc:
         return cls(
             schema=SCHEMA,
             run_id=c.text("run_id", default="") or "",
-            status=c.text("status", default="completed") or "completed",
+            status=c.text("status") or UNKNOWN_STATUS,
             config=dict(config),
             kind=c.text("kind"),
             tool=cast(ToolInfo | None, c.obj("tool")),  # shown, never computed on

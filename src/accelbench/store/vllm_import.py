@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ _SCALARS: dict[str, tuple[str, Any]] = {
 }
 
 
-def check_vllm_result(d: dict[str, Any], src: Path) -> None:
+def check_vllm_result(d: Mapping[str, object], src: Path) -> None:
     """The fields this import reads have the types ``vllm bench serve`` writes; else one
     AccelbenchError naming the first field that does not."""
     for k, (what, ok) in _SCALARS.items():

@@ -8,6 +8,8 @@
 
 ``start`` probes the sources (autodetected unless named) and samples each of them every
 ``interval_s`` in a background thread; a missing source is reported, never raised.
+Samples are stamped by ``clock`` (default ``time.monotonic_ns``); ``open`` and
+``sample_now`` take the thread's ticks by hand (tests drive a fake clock that way).
 ``stop`` takes a last sample, writes ``run_dir/telemetry.parquet`` atomically (temp
 file + rename) and returns the summary's ``telemetry`` section
 (:class:`~accelbench.metrics.summary.TelemetrySection`): the sources' status and the
@@ -41,10 +43,15 @@ Judge = Callable[[Rows, tuple[int, int] | None, Rows | None], Mapping[str, objec
 
 
 def collect(
-    sources: list[Source], phase: str | None = None, errors: dict[str, SourceErrors] | None = None
+    sources: list[Source],
+    phase: str | None = None,
+    errors: dict[str, SourceErrors] | None = None,
+    t_ns: int | None = None,
 ) -> Rows:
-    """One sample of every source, stamped with one ``time.monotonic_ns()``."""
-    t_ns = time.monotonic_ns()
+    """One sample of every source, stamped with one instant: ``t_ns``, by default
+    ``time.monotonic_ns()`` (the benchmark records' clock)."""
+    if t_ns is None:
+        t_ns = time.monotonic_ns()
     rows: Rows = []
     for src in sources:
         try:
@@ -75,6 +82,7 @@ class TelemetrySampler:
         server_pid: int | None = None,
         sources: list[str] | None = None,
         judge: Judge | None = None,
+        clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be > 0")
@@ -84,6 +92,7 @@ class TelemetrySampler:
         self.server_pid = server_pid
         self.source_names = sources
         self.judge = judge
+        self.clock = clock  # each sample's t_ns (tests drive a fake one with sample_now)
         self.status: dict[str, str] = {}
         self.errors: dict[str, SourceErrors] = {}
         self._sources: list[Source] = []
@@ -94,14 +103,15 @@ class TelemetrySampler:
         self._thread: threading.Thread | None = None
         self._result: TelemetrySection | None = None
         self._halted = False
+        self._opened = False
 
     # -- control -------------------------------------------------------------
 
-    def start(self) -> None:
-        """Probe the sources and start sampling in a daemon thread. Never raises for a
-        missing source."""
-        if self._thread is not None:
+    def open(self) -> None:
+        """Probe the sources (once). Never raises for a missing source."""
+        if self._opened:
             return
+        self._opened = True
         self._sources, self.status = open_sources(
             self.source_names, self.server_url, self.server_pid
         )
@@ -109,6 +119,13 @@ class TelemetrySampler:
             note = getattr(src, "note", None)
             if note:
                 self.errors[src.name] = SourceErrors(count=0, last=note)
+
+    def start(self) -> None:
+        """Probe the sources and start sampling every ``interval_s`` in a daemon thread.
+        Never raises for a missing source."""
+        if self._thread is not None:
+            return
+        self.open()
         self._thread = threading.Thread(target=self._loop, name="accelbench-telemetry", daemon=True)
         self._thread.start()
 
@@ -122,10 +139,15 @@ class TelemetrySampler:
         with self._lock:
             return list(self._rows)
 
+    def sample_now(self) -> None:
+        """One sample of every source now (``clock()``): what the thread does every
+        ``interval_s``; without ``start`` (after ``open``), the caller's ticks."""
+        self._sample()
+
     def _sample(self) -> None:
         with self._lock:
             phase = self._phase
-        got = collect(self._sources, phase, self.errors)
+        got = collect(self._sources, phase, self.errors, self.clock())
         with self._lock:
             self._rows.extend(got)
 
