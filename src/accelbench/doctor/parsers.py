@@ -38,7 +38,7 @@ class NvidiaSmiGpu(TypedDict, total=False):
     index: int
     name: str
     persistence: str
-    bdf: str | None
+    bdf: str
     ecc_uncorrected: str | None
     memory_used_mib: int
     memory_total_mib: int
@@ -82,7 +82,7 @@ def parse_nvidia_smi(text: str) -> NvidiaSmi:
                     "index": int(m.group(1)),
                     "name": m.group(2).strip(),
                     "persistence": m.group(3),
-                    "bdf": normalize_bus_id(bus.group(1)),
+                    "bdf": normalize_bus_id(bus.group(1)) or bus.group(1),
                     "ecc_uncorrected": cells[3].strip() or None,
                 }
             )
@@ -546,7 +546,7 @@ GPU_CLASSES = (
 class Link(TypedDict):
     """A bridge above a device (switch port, root port) and its link."""
 
-    bdf: str | None
+    bdf: str
     description: str
     sta_speed: float | None  # GT/s and lanes it runs at, and what it can do
     cap_speed: float | None
@@ -564,7 +564,7 @@ Ras = dict[str, dict[str, int | None] | int]
 PciDevice = TypedDict(
     "PciDevice",
     {
-        "bdf": str | None,
+        "bdf": str,
         "vendor": str,  # nvidia | amd (the GPUs only)
         "class": str,
         "description": str,
@@ -609,7 +609,7 @@ def parse_lspci(text: str) -> list[PciDevice]:
                 ):
                     vendor_id = "1002"
             dev: PciDevice = {
-                "bdf": normalize_bus_id(m.group(1)),
+                "bdf": normalize_bus_id(m.group(1)) or m.group(1),
                 "class": cls,
                 "description": desc,
                 "vendor_id": vendor_id,

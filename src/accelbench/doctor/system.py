@@ -79,7 +79,7 @@ def scan_pci(probe: Probe) -> list[PciDevice]:
         numa = probe.read(d / "numa_node")
         iommu_type = probe.read(d / "iommu_group" / "type")
         dev: PciDevice = {
-            "bdf": normalize_bus_id(name),
+            "bdf": normalize_bus_id(name) or name,
             "vendor": VENDORS[vendor],
             "device_id": (probe.read(d / "device") or "").lower() or None,
             "class": cls,
@@ -118,7 +118,7 @@ def _upstream_links(probe: Probe, d: Path) -> list[Link]:
         w, mw = probe.read(parent / "current_link_width"), probe.read(parent / "max_link_width")
         out.append(
             {
-                "bdf": normalize_bus_id(parent.name),
+                "bdf": normalize_bus_id(parent.name) or parent.name,
                 "description": "bridge",
                 "sta_speed": link_speed_gts(probe.read(parent / "current_link_speed")),
                 "cap_speed": link_speed_gts(probe.read(parent / "max_link_speed")),
