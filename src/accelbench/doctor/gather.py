@@ -12,15 +12,16 @@ from typing import Any
 from accelbench.doctor import parsers, runtimes, system
 from accelbench.doctor.inputs import DoctorInputs, read_capture
 from accelbench.doctor.kernel_log import scan_kernel_log
+from accelbench.doctor.model import Facts, KernelLogFacts
 from accelbench.errors import AccelbenchError
 from accelbench.gpu import amdsmi, nvml
 
 
-def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
+def gather(inputs: DoctorInputs, quick: bool = False) -> Facts:
     """Collect facts. quick=True reads only sysfs / procfs / version files (no tools,
     no NVML, no PyTorch, no kernel log): well under a second."""
     live = inputs.is_live
-    facts: dict[str, Any] = {
+    facts: Facts = {
         "live": inputs.is_live,
         "quick": quick,
         "problems": [],
@@ -53,9 +54,9 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
             ("rocm", system.rocm_version),
             ("cuda_toolkit", system.cuda_toolkit_version),
         ):
-            v, ev = fn(probe)
-            if v:
-                facts["versions"][key] = v
+            found, ev = fn(probe)
+            if found:
+                facts["versions"][key] = found
                 facts["versions"][key + "_evidence"] = ev
         facts["iommu"] = system.iommu(probe)
         facts["hugepages"] = system.hugepages(probe)
@@ -137,7 +138,7 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> dict[str, Any]:
     return facts
 
 
-def _kernel_log_facts(source: str, text: str) -> dict[str, Any]:
+def _kernel_log_facts(source: str, text: str) -> KernelLogFacts:
     return {
         "source": source,
         "events": scan_kernel_log(text),
@@ -147,7 +148,7 @@ def _kernel_log_facts(source: str, text: str) -> dict[str, Any]:
 
 
 def _tool_text(
-    facts: dict[str, Any],
+    facts: Facts,
     capture: Path | None,
     argv: list[str],
     live: bool,
@@ -177,9 +178,7 @@ def _driver_banners(text: str) -> list[str]:
     return out
 
 
-def _note_runtime(
-    facts: dict[str, Any], vendor: str, tool: str, problem: str | None, missing: bool
-) -> None:
+def _note_runtime(facts: Facts, vendor: str, tool: str, problem: str | None, missing: bool) -> None:
     """Remember how each live runtime answered, to tell "no runtime installed" from
     "the runtime is installed but does not see the GPUs"."""
     facts.setdefault("runtimes", {}).setdefault(vendor, []).append(
@@ -193,7 +192,7 @@ def _lib_missing(info: dict[str, Any]) -> bool:
     return not info.get("available") and ("not importable" in problem or "Not Found" in problem)
 
 
-def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None:
+def _gather_nvidia(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
     v = facts["versions"]
     smi_text = _tool_text(facts, inputs.nvidia_smi, ["nvidia-smi"], live, "nvidia")
     if smi_text:
@@ -215,7 +214,7 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
         topo = parsers.parse_nvidia_topo(read_capture(inputs.nvidia_topo, "nvidia-smi topo -m"))
         facts["topo"] = topo
         facts["sources"]["nvidia-smi topo"] = topo["gpus"]
-        if topo.get("truncated"):
+        if topo["truncated"]:
             facts["lost"].append(("nvidia-smi topo -m", topo["truncated"]))
     if live:
         nv = nvml.inventory()
@@ -228,7 +227,7 @@ def _gather_nvidia(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> N
                 v.setdefault("cuda_driver", nv["cuda_version"])
 
 
-def _gather_amd(inputs: DoctorInputs, facts: dict[str, Any], live: bool) -> None:
+def _gather_amd(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
     v = facts["versions"]
     archs: list[str] = facts.setdefault("amd_archs", [])
     texts: list[tuple[str, str]] = []

@@ -7,15 +7,86 @@ be judged" (the data was missing, cut short or not understood: never a pass, and
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 from accelbench.metrics.verdict import Status
 
-__all__ = ["STATUSES", "Check", "Report", "Status"]
+if TYPE_CHECKING:
+    from accelbench.doctor.kernel_log import Event
+    from accelbench.doctor.parsers import (
+        AmdSmi,
+        AmdSmiGpu,
+        CollectEnv,
+        NvidiaSmi,
+        NvidiaTopo,
+        PciDevice,
+        Rocminfo,
+        RocmSmi,
+    )
+    from accelbench.doctor.system import Hugepages, Iommu
+
+__all__ = ["STATUSES", "Check", "Facts", "Report", "Status"]
 
 # The statuses a check can have, in the order the summary line counts them.
 STATUSES = (Status.PASS, Status.WARN, Status.FAIL, Status.NA, Status.UNKNOWN)
+
+
+class PciFacts(TypedDict, total=False):
+    source: str  # sysfs (root) or lspci (file)
+    gpus: list[PciDevice]
+    other: list[PciDevice]
+    all: list[PciDevice]  # lspci: every function (bridges included)
+
+
+class KernelLogFacts(TypedDict, total=False):
+    source: Required[str]
+    events: list[Event]
+    lines: int
+    driver_banners: list[str]  # NVIDIA module versions the log shows loading
+    problem: str  # why there is no log
+
+
+class RuntimeNote(TypedDict):
+    """How one live runtime answered (no runtime, or a runtime that sees no GPU)."""
+
+    tool: str
+    problem: str | None
+    missing: bool
+
+
+class Facts(TypedDict, total=False):
+    """What :func:`accelbench.doctor.gather.gather` collected, for the checks to judge
+    (from the machine or from captures; a key is absent when its source was not read)."""
+
+    live: Required[bool]
+    quick: Required[bool]
+    problems: Required[list[str]]
+    lost: Required[list[tuple[str, str]]]  # captures cut short: (source, what was lost)
+    notes: Required[list[str]]
+    # each runtime's GPU list (nvidia-smi, nvml, rocm-smi, amd-smi ...): read alike
+    sources: Required[dict[str, Sequence[Mapping[str, Any]]]]
+    versions: Required[dict[str, str | None]]  # driver, CUDA, ROCm ... and their evidence
+    system_read: bool
+    pci: PciFacts
+    iommu: Iommu
+    hugepages: Hugepages
+    numa_nodes: list[int]
+    collect_env: CollectEnv
+    torch: dict[str, Any]  # the child interpreter's JSON (doctor.runtimes.torch_info)
+    kernel_log: KernelLogFacts
+    nvidia_smi: NvidiaSmi
+    topo: NvidiaTopo
+    nvml: dict[str, Any]  # accelbench.gpu.nvml.inventory()
+    rocm_smi: RocmSmi
+    rocminfo: Rocminfo
+    amd_smi_static: list[AmdSmiGpu]
+    amd_smi_version: AmdSmi
+    amdsmi: dict[str, Any]  # accelbench.gpu.amdsmi.inventory()
+    amd_numa: dict[int, int]
+    amd_archs: list[str]
+    runtimes: dict[str, list[RuntimeNote]]
 
 
 class CheckJSON(TypedDict):

@@ -38,7 +38,7 @@ class NvidiaSmiGpu(TypedDict, total=False):
     index: int
     name: str
     persistence: str
-    bdf: str | None
+    bdf: str
     ecc_uncorrected: str | None
     memory_used_mib: int
     memory_total_mib: int
@@ -82,7 +82,7 @@ def parse_nvidia_smi(text: str) -> NvidiaSmi:
                     "index": int(m.group(1)),
                     "name": m.group(2).strip(),
                     "persistence": m.group(3),
-                    "bdf": normalize_bus_id(bus.group(1)),
+                    "bdf": normalize_bus_id(bus.group(1)) or bus.group(1),
                     "ecc_uncorrected": cells[3].strip() or None,
                 }
             )
@@ -543,36 +543,57 @@ GPU_CLASSES = (
 )
 
 
-# One PCI function of `lspci -vvv` ("class" is a Python keyword: the functional form).
-LspciDevice = TypedDict(
-    "LspciDevice",
+class Link(TypedDict):
+    """A bridge above a device (switch port, root port) and its link."""
+
+    bdf: str
+    description: str
+    sta_speed: float | None  # GT/s and lanes it runs at, and what it can do
+    cap_speed: float | None
+    sta_width: int | None
+    cap_width: int | None
+
+
+# amdgpu RAS: each block's uncorrected / corrected error counts ("ue", "ce"), and
+# "bad_pages": the count of retired VRAM pages.
+Ras = dict[str, dict[str, int | None] | int]
+
+# One PCI function, as `lspci -vvv` shows it or sysfs (doctor.system.scan_pci) reads it:
+# the same names either way, so the checks judge both alike ("class" is a Python
+# keyword: the functional form).
+PciDevice = TypedDict(
+    "PciDevice",
     {
-        "bdf": str | None,
+        "bdf": str,
+        "vendor": str,  # nvidia | amd (the GPUs only)
         "class": str,
         "description": str,
         "vendor_id": str | None,
         "device_id": str | None,
-        "cap_speed": float,  # GT/s and lanes the link can do, and what it runs at
-        "cap_width": int,
-        "sta_speed": float,
-        "sta_width": int,
-        "sta_speed_flag": str | None,  # ok | downgraded
+        "cap_speed": float | None,  # GT/s and lanes the link can do, and what it runs at
+        "cap_width": int | None,
+        "sta_speed": float | None,
+        "sta_width": int | None,
+        "sta_speed_flag": str | None,  # lspci: ok | downgraded
         "sta_width_flag": str | None,
         "numa_node": int | None,
-        "driver": str,
-        "secondary_bus": int,
+        "driver": str | None,
+        "secondary_bus": int,  # lspci, a bridge: the buses below it
         "subordinate_bus": int,
         "is_gpu": bool,
+        "iommu_group_type": str | None,  # sysfs only from here on
+        "upstream": list[Link],
+        "ras": Ras,
     },
     total=False,
 )
 
 
-def parse_lspci(text: str) -> list[LspciDevice]:
+def parse_lspci(text: str) -> list[PciDevice]:
     """`lspci -vvv` (with or without -nn / -D): one dict per PCI function with its
     class, vendor, link capability and status, NUMA node, driver and bridge buses."""
-    devices: list[LspciDevice] = []
-    cur: LspciDevice | None = None
+    devices: list[PciDevice] = []
+    cur: PciDevice | None = None
     for ln in clean(text).splitlines():
         m = _STANZA.match(ln)
         if m:
@@ -587,8 +608,8 @@ def parse_lspci(text: str) -> list[LspciDevice]:
                     desc.startswith("Advanced Micro Devices, Inc. [AMD/ATI]") or "[AMD/ATI]" in desc
                 ):
                     vendor_id = "1002"
-            dev: LspciDevice = {
-                "bdf": normalize_bus_id(m.group(1)),
+            dev: PciDevice = {
+                "bdf": normalize_bus_id(m.group(1)) or m.group(1),
                 "class": cls,
                 "description": desc,
                 "vendor_id": vendor_id,

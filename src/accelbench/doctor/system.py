@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from accelbench.doctor.parsers import Link, PciDevice, Ras
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.sysfs import link_speed_gts
 
@@ -40,43 +41,6 @@ class Probe:
             return None
 
 
-class Link(TypedDict):
-    """A bridge above a device (switch port, root port) and its link."""
-
-    bdf: str | None
-    description: str
-    sta_speed: float | None  # GT/s and lanes it runs at, and what it can do
-    cap_speed: float | None
-    sta_width: int | None
-    cap_width: int | None
-
-
-# amdgpu RAS: each block's uncorrected / corrected error counts ("ue", "ce"), and
-# "bad_pages": the count of retired VRAM pages.
-Ras = dict[str, dict[str, int | None] | int]
-
-# A GPU function under /sys/bus/pci/devices ("class" is a keyword: the functional form).
-PciGpu = TypedDict(
-    "PciGpu",
-    {
-        "bdf": str | None,
-        "vendor": str,
-        "device_id": str | None,
-        "class": str,
-        "driver": str | None,
-        "sta_speed": float | None,
-        "cap_speed": float | None,
-        "sta_width": int | None,
-        "cap_width": int | None,
-        "numa_node": int | None,
-        "iommu_group_type": str | None,
-        "upstream": list[Link],
-        "ras": Ras,
-    },
-    total=False,
-)
-
-
 class Iommu(TypedDict):
     units: list[str]  # /sys/class/iommu entries
     cmdline: list[str]  # the kernel command line's iommu parameters
@@ -90,10 +54,10 @@ class Hugepages(TypedDict, total=False):
     thp: str  # transparent huge pages: always | madvise | never
 
 
-def scan_pci(probe: Probe) -> list[PciGpu]:
+def scan_pci(probe: Probe) -> list[PciDevice]:
     """NVIDIA / AMD display and accelerator functions under /sys/bus/pci/devices."""
     base = probe.path("sys/bus/pci/devices")
-    out: list[PciGpu] = []
+    out: list[PciDevice] = []
     try:
         entries = sorted(os.listdir(base))
     except FileNotFoundError:
@@ -114,8 +78,8 @@ def scan_pci(probe: Probe) -> list[PciGpu]:
         maxw = probe.read(d / "max_link_width")
         numa = probe.read(d / "numa_node")
         iommu_type = probe.read(d / "iommu_group" / "type")
-        dev: PciGpu = {
-            "bdf": normalize_bus_id(name),
+        dev: PciDevice = {
+            "bdf": normalize_bus_id(name) or name,
             "vendor": VENDORS[vendor],
             "device_id": (probe.read(d / "device") or "").lower() or None,
             "class": cls,
@@ -154,7 +118,7 @@ def _upstream_links(probe: Probe, d: Path) -> list[Link]:
         w, mw = probe.read(parent / "current_link_width"), probe.read(parent / "max_link_width")
         out.append(
             {
-                "bdf": normalize_bus_id(parent.name),
+                "bdf": normalize_bus_id(parent.name) or parent.name,
                 "description": "bridge",
                 "sta_speed": link_speed_gts(probe.read(parent / "current_link_speed")),
                 "cap_speed": link_speed_gts(probe.read(parent / "max_link_speed")),

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.doctor.checks.host import check_hugepages, check_iommu, check_numa, check_problems
 from accelbench.doctor.checks.idle import check_idle
 from accelbench.doctor.checks.inventory import check_inventory
@@ -12,10 +10,10 @@ from accelbench.doctor.checks.kernel import check_kernel_log
 from accelbench.doctor.checks.memory import check_memory
 from accelbench.doctor.checks.pcie import check_pcie
 from accelbench.doctor.checks.stack import check_compat, check_torch, check_versions
-from accelbench.doctor.model import Check
+from accelbench.doctor.model import Check, Facts
 
 
-def evaluate(facts: dict[str, Any]) -> list[Check]:
+def evaluate(facts: Facts) -> list[Check]:
     checks = check_inventory(facts)
     checks += check_versions(facts)
     checks.append(check_torch(facts))

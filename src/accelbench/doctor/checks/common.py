@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from accelbench.doctor.model import Check, Status
+from accelbench.doctor.model import Check, Facts, Status
 
 NVIDIA_SOURCES = ("nvml", "nvidia-smi", "nvidia-smi topo", "collect_env")
 AMD_SOURCES = ("amdsmi", "amd-smi", "rocm-smi", "rocminfo")
 RUNTIME_VENDOR = {s: "nvidia" for s in NVIDIA_SOURCES} | {s: "amd" for s in AMD_SOURCES}
 
 
-def vendor_counts(facts: dict[str, Any]) -> dict[str, dict[str, int]]:
+def vendor_counts(facts: Facts) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {"nvidia": {}, "amd": {}}
     pci = facts.get("pci")
     if pci is not None:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.doctor.model import Check, Status
+from accelbench.doctor.model import Check, Facts, Status
 from accelbench.gpu.values import to_int
 
 
-def check_iommu(facts: dict[str, Any]) -> Check:
+def check_iommu(facts: Facts) -> Check:
     title = "IOMMU mode"
     io = facts.get("iommu")
     if io is None:
         return Check("system.iommu", title, Status.NA, "Not captured")
-    gpus = (facts.get("pci") or {}).get("gpus", [])
-    types = sorted({g.get("iommu_group_type") for g in gpus if g.get("iommu_group_type")})
+    pci = facts.get("pci")
+    gpus = pci.get("gpus", []) if pci else []
+    types = sorted({t for g in gpus if (t := g.get("iommu_group_type"))})
     ev = [
         f"IOMMU units: {len(io['units'])}",
         f"kernel command line: {' '.join(io['cmdline']) or '(no iommu options)'}",
@@ -46,7 +47,7 @@ def check_iommu(facts: dict[str, Any]) -> Check:
     return Check("system.iommu", title, Status.PASS, f"IOMMU {mode}", ev)
 
 
-def check_hugepages(facts: dict[str, Any]) -> Check:
+def check_hugepages(facts: Facts) -> Check:
     hp = facts.get("hugepages")
     if not hp:
         return Check("system.hugepages", "Huge pages", Status.NA, "Not captured")
@@ -68,25 +69,25 @@ def check_hugepages(facts: dict[str, Any]) -> Check:
     return Check("system.hugepages", "Huge pages", Status.PASS, summary, ev)
 
 
-def check_numa(facts: dict[str, Any]) -> Check:
+def check_numa(facts: Facts) -> Check:
     title = "NUMA placement"
     ev: list[str] = []
     nodes = facts.get("numa_nodes") or []
-    gpus = (facts.get("pci") or {}).get("gpus", [])
-    placement: dict[str, Any] = {}
+    pci = facts.get("pci")
+    gpus = pci.get("gpus", []) if pci else []
+    placement: dict[str, int | None] = {}
     for g in gpus:
         if "numa_node" in g:
             placement[g["bdf"]] = g["numa_node"]
-    for g in (facts.get("topo") or {}).get("gpus", []):
-        ev.append(
-            f"{g['name']}: NUMA affinity {g.get('numa_affinity')}, CPUs {g.get('cpu_affinity')}"
-        )
-        placement.setdefault(g["name"], to_int(g.get("numa_affinity")))
+    topo = facts.get("topo")
+    for t in topo["gpus"] if topo else []:
+        ev.append(f"{t['name']}: NUMA affinity {t['numa_affinity']}, CPUs {t['cpu_affinity']}")
+        placement.setdefault(t["name"], to_int(t["numa_affinity"]))
     for i, n in (facts.get("amd_numa") or {}).items():
         placement.setdefault(f"GPU[{i}]", n)
-    for g in facts.get("amd_smi_static") or []:
-        if g.get("numa_node") is not None:
-            placement.setdefault(f"GPU {g['index']} ({g.get('bdf')})", g["numa_node"])
+    for a in facts.get("amd_smi_static") or []:
+        if a.get("numa_node") is not None:
+            placement.setdefault(f"GPU {a['index']} ({a.get('bdf')})", a.get("numa_node"))
     if not placement:
         return Check("system.numa", title, Status.NA, "No accelerators with NUMA information")
     ev = [
@@ -121,7 +122,7 @@ def check_numa(facts: dict[str, Any]) -> Check:
     )
 
 
-def check_problems(facts: dict[str, Any]) -> Check:
+def check_problems(facts: Facts) -> Check:
     probs = [p for p in facts["problems"] if p]
     probs += [f"{src} capture: {what}" for src, what in facts.get("lost", [])]
     if not probs:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.doctor.checks.common import from_findings
-from accelbench.doctor.model import Check
+from accelbench.doctor.model import Check, Facts
 
 
-def check_idle(facts: dict[str, Any]) -> Check:
+def check_idle(facts: Facts) -> Check:
     """GPUs already busy before a benchmark make its numbers wrong (shared memory, clocks,
     contention), so memory in use, utilisation and foreign processes are reported."""
     title = "GPUs idle"
@@ -42,14 +40,16 @@ def check_idle(facts: dict[str, Any]) -> Check:
             )
         elif smi.get("processes"):
             f.append(("warn", f"{smi['processes']} process(es) listed on the GPUs", remedy))
-    for g in (facts.get("rocm_smi") or {}).get("gpus", []):
-        if "vram_pct" not in g:
+    rs = facts.get("rocm_smi")
+    for r in rs["gpus"] if rs else []:
+        if "vram_pct" not in r:
             continue
-        busy = g["vram_pct"] > 5 or g["utilization_pct"] > 10
+        vram, gpu = r["vram_pct"], r.get("utilization_pct", 0.0)
+        busy = vram > 5 or gpu > 10
         f.append(
             (
                 "warn" if busy else "pass",
-                f"GPU[{g['index']}]: VRAM {g['vram_pct']:g}% used, {g['utilization_pct']:g}% busy",
+                f"GPU[{r['index']}]: VRAM {vram:g}% used, {gpu:g}% busy",
                 remedy if busy else "",
             )
         )

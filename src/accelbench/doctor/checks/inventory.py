@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.doctor.checks.common import vendor_counts
-from accelbench.doctor.model import Check, Status
+from accelbench.doctor.model import Check, Facts, Status
 
 
-def check_inventory(facts: dict[str, Any]) -> list[Check]:
+def check_inventory(facts: Facts) -> list[Check]:
     counts = vendor_counts(facts)
     pci = facts.get("pci")
     checks: list[Check] = []
@@ -43,9 +41,8 @@ def check_inventory(facts: dict[str, Any]) -> list[Check]:
     elif total_pci == 0 and total_rt == 0 and pci is None and not facts.get("live"):
         # Captures without any inventory (or only ones that were not understood): that
         # is not a CPU-only machine, it is a machine we know nothing about.
-        kl_devs = sorted(
-            {d for e in (facts.get("kernel_log") or {}).get("events", []) for d in e.devices}
-        )
+        kl = facts.get("kernel_log")
+        kl_devs = sorted({d for e in (kl.get("events", []) if kl else []) for d in e.devices})
         why = [f"{src}: {what}" for src, what in facts.get("lost", [])]
         if kl_devs:
             why.append(f"the kernel log names GPU device(s) {', '.join(kl_devs)}")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from accelbench.doctor.model import Check, Status
+from accelbench.doctor.model import Check, Facts, Status
 
 
-def check_kernel_log(facts: dict[str, Any]) -> Check:
+def check_kernel_log(facts: Facts) -> Check:
     kl = facts.get("kernel_log")
     title = "Kernel log"
     if kl is None:

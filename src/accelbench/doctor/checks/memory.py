@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.doctor.checks.common import from_findings
-from accelbench.doctor.model import Check
+from accelbench.doctor.model import Check, Facts
 
 
-def check_memory(facts: dict[str, Any]) -> Check:
+def check_memory(facts: Facts) -> Check:
     title = "ECC and retired memory"
     f: list[tuple[str, str, str]] = []
     smi = facts.get("nvidia_smi")
@@ -61,15 +59,16 @@ def check_memory(facts: dict[str, Any]) -> Check:
                 f.append(("warn", f"{tag}: row remapping pending", "Reset the GPU to apply it."))
         if "ecc_uncorrected" in g and not g.get("ecc_uncorrected"):
             f.append(("pass", f"{tag}: 0 uncorrected ECC errors (NVML)", ""))
-    for g in (facts.get("pci") or {}).get("gpus", []):
-        ras = g.get("ras") or {}
+    pci = facts.get("pci")
+    for d in pci.get("gpus", []) if pci else []:
+        ras = d.get("ras") or {}
         for block, c in ras.items():
-            if block == "bad_pages":
+            if isinstance(c, int):  # "bad_pages": the count of retired pages
                 if c:
                     f.append(
                         (
                             "warn",
-                            f"{g['bdf']}: {c} retired (bad) VRAM pages",
+                            f"{d['bdf']}: {c} retired (bad) VRAM pages",
                             "Track with amd-smi bad-pages; replace the GPU near the threshold.",
                         )
                     )
@@ -78,7 +77,7 @@ def check_memory(facts: dict[str, Any]) -> Check:
                 f.append(
                     (
                         "fail",
-                        f"{g['bdf']}: {block} {c['ue']} uncorrectable errors",
+                        f"{d['bdf']}: {block} {c['ue']} uncorrectable errors",
                         "Drain the GPU; reset it and check bad pages.",
                     )
                 )
@@ -86,15 +85,15 @@ def check_memory(facts: dict[str, Any]) -> Check:
                 f.append(
                     (
                         "warn",
-                        f"{g['bdf']}: {block} {c['ce']} correctable errors",
+                        f"{d['bdf']}: {block} {c['ce']} correctable errors",
                         "Watch the counter; a rising rate predicts failure.",
                     )
                 )
         if ras and not any(lvl != "pass" for lvl, *_ in f):
-            f.append(("pass", f"{g['bdf']}: RAS counters zero", ""))
-    for g in facts.get("amd_smi_static") or []:
-        tag = f"GPU {g['index']} ({g.get('bdf')})"
-        if "umc" in g.get("ecc_blocks_disabled", []):
+            f.append(("pass", f"{d['bdf']}: RAS counters zero", ""))
+    for a in facts.get("amd_smi_static") or []:
+        tag = f"GPU {a['index']} ({a.get('bdf')})"
+        if "umc" in a.get("ecc_blocks_disabled", []):
             f.append(
                 (
                     "warn",
@@ -103,9 +102,9 @@ def check_memory(facts: dict[str, Any]) -> Check:
                     "without it memory errors go unnoticed.",
                 )
             )
-        if str(g.get("bad_page_threshold_exceeded")).lower() == "true":
+        if str(a.get("bad_page_threshold_exceeded")).lower() == "true":
             f.append(("fail", f"{tag}: bad page threshold exceeded", "Replace the GPU (RMA)."))
-        elif g.get("bad_page_threshold_exceeded") is not None:
+        elif a.get("bad_page_threshold_exceeded") is not None:
             f.append(("pass", f"{tag}: bad page threshold not exceeded", ""))
     for g in (facts.get("amdsmi") or {}).get("gpus", []):
         if g.get("ecc_uncorrected"):

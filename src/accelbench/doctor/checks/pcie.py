@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from accelbench.doctor.model import Check, Status
+from accelbench.doctor.model import Check, Facts, Status
+from accelbench.doctor.parsers import Link, PciDevice
 
 
 def _link_finding(
-    label: str, d: dict[str, Any], limit: dict[str, Any] | None = None
+    label: str, d: PciDevice | Link, limit: PciDevice | None = None
 ) -> tuple[str, str] | None:
     """Judge one link. `limit` is the GPU below an upstream bridge: a bridge only has to
     run as fast and as wide as the GPU can (a Gen5 switch port feeding a Gen4 device
@@ -26,7 +25,7 @@ def _link_finding(
     return "pass", f"{label} {ss:g} GT/s x{sw} (max {cs:g} GT/s x{cw})"
 
 
-def check_pcie(facts: dict[str, Any]) -> Check:
+def check_pcie(facts: Facts) -> Check:
     title = "PCIe links"
     pci = facts.get("pci")
     gpus = (pci or {}).get("gpus") or []
@@ -37,13 +36,14 @@ def check_pcie(facts: dict[str, Any]) -> Check:
         by_secondary = {d["secondary_bus"]: d for d in alldevs if "secondary_bus" in d}
     # Utilisation by PCI address: an idle GPU lowers its link speed to save power, so a
     # slow (but full-width) link on a GPU known to be idle is not a finding.
+    smi = facts.get("nvidia_smi")
     util = {
-        g["bdf"]: g.get("utilization_pct")
-        for g in (facts.get("nvidia_smi") or {}).get("gpus", [])
-        if g.get("utilization_pct") is not None
+        s["bdf"]: u
+        for s in (smi.get("gpus", []) if smi else [])
+        if (u := s.get("utilization_pct")) is not None
     }
 
-    def judged(f: tuple[str, str] | None, g: dict[str, Any]) -> tuple[str, str] | None:
+    def judged(f: tuple[str, str] | None, g: PciDevice) -> tuple[str, str] | None:
         if f and f[0] == "warn" and util.get(g["bdf"], 100) <= 10:
             return "pass", f"{f[1]} (GPU idle at {util[g['bdf']]}%: power-saving link speed)"
         if f and f[0] == "warn" and facts.get("quick"):
@@ -76,10 +76,9 @@ def check_pcie(facts: dict[str, Any]) -> Check:
             uf = judged(_link_finding(f"  upstream {up['bdf']} of GPU {g['bdf']}", up, g), g)
             if uf and uf[0] != "pass":
                 findings.append(uf)
+    rs = facts.get("rocm_smi")
     replay = [
-        (g["index"], g["pcie_replay_count"])
-        for g in (facts.get("rocm_smi") or {}).get("gpus", [])
-        if g.get("pcie_replay_count")
+        (r["index"], n) for r in (rs["gpus"] if rs else []) if (n := r.get("pcie_replay_count"))
     ]
     for idx, n in replay:
         findings.append(("warn", f"GPU[{idx}] PCIe replay count {n} (link retransmissions)"))

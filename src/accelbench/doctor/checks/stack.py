@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.doctor import compat
 from accelbench.doctor.checks.common import from_findings, vendor_counts
-from accelbench.doctor.model import Check, Status
+from accelbench.doctor.model import Check, Facts, Status
 
 
-def check_versions(facts: dict[str, Any]) -> list[Check]:
+def check_versions(facts: Facts) -> list[Check]:
     v = facts["versions"]
     checks = []
     ev = [f"{k}: {v[k]}" for k in ("kernel", "os") if v.get(k)]
@@ -45,7 +43,8 @@ def check_versions(facts: dict[str, Any]) -> list[Check]:
             problems.append(f"{label}: version not found (module not loaded or files unreadable)")
         elif has[vendor]:
             drv_ev.append(f"{label}: version not captured")
-    banners = (facts.get("kernel_log") or {}).get("driver_banners") or []
+    kl = facts.get("kernel_log")
+    banners = (kl.get("driver_banners") if kl else None) or []
     if banners:
         drv_ev.append(f"kernel log: NVIDIA kernel module {', '.join(banners)} loaded")
         if v.get("nvidia_driver") and banners[-1] != v["nvidia_driver"]:
@@ -131,7 +130,7 @@ def check_versions(facts: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def check_torch(facts: dict[str, Any]) -> Check:
+def check_torch(facts: Facts) -> Check:
     t = facts.get("torch")
     counts = vendor_counts(facts)
     n_nv = max(counts["nvidia"].values(), default=0)
@@ -223,7 +222,7 @@ def check_torch(facts: dict[str, Any]) -> Check:
     )
 
 
-def check_compat(facts: dict[str, Any]) -> list[Check]:
+def check_compat(facts: Facts) -> list[Check]:
     v = facts["versions"]
     t = facts.get("torch") or {}
     counts = vendor_counts(facts)
