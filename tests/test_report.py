@@ -200,7 +200,7 @@ def test_corrupt_files_give_a_partial_report(tmp_path):
     text = render_html(data)
     w = "\n".join(data.sets[0].warnings)
     assert "requests.parquet: unreadable" in w
-    assert "summary.json unreadable" in w and "run.json is not a JSON object" in w
+    assert "summary.json unreadable" in w and "run.json: expected an object, got list" in w
     assert "Warnings and missing data" in text
     assert render_markdown(data)
 

@@ -57,12 +57,12 @@ def test_old_run_json_reads_and_unknown_versions_are_one_line(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
-        ("status", 5, "run.json is damaged: status is not a string (5)"),
-        ("config", [1], "run.json is damaged: config is not an object ([1])"),
-        ("planned_requests", -2, "run.json is damaged: planned_requests is not a whole number"),
-        ("server", {"models": "m"}, "run.json is damaged: server.models is not a list"),
-        ("server", {"embedded": {"engine": 3}}, "server.embedded.engine is not a string"),
-        ("absent", [1], "run.json is damaged: absent is not a list of strings"),
+        ("status", 5, "run.json: status: expected a string, got 5"),
+        ("config", [1], "run.json: config: expected an object, got list"),
+        ("planned_requests", -2, "run.json: planned_requests: expected a whole number >= 0"),
+        ("server", {"models": "m"}, "run.json: server.models: expected a list"),
+        ("server", {"embedded": {"engine": 3}}, "run.json: server.embedded.engine: expected a string"),
+        ("absent", [1], "run.json: absent[0]: expected a string"),
     ],
 )
 def test_damaged_run_json_is_one_line_naming_the_field(
@@ -71,7 +71,7 @@ def test_damaged_run_json_is_one_line_naming_the_field(
     doc = _doc().to_json()
     doc[field] = value
     (tmp_path / "run.json").write_text(json.dumps(doc))
-    with pytest.raises(DocumentError, match="run.json is damaged") as exc:
+    with pytest.raises(DocumentError, match="^run.json: ") as exc:
         read_run_doc(tmp_path, "run.json")
     assert says in str(exc.value) and "\n" not in str(exc.value)
     # the store reads the rest of the directory and says what was wrong
@@ -101,7 +101,7 @@ def test_run_json_names_the_embedded_engine_that_ran(
 
 def test_summary_json_reader_refuses_with_one_line_or_drops_a_section(tmp_path: Path) -> None:
     for bad, says in (
-        ([], "summary.json is not a JSON object"),
+        ([], "summary.json: expected an object, got list"),
         ({"schema": "accelbench.summary/7"}, "accelbench.summary/7"),
         ({"gpus": 0}, "gpus must be a whole number in 1..65536 (got 0)"),
     ):

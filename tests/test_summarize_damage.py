@@ -171,7 +171,7 @@ def _files(run: Path) -> dict[str, bytes]:
         ({}, {"slo": {"tpot_ms": "x"}}, "run.json is damaged: config --slo tpot_ms must be"),
         ({}, {"rate": [1]}, "run.json is damaged: config rate must be a number"),
         ({}, {"concurrency": "x"}, "run.json is damaged: config concurrency must be"),
-        ({}, [1], "run.json is damaged: config is not an object"),
+        ({}, [1], "run.json: config: expected an object"),
     ],
 )
 def test_bad_overrides_or_damaged_config_never_rewrite_the_result(

@@ -149,6 +149,18 @@ class Fields:
     def opt_int(self, key: builtins.str) -> builtins.int | None:
         return None if self.doc.get(key) is None else self.int(key)
 
+    def opt_count(self, key: builtins.str) -> builtins.int | None:
+        """An optional whole number that counts something (not negative)."""
+        v = self.opt_int(key)
+        if v is not None and v < 0:
+            raise DocumentError(f"{self.at(key)}: expected a whole number >= 0, got {v}")
+        return v
+
+    def opt_json_obj(self, key: builtins.str) -> JsonObject | None:
+        """An optional object kept as JSON (shown, or checked by its own reader)."""
+        x = self.doc.get(key)
+        return None if x is None else as_json_object(x, self.at(key))
+
     def bool(self, key: builtins.str, default: object = _MISSING) -> builtins.bool:
         x = self._get(key, default)
         if not isinstance(x, bool):
@@ -202,10 +214,18 @@ class Fields:
         x = self.doc.get(key)
         return {} if x is None else as_json_object(x, self.at(key))
 
-    def schema(self, current: builtins.str, older: Sequence[builtins.str] = ()) -> builtins.str:
+    def schema(
+        self,
+        current: builtins.str,
+        older: Sequence[builtins.str] = (),
+        absent: builtins.str | None = None,
+    ) -> builtins.str:
         """The document's ``schema``: ``current`` or one of ``older`` (still read), else
-        one line saying what this file is not."""
+        one line saying what this file is not. ``absent``: what a file without the field
+        is (one written before it existed); without it, no schema is not this file."""
         s = self.doc.get("schema")
+        if s is None and absent is not None:
+            return absent
         if s == current or s in older:
             return str(s)
         name = current.rsplit("/", 1)[0]

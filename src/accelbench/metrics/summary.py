@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from accelbench.documents import Fields
 from accelbench.errors import DocumentError
 from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import describe, describe_adjusted, describe_weighted
@@ -290,14 +291,9 @@ def summary_from_json(doc: object, where: str = "summary.json") -> tuple[Summary
     that is not a positive whole number (every per-GPU figure divides by it). A section
     of the wrong type is dropped (and named in ``problems``) so that readers of the other
     sections still work; the registry's figures read a missing section as unknown."""
-    if not isinstance(doc, dict):
-        raise DocumentError(f"{where} is not a JSON object")
-    schema = doc.get("schema", SCHEMA_ID)
-    if schema not in KNOWN_SCHEMAS:
-        raise DocumentError(
-            f"{where}: schema {str(schema)[:40]!r} is not one this accelbench reads "
-            f"({', '.join(KNOWN_SCHEMAS)}): written by a newer version?"
-        )
+    Fields(doc, where).schema(SCHEMA_ID, KNOWN_SCHEMAS, absent=SCHEMA_ID)
+    if not isinstance(doc, dict):  # a Mapping that is not JSON's own
+        raise DocumentError(f"{where}: expected an object, got {type(doc).__name__}")
     problems: list[str] = []
     gpus = doc.get("gpus", 1)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 65536:

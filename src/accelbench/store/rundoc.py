@@ -15,13 +15,11 @@ value in an old file costs that figure, not the whole run.
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
+from accelbench.documents import Fields, load_json
 from accelbench.errors import DocumentError
 from accelbench.metrics.summary import ClientSection, Summary, summary_from_json
 from accelbench.store.rundir import RUN_JSON, SUMMARY, write_json_atomic
@@ -124,99 +122,52 @@ class RunDoc:
     @classmethod
     def from_json(cls, doc: object, where: str = RUN_JSON) -> RunDoc:
         """The document read back, or DocumentError naming ``where`` and the field."""
-        if not isinstance(doc, dict):
-            raise DocumentError(f"{where} is not a JSON object")
-        schema = doc.get("schema", SCHEMA)
-        if schema not in KNOWN_SCHEMAS:
-            raise DocumentError(
-                f"{where}: schema {str(schema)[:40]!r} is not one this accelbench reads "
-                f"({', '.join(KNOWN_SCHEMAS)}): written by a newer version?"
-            )
-        c = _Checker(doc, where)
-        key = "configuration" if "configuration" in doc and "config" not in doc else "config"
-        config = c.obj(key) or {}  # "configuration": the oldest files
+        f = Fields(doc, where)
+        f.schema(SCHEMA, KNOWN_SCHEMAS, absent=SCHEMA)  # no schema: it predates the field
+        # "configuration": the oldest files
+        key = "configuration" if f.has("configuration") and not f.has("config") else "config"
+        server = f.opt_obj("server")
         return cls(
             schema=SCHEMA,
-            run_id=c.text("run_id", default="") or "",
-            status=c.text("status") or UNKNOWN_STATUS,
-            config=dict(config),
-            kind=c.text("kind"),
-            tool=cast(ToolInfo | None, c.obj("tool")),  # shown, never computed on
-            started_at=c.text("started_at"),
-            finished_at=c.text("finished_at"),
-            planned_requests=c.whole("planned_requests"),
-            environment=cast(Environment | None, c.obj("environment")),  # shown only
-            server=_server(c.obj("server") or {}, where),
-            tokenizer=c.text("tokenizer"),
-            special_tokens_per_prompt=c.whole("special_tokens_per_prompt"),
-            doctor=c.obj("doctor"),
-            schedule=cast(Schedule | None, c.obj("schedule")),  # shown only
-            cluster=c.obj("cluster"),
-            client=cast(ClientSection | None, c.obj("client")),  # summary's reader checks it
-            mlperf=c.obj("mlperf"),
-            source=cast(ImportSource | None, c.obj("source")),
-            absent=c.texts("absent"),
+            run_id=f.str("run_id", ""),
+            status=f.str("status", UNKNOWN_STATUS),
+            config=dict(f.json_obj(key)),
+            kind=f.opt_str("kind"),
+            tool=cast(ToolInfo | None, f.opt_json_obj("tool")),  # shown, never computed on
+            started_at=f.opt_str("started_at"),
+            finished_at=f.opt_str("finished_at"),
+            planned_requests=f.opt_count("planned_requests"),
+            environment=cast(Environment | None, f.opt_json_obj("environment")),  # shown
+            server=ServerInfo() if server is None else _server(server),
+            tokenizer=f.opt_str("tokenizer"),
+            special_tokens_per_prompt=f.opt_count("special_tokens_per_prompt"),
+            doctor=_section(f, "doctor"),
+            schedule=cast(Schedule | None, f.opt_json_obj("schedule")),  # shown only
+            cluster=_section(f, "cluster"),
+            client=cast(ClientSection | None, f.opt_json_obj("client")),  # summary's reader
+            mlperf=_section(f, "mlperf"),
+            source=cast(ImportSource | None, f.opt_json_obj("source")),
+            absent=f.strs("absent") if f.has("absent") else None,
         )
 
 
-def _server(doc: dict[str, object], where: str) -> ServerInfo:
+def _section(f: Fields, key: str) -> dict[str, object] | None:
+    """A section kept as the JSON object it is (shown; its own reader checks it)."""
+    d = f.opt_json_obj(key)
+    return None if d is None else {k: v for k, v in d.items()}
+
+
+def _server(f: Fields) -> ServerInfo:
     """The server section, its fields that are computed on checked."""
-    c = _Checker(doc, where, "server.")
-    c.text("url")
-    models = doc.get("models")
-    if models is not None and not (
-        isinstance(models, list) and all(m is None or isinstance(m, str) for m in models)
-    ):
-        raise c._bad("models", "a list of model names")
-    emb = c.obj("embedded")
+    f.opt_str("url")
+    if f.has("models"):
+        for i, m in enumerate(f.list("models")):
+            if m is not None and not isinstance(m, str):
+                raise DocumentError(f"{f.at('models')}[{i}]: expected a model name, got {m!r}")
+    emb = f.opt_obj("embedded")
     if emb is not None:
-        _Checker(emb, where, "server.embedded.").text("engine")
-    return cast(ServerInfo, doc)
-
-
-class _Checker:
-    """Field checks of one document: each wrong type is one DocumentError line."""
-
-    def __init__(self, doc: Mapping[str, object], where: str, prefix: str = "") -> None:
-        self.doc, self.where, self.prefix = doc, where, prefix
-
-    def _bad(self, key: str, what: str) -> DocumentError:
-        got = json.dumps(self.doc.get(key), default=str)[:40]
-        return DocumentError(f"{self.where} is damaged: {self.prefix}{key} is not {what} ({got})")
-
-    def obj(self, key: str) -> dict[str, object] | None:
-        v = self.doc.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, dict):
-            raise self._bad(key, "an object")
-        return v
-
-    def text(self, key: str, default: str | None = None) -> str | None:
-        v = self.doc.get(key)
-        if v is None:
-            return default
-        if not isinstance(v, str):
-            raise self._bad(key, "a string")
-        return v
-
-    def whole(self, key: str) -> int | None:
-        v = self.doc.get(key)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise self._bad(key, "a whole number")
-        if v != int(v) or v < 0:
-            raise self._bad(key, "a whole number")
-        return int(v)
-
-    def texts(self, key: str) -> list[str] | None:
-        v = self.doc.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise self._bad(key, "a list of strings")
-        return [str(x) for x in v]
+        emb.str("engine")
+    return cast(ServerInfo, dict(f.doc))
 
 
 def write_run_doc(run_dir: Path, doc: RunDoc) -> None:
@@ -228,7 +179,7 @@ def read_run_doc(run_dir: Path, where: str | None = None) -> RunDoc:
     """The only reader of run.json: a missing, unreadable or damaged file is one
     DocumentError line naming it (``where``, default its path) and the field."""
     path = Path(run_dir) / RUN_JSON
-    return RunDoc.from_json(_load(path, where or str(path)), where or str(path))
+    return RunDoc.from_json(load_json(path, where or str(path)), where or str(path))
 
 
 def write_summary(run_dir: Path, summary: Summary) -> None:
@@ -241,14 +192,4 @@ def read_summary(run_dir: Path, where: str | None = None) -> tuple[Summary, list
     dropped (:func:`~accelbench.metrics.summary.summary_from_json`); a file that cannot
     be used at all is one DocumentError line naming it (``where``) and the field."""
     path = Path(run_dir) / SUMMARY
-    return summary_from_json(_load(path, where or str(path)), where or str(path))
-
-
-def _load(path: Path, where: str) -> object:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise DocumentError(f"{where} missing") from None
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or UTF-8
-        raise DocumentError(f"{where} unreadable ({type(exc).__name__}: {str(exc)[:80]})") from None
+    return summary_from_json(load_json(path, where or str(path)), where or str(path))
