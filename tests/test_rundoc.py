@@ -61,7 +61,11 @@ def test_old_run_json_reads_and_unknown_versions_are_one_line(tmp_path: Path) ->
         ("config", [1], "run.json: config: expected an object, got list"),
         ("planned_requests", -2, "run.json: planned_requests: expected a whole number >= 0"),
         ("server", {"models": "m"}, "run.json: server.models: expected a list"),
-        ("server", {"embedded": {"engine": 3}}, "run.json: server.embedded.engine: expected a string"),
+        (
+            "server",
+            {"embedded": {"engine": 3}},
+            "run.json: server.embedded.engine: expected a string",
+        ),
         ("absent", [1], "run.json: absent[0]: expected a string"),
     ],
 )
