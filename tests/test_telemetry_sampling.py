@@ -409,3 +409,30 @@ def test_a_run_whose_server_metrics_went_away_is_unknown_not_pass(tmp_path):
             s.sample_now()
         health = s.stop()["health"]
     assert health["verdict"] in ("pass", "warn", "fail") and health["unknown"] == []
+
+
+def test_row_type_matches_the_columns() -> None:
+    """The Row TypedDict names every Parquet column, in order, with the Python type of its
+    Arrow type (and None: not observed)."""
+    import typing
+
+    import pyarrow as pa
+
+    from accelbench.telemetry.schema import Row
+
+    py = {pa.int64(): int, pa.int32(): int, pa.float64(): float, pa.string(): str}
+    py[pa.bool_()] = bool
+    hints = typing.get_type_hints(Row)
+    assert list(hints) == list(COLUMNS)
+    for name, (arrow, _, _) in COLUMNS.items():
+        assert set(typing.get_args(hints[name])) == {py[arrow], type(None)}, name
+
+
+def test_set_column_refuses_an_unknown_name() -> None:
+    from accelbench.telemetry.schema import column, set_column
+
+    row = new_row(t_ns=1)
+    set_column(row, "power_w", 5.0)
+    assert column(row, "power_w") == 5.0
+    with pytest.raises(KeyError):
+        set_column(row, "power_kw", 5.0)

@@ -12,7 +12,6 @@ import signal
 import socket
 import threading
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -21,6 +20,7 @@ from accelbench.console import printable
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.health.rules import Health, HealthConfig
 from accelbench.monitoring.rules import DEFAULT_WINDOW_S, FLAVOURS, AlertSettings
+from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources import Source, close_sources, open_sources
 
 monitor_app = typer.Typer(
@@ -175,7 +175,7 @@ def monitor_cmd(
 
     printed = [0]
 
-    def on_tick(rows: list[dict[str, Any]], health: Health) -> None:
+    def on_tick(rows: list[Row], health: Health) -> None:
         for ev in mon.events[printed[0] :]:
             typer.echo(f"{ev['time']} verdict {ev['previous']} -> {ev['verdict']}")
             for f in ev["findings"]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from accelbench.doctor import parsers, runtimes, system
 from accelbench.doctor.inputs import DoctorInputs, read_capture
@@ -15,6 +14,8 @@ from accelbench.doctor.kernel_log import scan_kernel_log
 from accelbench.doctor.model import Facts, KernelLogFacts
 from accelbench.errors import AccelbenchError
 from accelbench.gpu import amdsmi, nvml
+from accelbench.gpu.amdsmi import AmdsmiInventory
+from accelbench.gpu.nvml import NvmlInventory
 
 
 def gather(inputs: DoctorInputs, quick: bool = False) -> Facts:
@@ -186,7 +187,7 @@ def _note_runtime(facts: Facts, vendor: str, tool: str, problem: str | None, mis
     )
 
 
-def _lib_missing(info: dict[str, Any]) -> bool:
+def _lib_missing(info: NvmlInventory | AmdsmiInventory) -> bool:
     """NVML / amdsmi unavailable because the library is absent (not a GPU failure)."""
     problem = str(info.get("problem") or "")
     return not info.get("available") and ("not importable" in problem or "Not Found" in problem)
@@ -312,4 +313,4 @@ def _gather_amd(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
         _note_runtime(facts, "amd", "amdsmi", am.get("problem"), _lib_missing(am))
         if am.get("available"):
             facts["sources"]["amdsmi"] = am["gpus"]
-            archs.extend(g["arch"] for g in am["gpus"] if g.get("arch"))
+            archs.extend(a for g in am["gpus"] if (a := g.get("arch")))

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         RocmSmi,
     )
     from accelbench.doctor.system import Hugepages, Iommu
+    from accelbench.gpu.amdsmi import AmdsmiInventory
+    from accelbench.gpu.nvml import NvmlInventory
 
 __all__ = ["STATUSES", "Check", "Facts", "Report", "Status"]
 
@@ -46,6 +48,22 @@ class KernelLogFacts(TypedDict, total=False):
     lines: int
     driver_banners: list[str]  # NVIDIA module versions the log shows loading
     problem: str  # why there is no log
+
+
+class TorchInfo(TypedDict, total=False):
+    """PyTorch as the doctor saw it: the JSON line of the child probe
+    (:func:`accelbench.doctor.runtimes.torch_info`), or read from a collect_env capture
+    (``source`` "collect_env"). ``installed`` None: the probe itself failed."""
+
+    installed: Required[bool | None]
+    source: str
+    version: str | None
+    cuda: str | None  # torch.version.cuda
+    hip: str | None  # torch.version.hip (ROCm builds)
+    available: bool  # torch.cuda.is_available()
+    device_count: int | None
+    devices: list[str]
+    problem: str
 
 
 class RuntimeNote(TypedDict):
@@ -74,16 +92,16 @@ class Facts(TypedDict, total=False):
     hugepages: Hugepages
     numa_nodes: list[int]
     collect_env: CollectEnv
-    torch: dict[str, Any]  # the child interpreter's JSON (doctor.runtimes.torch_info)
+    torch: TorchInfo
     kernel_log: KernelLogFacts
     nvidia_smi: NvidiaSmi
     topo: NvidiaTopo
-    nvml: dict[str, Any]  # accelbench.gpu.nvml.inventory()
+    nvml: NvmlInventory
     rocm_smi: RocmSmi
     rocminfo: Rocminfo
     amd_smi_static: list[AmdSmiGpu]
     amd_smi_version: AmdSmi
-    amdsmi: dict[str, Any]  # accelbench.gpu.amdsmi.inventory()
+    amdsmi: AmdsmiInventory
     amd_numa: dict[int, int]
     amd_archs: list[str]
     runtimes: dict[str, list[RuntimeNote]]

@@ -11,9 +11,9 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from accelbench import lifetime
+from accelbench.doctor.model import TorchInfo
 
 
 @dataclass
@@ -79,7 +79,7 @@ print(json.dumps(d))
 """
 
 
-def torch_info(timeout: float = 60.0) -> dict[str, Any]:
+def torch_info(timeout: float = 60.0) -> TorchInfo:
     """PyTorch build and device visibility, probed in a child interpreter so that a broken
     CUDA / ROCm install cannot hang or crash the doctor. ROCm builds set torch.version.hip
     and reuse torch.cuda (there is no torch.rocm)."""
@@ -90,6 +90,7 @@ def torch_info(timeout: float = 60.0) -> dict[str, Any]:
     except OSError as exc:
         return {"installed": None, "problem": str(exc)}
     try:
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        info: TorchInfo = json.loads(p.stdout.strip().splitlines()[-1])  # _TORCH_PROBE's
+        return info
     except (IndexError, json.JSONDecodeError):
         return {"installed": None, "problem": (p.stderr.strip().splitlines() or ["no output"])[-1]}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.values import call, text, to_int
@@ -51,17 +51,35 @@ def bus_id(a: Any, h: Any) -> str | None:
     return normalize_bus_id(text(call(a.amdsmi_get_gpu_device_bdf, h)))
 
 
-def inventory() -> dict[str, Any]:
-    """AMD GPUs with name, architecture and ECC totals, for the doctor:
-    ``{"available": bool, "problem": str?, "gpus": [{"index", "bdf", "name", "arch",
-    "ecc_uncorrected", "ecc_corrected"}]}``."""
+class AmdsmiGpu(TypedDict, total=False):
+    """One GPU of :func:`inventory`; a key is absent when amdsmi did not give it."""
+
+    index: Required[int]
+    bdf: str
+    name: str | None
+    arch: str | None
+    ecc_uncorrected: int | None
+    ecc_corrected: int | None
+
+
+class AmdsmiInventory(TypedDict, total=False):
+    """:func:`inventory`: ``available`` False with a ``problem`` when amdsmi cannot be used."""
+
+    available: Required[bool]
+    problem: str | None
+    gpus: list[AmdsmiGpu]
+
+
+def inventory() -> AmdsmiInventory:
+    """AMD GPUs with name, architecture and ECC totals, for the doctor."""
     a, reason = open_amdsmi()
     if a is None:
         return {"available": False, "problem": reason}
-    out: dict[str, Any] = {"available": True, "gpus": []}
+    gpus: list[AmdsmiGpu] = []
+    out: AmdsmiInventory = {"available": True, "gpus": gpus}
     try:
         for i, h in enumerate(a.amdsmi_get_processor_handles()):
-            g: dict[str, Any] = {"index": i}
+            g: AmdsmiGpu = {"index": i}
             bdf = bus_id(a, h)
             if bdf:
                 g["bdf"] = bdf
@@ -73,7 +91,7 @@ def inventory() -> dict[str, Any]:
             if isinstance(ecc, dict):
                 g["ecc_uncorrected"] = to_int(ecc.get("uncorrectable_count"))
                 g["ecc_corrected"] = to_int(ecc.get("correctable_count"))
-            out["gpus"].append(g)
+            gpus.append(g)
     except Exception as exc:
         out["problem"] = f"amdsmi query failed: {exc}"
     finally:

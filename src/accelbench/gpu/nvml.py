@@ -6,7 +6,7 @@ MHz, temperatures in C, memory in bytes, violation times in ns.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.values import call, text
@@ -118,47 +118,74 @@ def nvlink_errors(nv: Any, h: Any, links: list[int]) -> int | None:
     )
 
 
-def inventory() -> dict[str, Any]:
+class NvmlGpu(TypedDict, total=False):
+    """One GPU of :func:`inventory`; a key is absent when NVML does not support it."""
+
+    index: Required[int]
+    name: Required[str | None]
+    bdf: str
+    ecc_uncorrected: int  # volatile (since driver load)
+    ecc_corrected: int
+    retired_pages_dbe: int  # pages retired for double-bit ECC errors
+    retired_pages_pending: int  # NVML's pending flag (0/1)
+    remapped_rows: list[int]  # NVML's (correctable, uncorrectable, pending, failure)
+    pcie_gen: int
+    pcie_gen_max: int
+    pcie_width: int
+    pcie_width_max: int
+
+
+class NvmlInventory(TypedDict, total=False):
+    """:func:`inventory`: ``available`` False with a ``problem`` when NVML cannot be used."""
+
+    available: Required[bool]
+    problem: str | None
+    driver_version: str | None
+    cuda_version: str
+    gpus: list[NvmlGpu]
+
+
+def inventory() -> NvmlInventory:
     """NVIDIA GPUs with their ECC, retired-page, row-remap and PCIe link state, for the
-    doctor: ``{"available": bool, "problem": str?, "driver_version", "cuda_version",
-    "gpus": [{"index", "name", "bdf", "ecc_uncorrected", ...}]}``."""
+    doctor."""
     nv, reason = open_nvml()
     if nv is None:
         return {"available": False, "problem": reason}
-    out: dict[str, Any] = {"available": True, "gpus": []}
+    gpus: list[NvmlGpu] = []
+    out: NvmlInventory = {"available": True, "gpus": gpus}
     try:
         out["driver_version"] = text(nv.nvmlSystemGetDriverVersion())
         cuda = cuda_driver_version(nv)
         if cuda:
             out["cuda_version"] = cuda
         for i, h in enumerate(device_handles(nv)):
-            g: dict[str, Any] = {"index": i, "name": text(nv.nvmlDeviceGetName(h))}
+            g: NvmlGpu = {"index": i, "name": text(nv.nvmlDeviceGetName(h))}
             bdf = bus_id(nv, h)
             if bdf:
                 g["bdf"] = bdf
             unc, corr = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
+            vol = nv.NVML_VOLATILE_ECC
+            # each NotSupported on many boards (call gives None): the key is left out
+            if (v := call(nv.nvmlDeviceGetTotalEccErrors, h, unc, vol)) is not None:
+                g["ecc_uncorrected"] = v
+            if (v := call(nv.nvmlDeviceGetTotalEccErrors, h, corr, vol)) is not None:
+                g["ecc_corrected"] = v
             dbe = nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
-            fields = {
-                "ecc_uncorrected": (nv.nvmlDeviceGetTotalEccErrors, unc, nv.NVML_VOLATILE_ECC),
-                "ecc_corrected": (nv.nvmlDeviceGetTotalEccErrors, corr, nv.NVML_VOLATILE_ECC),
-                "retired_pages_dbe": (nv.nvmlDeviceGetRetiredPages, dbe),
-                "retired_pages_pending": (nv.nvmlDeviceGetRetiredPagesPendingStatus,),
-                "remapped_rows": (nv.nvmlDeviceGetRemappedRows,),
-                "pcie_gen": (nv.nvmlDeviceGetCurrPcieLinkGeneration,),
-                "pcie_gen_max": (nv.nvmlDeviceGetMaxPcieLinkGeneration,),
-                "pcie_width": (nv.nvmlDeviceGetCurrPcieLinkWidth,),
-                "pcie_width_max": (nv.nvmlDeviceGetMaxPcieLinkWidth,),
-            }
-            for key, (fn, *args) in fields.items():
-                v = call(fn, h, *args)  # NotSupported on many boards: leave the key out
-                if v is None:
-                    continue
-                if key == "retired_pages_dbe":
-                    v = len(v)
-                elif key == "remapped_rows":
-                    v = list(v)
-                g[key] = v
-            out["gpus"].append(g)
+            if (v := call(nv.nvmlDeviceGetRetiredPages, h, dbe)) is not None:
+                g["retired_pages_dbe"] = len(v)
+            if (v := call(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)) is not None:
+                g["retired_pages_pending"] = v
+            if (v := call(nv.nvmlDeviceGetRemappedRows, h)) is not None:
+                g["remapped_rows"] = list(v)
+            if (v := call(nv.nvmlDeviceGetCurrPcieLinkGeneration, h)) is not None:
+                g["pcie_gen"] = v
+            if (v := call(nv.nvmlDeviceGetMaxPcieLinkGeneration, h)) is not None:
+                g["pcie_gen_max"] = v
+            if (v := call(nv.nvmlDeviceGetCurrPcieLinkWidth, h)) is not None:
+                g["pcie_width"] = v
+            if (v := call(nv.nvmlDeviceGetMaxPcieLinkWidth, h)) is not None:
+                g["pcie_width_max"] = v
+            gpus.append(g)
     except Exception as exc:  # a GPU lost mid-query: report what was read
         out["problem"] = f"NVML query failed: {exc}"
     finally:

@@ -145,6 +145,11 @@ def to_int(value: Any) -> int | None:
         return None
 
 
+def whole(value: float | None) -> int | None:
+    """A number in base units (bytes, lanes, counts) as the integer its column holds."""
+    return None if value is None else int(round(value))
+
+
 def text(value: Any) -> str | None:
     """A library string (pynvml returns bytes with old versions) as str; None stays None."""
     if value is None:

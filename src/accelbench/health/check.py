@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from accelbench.health.rules import Health, HealthConfig, evaluate, mark_unknown, missing_signals
 from accelbench.telemetry.parsers import read_capture
 from accelbench.telemetry.sampler import SourceErrors, collect
+from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources import close_sources, open_sources
 
 
@@ -30,9 +31,7 @@ class HealthCheck(TypedDict):
     notes: NotRequired[list[str]]
 
 
-def judge(
-    rows: list[dict[str, Any]], lost: list[str], config: HealthConfig | None = None
-) -> Health:
+def judge(rows: list[Row], lost: list[str], config: HealthConfig | None = None) -> Health:
     """:func:`evaluate` plus what could not be judged: the verdict becomes ``unknown``
     (unless a rule failed) when there are no samples, data was lost, or a GPU lacks a
     required signal. ``health["unknown"]`` lists why."""
@@ -67,7 +66,7 @@ def check_live(
         check_url(server_url, "--server-url")
     v.optional_integer("--pid", server_pid, 1, 1 << 22)  # Linux's largest pid_max
     active, status = open_sources(sources, server_url, server_pid)
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     errors: dict[str, SourceErrors] = {}
     try:
         deadline = time.monotonic() + max(duration_s, 0.0)

@@ -33,13 +33,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from accelbench import lifetime
 from accelbench.health.rules import Finding, Health, HealthConfig, mark_unknown
 from accelbench.health.window import RollingWindow
 from accelbench.telemetry.exporter import Exporter
 from accelbench.telemetry.sampler import SourceErrors, collect
+from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources import Source
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ class Monitor:
         alert_cmd: list[str] | None = None,
         webhook: str | None = None,
         exporter: Exporter | None = None,
-        on_tick: Callable[[list[dict[str, Any]], Health], None] | None = None,
+        on_tick: Callable[[list[Row], Health], None] | None = None,
         alert_timeout_s: float = 30.0,
         drain_s: float = 1.0,
         clock_ns: Callable[[], int] = time.monotonic_ns,
@@ -268,15 +269,15 @@ class Monitor:
         (config or HealthConfig()).validate()
 
     @property
-    def baseline(self) -> list[dict[str, Any]]:
+    def baseline(self) -> list[Row]:
         """The first non-empty sample: the start of counter deltas (ECC, replays)."""
         return self.window.baseline
 
-    def sample(self) -> tuple[int, list[dict[str, Any]], dict[str, str]]:
+    def sample(self) -> tuple[int, list[Row], dict[str, str]]:
         """One sample of every source, all rows stamped with one time. Returns (time,
         rows, each source's state: ``ok`` or why it gave nothing)."""
         t_ns = self.clock_ns()
-        rows: list[dict[str, Any]] = []
+        rows: list[Row] = []
         state: dict[str, str] = {}
         for src in self.sources:
             failed = self.errors[src.name]["count"] if src.name in self.errors else 0

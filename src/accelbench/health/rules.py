@@ -39,14 +39,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Required, TypedDict, Unpack
+from typing import Literal, Required, TypedDict, Unpack
 
 import numpy as np
 
 from accelbench.health.series import DeviceSeries
 from accelbench.metrics.stats import TrendJSON, linear_trend
 from accelbench.metrics.verdict import Status, worst
-from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, device_key
+from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, Row, device_key
 
 Severity = Literal["info", "warn", "fail"]
 # A finding's severity as a rank (a floor such as recovery's --min-severity compares them).
@@ -140,7 +140,7 @@ def _finding(
     return Finding(rule=rule, severity=severity, device=device, message=message, **data)
 
 
-def device_label(r: dict[str, Any]) -> str:
+def device_label(r: Row) -> str:
     """How findings name the device of row ``r``."""
     if r.get("kind") == KIND_GPU:
         ident = r.get("bus_id") or r.get("uuid") or f"#{r.get('device_index')}"
@@ -150,17 +150,15 @@ def device_label(r: dict[str, Any]) -> str:
     return f"server ({r.get('engine')})"
 
 
-def _window_rows(
-    rows: list[dict[str, Any]], window: tuple[int, int] | None
-) -> list[dict[str, Any]]:
+def _window_rows(rows: list[Row], window: tuple[int, int] | None) -> list[Row]:
     if window is None:
         return rows
     lo, hi = window
-    return [r for r in rows if r.get("t_ns") is not None and lo <= r["t_ns"] <= hi]
+    return [r for r in rows if (t := r.get("t_ns")) is not None and lo <= t <= hi]
 
 
-def group_by_device(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    groups: dict[str, list[dict[str, Any]]] = {}
+def group_by_device(rows: list[Row]) -> dict[str, list[Row]]:
+    groups: dict[str, list[Row]] = {}
     for r in rows:
         groups.setdefault(device_key(r), []).append(r)
     for g in groups.values():
@@ -172,9 +170,7 @@ def _last(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[-1])
 
 
-def _gpu_rules(
-    dev: str, s: DeviceSeries, base: dict[str, Any] | None, cfg: HealthConfig
-) -> list[Finding]:
+def _gpu_rules(dev: str, s: DeviceSeries, base: Row | None, cfg: HealthConfig) -> list[Finding]:
     out: list[Finding] = []
     last = s.rows[-1]
 
@@ -330,11 +326,11 @@ def _gpu_rules(
         out.append(_finding("interconnect", "warn", dev, "XGMI error status is set"))
 
     # Power above the limit (a limit of 0 means none).
-    power, limit = s.col("power_w"), s.col("power_limit_w")
-    pairs = s.has("power_w") & s.has("power_limit_w") & (limit != 0)
+    power, power_limit = s.col("power_w"), s.col("power_limit_w")
+    pairs = s.has("power_w") & s.has("power_limit_w") & (power_limit != 0)
     n_pairs = int(np.count_nonzero(pairs))
     if n_pairs:
-        over = pairs & (power > limit * (1 + cfg.power_tolerance))
+        over = pairs & (power > power_limit * (1 + cfg.power_tolerance))
         n_over = int(np.count_nonzero(over))
         if n_over / n_pairs > cfg.power_over_fraction:
             peak_w = s.value(int(np.argmax(np.where(over, power, -np.inf))), "power_w")
@@ -437,7 +433,7 @@ def _growth(dev: str, s: DeviceSeries, col: str, what: str, cfg: HealthConfig) -
 
 def evaluate_series(
     series: Iterable[DeviceSeries],
-    base_by_dev: dict[str, dict[str, Any]],
+    base_by_dev: dict[str, Row],
     config: HealthConfig,
 ) -> Health:
     """Apply every rule to each device's series; ``base_by_dev`` maps a device key to its
@@ -455,15 +451,15 @@ def evaluate_series(
     return {"verdict": str(worst([Status.PASS, *found])), "findings": findings}
 
 
-def baseline_by_device(baseline: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+def baseline_by_device(baseline: list[Row] | None) -> dict[str, Row]:
     """The last baseline row of each device."""
     return {dev: brows[-1] for dev, brows in group_by_device(baseline or []).items()}
 
 
 def evaluate(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     window: tuple[int, int] | None = None,
-    baseline: list[dict[str, Any]] | None = None,
+    baseline: list[Row] | None = None,
     config: HealthConfig | None = None,
 ) -> Health:
     """Apply every rule. ``window`` (start_ns, end_ns) limits the samples considered;
@@ -477,7 +473,7 @@ def evaluate(
     return evaluate_series(series, baseline_by_device(baseline), cfg)
 
 
-def missing_signals(rows: list[dict[str, Any]]) -> list[str]:
+def missing_signals(rows: list[Row]) -> list[str]:
     """One line per GPU and required signal (:data:`REQUIRED_SIGNALS`) that no row of
     that GPU carries."""
     return series_missing_signals(DeviceSeries.from_rows(g) for g in group_by_device(rows).values())

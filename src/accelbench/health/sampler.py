@@ -9,6 +9,7 @@ from typing import Any
 
 from accelbench.health.rules import Health, HealthConfig, evaluate, mark_unknown, missing_signals
 from accelbench.telemetry.sampler import TelemetrySampler
+from accelbench.telemetry.schema import Row
 
 
 class HealthSampler(TelemetrySampler):
@@ -24,9 +25,9 @@ class HealthSampler(TelemetrySampler):
         config = health_config or HealthConfig()
 
         def judge(
-            rows: list[dict[str, Any]],
+            rows: list[Row],
             window: tuple[int, int] | None,
-            baseline: list[dict[str, Any]] | None,
+            baseline: list[Row] | None,
         ) -> Health:
             unknown = [] if rows else ["no samples: nothing was measured"]
             unknown += [

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.telemetry.schema import Row, numeric
+
 # Columns the health rules (and the "required signal" check) read as numbers.
 NUMERIC = (
     "temp_gpu_c",
@@ -71,7 +73,7 @@ class DeviceSeries:
     the order their rows arrived."""
 
     def __init__(self, capacity: int = 64) -> None:
-        self.rows: deque[dict[str, Any]] = deque()
+        self.rows: deque[Row] = deque()
         self._data = np.empty((capacity, len(NUMERIC)))
         self._t = np.zeros(capacity, dtype=np.int64)
         self._t_ok = np.zeros(capacity, dtype=bool)
@@ -82,7 +84,7 @@ class DeviceSeries:
         self._present: np.ndarray | None = None  # ~isnan of the rows, until they change
 
     @classmethod
-    def from_rows(cls, rows: list[dict[str, Any]]) -> DeviceSeries:
+    def from_rows(cls, rows: list[Row]) -> DeviceSeries:
         s = cls(max(len(rows), 1))
         for i, r in enumerate(rows):
             s.append(r, i)
@@ -91,7 +93,7 @@ class DeviceSeries:
     def __len__(self) -> int:
         return self._hi - self._lo
 
-    def append(self, row: dict[str, Any], seq: int) -> None:
+    def append(self, row: Row, seq: int) -> None:
         if self._hi == len(self._t):
             self._make_room()
         i = self._hi
@@ -149,9 +151,13 @@ class DeviceSeries:
     def any(self, name: str) -> bool:
         return bool(self.has(name).any())
 
-    def value(self, i: int, name: str) -> Any:
-        """The original value of row ``i`` (as the source gave it: int stays int)."""
-        return self.rows[i][name]
+    def value(self, i: int, name: str) -> int | float:
+        """The original value of row ``i`` (as the source gave it: int stays int); ``i``
+        is a row where ``name`` was observed (an unobserved one is a LookupError)."""
+        v = numeric(self.rows[i], name)
+        if v is None:
+            raise LookupError(f"row {i} did not observe {name}")
+        return v
 
     @property
     def first_seq(self) -> int:
@@ -173,11 +179,12 @@ class DeviceSeries:
         t = self.t_ns[ok]
         return (int(t.max()) - int(t.min())) / 1e9
 
-    def delta(self, name: str, base: dict[str, Any] | None) -> float | None:
+    def delta(self, name: str, base: Row | None) -> float | None:
         """Last value minus the baseline's (or the first value) of a counter column."""
         idx = np.flatnonzero(self.has(name))
         if idx.size == 0:
             return None
         v = self.col(name)
-        start = float(base[name]) if base and base.get(name) is not None else float(v[idx[0]])
+        b = None if base is None else numeric(base, name)
+        start = float(b) if b is not None else float(v[idx[0]])
         return float(v[idx[-1]]) - start

@@ -12,8 +12,6 @@ The result is identical to ``evaluate(rows in the window, None, baseline)``
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.health.rules import (
     Health,
     HealthConfig,
@@ -23,7 +21,7 @@ from accelbench.health.rules import (
     series_missing_signals,
 )
 from accelbench.health.series import DeviceSeries
-from accelbench.telemetry.schema import KIND_GPU, device_key
+from accelbench.telemetry.schema import KIND_GPU, Row, device_key
 
 
 class RollingWindow:
@@ -33,15 +31,15 @@ class RollingWindow:
         self.window_s = window_s
         self.config = config or HealthConfig()
         self.devices: dict[str, DeviceSeries] = {}
-        self.baseline: list[dict[str, Any]] = []
-        self._base_by_dev: dict[str, dict[str, Any]] = {}
+        self.baseline: list[Row] = []
+        self._base_by_dev: dict[str, Row] = {}
         self._seq = 0
 
     def __len__(self) -> int:
         """Rows in the window, all devices together."""
         return sum(len(s) for s in self.devices.values())
 
-    def add(self, rows: list[dict[str, Any]], t_ns: int | None = None) -> None:
+    def add(self, rows: list[Row], t_ns: int | None = None) -> None:
         """Append one tick's rows (all stamped with the same time), then drop every row
         older than ``window_s`` before that time (``t_ns`` when the tick has no rows, so
         a silent source's last samples age out). The first non-empty tick is the
@@ -78,7 +76,7 @@ class RollingWindow:
         """One line per GPU in the window and required signal none of its rows carries."""
         return series_missing_signals(self.ordered())
 
-    def absent(self, rows: list[dict[str, Any]]) -> list[str]:
+    def absent(self, rows: list[Row]) -> list[str]:
         """GPUs in the window that are not among ``rows`` (the latest tick)."""
         now = {device_key(r) for r in rows}
         return [

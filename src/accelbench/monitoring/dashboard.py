@@ -12,13 +12,93 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench.errors import UsageError
 from accelbench.telemetry.parsers import SERVER_METRICS
 
+# The parts of Grafana's dashboard JSON model that this dashboard sets (and only those).
+
+
+class DataSource(TypedDict):
+    type: str
+    uid: str
+
+
+class GridPos(TypedDict):
+    h: int
+    w: int
+    x: int
+    y: int
+
+
+class Target(TypedDict):
+    refId: str
+    datasource: DataSource
+    expr: str
+    legendFormat: str
+
+
+class FieldConfig(TypedDict):
+    defaults: dict[str, str]  # unit
+    overrides: list[object]  # none
+
+
+class Panel(TypedDict):
+    id: int
+    type: str  # timeseries, table
+    title: str
+    datasource: DataSource
+    gridPos: GridPos
+    fieldConfig: FieldConfig
+    targets: list[Target]
+
+
+class RowPanel(TypedDict):
+    id: int
+    type: str  # row
+    title: str
+    collapsed: bool
+    gridPos: GridPos
+    panels: list[Panel]  # none: the row is open, its panels follow it
+
+
+class VariableQuery(TypedDict):
+    query: str
+    refId: str
+
+
+class Variable(TypedDict, total=False):
+    name: str
+    label: str
+    type: str  # datasource, query
+    query: str | VariableQuery
+    datasource: DataSource
+    refresh: int
+    multi: bool
+    includeAll: bool
+    current: dict[str, str]
+    hide: int
+    sort: int
+
+
+class Dashboard(TypedDict):
+    uid: str
+    title: str
+    tags: list[str]
+    timezone: str
+    editable: bool
+    graphTooltip: int
+    schemaVersion: int
+    time: dict[str, str]  # from, to
+    refresh: str
+    templating: dict[str, list[Variable]]  # list
+    annotations: dict[str, list[object]]  # list: none
+    panels: list[Panel | RowPanel]
+
+
 _UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-DS = {"type": "prometheus", "uid": "${datasource}"}
+DS: DataSource = {"type": "prometheus", "uid": "${datasource}"}
 GPU = 'gpu=~"$gpu"'
 
 
@@ -32,7 +112,7 @@ def _panel(
     w: int = 12,
     h: int = 8,
     kind: str = "timeseries",
-) -> dict[str, Any]:
+) -> Panel:
     return {
         "id": pid,
         "type": kind,
@@ -47,7 +127,7 @@ def _panel(
     }
 
 
-def _row(pid: int, title: str, y: int) -> dict[str, Any]:
+def _row(pid: int, title: str, y: int) -> RowPanel:
     return {
         "id": pid,
         "type": "row",
@@ -72,7 +152,7 @@ def _engine_targets(col: str, rate: str | None = None) -> list[tuple[str, str]]:
 
 def build_dashboard(
     title: str = "accelbench: accelerators and serving", uid: str = "accelbench-monitor"
-) -> dict[str, Any]:
+) -> Dashboard:
     """The dashboard as a dict (Grafana's JSON model). ``uid`` is what Grafana allows
     (1-40 of letters, digits, '-', '_'); ``title`` 1-200 printable characters (JSON
     escapes it)."""
@@ -81,7 +161,7 @@ def build_dashboard(
     if not title.strip() or len(title) > 200 or not title.isprintable():
         raise UsageError(f"--title must be 1-200 printable characters (got {title!r})")
     leg = "{{instance}} GPU {{gpu}}"
-    panels = [
+    panels: list[Panel | RowPanel] = [
         _row(1, "Accelerators", 0),
         _panel(2, "Temperature", [(f"accelbench:gpu_temperature_celsius{{{GPU}}}", leg)],
                "celsius", 0, 1),
@@ -108,7 +188,7 @@ def build_dashboard(
         _panel(14, "KV-cache usage", _engine_targets("srv_kv_cache_usage"), "percentunit",
                0, 48, w=24),
     ]  # fmt: skip
-    variables = [
+    variables: list[Variable] = [
         {
             "name": "datasource",
             "label": "Data source",

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.telemetry.parsers import parse_file
+from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources import Source
 
 
@@ -29,7 +29,7 @@ class ReplaySource(Source):
             raise AccelbenchError("--replay needs at least one captured file")
         self.paths = [Path(p) for p in paths]
         self.fmt = fmt
-        self.frames: list[list[dict[str, Any]]] = []
+        self.frames: list[list[Row]] = []
         self.position = 0
 
     def probe(self) -> str | None:
@@ -45,12 +45,12 @@ class ReplaySource(Source):
         self.frames = frames
         return None
 
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         if not self.frames and self.probe() is not None:
             return []
         frame = self.frames[min(self.position, len(self.frames) - 1)]
         self.position += 1
-        rows = [dict(r) for r in frame]  # flat rows: a shallow copy is a full copy
+        rows = [r.copy() for r in frame]  # flat rows: a shallow copy is a full copy
         wall = time.time_ns()
         for r in rows:
             r["t_ns"] = t_ns

@@ -12,8 +12,9 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from accelbench import __version__
 from accelbench.metrics.compare import METRICS as COMPARE_METRICS
@@ -116,10 +117,102 @@ def _clean(v: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- figures
+# Plotly's figure format is open-ended JSON; these name the parts this report sets (and
+# only those), so a misspelt key is a type error. Plotly reads them as-is (plotly.js).
 
 
-def _frontier_fig(data: ReportData, metric: str) -> dict[str, Any]:
-    traces: list[dict[str, Any]] = []
+class Title(TypedDict):
+    text: str
+
+
+class Axis(TypedDict, total=False):
+    title: Title
+    type: str  # "log"
+    rangemode: str  # "tozero"
+
+
+class Marker(TypedDict, total=False):
+    color: str
+    size: int
+    opacity: float
+    symbol: str
+
+
+class Line(TypedDict, total=False):
+    color: str
+    width: int
+    dash: str | None
+    shape: str  # "hv": steps
+
+
+class Trace(TypedDict, total=False):
+    """One Plotly trace: scatter (markers or lines) or a box from precomputed quantiles."""
+
+    type: str
+    mode: str
+    name: str
+    legendgroup: str
+    showlegend: bool
+    x: Sequence[float | str | None]
+    y: Sequence[float | None]
+    text: list[str]
+    hovertemplate: str
+    hoverinfo: str
+    marker: Marker
+    line: Line
+    xaxis: str
+    yaxis: str
+    q1: list[float]  # box traces: the quantiles themselves
+    median: list[float]
+    q3: list[float]
+    lowerfence: list[float]
+    upperfence: list[float]
+    mean: list[float]
+
+
+class Shape(TypedDict):
+    type: str
+    x0: float
+    x1: float
+    yref: str
+    y0: float
+    y1: float
+    line: Line
+
+
+class Annotation(TypedDict):
+    x: float
+    yref: str
+    y: float
+    text: str
+    showarrow: bool
+
+
+class Layout(TypedDict, total=False):
+    title: Title
+    xaxis: Axis
+    yaxis: Axis
+    xaxis2: Axis
+    yaxis2: Axis
+    grid: dict[str, int | str]  # rows, columns, pattern
+    legend: dict[str, str | float]  # orientation, y
+    margin: dict[str, int]
+    height: int
+    shapes: list[Shape]
+    annotations: list[Annotation]
+
+
+class Figure(TypedDict):
+    data: list[Trace]
+    layout: Layout
+    div: NotRequired[str]  # the element it is drawn in (render_html)
+
+
+Plot = Callable[["Figure | None", str], str]
+
+
+def _frontier_fig(data: ReportData, metric: str) -> Figure:
+    traces: list[Trace] = []
     for i, sv in enumerate(data.sets):
         col = PALETTE[i % len(PALETTE)]
         f = sv.frontiers[metric]
@@ -176,7 +269,7 @@ def _frontier_fig(data: ReportData, metric: str) -> dict[str, Any]:
                     "hovertemplate": "%{y:.1f} tok/s/GPU at %{x} tok/s/user<extra></extra>",
                 }
             )
-    layout: dict[str, Any] = {
+    layout: Layout = {
         "title": {"text": f"Frontier: {FRONTIER_METRICS[metric]} vs interactivity"},
         "xaxis": {"title": {"text": "interactivity (tok/s/user) = 1000 / p50 TPOT"}},
         "yaxis": {"title": {"text": FRONTIER_METRICS[metric]}, "rangemode": "tozero"},
@@ -207,8 +300,8 @@ def _frontier_fig(data: ReportData, metric: str) -> dict[str, Any]:
     return {"data": traces, "layout": layout}
 
 
-def _latency_fig(data: ReportData, metric: str) -> dict[str, Any] | None:
-    traces = []
+def _latency_fig(data: ReportData, metric: str) -> Figure | None:
+    traces: list[Trace] = []
     for i, sv in enumerate(data.sets):
         xs, q1, med, q3, lo, hi, mean = [], [], [], [], [], [], []
         for p in sv.points:
@@ -257,8 +350,8 @@ def _latency_fig(data: ReportData, metric: str) -> dict[str, Any] | None:
     }
 
 
-def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
-    traces: list[dict[str, object]] = []
+def _timeline_fig(sv: SetView) -> Figure | None:
+    traces: list[Trace] = []
     sources = set()
     for i, p in enumerate(sv.points):
         tl = p.timeline
@@ -311,16 +404,16 @@ def _timeline_fig(sv: SetView) -> dict[str, Any] | None:
     }
 
 
-def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
+def _telemetry_figs(sv: SetView) -> list[Figure]:
     """One small plot per telemetry metric that has data, a line per point and device."""
     labels: list[str] = []
     for p in sv.points:
         for label in p.telemetry or {}:
             if label not in labels:
                 labels.append(label)
-    figs = []
+    figs: list[Figure] = []
     for label in labels:
-        traces = []
+        traces: list[Trace] = []
         for i, p in enumerate(sv.points):
             for s in (p.telemetry or {}).get(label, []):
                 traces.append(
@@ -348,9 +441,9 @@ def _telemetry_figs(sv: SetView) -> list[dict[str, Any]]:
     return figs
 
 
-def _chart_fig(c: Chart) -> dict[str, Any]:
+def _chart_fig(c: Chart) -> Figure:
     """A suite's chart (report/sections.py) as a Plotly figure."""
-    traces = [
+    traces: list[Trace] = [
         {
             "type": "scatter",
             "mode": sr.mode,
@@ -477,7 +570,7 @@ def _badge(verdict: str | None) -> str:
     return f' <span class="verdict {esc(cls)}">{esc(verdict)}</span>'
 
 
-def _suite_section(sv: SuiteView, plot: Any) -> str:
+def _suite_section(sv: SuiteView, plot: Plot) -> str:
     """One stress / shadow / MLPerf section: headline, tables (verdicts first), charts."""
     out = [f"<h3>{esc(sv.title)}{_badge(sv.verdict)}</h3>",
            f'<p class="muted">{esc(sv.path)}</p>']  # fmt: skip
@@ -605,10 +698,10 @@ def _comparison_tables(data: ReportData) -> str:
 
 
 def render_html(data: ReportData) -> str:
-    figs: list[dict[str, Any]] = []
+    figs: list[Figure] = []
     body: list[str] = []
 
-    def plot(fig: dict[str, Any] | None, cls: str = "plot") -> str:
+    def plot(fig: Figure | None, cls: str = "plot") -> str:
         if fig is None:
             return '<p class="muted">No data for this plot.</p>'
         div = f"plot-{len(figs)}"
@@ -688,7 +781,7 @@ def render_html(data: ReportData) -> str:
     return _page(names, body, figs)
 
 
-def _page(names: str, body: list[str], figs: list[dict[str, Any]]) -> str:
+def _page(names: str, body: list[str], figs: list[Figure]) -> str:
     from plotly.offline import get_plotlyjs
 
     return (

@@ -173,8 +173,9 @@ class RunInfo:
     _table: pa.Table | None = field(default=None, repr=False)  # records from the journal
 
     @property
-    def run(self) -> dict[str, Any]:
-        """run.json as its JSON object, for readers that dig into it ({} where missing)."""
+    def run(self) -> dict[str, object]:
+        """run.json as its JSON object (RunDoc.to_json), for readers that dig into it ({}
+        where missing)."""
         return dict(self.doc.to_json()) if self.doc is not None else {}
 
     @property

@@ -3,10 +3,8 @@ power (trapezoids), summed over GPUs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.metrics.summary import DeviceEnergy, EnergySection
-from accelbench.telemetry.schema import KIND_GPU, device_key
+from accelbench.telemetry.schema import KIND_GPU, Row, device_key
 
 
 def _interp(points: list[tuple[int, float]], t: int) -> float:
@@ -47,7 +45,7 @@ def integrate_power(points: list[tuple[int, float]], start_ns: int, end_ns: int)
 
 
 def window_energy(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     window_ns: tuple[int, int] | None,
     output_tokens: int | None = None,
     total_tokens: int | None = None,
@@ -55,27 +53,24 @@ def window_energy(
     """Energy of all GPUs over the window. Returns None when no GPU reported energy or
     power. ``method`` is ``counter`` when every GPU had a usable counter, else
     ``integrated_power`` (at least one GPU was integrated)."""
-    gpus: dict[str, list[dict[str, Any]]] = {}
+    gpus: dict[str, list[tuple[int, Row]]] = {}  # device -> (t_ns, row)
     for r in rows:
-        if r.get("kind") == KIND_GPU and r.get("t_ns") is not None:
-            gpus.setdefault(device_key(r), []).append(r)
+        t = r.get("t_ns")
+        if r.get("kind") == KIND_GPU and t is not None:
+            gpus.setdefault(device_key(r), []).append((t, r))
     if not gpus:
         return None
     if window_ns is None:
-        ts = [r["t_ns"] for g in gpus.values() for r in g]
+        ts = [t for g in gpus.values() for t, _ in g]
         window_ns = (min(ts), max(ts))
     start, end = window_ns
     total = 0.0
     methods: set[str] = set()
     per_device: dict[str, DeviceEnergy] = {}
     for dev, grows in gpus.items():
-        grows.sort(key=lambda r: r["t_ns"])
-        energy_pts = [
-            (r["t_ns"], float(r["energy_j"])) for r in grows if r.get("energy_j") is not None
-        ]
-        power_pts = [
-            (r["t_ns"], float(r["power_w"])) for r in grows if r.get("power_w") is not None
-        ]
+        grows.sort(key=lambda tr: tr[0])
+        energy_pts = [(t, float(e)) for t, r in grows if (e := r.get("energy_j")) is not None]
+        power_pts = [(t, float(w)) for t, r in grows if (w := r.get("power_w")) is not None]
         j = counter_energy(energy_pts, start, end)
         method = "counter"
         if j is None:

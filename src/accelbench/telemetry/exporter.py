@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, KIND_SERVER
+from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, KIND_SERVER, Row, numeric
 
 GPU_LABELS = ["vendor", "model", "device", "bus_id", "uuid"]
 
@@ -185,7 +185,7 @@ VERDICTS = ("pass", "warn", "fail", "unknown")
 VERDICT_CODE = {v: i for i, v in enumerate(VERDICTS)}
 
 
-def _gpu_label_values(row: dict[str, Any]) -> list[str]:
+def _gpu_label_values(row: Row) -> list[str]:
     return [
         str(row.get("vendor") or ""),
         str(row.get("model") or ""),
@@ -201,10 +201,10 @@ class TelemetryCollector(Collector):
     def __init__(self, prefix: str = "accelbench_") -> None:
         self.prefix = prefix
         self._lock = threading.Lock()
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[Row] = []
         self._health: Mapping[str, Any] | None = None
 
-    def update(self, rows: list[dict[str, Any]], health: Mapping[str, Any] | None = None) -> None:
+    def update(self, rows: list[Row], health: Mapping[str, Any] | None = None) -> None:
         with self._lock:
             self._rows = list(rows)
             if health is not None:
@@ -229,20 +229,20 @@ class TelemetryCollector(Collector):
             if kind == KIND_GPU:
                 base = _gpu_label_values(row)
                 for name, doc, col, mtype, extra in _GPU_METRICS:
-                    v = row.get(col)
-                    if v is None:
+                    val = numeric(row, col)
+                    if val is None:
                         continue
                     fam = family(name, doc, mtype, GPU_LABELS + list(extra))
-                    fam.add_metric(base + list(extra.values()), float(v))
+                    fam.add_metric(base + list(extra.values()), float(val))
             elif kind == KIND_HOST:
                 for name, doc, col, mtype in _HOST_METRICS:
-                    if row.get(col) is not None:
-                        family(name, doc, mtype, []).add_metric([], float(row[col]))
+                    if (val := numeric(row, col)) is not None:
+                        family(name, doc, mtype, []).add_metric([], float(val))
             elif kind == KIND_SERVER:
                 for name, doc, col, mtype in _SERVER_METRICS:
-                    if row.get(col) is not None:
+                    if (val := numeric(row, col)) is not None:
                         fam = family(name, doc, mtype, ["engine"])
-                        fam.add_metric([str(row.get("engine") or "")], float(row[col]))
+                        fam.add_metric([str(row.get("engine") or "")], float(val))
         if health is not None:
             verdict = health.get("verdict")
             verdict = verdict if verdict in VERDICT_CODE else "unknown"  # never a silent pass
@@ -315,7 +315,7 @@ class Exporter:
         self.port = int(self._server.server_address[1])
         return self.port
 
-    def update(self, rows: list[dict[str, Any]], health: Mapping[str, Any] | None = None) -> None:
+    def update(self, rows: list[Row], health: Mapping[str, Any] | None = None) -> None:
         self.collector.update(rows, health)
 
     def stop(self) -> None:

@@ -25,18 +25,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from accelbench.metrics.summary import SourceErrors, TelemetrySection, health_section
 from accelbench.store.rundir import write_parquet_atomic
 from accelbench.telemetry.energy import window_energy
-from accelbench.telemetry.schema import rows_to_table
+from accelbench.telemetry.schema import Row, rows_to_table
 from accelbench.telemetry.sources import Source, close_sources, open_sources
 
 TELEMETRY_FILE = "telemetry.parquet"
 PHASES = ("warmup", "measured", "drain")
 
-Rows = list[dict[str, Any]]
+Rows = list[Row]
 # (rows, measured window (start_ns, end_ns) or None, baseline rows or None) -> the health
 # rules' verdict (health/rules.py: {verdict, findings, unknown})
 Judge = Callable[[Rows, tuple[int, int] | None, Rows | None], Mapping[str, object]]
@@ -202,7 +201,7 @@ class TelemetrySampler:
             energy=window_energy(rows, window, output_tokens, total_tokens),
         )
         if self.judge is not None:
-            baseline = [r for r in rows if window and r["t_ns"] < window[0]]
+            baseline = [r for r in rows if window and (r["t_ns"] or 0) < window[0]]
             result["health"] = health_section(self.judge(rows, window, baseline or None))
         result["samples"] = len(rows)
         result["interval_s"] = self.interval_s

@@ -1,6 +1,6 @@
 """One schema for every telemetry source.
 
-A sample is a flat row (a dict) with the columns of :data:`TELEMETRY_SCHEMA`. Every
+A sample is a flat row (a :class:`Row`, a TypedDict) with the columns of :data:`TELEMETRY_SCHEMA`. Every
 source fills the columns it knows and leaves the rest ``None`` ("not observed"). Values
 are always in base units: bytes, watts, joules, degrees Celsius, hertz, seconds, and
 ratios in 0-1 (never percent). Timestamps ``t_ns`` are ``time.monotonic_ns()``, the
@@ -13,7 +13,7 @@ One row describes one thing at one time: a GPU (``kind="gpu"``), the host
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict, Unpack, cast
 
 import pyarrow as pa
 
@@ -103,26 +103,131 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "srv_prefix_cache_queries_total": (pa.float64(), "", "prefix-cache queries (counter)"),
 }
 
+
+class Row(TypedDict, total=False):
+    """One telemetry sample: the columns of :data:`COLUMNS`, each ``None`` when not observed.
+
+    Written out from :data:`COLUMNS` (tests/test_telemetry_sampling.py checks that the names
+    and Python types match the Arrow types column for column). :func:`new_row` fills every
+    key; ``total=False`` lets a parser collect some columns first and pass them on.
+    """
+
+    t_ns: int | None
+    wall_ns: int | None
+    phase: str | None
+    source: str | None
+    kind: str | None
+    vendor: str | None
+    model: str | None
+    device_index: int | None
+    bus_id: str | None
+    uuid: str | None
+    serial: str | None
+    driver_version: str | None
+    util_gpu: float | None
+    util_mem: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    energy_j: float | None
+    temp_gpu_c: float | None
+    temp_hotspot_c: float | None
+    temp_mem_c: float | None
+    temp_slowdown_c: float | None
+    temp_shutdown_c: float | None
+    temp_mem_max_c: float | None
+    clock_sm_hz: float | None
+    clock_mem_hz: float | None
+    clock_sm_max_hz: float | None
+    clock_mem_max_hz: float | None
+    throttle_mask: int | None
+    throttle_reasons: str | None
+    throttle_power_s: float | None
+    throttle_thermal_s: float | None
+    ecc_corrected_volatile: int | None
+    ecc_uncorrected_volatile: int | None
+    ecc_corrected_aggregate: int | None
+    ecc_uncorrected_aggregate: int | None
+    ecc_deferred: int | None
+    remapped_rows_corr: int | None
+    remapped_rows_unc: int | None
+    remapped_rows_pending: bool | None
+    remapped_rows_failure: bool | None
+    pcie_gen: int | None
+    pcie_gen_max: int | None
+    pcie_width: int | None
+    pcie_width_max: int | None
+    pcie_replay: int | None
+    nvlink_errors: int | None
+    xgmi_errors: int | None
+    cpu_util: float | None
+    host_mem_used_bytes: int | None
+    host_mem_total_bytes: int | None
+    proc_pid: int | None
+    proc_rss_bytes: int | None
+    proc_cpu_util: float | None
+    engine: str | None
+    srv_requests_running: float | None
+    srv_requests_waiting: float | None
+    srv_kv_cache_usage: float | None
+    srv_prompt_tokens_total: float | None
+    srv_generation_tokens_total: float | None
+    srv_preemptions_total: float | None
+    srv_prefix_cache_hits_total: float | None
+    srv_prefix_cache_queries_total: float | None
+
+
 TELEMETRY_SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _, _) in COLUMNS.items()])
 
 _INT_TYPES = {pa.int32(), pa.int64()}
 
 
-def new_row(**values: Any) -> dict[str, Any]:
+def new_row(**values: Unpack[Row]) -> Row:
     """A row with every column, ``None`` where not given. Unknown names are an error."""
     unknown = set(values) - set(COLUMNS)
     if unknown:
         raise KeyError(f"unknown telemetry column(s): {sorted(unknown)}")
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row = cast(Row, dict.fromkeys(COLUMNS))
     row.update(values)
     return row
 
 
-def coerce_row(row: dict[str, Any]) -> dict[str, Any]:
+def set_column(row: Row, name: str, value: object) -> None:
+    """Set the column ``name`` (a name held in a variable, as parsers' mapping tables do).
+
+    An unknown name is an error; the value is cast to the column's type by
+    :func:`coerce_row` on the way to Parquet.
+    """
+    if name not in COLUMNS:
+        raise KeyError(f"unknown telemetry column: {name}")
+    cast(dict[str, object], row)[name] = value
+
+
+def column(row: Row, name: str) -> object:
+    """The value of column ``name`` (a name held in a variable), ``None`` if not observed."""
+    return cast(dict[str, object], row).get(name)
+
+
+def observed(row: Row) -> Row:
+    """Only the columns of ``row`` that hold a value (to lay over another row)."""
+    return cast(Row, {k: v for k, v in row.items() if v is not None})
+
+
+def numeric(row: Row, name: str) -> int | float | None:
+    """The value of the numeric column ``name`` as the source gave it (an int stays int)."""
+    v = column(row, name)
+    if v is None or isinstance(v, int | float):
+        return v
+    raise TypeError(f"telemetry column {name!r} holds {v!r}, not a number")
+
+
+def coerce_row(row: Row) -> Row:
     """Cast values to their column types (ints stay ints, NaN becomes None)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, (typ, _, _) in COLUMNS.items():
-        v = row.get(name)
+        # a Row holds only these (None aside); a parser may give a numeric string
+        v = cast("int | float | str | bool | None", column(row, name))
         if v is None:
             out[name] = None
         elif typ in _INT_TYPES:
@@ -134,16 +239,16 @@ def coerce_row(row: dict[str, Any]) -> dict[str, Any]:
             out[name] = bool(v)
         else:
             out[name] = str(v)
-    return out
+    return cast(Row, out)
 
 
-def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
+def rows_to_table(rows: list[Row]) -> pa.Table:
     """Rows (dicts) -> an Arrow table with :data:`TELEMETRY_SCHEMA`."""
     coerced = [coerce_row(r) for r in rows]
     return pa.Table.from_pylist(coerced, schema=TELEMETRY_SCHEMA)
 
 
-def device_key(row: dict[str, Any]) -> str:
+def device_key(row: Row) -> str:
     """A stable identity for a row's device, used to group series."""
     if row.get("kind") == KIND_GPU:
         ident = row.get("uuid") or row.get("bus_id") or str(row.get("device_index"))

@@ -33,31 +33,35 @@ def check_memory(facts: Facts) -> Check:
                     "on data-centre GPUs.",
                 )
             )
-    for g in (facts.get("nvml") or {}).get("gpus", []):
-        tag = f"GPU {g['index']}"
-        if g.get("ecc_uncorrected"):
+    for ng in (facts.get("nvml") or {"available": False}).get("gpus", []):
+        tag = f"GPU {ng['index']}"
+        if ng.get("ecc_uncorrected"):
             f.append(
                 (
                     "fail",
-                    f"{tag}: {g['ecc_uncorrected']} uncorrected ECC errors (NVML)",
+                    f"{tag}: {ng['ecc_uncorrected']} uncorrected ECC errors (NVML)",
                     "Drain and reset the GPU; service it if they recur.",
                 )
             )
-        if g.get("retired_pages_dbe"):
+        if ng.get("retired_pages_dbe"):
             f.append(
-                ("warn", f"{tag}: {g['retired_pages_dbe']} pages retired for double-bit errors", "")
+                (
+                    "warn",
+                    f"{tag}: {ng['retired_pages_dbe']} pages retired for double-bit errors",
+                    "",
+                )
             )
-        if g.get("retired_pages_pending"):
+        if ng.get("retired_pages_pending"):
             f.append(
                 ("warn", f"{tag}: page retirement pending", "Reset the GPU to retire the page.")
             )
-        rr = g.get("remapped_rows")
+        rr = ng.get("remapped_rows")
         if rr and len(rr) >= 4:
             if rr[3]:
                 f.append(("fail", f"{tag}: row remapping failed", "Contact the vendor (RMA)."))
             elif rr[2]:
                 f.append(("warn", f"{tag}: row remapping pending", "Reset the GPU to apply it."))
-        if "ecc_uncorrected" in g and not g.get("ecc_uncorrected"):
+        if "ecc_uncorrected" in ng and not ng.get("ecc_uncorrected"):
             f.append(("pass", f"{tag}: 0 uncorrected ECC errors (NVML)", ""))
     pci = facts.get("pci")
     for d in pci.get("gpus", []) if pci else []:
@@ -106,20 +110,20 @@ def check_memory(facts: Facts) -> Check:
             f.append(("fail", f"{tag}: bad page threshold exceeded", "Replace the GPU (RMA)."))
         elif a.get("bad_page_threshold_exceeded") is not None:
             f.append(("pass", f"{tag}: bad page threshold not exceeded", ""))
-    for g in (facts.get("amdsmi") or {}).get("gpus", []):
-        if g.get("ecc_uncorrected"):
+    for ag in (facts.get("amdsmi") or {"available": False}).get("gpus", []):
+        if ag.get("ecc_uncorrected"):
             f.append(
                 (
                     "fail",
-                    f"GPU {g['index']}: {g['ecc_uncorrected']} uncorrectable ECC errors (amdsmi)",
+                    f"GPU {ag['index']}: {ag['ecc_uncorrected']} uncorrectable ECC errors (amdsmi)",
                     "Drain the GPU; check bad pages.",
                 )
             )
-        elif g.get("ecc_corrected"):
+        elif ag.get("ecc_corrected"):
             f.append(
                 (
                     "warn",
-                    f"GPU {g['index']}: {g['ecc_corrected']} correctable ECC errors (amdsmi)",
+                    f"GPU {ag['index']}: {ag['ecc_corrected']} correctable ECC errors (amdsmi)",
                     "",
                 )
             )

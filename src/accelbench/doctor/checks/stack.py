@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from accelbench.doctor import compat
 from accelbench.doctor.checks.common import from_findings, vendor_counts
-from accelbench.doctor.model import Check, Facts, Status
+from accelbench.doctor.model import Check, Facts, Status, TorchInfo
 
 
 def check_versions(facts: Facts) -> list[Check]:
@@ -110,7 +110,7 @@ def check_versions(facts: Facts) -> list[Check]:
                 f"{label} {v[key]}"
                 + (f" ({v[key + '_evidence']})" if v.get(key + "_evidence") else "")
             )
-    t = facts.get("torch") or {}
+    t = facts.get("torch") or TorchInfo(installed=None)
     if t.get("installed"):
         build = (
             f"ROCm {t['hip']}"
@@ -224,7 +224,7 @@ def check_torch(facts: Facts) -> Check:
 
 def check_compat(facts: Facts) -> list[Check]:
     v = facts["versions"]
-    t = facts.get("torch") or {}
+    t = facts.get("torch") or TorchInfo(installed=None)
     counts = vendor_counts(facts)
     nv_present = any(counts["nvidia"].values()) or bool(v.get("nvidia_driver"))
     amd_present = (

@@ -7,9 +7,9 @@ from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
-from accelbench.gpu.values import to_float, to_int
+from accelbench.gpu.values import to_float, to_int, whole
 from accelbench.telemetry.parsers.text import find_json
-from accelbench.telemetry.schema import KIND_GPU, new_row, pcie_gen_from_speed
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed
 
 # amd-smi reports VRAM in "MB" that are MiB (amdsmi divides bytes by 1024*1024).
 _AMD_UNIT_FIX = {"mb": "MiB", "gb": "GiB", "kb": "KiB"}
@@ -54,7 +54,7 @@ def parse_amd_smi_json(
     t_ns: int | None = None,
     lost: list[str] | None = None,
     notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """``amd-smi metric --json`` -> one row per GPU object.
 
     ROCm 6.2-6.3 print a top-level list; ROCm 7 wraps it as ``{"gpu_data": [...]}``.
@@ -95,11 +95,11 @@ def parse_amd_smi_json(
                 uuid=g.get("uuid") if isinstance(g.get("uuid"), str) else None,
                 util_gpu=_amd_val(g, "usage", "gfx_activity"),
                 util_mem=_amd_val(g, "usage", "umc_activity"),
-                mem_used_bytes=_amd_first(
-                    g, ("mem_usage", "used_vram"), ("vram", "used"), mem=True
+                mem_used_bytes=whole(
+                    _amd_first(g, ("mem_usage", "used_vram"), ("vram", "used"), mem=True)
                 ),
-                mem_total_bytes=_amd_first(
-                    g, ("mem_usage", "total_vram"), ("vram", "total"), mem=True
+                mem_total_bytes=whole(
+                    _amd_first(g, ("mem_usage", "total_vram"), ("vram", "total"), mem=True)
                 ),
                 power_w=_amd_first(
                     g,

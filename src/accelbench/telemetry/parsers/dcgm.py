@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.nvml import nv_throttle_names
 from accelbench.telemetry.parsers.prometheus import prometheus_samples, store
-from accelbench.telemetry.schema import KIND_GPU, new_row
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row
 
 # dcgm-exporter field -> (column, multiplier to base unit). Units from the DCGM field
 # help strings shipped in the exporter's default counters CSV ("in MHz", "in W", "in mJ",
@@ -53,14 +52,14 @@ def parse_dcgm_prometheus(
     t_ns: int | None = None,
     lost: list[str] | None = None,
     notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """A dcgm-exporter ``/metrics`` scrape -> one row per GPU (label ``gpu``/``UUID``).
 
     Memory total is ``FB_USED + FB_FREE + FB_RESERVED`` (dcgm-exporter's default counters
     carry no total). Fields dcgm-exporter leaves out (e.g. power, energy and PCIe inside a
     vGPU guest) stay null.
     """
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, Row] = {}
     fb: dict[str, dict[str, float]] = {}
     for name, labels, value in prometheus_samples(text, lost, notes):
         if not name.startswith("DCGM_FI_"):

@@ -7,7 +7,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.telemetry.parsers.amd_smi import parse_amd_smi_json
@@ -22,8 +21,9 @@ from accelbench.telemetry.parsers.rocm_exporter import parse_rocm_exporter_prome
 from accelbench.telemetry.parsers.rocm_smi import parse_rocm_smi_json
 from accelbench.telemetry.parsers.server import parse_server_metrics
 from accelbench.telemetry.parsers.text import clean, find_json
+from accelbench.telemetry.schema import Row
 
-Parser = Callable[..., list[dict[str, Any]]]
+Parser = Callable[..., list[Row]]
 
 FORMATS: dict[str, Parser] = {
     "nvidia-smi-xml": parse_nvidia_smi_xml,
@@ -59,7 +59,7 @@ class Capture:
     remarks (a warning line skipped, several tables found)."""
 
     format: str
-    rows: list[dict[str, Any]]
+    rows: list[Row]
     lost: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -167,6 +167,6 @@ def read_capture(path: Path, fmt: str | None = None) -> Capture:
     return parse_capture(read_text(path), fmt)
 
 
-def parse_file(path: Path, fmt: str | None = None) -> list[dict[str, Any]]:
+def parse_file(path: Path, fmt: str | None = None) -> list[Row]:
     """The rows of a captured file (see :func:`read_capture` for what was lost)."""
     return read_capture(path, fmt).rows

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.nvml import NV_THROTTLE_BITS, nv_throttle_names
-from accelbench.gpu.values import is_na, to_float, to_int
+from accelbench.gpu.values import is_na, to_float, to_int, whole
 from accelbench.telemetry.parsers.text import clean
-from accelbench.telemetry.schema import KIND_GPU, new_row
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row
 
 
 def _note(notes: list[str] | None, msg: str) -> None:
@@ -99,7 +99,7 @@ def parse_nvidia_smi_xml(
     t_ns: int | None = None,
     lost: list[str] | None = None,
     notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """``nvidia-smi -q -x`` output -> one row per ``<gpu>``. Text before the XML
     declaration (a shell prompt, a warning) is skipped."""
     text = clean(text)
@@ -182,8 +182,8 @@ def parse_nvidia_smi_xml(
             driver_version=driver,
             util_gpu=_ratio(_text(gpu, "utilization/gpu_util")),
             util_mem=_ratio(_text(gpu, "utilization/memory_util")),
-            mem_used_bytes=to_float(_text(gpu, "fb_memory_usage/used")),
-            mem_total_bytes=to_float(_text(gpu, "fb_memory_usage/total")),
+            mem_used_bytes=whole(to_float(_text(gpu, "fb_memory_usage/used"))),
+            mem_total_bytes=whole(to_float(_text(gpu, "fb_memory_usage/total"))),
             power_w=power,
             power_limit_w=limit,
             temp_gpu_c=to_float(_text(gpu, "temperature/gpu_temp"), "C"),
@@ -256,7 +256,7 @@ def parse_nvidia_smi_csv(
     t_ns: int | None = None,
     lost: list[str] | None = None,
     notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """``nvidia-smi --query-gpu=... --format=csv[,nounits]`` -> one row per data line.
 
     Needs the header line (``noheader`` output cannot be mapped to fields). Units come
@@ -368,8 +368,8 @@ def parse_nvidia_smi_csv(
                 driver_version=get("driver_version")[0],
                 util_gpu=q("utilization.gpu", default="%"),
                 util_mem=q("utilization.memory", default="%"),
-                mem_used_bytes=q("memory.used", default="MiB"),
-                mem_total_bytes=q("memory.total", default="MiB"),
+                mem_used_bytes=whole(q("memory.used", default="MiB")),
+                mem_total_bytes=whole(q("memory.total", default="MiB")),
                 power_w=q("power.draw", "power.draw.average", "power.draw.instant", default="W"),
                 power_limit_w=q("enforced.power.limit", "power.limit", default="W"),
                 energy_j=q("total_energy_consumption", default="mJ"),

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.errors import AccelbenchError
 from accelbench.telemetry.parsers.text import clean
+from accelbench.telemetry.schema import Row, numeric, set_column
 
 # One sample line of the text exposition format: name, optional labels, a numeric value
 # (or NaN / Inf) and an optional timestamp.
@@ -112,11 +112,11 @@ _INT_COLS = {
 }
 
 
-def store(row: dict[str, Any], col: str, value: float) -> None:
+def store(row: Row, col: str, value: float) -> None:
     if col in _BOOL_COLS:
-        row[col] = bool(value)
+        set_column(row, col, bool(value))
     elif col in _INT_COLS:
         v = int(round(value))
-        row[col] = (row[col] or 0) + v if col in _SUMMED else v
+        set_column(row, col, (numeric(row, col) or 0) + v if col in _SUMMED else v)
     else:
-        row[col] = value
+        set_column(row, col, value)

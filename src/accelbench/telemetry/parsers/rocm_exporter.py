@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from accelbench.telemetry.parsers.prometheus import prometheus_samples, store
-from accelbench.telemetry.schema import KIND_GPU, new_row, pcie_gen_from_speed
+from accelbench.telemetry.schema import (
+    KIND_GPU,
+    Row,
+    column,
+    new_row,
+    pcie_gen_from_speed,
+    set_column,
+)
 
 # ROCm Device Metrics Exporter (lower-case names on /metrics; units per its metrics list:
 # power W, energy uJ, temperatures C, clocks MHz, VRAM MB (MiB), PCIe speed GT/s).
@@ -34,9 +40,9 @@ def parse_rocm_exporter_prometheus(
     t_ns: int | None = None,
     lost: list[str] | None = None,
     notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """A ROCm Device Metrics Exporter ``/metrics`` scrape -> one row per ``gpu_id``."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, Row] = {}
     power_seen: dict[str, str] = {}
     for name, labels, value in prometheus_samples(text, lost, notes):
         lname = name.lower()
@@ -63,12 +69,15 @@ def parse_rocm_exporter_prometheus(
         if lname == "gpu_clock":
             ct = labels.get("clock_type", "").lower()
             col = {"system": "clock_sm_hz", "memory": "clock_mem_hz"}.get(ct)
-            if col and row[col] is None:
-                row[col] = value * 1e6
+            if col and column(row, col) is None:
+                set_column(row, col, value * 1e6)
             continue
         if lname in ("pcie_speed", "pcie_max_speed"):
-            col = "pcie_gen" if lname == "pcie_speed" else "pcie_gen_max"
-            row[col] = pcie_gen_from_speed(value * 1000.0)
+            gen = pcie_gen_from_speed(value * 1000.0)
+            if lname == "pcie_speed":
+                row["pcie_gen"] = gen
+            else:
+                row["pcie_gen_max"] = gen
             continue
         m = _ROCM_EXPORTER_MAP.get(lname)
         if not m:

@@ -6,9 +6,9 @@ from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
-from accelbench.gpu.values import is_na, to_float, to_int
+from accelbench.gpu.values import is_na, to_float, to_int, whole
 from accelbench.telemetry.parsers.text import find_json
-from accelbench.telemetry.schema import KIND_GPU, new_row, pcie_gen_from_speed
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed
 
 
 def _note(notes: list[str] | None, msg: str) -> None:
@@ -46,7 +46,7 @@ def parse_rocm_smi_json(
     t_ns: int | None = None,
     lost: list[str] | None = None,
     notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """``rocm-smi [...] --json`` -> one row per ``cardN``.
 
     ROCm 5 and 6 differ in key names (``Card series``/``Card Series``/``Device Name``,
@@ -89,8 +89,8 @@ def parse_rocm_smi_json(
                     _rocm_get(card, "GPU Memory Read/Write Activity (%)", "GPU memory use (%)"),
                     "%",
                 ),
-                mem_used_bytes=to_float(_rocm_get(card, "VRAM Total Used Memory (B)"), "B"),
-                mem_total_bytes=to_float(_rocm_get(card, "VRAM Total Memory (B)"), "B"),
+                mem_used_bytes=whole(to_float(_rocm_get(card, "VRAM Total Used Memory (B)"), "B")),
+                mem_total_bytes=whole(to_float(_rocm_get(card, "VRAM Total Memory (B)"), "B")),
                 power_w=to_float(
                     _rocm_get(
                         card,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
 from accelbench.telemetry.parsers.prometheus import prometheus_samples
-from accelbench.telemetry.schema import KIND_SERVER, new_row
+from accelbench.telemetry.schema import KIND_SERVER, Row, new_row, set_column
 
 # engine -> common column -> list of (metric name, how): how is "value", "sum" (the
 # _sum of a histogram), or "bucketless" fallback names tried in order.
@@ -68,7 +67,7 @@ def parse_server_metrics(
     t_ns: int | None = None,
     lost: list[str] | None = None,
     notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """An inference server's Prometheus ``/metrics`` -> one ``kind="server"`` row.
 
     Values with several label sets (e.g. one per model) are summed. Returns ``[]`` when
@@ -89,6 +88,6 @@ def parse_server_metrics(
     for col, names in SERVER_METRICS[engine].items():
         for n in names:
             if n in totals:
-                row[col] = totals[n]
+                set_column(row, col, totals[n])
                 break
     return [row]

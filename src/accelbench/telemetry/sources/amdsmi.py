@@ -6,8 +6,8 @@ import time
 from typing import Any
 
 from accelbench.gpu import amdsmi
-from accelbench.gpu.values import call, text, to_float
-from accelbench.telemetry.schema import KIND_GPU, new_row, pcie_gen_from_speed
+from accelbench.gpu.values import call, text, to_float, to_int
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, observed, pcie_gen_from_speed
 from accelbench.telemetry.sources.base import Source
 
 # Bits of our AMD throttle mask, from amdsmi_get_violation_status "active_*" flags.
@@ -33,7 +33,7 @@ class AmdSmiSource(Source):
     def __init__(self) -> None:
         self._a: Any = None
         self._handles: list[Any] = []
-        self._static: list[dict[str, Any]] = []
+        self._static: list[Row] = []
 
     def probe(self) -> str | None:
         a, reason = amdsmi.open_amdsmi()
@@ -71,22 +71,24 @@ class AmdSmiSource(Source):
             )
             total = call(a.amdsmi_get_gpu_memory_total, h, a.AmdSmiMemoryType.VRAM)
             power_cap = to_float(cap.get("power_cap"))
-            self._static.append(
-                {
-                    "model": text(asic.get("market_name")),
-                    "serial": text(asic.get("asic_serial")),
-                    "uuid": text(call(a.amdsmi_get_gpu_device_uuid, h)),
-                    "bus_id": amdsmi.bus_id(a, h),
-                    "mem_total_bytes": total,
-                    "power_limit_w": None if power_cap is None else power_cap / 1e6,
-                    "temp_slowdown_c": to_float(crit),
-                    "temp_shutdown_c": to_float(emerg),
-                    "temp_mem_max_c": to_float(mem_crit),
-                }
+            self._static.append(  # the observed ones only: laid over each sample
+                observed(
+                    {
+                        "model": text(asic.get("market_name")),
+                        "serial": text(asic.get("asic_serial")),
+                        "uuid": text(call(a.amdsmi_get_gpu_device_uuid, h)),
+                        "bus_id": amdsmi.bus_id(a, h),
+                        "mem_total_bytes": total,
+                        "power_limit_w": None if power_cap is None else power_cap / 1e6,
+                        "temp_slowdown_c": to_float(crit),
+                        "temp_shutdown_c": to_float(emerg),
+                        "temp_mem_max_c": to_float(mem_crit),
+                    }
+                )
             )
         return None
 
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         a = self._a
         rows = []
         for i, h in enumerate(self._handles):
@@ -152,17 +154,17 @@ class AmdSmiSource(Source):
                 throttle_reasons=None
                 if mask is None
                 else ",".join(n for n, b in AMD_THROTTLE_BITS.items() if mask & b),
-                ecc_corrected_aggregate=to_float(ecc.get("correctable_count")),
-                ecc_uncorrected_aggregate=to_float(ecc.get("uncorrectable_count")),
-                ecc_deferred=to_float(ecc.get("deferred_count")),
+                ecc_corrected_aggregate=to_int(ecc.get("correctable_count")),
+                ecc_uncorrected_aggregate=to_int(ecc.get("uncorrectable_count")),
+                ecc_deferred=to_int(ecc.get("deferred_count")),
                 pcie_gen=pcie_gen_from_speed(_mts(to_float(metric.get("pcie_speed")))),
                 pcie_gen_max=pcie_gen_from_speed(_mts(to_float(static.get("max_pcie_speed")))),
-                pcie_width=to_float(metric.get("pcie_width")),
-                pcie_width_max=to_float(static.get("max_pcie_width")),
-                pcie_replay=to_float(metric.get("pcie_replay_count")),
+                pcie_width=to_int(metric.get("pcie_width")),
+                pcie_width_max=to_int(static.get("max_pcie_width")),
+                pcie_replay=to_int(metric.get("pcie_replay_count")),
                 xgmi_errors=None if xgmi is None else int(xgmi),
             )
-            row.update({k: v for k, v in self._static[i].items() if v is not None})
+            row.update(self._static[i])
             rows.append(row)
         return rows
 

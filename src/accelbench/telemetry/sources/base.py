@@ -9,9 +9,9 @@ when it does not (it never raises for a missing library, driver or device), a
 from __future__ import annotations
 
 import abc
-from typing import Any
 
 from accelbench.gpu.values import call
+from accelbench.telemetry.schema import Row
 
 
 class Source(abc.ABC):
@@ -24,7 +24,7 @@ class Source(abc.ABC):
         """None when the source works here, else the reason it does not."""
 
     @abc.abstractmethod
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         """One row per device (common schema), stamped ``t_ns``."""
 
     def close(self) -> None:

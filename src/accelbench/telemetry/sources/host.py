@@ -8,7 +8,7 @@ from typing import Any
 import psutil
 
 from accelbench.gpu.values import call
-from accelbench.telemetry.schema import KIND_HOST, new_row
+from accelbench.telemetry.schema import KIND_HOST, Row, new_row
 from accelbench.telemetry.sources.base import Source
 
 
@@ -69,7 +69,7 @@ class HostSource(Source):
             out.append(cached)
         return out
 
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         vm = psutil.virtual_memory()
         rss = cpu = None
         tree = self._tree()

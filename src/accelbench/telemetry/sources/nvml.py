@@ -8,7 +8,7 @@ from typing import Any
 from accelbench.gpu import nvml
 from accelbench.gpu.nvml import nv_throttle_names
 from accelbench.gpu.values import call, text
-from accelbench.telemetry.schema import KIND_GPU, new_row
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row
 from accelbench.telemetry.sources.base import Source
 
 
@@ -18,7 +18,7 @@ class NvmlSource(Source):
     def __init__(self) -> None:
         self._nvml: Any = None
         self._handles: list[Any] = []
-        self._static: list[dict[str, Any]] = []
+        self._static: list[Row] = []
         self._links: list[list[int]] = []
 
     def probe(self) -> str | None:
@@ -60,7 +60,7 @@ class NvmlSource(Source):
             self._links.append(nvml.active_nvlinks(nv, h))
         return None
 
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         p = self._nvml
         rows = []
         for i, h in enumerate(self._handles):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from typing import Any
 
 from accelbench.telemetry.parsers import parse_server_metrics
+from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources.base import Source
 
 
@@ -49,7 +49,7 @@ class ServerMetricsSource(Source):
             return f"{self.url} has no vLLM, SGLang, llama.cpp or TGI metrics"
         return None
 
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         """Raises when the scrape fails: the caller (``collect``) counts it, so a run or the
         monitor knows the server's samples were lost."""
         rows = parse_server_metrics(self._fetch(), t_ns=t_ns)

@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from typing import Any
 
 from accelbench import lifetime
 from accelbench.telemetry.parsers import (
@@ -14,13 +13,14 @@ from accelbench.telemetry.parsers import (
     parse_nvidia_smi_xml,
     parse_rocm_smi_json,
 )
+from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources.base import Source
 
 
 class SmiCommandSource(Source):
     """Runs ``nvidia-smi -q -x``, ``amd-smi metric --json`` or ``rocm-smi -a --json``."""
 
-    COMMANDS: dict[str, tuple[list[str], Callable[..., list[dict[str, Any]]]]] = {
+    COMMANDS: dict[str, tuple[list[str], Callable[..., list[Row]]]] = {
         "nvidia-smi": (["nvidia-smi", "-q", "-x"], parse_nvidia_smi_xml),
         "amd-smi": (["amd-smi", "metric", "--json"], parse_amd_smi_json),
         "rocm-smi": (["rocm-smi", "-a", "--json"], parse_rocm_smi_json),
@@ -48,7 +48,7 @@ class SmiCommandSource(Source):
             return f"{' '.join(self.argv)} listed no GPU"
         return None
 
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         rows = self.parser(self._run(), t_ns=t_ns)
         for r in rows:
             r["wall_ns"] = time.time_ns()

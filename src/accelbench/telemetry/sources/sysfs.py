@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from accelbench.gpu import sysfs
 from accelbench.gpu.busid import normalize_bus_id
-from accelbench.telemetry.schema import KIND_GPU, new_row, pcie_gen_from_speed
+from accelbench.gpu.values import whole
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed
 from accelbench.telemetry.sources.base import Source
 
 
@@ -29,7 +29,7 @@ class SysfsAmdgpuSource(Source):
             return f"no amdgpu device with gpu_busy_percent under {self.root}"
         return None
 
-    def sample(self, t_ns: int) -> list[dict[str, Any]]:
+    def sample(self, t_ns: int) -> list[Row]:
         rows = []
         for i, dev in enumerate(self._devices):
             hw = sysfs.hwmon_dir(dev)
@@ -64,8 +64,8 @@ class SysfsAmdgpuSource(Source):
                 uuid=sysfs.read_text(dev / "unique_id"),
                 util_gpu=None if busy is None else busy / 100.0,
                 util_mem=None if mem_busy is None else mem_busy / 100.0,
-                mem_used_bytes=sysfs.read_number(dev / "mem_info_vram_used"),
-                mem_total_bytes=sysfs.read_number(dev / "mem_info_vram_total"),
+                mem_used_bytes=whole(sysfs.read_number(dev / "mem_info_vram_used")),
+                mem_total_bytes=whole(sysfs.read_number(dev / "mem_info_vram_total")),
                 power_w=None if power_uw is None else power_uw / 1e6,
                 power_limit_w=None if cap_uw is None else cap_uw / 1e6,
                 temp_gpu_c=temps.get("edge"),
@@ -75,8 +75,8 @@ class SysfsAmdgpuSource(Source):
                 temp_mem_max_c=crit.get("mem"),
                 pcie_gen=_gen_from_sysfs(speed),
                 pcie_gen_max=_gen_from_sysfs(max_speed),
-                pcie_width=sysfs.read_number(dev / "current_link_width"),
-                pcie_width_max=sysfs.read_number(dev / "max_link_width"),
+                pcie_width=whole(sysfs.read_number(dev / "current_link_width")),
+                pcie_width_max=whole(sysfs.read_number(dev / "max_link_width")),
             )
             rows.append(row)
         return rows
