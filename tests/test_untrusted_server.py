@@ -270,3 +270,23 @@ def test_redact_url():
     assert redact_url("http://h:8/v1?x=1") == "http://h:8/v1?x=1"
     assert split_credentials("http://a%40b:p%3Aw@h:8/v1") == (
         "http://h:8/v1", "Basic " + __import__("base64").b64encode(b"a@b:p:w").decode())  # fmt: skip
+
+
+def test_config_stores_the_url_display_and_reads_it_back_without_credentials():
+    """BenchmarkConfig parses a URL string into an Endpoint (the boundary); its JSON is
+    the display form, and read back it sends no made-up credentials but knows they
+    must be given again."""
+    from accelbench.urls import Endpoint
+
+    cfg = BenchmarkConfig(url="http://u:SECRETMARK@127.0.0.1:8/v1/")
+    assert isinstance(cfg.url, Endpoint) and cfg.url.url == "http://127.0.0.1:8/v1"
+    assert cfg.url.auth and not cfg.url.needs_credentials
+    d = cfg.to_json()
+    assert d["url"] == "http://***@127.0.0.1:8/v1" and "SECRETMARK" not in json.dumps(d)
+    back = BenchmarkConfig.from_json(d)
+    assert back.url is not None and back.url.url == "http://127.0.0.1:8/v1"
+    assert back.url.auth is None and back.url.needs_credentials and back.url.headers() == {}
+    assert back.to_json()["url"] == d["url"]
+    plain = BenchmarkConfig.from_json(BenchmarkConfig(url="http://h:1").to_json())
+    assert plain.url == Endpoint.parse("http://h:1") and not plain.url.needs_credentials
+    assert BenchmarkConfig.from_json(BenchmarkConfig().to_json()).url is None
