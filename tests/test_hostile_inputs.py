@@ -335,7 +335,7 @@ def test_server_words_are_never_markup(tmp_path: Path) -> None:
     """A model name or an error text with Rich markup or emoji codes prints literally."""
     from rich.console import Console
 
-    from accelbench.report.terminal import print_summary
+    from accelbench.report.terminal import print_run_dir
     from accelbench.store.rundir import read_json, write_json_atomic
     from synthetic_runs import make_run
 
@@ -347,7 +347,7 @@ def test_server_words_are_never_markup(tmp_path: Path) -> None:
     s["client"]["warnings"] = ["server said [/] :cd: [link=x]"]
     write_json_atomic(run / "summary.json", s)
     con = Console(record=True, width=200)
-    print_summary(run, con)
+    print_run_dir(run, con)
     text = con.export_text()
     assert "[/bold]evil[red] 0000:cd:00.0" in text
     assert "server said [/] :cd: [link=x]" in text

@@ -17,7 +17,7 @@ import pytest
 from accelbench.client.session import OpenAIClient
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.metrics.records import ERROR_KINDS, RequestRecord
-from accelbench.runner.benchmark import run_benchmark
+from accelbench.runner.benchmark import RunResult, run_benchmark
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
 from accelbench.runner.finalize import finalize_run
 from hostile_server import HostileServer, sse_events
@@ -184,10 +184,14 @@ def test_error_kinds_are_declared():
 
 
 # -- the start-up probe is retried -------------------------------------------------------
-def _run(url: str, tmp: Path, name: str = "run", **kw) -> Path:
+def _result(url: str, tmp: Path, name: str = "run", **kw) -> RunResult:
     cfg = BenchmarkConfig(url=url, out_dir=str(tmp / name), concurrency=1, num_requests=2,
                           telemetry=False, workload=WorkloadConfig(isl=4, osl=2), **kw)  # fmt: skip
-    return run_benchmark(cfg, progress=False, log=lambda m: None).directory
+    return run_benchmark(cfg, progress=False, log=lambda m: None)
+
+
+def _run(url: str, tmp: Path, name: str = "run", **kw) -> Path:
+    return _result(url, tmp, name, **kw).directory
 
 
 def test_probe_faults_are_retried(tmp_path):
@@ -238,7 +242,8 @@ def test_url_credentials_authenticate_and_are_never_written(tmp_path, monkeypatc
     secret = "s3cr3t-PASS"
     with HostileServer(good, probe_failures=1) as srv:
         url = srv.url.replace("http://", f"http://bench-user:{secret}@")
-        run_dir = _run(url, tmp_path, transport="http1")
+        result = _result(url, tmp_path, transport="http1")
+        run_dir = result.directory
         _run(url, tmp_path, name="aio", transport="aiohttp")
         auth = set(srv.auth)
     # every request (models, tokenizer, probe, load; both transports) used Basic auth
@@ -248,18 +253,40 @@ def test_url_credentials_authenticate_and_are_never_written(tmp_path, monkeypatc
             assert secret.encode() not in f.read_bytes(), f
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["server"]["url"] == meta["config"]["url"] == srv.url.replace("//", "//***@")
-    from accelbench.report.terminal import print_summary
+    from accelbench.report.terminal import print_run_dir, print_summary
 
-    print_summary(run_dir)
-    out = capfd.readouterr()
-    assert secret not in out.out + out.err and "***@127.0.0.1" in out.out + out.err
+    capfd.readouterr()
+    for show in (lambda: print_summary(result), lambda: print_run_dir(run_dir)):
+        show()  # the run's result as it ended, and the directory read back
+        out = capfd.readouterr()
+        assert secret not in out.out + out.err and "***@127.0.0.1" in out.out + out.err
 
 
 def test_redact_url():
-    from accelbench.client.session import redact_url, split_credentials
+    from accelbench.urls import redact_url, split_credentials
 
     assert redact_url("http://u:k@h:8/v1") == "http://***@h:8/v1"
     assert redact_url("https://key@h") == "https://***@h"
     assert redact_url("http://h:8/v1?x=1") == "http://h:8/v1?x=1"
     assert split_credentials("http://a%40b:p%3Aw@h:8/v1") == (
         "http://h:8/v1", "Basic " + __import__("base64").b64encode(b"a@b:p:w").decode())  # fmt: skip
+
+
+def test_config_stores_the_url_display_and_reads_it_back_without_credentials():
+    """BenchmarkConfig parses a URL string into an Endpoint (the boundary); its JSON is
+    the display form, and read back it sends no made-up credentials but knows they
+    must be given again."""
+    from accelbench.urls import Endpoint
+
+    cfg = BenchmarkConfig(url="http://u:SECRETMARK@127.0.0.1:8/v1/")
+    assert isinstance(cfg.url, Endpoint) and cfg.url.url == "http://127.0.0.1:8/v1"
+    assert cfg.url.auth and not cfg.url.needs_credentials
+    d = cfg.to_json()
+    assert d["url"] == "http://***@127.0.0.1:8/v1" and "SECRETMARK" not in json.dumps(d)
+    back = BenchmarkConfig.from_json(d)
+    assert back.url is not None and back.url.url == "http://127.0.0.1:8/v1"
+    assert back.url.auth is None and back.url.needs_credentials and back.url.headers() == {}
+    assert back.to_json()["url"] == d["url"]
+    plain = BenchmarkConfig.from_json(BenchmarkConfig(url="http://h:1").to_json())
+    assert plain.url == Endpoint.parse("http://h:1") and not plain.url.needs_credentials
+    assert BenchmarkConfig.from_json(BenchmarkConfig().to_json()).url is None

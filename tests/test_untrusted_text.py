@@ -113,7 +113,7 @@ def test_run_summary_prints_outside_text_as_text(tmp_path: Path, model: str, url
     server URL and warnings come from the server or from files."""
     import json
 
-    from accelbench.report.terminal import print_summary
+    from accelbench.report.terminal import print_run_dir
 
     d = make_run(tmp_path / "run", n=20, model=model)
     meta = json.loads((d / "run.json").read_text())
@@ -124,7 +124,7 @@ def test_run_summary_prints_outside_text_as_text(tmp_path: Path, model: str, url
     (d / "summary.json").write_text(json.dumps(s))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        print_summary(d)
+        print_run_dir(d)
     out = buf.getvalue()
     assert_shown(out, model)
     assert_shown(out, url_path)

@@ -92,6 +92,27 @@ class Endpoint:
         secrets = (u.password, unquote(u.password)) if u.password else ()
         return cls(url=bare, display=redact_url(url), auth=auth, secrets=secrets)
 
+    @classmethod
+    def stored(cls, display: str) -> Endpoint:
+        """The Endpoint of a URL as a file stores it (its ``display``, read back): the
+        ``***@`` of credentials that were never written is dropped from ``url`` and no
+        ``auth`` is made of it; ``needs_credentials`` says they must be given again."""
+        display = display.rstrip("/")
+        try:
+            u = urlsplit(display)
+        except ValueError:
+            return cls(url=display, display=display)
+        if "@" not in u.netloc:
+            return cls(url=display, display=display)
+        bare = urlunsplit(u._replace(netloc=u.netloc.rpartition("@")[2]))
+        return cls(url=bare, display=display)
+
+    @property
+    def needs_credentials(self) -> bool:
+        """The URL had credentials that this Endpoint does not hold (one read back from
+        a file: ``stored``)."""
+        return self.auth is None and self.display != self.url
+
     def __str__(self) -> str:
         return self.display
 

@@ -127,9 +127,9 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
 
     console = make_console()
     if not quiet:
-        from accelbench.report.terminal import print_summary
+        from accelbench.report.terminal import print_run_dir
 
-        print_summary(res.run_dir, console)
+        print_run_dir(res.run_dir, console)  # MlperfResult holds the directory only
     verdict = res.result or "no result"
     lg_said = res.doc.get("loadgen_result")
     if lg_said and lg_said != res.result:

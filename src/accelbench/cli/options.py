@@ -22,6 +22,7 @@ import typer
 
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
+from accelbench.urls import Endpoint
 from accelbench.workload.config import WorkloadConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -183,7 +184,8 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
         trace=o["trace"],
     )  # fmt: skip
     return BenchmarkConfig(
-        url=o["url"], model=o["model"], endpoint=o["endpoint"], stream=o["stream"],
+        url=Endpoint.parse(o["url"]) if o["url"] else None, model=o["model"],
+        endpoint=o["endpoint"], stream=o["stream"],
         api_key_env=o["api_key_env"], api_key_file=o["api_key_file"],
         concurrency=o["concurrency"], rate=o["rate"], arrival=o["arrival"],
         burstiness=o["burstiness"], max_concurrency=o["max_concurrency"],

@@ -41,7 +41,7 @@ def run(
     cfg = config_from_options(load or {})
     result = run_benchmark(cfg, progress=not quiet, log=None if quiet else _log)
     if not quiet:
-        print_summary(result.directory)
+        print_summary(result)
     exit_for_status(result.status, result.directory)
 
 
@@ -55,7 +55,7 @@ def summarize_cmd(
 ) -> None:
     """Rebuild requests.parquet and summary.json from the journal (after a kill, or to
     recompute with another GPU count or SLOs)."""
-    from accelbench.report.terminal import print_summary
+    from accelbench.report.terminal import print_run_dir
     from accelbench.runner.finalize import finalize_run, journal_problem
     from accelbench.workload.tokenizer import LocalTokenizer
 
@@ -63,7 +63,7 @@ def summarize_cmd(
         raise AccelbenchError(f"{run_dir} is not a directory")
     tok = LocalTokenizer(tokenizer) if tokenizer else None
     summary = finalize_run(run_dir, tok=tok, gpus=gpus, slo=parse_kv_floats(slo, "--slo") or None)
-    print_summary(run_dir)
+    print_run_dir(run_dir, summary=summary)
     if problem := journal_problem(summary):  # records were lost: say which, exit 1
         typer.echo(f"{run_dir}: {problem}", err=True)
         raise typer.Exit(1)

@@ -123,10 +123,12 @@ def replay_cmd(
     """Replay a trace to the baseline and the candidate at its arrival times (or scaled),
     measuring both on one clock; then `accelbench shadow verdict DIR`."""
     from accelbench.suites.shadow.replay import ReplayOptions, replay
+    from accelbench.urls import Endpoint
 
     cfg = config_from_options(load or {}, trace=trace)
     opt = ReplayOptions(
-        baseline=baseline, candidate=candidate, out=out or _default_out("replay"), speed=speed,
+        baseline=Endpoint.parse(baseline), candidate=Endpoint.parse(candidate),
+        out=out or _default_out("replay"), speed=speed,
         sequential=sequential, candidate_model=candidate_model,
         candidate_api_key_env=candidate_api_key_env, trace_format=trace_format,
     )  # fmt: skip

@@ -7,7 +7,7 @@ and exits 1 when a verdict failed or the suite did not complete."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from accelbench.cli.options import config_from_options, load_options
 from accelbench.errors import UsageError
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
+from accelbench.urls import Endpoint
 
 stress_app = typer.Typer(
     help="Stress suites with verdicts: soak, flood, mixed, consistency.", no_args_is_help=True
@@ -77,7 +78,7 @@ def _server(
         log=_log,
         context=context,
     ) as s:
-        cfg.url = s.url
+        cfg.url = Endpoint.parse(s.url)
         cfg.model = cfg.model or s.alias
         yield s.pid
 
@@ -160,7 +161,6 @@ DEFAULTS = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (typer
 def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any:
     from accelbench import validate as v
     from accelbench.suites.stress.soak import recorded_config
-    from accelbench.urls import redact_url
     from accelbench.validate import check_url
 
     given = [
@@ -180,15 +180,17 @@ def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any
     if load.get("duration") is not None:
         sc.duration_s = v.number("--duration", load["duration"], 1.0, 30 * 86400.0, unit="s")
     url = load.get("url")
+    recorded = sc.load.url  # as stress.json stores it: never the credentials
     if url is not None:
         check_url(url)
-        if sc.embedded or redact_url(url) != sc.load.url:
+        server = Endpoint.parse(url)
+        if sc.embedded or recorded is None or server.display != recorded.display:
             raise UsageError(
-                f"--resume: --url {redact_url(url)} is not the server the soak ran against "
-                f"({sc.load.url or 'the embedded engine'}); one soak judges one server"
+                f"--resume: --url {server.display} is not the server the soak ran against "
+                f"({recorded or 'the embedded engine'}); one soak judges one server"
             )
-        sc.load.url = url  # its credentials, which stress.json never holds
-    elif sc.load.url and sc.load.url != redact_url(sc.load.url.replace("***@", "")):
+        sc.load.url = server  # with its credentials, which stress.json never holds
+    elif recorded is not None and recorded.needs_credentials:
         raise UsageError(
             f"--resume: the soak's server {sc.load.url} needs its credentials, which are "
             "never recorded: give --url with them again"
@@ -227,9 +229,9 @@ def consistency(
     cfg = config_from_options(load, url=url[0] if url else None)
     _check(cfg)
 
-    def suite(urls: list[str]) -> ConsistencyConfig:
+    def suite(urls: Sequence[str | Endpoint]) -> ConsistencyConfig:
         cc = ConsistencyConfig(
-            load=cfg, urls=urls, prompts=prompts, repeats=repeats,
+            load=cfg, urls=[Endpoint.parse(u) for u in urls], prompts=prompts, repeats=repeats,
             loaded_concurrency=loaded_concurrency or None, pause_s=pause,
             warn_divergent=warn_divergent, fail_divergent=fail_divergent,
         )  # fmt: skip
@@ -239,7 +241,7 @@ def consistency(
     suite(list(url) or ["http://127.0.0.1"])  # every option before an engine starts
     path = stress_dir(load.get("out"), load.get("results_root") or "results", "consistency")
     with _server(cfg, None):
-        res = run_consistency(suite(list(url) or [str(cfg.url)]), path, log=_log)
+        res = run_consistency(suite(list(url) or [cfg.url or ""]), path, log=_log)
     if not quiet:
         for c in res.comparisons:
             sim = "-" if c.similarity_mean is None else f"{c.similarity_mean:.4f}"
@@ -257,7 +259,7 @@ def _ints(text: str, name: str) -> list[int]:
         raise UsageError(f"{name} must be comma-separated integers (got {text!r})") from None
 
 
-def _server_context(url: str) -> int | None:
+def _server_context(url: Endpoint) -> int | None:
     """The context per slot a llama-server reports (/props), else None."""
     import asyncio
 
@@ -326,7 +328,7 @@ def flood(
         if given is not None:
             steps = given
         else:
-            top = top or _server_context(str(cfg.url))
+            top = top or (_server_context(cfg.url) if cfg.url else None)
             if not top:
                 raise UsageError("give --lengths or --max-context (the server reports no context)")
             steps = default_lengths(top, osl)
@@ -359,7 +361,7 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
 
     from accelbench.urls import redact_url
 
-    url, *pairs = spec.split(",")
+    url, *pairs = spec.split(",")  # a raw spec from the command line: redact_url shows it
     kw: dict[str, Any] = {}
     wl: dict[str, Any] = {}
     for p in pairs:
@@ -376,7 +378,7 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
         (wl if k in ("isl", "osl") else kw)[k] = v
     if "rate" in kw:
         kw.setdefault("concurrency", None)
-    cfg = replace(base, url=url, **kw)
+    cfg = replace(base, url=Endpoint.parse(url), **kw)
     cfg.workload = replace(base.workload, **wl)
     return cfg
 

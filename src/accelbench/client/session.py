@@ -24,18 +24,10 @@ from accelbench.client.transport import Request, Transport, send_with_retries
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import RequestRecord
 from accelbench.metrics.summary import ReceiveStats
-from accelbench.urls import Endpoint, redact_url, split_credentials
+from accelbench.urls import Endpoint
 from accelbench.validate import header_value
 
-__all__ = [
-    "OpenAIClient",
-    "Scrubber",
-    "auth_headers",
-    "get_json",
-    "load_api_key",
-    "redact_url",
-    "split_credentials",
-]
+__all__ = ["OpenAIClient", "Scrubber", "get_json", "load_api_key"]
 
 _now = time.monotonic_ns
 
@@ -59,12 +51,6 @@ def load_api_key(env_var: str | None, key_file: str | None) -> str | None:
     if env_var and (env_key := os.environ.get(env_var)):
         return header_value(f"the API key in ${env_var}", env_key)
     return None
-
-
-def auth_headers(url: str | Endpoint, api_key: str | None) -> dict[str, str]:
-    """Authorization for a request: the API key (Bearer) if there is one, else the URL's
-    credentials (Basic); the key wins, as a server takes one Authorization header."""
-    return Endpoint.parse(url).headers(api_key)
 
 
 class Scrubber:

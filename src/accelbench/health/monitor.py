@@ -42,6 +42,7 @@ from accelbench.telemetry.exporter import Exporter
 from accelbench.telemetry.sampler import SourceErrors, collect
 from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources import Source
+from accelbench.urls import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -98,17 +99,17 @@ def run_alert_command(
     return rc
 
 
-def post_webhook(url: str, event: Mapping[str, object], timeout_s: float = 10.0) -> int | None:
+def post_webhook(
+    url: str | Endpoint, event: Mapping[str, object], timeout_s: float = 10.0
+) -> int | None:
     """POST the event as JSON; returns the HTTP status or None on failure. Credentials
     in the URL go as Basic auth and are never logged."""
-    from accelbench.urls import redact_url, split_credentials
-
-    shown = redact_url(url)
-    url, auth = split_credentials(url)
+    hook = Endpoint.parse(url)
+    shown = hook.display
     req = urllib.request.Request(
-        url,
+        hook.url,
         data=json.dumps(event).encode(),
-        headers={"Content-Type": "application/json"} | ({"Authorization": auth} if auth else {}),
+        headers={"Content-Type": "application/json"} | hook.headers(),
         method="POST",
     )
     try:

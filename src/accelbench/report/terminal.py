@@ -1,9 +1,12 @@
-"""The summary table printed at the end of a run."""
+"""The summary table printed at the end of a run: of the run's result as it ended
+(``print_summary``), or of a directory read back through the store's readers
+(``print_run_dir``: ``summarize``, an MLPerf run)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -11,14 +14,18 @@ from rich.table import Table
 from accelbench.console import console as make_console
 from accelbench.console import esc
 from accelbench.metrics.format import fixed
-from accelbench.store.rundir import RUN_JSON, SUMMARY, read_json_object
+from accelbench.metrics.summary import Summary
+from accelbench.store.rundoc import RunDoc, read_run_doc, read_summary
+
+if TYPE_CHECKING:
+    from accelbench.runner.benchmark import RunResult
 
 
 def _f(v: Any, digits: int = 2) -> str:
     return esc(v) if isinstance(v, str) else fixed(v, digits)
 
 
-def summary_table(summary: dict[str, Any], title: str = "") -> Table:
+def summary_table(summary: Summary, title: str = "") -> Table:
     t = Table(title=title or None, show_header=True, header_style="bold")
     t.add_column("metric")
     for q in ("mean", "p50", "p90", "p99", "p99.9", "max"):
@@ -46,7 +53,7 @@ def _p(console: Console, *parts: object) -> None:
     console.print(*parts, emoji=False)  # ":cd:" in a bus id stays ":cd:"
 
 
-def load_description(cfg: dict[str, Any]) -> str:
+def load_description(cfg: Mapping[str, Any]) -> str:
     """How the run sent its load, as run.json's config says: a trace replay is an open
     loop at the trace's own arrival times (never "concurrency 1")."""
     from accelbench.runner.config import run_mode
@@ -61,17 +68,31 @@ def load_description(cfg: dict[str, Any]) -> str:
     return f"concurrency {cfg.get('concurrency')}"
 
 
-def print_summary(run_dir: Path, console: Console | None = None) -> None:
+def print_summary(result: RunResult, console: Console | None = None) -> None:
+    """The summary of a run that just ended, from its result (nothing is read back)."""
+    _print(result.doc, result.summary, result.directory, console)
+
+
+def print_run_dir(
+    run_dir: Path, console: Console | None = None, summary: Summary | None = None
+) -> None:
+    """The summary of a run directory, read through the store's readers of run.json
+    and summary.json (a damaged file is one DocumentError line); ``summary``: the one
+    just written (``summarize``), not read back."""
+    if summary is None:
+        summary, _dropped = read_summary(Path(run_dir))
+    _print(read_run_doc(Path(run_dir)), summary, Path(run_dir), console)
+
+
+def _print(doc: RunDoc, s: Summary, run_dir: Path, console: Console | None) -> None:
     console = console or make_console()
-    s = read_json_object(Path(run_dir) / SUMMARY)
-    meta = read_json_object(Path(run_dir) / RUN_JSON)
-    cfg: dict[str, Any] = c if isinstance(c := meta.get("config"), dict) else {}
+    cfg = doc.config
     c, thr = s["counts"], s["throughput"]
     load = load_description(cfg)
     _p(
         console,
-        f"[bold]{_e(meta.get('run_id'))}[/bold]  {_e(cfg.get('model'))} @ "
-        f"{_e(meta.get('server', {}).get('url'))}  ({_e(load)}, status [bold]{_e(s['status'])}[/bold])",
+        f"[bold]{_e(doc.run_id)}[/bold]  {_e(cfg.get('model'))} @ "
+        f"{_e(doc.server.get('url'))}  ({_e(load)}, status [bold]{_e(s['status'])}[/bold])",
     )
     _p(
         console,
@@ -93,8 +114,7 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         f"(OSL from {_e(', '.join(s['tokens']['osl_source']) or '-')})",
     )
     _p(console, summary_table(s))
-    if s.get("goodput"):
-        g = s["goodput"]
+    if g := s.get("goodput"):
         _p(
             console,
             f"goodput under {_e(g['slo'])}: {_f(g['requests_per_s'])} req/s, "
@@ -125,8 +145,7 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         for f in h.get("findings") or []:
             if f.get("severity") in ("warn", "fail"):
                 _p(console, f"  {_e(f['severity'])}: {_e(f.get('message', f.get('rule')))}")
-    if s.get("energy") and s["energy"].get("joules"):
-        e = s["energy"]
+    if (e := s.get("energy")) and e.get("joules"):
         _p(
             console,
             f"energy: {_f(e['joules'], 1)} J in the window ({_e(e.get('method'))}), "

@@ -25,13 +25,7 @@ import numpy as np
 
 from accelbench import __version__
 from accelbench.client.openai import build_body
-from accelbench.client.session import (
-    OpenAIClient,
-    get_json,
-    load_api_key,
-    redact_url,
-    split_credentials,
-)
+from accelbench.client.session import OpenAIClient, get_json, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.metrics.records import ErrorKind, RequestRecord
@@ -53,6 +47,7 @@ from accelbench.store.rundoc import (
     ToolInfo,
     write_run_doc,
 )
+from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
 from accelbench.workload.tokenizer import LocalTokenizer, Tokenizer, server_tokenizer_if_any
 
@@ -60,22 +55,24 @@ Log = Callable[[str], None]
 
 
 # -- server discovery ------------------------------------------------------------------
-def discover_server(url: str, api_key: str | None) -> ServerInfo:
+def discover_server(url: str | Endpoint, api_key: str | None) -> ServerInfo:
     """The server's model list (required: proves it speaks the OpenAI API) and whatever
     version information it exposes (best effort)."""
 
+    server = Endpoint.parse(url)
+
     async def go() -> ServerInfo:
-        models = await get_json(url, "/v1/models", api_key)
+        models = await get_json(server, "/v1/models", api_key)
         if not isinstance(models, dict) or not isinstance(models.get("data"), list):
             raise AccelbenchError(
-                f"{redact_url(url)}/v1/models did not return an OpenAI model list: not an "
+                f"{server.display}/v1/models did not return an OpenAI model list: not an "
                 "OpenAI-compatible server?"
             )
         info = ServerInfo(models=[_model_id(m) for m in models["data"]])
         for path, key in (("/version", "version"), ("/props", "props"),
                           ("/server_info", "server_info")):  # fmt: skip
             try:
-                doc = await get_json(url, path, api_key, timeout=3)
+                doc = await get_json(server, path, api_key, timeout=3)
             except AccelbenchError:
                 continue
             if isinstance(doc, dict):
@@ -105,8 +102,9 @@ def probe_request(
     """One real request through the benchmark's own client path."""
 
     async def go() -> RequestRecord:
+        assert cfg.url is not None  # connect() needs it; the embedded engine has set it
         client = OpenAIClient(
-            cfg.url or "", endpoint=cfg.endpoint, stream=cfg.stream, api_key=api_key,
+            cfg.url, endpoint=cfg.endpoint, stream=cfg.stream, api_key=api_key,
             timeout_s=min(cfg.timeout_s, 120.0), transport=cfg.transport,
         )  # fmt: skip
         rec = RequestRecord(idx=-1, request_id="probe")
@@ -201,7 +199,7 @@ def embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
 
     with running_engine(cfg.embedded_engine, cfg.embedded_model,
                         parallel=cfg.embedded_parallel, log=log) as s:  # fmt: skip
-        cfg.url = s.url
+        cfg.url = Endpoint.parse(s.url)
         cfg.model = cfg.model or s.alias
         yield s
 
@@ -281,7 +279,7 @@ def connect(cfg: BenchmarkConfig, log: Log) -> Target:
         cfg.model = models[0]
     elif models and cfg.model not in models:
         raise AccelbenchError(
-            f"model {cfg.model!r} is not served at {redact_url(cfg.url)}; "
+            f"model {cfg.model!r} is not served at {cfg.url.display}; "
             f"it serves: {', '.join(models)}"
         )
     tok: Tokenizer | None
@@ -311,7 +309,7 @@ def new_run_doc(
     ``engine`` is the embedded engine that was started (None: ``--url``); run.json names
     it as it really is (``EMBEDDED_ENGINE_NAMES``)."""
     assert cfg.url is not None
-    server = ServerInfo(url=redact_url(cfg.url))
+    server = ServerInfo(url=cfg.url.display)
     server.update(target.server)
     if engine is not None:
         name = EMBEDDED_ENGINE_NAMES.get(cfg.embedded_engine, cfg.embedded_engine)
@@ -422,6 +420,7 @@ def _worker_specs(
             len(plan) - n_warm, cfg.rate, cfg.arrival, cfg.burstiness, seed + 1
         )
         offsets = (warm_off, meas_off)
+    server = cfg.url or Endpoint.parse("")  # connect() has made sure of one (tests: none)
     specs = []
     for k in range(n_workers):
         phases = []
@@ -455,7 +454,7 @@ def _worker_specs(
             WorkerSpec(
                 worker=k,
                 n_workers=n_workers,
-                base_url=cfg.url or "",
+                base_url=server,
                 model=cfg.model or "",
                 endpoint=cfg.endpoint,
                 stream=cfg.stream,
@@ -688,7 +687,7 @@ def _start_telemetry(cfg: BenchmarkConfig, run_dir: Path, engine: Any) -> Any:
         s = TelemetrySampler(
             run_dir,
             interval_s=cfg.telemetry_interval_s,
-            server_url=split_credentials(cfg.url)[0] if cfg.url else None,
+            server_url=cfg.url,
             server_pid=engine.pid if engine is not None else None,
         )
         s.start()

@@ -1,5 +1,9 @@
 """What a benchmark run is asked to do. Plain dataclasses, JSON-serialisable, so that
-run.json records exactly this and a sweep can derive point configurations from it."""
+run.json records exactly this and a sweep can derive point configurations from it.
+
+The server is an :class:`urls.Endpoint` from the moment a config exists (a URL string
+given to the constructor is parsed there, the boundary); ``to_json`` stores its
+credential-free ``display`` and ``from_json`` reads that back (``Endpoint.stored``)."""
 
 from __future__ import annotations
 
@@ -10,23 +14,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 from accelbench import validate as v
-from accelbench.urls import redact_url
+from accelbench.urls import Endpoint
 from accelbench.validate import check_url
 from accelbench.workload.config import WorkloadConfig
 
 __all__ = ["BenchmarkConfig", "WorkloadConfig", "default_run_dir"]
 
-Endpoint = Literal["completions", "chat"]
+Api = Literal["completions", "chat"]
 Arrival = Literal["poisson", "constant", "gamma"]
 
 
 @dataclass
 class BenchmarkConfig:
-    """One benchmark run. ``url=None`` means: start the embedded llama.cpp engine."""
+    """One benchmark run. ``url=None`` means: start the embedded llama.cpp engine. A
+    ``url`` given as a string is parsed into an Endpoint here (``__post_init__``)."""
 
-    url: str | None = None
+    url: Endpoint | None = None
     model: str | None = None  # None: the first model the server lists
-    endpoint: Endpoint = "completions"
+    endpoint: Api = "completions"
     stream: bool = True
     api_key_env: str | None = "OPENAI_API_KEY"
     api_key_file: str | None = None
@@ -58,12 +63,17 @@ class BenchmarkConfig:
     embedded_model: str = "smollm2"  # smollm2 | tiny | a .gguf (llama) or HF directory (vllm)
     embedded_parallel: int = 8
 
+    def __post_init__(self) -> None:
+        raw: object = self.url
+        if isinstance(raw, str):  # the boundary: a URL from outside, parsed once
+            self.url = Endpoint.parse(raw)
+
     def validate(self) -> None:
         """Check every field against docs/LIMITS.md and fill the defaults that depend on
         others; raises UsageError (exit 2) with one line naming the option."""
         self.workload.validate()
         if self.url is not None:
-            check_url(self.url)
+            check_url(self.url.url)  # no credentials in it; the same scheme and host
         v.choice("--endpoint", self.endpoint, ("completions", "chat"))
         v.choice("--arrival", self.arrival, ("poisson", "constant", "gamma"))
         v.choice("--transport", self.transport, ("auto", "http1", "aiohttp"))
@@ -268,14 +278,16 @@ class BenchmarkConfig:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["url"] = redact_url(self.url) if self.url else self.url  # never the credentials
+        d = asdict(replace(self, url=None))  # an Endpoint is no JSON value
+        d["url"] = self.url.display if self.url else None  # never the credentials
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> BenchmarkConfig:
         d = dict(d)
         wl = WorkloadConfig(**d.pop("workload", {}))
+        url = d.pop("url", None)
+        d["url"] = Endpoint.stored(url) if isinstance(url, str) and url else None
         known = {f for f in cls.__dataclass_fields__}
         return cls(workload=wl, **{k: v for k, v in d.items() if k in known})
 

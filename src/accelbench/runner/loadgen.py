@@ -22,6 +22,7 @@ from accelbench.client.session import OpenAIClient
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
 from accelbench.metrics.summary import PhaseStart, ReceiveStats, WorkerStats
+from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest
 
 _now = time.monotonic_ns
@@ -51,7 +52,7 @@ class PhaseSpec:
 class WorkerSpec:
     worker: int
     n_workers: int
-    base_url: str
+    base_url: Endpoint  # pickled to the worker processes, its auth with it (never a file)
     model: str
     endpoint: str
     stream: bool

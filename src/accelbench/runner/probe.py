@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import ErrorKind, RequestRecord
-from accelbench.urls import redact_url
+from accelbench.urls import Endpoint
 
 # Waits between tries: 5 tries over 7.5 s.
 PROBE_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
@@ -19,7 +19,7 @@ NOT_RETRIED = frozenset({ErrorKind.HTTP_4XX, ErrorKind.CLIENT_EXCEPTION})
 
 def probe_with_retry(
     send: Callable[[], RequestRecord],
-    url: str,
+    url: str | Endpoint,
     *,
     delays: tuple[float, ...] | None = None,
     log: Callable[[str], None] | None = None,
@@ -45,5 +45,5 @@ def probe_with_retry(
     n = i + 1
     tried = "once" if n == 1 else f"{n} times over {sum(delays[: n - 1]):g} s"
     raise AccelbenchError(
-        f"a test request to {redact_url(url)} failed ({rec.error_kind}: {rec.error}); tried {tried}"
+        f"a test request to {Endpoint.parse(url).display} failed ({rec.error_kind}: {rec.error}); tried {tried}"
     )

@@ -31,6 +31,7 @@ from accelbench.store.rundir import write_parquet_atomic
 from accelbench.telemetry.energy import window_energy
 from accelbench.telemetry.schema import Row, rows_to_table
 from accelbench.telemetry.sources import Source, close_sources, open_sources
+from accelbench.urls import Endpoint
 
 TELEMETRY_FILE = "telemetry.parquet"
 PHASES = ("warmup", "measured", "drain")
@@ -77,7 +78,7 @@ class TelemetrySampler:
         self,
         run_dir: Path,
         interval_s: float = 1.0,
-        server_url: str | None = None,
+        server_url: str | Endpoint | None = None,
         server_pid: int | None = None,
         sources: list[str] | None = None,
         judge: Judge | None = None,

@@ -7,10 +7,9 @@ import http.client
 import json
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
 
-from accelbench.client.session import auth_headers, redact_url
 from accelbench.errors import AccelbenchError
+from accelbench.urls import Endpoint
 
 
 class Tokenizer(Protocol):
@@ -50,17 +49,18 @@ class LocalTokenizer:
 class ServerTokenizer:
     """The server's own /tokenize and /detokenize (llama.cpp and vLLM dialects)."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None) -> None:
-        u = urlsplit(base_url)
+    def __init__(self, base_url: str | Endpoint, model: str, api_key: str | None = None) -> None:
+        server = Endpoint.parse(base_url)
+        u = server.parts
         self._conn_cls: type[http.client.HTTPConnection] = (
             http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         )
         self.host, self.port = u.hostname or "127.0.0.1", u.port
         self.prefix = u.path.rstrip("/").removesuffix("/v1")
         self.model = model
-        self.headers = {"Content-Type": "application/json", **auth_headers(base_url, api_key)}
+        self.headers = {"Content-Type": "application/json", **server.headers(api_key)}
         self._conn: http.client.HTTPConnection | None = None
-        self.name = f"server:{redact_url(base_url)}/tokenize"
+        self.name = f"server:{server.display}/tokenize"
 
     def _post(self, path: str, body: dict) -> dict:
         for attempt in range(2):
@@ -104,7 +104,9 @@ class ServerTokenizer:
             self._conn.close()
 
 
-def server_tokenizer_if_any(base_url: str, model: str, api_key: str | None) -> Tokenizer | None:
+def server_tokenizer_if_any(
+    base_url: str | Endpoint, model: str, api_key: str | None
+) -> Tokenizer | None:
     """The server's tokenizer if it exposes /tokenize and /detokenize, else None."""
     tok = ServerTokenizer(base_url, model, api_key)
     try:

@@ -30,6 +30,7 @@ from accelbench.eventloop import install_uvloop
 from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
 from accelbench.runner.loadgen import LoopLagMonitor
 from accelbench.store.rundir import Journal
+from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest
 
 _now = time.monotonic_ns
@@ -65,7 +66,7 @@ class ReportingRecord(RequestRecord):
 class SutOptions:
     """How the SUT sends requests (the same meaning as ``accelbench run``'s options)."""
 
-    url: str
+    url: Endpoint
     model: str
     endpoint: str = "completions"
     stream: bool = True

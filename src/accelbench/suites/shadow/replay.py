@@ -64,8 +64,8 @@ class ReplayInfo(TypedDict):
 
 @dataclass
 class ReplayOptions:
-    baseline: str  # URLs as given; requests and files use their Endpoints (``sides``)
-    candidate: str
+    baseline: Endpoint  # each side's server; a URL string is parsed here (the boundary)
+    candidate: Endpoint
     out: str
     speed: float = 1.0
     sequential: bool = False
@@ -73,16 +73,18 @@ class ReplayOptions:
     candidate_api_key_env: str | None = None
     trace_format: str = "auto"
 
+    def __post_init__(self) -> None:
+        self.baseline, self.candidate = map(Endpoint.parse, (self.baseline, self.candidate))
+
     def validate(self) -> None:
-        for name, url in (("--baseline", self.baseline), ("--candidate", self.candidate)):
-            check_url(url, name)
+        for name, server in (("--baseline", self.baseline), ("--candidate", self.candidate)):
+            check_url(server.url, name)  # no credentials in it; the same scheme and host
         self.speed = v.number("--speed", self.speed, MIN_SPEED, MAX_SPEED)
         v.output_dir("--out", self.out)
 
     def sides(self) -> dict[str, Endpoint]:
-        """Each side's server, parsed: what requests go to, what files and messages show."""
-        return {"baseline": Endpoint.parse(self.baseline),
-                "candidate": Endpoint.parse(self.candidate)}  # fmt: skip
+        """Each side's server: what requests go to, what files and messages show."""
+        return {"baseline": self.baseline, "candidate": self.candidate}
 
     def check_span(self, span_s: float) -> float:
         """The replay's length: the trace's span at ``speed``, at most 30 days (as a
@@ -98,11 +100,10 @@ class ReplayOptions:
         return scaled
 
 
-def _side_model(url: str, wanted: str | None, api_key: str | None, name: str) -> str:
+def _side_model(server: Endpoint, wanted: str | None, api_key: str | None, name: str) -> str:
     from accelbench.runner.benchmark import discover_server
 
-    server = Endpoint.parse(url)
-    models = [m for m in discover_server(url, api_key)["models"] if m]
+    models = [m for m in discover_server(server, api_key)["models"] if m]
     if wanted is None:
         if not models:
             raise AccelbenchError(f"the {name} at {server} lists no models: give the model")
@@ -352,8 +353,7 @@ async def _replay(
             writer.tick()
 
     tick = asyncio.ensure_future(ticker())
-    samplers = _start_telemetry(cfg, writer.dir, {"baseline": opt.baseline,
-                                                  "candidate": opt.candidate})  # fmt: skip
+    samplers = _start_telemetry(cfg, writer.dir, sides)
     cancelled = False
     try:
         if opt.sequential:
@@ -375,7 +375,7 @@ async def _replay(
     return writer.dir, status
 
 
-def _start_telemetry(cfg: BenchmarkConfig, out: Path, urls: dict[str, str]) -> list[Any]:
+def _start_telemetry(cfg: BenchmarkConfig, out: Path, urls: dict[str, Endpoint]) -> list[Any]:
     """One sampler per side of the side's own Prometheus ``/metrics`` (running and
     waiting requests, KV-cache use, tokens: vLLM, SGLang, llama.cpp or TGI), written to
     ``telemetry-<side>/`` for the verdict's resources. Only the server's own metrics: the

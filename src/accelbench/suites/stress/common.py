@@ -23,6 +23,7 @@ from accelbench.metrics.records import ErrorKind
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json
 from accelbench.suites.stress.document import MemorySample, WindowStats
+from accelbench.urls import Endpoint
 
 if TYPE_CHECKING:
     from accelbench.runner.benchmark import RunResult
@@ -77,8 +78,6 @@ def check_load(
     ``step``, the changes the suite's steps make (as :func:`run_step` takes them), the
     combination is checked too (``check_run_options``: an option the step would ignore,
     such as ``-c`` beside ``--rate``, is refused now, not when that step starts)."""
-    from accelbench.urls import redact_url
-
     try:
         c = replace(cfg, workload=replace(cfg.workload), **(step or {}))
         c.validate()
@@ -87,7 +86,7 @@ def check_load(
     except UsageError as exc:
         if where is None:
             raise
-        url = redact_url(cfg.url) if cfg.url else "(embedded)"
+        url = cfg.url.display if cfg.url else "(embedded)"
         raise UsageError(f"{where} ({url}): {exc}") from None
 
 
@@ -203,17 +202,17 @@ class JournalTail:
 
 
 # -- memory and device probe -------------------------------------------------------------
-def scrape_gauges(url: str, names: Iterable[str], timeout: float = 2.0) -> dict[str, float]:
+def scrape_gauges(
+    url: str | Endpoint, names: Iterable[str], timeout: float = 2.0
+) -> dict[str, float]:
     """Values of the named gauges on ``url``/metrics (summed over label sets)."""
     from accelbench.telemetry.parsers.prometheus import prometheus_samples
 
     want = set(names)
     if not want:
         return {}
-    from accelbench.urls import split_credentials
-
-    base, auth = split_credentials(url.rstrip("/").removesuffix("/v1"))  # as a header
-    req = urllib.request.Request(base + "/metrics", headers={"Authorization": auth} if auth else {})
+    server = Endpoint.parse(url)  # its credentials go as a header
+    req = urllib.request.Request(server.root + "/metrics", headers=server.headers())
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310
             text = r.read().decode("utf-8", "replace")
@@ -243,7 +242,7 @@ class MemoryProbe:
 
     def __init__(
         self,
-        url: str | None,
+        url: str | Endpoint | None,
         server_pid: int | None = None,
         metrics: Iterable[str] = (),
         gpu: bool = True,

@@ -36,7 +36,7 @@ from accelbench.suites.stress.document import (
     write_stress,
 )
 from accelbench.suites.stress.verdicts import compare_tokens, judge, stress_verdict
-from accelbench.urls import redact_url
+from accelbench.urls import Endpoint
 
 GREEDY = {"temperature": 0.0, "top_k": 1, "seed": 1234}
 
@@ -44,7 +44,7 @@ GREEDY = {"temperature": 0.0, "top_k": 1, "seed": 1234}
 @dataclass
 class ConsistencyConfig:
     load: BenchmarkConfig  # workload (prompts), endpoint, osl; url is the baseline's
-    urls: list[str]
+    urls: list[Endpoint]  # URL strings are parsed here (the boundary)
     prompts: int = 32
     repeats: int = 2
     loaded_concurrency: int | None = 8  # also run the set under this concurrency
@@ -52,6 +52,9 @@ class ConsistencyConfig:
     warn_divergent: float = 0.0  # fraction of prompts
     fail_divergent: float = 0.05
     extra_greedy: dict[str, Any] = field(default_factory=lambda: dict(GREEDY))
+
+    def __post_init__(self) -> None:
+        self.urls = [Endpoint.parse(u) for u in self.urls]
 
     def validate(self) -> None:
         from accelbench import validate as v
@@ -66,14 +69,14 @@ class ConsistencyConfig:
             v.integer("--loaded-concurrency", self.loaded_concurrency, 2, 100_000)
         v.number("--pause", self.pause_s, 0.0, 86400.0, unit="s")
         for u in self.urls:
-            check_url(u)
+            check_url(u.url)  # no credentials in it; the same scheme and host
         check_thresholds("--warn-divergent", self.warn_divergent, "--fail-divergent",
                          self.fail_divergent, 1.0)  # fmt: skip
 
     def to_json(self) -> JsonObject:
         d = asdict(self)
         d["load"] = self.load.to_json()
-        d["urls"] = [redact_url(u) for u in self.urls]  # never the credentials
+        d["urls"] = [u.display for u in self.urls]  # never the credentials
         return to_json_object(d, "consistency config")
 
 
@@ -118,7 +121,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     cfg.validate()
     path.mkdir(parents=True, exist_ok=True)
     extra = {**cfg.load.extra_body, **cfg.extra_greedy}
-    steps: list[tuple[str, str, int, bool]] = []  # (name, url, concurrency, pause first)
+    steps: list[tuple[str, Endpoint, int, bool]] = []  # (name, url, concurrency, pause first)
     for r in range(cfg.repeats):
         for e, url in enumerate(cfg.urls):
             steps.append((f"ep{e}-alone-r{r}", url, 1, r > 0 and e == 0))
@@ -138,7 +141,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
             if pause and cfg.pause_s:
                 time.sleep(cfg.pause_s)
             out = path / "runs" / name
-            log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {redact_url(url)}")
+            log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {url.display}")
             res = run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
                            num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
                            save_text=True, extra_body=extra)  # fmt: skip

@@ -12,12 +12,13 @@ from accelbench.telemetry.sources.nvml import NvmlSource
 from accelbench.telemetry.sources.server import ServerMetricsSource
 from accelbench.telemetry.sources.smi import SmiCommandSource
 from accelbench.telemetry.sources.sysfs import SysfsAmdgpuSource
+from accelbench.urls import Endpoint
 
 SOURCE_NAMES = ("nvml", "amdsmi", "nvidia-smi", "amd-smi", "rocm-smi", "sysfs", "host", "server")
 
 
 def make_source(
-    name: str, server_url: str | None = None, server_pid: int | None = None
+    name: str, server_url: str | Endpoint | None = None, server_pid: int | None = None
 ) -> Source | str:
     """A source by name, or a reason string when it cannot be built."""
     if name == "nvml":
@@ -39,7 +40,7 @@ def make_source(
 
 def open_sources(
     names: list[str] | None,
-    server_url: str | None = None,
+    server_url: str | Endpoint | None = None,
     server_pid: int | None = None,
 ) -> tuple[list[Source], dict[str, str]]:
     """Probe the named sources (or autodetect when ``names`` is None).

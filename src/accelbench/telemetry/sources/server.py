@@ -9,6 +9,7 @@ import urllib.request
 from accelbench.telemetry.parsers import parse_server_metrics
 from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources.base import Source
+from accelbench.urls import Endpoint
 
 
 class ServerMetricsSource(Source):
@@ -16,15 +17,11 @@ class ServerMetricsSource(Source):
 
     name = "server"
 
-    def __init__(self, url: str, timeout_s: float = 2.0) -> None:
-        from accelbench.urls import split_credentials
-
-        # credentials in the URL go as a header: self.url is shown and stored
-        base, self.auth = split_credentials(url.rstrip("/"))
-        for suffix in ("/v1", "/metrics"):
-            if base.endswith(suffix):
-                base = base[: -len(suffix)]
-        self.url = base + "/metrics"
+    def __init__(self, url: str | Endpoint, timeout_s: float = 2.0) -> None:
+        # the server's credentials go as a header; self.url (shown) has none
+        server = Endpoint.parse(url)
+        self.auth = server.auth
+        self.url = server.root.removesuffix("/metrics") + "/metrics"
         self.timeout_s = timeout_s
 
     def _fetch(self) -> str:
