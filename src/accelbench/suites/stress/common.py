@@ -8,7 +8,7 @@ import contextlib
 import os
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -147,7 +147,7 @@ def run_status(run_dir: Path) -> str:
 class WindowRow(TypedDict):
     """The fields of a request record a soak window needs (:func:`slim`)."""
 
-    t_sched: int
+    t_sched: int | None
     t_send: int
     t_done: int | None
     ok: bool
@@ -160,22 +160,29 @@ class WindowRow(TypedDict):
     isl: int | None
 
 
-def slim(row: Mapping[str, object]) -> WindowRow:
-    """The fields a window needs of a journal row (a record as :func:`record_row` wrote
-    it), the derived ones filled with the METRICS.md formulas
-    (:meth:`RequestRecord.derive`) where the row has none; per-chunk times are dropped,
-    so the collector's memory stays flat. A line of the wrong shape raises TypeError."""
+def slim(row: RequestRow) -> WindowRow:
+    """The fields a window needs of a journal row (a record as ``record_row`` wrote it,
+    the values as the JSON line held them), the derived ones filled with the METRICS.md
+    formulas (:meth:`RequestRecord.derive`) where the row has none; per-chunk times are
+    dropped, so the collector's memory stays flat."""
     from accelbench.metrics.records import FIELD_NAMES, RequestRecord
 
-    # the values as the JSON line held them: RequestRecord takes them as they are
-    rec = RequestRecord(**{k: v for k, v in row.items() if k in FIELD_NAMES})  # type: ignore[arg-type]
-    if rec.ttft_ms is None and rec.t_send:
+    if row.get("ttft_ms") is None and row.get("t_send"):
+        # a wrong type or a missing mark raises TypeError: the caller skips the line
+        rec = RequestRecord(**{k: v for k, v in row.items() if k in FIELD_NAMES})  # type: ignore[arg-type]
         rec.osl = rec.osl or rec.osl_server or rec.osl_client or len(rec.chunk_times) or None
         rec.derive()
+        return WindowRow(
+            t_sched=rec.t_sched, t_send=rec.t_send, t_done=rec.t_done, ok=rec.ok,
+            warmup=rec.warmup, error_kind=rec.error_kind, ttft_ms=rec.ttft_ms,
+            tpot_ms=rec.tpot_ms, e2e_ms=rec.e2e_ms, osl=rec.osl, isl=rec.isl,
+        )  # fmt: skip
     return WindowRow(
-        t_sched=rec.t_sched, t_send=rec.t_send, t_done=rec.t_done, ok=rec.ok,
-        warmup=rec.warmup, error_kind=rec.error_kind, ttft_ms=rec.ttft_ms,
-        tpot_ms=rec.tpot_ms, e2e_ms=rec.e2e_ms, osl=rec.osl, isl=rec.isl,
+        t_sched=row.get("t_sched"), t_send=row.get("t_send") or 0, t_done=row.get("t_done"),
+        ok=bool(row.get("ok")), warmup=bool(row.get("warmup")),
+        error_kind=row.get("error_kind"), ttft_ms=row.get("ttft_ms"),
+        tpot_ms=row.get("tpot_ms"), e2e_ms=row.get("e2e_ms"), osl=row.get("osl"),
+        isl=row.get("isl"),
     )  # fmt: skip
 
 
