@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import UsageError
+from accelbench.suites.mlperf.document import MlperfDoc
 from accelbench.suites.mlperf.run import STOP_GRACE_S, MlperfResult, verdict
 from accelbench.suites.mlperf.settings import (
     BENCHMARKS,
@@ -63,7 +64,8 @@ def test_any_failed_sample_is_never_valid_nor_ok(
     res = MlperfResult(
         run_dir=Path("."), status=status, result=result, reasons=reasons, compliant=True,
         noncompliance=[], figures={}, peak_qps=peak, wall_s=1.0, summary_text="",
-        doc={"find_peak": peak is not None, "requests": {"not_ok": failed + stopped}},
+        doc=MlperfDoc("b", "s", result, True, find_peak=peak is not None,
+                      requests={"not_ok": failed + stopped}),
     )  # fmt: skip
     if failed + stopped:
         assert not res.ok

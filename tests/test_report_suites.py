@@ -213,7 +213,7 @@ def test_shadow_section(reference_server, tmp_path: Path) -> None:
     cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(trace)), telemetry=False)
     d, _ = replay(cfg, ReplayOptions(base.url, cand.url, str(tmp_path / "sh")))
     gates = ["ttft_p50 <= +50%", "error_rate <= +5pp"]
-    v = shadow_verdict(d, gates)
+    v = shadow_verdict(d, gates).to_json()
     assert v["resources"]["telemetry"] == "off"  # said, not null
     from typer.testing import CliRunner
 

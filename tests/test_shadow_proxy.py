@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 import pytest
 
-from accelbench.suites.shadow.store import read_shadow
+from accelbench.suites.shadow.store import read_shadow_dir
 from conftest import free_port, wait_http
 
 # A baseline that answers with fixed bytes, written in awkward pieces: odd header
@@ -174,8 +174,8 @@ def test_caller_gets_baseline_bytes_whatever_the_candidate(tmp_path: Path, candi
         proxy.stop()
     assert via == direct  # byte for byte, on one kept-alive connection
     assert elapsed < 1.5  # the hanging candidate (2 s timeout) never held the caller
-    meta, rows = read_shadow(tmp_path / "sh")
-    assert meta["status"] == "interrupted"  # by the Ctrl-C of stop(), with nothing in flight
+    meta, rows = read_shadow_dir(tmp_path / "sh")
+    assert meta.status == "interrupted"  # by the Ctrl-C of stop(), with nothing in flight
     assert [r["ok"] for r in rows["baseline"]] == [True, True, True]
     assert [r["output_text"] for r in rows["baseline"]] == [" a b", "ok", " a b"]
     kinds = {r["error_kind"] for r in rows["candidate"]}
@@ -198,9 +198,9 @@ def test_slow_candidate_copies_are_dropped_not_queued(reference_server, tmp_path
         proxy.proc.wait(60)  # it ends by itself after the 12th, letting the copies finish
     finally:
         proxy.stop()
-    meta, rows = read_shadow(tmp_path / "sh")
-    assert meta["status"] == "completed" and proxy.proc.returncode == 0  # --max-requests
-    assert meta["counters"]["copied"] == 3 and meta["counters"]["dropped"] == 9
+    meta, rows = read_shadow_dir(tmp_path / "sh")
+    assert meta.status == "completed" and proxy.proc.returncode == 0  # --max-requests
+    assert meta.counters["copied"] == 3 and meta.counters["dropped"] == 9
     assert len(rows["baseline"]) == 12 and all(r["ok"] for r in rows["baseline"])
     # the callers never waited for them; the end at --max-requests let the copies finish
     assert len(rows["candidate"]) == 3

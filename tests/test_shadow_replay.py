@@ -143,7 +143,7 @@ def test_shadow_on_the_real_engine_4_vs_16_slots(tmp_path: Path) -> None:
         slots4.stop()
         slots16.stop()
     assert status == "completed"
-    v = shadow_verdict(d, ["ttft_p50 <= +10%", "error_rate <= +5pp", "agreement >= 0.5"])
+    v = shadow_verdict(d, ["ttft_p50 <= +10%", "error_rate <= +5pp", "agreement >= 0.5"]).to_json()
     ttft = v["gates"][0]
 
     def side(name: str) -> tuple[float, float]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from accelbench.suites.shadow.store import read_shadow
+from accelbench.suites.shadow.store import read_shadow_dir
 from conftest import free_port, wait_http
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
@@ -69,8 +69,8 @@ def _check(out: Path, proc: subprocess.Popen, took: float, err: str, bound_s: fl
     assert "Traceback" not in err, err[-3000:]
     assert took < bound_s, (took, bound_s, err[-2000:])
     assert proc.returncode == 1, (proc.returncode, err[-2000:])
-    meta, rows = read_shadow(out)
-    assert meta["status"] == "interrupted"
+    meta, rows = read_shadow_dir(out)
+    assert meta.status == "interrupted"
     for side, url in sides.items():
         # every request the side received has its record (finished or `interrupted`)
         assert len(rows[side]) == _received(url), (side, rows[side])

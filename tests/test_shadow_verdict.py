@@ -122,7 +122,7 @@ def test_known_truth_on_reference_servers(reference_server, tmp_path: Path) -> N
     trace = _mooncake(tmp_path / "t.jsonl", 600, rate=150)
 
     d = _replay(tmp_path, "slow", trace, base.url, slow.url)
-    v = shadow_verdict(d, GATES)
+    v = shadow_verdict(d, GATES).to_json()
     p50, p99 = v["gates"][0], v["gates"][1]
     assert v["verdict"] == "no-go" and v["exit_code"] == 1 and p50["status"] == "fail"
     assert p50["interval"]["low"] < 1.2 < p50["interval"]["high"], p50
@@ -130,12 +130,12 @@ def test_known_truth_on_reference_servers(reference_server, tmp_path: Path) -> N
     assert json.loads((d / "verdict.json").read_text())["verdict"] == "no-go"
 
     d = _replay(tmp_path, "same", trace, base.url, same.url)
-    v = shadow_verdict(d, GO_GATES)
+    v = shadow_verdict(d, GO_GATES).to_json()
     assert v["verdict"] == "go", v["gates"]
     assert v["exit_code"] == 0 and v["paired_requests"] == 600 and len(v["windows"]) == 4
 
     few = _mooncake(tmp_path / "few.jsonl", 40, rate=300)
-    v = shadow_verdict(_replay(tmp_path, "few", few, base.url, same.url), GO_GATES)
+    v = shadow_verdict(_replay(tmp_path, "few", few, base.url, same.url), GO_GATES).to_json()
     assert v["verdict"] == "inconclusive" and v["exit_code"] == 3
 
 
@@ -145,7 +145,7 @@ def test_injected_errors_are_a_no_go(reference_server, tmp_path: Path) -> None:
     trace = _mooncake(tmp_path / "t.jsonl", 800, rate=400, seed=2)
     v = shadow_verdict(
         _replay(tmp_path, "err", trace, base.url, faulty.url), ["error_rate <= +0.5pp"]
-    )
+    ).to_json()
     g = v["gates"][0]
     assert v["verdict"] == "no-go" and g["status"] == "fail"
     assert g["interval"]["low"] > 0.5 and math.isclose(
@@ -206,7 +206,7 @@ def test_damaged_journal_lines_are_skipped_and_said(reference_server, tmp_path: 
         shutil.copytree(good, d)
         side = ("baseline", "candidate")[i % 2]
         _damage(d, side, how)
-        v = shadow_verdict(d, ["ttft_p50 <= +50%", "agreement >= 0.5"])
+        v = shadow_verdict(d, ["ttft_p50 <= +50%", "agreement >= 0.5"]).to_json()
         assert v["unreadable_lines"] == {f"{side}.jsonl": 1}, how
         assert v["sides"][side]["requests"] == 11, (how, v["sides"])
         code, text = invoke(["shadow", "verdict", str(d), "-g", "ttft_p50 <= +50%"], tmp_path)

@@ -273,7 +273,7 @@ def test_shadow_llama_server_baseline_vllm_candidate(vllm_url, tiny_llama, tmp_p
         cfg, ReplayOptions(tiny_llama, vllm_url, str(tmp_path / "s"), sequential=True)
     )
     assert status == "completed"
-    v = shadow_verdict(d, ["agreement >= 0.5", "ttft_p50 <= +10%"])
+    v = shadow_verdict(d, ["agreement >= 0.5", "ttft_p50 <= +10%"]).to_json()
     assert v["sides"]["baseline"]["ok"] == v["sides"]["candidate"]["ok"] == 16, v["sides"]
     agree = v["gates"][0]
     assert agree["evidence"]["n_baseline"] == 16 and agree["status"] == "pass", agree

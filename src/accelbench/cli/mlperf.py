@@ -131,7 +131,7 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
 
         print_run_dir(res.run_dir, console)  # MlperfResult holds the directory only
     verdict = res.result or "no result"
-    lg_said = res.doc.get("loadgen_result")
+    lg_said = res.doc.loadgen_result if res.doc is not None else None
     if lg_said and lg_said != res.result:
         verdict = f"{verdict} (LoadGen said {lg_said})"
     from accelbench.metrics.verdict import Status
@@ -140,7 +140,7 @@ def show_result(res: Any, *, quiet: bool = False) -> None:
     # a pass only when ok (VALID, every sample succeeded, completed); no result: unknown
     shown = Status.PASS if res.ok else Status.FAIL if res.result else Status.UNKNOWN
     colour = COLOUR[shown]
-    if res.doc.get("find_peak"):
+    if res.doc is not None and res.doc.find_peak:
         found = f"{res.peak_qps:g} QPS" if res.peak_qps is not None else "no peak found"
         verdict = f"peak {found} (last step {verdict})"
     fig = res.figures

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from accelbench.cli.options import config_from_options, load_options
 from accelbench.lifetime import exit_now
+
+if TYPE_CHECKING:
+    from accelbench.suites.shadow.document import ShadowVerdictDoc
 
 shadow_app = typer.Typer(
     help="Shadow traffic: a candidate beside the baseline, and a go / no-go verdict.",
@@ -157,28 +160,28 @@ def verdict_cmd(
 
     doc = shadow_verdict(shadow_dir, gate, window_s=window, confidence=confidence)
     if json_out:
-        typer.echo(json.dumps(doc, indent=2, default=str))
+        typer.echo(json.dumps(doc.to_json(), indent=2, default=str))
     else:
         print_verdict(doc)
-    raise typer.Exit(doc["exit_code"])
+    raise typer.Exit(doc.exit_code or 0)
 
 
-def print_verdict(doc: dict[str, Any]) -> None:
+def print_verdict(doc: ShadowVerdictDoc) -> None:
     from rich.table import Table
 
     from accelbench.console import console, esc
     from accelbench.metrics.format import with_unit
-    from accelbench.metrics.verdict import Verdict, from_word
+    from accelbench.metrics.verdict import word
     from accelbench.report.verdicts import COLOUR, TERMINAL_HEAD, terminal_cells
 
     con = console(width=max(console().width, 120))
     t = Table(
-        title=f"shadow verdict: {esc(doc['shadow_dir'])} ({doc['paired_requests']} paired requests)"
+        title=f"shadow verdict: {esc(doc.shadow_dir)} ({doc.paired_requests} paired requests)"
     )
     for col in (*TERMINAL_HEAD, "baseline -> candidate", "test"):
         t.add_column(col)
-    gates = [Verdict.from_json(g, f"gates[{i}]") for i, g in enumerate(doc["gates"])]
-    for g in gates:
+    for entry in doc.gates:
+        g = entry.verdict
         ev = g.evidence
         side_u = "ms" if g.unit in ("ratio", "ms") else "fraction"
         sides = f"{with_unit(_num(ev.get('baseline')), side_u)} -> "
@@ -186,34 +189,32 @@ def print_verdict(doc: dict[str, Any]) -> None:
         test = f"{ev['test']} p={ev['p_value']:.2g}" if ev.get("test") else esc(g.note or "-")
         t.add_row(*terminal_cells(g), esc(sides), test)
     con.print(t)
-    for g, raw in zip(gates, doc["gates"], strict=True):
+    for entry in doc.gates:
+        g = entry.verdict
         if g.note and g.evidence.get("test"):
             con.print(f"  {esc(g.name)}: {esc(g.note)}")
-        for d in raw.get("first_differences", [])[:3]:
+        for d in entry.first_differences[:3]:
             con.print(f"  request {d['idx']} differs at char {d['at_char']}: "
                       f"{esc(repr(d['baseline']))} vs {esc(repr(d['candidate']))}")  # fmt: skip
-    if doc["windows"]:
+    if doc.windows:
         wt = Table(title="per window")
         wt.add_column("window (s)")
         wt.add_column("requests")
         wt.add_column("verdict")
-        for g in gates:
-            wt.add_column(esc(g.name))
-        for w in doc["windows"]:
-            wc = COLOUR[from_word(w["verdict"], "shadow")]
-            cells = []
-            for i, raw in enumerate(w["gates"]):
-                wg = Verdict.from_json(raw, f"windows gates[{i}]")
-                cells.append(f"[{COLOUR[wg.status]}]{esc(with_unit(wg.estimate, wg.unit))}[/]")
+        for entry in doc.gates:
+            wt.add_column(esc(entry.verdict.name))
+        for w in doc.windows:
+            wc = COLOUR[w.status]
+            cells = [f"[{COLOUR[wg.status]}]{esc(with_unit(wg.verdict.estimate, wg.verdict.unit))}[/]"
+                     for wg in w.gates]  # fmt: skip
             wt.add_row(
-                f"{w['start_s']:.1f}-{w['end_s']:.1f}", str(w["requests"]),
-                f"[{wc}]{w['verdict']}[/]", *cells,
+                f"{w.start_s:.1f}-{w.end_s:.1f}", str(w.requests),
+                f"[{wc}]{word(w.status, 'shadow')}[/]", *cells,
             )  # fmt: skip
         con.print(wt)
-    c = doc.get("counters") or {}
-    if c:
-        con.print("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    r = doc.get("resources") or {}
+    if doc.counters:
+        con.print("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(doc.counters.items())))
+    r = doc.resources or {}
     if r.get("telemetry") == "off":
         con.print(f"resources: telemetry off ({r.get('reason')})", markup=False)
     else:
@@ -221,11 +222,10 @@ def print_verdict(doc: dict[str, Any]) -> None:
 
         for side in ("baseline", "candidate"):
             con.print(f"resources, {side}: {resources_line(r.get(side))}", markup=False)
-    for name, n in (doc.get("unreadable_lines") or {}).items():
+    for name, n in doc.unreadable_lines.items():
         con.print(f"skipped {n} unreadable line(s) of {name} (torn or damaged)", markup=False)
-    v = doc["verdict"]
-    vc = COLOUR[from_word(v, "shadow")]
-    con.print(f"[bold {vc}]verdict: {v.upper()}[/] (exit {doc['exit_code']})")
+    vc = COLOUR[doc.status]
+    con.print(f"[bold {vc}]verdict: {doc.word.upper()}[/] (exit {doc.exit_code})")
 
 
 def _num(x: object) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -18,6 +18,10 @@ from accelbench.errors import UsageError
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.urls import Endpoint
+
+if TYPE_CHECKING:
+    from accelbench.suites.stress.common import WorkloadChanges
+    from accelbench.suites.stress.soak import SoakConfig
 
 stress_app = typer.Typer(
     help="Stress suites with verdicts: soak, flood, mixed, consistency.", no_args_is_help=True
@@ -158,7 +162,7 @@ RESUME_MAY_CHANGE = ("resume", "quiet", "duration", "url")
 DEFAULTS = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (typer may vendor it)
 
 
-def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Any:
+def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> SoakConfig:
     from accelbench import validate as v
     from accelbench.suites.stress.soak import recorded_config
     from accelbench.validate import check_url
@@ -362,8 +366,7 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
     from accelbench.urls import redact_url
 
     url, *pairs = spec.split(",")  # a raw spec from the command line: redact_url shows it
-    kw: dict[str, Any] = {}
-    wl: dict[str, Any] = {}
+    given: dict[str, int | float | str] = {}
     for p in pairs:
         k, sep, val = p.partition("=")
         if not sep or k not in ENDPOINT_KEYS:
@@ -375,10 +378,20 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
             v = ENDPOINT_KEYS[k](val)
         except ValueError:
             raise UsageError(f"--url {redact_url(spec)!r}: {k}={val!r} is not a number") from None
-        (wl if k in ("isl", "osl") else kw)[k] = v
-    if "rate" in kw:
-        kw.setdefault("concurrency", None)
-    cfg = replace(base, url=Endpoint.parse(url), **kw)
+        given[k] = v
+    cfg = replace(base, url=Endpoint.parse(url))
+    if "model" in given:
+        cfg.model = str(given["model"])
+    if "concurrency" in given:
+        cfg.concurrency = int(given["concurrency"])
+    if "rate" in given:  # open loop: no concurrency unless given with it
+        cfg.rate = float(given["rate"])
+        cfg.concurrency = cfg.concurrency if "concurrency" in given else None
+    wl: WorkloadChanges = {}
+    if "isl" in given:
+        wl["isl"] = int(given["isl"])
+    if "osl" in given:
+        wl["osl"] = int(given["osl"])
     cfg.workload = replace(base.workload, **wl)
     return cfg
 

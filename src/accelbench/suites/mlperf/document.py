@@ -26,7 +26,8 @@ RESULTS = ("VALID", "INVALID")
 # the fields typed here; every other one (settings, qsl, user.conf lines, open files,
 # the SUT's timings, a stop record ...) is kept as it was recorded, in ``recorded``
 TYPED = ("schema", "benchmark", "scenario", "loadgen_scenario", "result", "loadgen_result",
-         "reasons", "compliant", "noncompliance", "checks", "figures", "peak_qps")  # fmt: skip
+         "reasons", "compliant", "noncompliance", "checks", "figures", "peak_qps", "find_peak",
+         "requests")  # fmt: skip
 
 
 @dataclass
@@ -43,6 +44,9 @@ class MlperfDoc:
     figures: dict[str, float | None] = field(default_factory=dict)
     peak_qps: float | None = None
     recorded: JsonObject = field(default_factory=dict)
+    find_peak: bool = False  # a Server peak search
+    # issued, completed, ok, failed, interrupted, not_ok ... (absent: none recorded)
+    requests: dict[str, int] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -58,7 +62,10 @@ class MlperfDoc:
             "reasons": list[Json](self.reasons), "checks": dict[str, Json](self.checks),
             "figures": dict[str, Json](self.figures), "peak_qps": self.peak_qps,
             "compliant": self.compliant, "noncompliance": list[Json](self.noncompliance),
+            "find_peak": self.find_peak,
         })  # fmt: skip
+        if self.requests:
+            out["requests"] = dict[str, Json](self.requests)
         return out
 
     @classmethod
@@ -80,6 +87,8 @@ class MlperfDoc:
             figures=f.numbers("figures"),
             peak_qps=f.num("peak_qps"),
             recorded={k: as_json(x, f.at(k)) for k, x in f.doc.items() if k not in TYPED},
+            find_peak=f.bool("find_peak", False),
+            requests=f.counts("requests"),
         )
 
     @classmethod

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
@@ -47,8 +47,9 @@ def is_mlperf_dataset(path: str) -> bool:
     return any(f'"{name}"' in head for name in PROMPT_FIELDS + ISL_FIELDS)
 
 
-def read_records(path: str, *, allow_pickle: bool = False) -> list[dict[str, Any]]:
-    """The dataset's records as dicts (JSON list, JSON columns, JSONL, or opted-in pickle)."""
+def read_records(path: str, *, allow_pickle: bool = False) -> list[object]:
+    """The dataset's records as read (JSON list, JSON columns, JSONL, or opted-in pickle):
+    each is checked by :func:`samples_from_records` (an object with a prompt ...)."""
     p = v.input_file("--dataset", path)
     if p.suffix in PICKLE_SUFFIXES:
         return _read_pickle(p, allow_pickle)
@@ -60,7 +61,7 @@ def read_records(path: str, *, allow_pickle: bool = False) -> list[dict[str, Any
         doc = json.loads(text)
     except json.JSONDecodeError:
         doc = None
-        rows = []
+        rows: list[object] = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
@@ -75,9 +76,9 @@ def read_records(path: str, *, allow_pickle: bool = False) -> list[dict[str, Any
     return rows
 
 
-def _rows_of(doc: Any, p: Path) -> list[Any]:
+def _rows_of(doc: object, p: Path) -> list[object]:
     if isinstance(doc, list):
-        return doc
+        return list(doc)
     if isinstance(doc, dict) and doc and all(isinstance(c, dict | list) for c in doc.values()):
         # pandas DataFrame.to_json(): {"column": {"0": value, ...}} (or lists)
         cols = {k: list(c.values()) if isinstance(c, dict) else c for k, c in doc.items()}
@@ -90,7 +91,7 @@ def _rows_of(doc: Any, p: Path) -> list[Any]:
     raise UsageError(f"--dataset {p}: expected records (a JSON list or JSONL of objects)")
 
 
-def _read_pickle(p: Path, allow_pickle: bool) -> list[dict[str, Any]]:
+def _read_pickle(p: Path, allow_pickle: bool) -> list[object]:
     if not allow_pickle:
         raise UsageError(
             f"--dataset {p} is a pickle: loading one runs code from the file. Pass "
@@ -113,14 +114,14 @@ def _read_pickle(p: Path, allow_pickle: bool) -> list[dict[str, Any]]:
     return list(df.to_dict("records"))
 
 
-def _first(rec: dict[str, Any], names: tuple[str, ...]) -> tuple[str, Any] | None:
+def _first(rec: Mapping[str, object], names: tuple[str, ...]) -> tuple[str, object] | None:
     for name in names:
         if rec.get(name) is not None:
             return name, rec[name]
     return None
 
 
-def _count(where: str, name: str, val: Any) -> int:
+def _count(where: str, name: str, val: object) -> int:
     if isinstance(val, list):
         return len(val)
     if (
@@ -137,7 +138,7 @@ def _count(where: str, name: str, val: Any) -> int:
 
 
 def samples_from_records(
-    rows: list[Any], *, tok: Tokenizer | None, default_osl: int, source: str = "--dataset"
+    rows: Sequence[object], *, tok: Tokenizer | None, default_osl: int, source: str = "--dataset"
 ) -> list[PlannedRequest]:
     """One planned request per record: the prompt text, ``max_tokens`` = the reference
     answer's length (where the set has none: the answer tokenized, else ``default_osl``),

@@ -18,11 +18,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
@@ -40,7 +40,7 @@ from accelbench.runner.finalize import finalize_run
 from accelbench.store.rundir import JOURNAL, Journal
 from accelbench.store.rundoc import RunDoc, write_run_doc
 from accelbench.suites.mlperf import loadgen
-from accelbench.suites.mlperf.document import write_mlperf
+from accelbench.suites.mlperf.document import MlperfDoc, write_mlperf
 from accelbench.suites.mlperf.logs import SUMMARY_FILE, LoadGenResult, read_loadgen
 from accelbench.suites.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
 from accelbench.suites.mlperf.settings import MlperfSettings, build, compliance
@@ -85,11 +85,11 @@ class MlperfResult:
     reasons: list[str]
     compliant: bool
     noncompliance: list[str]
-    figures: dict[str, Any]
+    figures: dict[str, float | None]
     peak_qps: float | None
     wall_s: float
     summary_text: str
-    doc: dict[str, Any] = field(default_factory=dict)
+    doc: MlperfDoc | None = None  # mlperf.json as written
     # interrupted while LoadGen's issue thread slept in its schedule: it is still there,
     # parked; the CLI leaves with os._exit (docs/MLPERF.md, "Stopping")
     loadgen_running: bool = False
@@ -101,9 +101,9 @@ class MlperfResult:
         The CLI exits 0 only then."""
         if self.status != "completed":
             return False
-        if (self.doc.get("requests") or {}).get("not_ok"):
+        if self.doc is not None and self.doc.requests.get("not_ok"):
             return False  # a failed sample is never a pass, whatever LoadGen said
-        if self.doc.get("find_peak"):
+        if self.doc is not None and self.doc.find_peak:
             return self.peak_qps is not None
         return self.verdict_status == Status.PASS
 
@@ -193,7 +193,17 @@ def verdict(
     ]
 
 
-def open_files_for(cap: int | None, *, explicit: bool) -> tuple[int | None, dict[str, Any]]:
+class OpenFiles(TypedDict):
+    """The open-files limits a run found (mlperf.json's ``open_files``)."""
+
+    soft_before: int
+    soft: int
+    hard: int
+    in_use: int
+    lowered_from: NotRequired[int]  # the default cap on requests in flight, lowered
+
+
+def open_files_for(cap: int | None, *, explicit: bool) -> tuple[int | None, OpenFiles]:
     """Raise this process's soft RLIMIT_NOFILE toward its hard limit (an unprivileged
     process may) and fit the cap on requests in flight to it: each holds a socket. A
     default cap is lowered to what fits (and says so); an explicit one that cannot fit
@@ -212,7 +222,7 @@ def open_files_for(cap: int | None, *, explicit: bool) -> tuple[int | None, dict
     except OSError:
         in_use = FD_MARGIN
     room = (soft if soft != resource.RLIM_INFINITY else 1 << 30) - in_use - FD_MARGIN
-    info: dict[str, Any] = {"soft_before": soft0, "soft": soft, "hard": hard, "in_use": in_use}
+    info: OpenFiles = {"soft_before": soft0, "soft": soft, "hard": hard, "in_use": in_use}
     if cap is not None and cap > room:
         if explicit:
             raise UsageError(
@@ -266,7 +276,8 @@ def _run(
     cfg.concurrency = 1 if ms.lg_scenario == "SingleStream" else None
     cfg.num_requests = None
     cfg.telemetry = False
-    mlperf_doc: dict[str, Any] = {
+    # mlperf.json as built (checked and typed by its writer: MlperfDoc.of)
+    mlperf_doc: dict[str, object] = {
         "benchmark": ms.benchmark,
         "scenario": ms.scenario,
         "loadgen_scenario": ms.lg_scenario,
@@ -326,7 +337,7 @@ def _run(
 def _finish(
     run_dir: Path,
     meta: RunDoc,
-    mlperf_doc: dict[str, Any],
+    mlperf_doc: dict[str, object],
     noncompliance: list[str],
     sut: LoadGenSUT,
     tok: Tokenizer | None,
@@ -347,7 +358,7 @@ def _finish(
     answered = sut.completed + unsent
     n_stopped = sut.interrupted + unsent
     result, reasons = verdict(lg_result.result, lg_result.reasons, answered, sut.failed, n_stopped)
-    figures = dict(lg_result.figures)
+    figures: dict[str, float | None] = dict(lg_result.figures)
     ok = answered - sut.failed - n_stopped
     lg_sps = figures.get("completed_samples_per_s")
     if isinstance(lg_sps, int | float) and answered:
@@ -416,7 +427,7 @@ def _finish(
         }
     meta.mlperf = mlperf_doc
     write_run_doc(run_dir, meta)
-    write_mlperf(run_dir, mlperf_doc)
+    typed = write_mlperf(run_dir, mlperf_doc)
     try:
         summary_text = (run_dir / SUMMARY_FILE).read_text() if not parked else ""
     except OSError:
@@ -432,7 +443,7 @@ def _finish(
         peak_qps=lg_result.peak_qps,
         wall_s=wall,
         summary_text=summary_text,
-        doc=mlperf_doc,
+        doc=typed,
         loadgen_running=parked,
     )
 

@@ -22,12 +22,14 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient
+from accelbench.documents import JsonObject
 from accelbench.eventloop import install_uvloop
-from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
+from accelbench.metrics.records import ErrorKind, RequestRecord, RequestRow
+from accelbench.metrics.summary import ReceiveStats
 from accelbench.runner.loadgen import LoopLagMonitor
 from accelbench.store.rundir import Journal
 from accelbench.urls import Endpoint
@@ -73,11 +75,21 @@ class SutOptions:
     api_key: str | None = None
     timeout_s: float = 600.0
     ignore_eos: bool = True
-    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_body: JsonObject = field(default_factory=dict)
     save_text: bool = False
     transport: str = "auto"
     max_concurrency: int | None = None  # requests in flight; beyond, they wait here
     run_tag: str = "mlperf"
+
+
+class SutStats(TypedDict, total=False):
+    """The SUT's account of itself once its loop has ended (mlperf.json's ``sut``)."""
+
+    sut_thread_cpu_s: float
+    loop_lag_ms_p99: float
+    receive: ReceiveStats | None
+    first_token_handover_ms_p99: float
+    first_token_handover_ms_max: float
 
 
 class LoadGenSUT:
@@ -98,7 +110,7 @@ class LoadGenSUT:
         self.unsent_at_stop = 0  # waiting for a slot at the stop: answered, never sent
         self.answered_after_stop = 0  # issued after the stop: answered at once, unsent
         self.first_token_reports = 0
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[RequestRow] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,7 +127,7 @@ class LoadGenSUT:
         # released, after LoadGen's test returned; a parked test keeps it.
         self._may_exit = threading.Event()
         self._cpu0 = 0.0
-        self.stats: dict[str, Any] = {}
+        self.stats: SutStats = {}
         # first-token hand-over lag (ms, rounded to 10 us) -> count: bounded memory
         self.handover_ms: Counter[float] = Counter()
 
@@ -310,7 +322,7 @@ class LoadGenSUT:
             self.failed += 1
         if not (self.opts.save_text or (rec.ok and rec.osl_server is None)):
             rec.output_text = None  # kept only where it is needed (OSL fallback)
-        self._rows.append(record_row(rec))
+        self._rows.append(rec.to_row())
         if len(self._rows) >= 256:
             self._flush()
 

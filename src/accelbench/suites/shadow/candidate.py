@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import orjson
 
@@ -37,6 +37,16 @@ _now = time.monotonic_ns
 _HEAD = struct.Struct("!I")
 _REQ = struct.Struct("!QQB")
 ENDPOINTS = ("completions", "chat")
+
+
+class CandidateConfig(TypedDict):
+    """What the proxy hands its candidate process (over the socket, never to a file)."""
+
+    candidate: dict[str, object]  # Endpoint.secret_parts(): credentials included
+    candidate_model: str | None
+    candidate_api_key: str | None
+    candidate_timeout_s: float
+    journal: str  # the candidate's journal (candidate.jsonl)
 
 
 class _Frames(asyncio.Protocol):
@@ -100,7 +110,7 @@ class CandidateProcess:
         self._ready: asyncio.Future | None = None
         self._end: asyncio.Future | None = None
 
-    async def start(self, config: dict[str, Any], timeout_s: float = 60.0) -> None:
+    async def start(self, config: CandidateConfig, timeout_s: float = 60.0) -> None:
         loop = asyncio.get_running_loop()
         mine, theirs = socket.socketpair()
         try:
@@ -176,7 +186,7 @@ async def _child(sock: socket.socket) -> None:
     from accelbench.urls import Endpoint
 
     loop = asyncio.get_running_loop()
-    cfg: dict[str, Any] = {}
+    given: list[CandidateConfig] = []  # the proxy's, once it came
     clients: dict[tuple[str, bool], OpenAIClient] = {}
     tasks: set[asyncio.Task] = set()
     journal: list[Journal] = []
@@ -190,6 +200,7 @@ async def _child(sock: socket.socket) -> None:
     async def one(idx: int, endpoint: str, t: int, raw: bytes) -> None:
         rec = RequestRecord(idx=idx, request_id=f"shadow-{idx}", t_sched=t)
         try:
+            cfg = given[0]  # requests come after the configuration
             doc = orjson.loads(raw)
             stream = bool(doc.get("stream"))
             client = clients.get((endpoint, stream))
@@ -224,8 +235,8 @@ async def _child(sock: socket.socket) -> None:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         elif kind == b"C":
-            cfg.update(orjson.loads(f[1:]))
-            journal.append(Journal(Path(cfg["journal"])))
+            given.append(orjson.loads(f[1:]))
+            journal.append(Journal(Path(given[0]["journal"])))
             report(b"ready\n")
         elif kind == b"S" and not stop.done():
             stop.set_result(struct.unpack("!d", f[1:9])[0])

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import TypedDict, cast
 
-from accelbench.documents import Fields, Json, JsonObject, as_json_object, load_json
+from accelbench.documents import Fields, Json, JsonObject, load_json
 from accelbench.errors import DocumentError
 from accelbench.metrics.verdict import Status, Verdict, from_word, word
 
@@ -112,25 +112,42 @@ def read_meta(path: Path, where: str | None = None) -> ShadowMeta:
 
 
 # -- verdict.json ---------------------------------------------------------------------
+class FirstDifference(TypedDict):
+    """Where a candidate's greedy output first differs from the baseline's."""
+
+    idx: int
+    at_char: int
+    baseline: str
+    candidate: str
+
+
+def _first_difference(f: Fields) -> FirstDifference:
+    return {"idx": f.int("idx"), "at_char": f.int("at_char"), "baseline": f.str("baseline"),
+            "candidate": f.str("candidate")}  # fmt: skip
+
+
 @dataclass
 class GateEntry:
     """One gate: its verdict record (suite ``shadow``; ``Verdict.from_json`` also reads a
     version-1 gate) and, for agreement, the first differing requests."""
 
     verdict: Verdict
-    first_differences: list[JsonObject] = field(default_factory=list)
+    first_differences: list[FirstDifference] = field(default_factory=list)
+
+    @property
+    def status(self) -> Status:
+        return self.verdict.status
 
     def to_json(self) -> JsonObject:
         out = cast(JsonObject, self.verdict.to_json())
-        out["first_differences"] = list[Json](self.first_differences)
+        out["first_differences"] = [cast(Json, dict(d)) for d in self.first_differences]
         return out
 
     @classmethod
     def from_json(cls, d: object, where: str) -> GateEntry:
         v = Verdict.from_json(d, where, suite="shadow")
         f = Fields(d, where)
-        fd = [as_json_object(x.doc, x.where) for x in f.objects("first_differences", [])]
-        return cls(v, fd)
+        return cls(v, [_first_difference(x) for x in f.objects("first_differences", [])])
 
 
 def _gates(f: Fields, key: str) -> list[GateEntry]:
@@ -178,6 +195,33 @@ class SideSummary:
         lat = {k: f.numbers(k) for k, x in f.doc.items() if isinstance(x, dict) and k != "errors"}
         return cls(f.int("requests", 0), f.int("ok", 0), f.counts("errors"), lat,
                    f.num("output_tokens_per_s"))  # fmt: skip
+
+
+class GaugeStat(TypedDict):
+    mean: float
+    max: float
+
+
+class SideResources(TypedDict, total=False):
+    """One side's server gauges over its own span (``shadow verdict``'s ``resources``)."""
+
+    samples: int
+    note: str  # no sample, or an unreadable telemetry file
+    engine: str | None
+    srv_requests_running: GaugeStat | None
+    srv_requests_waiting: GaugeStat | None
+    srv_kv_cache_usage: GaugeStat | None
+    generated_tokens: float | None
+
+
+class Resources(TypedDict, total=False):
+    """verdict.json's ``resources``: ``telemetry`` "off" with the ``reason``, or
+    "server /metrics" with each side that has a telemetry directory."""
+
+    telemetry: str
+    reason: str
+    baseline: SideResources
+    candidate: SideResources
 
 
 def _status(f: Fields, key: str) -> Status:

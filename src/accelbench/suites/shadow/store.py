@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from accelbench import __version__
 from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
-from accelbench.metrics.records import RequestRecord, record_row
+from accelbench.metrics.records import RequestRecord, RequestRow, record_row
 from accelbench.store.rundir import Journal, read_journal, write_json_atomic
 from accelbench.suites.shadow.document import (
     SCHEMA,
@@ -36,7 +36,7 @@ from accelbench.suites.shadow.document import (
 from accelbench.workload.traces import TRACE_FILE, trace_header, trace_row
 
 __all__ = ["BASELINE", "CANDIDATE", "SCHEMA", "SHADOW_JSON", "SIDES", "VERDICT", "ShadowWriter",
-           "read_shadow", "read_shadow_dir", "read_trace_bodies"]  # fmt: skip
+           "read_shadow_dir", "read_trace_bodies"]  # fmt: skip
 
 BASELINE = "baseline.jsonl"
 CANDIDATE = "candidate.jsonl"
@@ -76,7 +76,7 @@ class ShadowWriter:
             (self.dir / files[side]).touch()
         self.sides = {side: Journal(self.dir / files[side]) for side in journals}
 
-    def add_trace(self, idx: int, offset_s: float, endpoint: str, body: dict[str, Any]) -> None:
+    def add_trace(self, idx: int, offset_s: float, endpoint: str, body: JsonObject) -> None:
         self.trace.write([trace_row(idx, offset_s, endpoint, body)])
 
     def add_record(self, side: str, rec: RequestRecord) -> None:
@@ -107,17 +107,9 @@ class ShadowWriter:
         self.save_meta(status=status, ended_at=datetime.now(UTC).isoformat())
 
 
-def read_shadow(
-    path: str | Path, unreadable: dict[str, int] | None = None
-) -> tuple[JsonObject, dict[str, list[dict[str, Any]]]]:
-    """:func:`read_shadow_dir` with shadow.json as its JSON (checked by its reader)."""
-    meta, rows = read_shadow_dir(path, unreadable)
-    return meta.to_json(), rows
-
-
 def read_shadow_dir(
     path: str | Path, unreadable: dict[str, int] | None = None
-) -> tuple[ShadowMeta, dict[str, list[dict[str, Any]]]]:
+) -> tuple[ShadowMeta, dict[str, list[RequestRow]]]:
     """shadow.json (typed) and both sides' completed rows (token counts and derived figures
     filled as ``accelbench summarize`` does). Lines that are not a record of the right
     shape (a torn last write, damage, wrong types, no ``idx`` or ``t_sched``) are
@@ -128,11 +120,13 @@ def read_shadow_dir(
     if not d.is_dir():
         raise UsageError(f"{d} is not a shadow directory")
     meta = read_meta(d)
-    rows: dict[str, list[dict[str, Any]]] = {}
+    rows: dict[str, list[RequestRow]] = {}
     for side, name in (("baseline", BASELINE), ("candidate", CANDIDATE)):
         raw, bad = read_journal(d / name)
         table, wrong = complete_table(raw, None, True)  # types checked as summarize does
-        done = [r for r in table.to_pylist() if r["idx"] is not None and r["t_sched"] is not None]
+        # the table has RequestRow's columns and types (records_to_table's schema)
+        full = cast(list[RequestRow], table.to_pylist())
+        done = [r for r in full if r["idx"] is not None and r["t_sched"] is not None]
         rows[side] = done
         lost = bad + wrong + table.num_rows - len(done)
         if unreadable is not None and lost:

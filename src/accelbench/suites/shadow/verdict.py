@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Literal, cast
 
 import numpy as np
 
 from accelbench import validate as v
+from accelbench.documents import JsonObject
 from accelbench.errors import UsageError
-from accelbench.metrics.records import ErrorKind
+from accelbench.metrics.records import ErrorKind, RequestRow
 from accelbench.metrics.stats import (
     SignificanceTest,
     fisher_exact,
@@ -48,28 +49,43 @@ from accelbench.metrics.stats import (
     wilson,
 )
 from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict, word, worst
-from accelbench.store.rundir import write_json_atomic
-from accelbench.suites.shadow.store import VERDICT, read_shadow, read_trace_bodies
+from accelbench.suites.shadow.document import (
+    FirstDifference,
+    GateEntry,
+    GaugeStat,
+    Resources,
+    ShadowVerdictDoc,
+    SideResources,
+    SideSummary,
+    VerdictWindow,
+    write_verdict,
+)
+from accelbench.suites.shadow.store import read_shadow_dir, read_trace_bodies
 
 # /2: each gate is a metrics.verdict.Verdict record (verdict.json/1's gates still read)
 SCHEMA = "accelbench.suites.shadow-verdict/2"
 SCHEMAS = ("accelbench.suites.shadow-verdict/1", SCHEMA)
-LATENCY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "ntpot": "ntpot_ms"}
+LatencyColumn = Literal["ttft_ms", "tpot_ms", "e2e_ms", "ntpot_ms"]
+LATENCY: dict[str, LatencyColumn] = {
+    "ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "ntpot": "ntpot_ms"
+}  # fmt: skip
 EXIT = {"go": 0, "no-go": 1, "inconclusive": 3}
 # Without telemetry in the directory (the proxy samples none; replay with
 # --no-telemetry): said, not null.
-RESOURCES_OFF = {
+RESOURCES_OFF: Resources = {
     "telemetry": "off",
     "reason": "no telemetry in this shadow directory: `shadow replay` samples each side's "
     "own /metrics unless --no-telemetry, the proxy samples none; compare resource use "
     "with `accelbench run --telemetry` against each side",
 }
 # The server gauges a side's resources are summarised from (telemetry's srv_* columns).
-RESOURCE_GAUGES = {
+GaugeColumn = Literal["srv_requests_running", "srv_requests_waiting", "srv_kv_cache_usage"]
+RESOURCE_GAUGES: dict[GaugeColumn, str] = {
     "srv_requests_running": "running",
     "srv_requests_waiting": "waiting",
     "srv_kv_cache_usage": "KV-cache use",
 }
+_SIDES: tuple[Literal["baseline", "candidate"], ...] = ("baseline", "candidate")
 MAX_WINDOWS = 1000  # each window is a full evaluation of every gate (bootstrap included)
 _GATE = re.compile(
     r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(%|pp|x|ms)?\s*$"
@@ -83,7 +99,7 @@ class Gate:
     op: str
     value: float
     unit: str  # "%", "pp", "x", "ms" or "" (absolute)
-    column: str | None = None  # latency column
+    column: LatencyColumn | None = None
     q: float | None = None  # latency percentile
 
     @property
@@ -142,34 +158,6 @@ def parse_gate(text: str) -> Gate:
     return g
 
 
-class FirstDifference(TypedDict):
-    """Where a candidate's greedy output first differs from the baseline's."""
-
-    idx: int
-    at_char: int
-    baseline: str
-    candidate: str
-
-
-@dataclass
-class GateResult:
-    """One gate's verdict (the one :class:`~accelbench.metrics.verdict.Verdict` record,
-    in shadow's words) and, for ``agreement``, the first outputs that differ."""
-
-    verdict: Verdict
-    first_differences: list[FirstDifference] = field(default_factory=list)
-
-    @property
-    def status(self) -> Status:
-        return self.verdict.status
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            **self.verdict.to_json(),
-            "first_differences": [dict(d) for d in self.first_differences],
-        }
-
-
 # -- statistics (accelbench.metrics.stats) --------------------------------------------
 def _decide(op: str, lo: float, hi: float, thr: float) -> Status:
     if op in ("<=", "<"):
@@ -181,7 +169,7 @@ def _decide(op: str, lo: float, hi: float, thr: float) -> Status:
     return Status.PASS if ok else Status.FAIL if bad else Status.INCONCLUSIVE
 
 
-def _is_error(r: dict[str, Any]) -> bool:
+def _is_error(r: RequestRow) -> bool:
     return not r["ok"] and r.get("error_kind") != ErrorKind.INTERRUPTED
 
 
@@ -205,12 +193,12 @@ def _statistic(g: Gate) -> tuple[str, str, str]:
 
 def evaluate_gate(
     g: Gate,
-    base: list[dict[str, Any]],
-    cand: list[dict[str, Any]],
+    base: list[RequestRow],
+    cand: list[RequestRow],
     greedy: set[int],
     *,
     confidence: float = 0.95,
-) -> GateResult:
+) -> GateEntry:
     """One gate on paired rows (the same requests on both sides)."""
     thr = g.threshold
     statistic, unit, method = _statistic(g)
@@ -223,7 +211,7 @@ def evaluate_gate(
     diffs: list[FirstDifference] = []
     test: SignificanceTest | None = None
 
-    def done() -> GateResult:
+    def done() -> GateEntry:
         if test is not None:
             ev["test"], ev["p_value"] = test["name"], test["p_value"]
             if "p_candidate_slower" in test:  # a candidate request slower than a baseline one
@@ -236,7 +224,7 @@ def evaluate_gate(
             thresholds={"bound": thr}, rule=rule, evidence=ev, suite="shadow", kind=g.kind,
             note=note,
         )  # fmt: skip
-        return GateResult(v, diffs)
+        return GateEntry(v, diffs)
 
     if g.column is not None:
         assert g.q is not None
@@ -309,7 +297,7 @@ def evaluate_gate(
     return done()
 
 
-def _kinds(rows: list[dict[str, Any]]) -> dict[str, int]:
+def _kinds(rows: list[RequestRow]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in rows:
         if _is_error(r):
@@ -318,7 +306,7 @@ def _kinds(rows: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def _first_difference(b: dict[str, Any], c: dict[str, Any]) -> FirstDifference:
+def _first_difference(b: RequestRow, c: RequestRow) -> FirstDifference:
     tb, tc = b.get("output_text") or "", c.get("output_text") or ""
     i = next(
         (j for j, (x, y) in enumerate(zip(tb, tc, strict=False)) if x != y), min(len(tb), len(tc))
@@ -331,17 +319,17 @@ def _first_difference(b: dict[str, Any], c: dict[str, Any]) -> FirstDifference:
     }
 
 
-def is_greedy(body: dict[str, Any]) -> bool:
+def is_greedy(body: JsonObject) -> bool:
     return body.get("temperature") == 0 or body.get("top_k") == 1
 
 
 # -- the verdict ------------------------------------------------------------------------
-def _overall(results: list[GateResult]) -> Status:
+def _overall(results: list[GateEntry]) -> Status:
     """no-go (fail) if any gate fails, else inconclusive if any is, else go (pass)."""
     return worst(r.status for r in results) if results else Status.PASS
 
 
-def _paired(rows: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], list[dict]]:
+def _paired(rows: dict[str, list[RequestRow]]) -> tuple[list[RequestRow], list[RequestRow]]:
     """The requests both sides saw (the proxy copies a sample; a dropped copy or a request
     still in flight when it stopped has no pair)."""
     b = {r["idx"]: r for r in rows["baseline"]}
@@ -350,20 +338,21 @@ def _paired(rows: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], list[dic
     return [b[i] for i in common], [c[i] for i in common]
 
 
-def _side_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _side_summary(rows: list[RequestRow]) -> SideSummary:
     from accelbench.metrics.stats import describe
 
     ok = [r for r in rows if r["ok"]]
-    out: dict[str, Any] = {"requests": len(rows), "ok": len(ok), "errors": _kinds(rows)}
+    latency: dict[str, dict[str, float | None]] = {}
     for name, col in LATENCY.items():
-        d = describe([r[col] for r in ok if r.get(col) is not None])
-        out[name] = {k: d[k] for k in ("count", "p50", "p90", "p99")}
+        d = describe([x for r in ok if (x := r[col]) is not None])
+        latency[name] = {k: d[k] for k in ("count", "p50", "p90", "p99")}
+    rate: float | None = None
     if ok:
         t0 = min(r["t_send"] for r in ok)
         t1 = max(r["t_done"] or r["t_send"] for r in ok)
-        tokens = sum(r.get("osl") or 0 for r in ok)
-        out["output_tokens_per_s"] = tokens / ((t1 - t0) / 1e9) if t1 > t0 else None
-    return out
+        tokens = sum(r["osl"] or 0 for r in ok)
+        rate = tokens / ((t1 - t0) / 1e9) if t1 > t0 else None
+    return SideSummary(len(rows), len(ok), _kinds(rows), latency, rate)
 
 
 def shadow_verdict(
@@ -373,7 +362,7 @@ def shadow_verdict(
     window_s: float | None = None,
     confidence: float = 0.95,
     write: bool = True,
-) -> dict[str, Any]:
+) -> ShadowVerdictDoc:
     """Evaluate the gates overall and per window; writes verdict.json and returns it."""
     if not gates:
         raise UsageError("give at least one --gate, e.g. --gate 'ttft_p99 <= +10%'")
@@ -382,16 +371,16 @@ def shadow_verdict(
     window_s = v.optional_number("--window", window_s, 0, 30 * 86400, lo_open=True, unit="s")
     d = Path(shadow_dir)
     unreadable: dict[str, int] = {}
-    meta, rows = read_shadow(d, unreadable)
+    meta, rows = read_shadow_dir(d, unreadable)
     base, cand = _paired(rows)
     bodies = read_trace_bodies(d)
     greedy = {i for i, body in bodies.items() if is_greedy(body)}
 
-    def run(b: list[dict], c: list[dict]) -> list[GateResult]:
+    def run(b: list[RequestRow], c: list[RequestRow]) -> list[GateEntry]:
         return [evaluate_gate(g, b, c, greedy, confidence=confidence) for g in parsed]
 
     overall = run(base, cand)
-    windows: list[dict[str, Any]] = []
+    windows: list[VerdictWindow] = []
     if base:
         t0 = min(r["t_sched"] for r in base)
         span = (max(r["t_sched"] for r in base) - t0) / 1e9
@@ -412,38 +401,29 @@ def shadow_verdict(
                 wb = [r for r, s in zip(base, slot, strict=True) if s == k]
                 wc = [r for r, s in zip(cand, slot, strict=True) if s == k]
                 res = run(wb, wc)
-                windows.append({
-                    "start_s": k * w, "end_s": (k + 1) * w, "requests": len(wb),
-                    "verdict": word(_overall(res), "shadow"),
-                    "gates": [r.to_json() for r in res],
-                })  # fmt: skip
+                windows.append(VerdictWindow(k * w, (k + 1) * w, len(wb), _overall(res), res))
     status = _overall(overall)
-    verdict = word(status, "shadow")
-    doc = {
-        "schema": SCHEMA,
-        "shadow_dir": str(d),
-        "verdict": verdict,  # in shadow's words (go / no-go / inconclusive)
-        "exit_code": EXIT[verdict],
-        "confidence": confidence,
-        "paired_requests": len(base),
-        "gates": [r.to_json() for r in overall],
-        "windows": windows,
-        "sides": {
-            "baseline": _side_summary(rows["baseline"]),
-            "candidate": _side_summary(rows["candidate"]),
-        },
-        "counters": meta.get("counters", {}),
-        "status": meta.get("status"),
-        "mode": meta.get("mode"),
-        "resources": resources(d, rows),
-        "unreadable_lines": unreadable,  # journal -> lines skipped (torn, damaged)
-    }
+    doc = ShadowVerdictDoc(
+        status=status,  # rendered in shadow's words (go / no-go / inconclusive)
+        confidence=confidence,
+        paired_requests=len(base),
+        gates=overall,
+        windows=windows,
+        sides={side: _side_summary(rows[side]) for side in ("baseline", "candidate")},
+        counters=dict(meta.counters),
+        shadow_dir=str(d),
+        exit_code=EXIT[word(status, "shadow")],
+        run_status=meta.status,
+        mode=meta.mode,
+        resources=cast(JsonObject, resources(d, rows)),
+        unreadable_lines=unreadable,  # journal -> lines skipped (torn, damaged)
+    )
     if write:
-        write_json_atomic(d / VERDICT, doc)
+        write_verdict(d, doc)
     return doc
 
 
-def resources(d: Path, rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def resources(d: Path, rows: dict[str, list[RequestRow]]) -> Resources:
     """Each side's server gauges (mean and max of running and waiting requests and of
     KV-cache use, tokens generated) over that side's own span, from first scheduled
     request to last completion (a sequential replay serves one side at a time), from the
@@ -453,44 +433,61 @@ def resources(d: Path, rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     from accelbench.store.rundir import read_json_object
     from accelbench.telemetry.sampler import TELEMETRY_FILE
 
-    out: dict[str, Any] = {}
-    for side in ("baseline", "candidate"):
+    out: Resources = {}
+    for side in _SIDES:
         tdir = d / f"telemetry-{side}"
         if not (tdir / TELEMETRY_FILE).is_file():
             continue
         try:
-            samples = [r for r in pq.read_table(tdir / TELEMETRY_FILE).to_pylist()
-                       if r.get("kind") == "server"]  # fmt: skip
+            samples: list[dict[str, object]] = [
+                r for r in pq.read_table(tdir / TELEMETRY_FILE).to_pylist()
+                if r.get("kind") == "server"
+            ]  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a damaged file is said, never fatal
             out[side] = {"samples": 0, "note": f"unreadable {TELEMETRY_FILE}: {exc}"}
             continue
         recs = rows.get(side) or []
         if recs:
-            t0 = min(int(r["t_sched"]) for r in recs)
-            t1 = max(int(r.get("t_done") or r.get("t_send") or t0) for r in recs)
-            samples = [r for r in samples if t0 <= int(r["t_ns"]) <= t1]
-        doc: dict[str, Any] = {"samples": len(samples)}
+            t0 = min(r["t_sched"] for r in recs)
+            t1 = max(r["t_done"] or r["t_send"] or t0 for r in recs)
+            samples = [r for r in samples if t0 <= _int(r["t_ns"]) <= t1]
+        doc: SideResources = {"samples": len(samples)}
         if samples:
-            doc["engine"] = samples[0].get("engine")
+            engine = samples[0].get("engine")
+            doc["engine"] = None if engine is None else str(engine)
             for col in RESOURCE_GAUGES:
-                vals = [float(r[col]) for r in samples if r.get(col) is not None]
-                doc[col] = {"mean": sum(vals) / len(vals), "max": max(vals)} if vals else None
-            gen = [r["srv_generation_tokens_total"] for r in samples
-                   if r.get("srv_generation_tokens_total") is not None]  # fmt: skip
+                vals = [_float(x) for r in samples if (x := r.get(col)) is not None]
+                doc[col] = GaugeStat(mean=sum(vals) / len(vals), max=max(vals)) if vals else None
+            gen = [_float(x) for r in samples
+                   if (x := r.get("srv_generation_tokens_total")) is not None]  # fmt: skip
             doc["generated_tokens"] = gen[-1] - gen[0] if len(gen) > 1 else None
         else:
             try:
                 src = read_json_object(tdir / "telemetry.json").get("sources") or {}
             except Exception:  # noqa: BLE001
                 src = {}
-            doc["note"] = str(src.get("server") or "no sample of the server's /metrics")
+            server = src.get("server") if isinstance(src, dict) else None
+            doc["note"] = str(server or "no sample of the server's /metrics")
         out[side] = doc
     if not out:
-        return dict(RESOURCES_OFF)
+        return dict(RESOURCES_OFF)  # type: ignore[return-value]
     return {"telemetry": "server /metrics", **out}
 
 
-def resources_line(side: Any) -> str:
+def _float(x: object) -> float:
+    """A telemetry.parquet number (its schema makes the gauges floats or ints)."""
+    if isinstance(x, int | float):
+        return float(x)
+    raise TypeError(f"not a number: {x!r}")
+
+
+def _int(x: object) -> int:
+    if isinstance(x, int):
+        return x
+    raise TypeError(f"not an integer: {x!r}")
+
+
+def resources_line(side: object) -> str:
     """One line of a side's resources for the terminal and the report ("malformed" for
     a verdict.json whose resources are not what :func:`resources` writes)."""
     try:
@@ -499,7 +496,7 @@ def resources_line(side: Any) -> str:
         return "malformed"
 
 
-def _resources_line(side: Any) -> str:
+def _resources_line(side: object) -> str:
     if not isinstance(side, dict):
         return "no telemetry"
     if not side.get("samples"):

@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 import numpy as np
 import orjson
 
 from accelbench.documents import Json, JsonObject
 from accelbench.errors import UsageError
-from accelbench.metrics.records import ErrorKind
+from accelbench.metrics.records import ErrorKind, RequestRow
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import read_json
 from accelbench.suites.stress.document import MemorySample, WindowStats
@@ -70,8 +70,28 @@ def dir_bytes(path: Path) -> int:
 
 
 # -- runs ------------------------------------------------------------------------------
+class StepChanges(TypedDict, total=False):
+    """What a suite's step changes in its load's configuration (:func:`run_step`)."""
+
+    url: Endpoint | None
+    concurrency: int | None
+    rate: float | None
+    num_requests: int | None
+    duration_s: float | None
+    warmup_requests: int
+    save_text: bool
+    extra_body: JsonObject
+
+
+class WorkloadChanges(TypedDict, total=False):
+    """What a step changes in its workload (flood: the input and output lengths)."""
+
+    isl: int
+    osl: int
+
+
 def check_load(
-    cfg: BenchmarkConfig, where: str | None = None, step: dict[str, Any] | None = None
+    cfg: BenchmarkConfig, where: str | None = None, step: StepChanges | None = None
 ) -> None:
     """Check a suite's load before anything runs, on a copy (``validate`` fills defaults
     that the suites set per step); ``where`` names the endpoint in the message. With
@@ -94,8 +114,8 @@ def run_step(
     base: BenchmarkConfig,
     out: Path,
     log: Log = _quiet,
-    workload: dict[str, Any] | None = None,
-    **changes: Any,
+    workload: WorkloadChanges | None = None,
+    **changes: Unpack[StepChanges],
 ) -> RunResult:
     """One ordinary run directory at ``out`` (``accelbench runs list`` sees it), with
     ``changes`` to the config and ``workload`` changes to its workload; its result
@@ -107,12 +127,12 @@ def run_step(
     return run_benchmark(cfg, progress=False, log=log)
 
 
-def run_records(run_dir: Path) -> list[dict[str, Any]]:
-    """The measured records of a run (requests.parquet), as dicts."""
+def run_records(run_dir: Path) -> list[RequestRow]:
+    """The measured records of a run (requests.parquet: RequestRow's columns and types)."""
     import pyarrow.parquet as pq
 
-    t = pq.read_table(run_dir / "requests.parquet")
-    return [r for r in t.to_pylist() if not r.get("warmup")]
+    rows = cast(list[RequestRow], pq.read_table(run_dir / "requests.parquet").to_pylist())
+    return [r for r in rows if not r["warmup"]]
 
 
 def run_status(run_dir: Path) -> str:
@@ -123,44 +143,65 @@ def run_status(run_dir: Path) -> str:
 
 
 # -- windows ---------------------------------------------------------------------------
-KEEP = ("t_sched", "t_send", "t_done", "ok", "warmup", "error_kind", "ttft_ms", "tpot_ms", "e2e_ms",
-        "osl", "isl")  # fmt: skip
+class WindowRow(TypedDict):
+    """The fields of a request record a soak window needs (:func:`slim`)."""
+
+    t_sched: int | None
+    t_send: int
+    t_done: int | None
+    ok: bool
+    warmup: bool
+    error_kind: str | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    e2e_ms: float | None
+    osl: int | None
+    isl: int | None
 
 
-def slim(row: dict[str, Any]) -> dict[str, Any]:
-    """The fields a window needs, derived from a journal row with the METRICS.md
-    formulas (:meth:`RequestRecord.derive`); per-chunk times are dropped, so the
-    collector's memory stays flat."""
-    from dataclasses import fields
-
-    from accelbench.metrics.records import RequestRecord
+def slim(row: RequestRow) -> WindowRow:
+    """The fields a window needs of a journal row (a record as ``record_row`` wrote it,
+    the values as the JSON line held them), the derived ones filled with the METRICS.md
+    formulas (:meth:`RequestRecord.derive`) where the row has none; per-chunk times are
+    dropped, so the collector's memory stays flat."""
+    from accelbench.metrics.records import FIELD_NAMES, RequestRecord
 
     if row.get("ttft_ms") is None and row.get("t_send"):
-        names = {f.name for f in fields(RequestRecord)}
-        rec = RequestRecord(**{k: v for k, v in row.items() if k in names})
+        # a wrong type or a missing mark raises TypeError: the caller skips the line
+        rec = RequestRecord(**{k: v for k, v in row.items() if k in FIELD_NAMES})  # type: ignore[arg-type]
         rec.osl = rec.osl or rec.osl_server or rec.osl_client or len(rec.chunk_times) or None
         rec.derive()
-        return {k: getattr(rec, k) for k in KEEP}
-    return {k: row.get(k) for k in KEEP}
+        return WindowRow(
+            t_sched=rec.t_sched, t_send=rec.t_send, t_done=rec.t_done, ok=rec.ok,
+            warmup=rec.warmup, error_kind=rec.error_kind, ttft_ms=rec.ttft_ms,
+            tpot_ms=rec.tpot_ms, e2e_ms=rec.e2e_ms, osl=rec.osl, isl=rec.isl,
+        )  # fmt: skip
+    return WindowRow(
+        t_sched=row.get("t_sched"), t_send=row.get("t_send") or 0, t_done=row.get("t_done"),
+        ok=bool(row.get("ok")), warmup=bool(row.get("warmup")),
+        error_kind=row.get("error_kind"), ttft_ms=row.get("ttft_ms"),
+        tpot_ms=row.get("tpot_ms"), e2e_ms=row.get("e2e_ms"), osl=row.get("osl"),
+        isl=row.get("isl"),
+    )  # fmt: skip
 
 
-def _pcts(vals: list[Any], qs: Iterable[float]) -> dict[str, float | None]:
+def _pcts(vals: list[float | None], qs: Iterable[float]) -> dict[str, float | None]:
     a = np.asarray([v for v in vals if v is not None], dtype=float)
     if a.size == 0:
         return {f"p{q:g}": None for q in qs}
     return {f"p{q:g}": float(v) for q, v in zip(qs, np.percentile(a, list(qs)), strict=True)}
 
 
-def window_stats(rows: list[dict[str, Any]], span_s: float) -> WindowStats:
+def window_stats(rows: list[WindowRow], span_s: float) -> WindowStats:
     """Throughput, latency percentiles and error rate of the records in one window."""
-    rows = [r for r in rows if not r.get("warmup") and r.get("error_kind") != ErrorKind.INTERRUPTED]
-    ok = [r for r in rows if r.get("ok")]
+    rows = [r for r in rows if not r["warmup"] and r["error_kind"] != ErrorKind.INTERRUPTED]
+    ok = [r for r in rows if r["ok"]]
     errors: dict[str, int] = {}
     for r in rows:
-        if not r.get("ok"):
-            k = str(r.get("error_kind") or "unknown")
+        if not r["ok"]:
+            k = str(r["error_kind"] or "unknown")
             errors[k] = errors.get(k, 0) + 1
-    out_tok = sum(int(r.get("osl") or 0) for r in ok)
+    out_tok = sum(int(r["osl"] or 0) for r in ok)
     return WindowStats(
         requests=len(rows),
         ok=len(ok),
@@ -168,9 +209,9 @@ def window_stats(rows: list[dict[str, Any]], span_s: float) -> WindowStats:
         errors=errors,
         req_per_s=len(ok) / span_s if span_s > 0 else None,
         output_tok_per_s=out_tok / span_s if span_s > 0 else None,
-        ttft_ms=_pcts([r.get("ttft_ms") for r in ok], (50, 90, 99)),
-        tpot_ms=_pcts([r.get("tpot_ms") for r in ok], (50, 90, 99)),
-        e2e_ms=_pcts([r.get("e2e_ms") for r in ok], (50, 99)),
+        ttft_ms=_pcts([r["ttft_ms"] for r in ok], (50, 90, 99)),
+        tpot_ms=_pcts([r["tpot_ms"] for r in ok], (50, 90, 99)),
+        e2e_ms=_pcts([r["e2e_ms"] for r in ok], (50, 99)),
     )
 
 
@@ -182,7 +223,7 @@ class JournalTail:
         self.pos = 0
         self.rest = b""
 
-    def new_rows(self) -> list[dict[str, Any]]:
+    def new_rows(self) -> list[WindowRow]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.pos)
@@ -193,9 +234,10 @@ class JournalTail:
         data = self.rest + data
         lines = data.split(b"\n")
         self.rest = lines.pop()  # a torn or unfinished last line
-        out = []
+        out: list[WindowRow] = []
         for line in lines:
-            with contextlib.suppress(orjson.JSONDecodeError):
+            # a damaged line (not JSON, not a record) is skipped, never fatal
+            with contextlib.suppress(orjson.JSONDecodeError, TypeError, AttributeError):
                 if line.strip():
                     out.append(slim(orjson.loads(line)))
         return out

@@ -38,7 +38,7 @@ from accelbench.suites.stress.document import (
 from accelbench.suites.stress.verdicts import compare_tokens, judge, stress_verdict
 from accelbench.urls import Endpoint
 
-GREEDY = {"temperature": 0.0, "top_k": 1, "seed": 1234}
+GREEDY: JsonObject = {"temperature": 0.0, "top_k": 1, "seed": 1234}
 
 
 @dataclass
@@ -51,7 +51,7 @@ class ConsistencyConfig:
     pause_s: float = 0.0  # between repeats
     warn_divergent: float = 0.0  # fraction of prompts
     fail_divergent: float = 0.05
-    extra_greedy: dict[str, Any] = field(default_factory=lambda: dict(GREEDY))
+    extra_greedy: JsonObject = field(default_factory=lambda: dict(GREEDY))
 
     def __post_init__(self) -> None:
         self.urls = [Endpoint.parse(u) for u in self.urls]

@@ -10,13 +10,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from accelbench.documents import Fields, JsonObject, to_json_object
 from accelbench.errors import UsageError
-from accelbench.metrics.records import ErrorKind
+from accelbench.metrics.records import ErrorKind, RequestRow
 from accelbench.metrics.stats import clopper_pearson, quadratic_fit
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
@@ -112,11 +111,11 @@ def default_lengths(max_context: int, osl: int, start: int = 1024) -> list[int]:
     return out + [top]
 
 
-def error_class(rec: dict[str, Any]) -> str:
+def error_class(rec: RequestRow) -> str:
     """context_overflow | timeout | http_5xx | other (an HTTP 400/413 that names the
     context is an overflow)."""
-    kind = str(rec.get("error_kind") or "")
-    msg = str(rec.get("error") or "").lower()
+    kind = rec["error_kind"] or ""
+    msg = (rec["error"] or "").lower()
     if kind == ErrorKind.TIMEOUT:
         return ErrorKind.TIMEOUT
     if kind == ErrorKind.HTTP_5XX:
@@ -164,9 +163,9 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
                 recs = run_records(out)
                 steps.append(_step(n, c, recs, str(out.relative_to(path))))
                 for r in recs:
-                    if r.get("ok") and r.get("ttft_ms"):
-                        xs.append(float(r.get("isl") or n))
-                        ys.append(float(r["ttft_ms"]))
+                    if r["ok"] and (ttft := r["ttft_ms"]):
+                        xs.append(float(r["isl"] or n))
+                        ys.append(ttft)
                 if res.status != "completed":
                     status = res.status
                     raise _Stop
@@ -193,13 +192,13 @@ class _Stop(Exception):
     pass
 
 
-def _step(n: int, c: int, recs: list[dict[str, Any]], run: str) -> FloodStep:
-    ok = [r for r in recs if r.get("ok")]
-    ttft = np.asarray([r["ttft_ms"] for r in ok if r.get("ttft_ms")], dtype=float)
-    isl = np.asarray([float(r.get("isl") or n) for r in ok if r.get("ttft_ms")], dtype=float)
+def _step(n: int, c: int, recs: list[RequestRow], run: str) -> FloodStep:
+    ok = [r for r in recs if r["ok"]]
+    ttft = np.asarray([r["ttft_ms"] for r in ok if r["ttft_ms"]], dtype=float)
+    isl = np.asarray([float(r["isl"] or n) for r in ok if r["ttft_ms"]], dtype=float)
     errors: dict[str, int] = {}
     for r in recs:
-        if not r.get("ok"):
+        if not r["ok"]:
             k = error_class(r)
             errors[k] = errors.get(k, 0) + 1
     prefill = isl / (ttft / 1000.0) if ttft.size else np.array([])

@@ -18,12 +18,13 @@ import multiprocessing as mp
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
+from accelbench.metrics.records import RequestRow
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
@@ -53,7 +54,8 @@ from accelbench.suites.stress.verdicts import (
 )
 from accelbench.urls import Endpoint
 
-METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
+Latency = Literal["ttft_ms", "tpot_ms"]
+METRICS: tuple[tuple[str, Latency], ...] = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
 
 
 @dataclass
@@ -115,7 +117,7 @@ def _child(cfg: BenchmarkConfig, out: str, barrier: Any, parent_pid: int) -> Non
 
 
 def _phase(loads: list[tuple[int, BenchmarkConfig]], dirs: list[Path], duration: float,
-           stagger: float, log: Log) -> dict[int, list[dict[str, Any]]]:  # fmt: skip
+           stagger: float, log: Log) -> dict[int, list[RequestRow]]:  # fmt: skip
     """Run endpoints at once (one process each, released together after their imports);
     their records from the span in which all of them were sending. Each runs ``stagger``
     seconds longer than ``duration`` so that the common span is about ``duration``."""
@@ -155,10 +157,10 @@ def _phase(loads: list[tuple[int, BenchmarkConfig]], dirs: list[Path], duration:
     return {i: [r for r in rs if lo <= r["t_send"] <= hi] for i, rs in recs.items()}
 
 
-def _measured(d: Path) -> list[dict[str, Any]]:
+def _measured(d: Path) -> list[RequestRow]:
     if run_status(d) not in ("completed",):
         raise _Failed(f"{d}: run {run_status(d)}")
-    return [r for r in run_records(d) if r.get("ok")]
+    return [r for r in run_records(d) if r["ok"]]
 
 
 class _Failed(Exception):
@@ -170,13 +172,13 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
     path.mkdir(parents=True, exist_ok=True)
     n = len(cfg.loads)
     idx = list(range(n))
-    solo: dict[int, list[dict[str, Any]]] = {i: [] for i in idx}
-    together: dict[int, list[dict[str, Any]]] = {i: [] for i in idx}
-    without: dict[int, dict[int, list[dict[str, Any]]]] = {j: {i: [] for i in idx} for j in idx}
+    solo: dict[int, list[RequestRow]] = {i: [] for i in idx}
+    together: dict[int, list[RequestRow]] = {i: [] for i in idx}
+    without: dict[int, dict[int, list[RequestRow]]] = {j: {i: [] for i in idx} for j in idx}
     runs: list[str] = []
     status = "completed"
 
-    def go(name: str, members: list[int], r: int) -> dict[int, list[dict[str, Any]]]:
+    def go(name: str, members: list[int], r: int) -> dict[int, list[RequestRow]]:
         dirs = [path / "runs" / f"r{r}-{name}-ep{i}" for i in members]
         runs.extend(str(d.relative_to(path)) for d in dirs)
         log(f"round {r}: {name} ({', '.join(f'ep{i}' for i in members)})")
@@ -212,12 +214,12 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
     return MixedResult(path, status, endpoints, matrix, verdicts)
 
 
-def _vals(recs: list[dict[str, Any]], key: str) -> np.ndarray:
-    return np.asarray([r[key] for r in recs if r.get(key) is not None], dtype=float)
+def _vals(recs: list[RequestRow], key: Latency) -> np.ndarray:
+    return np.asarray([r[key] for r in recs if r[key] is not None], dtype=float)
 
 
-def _window_p99(recs: list[dict[str, Any]], key: str, window_s: float) -> np.ndarray:
-    pts = [(r["t_send"], r[key]) for r in recs if r.get(key) is not None]
+def _window_p99(recs: list[RequestRow], key: Latency, window_s: float) -> np.ndarray:
+    pts = [(r["t_send"], x) for r in recs if (x := r[key]) is not None]
     if not pts:
         return np.array([])
     t0 = min(t for t, _ in pts)
@@ -227,7 +229,7 @@ def _window_p99(recs: list[dict[str, Any]], key: str, window_s: float) -> np.nda
     return np.asarray([np.percentile(v, 99) for _, v in sorted(bins.items()) if len(v) >= 3])
 
 
-def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
+def _endpoint(i: int, solo: list[RequestRow], mixed: list[RequestRow],
               cfg: MixedConfig) -> MixedEndpoint:  # fmt: skip
     out = MixedEndpoint(
         i, Endpoint.parse(cfg.loads[i].url or "").display, len(solo), len(mixed), {}, {}
@@ -244,9 +246,7 @@ def _endpoint(i: int, solo: list[dict[str, Any]], mixed: list[dict[str, Any]],
     return out
 
 
-def _effect(
-    all_: list[dict[str, Any]], without_j: list[dict[str, Any]], cfg: MixedConfig
-) -> Estimate:
+def _effect(all_: list[RequestRow], without_j: list[RequestRow], cfg: MixedConfig) -> Estimate:
     return Estimate.of(change_pct(_vals(without_j, "ttft_ms"), _vals(all_, "ttft_ms"), 50))
 
 

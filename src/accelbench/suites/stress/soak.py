@@ -36,6 +36,7 @@ from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
     MemoryProbe,
+    WindowRow,
     _quiet,
     check_load,
     dir_bytes,
@@ -104,7 +105,7 @@ class SoakConfig:
     def to_json(self) -> JsonObject:
         d = asdict(self)
         d["load"] = self.load.to_json()
-        return _json_object(d)
+        return to_json_object(d, "soak config")  # tuples as lists ...
 
     @classmethod
     def from_json(cls, d: Any, where: str = "stress.json") -> SoakConfig:
@@ -138,11 +139,6 @@ class SoakConfig:
             d["server_pid"] = None
             load["url"] = load["model"] = None
         return d
-
-
-def _json_object(d: dict[str, Any]) -> JsonObject:
-    """A configuration's dict as the JSON it is written as (tuples as lists ...)."""
-    return to_json_object(d, "soak config")
 
 
 def recorded_config(path: Path) -> SoakConfig:
@@ -194,7 +190,7 @@ class _Collector(threading.Thread):
         self.length: float | None = None
         self.halt = threading.Event()
         self.start_ns: int | None = None  # when the load started (the first record's t_sched)
-        self.rows: list[dict[str, Any]] = []  # records (journal rows) not yet in a window
+        self.rows: list[WindowRow] = []  # records (journal rows) not yet in a window
         self.samples: list[MemorySample] = []  # memory samples of the open window
         self.done: list[SoakWindow] = []  # windows closed by this collector
         self.w_start = 0.0  # segment seconds
