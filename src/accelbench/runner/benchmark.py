@@ -14,7 +14,6 @@ import signal
 import socket
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +29,7 @@ from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.metrics.records import ErrorKind, RequestRecord
 from accelbench.metrics.summary import ClientSection, Summary, WorkerStats
-from accelbench.runner.config import BenchmarkConfig, default_run_dir
+from accelbench.runner.config import BenchmarkConfig, new_run_dir
 from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, TelemetryStop, finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
 from accelbench.runner.probe import probe_with_retry
@@ -346,12 +345,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     log(f"planning {total} requests ({'synthetic' if not cfg.workload.dataset else 'dataset'})")
     plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console)
 
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    short = uuid.uuid4().hex[:6]
-    run_dir = default_run_dir(cfg, stamp, short)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise AccelbenchError(f"{run_dir} exists and is not empty: choose another --out")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir, short = new_run_dir(cfg)
     doc = new_run_doc(
         cfg, run_dir, target, engine, planned=n_measured if cfg.duration_s is None else None
     )

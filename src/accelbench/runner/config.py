@@ -8,17 +8,20 @@ credential-free ``display`` and ``from_json`` reads that back (``Endpoint.stored
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from accelbench import validate as v
+from accelbench.errors import AccelbenchError
 from accelbench.urls import Endpoint
 from accelbench.validate import check_url
 from accelbench.workload.config import WorkloadConfig
 
-__all__ = ["BenchmarkConfig", "WorkloadConfig", "default_run_dir"]
+__all__ = ["BenchmarkConfig", "WorkloadConfig", "default_run_dir", "new_run_dir"]
 
 Api = Literal["completions", "chat"]
 Arrival = Literal["poisson", "constant", "gamma"]
@@ -336,3 +339,16 @@ def default_run_dir(cfg: BenchmarkConfig, stamp: str, short_id: str) -> Path:
         return Path(cfg.out_dir)
     name = f"{stamp}-{short_id}" if not cfg.label else f"{stamp}-{cfg.label}"
     return Path(cfg.results_root) / name
+
+
+def new_run_dir(cfg: BenchmarkConfig) -> tuple[Path, str]:
+    """A run's directory, made empty: ``--out`` or a new one under the results root (UTC
+    time stamp, then a short id or the label; one that holds files is one line), and the
+    run's short id (it tags the run's requests)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    short = uuid.uuid4().hex[:6]
+    run_dir = default_run_dir(cfg, stamp, short)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise AccelbenchError(f"{run_dir} exists and is not empty: choose another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir, short

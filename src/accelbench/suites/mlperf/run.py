@@ -16,15 +16,13 @@ import signal
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
-from accelbench.errors import AccelbenchError, UsageError
+from accelbench.errors import UsageError
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.metrics.summary import ClientSection, MlperfSection, WorkerStats
 from accelbench.metrics.verdict import Status, from_word, word
@@ -35,7 +33,7 @@ from accelbench.runner.benchmark import (
     embedded_engine,
     new_run_doc,
 )
-from accelbench.runner.config import BenchmarkConfig, default_run_dir
+from accelbench.runner.config import BenchmarkConfig, new_run_dir
 from accelbench.runner.finalize import finalize_run
 from accelbench.store.rundir import JOURNAL, Journal
 from accelbench.store.rundoc import RunDoc, write_run_doc
@@ -264,12 +262,7 @@ def _run(
         )
     cfg.max_concurrency = cap
 
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    short = uuid.uuid4().hex[:6]
-    run_dir = default_run_dir(cfg, stamp, short)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise AccelbenchError(f"{run_dir} exists and is not empty: choose another --out")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir, short = new_run_dir(cfg)
 
     # The load is LoadGen's, not a closed or open loop of accelbench's.
     cfg.rate = None
