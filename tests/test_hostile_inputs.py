@@ -335,15 +335,18 @@ def test_server_words_are_never_markup(tmp_path: Path) -> None:
     """A model name or an error text with Rich markup or emoji codes prints literally."""
     from rich.console import Console
 
+    from accelbench.documents import load_json
     from accelbench.report.terminal import print_run_dir
-    from accelbench.store.rundir import read_json, write_json_atomic
+    from accelbench.store.rundir import write_json_atomic
     from synthetic_runs import make_run
 
     run = make_run(tmp_path / "r", concurrency=2)
-    meta = read_json(run / "run.json")
+    meta = load_json(run / "run.json")
+    assert isinstance(meta, dict)
     meta["config"]["model"] = "[/bold]evil[red] 0000:cd:00.0"
     write_json_atomic(run / "run.json", meta)
-    s = read_json(run / "summary.json")
+    s = load_json(run / "summary.json")
+    assert isinstance(s, dict)
     s["client"]["warnings"] = ["server said [/] :cd: [link=x]"]
     write_json_atomic(run / "summary.json", s)
     con = Console(record=True, width=200)

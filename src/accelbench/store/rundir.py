@@ -73,24 +73,6 @@ def write_text_atomic(path: Path, text: str) -> None:
             tmp.unlink()
 
 
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise AccelbenchError(f"{path} is missing") from None
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or UTF-8
-        raise AccelbenchError(f"{path} is unreadable: {exc}") from None
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON file that must hold an object (run.json, summary.json): anything else is
-    one clear error, never an AttributeError later."""
-    doc = read_json(path)
-    if not isinstance(doc, dict):
-        raise AccelbenchError(f"{path} is damaged: not a JSON object ({type(doc).__name__})")
-    return doc
-
-
 class Journal:
     """Append-only JSON lines; flushed to the OS at most every ``flush_s`` seconds, so a
     killed client loses at most that much. A torn last line is skipped on reading."""

@@ -430,7 +430,7 @@ def resources(d: Path, rows: dict[str, list[RequestRow]]) -> Resources:
     replay's ``telemetry-<side>/``; :data:`RESOURCES_OFF` when neither side has any."""
     import pyarrow.parquet as pq
 
-    from accelbench.store.rundir import read_json_object
+    from accelbench.documents import load_json
     from accelbench.telemetry.sampler import TELEMETRY_FILE
 
     out: Resources = {}
@@ -463,8 +463,9 @@ def resources(d: Path, rows: dict[str, list[RequestRow]]) -> Resources:
             doc["generated_tokens"] = gen[-1] - gen[0] if len(gen) > 1 else None
         else:
             try:
-                src = read_json_object(tdir / "telemetry.json").get("sources") or {}
-            except Exception:  # noqa: BLE001
+                tel = load_json(tdir / "telemetry.json")
+                src = (tel.get("sources") if isinstance(tel, dict) else None) or {}
+            except Exception:  # noqa: BLE001 - unreadable: no note from it
                 src = {}
             server = src.get("server") if isinstance(src, dict) else None
             doc["note"] = str(server or "no sample of the server's /metrics")

@@ -21,7 +21,7 @@ from accelbench.documents import Json, JsonObject
 from accelbench.errors import UsageError
 from accelbench.metrics.records import ErrorKind, RequestRow
 from accelbench.runner.config import BenchmarkConfig
-from accelbench.store.rundir import read_json
+from accelbench.store.rundoc import read_run_doc
 from accelbench.suites.stress.document import MemorySample, WindowStats
 from accelbench.urls import Endpoint
 
@@ -137,7 +137,7 @@ def run_records(run_dir: Path) -> list[RequestRow]:
 
 def run_status(run_dir: Path) -> str:
     try:
-        return str(read_json(run_dir / "run.json").get("status"))
+        return read_run_doc(run_dir).status
     except Exception:  # noqa: BLE001 - a torn run directory reads as unknown
         return "unknown"
 
