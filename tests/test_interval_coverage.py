@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from accelbench.documents import Fields
 from accelbench.metrics import stats as S
 from accelbench.metrics.compare import COMPARABLE, FRONTIER, Estimate, judge, parse_claim
 from accelbench.metrics.stats import (
@@ -31,6 +32,7 @@ from accelbench.metrics.stats import (
     wilson,
 )
 from accelbench.suites.shadow.verdict import evaluate_gate, parse_gate
+from accelbench.suites.stress.document import MixedEndpoint
 from accelbench.suites.stress.mixed import MixedConfig, _verdicts
 from accelbench.suites.stress.verdicts import (
     drift_verdict,
@@ -304,11 +306,13 @@ def test_jitter_too_few_windows_gives_no_interval_and_no_pass():
         e = {"endpoint": 0, "solo_requests": 0, "mixed_requests": 0,
              "ttft_jitter_mixed_pct": j, "ttft_p50_change_pct": j, "ttft_p99_change_pct": j,
              "tpot_p50_change_pct": j}  # fmt: skip
-        (claim,) = [v for v in _verdicts([e], cfg) if v.kind == "claim"]
+        ep = MixedEndpoint.from_json(Fields(e, "stress.json"))  # as stress.json holds it
+        (claim,) = [v for v in _verdicts([ep], cfg) if v.kind == "claim"]
         assert claim.word == "n/a" and claim.note.startswith("too few windows")
     j = jitter_pct(100 * rng.lognormal(0, 0.01, 40))  # 1 % jitter, 40 windows: under 4 %
     e["ttft_jitter_mixed_pct"] = j
-    (claim,) = [v for v in _verdicts([e], cfg) if v.kind == "claim"]
+    ep = MixedEndpoint.from_json(Fields(e, "stress.json"))
+    (claim,) = [v for v in _verdicts([ep], cfg) if v.kind == "claim"]
     assert claim.word == "pass" and claim.high < 4.0 and claim.thresholds["fail"] == 4.0
 
 

@@ -206,7 +206,7 @@ def test_spawned_helpers_die_with_parent(how: str, subreaper: None) -> None:
         [sys.executable, "-c", _HELPER_PARENT], stdout=subprocess.PIPE, start_new_session=True
     )
     ab = Accelbench.__new__(Accelbench)
-    ab.proc, ab.seen, ab.lines = parent, {}, []
+    ab.proc, ab.seen, ab.lines, ab.parent, ab.cmd = parent, {}, [], {}, {}
     assert parent.stdout is not None
     leader = int(parent.stdout.readline())
     # leader sh, its sleep, the guard, and the run() helper's sleep

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from accelbench.documents import Fields
 from accelbench.errors import DocumentError
 from accelbench.metrics.records import FIELD_NAMES, RequestRecord, RequestRow
 from accelbench.metrics.summary import EnergySection, TelemetrySection
@@ -236,3 +239,15 @@ def test_a_failing_sampler_never_breaks_the_run_end(tmp_path: Path) -> None:
     (d / "summary.json").write_text(json.dumps({**summary, "energy": {"joules": 1.0}}))
     again = finalize.finalize_run(d)
     assert again["energy"] == {"joules": 1.0} and "error" in again["telemetry"]
+
+
+@given(st.text(max_size=20), st.text(max_size=20))
+def test_a_document_error_is_one_printable_line_whatever_the_file_holds(
+    key: str, value: str
+) -> None:
+    """Keys and values of a damaged file are quoted in the error: none breaks the line."""
+    with pytest.raises(DocumentError) as exc:
+        Fields({key: value}, "run.json").int(key)
+    line = str(exc.value)
+    assert line.isprintable() and line.startswith("run.json: ")
+    assert str(DocumentError(f"a\nb\x1b[31m{key}")).isprintable()

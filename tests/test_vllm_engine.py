@@ -240,7 +240,7 @@ def test_sweep_on_vllm_renders_beside_llama_server(vllm_url, tiny_llama, tmp_pat
         )  # fmt: skip
         plan = SweepPlan(base, [1, 4], requests_per_point=4, warmup_per_point=1)
         doc = run_sweep(tmp_path / name, plan, progress=False)
-        assert [p["status"] for p in doc["points"]] == ["completed", "completed"], doc
+        assert [p.status for p in doc.points] == ["completed", "completed"], doc
         s = load_sweep(tmp_path / name)
         assert len(s.usable_runs) == 2
         for r in s.runs:

@@ -22,4 +22,10 @@ class UsageError(AccelbenchError):
 
 class DocumentError(AccelbenchError):
     """A file accelbench wrote (run.json, summary.json, a suite's document) that is damaged,
-    of an unknown version, or not the type it claims: one line naming the file and field."""
+    of an unknown version, or not the type it claims: one line naming the file and field.
+
+    The line quotes the file (its keys and values): whatever it holds, a character that
+    does not print (a newline in a key) is shown escaped, so the line stays one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("".join(c if c.isprintable() else repr(c)[1:-1] for c in str(message)))
