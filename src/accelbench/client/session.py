@@ -146,10 +146,7 @@ class OpenAIClient:
         except TransportError as exc:
             _failed(rec, exc.kind, str(exc))
         except asyncio.CancelledError:
-            if rec.error_kind is None:
-                rec.ok = False
-                rec.error_kind = ErrorKind.INTERRUPTED
-                rec.error = "the run was stopped while this request was in flight"
+            rec.interrupt("the run was stopped while this request was in flight")
             raise
         except Exception as exc:  # noqa: BLE001 - every failure becomes a record
             rec.ok = False

@@ -86,6 +86,14 @@ class RequestRecord:
     tpot_ms: float | None = None
     ntpot_ms: float | None = None
 
+    def interrupt(self, why: str) -> None:
+        """Stopped before it finished (a stop signal, a caller gone): an interrupted
+        record, unless it had already failed some other way (that error stands)."""
+        if self.error_kind is None:
+            self.ok = False
+            self.error_kind = ErrorKind.INTERRUPTED
+            self.error = why
+
     def derive(self) -> RequestRecord:
         """Fill the derived millisecond fields from the marks (METRICS.md formulas)."""
         self.n_chunks = len(self.chunk_times)

@@ -297,10 +297,7 @@ class LoadGenSUT:
                 raise asyncio.CancelledError
             await self._client.send(rec, body)
         except asyncio.CancelledError:
-            if rec.error_kind is None:
-                rec.ok = False
-                rec.error_kind = ErrorKind.INTERRUPTED
-                rec.error = "the run was stopped before this request finished"
+            rec.interrupt("the run was stopped before this request finished")
         finally:
             self._complete(qid, rec)
 

@@ -181,7 +181,7 @@ class CandidateProcess:
 # -- the child process ------------------------------------------------------------------
 async def _child(sock: socket.socket) -> None:
     from accelbench.client.session import OpenAIClient
-    from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
+    from accelbench.metrics.records import RequestRecord, record_row
     from accelbench.store.rundir import Journal
     from accelbench.urls import Endpoint
 
@@ -217,10 +217,7 @@ async def _child(sock: socket.socket) -> None:
             rec.max_tokens = mt if isinstance(mt, int) else None
             await client.send(rec, doc)
         except asyncio.CancelledError:
-            if rec.error_kind is None:
-                rec.ok = False
-                rec.error_kind = ErrorKind.INTERRUPTED
-                rec.error = "the proxy stopped before this copy finished"
+            rec.interrupt("the proxy stopped before this copy finished")
         finally:
             if rec.t_send == 0:
                 rec.t_send = _now()
