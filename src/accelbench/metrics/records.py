@@ -85,6 +85,14 @@ class RequestRecord:
     tail_ms: float | None = None
     tpot_ms: float | None = None
     ntpot_ms: float | None = None
+    # sessions and prefix caching (docs/WORKLOADS.md); appended last: older journals
+    # and tables without them read as None
+    session: int | None = None  # the session this request is a turn of
+    turn: int | None = None  # its turn in the session, from 0
+    cached_tokens: int | None = None  # prompt tokens the server served from its cache
+    prefix_group: int | None = None  # the shared system prompt it starts with
+    prefix_tokens: int | None = None  # that prompt's length in the server's tokens
+    blocks: list[int] | None = None  # the prompt's block identities (trace hash_ids)
 
     def interrupt(self, why: str) -> None:
         """Stopped before it finished (a stop signal, a caller gone): an interrupted
@@ -153,6 +161,12 @@ class RequestRow(TypedDict):
     tail_ms: float | None
     tpot_ms: float | None
     ntpot_ms: float | None
+    session: int | None
+    turn: int | None
+    cached_tokens: int | None
+    prefix_group: int | None
+    prefix_tokens: int | None
+    blocks: list[int] | None
 
 
 def _schema():
@@ -168,7 +182,8 @@ def _schema():
         "max_tokens": i64, "ok": pa.bool_(), "error_kind": txt, "http_status": pa.int32(),
         "error": txt, "finish_reason": txt, "retries": pa.int32(), "output_text": txt,
         "schedule_lag_ms": f64, "ttft_ms": f64, "e2e_ms": f64, "tail_ms": f64, "tpot_ms": f64,
-        "ntpot_ms": f64,
+        "ntpot_ms": f64, "session": i64, "turn": pa.int32(), "cached_tokens": i64,
+        "prefix_group": pa.int32(), "prefix_tokens": i64, "blocks": pa.list_(i64),
     }  # fmt: skip
     return pa.schema([(name, types[name]) for name in FIELD_NAMES])
 
