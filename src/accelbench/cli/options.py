@@ -66,6 +66,24 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "dataset_format": (str, _opt("auto", "--dataset-format", help="auto | sharegpt | prompts | chat")),
     "trace": (str, _opt(None, "--trace", help=(
         "Replay a trace's arrivals and lengths: accelbench trace.jsonl, Azure CSV, Mooncake JSONL."))),
+    "sessions": (int, _opt(None, "--sessions", help=(
+        "Multi-turn sessions instead of independent requests: each turn resends the "
+        "history (earlier prompts and the server's actual replies) plus a new message of "
+        "--isl tokens and asks --osl tokens. -c then bounds sessions in flight (closed "
+        "loop), --rate counts sessions per second, --warmup counts sessions. See docs/WORKLOADS.md."))),
+    "turns": (str, _opt("4", "--turns", help="Turns per session: N or LO:HI (uniform, 1 to 10,000).")),
+    "think_time": (str, _opt("0", "--think-time", help=(
+        "Seconds between a reply and the session's next turn: S or LO:HI (uniform)."))),
+    "shared_prefixes": (int, _opt(0, "--shared-prefixes", help=(
+        "K shared system prompts: request (or session) i starts with prompt i mod K."))),
+    "prefix_tokens": (int, _opt(0, "--prefix-tokens", help=(
+        "Length P of each shared system prompt, in the server's tokens."))),
+    "block_size": (int, _opt(None, "--block-size", help=(
+        "Tokens per cache block: a trace's hash_ids (default 512) and the ideal hit rate "
+        "(default: the server's, else 16)."))),
+    "kv_capacity_tokens": (int, _opt(None, "--kv-capacity-tokens", help=(
+        "The server's prefix-cache capacity in tokens, for the ideal LRU hit rate, where "
+        "its /metrics does not say (vLLM's and the reference server's do)."))),
     "tokenizer": (str, _opt(None, "--tokenizer", help="tokenizer.json or HF directory (default: server /tokenize).")),
     "seed": (int, _opt(0, "--seed", help="Seed for prompts, lengths and arrivals (0 to 2**32-1).")),
     "ignore_eos": (bool, _opt(True, "--ignore-eos/--no-ignore-eos", help="Force the full output length.")),
@@ -181,7 +199,10 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
         range_ratio=o["range_ratio"], range_convention=o["range_convention"],
         isl_std=o["isl_std"], osl_std=o["osl_std"], dataset=o["dataset"],
         dataset_format=o["dataset_format"], tokenizer=o["tokenizer"], seed=o["seed"],
-        trace=o["trace"],
+        trace=o["trace"], sessions=o["sessions"], turns=o["turns"],
+        think_time_s=o["think_time"], shared_prefixes=o["shared_prefixes"],
+        prefix_tokens=o["prefix_tokens"], block_size=o["block_size"],
+        kv_capacity_tokens=o["kv_capacity_tokens"],
     )  # fmt: skip
     return BenchmarkConfig(
         url=Endpoint.parse(o["url"]) if o["url"] else None, model=o["model"],

@@ -31,7 +31,7 @@ def build_body(
             prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         )
     else:
-        body["prompt"] = prompt if isinstance(prompt, str) else _flatten_chat(prompt)
+        body["prompt"] = prompt if isinstance(prompt, str) else flatten_chat(prompt)
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     body["stream"] = stream
@@ -44,7 +44,7 @@ def build_body(
     return body
 
 
-def _flatten_chat(messages: list[dict[str, Any]]) -> str:
+def flatten_chat(messages: list[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content", "")) for m in messages)
 
 
@@ -426,6 +426,9 @@ class ResponseHandler:
                 raise _Malformed("choices is not a list")
             if usage:
                 self._usage(usage)
+            timings = obj.get("timings")
+            if timings is not None and rec.cached_tokens is None:
+                self._timings(timings)
         except _Malformed as exc:
             self.fail(ErrorKind.MALFORMED_STREAM, f"{exc}: {_head(payload)}")
         except _BadUsage as exc:
@@ -452,6 +455,28 @@ class ResponseHandler:
         if inp is not None:
             rec.isl = inp
             rec.isl_source = "server_usage"
+        details = usage.get("prompt_tokens_details")
+        if details is not None:  # vLLM, llama-server, OpenAI: prompt tokens from the cache
+            if type(details) is not dict:
+                raise _BadUsage(f"usage.prompt_tokens_details is not an object: {_raw(details)}")
+            self._cached(_count(details, "cached_tokens"), "usage.prompt_tokens_details")
+
+    def _timings(self, timings: object) -> None:
+        """llama-server's ``timings.cache_n`` (prompt tokens reused from the slot), where
+        the usage does not say."""
+        if type(timings) is not dict:
+            raise _Malformed("timings is not an object")
+        self._cached(_count(timings, "cache_n"), "timings")
+
+    def _cached(self, cached: int | None, where: str) -> None:
+        rec = self.rec
+        if cached is None:
+            return
+        if rec.isl is not None and cached > rec.isl:
+            raise _BadUsage(
+                f"{where}: {cached} cached tokens is more than the {rec.isl} prompt tokens"
+            )
+        rec.cached_tokens = cached
 
     def _non_stream(self, body: bytes, t: int) -> None:
         rec = self.rec
@@ -482,6 +507,9 @@ class ResponseHandler:
                 rec.finish_reason = _finish_reason(c)
             if usage:
                 self._usage(usage)
+            timings = obj.get("timings")
+            if timings is not None and rec.cached_tokens is None:
+                self._timings(timings)
         except _Malformed as exc:
             self.fail(ErrorKind.MALFORMED_STREAM, f"{exc}: {_head(body)}")
             return

@@ -169,6 +169,7 @@ def _failed(rec: RequestRecord, kind: ErrorKind, message: str) -> None:
 def _reset_marks(rec: RequestRecord) -> None:
     rec.t_headers = rec.t_first = rec.t_last = rec.t_done = None
     rec.chunk_times = []
+    rec.cached_tokens = None
     rec.http_status = None
     rec.ok = False
     rec.error_kind = rec.error = None

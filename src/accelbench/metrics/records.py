@@ -90,6 +90,7 @@ class RequestRecord:
     session: int | None = None  # the session this request is a turn of
     turn: int | None = None  # its turn in the session, from 0
     cached_tokens: int | None = None  # prompt tokens the server served from its cache
+    turn_tokens: int | None = None  # tokens a history turn adds (the rest is history)
     prefix_group: int | None = None  # the shared system prompt it starts with
     prefix_tokens: int | None = None  # that prompt's length in the server's tokens
     blocks: list[int] | None = None  # the prompt's block identities (trace hash_ids)
@@ -164,6 +165,7 @@ class RequestRow(TypedDict):
     session: int | None
     turn: int | None
     cached_tokens: int | None
+    turn_tokens: int | None
     prefix_group: int | None
     prefix_tokens: int | None
     blocks: list[int] | None
@@ -183,7 +185,7 @@ def _schema():
         "error": txt, "finish_reason": txt, "retries": pa.int32(), "output_text": txt,
         "schedule_lag_ms": f64, "ttft_ms": f64, "e2e_ms": f64, "tail_ms": f64, "tpot_ms": f64,
         "ntpot_ms": f64, "session": i64, "turn": pa.int32(), "cached_tokens": i64,
-        "prefix_group": pa.int32(), "prefix_tokens": i64, "blocks": pa.list_(i64),
+        "turn_tokens": i64, "prefix_group": pa.int32(), "prefix_tokens": i64, "blocks": pa.list_(i64),
     }  # fmt: skip
     return pa.schema([(name, types[name]) for name in FIELD_NAMES])
 

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from accelbench.documents import Fields
 from accelbench.errors import DocumentError
+from accelbench.metrics.prefixcache import CACHE_COLUMNS, CacheSection, ServerCache, cache_section
 from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import describe, describe_adjusted, describe_weighted
 from accelbench.metrics.values import column_np
@@ -155,6 +156,7 @@ class ClientSection(TypedDict, total=False):
     achieved_rate: float | None
     streams_per_worker: float | None
     bottleneck: bool
+    server_cache: ServerCache  # the server's prefix cache, where the run learnt it
 
 
 class DeviceEnergy(TypedDict):
@@ -255,6 +257,7 @@ class Summary(TypedDict):
     health: NotRequired[HealthSection]
     journal: NotRequired[JournalSection]
     mlperf: NotRequired[MlperfSection]
+    cache: NotRequired[CacheSection]
     source: NotRequired[ImportSection]
     absent: NotRequired[list[str]]
     journal_unreadable_lines: NotRequired[int]
@@ -278,6 +281,7 @@ _SECTIONS: dict[str, bool] = {
     "health": True,
     "journal": True,
     "mlperf": True,
+    "cache": True,
     "source": True,
 }
 KNOWN_SCHEMAS = (SCHEMA_ID,)  # a file without ``schema`` (an early import) reads as /1
@@ -633,7 +637,26 @@ def summarize(
         "client": client.copy() if client is not None else ClientSection(),
         "definitions": DEFINITIONS,
     }
+    cache = _cache(table, summary["client"])
+    if cache is not None:
+        summary["cache"] = cache
     return summary
+
+
+def _cache(table: pa.Table, client: ClientSection) -> CacheSection | None:
+    """The prefix-cache section where the workload has structure (sessions, shared
+    prefixes, trace blocks) or the server said what it had cached."""
+    cols = [
+        c for c in ("session", "prefix_group", "blocks", "cached_tokens") if c in table.column_names
+    ]
+    if not any(table.column(c).null_count < table.num_rows for c in cols):
+        return None
+    names = [c for c in CACHE_COLUMNS if c in table.column_names]
+    rows = table.select(names).to_pylist()
+    for r in rows:
+        for c in CACHE_COLUMNS:
+            r.setdefault(c, None)
+    return cache_section(rows, client.get("server_cache"))
 
 
 def _send_span(t_send: np.ndarray) -> float | None:

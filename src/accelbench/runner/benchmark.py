@@ -33,6 +33,7 @@ from accelbench.runner.config import BenchmarkConfig, new_run_dir
 from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, TelemetryStop, finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
 from accelbench.runner.probe import probe_with_retry
+from accelbench.runner.servercache import read_counters, server_cache
 from accelbench.runner.workers import WorkerPool
 from accelbench.store.reader import RunInfo
 from accelbench.store.rundir import JOURNAL, PARQUET, Journal
@@ -48,6 +49,7 @@ from accelbench.store.rundoc import (
 )
 from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
+from accelbench.workload.requests import TRACE_BLOCK_SIZE
 from accelbench.workload.tokenizer import LocalTokenizer, Tokenizer, server_tokenizer_if_any
 
 Log = Callable[[str], None]
@@ -342,8 +344,13 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     n_warm = cfg.warmup_requests
     n_measured = planned_measured(cfg)
     total = n_warm + n_measured
-    log(f"planning {total} requests ({'synthetic' if not cfg.workload.dataset else 'dataset'})")
+    what = "sessions" if cfg.workload.sessions is not None else "requests"
+    kind = "synthetic" if not cfg.workload.dataset else "dataset"
+    log(f"planning {total} {what} ({kind})")
     plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console)
+    if cfg.workload.sessions is not None:  # --warmup counts sessions: now count turns
+        n_warm = sum(1 for p in plan if p.session is not None and p.session < n_warm)
+        n_measured = len(plan) - n_warm
 
     run_dir, short = new_run_dir(cfg)
     doc = new_run_doc(
@@ -354,8 +361,18 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     n_workers = resolve_workers(cfg, n_measured)
     specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
     sampler = _start_telemetry(cfg, run_dir, engine)
+    wl = cfg.workload
+    structured = wl.sessions is not None or wl.shared_prefixes or wl.trace
+    before = read_counters(cfg.url) if structured else None
     status, client = _drive(specs, run_dir, doc, cfg, n_warm, n_measured, progress, console,
                             sampler)  # fmt: skip
+    if structured:
+        client["server_cache"] = server_cache(
+            before, read_counters(cfg.url), block_size=wl.block_size,
+            capacity_tokens=wl.kv_capacity_tokens,
+            trace_block_size=(wl.block_size or TRACE_BLOCK_SIZE) if wl.trace else None,
+        )  # fmt: skip
+        doc.client = client
     del specs, plan  # the prompts: the end of the run has no use for them
     summary = end_run(run_dir, doc=doc, tok=tok, status=status, client=client, sampler=sampler)
     if status != "completed":
@@ -382,15 +399,16 @@ def _plan_with_progress(
     cfg: BenchmarkConfig, total: int, tok: Tokenizer | None, special: int, show: bool, console: Any
 ) -> list[PlannedRequest]:
     """Build the plan; prompts of exact length cost tokenizer round trips, so show progress."""
+    chat = cfg.endpoint == "chat"
     if not show:
-        return build_plan(cfg.workload, total, tok, special_tokens=special)
+        return build_plan(cfg.workload, total, tok, special_tokens=special, chat=chat)
     from rich.progress import Progress
 
     with Progress(console=console, transient=True) as prog:
         task = prog.add_task("preparing prompts", total=total)
         return build_plan(
-            cfg.workload, total, tok, special_tokens=special,
-            progress=lambda done, n: prog.update(task, completed=done),
+            cfg.workload, total, tok, special_tokens=special, chat=chat,
+            progress=lambda done, n: prog.update(task, completed=done, total=n),
         )  # fmt: skip
 
 
@@ -402,6 +420,8 @@ def _worker_specs(
     api_key: str | None,
     tag: str,
 ) -> list[WorkerSpec]:
+    if plan and plan[0].session is not None:
+        return _session_specs(cfg, plan, n_warm, n_workers, api_key, tag)
     offsets = None
     if plan and plan[0].offset_s is not None:  # --trace: its own arrival times
         arr = np.array([p.offset_s or 0.0 for p in plan])
@@ -414,7 +434,6 @@ def _worker_specs(
             len(plan) - n_warm, cfg.rate, cfg.arrival, cfg.burstiness, seed + 1
         )
         offsets = (warm_off, meas_off)
-    server = cfg.url or Endpoint.parse("")  # connect() has made sure of one (tests: none)
     specs = []
     for k in range(n_workers):
         phases = []
@@ -444,25 +463,88 @@ def _worker_specs(
                     drain_timeout_s=cfg.drain_timeout_s,
                 )
             )
-        specs.append(
-            WorkerSpec(
-                worker=k,
-                n_workers=n_workers,
-                base_url=server,
-                model=cfg.model or "",
-                endpoint=cfg.endpoint,
-                stream=cfg.stream,
-                api_key=api_key,
-                timeout_s=cfg.timeout_s,
-                ignore_eos=cfg.ignore_eos,
-                extra_body=cfg.extra_body,
-                save_text=cfg.save_text,
-                run_tag=tag,
-                phases=phases,
-                transport=cfg.transport,
-            )
-        )
+        specs.append(_worker_spec(cfg, k, n_workers, api_key, tag, phases))
     # a worker with no closed-loop slots gets none of the requests
+    return [s for s in specs if any(p.items for p in s.phases) or s.worker == 0]
+
+
+def _worker_spec(
+    cfg: BenchmarkConfig,
+    k: int,
+    n_workers: int,
+    api_key: str | None,
+    tag: str,
+    phases: list[PhaseSpec],
+) -> WorkerSpec:
+    return WorkerSpec(
+        worker=k,
+        n_workers=n_workers,
+        base_url=cfg.url or Endpoint.parse(""),  # connect() has made sure of one
+        model=cfg.model or "",
+        endpoint=cfg.endpoint,
+        stream=cfg.stream,
+        api_key=api_key,
+        timeout_s=cfg.timeout_s,
+        ignore_eos=cfg.ignore_eos,
+        extra_body=cfg.extra_body,
+        save_text=cfg.save_text,
+        run_tag=tag,
+        phases=phases,
+        transport=cfg.transport,
+    )
+
+
+def _session_specs(
+    cfg: BenchmarkConfig,
+    plan: list[PlannedRequest],
+    n_warm: int,
+    n_workers: int,
+    api_key: str | None,
+    tag: str,
+) -> list[WorkerSpec]:
+    """Workers for a plan of sessions: a session's turns stay on one worker. A closed
+    loop over several workers shares the sessions through a counter; an open loop
+    deals them out, each starting at its arrival offset (``--rate`` counts sessions
+    per second; a trace gives its first turn's time)."""
+    groups: list[list[tuple[int, PlannedRequest]]] = []
+    for i, req in enumerate(plan):
+        if not groups or req.turn == 0 or groups[-1][-1][1].session != req.session:
+            groups.append([])
+        groups[-1].append((i, req))
+    warm_n = sum(1 for g in groups if g[0][0] < n_warm)
+    phase_groups = (("warmup", groups[:warm_n]), ("measured", groups[warm_n:]))
+    closed = cfg.rate is None and plan[0].offset_s is None
+    specs = []
+    for k in range(n_workers):
+        phases = []
+        for name, gs in phase_groups:
+            if not gs:
+                continue
+            offsets: list[float] | None = None
+            if plan[0].offset_s is not None:
+                first = gs[0][0][1].offset_s or 0.0
+                offsets = [(g[0][1].offset_s or 0.0) - first for g in gs]
+            elif cfg.rate is not None:
+                seed = cfg.workload.seed + (0 if name == "warmup" else 1)
+                arr = arrival_offsets(len(gs), cfg.rate, cfg.arrival, cfg.burstiness, seed)
+                offsets = [float(x) for x in arr]
+            mine = list(range(len(gs))) if closed and n_workers > 1 else list(
+                range(k, len(gs), n_workers))  # fmt: skip
+            sessions = [gs[i] for i in mine]
+            phases.append(
+                PhaseSpec(
+                    name=name,
+                    items=[it for g in sessions for it in g],
+                    offsets=None if offsets is None else [offsets[i] for i in mine],
+                    concurrency=_split(cfg.concurrency, k, n_workers) if closed else None,
+                    max_concurrency=_split(cfg.max_concurrency, k, n_workers),
+                    duration_s=cfg.duration_s if name == "measured" else None,
+                    cycle=False,
+                    drain_timeout_s=cfg.drain_timeout_s,
+                    sessions=sessions,
+                )
+            )
+        specs.append(_worker_spec(cfg, k, n_workers, api_key, tag, phases))
     return [s for s in specs if any(p.items for p in s.phases) or s.worker == 0]
 
 

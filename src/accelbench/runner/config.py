@@ -91,7 +91,17 @@ class BenchmarkConfig:
         self.duration_s = v.optional_number(
             "--duration", self.duration_s, 0, MAX_DURATION_S, lo_open=True, unit="s"
         )
-        if self.num_requests is None and self.duration_s is None and not self.workload.trace:
+        if self.workload.sessions is not None and self.num_requests is not None:
+            raise v.UsageError(
+                "--sessions N sets how many sessions the run sends (each of --turns "
+                "requests): not with --num-requests"
+            )
+        if (
+            self.num_requests is None
+            and self.duration_s is None
+            and not self.workload.trace
+            and self.workload.sessions is None
+        ):
             self.num_requests = max(10, 10 * (self.concurrency or 1))
         self.num_requests = v.optional_integer("--num-requests", self.num_requests, 1, MAX_REQUESTS)
         self.warmup_requests = v.integer("--warmup", self.warmup_requests, 0, MAX_REQUESTS)
@@ -241,6 +251,10 @@ class BenchmarkConfig:
                 ):
                     if std is not None and dist not in ("normal", "lognormal"):
                         refuse(f"--{side}-std applies to a normal or lognormal --{side}-dist only")
+        if wl.sessions is None:
+            for f in ("turns", "think_time_s"):
+                if differs(wl, wd, f):
+                    refuse(f"{_opt(f)} shapes the sessions of --sessions N, which is not given")
         if self.workers is not None:
             closed = self.rate is None and not wl.trace
             streams = self.concurrency if closed else self.max_concurrency
@@ -265,6 +279,8 @@ class BenchmarkConfig:
         n = self.known_measured()
         if n is not None:
             return n
+        if self.workload.sessions is not None:  # sessions (the plan counts their turns)
+            return self.workload.sessions
         if self.rate is not None:
             return math.ceil(self.rate * (self.duration_s or 0) * 1.3) + 16
         return max(64, 4 * (self.concurrency or 1))
@@ -317,6 +333,7 @@ _OPTION_NAMES = {
     "timeout_s": "--timeout",
     "telemetry_interval_s": "--telemetry-interval",
     "out_dir": "--out",
+    "think_time_s": "--think-time",
 }
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from accelbench.client.openai import build_body
+from accelbench.client.openai import build_body, flatten_chat
 from accelbench.client.session import OpenAIClient
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
@@ -46,6 +46,9 @@ class PhaseSpec:
     duration_s: float | None = None  # stop issuing after this; the plan is cycled...
     cycle: bool = True  # ...unless False (-n and -d: stop at whichever comes first)
     drain_timeout_s: float | None = None
+    # --sessions / a trace with sessions: the turns of each session of this worker, in
+    # turn order; ``offsets`` and the closed loop's counter then count sessions
+    sessions: list[list[tuple[int, PlannedRequest]]] | None = None
 
 
 @dataclass
@@ -148,7 +151,17 @@ class LoadWorker:
         self.lag = LoopLagMonitor()
 
     # -- per request --------------------------------------------------------------
-    async def _one(self, idx: int, req: PlannedRequest, warmup: bool, t_sched: int) -> None:
+    async def _one(
+        self,
+        idx: int,
+        req: PlannedRequest,
+        warmup: bool,
+        t_sched: int,
+        prompt: str | list[dict[str, Any]] | None = None,
+    ) -> RequestRecord:
+        """Send one request (``prompt``: a session turn's history and message, else the
+        plan's prompt) and journal its record; returns the record (its ``output_text``
+        is the reply, whatever ``save_text`` keeps in the journal)."""
         spec = self.spec
         rec = RequestRecord(
             idx=idx,
@@ -159,21 +172,29 @@ class LoadWorker:
             max_tokens=req.max_tokens,
             isl_planned=req.isl_planned,
         )
+        if req.session is not None or req.prefix_group is not None or req.blocks is not None:
+            rec.session, rec.turn = req.session, req.turn if req.session is not None else None
+            rec.turn_tokens = req.turn_tokens
+            rec.prefix_group = req.prefix_group
+            rec.prefix_tokens = req.prefix_tokens if req.prefix_group is not None else None
+            rec.blocks = list(req.blocks) if req.blocks is not None else None
         body = build_body(
             endpoint=spec.endpoint,
             model=spec.model,
-            prompt=req.prompt,
+            prompt=req.prompt if prompt is None else prompt,
             max_tokens=req.max_tokens,
             stream=spec.stream,
             ignore_eos=spec.ignore_eos,
             extra=spec.extra_body,
         )
         self.sent += 1
+        reply = None
         try:
             await self.client.send(rec, body)
         finally:
             if rec.t_send == 0:
                 rec.t_send = _now()
+            reply = rec.output_text
             if not (spec.save_text or (rec.ok and rec.osl_server is None)):
                 rec.output_text = None  # kept only where it is needed (OSL fallback)
             if rec.error_kind == ErrorKind.CONNECT_ERROR:
@@ -185,6 +206,8 @@ class LoadWorker:
             self._batch.append(record_row(rec))
             if len(self._batch) >= 64:
                 self.flush()
+        rec.output_text = reply
+        return rec
 
     def flush(self) -> None:
         if self._batch:
@@ -209,7 +232,9 @@ class LoadWorker:
                 start = await self._begin(phase.name, at)
                 if start is None:
                     break
-                if phase.offsets is not None:
+                if phase.sessions is not None:
+                    await self._session_loop(phase, start)
+                elif phase.offsets is not None:
                     await self._open_loop(phase, start)
                 else:
                     await self._closed_loop(phase)
@@ -369,3 +394,124 @@ class LoadWorker:
             else:
                 self._spawn(self._one(idx, req, warm, t_sched))
         del loop
+
+    # -- sessions -----------------------------------------------------------------
+    def _sessions(self, phase: PhaseSpec):
+        """This worker's sessions, in order; over several closed-loop workers the next
+        session's index comes from the counter they share."""
+        sessions = phase.sessions or []
+        counter = self.counters.get(phase.name) if phase.offsets is None else None
+        if counter is None:
+            yield from sessions
+            return
+        while True:
+            with counter.get_lock():
+                i = counter.value
+                counter.value = i + 1
+            if i >= len(sessions):
+                return
+            yield sessions[i]
+
+    async def _session_loop(self, phase: PhaseSpec, start: int) -> None:
+        """Closed loop: ``concurrency`` slots, each running one session at a time, turn
+        after turn. Open loop: sessions start at their offsets (at most
+        ``max_concurrency`` sessions at once), each running its turns in order."""
+        warm = phase.name == "warmup"
+        deadline = start + int(phase.duration_s * 1e9) if phase.duration_s else None
+        if phase.offsets is None:
+            it = iter(self._sessions(phase))
+
+            async def slot() -> None:
+                while not self._stopping:
+                    if deadline is not None and _now() >= deadline:
+                        return
+                    turns = next(it, None)
+                    if turns is None:
+                        return
+                    await self._session(turns, warm, _now(), start)
+
+            n = max(1, phase.concurrency or 1)
+            await asyncio.gather(*[self._spawn(slot()) for _ in range(n)], return_exceptions=True)
+            return
+        sem = asyncio.Semaphore(phase.max_concurrency) if phase.max_concurrency else None
+
+        async def capped(turns: list[tuple[int, PlannedRequest]], t_sched: int) -> None:
+            assert sem is not None
+            async with sem:
+                await self._session(turns, warm, t_sched, start)
+
+        for turns, off in zip(phase.sessions or [], phase.offsets, strict=True):
+            if self._stopping:
+                break
+            t_sched = start + int(min(off * 1e9, _FAR_NS))
+            if deadline is not None and t_sched >= deadline:
+                break
+            if not await self._due(t_sched):
+                break
+            if sem is not None:
+                self._spawn(capped(turns, t_sched))
+            else:
+                self._spawn(self._session(turns, warm, t_sched, start))
+
+    async def _due(self, t_sched: int) -> bool:
+        """Wait until ``t_sched`` (most of the way by timer, then yielding: finer than
+        the timer); False when the run was stopped meanwhile."""
+        delay = (t_sched - _now()) / 1e9
+        if delay > 0:
+            if delay > 0.002 and not await self._wait_until(t_sched - 1_000_000):
+                return False
+            while _now() < t_sched:
+                await asyncio.sleep(0)
+        return True
+
+    async def _session(
+        self, turns: list[tuple[int, PlannedRequest]], warm: bool, t_first: int, start: int
+    ) -> None:
+        """One session's turns in order. A turn with ``history`` sends the earlier
+        prompts and the server's actual replies, then its message; turn k > 0 is due
+        ``think_s`` after turn k-1's reply ended (not before its trace offset). A turn
+        that fails ends the session: its history would be missing a reply."""
+        history = _History(self.spec.endpoint == "chat")
+        t_sched = t_first
+        for k, (idx, req) in enumerate(turns):
+            if self._stopping:
+                return
+            if k:
+                t_sched = _now() + int(req.think_s * 1e9)
+                if req.offset_s is not None:
+                    t_sched = max(t_sched, start + int(min(req.offset_s * 1e9, _FAR_NS)))
+                if not await self._due(t_sched):
+                    return
+            prompt = history.prompt(req)
+            rec = await self._one(idx, req, warm, t_sched, prompt)
+            if not rec.ok:
+                return
+            history.answered(prompt, rec.output_text or "")
+
+
+class _History:
+    """A session's conversation so far, as the next request sends it: one text
+    (completions: the earlier prompts and replies concatenated, exactly as sent and
+    received) or a list of messages (chat)."""
+
+    __slots__ = ("chat", "text", "messages")
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.text = ""
+        self.messages: list[dict[str, Any]] = []
+
+    def prompt(self, req: PlannedRequest) -> str | list[dict[str, Any]]:
+        if not req.history:
+            return req.prompt
+        msg = req.prompt if isinstance(req.prompt, str) else flatten_chat(req.prompt)
+        if self.chat:
+            return [*self.messages, {"role": "user", "content": msg}]
+        return self.text + msg
+
+    def answered(self, sent: str | list[dict[str, Any]], reply: str) -> None:
+        if self.chat:
+            sent_msgs = sent if isinstance(sent, list) else [{"role": "user", "content": sent}]
+            self.messages = [*sent_msgs, {"role": "assistant", "content": reply}]
+        else:
+            self.text = (sent if isinstance(sent, str) else flatten_chat(sent)) + reply

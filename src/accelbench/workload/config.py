@@ -34,6 +34,14 @@ class WorkloadConfig:
     tokenizer: str | None = None  # tokenizer.json or HF directory; default: the server's /tokenize
     trace: str | None = None  # replay a request trace (workload/traces.py): arrivals and lengths
     seed: int = 0
+    # sessions and shared prefixes (workload/sessions.py, docs/WORKLOADS.md)
+    sessions: int | None = None  # multi-turn sessions instead of independent requests
+    turns: str = "4"  # turns per session: N or LO:HI (uniform)
+    think_time_s: str = "0"  # seconds between a reply and the next turn: S or LO:HI
+    shared_prefixes: int = 0  # K shared system prompts...
+    prefix_tokens: int = 0  # ...of P tokens each
+    block_size: int | None = None  # tokens per cache block (trace hash_ids; the ideal)
+    kv_capacity_tokens: int | None = None  # the server's prefix cache, when it does not say
 
     def validate(self) -> None:
         """Refuse values no real run needs (docs/LIMITS.md); one line naming the option."""
@@ -60,3 +68,23 @@ class WorkloadConfig:
         self.seed = v.seed("--seed", self.seed)
         if self.trace is not None and not Path(self.trace).is_dir():
             v.input_file("--trace", self.trace)
+        from accelbench.workload.sessions import MAX_SESSIONS, MAX_THINK_S, MAX_TURNS, parse_span
+
+        self.sessions = v.optional_integer("--sessions", self.sessions, 1, MAX_SESSIONS)
+        parse_span("--turns", self.turns, 1, MAX_TURNS, integer=True)
+        parse_span("--think-time", self.think_time_s, 0, MAX_THINK_S, integer=False)
+        self.shared_prefixes = v.integer("--shared-prefixes", self.shared_prefixes, 0, 1 << 20)
+        self.prefix_tokens = v.integer("--prefix-tokens", self.prefix_tokens, 0, MAX_TOKENS)
+        if self.shared_prefixes and not self.prefix_tokens:
+            raise v.UsageError("--shared-prefixes needs --prefix-tokens P (tokens per prompt)")
+        if self.prefix_tokens and not self.shared_prefixes:
+            raise v.UsageError("--prefix-tokens needs --shared-prefixes K (how many prompts)")
+        self.block_size = v.optional_integer("--block-size", self.block_size, 1, MAX_TOKENS)
+        self.kv_capacity_tokens = v.optional_integer(
+            "--kv-capacity-tokens", self.kv_capacity_tokens, 1, 1 << 40
+        )
+        if self.sessions is not None and (self.trace or self.dataset and self.dataset_format
+                                          not in ("auto", "sharegpt")):  # fmt: skip
+            raise v.UsageError("--sessions makes synthetic or ShareGPT sessions: not with --trace")
+        if self.shared_prefixes and self.trace:
+            raise v.UsageError("--shared-prefixes is not for --trace (a trace's hash_ids say)")

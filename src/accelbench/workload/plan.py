@@ -15,6 +15,13 @@ from accelbench.workload.config import WorkloadConfig
 from accelbench.workload.datasets import load_dataset
 from accelbench.workload.lengths import sample_lengths
 from accelbench.workload.requests import PlannedRequest, arrival_offsets
+from accelbench.workload.sessions import (
+    MAX_THINK_S,
+    MAX_TURNS,
+    parse_span,
+    session_plan,
+    shared_prefix_plan,
+)
 from accelbench.workload.synthetic import SyntheticPrompts
 from accelbench.workload.tokenizer import Tokenizer
 from accelbench.workload.traces import load_trace, trace_plan
@@ -29,10 +36,55 @@ def build_plan(
     *,
     special_tokens: int = 0,
     progress: Any = None,
+    chat: bool = False,
 ) -> list[PlannedRequest]:
-    """``n`` planned requests. ``special_tokens`` is what the server adds to each prompt
-    (BOS, chat template), measured by calibration, so a synthetic prompt of ISL L gets
-    L - special_tokens text tokens and the server counts exactly L."""
+    """``n`` planned requests (with ``--sessions``: the turns of ``n`` sessions).
+    ``special_tokens`` is what the server adds to each prompt (BOS, chat template),
+    measured by calibration, so a synthetic prompt of ISL L gets L - special_tokens
+    text tokens and the server counts exactly L."""
+    if wl.sessions is not None:
+        return _session_plan(wl, n, tok, special_tokens, progress, chat)
+    plan = _independent_plan(wl, n, tok, special_tokens=special_tokens, progress=progress)
+    if wl.shared_prefixes:
+        if tok is None:
+            raise AccelbenchError("--shared-prefixes needs a tokenizer (the server's /tokenize)")
+        shared_prefix_plan(plan, tok=tok, chat=chat, shared_prefixes=wl.shared_prefixes,
+                           prefix_tokens=wl.prefix_tokens, seed=wl.seed)  # fmt: skip
+    return plan
+
+
+def _session_plan(
+    wl: WorkloadConfig, n: int, tok: Tokenizer | None, special: int, progress: Any, chat: bool
+) -> list[PlannedRequest]:
+    if tok is None:
+        raise AccelbenchError(
+            "sessions need a tokenizer: the server has no /tokenize; give --tokenizer PATH"
+        )
+    rng = np.random.default_rng(wl.seed)
+
+    def lengths(mean: int, dist: str, std: float | None) -> Any:
+        return lambda k: sample_lengths(k, mean, dist, rng, range_ratio=wl.range_ratio,
+                                        convention=wl.range_convention, std=std)  # fmt: skip
+
+    return session_plan(
+        n_sessions=n,
+        turns=parse_span("--turns", wl.turns, 1, MAX_TURNS, integer=True),
+        think_s=parse_span("--think-time", wl.think_time_s, 0, MAX_THINK_S, integer=False),
+        isl=lengths(wl.isl, wl.isl_dist, wl.isl_std),
+        osl=lengths(wl.osl, wl.osl_dist, wl.osl_std),
+        tok=tok, chat=chat, shared_prefixes=wl.shared_prefixes, prefix_tokens=wl.prefix_tokens,
+        special_tokens=special, seed=wl.seed, progress=progress,
+    )  # fmt: skip
+
+
+def _independent_plan(
+    wl: WorkloadConfig,
+    n: int,
+    tok: Tokenizer | None,
+    *,
+    special_tokens: int = 0,
+    progress: Any = None,
+) -> list[PlannedRequest]:
     rng = np.random.default_rng(wl.seed)
     if wl.trace:
         trace = load_trace(wl.trace, seed=wl.seed, limit=n)

@@ -10,6 +10,9 @@ import numpy as np
 
 from accelbench.errors import AccelbenchError
 
+# Tokens per hash id of a Mooncake trace (its format's default; --block-size changes it).
+TRACE_BLOCK_SIZE = 512
+
 
 @dataclass(slots=True)
 class PlannedRequest:
@@ -29,6 +32,7 @@ class PlannedRequest:
     # True: ``prompt`` is only the new user message; what is sent is the session's
     # history (the earlier turns' prompts and the server's actual replies) followed by it
     history: bool = False
+    turn_tokens: int | None = None  # tokens a history turn adds: its new message
     prefix_group: int | None = None  # the shared system prompt the request starts with
     prefix_tokens: int = 0  # that system prompt's length in the server's tokens
     # block identities of the prompt (Mooncake ``hash_ids``: equal id, equal content and

@@ -24,7 +24,7 @@ class ServerMetricsSource(Source):
         self.url = server.root.removesuffix("/metrics") + "/metrics"
         self.timeout_s = timeout_s
 
-    def _fetch(self) -> str:
+    def fetch(self) -> str:
         headers = {"Accept": "text/plain"} | ({"Authorization": self.auth} if self.auth else {})
         req = urllib.request.Request(self.url, headers=headers)
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
@@ -32,7 +32,7 @@ class ServerMetricsSource(Source):
 
     def probe(self) -> str | None:
         try:
-            text = self._fetch()
+            text = self.fetch()
         except urllib.error.HTTPError as exc:
             hint = " (llama-server needs --metrics)" if exc.code in (404, 501) else ""
             return f"{self.url} answered HTTP {exc.code}{hint}"
@@ -49,7 +49,7 @@ class ServerMetricsSource(Source):
     def sample(self, t_ns: int) -> list[Row]:
         """Raises when the scrape fails: the caller (``collect``) counts it, so a run or the
         monitor knows the server's samples were lost."""
-        rows = parse_server_metrics(self._fetch(), t_ns=t_ns)
+        rows = parse_server_metrics(self.fetch(), t_ns=t_ns)
         for r in rows:
             r["wall_ns"] = time.time_ns()
         return rows
