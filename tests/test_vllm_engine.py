@@ -302,3 +302,46 @@ def test_run_with_vllm_as_the_embedded_engine(tmp_path: Path) -> None:
     assert meta["config"]["model"] == "tiny"
     assert s["counts"]["completed"] == 8 and s["tokens"]["output"] == 8 * 16
     assert s["tokens"]["input"] == 8 * 32  # exact in vLLM's own tokens
+
+
+def test_sessions_cached_tokens_equal_vllms_counters(vllm_url, tmp_path):
+    """vLLM's prefix cache (on by default): the cached tokens its responses report add up
+    to its own counter, later turns hit, and the ideal uses its published capacity."""
+    before = scrape(vllm_url)
+    cfg = BenchmarkConfig(
+        url=vllm_url, concurrency=2, out_dir=str(tmp_path / "s"), telemetry=False,
+        workload=WorkloadConfig(isl=48, osl=16, sessions=4, turns="3"),
+    )  # fmt: skip
+    res = run_benchmark(cfg, progress=False)
+    after = scrape(vllm_url)
+    rows = pq.read_table(res.directory / "requests.parquet").to_pylist()
+    assert res.summary["errors"]["count"] == 0 and len(rows) == 12
+    assert all(r["cached_tokens"] is not None for r in rows)
+    hits = after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"]
+    # connect()'s probe is shorter than a block: it never hits
+    assert sum(r["cached_tokens"] for r in rows) == hits > 0
+    assert all(r["cached_tokens"] > 0 for r in rows if r["turn"] >= 1)
+    c = res.summary["cache"]
+    sc = res.summary["client"]["server_cache"]
+    assert sc["engine"] == "vllm" and sc["hits"] == hits and sc["capacity_tokens"] > 0
+    assert c["ideal_lru"] is not None and c["hit_rate"] <= c["ideal_infinite"] + 1e-9
+    assert c["hit_rate_server"] == pytest.approx(hits / sc["queries"])
+
+
+def test_prefix_caching_off_gives_no_hits(tmp_path):
+    from accelbench.engines.vllm import running_vllm_server
+
+    if os.environ.get("ACCELBENCH_SKIP_VLLM") == "1":
+        pytest.skip("ACCELBENCH_SKIP_VLLM=1: vLLM NOT TESTED")
+    with running_vllm_server("tiny", prefix_caching=False, kv_cache_gib=0.5) as srv:
+        cfg = BenchmarkConfig(
+            url=srv.url, concurrency=2, out_dir=str(tmp_path / "off"), telemetry=False,
+            workload=WorkloadConfig(isl=48, osl=16, sessions=3, turns="3"),
+        )  # fmt: skip
+        res = run_benchmark(cfg, progress=False)
+    c = res.summary["cache"]
+    assert res.summary["errors"]["count"] == 0
+    assert c["reported"] == 9 and c["cached_tokens"] == 0 and c["hit_rate"] == 0
+    assert c["ideal_infinite"] > 0.3  # the workload would have hit: the gap is the headline
+    assert c["gap_pp"] == pytest.approx(100 * c["ideal_lru"] if c["ideal_lru"] is not None
+                                        else 100 * c["ideal_infinite"])  # fmt: skip

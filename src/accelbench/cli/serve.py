@@ -151,6 +151,9 @@ def vllm(
     install_only: bool = typer.Option(
         False, help="Only install (and cache) vLLM, print its Python, then exit."
     ),
+    prefix_caching: bool = typer.Option(
+        True, help="vLLM's automatic prefix caching (its default: on)."
+    ),
 ) -> None:
     """Install (once, cached) and run vLLM's CPU build on loopback."""
     from accelbench.engines.vllm import check_vllm_options, install_vllm, start_vllm_server
@@ -162,7 +165,7 @@ def vllm(
         return
     server = start_vllm_server(
         model, port=port, max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
-        dummy_weights=dummy_weights, log=log,
+        dummy_weights=dummy_weights, log=log, prefix_caching=prefix_caching,
     )  # fmt: skip
     _serve_until_interrupted(server, "vLLM")
 

@@ -148,6 +148,7 @@ def start_vllm_server(
     extra_args: list[str] | None = None,
     log: Log = print,
     ready_timeout: float = 600.0,
+    prefix_caching: bool = True,
 ) -> VllmServer:
     """Install (if needed) and start vLLM's OpenAI server; return once /health says ok
     (40-80 s on an idle machine, minutes on busy shared cores)."""
@@ -160,6 +161,10 @@ def start_vllm_server(
         str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(hf),
         "--served-model-name", alias, "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--max-model-len", str(max_model_len),
+        # usage.prompt_tokens_details.cached_tokens: the prompt tokens its prefix cache
+        # served, per response (off by default in vLLM)
+        "--enable-prompt-tokens-details",
+        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
     ]  # fmt: skip
     if dummy_weights:
         args += ["--load-format", "dummy"]

@@ -1,0 +1,274 @@
+"""Sessions and shared prefixes (issue 22): the plan, the load worker's history, the
+cached tokens the client reads, and the ideal hit rate, against hand-checked numbers
+and the real reference server."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelbench.client.openai import ResponseHandler
+from accelbench.errors import UsageError
+from accelbench.metrics.prefixcache import CacheRequest, ideal_hits
+from accelbench.metrics.records import ErrorKind, RequestRecord
+from accelbench.runner.benchmark import run_benchmark
+from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+from accelbench.workload.sessions import Span, parse_span, session_plan
+from cli_inprocess import run_cli
+
+
+class ByteTok:
+    """The reference server's tokenizer: one token per UTF-8 byte."""
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode())
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(ids).decode("utf-8", "replace")
+
+
+# -- the ideal cache, by hand --------------------------------------------------------
+def req(t: int, prompt: int, key: object, out: int = 0, done: int | None = None, **kw):
+    return CacheRequest(t_arrive=t, t_done=done, prompt_tokens=prompt, output_tokens=out,
+                        key=key, **kw)  # fmt: skip
+
+
+def test_ideal_repeat_hits_whole_blocks_only():
+    # 40 tokens = 2.5 blocks of 16: a second request of the same session extending it
+    # hits the 2 full blocks (32 tokens); the half block is never cached
+    h = ideal_hits([req(0, 40, "a"), req(1, 60, "a")], 16)
+    assert h.cached == [0, 32]
+    assert h.hit_rate == pytest.approx(32 / 100)
+
+
+def test_ideal_block_aligned_repeat_computes_one_block():
+    # a prompt of exactly 3 blocks asked again: at most (48 - 1) // 16 = 2 blocks hit
+    h = ideal_hits([req(0, 48, "a"), req(1, 48, "a")], 16)
+    assert h.cached == [0, 32]
+
+
+def test_ideal_outputs_cached_on_completion():
+    # turn 0: 32 prompt + 16 output tokens cached when it completes (t=5); turn 1
+    # (64 tokens) then hits 3 blocks; without output caching only the prompt's 2
+    reqs = [req(0, 32, "s", out=16, done=5), req(10, 64, "s")]
+    assert ideal_hits(reqs, 16).cached == [0, 48]
+    assert ideal_hits(reqs, 16, cache_outputs=False).cached == [0, 32]
+    # a request arriving before the completion sees only the prompt blocks
+    early = [req(0, 32, "s", out=16, done=50), req(10, 64, "s")]
+    assert ideal_hits(early, 16).cached == [0, 32]
+
+
+def test_ideal_lru_capacity_evicts_least_recent():
+    # capacity 2 blocks: A (2 blocks), B (2 blocks) evicts A; A again misses
+    reqs = [req(0, 33, "A"), req(1, 33, "B"), req(2, 33, "A"), req(3, 33, "A")]
+    assert ideal_hits(reqs, 16, None).cached == [0, 0, 32, 32]
+    assert ideal_hits(reqs, 16, 2).cached == [0, 0, 0, 32]
+    assert ideal_hits(reqs, 16, 0).cached == [0, 0, 0, 0]
+
+
+def test_ideal_shared_prefix_and_trace_blocks():
+    # two requests of different sessions share a 40-token system prompt: 2 full blocks
+    a = req(0, 100, "s1", prefix_key=0, prefix_tokens=40)
+    b = req(1, 100, "s2", prefix_key=0, prefix_tokens=40)
+    c = req(2, 100, "s3", prefix_key=1, prefix_tokens=40)
+    assert ideal_hits([a, b, c], 16).cached == [0, 32, 0]
+    # trace hash_ids: equal leading ids share; the first difference ends the hit
+    t1 = req(0, 4 * 512, "x", blocks=[1, 2, 3, 4])
+    t2 = req(1, 4 * 512 + 10, "y", blocks=[1, 2, 9, 4, 5])
+    assert ideal_hits([t1, t2], 512).cached == [0, 1024]
+
+
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(0, 3), st.integers(0, 50)),
+                min_size=1, max_size=30),
+       st.integers(1, 32), st.one_of(st.none(), st.integers(0, 40)))  # fmt: skip
+@settings(max_examples=200, deadline=None)
+def test_ideal_never_exceeds_what_can_be_cached(items, b, cap):
+    reqs = [req(i * 10, p, k, out=o, done=i * 10 + 5) for i, (p, k, o) in enumerate(items)]
+    h = ideal_hits(reqs, b, cap)
+    for r, c in zip(reqs, h.cached, strict=True):
+        assert c % b == 0 and 0 <= c <= max(0, (r.prompt_tokens - 1) // b) * b
+    # a bounded cache never beats the infinite one in total
+    assert sum(h.cached) <= sum(ideal_hits(reqs, b, None).cached)
+
+
+# -- cached tokens as servers report them ---------------------------------------------
+def handled(events: list[dict]) -> RequestRecord:
+    rec = RequestRecord(idx=0, max_tokens=4)
+    h = ResponseHandler(rec, chat=False, stream=True, keep_text=True)
+    h.on_headers(200, 1)
+    for i, e in enumerate(events):
+        h.on_data(b"data: " + json.dumps(e).encode() + b"\n\n", 2 + i)
+    h.on_data(b"data: [DONE]\n\n", 100)
+    h.on_end(101)
+    return rec
+
+
+def choice(text: str, fr: str | None = None) -> dict:
+    return {"choices": [{"index": 0, "text": text, "finish_reason": fr}]}
+
+
+def test_cached_tokens_from_vllm_usage_and_llama_timings():
+    usage = {"prompt_tokens": 100, "completion_tokens": 2,
+             "prompt_tokens_details": {"cached_tokens": 64}}  # fmt: skip
+    rec = handled([choice("a"), choice("b", "length"), {"choices": [], "usage": usage}])
+    assert rec.ok and rec.cached_tokens == 64 and rec.isl == 100
+    # llama-server: timings.cache_n on the last chunk (its usage says too, and wins)
+    last = {**choice("b", "length"), "timings": {"cache_n": 37, "prompt_n": 63}}
+    rec = handled([choice("a"), last])
+    assert rec.ok and rec.cached_tokens == 37
+    rec = handled([choice("a"), choice("b", "length"), {"choices": [], "usage": usage,
+                                                        "timings": {"cache_n": 5}}])  # fmt: skip
+    assert rec.cached_tokens == 64
+
+
+@pytest.mark.parametrize("details", [
+    {"cached_tokens": -1}, {"cached_tokens": "3"}, {"cached_tokens": 1.5},
+    {"cached_tokens": 101}, [], "x",
+])  # fmt: skip
+def test_bad_cached_tokens_are_malformed_usage(details):
+    usage = {"prompt_tokens": 100, "completion_tokens": 2, "prompt_tokens_details": details}
+    rec = handled([choice("a"), choice("b", "length"), {"choices": [], "usage": usage}])
+    assert not rec.ok and rec.error_kind == ErrorKind.MALFORMED_USAGE
+
+
+# -- the plan ---------------------------------------------------------------------------
+def test_session_plan_turns_are_consecutive_with_exact_first_prompts():
+    import numpy as np
+
+    plan = session_plan(
+        n_sessions=5, turns=Span(2, 4), think_s=Span(0.5, 0.5),
+        isl=lambda n: np.full(n, 30), osl=lambda n: np.full(n, 7), tok=ByteTok(), chat=False,
+        shared_prefixes=2, prefix_tokens=50, special_tokens=0, seed=3,
+    )  # fmt: skip
+    sessions = [p.session for p in plan]
+    assert sessions == sorted(sessions) and set(sessions) == set(range(5))
+    for p in plan:
+        assert p.prefix_group == p.session % 2 and p.prefix_tokens == 50
+        assert p.max_tokens == 7
+        if p.turn == 0:
+            assert not p.history and p.think_s == 0
+            assert isinstance(p.prompt, str) and len(p.prompt.encode()) == p.isl_planned == 80
+        else:
+            assert p.history and p.think_s == 0.5 and p.turn_tokens == 30
+            assert isinstance(p.prompt, str) and len(p.prompt.encode()) == 30
+    firsts = [p for p in plan if p.turn == 0]
+    assert firsts[0].prompt[:50] == firsts[2].prompt[:50] != firsts[1].prompt[:50]
+
+
+@given(st.one_of(st.text(max_size=12), st.floats(allow_nan=True), st.integers(-5, 20_000)))
+@settings(max_examples=200)
+def test_turns_spec_is_parsed_or_refused_in_one_line(spec):
+    try:
+        s = parse_span("--turns", spec, 1, 10_000, integer=True)
+    except UsageError as exc:
+        assert "--turns" in str(exc) and "\n" not in str(exc)
+    else:
+        assert 1 <= s.lo <= s.hi <= 10_000 and s.lo == int(s.lo)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--sessions", "4", "-n", "10"], "--num-requests"),
+    (["--sessions", "0"], "--sessions"),
+    (["--sessions", "2", "--turns", "0"], "--turns"),
+    (["--sessions", "2", "--turns", "5:2"], "--turns"),
+    (["--sessions", "2", "--think-time", "nan"], "--think-time"),
+    (["--sessions", "2", "--think-time", "-1"], "--think-time"),
+    (["--turns", "3"], "--turns"),
+    (["--think-time", "1"], "--think-time"),
+    (["--shared-prefixes", "2"], "--prefix-tokens"),
+    (["--prefix-tokens", "20"], "--shared-prefixes"),
+    (["--block-size", "0"], "--block-size"),
+    (["--kv-capacity-tokens", "-5"], "--kv-capacity-tokens"),
+])  # fmt: skip
+def test_bad_session_options_one_line_nothing_written(tmp_path, args, needle):
+    code, out, err, _ = run_cli(["run", "--url", "http://127.0.0.1:9", *args, "-o", "r"],
+                                tmp_path)  # fmt: skip
+    assert code == 2, (out, err)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], err
+    assert not (tmp_path / "r").exists()
+
+
+# -- against the reference server -------------------------------------------------------
+def bench(url: str, tmp: Path, name: str, wl: WorkloadConfig, **kw):
+    cfg = BenchmarkConfig(url=url, out_dir=str(tmp / name), workload=wl, telemetry=False,
+                          save_text=True, **kw)  # fmt: skip
+    res = run_benchmark(cfg, progress=False)
+    rows = pq.read_table(res.directory / "requests.parquet").to_pylist()
+    return res.summary, sorted(rows, key=lambda r: (r["session"], r["turn"]))
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_each_turn_sends_the_real_history(reference_server, tmp_path, endpoint):
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    wl = WorkloadConfig(isl=40, osl=6, sessions=6, turns="3", think_time_s="0.02",
+                        shared_prefixes=2, prefix_tokens=64)  # fmt: skip
+    s, rows = bench(srv.url, tmp_path, endpoint, wl, concurrency=3, endpoint=endpoint)
+    assert s["counts"]["completed"] == 18 and s["errors"]["count"] == 0
+    by = {(r["session"], r["turn"]): r for r in rows}
+    for (sess, turn), r in by.items():
+        if turn == 0:
+            assert r["isl"] == r["isl_planned"] == 64 + 40
+            continue
+        prev = by[(sess, turn - 1)]
+        # bytes are tokens: the history is the previous prompt, its actual reply, then
+        # the new message of exactly --isl tokens
+        assert r["isl"] == prev["isl"] + len(prev["output_text"].encode()) + 40
+        assert r["t_send"] - prev["t_done"] >= 0.02e9
+    c = s["cache"]
+    assert c["sessions"] == {**c["sessions"], "n": 6, "completed": 6, "ended_early": 0}
+    assert set(c["by_turn"]) == {"0", "1", "2"}
+    # this server has no prefix cache: nothing reported, the ideal is still computed
+    assert c["reported"] == 0 and c["hit_rate"] is None
+    assert 0.3 < c["ideal_infinite"] < 1
+
+
+def test_open_loop_sessions_start_at_the_rate(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    wl = WorkloadConfig(isl=20, osl=4, sessions=8, turns="2:3", think_time_s="0:0.01")
+    s, rows = bench(srv.url, tmp_path, "open", wl, rate=50, arrival="constant")
+    assert s["errors"]["count"] == 0
+    firsts = sorted(r["t_sched"] for r in rows if r["turn"] == 0)
+    gaps = [(b - a) / 1e9 for a, b in zip(firsts, firsts[1:], strict=False)]
+    assert all(math.isclose(g, 0.02, abs_tol=1e-6) for g in gaps)  # the schedule itself
+    turns = {}
+    for r in rows:
+        turns.setdefault(r["session"], []).append(r["turn"])
+    assert all(t == list(range(len(t))) and 2 <= len(t) <= 3 for t in turns.values())
+
+
+def test_a_failed_turn_ends_its_session(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--fault", "500:0.3",
+                           "--seed", "7")  # fmt: skip
+    wl = WorkloadConfig(isl=20, osl=4, sessions=20, turns="4")
+    s, rows = bench(srv.url, tmp_path, "faults", wl, concurrency=4)
+    ss = s["cache"]["sessions"]
+    assert ss["ended_early"] > 0 and ss["completed"] + ss["ended_early"] == 20
+    by: dict[int, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["session"], []).append(r)
+    for rs in by.values():
+        # nothing is sent after a failed turn
+        fails = [i for i, r in enumerate(rs) if not r["ok"]]
+        assert not fails or fails == [len(rs) - 1]
+
+
+def test_sessions_over_two_workers_closed_loop(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    wl = WorkloadConfig(isl=20, osl=4, sessions=10, turns="3")
+    s, rows = bench(srv.url, tmp_path, "w2", wl, concurrency=4, workers=2)
+    assert s["counts"]["completed"] == 30
+    by: dict[int, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["session"], []).append(r)
+    assert sorted(by) == list(range(10))
+    for rs in by.values():
+        assert len({r["worker"] for r in rs}) == 1  # a session stays on one worker
+        sends = [r["t_send"] for r in sorted(rs, key=lambda r: r["turn"])]
+        assert sends == sorted(sends)
