@@ -24,10 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from conftest import RefServer  # noqa: E402  (the tests' reference server starter)
-
 from accelbench.runner.benchmark import run_benchmark  # noqa: E402
 from accelbench.runner.config import BenchmarkConfig, WorkloadConfig  # noqa: E402
+from conftest import RefServer  # noqa: E402  (the tests' reference server starter)
 
 
 def one(url: str, out: Path, wl: WorkloadConfig, streams: int, n: int | None) -> dict:

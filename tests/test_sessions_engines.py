@@ -4,7 +4,6 @@ prefix cache, as each reports them."""
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 
 import numpy as np
