@@ -80,7 +80,7 @@ def test_error_kind_values_are_the_stored_strings() -> None:
     assert ERROR_KINDS == (
         "http_429", "http_4xx", "http_5xx", "http_other", "timeout", "disconnect",
         "malformed_stream", "malformed_usage", "server_error_event", "empty_response",
-        "connect_error", "client_exception", "interrupted",
+        "connect_error", "client_exception", "interrupted", "context_exceeded",
     )  # fmt: skip
     assert ErrorKind("timeout") is ErrorKind.TIMEOUT and ErrorKind.TIMEOUT == "timeout"
     assert orjson.dumps([ErrorKind.INTERRUPTED]) == b'["interrupted"]'

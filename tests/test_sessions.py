@@ -272,3 +272,34 @@ def test_sessions_over_two_workers_closed_loop(reference_server, tmp_path):
         assert len({r["worker"] for r in rs}) == 1  # a session stays on one worker
         sends = [r["t_send"] for r in sorted(rs, key=lambda r: r["turn"])]
         assert sends == sorted(sends)
+
+
+@pytest.mark.parametrize(("status", "message", "kind"), [
+    (400, "This model's maximum context length is 2048 tokens. However, you requested 2100 "
+          "tokens (2000 in the messages, 100 in the completion).", "context_exceeded"),
+    (400, '{"error":{"code":400,"message":"the request exceeds the available context size, '
+          'try increasing it","type":"exceed_context_size_error"}}', "context_exceeded"),
+    (400, '{"error": {"code": "context_length_exceeded", "message": "too long"}}',
+     "context_exceeded"),
+    (400, "max_tokens must be an integer", "http_4xx"),
+    (500, "maximum context length", "http_5xx"),
+])  # fmt: skip
+def test_a_context_overflow_is_its_own_error_kind(status, message, kind):
+    rec = RequestRecord(idx=0, max_tokens=4)
+    h = ResponseHandler(rec, chat=False, stream=True, keep_text=True)
+    h.on_headers(status, 1)
+    h.on_data(message.encode(), 2)
+    h.on_end(3)
+    assert not rec.ok and rec.error_kind == kind
+
+
+def test_sessions_past_the_context_count_context_exceeded(llama_server_handle, tmp_path):
+    """llama-server with 1,024 tokens per slot: sessions whose history outgrows it end
+    with context_exceeded, counted as such, and the rest of the run stands."""
+    wl = WorkloadConfig(isl=300, osl=8, sessions=2, turns="5")
+    s, rows = bench(llama_server_handle.url, tmp_path, "ctx", wl, concurrency=2)
+    assert s["errors"]["by_kind"].get("context_exceeded", 0) == 2, s["errors"]
+    assert s["cache"]["sessions"]["ended_early"] == 2
+    for r in rows:
+        if not r["ok"]:
+            assert r["error_kind"] == "context_exceeded" and r["turn"] >= 3

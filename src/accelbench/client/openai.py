@@ -6,6 +6,7 @@ times, and the end of the body; it fills a ``RequestRecord`` with every timeline
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -50,6 +51,28 @@ def flatten_chat(messages: list[dict[str, Any]]) -> str:
 
 def endpoint_path(endpoint: str) -> str:
     return "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
+
+
+# How servers word a request beyond the context: vLLM ("This model's maximum context
+# length is N tokens"), llama-server ("exceeds the available context size",
+# exceed_context_size_error), OpenAI (context_length_exceeded), SGLang ("longer than the
+# model's context length"), others ("prompt is too long").
+_CONTEXT = re.compile(r"context|exceed|too long|maximum", re.IGNORECASE)
+
+
+def says_context_exceeded(message: str) -> bool:
+    """Whether a 4xx's message (or raw body) names the context as the reason."""
+    return bool(_CONTEXT.search(message))
+
+
+def classify_failure(status: int, body: bytes) -> tuple[ErrorKind, str]:
+    """The error kind and message of a final status other than 200 and its body: a 4xx
+    that names the context is ``context_exceeded``."""
+    msg = error_message_from_body(body)
+    kind = classify_status(status)
+    if kind is ErrorKind.HTTP_4XX and says_context_exceeded(body[:4096].decode("utf-8", "replace")):
+        return ErrorKind.CONTEXT_EXCEEDED, msg
+    return kind, msg
 
 
 def classify_status(status: int) -> ErrorKind:
@@ -318,7 +341,7 @@ class ResponseHandler:
         if self.failed:
             return
         if self.status != 200:
-            self.fail(classify_status(self.status), error_message_from_body(self._err_body))
+            self.fail(*classify_failure(self.status, self._err_body))
             rec.t_done = t_ns
             return
         if not self.stream:

@@ -28,6 +28,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import describe
 
 __all__ = ["CacheRequest", "CacheSection", "IdealHits", "ServerCache", "cache_section",
@@ -254,7 +255,7 @@ def cache_section(rows: list[dict[str, Any]], server: ServerCache | None) -> Cac
     trace_b = server.get("trace_block_size")
     sent = [
         r for r in rows
-        if r["error_kind"] != "connect_error" and (r["isl"] or r["isl_planned"])
+        if r["error_kind"] != ErrorKind.CONNECT_ERROR and (r["isl"] or r["isl_planned"])
     ]  # fmt: skip
     sent.sort(key=lambda r: r["t_send"])
     out_p = _output_as_prompt(sent)

@@ -39,6 +39,9 @@ class ErrorKind(StrEnum):
     CONNECT_ERROR = "connect_error"
     CLIENT_EXCEPTION = "client_exception"
     INTERRUPTED = "interrupted"
+    # a 4xx whose message says the prompt and max_tokens exceed the model's context
+    # (a session's history grown too long): counted apart from other 4xx
+    CONTEXT_EXCEEDED = "context_exceeded"
 
 
 # Every error kind's value, in the order of docs/METRICS.md.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelbench.client.openai import says_context_exceeded
 from accelbench.documents import Fields, JsonObject, to_json_object
 from accelbench.errors import UsageError
 from accelbench.metrics.records import ErrorKind, RequestRow
@@ -45,8 +46,6 @@ from accelbench.suites.stress.verdicts import (
     leak_verdict,
     stress_verdict,
 )
-
-OVERFLOW_WORDS = ("context", "exceed", "too long", "maximum")
 
 
 @dataclass
@@ -113,14 +112,16 @@ def default_lengths(max_context: int, osl: int, start: int = 1024) -> list[int]:
 
 def error_class(rec: RequestRow) -> str:
     """context_overflow | timeout | http_5xx | other (an HTTP 400/413 that names the
-    context is an overflow)."""
+    context is an overflow: the client's ``context_exceeded``; an older record's plain
+    4xx whose message names it, too)."""
     kind = rec["error_kind"] or ""
-    msg = (rec["error"] or "").lower()
     if kind == ErrorKind.TIMEOUT:
         return ErrorKind.TIMEOUT
     if kind == ErrorKind.HTTP_5XX:
         return ErrorKind.HTTP_5XX
-    if kind == ErrorKind.HTTP_4XX and any(w in msg for w in OVERFLOW_WORDS):
+    if kind == ErrorKind.CONTEXT_EXCEEDED or (
+        kind == ErrorKind.HTTP_4XX and says_context_exceeded(rec["error"] or "")
+    ):
         return "context_overflow"
     return kind or "other"
 
