@@ -303,3 +303,28 @@ def test_sessions_past_the_context_count_context_exceeded(llama_server_handle, t
     for r in rows:
         if not r["ok"]:
             assert r["error_kind"] == "context_exceeded" and r["turn"] >= 3
+
+
+def test_a_session_sweep_gives_each_point_its_own_prompts(reference_server, tmp_path):
+    """A sweep's points never repeat one another's prompts (a prefix cache would serve a
+    later point from the earlier one), and a session point sends sessions."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    args = ["sweep", "--url", srv.url, "--values", "1,2", "--sessions", "2", "--turns", "2",
+            "--isl", "30", "--osl", "4", "--requests-per-point", "4",
+            "--warmup-per-point", "0", "--save-text", "-o", "sw"]  # fmt: skip
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0, err
+    for point, sessions in (("c0001", 2), ("c0002", 4)):
+        rows = pq.read_table(tmp_path / "sw" / point / "requests.parquet").to_pylist()
+        assert len({r["session"] for r in rows}) == sessions and len(rows) == 2 * sessions
+        s = json.loads((tmp_path / "sw" / point / "summary.json").read_text())
+        assert s["cache"]["sessions"]["completed"] == sessions
+    gt = [json.loads(x) for x in srv.ground_truth.read_text().splitlines()]
+    assert len(gt) == 2 * 2 + 2 * 4 + 2  # both points' turns and each point's probe
+    # the points' seeds differ, and a resume derives the same one again
+    from accelbench.suites.sweep.core import SweepPlan
+
+    base = BenchmarkConfig(url=srv.url, workload=WorkloadConfig(sessions=2, turns="2"))
+    plan = SweepPlan(base=base, kind="concurrency", values=[1, 2])
+    seeds = [plan.point_config(v, tmp_path / str(v)).workload.seed for v in (1, 2, 1)]
+    assert seeds[0] != seeds[1] and seeds[0] == seeds[2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -15,6 +16,8 @@ from accelbench.runner.config import MAX_RATE, MAX_STREAMS, MIN_RATE, BenchmarkC
 from accelbench.store.reader import RunInfo, load_run
 from accelbench.store.sets import SweepSet, load_inputs, load_sweep
 from accelbench.store.sweepdoc import SWEEP_SCHEMA, SweepDoc, SweepPoint, read_sweep, write_sweep
+from accelbench.workload.config import WorkloadConfig
+from accelbench.workload.sessions import MAX_TURNS, parse_span
 
 if TYPE_CHECKING:
     from accelbench.runner.benchmark import RunResult
@@ -159,6 +162,13 @@ class SweepPlan:
         return "r" + f"{value:g}".replace(".", "p")
 
     def point_config(self, value: float, out_dir: Path) -> BenchmarkConfig:
+        # every point its own prompts (a seed of the point's value, the same on a resume):
+        # a server with a prefix cache would serve a later point's repeated prompts from
+        # the earlier point's cache
+        wl = replace(self.base.workload,
+                     seed=zlib.crc32(f"{self.base.workload.seed}:{value:g}".encode()))  # fmt: skip
+        if wl.sessions is not None:
+            return self._session_point(value, out_dir, wl)
         if self.kind == "concurrency":
             c = int(value)
             return self.base.with_(
@@ -168,9 +178,26 @@ class SweepPlan:
                 warmup_requests=math.ceil(self.warmup_per_point * c),
                 duration_s=None,
                 out_dir=str(out_dir),
+                workload=wl,
             )
         n = self.base.num_requests or max(20, math.ceil(30 * value))
-        return self.base.with_(rate=float(value), num_requests=n, out_dir=str(out_dir))
+        return self.base.with_(rate=float(value), num_requests=n, out_dir=str(out_dir),
+                               workload=wl)  # fmt: skip
+
+    def _session_point(self, value: float, out_dir: Path, wl: WorkloadConfig) -> BenchmarkConfig:
+        """A point of a session sweep: ``value`` concurrent sessions (or sessions per
+        second), each point as many sessions as --requests-per-point x value requests
+        take (at least --sessions), warm-up in sessions likewise."""
+        turns = parse_span("--turns", wl.turns, 1, MAX_TURNS, integer=True).mean
+        n = max(wl.sessions or 1, math.ceil(self.requests_per_point * value / turns))
+        warm = math.ceil(self.warmup_per_point * value / turns)
+        wl = replace(wl, sessions=n)
+        if self.kind == "concurrency":
+            return self.base.with_(concurrency=int(value), rate=None, num_requests=None,
+                                   warmup_requests=warm, duration_s=None, out_dir=str(out_dir),
+                                   workload=wl)  # fmt: skip
+        return self.base.with_(rate=float(value), num_requests=None, warmup_requests=warm,
+                               out_dir=str(out_dir), workload=wl)  # fmt: skip
 
     def document(self, points: list[SweepPoint]) -> SweepDoc:
         """sweep.json of this plan with ``points``."""
