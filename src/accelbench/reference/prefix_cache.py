@@ -31,13 +31,11 @@ def chain_hashes(data: bytes, block_size: int, prev: bytes = b"") -> list[bytes]
     """The identities of ``data``'s full blocks: block j's is
     blake2b(identity of block j-1 + block j's bytes); ``prev`` is the identity of the
     block before ``data`` (empty for a prompt's first block)."""
-    out = []
-    view = memoryview(data)
+    out: list[bytes] = []
+    append, blake = out.append, hashlib.blake2b  # about 1.5 us a block on one core
     for start in range(0, len(data) - block_size + 1, block_size):
-        h = hashlib.blake2b(prev, digest_size=DIGEST_BYTES)
-        h.update(view[start : start + block_size])
-        prev = h.digest()
-        out.append(prev)
+        prev = blake(prev + data[start : start + block_size], digest_size=DIGEST_BYTES).digest()
+        append(prev)
     return out
 
 
