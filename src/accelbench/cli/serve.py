@@ -68,6 +68,18 @@ def reference(
     diverge: float = typer.Option(
         0.0, help="With --deterministic: this fraction of requests differ in one token."
     ),
+    prefix_block_size: int = typer.Option(
+        16, help="Prefix cache: tokens (bytes) per block; a block is cached whole or not at all."
+    ),
+    prefix_cache_blocks: int = typer.Option(
+        0, help="Prefix cache: capacity in blocks, least recently used evicted; 0: no cache."
+    ),
+    prefill_ms_per_token: float = typer.Option(
+        0.0, help="TTFT grows by this much per prompt token not served from the cache (ms)."
+    ),
+    prefix_cache_outputs: bool = typer.Option(
+        True, help="On completion, cache the blocks of prompt + output (the next turn's history)."
+    ),
 ) -> None:
     """An OpenAI-compatible streaming server with known timings, for measuring clients.
     Not an inference engine."""
@@ -95,6 +107,8 @@ def reference(
             ttft_drift_ms_per_min=ttft_drift_ms_per_min, deterministic=deterministic,
             diverge=diverge,
         ),
+        prefix_block_size=prefix_block_size, prefix_cache_blocks=prefix_cache_blocks,
+        prefill_ms_per_token=prefill_ms_per_token, prefix_cache_outputs=prefix_cache_outputs,
     )  # fmt: skip
 
     def ready(p: int) -> None:

@@ -7,7 +7,10 @@ mode it writes whole responses at once, to find the client's ceiling; and it inj
 faults: HTTP 429/500/503, disconnects mid-stream, malformed SSE, stalls, slow headers.
 
 Tokens are bytes: ``/tokenize`` maps each UTF-8 byte of the text to one token, so
-prompt lengths are exact and ``usage.prompt_tokens`` is the prompt's byte length.
+prompt lengths are exact and ``usage.prompt_tokens`` is the prompt's byte length. It can
+have a prefix cache with a known rule (``prefix_cache.py``): told its block size, capacity
+and prefill cost per uncached token, it reports ``cached_tokens`` in usage, on /metrics
+and in its ground truth.
 Written on raw asyncio protocols so that the server costs little CPU per token.
 """
 
@@ -28,6 +31,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
 from accelbench.httpframing import Reject, RequestReader
 from accelbench.lifetime import STOP_SIGNALS
+from accelbench.reference.prefix_cache import PrefixCache
 
 FAULT_KINDS = ("429", "500", "503", "disconnect", "malformed", "stall", "slow_headers")
 _WORDS = [" alpha", " beta", " gamma", " delta", " token", " stream", " bench", " ref"]
@@ -38,6 +42,12 @@ MAX_TOKENS_CAP = 1_000_000
 # Max-throughput mode writes this many events per write, pausing when the client reads
 # slower than that (transport flow control), so no response is held whole in memory.
 _BULK_EVENTS = 256
+# The prefix cache's bounds: a block of at most 1 MiB; at most 10 million blocks (the
+# cache holds one 16-byte digest per block, about 150 bytes with the LRU's bookkeeping:
+# 1.5 GB at most; vLLM's num_gpu_blocks is 10^4-10^6 on real accelerators).
+MAX_PREFIX_BLOCK_SIZE = 1 << 20
+MAX_PREFIX_CACHE_BLOCKS = 10_000_000
+MAX_PREFILL_MS_PER_TOKEN = 1000.0
 
 
 @dataclass
@@ -110,6 +120,13 @@ class ReferenceConfig:
     seed: int = 0
     # Known truths for the stress verdicts (accelbench stress): see StressKnobs.
     stress: StressKnobs = field(default_factory=lambda: StressKnobs())
+    # The prefix cache (prefix_cache.py): blocks of this many tokens (bytes), this many
+    # blocks (0: none), TTFT + this much per uncached prompt token, and whether a
+    # completed request's prompt + output blocks are inserted.
+    prefix_block_size: int = 16
+    prefix_cache_blocks: int = 0
+    prefill_ms_per_token: float = 0.0
+    prefix_cache_outputs: bool = True
 
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
@@ -132,6 +149,18 @@ class ReferenceConfig:
         if total > 1 + 1e-9:
             raise AccelbenchError("fault probabilities add up to more than 1")
         self.stress.validate()
+        validate.integer("--prefix-block-size", self.prefix_block_size, 1, MAX_PREFIX_BLOCK_SIZE)
+        validate.integer(
+            "--prefix-cache-blocks", self.prefix_cache_blocks, 0, MAX_PREFIX_CACHE_BLOCKS
+        )
+        validate.number(
+            "--prefill-ms-per-token", self.prefill_ms_per_token, 0, MAX_PREFILL_MS_PER_TOKEN,
+            unit="ms",
+        )  # fmt: skip
+        if not isinstance(self.prefix_cache_outputs, bool):
+            raise validate.UsageError(
+                f"--prefix-cache-outputs must be true or false (got {self.prefix_cache_outputs!r})"
+            )
 
 
 @dataclass
@@ -214,6 +243,23 @@ class _State:
         self.leaked_bytes = 0
         self.generated = 0  # generation requests answered (deterministic mode)
         self.diverged_total = 0
+        self.cache = (
+            PrefixCache(cfg.prefix_block_size, cfg.prefix_cache_blocks)
+            if cfg.prefix_cache_blocks
+            else None
+        )
+        self.last_event_ns = 0
+
+    def stamp(self, t_ns: int) -> int:
+        """``t_ns`` (monotonic), or 1 ns after the last stamp if it is not later: a
+        request's arrival (t_recv) and completion (t_end) are distinct and in the order
+        in which the prefix cache saw them (pipelined requests share a receive time)."""
+        t = max(t_ns, self.last_event_ns + 1)
+        self.last_event_ns = t
+        return t
+
+    def event_ns(self) -> int:
+        return self.stamp(time.monotonic_ns())
 
     def ttft_drift_ms(self) -> float:
         return self.cfg.stress.ttft_drift_ms_per_min * (time.monotonic() - self.t_start) / 60.0
@@ -254,6 +300,25 @@ class _State:
                 return kind
         return None
 
+    def cache_metrics(self) -> list[str]:
+        """vLLM's names and units (tokens) under ``reference:``; only with a cache."""
+        c = self.cache
+        if c is None:
+            return []
+        return [
+            "# TYPE reference:prefix_cache_queries_total counter",
+            f"reference:prefix_cache_queries_total {c.queries_tokens}",
+            "# TYPE reference:prefix_cache_hits_total counter",
+            f"reference:prefix_cache_hits_total {c.hit_tokens}",
+            "# TYPE reference:prefix_cache_evicted_blocks_total counter",
+            f"reference:prefix_cache_evicted_blocks_total {c.evicted_blocks}",
+            "# TYPE reference:prefix_cache_blocks gauge",
+            f"reference:prefix_cache_blocks {len(c)}",
+            "# TYPE reference:cache_config_info gauge",
+            f'reference:cache_config_info{{block_size="{c.block_size}",'
+            f'num_gpu_blocks="{c.capacity}"}} 1',
+        ]
+
     def log(self, doc: GroundTruthLine) -> None:
         if self.gt is not None:
             self.gt.write(orjson.dumps(doc) + b"\n")
@@ -263,11 +328,15 @@ class _State:
 class GroundTruthLine(TypedDict):
     """One line of ``--ground-truth``: what the server did for one request, on its
     monotonic clock (ns). A faulted request that got an error status has only the
-    first three fields."""
+    first three fields; a non-streamed one has no token times. Lines are written when a
+    request ends; the order of arrival is the order of ``t_recv`` (distinct values)."""
 
     request_id: str
     t_recv: int
     fault: str | None
+    prompt_tokens: NotRequired[int]  # bytes
+    cached_tokens: NotRequired[int]  # served from the prefix cache (0 without one)
+    blocks_evicted: NotRequired[int]  # blocks this request evicted, arrival + completion
     token_times: NotRequired[list[int]]  # each token's write (taken just before it)
     scheduled: NotRequired[list[int]]  # each token's due time
     t_headers: NotRequired[int]
@@ -285,6 +354,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.closed = False
         self.handles: list[asyncio.TimerHandle] = []
         self.current_log: GroundTruthLine | None = None  # the stream in progress
+        self.pending: list[GroundTruthLine] = []  # non-streamed responses not yet written
         self.drop_next = False
         self.paused = False  # the client reads slower than we write
         self.receiving = False  # inside data_received (its loop takes the next request)
@@ -306,10 +376,13 @@ class ReferenceProtocol(asyncio.Protocol):
         for h in self.handles:
             h.cancel()
         if self.current_log is not None:  # the client went away mid-stream
-            self.current_log["t_end"] = time.monotonic_ns()
-            self.current_log["client_closed"] = True
-            self.st.log(self.current_log)
+            self.pending.append(self.current_log)
             self.current_log = None
+        for log in self.pending:  # ... or before its answer
+            log["t_end"] = time.monotonic_ns()
+            log["client_closed"] = True
+            self.st.log(log)
+        self.pending.clear()
 
     def data_received(self, data: bytes) -> None:
         self.receiving = True
@@ -393,6 +466,7 @@ class ReferenceProtocol(asyncio.Protocol):
         for k, v in st.faults_total.items():
             lines.append(f'reference_faults_total{{kind="{k}"}} {v}')
         lines += st.stress_metrics()
+        lines += st.cache_metrics()
         self._simple(200, ("\n".join(lines) + "\n").encode(), ctype="text/plain; version=0.0.4")
 
     def _tokenize(self, path: str, body: bytes) -> None:
@@ -433,7 +507,8 @@ class ReferenceProtocol(asyncio.Protocol):
             prompt = req.get("prompt") or ""
             if isinstance(prompt, list):
                 prompt = "".join(map(str, prompt))
-        prompt_tokens = len(str(prompt).encode())
+        prompt_bytes = str(prompt).encode()
+        prompt_tokens = len(prompt_bytes)
         raw_max = (
             req.get("max_tokens") or req.get("max_completion_tokens") or cfg.default_max_tokens
         )
@@ -453,6 +528,7 @@ class ReferenceProtocol(asyncio.Protocol):
         opts = req.get("stream_options")
         usage_wanted = isinstance(opts, dict) and bool(opts.get("include_usage"))
         rid = headers.get("x-request-id", f"ref-{st.counter}")
+        t_recv = st.stamp(t_recv)  # distinct: the order of arrival (pipelined ones share t)
         st.counter += 1
         st.requests_total += 1
         fault = st.pick_fault() if cfg.faults else None
@@ -467,6 +543,25 @@ class ReferenceProtocol(asyncio.Protocol):
         first_word = st.counter
         # deterministic / diverging output (stress): the words, else None
         words = st.stress_words(str(prompt), n)
+        # the prefix cache sees the prompt on arrival, prompt + output on completion
+        adm = st.cache.arrive(prompt_bytes) if st.cache is not None else None
+        cached = adm.cached_tokens if adm is not None else 0
+        prefill_ms = cfg.prefill_ms_per_token * (prompt_tokens - cached)
+        log = GroundTruthLine(request_id=rid, t_recv=t_recv, fault=fault,
+                              prompt_tokens=prompt_tokens, cached_tokens=cached,
+                              blocks_evicted=adm.evicted if adm is not None else 0)  # fmt: skip
+
+        def output_text() -> str:
+            if words is not None:
+                return "".join(words)
+            return "".join(_WORDS[(first_word + i) % len(_WORDS)] for i in range(n))
+
+        def complete() -> None:
+            """The last token is written: the prefix cache takes prompt + output."""
+            if adm is not None and st.cache is not None and cfg.prefix_cache_outputs:
+                st.cache.complete(adm, output_text().encode())
+                log["blocks_evicted"] = adm.evicted
+
         created = int(time.time())
         model_json = orjson.dumps(cfg.model).decode()
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -489,11 +584,13 @@ class ReferenceProtocol(asyncio.Protocol):
                 word = _WORDS_JSON[(first_word + i) % len(_WORDS)]
             return pre + word + (post_last if i == n - 1 else post_open)
 
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": n,
             "total_tokens": prompt_tokens + n,
         }
+        if adm is not None:  # where vLLM and OpenAI put it
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
         tail = b""
         if usage_wanted:
             tail += b"data: " + orjson.dumps({"id": rid, "object": kind, "created": created,
@@ -501,19 +598,26 @@ class ReferenceProtocol(asyncio.Protocol):
         tail += b"data: [DONE]\n\n"
         st.tokens_total += n
         if not stream:
-            text = (
-                "".join(words)
-                if words is not None
-                else "".join(_WORDS[(first_word + i) % len(_WORDS)] for i in range(n))
-            )
+            text = output_text()
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})  # fmt: skip
             doc = {"id": rid, "object": "chat.completion" if chat else "text_completion",
                    "created": created, "model": cfg.model, "choices": [choice], "usage": usage}  # fmt: skip
             delay = 0.0 if cfg.max_throughput else (
-                cfg.ttft_ms.sample(st.rng) + st.ttft_drift_ms()
+                cfg.ttft_ms.sample(st.rng) + st.ttft_drift_ms() + prefill_ms
                 + sum(cfg.itl_ms.sample(st.rng) for _ in range(n - 1))) / 1000  # fmt: skip
-            self._later(delay, lambda: self._simple(200, doc))
+            self.pending.append(log)
+
+            def answer() -> None:
+                if self.closed:  # logged by connection_lost
+                    return
+                self._simple(200, doc)
+                complete()
+                log["t_end"] = st.event_ns()
+                self.pending.remove(log)
+                st.log(log)
+
+            self._later(delay, answer)
             return
         head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
@@ -530,15 +634,15 @@ class ReferenceProtocol(asyncio.Protocol):
         if cfg.max_throughput and fault is None:
             assert self.transport is not None
             self.transport.write(head + (_chunk(head_events) if head_events else b""))
-            self.bulk = [event, n, tail, 0]
+            self.bulk = [event, n, tail, 0, complete]
             self._pump()
             return
         rng = random.Random(st.rng.getrandbits(64))  # its own draws: faults stay seeded
-        self._stream(rid, head, head_events, event, n, tail, fault, t_recv, rng)
+        self._stream(log, head, head_events, event, n, tail, rng, prefill_ms, complete)
 
     def _pump(self) -> None:
         """Write a max-throughput response in batches while the client keeps up."""
-        event, n, tail, i = self.bulk
+        event, n, tail, i, complete = self.bulk
         tr = self.transport
         assert tr is not None
         while i < n and not self.paused and not self.closed:
@@ -548,6 +652,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.bulk[3] = i
         if i == n and not self.closed:
             tr.write(_chunk(tail) + b"0\r\n\r\n")
+            complete()
             self._done_response()
 
     def _done_response(self) -> None:
@@ -561,23 +666,26 @@ class ReferenceProtocol(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self.handles.append(loop.call_later(delay_s, fn))
 
-    def _stream(self, rid: str, head: bytes, head_events: bytes, event: Any, n: int,
-                tail: bytes, fault: str | None, t_recv: int, rng: random.Random) -> None:  # fmt: skip
+    def _stream(self, log: GroundTruthLine, head: bytes, head_events: bytes, event: Any,
+                n: int, tail: bytes, rng: random.Random, prefill_ms: float,
+                complete: Any) -> None:  # fmt: skip
         """Write token i at its scheduled time; each token (and the next time) is made
-        when the previous one is written, so a long response costs nothing ahead."""
+        when the previous one is written, so a long response costs nothing ahead. TTFT
+        counts from the request's arrival (t_recv, the loop's clock)."""
         cfg = self.st.cfg
+        fault = log["fault"]
         loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0 = log["t_recv"] / 1e9
         fault_at = n // 2
         delay0 = cfg.slow_headers_s if fault == "slow_headers" else 0.0
         sent: list[int] = []
         scheduled: list[int] = []
-        log = GroundTruthLine(request_id=rid, t_recv=t_recv, fault=fault, token_times=sent,
-                              scheduled=scheduled)  # fmt: skip
+        log["token_times"] = sent
+        log["scheduled"] = scheduled
         self.current_log = log
 
         def done() -> None:
-            log["t_end"] = time.monotonic_ns()
+            log["t_end"] = self.st.event_ns()
             self.st.log(log)
             self.current_log = None
 
@@ -606,6 +714,7 @@ class ReferenceProtocol(asyncio.Protocol):
             tr.write(_chunk(event(i)))
             if i == n - 1:
                 tr.write(_chunk(tail) + b"0\r\n\r\n")
+                complete()
                 done()
                 self._done_response()
                 return
@@ -623,7 +732,9 @@ class ReferenceProtocol(asyncio.Protocol):
             done()
             self._done_response()
             return
-        first = t0 + delay0 + (cfg.ttft_ms.sample(rng) + self.st.ttft_drift_ms()) / 1000
+        first = (
+            t0 + delay0 + (cfg.ttft_ms.sample(rng) + self.st.ttft_drift_ms() + prefill_ms) / 1000
+        )
         if fault == "stall" and fault_at == 0:
             first += cfg.stall_s
         scheduled.append(int(first * 1e9))

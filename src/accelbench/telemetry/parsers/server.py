@@ -43,6 +43,12 @@ SERVER_METRICS: dict[str, dict[str, list[str]]] = {
         "srv_prompt_tokens_total": ["llamacpp:prompt_tokens_total"],
         "srv_generation_tokens_total": ["llamacpp:tokens_predicted_total"],
     },
+    # accelbench's reference server with its prefix cache on (serve reference
+    # --prefix-cache-blocks N): vLLM's counters, in tokens, under its own prefix
+    "reference": {
+        "srv_prefix_cache_hits_total": ["reference:prefix_cache_hits_total"],
+        "srv_prefix_cache_queries_total": ["reference:prefix_cache_queries_total"],
+    },
     "tgi": {
         "srv_requests_running": ["tgi_batch_current_size"],
         "srv_requests_waiting": ["tgi_queue_size"],
@@ -50,7 +56,13 @@ SERVER_METRICS: dict[str, dict[str, list[str]]] = {
         "srv_generation_tokens_total": ["tgi_request_generated_tokens_sum"],
     },
 }
-_ENGINE_PREFIX = {"vllm": "vllm:", "sglang": "sglang:", "llamacpp": "llamacpp:", "tgi": "tgi_"}
+_ENGINE_PREFIX = {
+    "vllm": "vllm:",
+    "sglang": "sglang:",
+    "llamacpp": "llamacpp:",
+    "reference": "reference:",
+    "tgi": "tgi_",
+}
 
 
 def detect_engine(names: Iterable[str]) -> str | None:
@@ -82,7 +94,7 @@ def parse_server_metrics(
     engine = detect_engine(totals)
     if engine is None:
         if lost is not None:
-            lost.append("no vLLM / SGLang / llama.cpp / TGI metrics in the scrape")
+            lost.append("no vLLM / SGLang / llama.cpp / TGI / reference metrics in the scrape")
         return []
     row = new_row(t_ns=t_ns, source="server", kind=KIND_SERVER, engine=engine)
     for col, names in SERVER_METRICS[engine].items():
