@@ -1,0 +1,292 @@
+"""The step-time model: how long one continuous-batching step takes on a given accelerator,
+model, precision and layout (the ``StepModel`` of ``predict.steps``), and a closed-loop
+steady state built on it.
+
+One step on N GPUs (the layout's tensor-parallel group)::
+
+    t = max(FLOPs / (N * eff_c * peak_flops), bytes / (N * eff_b * bandwidth))
+        + comm_bytes_per_gpu / scale_up_bandwidth + overhead
+
+- FLOPs: ``2 * P_active`` per token, plus attention: decode tokens over their context
+  (``ModelArch.attention_flops_per_token``), prefill tokens causally over the prompt
+  (``ModelArch.prefill_flops``).
+- bytes: the weights the step touches (``ModelArch.decode_weight_bytes``: all dense
+  weights, the experts the batch routes to) plus the KV cache it reads.
+- communication: two all-reduces per layer of ``tokens x hidden`` BF16 activations
+  (ring: ``2 (N-1)/N`` of the message per GPU) over the per-GPU scale-up bandwidth, one
+  direction (``scale_up_gbs_unidir``); not overlapped with compute.
+- eff_c, eff_b and the fixed per-step overhead (kernel launches, the scheduler, the
+  collectives' latency) are the fitted efficiency factors (``predict.fit``).
+
+The bound of a step is whichever of compute, memory, interconnect and overhead
+("scheduling") is largest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import Accelerator
+from accelbench.plan.architecture import ModelArch, human_bytes
+from accelbench.plan.roofline import DEFAULT_RESERVE, Hardware, hardware_for
+from accelbench.predict.steps import Bound, Step, StepTime
+
+ACT_BYTES = 2.0  # BF16 activations in the all-reduces
+DEFAULT_MAX_BATCH = (
+    1024  # engines' default cap on running sequences (vLLM max_num_seqs is 256-1024)
+)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The fitted factors of one accelerator x engine x precision."""
+
+    compute: float  # share of peak dense FLOPS reached
+    bandwidth: float  # share of peak HBM bandwidth reached
+    overhead_s: float  # fixed time per step
+    request_s: float = (
+        0.0  # fixed time per request before its first token (HTTP, tokenizer, scheduling)
+    )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the model runs: ``tp`` GPUs in one tensor-parallel group, experts spread
+    over ``ep`` of them, attention data-parallel or not."""
+
+    tp: int
+    ep: int = 1
+    dp_attention: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.tp
+
+    def text(self) -> str:
+        s = f"TP{self.tp}"
+        if self.ep > 1:
+            s += f" EP{self.ep}"
+        if self.dp_attention:
+            s += " DP-attention"
+        return s
+
+
+def weight_format(precision: str, vendor: str) -> str:
+    """The weight format behind a source's precision name: InferenceX's "fp4" is NVFP4 on
+    NVIDIA and MXFP4 on AMD (their checkpoints of DeepSeek-R1)."""
+    p = precision.lower()
+    if p == "fp4":
+        return "nvfp4" if vendor.lower() == "nvidia" else "mxfp4"
+    return p
+
+
+class RooflineStepModel:
+    """A ``StepModel`` for ``arch`` at ``precision`` on ``layout.gpus`` x ``acc``."""
+
+    def __init__(
+        self,
+        arch: ModelArch,
+        acc: Accelerator,
+        precision: str,
+        layout: Layout,
+        eff: Efficiency,
+        kv_precision: str = "bf16",
+        reserve: float = DEFAULT_RESERVE,
+        max_seqs: int = DEFAULT_MAX_BATCH,
+    ) -> None:
+        self.arch, self.acc, self.layout, self.eff = arch, acc, layout, eff
+        self.precision = weight_format(precision, acc.vendor)
+        self.kv_precision = kv_precision
+        self.reserve = reserve
+        self._max_seqs = max_seqs
+        arch.check_tensor_parallel(layout.tp)
+        if layout.ep < 1 or layout.ep > layout.tp or layout.tp % layout.ep:
+            raise AccelbenchError(f"expert parallel size {layout.ep} must divide TP {layout.tp}")
+        self.hw: Hardware = hardware_for(acc, layout.gpus, self.precision, 1.0, 1.0)
+        link = acc.figure("scale_up_gbs_unidir").lower
+        self.link_bytes_s = float(link) * 1e9 if link else 0.0
+        self.kv_copies = arch.kv_replication(layout.tp, layout.dp_attention)
+        self.kv_per_token = arch.kv_bytes_per_token(kv_precision) * self.kv_copies
+        self.weights = arch.weight_bytes(self.precision)
+        self.usable = layout.gpus * self.hw.memory_bytes * (1 - reserve)
+
+    # ---- what fits ----------------------------------------------------------------
+    def memory_arithmetic(self, context: int) -> str:
+        """The memory budget in words (for a layout that does not fit)."""
+        n = self.layout.gpus
+        return (
+            f"{self.arch.name} at {self.precision}: weights {human_bytes(self.weights)} + KV "
+            f"{human_bytes(self.arch.kv_bytes_for_context(context, self.kv_precision) * self.kv_copies)}"
+            f" per sequence of {context:,} tokens (x{self.kv_copies} copies) against {n} x "
+            f"{human_bytes(self.hw.memory_bytes)} x {1 - self.reserve:g} usable = "
+            f"{human_bytes(self.usable)}"
+        )
+
+    def kv_capacity_tokens(self) -> int:
+        free = self.usable - self.weights
+        return max(0, int(free // self.kv_per_token)) if self.kv_per_token > 0 else 1 << 40
+
+    def max_batch(self) -> int:
+        return self._max_seqs
+
+    def max_running(self, context: int) -> int:
+        """Sequences of ``context`` tokens that run at once (KV capacity and max_batch)."""
+        per = self.arch.kv_bytes_for_context(context, self.kv_precision) * self.kv_copies
+        free = self.usable - self.weights
+        fit = int(free // per) if per > 0 else self._max_seqs
+        return max(0, min(self._max_seqs, fit))
+
+    # ---- time ---------------------------------------------------------------------
+    def _parts(self, flops: float, nbytes: float, tokens: float) -> tuple[float, float, float]:
+        """(compute, memory, interconnect) seconds at peak FLOPS and bandwidth (the
+        efficiency factors divide the first two)."""
+        hw, n = self.hw, self.layout.gpus
+        t_n = 0.0
+        if n > 1 and self.link_bytes_s > 0:
+            msg = tokens * self.arch.hidden_size * ACT_BYTES
+            t_n = self.arch.num_layers * 2 * msg * 2 * (n - 1) / n / self.link_bytes_s
+        return flops / (n * hw.peak_flops), nbytes / (n * hw.bandwidth), t_n
+
+    def _time(self, parts: tuple[float, float, float]) -> StepTime:
+        return step_from_parts(parts, self.eff)
+
+    def step_parts(self, step: Step) -> tuple[float, float, float]:
+        """``step``'s (compute, memory, interconnect) seconds at peak."""
+        a = self.arch
+        tokens = step.prefill_tokens + step.decode_seqs
+        flops = 2.0 * a.active_params * step.decode_seqs
+        flops += a.attention_flops_per_token(step.decode_context)
+        if step.prefill_tokens:
+            # causal attention of the new tokens after prefill_context cached ones (one
+            # sequence: an upper bound when several prompts share the step)
+            ctx = step.prefill_context
+            flops += a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
+        ctx_all = step.decode_context + step.prefill_context
+        kv_read = a.kv_bytes_for_context(ctx_all, self.kv_precision) * self.kv_copies
+        nbytes = a.decode_weight_bytes(max(1, tokens), self.precision) + kv_read
+        return self._parts(flops, nbytes, tokens)
+
+    def step_time(self, step: Step) -> StepTime:
+        if step.prefill_tokens + step.decode_seqs <= 0:
+            return StepTime(0.0, "scheduling")
+        return self._time(self.step_parts(step))
+
+    def prefill_parts(self, prompts: int, isl: int) -> tuple[float, float, float]:
+        """Prefill of ``prompts`` prompts of ``isl`` tokens each, in one batch, at peak."""
+        a = self.arch
+        flops = prompts * a.prefill_flops(isl)
+        nbytes = a.decode_weight_bytes(max(1, prompts * isl), self.precision)
+        return self._parts(flops, nbytes, prompts * isl)
+
+
+def step_from_parts(parts: tuple[float, float, float], eff: Efficiency) -> StepTime:
+    """A step's time and bound from its peak-rate parts and the efficiency factors."""
+    t_c, t_m = parts[0] / eff.compute, parts[1] / eff.bandwidth
+    named: dict[Bound, float] = {
+        "compute": t_c,
+        "memory": t_m,
+        "interconnect": parts[2],
+        "scheduling": eff.overhead_s,
+    }
+    bound = max(named, key=lambda k: named[k])
+    return StepTime(max(t_c, t_m) + parts[2] + eff.overhead_s, bound)
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """What a closed-loop point is, apart from the efficiency factors: the running batch,
+    the prompts prefilled together, and the peak-rate parts of its two kinds of step."""
+
+    concurrency: int
+    running: int  # sequences decoding at once (the rest wait for KV space)
+    prefill_batch: int  # prompts prefilled together (the arrivals per decode step, >= 1)
+    isl: int
+    osl: int
+    gpus: int
+    decode: tuple[float, float, float]  # (compute, memory, interconnect) s at peak
+    prefill: tuple[float, float, float]
+
+
+def loop_shape(model: RooflineStepModel, isl: int, osl: int, concurrency: int) -> LoopShape:
+    """The closed loop of ``concurrency`` users on ``model`` at ISL/OSL."""
+    b = min(concurrency, model.max_running(isl + osl))
+    if b < 1:
+        raise AccelbenchError(
+            "the layout does not hold one sequence: " + model.memory_arithmetic(isl + osl)
+        )
+    dec = model.step_parts(Step(decode_seqs=b, decode_context=int(b * (isl + osl / 2))))
+    k = max(1, round(b / osl))
+    return LoopShape(
+        concurrency, b, k, isl, osl, model.layout.gpus, dec, model.prefill_parts(k, isl)
+    )
+
+
+def loop_metrics(
+    dec: Any, pre: Any, eff_c: Any, eff_b: Any, overhead: Any, request: Any, shape: Any
+) -> tuple[Any, Any, Any, Any, Any]:
+    """(throughput/GPU, TTFT, TPOT, decode step s, prefill s) of closed loops; every
+    argument a float or a numpy array over points (``dec``/``pre``: (..., 3) parts;
+    ``shape``: (b, k, isl, osl, concurrency, gpus)).
+
+    One cycle of the running batch ``b`` lasts ``osl * t_decode + (b / k) * t_prefill(k)``:
+    every request is prefilled once (``k`` prompts together) and decoded in ``osl``
+    steps. TPOT is the cycle less the request's own prefill, over ``osl``; TTFT is half a
+    decode step (the one in flight) plus its prefill, plus, with more users than ``b``,
+    the wait for a slot (Little: ``(c - b) / b`` cycles)."""
+    b, k, isl, osl, c, n = shape
+    t_dec = np.maximum(dec[..., 0] / eff_c, dec[..., 1] / eff_b) + dec[..., 2] + overhead
+    t_pre = np.maximum(pre[..., 0] / eff_c, pre[..., 1] / eff_b) + pre[..., 2] + overhead
+    cycle = osl * t_dec + (b / k) * t_pre
+    tpot = (cycle - t_pre) / osl
+    ttft = t_dec / 2 + t_pre + request + np.maximum(c - b, 0) / b * cycle
+    tput = b * (isl + osl) / (cycle * n)
+    return tput, ttft, tpot, t_dec, t_pre
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """A closed loop of ``concurrency`` users in steady state (medians; no spread)."""
+
+    shape: LoopShape
+    throughput_per_gpu: float  # input + output tokens/s per GPU
+    output_per_gpu: float  # output tokens/s per GPU
+    ttft_s: float
+    tpot_s: float
+    decode: StepTime
+    prefill: StepTime
+    bound: Bound  # what limits the point as a whole: the bound of the phase that takes longer
+
+
+def steady_state(model: RooflineStepModel, isl: int, osl: int, concurrency: int) -> SteadyState:
+    """A closed loop at ``concurrency`` (``loop_metrics``). The stand-in for the
+    event-driven scheduler (``predict.scheduler``): the same step model, with queueing
+    only as an average."""
+    sh = loop_shape(model, isl, osl, concurrency)
+    e = model.eff
+    shape = (sh.running, sh.prefill_batch, isl, osl, concurrency, sh.gpus)
+    tput, ttft, tpot, _, _ = loop_metrics(
+        np.array(sh.decode),
+        np.array(sh.prefill),
+        e.compute,
+        e.bandwidth,
+        e.overhead_s,
+        e.request_s,
+        shape,
+    )
+    dec, pre = step_from_parts(sh.decode, e), step_from_parts(sh.prefill, e)
+    decoding = osl * dec.seconds >= (sh.running / sh.prefill_batch) * pre.seconds
+    return SteadyState(
+        sh,
+        float(tput),
+        float(tput) * osl / (isl + osl),
+        float(ttft),
+        float(tpot),
+        dec,
+        pre,
+        dec.bound if decoding else pre.bound,
+    )
