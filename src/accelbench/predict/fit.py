@@ -36,7 +36,6 @@ from accelbench.plan.roofline import Roofline, Workload
 from accelbench.predict.calibration import Point, default_path
 from accelbench.predict.stepmodel import (
     Efficiency,
-    Layout,
     RooflineStepModel,
     loop_metrics,
     loop_shape,

@@ -19,7 +19,6 @@ from accelbench.plan.architecture import ModelArch
 from accelbench.plan.models import find_model
 from accelbench.plan.roofline import MAX_CONTEXT
 from accelbench.predict.fit import Factors, Limits, choose, physical_limits, shipped_factors
-from accelbench.predict.steps import Bound
 from accelbench.predict.stepmodel import (
     DEFAULT_MAX_BATCH,
     Efficiency,
@@ -27,6 +26,7 @@ from accelbench.predict.stepmodel import (
     RooflineStepModel,
     steady_state,
 )
+from accelbench.predict.steps import Bound
 
 MAX_CONCURRENCY = 1 << 16
 MAX_TP = 64
@@ -72,8 +72,12 @@ class Target:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A predicted value and its interval (10th-90th percentile of the cross-validated
-    errors on the calibration set), inside the physical limit."""
+    """A predicted value and its interval: the value times the 10th and 90th percentiles
+    of ``measured / predicted`` under leave-one-system-out cross-validation on the
+    accelerator's calibration points, held inside the physical limit. Where the model's
+    errors on an accelerator lean one way, the interval leans the same way and need not
+    contain the value (the value is the model's, uncorrected; the interval is where the
+    measurement has fallen)."""
 
     value: float
     low: float
@@ -181,7 +185,7 @@ def predict_point(
         conc = _search(sm, isl, osl, target)
     ss = steady_state(sm, isl, osl, conc)
     lim = physical_limits(sm, isl, osl, ss.shape.running)
-    capped = []
+    capped: list[str] = []
     tput, ttft, tpot = ss.throughput_per_gpu, ss.ttft_s, ss.tpot_s
     if tput > lim.throughput_per_gpu:
         tput, capped = lim.throughput_per_gpu, [*capped, "throughput_per_gpu"]
@@ -191,9 +195,15 @@ def predict_point(
         tpot, capped = lim.tpot_s, [*capped, "tpot_s"]
     iv = f.intervals.get(acc.id) or f.intervals["*"]
     t_lo, t_hi = _interval(tput, iv["throughput"])
+    # inside the physical limit too (an interval wholly beyond it collapses onto it)
     t_hi = min(t_hi, lim.throughput_per_gpu)
+    t_lo = min(t_lo, t_hi)
     f_lo, f_hi = _interval(ttft, iv["ttft"])
+    f_lo = max(f_lo, lim.ttft_s)
+    f_hi = max(f_hi, f_lo)
     p_lo, p_hi = _interval(tpot, iv["tpot"])
+    p_lo = max(p_lo, lim.tpot_s)
+    p_hi = max(p_hi, p_lo)
     out_share = osl / (isl + osl)
     model_id = _model_id(arch)
     extrap = _extrapolation(f, model_id, acc, engine, precision.lower(), isl, osl, conc, fitted.key)
@@ -217,8 +227,8 @@ def predict_point(
         running=ss.shape.running,
         throughput_per_gpu=Estimate(tput, t_lo, t_hi),
         output_per_gpu=Estimate(tput * out_share, t_lo * out_share, t_hi * out_share),
-        ttft_s=Estimate(ttft, max(f_lo, lim.ttft_s), f_hi),
-        tpot_s=Estimate(tpot, max(p_lo, lim.tpot_s), p_hi),
+        ttft_s=Estimate(ttft, f_lo, f_hi),
+        tpot_s=Estimate(tpot, p_lo, p_hi),
         bound=ss.bound,
         decode_bound=ss.decode.bound,
         prefill_bound=ss.prefill.bound,

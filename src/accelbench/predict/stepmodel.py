@@ -24,7 +24,6 @@ The bound of a step is whichever of compute, memory, interconnect and overhead
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 

@@ -25,9 +25,9 @@ from accelbench.predict.calibration import Point
 from accelbench.predict.fit import (
     METRICS,
     Factors,
+    Prepared,
     build_factors,
     calibration_sha,
-    Prepared,
     choose,
     fit_levels,
     level_keys,
