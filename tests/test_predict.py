@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.cli_inprocess import run_cli
 
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import find_accelerator
@@ -19,15 +20,14 @@ from accelbench.plan.models import find_model
 from accelbench.predict.calibration import COLUMNS, PROVENANCE, default_path, load_calibration
 from accelbench.predict.fit import (
     factors_to_json,
-    prepare,
     predict_prepared,
+    prepare,
     sha256_of,
     shipped_factors,
 )
 from accelbench.predict.point import Target, predict_point
-from accelbench.predict.steps import Step
 from accelbench.predict.stepmodel import Efficiency, Layout, RooflineStepModel, loop_metrics
-from tests.cli_inprocess import run_cli
+from accelbench.predict.steps import Step
 
 ROWS = list(csv.DictReader(default_path().read_text(encoding="utf-8").splitlines()))
 
@@ -162,18 +162,19 @@ def test_decode_step_hand_checked() -> None:
 
 def test_loop_metrics_hand_checked() -> None:
     """b=4 running, k=1, ISL 100, OSL 10, 1 GPU; decode 10 ms, prefill 20 ms: a cycle is
-    10 x 10 + 4 x 20 = 180 ms; TPOT (180 - 20) / 10 = 16 ms; TTFT 5 + 20 + 3 (per
-    request) = 28 ms; throughput 4 x 110 / 0.18 = 2,444.4 tok/s; with 8 users the other
-    4 wait one cycle more."""
+    10 x 10 + 4 x 20 = 180 ms; TPOT (180 - 20) / 10 = 16 ms; prefill load 80 / 180 = 4/9,
+    M/D/1 wait (4/9) / (2 x 5/9) x 20 = 8 ms; TTFT 5 + 8 + 20 + 3 (per request) = 36 ms;
+    throughput 4 x 110 / 0.18 = 2,444.4 tok/s; with 8 users the other 4 wait one cycle
+    more."""
     dec, pre = np.array([0.0, 0.01, 0.0]), np.array([0.02, 0.0, 0.0])
     tput, ttft, tpot, t_dec, t_pre = loop_metrics(
         dec, pre, 1.0, 1.0, 0.0, 0.003, (4, 1, 100, 10, 4, 1)
     )
     assert (t_dec, t_pre) == pytest.approx((0.01, 0.02))
-    assert tpot == pytest.approx(0.016) and ttft == pytest.approx(0.028)
+    assert tpot == pytest.approx(0.016) and ttft == pytest.approx(0.036)
     assert tput == pytest.approx(4 * 110 / 0.18)
     _, ttft8, _, _, _ = loop_metrics(dec, pre, 1.0, 1.0, 0.0, 0.003, (4, 1, 100, 10, 8, 1))
-    assert ttft8 == pytest.approx(0.028 + 0.18)
+    assert ttft8 == pytest.approx(0.036 + 0.18)
 
 
 # ---- fit, limit, extrapolation ------------------------------------------------------------

@@ -94,7 +94,7 @@ class Prediction:
     isl: int
     osl: int
     concurrency: int
-    running: int  # sequences decoding at once (the rest wait for KV space)
+    running: int  # sequences decoding at once (the rest wait for a slot)
     throughput_per_gpu: Estimate  # input + output tokens/s per GPU
     output_per_gpu: Estimate  # output tokens/s per GPU
     ttft_s: Estimate
@@ -177,7 +177,7 @@ def predict_point(
     sm = RooflineStepModel(
         arch, acc, precision, layout, fitted.eff, kv_precision, max_seqs=max_batch
     )
-    if sm.max_running(isl + osl) < 1:
+    if sm.kv_fit(isl + osl) < 1:
         raise AccelbenchError("the layout does not fit: " + sm.memory_arithmetic(isl + osl))
     if target.concurrency is not None:
         conc = target.concurrency
@@ -210,8 +210,15 @@ def predict_point(
     notes = [n for n in sm.hw.notes if "computing in" in n]
     if ss.shape.running < conc:
         notes.append(
-            f"only {ss.shape.running} of {conc} sequences fit at {isl + osl:,} tokens "
-            "(KV cache or --max-batch): the rest wait, and TTFT counts the wait"
+            f"only {ss.shape.running} of {conc} sequences run at once (--max-batch): the "
+            "rest wait, and TTFT counts the wait"
+        )
+    fit = sm.kv_fit(isl + osl / 2)
+    if fit < ss.shape.running:
+        notes.append(
+            f"the KV cache may hold only {fit} sequences at the mean context "
+            f"{isl + osl / 2:,.0f} tokens ({sm.memory_arithmetic(isl + osl)}); beyond that the "
+            "engine queues or preempts, which this prediction does not model"
         )
     if acc.id not in f.intervals:
         notes.append("interval: the pooled errors of every accelerator (none measured on this one)")

@@ -133,12 +133,14 @@ class RooflineStepModel:
     def max_batch(self) -> int:
         return self._max_seqs
 
-    def max_running(self, context: int) -> int:
-        """Sequences of ``context`` tokens that run at once (KV capacity and max_batch)."""
+    def kv_fit(self, context: float) -> int:
+        """Sequences of ``context`` tokens whose KV cache fits beside the weights (less
+        the reserve; paged KV: a sequence holds only the tokens it has so far)."""
         per = self.arch.kv_bytes_for_context(context, self.kv_precision) * self.kv_copies
         free = self.usable - self.weights
-        fit = int(free // per) if per > 0 else self._max_seqs
-        return max(0, min(self._max_seqs, fit))
+        if free <= 0:
+            return 0
+        return int(free // per) if per > 0 else 1 << 40
 
     # ---- time ---------------------------------------------------------------------
     def _parts(self, flops: float, nbytes: float, tokens: float) -> tuple[float, float, float]:
@@ -202,7 +204,7 @@ class LoopShape:
     the prompts prefilled together, and the peak-rate parts of its two kinds of step."""
 
     concurrency: int
-    running: int  # sequences decoding at once (the rest wait for KV space)
+    running: int  # sequences decoding at once (the rest wait for a slot: max_batch)
     prefill_batch: int  # prompts prefilled together (the arrivals per decode step, >= 1)
     isl: int
     osl: int
@@ -213,8 +215,8 @@ class LoopShape:
 
 def loop_shape(model: RooflineStepModel, isl: int, osl: int, concurrency: int) -> LoopShape:
     """The closed loop of ``concurrency`` users on ``model`` at ISL/OSL."""
-    b = min(concurrency, model.max_running(isl + osl))
-    if b < 1:
+    b = min(concurrency, model.max_batch())
+    if model.kv_fit(isl + osl) < 1:
         raise AccelbenchError(
             "the layout does not hold one sequence: " + model.memory_arithmetic(isl + osl)
         )
@@ -242,7 +244,9 @@ def loop_metrics(
     t_pre = np.maximum(pre[..., 0] / eff_c, pre[..., 1] / eff_b) + pre[..., 2] + overhead
     cycle = osl * t_dec + (b / k) * t_pre
     tpot = (cycle - t_pre) / osl
-    ttft = t_dec / 2 + t_pre + request + np.maximum(c - b, 0) / b * cycle
+    rho = (b / k) * t_pre / cycle  # the share of time spent prefilling
+    wait = rho / (2 * (1 - rho)) * t_pre  # M/D/1: the prompts ahead of this one
+    ttft = t_dec / 2 + wait + t_pre + request + np.maximum(c - b, 0) / b * cycle
     tput = b * (isl + osl) / (cycle * n)
     return tput, ttft, tpot, t_dec, t_pre
 
