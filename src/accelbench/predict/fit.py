@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
@@ -113,8 +112,10 @@ def _catalog() -> dict[str, Accelerator]:
     return load_catalog()
 
 
-def accelerator(hardware: str) -> Accelerator:
-    return find_accelerator(hardware, _catalog())
+def catalog_accelerator(name: str) -> Accelerator:
+    """``find_accelerator`` over the catalog read once per process (a grid of points
+    would otherwise parse the YAML for each)."""
+    return find_accelerator(name, _catalog())
 
 
 @dataclass
@@ -134,7 +135,7 @@ def prepare(points: Sequence[Point], kv_precision: str = DEFAULT_KV) -> Prepared
     dummy = Efficiency(1.0, 1.0, 0.0)
     dec, pre, shape, meas, limit, vendor = [], [], [], [], [], []
     for p in points:
-        acc = accelerator(p.hardware)
+        acc = catalog_accelerator(p.hardware)
         m = RooflineStepModel(_arch(p.model), acc, p.precision, p.layout, dummy, kv_precision)
         sh = loop_shape(m, p.isl, p.osl, p.concurrency)
         lim = physical_limits(m, p.isl, p.osl, sh.running)
@@ -179,6 +180,8 @@ def predict_prepared(prep: Prepared, idx: np.ndarray, eff: Efficiency) -> np.nda
 
 def fit_factors(prep: Prepared, idx: np.ndarray) -> Efficiency:
     """Least squares on the log errors of the points ``idx``."""
+    from scipy.optimize import least_squares  # only fitting needs it (a second to import)
+
     dec, pre, shape = prep.dec[idx], prep.pre[idx], prep.shape[:, idx]
     logm = np.log(prep.meas[idx])
 

@@ -14,11 +14,19 @@ from dataclasses import asdict, dataclass, field
 
 from accelbench import validate as check
 from accelbench.errors import AccelbenchError, UsageError
-from accelbench.hardware.catalog import Accelerator, find_accelerator
+from accelbench.hardware.catalog import Accelerator
 from accelbench.plan.architecture import ModelArch
 from accelbench.plan.models import find_model
 from accelbench.plan.roofline import MAX_CONTEXT
-from accelbench.predict.fit import Factors, Limits, choose, physical_limits, shipped_factors
+from accelbench.predict.fit import (
+    Factors,
+    Fitted,
+    Limits,
+    catalog_accelerator,
+    choose,
+    physical_limits,
+    shipped_factors,
+)
 from accelbench.predict.stepmodel import (
     DEFAULT_MAX_BATCH,
     Efficiency,
@@ -131,7 +139,7 @@ def _resolve_model(model: str | ModelArch) -> ModelArch:
 
 
 def _resolve_acc(acc: str | Accelerator) -> Accelerator:
-    return acc if isinstance(acc, Accelerator) else find_accelerator(acc)
+    return acc if isinstance(acc, Accelerator) else catalog_accelerator(acc)
 
 
 def _model_id(arch: ModelArch) -> str:
@@ -146,6 +154,28 @@ def _model_id(arch: ModelArch) -> str:
 def _interval(value: float, q: tuple[float, float, int]) -> tuple[float, float]:
     lo, hi = value * math.exp(q[0]), value * math.exp(q[1])
     return (lo, hi) if lo <= hi else (hi, lo)
+
+
+def fitted_step_model(
+    model: str | ModelArch,
+    accelerator: str | Accelerator,
+    layout: Layout,
+    engine: str = "sglang",
+    precision: str = "fp8",
+    kv_precision: str = "bf16",
+    max_batch: int = DEFAULT_MAX_BATCH,
+    factors: Factors | None = None,
+) -> tuple[RooflineStepModel, Fitted]:
+    """The ``StepModel`` with the fitted factors of ``accelerator`` x ``engine`` x
+    ``precision`` (or the nearest level that has them: ``Fitted.key`` says which), for the
+    scheduler and the emulated server."""
+    arch, acc = _resolve_model(model), _resolve_acc(accelerator)
+    f = factors or shipped_factors()
+    fitted = choose(f.fitted, acc.id, engine, precision.lower(), acc.vendor.lower())
+    sm = RooflineStepModel(
+        arch, acc, precision, layout, fitted.eff, kv_precision, max_seqs=max_batch
+    )
+    return sm, fitted
 
 
 def predict_point(
@@ -170,13 +200,11 @@ def predict_point(
     check.integer("tp (--tp)", layout.tp, 1, MAX_TP)
     check.integer("ep (--ep)", layout.ep, 1, MAX_TP)
     check.integer("max batch (--max-batch)", max_batch, 1, MAX_CONCURRENCY)
-    arch, acc = _resolve_model(model), _resolve_acc(accelerator)
     f = factors or shipped_factors()
-    vendor = acc.vendor.lower()
-    fitted = choose(f.fitted, acc.id, engine, precision.lower(), vendor)
-    sm = RooflineStepModel(
-        arch, acc, precision, layout, fitted.eff, kv_precision, max_seqs=max_batch
+    sm, fitted = fitted_step_model(
+        model, accelerator, layout, engine, precision, kv_precision, max_batch, f
     )
+    arch, acc = sm.arch, sm.acc
     if sm.kv_fit(isl + osl) < 1:
         raise AccelbenchError("the layout does not fit: " + sm.memory_arithmetic(isl + osl))
     if target.concurrency is not None:
