@@ -370,3 +370,88 @@ def test_property_bad_integers_one_line_exit_2(tmp_path: Path, opt: str, value: 
     assert (
         code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:")
     )
+
+
+# ---- the build script ---------------------------------------------------------------------
+
+
+def _ix_point(**over: object) -> dict[str, object]:
+    p: dict[str, object] = {
+        "hardware": "mi355x",
+        "framework": "sglang",
+        "model": "dsr1",
+        "precision": "fp8",
+        "spec_method": "none",
+        "disagg": False,
+        "is_multinode": False,
+        "decode_tp": 8,
+        "decode_ep": 1,
+        "decode_dp_attention": False,
+        "num_decode_gpu": 8,
+        "isl": 1024,
+        "osl": 1024,
+        "conc": 4,
+        "image": "lmsysorg/sglang:v0.5.12-rocm700-mi35x",
+        "metrics": {"tput_per_gpu": 100.0, "median_ttft": 0.1, "median_tpot": 0.01},
+        "date": "2026-02-27",
+        "run_url": "https://example.invalid/run/1",
+    }
+    p.update(over)
+    return p
+
+
+def test_build_script_rebuilds_the_table_from_a_snapshot(tmp_path: Path) -> None:
+    """A git snapshot holding the two fixture files: aggregated points are kept (the
+    latest per configuration on each side of 2026), the rest counted by reason."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    fixtures = work / "packages/app/cypress/fixtures/api"
+    fixtures.mkdir(parents=True)
+    latest = [
+        _ix_point(),
+        _ix_point(conc=8, date="2025-12-01", image=None),
+        _ix_point(disagg=True),
+        _ix_point(spec_method="mtp"),
+    ]
+    history = [
+        _ix_point(
+            date="2026-01-05",
+            metrics={"tput_per_gpu": 90.0, "median_ttft": 0.1, "median_tpot": 0.01},
+        )
+    ]
+    (fixtures / "benchmarks.json").write_text(json.dumps(latest))
+    (fixtures / "benchmarks-history.json").write_text(json.dumps(history))
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "snapshot"], check=True)
+    out = tmp_path / "calibration.csv"
+    script = Path(__file__).resolve().parents[1] / "benchmarks/build_calibration.py"
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(work / ".git"),
+            "--repo-name",
+            "owner/snap",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "2 points" in res.stdout
+    assert "left out 1: disaggregated or multi-node" in res.stderr
+    assert "left out 1: speculative decoding (mtp)" in res.stderr
+    assert "left out 1: an earlier run of the same configuration" in res.stderr
+    points = load_calibration(out)
+    assert sorted((p.date, p.concurrency, p.throughput_per_gpu) for p in points) == [
+        ("2025-12-01", 8, 100.0),
+        ("2026-02-27", 4, 100.0),  # the later of the two 2026 runs of conc 4
+    ]
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert {r["engine_version"] for r in rows} == {"v0.5.12-rocm700-mi35x", "not in source"}
+    assert {r["source_repo"] for r in rows} == {"owner/snap"}

@@ -24,6 +24,7 @@ The bound of a step is whichever of compute, memory, interconnect and overhead
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,14 +32,13 @@ import numpy as np
 
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import Accelerator
-from accelbench.plan.architecture import ModelArch, human_bytes
+from accelbench.plan.architecture import ModelArch, human_bytes, weight_bytes_per_param
 from accelbench.plan.roofline import DEFAULT_RESERVE, Hardware, hardware_for
 from accelbench.predict.steps import Bound, Step, StepTime
 
 ACT_BYTES = 2.0  # BF16 activations in the all-reduces
-DEFAULT_MAX_BATCH = (
-    1024  # engines' default cap on running sequences (vLLM max_num_seqs is 256-1024)
-)
+# engines' default cap on running sequences (vLLM's max_num_seqs is 256-1024)
+DEFAULT_MAX_BATCH = 1024
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,8 @@ class RooflineStepModel:
         self.kv_copies = arch.kv_replication(layout.tp, layout.dp_attention)
         self.kv_per_token = arch.kv_bytes_per_token(kv_precision) * self.kv_copies
         self.weights = arch.weight_bytes(self.precision)
+        self.attn_params = arch.breakdown().attention
+        self.attn_bytes = self.attn_params * weight_bytes_per_param(self.precision)
         self.usable = layout.gpus * self.hw.memory_bytes * (1 - reserve)
 
     # ---- what fits ----------------------------------------------------------------
@@ -156,21 +158,43 @@ class RooflineStepModel:
     def _time(self, parts: tuple[float, float, float]) -> StepTime:
         return step_from_parts(parts, self.eff)
 
-    def step_parts(self, step: Step) -> tuple[float, float, float]:
-        """``step``'s (compute, memory, interconnect) seconds at peak."""
+    def _work(
+        self, tokens: int, seqs: int, score_flops: float, kv_read: float
+    ) -> tuple[float, float, float]:
+        """(compute, memory, interconnect) seconds at peak of a step through ``tokens``
+        tokens of ``seqs`` sequences, with ``score_flops`` of attention scores and
+        ``kv_read`` bytes of KV cache.
+
+        With DP attention every GPU holds all the attention weights (each reads its own
+        copy: ``(N - 1)`` more copies read than under TP) and runs the attention of its own
+        sequences: the busiest GPU has ``ceil(seqs / N)`` of them, so the attention's
+        FLOPs count ``N * ceil(seqs / N) / seqs`` times (a prompt prefilled alone runs its
+        attention on one GPU)."""
         a = self.arch
-        tokens = step.prefill_tokens + step.decode_seqs
-        flops = 2.0 * a.active_params * step.decode_seqs
-        flops += a.attention_flops_per_token(step.decode_context)
+        flops = 2.0 * a.active_params * tokens + score_flops
+        nbytes = a.decode_weight_bytes(max(1, tokens), self.precision) + kv_read
+        n = self.layout.gpus
+        if self.layout.dp_attention and n > 1 and seqs > 0:
+            attn_flops = 2.0 * self.attn_params * tokens + score_flops
+            flops += attn_flops * (n * math.ceil(seqs / n) / seqs - 1)
+            nbytes += self.attn_bytes * (n - 1)
+        return self._parts(flops, nbytes, tokens)
+
+    def step_parts(self, step: Step) -> tuple[float, float, float]:
+        """``step``'s (compute, memory, interconnect) seconds at peak. The prefill tokens
+        count as one sequence (the Step does not say how many prompts share them: an upper
+        bound on the attention when several do)."""
+        a = self.arch
+        score = a.attention_flops_per_token(step.decode_context)
         if step.prefill_tokens:
-            # causal attention of the new tokens after prefill_context cached ones (one
-            # sequence: an upper bound when several prompts share the step)
+            # causal attention of the new tokens after prefill_context cached ones
             ctx = step.prefill_context
-            flops += a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
+            score += a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
+            score -= 2.0 * a.active_params * step.prefill_tokens
         ctx_all = step.decode_context + step.prefill_context
         kv_read = a.kv_bytes_for_context(ctx_all, self.kv_precision) * self.kv_copies
-        nbytes = a.decode_weight_bytes(max(1, tokens), self.precision) + kv_read
-        return self._parts(flops, nbytes, tokens)
+        seqs = step.decode_seqs + (1 if step.prefill_tokens else 0)
+        return self._work(step.prefill_tokens + step.decode_seqs, seqs, score, kv_read)
 
     def step_time(self, step: Step) -> StepTime:
         if step.prefill_tokens + step.decode_seqs <= 0:
@@ -180,9 +204,8 @@ class RooflineStepModel:
     def prefill_parts(self, prompts: int, isl: int) -> tuple[float, float, float]:
         """Prefill of ``prompts`` prompts of ``isl`` tokens each, in one batch, at peak."""
         a = self.arch
-        flops = prompts * a.prefill_flops(isl)
-        nbytes = a.decode_weight_bytes(max(1, prompts * isl), self.precision)
-        return self._parts(flops, nbytes, prompts * isl)
+        score = prompts * (a.prefill_flops(isl) - 2.0 * a.active_params * isl)
+        return self._work(prompts * isl, prompts, score, 0.0)
 
 
 def step_from_parts(parts: tuple[float, float, float], eff: Efficiency) -> StepTime:
