@@ -455,3 +455,53 @@ def test_build_script_rebuilds_the_table_from_a_snapshot(tmp_path: Path) -> None
     rows = list(csv.DictReader(out.read_text().splitlines()))
     assert {r["engine_version"] for r in rows} == {"v0.5.12-rocm700-mi35x", "not in source"}
     assert {r["source_repo"] for r in rows} == {"owner/snap"}
+
+
+def test_docs_table_is_the_validation_of_the_shipped_table() -> None:
+    """docs/PREDICT.md shows what `accelbench predict --validate` computes now."""
+    from accelbench.predict.validate import table_markdown, validate
+
+    doc = (Path(__file__).resolve().parents[1] / "docs/PREDICT.md").read_text(encoding="utf-8")
+    v = validate(load_calibration())
+    assert table_markdown(v) in doc, (
+        "rerun: accelbench predict --validate --write-docs docs/PREDICT.md"
+    )
+    # and the intervals shipped are those of this validation
+    f = shipped_factors()
+    for acc, metrics in v.intervals.items():
+        for m, q in metrics.items():
+            assert f.intervals[acc][m] == pytest.approx(q, rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    acc=st.sampled_from(["h200", "b200", "mi300x", "mi355x"]),
+    model=st.sampled_from(["deepseek-r1", "llama-3.1-70b", "qwen3-235b-a22b"]),
+    dp=st.booleans(),
+    seqs=st.integers(0, 512),
+    ctx=st.integers(0, 8192),
+    pre=st.integers(0, 16384),
+    more=st.integers(1, 64),
+)
+def test_property_step_time_grows_with_work(
+    acc: str, model: str, dp: bool, seqs: int, ctx: int, pre: int, more: int
+) -> None:
+    """What the scheduler relies on: a step with more sequences, more context or more
+    prefill tokens never takes less time, and every step of work takes some."""
+    from accelbench.predict.point import fitted_step_model
+
+    m, _ = fitted_step_model(model, acc, Layout(8, 8 if dp else 1, dp), "sglang", "fp8")
+    base = Step(prefill_tokens=pre, prefill_context=0, decode_seqs=seqs, decode_context=seqs * ctx)
+    t = m.step_time(base).seconds
+    if pre + seqs == 0:
+        assert t == 0
+        return
+    assert t > 0 and math.isfinite(t)
+    bigger = [
+        Step(pre, 0, seqs + more, (seqs + more) * ctx),
+        Step(pre, 0, seqs, seqs * (ctx + more)),
+        Step(pre + more, 0, seqs, seqs * ctx),
+    ]
+    for b in bigger:
+        assert m.step_time(b).seconds >= t * (1 - 1e-12), b
+    assert m.kv_capacity_tokens() > 0 and m.max_batch() == 1024

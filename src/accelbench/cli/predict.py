@@ -128,7 +128,12 @@ def predict_command(
     if as_json:
         typer.echo(
             json.dumps(
-                {"schema": "accelbench.prediction/1", **pred.as_dict(), "cost": cost},
+                {
+                    "schema": "accelbench.prediction/1",
+                    "predicted": True,
+                    **pred.as_dict(),
+                    "cost": cost,
+                },
                 indent=2,
                 default=str,
             )

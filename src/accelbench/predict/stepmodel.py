@@ -159,42 +159,61 @@ class RooflineStepModel:
         return step_from_parts(parts, self.eff)
 
     def _work(
-        self, tokens: int, seqs: int, score_flops: float, kv_read: float
+        self,
+        decode_seqs: int,
+        decode_score: float,
+        prefill_tokens: int,
+        prefill_score: float,
+        prompts: int,
+        kv_read: float,
     ) -> tuple[float, float, float]:
-        """(compute, memory, interconnect) seconds at peak of a step through ``tokens``
-        tokens of ``seqs`` sequences, with ``score_flops`` of attention scores and
-        ``kv_read`` bytes of KV cache.
+        """(compute, memory, interconnect) seconds at peak of a step: one token for each of
+        ``decode_seqs`` sequences (``decode_score`` FLOPs of attention scores) and
+        ``prefill_tokens`` prompt tokens of ``prompts`` prompts (``prefill_score``), with
+        ``kv_read`` bytes of KV cache read.
 
         With DP attention every GPU holds all the attention weights (each reads its own
-        copy: ``(N - 1)`` more copies read than under TP) and runs the attention of its own
-        sequences: the busiest GPU has ``ceil(seqs / N)`` of them, so the attention's
-        FLOPs count ``N * ceil(seqs / N) / seqs`` times (a prompt prefilled alone runs its
-        attention on one GPU)."""
+        copy: ``N - 1`` more copies read than under TP) and runs the attention of its own
+        sequences: the busiest GPU has ``ceil(seqs / N)`` of them, so the attention FLOPs
+        count ``N * ceil(seqs / N) / seqs`` times, for the decoding sequences and for the
+        prompts each (a prompt prefilled alone runs its attention on one GPU)."""
         a = self.arch
-        flops = 2.0 * a.active_params * tokens + score_flops
+        tokens = decode_seqs + prefill_tokens
+        flops = 2.0 * a.active_params * tokens + decode_score + prefill_score
         nbytes = a.decode_weight_bytes(max(1, tokens), self.precision) + kv_read
         n = self.layout.gpus
-        if self.layout.dp_attention and n > 1 and seqs > 0:
-            attn_flops = 2.0 * self.attn_params * tokens + score_flops
-            flops += attn_flops * (n * math.ceil(seqs / n) / seqs - 1)
+        if self.layout.dp_attention and n > 1:
+            for seqs, toks, score in (
+                (decode_seqs, decode_seqs, decode_score),
+                (prompts, prefill_tokens, prefill_score),
+            ):
+                if seqs > 0:
+                    attn = 2.0 * self.attn_params * toks + score
+                    flops += attn * (n * math.ceil(seqs / n) / seqs - 1)
             nbytes += self.attn_bytes * (n - 1)
         return self._parts(flops, nbytes, tokens)
 
     def step_parts(self, step: Step) -> tuple[float, float, float]:
         """``step``'s (compute, memory, interconnect) seconds at peak. The prefill tokens
-        count as one sequence (the Step does not say how many prompts share them: an upper
-        bound on the attention when several do)."""
+        count as one prompt (the Step does not say how many share them: an upper bound on
+        their attention when several do)."""
         a = self.arch
-        score = a.attention_flops_per_token(step.decode_context)
+        pre_score = 0.0
         if step.prefill_tokens:
             # causal attention of the new tokens after prefill_context cached ones
             ctx = step.prefill_context
-            score += a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
-            score -= 2.0 * a.active_params * step.prefill_tokens
+            pre_score = a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
+            pre_score -= 2.0 * a.active_params * step.prefill_tokens
         ctx_all = step.decode_context + step.prefill_context
         kv_read = a.kv_bytes_for_context(ctx_all, self.kv_precision) * self.kv_copies
-        seqs = step.decode_seqs + (1 if step.prefill_tokens else 0)
-        return self._work(step.prefill_tokens + step.decode_seqs, seqs, score, kv_read)
+        return self._work(
+            step.decode_seqs,
+            a.attention_flops_per_token(step.decode_context),
+            step.prefill_tokens,
+            pre_score,
+            1 if step.prefill_tokens else 0,
+            kv_read,
+        )
 
     def step_time(self, step: Step) -> StepTime:
         if step.prefill_tokens + step.decode_seqs <= 0:
@@ -205,7 +224,7 @@ class RooflineStepModel:
         """Prefill of ``prompts`` prompts of ``isl`` tokens each, in one batch, at peak."""
         a = self.arch
         score = prompts * (a.prefill_flops(isl) - 2.0 * a.active_params * isl)
-        return self._work(prompts * isl, prompts, score, 0.0)
+        return self._work(0, 0.0, prompts * isl, score, prompts, 0.0)
 
 
 def step_from_parts(parts: tuple[float, float, float], eff: Efficiency) -> StepTime:
