@@ -505,3 +505,35 @@ def test_property_step_time_grows_with_work(
     for b in bigger:
         assert m.step_time(b).seconds >= t * (1 - 1e-12), b
     assert m.kv_capacity_tokens() > 0 and m.max_batch() == 1024
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    which=st.sampled_from(["--model", "--accelerator"]),
+    name=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30
+    ).filter(lambda s: not s.startswith("-") and "\x00" not in s),
+)
+def test_property_unknown_names_one_line(tmp_path: Path, which: str, name: str) -> None:
+    """Any unknown model or accelerator name: one line (listing the known ones), exit 2."""
+    args = {"--model": "deepseek-r1", "--accelerator": "mi355x"}
+    args[which] = name
+    code, out, err, _ = run_cli(
+        [
+            "predict",
+            "--model",
+            args["--model"],
+            "--accelerator",
+            args["--accelerator"],
+            "--concurrency",
+            "4",
+        ],
+        tmp_path,
+    )
+    if code == 0:  # a real name (an alias, or a catalog id in other case)
+        return
+    assert (
+        code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:")
+    )
