@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "accelbench.cli.cost",
     "accelbench.cli.doctor",
     "accelbench.cli.mlperf",
+    "accelbench.cli.predict",
     "accelbench.cli.monitor",
     "accelbench.cli.run",
     "accelbench.cli.serve",

@@ -1,0 +1,165 @@
+"""The public calibration set: measured points with their provenance
+(``predict/data/calibration.csv``, rebuilt by ``benchmarks/build_calibration.py``).
+
+Units are the source's: seconds for TTFT and TPOT (medians over the run's requests),
+tokens/s for throughput (``tput_per_gpu_tok_s``: input + output tokens per second per
+GPU, InferenceX's ``tput_per_gpu``). A damaged row is refused with one line naming the
+file, the line and the field: never dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from accelbench.errors import AccelbenchError
+from accelbench.predict.stepmodel import Layout
+
+PROVENANCE = (
+    "source",
+    "source_repo",
+    "source_file",
+    "source_commit",
+    "date",
+    "submitter",
+    "system",
+    "accelerator_count",
+    "engine",
+    "engine_version",
+    "precision",
+)
+COLUMNS = (
+    *PROVENANCE,
+    "snapshot_date",
+    "run_url",
+    "hardware",
+    "model",
+    "tp",
+    "ep",
+    "dp_attention",
+    "isl",
+    "osl",
+    "concurrency",
+    "tput_per_gpu_tok_s",
+    "median_ttft_s",
+    "median_tpot_s",
+)
+MAX_FILE_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured point of the calibration set."""
+
+    hardware: str  # catalog accelerator id
+    engine: str
+    engine_version: str
+    model: str  # catalog model id
+    precision: str  # the source's name (fp8, fp4)
+    layout: Layout
+    isl: int
+    osl: int
+    concurrency: int
+    throughput_per_gpu: float  # input + output tokens/s per GPU
+    ttft_s: float  # median
+    tpot_s: float  # median
+    date: str  # ISO date the source gives the run
+    source: str  # source repo and file
+    run_url: str
+
+    @property
+    def system(self) -> str:
+        """One serving system: hardware, engine, precision and layout (the unit that
+        leave-one-system-out cross-validation holds out)."""
+        return f"{self.hardware} {self.engine} {self.precision} {self.layout.text()}"
+
+    @property
+    def group(self) -> tuple[str, str, str]:
+        return (self.hardware, self.engine, self.precision)
+
+
+def default_path() -> Path:
+    return Path(str(resources.files("accelbench.predict").joinpath("data/calibration.csv")))
+
+
+def _num(row: dict[str, str], key: str, where: str, integer: bool = False) -> float:
+    text = (row.get(key) or "").strip()
+    try:
+        v = float(text)
+    except ValueError:
+        raise AccelbenchError(f"{where}: field {key!r} must be a number (got {text!r})") from None
+    if not math.isfinite(v) or v <= 0 or (integer and v != int(v)):
+        what = "a positive whole number" if integer else "a positive finite number"
+        raise AccelbenchError(f"{where}: field {key!r} must be {what} (got {text!r})")
+    return v
+
+
+def parse_row(row: dict[str, str], where: str) -> Point:
+    """One CSV row as a Point, or an AccelbenchError naming the field."""
+    for key in PROVENANCE:
+        if not (row.get(key) or "").strip():
+            raise AccelbenchError(f"{where}: missing provenance field {key!r}")
+    for key in ("hardware", "model"):
+        if not (row.get(key) or "").strip():
+            raise AccelbenchError(f"{where}: missing field {key!r}")
+    date = row["date"].strip()
+    if len(date) != 10 or date[4] != "-" or date[7] != "-" or not date.replace("-", "").isdigit():
+        raise AccelbenchError(f"{where}: field 'date' must be YYYY-MM-DD (got {date!r})")
+    dp = (row.get("dp_attention") or "").strip()
+    if dp not in ("0", "1"):
+        raise AccelbenchError(f"{where}: field 'dp_attention' must be 0 or 1 (got {dp!r})")
+    tp = int(_num(row, "tp", where, True))
+    ep = int(_num(row, "ep", where, True))
+    if int(_num(row, "accelerator_count", where, True)) != tp:
+        raise AccelbenchError(f"{where}: accelerator_count differs from tp (not one TP group)")
+    return Point(
+        hardware=row["hardware"].strip().lower(),
+        engine=row["engine"].strip(),
+        engine_version=row["engine_version"].strip(),
+        model=row["model"].strip(),
+        precision=row["precision"].strip().lower(),
+        layout=Layout(tp, ep, dp == "1"),
+        isl=int(_num(row, "isl", where, True)),
+        osl=int(_num(row, "osl", where, True)),
+        concurrency=int(_num(row, "concurrency", where, True)),
+        throughput_per_gpu=_num(row, "tput_per_gpu_tok_s", where),
+        ttft_s=_num(row, "median_ttft_s", where),
+        tpot_s=_num(row, "median_tpot_s", where),
+        date=date,
+        source=f"{row['source_repo'].strip()}:{row['source_file'].strip()}",
+        run_url=(row.get("run_url") or "").strip(),
+    )
+
+
+def load_calibration(path: str | Path | None = None) -> list[Point]:
+    """Every point of the calibration table (the shipped one by default)."""
+    p = Path(path) if path is not None else default_path()
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise AccelbenchError(f"{p}: not a calibration table (over {MAX_FILE_BYTES:,} bytes)")
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise AccelbenchError(f"{p}: not a calibration table (not UTF-8 text)") from None
+    except OSError as exc:
+        raise AccelbenchError(f"cannot read calibration table {p}: {exc.strerror}") from None
+    lines = text.splitlines()
+    if not lines:
+        raise AccelbenchError(f"{p}: empty calibration table")
+    reader = csv.DictReader(lines)
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise AccelbenchError(
+            f"{p}: not a calibration table (missing columns {', '.join(missing)})"
+        )
+    points = []
+    for i, row in enumerate(reader, start=2):
+        where = f"{p.name} line {i}"
+        if None in row or any(v is None for v in row.values()):
+            raise AccelbenchError(f"{where}: wrong number of fields")
+        points.append(parse_row(row, where))
+    if not points:
+        raise AccelbenchError(f"{p}: the calibration table has no points")
+    return points

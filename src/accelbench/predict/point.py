@@ -1,0 +1,340 @@
+"""One prediction: a model on an accelerator in a layout, at an ISL/OSL and a target
+(a concurrency, an interactivity, or a TTFT/TPOT SLO).
+
+``predict_point`` is the one entry point (the CLI, the claims page and the lead's
+scheduler switch call it). Today it evaluates the closed loop in steady state
+(``stepmodel.steady_state``); the event-driven scheduler can replace that evaluation
+behind the same signature.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from accelbench import validate as check
+from accelbench.errors import AccelbenchError, UsageError
+from accelbench.hardware.catalog import Accelerator
+from accelbench.plan.architecture import ModelArch
+from accelbench.plan.models import find_model
+from accelbench.plan.roofline import MAX_CONTEXT
+from accelbench.predict.fit import (
+    Factors,
+    Fitted,
+    Limits,
+    catalog_accelerator,
+    choose,
+    physical_limits,
+    shipped_factors,
+)
+from accelbench.predict.stepmodel import (
+    DEFAULT_MAX_BATCH,
+    Efficiency,
+    Layout,
+    RooflineStepModel,
+    steady_state,
+)
+from accelbench.predict.steps import Bound
+
+MAX_CONCURRENCY = 1 << 16
+MAX_TP = 64
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to predict at: exactly one of a concurrency, an interactivity (tok/s/user,
+    at least), a TTFT SLO or a TPOT SLO (seconds, at most). The SLO and interactivity
+    targets search the largest concurrency that meets them."""
+
+    concurrency: int | None = None
+    interactivity: float | None = None
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
+
+    def __post_init__(self) -> None:
+        given = [
+            v
+            for v in (self.concurrency, self.interactivity, self.ttft_slo_s, self.tpot_slo_s)
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise UsageError(
+                "give exactly one target: --concurrency, --interactivity, --ttft-slo or --tpot-slo"
+            )
+        check.optional_integer("concurrency (--concurrency)", self.concurrency, 1, MAX_CONCURRENCY)
+        check.optional_number(
+            "interactivity (--interactivity)",
+            self.interactivity,
+            0,
+            1e6,
+            lo_open=True,
+            unit="tok/s/user",
+        )
+        check.optional_number(
+            "TTFT SLO (--ttft-slo)", self.ttft_slo_s, 0, 3600, lo_open=True, unit="s"
+        )
+        check.optional_number(
+            "TPOT SLO (--tpot-slo)", self.tpot_slo_s, 0, 60, lo_open=True, unit="s"
+        )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A predicted value and its interval: the value times the 10th and 90th percentiles
+    of ``measured / predicted`` under leave-one-system-out cross-validation on the
+    accelerator's calibration points, held inside the physical limit. Where the model's
+    errors on an accelerator lean one way, the interval leans the same way and need not
+    contain the value (the value is the model's, uncorrected; the interval is where the
+    measurement has fallen)."""
+
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    model: str
+    accelerator: str
+    engine: str
+    precision: str
+    layout: Layout
+    isl: int
+    osl: int
+    concurrency: int
+    running: int  # sequences decoding at once (the rest wait for a slot)
+    throughput_per_gpu: Estimate  # input + output tokens/s per GPU
+    output_per_gpu: Estimate  # output tokens/s per GPU
+    ttft_s: Estimate
+    tpot_s: Estimate
+    bound: Bound  # what limits the point (the phase that takes longer)
+    decode_bound: Bound
+    prefill_bound: Bound
+    limit: Limits  # the physical roofline
+    capped: tuple[str, ...]  # metrics held at the physical limit
+    factors: Efficiency
+    factors_from: str  # the calibration key the factors were fitted on
+    factors_points: int
+    extrapolation: tuple[str, ...]  # why this point lies outside the calibration data
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def interactivity(self) -> float:
+        """Tokens/s per user (1 / TPOT)."""
+        return 1.0 / self.tpot_s.value
+
+    def as_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["layout"] = {
+            "tp": self.layout.tp,
+            "ep": self.layout.ep,
+            "dp_attention": self.layout.dp_attention,
+        }
+        d["interactivity_tok_s_user"] = self.interactivity
+        return d
+
+
+def _resolve_model(model: str | ModelArch) -> ModelArch:
+    return model if isinstance(model, ModelArch) else find_model(model).arch
+
+
+def _resolve_acc(acc: str | Accelerator) -> Accelerator:
+    return acc if isinstance(acc, Accelerator) else catalog_accelerator(acc)
+
+
+def _model_id(arch: ModelArch) -> str:
+    from accelbench.plan.models import model_catalog
+
+    for mid, entry in model_catalog().items():
+        if entry.arch == arch:
+            return mid
+    return arch.name
+
+
+def _interval(value: float, q: tuple[float, float, int]) -> tuple[float, float]:
+    lo, hi = value * math.exp(q[0]), value * math.exp(q[1])
+    return (lo, hi) if lo <= hi else (hi, lo)
+
+
+def fitted_step_model(
+    model: str | ModelArch,
+    accelerator: str | Accelerator,
+    layout: Layout,
+    engine: str = "sglang",
+    precision: str = "fp8",
+    kv_precision: str = "bf16",
+    max_batch: int = DEFAULT_MAX_BATCH,
+    factors: Factors | None = None,
+) -> tuple[RooflineStepModel, Fitted]:
+    """The ``StepModel`` with the fitted factors of ``accelerator`` x ``engine`` x
+    ``precision`` (or the nearest level that has them: ``Fitted.key`` says which), for the
+    scheduler and the emulated server."""
+    arch, acc = _resolve_model(model), _resolve_acc(accelerator)
+    f = factors or shipped_factors()
+    fitted = choose(f.fitted, acc.id, engine, precision.lower(), acc.vendor.lower())
+    sm = RooflineStepModel(
+        arch, acc, precision, layout, fitted.eff, kv_precision, max_seqs=max_batch
+    )
+    return sm, fitted
+
+
+def predict_point(
+    model: str | ModelArch,
+    accelerator: str | Accelerator,
+    layout: Layout,
+    isl: int,
+    osl: int,
+    target: Target,
+    *,
+    engine: str = "sglang",
+    precision: str = "fp8",
+    kv_precision: str = "bf16",
+    max_batch: int = DEFAULT_MAX_BATCH,
+    factors: Factors | None = None,
+) -> Prediction:
+    """Predict throughput/GPU, TTFT and TPOT of ``model`` on ``layout.gpus`` x
+    ``accelerator`` at ``isl``/``osl`` and ``target``. Raises AccelbenchError (one line)
+    for bad input, an unknown model or accelerator, or a layout that does not fit."""
+    check.integer("isl (--isl)", isl, 1, MAX_CONTEXT, unit="tokens")
+    check.integer("osl (--osl)", osl, 1, MAX_CONTEXT, unit="tokens")
+    check.integer("tp (--tp)", layout.tp, 1, MAX_TP)
+    check.integer("ep (--ep)", layout.ep, 1, MAX_TP)
+    check.integer("max batch (--max-batch)", max_batch, 1, MAX_CONCURRENCY)
+    f = factors or shipped_factors()
+    sm, fitted = fitted_step_model(
+        model, accelerator, layout, engine, precision, kv_precision, max_batch, f
+    )
+    arch, acc = sm.arch, sm.acc
+    if sm.kv_fit(isl + osl) < 1:
+        raise AccelbenchError("the layout does not fit: " + sm.memory_arithmetic(isl + osl))
+    if target.concurrency is not None:
+        conc = target.concurrency
+    else:
+        conc = _search(sm, isl, osl, target)
+    ss = steady_state(sm, isl, osl, conc)
+    lim = physical_limits(sm, isl, osl, ss.shape.running)
+    capped: list[str] = []
+    tput, ttft, tpot = ss.throughput_per_gpu, ss.ttft_s, ss.tpot_s
+    if tput > lim.throughput_per_gpu:
+        tput, capped = lim.throughput_per_gpu, [*capped, "throughput_per_gpu"]
+    if ttft < lim.ttft_s:
+        ttft, capped = lim.ttft_s, [*capped, "ttft_s"]
+    if tpot < lim.tpot_s:
+        tpot, capped = lim.tpot_s, [*capped, "tpot_s"]
+    iv = f.intervals.get(acc.id) or f.intervals["*"]
+    t_lo, t_hi = _interval(tput, iv["throughput"])
+    # inside the physical limit too (an interval wholly beyond it collapses onto it)
+    t_hi = min(t_hi, lim.throughput_per_gpu)
+    t_lo = min(t_lo, t_hi)
+    f_lo, f_hi = _interval(ttft, iv["ttft"])
+    f_lo = max(f_lo, lim.ttft_s)
+    f_hi = max(f_hi, f_lo)
+    p_lo, p_hi = _interval(tpot, iv["tpot"])
+    p_lo = max(p_lo, lim.tpot_s)
+    p_hi = max(p_hi, p_lo)
+    out_share = osl / (isl + osl)
+    model_id = _model_id(arch)
+    extrap = _extrapolation(f, model_id, acc, engine, precision.lower(), isl, osl, conc, fitted.key)
+    notes = [n for n in sm.hw.notes if "computing in" in n]
+    if ss.shape.running < conc:
+        notes.append(
+            f"only {ss.shape.running} of {conc} sequences run at once (--max-batch): the "
+            "rest wait, and TTFT counts the wait"
+        )
+    fit = sm.kv_fit(isl + osl / 2)
+    if fit < ss.shape.running:
+        notes.append(
+            f"the KV cache may hold only {fit} sequences at the mean context "
+            f"{isl + osl / 2:,.0f} tokens ({sm.memory_arithmetic(isl + osl)}); beyond that the "
+            "engine queues or preempts, which this prediction does not model"
+        )
+    if acc.id not in f.intervals:
+        notes.append("interval: the pooled errors of every accelerator (none measured on this one)")
+    return Prediction(
+        model=model_id,
+        accelerator=acc.id,
+        engine=engine,
+        precision=precision.lower(),
+        layout=layout,
+        isl=isl,
+        osl=osl,
+        concurrency=conc,
+        running=ss.shape.running,
+        throughput_per_gpu=Estimate(tput, t_lo, t_hi),
+        output_per_gpu=Estimate(tput * out_share, t_lo * out_share, t_hi * out_share),
+        ttft_s=Estimate(ttft, f_lo, f_hi),
+        tpot_s=Estimate(tpot, p_lo, p_hi),
+        bound=ss.bound,
+        decode_bound=ss.decode.bound,
+        prefill_bound=ss.prefill.bound,
+        limit=lim,
+        capped=tuple(capped),
+        factors=fitted.eff,
+        factors_from=f"{fitted.key} ({fitted.level})",
+        factors_points=fitted.n,
+        extrapolation=tuple(extrap),
+        notes=tuple(notes),
+    )
+
+
+def _meets(sm: RooflineStepModel, isl: int, osl: int, conc: int, target: Target) -> bool:
+    ss = steady_state(sm, isl, osl, conc)
+    if target.interactivity is not None:
+        return 1.0 / ss.tpot_s >= target.interactivity
+    if target.tpot_slo_s is not None:
+        return ss.tpot_s <= target.tpot_slo_s
+    return ss.ttft_s <= float(target.ttft_slo_s or 0)
+
+
+def _search(sm: RooflineStepModel, isl: int, osl: int, target: Target) -> int:
+    """The largest concurrency meeting ``target`` (TPOT and TTFT grow with it)."""
+    if not _meets(sm, isl, osl, 1, target):
+        ss = steady_state(sm, isl, osl, 1)
+        raise AccelbenchError(
+            f"no concurrency meets the target: at concurrency 1 the prediction is TPOT "
+            f"{ss.tpot_s * 1e3:.1f} ms ({1 / ss.tpot_s:.1f} tok/s/user), TTFT {ss.ttft_s * 1e3:.0f} ms"
+        )
+    lo, hi = 1, MAX_CONCURRENCY
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _meets(sm, isl, osl, mid, target):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _extrapolation(
+    f: Factors,
+    model: str,
+    acc: Accelerator,
+    engine: str,
+    precision: str,
+    isl: int,
+    osl: int,
+    conc: int,
+    key: str,
+) -> list[str]:
+    out = []
+    if model not in f.models:
+        out.append(f"model {model} is not in the calibration data ({', '.join(f.models)})")
+    if acc.id not in f.accelerators:
+        out.append(
+            f"accelerator {acc.id} is not in the calibration data ({', '.join(f.accelerators)})"
+        )
+    if engine not in f.engines:
+        out.append(f"engine {engine} is not in the calibration data ({', '.join(f.engines)})")
+    if precision not in f.precisions:
+        out.append(
+            f"precision {precision} is not in the calibration data ({', '.join(f.precisions)})"
+        )
+    if key != f"{acc.id}|{engine}|{precision}":
+        out.append(f"factors from {key}: no fit for {acc.id} x {engine} x {precision}")
+    for name, v, (lo, hi) in (
+        ("ISL", isl, f.isl_range),
+        ("OSL", osl, f.osl_range),
+        ("concurrency", conc, f.concurrency_range),
+    ):
+        if not lo <= v <= hi:
+            out.append(f"{name} {v:,} outside the calibrated {lo:,}-{hi:,}")
+    return out

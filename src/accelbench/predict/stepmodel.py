@@ -1,0 +1,337 @@
+"""The step-time model: how long one continuous-batching step takes on a given accelerator,
+model, precision and layout (the ``StepModel`` of ``predict.steps``), and a closed-loop
+steady state built on it.
+
+One step on N GPUs (the layout's tensor-parallel group)::
+
+    t = max(FLOPs / (N * eff_c * peak_flops), bytes / (N * eff_b * bandwidth))
+        + comm_bytes_per_gpu / scale_up_bandwidth + overhead
+
+- FLOPs: ``2 * P_active`` per token, plus attention: decode tokens over their context
+  (``ModelArch.attention_flops_per_token``), prefill tokens causally over the prompt
+  (``ModelArch.prefill_flops``).
+- bytes: the weights the step touches (``ModelArch.decode_weight_bytes``: all dense
+  weights, the experts the batch routes to) plus the KV cache it reads.
+- communication: two all-reduces per layer of ``tokens x hidden`` BF16 activations
+  (ring: ``2 (N-1)/N`` of the message per GPU) over the per-GPU scale-up bandwidth, one
+  direction (``scale_up_gbs_unidir``); not overlapped with compute.
+- eff_c, eff_b and the fixed per-step overhead (kernel launches, the scheduler, the
+  collectives' latency) are the fitted efficiency factors (``predict.fit``).
+
+The bound of a step is whichever of compute, memory, interconnect and overhead
+("scheduling") is largest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import Accelerator
+from accelbench.plan.architecture import ModelArch, human_bytes, weight_bytes_per_param
+from accelbench.plan.roofline import DEFAULT_RESERVE, Hardware, hardware_for
+from accelbench.predict.steps import Bound, Step, StepTime
+
+ACT_BYTES = 2.0  # BF16 activations in the all-reduces
+# engines' default cap on running sequences (vLLM's max_num_seqs is 256-1024)
+DEFAULT_MAX_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The fitted factors of one accelerator x engine x precision."""
+
+    compute: float  # share of peak dense FLOPS reached
+    bandwidth: float  # share of peak HBM bandwidth reached
+    overhead_s: float  # fixed time per step
+    request_s: float = (
+        0.0  # fixed time per request before its first token (HTTP, tokenizer, scheduling)
+    )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the model runs: ``tp`` GPUs in one tensor-parallel group, experts spread
+    over ``ep`` of them, attention data-parallel or not."""
+
+    tp: int
+    ep: int = 1
+    dp_attention: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.tp
+
+    def text(self) -> str:
+        s = f"TP{self.tp}"
+        if self.ep > 1:
+            s += f" EP{self.ep}"
+        if self.dp_attention:
+            s += " DP-attention"
+        return s
+
+
+def weight_format(precision: str, vendor: str) -> str:
+    """The weight format behind a source's precision name: InferenceX's "fp4" is NVFP4 on
+    NVIDIA and MXFP4 on AMD (their checkpoints of DeepSeek-R1)."""
+    p = precision.lower()
+    if p == "fp4":
+        return "nvfp4" if vendor.lower() == "nvidia" else "mxfp4"
+    return p
+
+
+class RooflineStepModel:
+    """A ``StepModel`` for ``arch`` at ``precision`` on ``layout.gpus`` x ``acc``."""
+
+    def __init__(
+        self,
+        arch: ModelArch,
+        acc: Accelerator,
+        precision: str,
+        layout: Layout,
+        eff: Efficiency,
+        kv_precision: str = "bf16",
+        reserve: float = DEFAULT_RESERVE,
+        max_seqs: int = DEFAULT_MAX_BATCH,
+    ) -> None:
+        self.arch, self.acc, self.layout, self.eff = arch, acc, layout, eff
+        self.precision = weight_format(precision, acc.vendor)
+        self.kv_precision = kv_precision
+        self.reserve = reserve
+        self._max_seqs = max_seqs
+        arch.check_tensor_parallel(layout.tp)
+        if layout.ep < 1 or layout.ep > layout.tp or layout.tp % layout.ep:
+            raise AccelbenchError(f"expert parallel size {layout.ep} must divide TP {layout.tp}")
+        self.hw: Hardware = hardware_for(acc, layout.gpus, self.precision, 1.0, 1.0)
+        link = acc.figure("scale_up_gbs_unidir").lower
+        self.link_bytes_s = float(link) * 1e9 if link else 0.0
+        self.kv_copies = arch.kv_replication(layout.tp, layout.dp_attention)
+        self.kv_per_token = arch.kv_bytes_per_token(kv_precision) * self.kv_copies
+        self.weights = arch.weight_bytes(self.precision)
+        self.attn_params = arch.breakdown().attention
+        self.attn_bytes = self.attn_params * weight_bytes_per_param(self.precision)
+        self.usable = layout.gpus * self.hw.memory_bytes * (1 - reserve)
+
+    # ---- what fits ----------------------------------------------------------------
+    def memory_arithmetic(self, context: int) -> str:
+        """The memory budget in words (for a layout that does not fit)."""
+        n = self.layout.gpus
+        return (
+            f"{self.arch.name} at {self.precision}: weights {human_bytes(self.weights)} + KV "
+            f"{human_bytes(self.arch.kv_bytes_for_context(context, self.kv_precision) * self.kv_copies)}"
+            f" per sequence of {context:,} tokens (x{self.kv_copies} copies) against {n} x "
+            f"{human_bytes(self.hw.memory_bytes)} x {1 - self.reserve:g} usable = "
+            f"{human_bytes(self.usable)}"
+        )
+
+    def kv_capacity_tokens(self) -> int:
+        free = self.usable - self.weights
+        return max(0, int(free // self.kv_per_token)) if self.kv_per_token > 0 else 1 << 40
+
+    def max_batch(self) -> int:
+        return self._max_seqs
+
+    def kv_fit(self, context: float) -> int:
+        """Sequences of ``context`` tokens whose KV cache fits beside the weights (less
+        the reserve; paged KV: a sequence holds only the tokens it has so far)."""
+        per = self.arch.kv_bytes_for_context(context, self.kv_precision) * self.kv_copies
+        free = self.usable - self.weights
+        if free <= 0:
+            return 0
+        return int(free // per) if per > 0 else 1 << 40
+
+    # ---- time ---------------------------------------------------------------------
+    def _parts(self, flops: float, nbytes: float, tokens: float) -> tuple[float, float, float]:
+        """(compute, memory, interconnect) seconds at peak FLOPS and bandwidth (the
+        efficiency factors divide the first two)."""
+        hw, n = self.hw, self.layout.gpus
+        t_n = 0.0
+        if n > 1 and self.link_bytes_s > 0:
+            msg = tokens * self.arch.hidden_size * ACT_BYTES
+            t_n = self.arch.num_layers * 2 * msg * 2 * (n - 1) / n / self.link_bytes_s
+        return flops / (n * hw.peak_flops), nbytes / (n * hw.bandwidth), t_n
+
+    def _time(self, parts: tuple[float, float, float]) -> StepTime:
+        return step_from_parts(parts, self.eff)
+
+    def _work(
+        self,
+        decode_seqs: int,
+        decode_score: float,
+        prefill_tokens: int,
+        prefill_score: float,
+        prompts: int,
+        kv_read: float,
+    ) -> tuple[float, float, float]:
+        """(compute, memory, interconnect) seconds at peak of a step: one token for each of
+        ``decode_seqs`` sequences (``decode_score`` FLOPs of attention scores) and
+        ``prefill_tokens`` prompt tokens of ``prompts`` prompts (``prefill_score``), with
+        ``kv_read`` bytes of KV cache read.
+
+        With DP attention every GPU holds all the attention weights (each reads its own
+        copy: ``N - 1`` more copies read than under TP) and runs the attention of its own
+        sequences: the busiest GPU has ``ceil(seqs / N)`` of them, so the attention FLOPs
+        count ``N * ceil(seqs / N) / seqs`` times, for the decoding sequences and for the
+        prompts each (a prompt prefilled alone runs its attention on one GPU)."""
+        a = self.arch
+        tokens = decode_seqs + prefill_tokens
+        flops = 2.0 * a.active_params * tokens + decode_score + prefill_score
+        nbytes = a.decode_weight_bytes(max(1, tokens), self.precision) + kv_read
+        n = self.layout.gpus
+        if self.layout.dp_attention and n > 1:
+            for seqs, toks, score in (
+                (decode_seqs, decode_seqs, decode_score),
+                (prompts, prefill_tokens, prefill_score),
+            ):
+                if seqs > 0:
+                    attn = 2.0 * self.attn_params * toks + score
+                    flops += attn * (n * math.ceil(seqs / n) / seqs - 1)
+            nbytes += self.attn_bytes * (n - 1)
+        return self._parts(flops, nbytes, tokens)
+
+    def step_parts(self, step: Step) -> tuple[float, float, float]:
+        """``step``'s (compute, memory, interconnect) seconds at peak. The prefill tokens
+        count as one prompt (the Step does not say how many share them: an upper bound on
+        their attention when several do)."""
+        a = self.arch
+        pre_score = 0.0
+        if step.prefill_tokens:
+            # causal attention of the new tokens after prefill_context cached ones
+            ctx = step.prefill_context
+            pre_score = a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
+            pre_score -= 2.0 * a.active_params * step.prefill_tokens
+        ctx_all = step.decode_context + step.prefill_context
+        kv_read = a.kv_bytes_for_context(ctx_all, self.kv_precision) * self.kv_copies
+        return self._work(
+            step.decode_seqs,
+            a.attention_flops_per_token(step.decode_context),
+            step.prefill_tokens,
+            pre_score,
+            1 if step.prefill_tokens else 0,
+            kv_read,
+        )
+
+    def step_time(self, step: Step) -> StepTime:
+        if step.prefill_tokens + step.decode_seqs <= 0:
+            return StepTime(0.0, "scheduling")
+        return self._time(self.step_parts(step))
+
+    def prefill_parts(self, prompts: int, isl: int) -> tuple[float, float, float]:
+        """Prefill of ``prompts`` prompts of ``isl`` tokens each, in one batch, at peak."""
+        a = self.arch
+        score = prompts * (a.prefill_flops(isl) - 2.0 * a.active_params * isl)
+        return self._work(0, 0.0, prompts * isl, score, prompts, 0.0)
+
+
+def step_from_parts(parts: tuple[float, float, float], eff: Efficiency) -> StepTime:
+    """A step's time and bound from its peak-rate parts and the efficiency factors."""
+    t_c, t_m = parts[0] / eff.compute, parts[1] / eff.bandwidth
+    named: dict[Bound, float] = {
+        "compute": t_c,
+        "memory": t_m,
+        "interconnect": parts[2],
+        "scheduling": eff.overhead_s,
+    }
+    bound = max(named, key=lambda k: named[k])
+    return StepTime(max(t_c, t_m) + parts[2] + eff.overhead_s, bound)
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """What a closed-loop point is, apart from the efficiency factors: the running batch,
+    the prompts prefilled together, and the peak-rate parts of its two kinds of step."""
+
+    concurrency: int
+    running: int  # sequences decoding at once (the rest wait for a slot: max_batch)
+    prefill_batch: int  # prompts prefilled together (the arrivals per decode step, >= 1)
+    isl: int
+    osl: int
+    gpus: int
+    decode: tuple[float, float, float]  # (compute, memory, interconnect) s at peak
+    prefill: tuple[float, float, float]
+
+
+def loop_shape(model: RooflineStepModel, isl: int, osl: int, concurrency: int) -> LoopShape:
+    """The closed loop of ``concurrency`` users on ``model`` at ISL/OSL."""
+    b = min(concurrency, model.max_batch())
+    if model.kv_fit(isl + osl) < 1:
+        raise AccelbenchError(
+            "the layout does not hold one sequence: " + model.memory_arithmetic(isl + osl)
+        )
+    dec = model.step_parts(Step(decode_seqs=b, decode_context=int(b * (isl + osl / 2))))
+    k = max(1, round(b / osl))
+    return LoopShape(
+        concurrency, b, k, isl, osl, model.layout.gpus, dec, model.prefill_parts(k, isl)
+    )
+
+
+def loop_metrics(
+    dec: Any, pre: Any, eff_c: Any, eff_b: Any, overhead: Any, request: Any, shape: Any
+) -> tuple[Any, Any, Any, Any, Any]:
+    """(throughput/GPU, TTFT, TPOT, decode step s, prefill s) of closed loops; every
+    argument a float or a numpy array over points (``dec``/``pre``: (..., 3) parts;
+    ``shape``: (b, k, isl, osl, concurrency, gpus)).
+
+    One cycle of the running batch ``b`` lasts ``osl * t_decode + (b / k) * t_prefill(k)``:
+    every request is prefilled once (``k`` prompts together) and decoded in ``osl``
+    steps. TPOT is the cycle less the request's own prefill, over ``osl``; TTFT is half a
+    decode step (the one in flight) plus its prefill, plus, with more users than ``b``,
+    the wait for a slot (Little: ``(c - b) / b`` cycles)."""
+    b, k, isl, osl, c, n = shape
+    t_dec = np.maximum(dec[..., 0] / eff_c, dec[..., 1] / eff_b) + dec[..., 2] + overhead
+    t_pre = np.maximum(pre[..., 0] / eff_c, pre[..., 1] / eff_b) + pre[..., 2] + overhead
+    cycle = osl * t_dec + (b / k) * t_pre
+    tpot = (cycle - t_pre) / osl
+    rho = (b / k) * t_pre / cycle  # the share of time spent prefilling
+    wait = rho / (2 * (1 - rho)) * t_pre  # M/D/1: the prompts ahead of this one
+    ttft = t_dec / 2 + wait + t_pre + request + np.maximum(c - b, 0) / b * cycle
+    tput = b * (isl + osl) / (cycle * n)
+    return tput, ttft, tpot, t_dec, t_pre
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """A closed loop of ``concurrency`` users in steady state (medians; no spread)."""
+
+    shape: LoopShape
+    throughput_per_gpu: float  # input + output tokens/s per GPU
+    output_per_gpu: float  # output tokens/s per GPU
+    ttft_s: float
+    tpot_s: float
+    decode: StepTime
+    prefill: StepTime
+    bound: Bound  # what limits the point as a whole: the bound of the phase that takes longer
+
+
+def steady_state(model: RooflineStepModel, isl: int, osl: int, concurrency: int) -> SteadyState:
+    """A closed loop at ``concurrency`` (``loop_metrics``). The stand-in for the
+    event-driven scheduler (``predict.scheduler``): the same step model, with queueing
+    only as an average."""
+    sh = loop_shape(model, isl, osl, concurrency)
+    e = model.eff
+    shape = (sh.running, sh.prefill_batch, isl, osl, concurrency, sh.gpus)
+    tput, ttft, tpot, _, _ = loop_metrics(
+        np.array(sh.decode),
+        np.array(sh.prefill),
+        e.compute,
+        e.bandwidth,
+        e.overhead_s,
+        e.request_s,
+        shape,
+    )
+    dec, pre = step_from_parts(sh.decode, e), step_from_parts(sh.prefill, e)
+    decoding = osl * dec.seconds >= (sh.running / sh.prefill_batch) * pre.seconds
+    return SteadyState(
+        sh,
+        float(tput),
+        float(tput) * osl / (isl + osl),
+        float(ttft),
+        float(tpot),
+        dec,
+        pre,
+        dec.bound if decoding else pre.bound,
+    )

@@ -1,0 +1,539 @@
+"""accelbench predict: the calibration table, the step model, the fit, the physical limit,
+the extrapolation flags and bad input (docs/PREDICT.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.cli_inprocess import run_cli
+
+from accelbench.errors import AccelbenchError
+from accelbench.hardware.catalog import find_accelerator
+from accelbench.plan.models import find_model
+from accelbench.predict.calibration import COLUMNS, PROVENANCE, default_path, load_calibration
+from accelbench.predict.fit import (
+    factors_to_json,
+    predict_prepared,
+    prepare,
+    sha256_of,
+    shipped_factors,
+)
+from accelbench.predict.point import Target, predict_point
+from accelbench.predict.stepmodel import Efficiency, Layout, RooflineStepModel, loop_metrics
+from accelbench.predict.steps import Step
+
+ROWS = list(csv.DictReader(default_path().read_text(encoding="utf-8").splitlines()))
+
+
+# ---- the calibration table ------------------------------------------------------------
+
+
+def test_committed_table_parses_with_provenance() -> None:
+    points = load_calibration()
+    assert len(points) == len(ROWS) > 200  # nothing dropped
+    for row in ROWS:
+        for key in PROVENANCE:
+            assert row[key].strip(), (key, row)
+    hw = {p.hardware for p in points}
+    assert {"mi300x", "mi325x", "mi355x", "h200", "b200"} <= hw
+    # AMD included with at least 10 points each (the validation targets need them)
+    for acc in ("mi300x", "mi325x", "mi355x"):
+        assert sum(p.hardware == acc for p in points) >= 10
+
+
+def test_table_units_are_the_sources() -> None:
+    """tput_per_gpu is input + output tokens/s per GPU of the TP group: for a closed loop
+    it is about concurrency / TPOT x (ISL + OSL) / OSL / GPUs (TTFT aside)."""
+    for p in load_calibration():
+        if p.osl == p.isl == 1024 and p.concurrency <= 64:
+            approx = p.concurrency / (p.tpot_s * p.osl + p.ttft_s) * (p.isl + p.osl) / p.layout.gpus
+            assert 0.5 < p.throughput_per_gpu / approx < 1.5, p
+
+
+def _write(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
+    path = tmp_path / "calibration.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(ROWS[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("tput_per_gpu_tok_s", "nan", "tput_per_gpu_tok_s"),
+        ("median_ttft_s", "-0.1", "median_ttft_s"),
+        ("median_tpot_s", "", "median_tpot_s"),
+        ("source_repo", "", "provenance field 'source_repo'"),
+        ("submitter", "  ", "provenance field 'submitter'"),
+        ("date", "2026-13", "YYYY-MM-DD"),
+        ("concurrency", "1.5", "whole number"),
+        ("dp_attention", "yes", "dp_attention"),
+    ],
+)
+def test_a_damaged_row_is_refused_in_one_line(
+    tmp_path: Path, field: str, value: str, says: str
+) -> None:
+    rows = [dict(r) for r in ROWS[:20]]
+    rows[7][field] = value
+    with pytest.raises(AccelbenchError) as exc:
+        load_calibration(_write(tmp_path, rows))
+    msg = str(exc.value)
+    assert "\n" not in msg and says in msg and "line 9" in msg
+
+
+def test_missing_column_and_short_row_are_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, ROWS[:3])
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[1], lines[2].rsplit(",", 3)[0]]) + "\n")
+    with pytest.raises(AccelbenchError, match="line 3: wrong number of fields"):
+        load_calibration(path)
+    path.write_text(lines[0].replace("median_tpot_s", "tpot") + "\n" + lines[1] + "\n")
+    with pytest.raises(AccelbenchError, match="missing columns median_tpot_s"):
+        load_calibration(path)
+    assert set(COLUMNS) <= set(ROWS[0])
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    row=st.integers(0, 9),
+    field=st.sampled_from(
+        [
+            "tput_per_gpu_tok_s",
+            "median_ttft_s",
+            "median_tpot_s",
+            "tp",
+            "isl",
+            "osl",
+            "concurrency",
+            "date",
+            "source",
+            "engine",
+        ]
+    ),
+    value=st.one_of(st.text(max_size=8), st.sampled_from(["nan", "inf", "-1", "0", "1e999", "x"])),
+)
+def test_property_damaged_rows_never_vanish(
+    tmp_path: Path, row: int, field: str, value: str
+) -> None:
+    """Whatever is written into a field, the table either loads with every row or is
+    refused with one line naming the line."""
+    rows = [dict(r) for r in ROWS[:10]]
+    rows[row][field] = value
+    try:
+        points = load_calibration(_write(tmp_path, rows))
+    except AccelbenchError as exc:
+        assert "\n" not in str(exc) and f"line {row + 2}" in str(exc)
+    else:
+        assert len(points) == 10
+
+
+# ---- the step model, hand-checked ------------------------------------------------------
+
+
+def test_decode_step_hand_checked() -> None:
+    """Llama-3.1-70B FP8 on one H100, one sequence at 1,000 tokens, peak rates: a decode
+    step reads the weights and the KV cache at 3.35 TB/s (memory-bound)."""
+    arch = find_model("llama-3.1-70b").arch
+    acc = find_accelerator("h100")
+    m = RooflineStepModel(arch, acc, "fp8", Layout(1), Efficiency(1.0, 1.0, 0.001), max_seqs=8)
+    # KV: 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 327,680 bytes per token
+    assert arch.kv_bytes_per_token("bf16") == 80 * 8 * 128 * 2 * 2
+    nbytes = arch.decode_weight_bytes(1, "fp8") + 1000 * 327_680
+    t = m.step_time(Step(decode_seqs=1, decode_context=1000))
+    assert t.bound == "memory"
+    assert t.seconds == pytest.approx(nbytes / 3.35e12 + 0.001, rel=1e-9)
+    # half the bandwidth efficiency: the memory part doubles
+    m2 = RooflineStepModel(arch, acc, "fp8", Layout(1), Efficiency(1.0, 0.5, 0.001))
+    assert m2.step_time(Step(decode_seqs=1, decode_context=1000)).seconds == pytest.approx(
+        2 * nbytes / 3.35e12 + 0.001, rel=1e-9
+    )
+
+
+def test_loop_metrics_hand_checked() -> None:
+    """b=4 running, k=1, ISL 100, OSL 10, 1 GPU; decode 10 ms, prefill 20 ms: a cycle is
+    10 x 10 + 4 x 20 = 180 ms; TPOT (180 - 20) / 10 = 16 ms; prefill load 80 / 180 = 4/9,
+    M/D/1 wait (4/9) / (2 x 5/9) x 20 = 8 ms; TTFT 5 + 8 + 20 + 3 (per request) = 36 ms;
+    throughput 4 x 110 / 0.18 = 2,444.4 tok/s; with 8 users the other 4 wait one cycle
+    more."""
+    dec, pre = np.array([0.0, 0.01, 0.0]), np.array([0.02, 0.0, 0.0])
+    tput, ttft, tpot, t_dec, t_pre = loop_metrics(
+        dec, pre, 1.0, 1.0, 0.0, 0.003, (4, 1, 100, 10, 4, 1)
+    )
+    assert (t_dec, t_pre) == pytest.approx((0.01, 0.02))
+    assert tpot == pytest.approx(0.016) and ttft == pytest.approx(0.036)
+    assert tput == pytest.approx(4 * 110 / 0.18)
+    _, ttft8, _, _, _ = loop_metrics(dec, pre, 1.0, 1.0, 0.0, 0.003, (4, 1, 100, 10, 8, 1))
+    assert ttft8 == pytest.approx(0.036 + 0.18)
+
+
+# ---- fit, limit, extrapolation ------------------------------------------------------------
+
+
+def test_shipped_factors_are_the_fit_of_the_shipped_table() -> None:
+    f = shipped_factors()
+    assert f.calibration_sha256 == sha256_of(default_path()), "rerun accelbench predict --refit"
+    doc = factors_to_json(f)
+    assert doc["coverage"]["models"] == ["deepseek-r1"]
+    assert {"mi355x|sglang|fp8", "b200|trt-llm|fp4", "mi300x", "*"} <= set(doc["factors"])
+    for v in doc["factors"].values():
+        assert 0 < v["compute"] <= 1 and 0 < v["bandwidth"] <= 1 and v["overhead_s"] > 0
+    # in-sample the fit is no worse than 40% median error on any metric
+    points = load_calibration()
+    prep = prepare(points)
+    idx = np.array([i for i, p in enumerate(points) if p.group == ("mi355x", "sglang", "fp8")])
+    pred = predict_prepared(prep, idx, f.fitted["mi355x|sglang|fp8"].eff)
+    assert np.median(np.abs(pred / prep.meas[idx] - 1), axis=0).max() < 0.4
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    acc=st.sampled_from(["h100", "h200", "b200", "mi300x", "mi325x", "mi355x", "b300", "gb200"]),
+    conc=st.integers(1, 4096),
+    isl=st.sampled_from([1, 128, 1024, 8192, 32768]),
+    osl=st.sampled_from([1, 16, 1024, 8192]),
+    model=st.sampled_from(["deepseek-r1", "llama-3.1-70b", "qwen3-30b-a3b", "gpt-oss-120b"]),
+)
+def test_property_never_beyond_the_physical_limit(
+    acc: str, conc: int, isl: int, osl: int, model: str
+) -> None:
+    try:
+        p = predict_point(model, acc, Layout(8), isl, osl, Target(concurrency=conc))
+    except AccelbenchError as exc:  # a layout that does not fit says so
+        assert "does not fit" in str(exc) or "does not hold" in str(exc), exc
+        return
+    assert p.throughput_per_gpu.value <= p.limit.throughput_per_gpu * (1 + 1e-9)
+    assert p.throughput_per_gpu.high <= p.limit.throughput_per_gpu * (1 + 1e-9)
+    assert p.tpot_s.value >= p.limit.tpot_s * (1 - 1e-9) and p.tpot_s.low >= p.limit.tpot_s * (
+        1 - 1e-9
+    )
+    assert p.ttft_s.value >= p.limit.ttft_s * (1 - 1e-9)
+    assert p.ttft_s.low >= p.limit.ttft_s * (1 - 1e-9)
+    for e in (p.throughput_per_gpu, p.ttft_s, p.tpot_s):
+        # the interval is where measurements fell around the model's value: it may lean
+        # to one side of the value, never invert
+        assert 0 < e.low <= e.high and math.isfinite(e.high) and e.value > 0
+
+
+def test_extrapolation_is_flagged() -> None:
+    inside = predict_point("deepseek-r1", "mi355x", Layout(8), 1024, 1024, Target(concurrency=64))
+    assert inside.extrapolation == ()
+    assert inside.factors_from.startswith("mi355x|sglang|fp8")
+    llama = predict_point("llama-3.1-70b", "mi355x", Layout(8), 1024, 1024, Target(concurrency=64))
+    assert any("model llama-3.1-70b" in x for x in llama.extrapolation)
+    h100 = predict_point(
+        "deepseek-r1", "h200", Layout(8), 1024, 1024, Target(concurrency=64), engine="vllm"
+    )
+    assert any("engine vllm" in x for x in h100.extrapolation)
+    assert any("factors from h200" in x for x in h100.extrapolation)
+    far = predict_point("deepseek-r1", "mi355x", Layout(8), 100_000, 1024, Target(concurrency=2))
+    assert any("ISL 100,000" in x for x in far.extrapolation)
+
+
+def test_targets_search_the_concurrency() -> None:
+    p = predict_point("deepseek-r1", "mi355x", Layout(8), 1024, 1024, Target(interactivity=32))
+    assert p.interactivity >= 32
+    q = predict_point(
+        "deepseek-r1", "mi355x", Layout(8), 1024, 1024, Target(concurrency=p.concurrency + 1)
+    )
+    assert q.interactivity < 32
+    s = predict_point(
+        "deepseek-r1",
+        "b200",
+        Layout(8),
+        1024,
+        1024,
+        Target(tpot_slo_s=0.02),
+        engine="trt-llm",
+        precision="fp4",
+    )
+    assert s.tpot_s.value <= 0.02
+    with pytest.raises(AccelbenchError, match="no concurrency meets"):
+        predict_point("deepseek-r1", "mi355x", Layout(8), 1024, 1024, Target(ttft_slo_s=1e-4))
+
+
+# ---- the CLI ------------------------------------------------------------------------------
+
+
+def test_cli_prints_prediction_limit_cost(tmp_path: Path) -> None:
+    args = ["predict", "--model", "llama-3.1-70b", "--accelerator", "mi355x", "--tp", "8"]
+    code, out, err, _ = run_cli(
+        [*args, "--isl", "1024", "--osl", "1024", "--concurrency", "64", "--explain"], tmp_path
+    )
+    assert code == 0, err
+    for word in (
+        "throughput/GPU",
+        "physical limit",
+        "per M tokens",
+        "J/token",
+        "EXTRAPOLATION",
+        "bound:",
+    ):
+        assert word in out
+    code, out, err, _ = run_cli([*args, "--interactivity", "32", "--json"], tmp_path)
+    doc = json.loads(out)
+    assert (
+        code == 0
+        and doc["interactivity_tok_s_user"] >= 32
+        and doc["cost"]["usd_per_m_total_tokens"] > 0
+    )
+
+
+def test_cli_layout_that_does_not_fit_shows_the_arithmetic(tmp_path: Path) -> None:
+    code, _, err, _ = run_cli(
+        [
+            "predict",
+            "--model",
+            "llama-3.1-405b",
+            "--accelerator",
+            "h100",
+            "--tp",
+            "1",
+            "--concurrency",
+            "1",
+        ],
+        tmp_path,
+    )
+    assert code == 2 and "weights 381.9 GiB" in err and "80 GiB x 0.9 usable" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--model", "nope", "--accelerator", "h100", "--concurrency", "1"], "known: llama-2-70b"),
+        (["--model", "deepseek-r1", "--accelerator", "tpu", "--concurrency", "1"], "known: b200"),
+        (
+            [
+                "--model",
+                "deepseek-r1",
+                "--accelerator",
+                "h200",
+                "--concurrency",
+                "1",
+                "--interactivity",
+                "3",
+            ],
+            "exactly one target",
+        ),
+        (["--model", "deepseek-r1", "--accelerator", "h200"], "exactly one target"),
+    ],
+)
+def test_cli_bad_names_and_targets(tmp_path: Path, args: list[str], says: str) -> None:
+    code, out, err, _ = run_cli(["predict", *args], tmp_path)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+BAD_NUMBERS = st.one_of(
+    st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e400", "-0.0"]),
+    st.floats(max_value=0),
+    st.floats(min_value=1e7, allow_infinity=True),
+).map(str)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(opt=st.sampled_from(["--interactivity", "--ttft-slo", "--tpot-slo"]), value=BAD_NUMBERS)
+def test_property_bad_targets_one_line_exit_2(tmp_path: Path, opt: str, value: str) -> None:
+    code, out, err, _ = run_cli(
+        ["predict", "--model", "deepseek-r1", "--accelerator", "mi355x", opt, value], tmp_path
+    )
+    assert (
+        code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:")
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    opt=st.sampled_from(["--concurrency", "--isl", "--osl", "--tp", "--ep", "--max-batch"]),
+    value=st.one_of(st.integers(max_value=0), st.integers(min_value=10**8)),
+)
+def test_property_bad_integers_one_line_exit_2(tmp_path: Path, opt: str, value: int) -> None:
+    args = ["predict", "--model", "deepseek-r1", "--accelerator", "mi355x"]
+    if opt != "--concurrency":
+        args += ["--concurrency", "4"]
+    code, out, err, _ = run_cli([*args, opt, str(value)], tmp_path)
+    assert (
+        code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:")
+    )
+
+
+# ---- the build script ---------------------------------------------------------------------
+
+
+def _ix_point(**over: object) -> dict[str, object]:
+    p: dict[str, object] = {
+        "hardware": "mi355x",
+        "framework": "sglang",
+        "model": "dsr1",
+        "precision": "fp8",
+        "spec_method": "none",
+        "disagg": False,
+        "is_multinode": False,
+        "decode_tp": 8,
+        "decode_ep": 1,
+        "decode_dp_attention": False,
+        "num_decode_gpu": 8,
+        "isl": 1024,
+        "osl": 1024,
+        "conc": 4,
+        "image": "lmsysorg/sglang:v0.5.12-rocm700-mi35x",
+        "metrics": {"tput_per_gpu": 100.0, "median_ttft": 0.1, "median_tpot": 0.01},
+        "date": "2026-02-27",
+        "run_url": "https://example.invalid/run/1",
+    }
+    p.update(over)
+    return p
+
+
+def test_build_script_rebuilds_the_table_from_a_snapshot(tmp_path: Path) -> None:
+    """A git snapshot holding the two fixture files: aggregated points are kept (the
+    latest per configuration on each side of 2026), the rest counted by reason."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    fixtures = work / "packages/app/cypress/fixtures/api"
+    fixtures.mkdir(parents=True)
+    latest = [
+        _ix_point(),
+        _ix_point(conc=8, date="2025-12-01", image=None),
+        _ix_point(disagg=True),
+        _ix_point(spec_method="mtp"),
+    ]
+    history = [
+        _ix_point(
+            date="2026-01-05",
+            metrics={"tput_per_gpu": 90.0, "median_ttft": 0.1, "median_tpot": 0.01},
+        )
+    ]
+    (fixtures / "benchmarks.json").write_text(json.dumps(latest))
+    (fixtures / "benchmarks-history.json").write_text(json.dumps(history))
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "snapshot"], check=True)
+    out = tmp_path / "calibration.csv"
+    script = Path(__file__).resolve().parents[1] / "benchmarks/build_calibration.py"
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(work / ".git"),
+            "--repo-name",
+            "owner/snap",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "2 points" in res.stdout
+    assert "left out 1: disaggregated or multi-node" in res.stderr
+    assert "left out 1: speculative decoding (mtp)" in res.stderr
+    assert "left out 1: an earlier run of the same configuration" in res.stderr
+    points = load_calibration(out)
+    assert sorted((p.date, p.concurrency, p.throughput_per_gpu) for p in points) == [
+        ("2025-12-01", 8, 100.0),
+        ("2026-02-27", 4, 100.0),  # the later of the two 2026 runs of conc 4
+    ]
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert {r["engine_version"] for r in rows} == {"v0.5.12-rocm700-mi35x", "not in source"}
+    assert {r["source_repo"] for r in rows} == {"owner/snap"}
+
+
+def test_docs_table_is_the_validation_of_the_shipped_table() -> None:
+    """docs/PREDICT.md shows what `accelbench predict --validate` computes now."""
+    from accelbench.predict.validate import table_markdown, validate
+
+    doc = (Path(__file__).resolve().parents[1] / "docs/PREDICT.md").read_text(encoding="utf-8")
+    v = validate(load_calibration())
+    assert table_markdown(v) in doc, (
+        "rerun: accelbench predict --validate --write-docs docs/PREDICT.md"
+    )
+    # and the intervals shipped are those of this validation
+    f = shipped_factors()
+    for acc, metrics in v.intervals.items():
+        for m, q in metrics.items():
+            assert f.intervals[acc][m] == pytest.approx(q, rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    acc=st.sampled_from(["h200", "b200", "mi300x", "mi355x"]),
+    model=st.sampled_from(["deepseek-r1", "llama-3.1-70b", "qwen3-235b-a22b"]),
+    dp=st.booleans(),
+    seqs=st.integers(0, 512),
+    ctx=st.integers(0, 8192),
+    pre=st.integers(0, 16384),
+    more=st.integers(1, 64),
+)
+def test_property_step_time_grows_with_work(
+    acc: str, model: str, dp: bool, seqs: int, ctx: int, pre: int, more: int
+) -> None:
+    """What the scheduler relies on: a step with more sequences, more context or more
+    prefill tokens never takes less time, and every step of work takes some."""
+    from accelbench.predict.point import fitted_step_model
+
+    m, _ = fitted_step_model(model, acc, Layout(8, 8 if dp else 1, dp), "sglang", "fp8")
+    base = Step(prefill_tokens=pre, prefill_context=0, decode_seqs=seqs, decode_context=seqs * ctx)
+    t = m.step_time(base).seconds
+    if pre + seqs == 0:
+        assert t == 0
+        return
+    assert t > 0 and math.isfinite(t)
+    bigger = [
+        Step(pre, 0, seqs + more, (seqs + more) * ctx),
+        Step(pre, 0, seqs, seqs * (ctx + more)),
+        Step(pre + more, 0, seqs, seqs * ctx),
+    ]
+    for b in bigger:
+        assert m.step_time(b).seconds >= t * (1 - 1e-12), b
+    assert m.kv_capacity_tokens() > 0 and m.max_batch() == 1024
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    which=st.sampled_from(["--model", "--accelerator"]),
+    name=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30
+    ).filter(lambda s: not s.startswith("-") and "\x00" not in s),
+)
+def test_property_unknown_names_one_line(tmp_path: Path, which: str, name: str) -> None:
+    """Any unknown model or accelerator name: one line (listing the known ones), exit 2."""
+    args = {"--model": "deepseek-r1", "--accelerator": "mi355x"}
+    args[which] = name
+    code, out, err, _ = run_cli(
+        [
+            "predict",
+            "--model",
+            args["--model"],
+            "--accelerator",
+            args["--accelerator"],
+            "--concurrency",
+            "4",
+        ],
+        tmp_path,
+    )
+    if code == 0:  # a real name (an alias, or a catalog id in other case)
+        return
+    assert (
+        code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:")
+    )
