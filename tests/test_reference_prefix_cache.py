@@ -332,7 +332,8 @@ def test_server_usage_metrics_and_ground_truth_agree(reference_server) -> None:
     assert int(m["reference:prefix_cache_hits_total"]) == hits == sum(c for _, c, _ in sent)
     assert int(m["reference:prefix_cache_evicted_blocks_total"]) == sum(e for _, _, e in sent)
     assert int(m["reference:prefix_cache_blocks"]) == len(model.lru) == 6
-    assert m['reference:cache_config_info{block_size="8",num_gpu_blocks="6"}'] == "1"
+    info = 'reference:cache_config_info{block_size="8",num_gpu_blocks="6",cache_outputs="true"}'
+    assert m[info] == "1"
     # accelbench's telemetry reads them as it reads vLLM's
     (row,) = parse_server_metrics(text)
     assert row["engine"] == "reference"

@@ -328,3 +328,75 @@ def test_a_session_sweep_gives_each_point_its_own_prompts(reference_server, tmp_
     plan = SweepPlan(base=base, kind="concurrency", values=[1, 2])
     seeds = [plan.point_config(v, tmp_path / str(v)).workload.seed for v in (1, 2, 1)]
     assert seeds[0] != seeds[1] and seeds[0] == seeds[2]
+
+
+# -- known truth: the reference server's prefix cache -----------------------------------
+def truth(srv) -> dict[str, dict]:
+    return {d["request_id"]: d for d in map(json.loads, srv.ground_truth.read_text().splitlines())}
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_cached_tokens_and_hit_rates_equal_the_ground_truth(reference_server, tmp_path,
+                                                            endpoint):  # fmt: skip
+    """A cache larger than the working set: every response's cached tokens are the
+    server's, the responses' total is its counter's, and the ideal (an infinite cache,
+    outputs cached) is exactly what the server hit: the gap is 0."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--prefix-cache-blocks", "100000",
+                           "--prefix-block-size", "16")  # fmt: skip
+    wl = WorkloadConfig(isl=40, osl=6, sessions=8, turns="2:4", think_time_s="0:0.01",
+                        shared_prefixes=3, prefix_tokens=70)  # fmt: skip
+    s, rows = bench(srv.url, tmp_path, endpoint, wl, concurrency=3, endpoint=endpoint)
+    assert s["errors"]["count"] == 0
+    gt = truth(srv)
+    for r in rows:
+        assert r["cached_tokens"] == gt[r["request_id"]]["cached_tokens"]
+        assert r["isl"] == gt[r["request_id"]]["prompt_tokens"]
+    c, sc = s["cache"], s["client"]["server_cache"]
+    total = sum(r["cached_tokens"] for r in rows)
+    assert sc["hits"] == total and sc["queries"] == sum(r["isl"] for r in rows)
+    assert c["hit_rate"] == c["hit_rate_all"] == c["hit_rate_server"] == total / sc["queries"]
+    assert sc["engine"] == "reference" and sc["capacity_tokens"] == 16 * 100_000
+    assert c["ideal_infinite"] == c["ideal_lru"] == c["hit_rate"] and c["gap_pp"] == 0
+    assert all(r["cached_tokens"] > 0 for r in rows if r["turn"] > 0)
+
+
+def test_ideal_lru_equals_the_servers_lru(reference_server, tmp_path):
+    """A cache smaller than two sessions' working set (outputs not cached, which the
+    server says in its cache_config_info): the ideal LRU replays the server's evictions
+    exactly; the infinite ideal is higher: the gap between them is the thrashing."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--prefix-cache-blocks", "30",
+                           "--prefix-block-size", "16", "--no-prefix-cache-outputs")  # fmt: skip
+    wl = WorkloadConfig(isl=120, osl=4, sessions=6, turns="4", shared_prefixes=1,
+                        prefix_tokens=100)  # fmt: skip
+    s, rows = bench(srv.url, tmp_path, "lru", wl, concurrency=1)
+    gt = truth(srv)
+    assert [r["cached_tokens"] for r in rows] == [gt[r["request_id"]]["cached_tokens"]
+                                                  for r in rows]  # fmt: skip
+    c = s["cache"]
+    assert s["client"]["server_cache"]["cache_outputs"] is False
+    assert c["ideal_lru"] == c["hit_rate"] == c["hit_rate_server"]
+    assert c["ideal_infinite"] > c["ideal_lru"] + 0.05
+
+
+def test_too_small_a_cache_shows_the_knee_where_arithmetic_puts_it(reference_server,
+                                                                   tmp_path):  # fmt: skip
+    """Each session holds W blocks at its end; a cache of N blocks keeps C sessions' worth
+    at once: the hit rate holds up to about N / W concurrent sessions and falls beyond."""
+    n_blocks, b = 96, 16
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1", "--prefix-cache-blocks",
+                           str(n_blocks), "--prefix-block-size", str(b),
+                           "--no-prefix-cache-outputs")  # fmt: skip
+    isl, turns = 96, 4  # a session's prompt ends near turns x (isl + reply bytes) tokens
+    hit = {}
+    for c in (1, 2, 8):
+        wl = WorkloadConfig(isl=isl, osl=4, sessions=3 * c, turns=str(turns),
+                            seed=c)  # fmt: skip
+        s, rows = bench(srv.url, tmp_path, f"c{c}", wl, concurrency=c)
+        w = max(r["isl"] for r in rows) // b  # the working set of one session, in blocks
+        hit[c] = (s["cache"]["hit_rate"], s["cache"]["ideal_infinite"], w)
+    w = hit[1][2]
+    assert 2 * w <= n_blocks < 8 * w  # the knee lies between 2 and 8 sessions
+    # below the knee the server keeps what the workload can reuse; beyond, it thrashes
+    assert hit[1][0] == pytest.approx(hit[1][1], abs=0.02)
+    assert hit[2][0] == pytest.approx(hit[2][1], abs=0.05)
+    assert hit[8][0] < 0.5 * hit[8][1]

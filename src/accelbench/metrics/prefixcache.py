@@ -146,6 +146,7 @@ class ServerCache(TypedDict, total=False):
     capacity_tokens: int | None
     capacity_source: str | None  # server | option
     block_size: int  # the ideal's
+    cache_outputs: bool  # whether the ideal caches outputs (the server says; else yes)
     trace_block_size: int | None  # a trace's hash_ids' block size
 
 
@@ -272,8 +273,9 @@ def cache_section(rows: list[dict[str, Any]], server: ServerCache | None) -> Cac
         ))  # fmt: skip
     traced = any(r.blocks is not None for r in reqs)
     ib = int(trace_b or 512) if traced else b
-    inf = ideal_hits(reqs, ib, None)
-    lru = ideal_hits(reqs, ib, cap_tokens // ib) if cap_tokens else None
+    outs = bool(server.get("cache_outputs", True))
+    inf = ideal_hits(reqs, ib, None, cache_outputs=outs)
+    lru = ideal_hits(reqs, ib, cap_tokens // ib, cache_outputs=outs) if cap_tokens else None
     measured = [i for i, r in enumerate(sent) if not r["warmup"]]
     m_rows = [sent[i] for i in measured]
     m_prompt = sum(reqs[i].prompt_tokens for i in measured)

@@ -316,7 +316,8 @@ class _State:
             f"reference:prefix_cache_blocks {len(c)}",
             "# TYPE reference:cache_config_info gauge",
             f'reference:cache_config_info{{block_size="{c.block_size}",'
-            f'num_gpu_blocks="{c.capacity}"}} 1',
+            f'num_gpu_blocks="{c.capacity}",'
+            f'cache_outputs="{str(self.cfg.prefix_cache_outputs).lower()}"}} 1',
         ]
 
     def log(self, doc: GroundTruthLine) -> None:

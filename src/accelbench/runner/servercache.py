@@ -29,6 +29,7 @@ class CacheCounters:
     queries: float | None
     block_size: int | None
     capacity_blocks: int | None
+    cache_outputs: bool | None = None  # the reference server says; vLLM caches them
 
 
 def _int(text: str | None) -> int | None:
@@ -48,17 +49,20 @@ def read_counters(server: Endpoint, timeout_s: float = 2.0) -> CacheCounters | N
     totals: dict[str, float] = {}
     block = capacity = None
     engine = None
+    outputs: bool | None = None
     for name, labels, value in samples:
         if name in _CONFIG:
             block = _int(labels.get("block_size")) or block
             capacity = _int(labels.get("num_gpu_blocks")) or capacity
             engine = name.split(":")[0]
+            if labels.get("cache_outputs") in ("true", "false"):
+                outputs = labels["cache_outputs"] == "true"
         elif not math.isnan(value):
             totals[name] = totals.get(name, 0.0) + value
     hits = next((totals[n] for n in _HITS if n in totals), None)
     queries = next((totals[n] for n in _QUERIES if n in totals), None)
     engine = engine or next((n.split(":")[0] for n in _HITS if n in totals), None)
-    return CacheCounters(engine, hits, queries, block, capacity)
+    return CacheCounters(engine, hits, queries, block, capacity, outputs)
 
 
 def server_cache(
@@ -86,5 +90,6 @@ def server_cache(
         capacity_tokens=capacity_tokens or srv_cap,
         capacity_source="option" if capacity_tokens else "server" if srv_cap else None,
         block_size=block_size or srv_block or DEFAULT_BLOCK,
+        cache_outputs=after.cache_outputs if after and after.cache_outputs is not None else True,
         trace_block_size=trace_block_size,
     )
