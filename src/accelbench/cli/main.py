@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "accelbench.cli.stress",
     "accelbench.cli.sweep",
     "accelbench.cli.telemetry",
+    "accelbench.cli.trace",
 )
 
 
