@@ -578,8 +578,8 @@ class BlockTexts:
 
     @staticmethod
     def tag(block_id: int) -> str:
-        """The id in words, least significant first (base 190, at least 3 words): no two
-        ids share it, so no two ids share a block text."""
+        """The id in words, least significant first (base 149: the synthetic text's
+        words; at least 3 words): no two ids share it, so no two share a block text."""
         from accelbench.workload.synthetic import _WORDS
 
         words: list[str] = []
