@@ -334,15 +334,15 @@ def _session_fields(obj: dict[str, Any], ln: _Line) -> None:
 def _hash_ids(ids: Any, isl: int, block_size: int, where: str) -> tuple[int, ...]:
     """A line's ``hash_ids``: non-negative integers, one per ``block_size`` tokens of its
     ``input_length`` (the last block may be partial)."""
-    if not isinstance(ids, list):
+    if type(ids) is not list:
         raise UsageError(
             f"{where}: hash_ids must be a list of non-negative integers (got {_short(ids)})"
         )
-    for i in ids:
-        if type(i) is not int or not 0 <= i <= MAX_BLOCK_ID:
-            raise UsageError(
-                f"{where}: hash_ids must be a list of non-negative integers (holds {_short(i)})"
-            )
+    if ids and not (set(map(type, ids)) == {int} and 0 <= min(ids) and max(ids) <= MAX_BLOCK_ID):
+        bad = next(i for i in ids if type(i) is not int or not 0 <= i <= MAX_BLOCK_ID)
+        raise UsageError(
+            f"{where}: hash_ids must be a list of non-negative integers (holds {_short(bad)})"
+        )
     need = -(-isl // block_size)
     if len(ids) != need:
         raise UsageError(
@@ -515,20 +515,32 @@ def _load_azure(raw: bytes, p: Path) -> list[_Line]:
 
 def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
     lines = []
+    top = MAX_TRACE_TOKENS
     for lineno, obj in _json_lines(raw, p):
         where = f"{p}:{lineno}"
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             raise UsageError(f"{where}: a trace line must be a JSON object")
-        ln = _Line(where, TraceEntry(None))
-        _session_fields(obj, ln)
+        e = TraceEntry(None)
+        ln = _Line(where, e)
+        if "session_id" in obj or "turn" in obj or "delay" in obj:
+            _session_fields(obj, ln)
         ts = obj.get("timestamp")
-        if ln.session is None or ts is not None:
-            ln.entry.offset_s = _time(ts, where, "timestamp") / 1000.0
-        isl = ln.entry.isl = _length(obj.get("input_length"), where, "input_length")
-        ln.entry.osl = _length(obj.get("output_length"), where, "output_length")
+        if ts is not None or ln.session is None:
+            # the checks inline where the value is plainly good (a 100,000-session trace
+            # is read in seconds: benchmarks/trace_plan_speed.py); _time/_length word the error
+            if not ((type(ts) is int or type(ts) is float) and 0 <= ts < np.inf):
+                ts = _time(ts, where, "timestamp")
+            e.offset_s = ts / 1000.0
+        isl = obj.get("input_length")
+        if type(isl) is not int or not 0 < isl <= top:
+            isl = _length(isl, where, "input_length")
+        osl = obj.get("output_length")
+        if type(osl) is not int or not 0 < osl <= top:
+            osl = _length(osl, where, "output_length")
+        e.isl, e.osl = isl, osl
         ids = obj.get("hash_ids")
         if ids is not None:
-            ln.entry.blocks = _hash_ids(ids, isl, block_size, where)
+            e.blocks = _hash_ids(ids, isl, block_size, where)
         lines.append(ln)
     return lines
 
@@ -558,22 +570,32 @@ class BlockTexts:
     tokens (the reference server) and space-splitting BPE tokenizers cut anyway; a
     partial block (the last of a prompt) is the first tokens of its id's text.
 
-    Every text is re-counted with ``tok``, as SyntheticPrompts does; ``prompt`` re-counts
-    whole prompts too, for the first :data:`SEAM_SAMPLE` of several blocks and for all of
-    them once one seam did not add up, and returns the real count."""
+    Counting: a block's count is its tag words' counts plus its window's (each counted
+    once with ``tok`` and cached), a prompt's the sum of its blocks'. That sum is checked
+    against ``tok``'s count of the whole prompt for the first :data:`SEAM_SAMPLE`
+    prompts; once one differs (a tokenizer that merges across word seams), every block
+    and every prompt is counted whole from then on, as SyntheticPrompts does. The count
+    returned is ``tok``'s wherever it was taken."""
 
     def __init__(self, tok: Tokenizer, seed: int, block_size: int) -> None:
-        from accelbench.workload.synthetic import SyntheticPrompts
+        from accelbench.workload.synthetic import _WORDS, SyntheticPrompts
 
         self.tok, self.seed, self.size = tok, seed, block_size
         self.pool = SyntheticPrompts(tok, seed, block_size).ids
         span = len(self.pool) - block_size - 32  # > block_size: the pool is 2x + 64
         starts = [i for i in range(span) if tok.decode(self.pool[i : i + 1]).startswith(" ")]
         self.starts = starts or list(range(span))  # windows that begin with a word
+        self._words = [" " + w for w in _WORDS]
+        self._word_n = [len(tok.encode(w)) for w in self._words]
+        self._pairs = [
+            (self._words[lo] + self._words[hi], self._word_n[lo] + self._word_n[hi])
+            for hi in range(len(_WORDS))
+            for lo in range(len(_WORDS))
+        ]  # the first two words of every tag: index lo + 149 hi
         self._full: dict[int, tuple[str, int]] = {}
-        self._fill: dict[tuple[int, int], str] = {}
+        self._fill: dict[tuple[int, int], tuple[str, int]] = {}
         self._checked = 0
-        self.seams_add_up = True  # no prompt's count differed from its blocks' sum
+        self.additive = True  # every prompt checked so far counted as its pieces' sum
         self.exact = True  # every text had the wanted number of tokens
 
     @staticmethod
@@ -589,24 +611,38 @@ class BlockTexts:
             words.append(_WORDS[r])
         return " " + " ".join(words)
 
-    def _filler(self, start: int, n: int) -> str:
+    def _tag(self, block_id: int) -> tuple[str, int]:
+        """:meth:`tag` and the sum of its words' counts (its first two words from a table:
+        this runs once per block of a trace)."""
+        words, counts, base = self._words, self._word_n, len(self._words)
+        hi, lo = divmod(block_id, base * base)
+        text, n_tok = self._pairs[lo]
+        while True:
+            hi, r = divmod(hi, base)
+            text += words[r]
+            n_tok += counts[r]
+            if not hi:
+                return text, n_tok
+
+    def _filler(self, start: int, n: int) -> tuple[str, int]:
+        """The pool's ``n`` tokens from ``start``, as text, and its count."""
         key = (start, n)
-        text = self._fill.get(key)
-        if text is None:
+        got = self._fill.get(key)
+        if got is None:
             text = self.tok.decode(self.pool[start : start + n])
             if not text.startswith(" "):
                 text = " " + text
+            got = (text, len(self.tok.encode(text)))
             if len(self._fill) < 50_000:
-                self._fill[key] = text
-        return text
+                self._fill[key] = got
+        return got
 
-    def _fit(self, make: Callable[[int], str], n: int, target: int) -> tuple[str, int]:
-        """``make(n)`` with ``n`` adjusted until its text has ``target`` tokens (a few
-        tries; the closest otherwise, with its real count)."""
+    def _fit(self, make: Callable[[int], tuple[str, int]], n: int, target: int) -> tuple[str, int]:
+        """``make(n)`` (a text and its count) with ``n`` adjusted until the count is
+        ``target`` (a few tries; the closest otherwise, with its real count)."""
         best: tuple[str, int] | None = None
         for _ in range(8):
-            text = make(max(1, n))
-            got = len(self.tok.encode(text))
+            text, got = make(max(1, n))
             if got == target:
                 return text, got
             if best is None or abs(got - target) < abs(best[1] - target):
@@ -618,13 +654,41 @@ class BlockTexts:
 
     def _make(self, block_id: int, length: int) -> tuple[str, int]:
         """The first ``length`` tokens of block ``block_id``'s text, and their count."""
-        tag = self.tag(block_id)
+        tag, tag_n = self._tag(block_id)
         start = self.starts[(block_id * 0x9E3779B1 + self.seed * 7919) % len(self.starts)]
-        tag_n = len(self.tok.encode(tag))
+        tok = self.tok
         if length <= tag_n + 1:  # a block too short for its whole tag: the tag cut
-            ids = self.tok.encode(tag + self._filler(start, 8))
-            return self._fit(lambda n: self.tok.decode(ids[:n]), length, length)
-        return self._fit(lambda n: tag + self._filler(start, n), length - tag_n, length)
+            ids = tok.encode(tag + self._filler(start, 8)[0])
+
+            def cut(n: int) -> tuple[str, int]:
+                text = tok.decode(ids[:n])
+                return text, len(tok.encode(text))
+
+            return self._fit(cut, length, length)
+        if self.additive:
+
+            def add(n: int) -> tuple[str, int]:
+                text, got = self._filler(start, n)
+                return tag + text, tag_n + got
+
+            return self._fit(add, length - tag_n, length)
+
+        def whole(n: int) -> tuple[str, int]:
+            text = tag + self._filler(start, n)[0]
+            return text, len(tok.encode(text))
+
+        return self._fit(whole, length - tag_n, length)
+
+    def _partial(self, block_id: int, length: int) -> tuple[str, int]:
+        """:meth:`_make` for a partial block, its common case first (one window)."""
+        if self.additive:
+            tag, tag_n = self._tag(block_id)
+            if length > tag_n + 1:
+                start = self.starts[(block_id * 0x9E3779B1 + self.seed * 7919) % len(self.starts)]
+                text, n = self._filler(start, length - tag_n)
+                if n + tag_n == length:
+                    return tag + text, length
+        return self._make(block_id, length)
 
     def text(self, block_id: int, length: int | None = None) -> tuple[str, int]:
         """Block ``block_id``'s text (the first ``length`` tokens of it when given: a
@@ -634,28 +698,33 @@ class BlockTexts:
             if got is None:
                 got = self._full[block_id] = self._make(block_id, self.size)
             return got
-        return self._make(block_id, length)
+        return self._partial(block_id, length)
 
     def prompt(self, blocks: tuple[int, ...], length: int) -> tuple[str, int]:
         """The prompt of ``length`` tokens made of ``blocks`` (full blocks, the last one
-        cut to what is left), and its real count."""
+        cut to what is left), and its count."""
         parts: list[str] = []
         got = 0
         left = length
+        size, full = self.size, self._full
         for block_id in blocks:
-            if left <= 0:
+            if left >= size:
+                piece = full.get(block_id)
+                if piece is None:
+                    piece = full[block_id] = self._make(block_id, size)
+            elif left > 0:
+                piece = self._partial(block_id, left)
+            else:
                 break
-            k = min(self.size, left)
-            text, n = self.text(block_id, k)
-            parts.append(text)
-            got += n
-            left -= k
+            parts.append(piece[0])
+            got += piece[1]
+            left -= size
         text = "".join(parts)
-        if len(parts) > 1 and (self._checked < SEAM_SAMPLE or not self.seams_add_up):
+        if self._checked < SEAM_SAMPLE or not self.additive:
             self._checked += 1
             real = len(self.tok.encode(text))
             if real != got:
-                self.seams_add_up = False
+                self.additive = False
             got = real
         return text, got
 
@@ -719,8 +788,15 @@ def trace_plan(
         elif e.blocks is not None:
             assert blocks is not None and e.isl is not None
             text, got = blocks.prompt(e.blocks, max(1, e.isl - special_tokens))
-            pr = PlannedRequest(text, e.osl or default_osl, got + special_tokens)
-            pr.blocks = e.blocks
+            plan.append(
+                PlannedRequest(
+                    text, e.osl or default_osl, got + special_tokens, e.offset_s,
+                    session=e.session, turn=e.turn, think_s=e.think_s, blocks=e.blocks,
+                )
+            )  # fmt: skip
+            if progress:
+                progress(i + 1, n)
+            continue  # one constructor call: 100,000 sessions are planned in seconds
         else:
             assert gen is not None and e.isl is not None
             text, got = gen.make(max(1, e.isl - special_tokens))
