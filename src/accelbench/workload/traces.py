@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gc
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -55,7 +56,7 @@ MAX_TRACE_TOKENS = 1 << 20  # as workload.config.MAX_TOKENS
 MAX_TRACE_SPAN_S = 30 * 86400.0  # as runner.config.MAX_DURATION_S: a month-long replay
 DEFAULT_BLOCK_SIZE = 512  # Mooncake's hash_ids block (FAST'25 trace: 512 tokens a block)
 MAX_BLOCK_ID = (1 << 63) - 1  # RequestRecord.blocks is a parquet int64 list
-SEAM_SAMPLE = 64  # requests whose whole prompt is re-counted before trusting block sums
+SEAM_SAMPLE = 256  # prompts counted whole before trusting the sum of their pieces' counts
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -207,6 +208,21 @@ def load_trace(
         raise UsageError(f"--trace {p} is empty")
     if fmt == "auto":
         fmt = detect_format(raw)
+    with _no_gc():
+        return _load(raw, p, fmt, rate, arrival, burstiness, seed, limit, block_size)
+
+
+def _load(
+    raw: bytes,
+    p: Path,
+    fmt: str,
+    rate: float | None,
+    arrival: str,
+    burstiness: float,
+    seed: int,
+    limit: int | None,
+    block_size: int,
+) -> Trace:
     time_field = "t"
     if fmt == "accelbench":
         lines = _load_own(raw, p)
@@ -440,19 +456,32 @@ def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
             last = t
 
 
-def _json_lines(raw: bytes, p: Path) -> list[tuple[int, Any]]:
-    out = []
+def _json_lines(raw: bytes, p: Path) -> Iterator[tuple[int, Any]]:
     lines = raw.splitlines()
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            out.append((lineno, orjson.loads(line)))
+            obj = orjson.loads(line)
         except orjson.JSONDecodeError:
             if lineno == len(lines):
-                break  # a torn last line (the proxy was killed mid-write)
+                return  # a torn last line (the proxy was killed mid-write)
             raise UsageError(f"{p}:{lineno}: not valid JSON") from None
-    return out
+        yield lineno, obj
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic collector paused: reading or planning a big trace makes millions of
+    objects with no cycles, and the collector's passes over them cost more than the work
+    itself (a third of a 100,000-session plan)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _load_own(raw: bytes, p: Path) -> list[_Line]:
@@ -514,34 +543,50 @@ def _load_azure(raw: bytes, p: Path) -> list[_Line]:
 
 
 def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
+    # The checks are inline where a value is plainly good (a 100,000-session trace is
+    # read in seconds: benchmarks/trace_plan_speed.py); anything else goes to the
+    # helpers that word the error.
     lines = []
-    top = MAX_TRACE_TOKENS
+    top, inf, max_delay_ms = MAX_TRACE_TOKENS, np.inf, MAX_TRACE_SPAN_S * 1000.0
     for lineno, obj in _json_lines(raw, p):
         where = f"{p}:{lineno}"
         if type(obj) is not dict:
             raise UsageError(f"{where}: a trace line must be a JSON object")
-        e = TraceEntry(None)
-        ln = _Line(where, e)
-        if "session_id" in obj or "turn" in obj or "delay" in obj:
-            _session_fields(obj, ln)
+        sid = obj.get("session_id")
+        session = turn = delay_s = None
+        if sid is not None:
+            turn, delay = obj.get("turn"), obj.get("delay")
+            if (
+                not ((type(sid) is str and sid) or type(sid) is int)
+                or not (turn is None or (type(turn) is int and 0 <= turn <= top))
+                or not (
+                    delay is None
+                    or ((type(delay) is int or type(delay) is float) and 0 <= delay <= max_delay_ms)
+                )
+            ):
+                ln = _Line(where, TraceEntry(None))
+                _session_fields(obj, ln)  # raises, naming the field
+                session, turn, delay_s = ln.session, ln.turn, ln.delay_s
+            else:
+                session = str(sid)
+                delay_s = None if delay is None else delay / 1000.0
+        elif "turn" in obj or "delay" in obj:
+            _session_fields(obj, _Line(where, TraceEntry(None)))
         ts = obj.get("timestamp")
-        if ts is not None or ln.session is None:
-            # the checks inline where the value is plainly good (a 100,000-session trace
-            # is read in seconds: benchmarks/trace_plan_speed.py); _time/_length word the error
-            if not ((type(ts) is int or type(ts) is float) and 0 <= ts < np.inf):
+        if ts is not None or session is None:
+            if not ((type(ts) is int or type(ts) is float) and 0 <= ts < inf):
                 ts = _time(ts, where, "timestamp")
-            e.offset_s = ts / 1000.0
+            ts = ts / 1000.0
         isl = obj.get("input_length")
         if type(isl) is not int or not 0 < isl <= top:
             isl = _length(isl, where, "input_length")
         osl = obj.get("output_length")
         if type(osl) is not int or not 0 < osl <= top:
             osl = _length(osl, where, "output_length")
-        e.isl, e.osl = isl, osl
         ids = obj.get("hash_ids")
-        if ids is not None:
-            e.blocks = _hash_ids(ids, isl, block_size, where)
-        lines.append(ln)
+        blocks = None if ids is None else _hash_ids(ids, isl, block_size, where)
+        entry = TraceEntry(ts, isl, osl, None, None, None, None, blocks)
+        lines.append(_Line(where, entry, session, turn, delay_s))
     return lines
 
 
@@ -570,12 +615,17 @@ class BlockTexts:
     tokens (the reference server) and space-splitting BPE tokenizers cut anyway; a
     partial block (the last of a prompt) is the first tokens of its id's text.
 
-    Counting: a block's count is its tag words' counts plus its window's (each counted
-    once with ``tok`` and cached), a prompt's the sum of its blocks'. That sum is checked
-    against ``tok``'s count of the whole prompt for the first :data:`SEAM_SAMPLE`
-    prompts; once one differs (a tokenizer that merges across word seams), every block
-    and every prompt is counted whole from then on, as SyntheticPrompts does. The count
-    returned is ``tok``'s wherever it was taken."""
+    Counting: a block's count is its tag words' counts (each counted once with ``tok``)
+    plus its pool window's length in tokens, a prompt's the sum of its blocks'. That sum
+    is checked against ``tok``'s count of the whole prompt for the first
+    :data:`SEAM_SAMPLE` prompts; once one differs (a tokenizer that merges across word
+    seams, or whose windows do not re-encode to themselves), every window, block and
+    prompt is counted whole from then on, as SyntheticPrompts does, and the count
+    returned is ``tok``'s. So the counts are exact for byte tokens (the reference
+    server) and for tokenizers the sample finds additive; a rare seam beyond the sample
+    would make ``isl_planned`` a token off (the server's own count is what the run
+    records). Counting every prompt whole costs a tokenizer call per request, which a
+    100,000-session plan cannot afford (benchmarks/trace_plan_speed.py)."""
 
     def __init__(self, tok: Tokenizer, seed: int, block_size: int) -> None:
         from accelbench.workload.synthetic import _WORDS, SyntheticPrompts
@@ -625,14 +675,16 @@ class BlockTexts:
                 return text, n_tok
 
     def _filler(self, start: int, n: int) -> tuple[str, int]:
-        """The pool's ``n`` tokens from ``start``, as text, and its count."""
+        """The pool's ``n`` tokens from ``start``, as text, and its count: ``n`` while
+        counts add up (a window of the pool's own tokens decodes and re-encodes to
+        them: what the prompt check verifies), else ``tok``'s count."""
         key = (start, n)
         got = self._fill.get(key)
         if got is None:
             text = self.tok.decode(self.pool[start : start + n])
             if not text.startswith(" "):
                 text = " " + text
-            got = (text, len(self.tok.encode(text)))
+            got = (text, n if self.additive else len(self.tok.encode(text)))
             if len(self._fill) < 50_000:
                 self._fill[key] = got
         return got
@@ -725,6 +777,7 @@ class BlockTexts:
             real = len(self.tok.encode(text))
             if real != got:
                 self.additive = False
+                self._fill.clear()  # counted again, by tok (block texts stay: same id, same text)
             got = real
         return text, got
 
@@ -746,6 +799,19 @@ def trace_plan(
     ``tok``'s count plus ``special_tokens``; a line with ``hash_ids`` gets its blocks'
     texts (:class:`BlockTexts`) and ``blocks``. ``block_size`` (default: the one the
     trace was read with) must agree with every line's ``hash_ids``."""
+    with _no_gc():
+        return _plan(trace, tok, special_tokens, seed, default_osl, progress, block_size)
+
+
+def _plan(
+    trace: Trace,
+    tok: Any,
+    special_tokens: int,
+    seed: int,
+    default_osl: int,
+    progress: Any,
+    block_size: int | None,
+) -> list[PlannedRequest]:
     from accelbench.workload.synthetic import SyntheticPrompts
 
     size = trace.block_size if block_size is None else check_block_size(block_size)
