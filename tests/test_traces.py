@@ -281,6 +281,10 @@ def test_hash_ids_give_identical_blocks_in_byte_tokens(tmp_path: Path) -> None:
     assert full[9][:8] == plan[0].prompt.encode()[32:40]  # partial block 9: its text cut
     assert full[8][:5] == plan[4].prompt.encode()  # a one-block prompt, partial: 5 bytes
     assert full[3][:4] == plan[2].prompt.encode()[16:20]
+    # an empty list says nothing of the prefixes: as if absent (distinct prompts)
+    empty = load_trace(_write(tmp_path, "e.jsonl", _line(hash_ids=[])), block_size=BS)
+    assert empty.entries[0].blocks is None
+    assert trace_plan(empty, ByteTokenizer())[0].blocks is None
     # the same seed, the same plan; another seed, other texts
     assert [p.prompt for p in trace_plan(t, ByteTokenizer(), seed=3)] == [p.prompt for p in plan]
     assert trace_plan(t, ByteTokenizer(), seed=4)[0].prompt != plan[0].prompt
@@ -393,6 +397,7 @@ def test_own_format_sessions(tmp_path: Path) -> None:
 
 
 def _line(**kw: object) -> bytes:
+    """A Mooncake line (timestamp 0, 20 tokens in, 2 out); ``...`` leaves a field out."""
     base: dict[str, object] = {"timestamp": 0, "input_length": 20, "output_length": 2}
     base.update(kw)
     return orjson.dumps({k: v for k, v in base.items() if v is not ...}) + b"\n"
@@ -408,7 +413,6 @@ def _line(**kw: object) -> bytes:
         (_line(hash_ids=[1 << 63]), 1, "hash_ids must be a list"),
         (_line(hash_ids=[0, 1, 2]), 1, "hash_ids has 3 ids, but input_length 20 .* needs 2"),
         (_line(hash_ids=[0]), 1, "hash_ids has 1 ids"),
-        (_line(hash_ids=[]), 1, "hash_ids has 0 ids"),
         (_line(session_id="a") + _line(session_id="a", delay=-1, timestamp=...), 2, "delay"),
         (_line(session_id="a") + _line(session_id="a", delay=4e13, timestamp=...), 2, "delay"),
         (_line(session_id="a", delay=5), 1, "delay on the first turn"),
@@ -594,3 +598,37 @@ def test_load_conversations_bad_files(tmp_path: Path) -> None:
         with pytest.raises(AccelbenchError, match=match) as exc:
             load_conversations(str(_write(tmp_path, "c.json", data)))
         assert "\n" not in str(exc.value)
+
+
+def test_shadow_replay_sends_a_sessions_turns_after_each_answer(reference_server, tmp_path):
+    """`shadow replay` of a trace with a session: on each side, turn k goes think_s after
+    turn k-1's answer ended there (and not before its own time when it has one); a lone
+    request keeps its own time."""
+    from accelbench.runner.config import BenchmarkConfig
+    from accelbench.suites.shadow.replay import ReplayOptions, replay
+    from accelbench.workload.config import WorkloadConfig
+
+    ref = reference_server("--ttft-ms", "40", "--itl-ms", "20")
+    data = (
+        _line(session_id="s", input_length=30, output_length=4)
+        + _line(timestamp=50, input_length=8, output_length=1)
+        + _line(session_id="s", timestamp=..., delay=100, input_length=40, output_length=2)
+        + _line(session_id="s", timestamp=150, delay=10, input_length=50, output_length=2)
+    )
+    p = _write(tmp_path, "s.jsonl", data)
+    cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(p)), telemetry=False)
+    d, status = replay(cfg, ReplayOptions(ref.url, ref.url, str(tmp_path / "r")))
+    assert status == "completed"
+    for side in ("baseline", "candidate"):
+        rows = {
+            r["idx"]: r for r in map(orjson.loads, (d / f"{side}.jsonl").read_bytes().splitlines())
+        }
+        assert sorted(rows) == [0, 1, 2, 3] and all(r["ok"] for r in rows.values())
+        assert [rows[i]["isl"] for i in range(4)] == [30, 40, 50, 8]  # plan: session first
+        t0 = rows[0]["t_sched"]
+        # turn 1: 100 ms after turn 0's answer (which took >= 40 + 3 x 20 ms)
+        assert rows[1]["t_sched"] - rows[0]["t_done"] == pytest.approx(100e6, abs=15e6)
+        # turn 2: 10 ms after turn 1's answer, which ends after 150 ms anyway
+        assert rows[2]["t_sched"] - rows[1]["t_done"] == pytest.approx(10e6, abs=15e6)
+        assert rows[2]["t_sched"] - t0 >= 150e6
+        assert rows[3]["t_sched"] - t0 == pytest.approx(50e6, abs=1e3)  # the lone request

@@ -13,7 +13,8 @@ Formats (``auto`` tells them apart by content, not by file name):
 * ``mooncake``: Mooncake-style JSONL (``{"timestamp": ms, "input_length",
   "output_length", "hash_ids"}``; ``timestamp`` in milliseconds since the first request).
   ``hash_ids`` (one id per block of ``block_size`` tokens, the last block possibly
-  partial) is reproduced: equal ids give identical token blocks (:class:`BlockTexts`).
+  partial) is reproduced: equal ids give identical token blocks (:class:`BlockTexts`);
+  an empty list is taken as no block information (distinct prompts, as without it).
 * ``sharegpt``: a ShareGPT dataset (JSON or JSONL) with no times of its own; arrivals come
   from an arrival process (``rate``, ``arrival``, ``burstiness``, ``seed``).
 
@@ -583,8 +584,8 @@ def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
         osl = obj.get("output_length")
         if type(osl) is not int or not 0 < osl <= top:
             osl = _length(osl, where, "output_length")
-        ids = obj.get("hash_ids")
-        blocks = None if ids is None else _hash_ids(ids, isl, block_size, where)
+        ids = obj.get("hash_ids")  # [] says nothing of the prefixes: as if absent
+        blocks = None if ids is None or ids == [] else _hash_ids(ids, isl, block_size, where)
         entry = TraceEntry(ts, isl, osl, None, None, None, None, blocks)
         lines.append(_Line(where, entry, session, turn, delay_s))
     return lines
