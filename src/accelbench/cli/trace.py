@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 trace_app = typer.Typer(
-    help="Make request traces that `run --trace` and `shadow replay` read.",
+    help="Make request traces that run --trace and shadow replay read.",
     no_args_is_help=True,
 )
 
@@ -48,13 +48,13 @@ def agent_cmd(
     tool_ms: float = typer.Option(
         500.0,
         "--tool-ms",
-        help="Mean tool run time in ms (exponential): a later turn's `delay` after the "
+        help="Mean tool run time in ms (exponential): a later turn's delay after the "
         "previous reply ended.",
     ),
     block_size: int = typer.Option(
         512,
         "--block-size",
-        help="Tokens per hash_ids block (give `run --trace` the same --block-size).",
+        help="Tokens per hash_ids block (give run --trace the same --block-size).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed makes the same trace."),
     out: Path = typer.Option(
