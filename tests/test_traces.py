@@ -610,15 +610,24 @@ def test_shadow_replay_sends_a_sessions_turns_after_each_answer(reference_server
 
     ref = reference_server("--ttft-ms", "40", "--itl-ms", "20")
     data = (
-        _line(session_id="s", input_length=30, output_length=4)
+        _line(session_id="s", input_length=30, output_length=4, hash_ids=[1, 2])
         + _line(timestamp=50, input_length=8, output_length=1)
-        + _line(session_id="s", timestamp=..., delay=100, input_length=40, output_length=2)
-        + _line(session_id="s", timestamp=150, delay=10, input_length=50, output_length=2)
-    )
+        + _line(session_id="s", timestamp=..., delay=100, input_length=40, output_length=2,
+                hash_ids=[1, 2, 3])
+        + _line(session_id="s", timestamp=150, delay=10, input_length=50, output_length=2,
+                hash_ids=[1, 2, 4, 5])
+    )  # fmt: skip
     p = _write(tmp_path, "s.jsonl", data)
     cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(p)), telemetry=False)
-    d, status = replay(cfg, ReplayOptions(ref.url, ref.url, str(tmp_path / "r")))
+    d, status = replay(cfg, ReplayOptions(ref.url, ref.url, str(tmp_path / "r"), block_size=BS))
     assert status == "completed"
+    # the prompts as sent, planned with the server's own /tokenize (its tokens are bytes)
+    sent = [orjson.loads(x) for x in (d / "trace.jsonl").read_bytes().splitlines()[1:]]
+    prompts = [x["body"]["prompt"].encode() for x in sorted(sent, key=lambda x: x["idx"])]
+    assert [len(x) for x in prompts] == [30, 40, 50, 8]
+    assert prompts[1][:32] == prompts[2][:32]  # ids 1, 2: 2 x 16 bytes
+    assert prompts[0] == prompts[1][:30]  # id 2 partial in turn 0: its text cut
+    assert prompts[1][32:40] != prompts[2][32:40]  # ids 3 and 4
     for side in ("baseline", "candidate"):
         rows = {
             r["idx"]: r for r in map(orjson.loads, (d / f"{side}.jsonl").read_bytes().splitlines())

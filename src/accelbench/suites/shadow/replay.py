@@ -77,6 +77,7 @@ class ReplayOptions:
     candidate_model: str | None = None
     candidate_api_key_env: str | None = None
     trace_format: str = "auto"
+    block_size: int = 512  # tokens per hash_ids block (workload.traces.DEFAULT_BLOCK_SIZE)
 
     def __post_init__(self) -> None:
         self.baseline, self.candidate = map(Endpoint.parse, (self.baseline, self.candidate))
@@ -134,6 +135,7 @@ def prepare(
     trace = load_trace(
         cfg.workload.trace, opt.trace_format, rate=cfg.rate, arrival=cfg.arrival,
         burstiness=cfg.burstiness, seed=cfg.workload.seed, limit=cfg.num_requests,
+        block_size=opt.block_size,
     )  # fmt: skip
     opt.check_span(trace.duration_s)
     log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
