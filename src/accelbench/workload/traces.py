@@ -632,10 +632,22 @@ class BlockTexts:
         from accelbench.workload.synthetic import _WORDS, SyntheticPrompts
 
         self.tok, self.seed, self.size = tok, seed, block_size
-        self.pool = SyntheticPrompts(tok, seed, block_size).ids
-        span = len(self.pool) - block_size - 32  # > block_size: the pool is 2x + 64
-        starts = [i for i in range(span) if tok.decode(self.pool[i : i + 1]).startswith(" ")]
+        # 2 x block_size + 256 of the text's tokens (SyntheticPrompts makes at least
+        # 2 x + 64), each decoded once: one tokenizer call per token, which matters when
+        # the tokenizer is the server's /detokenize
+        ids = SyntheticPrompts(tok, seed, block_size).ids
+        self.pool = pool = ids[: 2 * block_size + 256]
+        pieces = [tok.decode(pool[i : i + 1]) for i in range(len(pool))]
+        span = len(pool) - block_size - 32  # > 0: the pool is at least 2 x + 64
+        starts = [i for i in range(span) if pieces[i].startswith(" ")]
         self.starts = starts or list(range(span))  # windows that begin with a word
+        # where the tokens decode one by one to the whole (bytes, byte-level BPE), a
+        # window's text is a slice of the whole: no tokenizer call per window
+        whole = "".join(pieces)
+        self._text: str | None = whole if whole == tok.decode(pool) else None
+        self._at = [0]
+        for piece in pieces:
+            self._at.append(self._at[-1] + len(piece))
         self._words = [" " + w for w in _WORDS]
         self._word_n = [len(tok.encode(w)) for w in self._words]
         self._pairs = [
@@ -682,7 +694,10 @@ class BlockTexts:
         key = (start, n)
         got = self._fill.get(key)
         if got is None:
-            text = self.tok.decode(self.pool[start : start + n])
+            if self._text is not None:
+                text = self._text[self._at[start] : self._at[min(start + n, len(self.pool))]]
+            else:
+                text = self.tok.decode(self.pool[start : start + n])
             if not text.startswith(" "):
                 text = " " + text
             got = (text, n if self.additive else len(self.tok.encode(text)))
