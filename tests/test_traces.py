@@ -461,6 +461,11 @@ def test_block_size_must_be_positive(tmp_path: Path) -> None:
     assert len(trace_plan(t, ByteTokenizer(), block_size=BS)) == 5
     with pytest.raises(UsageError, match="block size another"):
         load_trace(p)  # the default 512: 40 tokens need 1 id, not 3
+    from accelbench.workload.traces import trace_stats
+
+    assert trace_stats(p, block_size=BS) == (5, 0.04, frozenset())  # what `run` reads first
+    with pytest.raises(UsageError, match="block size another"):
+        trace_stats(p)
 
 
 _FIELD = st.one_of(
