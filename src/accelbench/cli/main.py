@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "accelbench.cli.stress",
     "accelbench.cli.sweep",
     "accelbench.cli.telemetry",
+    "accelbench.cli.trace",
 )
 
 

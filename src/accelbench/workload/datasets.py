@@ -6,6 +6,9 @@ Formats (``auto`` picks by the first record):
   * prompts:  ``{"prompt": "...", "output_tokens": 128}`` (``max_tokens`` also accepted;
     the output length is optional: the run's --osl is used without it).
   * chat:     ``{"messages": [{"role": "user", "content": "..."}], "max_tokens": 64}``.
+
+:func:`load_conversations` keeps a ShareGPT conversation's turns (for sessions): each
+human turn with the reply recorded after it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ from typing import Any
 import orjson
 
 from accelbench.errors import AccelbenchError
+from accelbench.workload.tokenizer import Tokenizer
+
+__all__ = ["Conversation", "DatasetItem", "detect_format", "load_conversations", "load_dataset"]
+
+USER_ROLES = ("human", "user")
+REPLY_ROLES = ("gpt", "assistant", "chatgpt", "bard", "model")
+REPLY_LENGTH_KEYS = ("output_tokens", "num_tokens", "tokens")
 
 
 @dataclass
@@ -127,4 +137,90 @@ def _sharegpt_item(conv: list) -> DatasetItem | None:
                 if turn["value"].strip() and isinstance(reply.get("value"), str):
                     return DatasetItem(turn["value"], None, reply["value"])
             return None
+    return None
+
+
+@dataclass
+class Conversation:
+    """One ShareGPT conversation as a session: ``turns[k]`` = (the k-th user message, the
+    recorded reply's length in tokens when the file gives one, else None: the caller
+    counts ``replies[k]`` with the server's tokenizer)."""
+
+    turns: list[tuple[str, int | None]]
+    replies: list[str]  # the recorded reply texts, one per turn
+    system: str | None = None  # a leading system message, if the conversation has one
+    id: str | None = None  # the record's ``id``, if any
+
+
+def load_conversations(path: str, tok: Tokenizer | None = None) -> list[Conversation]:
+    """The ShareGPT file's conversations with their turns, in file order.
+
+    A turn is a human (``human``/``user``) message and the reply (``gpt``/``assistant``)
+    that follows it; consecutive messages of one side are joined with a blank line; a
+    leading reply, and a last human message that got no reply, are left out (there is no
+    reply length to send it with); messages whose value is not a non-empty string are
+    skipped. A reply's length in tokens is the message's ``output_tokens``, ``num_tokens``
+    or ``tokens`` when given, else counted with ``tok`` when given, else None. A
+    conversation with no complete turn is left out; none at all: one clear error."""
+    p = Path(path)
+    out: list[Conversation] = []
+    for where, obj in _records(p):
+        loc = f"{path}:{where}"
+        if not isinstance(obj, dict):
+            raise AccelbenchError(f"{loc}: a record must be a JSON object")
+        conv = obj.get("conversations")
+        if not isinstance(conv, list):
+            raise AccelbenchError(f"{loc}: `conversations` must be a list")
+        c = _conversation(conv, loc, tok)
+        if c is not None:
+            rid = obj.get("id")
+            c.id = rid if isinstance(rid, str) else None
+            out.append(c)
+    if not out:
+        raise AccelbenchError(f"dataset {path} has no conversation with a human turn and a reply")
+    return out
+
+
+def _conversation(conv: list, loc: str, tok: Tokenizer | None) -> Conversation | None:
+    # (side, text, recorded length) with one side's consecutive messages joined
+    msgs: list[tuple[str, str, int | None]] = []
+    system = None
+    for m in conv:
+        if not isinstance(m, dict) or not isinstance(m.get("value"), str):
+            continue
+        text, role = m["value"], m.get("from")
+        if not text.strip():
+            continue
+        if role == "system" and not msgs and system is None:
+            system = text
+            continue
+        side = "user" if role in USER_ROLES else "reply" if role in REPLY_ROLES else None
+        if side is None:
+            continue
+        n = _reply_length(m, loc) if side == "reply" else None
+        if msgs and msgs[-1][0] == side:
+            _, prev, pn = msgs[-1]
+            both = pn + n if pn is not None and n is not None else None
+            msgs[-1] = (side, f"{prev}\n\n{text}", both)
+        else:
+            msgs.append((side, text, n))
+    if msgs and msgs[0][0] == "reply":
+        msgs = msgs[1:]
+    turns: list[tuple[str, int | None]] = []
+    replies: list[str] = []
+    for (_, user, _), (_, reply, n) in zip(msgs[0::2], msgs[1::2], strict=False):
+        if n is None and tok is not None:
+            n = max(1, len(tok.encode(reply)))
+        turns.append((user, n))
+        replies.append(reply)
+    return Conversation(turns, replies, system) if turns else None
+
+
+def _reply_length(m: dict, loc: str) -> int | None:
+    for key in REPLY_LENGTH_KEYS:
+        if m.get(key) is not None:
+            v = m[key]
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise AccelbenchError(f"{loc}: a reply's `{key}` must be a positive integer")
+            return v
     return None

@@ -43,6 +43,11 @@ class ReplayRequest:
     bodies: dict[str, dict[str, Any]]  # side -> body (each side's model)
     isl_planned: int | None
     max_tokens: int | None
+    # a trace's sessions (docs/WORKLOADS.md): a later turn goes ``think_s`` (scaled) after
+    # the previous turn's answer on the same side, and not before ``offset_s`` if ``timed``
+    session: int | None = None
+    think_s: float = 0.0
+    timed: bool = True
 
 
 class TraceInfo(TypedDict):
@@ -72,6 +77,7 @@ class ReplayOptions:
     candidate_model: str | None = None
     candidate_api_key_env: str | None = None
     trace_format: str = "auto"
+    block_size: int = 512  # tokens per hash_ids block (workload.traces.DEFAULT_BLOCK_SIZE)
 
     def __post_init__(self) -> None:
         self.baseline, self.candidate = map(Endpoint.parse, (self.baseline, self.candidate))
@@ -129,6 +135,7 @@ def prepare(
     trace = load_trace(
         cfg.workload.trace, opt.trace_format, rate=cfg.rate, arrival=cfg.arrival,
         burstiness=cfg.burstiness, seed=cfg.workload.seed, limit=cfg.num_requests,
+        block_size=opt.block_size,
     )  # fmt: skip
     opt.check_span(trace.duration_s)
     log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
@@ -157,7 +164,7 @@ def prepare(
     plan = trace_plan(
         trace, tok, special_tokens=special, seed=cfg.workload.seed, default_osl=cfg.workload.osl
     )
-    reqs = []
+    reqs: list[ReplayRequest] = []
     for i, pr in enumerate(plan):
         endpoint = pr.endpoint or cfg.endpoint
         if pr.body is not None:
@@ -168,10 +175,14 @@ def prepare(
                 stream=cfg.stream, ignore_eos=cfg.ignore_eos, extra=cfg.extra_body,
             )  # fmt: skip
         bodies = {side: dict(base, model=m) for side, m in models.items()}
+        if pr.offset_s is not None:
+            offset = pr.offset_s / opt.speed
+        else:  # a later turn with no time of its own: its predecessor's, a lower bound
+            offset = reqs[-1].offset_s if reqs and pr.session is not None else 0.0
         reqs.append(
             ReplayRequest(
-                i, (pr.offset_s or 0.0) / opt.speed, endpoint, bodies, pr.isl_planned,
-                pr.max_tokens,
+                i, offset, endpoint, bodies, pr.isl_planned, pr.max_tokens, pr.session,
+                pr.think_s / opt.speed, pr.offset_s is not None,
             )
         )  # fmt: skip
     info: ReplayInfo = {
@@ -274,9 +285,37 @@ def _resolve(w: asyncio.Future) -> None:
         w.set_result(None)
 
 
+async def _until(due: int, stop: _Stop) -> None:
+    while (delay := (due - _now()) / 1e9) > 0.002 and not stop.is_set():
+        await stop.sleep(delay - 0.001)  # (woken early by the last answer: again)
+    while _now() < due and not stop.is_set():
+        await asyncio.sleep(0)
+
+
+async def _session(
+    s: _Sender, turns: list[ReplayRequest], start: int, due: int, stop: _Stop
+) -> None:
+    """One side's turns of one session, each after the previous one's answer."""
+    await s.send(turns[0], due)
+    for r in turns[1:]:
+        due = _now() + int(r.think_s * 1e9)
+        if r.timed:
+            due = max(due, start + int(r.offset_s * 1e9))
+        await _until(due, stop)
+        if stop.is_set():
+            return
+        await s.send(r, due)
+
+
 async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: _Stop) -> None:
     tasks: set[asyncio.Task] = set()
     start = _now() + 20_000_000  # a short lead so the first request is not late
+    units: list[list[ReplayRequest]] = []  # a session's turns (consecutive), or one request
+    for r in reqs:
+        if r.session is not None and units and units[-1][0].session == r.session:
+            units[-1].append(r)
+        else:
+            units.append([r])
 
     def finished(t: asyncio.Task) -> None:
         tasks.discard(t)
@@ -284,18 +323,18 @@ async def _schedule(reqs: list[ReplayRequest], senders: list[_Sender], stop: _St
             stop.wake()
 
     try:
-        for r in reqs:
+        for unit in units:
             if stop.is_set():
                 break
-            due = start + int(r.offset_s * 1e9)
-            while (delay := (due - _now()) / 1e9) > 0.002 and not stop.is_set():
-                await stop.sleep(delay - 0.001)  # (woken early by the last answer: again)
+            due = start + int(unit[0].offset_s * 1e9)
+            await _until(due, stop)
             if stop.is_set():
                 break
-            while _now() < due:
-                await asyncio.sleep(0)
             for s in senders:
-                t = asyncio.ensure_future(s.send(r, due))
+                job = (
+                    s.send(unit[0], due) if len(unit) == 1 else _session(s, unit, start, due, stop)
+                )
+                t = asyncio.ensure_future(job)
                 tasks.add(t)
                 t.add_done_callback(finished)
         while tasks and not stop.is_set():
