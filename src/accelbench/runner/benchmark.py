@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,8 +49,8 @@ from accelbench.store.rundoc import (
 )
 from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
-from accelbench.workload.requests import TRACE_BLOCK_SIZE
 from accelbench.workload.tokenizer import LocalTokenizer, Tokenizer, server_tokenizer_if_any
+from accelbench.workload.traces import DEFAULT_BLOCK_SIZE
 
 Log = Callable[[str], None]
 
@@ -156,7 +156,7 @@ def auto_workers(cfg: BenchmarkConfig) -> int:
     if cfg.workload.trace:  # the trace's mean arrival rate
         from accelbench.workload.traces import trace_stats
 
-        n, span, _ = trace_stats(cfg.workload.trace)
+        n, span, _ = trace_stats(cfg.workload.trace, block_size=cfg.workload.trace_block_size)
         rate = n / span if span > 0 else None
     load = cfg.concurrency or cfg.max_concurrency or int((rate or 1) * 2)
     wanted = max(1, math.ceil(load / STREAMS_PER_WORKER_KNEE))
@@ -348,8 +348,8 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     kind = "synthetic" if not cfg.workload.dataset else "dataset"
     log(f"planning {total} {what} ({kind})")
     plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console)
-    if cfg.workload.sessions is not None:  # --warmup counts sessions: now count turns
-        n_warm = sum(1 for p in plan if p.session is not None and p.session < n_warm)
+    if plan and plan[0].session is not None:  # warm-up: whole sessions; count turns
+        n_warm = sum(len(g) for g in _warm_sessions(_session_groups(plan), cfg))
         n_measured = len(plan) - n_warm
 
     run_dir, short = new_run_dir(cfg)
@@ -370,7 +370,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
         client["server_cache"] = server_cache(
             before, read_counters(cfg.url), block_size=wl.block_size,
             capacity_tokens=wl.kv_capacity_tokens,
-            trace_block_size=(wl.block_size or TRACE_BLOCK_SIZE) if wl.trace else None,
+            trace_block_size=(wl.block_size or DEFAULT_BLOCK_SIZE) if wl.trace else None,
         )  # fmt: skip
         doc.client = client
     del specs, plan  # the prompts: the end of the run has no use for them
@@ -494,6 +494,42 @@ def _worker_spec(
     )
 
 
+Session = list[tuple[int, PlannedRequest]]
+
+
+def _session_groups(plan: list[PlannedRequest]) -> list[Session]:
+    """The plan's sessions: runs of consecutive turns of one session, in plan order."""
+    groups: list[Session] = []
+    for i, req in enumerate(plan):
+        if not groups or req.turn == 0 or groups[-1][-1][1].session != req.session:
+            groups.append([])
+        groups[-1].append((i, req))
+    return groups
+
+
+def _warm_sessions(groups: list[Session], cfg: BenchmarkConfig) -> list[Session]:
+    """The warm-up's sessions: ``--warmup`` sessions with --sessions; of a trace, every
+    session that starts within its first ``--warmup`` requests (whole sessions)."""
+    if cfg.workload.sessions is not None:
+        return groups[: cfg.warmup_requests]
+    return [g for g in groups if g[0][0] < cfg.warmup_requests]
+
+
+def _first_offset(g: Session) -> float:
+    return g[0][1].offset_s or 0.0
+
+
+def _shifted(gs: list[Session]) -> list[Session]:
+    """Trace times counted from the phase's first session (its schedule's zero)."""
+    if not gs:
+        return gs
+    first = _first_offset(gs[0])
+    if first == 0:
+        return gs
+    return [[(i, replace(r, offset_s=None if r.offset_s is None else r.offset_s - first))
+             for i, r in g] for g in gs]  # fmt: skip
+
+
 def _session_specs(
     cfg: BenchmarkConfig,
     plan: list[PlannedRequest],
@@ -506,14 +542,16 @@ def _session_specs(
     loop over several workers shares the sessions through a counter; an open loop
     deals them out, each starting at its arrival offset (``--rate`` counts sessions
     per second; a trace gives its first turn's time)."""
-    groups: list[list[tuple[int, PlannedRequest]]] = []
-    for i, req in enumerate(plan):
-        if not groups or req.turn == 0 or groups[-1][-1][1].session != req.session:
-            groups.append([])
-        groups[-1].append((i, req))
-    warm_n = sum(1 for g in groups if g[0][0] < n_warm)
-    phase_groups = (("warmup", groups[:warm_n]), ("measured", groups[warm_n:]))
-    closed = cfg.rate is None and plan[0].offset_s is None
+    groups = _session_groups(plan)
+    warm_n = len(_warm_sessions(groups, cfg))
+    phase_groups: list[tuple[str, list[Session]]] = [
+        ("warmup", groups[:warm_n]), ("measured", groups[warm_n:])
+    ]  # fmt: skip
+    traced = plan[0].offset_s is not None
+    if traced:  # a trace's sessions start in time order, from the phase's first one
+        phase_groups = [(name, _shifted(sorted(gs, key=_first_offset)))
+                        for name, gs in phase_groups]  # fmt: skip
+    closed = cfg.rate is None and not traced
     specs = []
     for k in range(n_workers):
         phases = []
@@ -521,9 +559,8 @@ def _session_specs(
             if not gs:
                 continue
             offsets: list[float] | None = None
-            if plan[0].offset_s is not None:
-                first = gs[0][0][1].offset_s or 0.0
-                offsets = [(g[0][1].offset_s or 0.0) - first for g in gs]
+            if traced:
+                offsets = [_first_offset(g) for g in gs]
             elif cfg.rate is not None:
                 seed = cfg.workload.seed + (0 if name == "warmup" else 1)
                 arr = arrival_offsets(len(gs), cfg.rate, cfg.arrival, cfg.burstiness, seed)

@@ -187,7 +187,7 @@ class BenchmarkConfig:
                     )
             from accelbench.workload.traces import trace_stats
 
-            n, _, endpoints = trace_stats(wl.trace)
+            n, _, endpoints = trace_stats(wl.trace, block_size=wl.trace_block_size)
             if endpoints - {self.endpoint}:
                 # a recorded request is re-issued as its prompt on --endpoint: chat messages
                 # are no completions prompt
@@ -290,10 +290,11 @@ class BenchmarkConfig:
         (``-n``, or the trace's length after the warm-up); None while a duration decides."""
         if self.num_requests is not None:
             return self.num_requests
-        if self.workload.trace:
+        wl = self.workload
+        if wl.trace:
             from accelbench.workload.traces import trace_length
 
-            return trace_length(self.workload.trace) - self.warmup_requests
+            return trace_length(wl.trace, block_size=wl.trace_block_size) - self.warmup_requests
         return None
 
     def to_json(self) -> dict[str, Any]:

@@ -43,6 +43,13 @@ class WorkloadConfig:
     block_size: int | None = None  # tokens per cache block (trace hash_ids; the ideal)
     kv_capacity_tokens: int | None = None  # the server's prefix cache, when it does not say
 
+    @property
+    def trace_block_size(self) -> int:
+        """Tokens per hash id of a trace: ``--block-size``, else Mooncake's 512."""
+        from accelbench.workload.traces import DEFAULT_BLOCK_SIZE
+
+        return self.block_size or DEFAULT_BLOCK_SIZE
+
     def validate(self) -> None:
         """Refuse values no real run needs (docs/LIMITS.md); one line naming the option."""
         self.isl = v.integer("--isl", self.isl, 1, MAX_TOKENS, unit="tokens")

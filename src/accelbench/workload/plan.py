@@ -87,7 +87,7 @@ def _independent_plan(
 ) -> list[PlannedRequest]:
     rng = np.random.default_rng(wl.seed)
     if wl.trace:
-        trace = load_trace(wl.trace, seed=wl.seed, limit=n)
+        trace = load_trace(wl.trace, seed=wl.seed, limit=n, block_size=wl.trace_block_size)
         return trace_plan(trace, tok, special_tokens=special_tokens, seed=wl.seed,
                           default_osl=wl.osl, progress=progress)  # fmt: skip
     if wl.dataset:

@@ -10,9 +10,6 @@ import numpy as np
 
 from accelbench.errors import AccelbenchError
 
-# Tokens per hash id of a Mooncake trace (its format's default; --block-size changes it).
-TRACE_BLOCK_SIZE = 512
-
 
 @dataclass(slots=True)
 class PlannedRequest:
