@@ -20,6 +20,16 @@ from accelbench import __version__
 from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.format import sig
 from accelbench.metrics.frontier import FRONTIER_METRICS
+from accelbench.report.cache import (
+    BIN_HEAD,
+    CACHE_HEAD,
+    bin_rows,
+    cache_of,
+    cache_row,
+    headline,
+    pct,
+    sessions_text,
+)
 from accelbench.report.data import (
     BOX_QUANTILES,
     FIGURES,
@@ -678,14 +688,22 @@ def _comparison_tables(data: ReportData) -> str:
     for c in data.comparisons:
         rows = pairs.setdefault((c.b_name, c.a_name), [])
         for e in c.estimates:
+            if e.is_difference:  # a hit rate: B - A in points
+                a, b = pct(e.a), pct(e.b)
+                eff = "n/a" if e.diff_pp is None else f"{e.diff_pp:+.2f}pp (B − A)"
+                ci = (f"[{e.diff_lo:+.2f}, {e.diff_hi:+.2f}]pp"
+                      if e.diff_lo is not None and e.diff_hi is not None else "—")  # fmt: skip
+            else:
+                a, b, eff = fmt(e.a), fmt(e.b), fmt(e.ratio)
+                ci = f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else "—"
             rows.append(
                 [
                     esc(c.condition),
                     esc(COMPARE_METRICS[e.metric].description),
-                    fmt(e.a),
-                    fmt(e.b),
-                    fmt(e.ratio),
-                    f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else "—",
+                    a,
+                    b,
+                    eff,
+                    ci,
                     esc(e.note or ""),
                 ]
             )
@@ -695,6 +713,31 @@ def _comparison_tables(data: ReportData) -> str:
             _table(["condition", "metric", "A", "B", "B / A", "95% CI", "note"], rows, left=2)
         )
     return "\n".join(out)
+
+
+def _cache_section(data: ReportData) -> str:
+    """The "Prefix cache" section where a run has one (report/cache.py's words): per set,
+    the three hit rates and the gap per point, each point's headline, TTFT by turn and by
+    cached share."""
+    out: list[str] = []
+    for sv in data.sets:
+        got = [(p.label, c) for p in sv.points if (c := cache_of(p.run.summary)) is not None]
+        if not got:
+            continue
+        out.append(f"<h3>{esc(sv.name)}</h3>")
+        out.append(_table([esc(h) for h in CACHE_HEAD],
+                          [[esc(x) for x in cache_row(lab, c)] for lab, c in got]))  # fmt: skip
+        for lab, c in got:
+            ss = sessions_text(c)
+            out.append(
+                f"<p>{esc(lab)}: {esc(headline(c))}" + (f"; {esc(ss)}" if ss else "") + "</p>"
+            )
+        rows = [[esc(x) for x in [lab, *r]] for lab, c in got for r in bin_rows(c)]
+        if rows:
+            out.append(_table([esc(h) for h in ["point", *BIN_HEAD]], rows, left=3))
+    if not out:
+        return ""
+    return "\n".join(['<h2 id="cache">Prefix cache</h2>', *out])
 
 
 def render_html(data: ReportData) -> str:
@@ -748,6 +791,9 @@ def render_html(data: ReportData) -> str:
         for m in FRONTIER_METRICS:
             has = any(not sv.frontiers[m].empty or sv.frontiers[m].all_x.size for sv in data.sets)
             body.append(plot(_frontier_fig(data, m) if has else None))
+
+    if cache := _cache_section(data):
+        body.append(cache)
 
     body.append('<h2 id="latency">Latency distributions per point</h2>')
     for m in LATENCY_METRICS:
