@@ -23,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.metrics import registry
@@ -116,6 +118,27 @@ def test_bad_claims_are_one_line(text, needle):
     with pytest.raises(AccelbenchError, match=needle) as e:
         parse_claim(text)
     assert "\n" not in str(e.value)
+
+
+_PIECES = ["B", "A", " ", ">=", "<=", ">", "<", "≥", "+", "-", "−", "10", "0.5", "pp", "points",
+           "x", "1.3", "hit_rate", "ttft", "ideal", "on", "at", "c=4", "concurrency", "tok/s",
+           "32", "%", "\n", "'", "é"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=14).map("".join) | st.text(max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_any_claim_text_parses_or_is_refused_in_one_line(text):
+    try:
+        c = parse_claim(text)
+    except AccelbenchError as e:
+        assert str(e) and "\n" not in str(e).replace(repr(text.strip()), "")
+        return
+    assert c.is_difference == (c.offset_pp is not None)
+    if c.is_difference:
+        assert c.metric == "cache_hit_rate" and abs(c.offset_pp) <= 100
+        assert c.at_interactivity is None
+    else:
+        assert c.factor > 0 and c.metric != "cache_hit_rate"
 
 
 # -- the interval: coverage in simulation -----------------------------------------------------
@@ -269,8 +292,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def session_run(tmp_path_factory) -> Path:
-    """A real run of 24 two-turn sessions against the reference server."""
+def session_runs(tmp_path_factory) -> dict[int, Path]:
+    """Real runs of 24 two-turn sessions against the reference server, at concurrency 4
+    and 2."""
     root = tmp_path_factory.mktemp("cache")
     port = _free_port()
     srv = subprocess.Popen([*PY, "serve", "reference", "--port", str(port)],
@@ -282,11 +306,12 @@ def session_run(tmp_path_factory) -> Path:
                 break
             except OSError:
                 time.sleep(0.1)
-        out = root / "run"
-        subprocess.run([*PY, "run", "--url", f"http://127.0.0.1:{port}", "--sessions", "24",
-                        "--turns", "2", "-c", "4", "--isl", "20", "--osl", "4",
-                        "--shared-prefixes", "2", "--prefix-tokens", "40", "-o", str(out)],
-                       check=True, capture_output=True, timeout=300)  # fmt: skip
+        out = {c: root / f"c{c}" for c in (4, 2)}
+        for c, d in out.items():
+            subprocess.run([*PY, "run", "--url", f"http://127.0.0.1:{port}", "--sessions", "24",
+                            "--turns", "2", "-c", str(c), "--isl", "20", "--osl", "4",
+                            "--shared-prefixes", "2", "--prefix-tokens", "40", "-o", str(d)],
+                           check=True, capture_output=True, timeout=300)  # fmt: skip
     finally:
         srv.terminate()
         srv.wait(10)
@@ -313,10 +338,11 @@ def _reported(src: Path, dst: Path, share: float) -> Path:
     return dst
 
 
-def test_claims_report_and_query_on_real_runs(session_run, tmp_path):
+def test_claims_report_and_query_on_real_runs(session_runs, tmp_path):
     from accelbench.store.query import query_runs
     from accelbench.store.sets import load_inputs
 
+    session_run = session_runs[4]
     summary = json.loads((session_run / "summary.json").read_text())
     ideal = summary["cache"]["ideal_infinite"]
     assert 0 < ideal < 1 and summary["cache"]["hit_rate"] is None  # no server cache yet
@@ -361,3 +387,23 @@ def test_claims_report_and_query_on_real_runs(session_run, tmp_path):
     assert [r[1] for r in rows] == [pytest.approx(ha), pytest.approx(hb)]
     assert all(r[2] == pytest.approx(ideal) for r in rows)
     assert rows[0][3] == pytest.approx(100 * (ideal - ha))
+
+
+def test_a_sweep_report_shows_the_figures_per_point(session_runs, tmp_path):
+    # two loads of one workload (a sweep's points): the Prefix cache table has a row each,
+    # with the hit rate from the responses, the ideal and the gap
+    sweep = tmp_path / "sweep"
+    a = _reported(session_runs[2], sweep / "c2", 0.3)
+    b = _reported(session_runs[4], sweep / "c4", 0.6)
+    md, html = tmp_path / "s.md", tmp_path / "s.html"
+    rep = subprocess.run([*PY, "report", str(sweep), "-o", str(html), "--markdown", str(md)],
+                         capture_output=True, text=True)  # fmt: skip
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    text = md.read_text()
+    for d, label in ((a, "c=2"), (b, "c=4")):
+        c = json.loads((d / "summary.json").read_text())["cache"]
+        row = (f"| {label} | {100 * c['hit_rate']:.1f}% | 48/48 | n/a | "
+               f"{100 * c['ideal_infinite']:.1f}% | n/a | {c['gap_pp']:+.1f} points |")  # fmt: skip
+        assert row in text, text
+    page = html.read_text()
+    assert page.count("gap to the ideal") == 2  # one headline per point

@@ -788,7 +788,7 @@ def evaluate_claim(
         return "", claim_verdict(claim, Status.INCONCLUSIVE, why), None
     got = compare_at_load(x, y, [claim.metric], n_boot=n_boot, seed=seed)
     if not got:  # a hit rate neither side measured
-        why = f"no {claim.metric} on either side (no prefix-cache section)"
+        why = f"no {claim.metric} on either side: no response said what was cached"
         return cond, claim_verdict(claim, Status.INCONCLUSIVE, why, condition=cond), None
     return cond, judge(claim, got[0], tolerance, cond), got[0]
 
