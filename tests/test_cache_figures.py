@@ -407,3 +407,4 @@ def test_a_sweep_report_shows_the_figures_per_point(session_runs, tmp_path):
         assert row in text, text
     page = html.read_text()
     assert page.count("gap to the ideal") == 2  # one headline per point
+    assert "sum of cached_tokens / sum of prompt tokens" in page  # the definitions

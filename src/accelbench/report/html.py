@@ -20,6 +20,8 @@ from accelbench import __version__
 from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.format import sig
 from accelbench.metrics.frontier import FRONTIER_METRICS
+from accelbench.metrics.registry import CACHE
+from accelbench.metrics.registry import FIGURES as REGISTRY
 from accelbench.report.cache import (
     BIN_HEAD,
     CACHE_HEAD,
@@ -500,8 +502,10 @@ def _figures_table(sv: SetView) -> str:
     return _table(head, rows, left=2)
 
 
-def _definitions() -> str:
-    rows = [[esc(f.label), esc(f.unit), esc(f.definition)] for f in FIGURES.values()]
+def _definitions(cache: bool = False) -> str:
+    """Every figure's definition; the prefix-cache figures too where a run has them."""
+    figs = list(FIGURES.values()) + ([REGISTRY[k] for k in CACHE] if cache else [])
+    rows = [[esc(f.label), esc(f.unit), esc(f.definition)] for f in figs]
     rows.append(["Window", "s", esc(WINDOW_DEF)])
     rows.append(
         [
@@ -816,7 +820,7 @@ def render_html(data: ReportData) -> str:
         body.append(_set_section(data, sv))
     body.append(_comparison_tables(data))
     body.append("<h3>Definitions</h3>")
-    body.append(_definitions())
+    body.append(_definitions(cache=bool(cache)))
 
     samples = [(sv.name, p.label, s) for sv in data.sets for p in sv.points for s in p.samples]
     if samples:
