@@ -24,6 +24,18 @@ tests/test_interval_coverage.py):
   (and the runs of a point first), rebuilds the frontier and interpolates at the target;
   replicates where the target falls outside the resampled frontier are counted.
 
+Hit rates (figures compared by difference, ``registry.Figure.difference``) are compared
+as B - A in percentage points, never as a ratio: ``B hit_rate >= A hit_rate + 10pp``. Their
+interval is a percentile bootstrap of the difference of each side's ratio of sums (sum of
+cached tokens / sum of prompt tokens over the measured requests that said what was
+cached), resampling whole sessions (a session's turns share their history, so its
+requests are correlated; a request of no session is its own cluster; repeated runs at a
+load pool their sessions): :func:`accelbench.metrics.stats.cluster_ratio_replicates`,
+none below :data:`MIN_CLUSTERS` clusters a side. Verdict as below with the claimed
+offset ``d`` in place of ``k`` and a tolerance in points: refuted when the interval lies
+wholly below ``d - 100 t`` (``>=``) or above ``d + 100 t`` (``<=``) points (a hit rate is
+itself a share, so t = 5 % of the prompt tokens is 5 points).
+
 Verdict for ``B >= k x A``: supported when the interval's low end is at least ``k``
 (the claim's own factor: a tolerance never helps a claim), refuted when its high end is
 below ``k (1 - t)`` (tolerance t, default 5 %: a claimed factor is rounded, and a
@@ -48,10 +60,19 @@ from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.frontier import OUT_OF_RANGE, build_frontier, pareto_indices, pchip_at
 from accelbench.metrics.protocols import RunLike, RunSetLike
-from accelbench.metrics.registry import ALIASES, COMPARABLE, FIGURES, FRONTIER, Figure
+from accelbench.metrics.registry import (
+    ALIASES,
+    COMPARABLE,
+    DIFFERENCE,
+    FIGURES,
+    FRONTIER,
+    Figure,
+)
 from accelbench.metrics.stats import (
+    bootstrap_difference_ci,
     bootstrap_ratio_ci,
     bootstrap_replicates,
+    cluster_ratio_replicates,
     log_normal_ci,
     log_ratio_ci,
     min_samples,
@@ -63,8 +84,11 @@ from accelbench.metrics.stats import (
 from accelbench.metrics.values import column_np
 from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict
 
-# The figures a comparison estimates (declared in accelbench.metrics.registry).
-METRICS: dict[str, Figure] = {k: FIGURES[k] for k in COMPARABLE}
+# The figures a comparison estimates (declared in accelbench.metrics.registry): as B / A
+# (COMPARABLE) or as B - A in points (DIFFERENCE: the prefix-cache hit rate).
+METRICS: dict[str, Figure] = {k: FIGURES[k] for k in (*COMPARABLE, *DIFFERENCE)}
+# Fewer sessions (clusters) a side than this: no interval for a hit-rate difference.
+MIN_CLUSTERS = 20
 FRONTIER_COMPARABLE = FRONTIER
 DEFAULT_METRIC = "output_tps_per_gpu"
 WORKLOAD_KEYS = ("model", "isl", "osl", "isl_dist", "osl_dist", "range_ratio", "dataset")
@@ -77,14 +101,23 @@ WORKLOAD_KEYS = ("model", "isl", "osl", "isl_dist", "osl_dist", "range_ratio", "
 class Claim:
     text: str
     op: str  # ">=", ">", "<=", "<"
-    factor: float
+    factor: float  # B op factor x A (1.0 for a difference claim, where it is not used)
     metric: str = DEFAULT_METRIC
     at_interactivity: float | None = None
     at_load: float | None = None  # concurrency (or rate) to match
+    offset_pp: float | None = None  # B op A + offset_pp points; None: a ratio claim
+
+    @property
+    def is_difference(self) -> bool:
+        return self.offset_pp is not None
 
 
+_NUM = r"[0-9]*\.?[0-9]+"
+_NAME = r"[A-Za-z][A-Za-z0-9_]*"
 _CLAIM_RE = re.compile(
-    r"^\s*B\s*(?P<op>>=|>|<=|<|≥|≤)\s*(?P<k>[0-9]*\.?[0-9]+)\s*(?:x|×|\*)?\s*A"
+    rf"^\s*B(?:\s+(?P<m1>{_NAME}))?\s*(?P<op>>=|>|<=|<|≥|≤)\s*"
+    rf"(?:(?P<k>{_NUM})\s*(?:x|×|\*)?\s*)?A(?:\s+(?!(?:on|in|for|at)\b)(?P<m2>{_NAME}))?"
+    rf"(?:\s*(?P<sign>[-+−])\s*(?P<pp>{_NUM})\s*(?:pp|points?)\b)?"
     r"(?:\s+(?:on|in|for)\s+(?P<metric>[A-Za-z0-9_]+))?"
     r"(?:\s+at\s+(?:(?P<inter>[0-9]*\.?[0-9]+)\s*tok/s(?:/user)?"
     r"|(?:c|concurrency|rate)\s*[= ]?\s*(?P<load>[0-9]*\.?[0-9]+)))?\s*$",
@@ -92,19 +125,57 @@ _CLAIM_RE = re.compile(
 )
 
 
+def _claim_metric(m: re.Match[str], points: bool) -> str:
+    """The one figure a claim names (``B hit_rate ... A hit_rate``, ``on hit_rate``), its
+    aliases resolved; the ratio default, or the one hit rate when offset in points."""
+    named = {ALIASES.get(x.lower(), x.lower()) for x in (m["m1"], m["m2"], m["metric"]) if x}
+    if len(named) > 1:
+        raise AccelbenchError(f"the claim names more than one figure: {', '.join(sorted(named))}")
+    metric = named.pop() if named else DIFFERENCE[0] if points else DEFAULT_METRIC
+    if metric not in METRICS:
+        if metric in FIGURES:
+            raise AccelbenchError(
+                f"{metric} cannot be claimed on: no per-request interval exists for it; "
+                f"claims compare {', '.join(METRICS)}"
+            )
+        raise AccelbenchError(f"unknown metric {metric!r} in claim; known: {', '.join(METRICS)}")
+    return metric
+
+
 def parse_claim(text: str) -> Claim:
-    """``B >= 1.3 x A [on METRIC] [at 32 tok/s/user | at concurrency 64]``."""
+    """``B >= 1.3 x A [on METRIC] [at 32 tok/s/user | at concurrency 64]``, or for a hit
+    rate, in percentage points: ``B hit_rate >= A hit_rate + 10pp [at concurrency 8]``
+    (also ``B >= A + 10pp on hit_rate``; no offset: ``+ 0pp``)."""
     m = _CLAIM_RE.match(text)
     if not m:
         raise AccelbenchError(
-            f"cannot read claim {text!r}: write e.g. 'B >= 1.3 x A at 32 tok/s/user' or "
-            "'B <= 0.8 x A on ttft_p50_ms at concurrency 16'"
+            f"cannot read claim {text!r}: write e.g. 'B >= 1.3 x A at 32 tok/s/user', "
+            "'B <= 0.8 x A on ttft_p50_ms at concurrency 16' or "
+            "'B hit_rate >= A hit_rate + 10pp'"
         )
     op = {"≥": ">=", "≤": "<="}.get(m["op"], m["op"])
-    metric = (m["metric"] or DEFAULT_METRIC).lower()
-    metric = ALIASES.get(metric, metric)
-    if metric not in METRICS:
-        raise AccelbenchError(f"unknown metric {metric!r} in claim; known: {', '.join(METRICS)}")
+    metric = _claim_metric(m, m["pp"] is not None)
+    if METRICS[metric].difference:
+        if m["k"] is not None:
+            raise AccelbenchError(
+                f"{metric} is compared in percentage points, not as a ratio: write e.g. "
+                f"'B {metric} >= A {metric} + 10pp'"
+            )
+        if m["inter"]:
+            raise AccelbenchError(f"{metric} is compared at a load, not at a target interactivity")
+        pp = float(m["pp"]) if m["pp"] is not None else 0.0
+        if pp > 100:
+            raise AccelbenchError(f"a hit rate differs by at most 100 points (got {pp:g}pp)")
+        offset = -pp if m["sign"] in ("-", "−") else pp
+        load = float(m["load"]) if m["load"] else None
+        return Claim(text.strip(), op, 1.0, metric, None, load, offset_pp=offset)
+    if m["pp"] is not None:
+        raise AccelbenchError(
+            f"percentage points apply to hit rates ({', '.join(DIFFERENCE)}); {metric} is "
+            "compared as a ratio: write e.g. 'B >= 1.3 x A'"
+        )
+    if m["k"] is None:
+        raise AccelbenchError(f"cannot read claim {text!r}: give the factor, e.g. 'B >= 1.3 x A'")
     k = float(m["k"])
     if k <= 0:
         raise AccelbenchError("the claimed factor must be positive")
@@ -149,6 +220,29 @@ def _run_sample(r: RunLike) -> _RunSample:
 
 
 MAX_BOOT_REQUESTS = 20_000
+
+# requests.parquet columns a hit rate's interval reads
+CACHE_SAMPLE_COLUMNS = ("warmup", "isl", "cached_tokens", "session")
+
+
+def cache_clusters(r: RunLike) -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster, (sum of cached tokens, sum of prompt tokens) of one run's measured
+    requests whose response said what was cached (the requests summary.json's
+    ``cache.hit_rate`` is computed from): a cluster is a session, or a request of no
+    session on its own. The ratio of the sums is the run's hit rate."""
+    if not r.has_requests:
+        raise AccelbenchError(f"{r.path}: requests.parquet missing; cannot bootstrap")
+    t = r.read_requests(CACHE_SAMPLE_COLUMNS)
+    cached, isl = column_np(t, "cached_tokens"), column_np(t, "isl")
+    m = ~column_np(t, "warmup", bool) & np.isfinite(cached) & np.isfinite(isl)
+    session = column_np(t, "session")[m]
+    alone = ~np.isfinite(session)
+    # sessions keep their id; a request of none gets its own label past every id
+    label = np.where(alone, 0.0, session)
+    top = float(np.max(label)) + 1.0 if label.size else 0.0
+    label[alone] = top + np.arange(int(alone.sum()))
+    _, inv = np.unique(label, return_inverse=True)
+    return np.bincount(inv, weights=cached[m]), np.bincount(inv, weights=isl[m])
 
 
 THROUGHPUT = ("output_tps_per_gpu", "total_tps_per_gpu", "requests_per_s")
@@ -252,6 +346,17 @@ class PointSamples:
     def run_figures(self, metric: str) -> list[float]:
         return [v for r in self.runs if (v := r.figure(metric)) is not None]
 
+    def cache_clusters(self) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`cache_clusters` of every run of the point (a session of each run is
+        its own cluster), read once."""
+        key = ("cache_clusters", 0)
+        if key not in self._cache:
+            got = [cache_clusters(r) for r in self.runs]
+            self._cache[key] = np.stack([np.concatenate([g[0] for g in got]),
+                                         np.concatenate([g[1] for g in got])])  # fmt: skip
+        c = self._cache[key]
+        return c[0], c[1]
+
 
 def group_points(s: RunSetLike) -> list[PointSamples]:
     """Usable runs grouped by load (repeated runs at one load form one point). Kept on the
@@ -285,10 +390,17 @@ class EstimateJSON(TypedDict):
     lo: float | None  # its 95 % interval
     hi: float | None
     note: str | None
+    diff_pp: float | None  # a hit rate's B - A in percentage points (else null)
+    diff_lo: float | None  # its 95 % interval
+    diff_hi: float | None
 
 
 @dataclass
 class Estimate:
+    """B against A on one figure: the ratio B / A with its interval, or for a figure
+    compared by difference (a hit rate) B - A in points with its interval (``ratio``
+    then is B / A as a plain number, with no interval of its own)."""
+
     metric: str
     a: float | None
     b: float | None
@@ -296,14 +408,22 @@ class Estimate:
     lo: float | None
     hi: float | None
     note: str | None = None
+    diff_pp: float | None = None
+    diff_lo: float | None = None
+    diff_hi: float | None = None
 
     @property
     def unit(self) -> str:
         return METRICS[self.metric].unit
 
+    @property
+    def is_difference(self) -> bool:
+        return METRICS[self.metric].difference
+
     def to_json(self) -> EstimateJSON:
         return {"metric": self.metric, "a": self.a, "b": self.b, "ratio": self.ratio,
-                "lo": self.lo, "hi": self.hi, "note": self.note}  # fmt: skip
+                "lo": self.lo, "hi": self.hi, "note": self.note, "diff_pp": self.diff_pp,
+                "diff_lo": self.diff_lo, "diff_hi": self.diff_hi}  # fmt: skip
 
 
 def claim_verdict(
@@ -317,7 +437,8 @@ def claim_verdict(
 ) -> Verdict:
     """A claim's verdict as the one :class:`~accelbench.metrics.verdict.Verdict` record
     (words: supported / refuted / inconclusive): the ratio B / A with its interval, the
-    claimed factor and the level beyond which it is refuted."""
+    claimed factor and the level beyond which it is refuted; for a hit rate, the
+    difference B - A in percentage points, the claimed offset and the refuting level."""
     method = ""
     if e is not None and claim.at_interactivity is not None:
         method = "percentile bootstrap (frontier)"
@@ -328,15 +449,22 @@ def claim_verdict(
         evidence["condition"] = condition
     supported = "above" if claim.op in (">=", ">") else "below"
     refuted = "below" if supported == "above" else "above"
+    if claim.is_difference:
+        est, lo, hi = (e.diff_pp, e.diff_lo, e.diff_hi) if e else (None, None, None)
+        statistic, unit, what = f"difference B - A of {claim.metric}", "pp", "claimed offset"
+        method = "percentile bootstrap over sessions"
+    else:
+        est, lo, hi = (e.ratio, e.lo, e.hi) if e else (None, None, None)
+        statistic, unit, what = f"ratio B / A of {claim.metric}", "x", "claimed factor"
     return Verdict(
         name=claim.text,
         status=status,
-        statistic=f"ratio B / A of {claim.metric}",
-        unit="x",
-        estimate=e.ratio if e else None,
-        interval=Interval(e.lo, e.hi, 0.95, method) if e and e.lo is not None else None,
+        statistic=statistic,
+        unit=unit,
+        estimate=est,
+        interval=Interval(lo, hi, 0.95, method) if lo is not None else None,
         thresholds={"claim": k, "refute_at": refute} if k is not None else {},
-        rule=f"supported if the 95% interval lies wholly {supported} the claimed factor; "
+        rule=f"supported if the 95% interval lies wholly {supported} the {what}; "
         f"refuted if wholly {refuted} it less the tolerance; inconclusive otherwise",
         evidence=evidence,
         suite="claim",
@@ -460,15 +588,54 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
     return float(ci[0]), float(ci[1])
 
 
+def hit_rate_difference(
+    x: PointSamples, y: PointSamples, metric: str, n_boot: int = 1000, seed: int = 0
+) -> Estimate:
+    """B - A of a hit rate (a ratio of sums over requests) in percentage points, with the
+    percentile interval of a cluster bootstrap over sessions (the module's "Hit rates");
+    each side's rate is its pooled requests' (one run: its ``cache.hit_rate``)."""
+    (na, da), (nb, db) = x.cache_clusters(), y.cache_clusters()
+    if not (da.sum() > 0 and db.sum() > 0):
+        return Estimate(metric, None, None, None, None, None,
+                        "no response said what was cached on both sides")  # fmt: skip
+    a, b = float(na.sum() / da.sum()), float(nb.sum() / db.sum())
+    ratio = b / a if a > 0 else None
+    diff = 100.0 * (b - a)
+    if min(na.size, nb.size) < MIN_CLUSTERS:
+        why = f"too few sessions ({MIN_CLUSTERS} a side) for an interval"
+        return Estimate(metric, a, b, ratio, None, None, why, diff)
+    rng = np.random.default_rng(seed)
+    ra = cluster_ratio_replicates(na, da, n_boot, rng, MAX_BOOT_REQUESTS)
+    rb = cluster_ratio_replicates(nb, db, n_boot, rng, MAX_BOOT_REQUESTS)
+    lo, hi, _ = bootstrap_difference_ci(ra, rb)
+    note = (f"B - A {diff:+.2f} points, 95% CI [{100 * lo:+.2f}, {100 * hi:+.2f}] "
+            f"({na.size} vs {nb.size} sessions)" if lo is not None and hi is not None
+            else "too few bootstrap replicates")  # fmt: skip
+    return Estimate(metric, a, b, ratio, None, None, note, diff,
+                    None if lo is None else 100.0 * lo, None if hi is None else 100.0 * hi)  # fmt: skip
+
+
 def compare_at_load(
     pa_: PointSamples,
     pb: PointSamples,
     metrics: Sequence[str] = tuple(METRICS),
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> list[Estimate]:
-    """B / A of each metric at one load with its interval (:func:`load_ci`)."""
+    """B / A of each metric at one load with its interval (:func:`load_ci`); a hit rate's
+    B - A (:func:`hit_rate_difference`), left out where neither side measured it."""
     out = []
     for m in metrics:
         a, b = pa_.observed(m), pb.observed(m)
+        if METRICS[m].difference:
+            if a is None and b is None:
+                continue  # no prefix-cache figures on either side: nothing to say
+            if a is None or b is None:
+                out.append(Estimate(m, a, b, None, None, None, "not measured on both sides"))
+            else:
+                out.append(hit_rate_difference(pa_, pb, m, n_boot, seed))
+            continue
         if a is None or b is None or a == 0:
             out.append(Estimate(m, a, b, None, None, None, "not measured on both sides"))
             continue
@@ -526,38 +693,54 @@ def compare_at_interactivity(
     return out
 
 
+def _decide(op: str, lo: float, hi: float, k: float, refute: float, ks: str, rs: str
+            ) -> tuple[Status, str]:  # fmt: skip
+    """Where the interval [lo, hi] lies against the claimed level ``k`` (written ``ks``)
+    and the refuting level ``refute`` (written ``rs``)."""
+    strict = op in (">", "<")
+    ci = "the 95% interval"
+    if op in (">=", ">"):
+        if lo > k or (lo == k and not strict):
+            return Status.PASS, f"{ci} lies above {ks}"
+        if hi < refute:
+            return Status.FAIL, f"{ci} lies below {rs}"
+        return Status.INCONCLUSIVE, f"{ci} is not wholly above {ks} nor below {rs}"
+    if hi < k or (hi == k and not strict):
+        return Status.PASS, f"{ci} lies below {ks}"
+    if lo > refute:
+        return Status.FAIL, f"{ci} lies above {rs}"
+    return Status.INCONCLUSIVE, f"{ci} is not wholly below {ks} nor above {rs}"
+
+
 def judge(claim: Claim, e: Estimate, tolerance: float = 0.05, condition: str = "") -> Verdict:
     """Supported only when the interval lies wholly on the claim's side of its own factor
     ``k``; refuted when it lies wholly beyond ``k`` less the tolerance (rounding) on the
-    other side; inconclusive otherwise. The tolerance only ever withholds a refutation."""
-    if e.ratio is None:
-        return claim_verdict(claim, Status.INCONCLUSIVE, e.note or "no ratio could be measured",
-                             e, condition=condition)  # fmt: skip
-    if e.lo is None or e.hi is None:
-        why = f"ratio {e.ratio:.3f} but no confidence interval ({e.note or 'too few samples'})"
-        return claim_verdict(claim, Status.INCONCLUSIVE, why, e, condition=condition)
-    ci = "the 95% interval"
-    k = claim.factor
-    strict = claim.op in (">", "<")
-    if claim.op in (">=", ">"):
-        refute = k * (1 - tolerance)
-        if e.lo > k or (e.lo == k and not strict):
-            status, why = Status.PASS, f"{ci} lies above {k:g}"
-        elif e.hi < refute:
-            status, why = Status.FAIL, f"{ci} lies below {refute:.3f}"
-        else:
-            status, why = Status.INCONCLUSIVE, f"not wholly above {k:g} nor below {refute:.3f}"
+    other side; inconclusive otherwise. The tolerance only ever withholds a refutation.
+    A difference claim (a hit rate) holds B - A in points against its offset the same
+    way, the tolerance read as ``100 t`` points."""
+    up = claim.op in (">=", ">")
+    if claim.is_difference:
+        assert claim.offset_pp is not None
+        est, lo, hi, k = e.diff_pp, e.diff_lo, e.diff_hi, claim.offset_pp
+        tol = 100.0 * tolerance
+        refute = k - tol if up else k + tol
+        what, ks, rs, es = "difference", f"{k:+g}pp", f"{refute:+.2f}pp", f"{est or 0:+.2f}pp"
+        tol_text = f" (the claimed {k:+g}pp with {tol:g} points' tolerance)"
     else:
-        refute = k * (1 + tolerance)
-        if e.hi < k or (e.hi == k and not strict):
-            status, why = Status.PASS, f"{ci} lies below {k:g}"
-        elif e.lo > refute:
-            status, why = Status.FAIL, f"{ci} lies above {refute:.3f}"
-        else:
-            status, why = Status.INCONCLUSIVE, f"not wholly below {k:g} nor above {refute:.3f}"
+        est, lo, hi, k = e.ratio, e.lo, e.hi, claim.factor
+        refute = k * (1 - tolerance) if up else k * (1 + tolerance)
+        what, ks, rs, es = "ratio", f"{k:g}", f"{refute:.3f}", f"{est or 0:.3f}"
+        tol_text = f" (the claimed {k:g} with {tolerance:.0%} tolerance)"
+    if est is None:
+        return claim_verdict(claim, Status.INCONCLUSIVE, e.note or f"no {what} could be measured",
+                             e, condition=condition)  # fmt: skip
+    if lo is None or hi is None:
+        why = f"{what} {es} but no confidence interval ({e.note or 'too few samples'})"
+        return claim_verdict(claim, Status.INCONCLUSIVE, why, e, condition=condition)
+    status, why = _decide(claim.op, lo, hi, k, refute, ks, rs)
     if status == Status.INCONCLUSIVE:
-        tol = f" (the claimed {k:g} with {tolerance:.0%} tolerance)" if tolerance else ""
-        why = f"{ci} is {why}{tol}: more requests or repeated runs needed"
+        tail = tol_text if tolerance else ""
+        why = f"{why}{tail}: more requests or repeated runs needed"
     return claim_verdict(claim, status, why, e, k, refute, condition)
 
 
@@ -603,8 +786,11 @@ def evaluate_claim(
     else:
         why = "sweeps need a condition: add 'at N tok/s/user' or 'at concurrency N' to the claim"
         return "", claim_verdict(claim, Status.INCONCLUSIVE, why), None
-    est = compare_at_load(x, y, [claim.metric])[0]
-    return cond, judge(claim, est, tolerance, cond), est
+    got = compare_at_load(x, y, [claim.metric], n_boot=n_boot, seed=seed)
+    if not got:  # a hit rate neither side measured
+        why = f"no {claim.metric} on either side: no response said what was cached"
+        return cond, claim_verdict(claim, Status.INCONCLUSIVE, why, condition=cond), None
+    return cond, judge(claim, got[0], tolerance, cond), got[0]
 
 
 N_BOOT_RANGE = (50, 1_000_000)
@@ -658,7 +844,7 @@ def compare_sets(
             y = pb[0]
         if y is None:
             continue
-        est = compare_at_load(x, y)
+        est = compare_at_load(x, y, n_boot=n_boot, seed=seed)
         out.append(Comparison(a.name, b.name, f"same load: {x.label}", est, [], list(warnings)))
     if target_interactivity is not None:
         est = compare_at_interactivity(a, b, target_interactivity, n_boot=n_boot, seed=seed)

@@ -26,8 +26,11 @@ class Figure:
     description: str  # what it is, in one line
     definition: str  # how it is computed (docs/METRICS.md)
     aliases: tuple[str, ...] = ()  # short names accepted on the command line
-    comparable: bool = True  # bootstrap comparisons exist for it (metrics/compare.py)
+    comparable: bool = True  # B / A comparisons exist for it (metrics/compare.py)
     frontier: bool = False  # a throughput axis of the frontier
+    # compared as B - A in percentage points (a share of tokens: a hit rate), with a
+    # cluster bootstrap over sessions (metrics/compare.py), never as a ratio
+    difference: bool = False
 
     def value(self, summary: Mapping[str, Any] | None) -> float | None:
         """The figure in ``summary``; None where absent or not a finite number."""
@@ -75,12 +78,41 @@ _ALL = (
        "p99 end-to-end latency", "t_last - t_send, 99th percentile"),
     _f("error_rate", ("errors", "rate"), "fraction", False, "Errors",
        "failed / measured requests", "failed / measured requests", comparable=False),
+    # prefix cache (summary.json ``cache``, metrics/prefixcache.py; docs/METRICS.md)
+    _f("cache_hit_rate", ("cache", "hit_rate"), "fraction", True, "Hit rate",
+       "prefix-cache hit rate from the responses",
+       "sum of cached_tokens / sum of prompt tokens (ISL), measured requests whose "
+       "response said what was cached", ("hit_rate",),
+       comparable=False, difference=True),
+    _f("cache_hit_rate_server", ("cache", "hit_rate_server"), "fraction", True, "Hit rate (server)",
+       "prefix-cache hit rate from the server's counters",
+       "delta of the server's cache hits / delta of its cache queries over the run, "
+       "warm-up included (vllm:prefix_cache_hits / queries)", ("hit_rate_server",),
+       comparable=False),
+    _f("cache_ideal_infinite", ("cache", "ideal_infinite"), "fraction", True, "Ideal (infinite)",
+       "hit rate of an infinite ideal prefix cache",
+       "the workload's requests replayed through an infinite block cache (the ideal rule): "
+       "cached tokens / prompt tokens, measured requests", ("ideal", "ideal_infinite"),
+       comparable=False),
+    _f("cache_ideal_lru", ("cache", "ideal_lru"), "fraction", True, "Ideal (LRU)",
+       "hit rate of an ideal LRU prefix cache of the server's capacity",
+       "as the infinite ideal, with LRU eviction at the server's KV capacity in blocks "
+       "(none where the capacity is not known)", ("ideal_lru",), comparable=False),
+    _f("cache_gap_pp", ("cache", "gap_pp"), "pp", False, "Gap to ideal",
+       "ideal minus measured hit rate, in percentage points",
+       "100 x (ideal LRU hit rate, else the infinite one, - hit rate from the responses)",
+       ("gap", "gap_pp"), comparable=False),
 )  # fmt: skip
 
 FIGURES: dict[str, Figure] = {f.name: f for f in _ALL}
 ALIASES: dict[str, str] = {a: f.name for f in _ALL for a in f.aliases}
 COMPARABLE: tuple[str, ...] = tuple(f.name for f in _ALL if f.comparable)
 FRONTIER: tuple[str, ...] = tuple(f.name for f in _ALL if f.frontier)
+DIFFERENCE: tuple[str, ...] = tuple(f.name for f in _ALL if f.difference)
+# The prefix-cache figures, in the order reports show them (a run without a ``cache``
+# section has none of them).
+CACHE: tuple[str, ...] = ("cache_hit_rate", "cache_hit_rate_server", "cache_ideal_infinite",
+                          "cache_ideal_lru", "cache_gap_pp")  # fmt: skip
 
 
 def figure(name: str) -> Figure:

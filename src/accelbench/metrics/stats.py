@@ -486,6 +486,38 @@ def bootstrap_ratio_ci(
     return float(lo), float(hi), int(r.size)
 
 
+def cluster_ratio_replicates(
+    num: np.ndarray, den: np.ndarray, n_boot: int, rng: np.random.Generator, max_n: int
+) -> np.ndarray:
+    """Bootstrap replicates of ``sum(num) / sum(den)`` (a ratio of sums: a hit rate)
+    resampling whole clusters: ``num`` and ``den`` hold one sum per cluster (a session's
+    requests are correlated, so the session, not the request, is the unit). Through
+    :func:`bootstrap_replicates` (m-out-of-n above ``max_n`` clusters). A replicate
+    whose denominator is 0 is NaN."""
+    x, y = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+
+    def stat(idx: np.ndarray) -> tuple[np.ndarray]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (x[idx].sum(axis=1) / y[idx].sum(axis=1),)
+
+    return bootstrap_replicates(x.size, n_boot, stat, rng, max_n)[0]
+
+
+def bootstrap_difference_ci(
+    ra: np.ndarray, rb: np.ndarray, confidence: float = CONFIDENCE, min_replicates: int = 10
+) -> tuple[float | None, float | None, int]:
+    """(low, high, n): the percentile-bootstrap interval of B - A from independent
+    replicates ``ra``, ``rb`` (non-finite differences dropped; ``n`` counts those kept).
+    (None, None, n) below ``min_replicates``."""
+    d = np.asarray(rb, dtype=float) - np.asarray(ra, dtype=float)
+    d = d[np.isfinite(d)]
+    if d.size < min_replicates:
+        return None, None, int(d.size)
+    a = 100.0 * (1.0 - confidence) / 2.0
+    lo, hi = np.percentile(d, [a, 100.0 - a])
+    return float(lo), float(hi), int(d.size)
+
+
 def log_normal_ci(
     value: float, log_se: float, confidence: float = CONFIDENCE
 ) -> tuple[float, float]:

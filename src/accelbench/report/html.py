@@ -20,6 +20,18 @@ from accelbench import __version__
 from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.format import sig
 from accelbench.metrics.frontier import FRONTIER_METRICS
+from accelbench.metrics.registry import CACHE
+from accelbench.metrics.registry import FIGURES as REGISTRY
+from accelbench.report.cache import (
+    BIN_HEAD,
+    CACHE_HEAD,
+    bin_rows,
+    cache_of,
+    cache_row,
+    headline,
+    pct,
+    sessions_text,
+)
 from accelbench.report.data import (
     BOX_QUANTILES,
     FIGURES,
@@ -490,8 +502,10 @@ def _figures_table(sv: SetView) -> str:
     return _table(head, rows, left=2)
 
 
-def _definitions() -> str:
-    rows = [[esc(f.label), esc(f.unit), esc(f.definition)] for f in FIGURES.values()]
+def _definitions(cache: bool = False) -> str:
+    """Every figure's definition; the prefix-cache figures too where a run has them."""
+    figs = list(FIGURES.values()) + ([REGISTRY[k] for k in CACHE] if cache else [])
+    rows = [[esc(f.label), esc(f.unit), esc(f.definition)] for f in figs]
     rows.append(["Window", "s", esc(WINDOW_DEF)])
     rows.append(
         [
@@ -678,14 +692,22 @@ def _comparison_tables(data: ReportData) -> str:
     for c in data.comparisons:
         rows = pairs.setdefault((c.b_name, c.a_name), [])
         for e in c.estimates:
+            if e.is_difference:  # a hit rate: B - A in points
+                a, b = pct(e.a), pct(e.b)
+                eff = "n/a" if e.diff_pp is None else f"{e.diff_pp:+.2f}pp (B − A)"
+                ci = (f"[{e.diff_lo:+.2f}, {e.diff_hi:+.2f}]pp"
+                      if e.diff_lo is not None and e.diff_hi is not None else "—")  # fmt: skip
+            else:
+                a, b, eff = fmt(e.a), fmt(e.b), fmt(e.ratio)
+                ci = f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else "—"
             rows.append(
                 [
                     esc(c.condition),
                     esc(COMPARE_METRICS[e.metric].description),
-                    fmt(e.a),
-                    fmt(e.b),
-                    fmt(e.ratio),
-                    f"[{fmt(e.lo)}, {fmt(e.hi)}]" if e.lo is not None else "—",
+                    a,
+                    b,
+                    eff,
+                    ci,
                     esc(e.note or ""),
                 ]
             )
@@ -695,6 +717,31 @@ def _comparison_tables(data: ReportData) -> str:
             _table(["condition", "metric", "A", "B", "B / A", "95% CI", "note"], rows, left=2)
         )
     return "\n".join(out)
+
+
+def _cache_section(data: ReportData) -> str:
+    """The "Prefix cache" section where a run has one (report/cache.py's words): per set,
+    the three hit rates and the gap per point, each point's headline, TTFT by turn and by
+    cached share."""
+    out: list[str] = []
+    for sv in data.sets:
+        got = [(p.label, c) for p in sv.points if (c := cache_of(p.run.summary)) is not None]
+        if not got:
+            continue
+        out.append(f"<h3>{esc(sv.name)}</h3>")
+        out.append(_table([esc(h) for h in CACHE_HEAD],
+                          [[esc(x) for x in cache_row(lab, c)] for lab, c in got]))  # fmt: skip
+        for lab, c in got:
+            ss = sessions_text(c)
+            out.append(
+                f"<p>{esc(lab)}: {esc(headline(c))}" + (f"; {esc(ss)}" if ss else "") + "</p>"
+            )
+        rows = [[esc(x) for x in [lab, *r]] for lab, c in got for r in bin_rows(c)]
+        if rows:
+            out.append(_table([esc(h) for h in ["point", *BIN_HEAD]], rows, left=3))
+    if not out:
+        return ""
+    return "\n".join(['<h2 id="cache">Prefix cache</h2>', *out])
 
 
 def render_html(data: ReportData) -> str:
@@ -749,6 +796,9 @@ def render_html(data: ReportData) -> str:
             has = any(not sv.frontiers[m].empty or sv.frontiers[m].all_x.size for sv in data.sets)
             body.append(plot(_frontier_fig(data, m) if has else None))
 
+    if cache := _cache_section(data):
+        body.append(cache)
+
     body.append('<h2 id="latency">Latency distributions per point</h2>')
     for m in LATENCY_METRICS:
         body.append(plot(_latency_fig(data, m), "plot small"))
@@ -770,7 +820,7 @@ def render_html(data: ReportData) -> str:
         body.append(_set_section(data, sv))
     body.append(_comparison_tables(data))
     body.append("<h3>Definitions</h3>")
-    body.append(_definitions())
+    body.append(_definitions(cache=bool(cache)))
 
     samples = [(sv.name, p.label, s) for sv in data.sets for p in sv.points for s in p.samples]
     if samples:

@@ -6,7 +6,17 @@ from pathlib import Path
 
 from accelbench.metrics.compare import METRICS as COMPARE_METRICS
 from accelbench.metrics.frontier import FRONTIER_METRICS
-from accelbench.report.data import FIGURES, ReportData
+from accelbench.report.cache import (
+    BIN_HEAD,
+    CACHE_HEAD,
+    bin_rows,
+    cache_of,
+    cache_row,
+    headline,
+    pct,
+    sessions_text,
+)
+from accelbench.report.data import FIGURES, ReportData, SetView
 from accelbench.report.html import fmt
 from accelbench.report.sections import SuiteView
 from accelbench.report.verdicts import markdown_line, md_cell
@@ -51,6 +61,7 @@ def render_markdown(data: ReportData) -> str:
             slo = ", ".join(f"{k} <= {v:g}" for k, v in data.slo.items())
             out.append(f"- Highest load meeting {slo}: {md_cell(best.label) if best else 'none'}")
             out.append("")
+        out += _cache(sv)
         if sv.warnings:
             out.append("<details><summary>Warnings</summary>")
             out.append("")
@@ -72,6 +83,7 @@ def render_markdown(data: ReportData) -> str:
             for est in c.estimates
             if est.metric in ("output_tps_per_gpu", "total_tps_per_gpu", "ttft_p50_ms")
         ]
+        diffs = [(c, est) for c in data.comparisons for est in c.estimates if est.is_difference]
         if rows:
             out.append("")
             out.append("| B vs A | condition | metric | A | B | B/A | 95% CI |")
@@ -87,6 +99,22 @@ def render_markdown(data: ReportData) -> str:
                     f"{COMPARE_METRICS[est.metric].description} | {fmt(est.a)} | {fmt(est.b)} | "
                     f"{fmt(est.ratio)} | {ci} |"
                 )
+        if diffs:
+            out.append("")
+            out.append("| B vs A | condition | metric | A | B | B - A (points) | 95% CI |")
+            out.append("|---|---|---|---|---|---|---|")
+            for c, est in diffs:
+                ci = (
+                    f"[{est.diff_lo:+.2f}, {est.diff_hi:+.2f}]"
+                    if est.diff_lo is not None and est.diff_hi is not None
+                    else md_cell(est.note or "—")
+                )
+                d = "n/a" if est.diff_pp is None else f"{est.diff_pp:+.2f}"
+                out.append(
+                    f"| {md_cell(c.b_name)} | {md_cell(c.condition)} | "
+                    f"{COMPARE_METRICS[est.metric].description} | {pct(est.a)} | {pct(est.b)} | "
+                    f"{d} | {ci} |"
+                )
         out.append("")
     out.append(
         "_Interactivity = 1000 / p50 TPOT; throughput per GPU over the measured window; "
@@ -94,6 +122,31 @@ def render_markdown(data: ReportData) -> str:
         "CIs: 95%, methods in docs/ANALYSIS.md (Intervals)._"
     )
     return "\n".join(out) + "\n"
+
+
+def _cache(sv: SetView) -> list[str]:
+    """The set's "Prefix cache" section where a point's run has one: the hit rates side by
+    side per point, then each point's headline and TTFT by turn and by cached share."""
+    got = [(p.label, c) for p in sv.points if (c := cache_of(p.run.summary)) is not None]
+    if not got:
+        return []
+    out = [f"#### Prefix cache: {md_cell(sv.name)}", ""]
+    out.append("| " + " | ".join(CACHE_HEAD) + " |")
+    out.append("|" + "---|" * len(CACHE_HEAD))
+    out += ["| " + " | ".join(md_cell(x) for x in cache_row(lab, c)) + " |" for lab, c in got]
+    out.append("")
+    for lab, c in got:
+        out.append(f"- {md_cell(lab)}: {md_cell(headline(c))}")
+        if (ss := sessions_text(c)) is not None:
+            out.append(f"  - {md_cell(ss)}")
+    rows = [(lab, r) for lab, c in got for r in bin_rows(c)]
+    if rows:
+        out.append("")
+        out.append("| point | " + " | ".join(BIN_HEAD) + " |")
+        out.append("|" + "---|" * (len(BIN_HEAD) + 1))
+        out += ["| " + " | ".join(md_cell(x) for x in [lab, *r]) + " |" for lab, r in rows]
+    out.append("")
+    return out
 
 
 def _suite(su: SuiteView) -> list[str]:

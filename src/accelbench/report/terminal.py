@@ -14,8 +14,8 @@ from rich.table import Table
 from accelbench.console import console as make_console
 from accelbench.console import esc
 from accelbench.metrics.format import fixed
-from accelbench.metrics.prefixcache import CacheSection
 from accelbench.metrics.summary import Summary
+from accelbench.report.cache import cache_lines
 from accelbench.store.rundoc import RunDoc, read_run_doc, read_summary
 
 if TYPE_CHECKING:
@@ -156,36 +156,3 @@ def _print(doc: RunDoc, s: Summary, run_dir: Path, console: Console | None) -> N
             f"{_f(e.get('j_per_output_token'), 3)} J per output token",
         )
     _p(console, f"results: {_e(run_dir)}")
-
-
-def _pc(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def cache_lines(c: CacheSection) -> list[str]:
-    """The prefix-cache section in a few lines: the three hit rates side by side and the
-    gap to the ideal (the headline: docs/WORKLOADS.md), TTFT by turn and by cached share,
-    the sessions."""
-    cap = c["capacity_tokens"]
-    ideal = f"ideal {_pc(c['ideal_infinite'])} (infinite cache)"
-    if c["ideal_lru"] is not None:
-        ideal += f" / {_pc(c['ideal_lru'])} (LRU of {cap:,} tokens)"
-    gap = "" if c["gap_pp"] is None else f"; gap to the ideal {c['gap_pp']:+.1f} points"
-    lines = [
-        f"prefix cache (blocks of {c['block_size']} tokens): hit rate {_pc(c['hit_rate'])} "
-        f"from the responses ({c['reported']}/{c['requests']} said), "
-        f"{_pc(c['hit_rate_server'])} from the server's counters, {ideal}{gap}"
-    ]
-    if c["by_turn"]:
-        lines.append("  TTFT p50 by turn: " + ", ".join(
-            f"{k}: {_f(b['ttft_ms_p50'])} ms (n {b['n']})" for k, b in c["by_turn"].items()))  # fmt: skip
-    if c["by_cached_share"]:
-        lines.append("  TTFT p50 by cached share: " + ", ".join(
-            f"{k}: {_f(b['ttft_ms_p50'])} ms (n {b['n']})"
-            for k, b in c["by_cached_share"].items()))  # fmt: skip
-    if (ss := c["sessions"]) is not None:
-        lines.append(
-            f"  sessions: {ss['n']}, {ss['completed']} completed, {ss['ended_early']} ended "
-            f"early; time to finish p50 {_f(ss['time_to_finish_s'].get('p50'))} s"
-        )
-    return lines

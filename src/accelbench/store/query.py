@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA
-from accelbench.metrics.registry import FIGURES
+from accelbench.metrics.registry import CACHE, FIGURES
 from accelbench.store.reader import RunInfo, dig, list_runs
 
 # (suite, verdict) of a run directory and its run.json, e.g. ("stress soak", "pass"): the
@@ -59,6 +59,8 @@ RUN_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("e2e_p50_ms", pa.float64()),
     ("e2e_p99_ms", pa.float64()),
     ("error_rate", pa.float64()),
+    # the prefix cache (summary.json ``cache``; null for a run without one)
+    *((k, pa.float64()) for k in CACHE),
     ("problems", pa.string()),
 )
 RUNS_SCHEMA = pa.schema(list(RUN_FIELDS))
