@@ -400,3 +400,54 @@ def test_too_small_a_cache_shows_the_knee_where_arithmetic_puts_it(reference_ser
     assert hit[1][0] == pytest.approx(hit[1][1], abs=0.02)
     assert hit[2][0] == pytest.approx(hit[2][1], abs=0.05)
     assert hit[8][0] < 0.5 * hit[8][1]
+
+
+def test_a_trace_hash_ids_reach_the_server_as_the_reuse_they_imply(reference_server, tmp_path):
+    """An agent trace (sessions of tool-call turns, a shared system prompt) replayed
+    against a server whose blocks are the trace's: its hit rate is exactly the ideal the
+    hash_ids imply, turn order and think times are kept."""
+    from accelbench.workload.agenttrace import AgentTraceSpec, write_agent_trace
+
+    trace = tmp_path / "agent.jsonl"
+    write_agent_trace(AgentTraceSpec(sessions=8, turns=3, system_tokens=256, user_tokens=32,
+                                     tool_tokens=64, osl=6, rate=20.0, tool_ms=20.0,
+                                     block_size=64, seed=5), trace)  # fmt: skip
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--prefix-cache-blocks",
+                           "100000", "--prefix-block-size", "64")  # fmt: skip
+    cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "r"), telemetry=False,
+                          workload=WorkloadConfig(trace=str(trace), block_size=64))  # fmt: skip
+    res = run_benchmark(cfg, progress=False)
+    rows = pq.read_table(res.directory / "requests.parquet").to_pylist()
+    c = res.summary["cache"]
+    assert res.summary["errors"]["count"] == 0 and len(rows) == 24
+    assert c["block_size"] == 64 and c["hit_rate"] == c["ideal_infinite"] > 0.3
+    by: dict[int, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["session"], []).append(r)
+    for rs in by.values():
+        rs.sort(key=lambda r: r["turn"])
+        assert [r["turn"] for r in rs] == [0, 1, 2]
+        for a, b in zip(rs, rs[1:], strict=False):
+            assert b["t_send"] >= a["t_done"]  # a turn goes after the previous reply
+
+
+def test_sharegpt_conversations_keep_their_turns(reference_server, tmp_path):
+    """--sessions with a ShareGPT file: each conversation is a session of its own turns,
+    each asking as many tokens as the recorded reply (the file's count, else the server's
+    count of the reply's text), with the real history sent."""
+    from accelbench.workload.datasets import load_conversations
+
+    data = Path(__file__).parent / "fixtures" / "sharegpt" / "conversations.json"
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    convs = load_conversations(str(data), ByteTok())
+    wl = WorkloadConfig(dataset=str(data), sessions=len(convs))
+    s, rows = bench(srv.url, tmp_path, "sharegpt", wl, concurrency=2, endpoint="chat")
+    assert s["errors"]["count"] == 0
+    got = sorted(tuple(r["max_tokens"] for r in rows if r["session"] == k)
+                 for k in range(len(convs)))  # fmt: skip
+    want = sorted(tuple(n for _, n in c.turns) for c in convs)
+    assert got == want
+    assert s["cache"]["sessions"]["completed"] == len(convs)
+    code, _, err, _ = run_cli(["run", "--url", srv.url, "--dataset", str(data), "--sessions",
+                               str(len(convs) + 1), "-o", "r"], tmp_path)  # fmt: skip
+    assert code == 2 and "conversations" in err and not (tmp_path / "r").exists()

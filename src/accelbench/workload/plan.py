@@ -12,7 +12,7 @@ import numpy as np
 
 from accelbench.errors import AccelbenchError
 from accelbench.workload.config import WorkloadConfig
-from accelbench.workload.datasets import load_dataset
+from accelbench.workload.datasets import load_conversations, load_dataset
 from accelbench.workload.lengths import sample_lengths
 from accelbench.workload.requests import PlannedRequest, arrival_offsets
 from accelbench.workload.sessions import (
@@ -56,6 +56,8 @@ def build_plan(
 def _session_plan(
     wl: WorkloadConfig, n: int, tok: Tokenizer | None, special: int, progress: Any, chat: bool
 ) -> list[PlannedRequest]:
+    if wl.dataset:
+        return _conversation_plan(wl, n, tok, chat)
     if tok is None:
         raise AccelbenchError(
             "sessions need a tokenizer: the server has no /tokenize; give --tokenizer PATH"
@@ -75,6 +77,35 @@ def _session_plan(
         tok=tok, chat=chat, shared_prefixes=wl.shared_prefixes, prefix_tokens=wl.prefix_tokens,
         special_tokens=special, seed=wl.seed, progress=progress,
     )  # fmt: skip
+
+
+def _conversation_plan(
+    wl: WorkloadConfig, n: int, tok: Tokenizer | None, chat: bool
+) -> list[PlannedRequest]:
+    """ShareGPT conversations as sessions, keeping their turns: each turn sends the
+    history and the recorded user message, and asks for as many tokens as the recorded
+    reply had (``--osl`` where the file does not say and no tokenizer can count it)."""
+    convs = load_conversations(wl.dataset or "", tok)
+    if n > len(convs):
+        raise AccelbenchError(
+            f"--sessions {n:,} (with the warm-up) is more than the {len(convs):,} "
+            f"conversations in {wl.dataset}"
+        )
+    order = np.random.default_rng(wl.seed).permutation(len(convs))[:n]
+    plan: list[PlannedRequest] = []
+    for s, k in enumerate(order):
+        conv = convs[int(k)]
+        for t, (user, reply_len) in enumerate(conv.turns):
+            prompt: str | list[dict[str, Any]] = user
+            if t == 0 and conv.system is not None:
+                prompt = ([{"role": "system", "content": conv.system},
+                           {"role": "user", "content": user}] if chat
+                          else conv.system + "\n\n" + user)  # fmt: skip
+            plan.append(PlannedRequest(
+                prompt, reply_len or wl.osl, None, session=s, turn=t, history=t > 0,
+                turn_tokens=len(tok.encode(user)) if tok is not None and t else None,
+            ))  # fmt: skip
+    return plan
 
 
 def _independent_plan(
