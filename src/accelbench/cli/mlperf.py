@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from accelbench.cli.options import config_from_options, load_options
+from accelbench.cli.options import SESSION_OPTIONS, config_from_options, load_options
 from accelbench.lifetime import exit_now
 
 # accelbench run's options that mean nothing here: LoadGen decides when queries go out
@@ -16,6 +16,7 @@ from accelbench.lifetime import exit_now
 EXCLUDE = (
     "concurrency", "rate", "arrival", "burstiness", "num_requests", "duration", "warmup",
     "drain_timeout", "workers", "telemetry", "telemetry_interval", "dataset", "dataset_format",
+    *SESSION_OPTIONS, "block_size",
 )  # fmt: skip
 
 HELP = {

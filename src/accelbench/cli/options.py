@@ -116,6 +116,12 @@ SHARED: dict[str, tuple[Any, Any]] = {
 }  # fmt: skip
 
 
+# The session and prefix-cache options: commands whose load is not a run's plan (MLPerf's
+# LoadGen, the stress suites' own workloads, a shadow replay's trace) leave them out
+SESSION_OPTIONS = ("sessions", "turns", "think_time", "shared_prefixes", "prefix_tokens",
+                   "kv_capacity_tokens")  # fmt: skip
+
+
 def load_options(exclude: Iterable[str] = ()) -> Callable[[F], F]:
     """Add the shared load options (all of :data:`SHARED` but ``exclude`` and those the
     command declares itself) to a Typer command; they arrive as ``load: dict``."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from accelbench.cli.options import config_from_options, load_options
+from accelbench.cli.options import SESSION_OPTIONS, config_from_options, load_options
 from accelbench.lifetime import exit_now
 
 if TYPE_CHECKING:
@@ -94,6 +94,7 @@ _REPLAY_EXCLUDE = (
     "isl_std", "osl_std", "dataset", "dataset_format", "duration", "warmup", "drain_timeout",
     "workers", "gpus", "slo", "save_text", "label",
     "embedded_engine", "embedded_model", "embedded_parallel", "results_root", "out",
+    *SESSION_OPTIONS,
 )  # fmt: skip
 
 
@@ -134,6 +135,7 @@ def replay_cmd(
         out=out or _default_out("replay"), speed=speed,
         sequential=sequential, candidate_model=candidate_model,
         candidate_api_key_env=candidate_api_key_env, trace_format=trace_format,
+        block_size=cfg.workload.trace_block_size,
     )  # fmt: skip
     d, status = replay(cfg, opt, _log)
     typer.echo(str(d))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from accelbench.cli.options import config_from_options, load_options
+from accelbench.cli.options import SESSION_OPTIONS, config_from_options, load_options
 from accelbench.errors import UsageError
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
@@ -99,7 +99,7 @@ def _mib(x: float) -> float:
 
 
 @stress_app.command("soak")
-@load_options(exclude=("num_requests", "label"))
+@load_options(exclude=("num_requests", "label", *SESSION_OPTIONS, "block_size"))
 def soak(
     ctx: typer.Context,
     window: float = typer.Option(60.0, "--window", help="Window length (s)."),
@@ -205,7 +205,8 @@ def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> Soa
 
 
 @stress_app.command("consistency")
-@load_options(exclude=("url", "num_requests", "duration", "concurrency", "rate", "label"))
+@load_options(exclude=("url", "num_requests", "duration", "concurrency", "rate", "label",
+                       *SESSION_OPTIONS, "block_size"))  # fmt: skip
 def consistency(
     url: list[str] = typer.Option(
         [], "--url", "-u", help="Endpoint; repeat it: the first is the baseline."
@@ -282,7 +283,18 @@ def _server_context(url: Endpoint) -> int | None:
 
 @stress_app.command("flood")
 @load_options(
-    exclude=("isl", "osl", "num_requests", "duration", "concurrency", "rate", "label", "isl_dist")
+    exclude=(
+        "isl",
+        "osl",
+        "num_requests",
+        "duration",
+        "concurrency",
+        "rate",
+        "label",
+        "isl_dist",
+        *SESSION_OPTIONS,
+        "block_size",
+    )
 )
 def flood(
     lengths: str = typer.Option(None, "--lengths", help="Input lengths, e.g. 1024,8192,131072."),
@@ -397,7 +409,8 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
 
 
 @stress_app.command("mixed")
-@load_options(exclude=("url", "num_requests", "label", "duration"))
+@load_options(exclude=("url", "num_requests", "label", "duration", *SESSION_OPTIONS,
+                       "block_size"))  # fmt: skip
 def mixed(
     url: list[str] = typer.Option(
         [],
