@@ -59,6 +59,8 @@ def test_ideal_outputs_cached_on_completion():
     reqs = [req(0, 32, "s", out=16, done=5), req(10, 64, "s")]
     assert ideal_hits(reqs, 16).cached == [0, 48]
     assert ideal_hits(reqs, 16, cache_outputs=False).cached == [0, 32]
+    # an engine never computes the last sampled token's KV: 32 + 15 tokens, 2 blocks
+    assert ideal_hits(reqs, 16, output_lag=1).cached == [0, 32]
     # a request arriving before the completion sees only the prompt blocks
     early = [req(0, 32, "s", out=16, done=50), req(10, 64, "s")]
     assert ideal_hits(early, 16).cached == [0, 32]

@@ -333,7 +333,7 @@ def test_prefix_caching_off_gives_no_hits(tmp_path):
 
     if os.environ.get("ACCELBENCH_SKIP_VLLM") == "1":
         pytest.skip("ACCELBENCH_SKIP_VLLM=1: vLLM NOT TESTED")
-    with running_vllm_server("tiny", prefix_caching=False, kv_cache_gib=0.5) as srv:
+    with running_vllm_server("tiny", prefix_caching=False) as srv:
         cfg = BenchmarkConfig(
             url=srv.url, concurrency=2, out_dir=str(tmp_path / "off"), telemetry=False,
             workload=WorkloadConfig(isl=48, osl=16, sessions=3, turns="3"),

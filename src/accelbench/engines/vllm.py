@@ -122,7 +122,9 @@ def hf_model_dir(model: str, log: Log = print) -> Path:
 def check_vllm_options(max_model_len: int, kv_cache_gib: float, port: int | None) -> None:
     """vLLM's options, checked before anything is installed or started."""
     v.integer("--max-model-len", max_model_len, 16, 1 << 20, unit="tokens")
-    v.number("--kv-cache-gib", kv_cache_gib, 0.1, 4096, unit="GiB")
+    # whole GiB: vLLM's CPU build reads VLLM_CPU_KVCACHE_SPACE with int(), so 0.5 would
+    # stop it at start with a traceback in its log
+    v.integer("--kv-cache-gib", kv_cache_gib, 1, 4096, unit="GiB")
     if port is not None:
         v.integer("--port", port, 0, 65535)
 
@@ -171,7 +173,7 @@ def start_vllm_server(
     args += extra_args or []
     env = {
         **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": f"{kv_cache_gib:g}",
+        "VLLM_CPU_KVCACHE_SPACE": str(int(kv_cache_gib)),
         "HF_HUB_OFFLINE": "1",  # a local directory; never ask the Hub
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",

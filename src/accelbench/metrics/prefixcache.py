@@ -84,9 +84,12 @@ def ideal_hits(
     capacity_blocks: int | None = None,
     *,
     cache_outputs: bool = True,
+    output_lag: int = 0,
 ) -> IdealHits:
     """Replay the requests' arrivals and completions in time order through the ideal
-    cache (``capacity_blocks`` None: infinite). At one instant, completions go first."""
+    cache (``capacity_blocks`` None: infinite). At one instant, completions go first.
+    ``output_lag``: output tokens at the end with no KV when a request ends (vLLM and
+    llama-server never run the last sampled token through the model: 1)."""
     if block_size < 1:
         raise ValueError("block_size must be at least 1")
     b = block_size
@@ -115,7 +118,7 @@ def ideal_hits(
         _, kind, i = heapq.heappop(events)
         r = requests[i]
         if kind == 0:
-            n_out = (r.prompt_tokens + r.output_tokens) // b
+            n_out = (r.prompt_tokens + max(0, r.output_tokens - output_lag)) // b
             if r.blocks is None:  # a trace's output blocks have no identity to go by
                 insert(_block_ids(r, n_out, b))
             continue
@@ -147,6 +150,7 @@ class ServerCache(TypedDict, total=False):
     capacity_source: str | None  # server | option
     block_size: int  # the ideal's
     cache_outputs: bool  # whether the ideal caches outputs (the server says; else yes)
+    output_lag: int  # output tokens without KV at the end (engines: 1; the reference: 0)
     trace_block_size: int | None  # a trace's hash_ids' block size
 
 
@@ -274,8 +278,10 @@ def cache_section(rows: list[dict[str, Any]], server: ServerCache | None) -> Cac
     traced = any(r.blocks is not None for r in reqs)
     ib = int(trace_b or 512) if traced else b
     outs = bool(server.get("cache_outputs", True))
-    inf = ideal_hits(reqs, ib, None, cache_outputs=outs)
-    lru = ideal_hits(reqs, ib, cap_tokens // ib, cache_outputs=outs) if cap_tokens else None
+    lag = int(server.get("output_lag", 1))
+    inf = ideal_hits(reqs, ib, None, cache_outputs=outs, output_lag=lag)
+    lru = (ideal_hits(reqs, ib, cap_tokens // ib, cache_outputs=outs, output_lag=lag)
+           if cap_tokens else None)  # fmt: skip
     measured = [i for i, r in enumerate(sent) if not r["warmup"]]
     m_rows = [sent[i] for i in measured]
     m_prompt = sum(reqs[i].prompt_tokens for i in measured)

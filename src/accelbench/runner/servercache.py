@@ -91,5 +91,8 @@ def server_cache(
         capacity_source="option" if capacity_tokens else "server" if srv_cap else None,
         block_size=block_size or srv_block or DEFAULT_BLOCK,
         cache_outputs=after.cache_outputs if after and after.cache_outputs is not None else True,
+        # the reference server (which says whether it caches outputs) caches every output
+        # byte; an engine never computes the last sampled token's KV
+        output_lag=0 if after and after.cache_outputs is not None else 1,
         trace_block_size=trace_block_size,
     )
