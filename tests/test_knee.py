@@ -70,6 +70,12 @@ def test_tiny_model_with_vllm_kv_cache_gib_by_hand():
     assert p.working_set_blocks(81) <= 1638 < p.working_set_blocks(82)
     assert (p.interval.low, p.interval.high) == (p.knee_sessions, p.knee_sessions)  # no spread
     assert p.capacity_source == "kv-cache-gib" and p.memory is None
+    # vLLM keeps one block (its null block) out of the pool
+    r = predict_knee(
+        TINY, None, 1, mix, kv_cache_gib=0.1, block_size=16, kv_precision="fp32",
+        reserved_blocks=1,
+    )  # fmt: skip
+    assert r.capacity_blocks == 1637 and r.knee_sessions == pytest.approx(1633 / 20)
 
 
 def test_llama_server_context_tokens_and_slots_by_hand():
@@ -192,6 +198,7 @@ def test_hbm_too_small_for_the_weights_is_a_knee_of_zero_with_a_warning():
     [
         ({"tp": 0}, "--tp"),
         ({"block_size": 0}, "--block-size"),
+        ({"reserved_blocks": -1}, "--reserved-blocks"),
         ({"kv_cache_gib": float("nan")}, "--kv-cache-gib"),
         ({"kv_cache_gib": -1.0}, "--kv-cache-gib"),
         ({"kv_cache_gib": 1e300}, "--kv-cache-gib"),

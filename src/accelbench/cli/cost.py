@@ -610,7 +610,7 @@ def plan_command(
 
 
 def _gib(x: float | None) -> str:
-    return "n/a" if x is None else f"{x / GIB:,.2f} GiB ({x / 1e9:,.2f} GB)"
+    return "n/a" if x is None else f"{x / GIB:,.6g} GiB ({x / 1e9:,.6g} GB)"
 
 
 def _knee_rows(p: KneePrediction) -> list[tuple[str, str]]:
@@ -639,7 +639,11 @@ def _knee_rows(p: KneePrediction) -> list[tuple[str, str]]:
             + (" = KV budget / KV per token" if p.kv_budget_bytes is not None else " (given)"),
             f"{p.capacity_tokens:,}",
         ),
-        (f"capacity (blocks of {b}) = tokens // {b}", f"{p.capacity_blocks:,}"),
+        (
+            f"capacity (blocks of {b}) = tokens // {b}"
+            + (f" - {p.reserved_blocks} reserved" if p.reserved_blocks else ""),
+            f"{p.capacity_blocks:,}",
+        ),
         (f"shared blocks = system prompt {mix.system_tokens:,} // {b}", f"{p.shared_blocks:,}"),
         (
             "session at its longest = P + T x (U + O + template)",
@@ -702,7 +706,12 @@ def plan_knee_command(
         None, "--context-tokens", help="KV capacity in tokens (llama-server's -c, n_ctx)."
     ),
     block_size: int = typer.Option(
-        16, "--block-size", help="Prefix-cache block, tokens (vLLM 16; llama-server 1)."
+        16,
+        "--block-size",
+        help="Prefix-cache block, tokens (vLLM 16 on GPUs, 128 on CPU; llama-server 1).",
+    ),
+    reserved_blocks: int = typer.Option(
+        0, "--reserved-blocks", help="Blocks the engine keeps out of the cache (vLLM: 1)."
     ),
     slots: int | None = typer.Option(
         None, "--slots", help="llama-server's slots (-np): at most this many sessions cached."
@@ -734,6 +743,7 @@ def plan_knee_command(
         "kv_cache_gib": kv_cache_gib,
         "context_tokens": context_tokens,
         "block_size": block_size,
+        "reserved_blocks": reserved_blocks,
         "slots": slots,
         "precision": precision,
         "kv_precision": kv_precision,

@@ -11,7 +11,7 @@ The arithmetic, all of it checkable by hand:
   KV cache size, ``VLLM_CPU_KVCACHE_SPACE``); or a given context size in tokens
   (llama-server's ``n_ctx``). Bytes per token: ``ModelArch.kv_bytes_per_token`` x the
   copies tensor parallelism keeps (``ModelArch.kv_replication``). Capacity in blocks =
-  capacity tokens // block size.
+  capacity tokens // block size - the blocks the engine reserves (vLLM: its null block).
 * **Working set** of one session at its longest (its last turn): the system prompt is
   shared by every session, so its full blocks (``P // B``) are held once; the rest is the
   session's own. On an engine (vLLM, llama-server) a running request holds KV blocks for
@@ -151,7 +151,8 @@ class KneePrediction:
     kv_replication: int
     capacity_tokens: int
     block_size: int
-    capacity_blocks: int
+    reserved_blocks: int
+    capacity_blocks: int  # capacity_tokens // block_size - reserved_blocks
     # the sessions
     mix: SessionMix
     ideal_cache: bool  # True: the ideal rule's cache (the last output not held)
@@ -229,6 +230,7 @@ def predict_knee(
     kv_cache_gib: float | None = None,
     context_tokens: int | None = None,
     block_size: int = 16,
+    reserved_blocks: int = 0,
     slots: int | None = None,
     precision: str = "bf16",
     kv_precision: str = "bf16",
@@ -243,12 +245,15 @@ def predict_knee(
     (a KV budget in GiB per GPU, as vLLM's) if given, else ``plan``'s memory fit of
     ``accelerator``. ``slots``: llama-server's parallel slots; each holds one session's
     prompt, so no more than ``slots`` sessions stay cached. ``block_size``: the prefix
-    cache's block in tokens (vLLM 16; llama-server reuses any prefix: 1). ``ideal_cache``:
+    cache's block in tokens (vLLM 16 on GPUs, 128 on its CPU build; llama-server reuses any
+    prefix: 1). ``reserved_blocks``: blocks the engine keeps out of the cache (vLLM: 1, the
+    block pool's null block). ``ideal_cache``:
     the working set of the ideal prefix-cache rule (the reference server) instead of an
     engine's, which also holds the running last turn's output. Bad input: one
     UsageError line; an unknown model or accelerator: one line listing the known ones."""
     v.integer("--tp", tp, 1, MAX_GPUS)
     v.integer("--block-size", block_size, 1, MAX_BLOCK, unit="tokens")
+    v.integer("--reserved-blocks", reserved_blocks, 0, MAX_BLOCK)
     v.optional_number("--kv-cache-gib", kv_cache_gib, 0, MAX_KV_GIB, lo_open=True, unit="GiB")
     v.optional_integer("--context-tokens", context_tokens, 1, 1 << 40, unit="tokens")
     v.optional_integer("--slots", slots, 1, 1 << 20)
@@ -296,7 +301,7 @@ def predict_knee(
             f"{arch.name} has {len(arch.sliding_layers)} sliding-window layers: the capacity "
             f"counts every layer as full attention, so the knee is conservative"
         )
-    capacity_blocks = capacity_tokens // block_size
+    capacity_blocks = max(0, capacity_tokens // block_size - reserved_blocks)
     b = block_size
     shared = mix.system_tokens // b
     session_blocks = max(1, mix.held_blocks(b, ideal_cache) - shared)
@@ -341,6 +346,7 @@ def predict_knee(
         kv_replication=repl,
         capacity_tokens=capacity_tokens,
         block_size=block_size,
+        reserved_blocks=reserved_blocks,
         capacity_blocks=capacity_blocks,
         mix=mix,
         ideal_cache=ideal_cache,
