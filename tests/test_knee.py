@@ -78,6 +78,17 @@ def test_tiny_model_with_vllm_kv_cache_gib_by_hand():
     assert r.capacity_blocks == 1637 and r.knee_sessions == pytest.approx(1633 / 20)
 
 
+def test_capacity_matches_what_vllm_reports_for_the_tiny_model():
+    """vLLM 0.32.0's CPU build, the tiny model in float32 with VLLM_CPU_KVCACHE_SPACE=1
+    (engines/vllm.py's launch), logged "CPU KV cache size: 262,144 tokens, Maximum
+    concurrency for 2,048 tokens per request: 128.00x" (run by hand, 2026-12-01), its
+    default CPU block of 128 tokens: 2,048 blocks."""
+    p = predict_knee(
+        TINY, None, 1, SessionMix(2, 10, 10), kv_cache_gib=1, block_size=128, kv_precision="fp32"
+    )
+    assert p.capacity_tokens == 262_144 and p.capacity_blocks == 2048
+
+
 def test_llama_server_context_tokens_and_slots_by_hand():
     mix = SessionMix(turns=3, user_tokens=50, output_tokens=50, system_tokens=100)
     p = predict_knee(TINY, None, 1, mix, context_tokens=8192, block_size=1)
