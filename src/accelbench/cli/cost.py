@@ -646,15 +646,15 @@ def _knee_rows(p: KneePrediction) -> list[tuple[str, str]]:
         ),
         (f"shared blocks = system prompt {mix.system_tokens:,} // {b}", f"{p.shared_blocks:,}"),
         (
-            "session at its longest = P + T x (U + O + template)",
+            "last prompt = P + T x (U + O + template) - O",
             f"{mix.system_tokens:,} + {mix.turns:g} x ({mix.user_tokens:g} + "
-            f"{mix.output_tokens:g} + {mix.template_tokens}) = {p.session_tokens:,.0f} tokens"
-            + (f" (sd {p.session_tokens_sd:,.0f})" if p.session_tokens_sd else ""),
+            f"{mix.output_tokens:g} + {mix.template_tokens}) - {mix.output_tokens:g} = "
+            f"{p.last_prompt_tokens:,.0f} tokens"
+            + (f" (sd {p.last_prompt_tokens_sd:,.0f})" if p.last_prompt_tokens_sd else ""),
         ),
         (
-            f"own blocks per session = floor((longest - O) / {b}) - shared"
-            if p.ideal_cache
-            else f"own blocks per session = ceil(longest / {b}) - shared",
+            f"own blocks per session = {'floor' if p.ideal_cache else 'ceil'}"
+            f"(last prompt / {b}) - shared",
             f"{p.session_blocks:,}"
             + (f" (sd {p.session_blocks_sd:,.1f})" if p.session_blocks_sd else ""),
         ),
@@ -665,6 +665,13 @@ def _knee_rows(p: KneePrediction) -> list[tuple[str, str]]:
             f"{p.interval.low:,.2f} - {p.interval.high:,.2f}",
         ),
     ]
+    if not p.ideal_cache:
+        rows.append(
+            (
+                f"preemption = (capacity - shared) / (ceil(longest / {b}) - shared)",
+                f"{p.preemption_sessions:,.2f} sessions",
+            )
+        )
     if p.slots is not None:
         rows.append(("slots (llama-server -np)", f"{p.slots:,}"))
     rows.append(("limited by", p.limited_by))
@@ -727,8 +734,8 @@ def plan_knee_command(
     ideal_cache: bool = typer.Option(
         False,
         "--ideal-cache",
-        help="The ideal prefix cache's working set (the reference server): the last "
-        "turn's output is not held.",
+        help="The ideal prefix cache's working set (the reference server): full blocks "
+        "only, no running request held.",
     ),
     catalog: list[Path] = CatalogOpt,
     as_json: bool = JsonOpt,

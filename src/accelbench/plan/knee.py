@@ -12,15 +12,21 @@ The arithmetic, all of it checkable by hand:
   (llama-server's ``n_ctx``). Bytes per token: ``ModelArch.kv_bytes_per_token`` x the
   copies tensor parallelism keeps (``ModelArch.kv_replication``). Capacity in blocks =
   capacity tokens // block size - the blocks the engine reserves (vLLM: its null block).
-* **Working set** of one session at its longest (its last turn): the system prompt is
-  shared by every session, so its full blocks (``P // B``) are held once; the rest is the
-  session's own. On an engine (vLLM, llama-server) a running request holds KV blocks for
-  its prompt and for its output as it is generated, so a session at its last turn holds
-  ``P + T x (U + O + template)`` tokens, rounded up to whole blocks. The ideal prefix
-  cache (the reference server's, ``ideal_cache``) allocates nothing for running requests
-  and keeps only full blocks, so what must stay for the last turn to hit is that turn's
-  prompt, ``P + T x (U + O + template) - O`` tokens, rounded down to whole blocks.
-  Own blocks = those blocks less the shared ones; ``W(c) = shared + c x own``.
+* **Working set** of one session at its longest: what must stay cached for its last turn
+  to hit, that turn's prompt, ``P + T x (U + O + template) - O`` tokens (the last reply is
+  never read again by the session). The system prompt is shared by every session, so its
+  full blocks (``P // B``) are held once; the rest is the session's own. An engine (vLLM,
+  llama-server) allocates a running request's partial last block too, so its prompt is
+  rounded up to whole blocks; the ideal prefix cache (the reference server's,
+  ``ideal_cache``) keeps only full blocks, rounded down. Own blocks = those less the
+  shared ones; ``W(c) = shared + c x own``. Checked on vLLM 0.32.0's CPU build (the tiny
+  model, 99 usable blocks of 32, P = 64, T = 4, U = 48, O = 96): knee (99 - 2) / 15 =
+  6.47; the hit rate held its ideal up to 6 sessions and fell at 7 (tests/test_knee.py).
+* **Preemption** (engines): while the last turns decode together each also holds its
+  reply, ``ceil((P + T x (U + O + template)) / B)`` blocks; past ``preemption_sessions``
+  they do not all fit and the engine preempts some (recomputes them later), which costs
+  TTFT and throughput but not the cached tokens counted at admission. Not checked
+  against an engine.
 * **Knee** = ``(capacity blocks - shared) / own``: the number of sessions (a real number)
   at which the working set fills the cache; ``floor(knee)`` sessions fit, one more does not.
   This is the knee of sessions that run in step (a sweep point that starts its ``c``
@@ -28,7 +34,8 @@ The arithmetic, all of it checkable by hand:
   at staggered times hold less on average, so their knee comes later.
 * **Interval** (analytic, 80 %): with spread in turns, user tokens or output tokens, the
   working set of ``c`` independent sessions is a sum whose mean is ``c x own`` and whose
-  standard deviation is ``sqrt(c) x sd`` (``sd`` of one session's own blocks). The
+  standard deviation is ``sqrt(c) x sd`` (``sd`` of one session's own blocks, from its
+  last prompt's: ``E[T] sd_U^2 + (E[T] - 1) sd_O^2 + sd_T^2 (U + O + template)^2``). The
   interval's low end is the ``c`` at which that sum exceeds the capacity with probability
   90 %, its high end the ``c`` at which it does with probability 10 % (normal
   approximation): ``c = x^2`` with ``own x^2 + z sd x = capacity - shared``, ``z = +-1.2816``.
@@ -100,13 +107,17 @@ class SessionMix:
         """Mean tokens of a session at its longest: P + T x (U + O + template)."""
         return self.system_tokens + self.turns * self.turn_tokens
 
+    @property
+    def last_prompt_tokens(self) -> float:
+        """Mean tokens of a session's last prompt: P + T x (U + O + template) - O."""
+        return self.session_tokens - self.output_tokens
+
     def held_blocks(self, block_size: int, ideal_cache: bool = False) -> int:
-        """Blocks the mean session holds at its last turn, the shared ones included (the
-        module docstring): ``ceil(session_tokens / B)`` on an engine,
-        ``floor((session_tokens - O) / B)`` in the ideal cache."""
+        """Blocks the mean session's last prompt takes, the shared ones included (the
+        module docstring): rounded up on an engine, down in the ideal cache."""
         if ideal_cache:
-            return math.floor((self.session_tokens - self.output_tokens) / block_size)
-        return math.ceil(self.session_tokens / block_size)
+            return math.floor(self.last_prompt_tokens / block_size)
+        return math.ceil(self.last_prompt_tokens / block_size)
 
     @property
     def session_tokens_sd(self) -> float:
@@ -115,6 +126,17 @@ class SessionMix:
         ``Var = E[T] (sd_U^2 + sd_O^2) + sd_T^2 (U + O + template)^2``."""
         var = (
             self.turns * (self.user_tokens_sd**2 + self.output_tokens_sd**2)
+            + self.turns_sd**2 * self.turn_tokens**2
+        )
+        return math.sqrt(var)
+
+    @property
+    def last_prompt_tokens_sd(self) -> float:
+        """Standard deviation of a session's last prompt (T user messages, T - 1 replies):
+        ``Var = E[T] sd_U^2 + (E[T] - 1) sd_O^2 + sd_T^2 (U + O + template)^2``."""
+        var = (
+            self.turns * self.user_tokens_sd**2
+            + (self.turns - 1) * self.output_tokens_sd**2
             + self.turns_sd**2 * self.turn_tokens**2
         )
         return math.sqrt(var)
@@ -155,16 +177,20 @@ class KneePrediction:
     capacity_blocks: int  # capacity_tokens // block_size - reserved_blocks
     # the sessions
     mix: SessionMix
-    ideal_cache: bool  # True: the ideal rule's cache (the last output not held)
+    ideal_cache: bool  # True: the ideal rule's cache (full blocks only)
     session_tokens: float  # mean, at its longest (the last output included)
+    last_prompt_tokens: float  # mean: what must stay cached for the last turn to hit
+    last_prompt_tokens_sd: float
     session_tokens_sd: float
     shared_blocks: int
-    session_blocks: int  # a session's own blocks at its longest (mean session)
+    session_blocks: int  # a session's own blocks: its last prompt's, less the shared
     session_blocks_sd: float
+    decode_blocks: int  # own blocks of the last turn with its reply (engines: preemption)
     # the knee
     knee_sessions: float  # sessions at which the working set fills the cache
     max_sessions: int  # floor(knee): the most sessions whose working sets all fit
     interval: Interval  # knee_sessions' analytic interval (INTERVAL_COVERAGE)
+    preemption_sessions: float  # (capacity - shared) / decode_blocks
     slots: int | None = None
     limited_by: str = "kv capacity"  # or "slots"
     warnings: list[str] = field(default_factory=list)
@@ -305,7 +331,8 @@ def predict_knee(
     b = block_size
     shared = mix.system_tokens // b
     session_blocks = max(1, mix.held_blocks(b, ideal_cache) - shared)
-    sd_blocks = mix.session_tokens_sd / b
+    decode_blocks = max(1, math.ceil(mix.session_tokens / b) - shared)
+    sd_blocks = mix.last_prompt_tokens_sd / b
     z = z_critical(INTERVAL_COVERAGE)
     knee = _knee_at(capacity_blocks, shared, session_blocks, 0.0, 0.0)
     lo = _knee_at(capacity_blocks, shared, session_blocks, sd_blocks, z)
@@ -351,13 +378,17 @@ def predict_knee(
         mix=mix,
         ideal_cache=ideal_cache,
         session_tokens=mix.session_tokens,
+        last_prompt_tokens=mix.last_prompt_tokens,
+        last_prompt_tokens_sd=mix.last_prompt_tokens_sd,
         session_tokens_sd=mix.session_tokens_sd,
         shared_blocks=shared,
         session_blocks=session_blocks,
         session_blocks_sd=sd_blocks,
+        decode_blocks=decode_blocks,
         knee_sessions=knee,
         max_sessions=math.floor(knee),
         interval=Interval(lo, hi, INTERVAL_COVERAGE, method),
+        preemption_sessions=_knee_at(capacity_blocks, shared, decode_blocks, 0.0, 0.0),
         slots=slots,
         limited_by=limited_by,
         warnings=warnings,
