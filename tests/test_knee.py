@@ -398,6 +398,25 @@ def test_vllm_measured_knee_agrees_with_the_prediction():
     assert knee_agrees(p, m).status == Status.PASS
 
 
+# llama-server (accelbench's build, 0.5.0-dev commit 0c1e570), the tiny GGUF, -np 4
+# -c 4096 --cache-ram 0 (as engines/llamacpp.py starts it: a slot keeps only its own last
+# prompt and reply); /completion with token-id prompts, the real replies in the history
+# (return_tokens), the same sessions in step: P = 64, T = 4, U = 48, O = 96. Measured by
+# hand on 2026-12-01, hit rate = timings.cache_n / (prompt_n + cache_n).
+LLAMA_SWEEP = {1: 0.8026, 2: 0.8026, 3: 0.8026, 4: 0.8026, 5: 0.4845, 6: 0.3631, 8: 0.1844}
+
+
+def test_llama_server_measured_knee_agrees_with_the_prediction():
+    """Four slots keep four sessions; the fifth thrashes them. The prediction from the
+    context size and the slots says the same."""
+    m = find_knee([KneePoint(c, r) for c, r in LLAMA_SWEEP.items()], tolerance=0.01)
+    assert (m.interval.low, m.interval.high) == (4.0, 5.0)
+    mix = SessionMix(turns=4, user_tokens=48, output_tokens=96, system_tokens=64)
+    p = predict_knee(TINY, None, 1, mix, context_tokens=4096, block_size=1, slots=4)
+    assert (p.knee_sessions, p.limited_by) == (4.0, "slots") and not p.warnings
+    assert knee_agrees(p, m).status == Status.PASS
+
+
 def test_first_point_plateau_and_open_ends():
     pts = [KneePoint(1, 0.8), KneePoint(2, 0.79), KneePoint(4, 0.5), KneePoint(8, 0.78)]
     m = find_knee(pts, tolerance=0.05)
