@@ -10,13 +10,21 @@ from typing import Any, TypedDict
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from accelbench.console import esc as escape
 from accelbench.cost.costing import CostResult, compute_costs, ratios_vs_first
 from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data
-from accelbench.hardware.catalog import FIGURES, find_accelerator, host_template, load_catalog
+from accelbench.hardware.catalog import (
+    FIGURES,
+    GIB,
+    find_accelerator,
+    host_template,
+    load_catalog,
+)
 from accelbench.metrics.format import sig
 from accelbench.plan.architecture import human_bytes, human_params
+from accelbench.plan.knee import KneePrediction, SessionMix, predict_knee, predict_knees
 from accelbench.plan.models import Published, model_catalog, resolve_model
 from accelbench.plan.planner import Plan, build_plan
 from accelbench.plan.roofline import DEFAULT_RESERVE, Step
@@ -276,7 +284,7 @@ def catalog_model(
         _echo_json(info)
         return
     t = Table(title=f"{arch.name} ({arch.model_type})")
-    t.add_column("figure")
+    t.add_column("figure", no_wrap=True)
     t.add_column("value", overflow="fold")
     cells = {k: str(v) for k, v in info.items()}
     for k, n in (("total_params", info["total_params"]), ("active_params", info["active_params"]),
@@ -569,7 +577,8 @@ def plan_command(
     catalog: list[Path] = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Fit, physical roofline and expected ceiling of a model on accelerators; runs against both."""
+    """Fit, physical roofline and expected ceiling of a model on accelerators; runs against
+    both. `accelbench plan knee --help`: the KV-capacity knee of multi-turn sessions."""
     p = build_plan(
         model,
         accelerator,
@@ -597,11 +606,210 @@ def plan_command(
     _print_plan(p)
 
 
+# --------------------------------------------------------------------------- plan knee
+
+
+def _gib(x: float | None) -> str:
+    return "n/a" if x is None else f"{x / GIB:,.6g} GiB ({x / 1e9:,.6g} GB)"
+
+
+def _knee_rows(p: KneePrediction) -> list[tuple[str, str]]:
+    """The knee's arithmetic, one (figure, value) row each, in the order it is computed."""
+    m, mix, b = p.memory, p.mix, p.block_size
+    rows: list[tuple[str, str]] = []
+    if m is not None:
+        rows += [
+            ("HBM per GPU (catalog, GiB = 2^30 B)", f"{m.memory_gib_per_gpu:g} GiB"),
+            (
+                f"usable = {m.gpus} GPUs x HBM x (1 - reserve {m.reserve_fraction:g})",
+                _gib(m.usable_bytes),
+            ),
+            (f"weights ({p.precision})", _gib(m.weights_bytes)),
+            ("KV budget = usable - weights", _gib(m.kv_budget_bytes)),
+        ]
+    elif p.kv_budget_bytes is not None:
+        rows.append((f"KV budget (given: --kv-cache-gib x {p.tp} GPUs)", _gib(p.kv_budget_bytes)))
+    rows += [
+        (
+            f"KV per token ({p.kv_precision}, x{p.kv_replication} copies)",
+            f"{p.kv_bytes_per_token_all_gpus:,.0f} B",
+        ),
+        (
+            "capacity (tokens)"
+            + (" = KV budget / KV per token" if p.kv_budget_bytes is not None else " (given)"),
+            f"{p.capacity_tokens:,}",
+        ),
+        (
+            f"capacity (blocks of {b}) = tokens // {b}"
+            + (f" - {p.reserved_blocks} reserved" if p.reserved_blocks else ""),
+            f"{p.capacity_blocks:,}",
+        ),
+        (f"shared blocks = system prompt {mix.system_tokens:,} // {b}", f"{p.shared_blocks:,}"),
+        (
+            "last prompt = P + T x (U + O + template) - O",
+            f"{mix.system_tokens:,} + {mix.turns:g} x ({mix.user_tokens:g} + "
+            f"{mix.output_tokens:g} + {mix.template_tokens}) - {mix.output_tokens:g} = "
+            f"{p.last_prompt_tokens:,.0f} tokens"
+            + (f" (sd {p.last_prompt_tokens_sd:,.0f})" if p.last_prompt_tokens_sd else ""),
+        ),
+        (
+            f"own blocks per session = {'floor' if p.ideal_cache else 'ceil'}"
+            f"(last prompt / {b}) - shared",
+            f"{p.session_blocks:,}"
+            + (f" (sd {p.session_blocks_sd:,.1f})" if p.session_blocks_sd else ""),
+        ),
+        ("knee = (capacity - shared) / own", f"{p.knee_sessions:,.2f} sessions"),
+        ("sessions that fit = floor(knee)", f"{p.max_sessions:,}"),
+        (
+            f"knee interval ({p.interval.confidence:.0%}, spread of session lengths)",
+            f"{p.interval.low:,.2f} - {p.interval.high:,.2f}",
+        ),
+    ]
+    if not p.ideal_cache:
+        rows.append(
+            (
+                f"preemption = (capacity - shared) / (ceil(longest / {b}) - shared)",
+                f"{p.preemption_sessions:,.2f} sessions",
+            )
+        )
+    if p.slots is not None:
+        rows.append(("slots (llama-server -np)", f"{p.slots:,}"))
+    rows.append(("limited by", p.limited_by))
+    return rows
+
+
+def plan_knee_command(
+    model: str = typer.Option(
+        ..., "--model", "-m", help="Model id / HF repo id, or a config.json path."
+    ),
+    accelerator: list[str] = typer.Option(
+        [],
+        "--accelerator",
+        "-a",
+        help="Accelerator id; repeat to compare side by side. Not needed with "
+        "--kv-cache-gib or --context-tokens.",
+    ),
+    tp: int = typer.Option(1, "--tp", "-n", help="GPUs (tensor parallel)."),
+    turns: float = typer.Option(..., "--turns", help="Turns per session (mean)."),
+    user_tokens: float = typer.Option(..., "--user-tokens", help="User tokens per turn (mean)."),
+    osl: float = typer.Option(..., "--osl", help="Output tokens per turn (mean)."),
+    system_tokens: int = typer.Option(
+        0, "--system-tokens", help="Shared system prompt, tokens (held once for all sessions)."
+    ),
+    template_tokens: int = typer.Option(
+        0, "--template-tokens", help="Tokens a chat template adds per turn."
+    ),
+    turns_sd: float = typer.Option(0.0, "--turns-sd", help="Standard deviation of turns."),
+    user_tokens_sd: float = typer.Option(
+        0.0, "--user-tokens-sd", help="Standard deviation of user tokens per turn."
+    ),
+    osl_sd: float = typer.Option(
+        0.0, "--osl-sd", help="Standard deviation of output tokens per turn."
+    ),
+    kv_cache_gib: float | None = typer.Option(
+        None, "--kv-cache-gib", help="KV budget per GPU in GiB (vLLM's KV cache space)."
+    ),
+    context_tokens: int | None = typer.Option(
+        None, "--context-tokens", help="KV capacity in tokens (llama-server's -c, n_ctx)."
+    ),
+    block_size: int = typer.Option(
+        16,
+        "--block-size",
+        help="Prefix-cache block, tokens (vLLM 16 on GPUs, 128 on CPU; llama-server 1).",
+    ),
+    reserved_blocks: int = typer.Option(
+        0, "--reserved-blocks", help="Blocks the engine keeps out of the cache (vLLM: 1)."
+    ),
+    slots: int | None = typer.Option(
+        None, "--slots", help="llama-server's slots (-np): at most this many sessions cached."
+    ),
+    precision: str = typer.Option("bf16", "--precision", "-p", help="Weights precision."),
+    kv_precision: str = typer.Option("bf16", "--kv-precision", help="KV cache: bf16, fp8 or fp32."),
+    reserve: float = typer.Option(
+        DEFAULT_RESERVE, "--reserve", help="Share of HBM held back (activations, runtime)."
+    ),
+    dp_attention: bool = typer.Option(
+        False, "--dp-attention", help="Attention data-parallel: MLA/KV not replicated."
+    ),
+    ideal_cache: bool = typer.Option(
+        False,
+        "--ideal-cache",
+        help="The ideal prefix cache's working set (the reference server): full blocks "
+        "only, no running request held.",
+    ),
+    catalog: list[Path] = CatalogOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The KV-capacity knee: how many concurrent multi-turn sessions fit in the KV cache
+    before the prefix cache evicts live history, with the memory arithmetic shown
+    (docs/COST_AND_PLAN.md)."""
+    mix = SessionMix(
+        turns, user_tokens, osl, system_tokens, turns_sd, user_tokens_sd, osl_sd, template_tokens
+    )
+    kw: dict[str, Any] = {
+        "kv_cache_gib": kv_cache_gib,
+        "context_tokens": context_tokens,
+        "block_size": block_size,
+        "reserved_blocks": reserved_blocks,
+        "slots": slots,
+        "precision": precision,
+        "kv_precision": kv_precision,
+        "reserve": reserve,
+        "dp_attention": dp_attention,
+        "ideal_cache": ideal_cache,
+        "catalog_files": catalog,
+    }
+    preds = (
+        predict_knees(model, accelerator, tp, mix, **kw)
+        if accelerator
+        else [predict_knee(model, None, tp, mix, **kw)]
+    )
+    if as_json:
+        _echo_json({"knees": [p.as_dict() for p in preds]})
+        return
+    con = _console()
+    first = preds[0]
+    t = Table(
+        title=f"KV-capacity knee: {escape(first.model)}, TP {first.tp}, "
+        f"{escape(first.capacity_source)} capacity"
+    )
+    t.add_column("figure", no_wrap=True)
+    for p in preds:
+        t.add_column(escape(p.accelerator or "given capacity"), justify="right")
+    table = [_knee_rows(p) for p in preds]
+    for i, (label, _) in enumerate(table[0]):
+        t.add_row(escape(label), *(escape(rows[i][1]) for rows in table))
+    con.print(t)
+    for p in preds:
+        for w in p.warnings:
+            con.print(f"warning ({escape(p.accelerator or 'given capacity')}): {escape(w)}")
+
+
+class _PlanGroup(TyperGroup):
+    """`accelbench plan MODEL ...` is `accelbench plan fit MODEL ...` (as it always was);
+    `accelbench plan knee ...` the knee. Anything but a subcommand's name or a bare
+    ``--help`` goes to ``fit``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["fit", *args]
+        return super().parse_args(ctx, args)
+
+
+PLAN_HELP = """Capacity planning: the memory fit and the two limits of a model on
+accelerators (`fit`, the default: `accelbench plan MODEL -a ACC` is `accelbench plan fit
+MODEL -a ACC`), and the KV-capacity knee of multi-turn sessions (`knee`)."""
+
+plan_app = typer.Typer(cls=_PlanGroup, add_completion=False, no_args_is_help=True)
+plan_app.command("fit")(plan_command)
+plan_app.command("knee")(plan_knee_command)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `catalog`, `cost` and `plan` to the accelbench app."""
+    """Add `catalog`, `cost` and `plan` (with `plan knee`) to the accelbench app."""
     app.add_typer(catalog_app, name="catalog")
     app.command("cost")(cost_command)
-    app.command("plan")(plan_command)
+    app.add_typer(plan_app, name="plan", help=PLAN_HELP)
 
 
 __all__ = ["register"]

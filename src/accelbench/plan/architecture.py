@@ -53,7 +53,7 @@ COMPUTE_FORMATS: dict[str, tuple[str, ...]] = {
     "int4": ("bf16",),
 }
 
-KV_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
+KV_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
 
 
 def weight_bytes_per_param(precision: str) -> float:

@@ -1,0 +1,259 @@
+"""The measured KV-capacity knee: where a sweep over concurrent sessions sees the prefix
+cache's hit rate break (docs/COST_AND_PLAN.md, "The KV-capacity knee").
+
+Each sweep point has its concurrent sessions ``c``, the prompt-token hit rate (cached
+prompt tokens / prompt tokens) with its interval, and the TTFT p50. The rule:
+
+* **plateau**: the hit rate a point's workload reaches when nothing is evicted: the
+  point's own ideal (infinite-cache) hit rate when it has one (best: the ideal moves a
+  little with ``c``, since the first request of a run finds even the shared system prompt
+  cold), else a given plateau, else the hit rate of the sweep's smallest ``c``.
+* **threshold** = plateau - tolerance. A point is **below** when its whole interval is
+  below the threshold (its high end < threshold; the estimate when it has no interval),
+  else it is on the plateau.
+* **knee interval** = (the largest ``c`` on the plateau before the first point below, the
+  first ``c`` below). No point below: the knee is beyond the sweep, ``(largest c, None)``;
+  the first point already below: ``(None, smallest c)``.
+
+A point's interval is two-sided at ``confidence``: a point truly on the plateau is called
+below with probability at most (1 - confidence) / 2, so with ``m`` points before the
+knee the bracket starts too early with probability at most m (1 - confidence) / 2.
+:func:`point_confidence` gives the per-point confidence that bounds that by the sweep's.
+
+:func:`hit_rate_interval` is the interval of one point's hit rate from per-session totals
+(a ratio of sums; the sessions are the independent units, since a session's turns share
+its cache fate): the linearised (delta-method) interval on the logit scale, Student's t.
+
+:func:`knee_agrees` judges a prediction (``plan.knee.KneePrediction``; this module takes
+any object with ``knee_sessions`` and ``interval``) against the measured bracket.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from accelbench import validate as v
+from accelbench.errors import UsageError
+from accelbench.metrics.stats import CONFIDENCE, t_critical
+from accelbench.metrics.verdict import Interval, Status, Verdict
+
+MIN_SESSIONS = 30  # fewer sessions at a point: no interval for its hit rate
+DEFAULT_TOLERANCE = 0.05  # hit-rate points (absolute) below the plateau
+
+
+@dataclass(frozen=True)
+class KneePoint:
+    """One sweep point: ``sessions`` concurrent, its hit rate (0..1) and the interval of it
+    (``low``/``high``; None: judged by the estimate), the TTFT p50 in seconds, and the
+    ideal (infinite-cache) hit rate of the point's workload when known."""
+
+    sessions: int
+    hit_rate: float
+    low: float | None = None
+    high: float | None = None
+    ttft_p50_s: float | None = None
+    ideal: float | None = None
+
+    @classmethod
+    def from_sessions(
+        cls,
+        sessions: int,
+        cached_tokens: Sequence[float],
+        prompt_tokens: Sequence[float],
+        ttft_p50_s: float | None = None,
+        confidence: float = CONFIDENCE,
+        ideal: float | None = None,
+    ) -> KneePoint:
+        """A point from each session's totals of cached and prompt tokens (one entry per
+        session, the same order in both)."""
+        iv = hit_rate_interval(cached_tokens, prompt_tokens, confidence)
+        rate = sum(cached_tokens) / sum(prompt_tokens) if sum(prompt_tokens) > 0 else 0.0
+        return cls(sessions, rate, iv.low, iv.high, ttft_p50_s, ideal)
+
+
+def hit_rate_interval(
+    cached_tokens: Sequence[float], prompt_tokens: Sequence[float], confidence: float = CONFIDENCE
+) -> Interval:
+    """Interval of the hit rate R = sum(cached) / sum(prompt) over n sessions (each session
+    one unit: its turns share its cache fate). The ratio estimator's linearised standard
+    error, SE = s / (sqrt(n) xbar) with s^2 = sum((y_i - R x_i)^2) / (n - 1) and xbar the
+    mean prompt tokens per session, taken to the logit scale (SE / (R (1 - R))), where a
+    rate near 0 or 1 is less skewed; R's logit +- t(n - 1) x that, mapped back. R of
+    exactly 0 or 1 is moved half a token inside. Below MIN_SESSIONS sessions the interval
+    is (None, None) and ``method`` says so (tests/test_knee.py checks coverage at 30)."""
+    if len(cached_tokens) != len(prompt_tokens):
+        raise ValueError("cached_tokens and prompt_tokens must have one entry per session")
+    n = len(prompt_tokens)
+    total = float(sum(prompt_tokens))
+    if n < MIN_SESSIONS or total <= 0:
+        return Interval(None, None, confidence, f"too few sessions (< {MIN_SESSIONS})")
+    r = float(sum(cached_tokens)) / total
+    xbar = total / n
+    s2 = sum((y - r * x) ** 2 for y, x in zip(cached_tokens, prompt_tokens, strict=True)) / (n - 1)
+    se = math.sqrt(s2 / n) / xbar
+    rr = min(max(r, 0.5 / total), 1 - 0.5 / total)
+    half = float(t_critical(confidence, n - 1)) * se / (rr * (1 - rr))
+    mid = math.log(rr / (1 - rr))
+    return Interval(
+        1 / (1 + math.exp(-(mid - half))),
+        1 / (1 + math.exp(-(mid + half))),
+        confidence,
+        "ratio of sums over sessions, logit scale, t",
+    )
+
+
+def point_confidence(points: int, confidence: float = CONFIDENCE) -> float:
+    """The per-point confidence that keeps the chance of any false break among ``points``
+    points at most the one-sided (1 - confidence) / 2 (Bonferroni)."""
+    v.integer("points", points, 1, 1 << 20)
+    return 1.0 - (1.0 - confidence) / points
+
+
+@dataclass(frozen=True)
+class MeasuredKnee:
+    """The measured knee: the bracket, and what it was judged by."""
+
+    interval: Interval  # (largest c on the plateau, first c below); None: open end
+    plateau: float | None  # None: each point's own ideal hit rate
+    tolerance: float
+    threshold: float | None  # plateau - tolerance (None: per point, ideal - tolerance)
+    statistic: str
+    found: bool  # a point below the threshold after one on the plateau
+    ttft_ratio: float | None  # TTFT p50 at the first c below / at the last c on the plateau
+    note: str = ""
+
+    def verdict(self) -> Verdict:
+        """The bracket as a verdict record: pass when found, inconclusive when the knee is
+        outside the sweep (beyond it, or before its first point)."""
+        return Verdict(
+            name="kv-capacity knee",
+            status=Status.PASS if self.found else Status.INCONCLUSIVE,
+            statistic=self.statistic,
+            unit="sessions",
+            estimate=None,
+            interval=self.interval,
+            thresholds={"hit_rate_below": self.threshold, "tolerance": self.tolerance},
+            rule="below: hit-rate interval high < "
+            + ("the point's ideal" if self.plateau is None else f"plateau {self.plateau:.4g}")
+            + f" - tolerance {self.tolerance:.4g}",
+            evidence={"plateau": self.plateau, "ttft_p50_ratio": self.ttft_ratio},
+            kind="knee",
+            note=self.note,
+        )
+
+
+def _below(p: KneePoint, plateau: float, tolerance: float) -> bool:
+    top = p.high if p.high is not None else p.hit_rate
+    level = p.ideal if p.ideal is not None else plateau
+    return top < level - tolerance
+
+
+def find_knee(
+    points: Sequence[KneePoint],
+    *,
+    plateau: float | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> MeasuredKnee:
+    """The knee bracket of a sweep (the module docstring has the rule). ``plateau``: the
+    hit rate with nothing evicted, for points without their own ``ideal`` (default: the
+    smallest ``c``'s hit rate)."""
+    if not points:
+        raise UsageError("no sweep points to find a knee in")
+    v.number("tolerance", tolerance, 0, 1)
+    pts = sorted(points, key=lambda p: p.sessions)
+    for p in pts:
+        v.integer("sessions", p.sessions, 1, 1 << 30)
+        v.number("hit rate", p.hit_rate, 0, 1)
+        v.optional_number("ideal hit rate", p.ideal, 0, 1)
+    if len({p.sessions for p in pts}) != len(pts):
+        raise UsageError("two sweep points with the same number of sessions")
+    level = pts[0].hit_rate if plateau is None else v.number("plateau", plateau, 0, 1)
+    per_point = all(p.ideal is not None for p in pts)
+    statistic = "concurrent sessions at which the prefix-cache hit rate falls below the plateau"
+    first = next((i for i, p in enumerate(pts) if _below(p, level, tolerance)), None)
+    note = ""
+    ttft_ratio = None
+    if first is None:
+        iv = Interval(float(pts[-1].sessions), None, CONFIDENCE, "beyond the sweep")
+        found = False
+        note = f"no point below the plateau: the knee is beyond {pts[-1].sessions} sessions"
+    elif first == 0:
+        iv = Interval(None, float(pts[0].sessions), CONFIDENCE, "before the sweep")
+        found = False
+        note = f"the first point ({pts[0].sessions} sessions) is already below the plateau"
+    else:
+        lo, hi = pts[first - 1], pts[first]
+        iv = Interval(float(lo.sessions), float(hi.sessions), CONFIDENCE, "sweep bracket")
+        found = True
+        if lo.ttft_p50_s and hi.ttft_p50_s is not None:
+            ttft_ratio = hi.ttft_p50_s / lo.ttft_p50_s
+        back = [p.sessions for p in pts[first + 1 :] if not _below(p, level, tolerance)]
+        if back:
+            note = f"hit rate back on the plateau at {back} sessions, after the break"
+    return MeasuredKnee(
+        iv,
+        None if per_point else level,
+        tolerance,
+        None if per_point else level - tolerance,
+        statistic,
+        found,
+        ttft_ratio,
+        note,
+    )
+
+
+class KneeForecast(Protocol):
+    """What :func:`knee_agrees` needs of a prediction (``plan.knee.KneePrediction``)."""
+
+    @property
+    def knee_sessions(self) -> float: ...
+
+    @property
+    def interval(self) -> Interval: ...
+
+
+def knee_agrees(predicted: KneeForecast, measured: MeasuredKnee | Interval) -> Verdict:
+    """Does the predicted knee fall in the measured bracket?
+
+    The bracket (lo, hi) says lo sessions kept the plateau and hi did not; the
+    prediction says floor(knee) sessions fit and one more does not. They agree when
+    lo <= knee < hi (an open end: no bound). pass: they agree; inconclusive: the knee is
+    outside but the prediction's interval reaches into the bracket; fail: neither;
+    unknown: the measurement has no bracket at all."""
+    iv = measured.interval if isinstance(measured, MeasuredKnee) else measured
+    k = predicted.knee_sessions
+    lo = -math.inf if iv.low is None else iv.low
+    hi = math.inf if iv.high is None else iv.high
+    p_lo = predicted.interval.low if predicted.interval.low is not None else k
+    p_hi = predicted.interval.high if predicted.interval.high is not None else k
+    if iv.low is None and iv.high is None:
+        status, note = Status.UNKNOWN, "no measured bracket"
+    elif lo <= k < hi:
+        status, note = Status.PASS, "the predicted knee is inside the measured bracket"
+    elif p_lo < hi and p_hi >= lo:
+        status, note = (
+            Status.INCONCLUSIVE,
+            "the predicted knee is outside the measured bracket; its interval reaches into it",
+        )
+    else:
+        status, note = Status.FAIL, "the predicted knee and its interval miss the measured bracket"
+    return Verdict(
+        name="predicted knee vs measured",
+        status=status,
+        statistic="predicted knee (sessions)",
+        unit="sessions",
+        estimate=k,
+        interval=iv,
+        thresholds={"measured_low": iv.low, "measured_high": iv.high},
+        rule="measured low <= predicted knee < measured high",
+        evidence={
+            "predicted": k,
+            "predicted_low": predicted.interval.low,
+            "predicted_high": predicted.interval.high,
+        },
+        kind="knee",
+        note=note,
+    )
