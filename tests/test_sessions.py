@@ -453,3 +453,28 @@ def test_sharegpt_conversations_keep_their_turns(reference_server, tmp_path):
     code, _, err, _ = run_cli(["run", "--url", srv.url, "--dataset", str(data), "--sessions",
                                str(len(convs) + 1), "-o", "r"], tmp_path)  # fmt: skip
     assert code == 2 and "conversations" in err and not (tmp_path / "r").exists()
+
+
+def test_a_session_sweep_finds_the_knee_its_server_capacity_predicts(reference_server,
+                                                                       tmp_path):  # fmt: skip
+    """A sweep over concurrent sessions against a cache of 96 blocks: the hit rate
+    breaks between the points that bracket the knee the server's published capacity
+    predicts for the sessions sent (96 blocks / 28 per session = 3.43), and the sweep
+    says so, with the verdict."""
+    from accelbench.report.knee import sweep_dir_knee
+
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1", "--prefix-cache-blocks", "96",
+                           "--prefix-block-size", "16", "--no-prefix-cache-outputs")  # fmt: skip
+    args = ["sweep", "--url", srv.url, "--values", "1,2,3,4,6", "--sessions", "1",
+            "--turns", "4", "--isl", "96", "--osl", "4", "--requests-per-point", "12",
+            "--warmup-per-point", "0", "--no-saturation-stop", "-q", "-o", "sw"]  # fmt: skip
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0, err
+    knee = sweep_dir_knee(tmp_path / "sw")
+    assert knee is not None and knee.predicted is not None and knee.agreement is not None
+    lo, hi = knee.measured.interval.low, knee.measured.interval.high
+    assert knee.measured.found and lo is not None and hi is not None
+    assert lo <= knee.predicted.knee_sessions < hi
+    assert knee.predicted.capacity_blocks == 96
+    assert knee.agreement.status == "pass"
+    assert "KV-capacity knee, measured: between" in out and "agreement: pass" in out

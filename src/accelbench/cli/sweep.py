@@ -128,6 +128,12 @@ def sweep_cmd(
             f"[bold]sweep {escape(str(d))}[/bold] ({kind}: {', '.join(f'{x:g}' for x in vals)})"
         )
         doc = run_sweep(d, plan, progress=not quiet, on_point=show)
+        if plan.base.workload.sessions is not None and kind == "concurrency":
+            from accelbench.report.knee import sweep_dir_knee
+
+            if (knee := sweep_dir_knee(d)) is not None:
+                for line in knee.lines():
+                    con.print(escape(f"  {line}"))
         con.print(escape(f"  sweep {doc.status}; report: accelbench report {d}"))
         if doc.status != "completed":  # interrupted, or a point failed: exit 1
             raise typer.Exit(1)

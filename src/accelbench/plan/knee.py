@@ -247,6 +247,51 @@ def _knee_at(capacity: int, shared: int, own: float, sd: float, z: float) -> flo
     return x * x
 
 
+@dataclass(frozen=True)
+class CapacityKnee:
+    """The knee of a cache of a known capacity (tokens), whatever holds it: the block
+    arithmetic every prediction shares (``predict_knee`` adds where the capacity comes
+    from; a sweep gives the capacity its server published)."""
+
+    capacity_tokens: int
+    block_size: int
+    capacity_blocks: int  # capacity_tokens // block_size - reserved
+    shared_blocks: int
+    session_blocks: int
+    session_blocks_sd: float
+    knee_sessions: float
+    interval: Interval
+
+
+def capacity_knee(
+    capacity_tokens: int,
+    mix: SessionMix,
+    *,
+    block_size: int,
+    reserved_blocks: int = 0,
+    ideal_cache: bool = False,
+) -> CapacityKnee:
+    """The sessions of ``mix`` at which a cache of ``capacity_tokens`` fills, with its
+    analytic interval (module docstring)."""
+    capacity_blocks = max(0, capacity_tokens // block_size - reserved_blocks)
+    b = block_size
+    shared = mix.system_tokens // b
+    session_blocks = max(1, mix.held_blocks(b, ideal_cache) - shared)
+    sd_blocks = mix.last_prompt_tokens_sd / b
+    z = z_critical(INTERVAL_COVERAGE)
+    knee = _knee_at(capacity_blocks, shared, session_blocks, 0.0, 0.0)
+    lo = _knee_at(capacity_blocks, shared, session_blocks, sd_blocks, z)
+    hi = _knee_at(capacity_blocks, shared, session_blocks, sd_blocks, -z)
+    method = (
+        "analytic: the sessions at which the working set of c independent sessions "
+        "(normal approximation) exceeds the capacity with probability 90 % and 10 %"
+        if sd_blocks > 0
+        else "no spread in the session mix: the point"
+    )
+    return CapacityKnee(capacity_tokens, b, capacity_blocks, shared, session_blocks, sd_blocks,
+                        knee, Interval(lo, hi, INTERVAL_COVERAGE, method))  # fmt: skip
+
+
 def predict_knee(
     model: str | ModelArch,
     accelerator: str | None,
@@ -327,22 +372,18 @@ def predict_knee(
             f"{arch.name} has {len(arch.sliding_layers)} sliding-window layers: the capacity "
             f"counts every layer as full attention, so the knee is conservative"
         )
-    capacity_blocks = max(0, capacity_tokens // block_size - reserved_blocks)
-    b = block_size
-    shared = mix.system_tokens // b
-    session_blocks = max(1, mix.held_blocks(b, ideal_cache) - shared)
-    decode_blocks = max(1, math.ceil(mix.session_tokens / b) - shared)
-    sd_blocks = mix.last_prompt_tokens_sd / b
-    z = z_critical(INTERVAL_COVERAGE)
-    knee = _knee_at(capacity_blocks, shared, session_blocks, 0.0, 0.0)
-    lo = _knee_at(capacity_blocks, shared, session_blocks, sd_blocks, z)
-    hi = _knee_at(capacity_blocks, shared, session_blocks, sd_blocks, -z)
-    method = (
-        "analytic: the sessions at which the working set of c independent sessions "
-        "(normal approximation) exceeds the capacity with probability 90 % and 10 %"
-        if sd_blocks > 0
-        else "no spread in the session mix: the point"
+    ck = capacity_knee(capacity_tokens, mix, block_size=block_size,
+                       reserved_blocks=reserved_blocks, ideal_cache=ideal_cache)  # fmt: skip
+    capacity_blocks, shared, session_blocks = (
+        ck.capacity_blocks,
+        ck.shared_blocks,
+        ck.session_blocks,
     )
+    decode_blocks = max(1, math.ceil(mix.session_tokens / block_size) - shared)
+    sd_blocks = ck.session_blocks_sd
+    knee = ck.knee_sessions
+    lo, hi = ck.interval.low or 0.0, ck.interval.high or 0.0
+    method = ck.interval.method
     limited_by = "kv capacity"
     if slots is not None and slots < knee:
         limited_by = "slots"

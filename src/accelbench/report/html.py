@@ -42,6 +42,7 @@ from accelbench.report.data import (
     ReportData,
     SetView,
 )
+from accelbench.report.knee import set_knee
 from accelbench.report.sections import Chart, SuiteView
 from accelbench.report.verdicts import html_line
 from accelbench.store.rundir import write_text_atomic
@@ -736,6 +737,8 @@ def _cache_section(data: ReportData) -> str:
             out.append(
                 f"<p>{esc(lab)}: {esc(headline(c))}" + (f"; {esc(ss)}" if ss else "") + "</p>"
             )
+        if (knee := set_knee([p.run for p in sv.points])) is not None:
+            out += [f"<p>{esc(line)}</p>" for line in knee.lines()]
         rows = [[esc(x) for x in [lab, *r]] for lab, c in got for r in bin_rows(c)]
         if rows:
             out.append(_table([esc(h) for h in ["point", *BIN_HEAD]], rows, left=3))

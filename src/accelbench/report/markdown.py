@@ -18,6 +18,7 @@ from accelbench.report.cache import (
 )
 from accelbench.report.data import FIGURES, ReportData, SetView
 from accelbench.report.html import fmt
+from accelbench.report.knee import set_knee
 from accelbench.report.sections import SuiteView
 from accelbench.report.verdicts import markdown_line, md_cell
 from accelbench.store.rundir import write_text_atomic
@@ -139,6 +140,8 @@ def _cache(sv: SetView) -> list[str]:
         out.append(f"- {md_cell(lab)}: {md_cell(headline(c))}")
         if (ss := sessions_text(c)) is not None:
             out.append(f"  - {md_cell(ss)}")
+    if (knee := set_knee([p.run for p in sv.points])) is not None:
+        out += [f"- {md_cell(line)}" for line in knee.lines()]
     rows = [(lab, r) for lab, c in got for r in bin_rows(c)]
     if rows:
         out.append("")
