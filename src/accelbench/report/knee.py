@@ -38,9 +38,14 @@ class SweepKnee:
         m = self.measured.interval
         lo = "-" if m.low is None else f"{m.low:g}"
         hi = "-" if m.high is None else f"{m.high:g}"
-        out = [f"KV-capacity knee, measured: between {lo} and {hi} concurrent sessions "
-               f"({self.measured.note or 'hit rate below the ideal less '}"
-               f"{'' if self.measured.note else f'{100 * self.measured.tolerance:g} points'})"]  # fmt: skip
+        pl = self.measured.plateau
+        why = self.measured.note or (
+            f"hit rate below the plateau {100 * (pl or 0):.1f}% less "
+            f"{100 * self.measured.tolerance:g} points"
+        )
+        rates = ", ".join(f"{p.sessions}: {100 * p.hit_rate:.1f}%" for p in self.points)
+        out = [f"KV-capacity knee, measured: between {lo} and {hi} concurrent sessions ({why}; "
+               f"hit rate by sessions {rates})"]  # fmt: skip
         if self.predicted is not None:
             p = self.predicted
             iv = p.interval
@@ -82,9 +87,11 @@ def _point(c: int, run: RunInfo) -> tuple[KneePoint, dict[str, list[float]]] | N
                 shape["reply"].append(b["isl"] - a["isl"] - b["turn_tokens"])
         shape["first_user"].append(rs[0]["isl"] - (rs[0]["prefix_tokens"] or 0))
     ids = sorted(prompt)
-    ideal = dig(run.summary, "cache", "ideal_infinite")
+    # judged against the sweep's own plateau (its smallest c), not each point's ideal: on
+    # an engine the history's seams (a reply re-tokenized, a chat template) keep every
+    # point below the ideal by the same few blocks, which is no knee
     p = KneePoint.from_sessions(c, [cached[i] for i in ids], [prompt[i] for i in ids],
-                                float(np.median(ttft)) if ttft else None, ideal=ideal)  # fmt: skip
+                                float(np.median(ttft)) if ttft else None)  # fmt: skip
     return p, shape
 
 
