@@ -69,9 +69,9 @@ def test_llama_server_knee_is_its_slot_count(tmp_path):
     """llama-server (-np 4): each slot keeps one session's prompt, so four sessions hit
     and a fifth thrashes them; plan's prediction from the context size and the slots
     falls in the measured bracket."""
+    from accelbench.engines import tinymodel as tm
     from accelbench.engines.llamacpp import running_llama_server
     from accelbench.metrics.knee import knee_agrees
-    from accelbench.engines import tinymodel as tm
     from accelbench.plan.architecture import arch_from_config
     from accelbench.plan.knee import SessionMix, predict_knee
 

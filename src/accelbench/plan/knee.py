@@ -55,91 +55,25 @@ from typing import Literal
 from accelbench import validate as v
 from accelbench.errors import UsageError
 from accelbench.hardware.catalog import GIB, Accelerator, find_accelerator, load_catalog
-from accelbench.metrics.stats import z_critical
+from accelbench.metrics.knee import (
+    INTERVAL_COVERAGE,
+    CapacityKnee,
+    SessionMix,
+    capacity_knee,
+    knee_at,
+)
 from accelbench.metrics.verdict import Interval
 from accelbench.plan.architecture import ModelArch, kv_bytes_per_element
 from accelbench.plan.models import resolve_model
 from accelbench.plan.roofline import DEFAULT_RESERVE, MAX_GPUS, hardware_for, memory_fit
 
+__all__ = ["CapacityKnee", "KneePrediction", "SessionMix", "capacity_knee", "predict_knee",
+           "predict_knees"]  # fmt: skip
+
 CapacitySource = Literal["hbm", "kv-cache-gib", "context-tokens"]
 
-INTERVAL_COVERAGE = 0.80  # the knee interval: 10 % and 90 % of the working set's spread
-MAX_TOKENS = 10_000_000  # accepted tokens per turn / system prompt / context
-MAX_TURNS = 100_000
 MAX_KV_GIB = 1 << 20  # a KV budget per GPU, GiB
 MAX_BLOCK = 1 << 20
-
-
-@dataclass(frozen=True)
-class SessionMix:
-    """The sessions of a multi-turn workload: mean turns per session, mean user tokens
-    and output tokens per turn (each with a standard deviation), the shared system prompt
-    in tokens, and the tokens a chat template adds per turn (0 on completions)."""
-
-    turns: float
-    user_tokens: float
-    output_tokens: float
-    system_tokens: int = 0
-    turns_sd: float = 0.0
-    user_tokens_sd: float = 0.0
-    output_tokens_sd: float = 0.0
-    template_tokens: int = 0
-
-    def check(self) -> SessionMix:
-        """The mix, or one UsageError line naming the option out of range."""
-        v.number("--turns", self.turns, 1, MAX_TURNS)
-        v.number("--user-tokens", self.user_tokens, 0, MAX_TOKENS, unit="tokens")
-        v.number("--osl", self.output_tokens, 0, MAX_TOKENS, unit="tokens")
-        v.integer("--system-tokens", self.system_tokens, 0, MAX_TOKENS, unit="tokens")
-        v.integer("--template-tokens", self.template_tokens, 0, MAX_TOKENS, unit="tokens")
-        v.number("--turns-sd", self.turns_sd, 0, MAX_TURNS)
-        v.number("--user-tokens-sd", self.user_tokens_sd, 0, MAX_TOKENS, unit="tokens")
-        v.number("--osl-sd", self.output_tokens_sd, 0, MAX_TOKENS, unit="tokens")
-        return self
-
-    @property
-    def turn_tokens(self) -> float:
-        """Mean tokens one turn adds to the history: user + output + template."""
-        return self.user_tokens + self.output_tokens + self.template_tokens
-
-    @property
-    def session_tokens(self) -> float:
-        """Mean tokens of a session at its longest: P + T x (U + O + template)."""
-        return self.system_tokens + self.turns * self.turn_tokens
-
-    @property
-    def last_prompt_tokens(self) -> float:
-        """Mean tokens of a session's last prompt: P + T x (U + O + template) - O."""
-        return self.session_tokens - self.output_tokens
-
-    def held_blocks(self, block_size: int, ideal_cache: bool = False) -> int:
-        """Blocks the mean session's last prompt takes, the shared ones included (the
-        module docstring): rounded up on an engine, down in the ideal cache."""
-        if ideal_cache:
-            return math.floor(self.last_prompt_tokens / block_size)
-        return math.ceil(self.last_prompt_tokens / block_size)
-
-    @property
-    def session_tokens_sd(self) -> float:
-        """Standard deviation of a session's tokens at its longest: a random number of
-        turns, each of random length (a compound sum, turns and lengths independent):
-        ``Var = E[T] (sd_U^2 + sd_O^2) + sd_T^2 (U + O + template)^2``."""
-        var = (
-            self.turns * (self.user_tokens_sd**2 + self.output_tokens_sd**2)
-            + self.turns_sd**2 * self.turn_tokens**2
-        )
-        return math.sqrt(var)
-
-    @property
-    def last_prompt_tokens_sd(self) -> float:
-        """Standard deviation of a session's last prompt (T user messages, T - 1 replies):
-        ``Var = E[T] sd_U^2 + (E[T] - 1) sd_O^2 + sd_T^2 (U + O + template)^2``."""
-        var = (
-            self.turns * self.user_tokens_sd**2
-            + (self.turns - 1) * self.output_tokens_sd**2
-            + self.turns_sd**2 * self.turn_tokens**2
-        )
-        return math.sqrt(var)
 
 
 @dataclass(frozen=True)
@@ -233,63 +167,6 @@ def _capacity_from_hbm(
         weights_bytes=fit.weights_bytes,
         kv_budget_bytes=max(0.0, fit.free_for_kv),
     )
-
-
-def _knee_at(capacity: int, shared: int, own: float, sd: float, z: float) -> float:
-    """The ``c`` at which ``c`` sessions' own blocks (mean ``own`` each, sd ``sd``) plus
-    the shared blocks reach ``capacity`` at the quantile ``z`` (0: the mean)."""
-    room = capacity - shared
-    if room <= 0:
-        return 0.0
-    if sd == 0 or z == 0:
-        return room / own
-    x = (-z * sd + math.sqrt(z * z * sd * sd + 4 * own * room)) / (2 * own)
-    return x * x
-
-
-@dataclass(frozen=True)
-class CapacityKnee:
-    """The knee of a cache of a known capacity (tokens), whatever holds it: the block
-    arithmetic every prediction shares (``predict_knee`` adds where the capacity comes
-    from; a sweep gives the capacity its server published)."""
-
-    capacity_tokens: int
-    block_size: int
-    capacity_blocks: int  # capacity_tokens // block_size - reserved
-    shared_blocks: int
-    session_blocks: int
-    session_blocks_sd: float
-    knee_sessions: float
-    interval: Interval
-
-
-def capacity_knee(
-    capacity_tokens: int,
-    mix: SessionMix,
-    *,
-    block_size: int,
-    reserved_blocks: int = 0,
-    ideal_cache: bool = False,
-) -> CapacityKnee:
-    """The sessions of ``mix`` at which a cache of ``capacity_tokens`` fills, with its
-    analytic interval (module docstring)."""
-    capacity_blocks = max(0, capacity_tokens // block_size - reserved_blocks)
-    b = block_size
-    shared = mix.system_tokens // b
-    session_blocks = max(1, mix.held_blocks(b, ideal_cache) - shared)
-    sd_blocks = mix.last_prompt_tokens_sd / b
-    z = z_critical(INTERVAL_COVERAGE)
-    knee = _knee_at(capacity_blocks, shared, session_blocks, 0.0, 0.0)
-    lo = _knee_at(capacity_blocks, shared, session_blocks, sd_blocks, z)
-    hi = _knee_at(capacity_blocks, shared, session_blocks, sd_blocks, -z)
-    method = (
-        "analytic: the sessions at which the working set of c independent sessions "
-        "(normal approximation) exceeds the capacity with probability 90 % and 10 %"
-        if sd_blocks > 0
-        else "no spread in the session mix: the point"
-    )
-    return CapacityKnee(capacity_tokens, b, capacity_blocks, shared, session_blocks, sd_blocks,
-                        knee, Interval(lo, hi, INTERVAL_COVERAGE, method))  # fmt: skip
 
 
 def predict_knee(
@@ -429,7 +306,7 @@ def predict_knee(
         knee_sessions=knee,
         max_sessions=math.floor(knee),
         interval=Interval(lo, hi, INTERVAL_COVERAGE, method),
-        preemption_sessions=_knee_at(capacity_blocks, shared, decode_blocks, 0.0, 0.0),
+        preemption_sessions=knee_at(capacity_blocks, shared, decode_blocks, 0.0, 0.0),
         slots=slots,
         limited_by=limited_by,
         warnings=warnings,

@@ -14,9 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.metrics.knee import KneePoint, MeasuredKnee, find_knee, knee_agrees
+from accelbench.metrics.knee import (
+    CapacityKnee,
+    KneePoint,
+    MeasuredKnee,
+    SessionMix,
+    capacity_knee,
+    find_knee,
+    knee_agrees,
+)
 from accelbench.metrics.verdict import Verdict
-from accelbench.plan.knee import CapacityKnee, SessionMix, capacity_knee
 from accelbench.store.reader import RunInfo, dig, load_run
 
 __all__ = ["SweepKnee", "sweep_knee"]
