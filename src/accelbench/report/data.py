@@ -273,6 +273,8 @@ def _point(
 ) -> tuple[PointView, list[str]]:
     figs = {k: run.figure(k) for k in FIGURES}
     tags = [t for s in sections if (t := s.point_tag(run))]  # e.g. "MLPerf VALID"
+    if run.emulated:  # a prediction, never shown as a measurement
+        tags.insert(0, f"EMULATED {run.emulated}")
     pv = PointView(run, run.load_label + "".join(f" [{t}]" for t in tags), figs)
     warns: list[str] = []
     if not run.has_requests:

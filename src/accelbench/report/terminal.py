@@ -95,6 +95,9 @@ def _print(doc: RunDoc, s: Summary, run_dir: Path, console: Console | None) -> N
         f"[bold]{_e(doc.run_id)}[/bold]  {_e(cfg.get('model'))} @ "
         f"{_e(doc.server.get('url'))}  ({_e(load)}, status [bold]{_e(s['status'])}[/bold])",
     )
+    if acc := doc.server.get("emulated"):
+        _p(console, f"[bold yellow]EMULATED[/bold yellow]: {_e(acc)} as `accelbench serve "
+                    "emulated` predicts it; these figures are a prediction, not a measurement")  # fmt: skip
     _p(
         console,
         f"requests: {c['completed']} ok, {c['failed']} failed, {c['warmup']} warm-up, "

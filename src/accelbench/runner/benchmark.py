@@ -45,6 +45,7 @@ from accelbench.store.rundoc import (
     Schedule,
     ServerInfo,
     ToolInfo,
+    emulated_accelerator,
     write_run_doc,
 )
 from accelbench.urls import Endpoint
@@ -70,6 +71,8 @@ def discover_server(url: str | Endpoint, api_key: str | None) -> ServerInfo:
                 "OpenAI-compatible server?"
             )
         info = ServerInfo(models=[_model_id(m) for m in models["data"]])
+        if (acc := emulated_accelerator(info["models"])) is not None:
+            info["emulated"] = acc
         for path, key in (("/version", "version"), ("/props", "props"),
                           ("/server_info", "server_info")):  # fmt: skip
             try:

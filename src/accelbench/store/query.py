@@ -32,6 +32,7 @@ RUN_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("suite", pa.string()),
     ("verdict", pa.string()),
     ("status", pa.string()),
+    ("emulated", pa.string()),  # the accelerator serve emulated predicted; null: measured
     ("started_at", pa.string()),
     ("label", pa.string()),
     ("model", pa.string()),
@@ -83,6 +84,7 @@ def run_row(r: RunInfo, suite_of: SuiteOf = _no_suite) -> RunRow:
         "suite": suite,
         "verdict": verdict,
         "status": r.status,
+        "emulated": r.emulated,
         "started_at": r.doc.started_at if r.doc else None,
         "label": r.config.get("label"),
         "model": wl.get("model"),

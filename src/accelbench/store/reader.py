@@ -183,6 +183,12 @@ class RunInfo:
         return self.doc.config if self.doc is not None else {}
 
     @property
+    def emulated(self) -> str | None:
+        """The accelerator, where the run measured ``accelbench serve emulated``: its
+        figures are a prediction, and every view labels them so."""
+        return self.doc.server.get("emulated") if self.doc is not None else None
+
+    @property
     def status(self) -> str:
         if self.doc is not None and self.doc.status != UNKNOWN_STATUS:
             return self.doc.status

@@ -52,6 +52,17 @@ class EmbeddedEngine(TypedDict):
     args: list[str]
 
 
+EMULATED_PREFIX = "emulated:"  # an emulated server's model ids: emulated:<accelerator>:<model>
+
+
+def emulated_accelerator(models: list[str | None]) -> str | None:
+    """The accelerator an emulated server emulates, from its model ids; None: a real one."""
+    for m in models:
+        if m and m.startswith(EMULATED_PREFIX):
+            return m[len(EMULATED_PREFIX) :].split(":", 1)[0] or "unknown"
+    return None
+
+
 class ServerInfo(TypedDict, total=False):
     """What the server said about itself (``/v1/models``, ``/version``, ``/props``,
     ``/server_info``: their values are the server's, kept as it sent them)."""
@@ -62,6 +73,9 @@ class ServerInfo(TypedDict, total=False):
     props: dict[str, object]
     server_info: dict[str, object]
     embedded: EmbeddedEngine
+    # ``accelbench serve emulated``: the accelerator it emulates. Its results are
+    # predictions, shown labelled as such everywhere (docs/PREDICT.md)
+    emulated: str
 
 
 class Schedule(TypedDict):
@@ -167,6 +181,7 @@ def _server(f: Fields) -> ServerInfo:
     emb = f.opt_obj("embedded")
     if emb is not None:
         emb.str("engine")
+    f.opt_str("emulated")
     return cast(ServerInfo, dict(f.doc))
 
 
