@@ -833,6 +833,10 @@ def compare_sets(
         raise AccelbenchError(f"no usable runs in {', '.join(empty)} (see the report's warnings)")
     if a.gpus != b.gpus:
         warnings.append(f"GPU counts differ ({a.gpus} vs {b.gpus}); per-GPU figures compared")
+    for side, s in (("A", a), ("B", b)):  # a prediction is never shown as a measurement
+        if accs := sorted({acc for r in s.usable_runs if (acc := r.emulated)}):
+            warnings.append(f"{side} ({s.name}) is EMULATED ({', '.join(accs)}): a prediction "
+                            "of `accelbench serve emulated`, not a measurement")  # fmt: skip
     out: list[Comparison] = []
     pa_, pb = group_points(a), group_points(b)
     for x in pa_:
