@@ -5,12 +5,15 @@ machine's real llama-server with the tiny model), and its bad input (docs/PREDIC
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.cli_inprocess import run_cli
 
 from accelbench.engines.tinymodel import tiny_model
@@ -20,6 +23,7 @@ from accelbench.predict.calibrate import (
     calibrate,
     host_accelerator,
     predict_calibrated,
+    resolve_host,
 )
 from accelbench.predict.point import Target
 from accelbench.predict.stepmodel import Layout
@@ -281,3 +285,39 @@ def test_a_point_that_did_not_complete_is_listed_not_dropped(
 def test_bad_host_spec(spec: str, says: str) -> None:
     with pytest.raises(UsageError, match=says):
         host_accelerator(spec)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spec=st.one_of(
+        st.text(max_size=40),
+        st.builds(
+            lambda k1, v1, k2, v2: f"{k1}={v1},{k2}={v2}",
+            st.sampled_from(["tflops", "bw_tbs", "memory_gib", "TFLOPS", "x", ""]),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(str), st.text(max_size=6)),
+            st.sampled_from(["tflops", "bw_tbs", "memory_gib", "bw"]),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(str), st.text(max_size=6)),
+        ),
+    )
+)
+def test_property_host_spec_is_usable_or_one_line(spec: str) -> None:
+    """Any --host-spec text: an accelerator whose figures are finite and positive, or one
+    UsageError line."""
+    try:
+        acc = host_accelerator(spec)
+    except UsageError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("--host-spec")
+        return
+    for key in ("bf16_tflops", "memory_bw_tbs", "memory_gib"):
+        v = acc.figure(key).value
+        assert v is not None and math.isfinite(v) and v > 0
+
+
+def test_host_is_a_catalog_entry_or_figures_one_of_them() -> None:
+    assert resolve_host("h100", None).id == "h100"
+    assert resolve_host(None, HOST_SPEC).figure("bf16_tflops").value == 0.1
+    for host, spec in ((None, None), ("h100", HOST_SPEC)):
+        with pytest.raises(UsageError, match="--host ACCELERATOR"):
+            resolve_host(host, spec)
+    with pytest.raises(AccelbenchError, match="unknown accelerator"):
+        resolve_host("tpu9", None)
