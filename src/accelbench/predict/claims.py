@@ -39,7 +39,8 @@ the other's, and the reverse, as if the two could err in opposite directions (th
 the model, so their errors are correlated and the true interval is narrower). The
 prediction intervals are the 10th-90th percentiles of the model's cross-validated errors
 on that accelerator (docs/PREDICT.md): about 80 % coverage each, not a confidence
-interval. **Supported**: the whole interval lies on the claim's side of the threshold;
+interval; where the model's errors on an accelerator lean one way, its interval leans too
+and may not contain the predicted value (MI325X below). **Supported**: the whole interval lies on the claim's side of the threshold;
 **refuted**: wholly on the other side; **inconclusive**: it straddles the threshold. The
 public measurement is shown beside it and does not enter the verdict.
 
@@ -286,8 +287,9 @@ def _fmt(x: float, unit: str) -> str:
 
 
 def _provenance(p: Point) -> str:
+    version = "version not in source" if p.engine_version == "not in source" else p.engine_version
     return (
-        f"{p.engine} {p.engine_version}, {p.layout.text()}, concurrency {p.concurrency}, "
+        f"{p.engine} ({version}), {p.layout.text()}, concurrency {p.concurrency}, "
         f"{1 / p.tpot_s:.1f} tok/s/user, {p.date}; {p.source}"
         + (f", {p.run_url}" if p.run_url else "")
     )
