@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from accelbench.errors import UsageError
 from accelbench.predict.stepmodel import Layout
+
+if TYPE_CHECKING:
+    from accelbench.predict.point import Prediction, Target
 
 DOC_BEGIN = "<!-- validation table: begin (accelbench predict --validate --write-docs) -->"
 DOC_END = "<!-- validation table: end -->"
@@ -19,9 +23,13 @@ DOC_END = "<!-- validation table: end -->"
 def _cost(pred: object) -> dict[str, float | None]:
     from accelbench.cost.costing import Throughput, cost_of
     from accelbench.cost.tco import resolve_tco
+    from accelbench.errors import AccelbenchError
     from accelbench.hardware.catalog import find_accelerator
 
-    acc = find_accelerator(pred.accelerator)  # type: ignore[attr-defined]
+    try:
+        acc = find_accelerator(pred.accelerator)  # type: ignore[attr-defined]
+    except AccelbenchError:  # hardware given by its figures (--host-spec): no price
+        return dict.fromkeys(COST_KEYS)
     thr = Throughput(
         total=pred.throughput_per_gpu.value,  # type: ignore[attr-defined]
         output=pred.output_per_gpu.value,  # type: ignore[attr-defined]
@@ -35,6 +43,15 @@ def _cost(pred: object) -> dict[str, float | None]:
         "j_per_token_provisioned": c.j_per_token,
         "j_per_output_token_provisioned": c.j_per_output_token,
     }
+
+
+COST_KEYS = (
+    "usd_per_gpu_hour",
+    "usd_per_m_total_tokens",
+    "usd_per_m_output_tokens",
+    "j_per_token_provisioned",
+    "j_per_output_token_provisioned",
+)
 
 
 def _write_docs(path: Path, table: str) -> None:
@@ -58,7 +75,12 @@ def predict_command(
         "--accelerator",
         help="Catalog accelerator (h100, h200, b200, mi300x, mi325x, mi355x, ...).",
     ),
-    tp: int = typer.Option(8, "--tp", help="Tensor-parallel GPUs (the layout's GPU count)."),
+    tp: int = typer.Option(
+        None,
+        "--tp",
+        help="Tensor-parallel GPUs (the layout's GPU count); default 8, or 1 with --calibrate "
+        "predicting the sweeps' own hardware or a --target-spec.",
+    ),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel size (divides --tp)."),
     dp_attention: bool = typer.Option(
         False, "--dp-attention", help="Attention data-parallel (one KV copy)."
@@ -79,9 +101,14 @@ def predict_command(
         "sglang", "--engine", help="Engine whose fitted factors to use (sglang, trt-llm, atom)."
     ),
     precision: str = typer.Option(
-        "fp8", "--precision", help="Weight precision (fp8, fp4, bf16, ...)."
+        None,
+        "--precision",
+        help="Weight precision (fp8, fp4, bf16, ...); default fp8, or with --calibrate the "
+        "sweeps' (--calibrate-precision).",
     ),
-    kv_precision: str = typer.Option("bf16", "--kv-precision", help="KV-cache precision."),
+    kv_precision: str = typer.Option(
+        None, "--kv-precision", help="KV-cache precision; default bf16 (fp16 with --calibrate)."
+    ),
     max_batch: int = typer.Option(
         1024, "--max-batch", help="The engine's cap on running sequences."
     ),
@@ -102,28 +129,83 @@ def predict_command(
         "--refit",
         help="Refit the shipped factors and intervals (maintainers: after rebuilding the calibration table).",
     ),
+    calibrate: list[Path] = typer.Option(
+        None,
+        "--calibrate",
+        help="Your own sweep directories (accelbench sweep; repeat for several): refit the "
+        "factors on them and predict from those (docs/PREDICT.md).",
+    ),
+    host: str = typer.Option(
+        None, "--host", help="With --calibrate: the catalog accelerator the sweeps ran on."
+    ),
+    host_spec: str = typer.Option(
+        None,
+        "--host-spec",
+        help="With --calibrate: what the sweeps ran on, by its figures: tflops=X,bw_tbs=Y"
+        "[,memory_gib=Z] (peak dense TFLOPS, memory TB/s).",
+    ),
+    target_spec: str = typer.Option(
+        None,
+        "--target-spec",
+        help="With --calibrate: predict hardware given by its figures (as --host-spec) "
+        "instead of --accelerator; neither: the sweeps' own hardware.",
+    ),
+    calibrate_model: str = typer.Option(
+        None,
+        "--calibrate-model",
+        help="With --calibrate: the sweeps' model (catalog id or config.json), where the "
+        "name they recorded is not in the catalog.",
+    ),
+    calibrate_engine: str = typer.Option(
+        None,
+        "--calibrate-engine",
+        help="With --calibrate: the engine, where the runs do not say (they usually do).",
+    ),
+    calibrate_precision: str = typer.Option(
+        None,
+        "--calibrate-precision",
+        help="With --calibrate: the sweeps' weight precision (default: --precision, else fp16).",
+    ),
+    claims: bool = typer.Option(
+        False, "--claims", help="Check the published claims of docs/CLAIMS.md and print the page."
+    ),
 ) -> None:
     """Predict throughput per GPU, TTFT and TPOT on hardware you do not own, with intervals
     from how wrong the model has been on public measurements (docs/PREDICT.md)."""
     if validate or refit:
         _validate(refit, write_docs, as_json)
         return
+    if claims:
+        from accelbench.predict.claims import claims_page
+
+        page = claims_page()
+        if write_docs is not None:
+            write_docs.write_text(page, encoding="utf-8")
+        typer.echo(page, nl=False)
+        return
     from accelbench.predict.point import Target, predict_point
 
-    if model is None or accelerator is None:
-        raise UsageError("give --model and --accelerator (or --validate)")
-    pred = predict_point(
-        model,
-        accelerator,
-        Layout(tp, ep, dp_attention),
-        isl,
-        osl,
-        Target(concurrency, interactivity, ttft_slo, tpot_slo),
-        engine=engine,
-        precision=precision,
-        kv_precision=kv_precision,
-        max_batch=max_batch,
-    )
+    target = Target(concurrency, interactivity, ttft_slo, tpot_slo)
+    host_like = calibrate and accelerator is None
+    layout = Layout(tp if tp is not None else (1 if host_like else 8), ep, dp_attention)
+    if calibrate:
+        pred = _calibrated(
+            calibrate, host, host_spec, target_spec, calibrate_model, calibrate_engine,
+            calibrate_precision or precision or "fp16", model, accelerator, layout, isl, osl,
+            target, precision, kv_precision or "fp16", max_batch,
+        )  # fmt: skip
+    else:
+        for name, v in (("--host", host), ("--host-spec", host_spec),
+                        ("--target-spec", target_spec), ("--calibrate-model", calibrate_model),
+                        ("--calibrate-engine", calibrate_engine)):  # fmt: skip
+            if v is not None:
+                raise UsageError(f"{name} goes with --calibrate SWEEP_DIR")
+        if model is None or accelerator is None:
+            raise UsageError("give --model and --accelerator (or --validate, or --calibrate)")
+        pred = predict_point(
+            model, accelerator, layout, isl, osl, target, engine=engine,
+            precision=precision or "fp8", kv_precision=kv_precision or "bf16", max_batch=max_batch,
+        )  # fmt: skip
     cost = _cost(pred)
     if as_json:
         typer.echo(
@@ -158,11 +240,17 @@ def predict_command(
         f"{lim.tpot_s * 1e3:,.2f}  ({e.interactivity:,.1f} tok/s/user)"
     )
     usd, j = cost["usd_per_m_total_tokens"], cost["j_per_token_provisioned"]
-    typer.echo(
-        f"  cost            ${usd:,.3f} per M tokens (${cost['usd_per_m_output_tokens'] or 0:,.3f} per M output), "
-        f"{j if j is not None else float('nan'):,.3f} J/token provisioned"
-    )
-    typer.echo("  interval: 10th-90th percentile of the cross-validated errors (docs/PREDICT.md)")
+    if usd is None:
+        typer.echo("  cost            n/a (hardware given by its figures: no price)")
+    else:
+        typer.echo(
+            f"  cost            ${usd:,.3f} per M tokens (${cost['usd_per_m_output_tokens'] or 0:,.3f} per M output), "
+            f"{j if j is not None else float('nan'):,.3f} J/token provisioned"
+        )
+    if not calibrate:
+        typer.echo(
+            "  interval: 10th-90th percentile of the cross-validated errors (docs/PREDICT.md)"
+        )
     for cap in e.capped:
         typer.echo(f"  held at the physical limit: {cap}")
     for x in e.extrapolation:
@@ -180,6 +268,58 @@ def predict_command(
             f"bandwidth {ff.bandwidth:.3f} of peak, {ff.overhead_s * 1e3:.2f} ms per step, "
             f"{ff.request_s * 1e3:.1f} ms per request"
         )
+
+
+def _calibrated(
+    sweeps: list[Path],
+    host: str | None,
+    host_spec: str | None,
+    target_spec: str | None,
+    sweep_model: str | None,
+    sweep_engine: str | None,
+    sweep_precision: str,
+    model: str | None,
+    accelerator: str | None,
+    layout: Layout,
+    isl: int,
+    osl: int,
+    target: Target,
+    precision: str | None,
+    kv_precision: str,
+    max_batch: int,
+) -> Prediction:
+    from accelbench.predict.calibrate import (
+        calibrate,
+        host_accelerator,
+        predict_calibrated,
+        resolve_host,
+    )
+    from accelbench.predict.fit import catalog_accelerator
+
+    hw = resolve_host(host, host_spec)
+    if accelerator is not None and target_spec is not None:
+        raise UsageError("give --accelerator or --target-spec, not both")
+    if target_spec is not None:
+        acc = host_accelerator(target_spec, "target")
+    else:
+        acc = catalog_accelerator(accelerator) if accelerator is not None else hw
+    cal = calibrate(
+        sweeps, hw, model=sweep_model, engine=sweep_engine, precision=sweep_precision,
+        kv_precision=kv_precision,
+    )  # fmt: skip
+    typer.echo(
+        f"calibrated on {len(cal.points)} points of {len(cal.sweeps)} sweep(s), {cal.engine} on "
+        f"{hw.name}: compute {cal.eff.compute:.3f} of peak, bandwidth {cal.eff.bandwidth:.3f}, "
+        f"{cal.eff.overhead_s * 1e3:.2f} ms per step, {cal.eff.request_s * 1e3:.2f} ms per request",
+        err=True,
+    )
+    for why in cal.left_out:
+        typer.echo(f"  left out: {why}", err=True)
+    return predict_calibrated(
+        cal, model, acc, layout, isl, osl, target,
+        precision=precision or sweep_precision,
+        kv_precision=kv_precision, max_batch=max_batch,
+    )  # fmt: skip
 
 
 def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:

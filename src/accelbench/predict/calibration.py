@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
-from accelbench.predict.stepmodel import Layout
+from accelbench.predict.stepmodel import DEFAULT_MAX_BATCH, Layout
 
 PROVENANCE = (
     "source",
@@ -69,6 +69,7 @@ class Point:
     date: str  # ISO date the source gives the run
     source: str  # source repo and file
     run_url: str
+    max_batch: int = DEFAULT_MAX_BATCH  # the engine's cap on running sequences (slots)
 
     @property
     def system(self) -> str:

@@ -131,12 +131,20 @@ class Prepared:
     vendor: list[str]
 
 
-def prepare(points: Sequence[Point], kv_precision: str = DEFAULT_KV) -> Prepared:
+def prepare(
+    points: Sequence[Point],
+    kv_precision: str = DEFAULT_KV,
+    resolve: Callable[[Point], tuple[ModelArch, Accelerator]] | None = None,
+) -> Prepared:
+    """``resolve``: a point's architecture and accelerator (default: the catalogs'; the
+    user's own sweeps name a config.json model and a host described by its figures)."""
     dummy = Efficiency(1.0, 1.0, 0.0)
     dec, pre, shape, meas, limit, vendor = [], [], [], [], [], []
     for p in points:
-        acc = catalog_accelerator(p.hardware)
-        m = RooflineStepModel(_arch(p.model), acc, p.precision, p.layout, dummy, kv_precision)
+        arch, acc = resolve(p) if resolve else (_arch(p.model), catalog_accelerator(p.hardware))
+        m = RooflineStepModel(
+            arch, acc, p.precision, p.layout, dummy, kv_precision, max_seqs=p.max_batch
+        )
         sh = loop_shape(m, p.isl, p.osl, p.concurrency)
         lim = physical_limits(m, p.isl, p.osl, sh.running)
         dec.append(sh.decode)

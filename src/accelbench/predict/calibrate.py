@@ -1,0 +1,423 @@
+"""Calibrate on what you own: refit the step model's factors for one engine on the user's
+own sweeps (``accelbench sweep`` directories, on hardware they have) and predict
+hardware or configurations they do not have (``accelbench predict --calibrate``).
+
+- **The points.** Each completed point of each sweep is one closed-loop measurement:
+  its concurrency, mean ISL and OSL (the summary's token counts over its completed
+  requests), total tokens/s per GPU, median TTFT and median TPOT (summary.json), the
+  engine and its slots (run.json: what the server said about itself). A sweep
+  directory, a run.json or a summary.json that cannot be read is refused with one line
+  naming the file and the field; a point that did not complete is listed in
+  ``Calibration.left_out`` (printed), never silently dropped; sweeps from two engines are
+  refused.
+- **The hardware** of the sweeps is a catalog accelerator (``--host``: e.g. a user
+  catalog entry made with ``accelbench catalog template``) or figures given on the
+  command line (``--host-spec tflops=0.2,bw_tbs=0.02``: peak FLOP/s and memory
+  bandwidth, measured or from the vendor).
+- **The fit** is ``predict.fit.fit_factors`` (the same four factors, the same least
+  squares) on these points only.
+- **The transfer's uncertainty.** The interval of a calibrated prediction is the value
+  times ``exp`` of the sum of two log spreads, each widened to contain 0: the refit's own
+  residuals on the user's points (the least and largest ``log(measured / predicted)``,
+  in sample and with each point left out of its own refit: a handful of points has no
+  honest percentiles) and the cross-accelerator
+  spread of the public fit (the 10th-90th percentiles of the pooled leave-one-system-out
+  residuals, ``factors.json`` "*": how far factors have been off on a system they were
+  not fitted on). The value is the refit model's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from accelbench.errors import AccelbenchError, DocumentError, UsageError
+from accelbench.hardware.catalog import GIB, Accelerator, Figure
+from accelbench.plan.architecture import ModelArch
+from accelbench.plan.models import resolve_model
+from accelbench.predict.calibration import Point
+from accelbench.predict.fit import (
+    METRICS,
+    Factors,
+    Fitted,
+    catalog_accelerator,
+    fit_factors,
+    predict_prepared,
+    prepare,
+    shipped_factors,
+)
+from accelbench.predict.point import Prediction, Target, predict_point
+from accelbench.predict.stepmodel import DEFAULT_MAX_BATCH, Efficiency, Layout
+from accelbench.store.rundoc import EMBEDDED_ENGINE_NAMES, RunDoc, read_run_doc, read_summary
+from accelbench.store.sweepdoc import SWEEP_JSON, read_sweep
+
+MIN_CALIBRATION_POINTS = 3  # four factors on fewer than 3 x 3 figures: not a fit
+HOST_SPEC_KEYS = {
+    "tflops": ("bf16_tflops", "peak dense FLOP/s of the host, in TFLOPS", 1e-6, 1e6),
+    "bw_tbs": ("memory_bw_tbs", "memory bandwidth in TB/s", 1e-6, 1e3),
+    "memory_gib": ("memory_gib", "memory in GiB", 1e-3, 1e7),
+}
+ENGINE_ALIASES = {v: k for k, v in EMBEDDED_ENGINE_NAMES.items()} | {"llama": "llama.cpp"}
+
+
+def host_accelerator(spec: str, name: str = "host") -> Accelerator:
+    """An accelerator described by its figures: ``tflops=X,bw_tbs=Y[,memory_gib=Z]``
+    (peak dense TFLOPS, memory bandwidth in TB/s, memory in GiB: the catalog's units).
+    Memory defaults to this machine's RAM."""
+    given: dict[str, float] = {}
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        key, eq, text = part.partition("=")
+        key = key.strip().lower()
+        if not eq or key not in HOST_SPEC_KEYS:
+            raise UsageError(
+                f"--host-spec: {part!r} is not KEY=VALUE with KEY one of "
+                f"{', '.join(HOST_SPEC_KEYS)} (e.g. tflops=0.2,bw_tbs=0.02)"
+            )
+        _, what, lo, hi = HOST_SPEC_KEYS[key]
+        try:
+            v = float(text)
+        except ValueError:
+            raise UsageError(
+                f"--host-spec: {key} must be a number (got {text.strip()!r})"
+            ) from None
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise UsageError(f"--host-spec: {key} ({what}) must be in [{lo:g}, {hi:g}] (got {v:g})")
+        given[key] = v
+    for key in ("tflops", "bw_tbs"):
+        if key not in given:
+            raise UsageError(f"--host-spec needs {key} ({HOST_SPEC_KEYS[key][1]})")
+    if "memory_gib" not in given:
+        import psutil
+
+        given["memory_gib"] = psutil.virtual_memory().total / GIB
+    figures = {
+        HOST_SPEC_KEYS[k][0]: Figure(v, source="--host-spec", date="", status="estimate")
+        for k, v in given.items()
+    }
+    return Accelerator(
+        id=name,
+        name=f"{name} ({given['tflops']:g} TFLOPS, {given['bw_tbs']:g} TB/s)",
+        vendor="cpu",
+        kind="cpu",
+        arch="",
+        memory_type="DRAM",
+        scale_up="none",
+        aliases=(),
+        figures=figures,
+        origin="--host-spec",
+    )
+
+
+def resolve_host(host: str | None, host_spec: str | None) -> Accelerator:
+    """The hardware of the sweeps: a catalog accelerator or a ``--host-spec``."""
+    if (host is None) == (host_spec is None):
+        raise UsageError(
+            "say what the sweeps ran on: --host ACCELERATOR (a catalog entry) or "
+            "--host-spec tflops=X,bw_tbs=Y (its peak FLOP/s and memory bandwidth), one of them"
+        )
+    return host_accelerator(host_spec) if host_spec is not None else catalog_accelerator(str(host))
+
+
+def engine_of(doc: RunDoc) -> tuple[str | None, str, int | None]:
+    """(engine, version, slots) of a run as its run.json records the server: the engine
+    accelbench started, else what the server's own endpoints say (llama-server's /props
+    has ``build_info`` and ``total_slots``; SGLang answers /server_info; vLLM /version).
+    The engine is None where nothing tells."""
+    srv = doc.server
+    props = srv.get("props") or {}
+    slots = props.get("total_slots")
+    slots = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
+    emb = srv.get("embedded")
+    if emb:
+        name = str(emb.get("engine"))
+        return ENGINE_ALIASES.get(name, name), str(props.get("build_info", "")), slots
+    if "build_info" in props or slots is not None:
+        return "llama.cpp", str(props.get("build_info", "")), slots
+    info, ver = srv.get("server_info") or {}, srv.get("version") or {}
+    if info:
+        return "sglang", str(info.get("version", "")), None
+    if ver:
+        return "vllm", str(ver.get("version", "")), None
+    return None, "", None
+
+
+@dataclass(frozen=True)
+class SweepPoints:
+    """The usable points of one sweep directory, and what was left out (and why)."""
+
+    path: Path
+    engine: str | None
+    model: str | None  # the model name the runs recorded
+    points: list[Point]
+    left_out: list[str]
+
+
+def _figure(v: object, where: str, unit_scale: float = 1.0) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise DocumentError(f"{where}: must be a positive number (got {v!r:.40})")
+    return float(v) * unit_scale
+
+
+def _stat(lat: object, key: str, where: str) -> float:
+    s = lat.get(key) if isinstance(lat, dict) else None
+    return _figure(
+        s.get("p50") if isinstance(s, dict) else None, f"{where}: latency.{key}.p50", 1e-3
+    )
+
+
+def read_sweep_points(
+    sweep_dir: Path, *, engine: str | None = None, host: str = "host", precision: str = "fp16"
+) -> SweepPoints:
+    """The completed points of ``sweep_dir`` as calibration points. ``engine`` overrides
+    what the runs say. A damaged file is one DocumentError line (file and field)."""
+    doc = read_sweep(sweep_dir, str(sweep_dir / SWEEP_JSON))
+    if doc.kind != "concurrency":
+        raise AccelbenchError(
+            f"{sweep_dir}: a {doc.kind} sweep; calibration needs concurrency sweeps (a closed "
+            "loop of users, as the step model predicts)"
+        )
+    points, left, engines, models = [], [], set(), set()
+    for sp in doc.points:
+        label = f"{sweep_dir.name}: point {sp.value:g}"
+        if sp.status != "completed":
+            left.append(f"{label}: {sp.status}" + (f" ({sp.reason})" if sp.reason else ""))
+            continue
+        rdir = sweep_dir / sp.dir
+        run = read_run_doc(rdir)
+        summary, _ = read_summary(rdir)
+        where = str(rdir / "summary.json")
+        eng, version, slots = engine_of(run)
+        if engine is None and eng is None:
+            raise AccelbenchError(
+                f"{rdir / 'run.json'}: the server does not say which engine it is: give "
+                "--calibrate-engine"
+            )
+        eng = engine or eng
+        engines.add(eng)
+        model = run.config.get("model") or next(iter(run.server.get("models") or []), None)
+        models.add(str(model))
+        counts, tokens = summary.get("counts"), summary.get("tokens")
+        done = _figure((counts or {}).get("completed"), f"{where}: counts.completed")
+        isl = _figure((tokens or {}).get("input"), f"{where}: tokens.input") / done
+        osl = _figure((tokens or {}).get("output"), f"{where}: tokens.output") / done
+        conc = run.config.get("concurrency")
+        conc = (summary.get("client") or {}).get("target_concurrency") or conc
+        thr = (summary.get("throughput") or {}).get("total_tokens_per_s_per_gpu")
+        gpus = int(summary.get("gpus", 1))
+        points.append(
+            Point(
+                hardware=host,
+                engine=str(eng),
+                engine_version=version or "not recorded",
+                model=str(model),
+                precision=precision,
+                layout=Layout(gpus),
+                isl=max(1, round(isl)),
+                osl=max(1, round(osl)),
+                concurrency=int(_figure(conc, f"{where}: client.target_concurrency")),
+                throughput_per_gpu=_figure(thr, f"{where}: throughput.total_tokens_per_s_per_gpu"),
+                ttft_s=_stat(summary.get("latency"), "ttft_ms", where),
+                tpot_s=_stat(summary.get("latency"), "tpot_ms", where),
+                date=(run.started_at or "")[:10],
+                source=str(rdir),
+                run_url="",
+                max_batch=slots or DEFAULT_MAX_BATCH,
+            )
+        )
+    if len(engines) > 1:
+        raise AccelbenchError(
+            f"{sweep_dir}: runs of two engines in one sweep ({', '.join(sorted(str(e) for e in engines))})"
+        )
+    return SweepPoints(
+        sweep_dir,
+        next(iter(engines), None),
+        next(iter(models), None) if len(models) == 1 else None,
+        points,
+        left,
+    )
+
+
+def find_sweeps(path: Path) -> list[Path]:
+    """``path`` if it is a sweep directory, else the sweep directories right inside it
+    (``accelbench sweep --isl-osl`` writes one per pair)."""
+    if not path.exists():
+        raise AccelbenchError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise AccelbenchError(f"{path}: not a sweep directory")
+    if (path / SWEEP_JSON).exists():
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.is_dir() and (p / SWEEP_JSON).exists())
+    if not found:
+        raise AccelbenchError(
+            f"{path}: no sweeps here (no {SWEEP_JSON} in it or in its subdirectories; "
+            "make them with accelbench sweep)"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Factors refitted on the user's own sweeps, and how far they were off there."""
+
+    engine: str
+    host: Accelerator
+    model: ModelArch
+    precision: str
+    kv_precision: str
+    points: list[Point]
+    eff: Efficiency
+    residuals: dict[str, tuple[float, float]]  # metric -> (least, largest) log(meas / pred)
+    public_spread: dict[str, tuple[float, float, int]]  # metric -> (q10, q90, n), pooled LOSO
+    sweeps: list[str]
+    left_out: list[str] = field(default_factory=list)
+
+    def interval(self, metric: str) -> tuple[float, float]:
+        """The transfer's log interval of ``metric``: the refit's residual range plus the
+        public fit's cross-accelerator spread, each widened to contain 0."""
+        r_lo, r_hi = self.residuals[metric]
+        p_lo, p_hi, _ = self.public_spread[metric]
+        return min(0.0, r_lo) + min(0.0, p_lo), max(0.0, r_hi) + max(0.0, p_hi)
+
+    def factors(self, target: Accelerator, precision: str) -> Factors:
+        """A ``Factors`` holding the refit (for ``predict_point``), its coverage the
+        user's points, its intervals the transfer's."""
+        fitted = Fitted(
+            f"{self.host.id}|{self.engine}|{self.precision}",
+            "calibrated on your sweeps",
+            self.eff,
+            len(self.points),
+        )
+        iv = {m: (*self.interval(m), len(self.points)) for m in METRICS}
+        pts = self.points
+        return Factors(
+            fitted={f"{target.id}|{self.engine}|{precision.lower()}": fitted, "*": fitted},
+            intervals={target.id: iv, "*": iv},
+            models=(self.model.name,),
+            precisions=(self.precision,),
+            engines=(self.engine,),
+            accelerators=(self.host.id,),
+            isl_range=(min(p.isl for p in pts), max(p.isl for p in pts)),
+            osl_range=(min(p.osl for p in pts), max(p.osl for p in pts)),
+            concurrency_range=(min(p.concurrency for p in pts), max(p.concurrency for p in pts)),
+            calibration_sha256="",
+        )
+
+
+def calibrate(
+    sweep_dirs: Sequence[str | Path],
+    host: Accelerator,
+    *,
+    model: str | ModelArch | None = None,
+    engine: str | None = None,
+    precision: str = "fp16",
+    kv_precision: str = "fp16",
+) -> Calibration:
+    """Refit the four factors on every completed point of ``sweep_dirs`` (sweep
+    directories, or directories holding them), measured on ``host``. ``model``: the
+    sweeps' model (a catalog id or a config.json; default: the name the runs recorded,
+    which must then be in the catalog); ``engine`` overrides the engine the runs say."""
+    if not sweep_dirs:
+        raise UsageError("give at least one sweep directory to --calibrate")
+    sets: list[SweepPoints] = []
+    for d in sweep_dirs:
+        for s in find_sweeps(Path(d)):
+            sets.append(read_sweep_points(s, engine=engine, host=host.id, precision=precision))
+    engines = {s.engine for s in sets if s.engine}
+    if len(engines) > 1:
+        which = "; ".join(f"{s.path} ({s.engine})" for s in sets if s.engine)
+        raise AccelbenchError(
+            f"sweeps from two engines mixed: {which}; calibrate one engine at a time"
+        )
+    points = [p for s in sets for p in s.points]
+    left = [x for s in sets for x in s.left_out]
+    if len(points) < MIN_CALIBRATION_POINTS:
+        raise AccelbenchError(
+            f"{len(points)} completed point(s) in {', '.join(str(s.path) for s in sets)}: the "
+            f"refit needs at least {MIN_CALIBRATION_POINTS}"
+            + (f" (left out: {'; '.join(left)})" if left else "")
+        )
+    if model is None:
+        names = {s.model for s in sets}
+        if len(names) != 1 or None in names:
+            raise UsageError("the sweeps name several models: give --calibrate-model")
+        model = str(next(iter(names)))
+    try:
+        arch = model if isinstance(model, ModelArch) else resolve_model(model)
+    except AccelbenchError as exc:
+        raise UsageError(
+            f"the sweeps' model: {exc} (give --calibrate-model: a catalog id or config.json)"
+        ) from None
+    prep = prepare(points, kv_precision, resolve=lambda p: (arch, host))
+    idx = np.arange(len(points))
+    eff = fit_factors(prep, idx)
+    # how far off the refit is: in sample, and on each point left out of its own refit
+    parts = [np.log(prep.meas / predict_prepared(prep, idx, eff))]
+    for i in idx:
+        rest = idx[idx != i]
+        held = predict_prepared(prep, np.array([i]), fit_factors(prep, rest))
+        parts.append(np.log(prep.meas[[i]] / held))
+    resid = np.concatenate(parts)
+    residuals = {
+        m: (float(resid[:, i].min()), float(resid[:, i].max())) for i, m in enumerate(METRICS)
+    }
+    public = shipped_factors().intervals["*"]
+    return Calibration(
+        engine=next(iter(engines)) if engines else str(engine),
+        host=host,
+        model=arch,
+        precision=precision.lower(),
+        kv_precision=kv_precision,
+        points=points,
+        eff=eff,
+        residuals=residuals,
+        public_spread=dict(public),
+        sweeps=[str(s.path) for s in sets],
+        left_out=left,
+    )
+
+
+def predict_calibrated(
+    cal: Calibration,
+    model: str | ModelArch | None,
+    accelerator: Accelerator,
+    layout: Layout,
+    isl: int,
+    osl: int,
+    target: Target,
+    *,
+    precision: str | None = None,
+    kv_precision: str | None = None,
+    max_batch: int = DEFAULT_MAX_BATCH,
+) -> Prediction:
+    """``predict_point`` with the factors of ``cal`` and the transfer's intervals.
+    ``model`` defaults to the sweeps' model, the precisions to theirs."""
+    prec = precision or cal.precision
+    pred = predict_point(
+        cal.model if model is None else model,
+        accelerator,
+        layout,
+        isl,
+        osl,
+        target,
+        engine=cal.engine,
+        precision=prec,
+        kv_precision=kv_precision or cal.kv_precision,
+        max_batch=max_batch,
+        factors=cal.factors(accelerator, prec),
+    )
+    lo = min(min(p.concurrency, p.max_batch) for p in cal.points)
+    hi = max(min(p.concurrency, p.max_batch) for p in cal.points)
+    extrap = list(pred.extrapolation)
+    if not lo <= pred.running <= hi:
+        extrap.append(f"running batch {pred.running} outside the calibrated {lo}-{hi}")
+    notes = [
+        f"factors refitted on {len(cal.points)} points of your sweeps on {cal.host.name} "
+        f"({cal.engine}); interval: the refit's residual range plus the public fit's "
+        "cross-accelerator spread (docs/PREDICT.md)",
+        *pred.notes,
+    ]
+    return replace(pred, notes=tuple(notes), extrapolation=tuple(extrap))

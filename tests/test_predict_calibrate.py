@@ -1,0 +1,323 @@
+"""accelbench predict --calibrate: refit on the user's own sweeps and predict another
+configuration, against the measurement of that configuration (known truth, on this
+machine's real llama-server with the tiny model), and its bad input (docs/PREDICT.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.cli_inprocess import run_cli
+
+from accelbench.engines.tinymodel import tiny_model
+from accelbench.errors import AccelbenchError, UsageError
+from accelbench.predict.calibrate import (
+    Calibration,
+    calibrate,
+    host_accelerator,
+    predict_calibrated,
+    resolve_host,
+)
+from accelbench.predict.point import Target
+from accelbench.predict.stepmodel import Layout
+from accelbench.store.rundoc import read_summary
+
+# One core of this host (llama-server runs 1 thread), as given: an AMD EPYC at 2.6 GHz,
+# two 256-bit FMA pipes = 32 FP32 FLOP/cycle = 0.083 TFLOPS, rounded up to 0.1; the tiny
+# model's 10 MB of F16 weights stay in the L3 cache, so 0.05 TB/s, above one core's DRAM
+# bandwidth. Peaks, not reached rates: the prediction never goes below the physical limit
+# they set, so they must not understate the host (the fitted shares absorb the rest).
+HOST_SPEC = "tflops=0.1,bw_tbs=0.05,memory_gib=4"
+VALUES = (1, 2, 3, 4)
+# random lengths (uniform, +-50 %) so that closed-loop users do not run in lockstep
+SWEEP_ARGS = ["--isl", "128", "--osl", "128", "--isl-dist", "uniform", "--osl-dist", "uniform",
+              "--range-ratio", "0.5", "--requests-per-point", "30", "--warmup-per-point", "1",
+              "--no-saturation-stop", "-q"]  # fmt: skip
+
+
+def _sweep_point(url: str, out: Path, value: int) -> None:
+    """One point of the sweep in ``out`` (a sweep reruns into its directory: the points
+    add up)."""
+    cmd = [sys.executable, "-c", "from accelbench.cli.main import main; main()", "sweep",
+           "--url", url, "--out", str(out), "--values", str(value), *SWEEP_ARGS]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Sweeps of llama-server (tiny model, 1 thread) with 4 slots and with 2, their points
+    interleaved (4 slots at 1 user, 2 slots at 1 user, 4 slots at 2 users, ...): this host
+    is shared, and its load drifts over minutes, so the two configurations are measured in
+    neighbouring windows."""
+    from accelbench.engines.llamacpp import start_llama_server
+
+    root = tmp_path_factory.mktemp("calibrate")
+    out = {slots: root / f"slots{slots}" for slots in (4, 2)}
+    servers = {}
+    try:
+        for slots in out:
+            servers[slots] = start_llama_server(
+                "tiny", parallel=slots, threads=1, ctx_per_slot=1024, log=print
+            )
+        for value in VALUES:
+            for slots, d in out.items():
+                _sweep_point(servers[slots].url, d, value)
+    finally:
+        for server in servers.values():
+            server.stop()
+    return out
+
+
+@pytest.fixture(scope="module")
+def config() -> Path:
+    return tiny_model(log=print).hf_dir / "config.json"
+
+
+@pytest.fixture(scope="module")
+def cal(sweeps: dict[int, Path], config: Path) -> Calibration:
+    return calibrate([sweeps[4]], host_accelerator(HOST_SPEC), model=str(config))
+
+
+def _measured(point_dir: Path) -> tuple[int, int, float, float, float]:
+    s, _ = read_summary(point_dir)
+    done = s["counts"]["completed"]
+    return (
+        round(s["tokens"]["input"] / done),
+        round(s["tokens"]["output"] / done),
+        float(s["throughput"]["total_tokens_per_s_per_gpu"] or 0),
+        float(s["latency"]["ttft_ms"]["p50"] or 0) / 1e3,
+        float(s["latency"]["tpot_ms"]["p50"] or 0) / 1e3,
+    )
+
+
+def test_calibrated_on_4_slots_predicts_2_slots(cal: Calibration, sweeps: dict[int, Path]) -> None:
+    """Known truth: refit on the 4-slot sweep, predict the 2-slot server (at 4 users two
+    of them wait for a slot) at each point's concurrency and measured ISL/OSL; every
+    measured figure lies in its interval, and no interval is so wide it says nothing."""
+    assert cal.engine == "llama.cpp" and len(cal.points) == 4 and cal.left_out == []
+    assert {p.max_batch for p in cal.points} == {4}  # the slots, from llama-server's /props
+    report = []
+    for c in VALUES:
+        isl, osl, thr, ttft, tpot = _measured(sweeps[2] / f"c{c:04d}")
+        p = predict_calibrated(cal, None, cal.host, Layout(1), isl, osl, Target(concurrency=c),
+                               max_batch=2)  # fmt: skip
+        for name, est, got in (
+            ("throughput", p.throughput_per_gpu, thr),
+            ("ttft", p.ttft_s, ttft),
+            ("tpot", p.tpot_s, tpot),
+        ):
+            report.append(f"c={c} {name}: {got:.4g} in [{est.low:.4g}, {est.high:.4g}]?")
+            assert est.low <= est.value <= est.high
+            assert est.high / est.low < 30, report[-1]  # an interval that says nothing
+        assert p.running == min(c, 2) and any("refitted on 4 points" in n for n in p.notes)
+        assert p.extrapolation == ()
+    print("\n".join(report))
+    misses = [r for r in report if not _inside(r)]
+    assert not misses, misses
+
+
+def _inside(line: str) -> bool:
+    got, rest = line.split(": ", 1)[1].split(" in [")
+    lo, hi = rest.rstrip("]?").split(", ")
+    return float(lo) <= float(got) <= float(hi)
+
+
+def test_the_prediction_tells_the_slots_apart(cal: Calibration, sweeps: dict[int, Path]) -> None:
+    """At 4 users, 2 slots queue two of them: the 4-slot server's measured TTFT lies below
+    the 2-slot prediction's interval (which holds the 2-slot measurement, above)."""
+    isl, osl, _, ttft4, _ = _measured(sweeps[4] / "c0004")
+    p = predict_calibrated(cal, None, cal.host, Layout(1), isl, osl, Target(concurrency=4),
+                           max_batch=2)  # fmt: skip
+    assert p.running == 2 and ttft4 < p.ttft_s.low, (ttft4, p.ttft_s)
+
+
+def test_a_batch_beyond_the_calibrated_is_flagged(sweeps: dict[int, Path], config: Path) -> None:
+    """Calibrated on 2 slots, a prediction at 4 running sequences is an extrapolation (on
+    this CPU it is one: decode time grows with the batch faster than the fit on batches
+    of 1-2 says; docs/PREDICT.md)."""
+    two = calibrate([sweeps[2]], host_accelerator(HOST_SPEC), model=str(config))
+    p = predict_calibrated(two, None, two.host, Layout(1), 128, 128, Target(concurrency=4),
+                           max_batch=4)  # fmt: skip
+    assert "running batch 4 outside the calibrated 1-2" in p.extrapolation
+
+
+def test_cli_calibrate_prints_the_same_prediction(
+    cal: Calibration, sweeps: dict[int, Path], config: Path, tmp_path: Path
+) -> None:
+    args = ["predict", "--calibrate", str(sweeps[4]), "--host-spec", HOST_SPEC,
+            "--calibrate-model", str(config), "--max-batch", "4", "--concurrency", "4",
+            "--isl", "128", "--osl", "128"]  # fmt: skip
+    code, out, err, _ = run_cli([*args, "--json"], tmp_path)
+    assert code == 0, err
+    doc = json.loads(out)
+    p = predict_calibrated(cal, None, cal.host, Layout(1), 128, 128, Target(concurrency=4),
+                           max_batch=4)  # fmt: skip
+    assert doc["predicted"] is True and doc["engine"] == "llama.cpp"
+    assert doc["throughput_per_gpu"]["value"] == pytest.approx(p.throughput_per_gpu.value)
+    assert doc["ttft_s"]["high"] == pytest.approx(p.ttft_s.high)
+    assert doc["cost"]["usd_per_m_total_tokens"] is None  # a host given by figures: no price
+    assert "calibrated on 4 points" in err
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0 and "PREDICTED, not measured" in out and "cost            n/a" in out
+    # another accelerator: the transfer is flagged
+    code, out, err, _ = run_cli(
+        [*args[:-6], "--accelerator", "h100", "--tp", "1", "--concurrency", "4"], tmp_path
+    )
+    assert code == 0, err
+    assert "EXTRAPOLATION: accelerator h100 is not in the calibration data (host)" in out
+
+
+# ---- bad input -------------------------------------------------------------------------
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _one_line_exit_2(args: list[str], tmp_path: Path, says: str) -> None:
+    code, out, err, _ = run_cli(["predict", *args], tmp_path)
+    assert code == 2 and out == "" and says in err, (code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:")
+
+
+def test_a_directory_without_sweeps(tmp_path: Path, config: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("x")
+    base = ["--host-spec", HOST_SPEC, "--calibrate-model", str(config), "--concurrency", "1"]
+    _one_line_exit_2(["--calibrate", str(tmp_path / "empty"), *base], tmp_path, "no sweeps here")
+    _one_line_exit_2(["--calibrate", str(tmp_path / "nope"), *base], tmp_path, "no such directory")
+    _one_line_exit_2(
+        ["--calibrate", str(tmp_path / "empty"), "--concurrency", "1"], tmp_path, "--host-spec"
+    )
+
+
+def test_two_engines_mixed(sweeps: dict[int, Path], tmp_path: Path, config: Path) -> None:
+    other = _copy(sweeps[4], tmp_path / "vllm-sweep")
+    for run_json in other.glob("c*/run.json"):
+        doc = json.loads(run_json.read_text())
+        doc["server"].pop("props", None)
+        doc["server"]["version"] = {"version": "0.11.0"}  # what vLLM's /version says
+        run_json.write_text(json.dumps(doc))
+    with pytest.raises(AccelbenchError, match=r"sweeps from two engines mixed: .*llama\.cpp.*vllm"):
+        calibrate([sweeps[2], other], host_accelerator(HOST_SPEC), model=str(config))
+    _one_line_exit_2(
+        ["--calibrate", str(sweeps[2]), "--calibrate", str(other), "--host-spec", HOST_SPEC,
+         "--calibrate-model", str(config), "--concurrency", "1"],
+        tmp_path, "two engines mixed",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda d: (d / "c0002" / "summary.json").write_text('{"schema": "accelbench.summ'),
+         "c0002/summary.json"),
+        (lambda d: (d / "c0002" / "run.json").write_text("[1, 2]"), "c0002/run.json"),
+        (lambda d: (d / "sweep.json").write_text('{"points": 3}'), "sweep.json"),
+        (lambda d: shutil.rmtree(d / "c0004"), "c0004/run.json"),
+    ],
+)  # fmt: skip
+def test_a_damaged_file_is_refused_in_one_line(
+    sweeps: dict[int, Path], tmp_path: Path, config: Path, damage: object, says: str
+) -> None:
+    bad = _copy(sweeps[2], tmp_path / "bad")
+    damage(bad)  # type: ignore[operator]
+    _one_line_exit_2(
+        ["--calibrate", str(bad), "--host-spec", HOST_SPEC, "--calibrate-model", str(config),
+         "--concurrency", "1"],
+        tmp_path, says,
+    )  # fmt: skip
+
+
+def test_a_summary_without_a_figure_is_refused(
+    sweeps: dict[int, Path], tmp_path: Path, config: Path
+) -> None:
+    bad = _copy(sweeps[2], tmp_path / "bad")
+    s = json.loads((bad / "c0001" / "summary.json").read_text())
+    s["latency"]["tpot_ms"]["p50"] = None
+    (bad / "c0001" / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(AccelbenchError, match=r"c0001/summary.json: latency.tpot_ms.p50"):
+        calibrate([bad], host_accelerator(HOST_SPEC), model=str(config))
+
+
+def test_a_point_that_did_not_complete_is_listed_not_dropped(
+    sweeps: dict[int, Path], tmp_path: Path, config: Path
+) -> None:
+    part = _copy(sweeps[2], tmp_path / "part")
+    doc = json.loads((part / "sweep.json").read_text())
+    for i in (2, 3):
+        doc["points"][i]["status"] = "failed"
+        doc["points"][i]["reason"] = "ReadTimeout"
+    (part / "sweep.json").write_text(json.dumps(doc))
+    with pytest.raises(AccelbenchError, match="2 completed point.*left out: part: point 3: failed"):
+        calibrate([part], host_accelerator(HOST_SPEC), model=str(config))
+    both = calibrate([part, sweeps[4]], host_accelerator(HOST_SPEC), model=str(config))
+    assert (
+        both.left_out
+        == [
+            "part: point 3: failed (ReadTimeout)",
+            "part: point 4: failed (ReadTimeout)",
+        ]
+        and len(both.points) == 6
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("tflops=0.1", "needs bw_tbs"),
+        ("tflops=nan,bw_tbs=0.02", "tflops"),
+        ("tflops=-1,bw_tbs=0.02", "tflops"),
+        ("tflops=1e30,bw_tbs=0.02", "tflops"),
+        ("flops=1,bw_tbs=0.02", "KEY=VALUE"),
+        ("tflops=x,bw_tbs=0.02", "must be a number"),
+    ],
+)
+def test_bad_host_spec(spec: str, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        host_accelerator(spec)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spec=st.one_of(
+        st.text(max_size=40),
+        st.builds(
+            lambda k1, v1, k2, v2: f"{k1}={v1},{k2}={v2}",
+            st.sampled_from(["tflops", "bw_tbs", "memory_gib", "TFLOPS", "x", ""]),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(str), st.text(max_size=6)),
+            st.sampled_from(["tflops", "bw_tbs", "memory_gib", "bw"]),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(str), st.text(max_size=6)),
+        ),
+    )
+)
+def test_property_host_spec_is_usable_or_one_line(spec: str) -> None:
+    """Any --host-spec text: an accelerator whose figures are finite and positive, or one
+    UsageError line."""
+    try:
+        acc = host_accelerator(spec)
+    except UsageError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("--host-spec")
+        return
+    for key in ("bf16_tflops", "memory_bw_tbs", "memory_gib"):
+        v = acc.figure(key).value
+        assert v is not None and math.isfinite(v) and v > 0
+
+
+def test_host_is_a_catalog_entry_or_figures_one_of_them() -> None:
+    assert resolve_host("h100", None).id == "h100"
+    assert resolve_host(None, HOST_SPEC).figure("bf16_tflops").value == 0.1
+    for host, spec in ((None, None), ("h100", HOST_SPEC)):
+        with pytest.raises(UsageError, match="--host ACCELERATOR"):
+            resolve_host(host, spec)
+    with pytest.raises(AccelbenchError, match="unknown accelerator"):
+        resolve_host("tpu9", None)
