@@ -95,17 +95,27 @@ class RooflineStepModel:
     overhead_s: float = FALLBACK_STEP_OVERHEAD_S
     allreduce_latency_s: float = FALLBACK_ALLREDUCE_LATENCY_S
 
+    def __post_init__(self) -> None:
+        # the arch's figures are computed from its breakdown on every call: once here
+        object.__setattr__(self, "_active", float(self.arch.active_params))
+        object.__setattr__(self, "_weights", {})  # tokens in a step -> weight bytes read
+
     def step_time(self, step: Step) -> StepTime:
         a, hw = self.arch, self.hw
         n = hw.n_gpus
+        active: float = self._active  # type: ignore[attr-defined]
         tokens = step.prefill_tokens + step.decode_seqs
         t_pre = step.prefill_tokens
-        flops = 2.0 * a.active_params * tokens + a.attention_flops_per_token(step.decode_context)
+        flops = 2.0 * active * tokens + a.attention_flops_per_token(step.decode_context)
         if t_pre:
-            causal = a.prefill_flops(t_pre) - 2.0 * a.active_params * t_pre
+            causal = a.prefill_flops(t_pre) - 2.0 * active * t_pre
             flops += causal + a.attention_flops_per_token(step.prefill_context) * t_pre
         kv = a.kv_bytes_for_context(step.decode_context + step.prefill_context, self.kv_precision)
-        nbytes = a.decode_weight_bytes(max(tokens, 1), self.precision) + kv * a.kv_replication(n)
+        weights: dict[int, float] = self._weights  # type: ignore[attr-defined]
+        w = weights.get(tokens)
+        if w is None:
+            w = weights[tokens] = a.decode_weight_bytes(max(tokens, 1), self.precision)
+        nbytes = w + kv * a.kv_replication(n)
         t_c = flops / (n * hw.eff_flops * hw.peak_flops)
         t_m = nbytes / (n * hw.eff_bw * hw.bandwidth)
         t_x = 0.0
@@ -292,9 +302,9 @@ class _Engine:
     def _start(self, now: float | None) -> None:
         loop = asyncio.get_running_loop()
         self.kicked = False
-        # a fresh step starts now on the monotonic clock (the loop's own time is the
-        # start of this loop turn, in whole ms with uvloop: before the request came)
-        res = self.sched.step(time.monotonic() if now is None else now)
+        if now is None:  # idle until now: the step starts when the first request came
+            now = self.sched.next_arrival() or time.monotonic()
+        res = self.sched.step(now)
         if res is None and (nxt := self.sched.next_arrival()) is not None:
             res = self.sched.step(nxt)  # idle, and one came after ``now`` (a late loop)
         self.in_flight = res
