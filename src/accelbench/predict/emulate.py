@@ -229,9 +229,14 @@ class _Scaled:
 
 
 class _Stream:
-    """One request's response, written token by token as the engine's steps end."""
+    """One request's response, written token by token as the engine's steps end.
 
-    __slots__ = ("proto", "n", "i", "word0", "fr", "tail", "log", "sent", "due", "doc_args")
+    A step's writes are due together, so each is made ready while the step runs
+    (:meth:`prepare`) and the due moment does nothing but stamp and write; the
+    bookkeeping follows (:meth:`account`)."""
+
+    __slots__ = ("proto", "n", "i", "word0", "fr", "tail", "log", "sent", "due", "doc_args",
+                 "out", "doc")  # fmt: skip
 
     def __init__(self, proto: EmulatedProtocol, n: int, word0: int, fr: StreamFraming,
                  tail: bytes, log: EmulatedTruthLine, doc_args: tuple | None) -> None:  # fmt: skip
@@ -240,29 +245,32 @@ class _Stream:
         self.sent: list[int] = log["token_times"]
         self.due: list[int] = log["scheduled"]
         self.doc_args = doc_args  # not streamed: the whole response's arguments
+        self.out = b""  # streamed: the bytes of the next token's write
+        self.doc: dict[str, Any] | None = None  # not streamed: the response, at the last token
 
-    def emit(self, due_ns: int) -> None:
-        """Write the next token (due at ``due_ns``); the last one ends the response."""
-        i, p = self.i, self.proto
-        self.i = i + 1
-        self.due.append(due_ns)
-        if p.closed:
+    def prepare(self) -> None:
+        """Make the next token's write."""
+        i = self.i
+        last = i + 1 == self.n
+        if self.doc_args is not None:
+            if last:
+                text = "".join(_WORDS[(self.word0 + k) % len(_WORDS)] for k in range(self.n))
+                chat, rid, created, model, usage = self.doc_args
+                self.doc = whole_response(chat, rid, created, model, text, usage)
             return
-        tr = p.transport
-        assert tr is not None
-        last = self.i == self.n
-        if self.doc_args is None:
-            fr = self.fr
-            ev = fr.pre + _WORDS_JSON[(self.word0 + i) % len(_WORDS)]
-            ev += fr.post_last if last else fr.post_open
-            self.sent.append(time.monotonic_ns())  # just before the write: causality
-            tr.write(_chunk(ev) + _chunk(self.tail) + b"0\r\n\r\n" if last else _chunk(ev))
-        elif last:
-            self.sent.append(time.monotonic_ns())
-            text = "".join(_WORDS[(self.word0 + k) % len(_WORDS)] for k in range(self.n))
-            chat, rid, created, model, usage = self.doc_args
-            p._simple(200, whole_response(chat, rid, created, model, text, usage))
+        fr = self.fr
+        ev = fr.pre + _WORDS_JSON[(self.word0 + i) % len(_WORDS)]
         if last:
+            self.out = _chunk(ev + fr.post_last) + _chunk(self.tail) + b"0\r\n\r\n"
+        else:
+            self.out = _chunk(ev + fr.post_open)
+
+    def account(self, due_ns: int) -> None:
+        """After the write: the token's due time; the last one ends the response."""
+        self.i += 1
+        self.due.append(due_ns)
+        p = self.proto
+        if self.i == self.n and not p.closed:
             self.log["t_end"] = time.monotonic_ns()
             p.st.log(self.log)
             p.current_log = None
@@ -271,7 +279,8 @@ class _Stream:
 
 
 class _Engine:
-    """The emulated engine: the scheduler run in real time on the event loop's clock."""
+    """The emulated engine: the scheduler run in real time on the monotonic clock (the
+    event loop's)."""
 
     def __init__(self, cfg: EmulatedConfig, model: StepModel) -> None:
         self.cfg = cfg
@@ -312,27 +321,44 @@ class _Engine:
             return
         self.steps_total += 1
         self.bound_s[res.bound] = self.bound_s.get(res.bound, 0.0) + res.end_s - res.start_s
+        streams = self.streams
         for sid in res.admitted:
-            st = self.streams.get(sid)
+            st = streams.get(sid)
             if st is not None:
                 st.log["t_admitted"] = int(res.start_s * 1e9)
-        loop.call_at(res.end_s, self._end, res)
+        # who writes at the step's end: the decoding, then those whose prompt it finishes
+        batch = list(self.active.values())
+        for sid in res.first:
+            st = streams.get(sid)
+            if st is not None:
+                batch.append(st)
+        for st in batch:
+            st.prepare()
+        loop.call_at(res.end_s, self._end, res, batch)
 
-    def _end(self, res: StepResult) -> None:
+    def _end(self, res: StepResult, batch: list[_Stream]) -> None:
         """The step's tokens are due: write them, then start the next step at the due
         time (not now: a late loop does not shift the schedule)."""
+        stamp = time.monotonic_ns
+        for st in batch:
+            p = st.proto
+            if p.closed:
+                continue
+            if st.out:
+                st.sent.append(stamp())  # just before the write: causality
+                p.transport.write(st.out)  # type: ignore[union-attr]
+            elif st.doc is not None:
+                st.sent.append(stamp())
+                p._simple(200, st.doc)
         due_ns = int(res.end_s * 1e9)
         streams, active = self.streams, self.active
-        n = len(active)
-        for st in active.values():
-            st.emit(due_ns)
         for sid in res.first:
-            st2 = streams.get(sid)
-            if st2 is not None:
-                active[sid] = st2
-                st2.emit(due_ns)
-                n += 1
-        self.tokens_total += n
+            new = streams.get(sid)
+            if new is not None:
+                active[sid] = new
+        for st in batch:
+            st.account(due_ns)
+        self.tokens_total += len(batch)
         for sid in res.finished:
             streams.pop(sid, None)
             active.pop(sid, None)
