@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from accelbench.ports import free_port
 from accelbench.runner.benchmark import run_benchmark
@@ -66,6 +67,7 @@ def measure(a: argparse.Namespace, server: str, args: list[str]) -> dict:
             workload=WorkloadConfig(isl=a.isl, osl=a.osl), out_dir=str(tmp / "run"),
         )  # fmt: skip
         run_dir = run_benchmark(cfg, progress=False).directory
+        cpu = psutil.Process(proc.pid).cpu_times()
     finally:
         proc.terminate()
         proc.wait()
@@ -88,6 +90,8 @@ def measure(a: argparse.Namespace, server: str, args: list[str]) -> dict:
         "tok_s": err.size / ((last - first) / 1e9),
         "error_ms": {p: float(np.percentile(err, q)) for p, q in PERCENTILES}
         | {"max": float(err.max()), "min": float(err.min())},
+        # the server's own CPU per token written (all of it: parsing, scheduling, writes)
+        "server_cpu_us_per_token": 1e6 * (cpu.user + cpu.system) / err.size,
         "schedule_ttft_ms_p50": float(np.median(sched_ttft)),
         "schedule_gap_ms_p50": float(np.median(gaps) / 1e6),
         "client_loop_lag_ms_p99": s["client"]["loop_lag_ms_p99"],
@@ -100,7 +104,8 @@ def line(r: dict) -> str:
     e = r["error_ms"]
     return (f"{r['server']:9s} {r['streams']} streams {r['tok_s']:9,.0f} tok/s written | error ms "
             f"p50 {e['p50']:.2f} p90 {e['p90']:.2f} p99 {e['p99']:.2f} p99.9 {e['p99.9']:.2f} "
-            f"max {e['max']:.1f} | client lag p99 {r['client_loop_lag_ms_p99']:.1f} ms | "
+            f"max {e['max']:.1f} | server {r['server_cpu_us_per_token']:.1f} us CPU/token | "
+            f"client lag p99 {r['client_loop_lag_ms_p99']:.1f} ms | "
             f"load {r['loadavg']:.1f}")  # fmt: skip
 
 
@@ -134,8 +139,10 @@ def main() -> None:
         if a.out:
             a.out.write_text(json.dumps(runs, indent=1))
     print()
-    print("| server | runs | tok/s written | error p50 ms | p99 ms | p99.9 ms | max ms |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| server | runs | tok/s written | error p50 ms | p99 ms | p99.9 ms | max ms | CPU us/token |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for server in ("emulated", "reference"):
         rs = [r for r in runs if r["server"] == server]
 
@@ -147,7 +154,8 @@ def main() -> None:
               f"| {cell(lambda r: r['error_ms']['p50'], '.2f')} "
               f"| {cell(lambda r: r['error_ms']['p99'], '.2f')} "
               f"| {cell(lambda r: r['error_ms']['p99.9'], '.2f')} "
-              f"| {cell(lambda r: r['error_ms']['max'], '.1f')} |")  # fmt: skip
+              f"| {cell(lambda r: r['error_ms']['max'], '.1f')} "
+              f"| {cell(lambda r: r['server_cpu_us_per_token'], '.1f')} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -228,6 +228,12 @@ class _Scaled:
         return self.model.max_batch()
 
 
+# A step's end is timed by waking this early on the loop's millisecond timers, then
+# sleeping (nanosleep: about 50-100 us late) to _SPIN_NS before it and spinning the rest.
+_EARLY_S = 1.2e-3
+_SPIN_NS = 100_000
+
+
 class _Stream:
     """One request's response, written token by token as the engine's steps end.
 
@@ -334,12 +340,21 @@ class _Engine:
                 batch.append(st)
         for st in batch:
             st.prepare()
-        loop.call_at(res.end_s, self._end, res, batch)
+        loop.call_at(res.end_s - _EARLY_S, self._end, res, batch)
 
     def _end(self, res: StepResult, batch: list[_Stream]) -> None:
         """The step's tokens are due: write them, then start the next step at the due
         time (not now: a late loop does not shift the schedule)."""
         stamp = time.monotonic_ns
+        due_ns = int(res.end_s * 1e9)
+        # the loop's timers are whole milliseconds (uvloop, libuv), so this was called
+        # up to _EARLY_S before the due time: sleep, then spin the last microseconds
+        # (the loop has nothing else due: a step's writes are the only timed ones)
+        wait = due_ns - stamp() - _SPIN_NS
+        if wait > 0:
+            time.sleep(wait / 1e9)
+        while stamp() < due_ns:
+            pass
         for st in batch:
             p = st.proto
             if p.closed:
@@ -350,7 +365,6 @@ class _Engine:
             elif st.doc is not None:
                 st.sent.append(stamp())
                 p._simple(200, st.doc)
-        due_ns = int(res.end_s * 1e9)
         streams, active = self.streams, self.active
         for sid in res.first:
             new = streams.get(sid)
