@@ -302,3 +302,20 @@ def test_same_schedule_as_the_naive_simulation(reqs, kv, batch, budget, block):
     assert [x.step for x in s.steps] == steps  # the same work in every step
     for i in range(len(reqs)):
         assert s.token_times(i) == approx(want[i])
+
+
+@given(
+    st.one_of(st.floats(), st.integers(-(10**20), 10**20)),
+    st.one_of(st.integers(-(10**20), 10**20), st.floats(), st.booleans()),
+    st.one_of(st.integers(-(10**20), 10**20), st.floats()),
+    st.one_of(st.integers(-(10**20), 10**20), st.none()),
+)
+def test_any_request_is_accepted_or_one_clear_error(arrival, prompt, output, cached):
+    sch = Scheduler(Simple(kv=100_000))
+    try:
+        sch.add(SimRequest(arrival, prompt, output, cached))  # type: ignore[arg-type]
+    except AccelbenchError as exc:
+        assert "\n" not in str(exc) and str(exc)
+        assert sch.running == 0 and not sch.waiting  # nothing half added
+        return
+    assert sch.step(max(float(arrival), 0.0)) is not None

@@ -1,6 +1,7 @@
 """`accelbench serve reference` (the client-measuring server), `accelbench serve llama`
 (the embedded llama.cpp engine, built once and cached) and `accelbench serve vllm`
-(vLLM's CPU build, installed once into a cached virtualenv)."""
+(vLLM's CPU build, installed once into a cached virtualenv); `accelbench serve emulated`
+(hardware the user does not own, in real time: predict/emulate.py)."""
 
 from __future__ import annotations
 

@@ -196,7 +196,7 @@ class EmulatedConfig:
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
         validate.integer("--tp", self.tp, 1, 64)
-        validate.number("--speed", self.speed, 0, 1e6, lo_open=True)
+        validate.number("--speed", self.speed, 0.001, 1e6)
         validate.integer("--max-num-batched-tokens", self.max_num_batched_tokens, 1, 1 << 24)
         validate.integer("default max_tokens", self.default_max_tokens, 1, MAX_TOKENS_CAP)
 
