@@ -130,6 +130,9 @@ def test_open_loop_keeps_the_given_order():
     s = open_loop(Simple(), [SimRequest(1.0, 10, 1), SimRequest(0.0, 20, 1)])
     assert [r.arrival_s for r in s.requests] == [1.0, 0.0]
     assert s.requests[1].ttft_s == pytest.approx(0.020)
+    assert s.duration_s == pytest.approx(1.010)
+    empty = open_loop(Simple(), [])
+    assert empty.requests == [] and empty.steps == [] and empty.duration_s == 0.0
 
 
 def test_littles_law_on_a_long_closed_loop():

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from accelbench.errors import AccelbenchError
 from accelbench.predict.steps import Bound, Step, StepModel
 
-# vLLM V1's default token budget for online serving on a GPU (EngineArgs,
-# UsageContext.OPENAI_API_SERVER: max_num_batched_tokens = 8192 since v0.8)
+# vLLM V1's default token budget for its OpenAI server on a GPU (vllm/engine/arg_utils.py,
+# the defaults per UsageContext: OPENAI_API_SERVER -> max_num_batched_tokens 8192)
 DEFAULT_BATCHED_TOKENS = 8192
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size on GPUs (tokens)
 
@@ -314,7 +314,9 @@ class Schedule:
 
     @property
     def duration_s(self) -> float:
-        return self.steps[-1].end_s - self.requests[0].arrival_s if self.steps else 0.0
+        if not self.steps:
+            return 0.0
+        return self.steps[-1].end_s - min(r.arrival_s for r in self.requests)
 
     def bound_shares(self) -> dict[str, float]:
         """The share of busy time each bound limited (``--explain``)."""
@@ -375,7 +377,7 @@ def open_loop(
         rec.record(res)
         now = res.end_s
     timings = rec.schedule([reqs[i] for i in order])
-    back = [timings.requests[0]] * len(reqs)
+    back = list(timings.requests)
     for pos, i in enumerate(order):
         back[i] = timings.requests[pos]
     return Schedule(back, timings.steps)
