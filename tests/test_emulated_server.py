@@ -255,3 +255,51 @@ def test_accelbench_run_against_it(emulated, tmp_path):
         assert np.max(np.abs(np.array(d["scheduled"]) - want)) < 2_000  # ns: float rounding
     # it is a batch: requests overlapped, and the step time grew with it
     assert max(x.running for x in sim.steps) >= 8
+
+
+class Faster:
+    """A step model ``speed`` times faster (what ``--speed`` runs)."""
+
+    def __init__(self, model, speed: float) -> None:
+        self.model, self.speed = model, speed
+
+    def step_time(self, step):
+        t = self.model.step_time(step)
+        return type(t)(t.seconds / self.speed, t.bound)
+
+    def kv_capacity_tokens(self) -> int:
+        return self.model.kv_capacity_tokens()
+
+    def max_batch(self) -> int:
+        return self.model.max_batch()
+
+
+def test_behind_schedule_it_catches_up_without_shifting_it(emulated, tmp_path):
+    """At 200 x speed the steps (tens of us) come faster than this host can write them:
+    the server runs the steps already due together and writes each stream's tokens in
+    one go; the schedule stays the scheduler's, and no write precedes its due time."""
+    srv = emulated(*EMU, "--speed", "200")
+    out = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "run", "--url", srv.url, "-c", "16", "-n", "48",
+         "--isl", "64", "--osl", "64", "--no-telemetry", "-q", "-o", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["counts"]["completed"] == 48 and s["errors"]["count"] == 0
+    metrics = call(srv.url + "/metrics")[2].decode()
+    caught = int(metrics.split("\nemulated_catch_up_steps_total ")[1].split()[0])
+    assert caught > 0
+    truth = sorted(srv.truth(), key=lambda d: d["t_recv"])
+    shared = 0
+    for g in truth:
+        assert all(t >= d for t, d in zip(g["token_times"], g["scheduled"], strict=True))
+        shared += len(g["token_times"]) - len(set(g["token_times"]))
+    assert shared > 0  # tokens of steps run together went out in one write
+    model = Faster(step_model_for("mi355x", "llama-3.1-70b", 8), 200)
+    reqs = [SimRequest(d["t_recv"] / 1e9, d["prompt_tokens"], d["output_tokens"]) for d in truth]
+    sim = open_loop(model, reqs)
+    for i, d in enumerate(truth):
+        want = np.array(sim.token_times(i)) * 1e9
+        assert np.max(np.abs(np.array(d["scheduled"]) - want)) < 2_000

@@ -232,17 +232,21 @@ class _Scaled:
 # sleeping (nanosleep: about 50-100 us late) to _SPIN_NS before it and spinning the rest.
 _EARLY_S = 1.2e-3
 _SPIN_NS = 100_000
+# Later than this behind the schedule, the server catches up: the steps already due
+# are run together and each stream's tokens of them go out in one write.
+_CATCH_UP_S = 2e-3
 
 
 class _Stream:
     """One request's response, written token by token as the engine's steps end.
 
     A step's writes are due together, so each is made ready while the step runs
-    (:meth:`prepare`) and the due moment does nothing but stamp and write; the
-    bookkeeping follows (:meth:`account`)."""
+    (:meth:`prepare`); at the due moment the token is queued (:meth:`queue`) and
+    written (:meth:`flush`: a stamp and a write); :meth:`finish` ends the response
+    after its last token is out."""
 
     __slots__ = ("proto", "n", "i", "word0", "fr", "tail", "log", "sent", "due", "doc_args",
-                 "out", "doc")  # fmt: skip
+                 "out", "doc", "pend", "ended")  # fmt: skip
 
     def __init__(self, proto: EmulatedProtocol, n: int, word0: int, fr: StreamFraming,
                  tail: bytes, log: EmulatedTruthLine, doc_args: tuple | None) -> None:  # fmt: skip
@@ -253,6 +257,8 @@ class _Stream:
         self.doc_args = doc_args  # not streamed: the whole response's arguments
         self.out = b""  # streamed: the bytes of the next token's write
         self.doc: dict[str, Any] | None = None  # not streamed: the response, at the last token
+        self.pend: list[bytes] = []  # tokens computed, not yet written
+        self.ended = False
 
     def prepare(self) -> None:
         """Make the next token's write."""
@@ -271,17 +277,41 @@ class _Stream:
         else:
             self.out = _chunk(ev + fr.post_open)
 
-    def account(self, due_ns: int) -> None:
-        """After the write: the token's due time; the last one ends the response."""
+    def queue(self, due_ns: int) -> None:
+        """The step due at ``due_ns`` computed the next token."""
+        self.pend.append(self.out)
         self.i += 1
         self.due.append(due_ns)
+
+    def flush(self, stamp: Any) -> None:
+        """Write the queued tokens (one write; each token's time is that write's)."""
         p = self.proto
-        if self.i == self.n and not p.closed:
+        if p.closed:
+            self.pend.clear()
+            return
+        if self.doc_args is None:
+            t = stamp()  # just before the write: causality
+            self.sent.extend([t] * len(self.pend))
+            p.transport.write(b"".join(self.pend))  # type: ignore[union-attr]
+        elif self.i == self.n and self.doc is not None:
+            self.sent.append(stamp())
+            p._simple(200, self.doc)
+            self.doc = None
+        self.pend.clear()
+
+    def finish(self) -> None:
+        """After the last token's write: log the request, free the connection."""
+        p = self.proto
+        if self.i == self.n and not self.ended and not p.closed:
+            self.ended = True
             self.log["t_end"] = time.monotonic_ns()
             p.st.log(self.log)
             p.current_log = None
             p.sid = None
             p._done_response()
+
+
+_Formed = tuple[StepResult, list[_Stream]]
 
 
 class _Engine:
@@ -299,6 +329,7 @@ class _Engine:
         self.kicked = False
         self.steps_total = 0
         self.tokens_total = 0
+        self.catch_ups = 0  # steps whose tokens went out with the next one's (behind schedule)
         self.bound_s: dict[str, float] = {}
 
     def submit(self, stream: _Stream, prompt_tokens: int, arrival_s: float) -> int:
@@ -306,25 +337,30 @@ class _Engine:
         self.streams[sid] = stream
         if self.in_flight is None and not self.kicked:
             self.kicked = True  # requests that arrive in this loop turn share the step
-            asyncio.get_running_loop().call_soon(self._start, None)
+            asyncio.get_running_loop().call_soon(self._kick)
         return sid
+
+    def _kick(self) -> None:
+        self.kicked = False
+        if self.in_flight is None:  # (a step may have started since the kick was asked)
+            self._start(None)
 
     def abort(self, sid: int) -> None:
         self.sched.abort(sid)
         self.streams.pop(sid, None)
         self.active.pop(sid, None)
 
-    def _start(self, now: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        self.kicked = False
-        if now is None:  # idle until now: the step starts when the first request came
+    def _form(self, now: float | None) -> _Formed | None:
+        """The step starting at ``now`` (None: idle until now, so when the first waiting
+        request came), with its writes made ready; None when there is nothing to run."""
+        if now is None:
             now = self.sched.next_arrival() or time.monotonic()
         res = self.sched.step(now)
         if res is None and (nxt := self.sched.next_arrival()) is not None:
             res = self.sched.step(nxt)  # idle, and one came after ``now`` (a late loop)
         self.in_flight = res
         if res is None:
-            return
+            return None
         self.steps_total += 1
         self.bound_s[res.bound] = self.bound_s.get(res.bound, 0.0) + res.end_s - res.start_s
         streams = self.streams
@@ -340,43 +376,65 @@ class _Engine:
                 batch.append(st)
         for st in batch:
             st.prepare()
-        loop.call_at(res.end_s - _EARLY_S, self._end, res, batch)
+        return res, batch
 
-    def _end(self, res: StepResult, batch: list[_Stream]) -> None:
-        """The step's tokens are due: write them, then start the next step at the due
-        time (not now: a late loop does not shift the schedule)."""
-        stamp = time.monotonic_ns
+    def _start(self, now: float | None) -> None:
+        formed = self._form(now)
+        if formed is not None:
+            loop = asyncio.get_running_loop()
+            loop.call_at(formed[0].end_s - _EARLY_S, self._end, *formed)
+
+    def _ended(self, res: StepResult, batch: list[_Stream]) -> None:
+        """The step's tokens are computed: queue them; the sequences it started or
+        ended join or leave the decoding set."""
         due_ns = int(res.end_s * 1e9)
-        # the loop's timers are whole milliseconds (uvloop, libuv), so this was called
-        # up to _EARLY_S before the due time: sleep, then spin the last microseconds
-        # (the loop has nothing else due: a step's writes are the only timed ones)
-        wait = due_ns - stamp() - _SPIN_NS
-        if wait > 0:
-            time.sleep(wait / 1e9)
-        while stamp() < due_ns:
-            pass
         for st in batch:
-            p = st.proto
-            if p.closed:
-                continue
-            if st.out:
-                st.sent.append(stamp())  # just before the write: causality
-                p.transport.write(st.out)  # type: ignore[union-attr]
-            elif st.doc is not None:
-                st.sent.append(stamp())
-                p._simple(200, st.doc)
+            st.queue(due_ns)
         streams, active = self.streams, self.active
         for sid in res.first:
             new = streams.get(sid)
             if new is not None:
                 active[sid] = new
-        for st in batch:
-            st.account(due_ns)
         self.tokens_total += len(batch)
         for sid in res.finished:
             streams.pop(sid, None)
             active.pop(sid, None)
-        self._start(res.end_s)
+
+    def _end(self, res: StepResult, batch: list[_Stream]) -> None:
+        """The step's tokens are due: write them, then start the next step at the due
+        time (not now: a late loop does not shift the schedule). Far behind, the steps
+        already due are run first and each stream's tokens written together."""
+        stamp = time.monotonic_ns
+        # the loop's timers are whole milliseconds (uvloop, libuv), so this was called
+        # up to _EARLY_S before the due time: sleep, then spin the last microseconds
+        # (the loop has nothing else due: a step's writes are the only timed ones)
+        due_ns = int(res.end_s * 1e9)
+        wait = due_ns - stamp() - _SPIN_NS
+        if wait > 0:
+            time.sleep(wait / 1e9)
+        while stamp() < due_ns:
+            pass
+        self._ended(res, batch)
+        touched = batch
+        nxt = None
+        if time.monotonic() - res.end_s > _CATCH_UP_S:
+            seen = {id(st): st for st in batch}
+            while (nxt := self._form(res.end_s)) is not None and nxt[0].end_s <= time.monotonic():
+                res, batch = nxt
+                self._ended(res, batch)
+                self.catch_ups += 1
+                for st in batch:
+                    seen[id(st)] = st
+            touched = list(seen.values())
+        for st in touched:
+            if st.pend:
+                st.flush(stamp)
+        for st in touched:
+            st.finish()
+        if nxt is None:
+            self._start(res.end_s)
+        else:
+            asyncio.get_running_loop().call_at(nxt[0].end_s - _EARLY_S, self._end, *nxt)
 
 
 class EmulatedProtocol(ReferenceProtocol):
@@ -408,6 +466,8 @@ class EmulatedProtocol(ReferenceProtocol):
             f"emulated_tokens_total {eng.tokens_total}",
             "# TYPE emulated_steps_total counter",
             f"emulated_steps_total {eng.steps_total}",
+            "# TYPE emulated_catch_up_steps_total counter",
+            f"emulated_catch_up_steps_total {eng.catch_ups}",
             "# TYPE emulated_step_seconds_total counter",
             *(f'emulated_step_seconds_total{{bound="{b}"}} {v:.6f}' for b, v in sorted(eng.bound_s.items())),
             # vLLM's names, so accelbench's server telemetry reads the emulated engine
