@@ -1,6 +1,7 @@
 """`accelbench serve reference` (the client-measuring server), `accelbench serve llama`
 (the embedded llama.cpp engine, built once and cached) and `accelbench serve vllm`
-(vLLM's CPU build, installed once into a cached virtualenv)."""
+(vLLM's CPU build, installed once into a cached virtualenv); `accelbench serve emulated`
+(hardware the user does not own, in real time: predict/emulate.py)."""
 
 from __future__ import annotations
 
@@ -118,6 +119,41 @@ def reference(
 
     cfg.validate()  # before the port is taken
     run_reference(cfg, ready)
+
+
+@serve_app.command("emulated")
+def emulated(
+    accelerator: str = typer.Option(
+        ..., help="Accelerator to emulate (catalog id: mi355x, b200, ...)."
+    ),
+    model: str = typer.Option(..., help="Catalog model (llama-3.1-70b, deepseek-r1, ...)."),
+    tp: int = typer.Option(1, help="Tensor-parallel size (GPUs)."),
+    precision: str = typer.Option("bf16", help="Weight precision (bf16, fp8, fp4, ...)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
+    port: int = typer.Option(8000, help="Port."),
+    ground_truth: Path = typer.Option(
+        None, help="JSONL file: each token's due time and when it was actually written."
+    ),
+    speed: float = typer.Option(1.0, help="Run the emulated hardware this many times faster."),
+    max_num_batched_tokens: int = typer.Option(8192, help="Token budget of one engine step."),
+) -> None:
+    """An OpenAI-compatible server that streams each token when the predicted hardware
+    would produce it (continuous batching in real time). Results are labelled emulated."""
+    from accelbench.predict.emulate import EmulatedConfig, emulated_label, run_emulated
+
+    cfg = EmulatedConfig(
+        accelerator=accelerator, model=model, tp=tp, precision=precision, host=host, port=port,
+        ground_truth=ground_truth, speed=speed, max_num_batched_tokens=max_num_batched_tokens,
+    )  # fmt: skip
+    cfg.validate()  # before the port is taken
+    label = emulated_label(accelerator, model)
+
+    def ready(p: int) -> None:
+        typer.echo(
+            f"emulated server on http://{host}:{p} (model {label}); Ctrl-C stops it", err=True
+        )
+
+    run_emulated(cfg, ready)
 
 
 @serve_app.command("llama")

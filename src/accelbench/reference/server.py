@@ -346,6 +346,8 @@ class GroundTruthLine(TypedDict):
 
 
 class ReferenceProtocol(asyncio.Protocol):
+    extra_headers = b""  # header lines (each ending in CRLF) on every response
+
     def __init__(self, state: _State) -> None:
         self.st = state
         self.buf = bytearray()
@@ -447,9 +449,13 @@ class ReferenceProtocol(asyncio.Protocol):
                   501: "Not Implemented", 505: "HTTP Version Not Supported",
                   500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "X")  # fmt: skip
         head = (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
-        ).encode()
+            (
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "")
+            ).encode()
+            + self.extra_headers
+            + b"\r\n"
+        )
         assert self.transport is not None
         self.transport.write(head + body)
         if close:
@@ -490,44 +496,18 @@ class ReferenceProtocol(asyncio.Protocol):
     # -- generation ----------------------------------------------------------------
     def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
         st, cfg = self.st, self.st.cfg
-        try:
-            req = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            self._simple(400, {"error": {"message": "invalid JSON body"}})
+        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
+        if isinstance(gen, tuple):
+            self._simple(*gen)
             return
-        if not isinstance(req, dict):
-            self._simple(400, {"error": {"message": "the body is not a JSON object"}})
-            return
-        if req.get("model") not in (None, cfg.model):
-            self._simple(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
-            return
-        if chat:
-            msgs = req.get("messages") or []
-            prompt = "".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
-        else:
-            prompt = req.get("prompt") or ""
-            if isinstance(prompt, list):
-                prompt = "".join(map(str, prompt))
+        prompt, prompt_tokens, max_tokens = gen.prompt, gen.prompt_tokens, gen.max_tokens
         prompt_bytes = str(prompt).encode()
-        prompt_tokens = len(prompt_bytes)
-        raw_max = (
-            req.get("max_tokens") or req.get("max_completion_tokens") or cfg.default_max_tokens
-        )
-        if type(raw_max) is not int or not 1 <= raw_max <= MAX_TOKENS_CAP:
-            msg = (
-                f"max_tokens must be an integer in [1, {MAX_TOKENS_CAP}] (got {str(raw_max)[:40]})"
-            )
-            self._simple(400, {"error": {"message": msg, "type": "invalid_request_error"}})
-            return
-        max_tokens = raw_max
         n = (
             max_tokens
             if cfg.osl is None
             else max(1, min(max_tokens, round(cfg.osl.sample(st.rng))))
         )
-        stream = bool(req.get("stream"))
-        opts = req.get("stream_options")
-        usage_wanted = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        stream, usage_wanted = gen.stream, gen.usage_wanted
         rid = headers.get("x-request-id", f"ref-{st.counter}")
         t_recv = st.stamp(t_recv)  # distinct: the order of arrival (pipelined ones share t)
         st.counter += 1
@@ -564,18 +544,8 @@ class ReferenceProtocol(asyncio.Protocol):
                 log["blocks_evicted"] = adm.evicted
 
         created = int(time.time())
-        model_json = orjson.dumps(cfg.model).decode()
-        kind = "chat.completion.chunk" if chat else "text_completion"
-        ident = f"chatcmpl-{rid}" if chat else f"cmpl-{rid}"
-        opening = f'data: {{"id":"{ident}","object":"{kind}","created":{created},'
-        opening += f'"model":{model_json},"choices":[{{"index":0,'
-        if chat:
-            pre = (opening + '"delta":{"content":').encode()
-            post_open = b'},"logprobs":null,"finish_reason":null}]}\n\n'
-        else:
-            pre = (opening + '"text":').encode()
-            post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
-        post_last = post_open.replace(b'"finish_reason":null', b'"finish_reason":"length"')
+        fr = StreamFraming.of(chat, rid, created, cfg.model)
+        pre, post_open, post_last = fr.pre, fr.post_open, fr.post_last
 
         def event(i: int) -> bytes:
             """Token i's event, made when it is written (never the whole response)."""
@@ -592,18 +562,10 @@ class ReferenceProtocol(asyncio.Protocol):
         }
         if adm is not None:  # where vLLM and OpenAI put it
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
-        tail = b""
-        if usage_wanted:
-            tail += b"data: " + orjson.dumps({"id": rid, "object": kind, "created": created,
-                                              "model": cfg.model, "choices": [], "usage": usage}) + b"\n\n"  # fmt: skip
-        tail += b"data: [DONE]\n\n"
+        tail = fr.tail(usage if usage_wanted else None)
         st.tokens_total += n
         if not stream:
-            text = output_text()
-            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
-                      if chat else {"index": 0, "text": text, "finish_reason": "length"})  # fmt: skip
-            doc = {"id": rid, "object": "chat.completion" if chat else "text_completion",
-                   "created": created, "model": cfg.model, "choices": [choice], "usage": usage}  # fmt: skip
+            doc = whole_response(chat, rid, created, cfg.model, output_text(), usage)
             delay = 0.0 if cfg.max_throughput else (
                 cfg.ttft_ms.sample(st.rng) + st.ttft_drift_ms() + prefill_ms
                 + sum(cfg.itl_ms.sample(st.rng) for _ in range(n - 1))) / 1000  # fmt: skip
@@ -620,17 +582,8 @@ class ReferenceProtocol(asyncio.Protocol):
 
             self._later(delay, answer)
             return
-        head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
-        if chat:
-            role = (
-                pre.replace(b'"delta":{"content":', b'"delta":{"role":"assistant","content":')
-                + b'""'
-                + post_open
-            )
-            head_events = role
-        else:
-            head_events = b""
+        head = STREAM_HEAD[:-2] + self.extra_headers + b"\r\n"
+        head_events = fr.head_events
         self.busy = True
         if cfg.max_throughput and fault is None:
             assert self.transport is not None
@@ -740,6 +693,105 @@ class ReferenceProtocol(asyncio.Protocol):
             first += cfg.stall_s
         scheduled.append(int(first * 1e9))
         self.handles.append(loop.call_at(first, emit, 0, first))
+
+
+# -- what the reference and the emulated server (predict/emulate.py) share ------------
+
+STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """A completions or chat request as the servers read it (tokens are UTF-8 bytes)."""
+
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    stream: bool
+    usage_wanted: bool
+
+
+def read_generation(
+    body: bytes, chat: bool, model: str, default_max_tokens: int
+) -> Generation | tuple[int, dict[str, Any]]:
+    """The request in ``body``, or (status, error document) to answer instead."""
+    try:
+        req = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return 400, {"error": {"message": "invalid JSON body"}}
+    if not isinstance(req, dict):
+        return 400, {"error": {"message": "the body is not a JSON object"}}
+    if req.get("model") not in (None, model):
+        return 404, {"error": {"message": f"model {req.get('model')!r} not found"}}
+    if chat:
+        msgs = req.get("messages") or []
+        prompt = "".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+    else:
+        prompt = req.get("prompt") or ""
+        if isinstance(prompt, list):
+            prompt = "".join(map(str, prompt))
+    prompt = str(prompt)
+    raw_max = req.get("max_tokens") or req.get("max_completion_tokens") or default_max_tokens
+    if type(raw_max) is not int or not 1 <= raw_max <= MAX_TOKENS_CAP:
+        msg = f"max_tokens must be an integer in [1, {MAX_TOKENS_CAP}] (got {str(raw_max)[:40]})"
+        return 400, {"error": {"message": msg, "type": "invalid_request_error"}}
+    opts = req.get("stream_options")
+    usage_wanted = isinstance(opts, dict) and bool(opts.get("include_usage"))
+    return Generation(prompt, len(prompt.encode()), raw_max, bool(req.get("stream")), usage_wanted)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFraming:
+    """The bytes around each streamed token of one response: token i's event is
+    ``pre + json(word) + (post_last if last else post_open)``, made when it is written."""
+
+    rid: str
+    created: int
+    model: str
+    kind: str
+    pre: bytes
+    post_open: bytes
+    post_last: bytes
+    head_events: bytes  # written with the head (chat: the assistant role)
+
+    @classmethod
+    def of(cls, chat: bool, rid: str, created: int, model: str) -> StreamFraming:
+        model_json = orjson.dumps(model).decode()
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        ident = f"chatcmpl-{rid}" if chat else f"cmpl-{rid}"
+        opening = f'data: {{"id":"{ident}","object":"{kind}","created":{created},'
+        opening += f'"model":{model_json},"choices":[{{"index":0,'
+        if chat:
+            pre = (opening + '"delta":{"content":').encode()
+            post_open = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        else:
+            pre = (opening + '"text":').encode()
+            post_open = b',"logprobs":null,"finish_reason":null}]}\n\n'
+        post_last = post_open.replace(b'"finish_reason":null', b'"finish_reason":"length"')
+        head_events = b""
+        if chat:
+            role = b'"delta":{"role":"assistant","content":'
+            head_events = pre.replace(b'"delta":{"content":', role) + b'""' + post_open
+        return cls(rid, created, model, kind, pre, post_open, post_last, head_events)
+
+    def tail(self, usage: dict[str, int] | None) -> bytes:
+        """What follows the last token: the usage event (if asked for) and [DONE]."""
+        out = b""
+        if usage is not None:
+            out += b"data: " + orjson.dumps({"id": self.rid, "object": self.kind, "created": self.created,
+                                             "model": self.model, "choices": [], "usage": usage}) + b"\n\n"  # fmt: skip
+        return out + b"data: [DONE]\n\n"
+
+
+def whole_response(
+    chat: bool, rid: str, created: int, model: str, text: str, usage: dict[str, int]
+) -> dict[str, Any]:
+    """A non-streamed response's document."""
+    choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+              if chat else {"index": 0, "text": text, "finish_reason": "length"})  # fmt: skip
+    return {"id": rid, "object": "chat.completion" if chat else "text_completion",
+            "created": created, "model": model, "choices": [choice], "usage": usage}  # fmt: skip
 
 
 async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:

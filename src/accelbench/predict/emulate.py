@@ -1,0 +1,555 @@
+"""The emulated server: hardware the user does not own, served in real time.
+
+``accelbench serve emulated --accelerator mi355x --model llama-3.1-70b --tp 8`` answers
+the OpenAI API as the reference server does (same framing, same byte tokens, same
+``/tokenize``), but its timing comes from the continuous-batching scheduler
+(``predict.scheduler``) over a step-time model: every request joins the emulated
+engine's batch, and each token is written at the end of the step that computes it on
+the emulated hardware. Queueing, TTFT under load and the batch's slowdown therefore come
+out of the schedule, so every accelbench command can run against the emulated machine.
+
+Its results are labelled: the served model is ``emulated:<accelerator>:<model>`` (in
+``/v1/models`` and in every response) and every response carries the header
+``x-accelbench-emulated: <accelerator>``. With ``--ground-truth`` it logs, per request,
+each token's due time (the schedule) and write time (the ground truth the client's
+measurements are compared with), in the reference server's format plus the request's
+admission time.
+
+Until the fitted step model lands, :func:`step_model_for` gives a roofline step model
+from the catalog (``hardware/catalog.py``, ``plan/architecture.py``) with fixed
+efficiencies; it is the one place that chooses the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelbench import validate
+from accelbench.errors import AccelbenchError
+from accelbench.eventloop import install_uvloop
+from accelbench.hardware.catalog import find_accelerator
+from accelbench.lifetime import STOP_SIGNALS
+from accelbench.plan.architecture import ModelArch, human_bytes
+from accelbench.plan.models import find_model
+from accelbench.plan.roofline import DEFAULT_RESERVE, Hardware, hardware_for
+from accelbench.predict.scheduler import (
+    DEFAULT_BATCHED_TOKENS,
+    Scheduler,
+    SchedulerConfig,
+    SimRequest,
+    StepResult,
+)
+from accelbench.predict.steps import Bound, Step, StepModel, StepTime
+from accelbench.reference.server import (
+    _WORDS,
+    _WORDS_JSON,
+    MAX_TOKENS_CAP,
+    STREAM_HEAD,
+    GroundTruthLine,
+    ReferenceConfig,
+    ReferenceProtocol,
+    StreamFraming,
+    _chunk,
+    _State,
+    read_generation,
+    whole_response,
+)
+
+# -- the roofline step model (until the fitted one) ----------------------------------
+
+# Fixed efficiencies of the fallback model: shares of peak FLOPS and HBM bandwidth a
+# serving engine's step reaches. Engineering guesses, not fitted: the fitted model
+# (predict/stepmodel.py) replaces them.
+FALLBACK_EFF_FLOPS = 0.5
+FALLBACK_EFF_BW = 0.7
+FALLBACK_STEP_OVERHEAD_S = 1e-3  # scheduling, sampling and launch per engine step
+FALLBACK_ALLREDUCE_LATENCY_S = 8e-6  # one small tensor-parallel all-reduce
+FALLBACK_LINK_GBS = 100.0  # scale-up bandwidth where the catalog has none (GB/s, one way)
+DEFAULT_MAX_SEQS = 256  # vLLM's default max_num_seqs
+
+
+@dataclass(frozen=True)
+class RooflineStepModel:
+    """A step's time from the roofline with fixed efficiencies:
+    ``max(FLOPs / compute, bytes / bandwidth) + all-reduces + overhead``.
+
+    FLOPs: ``2 x active params`` per token of the step, attention of each decode over
+    its context and of each prefill chunk over its earlier tokens (one sequence's
+    arithmetic for all the chunks of a step) and within itself (causal). Bytes: the
+    weights the step's tokens touch (MoE: the experts they reach) and the KV cache
+    its sequences read. All-reduces: two per layer with tensor parallelism, each a ring
+    over the scale-up links (``2 (n - 1) / n`` of the activations) plus a latency."""
+
+    arch: ModelArch
+    hw: Hardware
+    precision: str
+    kv_precision: str
+    link_bytes_s: float
+    kv_tokens: int
+    max_seqs: int = DEFAULT_MAX_SEQS
+    overhead_s: float = FALLBACK_STEP_OVERHEAD_S
+    allreduce_latency_s: float = FALLBACK_ALLREDUCE_LATENCY_S
+
+    def __post_init__(self) -> None:
+        # the arch's figures are computed from its breakdown on every call: once here
+        object.__setattr__(self, "_active", float(self.arch.active_params))
+        object.__setattr__(self, "_weights", {})  # tokens in a step -> weight bytes read
+
+    def step_time(self, step: Step) -> StepTime:
+        a, hw = self.arch, self.hw
+        n = hw.n_gpus
+        active: float = self._active  # type: ignore[attr-defined]
+        tokens = step.prefill_tokens + step.decode_seqs
+        t_pre = step.prefill_tokens
+        flops = 2.0 * active * tokens + a.attention_flops_per_token(step.decode_context)
+        if t_pre:
+            causal = a.prefill_flops(t_pre) - 2.0 * active * t_pre
+            flops += causal + a.attention_flops_per_token(step.prefill_context) * t_pre
+        kv = a.kv_bytes_for_context(step.decode_context + step.prefill_context, self.kv_precision)
+        weights: dict[int, float] = self._weights  # type: ignore[attr-defined]
+        w = weights.get(tokens)
+        if w is None:
+            w = weights[tokens] = a.decode_weight_bytes(max(tokens, 1), self.precision)
+        nbytes = w + kv * a.kv_replication(n)
+        t_c = flops / (n * hw.eff_flops * hw.peak_flops)
+        t_m = nbytes / (n * hw.eff_bw * hw.bandwidth)
+        t_x = 0.0
+        if n > 1:
+            msg = tokens * a.hidden_size * 2.0  # BF16 activations
+            one = 2.0 * (n - 1) / n * msg / self.link_bytes_s + self.allreduce_latency_s
+            t_x = 2 * a.num_layers * one
+        parts: dict[Bound, float] = {
+            "compute": t_c,
+            "memory": t_m,
+            "interconnect": t_x,
+            "scheduling": self.overhead_s,
+        }
+        bound = max(parts, key=parts.__getitem__)
+        return StepTime(max(t_c, t_m) + t_x + self.overhead_s, bound)
+
+    def kv_capacity_tokens(self) -> int:
+        return self.kv_tokens
+
+    def max_batch(self) -> int:
+        return self.max_seqs
+
+
+def roofline_step_model(
+    accelerator: str, model: str, tp: int, precision: str = "bf16", kv_precision: str = "bf16"
+) -> RooflineStepModel:
+    """The fallback step model of ``tp`` x ``accelerator`` serving catalog ``model``."""
+    acc = find_accelerator(accelerator)
+    entry = find_model(model)
+    arch = entry.arch
+    validate.integer("--tp", tp, 1, 64)
+    arch.check_tensor_parallel(tp)
+    hw = hardware_for(acc, tp, precision, FALLBACK_EFF_FLOPS, FALLBACK_EFF_BW)
+    weights = arch.weight_bytes(precision)
+    usable = tp * hw.memory_bytes * (1 - DEFAULT_RESERVE)
+    per_token = arch.kv_bytes_per_token(kv_precision) * arch.kv_replication(tp)
+    free = usable - weights
+    if free < per_token * 1024:
+        raise AccelbenchError(
+            f"{entry.id} at {precision} does not fit on {tp} x {acc.id}: weights "
+            f"{human_bytes(weights)} + KV {human_bytes(per_token)}/token x 1,024 tokens > "
+            f"{tp} x {human_bytes(hw.memory_bytes)} x {1 - DEFAULT_RESERVE:.2f} usable = "
+            f"{human_bytes(usable)}"
+        )
+    link = acc.figure("scale_up_gbs_unidir").lower
+    return RooflineStepModel(
+        arch, hw, precision, kv_precision, (link or FALLBACK_LINK_GBS) * 1e9, int(free // per_token)
+    )
+
+
+def step_model_for(accelerator: str, model: str, tp: int, precision: str = "bf16") -> StepModel:
+    """The step model the emulated server and ``predict`` run: today the roofline with
+    fixed efficiencies (the fitted model replaces it here)."""
+    return roofline_step_model(accelerator, model, tp, precision)
+
+
+def emulated_label(accelerator: str, model: str) -> str:
+    """The served model name: ``emulated:<accelerator id>:<model id>`` (catalog ids)."""
+    return f"emulated:{find_accelerator(accelerator).id}:{find_model(model).id}"
+
+
+# -- the server --------------------------------------------------------------------
+
+
+@dataclass
+class EmulatedConfig:
+    accelerator: str
+    model: str
+    tp: int = 1
+    precision: str = "bf16"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ground_truth: Path | None = None
+    speed: float = 1.0  # the emulated hardware runs this many times faster than predicted
+    max_num_batched_tokens: int = DEFAULT_BATCHED_TOKENS
+    default_max_tokens: int = 16
+
+    def validate(self) -> None:
+        validate.integer("--port", self.port, 0, 65535)
+        validate.integer("--tp", self.tp, 1, 64)
+        validate.number("--speed", self.speed, 0.001, 1e6)
+        validate.integer("--max-num-batched-tokens", self.max_num_batched_tokens, 1, 1 << 24)
+        validate.integer("default max_tokens", self.default_max_tokens, 1, MAX_TOKENS_CAP)
+
+
+class EmulatedTruthLine(GroundTruthLine, total=False):
+    """A ground-truth line of the emulated server: the reference server's fields (each
+    token's due time in ``scheduled``, its write in ``token_times``) and when the
+    request joined the batch (``t_admitted``), on the same monotonic clock (ns)."""
+
+    t_admitted: int
+    prompt_tokens: int
+    output_tokens: int
+
+
+class _Scaled:
+    """A step model ``speed`` times faster."""
+
+    def __init__(self, model: StepModel, speed: float) -> None:
+        self.model, self.speed = model, speed
+
+    def step_time(self, step: Step) -> StepTime:
+        t = self.model.step_time(step)
+        return StepTime(t.seconds / self.speed, t.bound)
+
+    def kv_capacity_tokens(self) -> int:
+        return self.model.kv_capacity_tokens()
+
+    def max_batch(self) -> int:
+        return self.model.max_batch()
+
+
+# A step's end is timed by waking this early on the loop's millisecond timers, then
+# sleeping (nanosleep: about 50-100 us late) to _SPIN_NS before it and spinning the rest.
+_EARLY_S = 1.2e-3
+_SPIN_NS = 100_000
+# Later than this behind the schedule, the server catches up: the steps already due
+# are run together and each stream's tokens of them go out in one write.
+_CATCH_UP_S = 2e-3
+
+
+class _Stream:
+    """One request's response, written token by token as the engine's steps end.
+
+    A step's writes are due together, so each is made ready while the step runs
+    (:meth:`prepare`); at the due moment the token is queued (:meth:`queue`) and
+    written (:meth:`flush`: a stamp and a write); :meth:`finish` ends the response
+    after its last token is out."""
+
+    __slots__ = ("proto", "n", "i", "word0", "fr", "tail", "log", "sent", "due", "doc_args",
+                 "out", "doc", "pend", "ended")  # fmt: skip
+
+    def __init__(self, proto: EmulatedProtocol, n: int, word0: int, fr: StreamFraming,
+                 tail: bytes, log: EmulatedTruthLine, doc_args: tuple | None) -> None:  # fmt: skip
+        self.proto, self.n, self.i, self.word0, self.fr, self.tail = proto, n, 0, word0, fr, tail
+        self.log = log
+        self.sent: list[int] = log["token_times"]
+        self.due: list[int] = log["scheduled"]
+        self.doc_args = doc_args  # not streamed: the whole response's arguments
+        self.out = b""  # streamed: the bytes of the next token's write
+        self.doc: dict[str, Any] | None = None  # not streamed: the response, at the last token
+        self.pend: list[bytes] = []  # tokens computed, not yet written
+        self.ended = False
+
+    def prepare(self) -> None:
+        """Make the next token's write."""
+        i = self.i
+        last = i + 1 == self.n
+        if self.doc_args is not None:
+            if last:
+                text = "".join(_WORDS[(self.word0 + k) % len(_WORDS)] for k in range(self.n))
+                chat, rid, created, model, usage = self.doc_args
+                self.doc = whole_response(chat, rid, created, model, text, usage)
+            return
+        fr = self.fr
+        ev = fr.pre + _WORDS_JSON[(self.word0 + i) % len(_WORDS)]
+        if last:
+            self.out = _chunk(ev + fr.post_last) + _chunk(self.tail) + b"0\r\n\r\n"
+        else:
+            self.out = _chunk(ev + fr.post_open)
+
+    def queue(self, due_ns: int) -> None:
+        """The step due at ``due_ns`` computed the next token."""
+        self.pend.append(self.out)
+        self.i += 1
+        self.due.append(due_ns)
+
+    def flush(self, stamp: Any) -> None:
+        """Write the queued tokens (one write; each token's time is that write's)."""
+        p = self.proto
+        if p.closed:
+            self.pend.clear()
+            return
+        if self.doc_args is None:
+            t = stamp()  # just before the write: causality
+            self.sent.extend([t] * len(self.pend))
+            p.transport.write(b"".join(self.pend))  # type: ignore[union-attr]
+        elif self.i == self.n and self.doc is not None:
+            self.sent.append(stamp())
+            p._simple(200, self.doc)
+            self.doc = None
+        self.pend.clear()
+
+    def finish(self) -> None:
+        """After the last token's write: log the request, free the connection."""
+        p = self.proto
+        if self.i == self.n and not self.ended and not p.closed:
+            self.ended = True
+            self.log["t_end"] = time.monotonic_ns()
+            p.st.log(self.log)
+            p.current_log = None
+            p.sid = None
+            p._done_response()
+
+
+_Formed = tuple[StepResult, list[_Stream]]
+
+
+class _Engine:
+    """The emulated engine: the scheduler run in real time on the monotonic clock (the
+    event loop's)."""
+
+    def __init__(self, cfg: EmulatedConfig, model: StepModel) -> None:
+        self.cfg = cfg
+        self.sched = Scheduler(
+            _Scaled(model, cfg.speed), SchedulerConfig(max_num_batched_tokens=cfg.max_num_batched_tokens)
+        )  # fmt: skip
+        self.streams: dict[int, _Stream] = {}  # scheduler id -> its response
+        self.active: dict[int, _Stream] = {}  # those past their first token
+        self.in_flight: StepResult | None = None
+        self.kicked = False
+        self.steps_total = 0
+        self.tokens_total = 0
+        self.catch_ups = 0  # steps whose tokens went out with the next one's (behind schedule)
+        self.bound_s: dict[str, float] = {}
+
+    def submit(self, stream: _Stream, prompt_tokens: int, arrival_s: float) -> int:
+        sid = self.sched.add(SimRequest(arrival_s, prompt_tokens, stream.n))
+        self.streams[sid] = stream
+        if self.in_flight is None and not self.kicked:
+            self.kicked = True  # requests that arrive in this loop turn share the step
+            asyncio.get_running_loop().call_soon(self._kick)
+        return sid
+
+    def _kick(self) -> None:
+        self.kicked = False
+        if self.in_flight is None:  # (a step may have started since the kick was asked)
+            self._start(None)
+
+    def abort(self, sid: int) -> None:
+        self.sched.abort(sid)
+        self.streams.pop(sid, None)
+        self.active.pop(sid, None)
+
+    def _form(self, now: float | None) -> _Formed | None:
+        """The step starting at ``now`` (None: idle until now, so when the first waiting
+        request came), with its writes made ready; None when there is nothing to run."""
+        if now is None:
+            now = self.sched.next_arrival() or time.monotonic()
+        res = self.sched.step(now)
+        if res is None and (nxt := self.sched.next_arrival()) is not None:
+            res = self.sched.step(nxt)  # idle, and one came after ``now`` (a late loop)
+        self.in_flight = res
+        if res is None:
+            return None
+        self.steps_total += 1
+        self.bound_s[res.bound] = self.bound_s.get(res.bound, 0.0) + res.end_s - res.start_s
+        streams = self.streams
+        for sid in res.admitted:
+            st = streams.get(sid)
+            if st is not None:
+                st.log["t_admitted"] = int(res.start_s * 1e9)
+        # who writes at the step's end: the decoding, then those whose prompt it finishes
+        batch = list(self.active.values())
+        for sid in res.first:
+            st = streams.get(sid)
+            if st is not None:
+                batch.append(st)
+        for st in batch:
+            st.prepare()
+        return res, batch
+
+    def _start(self, now: float | None) -> None:
+        formed = self._form(now)
+        if formed is not None:
+            loop = asyncio.get_running_loop()
+            loop.call_at(formed[0].end_s - _EARLY_S, self._end, *formed)
+
+    def _ended(self, res: StepResult, batch: list[_Stream]) -> None:
+        """The step's tokens are computed: queue them; the sequences it started or
+        ended join or leave the decoding set."""
+        due_ns = int(res.end_s * 1e9)
+        for st in batch:
+            st.queue(due_ns)
+        streams, active = self.streams, self.active
+        for sid in res.first:
+            new = streams.get(sid)
+            if new is not None:
+                active[sid] = new
+        self.tokens_total += len(batch)
+        for sid in res.finished:
+            streams.pop(sid, None)
+            active.pop(sid, None)
+
+    def _end(self, res: StepResult, batch: list[_Stream]) -> None:
+        """The step's tokens are due: write them, then start the next step at the due
+        time (not now: a late loop does not shift the schedule). Far behind, the steps
+        already due are run first and each stream's tokens written together."""
+        stamp = time.monotonic_ns
+        # the loop's timers are whole milliseconds (uvloop, libuv), so this was called
+        # up to _EARLY_S before the due time: sleep, then spin the last microseconds
+        # (the loop has nothing else due: a step's writes are the only timed ones)
+        due_ns = int(res.end_s * 1e9)
+        wait = due_ns - stamp() - _SPIN_NS
+        if wait > 0:
+            time.sleep(wait / 1e9)
+        while stamp() < due_ns:
+            pass
+        self._ended(res, batch)
+        touched = batch
+        nxt = None
+        if time.monotonic() - res.end_s > _CATCH_UP_S:
+            seen = {id(st): st for st in batch}
+            while (nxt := self._form(res.end_s)) is not None and nxt[0].end_s <= time.monotonic():
+                res, batch = nxt
+                self._ended(res, batch)
+                self.catch_ups += 1
+                for st in batch:
+                    seen[id(st)] = st
+            touched = list(seen.values())
+        for st in touched:
+            if st.pend:
+                st.flush(stamp)
+        for st in touched:
+            st.finish()
+        if nxt is None:
+            self._start(res.end_s)
+        else:
+            asyncio.get_running_loop().call_at(nxt[0].end_s - _EARLY_S, self._end, *nxt)
+
+
+class EmulatedProtocol(ReferenceProtocol):
+    """The reference server's connection (framing, routes, /tokenize) with generation
+    answered by the emulated engine."""
+
+    def __init__(self, state: _State, engine: _Engine, accelerator: str) -> None:
+        super().__init__(state)
+        self.eng = engine
+        self.extra_headers = b"x-accelbench-emulated: " + accelerator.encode() + b"\r\n"
+        self.sid: int | None = None  # the request being answered (scheduler id)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.sid is not None:  # the client went away: the engine drops its request
+            self.eng.abort(self.sid)
+            self.sid = None
+
+    def _metrics(self) -> None:
+        eng, st = self.eng, self.st
+        s = eng.sched
+        acc, _, model = st.cfg.model.removeprefix("emulated:").partition(":")
+        lines = [
+            "# TYPE accelbench_emulated_info gauge",
+            f'accelbench_emulated_info{{accelerator="{acc}",model="{model}",tp="{eng.cfg.tp}"}} 1',
+            "# TYPE emulated_requests_total counter",
+            f"emulated_requests_total {st.requests_total}",
+            "# TYPE emulated_tokens_total counter",
+            f"emulated_tokens_total {eng.tokens_total}",
+            "# TYPE emulated_steps_total counter",
+            f"emulated_steps_total {eng.steps_total}",
+            "# TYPE emulated_catch_up_steps_total counter",
+            f"emulated_catch_up_steps_total {eng.catch_ups}",
+            "# TYPE emulated_step_seconds_total counter",
+            *(f'emulated_step_seconds_total{{bound="{b}"}} {v:.6f}' for b, v in sorted(eng.bound_s.items())),
+            # vLLM's names, so accelbench's server telemetry reads the emulated engine
+            "# TYPE vllm:num_requests_running gauge",
+            f"vllm:num_requests_running {s.running}",
+            "# TYPE vllm:num_requests_waiting gauge",
+            f"vllm:num_requests_waiting {len(s.waiting)}",
+            "# TYPE vllm:kv_cache_usage_perc gauge",
+            f"vllm:kv_cache_usage_perc {s.kv_used / s.kv_capacity:.6f}",
+        ]  # fmt: skip
+        self._simple(200, ("\n".join(lines) + "\n").encode(), ctype="text/plain; version=0.0.4")
+
+    def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
+        st, cfg = self.st, self.st.cfg
+        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
+        if isinstance(gen, tuple):
+            self._simple(*gen)
+            return
+        n = gen.max_tokens  # as a benchmark asks: no early stop
+        rid = headers.get("x-request-id", f"emu-{st.counter}")
+        st.counter += 1
+        st.requests_total += 1
+        created = int(time.time())
+        fr = StreamFraming.of(chat, rid, created, cfg.model)
+        usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": n,
+                 "total_tokens": gen.prompt_tokens + n}  # fmt: skip
+        log = EmulatedTruthLine(request_id=rid, t_recv=t_recv, fault=None, token_times=[],
+                                scheduled=[], prompt_tokens=gen.prompt_tokens, output_tokens=n)  # fmt: skip
+        doc_args = None if gen.stream else (chat, rid, created, cfg.model, usage)
+        stream = _Stream(self, n, st.counter, fr, fr.tail(usage if gen.usage_wanted else None),
+                         log, doc_args)  # fmt: skip
+        try:
+            sid = self.eng.submit(stream, max(1, gen.prompt_tokens), t_recv / 1e9)
+        except AccelbenchError as exc:  # longer than the KV cache holds: as a context overflow
+            msg = f"this request exceeds the maximum context the emulated engine holds: {exc}"
+            self._simple(400, {"error": {"message": msg, "type": "invalid_request_error"}})
+            return
+        self.sid = sid
+        self.busy = True
+        self.current_log = log
+        if gen.stream:
+            assert self.transport is not None
+            self.transport.write(
+                STREAM_HEAD[:-2] + self.extra_headers + b"\r\n" + _chunk(fr.head_events)
+                if fr.head_events
+                else STREAM_HEAD[:-2] + self.extra_headers + b"\r\n"
+            )
+            log["t_headers"] = time.monotonic_ns()
+
+
+async def serve_emulated(cfg: EmulatedConfig, ready: Any = None) -> None:
+    """Serve until cancelled or SIGINT/SIGTERM."""
+    cfg.validate()
+    model = step_model_for(cfg.accelerator, cfg.model, cfg.tp, cfg.precision)
+    acc = find_accelerator(cfg.accelerator).id
+    ref = ReferenceConfig(
+        host=cfg.host, port=cfg.port, model=emulated_label(cfg.accelerator, cfg.model),
+        ground_truth=cfg.ground_truth, default_max_tokens=cfg.default_max_tokens,
+    )  # fmt: skip
+    state = _State(ref)
+    engine = _Engine(cfg, model)
+    loop = asyncio.get_running_loop()
+    try:
+        server = await loop.create_server(
+            lambda: EmulatedProtocol(state, engine, acc), cfg.host, cfg.port, backlog=4096
+        )
+    except OSError as exc:
+        raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
+    stop = asyncio.Event()
+    for s in STOP_SIGNALS:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(s, stop.set)
+    if ready is not None:
+        ready(server.sockets[0].getsockname()[1])
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        if state.gt is not None:
+            state.gt.close()
+
+
+def run_emulated(cfg: EmulatedConfig, ready: Any = None) -> None:
+    install_uvloop()
+    asyncio.run(serve_emulated(cfg, ready))
