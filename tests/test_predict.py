@@ -537,3 +537,19 @@ def test_property_unknown_names_one_line(tmp_path: Path, which: str, name: str) 
     assert (
         code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error:")
     )
+
+
+def test_the_scheduler_runs_the_same_point_with_the_same_step_model():
+    """--schedule: the event-driven scheduler over the fitted step model agrees with the
+    steady state where the loop is steady (a decode-bound closed loop), and its TTFT
+    and queue come out of the schedule (never below the physical limit)."""
+    p = predict_point("deepseek-r1", "mi355x", Layout(tp=8), 1024, 1024, Target(concurrency=64),
+                      schedule=True)  # fmt: skip
+    sc = p.schedule
+    assert sc is not None and sc.requests == 192
+    assert sc.throughput_per_gpu == pytest.approx(p.throughput_per_gpu.value, rel=0.2)
+    assert sc.tpot_s == pytest.approx(p.tpot_s.value, rel=0.2)
+    assert sc.ttft_s >= p.limit.ttft_s and sc.queue_s >= 0
+    assert abs(sum(sc.bound_shares.values()) - 1) < 1e-9
+    assert predict_point("deepseek-r1", "mi355x", Layout(tp=8), 1024, 1024,
+                         Target(concurrency=64)).schedule is None  # fmt: skip

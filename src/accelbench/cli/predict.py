@@ -112,6 +112,14 @@ def predict_command(
     max_batch: int = typer.Option(
         1024, "--max-batch", help="The engine's cap on running sequences."
     ),
+    schedule: bool = typer.Option(
+        False,
+        "--schedule",
+        help=(
+            "Also run the point through the event-driven continuous-batching scheduler "
+            "(queueing and TTFT out of the schedule; its error is not in the validation)."
+        ),
+    ),
     explain: bool = typer.Option(
         False, "--explain", help="Print the bound of each phase and the factors."
     ),
@@ -205,6 +213,7 @@ def predict_command(
         pred = predict_point(
             model, accelerator, layout, isl, osl, target, engine=engine,
             precision=precision or "fp8", kv_precision=kv_precision or "bf16", max_batch=max_batch,
+            schedule=schedule,
         )  # fmt: skip
     cost = _cost(pred)
     if as_json:
@@ -251,6 +260,16 @@ def predict_command(
         typer.echo(
             "  interval: 10th-90th percentile of the cross-validated errors (docs/PREDICT.md)"
         )
+    if (sc := e.schedule) is not None:
+        typer.echo(
+            f"  scheduled ({sc.requests:,} requests, closed loop): throughput/GPU "
+            f"{sc.throughput_per_gpu:,.0f} tok/s, TTFT {sc.ttft_s * 1e3:,.0f} ms (queue "
+            f"{sc.queue_s * 1e3:,.0f} ms), TPOT {sc.tpot_s * 1e3:,.1f} ms (the event-driven "
+            "scheduler over the same step model; the validation above is of the steady state)"
+        )
+        if explain:
+            shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sc.bound_shares.items())
+            typer.echo(f"  scheduled steps' bounds (share of busy time): {shares}")
     for cap in e.capped:
         typer.echo(f"  held at the physical limit: {cap}")
     for x in e.extrapolation:

@@ -15,9 +15,9 @@ each token's due time (the schedule) and write time (the ground truth the client
 measurements are compared with), in the reference server's format plus the request's
 admission time.
 
-Until the fitted step model lands, :func:`step_model_for` gives a roofline step model
-from the catalog (``hardware/catalog.py``, ``plan/architecture.py``) with fixed
-efficiencies; it is the one place that chooses the model.
+:func:`step_model_for` is the one place that chooses the step model: ``predict``'s, with
+its factors fitted on the public measurements (docs/PREDICT.md), so the emulated server
+streams what ``accelbench predict`` predicts.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
 from accelbench.hardware.catalog import find_accelerator
 from accelbench.lifetime import STOP_SIGNALS
-from accelbench.plan.architecture import ModelArch, human_bytes
 from accelbench.plan.models import find_model
-from accelbench.plan.roofline import DEFAULT_RESERVE, Hardware, hardware_for
+from accelbench.predict.point import fitted_step_model
 from accelbench.predict.scheduler import (
     DEFAULT_BATCHED_TOKENS,
     Scheduler,
@@ -44,7 +43,8 @@ from accelbench.predict.scheduler import (
     SimRequest,
     StepResult,
 )
-from accelbench.predict.steps import Bound, Step, StepModel, StepTime
+from accelbench.predict.stepmodel import Layout
+from accelbench.predict.steps import Step, StepModel, StepTime
 from accelbench.reference.server import (
     _WORDS,
     _WORDS_JSON,
@@ -60,116 +60,26 @@ from accelbench.reference.server import (
     whole_response,
 )
 
-# -- the roofline step model (until the fitted one) ----------------------------------
-
-# Fixed efficiencies of the fallback model: shares of peak FLOPS and HBM bandwidth a
-# serving engine's step reaches. Engineering guesses, not fitted: the fitted model
-# (predict/stepmodel.py) replaces them.
-FALLBACK_EFF_FLOPS = 0.5
-FALLBACK_EFF_BW = 0.7
-FALLBACK_STEP_OVERHEAD_S = 1e-3  # scheduling, sampling and launch per engine step
-FALLBACK_ALLREDUCE_LATENCY_S = 8e-6  # one small tensor-parallel all-reduce
-FALLBACK_LINK_GBS = 100.0  # scale-up bandwidth where the catalog has none (GB/s, one way)
-DEFAULT_MAX_SEQS = 256  # vLLM's default max_num_seqs
+# -- the step model ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RooflineStepModel:
-    """A step's time from the roofline with fixed efficiencies:
-    ``max(FLOPs / compute, bytes / bandwidth) + all-reduces + overhead``.
-
-    FLOPs: ``2 x active params`` per token of the step, attention of each decode over
-    its context and of each prefill chunk over its earlier tokens (one sequence's
-    arithmetic for all the chunks of a step) and within itself (causal). Bytes: the
-    weights the step's tokens touch (MoE: the experts they reach) and the KV cache
-    its sequences read. All-reduces: two per layer with tensor parallelism, each a ring
-    over the scale-up links (``2 (n - 1) / n`` of the activations) plus a latency."""
-
-    arch: ModelArch
-    hw: Hardware
-    precision: str
-    kv_precision: str
-    link_bytes_s: float
-    kv_tokens: int
-    max_seqs: int = DEFAULT_MAX_SEQS
-    overhead_s: float = FALLBACK_STEP_OVERHEAD_S
-    allreduce_latency_s: float = FALLBACK_ALLREDUCE_LATENCY_S
-
-    def __post_init__(self) -> None:
-        # the arch's figures are computed from its breakdown on every call: once here
-        object.__setattr__(self, "_active", float(self.arch.active_params))
-        object.__setattr__(self, "_weights", {})  # tokens in a step -> weight bytes read
-
-    def step_time(self, step: Step) -> StepTime:
-        a, hw = self.arch, self.hw
-        n = hw.n_gpus
-        active: float = self._active  # type: ignore[attr-defined]
-        tokens = step.prefill_tokens + step.decode_seqs
-        t_pre = step.prefill_tokens
-        flops = 2.0 * active * tokens + a.attention_flops_per_token(step.decode_context)
-        if t_pre:
-            causal = a.prefill_flops(t_pre) - 2.0 * active * t_pre
-            flops += causal + a.attention_flops_per_token(step.prefill_context) * t_pre
-        kv = a.kv_bytes_for_context(step.decode_context + step.prefill_context, self.kv_precision)
-        weights: dict[int, float] = self._weights  # type: ignore[attr-defined]
-        w = weights.get(tokens)
-        if w is None:
-            w = weights[tokens] = a.decode_weight_bytes(max(tokens, 1), self.precision)
-        nbytes = w + kv * a.kv_replication(n)
-        t_c = flops / (n * hw.eff_flops * hw.peak_flops)
-        t_m = nbytes / (n * hw.eff_bw * hw.bandwidth)
-        t_x = 0.0
-        if n > 1:
-            msg = tokens * a.hidden_size * 2.0  # BF16 activations
-            one = 2.0 * (n - 1) / n * msg / self.link_bytes_s + self.allreduce_latency_s
-            t_x = 2 * a.num_layers * one
-        parts: dict[Bound, float] = {
-            "compute": t_c,
-            "memory": t_m,
-            "interconnect": t_x,
-            "scheduling": self.overhead_s,
-        }
-        bound = max(parts, key=parts.__getitem__)
-        return StepTime(max(t_c, t_m) + t_x + self.overhead_s, bound)
-
-    def kv_capacity_tokens(self) -> int:
-        return self.kv_tokens
-
-    def max_batch(self) -> int:
-        return self.max_seqs
-
-
-def roofline_step_model(
-    accelerator: str, model: str, tp: int, precision: str = "bf16", kv_precision: str = "bf16"
-) -> RooflineStepModel:
-    """The fallback step model of ``tp`` x ``accelerator`` serving catalog ``model``."""
+def step_model_for(
+    accelerator: str, model: str, tp: int, precision: str = "bf16", engine: str = "sglang"
+) -> StepModel:
+    """The step model the emulated server runs: ``predict``'s, with the factors fitted on
+    the public measurements (``predict.point.fitted_step_model``). A layout whose weights
+    leave no room for 1,024 tokens of KV cache is refused with the memory arithmetic."""
     acc = find_accelerator(accelerator)
     entry = find_model(model)
-    arch = entry.arch
     validate.integer("--tp", tp, 1, 64)
-    arch.check_tensor_parallel(tp)
-    hw = hardware_for(acc, tp, precision, FALLBACK_EFF_FLOPS, FALLBACK_EFF_BW)
-    weights = arch.weight_bytes(precision)
-    usable = tp * hw.memory_bytes * (1 - DEFAULT_RESERVE)
-    per_token = arch.kv_bytes_per_token(kv_precision) * arch.kv_replication(tp)
-    free = usable - weights
-    if free < per_token * 1024:
+    sm, _ = fitted_step_model(entry.arch, acc, Layout(tp=tp), engine=engine,
+                              precision=precision)  # fmt: skip
+    if sm.kv_capacity_tokens() < 1024:
         raise AccelbenchError(
-            f"{entry.id} at {precision} does not fit on {tp} x {acc.id}: weights "
-            f"{human_bytes(weights)} + KV {human_bytes(per_token)}/token x 1,024 tokens > "
-            f"{tp} x {human_bytes(hw.memory_bytes)} x {1 - DEFAULT_RESERVE:.2f} usable = "
-            f"{human_bytes(usable)}"
+            f"{entry.id} at {precision} does not fit on {tp} x {acc.id}: "
+            f"{sm.memory_arithmetic(1024).split(': ', 1)[-1]}"  # "weights ... usable = ..."
         )
-    link = acc.figure("scale_up_gbs_unidir").lower
-    return RooflineStepModel(
-        arch, hw, precision, kv_precision, (link or FALLBACK_LINK_GBS) * 1e9, int(free // per_token)
-    )
-
-
-def step_model_for(accelerator: str, model: str, tp: int, precision: str = "bf16") -> StepModel:
-    """The step model the emulated server and ``predict`` run: today the roofline with
-    fixed efficiencies (the fitted model replaces it here)."""
-    return roofline_step_model(accelerator, model, tp, precision)
+    return sm
 
 
 def emulated_label(accelerator: str, model: str) -> str:

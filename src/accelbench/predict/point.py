@@ -10,6 +10,7 @@ behind the same signature.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 
 from accelbench import validate as check
@@ -93,6 +94,41 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class Scheduled:
+    """The point as the event-driven scheduler (``predict.scheduler``) runs it: a closed
+    loop of ``concurrency`` clients over ``requests`` requests, the first ``concurrency``
+    of them left out as the warm-up; queueing and TTFT come out of the schedule."""
+
+    requests: int
+    throughput_per_gpu: float  # input + output tokens/s per GPU, after the warm-up
+    ttft_s: float  # median
+    queue_s: float  # median wait for admission
+    tpot_s: float  # median
+    bound_shares: dict[str, float]  # share of the busy time each bound limited
+
+
+def scheduled(sm: RooflineStepModel, isl: int, osl: int, concurrency: int) -> Scheduled:
+    """Run the point through the scheduler (at most 4,096 requests)."""
+    from accelbench.predict.scheduler import closed_loop
+
+    n = min(4096, max(16, 3 * concurrency))
+    sch = closed_loop(sm, concurrency, [(isl, osl)] * n)
+    rs = sch.requests[concurrency:] or sch.requests
+    start = min(r.arrival_s for r in rs)
+    end = max(r.end_s for r in rs)
+    tokens = sum(r.prompt_tokens + r.output_tokens for r in rs)
+    tput = tokens / (end - start) / sm.layout.gpus if end > start else float("nan")
+    return Scheduled(
+        requests=n,
+        throughput_per_gpu=tput,
+        ttft_s=statistics.median(r.ttft_s for r in rs),
+        queue_s=statistics.median(r.queue_s for r in rs),
+        tpot_s=statistics.median(r.tpot_s for r in rs) if osl > 1 else float("nan"),
+        bound_shares=sch.bound_shares(),
+    )
+
+
+@dataclass(frozen=True)
 class Prediction:
     model: str
     accelerator: str
@@ -117,6 +153,7 @@ class Prediction:
     factors_points: int
     extrapolation: tuple[str, ...]  # why this point lies outside the calibration data
     notes: tuple[str, ...] = field(default=())
+    schedule: Scheduled | None = None  # --schedule: the event-driven scheduler's view
 
     @property
     def interactivity(self) -> float:
@@ -191,6 +228,7 @@ def predict_point(
     kv_precision: str = "bf16",
     max_batch: int = DEFAULT_MAX_BATCH,
     factors: Factors | None = None,
+    schedule: bool = False,
 ) -> Prediction:
     """Predict throughput/GPU, TTFT and TPOT of ``model`` on ``layout.gpus`` x
     ``accelerator`` at ``isl``/``osl`` and ``target``. Raises AccelbenchError (one line)
@@ -274,6 +312,7 @@ def predict_point(
         factors_points=fitted.n,
         extrapolation=tuple(extrap),
         notes=tuple(notes),
+        schedule=scheduled(sm, isl, osl, conc) if schedule else None,
     )
 
 
