@@ -3,6 +3,7 @@ engine (built once and cached by accelbench itself; the first build takes minute
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -51,14 +52,21 @@ def wait_http(url: str, timeout: float = 20.0, proc: subprocess.Popen | None = N
 
 
 class RefServer:
-    def __init__(self, args: list[str], tmp: Path) -> None:
+    """``accelbench serve KIND`` (reference, or emulated) as a process on a free port,
+    logging its ground truth beside the test."""
+
+    def __init__(self, args: list[str], tmp: Path, kind: str = "reference") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ground_truth = tmp / f"gt-{self.port}.jsonl"
-        cmd = [sys.executable, "-m", "accelbench", "serve", "reference", "--port", str(self.port),
+        cmd = [sys.executable, "-m", "accelbench", "serve", kind, "--port", str(self.port),
                "--ground-truth", str(self.ground_truth), *args]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_http(self.url + "/health", proc=self.proc)
+
+    def truth(self) -> list[dict]:
+        """The ground-truth log's lines so far."""
+        return [json.loads(x) for x in self.ground_truth.read_text().splitlines()]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -67,6 +75,7 @@ class RefServer:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
 
 
 @pytest.fixture

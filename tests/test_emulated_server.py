@@ -19,42 +19,23 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from tests.cli_inprocess import run_cli
-from tests.conftest import wait_http
 
 from accelbench.errors import AccelbenchError
 from accelbench.plan.models import find_model
-from accelbench.ports import free_port
 from accelbench.predict.emulate import (
     emulated_label,
     step_model_for,
 )
 from accelbench.predict.scheduler import SimRequest, open_loop
 from accelbench.predict.steps import Step
+from conftest import RefServer
 
 EMU = ["--accelerator", "mi355x", "--model", "llama-3.1-70b", "--tp", "8"]
 
 
-class Emulated:
-    def __init__(self, tmp: Path, args: list[str]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ground_truth = tmp / f"gt-{self.port}.jsonl"
-        cmd = [sys.executable, "-m", "accelbench", "serve", "emulated", "--port", str(self.port),
-               "--ground-truth", str(self.ground_truth), *args]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_http(self.url + "/health", proc=self.proc)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def truth(self) -> list[dict]:
-        return [json.loads(x) for x in self.ground_truth.read_text().splitlines()]
+def Emulated(tmp: Path, args: list[str]) -> RefServer:  # noqa: N802 - reads as a class
+    """``accelbench serve emulated ARGS`` as a process (conftest's server starter)."""
+    return RefServer(args, tmp, kind="emulated")
 
 
 @pytest.fixture
@@ -203,6 +184,9 @@ def test_client_that_goes_away_frees_its_place(emulated):
         time.sleep(0.05)
     assert b"vllm:kv_cache_usage_perc 0.000000" in call(srv.url + "/metrics")[2]
     assert call(srv.url + "/v1/completions", {"prompt": "a", "max_tokens": 2})[0] == 200
+    deadline = time.monotonic() + 10  # its line is written just after the response ends
+    while len(srv.truth()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
     (gone, _) = srv.truth()
     assert gone["client_closed"] is True and len(gone["token_times"]) >= 3
 

@@ -334,7 +334,7 @@ def test_a_session_sweep_gives_each_point_its_own_prompts(reference_server, tmp_
 
 # -- known truth: the reference server's prefix cache -----------------------------------
 def truth(srv) -> dict[str, dict]:
-    return {d["request_id"]: d for d in map(json.loads, srv.ground_truth.read_text().splitlines())}
+    return {d["request_id"]: d for d in srv.truth()}
 
 
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])

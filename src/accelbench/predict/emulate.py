@@ -23,7 +23,6 @@ streams what ``accelbench predict`` predicts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,6 @@ from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
 from accelbench.hardware.catalog import find_accelerator
-from accelbench.lifetime import STOP_SIGNALS
 from accelbench.plan.models import find_model
 from accelbench.predict.point import fitted_step_model
 from accelbench.predict.scheduler import (
@@ -57,6 +55,7 @@ from accelbench.reference.server import (
     _chunk,
     _State,
     read_generation,
+    serve_until_stopped,
     whole_response,
 )
 
@@ -439,25 +438,7 @@ async def serve_emulated(cfg: EmulatedConfig, ready: Any = None) -> None:
     )  # fmt: skip
     state = _State(ref)
     engine = _Engine(cfg, model)
-    loop = asyncio.get_running_loop()
-    try:
-        server = await loop.create_server(
-            lambda: EmulatedProtocol(state, engine, acc), cfg.host, cfg.port, backlog=4096
-        )
-    except OSError as exc:
-        raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
-    stop = asyncio.Event()
-    for s in STOP_SIGNALS:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(s, stop.set)
-    if ready is not None:
-        ready(server.sockets[0].getsockname()[1])
-    try:
-        await stop.wait()
-    finally:
-        server.close()
-        if state.gt is not None:
-            state.gt.close()
+    await serve_until_stopped(lambda: EmulatedProtocol(state, engine, acc), state, ready)
 
 
 def run_emulated(cfg: EmulatedConfig, ready: Any = None) -> None:

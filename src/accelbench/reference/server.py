@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -798,11 +799,19 @@ async def serve_reference(cfg: ReferenceConfig, ready: Any = None) -> None:
     """Serve until cancelled or SIGINT/SIGTERM."""
     cfg.validate()
     state = _State(cfg)
+    await serve_until_stopped(lambda: ReferenceProtocol(state), state, ready)
+
+
+async def serve_until_stopped(
+    factory: Callable[[], asyncio.Protocol], state: _State, ready: Any = None
+) -> None:
+    """Listen on ``state.cfg``'s address with ``factory``'s protocol until cancelled or a
+    stop signal; ``ready(port)`` once listening; the ground-truth file closed at the end
+    (the reference and the emulated server alike)."""
+    cfg = state.cfg
     loop = asyncio.get_running_loop()
     try:
-        server = await loop.create_server(
-            lambda: ReferenceProtocol(state), cfg.host, cfg.port, backlog=4096
-        )
+        server = await loop.create_server(factory, cfg.host, cfg.port, backlog=4096)
     except OSError as exc:
         raise AccelbenchError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
     stop = asyncio.Event()
