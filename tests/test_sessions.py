@@ -478,3 +478,17 @@ def test_a_session_sweep_finds_the_knee_its_server_capacity_predicts(reference_s
     assert knee.predicted.capacity_blocks == 96
     assert knee.agreement.status == "pass"
     assert "KV-capacity knee, measured: between" in out and "agreement: pass" in out
+
+
+def test_independent_prompts_show_only_what_the_server_said(reference_server, tmp_path):
+    """Without sessions, shared prompts or trace blocks the workload implies no reuse:
+    the cache section keeps the server's word and has no ideal or gap."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1", "--prefix-cache-blocks", "1000")
+    s, rows = bench(srv.url, tmp_path, "plain", WorkloadConfig(isl=64, osl=4), concurrency=2,
+                    num_requests=8)  # fmt: skip
+    c = s["cache"]
+    assert c["reported"] == 8 and c["hit_rate"] == 0
+    assert c["ideal_infinite"] is None and c["ideal_lru"] is None and c["gap_pp"] is None
+    from accelbench.report.cache import headline
+
+    assert headline(c).startswith("prefix cache: 0.0% of prompt tokens served from it")

@@ -275,11 +275,15 @@ def cache_section(rows: list[dict[str, Any]], server: ServerCache | None) -> Cac
             key=key, prefix_key=group, prefix_tokens=int(r["prefix_tokens"] or 0),
             blocks=r["blocks"],
         ))  # fmt: skip
+    # independent prompts (no session, shared prompt or trace blocks) imply no reuse:
+    # the ideal is only the server's word then, and is not shown
+    structured = any(r["session"] is not None or r["prefix_group"] is not None
+                     or r["blocks"] is not None for r in sent)  # fmt: skip
     traced = any(r.blocks is not None for r in reqs)
     ib = int(trace_b or 512) if traced else b
     outs = bool(server.get("cache_outputs", True))
     lag = int(server.get("output_lag", 1))
-    inf = ideal_hits(reqs, ib, None, cache_outputs=outs, output_lag=lag)
+    inf: IdealHits | None = ideal_hits(reqs, ib, None, cache_outputs=outs, output_lag=lag)
     lru = (ideal_hits(reqs, ib, cap_tokens // ib, cache_outputs=outs, output_lag=lag)
            if cap_tokens else None)  # fmt: skip
     measured = [i for i, r in enumerate(sent) if not r["warmup"]]
@@ -301,6 +305,9 @@ def cache_section(rows: list[dict[str, Any]], server: ServerCache | None) -> Cac
     hits, queries = server.get("hits"), server.get("queries")
     hit_server = hits / queries if hits is not None and queries else None
     ideal = share(lru) if lru is not None else share(inf)
+    if not structured:
+        inf = lru = None
+        ideal = None
     gap = (ideal - hit) * 100 if ideal is not None and hit is not None else None
     by_turn: dict[str, list[dict[str, Any]]] = {}
     by_share: dict[str, list[dict[str, Any]]] = {"0": [], "(0,0.5]": [], "(0.5,1]": []}

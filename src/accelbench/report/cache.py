@@ -43,6 +43,9 @@ def _ms(x: float | None) -> str:
 
 def headline(c: CacheSection) -> str:
     """The three hit rates side by side and the gap to the ideal, one line."""
+    if c["ideal_infinite"] is None:  # no structure to reuse: what the server said, alone
+        return (f"prefix cache: {pct(c['hit_rate'])} of prompt tokens served from it "
+                f"({c['reported']}/{c['requests']} responses said)")  # fmt: skip
     cap = c["capacity_tokens"]
     ideal = f"ideal {pct(c['ideal_infinite'])} (infinite cache)"
     if c["ideal_lru"] is not None:
