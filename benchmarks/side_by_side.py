@@ -264,6 +264,14 @@ def _json_file(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def c_floor_figures(wd: Path) -> dict[str, Any]:
+    """The C floor's own line: its reads and its user/system CPU during the load."""
+    p = json.loads((wd / "tool.log").read_text().strip().splitlines()[-1])
+    n = max(p["reads"], 1)
+    return {"completed": p["completed"], "reads": n,
+            "user_us_per_read": 1e6 * p["user_s"] / n, "sys_us_per_read": 1e6 * p["sys_s"] / n}  # fmt: skip
+
+
 def aiperf_figures(wd: Path) -> dict[str, Any]:
     found = sorted(wd.rglob("profile_export_aiperf.json"))
     if not found:
@@ -289,15 +297,19 @@ def client_cpu(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     ns.custom_tools["c-floor"] = CustomTool(
         command=lambda base, d, k: [str(exe), host, base.rsplit(":", 1)[1], str(conc), str(k),
                                     str(isl), str(osl)],  # fmt: skip
-        figures=lambda d: {}, why_not=why,
+        figures=c_floor_figures, why_not=why,
     )  # fmt: skip
     notes["c-floor"] = "floor_client.c, cc -O2: epoll, read, count bytes"
 
     venv, why = ensure_peer("aiperf", PEERS["aiperf"], a.install_timeout)
     aiperf = str(venv / "bin" / "aiperf") if venv else ""
     ns.custom_tools["aiperf"] = CustomTool(
+        # without HF_HUB_OFFLINE: AIPerf 0.13's offline path takes a local tokenizer
+        # folder for a hub id ("HFValidationError: Repo id must be in the form ..."); a
+        # local folder needs no network either way
         command=lambda base, d, k: [
-            aiperf, "profile", "--model", "reference", "--url", base,
+            "env", "-u", "HF_HUB_OFFLINE", "-u", "TRANSFORMERS_OFFLINE", aiperf, "profile",
+            "--model", "reference", "--url", base,
             "--endpoint-type", "completions", "--streaming", "--concurrency", str(conc),
             "--request-count", str(k), "--synthetic-input-tokens-mean", str(isl),
             "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(osl),
