@@ -30,6 +30,11 @@ the event loop instead of the kernel's receive stamps), to compare the two in on
 
 The peers live in their own virtualenvs (never in this repository): see
 benchmarks/README.md. A tool that is missing or fails is reported as such.
+
+Another script can measure tools this one does not know (side_by_side.py: AIPerf, a C
+client) through ``measure``: give the namespace ``custom_tools``, a dict from the tool's
+name to an object with ``command(base_url, workdir, n) -> argv``, ``unavailable() ->
+str | None`` and ``figures(workdir) -> dict`` (what the tool reports about itself).
 """
 
 from __future__ import annotations
