@@ -40,7 +40,8 @@ Sections (``--only``):
   a ``time.time()`` taken inside ``get_request``, which cannot be observed, so for
   every tool the error is (arrival - schedule) minus its median over the run (a
   constant shift removed alike for all); accelbench's unshifted error (arrival -
-  ``t_sched``) is reported beside it. Figure: the p99 of the absolute error.
+  ``t_sched``) is reported beside it. Figure: the p99 of the absolute error. TODO: the
+  issue's trace replay (accelbench ``--trace`` against AIPerf's trace replay).
 - ``proxy`` (2), ``timing`` (4), ``report`` (5): not measured yet (TODO below); listed,
   never faked.
 
