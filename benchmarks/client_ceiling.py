@@ -30,6 +30,11 @@ the event loop instead of the kernel's receive stamps), to compare the two in on
 
 The peers live in their own virtualenvs (never in this repository): see
 benchmarks/README.md. A tool that is missing or fails is reported as such.
+
+Another script can measure tools this one does not know (side_by_side.py: AIPerf, a C
+client) through ``measure``: give the namespace ``custom_tools``, a dict from the tool's
+name to an object with ``command(base_url, workdir, n) -> argv``, ``unavailable() ->
+str | None`` and ``figures(workdir) -> dict`` (what the tool reports about itself).
 """
 
 from __future__ import annotations
@@ -260,6 +265,9 @@ class RefServer:
 
 # -- tool command lines and their own figures --------------------------------------------
 def tool_command(tool: str, a: argparse.Namespace, base: str, wd: Path, n: int) -> list[str]:
+    custom = getattr(a, "custom_tools", {})
+    if tool in custom:  # another script's tool (side_by_side.py): (base, wd, n) -> command
+        return custom[tool].command(base, wd, n)
     c, isl, osl = str(a.concurrency), str(a.isl), str(a.osl)
     if tool.startswith(("accelbench", "baseline")):
         workers = tool.split("-w", 1)[1]
@@ -304,6 +312,9 @@ def tool_command(tool: str, a: argparse.Namespace, base: str, wd: Path, n: int) 
 
 def tool_available(tool: str, a: argparse.Namespace) -> str | None:
     """None when the tool can be run, else why not."""
+    custom = getattr(a, "custom_tools", {})
+    if tool in custom:
+        return custom[tool].unavailable()
     exe = {"vllm": a.vllm_python, "guidellm": a.guidellm,
            "vllm-client": a.vllm_client_python}.get(tool, a.accelbench[0])  # fmt: skip
     if shutil.which(exe) is None and not Path(exe).exists():
@@ -321,11 +332,14 @@ def _dig(d: Any, *path: str) -> Any:
     return d
 
 
-def tool_figures(tool: str, wd: Path) -> dict[str, Any]:
+def tool_figures(tool: str, wd: Path, a: argparse.Namespace | None = None) -> dict[str, Any]:
     """What the tool itself reports (best effort; None where it says nothing)."""
     out: dict[str, Any] = {}
+    custom = getattr(a, "custom_tools", {})
     try:
-        if tool.startswith(("accelbench", "baseline")):
+        if tool in custom:
+            out = custom[tool].figures(wd)
+        elif tool.startswith(("accelbench", "baseline")):
             s = json.loads((wd / "run" / "summary.json").read_text())
             r = json.loads((wd / "run" / "run.json").read_text())
             out = {
@@ -488,7 +502,7 @@ def measure(tool: str, a: argparse.Namespace, wd: Path, log) -> dict[str, Any]:
             server_requests=req1 - req0,
             tool_cpu_total_s=rusage.ru_utime + rusage.ru_stime if rusage else None,
             server_cpu_total_s=srv.cpu() - scpu0,
-            reported=tool_figures(tool, wd),
+            reported=tool_figures(tool, wd, a),
         )
         if res["status"] != "ok":
             tail = (wd / "tool.log").read_bytes()[-3000:].decode("utf-8", "replace")
