@@ -77,12 +77,13 @@ def test_wrong_model_name_is_refused(llama_server, tmp_path):
 
 
 def test_prompt_over_context_is_an_error_record(llama_server, tmp_path):
-    # 4 slots x 1024 context: a 2000-token prompt gets HTTP 400 from llama-server
+    # 4 slots x 1024 context: a 2000-token prompt gets HTTP 400 from llama-server, whose
+    # message names the context: the error kind says so
     cfg = BenchmarkConfig(url=llama_server, concurrency=1, num_requests=2,
                           workload=WorkloadConfig(isl=2000, osl=4), out_dir=str(tmp_path / "o"))  # fmt: skip
     run_dir = run_benchmark(cfg, progress=False).directory
     s = json.loads((run_dir / "summary.json").read_text())
-    assert s["errors"]["by_kind"] == {"http_4xx": 2} and s["counts"]["completed"] == 0
+    assert s["errors"]["by_kind"] == {"context_exceeded": 2} and s["counts"]["completed"] == 0
 
 
 def test_embedded_default_cli(tmp_path):
