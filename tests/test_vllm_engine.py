@@ -310,7 +310,8 @@ def test_sessions_cached_tokens_equal_vllms_counters(vllm_url, tmp_path):
     before = scrape(vllm_url)
     cfg = BenchmarkConfig(
         url=vllm_url, concurrency=2, out_dir=str(tmp_path / "s"), telemetry=False,
-        workload=WorkloadConfig(isl=48, osl=16, sessions=4, turns="3"),
+        # vLLM's CPU build caches blocks of 128 tokens: turn 0 (96 + 64 tokens) leaves one
+        workload=WorkloadConfig(isl=96, osl=64, sessions=4, turns="3"),
     )  # fmt: skip
     res = run_benchmark(cfg, progress=False)
     after = scrape(vllm_url)
@@ -320,7 +321,12 @@ def test_sessions_cached_tokens_equal_vllms_counters(vllm_url, tmp_path):
     hits = after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"]
     # connect()'s probe is shorter than a block: it never hits
     assert sum(r["cached_tokens"] for r in rows) == hits > 0
-    assert all(r["cached_tokens"] > 0 for r in rows if r["turn"] >= 1)
+    # from turn 2 the previous prompt's full blocks come back verbatim and hit; turn 1's
+    # first block holds the reply, which re-tokenizes differently (the tiny model's random
+    # bytes): that is the seam the ideal does not see (docs/WORKLOADS.md)
+    assert all(r["cached_tokens"] >= 256 for r in rows if r["turn"] >= 2), [
+        (r["session"], r["turn"], r["isl"], r["cached_tokens"]) for r in rows
+    ]
     c = res.summary["cache"]
     sc = res.summary["client"]["server_cache"]
     assert sc["engine"] == "vllm" and sc["hits"] == hits and sc["capacity_tokens"] > 0
@@ -336,7 +342,7 @@ def test_prefix_caching_off_gives_no_hits(tmp_path):
     with running_vllm_server("tiny", prefix_caching=False) as srv:
         cfg = BenchmarkConfig(
             url=srv.url, concurrency=2, out_dir=str(tmp_path / "off"), telemetry=False,
-            workload=WorkloadConfig(isl=48, osl=16, sessions=3, turns="3"),
+            workload=WorkloadConfig(isl=96, osl=64, sessions=3, turns="3"),
         )  # fmt: skip
         res = run_benchmark(cfg, progress=False)
     c = res.summary["cache"]
