@@ -1,6 +1,6 @@
 """Rebuild the public calibration table of ``accelbench predict`` from fetched sources.
 
-    python benchmarks/build_calibration.py /work/.mirror/vngcloud+InferenceX-app/repo
+    python benchmarks/build_calibration.py PATH/TO/InferenceX-app  # github.com/vngcloud/InferenceX-app 7fe6d62
     python benchmarks/build_calibration.py SNAPSHOT --out src/accelbench/predict/data/calibration.csv
 
 SNAPSHOT is a git directory of a snapshot of SemiAnalysis InferenceX-app (or a fork that
