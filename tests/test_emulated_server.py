@@ -141,7 +141,8 @@ def test_api_is_the_reference_servers_labelled_emulated(emulated):
     docs = [json.loads(e) for e in events[:-1]]
     assert docs[0]["choices"][0]["delta"]["role"] == "assistant"
     assert len(docs) == 1 + 5 + 1 and all(d["model"] == label for d in docs)
-    assert docs[-1]["usage"] == {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45}
+    assert docs[-1]["usage"] == {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45,
+                                 "prompt_tokens_details": {"cached_tokens": 0}}  # fmt: skip
     # not streamed: one document at the end
     code, h, body = call(srv.url + "/v1/completions", {"prompt": "abc", "max_tokens": 3})
     doc = json.loads(body)
@@ -231,13 +232,63 @@ def test_accelbench_run_against_it(emulated, tmp_path):
     # the schedule: the scheduler offline over the requests as the server received them
     model = step_model_for("mi355x", "llama-3.1-70b", 8)
     order = sorted(truth, key=lambda d: d["t_recv"])
-    reqs = [SimRequest(d["t_recv"] / 1e9, d["prompt_tokens"], d["output_tokens"]) for d in order]
+    reqs = [SimRequest(d["t_recv"] / 1e9, d["prompt_tokens"], d["output_tokens"],
+                       d["cached_tokens"]) for d in order]  # fmt: skip
     sim = open_loop(model, reqs)
     for i, d in enumerate(order):
         want = np.array(sim.token_times(i)) * 1e9
         assert np.max(np.abs(np.array(d["scheduled"]) - want)) < 2_000  # ns: float rounding
     # it is a batch: requests overlapped, and the step time grew with it
     assert max(x.running for x in sim.steps) >= 8
+
+
+def test_sessions_hit_its_prefix_cache_and_skip_the_prefill(emulated, tmp_path):
+    """The emulated engine keeps earlier prompts' KV (the reference server's cache rule,
+    blocks of the scheduler's 16 tokens, as large as the step model's KV capacity): a
+    session's later turns report the cached tokens the server logged, the server's
+    counters equal the responses', the run's ideal equals the measured rate (gap 0), and a
+    cached prompt is scheduled without the prefill of its cached part. Without the cache,
+    nothing is cached."""
+    srv = emulated()
+    out = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "run", "--url", srv.url, "--sessions", "6",
+         "--turns", "3", "--think-time", "0", "--isl", "400", "--osl", "8", "-c", "3",
+         "--no-telemetry", "-q", "-o", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["errors"]["count"] == 0
+    gt = {d["request_id"]: d for d in srv.truth()}
+    rows = pq.read_table(out / "requests.parquet").to_pylist()
+    assert len(rows) == 18
+    for row in rows:
+        assert row["cached_tokens"] == gt[row["request_id"]]["cached_tokens"]
+        if row["turn"] > 0:  # the history is the last turn's prompt + reply: whole blocks
+            assert row["cached_tokens"] >= 16 * ((row["isl"] - 400) // 16) - 16
+    c, sc = s["cache"], s["client"]["server_cache"]
+    assert sc["hits"] == sum(r["cached_tokens"] for r in rows) > 0
+    assert sc["capacity_tokens"] == 16 * (step_model_for("mi355x", "llama-3.1-70b", 8)
+                                          .kv_capacity_tokens() // 16)  # fmt: skip
+    assert c["gap_pp"] == 0 and c["hit_rate"] > 0.3
+    # the schedule: cached tokens are not prefilled (the scheduler offline, as the server)
+    model = step_model_for("mi355x", "llama-3.1-70b", 8)
+    order = sorted(gt.values(), key=lambda d: d["t_recv"])
+    reqs = [SimRequest(d["t_recv"] / 1e9, d["prompt_tokens"], d["output_tokens"],
+                       d["cached_tokens"]) for d in order]  # fmt: skip
+    sim = open_loop(model, reqs)
+    for i, d in enumerate(order):
+        assert abs(d["scheduled"][0] - sim.token_times(i)[0] * 1e9) < 2_000
+    # and without the cache
+    off = emulated(*EMU, "--no-prefix-cache")
+    code, _, body = call(off.url + "/v1/completions", {"prompt": "y" * 500, "max_tokens": 2})
+    code, _, body = call(off.url + "/v1/completions", {"prompt": "y" * 500, "max_tokens": 2})
+    assert code == 200 and "prompt_tokens_details" not in json.loads(body)["usage"]
+    assert b"prefix_cache_hits_total" not in call(off.url + "/metrics")[2]
+    code, _, body = call(srv.url + "/v1/completions", {"prompt": "y" * 500, "max_tokens": 2})
+    code, _, body = call(srv.url + "/v1/completions", {"prompt": "y" * 500, "max_tokens": 2})
+    assert json.loads(body)["usage"]["prompt_tokens_details"]["cached_tokens"] == 496
 
 
 class Faster:

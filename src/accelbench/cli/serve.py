@@ -136,6 +136,9 @@ def emulated(
     ),
     speed: float = typer.Option(1.0, help="Run the emulated hardware this many times faster."),
     max_num_batched_tokens: int = typer.Option(8192, help="Token budget of one engine step."),
+    prefix_cache: bool = typer.Option(
+        True, help="Keep earlier prompts' KV blocks and skip their prefill (engines' default)."
+    ),
 ) -> None:
     """An OpenAI-compatible server that streams each token when the predicted hardware
     would produce it (continuous batching in real time). Results are labelled emulated."""
@@ -144,6 +147,7 @@ def emulated(
     cfg = EmulatedConfig(
         accelerator=accelerator, model=model, tp=tp, precision=precision, host=host, port=port,
         ground_truth=ground_truth, speed=speed, max_num_batched_tokens=max_num_batched_tokens,
+        prefix_cache=prefix_cache,
     )  # fmt: skip
     cfg.validate()  # before the port is taken
     label = emulated_label(accelerator, model)

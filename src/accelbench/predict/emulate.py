@@ -15,6 +15,16 @@ each token's due time (the schedule) and write time (the ground truth the client
 measurements are compared with), in the reference server's format plus the request's
 admission time.
 
+**Prefix cache.** As vLLM and SGLang do by default, the emulated engine keeps the KV of
+earlier prompts (and replies) and does not prefill a prompt's leading blocks it still
+holds: the reference server's prefix cache (``reference/prefix_cache.py``, the rule
+accelbench's ideal hit rate uses), in blocks of the scheduler's block size, as large as
+the step model's KV capacity (``--no-prefix-cache``: none). Each response reports its
+``cached_tokens`` in ``usage.prompt_tokens_details`` and ``/metrics`` the cache's
+counters, so a session workload's hit rate and TTFT by turn come out as they would on an
+engine. The cache is an LRU of the whole KV pool beside the running sequences, not
+shared with them as an engine's is: under memory pressure an engine evicts sooner.
+
 :func:`step_model_for` is the one place that chooses the step model: ``predict``'s, with
 its factors fitted on the public measurements (docs/PREDICT.md), so the emulated server
 streams what ``accelbench predict`` predicts.
@@ -36,6 +46,7 @@ from accelbench.plan.models import find_model
 from accelbench.predict.point import fitted_step_model
 from accelbench.predict.scheduler import (
     DEFAULT_BATCHED_TOKENS,
+    DEFAULT_BLOCK_SIZE,
     Scheduler,
     SchedulerConfig,
     SimRequest,
@@ -43,9 +54,11 @@ from accelbench.predict.scheduler import (
 )
 from accelbench.predict.stepmodel import Layout
 from accelbench.predict.steps import Step, StepModel, StepTime
+from accelbench.reference.prefix_cache import Admission
 from accelbench.reference.server import (
     _WORDS,
     _WORDS_JSON,
+    MAX_PREFIX_CACHE_BLOCKS,
     MAX_TOKENS_CAP,
     STREAM_HEAD,
     GroundTruthLine,
@@ -101,6 +114,7 @@ class EmulatedConfig:
     speed: float = 1.0  # the emulated hardware runs this many times faster than predicted
     max_num_batched_tokens: int = DEFAULT_BATCHED_TOKENS
     default_max_tokens: int = 16
+    prefix_cache: bool = True  # keep earlier prompts' KV blocks (vLLM's and SGLang's default)
 
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
@@ -155,7 +169,7 @@ class _Stream:
     after its last token is out."""
 
     __slots__ = ("proto", "n", "i", "word0", "fr", "tail", "log", "sent", "due", "doc_args",
-                 "out", "doc", "pend", "ended")  # fmt: skip
+                 "out", "doc", "pend", "ended", "adm")  # fmt: skip
 
     def __init__(self, proto: EmulatedProtocol, n: int, word0: int, fr: StreamFraming,
                  tail: bytes, log: EmulatedTruthLine, doc_args: tuple | None) -> None:  # fmt: skip
@@ -168,6 +182,10 @@ class _Stream:
         self.doc: dict[str, Any] | None = None  # not streamed: the response, at the last token
         self.pend: list[bytes] = []  # tokens computed, not yet written
         self.ended = False
+        self.adm: Admission | None = None  # what the prefix cache did for the prompt
+
+    def text(self) -> str:
+        return "".join(_WORDS[(self.word0 + k) % len(_WORDS)] for k in range(self.n))
 
     def prepare(self) -> None:
         """Make the next token's write."""
@@ -175,9 +193,8 @@ class _Stream:
         last = i + 1 == self.n
         if self.doc_args is not None:
             if last:
-                text = "".join(_WORDS[(self.word0 + k) % len(_WORDS)] for k in range(self.n))
                 chat, rid, created, model, usage = self.doc_args
-                self.doc = whole_response(chat, rid, created, model, text, usage)
+                self.doc = whole_response(chat, rid, created, model, self.text(), usage)
             return
         fr = self.fr
         ev = fr.pre + _WORDS_JSON[(self.word0 + i) % len(_WORDS)]
@@ -213,6 +230,9 @@ class _Stream:
         p = self.proto
         if self.i == self.n and not self.ended and not p.closed:
             self.ended = True
+            cache = p.st.cache
+            if self.adm is not None and cache is not None:  # the reply's blocks too
+                cache.complete(self.adm, self.text().encode())
             self.log["t_end"] = time.monotonic_ns()
             p.st.log(self.log)
             p.current_log = None
@@ -241,8 +261,8 @@ class _Engine:
         self.catch_ups = 0  # steps whose tokens went out with the next one's (behind schedule)
         self.bound_s: dict[str, float] = {}
 
-    def submit(self, stream: _Stream, prompt_tokens: int, arrival_s: float) -> int:
-        sid = self.sched.add(SimRequest(arrival_s, prompt_tokens, stream.n))
+    def submit(self, stream: _Stream, prompt_tokens: int, arrival_s: float, cached: int = 0) -> int:
+        sid = self.sched.add(SimRequest(arrival_s, prompt_tokens, stream.n, cached))
         self.streams[sid] = stream
         if self.in_flight is None and not self.kicked:
             self.kicked = True  # requests that arrive in this loop turn share the step
@@ -386,6 +406,7 @@ class EmulatedProtocol(ReferenceProtocol):
             f"vllm:num_requests_waiting {len(s.waiting)}",
             "# TYPE vllm:kv_cache_usage_perc gauge",
             f"vllm:kv_cache_usage_perc {s.kv_used / s.kv_capacity:.6f}",
+            *st.cache_metrics(),
         ]  # fmt: skip
         self._simple(200, ("\n".join(lines) + "\n").encode(), ctype="text/plain; version=0.0.4")
 
@@ -401,15 +422,23 @@ class EmulatedProtocol(ReferenceProtocol):
         st.requests_total += 1
         created = int(time.time())
         fr = StreamFraming.of(chat, rid, created, cfg.model)
-        usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": n,
-                 "total_tokens": gen.prompt_tokens + n}  # fmt: skip
+        # the prefix cache sees the prompt on arrival, prompt + reply when the last
+        # token is out (_Stream.finish)
+        adm = st.cache.arrive(str(gen.prompt).encode()) if st.cache is not None else None
+        cached = adm.cached_tokens if adm is not None else 0
+        usage: dict[str, Any] = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": n,
+                                 "total_tokens": gen.prompt_tokens + n}  # fmt: skip
+        if adm is not None:  # where vLLM and OpenAI put it
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
         log = EmulatedTruthLine(request_id=rid, t_recv=t_recv, fault=None, token_times=[],
-                                scheduled=[], prompt_tokens=gen.prompt_tokens, output_tokens=n)  # fmt: skip
+                                scheduled=[], prompt_tokens=gen.prompt_tokens, output_tokens=n,
+                                cached_tokens=cached)  # fmt: skip
         doc_args = None if gen.stream else (chat, rid, created, cfg.model, usage)
         stream = _Stream(self, n, st.counter, fr, fr.tail(usage if gen.usage_wanted else None),
                          log, doc_args)  # fmt: skip
+        stream.adm = adm
         try:
-            sid = self.eng.submit(stream, max(1, gen.prompt_tokens), t_recv / 1e9)
+            sid = self.eng.submit(stream, max(1, gen.prompt_tokens), t_recv / 1e9, cached)
         except AccelbenchError as exc:  # longer than the KV cache holds: as a context overflow
             msg = f"this request exceeds the maximum context the emulated engine holds: {exc}"
             self._simple(400, {"error": {"message": msg, "type": "invalid_request_error"}})
@@ -432,9 +461,11 @@ async def serve_emulated(cfg: EmulatedConfig, ready: Any = None) -> None:
     cfg.validate()
     model = step_model_for(cfg.accelerator, cfg.model, cfg.tp, cfg.precision)
     acc = find_accelerator(cfg.accelerator).id
+    blocks = min(model.kv_capacity_tokens() // DEFAULT_BLOCK_SIZE, MAX_PREFIX_CACHE_BLOCKS)
     ref = ReferenceConfig(
         host=cfg.host, port=cfg.port, model=emulated_label(cfg.accelerator, cfg.model),
         ground_truth=cfg.ground_truth, default_max_tokens=cfg.default_max_tokens,
+        prefix_block_size=DEFAULT_BLOCK_SIZE, prefix_cache_blocks=blocks if cfg.prefix_cache else 0,
     )  # fmt: skip
     state = _State(ref)
     engine = _Engine(cfg, model)
