@@ -157,6 +157,9 @@ def rows_of(repo: Path, name: str, left_out: Counter[str]) -> list[dict[str, str
         if logged is None or abs(logged / table_tok_s - 1) > 1e-3:
             left_out["table and log disagree"] += 1
             continue
+        # the accuracy run's mean output tokens; llama3.1-8b reports GEN_LEN instead, the
+        # characters of its post-processed text (mlcommons/inference
+        # language/llama3.1-8b/evaluation.py: len() of the decoded strings), not tokens
         tps = re.search(r"TOKENS_PER_SAMPLE:\s*([0-9.]+)", str(r.get("Accuracy", "")))
         ttft_lim, tpot_lim = (
             log_value(log, "ttft_latency (ns)"),

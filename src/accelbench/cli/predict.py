@@ -355,6 +355,9 @@ def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
     else:
         v = run_validation(points)
     table = table_markdown(v)
+    from accelbench.predict import mlperf_check  # other models: MLPerf Inference
+
+    mlperf = mlperf_check.check()
     if as_json:
         typer.echo(
             json.dumps(
@@ -363,6 +366,7 @@ def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
                     "points": v.n_points,
                     "systems": v.n_systems,
                     "rows": [r.__dict__ for r in v.rows],
+                    "mlperf": mlperf_check.as_json(mlperf),
                 },
                 indent=2,
             )
@@ -370,8 +374,11 @@ def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
     else:
         typer.echo(f"{v.n_points} points, {v.n_systems} systems (docs/PREDICT.md)")
         typer.echo(table)
+        typer.echo("\nOther models, MLPerf Inference (predicted / measured - 1; docs/PREDICT.md)")
+        typer.echo(mlperf_check.markdown(mlperf))
     if write_docs is not None:
         _write_docs(write_docs, table)
+        mlperf_check.write_docs(write_docs, mlperf_check.markdown(mlperf))
 
 
 def register(app: typer.Typer) -> None:
