@@ -46,7 +46,12 @@ import numpy as np
 from accelbench.errors import AccelbenchError
 from accelbench.plan.models import find_model
 from accelbench.predict.point import Target, fitted_step_model, predict_point
-from accelbench.predict.stepmodel import DEFAULT_MAX_BATCH, Layout, steady_state
+from accelbench.predict.stepmodel import (
+    DEFAULT_MAX_BATCH,
+    Layout,
+    RooflineStepModel,
+    steady_state,
+)
 
 DOC_BEGIN = "<!-- mlperf table: begin (accelbench predict --validate --write-docs) -->"
 DOC_END = "<!-- mlperf table: end -->"
@@ -247,7 +252,7 @@ def _layouts(model: str, gpus: int) -> list[Layout]:
 
 
 def _concurrency(
-    sm: object, isl: int, osl: int, cap: int, ttft: float | None, tpot: float | None
+    sm: RooflineStepModel, isl: int, osl: int, cap: int, ttft: float | None, tpot: float | None
 ) -> int:
     """Offline (no limits): ``cap``. Otherwise the largest concurrency up to ``cap``
     whose steady-state median TTFT and TPOT meet the limits (0: not even one)."""
@@ -255,7 +260,7 @@ def _concurrency(
         return cap
 
     def meets(c: int) -> bool:
-        ss = steady_state(sm, isl, osl, c)  # type: ignore[arg-type]
+        ss = steady_state(sm, isl, osl, c)
         return ss.ttft_s <= ttft and ss.tpot_s <= tpot
 
     if not meets(1):
@@ -454,15 +459,15 @@ def table_markdown(v: MlperfValidation) -> str:
         "| p90 APE, ISL 1 |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
-    for by, key in (
+    for by, group_of in (
         ("accelerator", lambda c: c.point.accelerator),
         ("model", lambda c: c.point.model),
         ("scenario", lambda c: c.point.scenario),
         ("all", lambda c: "all"),
     ):
-        names = sorted({key(c) for c in v.checked})
+        names = sorted({group_of(c) for c in v.checked})
         for name in names:
-            cs = [c for c in v.checked if key(c) == name]
+            cs = [c for c in v.checked if group_of(c) == name]
             n, m_hi, p_hi = ape_stats([c.err_max for c in cs])
             _, m_lo, p_lo = ape_stats([c.err_min for c in cs])
             lines.append(
