@@ -173,7 +173,7 @@ def aiconfigurator_estimates(queries: Sequence[Query]) -> list[Answer]:
         try:
             r = cli_estimate(kw.pop("model_path"), backend_version=version, mode="agg", **kw)
         except Exception as exc:  # noqa: BLE001 - its refusal (OOM, no data) is the answer
-            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            first = (str(exc).strip().splitlines() or [""])[0].split(". ")[0][:200]
             out.append(f"AIConfigurator: {type(exc).__name__}: {first}")
             continue
         out.append(
