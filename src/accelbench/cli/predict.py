@@ -132,6 +132,12 @@ def predict_command(
         "--write-docs",
         help="With --validate: write the table into this Markdown file (docs/PREDICT.md).",
     ),
+    whatif: bool = typer.Option(
+        False,
+        "--whatif",
+        help="With --validate: AIConfigurator's error on the same NVIDIA points beside "
+        "accelbench's (pip install 'accelbench[whatif]').",
+    ),
     refit: bool = typer.Option(
         False,
         "--refit",
@@ -180,8 +186,17 @@ def predict_command(
 ) -> None:
     """Predict throughput per GPU, TTFT and TPOT on hardware you do not own, with intervals
     from how wrong the model has been on public measurements (docs/PREDICT.md)."""
+    if whatif:
+        from accelbench.predict.whatif import installed_version, whatif_report
+
+        if not validate or as_json:
+            raise UsageError("--whatif goes with --validate (Markdown, not --json)")
+        installed_version()  # the missing extra's one line before any work
     if validate or refit:
         _validate(refit, write_docs, as_json)
+        if whatif:
+            typer.echo("\nAIConfigurator on the same points (docs/PREDICT.md):")
+            typer.echo(whatif_report())
         return
     if claims:
         from accelbench.predict.claims import claims_page
