@@ -9,6 +9,9 @@
 #     cache (about 2 minutes and 3.5 GB, once per machine). If that cannot work (no
 #     registry, no disk) the vLLM tests FAIL and "vLLM NOT TESTED: <reason>" is printed;
 #     ACCELBENCH_SKIP_VLLM=1 skips them on purpose (and prints the same line).
+#   - NVIDIA's AIConfigurator 0.12.0 (`accelbench[whatif]`) in a virtualenv of its own in
+#     the same cache (~850 MB, once per machine), for the test that runs the real package;
+#     if it cannot install, that test FAILS and "AIConfigurator NOT TESTED" is printed.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k sse).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +49,17 @@ else
   rm -f "$vllm_log"
 fi
 [ -z "$vllm_note" ] || echo "*** $vllm_note ***" >&2
+aic="${ACCELBENCH_CACHE:-$HOME/.cache/accelbench}/peers/aiconfigurator-0.12.0"
+if [ ! -f "$aic/.accelbench-installed" ]; then
+  echo "installing AIConfigurator 0.12.0 into $aic (the whatif test)" >&2
+  if "$PY" -m venv "$aic" >&2 && "$aic/bin/python" -m pip install -q \
+      aiconfigurator==0.12.0 aiconfigurator-core==0.12.0 >&2; then
+    echo "installed by scripts/test.sh" >"$aic/.accelbench-installed"
+  else
+    echo "*** AIConfigurator NOT TESTED: pip install failed (its test will FAIL) ***" >&2
+  fi
+fi
+export ACCELBENCH_TEST_WHATIF=1 ACCELBENCH_WHATIF_PYTHON="$aic/bin/python"
 .venv/bin/python -m ruff check src tests benchmarks
 .venv/bin/python -m mypy
 rc=0
