@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
+from accelbench.predict.scheduler import Admission
 from accelbench.predict.stepmodel import DEFAULT_MAX_BATCH, Layout
 
 PROVENANCE = (
@@ -80,6 +81,31 @@ class Point:
     @property
     def group(self) -> tuple[str, str, str]:
         return (self.hardware, self.engine, self.precision)
+
+    @property
+    def admission(self) -> Admission:
+        """When the engine that measured the point took new requests in
+        (``inferencex_admission``; the engine's default for any other source)."""
+        if "InferenceX" not in self.source:
+            return Admission()
+        return inferencex_admission(self.hardware, self.engine, self.layout, self.concurrency)
+
+
+def inferencex_admission(hardware: str, engine: str, layout: Layout, concurrency: int) -> Admission:
+    """How InferenceX's launch scripts set the engines' admission (SemiAnalysisAI/InferenceX,
+    ``benchmarks/single_node/fixed_seq_len/dsr1_fp{4,8}_{b200,b300}.sh`` and
+    ``dsr1_fp{4,8}_{b200,h200}_trt.sh``, unchanged since 2025-09, before every point here):
+
+    - SGLang on B200 and B300: ``--scheduler-recv-interval`` 10 below 16 users, 30 from 16
+      (``SCHEDULER_RECV_INTERVAL``); the H200 and AMD scripts leave SGLang's default, 1.
+    - TensorRT-LLM with DP attention: ``attention_dp_config: {enable_balance: true,
+      batching_wait_iters: 0, timeout_iters: 60}``: new requests wait until every
+      attention rank (TP of them) has one, at most 60 iterations."""
+    if engine == "sglang" and hardware in ("b200", "b300"):
+        return Admission(recv_interval=10 if concurrency < 16 else 30)
+    if engine == "trt-llm" and layout.dp_attention and layout.tp > 1:
+        return Admission(balance_ranks=layout.tp, balance_timeout_steps=60)
+    return Admission()
 
 
 def default_path() -> Path:

@@ -125,7 +125,7 @@ class Prepared:
     points: list[Point]
     dec: np.ndarray  # (N, 3) peak-rate parts of the decode step
     pre: np.ndarray  # (N, 3) of the prefill
-    shape: np.ndarray  # (6, N): running, prefill batch, isl, osl, concurrency, gpus
+    shape: np.ndarray  # (9, N): LoopShape.row() of each point
     meas: np.ndarray  # (N, 3): throughput/GPU, TTFT, TPOT
     limit: np.ndarray  # (N, 3): physical limits of the same
     vendor: list[str]
@@ -145,11 +145,11 @@ def prepare(
         m = RooflineStepModel(
             arch, acc, p.precision, p.layout, dummy, kv_precision, max_seqs=p.max_batch
         )
-        sh = loop_shape(m, p.isl, p.osl, p.concurrency)
+        sh = loop_shape(m, p.isl, p.osl, p.concurrency, p.admission)
         lim = physical_limits(m, p.isl, p.osl, sh.running)
         dec.append(sh.decode)
         pre.append(sh.prefill)
-        shape.append((sh.running, sh.prefill_batch, p.isl, p.osl, p.concurrency, sh.gpus))
+        shape.append(sh.row())
         meas.append((p.throughput_per_gpu, p.ttft_s, p.tpot_s))
         limit.append((lim.throughput_per_gpu, lim.ttft_s, lim.tpot_s))
         vendor.append(acc.vendor.lower())
@@ -157,7 +157,7 @@ def prepare(
         list(points),
         np.array(dec, dtype=float).reshape(-1, 3),
         np.array(pre, dtype=float).reshape(-1, 3),
-        np.array(shape, dtype=float).reshape(-1, 6).T,
+        np.array(shape, dtype=float).reshape(-1, 9).T,
         np.array(meas, dtype=float).reshape(-1, 3),
         np.array(limit, dtype=float).reshape(-1, 3),
         vendor,

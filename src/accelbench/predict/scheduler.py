@@ -58,9 +58,39 @@ class SimRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Admission:
+    """When a busy engine takes new requests in (the defaults: at every step).
+
+    - ``recv_interval``: the engine looks for new requests only every this many steps
+      while it runs (SGLang's ``--scheduler-recv-interval``; an idle engine looks at
+      once). A request that arrives mid-run waits for the next look.
+    - ``balance_ranks`` / ``balance_timeout_steps``: with data-parallel attention,
+      TensorRT-LLM's ``attention_dp_config.enable_balance`` holds new requests back until
+      every attention rank has one (``balance_ranks`` of them waiting), or until the
+      oldest has waited ``balance_timeout_steps`` steps (``timeout_iters``), so that the
+      ranks prefill together."""
+
+    recv_interval: int = 1
+    balance_ranks: int = 1
+    balance_timeout_steps: int = 0
+
+    def __post_init__(self) -> None:
+        for name, v, lo in (("recv_interval", self.recv_interval, 1),
+                            ("balance_ranks", self.balance_ranks, 1),
+                            ("balance_timeout_steps", self.balance_timeout_steps, 0)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1 << 16:
+                raise AccelbenchError(f"{name} must be an integer in [{lo}, 65,536] (got {v!r})")
+
+    @property
+    def default(self) -> bool:
+        return self.recv_interval == 1 and self.balance_ranks == 1
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     max_num_batched_tokens: int = DEFAULT_BATCHED_TOKENS
     block_size: int = DEFAULT_BLOCK_SIZE
+    admission: Admission = Admission()
 
     def __post_init__(self) -> None:
         for name, v in (("max_num_batched_tokens", self.max_num_batched_tokens),
