@@ -25,6 +25,7 @@ from accelbench.predict.fit import (
     Limits,
     catalog_accelerator,
     choose,
+    family,
     physical_limits,
     shipped_factors,
 )
@@ -208,7 +209,7 @@ def fitted_step_model(
     scheduler and the emulated server."""
     arch, acc = _resolve_model(model), _resolve_acc(accelerator)
     f = factors or shipped_factors()
-    fitted = choose(f.fitted, acc.id, engine, precision.lower(), acc.vendor.lower())
+    fitted = choose(f.fitted, acc.id, engine, precision.lower(), acc.vendor.lower(), family(acc))
     sm = RooflineStepModel(
         arch, acc, precision, layout, fitted.eff, kv_precision, max_seqs=max_batch
     )

@@ -67,12 +67,12 @@ def _predict_held_out(prep: Prepared, train: np.ndarray, test: np.ndarray) -> np
     wanted = set()
     for i in test:
         p = prep.points[i]
-        wanted.update(level_keys(p.hardware, p.engine, p.precision, prep.vendor[i]))
+        wanted.update(level_keys(p.hardware, p.engine, p.precision, prep.vendor[i], prep.arch[i]))
     fitted = fit_levels(prep, train, lambda k: k in wanted)
     out = np.empty((len(test), 3))
     for j, i in enumerate(test):
         p = prep.points[i]
-        f = choose(fitted, p.hardware, p.engine, p.precision, prep.vendor[i])
+        f = choose(fitted, p.hardware, p.engine, p.precision, prep.vendor[i], prep.arch[i])
         out[j] = predict_prepared(prep, np.array([i]), f.eff)[0]
     return out
 
