@@ -83,6 +83,24 @@ class Point:
         return (self.hardware, self.engine, self.precision)
 
     @property
+    def length_ratio(self) -> float:
+        """The benchmark drew each prompt and output length uniformly from
+        ``[ratio x ISL, ISL]`` (and OSL likewise): InferenceX runs its client
+        (``utils/bench_serving/benchmark_serving.py``, ``sample_uniform``) with
+        ``--random-range-ratio 0.8`` (``.github/workflows/benchmark-tmpl.yml``,
+        ``RANDOM_RANGE_RATIO``); 1 (exact lengths) for any other source."""
+        return 0.8 if "InferenceX" in self.source else 1.0
+
+    @property
+    def mean_isl(self) -> int:
+        """The mean prompt length the benchmark sent (``length_ratio``)."""
+        return round(self.isl * (1 + self.length_ratio) / 2)
+
+    @property
+    def mean_osl(self) -> int:
+        return round(self.osl * (1 + self.length_ratio) / 2)
+
+    @property
     def admission(self) -> Admission:
         """When the engine that measured the point took new requests in
         (``inferencex_admission``; the engine's default for any other source)."""

@@ -157,8 +157,8 @@ def prepare(
         m = RooflineStepModel(
             arch, acc, p.precision, p.layout, dummy, kv_precision, max_seqs=p.max_batch
         )
-        sh = loop_shape(m, p.isl, p.osl, p.concurrency, p.admission)
-        lim = physical_limits(m, p.isl, p.osl, sh.running)
+        sh = loop_shape(m, p.mean_isl, p.mean_osl, p.concurrency, p.admission)
+        lim = physical_limits(m, p.mean_isl, p.mean_osl, sh.running)
         dec.append(sh.decode)
         pre.append(sh.prefill)
         shape.append(sh.row())

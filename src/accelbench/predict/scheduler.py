@@ -154,6 +154,8 @@ class Scheduler:
         self._ends: dict[int, list[_Seq]] = {}  # step index -> sequences ending there
         self._next_id = 0
         self._last_arrival = -math.inf
+        self._looked = -math.inf  # when the engine last looked for new requests
+        self._held: tuple[int, int] = (-1, 0)  # (request, step) a balanced admission holds since
 
     # -- input ---------------------------------------------------------------------
     def kv_tokens(self, prompt_tokens: int, output_tokens: int) -> int:
@@ -218,9 +220,34 @@ class Scheduler:
         return self.waiting[0].arrival_s if self.waiting else None
 
     # -- one step ------------------------------------------------------------------
+    def _visible(self, now: float) -> float:
+        """Requests that arrived by this time may be admitted in the step starting at
+        ``now`` (``Admission``: now, by default)."""
+        adm = self.config.admission
+        if adm.default:
+            return now
+        busy = self.running > 0
+        if not busy or self.steps % adm.recv_interval == 0:
+            self._looked = now
+        seen = self._looked
+        if adm.balance_ranks > 1 and busy and self.waiting and self.waiting[0].arrival_s <= seen:
+            n = 0
+            for seq in self.waiting:
+                if seq.arrival_s > seen or n >= adm.balance_ranks:
+                    break
+                n += 1
+            if n < adm.balance_ranks:
+                head = self.waiting[0].rid
+                if self._held[0] != head:
+                    self._held = (head, self.steps)
+                if self.steps - self._held[1] < adm.balance_timeout_steps:
+                    return -math.inf
+        return seen
+
     def step(self, now: float) -> StepResult | None:
         """Form the step that starts at ``now``, time it, and advance the state to its
         end; None when nothing can run (see :meth:`idle`)."""
+        seen = self._visible(now)
         budget = self.config.max_num_batched_tokens - self.decoding
         decode_seqs, decode_ctx = self.decoding, self.decode_context
         prefill_tokens = prefill_ctx = 0
@@ -241,7 +268,7 @@ class Scheduler:
         while (
             budget > 0
             and waiting
-            and waiting[0].arrival_s <= now
+            and waiting[0].arrival_s <= seen
             and running < self.max_seqs
             and self.kv_used + waiting[0].kv <= self.kv_capacity
         ):

@@ -116,6 +116,10 @@ class RooflineStepModel:
         self.attn_params = arch.breakdown().attention
         self.attn_bytes = self.attn_params * weight_bytes_per_param(self.precision)
         self.usable = layout.gpus * self.hw.memory_bytes * (1 - reserve)
+        # a decode-only step's parts are affine in its context (no sliding window): the
+        # scheduler asks for thousands of them, so keep (parts at 0, slope) per batch
+        self._affine = not arch.sliding_window
+        self._decode_coef: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
 
     # ---- what fits ----------------------------------------------------------------
     def memory_arithmetic(self, context: int) -> str:
@@ -198,6 +202,19 @@ class RooflineStepModel:
         """``step``'s (compute, memory, interconnect) seconds at peak. The prefill tokens
         count as one prompt (the Step does not say how many share them: an upper bound on
         their attention when several do)."""
+        if step.prefill_tokens == 0 and self._affine:
+            coef = self._decode_coef.get(step.decode_seqs)
+            if coef is None:
+                at0 = self._step_parts(Step(decode_seqs=step.decode_seqs))
+                big = self._step_parts(Step(decode_seqs=step.decode_seqs, decode_context=1 << 30))
+                coef = (at0, tuple((b - a) / (1 << 30) for a, b in zip(at0, big, strict=True)))
+                self._decode_coef[step.decode_seqs] = coef
+            ctx = step.decode_context
+            (c0, m0, n0), (c1, m1, n1) = coef
+            return (c0 + c1 * ctx, m0 + m1 * ctx, n0 + n1 * ctx)
+        return self._step_parts(step)
+
+    def _step_parts(self, step: Step) -> tuple[float, float, float]:
         a = self.arch
         pre_score = 0.0
         if step.prefill_tokens:
