@@ -8,7 +8,10 @@ Each engine step takes, within a token budget (``max_num_batched_tokens``):
 3. then waiting requests in arrival order (FCFS, never skipping the head): one is
    admitted while fewer than ``max_batch()`` sequences run and its whole KV cache
    (prompt plus output tokens, rounded up to blocks) fits in what is left of
-   ``kv_capacity_tokens()``; it gets the first chunk of its prefill.
+   ``kv_capacity_tokens()``; it gets the first chunk of its prefill. Only requests the
+   engine has seen count (``Admission``: by default every arrived one; with a receive
+   interval those arrived by its last look; a balanced admission holds them until
+   enough have come or the oldest has waited long enough).
 
 A ``StepModel`` gives the step's duration and its bound. Tokens come out at the end of
 the step that computed them: the step that finishes a prompt yields its first token,
@@ -253,10 +256,12 @@ class Scheduler:
         prefill_tokens = prefill_ctx = 0
         done_prefill: list[_Seq] = []
         admitted: list[int] = []
+        prefill_seqs = 0
         for seq in self.prefilling:
             if budget <= 0:
                 break
             take = min(seq.prompt - seq.computed, budget)
+            prefill_seqs += 1
             prefill_tokens += take
             prefill_ctx += seq.computed
             seq.computed += take
@@ -278,6 +283,7 @@ class Scheduler:
             running += 1
             self.prefilling.append(seq)
             take = min(seq.prompt - seq.computed, budget)
+            prefill_seqs += 1
             prefill_tokens += take
             prefill_ctx += seq.computed
             seq.computed += take
@@ -286,7 +292,7 @@ class Scheduler:
                 done_prefill.append(seq)
         if running == 0:
             return None
-        step = Step(prefill_tokens, prefill_ctx, decode_seqs, decode_ctx)
+        step = Step(prefill_tokens, prefill_ctx, decode_seqs, decode_ctx, prefill_seqs)
         t = self.model.step_time(step)
         if not (math.isfinite(t.seconds) and t.seconds > 0):
             raise AccelbenchError(f"the step model gave {t.seconds!r} s for {step}")

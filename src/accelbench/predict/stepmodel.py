@@ -200,8 +200,8 @@ class RooflineStepModel:
 
     def step_parts(self, step: Step) -> tuple[float, float, float]:
         """``step``'s (compute, memory, interconnect) seconds at peak. The prefill tokens
-        count as one prompt (the Step does not say how many share them: an upper bound on
-        their attention when several do)."""
+        are ``step.prefill_seqs`` prompts' (one where the Step does not say), taken as
+        equal shares of the tokens and of their cached context."""
         if step.prefill_tokens == 0 and self._affine:
             coef = self._decode_coef.get(step.decode_seqs)
             if coef is None:
@@ -217,11 +217,12 @@ class RooflineStepModel:
     def _step_parts(self, step: Step) -> tuple[float, float, float]:
         a = self.arch
         pre_score = 0.0
+        prompts = max(1, step.prefill_seqs) if step.prefill_tokens else 0
         if step.prefill_tokens:
-            # causal attention of the new tokens after prefill_context cached ones
-            ctx = step.prefill_context
-            pre_score = a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
-            pre_score -= 2.0 * a.active_params * step.prefill_tokens
+            # causal attention of each prompt's new tokens after its cached ones
+            ctx, new = step.prefill_context / prompts, step.prefill_tokens / prompts
+            one = a.prefill_flops(round(ctx + new)) - a.prefill_flops(round(ctx))
+            pre_score = prompts * (one - 2.0 * a.active_params * new)
         ctx_all = step.decode_context + step.prefill_context
         kv_read = a.kv_bytes_for_context(ctx_all, self.kv_precision) * self.kv_copies
         return self._work(
@@ -229,7 +230,7 @@ class RooflineStepModel:
             a.attention_flops_per_token(step.decode_context),
             step.prefill_tokens,
             pre_score,
-            1 if step.prefill_tokens else 0,
+            prompts,
             kv_read,
         )
 
@@ -337,6 +338,8 @@ def loop_metrics(
     ttft = look + balance + wait + t_pre + request + np.maximum(c - b, 0) / b * cycle
     tput = b * (isl + osl) / (cycle * n)
     return tput, ttft, tpot, t_dec, t_pre
+
+
 @dataclass(frozen=True)
 class SteadyState:
     """A closed loop of ``concurrency`` users in steady state (medians; no spread)."""
