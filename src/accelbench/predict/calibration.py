@@ -49,6 +49,12 @@ COLUMNS = (
     "median_tpot_s",
 )
 MAX_FILE_BYTES = 64 << 20
+# repositories whose points InferenceX's client and launch scripts measured
+INFERENCEX_REPOS = (
+    "vngcloud/InferenceX-app",
+    "SemiAnalysisAI/InferenceX",
+    "SemiAnalysisAI/InferenceX-app",
+)
 
 
 @dataclass(frozen=True)
@@ -83,13 +89,18 @@ class Point:
         return (self.hardware, self.engine, self.precision)
 
     @property
+    def from_inferencex(self) -> bool:
+        """Measured by SemiAnalysis InferenceX (its repository or the app's snapshot)."""
+        return self.source.split(":", 1)[0] in INFERENCEX_REPOS
+
+    @property
     def length_ratio(self) -> float:
         """The benchmark drew each prompt and output length uniformly from
         ``[ratio x ISL, ISL]`` (and OSL likewise): InferenceX runs its client
         (``utils/bench_serving/benchmark_serving.py``, ``sample_uniform``) with
         ``--random-range-ratio 0.8`` (``.github/workflows/benchmark-tmpl.yml``,
         ``RANDOM_RANGE_RATIO``); 1 (exact lengths) for any other source."""
-        return 0.8 if "InferenceX" in self.source else 1.0
+        return 0.8 if self.from_inferencex else 1.0
 
     @property
     def mean_isl(self) -> int:
@@ -104,7 +115,7 @@ class Point:
     def admission(self) -> Admission:
         """When the engine that measured the point took new requests in
         (``inferencex_admission``; the engine's default for any other source)."""
-        if "InferenceX" not in self.source:
+        if not self.from_inferencex:
             return Admission()
         return inferencex_admission(self.hardware, self.engine, self.layout, self.concurrency)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +154,9 @@ def scheduler_prediction(
     from accelbench.predict.point import scheduled
 
     p = prep.points[i]
+    # the factors to 6 significant digits: a fit on another machine (another BLAS) may
+    # differ in the last bits, and must find the same simulation
+    eff = Efficiency(*(float(f"{x:.6g}") for x in astuple(eff)))
     key = SchedulerCache.key(p, eff)
     if key not in cache.entries:
         arch, acc = _arch(p.model), catalog_accelerator(p.hardware)
