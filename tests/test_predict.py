@@ -458,14 +458,20 @@ def test_build_script_rebuilds_the_table_from_a_snapshot(tmp_path: Path) -> None
 
 
 def test_docs_table_is_the_validation_of_the_shipped_table() -> None:
-    """docs/PREDICT.md shows what `accelbench predict --validate` computes now."""
-    from accelbench.predict.validate import table_markdown, validate
+    """docs/PREDICT.md shows what `accelbench predict --validate` computes now (the
+    scheduler's simulations from the shipped cache, every one of them there: a changed
+    fit or model misses and fails here; test_scheduler_cache_is_what_the_scheduler_gives
+    checks entries against fresh simulations)."""
+    from accelbench.predict.validate import load_cache, table_markdown, validate
 
     doc = (Path(__file__).resolve().parents[1] / "docs/PREDICT.md").read_text(encoding="utf-8")
-    v = validate(load_calibration())
+    cache = load_cache()
+    v = validate(load_calibration(), cache=cache)
+    assert cache.misses == 0, "rerun: accelbench predict --refit"
     assert table_markdown(v) in doc, (
         "rerun: accelbench predict --validate --write-docs docs/PREDICT.md"
     )
+    assert {r.predictor for r in v.rows} == {"closed form", "scheduler"}
     # and the intervals shipped are those of this validation
     f = shipped_factors()
     for acc, metrics in v.intervals.items():
@@ -546,10 +552,119 @@ def test_the_scheduler_runs_the_same_point_with_the_same_step_model():
     p = predict_point("deepseek-r1", "mi355x", Layout(tp=8), 1024, 1024, Target(concurrency=64),
                       schedule=True)  # fmt: skip
     sc = p.schedule
-    assert sc is not None and sc.requests == 192
+    assert sc is not None and sc.requests == 640  # the benchmark's 10 rounds of 64
     assert sc.throughput_per_gpu == pytest.approx(p.throughput_per_gpu.value, rel=0.2)
     assert sc.tpot_s == pytest.approx(p.tpot_s.value, rel=0.2)
     assert sc.ttft_s >= p.limit.ttft_s and sc.queue_s >= 0
     assert abs(sum(sc.bound_shares.values()) - 1) < 1e-9
     assert predict_point("deepseek-r1", "mi355x", Layout(tp=8), 1024, 1024,
                          Target(concurrency=64)).schedule is None  # fmt: skip
+
+
+def test_scheduler_cache_is_what_the_scheduler_gives() -> None:
+    """Entries of the shipped scheduler cache, simulated again now at the factors their
+    keys record, for points of short outputs (a few seconds in all)."""
+    from accelbench.predict.validate import SchedulerCache, load_cache, scheduler_prediction
+
+    shipped = load_cache()
+    points = load_calibration()
+    prep = prepare(points)
+    picked = [i for i, p in enumerate(points) if p.osl == 1024 and p.concurrency <= 16][::12]
+    checked = 0
+    for i in picked[:4]:
+        stem = SchedulerCache.key(points[i], Efficiency(1, 1, 1, 1)).rsplit("|", 1)[0] + "|"
+        keys = [k for k in shipped.entries if k.startswith(stem)]
+        assert keys, f"no cached simulation of {stem}"
+        eff = Efficiency(*(float(x) for x in keys[0][len(stem) :].split(",")))
+        fresh = SchedulerCache()
+        scheduler_prediction(prep, i, eff, fresh)
+        assert fresh.entries[keys[0]] == pytest.approx(shipped.entries[keys[0]], rel=1e-9)
+        checked += 1
+    assert checked == 4
+
+
+def test_loop_metrics_admission_hand_checked() -> None:
+    """The hand-checked loop above (TTFT 36 ms with half a 10 ms decode step for the
+    look) with a look every 4 steps: 4 x 10 / 2 = 20 ms instead of 5; with a balanced
+    admission over 3 ranks: half of the 2 other arrivals at 4 per 180 ms cycle, 45 ms,
+    or the timeout of 2 steps, 20 ms, whichever is less."""
+    dec, pre = np.array([0.0, 0.01, 0.0]), np.array([0.02, 0.0, 0.0])
+    base = (4, 1, 100, 10, 4, 1)
+    _, ttft, tpot, _, _ = loop_metrics(dec, pre, 1.0, 1.0, 0.0, 0.003, (*base, 4, 1, 0))
+    assert ttft == pytest.approx(0.036 - 0.005 + 0.020) and tpot == pytest.approx(0.016)
+    _, ttft, _, _, _ = loop_metrics(dec, pre, 1.0, 1.0, 0.0, 0.003, (*base, 1, 3, 60))
+    assert ttft == pytest.approx(0.036 + 0.045)
+    _, ttft, _, _, _ = loop_metrics(dec, pre, 1.0, 1.0, 0.0, 0.003, (*base, 1, 3, 2))
+    assert ttft == pytest.approx(0.036 + 0.020)
+    # one user: nothing else runs when it sends, the engine looks at once
+    one = (1, 1, 100, 10, 1, 1)
+    assert loop_metrics(dec, pre, 1.0, 1.0, 0.0, 0.003, (*one, 30, 1, 0))[1] == pytest.approx(
+        loop_metrics(dec, pre, 1.0, 1.0, 0.0, 0.003, one)[1]
+    )
+
+
+def test_inferencex_admission_follows_the_launch_scripts() -> None:
+    from accelbench.predict.calibration import inferencex_admission
+    from accelbench.predict.scheduler import Admission
+
+    assert inferencex_admission("b200", "sglang", Layout(8), 8) == Admission(recv_interval=10)
+    assert inferencex_admission("b300", "sglang", Layout(4, 4), 16) == Admission(recv_interval=30)
+    assert inferencex_admission("h200", "sglang", Layout(8), 64) == Admission()
+    assert inferencex_admission("mi355x", "sglang", Layout(8), 64) == Admission()
+    assert inferencex_admission("b200", "trt-llm", Layout(4, 4, True), 256) == Admission(
+        balance_ranks=4, balance_timeout_steps=60
+    )
+    assert inferencex_admission("b200", "trt-llm", Layout(8, 8), 64) == Admission()
+    points = load_calibration()
+    b200 = next(p for p in points if p.hardware == "b200" and p.engine == "sglang")
+    assert b200.admission.recv_interval in (10, 30)
+    # InferenceX's client draws lengths from [int(0.8 L), L]: the mean the fit sees
+    p = next(p for p in points if p.isl == 1024 and p.osl == 8192)
+    assert (p.length_ratio, p.mean_isl, p.mean_osl) == (0.8, 922, 7373)
+
+
+def test_unseen_accelerator_borrows_its_generation() -> None:
+    from accelbench.predict.fit import Fitted, choose, family
+
+    assert family(find_accelerator("mi300x")) == family(find_accelerator("mi325x")) == "cdna3"
+    assert family(find_accelerator("b300")) == family(find_accelerator("b200")) == "blackwell"
+    eff = Efficiency(0.1, 0.5, 0.01, 0.1)
+    fitted = {k: Fitted(k, "x", eff, 10) for k in ("arch:cdna3", "vendor:amd", "*")}
+    assert choose(fitted, "mi300x", "sglang", "fp8", "amd", "cdna3").key == "arch:cdna3"
+    assert choose(fitted, "mi355x", "sglang", "fp8", "amd", "cdna4").key == "vendor:amd"
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.integers(1, 512), ctx=st.integers(0, 200_000), dp=st.booleans())
+def test_property_memoised_decode_parts_are_the_direct_ones(seqs: int, ctx: int, dp: bool) -> None:
+    """A decode-only step's parts come from a per-batch line (they are affine in the
+    context): the same as computing them directly."""
+    m = RooflineStepModel(
+        find_model("deepseek-r1").arch, find_accelerator("b200"), "fp4",
+        Layout(8, 8, dp), Efficiency(0.2, 0.8, 0.005),
+    )  # fmt: skip
+    step = Step(decode_seqs=seqs, decode_context=seqs * ctx)
+    assert m.step_parts(step) == pytest.approx(m._step_parts(step), rel=1e-9, abs=1e-15)
+
+
+def test_prompts_sharing_a_prefill_step_attend_to_their_own_tokens() -> None:
+    """Two prompts of 4,096 tokens in one step: less causal attention than one of
+    8,192 (about half), the same GEMMs."""
+    m = RooflineStepModel(
+        find_model("deepseek-r1").arch, find_accelerator("h200"), "fp8", Layout(8),
+        Efficiency(1.0, 1.0, 0.0),
+    )  # fmt: skip
+    one = m.step_parts(Step(8192, 0, 0, 0, 1))[0]
+    two = m.step_parts(Step(8192, 0, 0, 0, 2))[0]
+    gemm = m.step_parts(Step(1, 0, 0, 0, 1))[0] * 8192
+    assert gemm < two < one
+    assert (two - gemm) == pytest.approx((one - gemm) / 2, rel=0.01)
+
+
+def test_bench_requests_draw_like_the_benchmark() -> None:
+    from accelbench.predict.point import bench_requests
+
+    reqs = bench_requests(1024, 1024, 400, (0.8, 1.0))
+    assert reqs == bench_requests(1024, 1024, 400, (0.8, 1.0))  # a fixed seed
+    assert all(819 <= i <= 1024 and 819 <= o <= 1024 for i, o in reqs)
+    assert 900 < sum(i for i, _ in reqs) / 400 < 945

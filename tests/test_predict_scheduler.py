@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.predict.scheduler import (
+    Admission,
     Scheduler,
     SchedulerConfig,
     SimRequest,
@@ -68,9 +69,9 @@ def test_chunked_prefill_shares_the_token_budget():
     assert s.token_times(1) == approx([0.3302, 0.3403])
     assert b.ttft_s == pytest.approx(0.3302) and a.ttft_s == pytest.approx(0.128)
     assert m.seen == [
-        Step(128, 0, 0, 0),
-        Step(127, 118, 1, 11),  # B has 118 tokens in its KV; A attends to 10 + 1
-        Step(55, 245, 1, 12),
+        Step(128, 0, 0, 0, 2),  # two prompts share the prefill tokens
+        Step(127, 118, 1, 11, 1),  # B has 118 tokens in its KV; A attends to 10 + 1
+        Step(55, 245, 1, 12, 1),
         Step(0, 0, 1, 301),
     ]
 
@@ -113,7 +114,7 @@ def test_prefix_cache_hits_are_not_prefilled():
     m = Simple()
     s = open_loop(m, [SimRequest(0, 100, 2, cached_tokens=60)])
     assert s.requests[0].ttft_s == pytest.approx(0.040)
-    assert m.seen[0] == Step(40, 60, 0, 0)
+    assert m.seen[0] == Step(40, 60, 0, 0, 1)
     # at least one token is always computed
     s = open_loop(Simple(), [SimRequest(0, 100, 2, cached_tokens=100)])
     assert s.requests[0].ttft_s == pytest.approx(0.001) and s.requests[0].cached_tokens == 99
@@ -263,7 +264,8 @@ def naive(
             take = min(left, s["p"] - s["done"])
             pre, pre_ctx, left = pre + take, pre_ctx + s["done"], left - take
             plan.append((s, take))
-        now += m.step_time(Step(pre, pre_ctx, dec, dec_ctx)).seconds
+        n_pre = sum(1 for _, take in plan if take > 0)
+        now += m.step_time(Step(pre, pre_ctx, dec, dec_ctx, n_pre)).seconds
         for s, take in plan:
             was_decoding = take == 0
             s["done"] += take
@@ -322,3 +324,44 @@ def test_any_request_is_accepted_or_one_clear_error(arrival, prompt, output, cac
         assert sch.running == 0 and not sch.waiting  # nothing half added
         return
     assert sch.step(max(float(arrival), 0.0)) is not None
+
+
+# ---- admission: when a busy engine looks for new requests ----------------------------
+
+
+def _two(adm: Admission, b_arrival: float = 0.015, c: bool = False) -> list:
+    reqs = [SimRequest(0.0, 10, 20), SimRequest(b_arrival, 10, 2)]
+    if c:
+        reqs.append(SimRequest(0.016, 10, 2))
+    return open_loop(Simple(), reqs, SchedulerConfig(admission=adm)).requests
+
+
+def test_recv_interval_makes_a_new_request_wait_for_the_next_look():
+    """A (idle engine: looked at once) prefills 10 ms, then decodes 10.1 ms a step; B
+    arrives at 15 ms. Looking every step, B joins step 2 (at 20.1 ms); looking every 4
+    steps (SGLang's --scheduler-recv-interval 4), it joins step 4 (at 40.3 ms) and its
+    first token comes with that step's end: 40.3 + 10 (prefill) + 10.1 (A's decode)."""
+    a, b = _two(Admission())
+    assert a.queue_s == 0 and b.admitted_s == pytest.approx(0.0201)
+    a, b = _two(Admission(recv_interval=4))
+    assert a.queue_s == 0
+    assert b.admitted_s == pytest.approx(0.0403)
+    assert b.ttft_s == pytest.approx(0.0403 + 0.0201 - 0.015)
+    # an idle engine looks at once, whatever the interval
+    _, late = _two(Admission(recv_interval=4), b_arrival=5.0)
+    assert late.queue_s == 0
+
+
+def test_balance_holds_a_lone_request_until_the_timeout():
+    """TRT-LLM's DP-attention balance over 2 ranks, 3 steps at most: B alone is held
+    from step 2 (20.1 ms) to step 5 (50.4 ms); with C arrived too, both join step 2."""
+    _, b = _two(Admission(balance_ranks=2, balance_timeout_steps=3))
+    assert b.admitted_s == pytest.approx(0.0504)
+    _, b, c = _two(Admission(balance_ranks=2, balance_timeout_steps=3), c=True)
+    assert b.admitted_s == c.admitted_s == pytest.approx(0.0201)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, 1 << 17])
+def test_admission_refuses_bad_numbers(bad):
+    with pytest.raises(AccelbenchError, match="recv_interval"):
+        Admission(recv_interval=bad)

@@ -117,7 +117,8 @@ def predict_command(
         "--schedule",
         help=(
             "Also run the point through the event-driven continuous-batching scheduler "
-            "(queueing and TTFT out of the schedule; its error is not in the validation)."
+            "(queueing and TTFT out of the schedule; its cross-validated error is in "
+            "--validate's table, predictor 'scheduler')."
         ),
     ),
     explain: bool = typer.Option(
@@ -280,7 +281,8 @@ def predict_command(
             f"  scheduled ({sc.requests:,} requests, closed loop): throughput/GPU "
             f"{sc.throughput_per_gpu:,.0f} tok/s, TTFT {sc.ttft_s * 1e3:,.0f} ms (queue "
             f"{sc.queue_s * 1e3:,.0f} ms), TPOT {sc.tpot_s * 1e3:,.1f} ms (the event-driven "
-            "scheduler over the same step model; the validation above is of the steady state)"
+            "scheduler over the same step model and factors; the values above are the "
+            "closed form's, the default: docs/PREDICT.md)"
         )
         if explain:
             shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sc.bound_shares.items())
@@ -359,16 +361,23 @@ def _calibrated(
 def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
     from accelbench.predict.calibration import load_calibration
     from accelbench.predict.fit import write_factors
+    from accelbench.predict.validate import load_cache, table_markdown, write_cache
     from accelbench.predict.validate import refit as do_refit
-    from accelbench.predict.validate import table_markdown
     from accelbench.predict.validate import validate as run_validation
 
     points = load_calibration()
+    cache = load_cache()
     if refit:
-        factors, v = do_refit(points)
+        factors, v = do_refit(points, cache)
         typer.echo(f"wrote {write_factors(factors)}", err=True)
+        typer.echo(f"wrote {write_cache(cache)}", err=True)
     else:
-        v = run_validation(points)
+        v = run_validation(points, cache=cache)
+    typer.echo(
+        f"scheduler: {len(cache.used) - cache.misses} simulations from the shipped cache, "
+        f"{cache.misses} run now",
+        err=True,
+    )
     table = table_markdown(v)
     from accelbench.predict import mlperf_check  # other models: MLPerf Inference
 
@@ -377,7 +386,7 @@ def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
         typer.echo(
             json.dumps(
                 {
-                    "schema": "accelbench.predict-validation/1",
+                    "schema": "accelbench.predict-validation/2",
                     "points": v.n_points,
                     "systems": v.n_systems,
                     "rows": [r.__dict__ for r in v.rows],

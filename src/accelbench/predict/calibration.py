@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
+from accelbench.predict.scheduler import Admission
 from accelbench.predict.stepmodel import DEFAULT_MAX_BATCH, Layout
 
 PROVENANCE = (
@@ -48,6 +49,12 @@ COLUMNS = (
     "median_tpot_s",
 )
 MAX_FILE_BYTES = 64 << 20
+# repositories whose points InferenceX's client and launch scripts measured
+INFERENCEX_REPOS = (
+    "vngcloud/InferenceX-app",
+    "SemiAnalysisAI/InferenceX",
+    "SemiAnalysisAI/InferenceX-app",
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,54 @@ class Point:
     @property
     def group(self) -> tuple[str, str, str]:
         return (self.hardware, self.engine, self.precision)
+
+    @property
+    def from_inferencex(self) -> bool:
+        """Measured by SemiAnalysis InferenceX (its repository or the app's snapshot)."""
+        return self.source.split(":", 1)[0] in INFERENCEX_REPOS
+
+    @property
+    def length_ratio(self) -> float:
+        """The benchmark drew each prompt and output length uniformly from
+        ``[ratio x ISL, ISL]`` (and OSL likewise): InferenceX runs its client
+        (``utils/bench_serving/benchmark_serving.py``, ``sample_uniform``) with
+        ``--random-range-ratio 0.8`` (``.github/workflows/benchmark-tmpl.yml``,
+        ``RANDOM_RANGE_RATIO``); 1 (exact lengths) for any other source."""
+        return 0.8 if self.from_inferencex else 1.0
+
+    @property
+    def mean_isl(self) -> int:
+        """The mean prompt length the benchmark sent (``length_ratio``)."""
+        return round(self.isl * (1 + self.length_ratio) / 2)
+
+    @property
+    def mean_osl(self) -> int:
+        return round(self.osl * (1 + self.length_ratio) / 2)
+
+    @property
+    def admission(self) -> Admission:
+        """When the engine that measured the point took new requests in
+        (``inferencex_admission``; the engine's default for any other source)."""
+        if not self.from_inferencex:
+            return Admission()
+        return inferencex_admission(self.hardware, self.engine, self.layout, self.concurrency)
+
+
+def inferencex_admission(hardware: str, engine: str, layout: Layout, concurrency: int) -> Admission:
+    """How InferenceX's launch scripts set the engines' admission (SemiAnalysisAI/InferenceX,
+    ``benchmarks/single_node/fixed_seq_len/dsr1_fp{4,8}_{b200,b300}.sh`` and
+    ``dsr1_fp{4,8}_{b200,h200}_trt.sh``, unchanged since 2025-09, before every point here):
+
+    - SGLang on B200 and B300: ``--scheduler-recv-interval`` 10 below 16 users, 30 from 16
+      (``SCHEDULER_RECV_INTERVAL``); the H200 and AMD scripts leave SGLang's default, 1.
+    - TensorRT-LLM with DP attention: ``attention_dp_config: {enable_balance: true,
+      batching_wait_iters: 0, timeout_iters: 60}``: new requests wait until every
+      attention rank (TP of them) has one, at most 60 iterations."""
+    if engine == "sglang" and hardware in ("b200", "b300"):
+        return Admission(recv_interval=10 if concurrency < 16 else 30)
+    if engine == "trt-llm" and layout.dp_attention and layout.tp > 1:
+        return Admission(balance_ranks=layout.tp, balance_timeout_steps=60)
+    return Admission()
 
 
 def default_path() -> Path:

@@ -40,7 +40,7 @@ the model, so their errors are correlated and the true interval is narrower). Th
 prediction intervals are the 10th-90th percentiles of the model's cross-validated errors
 on that accelerator (docs/PREDICT.md): about 80 % coverage each, not a confidence
 interval; where the model's errors on an accelerator lean one way, its interval leans too
-and may not contain the predicted value (MI325X below). **Supported**: the whole interval
+and may not contain the predicted value. **Supported**: the whole interval
 lies on the claim's side of the threshold; **refuted**: wholly on the other side;
 **inconclusive**: it straddles the threshold. The public measurement is shown beside it and does not enter the verdict.
 

@@ -54,20 +54,31 @@ LEVELS: tuple[str, ...] = (
     "accelerator x engine x precision",
     "accelerator x engine",
     "accelerator",
+    "architecture x engine",
+    "architecture",
     "vendor",
     "all",
 )
 
 
-def level_keys(hardware: str, engine: str, precision: str, vendor: str) -> list[str]:
-    """The keys of a combination at each level, most specific first."""
-    return [
-        f"{hardware}|{engine}|{precision}",
-        f"{hardware}|{engine}",
-        hardware,
-        f"vendor:{vendor}",
-        "*",
-    ]
+def family(acc: Accelerator) -> str:
+    """The accelerator's silicon generation, the first word of the catalog's ``arch``
+    (CDNA3 for MI300X and MI325X, Blackwell for B200 and B300, Hopper for H100 and H200):
+    the same chips run the same kernels, so an unseen accelerator borrows its
+    generation's factors before its vendor's."""
+    words = acc.arch.split()
+    return words[0].lower() if words else ""
+
+
+def level_keys(
+    hardware: str, engine: str, precision: str, vendor: str, arch: str = ""
+) -> list[str]:
+    """The keys of a combination at each level, most specific first (``arch``: the
+    ``family``; no architecture levels without one)."""
+    keys = [f"{hardware}|{engine}|{precision}", f"{hardware}|{engine}", hardware]
+    if arch:
+        keys += [f"arch:{arch}|{engine}", f"arch:{arch}"]
+    return [*keys, f"vendor:{vendor}", "*"]
 
 
 @dataclass(frozen=True)
@@ -125,10 +136,11 @@ class Prepared:
     points: list[Point]
     dec: np.ndarray  # (N, 3) peak-rate parts of the decode step
     pre: np.ndarray  # (N, 3) of the prefill
-    shape: np.ndarray  # (6, N): running, prefill batch, isl, osl, concurrency, gpus
+    shape: np.ndarray  # (9, N): LoopShape.row() of each point
     meas: np.ndarray  # (N, 3): throughput/GPU, TTFT, TPOT
     limit: np.ndarray  # (N, 3): physical limits of the same
     vendor: list[str]
+    arch: list[str]  # the accelerators' family
 
 
 def prepare(
@@ -139,28 +151,30 @@ def prepare(
     """``resolve``: a point's architecture and accelerator (default: the catalogs'; the
     user's own sweeps name a config.json model and a host described by its figures)."""
     dummy = Efficiency(1.0, 1.0, 0.0)
-    dec, pre, shape, meas, limit, vendor = [], [], [], [], [], []
+    dec, pre, shape, meas, limit, vendor, arch_of = [], [], [], [], [], [], []
     for p in points:
         arch, acc = resolve(p) if resolve else (_arch(p.model), catalog_accelerator(p.hardware))
         m = RooflineStepModel(
             arch, acc, p.precision, p.layout, dummy, kv_precision, max_seqs=p.max_batch
         )
-        sh = loop_shape(m, p.isl, p.osl, p.concurrency)
-        lim = physical_limits(m, p.isl, p.osl, sh.running)
+        sh = loop_shape(m, p.mean_isl, p.mean_osl, p.concurrency, p.admission)
+        lim = physical_limits(m, p.mean_isl, p.mean_osl, sh.running)
         dec.append(sh.decode)
         pre.append(sh.prefill)
-        shape.append((sh.running, sh.prefill_batch, p.isl, p.osl, p.concurrency, sh.gpus))
+        shape.append(sh.row())
         meas.append((p.throughput_per_gpu, p.ttft_s, p.tpot_s))
         limit.append((lim.throughput_per_gpu, lim.ttft_s, lim.tpot_s))
         vendor.append(acc.vendor.lower())
+        arch_of.append(family(acc))
     return Prepared(
         list(points),
         np.array(dec, dtype=float).reshape(-1, 3),
         np.array(pre, dtype=float).reshape(-1, 3),
-        np.array(shape, dtype=float).reshape(-1, 6).T,
+        np.array(shape, dtype=float).reshape(-1, 9).T,
         np.array(meas, dtype=float).reshape(-1, 3),
         np.array(limit, dtype=float).reshape(-1, 3),
         vendor,
+        arch_of,
     )
 
 
@@ -208,7 +222,7 @@ def group_index(prep: Prepared, train: np.ndarray) -> dict[str, np.ndarray]:
     out: dict[str, list[int]] = {}
     for i in train:
         p = prep.points[i]
-        for key in level_keys(p.hardware, p.engine, p.precision, prep.vendor[i]):
+        for key in level_keys(p.hardware, p.engine, p.precision, prep.vendor[i], prep.arch[i]):
             out.setdefault(key, []).append(int(i))
     return {k: np.array(v) for k, v in out.items()}
 
@@ -237,16 +251,23 @@ def fit_levels(
 
 def _level_of(key: str) -> int:
     if key == "*":
-        return 4
+        return 6
     if key.startswith("vendor:"):
-        return 3
+        return 5
+    if key.startswith("arch:"):
+        return 4 - key.count("|")
     return 2 - key.count("|")
 
 
 def choose(
-    fitted: dict[str, Fitted], hardware: str, engine: str, precision: str, vendor: str
+    fitted: dict[str, Fitted],
+    hardware: str,
+    engine: str,
+    precision: str,
+    vendor: str,
+    arch: str = "",
 ) -> Fitted:
-    for key in level_keys(hardware, engine, precision, vendor):
+    for key in level_keys(hardware, engine, precision, vendor, arch):
         if key in fitted:
             return fitted[key]
     raise AccelbenchError("no fitted factors at any level (the calibration set is empty)")

@@ -1,15 +1,17 @@
 """One prediction: a model on an accelerator in a layout, at an ISL/OSL and a target
 (a concurrency, an interactivity, or a TTFT/TPOT SLO).
 
-``predict_point`` is the one entry point (the CLI, the claims page and the lead's
-scheduler switch call it). Today it evaluates the closed loop in steady state
-(``stepmodel.steady_state``); the event-driven scheduler can replace that evaluation
-behind the same signature.
+``predict_point`` is the one entry point (the CLI and the claims page call it). It
+evaluates the closed loop in steady state (``stepmodel.steady_state``), the default
+predictor of every metric (``validate.DEFAULT_PREDICTOR``: the event-driven scheduler's
+cross-validated errors are close but not no worse, docs/PREDICT.md); ``schedule=True``
+adds the scheduler's view (``scheduled``).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from dataclasses import asdict, dataclass, field
 
@@ -25,9 +27,11 @@ from accelbench.predict.fit import (
     Limits,
     catalog_accelerator,
     choose,
+    family,
     physical_limits,
     shipped_factors,
 )
+from accelbench.predict.scheduler import Admission
 from accelbench.predict.stepmodel import (
     DEFAULT_MAX_BATCH,
     Efficiency,
@@ -35,7 +39,7 @@ from accelbench.predict.stepmodel import (
     RooflineStepModel,
     steady_state,
 )
-from accelbench.predict.steps import Bound
+from accelbench.predict.steps import Bound, Step, StepTime
 
 MAX_CONCURRENCY = 1 << 16
 MAX_TP = 64
@@ -93,37 +97,103 @@ class Estimate:
     high: float
 
 
+# The benchmark the scheduler replays (InferenceX's client, ``benchmark_serving.py``):
+# ``--num-prompts`` 10 x concurrency, all clients starting together.
+BENCH_ROUNDS = 10
+MIN_ROUNDS = 3
+MAX_STEPS = 40_000  # fewer rounds where rounds x OSL would pass this (speed: ~0.3 s a point)
+# the token budget of a step: the smallest chunked-prefill size in the calibration's launch
+# scripts (SGLang on B200, --chunked-prefill-size 16384; TRT-LLM's max_num_tokens is
+# ISL + concurrency or more), so a prompt of up to 16k tokens is prefilled in one step
+SCHEDULE_BATCHED_TOKENS = 16384
+# lengths of a predicted workload: uniform within +-10 % of the ISL/OSL asked for (mean
+# as asked); the spread keeps the clients from moving in lockstep, as real ones do not
+PREDICT_LENGTHS = (0.9, 1.1)
+
+
 @dataclass(frozen=True)
 class Scheduled:
     """The point as the event-driven scheduler (``predict.scheduler``) runs it: a closed
-    loop of ``concurrency`` clients over ``requests`` requests, the first ``concurrency``
-    of them left out as the warm-up; queueing and TTFT come out of the schedule."""
+    loop of ``concurrency`` clients, all starting together, over ``requests`` requests
+    (the benchmark's: every request counts); queueing and TTFT come out of the
+    schedule."""
 
     requests: int
-    throughput_per_gpu: float  # input + output tokens/s per GPU, after the warm-up
-    ttft_s: float  # median
+    throughput_per_gpu: float  # input + output tokens/s per GPU, first send to last reply
+    ttft_s: float  # median, with the fixed per-request time
     queue_s: float  # median wait for admission
     tpot_s: float  # median
     bound_shares: dict[str, float]  # share of the busy time each bound limited
 
 
-def scheduled(sm: RooflineStepModel, isl: int, osl: int, concurrency: int) -> Scheduled:
-    """Run the point through the scheduler (at most 4,096 requests)."""
-    from accelbench.predict.scheduler import closed_loop
+class _NoKvLimit:
+    """A ``StepModel`` whose KV cache never fills: the schedule, like the closed form,
+    does not queue on our KV estimate (the calibration points ran configurations that
+    estimate calls tight; ``predict_point`` notes where it does)."""
 
-    n = min(4096, max(16, 3 * concurrency))
-    sch = closed_loop(sm, concurrency, [(isl, osl)] * n)
-    rs = sch.requests[concurrency:] or sch.requests
-    start = min(r.arrival_s for r in rs)
+    def __init__(self, inner: RooflineStepModel) -> None:
+        self.inner = inner
+
+    def step_time(self, step: Step) -> StepTime:
+        return self.inner.step_time(step)
+
+    def kv_capacity_tokens(self) -> int:
+        return 1 << 50
+
+    def max_batch(self) -> int:
+        return self.inner.max_batch()
+
+
+def bench_requests(
+    isl: int, osl: int, n: int, lengths: tuple[float, float], seed: int = 0
+) -> list[tuple[int, int]]:
+    """``n`` (prompt, output) lengths, each uniform over the integers in
+    ``[int(lo x L), int(hi x L)]`` (InferenceX's client draws ``[int(0.8 L), L]``),
+    from a fixed seed."""
+    rng = random.Random(seed)
+    lo, hi = lengths
+
+    def draw(x: int) -> int:
+        return max(1, rng.randint(int(x * lo), max(int(x * lo), int(x * hi))))
+
+    return [(draw(isl), draw(osl)) for _ in range(n)]
+
+
+def scheduled(
+    sm: RooflineStepModel,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    admission: Admission | None = None,
+    *,
+    lengths: tuple[float, float] = PREDICT_LENGTHS,
+    request_s: float | None = None,
+) -> Scheduled:
+    """Run the point through the scheduler as a benchmark client would: ``concurrency``
+    clients start together and send ``BENCH_ROUNDS`` x ``concurrency`` requests (fewer
+    rounds, at least ``MIN_ROUNDS``, where OSL makes that more than ``MAX_STEPS`` decode
+    steps), lengths drawn by ``bench_requests``; each TTFT includes the fixed
+    per-request time (``request_s``, default the model's factor)."""
+    from accelbench.predict.scheduler import SchedulerConfig, closed_loop
+
+    rounds = max(MIN_ROUNDS, min(BENCH_ROUNDS, MAX_STEPS // max(1, osl)))
+    n = rounds * concurrency
+    cfg = SchedulerConfig(
+        max_num_batched_tokens=max(SCHEDULE_BATCHED_TOKENS, int(isl * max(lengths)) + concurrency),
+        admission=admission or Admission(),
+    )
+    sch = closed_loop(_NoKvLimit(sm), concurrency, bench_requests(isl, osl, n, lengths), cfg)
+    rs = sch.requests
+    fixed = sm.eff.request_s if request_s is None else request_s
     end = max(r.end_s for r in rs)
     tokens = sum(r.prompt_tokens + r.output_tokens for r in rs)
-    tput = tokens / (end - start) / sm.layout.gpus if end > start else float("nan")
+    tpots = [r.tpot_s for r in rs if r.output_tokens > 1]
     return Scheduled(
         requests=n,
-        throughput_per_gpu=tput,
-        ttft_s=statistics.median(r.ttft_s for r in rs),
+        throughput_per_gpu=tokens / end / sm.layout.gpus if end > 0 else float("nan"),
+        ttft_s=statistics.median(r.ttft_s for r in rs) + fixed,
         queue_s=statistics.median(r.queue_s for r in rs),
-        tpot_s=statistics.median(r.tpot_s for r in rs) if osl > 1 else float("nan"),
+        tpot_s=statistics.median(tpots) if tpots else float("nan"),
         bound_shares=sch.bound_shares(),
     )
 
@@ -208,7 +278,7 @@ def fitted_step_model(
     scheduler and the emulated server."""
     arch, acc = _resolve_model(model), _resolve_acc(accelerator)
     f = factors or shipped_factors()
-    fitted = choose(f.fitted, acc.id, engine, precision.lower(), acc.vendor.lower())
+    fitted = choose(f.fitted, acc.id, engine, precision.lower(), acc.vendor.lower(), family(acc))
     sm = RooflineStepModel(
         arch, acc, precision, layout, fitted.eff, kv_precision, max_seqs=max_batch
     )

@@ -8,7 +8,10 @@ Each engine step takes, within a token budget (``max_num_batched_tokens``):
 3. then waiting requests in arrival order (FCFS, never skipping the head): one is
    admitted while fewer than ``max_batch()`` sequences run and its whole KV cache
    (prompt plus output tokens, rounded up to blocks) fits in what is left of
-   ``kv_capacity_tokens()``; it gets the first chunk of its prefill.
+   ``kv_capacity_tokens()``; it gets the first chunk of its prefill. Only requests the
+   engine has seen count (``Admission``: by default every arrived one; with a receive
+   interval those arrived by its last look; a balanced admission holds them until
+   enough have come or the oldest has waited long enough).
 
 A ``StepModel`` gives the step's duration and its bound. Tokens come out at the end of
 the step that computed them: the step that finishes a prompt yields its first token,
@@ -58,9 +61,39 @@ class SimRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Admission:
+    """When a busy engine takes new requests in (the defaults: at every step).
+
+    - ``recv_interval``: the engine looks for new requests only every this many steps
+      while it runs (SGLang's ``--scheduler-recv-interval``; an idle engine looks at
+      once). A request that arrives mid-run waits for the next look.
+    - ``balance_ranks`` / ``balance_timeout_steps``: with data-parallel attention,
+      TensorRT-LLM's ``attention_dp_config.enable_balance`` holds new requests back until
+      every attention rank has one (``balance_ranks`` of them waiting), or until the
+      oldest has waited ``balance_timeout_steps`` steps (``timeout_iters``), so that the
+      ranks prefill together."""
+
+    recv_interval: int = 1
+    balance_ranks: int = 1
+    balance_timeout_steps: int = 0
+
+    def __post_init__(self) -> None:
+        for name, v, lo in (("recv_interval", self.recv_interval, 1),
+                            ("balance_ranks", self.balance_ranks, 1),
+                            ("balance_timeout_steps", self.balance_timeout_steps, 0)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1 << 16:
+                raise AccelbenchError(f"{name} must be an integer in [{lo}, 65,536] (got {v!r})")
+
+    @property
+    def default(self) -> bool:
+        return self.recv_interval == 1 and self.balance_ranks == 1
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     max_num_batched_tokens: int = DEFAULT_BATCHED_TOKENS
     block_size: int = DEFAULT_BLOCK_SIZE
+    admission: Admission = Admission()
 
     def __post_init__(self) -> None:
         for name, v in (("max_num_batched_tokens", self.max_num_batched_tokens),
@@ -124,6 +157,8 @@ class Scheduler:
         self._ends: dict[int, list[_Seq]] = {}  # step index -> sequences ending there
         self._next_id = 0
         self._last_arrival = -math.inf
+        self._looked = -math.inf  # when the engine last looked for new requests
+        self._held: tuple[int, int] = (-1, 0)  # (request, step) a balanced admission holds since
 
     # -- input ---------------------------------------------------------------------
     def kv_tokens(self, prompt_tokens: int, output_tokens: int) -> int:
@@ -188,18 +223,45 @@ class Scheduler:
         return self.waiting[0].arrival_s if self.waiting else None
 
     # -- one step ------------------------------------------------------------------
+    def _visible(self, now: float) -> float:
+        """Requests that arrived by this time may be admitted in the step starting at
+        ``now`` (``Admission``: now, by default)."""
+        adm = self.config.admission
+        if adm.default:
+            return now
+        busy = self.running > 0
+        if not busy or self.steps % adm.recv_interval == 0:
+            self._looked = now
+        seen = self._looked
+        if adm.balance_ranks > 1 and busy and self.waiting and self.waiting[0].arrival_s <= seen:
+            n = 0
+            for seq in self.waiting:
+                if seq.arrival_s > seen or n >= adm.balance_ranks:
+                    break
+                n += 1
+            if n < adm.balance_ranks:
+                head = self.waiting[0].rid
+                if self._held[0] != head:
+                    self._held = (head, self.steps)
+                if self.steps - self._held[1] < adm.balance_timeout_steps:
+                    return -math.inf
+        return seen
+
     def step(self, now: float) -> StepResult | None:
         """Form the step that starts at ``now``, time it, and advance the state to its
         end; None when nothing can run (see :meth:`idle`)."""
+        seen = self._visible(now)
         budget = self.config.max_num_batched_tokens - self.decoding
         decode_seqs, decode_ctx = self.decoding, self.decode_context
         prefill_tokens = prefill_ctx = 0
         done_prefill: list[_Seq] = []
         admitted: list[int] = []
+        prefill_seqs = 0
         for seq in self.prefilling:
             if budget <= 0:
                 break
             take = min(seq.prompt - seq.computed, budget)
+            prefill_seqs += 1
             prefill_tokens += take
             prefill_ctx += seq.computed
             seq.computed += take
@@ -211,7 +273,7 @@ class Scheduler:
         while (
             budget > 0
             and waiting
-            and waiting[0].arrival_s <= now
+            and waiting[0].arrival_s <= seen
             and running < self.max_seqs
             and self.kv_used + waiting[0].kv <= self.kv_capacity
         ):
@@ -221,6 +283,7 @@ class Scheduler:
             running += 1
             self.prefilling.append(seq)
             take = min(seq.prompt - seq.computed, budget)
+            prefill_seqs += 1
             prefill_tokens += take
             prefill_ctx += seq.computed
             seq.computed += take
@@ -229,7 +292,7 @@ class Scheduler:
                 done_prefill.append(seq)
         if running == 0:
             return None
-        step = Step(prefill_tokens, prefill_ctx, decode_seqs, decode_ctx)
+        step = Step(prefill_tokens, prefill_ctx, decode_seqs, decode_ctx, prefill_seqs)
         t = self.model.step_time(step)
         if not (math.isfinite(t.seconds) and t.seconds > 0):
             raise AccelbenchError(f"the step model gave {t.seconds!r} s for {step}")

@@ -34,6 +34,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import Accelerator
 from accelbench.plan.architecture import ModelArch, human_bytes, weight_bytes_per_param
 from accelbench.plan.roofline import DEFAULT_RESERVE, Hardware, hardware_for
+from accelbench.predict.scheduler import Admission
 from accelbench.predict.steps import Bound, Step, StepTime
 
 ACT_BYTES = 2.0  # BF16 activations in the all-reduces
@@ -115,6 +116,10 @@ class RooflineStepModel:
         self.attn_params = arch.breakdown().attention
         self.attn_bytes = self.attn_params * weight_bytes_per_param(self.precision)
         self.usable = layout.gpus * self.hw.memory_bytes * (1 - reserve)
+        # a decode-only step's parts are affine in its context (no sliding window): the
+        # scheduler asks for thousands of them, so keep (parts at 0, slope) per batch
+        self._affine = not arch.sliding_window
+        self._decode_coef: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
 
     # ---- what fits ----------------------------------------------------------------
     def memory_arithmetic(self, context: int) -> str:
@@ -195,15 +200,29 @@ class RooflineStepModel:
 
     def step_parts(self, step: Step) -> tuple[float, float, float]:
         """``step``'s (compute, memory, interconnect) seconds at peak. The prefill tokens
-        count as one prompt (the Step does not say how many share them: an upper bound on
-        their attention when several do)."""
+        are ``step.prefill_seqs`` prompts' (one where the Step does not say), taken as
+        equal shares of the tokens and of their cached context."""
+        if step.prefill_tokens == 0 and self._affine:
+            coef = self._decode_coef.get(step.decode_seqs)
+            if coef is None:
+                at0 = self._step_parts(Step(decode_seqs=step.decode_seqs))
+                big = self._step_parts(Step(decode_seqs=step.decode_seqs, decode_context=1 << 30))
+                coef = (at0, tuple((b - a) / (1 << 30) for a, b in zip(at0, big, strict=True)))
+                self._decode_coef[step.decode_seqs] = coef
+            ctx = step.decode_context
+            (c0, m0, n0), (c1, m1, n1) = coef
+            return (c0 + c1 * ctx, m0 + m1 * ctx, n0 + n1 * ctx)
+        return self._step_parts(step)
+
+    def _step_parts(self, step: Step) -> tuple[float, float, float]:
         a = self.arch
         pre_score = 0.0
+        prompts = max(1, step.prefill_seqs) if step.prefill_tokens else 0
         if step.prefill_tokens:
-            # causal attention of the new tokens after prefill_context cached ones
-            ctx = step.prefill_context
-            pre_score = a.prefill_flops(ctx + step.prefill_tokens) - a.prefill_flops(ctx)
-            pre_score -= 2.0 * a.active_params * step.prefill_tokens
+            # causal attention of each prompt's new tokens after its cached ones
+            ctx, new = step.prefill_context / prompts, step.prefill_tokens / prompts
+            one = a.prefill_flops(round(ctx + new)) - a.prefill_flops(round(ctx))
+            pre_score = prompts * (one - 2.0 * a.active_params * new)
         ctx_all = step.decode_context + step.prefill_context
         kv_read = a.kv_bytes_for_context(ctx_all, self.kv_precision) * self.kv_copies
         return self._work(
@@ -211,7 +230,7 @@ class RooflineStepModel:
             a.attention_flops_per_token(step.decode_context),
             step.prefill_tokens,
             pre_score,
-            1 if step.prefill_tokens else 0,
+            prompts,
             kv_read,
         )
 
@@ -243,29 +262,48 @@ def step_from_parts(parts: tuple[float, float, float], eff: Efficiency) -> StepT
 @dataclass(frozen=True)
 class LoopShape:
     """What a closed-loop point is, apart from the efficiency factors: the running batch,
-    the prompts prefilled together, and the peak-rate parts of its two kinds of step."""
+    the prompts prefilled together, the peak-rate parts of its two kinds of step, and
+    when the engine takes new requests in."""
 
     concurrency: int
     running: int  # sequences decoding at once (the rest wait for a slot: max_batch)
-    prefill_batch: int  # prompts prefilled together (the arrivals per decode step, >= 1)
+    prefill_batch: int  # prompts prefilled together (the arrivals per admission, >= 1)
     isl: int
     osl: int
     gpus: int
     decode: tuple[float, float, float]  # (compute, memory, interconnect) s at peak
     prefill: tuple[float, float, float]
+    admission: Admission = Admission()
+
+    def row(self) -> tuple[float, ...]:
+        """The shape as ``loop_metrics`` takes it."""
+        a = self.admission
+        return (self.running, self.prefill_batch, self.isl, self.osl, self.concurrency,
+                self.gpus, a.recv_interval, a.balance_ranks, a.balance_timeout_steps)  # fmt: skip
 
 
-def loop_shape(model: RooflineStepModel, isl: int, osl: int, concurrency: int) -> LoopShape:
-    """The closed loop of ``concurrency`` users on ``model`` at ISL/OSL."""
+def loop_shape(
+    model: RooflineStepModel,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    admission: Admission | None = None,
+) -> LoopShape:
+    """The closed loop of ``concurrency`` users on ``model`` at ISL/OSL. The prompts
+    prefilled together are the arrivals per decode step (``b / OSL``), or per look for
+    new requests (``recv_interval`` steps), or the ranks a balanced admission waits for,
+    whichever is most."""
+    adm = admission or Admission()
     b = min(concurrency, model.max_batch())
     if model.kv_fit(isl + osl) < 1:
         raise AccelbenchError(
             "the layout does not hold one sequence: " + model.memory_arithmetic(isl + osl)
         )
     dec = model.step_parts(Step(decode_seqs=b, decode_context=int(b * (isl + osl / 2))))
-    k = max(1, round(b / osl))
+    per_look = adm.recv_interval if b > 1 else 1
+    k = min(b, max(1, round(b * per_look / osl), adm.balance_ranks))
     return LoopShape(
-        concurrency, b, k, isl, osl, model.layout.gpus, dec, model.prefill_parts(k, isl)
+        concurrency, b, k, isl, osl, model.layout.gpus, dec, model.prefill_parts(k, isl), adm
     )
 
 
@@ -274,21 +312,30 @@ def loop_metrics(
 ) -> tuple[Any, Any, Any, Any, Any]:
     """(throughput/GPU, TTFT, TPOT, decode step s, prefill s) of closed loops; every
     argument a float or a numpy array over points (``dec``/``pre``: (..., 3) parts;
-    ``shape``: (b, k, isl, osl, concurrency, gpus)).
+    ``shape``: (b, k, isl, osl, concurrency, gpus[, recv_interval, balance_ranks,
+    balance_timeout_steps]), ``LoopShape.row``).
 
     One cycle of the running batch ``b`` lasts ``osl * t_decode + (b / k) * t_prefill(k)``:
     every request is prefilled once (``k`` prompts together) and decoded in ``osl``
-    steps. TPOT is the cycle less the request's own prefill, over ``osl``; TTFT is half a
-    decode step (the one in flight) plus its prefill, plus, with more users than ``b``,
-    the wait for a slot (Little: ``(c - b) / b`` cycles)."""
-    b, k, isl, osl, c, n = shape
+    steps. TPOT is the cycle less the request's own prefill, over ``osl``; TTFT is the
+    wait for the engine to look at new requests (half a decode step, or half of
+    ``recv_interval`` steps while others decode), the wait of a balanced admission for
+    its ``balance_ranks - 1`` other arrivals (half of them on average, at ``b / cycle``
+    arrivals per second, at most ``balance_timeout_steps`` decode steps), the prompts
+    ahead of it (M/D/1 at the prefill's share of time), its prefill, a fixed
+    per-request time and, with more users than ``b``, the wait for a slot (Little:
+    ``(c - b) / b`` cycles)."""
+    b, k, isl, osl, c, n = shape[:6]
+    r, g, timeout = shape[6:9] if len(shape) > 6 else (1, 1, 0)
     t_dec = np.maximum(dec[..., 0] / eff_c, dec[..., 1] / eff_b) + dec[..., 2] + overhead
     t_pre = np.maximum(pre[..., 0] / eff_c, pre[..., 1] / eff_b) + pre[..., 2] + overhead
     cycle = osl * t_dec + (b / k) * t_pre
     tpot = (cycle - t_pre) / osl
     rho = (b / k) * t_pre / cycle  # the share of time spent prefilling
     wait = rho / (2 * (1 - rho)) * t_pre  # M/D/1: the prompts ahead of this one
-    ttft = t_dec / 2 + wait + t_pre + request + np.maximum(c - b, 0) / b * cycle
+    look = np.where(np.asarray(b) > 1, r, 1) * t_dec / 2
+    balance = np.minimum((np.asarray(g) - 1) / 2 * cycle / b, timeout * t_dec)
+    ttft = look + balance + wait + t_pre + request + np.maximum(c - b, 0) / b * cycle
     tput = b * (isl + osl) / (cycle * n)
     return tput, ttft, tpot, t_dec, t_pre
 
@@ -307,13 +354,19 @@ class SteadyState:
     bound: Bound  # what limits the point as a whole: the bound of the phase that takes longer
 
 
-def steady_state(model: RooflineStepModel, isl: int, osl: int, concurrency: int) -> SteadyState:
-    """A closed loop at ``concurrency`` (``loop_metrics``). The stand-in for the
-    event-driven scheduler (``predict.scheduler``): the same step model, with queueing
-    only as an average."""
-    sh = loop_shape(model, isl, osl, concurrency)
+def steady_state(
+    model: RooflineStepModel,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    admission: Admission | None = None,
+) -> SteadyState:
+    """A closed loop at ``concurrency`` (``loop_metrics``): the event-driven scheduler's
+    (``predict.scheduler``) closed-form stand-in over the same step model, with queueing
+    only as an average. The fit evaluates it."""
+    sh = loop_shape(model, isl, osl, concurrency, admission)
     e = model.eff
-    shape = (sh.running, sh.prefill_batch, isl, osl, concurrency, sh.gpus)
+    shape = sh.row()
     tput, ttft, tpot, _, _ = loop_metrics(
         np.array(sh.decode),
         np.array(sh.prefill),

@@ -28,6 +28,7 @@ class Step:
     prefill_context: int = 0
     decode_seqs: int = 0
     decode_context: int = 0
+    prefill_seqs: int = 0  # sequences sharing the prefill tokens (0: not said, one)
 
 
 @dataclass(frozen=True, slots=True)

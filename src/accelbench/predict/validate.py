@@ -16,28 +16,42 @@ the factors of a fold never see its points).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from accelbench.predict.calibration import Point
 from accelbench.predict.fit import (
+    DEFAULT_KV,
     METRICS,
     Factors,
     Prepared,
+    _arch,
     build_factors,
     calibration_sha,
+    catalog_accelerator,
     choose,
+    clamp,
+    factors_path,
     fit_levels,
     level_keys,
     predict_prepared,
     prepare,
 )
+from accelbench.predict.stepmodel import Efficiency, RooflineStepModel
 
 SPLIT_DATE = "2026-01-01"
 TARGETS = {"throughput": 0.15, "tpot": 0.15, "ttft": 0.30}  # median APE targets (issue 23)
 MIN_TARGET_POINTS = 10
+
+
+CLOSED_FORM, SCHEDULER = "closed form", "scheduler"
+PREDICTORS = (CLOSED_FORM, SCHEDULER)
+# which predictor `accelbench predict` gives for each metric (docs/PREDICT.md says why)
+DEFAULT_PREDICTOR = {"throughput": CLOSED_FORM, "ttft": CLOSED_FORM, "tpot": CLOSED_FORM}
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,7 @@ class Row:
     n: int
     median_ape: float
     p90_ape: float
+    predictor: str = CLOSED_FORM
 
     @property
     def target(self) -> float:
@@ -63,39 +78,150 @@ class Row:
         return self.median_ape <= self.target
 
 
-def _predict_held_out(prep: Prepared, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+class SchedulerCache:
+    """The scheduler's predictions by what determines them (the point's configuration
+    and the fold's factors, to the last bit): a point at the same factors is simulated
+    once, and ``accelbench predict --refit`` keeps them in
+    ``predict/data/scheduler_cv.json`` so that ``--validate`` and the test of the docs
+    table need not simulate again. A key that is not there is simulated (``misses``
+    counts them); a changed fit changes every key."""
+
+    def __init__(self, entries: dict[str, list[float]] | None = None) -> None:
+        self.entries = dict(entries or {})
+        self.used: set[str] = set()
+        self.misses = 0
+
+    @staticmethod
+    def key(p: Point, eff: Efficiency) -> str:
+        a = p.admission
+        return (
+            f"{p.system}|{p.model}|{p.isl}/{p.osl}|c{p.concurrency}|b{p.max_batch}|"
+            f"r{a.recv_interval},{a.balance_ranks},{a.balance_timeout_steps}|"
+            f"l{p.length_ratio!r}|{eff.compute!r},{eff.bandwidth!r},{eff.overhead_s!r},"
+            f"{eff.request_s!r}"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The entries this validation used (a refit drops the stale ones)."""
+        return {
+            "schema": CACHE_SCHEMA,
+            "entries": {k: self.entries[k] for k in sorted(self.used)},
+        }
+
+
+CACHE_SCHEMA = "accelbench.predict-scheduler-cv/1"
+
+
+def cache_path() -> Path:
+    return factors_path().with_name("scheduler_cv.json")
+
+
+def load_cache(path: Path | None = None) -> SchedulerCache:
+    """The shipped cache (empty when absent or not a cache file)."""
+    p = path or cache_path()
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return SchedulerCache()
+    if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA:
+        return SchedulerCache()
+    entries = doc.get("entries")
+    if not isinstance(entries, dict):
+        return SchedulerCache()
+    ok = {
+        k: [float(x) for x in v]
+        for k, v in entries.items()
+        if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int | float) for x in v)
+    }
+    return SchedulerCache(ok)
+
+
+def write_cache(cache: SchedulerCache, path: Path | None = None) -> Path:
+    p = path or cache_path()
+    p.write_text(json.dumps(cache.to_json(), indent=0) + "\n", encoding="utf-8")
+    return p
+
+
+def scheduler_prediction(
+    prep: Prepared, i: int, eff: Efficiency, cache: SchedulerCache
+) -> np.ndarray:
+    """(throughput, TTFT, TPOT) of point ``i`` through the event-driven scheduler at the
+    factors ``eff`` (fitted by the closed form on the fold's training points), replaying
+    the point's benchmark (``point.scheduled``: its clients, rounds, lengths and the
+    engine's admission), inside the physical limit. ``cache``: the same point at the
+    same factors is simulated once (a configuration measured before and after the
+    split date, in the same fold)."""
+    from accelbench.predict.point import scheduled
+
+    p = prep.points[i]
+    # the factors to 6 significant digits: a fit on another machine (another BLAS) may
+    # differ in the last bits, and must find the same simulation
+    eff = Efficiency(*(float(f"{x:.6g}") for x in astuple(eff)))
+    key = SchedulerCache.key(p, eff)
+    if key not in cache.entries:
+        arch, acc = _arch(p.model), catalog_accelerator(p.hardware)
+        sm = RooflineStepModel(
+            arch, acc, p.precision, p.layout, eff, DEFAULT_KV, max_seqs=p.max_batch
+        )
+        sc = scheduled(sm, p.isl, p.osl, p.concurrency, p.admission, lengths=(p.length_ratio, 1.0))
+        cache.entries[key] = [sc.throughput_per_gpu, sc.ttft_s, sc.tpot_s]
+        cache.misses += 1
+    cache.used.add(key)
+    return clamp(np.array(cache.entries[key]), prep.limit[i])
+
+
+def _predict_held_out(
+    prep: Prepared, train: np.ndarray, test: np.ndarray, cache: SchedulerCache | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The closed form's predictions of ``test`` at factors fitted on ``train`` and, with
+    a ``cache``, the scheduler's at the same factors."""
     wanted = set()
     for i in test:
         p = prep.points[i]
-        wanted.update(level_keys(p.hardware, p.engine, p.precision, prep.vendor[i]))
+        wanted.update(level_keys(p.hardware, p.engine, p.precision, prep.vendor[i], prep.arch[i]))
     fitted = fit_levels(prep, train, lambda k: k in wanted)
     out = np.empty((len(test), 3))
+    sch = np.empty((len(test), 3)) if cache is not None else None
     for j, i in enumerate(test):
         p = prep.points[i]
-        f = choose(fitted, p.hardware, p.engine, p.precision, prep.vendor[i])
+        f = choose(fitted, p.hardware, p.engine, p.precision, prep.vendor[i], prep.arch[i])
         out[j] = predict_prepared(prep, np.array([i]), f.eff)[0]
-    return out
+        if sch is not None and cache is not None:
+            sch[j] = scheduler_prediction(prep, int(i), f.eff, cache)
+    return out, sch
 
 
-def loso_predictions(prep: Prepared) -> np.ndarray:
-    """(N, 3) leave-one-system-out predictions of every point."""
+def loso_predictions(
+    prep: Prepared, cache: SchedulerCache | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(N, 3) leave-one-system-out predictions of every point: the closed form's and
+    (with a ``cache``) the scheduler's."""
     systems = sorted({p.system for p in prep.points})
     pred = np.empty((len(prep.points), 3))
+    sch = np.empty((len(prep.points), 3)) if cache is not None else None
     for s in systems:
         test = np.array([i for i, p in enumerate(prep.points) if p.system == s])
         train = np.array([i for i, p in enumerate(prep.points) if p.system != s])
-        pred[test] = _predict_held_out(prep, train, test)
-    return pred
+        pred[test], st = _predict_held_out(prep, train, test, cache)
+        if sch is not None and st is not None:
+            sch[test] = st
+    return pred, sch
 
 
-def time_split_predictions(prep: Prepared) -> tuple[np.ndarray, np.ndarray]:
-    """(test indices, their predictions) fitting on points dated before SPLIT_DATE."""
+def time_split_predictions(
+    prep: Prepared, cache: SchedulerCache | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(test indices, the closed form's and the scheduler's predictions) fitting on
+    points dated before SPLIT_DATE."""
     train = np.array([i for i, p in enumerate(prep.points) if p.date < SPLIT_DATE])
     test = np.array([i for i, p in enumerate(prep.points) if p.date >= SPLIT_DATE])
-    return test, _predict_held_out(prep, train, test)
+    pred, sch = _predict_held_out(prep, train, test, cache)
+    return test, pred, sch
 
 
-def _rows(scheme: str, points: list[Point], pred: np.ndarray, meas: np.ndarray) -> list[Row]:
+def _rows(
+    scheme: str, points: list[Point], pred: np.ndarray, meas: np.ndarray, predictor: str
+) -> list[Row]:
     ape = np.abs(pred / meas - 1.0)
     rows = []
     accs = sorted({p.hardware for p in points})
@@ -103,9 +229,8 @@ def _rows(scheme: str, points: list[Point], pred: np.ndarray, meas: np.ndarray) 
         idx = np.array([i for i, p in enumerate(points) if acc in ("all", p.hardware)])
         for m, name in enumerate(METRICS):
             e = ape[idx, m]
-            rows.append(
-                Row(scheme, acc, name, len(idx), float(np.median(e)), float(np.quantile(e, 0.9)))
-            )
+            rows.append(Row(scheme, acc, name, len(idx), float(np.median(e)),
+                            float(np.quantile(e, 0.9)), predictor))  # fmt: skip
     return rows
 
 
@@ -117,17 +242,42 @@ class Validation:
     n_systems: int
 
 
-def validate(points: Sequence[Point]) -> Validation:
-    """Both schemes over ``points``, and the intervals from the leave-one-system-out
-    residuals."""
+def combine(closed: np.ndarray, sched: np.ndarray | None) -> np.ndarray:
+    """The default predictor's predictions per metric (``DEFAULT_PREDICTOR``)."""
+    if sched is None:
+        return closed
+    out = closed.copy()
+    for m, name in enumerate(METRICS):
+        if DEFAULT_PREDICTOR[name] == SCHEDULER:
+            out[:, m] = sched[:, m]
+    return out
+
+
+def validate(
+    points: Sequence[Point], scheduler: bool = True, cache: SchedulerCache | None = None
+) -> Validation:
+    """Both schemes over ``points``, for the closed form and (``scheduler``) the
+    event-driven scheduler at the same fold factors (``cache``: simulations already
+    run; filled as it goes), and the intervals from the leave-one-system-out residuals
+    of the default predictor of each metric (``DEFAULT_PREDICTOR``; the closed form's
+    without ``scheduler``)."""
     pts = list(points)
     prep = prepare(pts)
-    loso = loso_predictions(prep)
-    rows = _rows("leave-one-system-out", pts, loso, prep.meas)
-    test, ts = time_split_predictions(prep)
-    if len(test):
-        rows += _rows("time split", [pts[i] for i in test], ts, prep.meas[test])
-    resid = np.log(prep.meas / loso)  # log(measured / predicted)
+    if not scheduler:
+        cache = None
+    elif cache is None:
+        cache = SchedulerCache()
+    loso, loso_s = loso_predictions(prep, cache)
+    test, ts, ts_s = time_split_predictions(prep, cache)
+    rows: list[Row] = []
+    for name, cf, sc in ((CLOSED_FORM, loso, ts), (SCHEDULER, loso_s, ts_s)):
+        if cf is None or sc is None:
+            continue
+        rows += _rows("leave-one-system-out", pts, cf, prep.meas, name)
+        if len(test):
+            rows += _rows("time split", [pts[i] for i in test], sc, prep.meas[test], name)
+    best = combine(loso, loso_s)
+    resid = np.log(prep.meas / best)  # log(measured / predicted)
     intervals: dict[str, dict[str, tuple[float, float, int]]] = {}
     for acc in [*sorted({p.hardware for p in pts}), "*"]:
         idx = np.array([i for i, p in enumerate(pts) if acc in ("*", p.hardware)])
@@ -145,19 +295,21 @@ def validate(points: Sequence[Point]) -> Validation:
 def table_markdown(v: Validation) -> str:
     """The validation table as Markdown (docs/PREDICT.md and ``--validate``)."""
     lines = [
-        "| scheme | accelerator | metric | n | median APE | p90 APE | target (median) |",
-        "|---|---|---|---:|---:|---:|---|",
+        "| scheme | predictor | accelerator | metric | n | median APE | p90 APE | target (median) |",
+        "|---|---|---|---|---:|---:|---:|---|",
     ]
     for r in v.rows:
         verdict = {None: "n < 10", True: "met", False: "NOT met"}[r.meets]
         lines.append(
-            f"| {r.scheme} | {r.accelerator} | {r.metric} | {r.n} | {r.median_ape:.1%} | "
-            f"{r.p90_ape:.1%} | <= {r.target:.0%}: {verdict} |"
+            f"| {r.scheme} | {r.predictor} | {r.accelerator} | {r.metric} | {r.n} | "
+            f"{r.median_ape:.1%} | {r.p90_ape:.1%} | <= {r.target:.0%}: {verdict} |"
         )
     return "\n".join(lines)
 
 
-def refit(points: Sequence[Point]) -> tuple[Factors, Validation]:
+def refit(
+    points: Sequence[Point], cache: SchedulerCache | None = None
+) -> tuple[Factors, Validation]:
     """Factors fitted on every point, with the intervals of the cross-validation."""
-    v = validate(points)
+    v = validate(points, cache=cache)
     return build_factors(points, v.intervals, calibration_sha()), v
