@@ -101,8 +101,20 @@ def _measured(point_dir: Path) -> tuple[int, int, float, float, float]:
 def test_calibrated_on_4_slots_predicts_2_slots(cal: Calibration, sweeps: dict[int, Path]) -> None:
     """Known truth: refit on the 4-slot sweep, predict the 2-slot server (at 4 users two
     of them wait for a slot) at each point's concurrency and measured ISL/OSL; every
-    measured figure lies in its interval, and no interval is so wide it says nothing."""
+    measured figure lies in its interval, and no interval is so wide it says nothing.
+
+    The host's own drift is measured, not assumed away: at 1 and 2 users the two servers
+    are the same machine doing the same work (both have a free slot for every user), so
+    the largest |log ratio| of their figures there is how much this shared host moved
+    between neighbouring windows; the interval is widened by that much on each side before
+    the measurement is held to it."""
     assert cal.engine == "llama.cpp" and len(cal.points) == 4 and cal.left_out == []
+    drift: dict[str, float] = {}
+    for k, name in enumerate(("throughput", "ttft", "tpot")):
+        drift[name] = max(
+            abs(math.log(_measured(sweeps[2] / f"c{c:04d}")[2 + k]
+                         / _measured(sweeps[4] / f"c{c:04d}")[2 + k])) for c in (1, 2)
+        )  # fmt: skip
     assert {p.max_batch for p in cal.points} == {4}  # the slots, from llama-server's /props
     report = []
     for c in VALUES:
@@ -114,7 +126,9 @@ def test_calibrated_on_4_slots_predicts_2_slots(cal: Calibration, sweeps: dict[i
             ("ttft", p.ttft_s, ttft),
             ("tpot", p.tpot_s, tpot),
         ):
-            report.append(f"c={c} {name}: {got:.4g} in [{est.low:.4g}, {est.high:.4g}]?")
+            w = math.exp(drift[name])
+            report.append(f"c={c} {name}: {got:.4g} in [{est.low / w:.4g}, {est.high * w:.4g}]? "
+                          f"(interval [{est.low:.4g}, {est.high:.4g}], host drift x{w:.3f})")  # fmt: skip
             assert est.low <= est.value <= est.high
             assert est.high / est.low < 30, report[-1]  # an interval that says nothing
         assert p.running == min(c, 2) and any("refitted on 4 points" in n for n in p.notes)
@@ -126,7 +140,7 @@ def test_calibrated_on_4_slots_predicts_2_slots(cal: Calibration, sweeps: dict[i
 
 def _inside(line: str) -> bool:
     got, rest = line.split(": ", 1)[1].split(" in [")
-    lo, hi = rest.rstrip("]?").split(", ")
+    lo, hi = rest.split("]?")[0].split(", ")
     return float(lo) <= float(got) <= float(hi)
 
 

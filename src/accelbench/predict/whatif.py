@@ -261,8 +261,8 @@ def compare(
     meas = np.array([(p.throughput_per_gpu, p.ttft_s, p.tpot_s) for p in got])
     aic = np.array([(r.aic.throughput_per_gpu, r.aic.ttft_s, r.aic.tpot_s) for r in results])
     ab = np.array([r.accelbench for r in results])
-    for scheme, pred in ((AIC_SCHEME, aic), (AB_SCHEME, ab)):
-        w.rows += _rows(scheme, got, pred, meas)
+    for scheme, pred, who in ((AIC_SCHEME, aic, "aiconfigurator"), (AB_SCHEME, ab, "accelbench")):
+        w.rows += _rows(scheme, got, pred, meas, who)
         ape = np.abs(pred / meas - 1.0)
         for acc in [*sorted({p.hardware for p in got}), "all"]:
             idx = [k for k, p in enumerate(got) if acc in ("all", p.hardware)]
@@ -272,11 +272,21 @@ def compare(
 
 
 def accelbench_predictions(points: Sequence[Point]) -> np.ndarray:
-    """accelbench's leave-one-system-out predictions of ``points`` (N, 3)."""
+    """accelbench's leave-one-system-out predictions of ``points`` (N, 3), from its
+    default predictor (``validate.DEFAULT_PREDICTOR``: the closed form; the scheduler's
+    where that says so, from the cached simulations)."""
     from accelbench.predict.fit import prepare
-    from accelbench.predict.validate import loso_predictions
+    from accelbench.predict.validate import (
+        DEFAULT_PREDICTOR,
+        SCHEDULER,
+        combine,
+        load_cache,
+        loso_predictions,
+    )
 
-    return loso_predictions(prepare(list(points)))
+    cache = load_cache() if SCHEDULER in DEFAULT_PREDICTOR.values() else None
+    closed, sched = loso_predictions(prepare(list(points)), cache)
+    return combine(closed, sched)
 
 
 def table_markdown(w: WhatIf) -> str:
