@@ -273,7 +273,7 @@ def _table(title: str, rows: dict[str, dict[str, Row]], checks: dict[str, list[s
                                      + ", ".join(chk))  # fmt: skip
         out.append(f"| {label} | {cell(good_t, '.3f')} | {cell(good_g, '.3f')} "
                    f"| {len(good_t)}/{len(ttft.figures)} | {cells[0]} | {cells[1]} | {goal} "
-                   f"| {wcell} | {'; '.join(filter(None, [note, *bad]))} |")  # fmt: skip
+                   f"| {wcell} | {'; '.join(filter(None, [note, ttft.note, *bad]))} |")  # fmt: skip
         raw.append({"contender": label, "ttft_p99_ms": ttft.figures, "gap_p99_ms": gap.figures,
                     "statuses": ttft.statuses, "warning_checks": chk, "goal": goal,
                     **{k: v for k, v in info.items()}})  # fmt: skip
@@ -292,6 +292,8 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     n_of = sizes(a.quick)
     rows = {k: {"ttft": Row(k), "gap": Row(k)} for k in CONTENDERS}
     checks: dict[str, list[str]] = {k: [] for k in CONTENDERS}
+    delays: dict[str, list[float]] = {k: [] for k in CONTENDERS}  # read delay p99, ms
+    lags: dict[str, list[float]] = {k: [] for k in CONTENDERS}  # loop lag p99, ms
     runs: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
     for rnd in range(a.repeat):
@@ -310,9 +312,18 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
                 row.statuses.append(r["status"][:200])
             if "warning_check" in r:
                 checks[key].append(r["warning_check"])
+            said = r.get("said") or {}
+            if said.get("read_delay_ms_p99") is not None:
+                delays[key].append(said["read_delay_ms_p99"])
+            if said.get("loop_lag_ms_p99") is not None:
+                lags[key].append(said["loop_lag_ms_p99"])
             log(f"  {r['status'][:200]} in {r.get('tool_seconds')} s: TTFT p99 "
                 f"{e.get('ttft_abs_err_ms', {}).get('p99')} ms, gap p99 "
                 f"{e.get('gap_abs_err_ms', {}).get('p99')} ms; {r.get('warning_check', '')}")  # fmt: skip
+    for key in CONTENDERS:
+        if delays[key] or lags[key]:
+            rows[key]["ttft"].note = (f"read delay p99 {cell(delays[key], '.1f')} ms, loop lag "
+                                      f"p99 {cell(lags[key], '.1f')} ms")  # fmt: skip
     text, table = _table(
         f"4. Timing error at scale: p99 of |measured - server's ground truth| (ms), TTFT and "
         f"chunk gaps; reference server TTFT {TTFT_MS:g} ms, {GAP_MS:g} ms between tokens, "
