@@ -103,6 +103,21 @@ def vllm_arrivals_ns(start_s: float, ttft_s: float, itls_s: Sequence[float]) -> 
     return out
 
 
+def out_of_order(sent_ns: Sequence[float], recv_ns: Sequence[int], first_ns: Sequence[float],
+                 slack_ns: float = 1e6) -> int:  # fmt: skip
+    """Pairs of a tool's request and a server log line that cannot be the same request:
+    the server received it before the tool sent it, or the tool had its first token
+    before the server received it (1 ms of slack for vLLM's float seconds). vLLM's saved
+    result has no request ids, only its requests' order, so this checks the pairing: a
+    gross check (it catches a reordering; a pairing shifted by one request flagged only
+    3-6 of 768 in the runs of benchmarks/README.md, neighbours being sent together)."""
+    return sum(
+        1
+        for s, r, f in zip(sent_ns, recv_ns, first_ns, strict=True)
+        if r < s - slack_ns or f < r - slack_ns
+    )
+
+
 def warning_check(err_p99_ms: float | None, gap_ms: float | None, warnings: list[str]) -> str:
     """Whether accelbench's own timing warning fired when it had to: its p99 error (TTFT
     or gap, whichever is larger) above the chunk gap needs one."""
@@ -143,30 +158,38 @@ def command(tool: str, base: str, streams: int, n: int, wd: Path, tok_dir: Path)
     ]  # fmt: skip
 
 
-def measured(tool: str, wd: Path, n: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """The tool's per-token arrival stamps by request id (ns), and what it said."""
+def measured(
+    tool: str, wd: Path
+) -> tuple[dict[str, list[float]], dict[str, float], dict[str, Any]]:
+    """The tool's per-token arrival stamps by request id (ns), its send times (ns), and
+    what it said. vLLM's request i is the server's ``sbs-i``: its random dataset names
+    request i ``prefix + str(i)`` and ``benchmark`` gathers the outputs in the requests'
+    order (vLLM 0.32.0, ``benchmarks/datasets/datasets.py``, ``benchmarks/serve.py``);
+    ``out_of_order`` checks it."""
     if tool.startswith("accelbench"):
         import pyarrow.parquet as pq
 
         run_dir = wd / "run"
-        cols = ["request_id", "chunk_times", "warmup", "ok"]
-        got = {r["request_id"]: r["chunk_times"] or []
-               for r in pq.read_table(run_dir / "requests.parquet", columns=cols).to_pylist()
-               if r["ok"] and not r["warmup"]}  # fmt: skip
+        cols = ["request_id", "chunk_times", "t_send", "warmup", "ok"]
+        recs = [r for r in pq.read_table(run_dir / "requests.parquet", columns=cols).to_pylist()
+                if r["ok"] and not r["warmup"]]  # fmt: skip
+        got = {r["request_id"]: r["chunk_times"] or [] for r in recs}
+        sent = {r["request_id"]: float(r["t_send"]) for r in recs}
         s = json.loads((run_dir / "summary.json").read_text())
         c = s.get("client", {})
         said = {"warnings": c.get("warnings") or [], "loop_lag_ms_p99": c.get("loop_lag_ms_p99"),
                 "read_delay_ms_p99": c.get("read_delay_ms_p99"),
                 "arrival_stamps": c.get("arrival_stamps"), "n_workers": c.get("n_workers")}  # fmt: skip
-        return got, said
+        return got, sent, said
     d = json.loads((wd / "vllm.json").read_text())
-    got = {}
+    got, sent = {}, {}
     for i, (st, tt, itl, err) in enumerate(
         zip(d["start_times"], d["ttfts"], d["itls"], d["errors"], strict=True)
     ):
         if not err:
             got[f"{VLLM_PREFIX}{i}"] = vllm_arrivals_ns(st, tt, itl)
-    return got, {"completed": d.get("completed"), "failed": d.get("failed")}
+            sent[f"{VLLM_PREFIX}{i}"] = st * 1e9
+    return got, sent, {"completed": d.get("completed"), "failed": d.get("failed")}
 
 
 def timing_once(tool: str, streams: int, n: int, a: argparse.Namespace, wd: Path,
@@ -198,20 +221,26 @@ def timing_once(tool: str, streams: int, n: int, a: argparse.Namespace, wd: Path
         res["status"] = f"failed (exit {res['returncode']}): {tail.strip().splitlines()[-1:]}"
         return res
     try:
-        got, said = measured(tool, wd, n)
+        got, sent, said = measured(tool, wd)
     except (OSError, KeyError, ValueError) as exc:
         res["status"] = f"no per-request figures: {exc!r}"[:200]
         return res
     res["said"] = said
-    truth = {}
+    truth, recv = {}, {}
     for line in gt.read_text().splitlines():
         d = json.loads(line)
         if d.get("token_times"):
             truth[d["request_id"]] = d["token_times"]
-    ids = [r for r in got if r in truth]
+            recv[d["request_id"]] = d["t_recv"]
+    ids = [r for r in got if r in truth and got[r]]
     if len(ids) < 0.99 * n:
         res["status"] = f"only {len(ids)} of {n} requests matched the server's log"
         return res
+    bad = out_of_order([sent[r] for r in ids], [recv[r] for r in ids], [got[r][0] for r in ids])
+    if bad > 0.01 * n:
+        res["status"] = f"{bad} of {len(ids)} requests cannot be the server's of the same id"
+        return res
+    res["out_of_order"] = bad
     res["errors"] = e = token_errors([got[r] for r in ids], [truth[r] for r in ids])
     if e["mismatched"] > 0.01 * n:
         res["status"] = f"{e['mismatched']} requests' token counts differ from the server's"

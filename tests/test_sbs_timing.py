@@ -64,6 +64,16 @@ def test_vllm_arrivals_are_its_perf_counter_readings() -> None:
     assert got == pytest.approx([100.05e9, 100.06e9, 100.08e9], abs=1.0)
 
 
+def test_out_of_order() -> None:
+    # sent, received by the server, first token at the tool (ns); 1 ms of slack
+    sent = [0, 0, 5_000_000, 0]
+    recv = [1_000, 1_000, 1_000, 10_000_000]
+    first = [9_000_000, 9_000_000, 9_000_000, 5_000_000]
+    # the 3rd was received 5 ms before it was sent, the 4th answered before received
+    assert T.out_of_order(sent, recv, first) == 2
+    assert T.out_of_order([900_000], [1_000], [9_000_000]) == 0  # 0.9 ms: within the slack
+
+
 def test_warning_check() -> None:
     lag = ["load worker 0 event loop lagged (p99 12.0 ms; it was busy): ..."]
     other = ["achieved 9.00 req/s of the requested 10 req/s"]
