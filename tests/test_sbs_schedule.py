@@ -28,7 +28,14 @@ def sched():
 
 @pytest.fixture(scope="module")
 def server_exe(sched, tmp_path_factory):
-    exe, why = sched.build_arrival_server(tmp_path_factory.mktemp("bin"))
+    exe, why = sched.build_c(sched.ARRIVAL_C, tmp_path_factory.mktemp("bin"))
+    assert exe is not None, why
+    return exe
+
+
+@pytest.fixture(scope="module")
+def floor_exe(sched, tmp_path_factory):
+    exe, why = sched.build_c(sched.FLOOR_C, tmp_path_factory.mktemp("bin"))
     assert exe is not None, why
     return exe
 
@@ -88,6 +95,34 @@ def test_arrival_stamps_bracketed_by_send_and_server(sched, server_exe, tmp_path
             assert a.kernel_ns - t0 >= 20_000_000 * 0.9
 
 
+def test_floor_sender_keeps_its_schedule_file_honest(sched, server_exe, floor_exe, tmp_path):
+    """The C floor sends each request at or after its due time, says when, and the
+    arrival server sees every one of them after that send and with its id."""
+    import subprocess
+
+    offs = sched.floor_offsets(200.0, 60, seed=5)
+    assert offs == sched.floor_offsets(200.0, 60, seed=5) and offs == sorted(offs)
+    (tmp_path / "schedule.txt").write_text("".join(f"{int(o * 1e9)}\n" for o in offs))
+    port = sched.cc.free_port()
+    proc = sched.start_arrival(server_exe, port, tmp_path / "arrivals.txt")
+    try:
+        p = subprocess.run([str(floor_exe), str(port), str(tmp_path / "schedule.txt"),
+                            str(tmp_path / "sent.txt")], capture_output=True, timeout=60)  # fmt: skip
+    finally:
+        sched.stop_arrival(proc)
+    assert p.returncode == 0, p.stderr
+    due = sched.read_floor(tmp_path / "sent.txt")
+    assert list(due) == [f"c-{i}" for i in range(60)]
+    # its schedule is the offsets from one origin (to the ns the file holds)
+    t0 = due["c-0"] - offs[0]
+    assert all(abs(due[f"c-{i}"] - t0 - o) < 2e-9 for i, o in enumerate(offs))
+    arrivals, counts = sched.read_arrivals(tmp_path / "arrivals.txt")
+    assert counts["requests"] == 60 and counts["unstamped"] == 0
+    for line in (tmp_path / "sent.txt").read_text().splitlines():
+        rid, t_sched, t_send = line.split(" ")
+        assert int(t_sched) <= int(t_send) <= arrivals[rid].kernel_ns <= arrivals[rid].user_ns
+
+
 def test_arrival_server_bad_arguments(server_exe, tmp_path):
     import subprocess
 
@@ -95,6 +130,13 @@ def test_arrival_server_bad_arguments(server_exe, tmp_path):
     assert p.returncode == 2 and b"bad port" in p.stderr
     p = subprocess.run([str(server_exe)], capture_output=True)
     assert p.returncode == 2 and b"usage" in p.stderr
+
+
+def test_floor_sender_bad_arguments(floor_exe, tmp_path):
+    import subprocess
+
+    p = subprocess.run([str(floor_exe), "1", str(tmp_path / "missing"), "x"], capture_output=True)
+    assert p.returncode == 2 and b"cannot read" in p.stderr
 
 
 def test_vllm_schedule_rescaled_to_n_over_rate(sched):
