@@ -18,32 +18,25 @@ at most ``--max-spread`` (default 1.5). Otherwise the cell says which contender'
 disagreed and by how much: on a shared machine a figure that moves by more than that
 between rounds says more about the neighbours than about the tool.
 
-Sections (``--only``):
+Sections (``--only``), each its own module (its docstring says how it measures;
+benchmarks/README.md has the method and the last tables):
 
-- ``client-cpu`` (1): client CPU per streamed chunk, 256 paced streams (the reference
-  server writes one SSE event per write, TTFT 50 ms, 10 ms between tokens), 128 tokens
-  per response. Contenders: accelbench (1 worker), vLLM's ``bench serve`` (the real CLI
-  from its cached virtualenv), AIPerf, GuideLLM, the asyncio/uvloop floor
-  (``peer_clients.py null``) and a C floor (``floor_client.c``: epoll, read, count bytes;
-  built here with ``cc``). Measured by ``client_ceiling.py``'s ``measure`` (a fresh
-  server per run; the tool's whole process tree's CPU sampled from outside every 0.1 s
-  over the window in which the server handed out 5-95 % of the run's tokens, over the
-  server's own count of tokens in that window). Each token is one chunk.
-- ``schedule`` (3): open-loop schedule fidelity at 100 and 1,000 requests/s, Poisson:
-  each request's arrival at the server's socket (the reference server's ``t_recv`` in
-  ``--ground-truth``) against the tool's schedule. accelbench records each request's
-  scheduled time (``t_sched``, same monotonic clock); vLLM's ``bench serve`` draws its
-  gaps with ``np.random.gamma`` and rescales their sum to N / rate
-  (``vllm/benchmarks/serve.py`` ``get_request``, vLLM 0.32.0): the real CLI is run with
-  ``numpy.random.gamma`` wrapped to record the draws (nothing else changed), and the
-  schedule is rebuilt from them the way ``get_request`` does. vLLM's schedule origin is
-  a ``time.time()`` taken inside ``get_request``, which cannot be observed, so for
-  every tool the error is (arrival - schedule) minus its median over the run (a
-  constant shift removed alike for all); accelbench's unshifted error (arrival -
-  ``t_sched``) is reported beside it. Figure: the p99 of the absolute error. TODO: the
-  issue's trace replay (accelbench ``--trace`` against AIPerf's trace replay).
-- ``proxy`` (2), ``timing`` (4), ``report`` (5): not measured yet (TODO below); listed,
-  never faked.
+- ``client-cpu`` (1, ``sbs_client_cpu.py``): client CPU per streamed chunk, 256 paced
+  streams, one SSE event per write, against vLLM's ``bench serve``, AIPerf, GuideLLM, an
+  asyncio/uvloop floor and a C floor.
+- ``proxy`` (2, ``sbs_proxy.py``): the caller's TTFT and chunk gaps through accelbench's
+  shadow proxy against nginx's ``mirror`` and haproxy, identical / slow / dead candidate.
+- ``schedule`` (3, ``sbs_schedule.py``): open-loop arrival error at the server's socket
+  (a kernel receive stamp, ``arrival_server.c``), Poisson at 100 and 1,000 requests/s
+  and a trace replay, against vLLM, AIPerf and a C sender floor.
+- ``timing`` (4, ``sbs_timing.py``): TTFT and chunk-gap error against the reference
+  server's ground truth at 256 and 1,000 streams (``--workers 2``, ``--ray local``),
+  beside vLLM's ``bench serve`` at 256.
+- ``report`` (5, ``sbs_report.py``): a 13-million-request soak into verdicts and a
+  report, peak memory and time, against GuideLLM's and AIPerf's report step.
+
+A section whose module still has a ``TODO`` prints that line instead of a table: listed,
+never faked.
 
 Peers are installed on first use, each in its own virtualenv under
 ``~/.cache/accelbench/peers/<name>-<version>`` (``pip install name==version`` from the
