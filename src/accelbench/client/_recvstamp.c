@@ -1,18 +1,39 @@
 /* The hot path of client/http1.py's ReceiveHub, compiled: one epoll_wait over a pool's
  * sockets and one recvmsg per ready socket, each read stamped with the kernel's receive
- * time (SO_TIMESTAMPNS) converted to CLOCK_MONOTONIC, the clock of time.monotonic_ns.
- * It does in C what ReceiveHub._read_py does in Python (which stays the fallback where
- * this does not build); benchmarks/README.md states what it saves.
+ * time (SO_TIMESTAMPNS) converted to CLOCK_MONOTONIC, the clock of time.monotonic_ns;
+ * and, for a streaming response in its usual shape, the whole per-chunk path: the
+ * chunked framing, the SSE event, the JSON fields the record needs (the event's text),
+ * and the record's marks. It does in C what ReceiveHub._read_py, HTTP1Protocol._process
+ * (its whole-chunk fast path), SSEParser.single and ResponseHandler._token do in Python;
+ * those stay the fallback where this does not build, and handle every read this leaves
+ * to them. benchmarks/README.md states what it saves.
  *
- * read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns)
- *     -> list of (fd, data, t_ns, delay_ns):
- *   data: the bytes read; t_ns: the kernel stamp converted to monotonic time with the
- *   realtime offset read now (off_ns) or at the previous look (prev_off_ns, at
- *   prev_at_ns), whichever is nearer the arrival, when it is no older than max_age_ns;
- *   else the monotonic time of the read; delay_ns: how long the bytes waited before the
- *   read, or -1 without a usable stamp. A stamp up to slack_ns after the read (the
- *   offsets' uncertainty) is taken as the read's own time.
+ * read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns, fast, counts)
+ *     -> (reads, n_reads, n_stamped, max_delay_ns); reads: list of (fd, data, t_ns, delay_ns):
+ *   data: the bytes read (or what is left of them, below); t_ns: the kernel stamp
+ *   converted to monotonic time with the realtime offset read now (off_ns) or at the
+ *   previous look (prev_off_ns, at prev_at_ns), whichever is nearer the arrival, when it
+ *   is no older than max_age_ns; else the monotonic time of the read; delay_ns: how long
+ *   the bytes waited before the read, or -1 without a usable stamp. A stamp up to
+ *   slack_ns after the read (the offsets' uncertainty) is taken as the read's own time.
  *   data None: the socket ended; delay_ns is then its errno (0 for an orderly close).
+ *   Every read is counted in n_reads; a stamped one in n_stamped and in the histogram
+ *   `counts` (ReceiveDelays.counts, updated in place; max_delay_ns its largest delay).
+ *
+ *   fast: {fd: (handler, record, record.chunk_times, handler.texts, chat, max_chunks,
+ *   max_chars)} for the connections whose
+ *   response is a 200 event stream in the state where a whole chunk is one event
+ *   (ResponseHandler.c_fields). Of such a read, every leading whole chunk that is one
+ *   `data: {json}\n\n` content event is taken here, exactly as ResponseHandler._token's
+ *   fast path takes it: record.chunk_times gets t_ns (record.t_first too if it is the
+ *   first), record.t_last = t_ns, handler.texts the text, handler.text_len its length,
+ *   handler.usage_marks None. At the first chunk it does not take (anything else: the
+ *   last chunk, a finish_reason, usage, an error, a JSON value it does not accept, a
+ *   partial chunk) the fd leaves `fast` and the rest of the read goes back to Python in
+ *   `reads`; a read taken whole is not in `reads`. What is taken here never differs from
+ *   what Python would do: the JSON scanner below accepts a subset of what orjson.loads
+ *   accepts (a key with an escape, a lone surrogate, a number that might overflow a
+ *   double, nesting deeper than 64: Python's), and anything it cannot decide goes back.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,17 +52,447 @@
 #define READ_SIZE 65536
 
 static char read_buf[READ_SIZE]; /* used with the GIL held: one caller at a time */
+static char text_buf[READ_SIZE]; /* an unescaped text (never longer than its read) */
+
+/* -- a strict JSON scanner: a subset of RFC 8259 as orjson reads it ---------------------- */
+typedef const unsigned char *cp;
+
+#define MAX_DEPTH 64
+
+static cp ws(cp p, cp e) {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static long hex4(cp p) {
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* One UTF-8 sequence starting at p (*p >= 0x80), strictly (no overlong form, surrogate
+ * or code point above U+10FFFF): its length, or 0 if it is not one. */
+static int utf8_len(cp p, cp e) {
+    unsigned char c = p[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        else if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if (e - p < n) return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    return n;
+}
+
+/* A string at p ('"'): returns the byte after its closing quote, NULL if it is not one
+ * we accept; *esc is set when it holds an escape. */
+static cp scan_string(cp p, cp e, int *esc) {
+    p++;
+    *esc = 0;
+    while (p < e) {
+        unsigned char c = *p;
+        if (c == '"') return p + 1;
+        if (c < 0x20) return NULL;
+        if (c == '\\') {
+            *esc = 1;
+            if (e - p < 2) return NULL;
+            unsigned char k = p[1];
+            if (k == 'u') {
+                if (e - p < 6) return NULL;
+                long v = hex4(p + 2);
+                if (v < 0) return NULL;
+                if (v >= 0xDC00 && v <= 0xDFFF) return NULL; /* a lone low surrogate */
+                if (v >= 0xD800 && v <= 0xDBFF) {            /* needs its low half next */
+                    if (e - p < 12 || p[6] != '\\' || p[7] != 'u') return NULL;
+                    long w = hex4(p + 8);
+                    if (w < 0xDC00 || w > 0xDFFF) return NULL;
+                    p += 12;
+                } else p += 6;
+                continue;
+            }
+            if (!(k == '"' || k == '\\' || k == '/' || k == 'b' || k == 'f' || k == 'n' ||
+                  k == 'r' || k == 't'))
+                return NULL;
+            p += 2;
+            continue;
+        }
+        if (c >= 0x80) {
+            int n = utf8_len(p, e);
+            if (!n) return NULL;
+            p += n;
+            continue;
+        }
+        p++;
+    }
+    return NULL;
+}
+
+/* A number: at most 100 integer digits and a 2-digit exponent, so that it cannot
+ * overflow a double (which orjson refuses). */
+static cp scan_number(cp p, cp e) {
+    if (p < e && *p == '-') p++;
+    if (p >= e) return NULL;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') {
+        cp s = p;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+        if (p - s > 100) return NULL;
+    } else return NULL;
+    if (p < e && *p == '.') {
+        p++;
+        cp s = p;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+        if (p == s) return NULL;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        cp s = p;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+        if (p == s || p - s > 2) return NULL;
+    }
+    return p;
+}
+
+static cp scan_value(cp p, cp e, int depth);
+
+/* The members of an object at p ('{'); for each, on_member(key, key_len, value, ctx). */
+typedef void (*member_fn)(cp key, Py_ssize_t klen, cp val, void *ctx);
+
+static cp scan_object(cp p, cp e, int depth, member_fn on_member, void *ctx) {
+    if (depth > MAX_DEPTH) return NULL;
+    p = ws(p + 1, e);
+    if (p < e && *p == '}') return p + 1;
+    for (;;) {
+        if (p >= e || *p != '"') return NULL;
+        int esc;
+        cp k = p + 1;
+        cp q = scan_string(p, e, &esc);
+        if (q == NULL || esc) return NULL; /* a key with an escape might be any name */
+        Py_ssize_t klen = (q - 1) - k;
+        p = ws(q, e);
+        if (p >= e || *p != ':') return NULL;
+        p = ws(p + 1, e);
+        cp v = p;
+        p = scan_value(p, e, depth + 1);
+        if (p == NULL) return NULL;
+        if (on_member) on_member(k, klen, v, ctx);
+        p = ws(p, e);
+        if (p < e && *p == ',') {
+            p = ws(p + 1, e);
+            continue;
+        }
+        if (p < e && *p == '}') return p + 1;
+        return NULL;
+    }
+}
+
+static cp scan_array(cp p, cp e, int depth, cp *first) {
+    if (depth > MAX_DEPTH) return NULL;
+    p = ws(p + 1, e);
+    if (first) *first = NULL;
+    if (p < e && *p == ']') return p + 1;
+    for (;;) {
+        if (first && *first == NULL) *first = p;
+        p = scan_value(p, e, depth + 1);
+        if (p == NULL) return NULL;
+        p = ws(p, e);
+        if (p < e && *p == ',') {
+            p = ws(p + 1, e);
+            continue;
+        }
+        if (p < e && *p == ']') return p + 1;
+        return NULL;
+    }
+}
+
+static cp scan_value(cp p, cp e, int depth) {
+    if (p >= e) return NULL;
+    int esc;
+    switch (*p) {
+    case '{': return scan_object(p, e, depth, NULL, NULL);
+    case '[': return scan_array(p, e, depth, NULL);
+    case '"': return scan_string(p, e, &esc);
+    case 't': return (e - p >= 4 && memcmp(p, "true", 4) == 0) ? p + 4 : NULL;
+    case 'f': return (e - p >= 5 && memcmp(p, "false", 5) == 0) ? p + 5 : NULL;
+    case 'n': return (e - p >= 4 && memcmp(p, "null", 4) == 0) ? p + 4 : NULL;
+    default: return scan_number(p, e);
+    }
+}
+
+#define KEY(k, name) (klen == (Py_ssize_t)sizeof(name) - 1 && memcmp(k, name, klen) == 0)
+#define IS_NULL(v) ((v)[0] == 'n')
+
+/* the last occurrence of each name counts, as in the dict orjson builds */
+typedef struct {
+    int error;
+    cp usage, choices;
+} Top;
+
+static void top_member(cp k, Py_ssize_t klen, cp v, void *ctx) {
+    Top *t = ctx;
+    if (KEY(k, "error")) t->error = 1;
+    else if (KEY(k, "usage")) t->usage = v;
+    else if (KEY(k, "choices")) t->choices = v;
+}
+
+typedef struct {
+    cp finish, text, delta;
+} Choice;
+
+static void choice_member(cp k, Py_ssize_t klen, cp v, void *ctx) {
+    Choice *c = ctx;
+    if (KEY(k, "finish_reason")) c->finish = v;
+    else if (KEY(k, "text")) c->text = v;
+    else if (KEY(k, "delta")) c->delta = v;
+}
+
+typedef struct {
+    cp content, reasoning_content, reasoning;
+} Delta;
+
+static void delta_member(cp k, Py_ssize_t klen, cp v, void *ctx) {
+    Delta *d = ctx;
+    if (KEY(k, "content")) d->content = v;
+    else if (KEY(k, "reasoning_content")) d->reasoning_content = v;
+    else if (KEY(k, "reasoning")) d->reasoning = v;
+}
+
+/* The text of a string value at v (already scanned), as str; NULL without an exception
+ * when it is not a string we take (not a string, or empty). */
+static PyObject *string_value(cp v, cp e) {
+    int esc;
+    if (*v != '"') return NULL;
+    cp q = scan_string(v, e, &esc);
+    if (q == NULL || q - v == 2) return NULL;
+    cp s = v + 1, t = q - 1;
+    if (!esc) return PyUnicode_DecodeUTF8((const char *)s, t - s, "strict");
+    char *o = text_buf;
+    while (s < t) {
+        if (*s != '\\') {
+            *o++ = (char)*s++;
+            continue;
+        }
+        unsigned char k = s[1];
+        if (k != 'u') {
+            char c = k == 'b' ? '\b' : k == 'f' ? '\f' : k == 'n' ? '\n' : k == 'r' ? '\r'
+                   : k == 't' ? '\t' : (char)k;
+            *o++ = c;
+            s += 2;
+            continue;
+        }
+        long cpt = hex4(s + 2);
+        s += 6;
+        if (cpt >= 0xD800 && cpt <= 0xDBFF) {
+            cpt = 0x10000 + ((cpt - 0xD800) << 10) + (hex4(s + 2) - 0xDC00);
+            s += 6;
+        }
+        if (cpt < 0x80) *o++ = (char)cpt;
+        else if (cpt < 0x800) {
+            *o++ = (char)(0xC0 | (cpt >> 6));
+            *o++ = (char)(0x80 | (cpt & 0x3F));
+        } else if (cpt < 0x10000) {
+            *o++ = (char)(0xE0 | (cpt >> 12));
+            *o++ = (char)(0x80 | ((cpt >> 6) & 0x3F));
+            *o++ = (char)(0x80 | (cpt & 0x3F));
+        } else {
+            *o++ = (char)(0xF0 | (cpt >> 18));
+            *o++ = (char)(0x80 | ((cpt >> 12) & 0x3F));
+            *o++ = (char)(0x80 | ((cpt >> 6) & 0x3F));
+            *o++ = (char)(0x80 | (cpt & 0x3F));
+        }
+    }
+    return PyUnicode_DecodeUTF8(text_buf, o - text_buf, "strict");
+}
+
+/* The text of a content event's JSON payload, as ResponseHandler._token's fast path
+ * takes it: an object without "error", with "usage" absent or null, whose "choices" is a
+ * non-empty array whose first item is an object with "finish_reason" absent or null and
+ * a non-empty string "text" (chat: a "delta" object with a non-empty string "content"
+ * and "reasoning_content", "reasoning" absent or null). NULL without an exception for
+ * anything else (Python decides it), NULL with one on a Python error. */
+static PyObject *content_text(cp p, cp e, int chat) {
+    p = ws(p, e);
+    if (p >= e || *p != '{') return NULL;
+    Top top = {0, NULL, NULL};
+    cp q = scan_object(p, e, 1, top_member, &top);
+    if (q == NULL || ws(q, e) != e) return NULL;
+    if (top.error || (top.usage && !IS_NULL(top.usage)) || top.choices == NULL ||
+        *top.choices != '[')
+        return NULL;
+    cp first;
+    if (scan_array(top.choices, e, 2, &first) == NULL || first == NULL || *first != '{')
+        return NULL;
+    Choice c = {NULL, NULL, NULL};
+    if (scan_object(first, e, 3, choice_member, &c) == NULL) return NULL;
+    if (c.finish && !IS_NULL(c.finish)) return NULL;
+    if (!chat) return c.text ? string_value(c.text, e) : NULL;
+    if (c.delta == NULL || *c.delta != '{') return NULL;
+    Delta d = {NULL, NULL, NULL};
+    if (scan_object(c.delta, e, 4, delta_member, &d) == NULL) return NULL;
+    if ((d.reasoning_content && !IS_NULL(d.reasoning_content)) ||
+        (d.reasoning && !IS_NULL(d.reasoning)))
+        return NULL;
+    return d.content ? string_value(d.content, e) : NULL;
+}
+
+/* -- the chunks of one read ------------------------------------------------------------ */
+static PyObject *s_t_first, *s_t_last, *s_text_len, *s_usage_marks;
+
+/* A chunk-size line of 1 to 15 hex digits (no extension) before the CRLF at eol. */
+static long long chunk_size(const char *p, const char *eol) {
+    Py_ssize_t n = eol - p;
+    if (n <= 0 || n >= 16) return -1;
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int h = hexval((unsigned char)p[i]);
+        if (h < 0) return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* Takes the leading whole content chunks of buf[0:n] (see the top): returns how many
+ * bytes it took, -1 on a Python error. */
+static Py_ssize_t take_chunks(PyObject *fields, const char *buf, Py_ssize_t n, long long t) {
+    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != 7) {
+        PyErr_SetString(PyExc_TypeError, "fast: (handler, record, chunk_times, texts, chat, "
+                                         "max_chunks, max_chars) expected");
+        return -1;
+    }
+    PyObject *handler = PyTuple_GET_ITEM(fields, 0), *rec = PyTuple_GET_ITEM(fields, 1);
+    PyObject *times = PyTuple_GET_ITEM(fields, 2), *texts = PyTuple_GET_ITEM(fields, 3);
+    int chat = PyTuple_GET_ITEM(fields, 4) == Py_True;
+    Py_ssize_t max_chunks = PyLong_AsSsize_t(PyTuple_GET_ITEM(fields, 5));
+    long long max_chars = PyLong_AsLongLong(PyTuple_GET_ITEM(fields, 6));
+    if ((max_chunks == -1 || max_chars == -1) && PyErr_Occurred()) return -1;
+    PyObject *len_o = NULL, *t_o = NULL;
+    Py_ssize_t pos = 0, taken = 0;
+    long long text_len = 0;
+    int first = 0;
+    if (!PyList_CheckExact(times) || !PyList_CheckExact(texts)) return 0;
+    len_o = PyObject_GetAttr(handler, s_text_len);
+    if (len_o == NULL) goto error;
+    if (!PyLong_CheckExact(len_o)) goto done;
+    text_len = PyLong_AsLongLong(len_o);
+    if (text_len == -1 && PyErr_Occurred()) goto error;
+    first = PyList_GET_SIZE(times) == 0;
+    while (pos < n) {
+        /* the chunk-size line's CRLF within 18 bytes (HTTP1Protocol._process) */
+        const char *p = buf + pos, *lim = buf + (n - pos < 18 ? n : pos + 18), *eol = NULL;
+        for (const char *x = p; x + 1 < lim; x++)
+            if (x[0] == '\r' && x[1] == '\n') {
+                eol = x;
+                break;
+            }
+        if (eol == NULL || eol == p) break;
+        long long size = chunk_size(p, eol);
+        if (size <= 0) break;
+        Py_ssize_t start = (eol - buf) + 2;
+        if (size > n - start - 2) break;
+        Py_ssize_t end = start + (Py_ssize_t)size;
+        if (buf[end] != '\r' || buf[end + 1] != '\n') break;
+        /* one SSE event alone: `data: ` ... `\n\n`, no other line end (SSEParser.single) */
+        const char *c = buf + start;
+        if (size < 8 || memcmp(c, "data: ", 6) != 0 || c[size - 1] != '\n' ||
+            c[size - 2] != '\n' || memchr(c, '\n', size - 2) || memchr(c, '\r', size))
+            break;
+        PyObject *text = content_text((cp)c + 6, (cp)c + size - 2, chat);
+        if (text == NULL) {
+            if (PyErr_Occurred()) goto error;
+            break;
+        }
+        Py_ssize_t tl = PyUnicode_GET_LENGTH(text);
+        if (PyList_GET_SIZE(times) + 1 > max_chunks || text_len + tl > max_chars) {
+            Py_DECREF(text); /* the handler's limit: Python fails the request */
+            break;
+        }
+        if (t_o == NULL && (t_o = PyLong_FromLongLong(t)) == NULL) {
+            Py_DECREF(text);
+            goto error;
+        }
+        int rc = PyList_Append(times, t_o);
+        if (rc == 0) rc = PyList_Append(texts, text);
+        Py_DECREF(text);
+        if (rc < 0) goto error;
+        text_len += tl;
+        taken++;
+        pos = end + 2;
+    }
+    if (taken) {
+        PyObject *nl = PyLong_FromLongLong(text_len);
+        if (nl == NULL) goto error;
+        int rc = PyObject_SetAttr(handler, s_text_len, nl);
+        Py_DECREF(nl);
+        if (rc == 0 && first) rc = PyObject_SetAttr(rec, s_t_first, t_o);
+        if (rc == 0) rc = PyObject_SetAttr(rec, s_t_last, t_o);
+        if (rc == 0) rc = PyObject_SetAttr(handler, s_usage_marks, Py_None);
+        if (rc < 0) goto error;
+    }
+done:
+    Py_XDECREF(len_o);
+    Py_XDECREF(t_o);
+    return pos;
+error:
+    Py_XDECREF(len_o);
+    Py_XDECREF(t_o);
+    return -1;
+}
+
+/* ReceiveDelays.add in C: quarter-octave buckets of ~microseconds (1.024 us). */
+static int count_delay(PyObject *counts, long long d) {
+    long long us = d >> 10;
+    Py_ssize_t i;
+    if (us < 4) i = (Py_ssize_t)us;
+    else {
+        int b = 64 - __builtin_clzll((unsigned long long)us);
+        long long k = 4LL * b + ((us >> (b - 3)) & 3) - 8;
+        i = (Py_ssize_t)(k < 159 ? k : 159);
+    }
+    if (i >= PyList_GET_SIZE(counts)) return 0;
+    PyObject *old = PyList_GET_ITEM(counts, i);
+    long long v = PyLong_AsLongLong(old);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    PyObject *nv = PyLong_FromLongLong(v + 1);
+    if (nv == NULL) return -1;
+    PyList_SET_ITEM(counts, i, nv);
+    Py_DECREF(old);
+    return 0;
+}
 
 static PyObject *read_ready(PyObject *self, PyObject *args) {
     int epfd;
     long long off, prev_off, prev_at, max_age, slack;
-    if (!PyArg_ParseTuple(args, "iLLLLL", &epfd, &off, &prev_off, &prev_at, &max_age, &slack))
+    PyObject *fast, *counts;
+    if (!PyArg_ParseTuple(args, "iLLLLLO!O!", &epfd, &off, &prev_off, &prev_at, &max_age,
+                          &slack, &PyDict_Type, &fast, &PyList_Type, &counts))
         return NULL;
     struct epoll_event evs[MAX_EVENTS];
+    long long n_reads = 0, n_stamped = 0, max_delay = 0;
     int n = epoll_wait(epfd, evs, MAX_EVENTS, 0);
     if (n < 0) {
-        if (errno == EINTR) return PyList_New(0);
-        return PyErr_SetFromErrno(PyExc_OSError);
+        if (errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
+        n = 0;
     }
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
@@ -59,12 +510,18 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
         msg.msg_control = ctl.b;
         msg.msg_controllen = sizeof ctl.b;
         ssize_t r = recvmsg(fd, &msg, 0);
-        PyObject *item;
-        if (r < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
-            item = Py_BuildValue("(iOLL)", fd, Py_None, 0LL, (long long)errno);
-        } else if (r == 0) {
-            item = Py_BuildValue("(iOLL)", fd, Py_None, 0LL, 0LL);
+        PyObject *item, *key = NULL;
+        if (r <= 0) {
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+            long long err = r < 0 ? (long long)errno : 0LL;
+            /* the connection ended: Python ends its response */
+            if ((key = PyLong_FromLong(fd)) == NULL) goto error;
+            if (PyDict_DelItem(fast, key) < 0) {
+                if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto error;
+                PyErr_Clear();
+            }
+            Py_CLEAR(key);
+            item = Py_BuildValue("(iOLL)", fd, Py_None, 0LL, err);
         } else {
             struct timespec now;
             clock_gettime(CLOCK_MONOTONIC, &now);
@@ -85,25 +542,40 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
                     }
                 }
             }
-            PyObject *data = PyBytes_FromStringAndSize(read_buf, r);
-            if (data == NULL) {
-                Py_DECREF(out);
-                return NULL;
+            n_reads++;
+            if (delay >= 0) {
+                n_stamped++;
+                if (delay > max_delay) max_delay = delay;
+                if (count_delay(counts, delay) < 0) goto error;
             }
+            Py_ssize_t took = 0;
+            if ((key = PyLong_FromLong(fd)) == NULL) goto error;
+            PyObject *fields = PyDict_GetItemWithError(fast, key); /* borrowed */
+            if (fields == NULL && PyErr_Occurred()) goto error;
+            if (fields != NULL) {
+                Py_INCREF(fields);
+                took = take_chunks(fields, read_buf, r, t);
+                Py_DECREF(fields);
+                if (took < 0) goto error;
+                if (took < r && PyDict_DelItem(fast, key) < 0) goto error; /* Python's now */
+            }
+            Py_CLEAR(key);
+            if (took == r) continue; /* taken whole */
+            PyObject *data = PyBytes_FromStringAndSize(read_buf + took, r - took);
+            if (data == NULL) goto error;
             item = Py_BuildValue("(iNLL)", fd, data, t, delay);
         }
-        if (item == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
+        if (item == NULL) goto error;
         int rc = PyList_Append(out, item);
         Py_DECREF(item);
-        if (rc < 0) {
-            Py_DECREF(out);
-            return NULL;
-        }
+        if (rc < 0) goto error;
+        continue;
+    error:
+        Py_XDECREF(key);
+        Py_DECREF(out);
+        return NULL;
     }
-    return out;
+    return Py_BuildValue("(NLLL)", out, n_reads, n_stamped, max_delay);
 }
 
 static long long ns_of(clockid_t id) {
@@ -134,12 +606,20 @@ static PyMethodDef methods[] = {
     {"clock_offset", clock_offset, METH_NOARGS,
      "clock_offset() -> (realtime minus monotonic ns, uncertainty ns)"},
     {"read_ready", read_ready, METH_VARARGS,
-     "read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns) -> [(fd, data | None, t_ns, delay_ns | errno)]"},
+     "read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns, fast, counts) -> "
+     "([(fd, data | None, t_ns, delay_ns | errno)], reads, stamped, max_delay_ns)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_recvstamp", "ReceiveHub's compiled read loop.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_recvstamp", "ReceiveHub's compiled read loop and per-chunk path.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__recvstamp(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__recvstamp(void) {
+    if (!(s_t_first = PyUnicode_InternFromString("t_first")) ||
+        !(s_t_last = PyUnicode_InternFromString("t_last")) ||
+        !(s_text_len = PyUnicode_InternFromString("text_len")) ||
+        !(s_usage_marks = PyUnicode_InternFromString("usage_marks")))
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,5 +1,15 @@
-# client/_recvstamp.c: ReceiveHub's compiled read loop
+# client/_recvstamp.c: ReceiveHub's compiled read loop and per-chunk path
+from typing import Any
+
 def read_ready(
-    epfd: int, off_ns: int, prev_off_ns: int, prev_at_ns: int, max_age_ns: int, slack_ns: int, /
-) -> list[tuple[int, bytes | None, int, int]]: ...
+    epfd: int,
+    off_ns: int,
+    prev_off_ns: int,
+    prev_at_ns: int,
+    max_age_ns: int,
+    slack_ns: int,
+    fast: dict[int, tuple[Any, Any, list[int], list[str], bool, int, int]],
+    counts: list[int],
+    /,
+) -> tuple[list[tuple[int, bytes | None, int, int]], int, int, int]: ...
 def clock_offset() -> tuple[int, int]: ...

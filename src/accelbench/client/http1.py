@@ -80,11 +80,21 @@ def clock_offset_ns(tries: int = 5) -> tuple[int, int]:
     return best_off, best_w // 2 + 1
 
 
+# (handler, record, record.chunk_times, handler.texts, chat, max_chunks, max_chars): what
+# the compiled path needs to take a response's content chunks itself
+# (``ResponseHandler.c_fields``)
+FastFields = tuple[Any, Any, list[int], list[str], bool, int, int]
 _c_read_ready: (
-    Callable[[int, int, int, int, int, int], list[tuple[int, bytes | None, int, int]]] | None
+    Callable[
+        [int, int, int, int, int, int, dict[int, FastFields], list[int]],
+        tuple[list[tuple[int, bytes | None, int, int]], int, int, int],
+    ]
+    | None
 )
 _clock_offset: Callable[[], tuple[int, int]]
-try:  # the compiled read loop (client/_recvstamp.c); ReceiveHub._read_py where absent
+# the compiled read loop and per-chunk path (client/_recvstamp.c); where it is absent (or
+# a test sets ``_c_read_ready`` to None), ReceiveHub._read_py and the Python parsers
+try:
     from accelbench.client._recvstamp import clock_offset as _clock_offset
     from accelbench.client._recvstamp import read_ready as _c_read_ready
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -191,6 +201,8 @@ class HTTP1Protocol(asyncio.Protocol):
         "_tee",
         "_tee_last",
         "_tail_wait",
+        "_fast",
+        "_fd",
     )
 
     def __init__(self) -> None:
@@ -208,6 +220,9 @@ class HTTP1Protocol(asyncio.Protocol):
         self._tee: Tee | None = None  # the response's bytes are copied here first
         self._tee_last = b""  # the last 4 bytes teed (to see the end of a chunked body)
         self._tail_wait: asyncio.Future | None = None
+        # the hub's ``fast`` map where the compiled per-chunk path reads this connection
+        self._fast: dict[int, FastFields] | None = None
+        self._fd = -1
 
     # -- asyncio callbacks ---------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -342,6 +357,34 @@ class HTTP1Protocol(asyncio.Protocol):
         except Exception as exc:  # noqa: BLE001 - never let a parser bug kill the transport
             self._abort(f"client error while reading the response: {type(exc).__name__} {exc}",
                         kind=ErrorKind.CLIENT_EXCEPTION)  # fmt: skip
+        finally:
+            if self._fast is not None:  # the compiled path may take the next reads
+                self._offer_fast()
+
+    def _offer_fast(self) -> None:
+        """Let the compiled path take this response's next reads (``ReceiveHub.fast``):
+        where the body is between whole chunks of a chunked event stream that nothing
+        else reads first (no tee, no deferred parsing) and the sink says it can be
+        (``c_fields``). The compiled path takes the fd out again at the first read it
+        leaves to Python, which puts it back here once that read is parsed."""
+        sink = self._sink
+        if (
+            self._state == 2
+            and self._chunked
+            and self._remaining == -1
+            and not self._buf
+            and self._tee is None
+            and self._queue is None
+            and sink is not None
+        ):
+            c_fields = getattr(sink, "c_fields", None)
+            fields = c_fields() if c_fields is not None else None
+            if fields is not None and self._fast is not None:
+                self._fast[self._fd] = fields
+
+    def _unoffer(self) -> None:
+        if self._fast is not None:
+            self._fast.pop(self._fd, None)
 
     def _received(self, data: bytes, t: int) -> None:
         while self._state == 1:  # again after an interim (1xx) response
@@ -480,6 +523,7 @@ class HTTP1Protocol(asyncio.Protocol):
 
     def _finish(self, t: int) -> None:
         self._state = 3
+        self._unoffer()
         sink, fut = self._sink, self._fut
         self._sink = None
         self._fut = None
@@ -498,6 +542,7 @@ class HTTP1Protocol(asyncio.Protocol):
         self._sink = None
         self._fut = None
         self._state = 3
+        self._unoffer()
         if self.transport is not None:
             self.transport.abort()
         if fut is not None and not fut.done():
@@ -513,6 +558,7 @@ class HTTP1Protocol(asyncio.Protocol):
         (the shadow proxy relays the baseline's response so). The future ends with the
         response, or with ``ConnectionClosed``."""
         assert self.transport is not None
+        self._unoffer()
         self._sink = sink
         self._tee = tee
         self._tee_last = b""
@@ -582,13 +628,21 @@ class ReceiveHub:
     The connections are in one epoll set, which the event loop watches as one file: one
     loop wake-up per batch of ready sockets, one ``recvmsg`` per ready socket, and each
     read parsed at once (its stamp is already taken; ``HTTP1Pool.parse_after_io`` defers
-    the parsing for protocols that relay first)."""
+    the parsing for protocols that relay first).
+
+    Compiled (client/_recvstamp.c), the reads of the connections in ``fast`` (fd ->
+    ``ResponseHandler.c_fields``: a streamed response between whole chunks) are also
+    parsed there, chunked framing, SSE event and JSON, into the record, while they are
+    content chunks of the usual shape; the rest goes to the protocol as before. Why:
+    with one SSE event per read, that per-chunk path in Python was about half of the
+    client's CPU per chunk (benchmarks/README.md, section 1)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.ep = select.epoll()
         self.epfd = self.ep.fileno()
         self.conns: dict[int, _HubTransport] = {}
+        self.fast: dict[int, FastFields] = {}  # filled by HTTP1Protocol._offer_fast
         self.reads = 0
         self.stamped = 0
         self.delays = ReceiveDelays()
@@ -619,16 +673,32 @@ class ReceiveHub:
             self._max_step = max(self._max_step, abs(off - prev_off) - unc - prev_unc)
         slack = abs(off - prev_off) + unc + prev_unc
         read = _c_read_ready
-        got = (
-            read(self.epfd, off, prev_off, prev_at, _MAX_STAMP_AGE_NS, slack)
-            if read
-            else self._read_py(off, prev_off, prev_at, slack)
-        )
         conns = self.conns
+        delays = self.delays
+        if read is not None:
+            # the reads it took whole are counted and in the records already; the others
+            # (and what is left of a read it took in part) come back for the protocol
+            got, n, stamped, max_d = read(
+                self.epfd, off, prev_off, prev_at, _MAX_STAMP_AGE_NS, slack, self.fast,
+                delays.counts,
+            )  # fmt: skip
+            self.reads += n
+            self.stamped += stamped
+            delays.n += stamped
+            if max_d > delays.max_ns:
+                delays.max_ns = max_d
+            for fd, data, t, d in got:
+                tr = conns.get(fd)
+                if tr is None:
+                    continue
+                if data is None:  # ended: d is the errno, 0 for the server's orderly close
+                    tr._shut(OSError(d, os.strerror(d)) if d else None)
+                    continue
+                tr.arrived(data, t)
+            return
         n = self.reads
         stamped = 0
-        delays = self.delays
-        for fd, data, t, d in got:
+        for fd, data, t, d in self._read_py(off, prev_off, prev_at, slack):
             tr = conns.get(fd)
             if tr is None:
                 continue
@@ -687,6 +757,7 @@ class ReceiveHub:
         self.ep.register(tr.fd, select.EPOLLIN)
 
     def remove(self, tr: _HubTransport) -> None:
+        self.fast.pop(tr.fd, None)
         if self.conns.pop(tr.fd, None) is not None and not self.closed:
             with contextlib.suppress(OSError, ValueError):
                 self.ep.unregister(tr.fd)
@@ -739,6 +810,9 @@ class _HubTransport:
         self._wbuf = bytearray()
         self._closed = False
         hub.add(self)
+        if _c_read_ready is not None:  # the compiled path may parse this one's reads
+            proto._fast = hub.fast
+            proto._fd = self.fd
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self.sock if name == "socket" else default

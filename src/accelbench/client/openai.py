@@ -315,6 +315,21 @@ class ResponseHandler:
                             return True
         return self._events([("message", payload)], t)
 
+    def c_fields(
+        self,
+    ) -> tuple[ResponseHandler, RequestRecord, list[int], list[str], bool, int, int] | None:
+        """What the compiled per-chunk path (client/_recvstamp.c, through
+        ``http1.ReceiveHub.fast``) needs to take this response's next content chunks
+        itself, exactly as ``_token`` would: None unless that is possible now (a 200
+        event stream, not failed, not ended, the SSE parser between events)."""
+        if self.status != 200 or not self.stream or self.failed or self.done:
+            return None
+        if not self.parser.idle:
+            return None
+        rec = self.rec
+        return (self, rec, rec.chunk_times, self.texts, self.chat, self.max_chunks,
+                MAX_OUTPUT_CHARS)  # fmt: skip
+
     def _too_long(self) -> None:
         rec = self.rec
         self.fail(

@@ -84,6 +84,11 @@ class SSEParser:
             return chunk[6:-2]
         return None
 
+    @property
+    def idle(self) -> bool:
+        """Whether nothing of an event is held (between events, no CR to pair)."""
+        return not (self._pending or self._cr or self._data or self._event)
+
     def _keep(self, piece: bytes) -> None:
         """Hold bytes of an unfinished block or line, within the event size limit."""
         self._pending.append(piece)
