@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import signal
 import statistics
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from sbs_common import (
+    ROOT,
     Row,
     busy_between,
     cc,
@@ -53,6 +55,11 @@ from sbs_common import (
 
 TODO: str | None = None
 
+# Before/after: SBS_PROXY_BEFORE_SRC=<another tree's src/> adds that tree's proxy as
+# "accelbench@before (case)", interleaved with the rest (how the fix was measured).
+BEFORE_SRC = (
+    Path(os.environ["SBS_PROXY_BEFORE_SRC"]) if os.environ.get("SBS_PROXY_BEFORE_SRC") else None
+)
 PRIMARY = ("--ttft-ms", "20", "--itl-ms", "5")
 CASES: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "a": ("identical candidate", PRIMARY),
@@ -180,9 +187,10 @@ def _up(proc: subprocess.Popen, url: str, what: str, timeout_s: float = 30.0) ->
     return f"{what} did not answer {url} within {timeout_s:.0f} s"
 
 
-def _start(cmd: list[str], log_path: Path) -> subprocess.Popen:
+def _start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     logf = open(log_path, "wb")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **(env or {})})  # fmt: skip
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
@@ -212,7 +220,7 @@ def _gt_first_writes(gt: Path, offset: int) -> tuple[dict[str, int], int]:
 
 
 def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
-               timeout_s: float) -> dict[str, Any]:  # fmt: skip
+               timeout_s: float, tokenizer: Path) -> dict[str, Any]:  # fmt: skip
     """One ``accelbench run`` at ``url``: its figures (ms) or a status saying why not."""
     import numpy as np
     import pyarrow.parquet as pq
@@ -221,6 +229,7 @@ def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
     cmd = [sys.executable, "-m", "accelbench", "run", "--url", url, "-c", str(streams),
            "-n", str(n), "--warmup", str(streams), "--isl", str(ISL), "--osl", str(OSL),
            "--seed", str(seed), "--workers", "1", "--quiet", "--no-telemetry",
+           "--tokenizer", str(tokenizer),
            "-o", str(wd / "run")]  # fmt: skip
     res: dict[str, Any] = {"command": cmd}
     gt_off = gt.stat().st_size
@@ -272,6 +281,9 @@ class Stack:
         self.why_not: dict[str, str] = {}  # contender -> why it has no figures
         self.gt = wd / "primary_ground_truth.jsonl"
         self.install_timeout = install_timeout
+        # the caller counts tokens itself (one ASCII character = one token, as the
+        # reference server does): no /tokenize requests through the hop under test
+        self.tokenizer = cc.make_tokenizer_dir(wd / "tokenizer")
 
     def start(self) -> None:
         wd = self.wd
@@ -285,16 +297,20 @@ class Stack:
                 (wd / f"cand-{case}").mkdir(exist_ok=True)
                 self.procs.append(start_reference(cands[case], wd / f"cand-{case}" / "gt.jsonl",
                                                   wd / f"cand-{case}", extra))  # fmt: skip
-        # accelbench's proxy, one per candidate
-        for case in CASES:
-            port = cc.free_port()
-            name = f"accelbench ({case})"
-            proc = _start([sys.executable, "-m", "accelbench", "shadow", "proxy", "--listen",
-                           f"127.0.0.1:{port}", "--baseline", self.urls["direct"],
-                           "--candidate", f"http://127.0.0.1:{cands[case]}",
-                           "--out", str(wd / f"shadow-{case}")], wd / f"proxy-{case}.log")  # fmt: skip
-            self.procs.append(proc)
-            self._ready(name, proc, f"http://127.0.0.1:{port}")
+        # accelbench's proxy, one per candidate (and the tree of BEFORE_SRC's, if given)
+        for tag, src in (("", ROOT / "src"), ("@before", BEFORE_SRC)):
+            if src is None:
+                continue
+            for case in CASES:
+                port = cc.free_port()
+                name = f"accelbench{tag} ({case})"
+                proc = _start([sys.executable, "-m", "accelbench", "shadow", "proxy", "--listen",
+                               f"127.0.0.1:{port}", "--baseline", self.urls["direct"],
+                               "--candidate", f"http://127.0.0.1:{cands[case]}",
+                               "--out", str(wd / f"shadow{tag}-{case}")],
+                              wd / f"proxy{tag}-{case}.log", {"PYTHONPATH": str(src)})  # fmt: skip
+                self.procs.append(proc)
+                self._ready(name, proc, f"http://127.0.0.1:{port}")
         # nginx's mirror, one server block per candidate
         nginx, why = ensure_apt("nginx", ["nginx-light", "nginx"], self.install_timeout)
         ports = {case: cc.free_port() for case in CASES}
@@ -336,6 +352,8 @@ def contenders_order(rnd: int) -> list[str]:
     order = ["direct", "haproxy"]
     for case in CASES:
         order += [f"accelbench ({case})", f"nginx ({case})"]
+        if BEFORE_SRC is not None:
+            order.append(f"accelbench@before ({case})")
     k = rnd % len(order)
     return order[k:] + order[:k]
 
@@ -396,6 +414,13 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
                        " (within 1 %)" if abs(statistics.median(rs) - 1) <= 0.01 else
                        " (NOT within 1 %)")  # fmt: skip
             goals.append(f"{who} ({case}) / {who} (a) p99 TTFT {r}{verdict}")
+    if BEFORE_SRC is not None:
+        gap_rows = {k: Row(k, per[k]["gap_p99_ms"], per[k]["status"]) for k in names}
+        for c in CASES:
+            now, before = f"accelbench ({c})", f"accelbench@before ({c})"
+            g, info = ratio_cell(gap_rows[now], gap_rows[before], max_spread, ".3f")
+            raw.setdefault("ratios", {})[f"{now} / {before} (chunk gap p99)"] = info
+            goals.append(f"{now} / {before}: p99 TTFT {ratio(now, before)}, p99 chunk gap {g}")
     out += ["", "Goals: " + "; ".join(goals) + "."]
     return "\n".join(out), raw
 
@@ -426,7 +451,7 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
                             f"(load {s0['loadavg'][0]})")  # fmt: skip
                         r = caller_run(url, streams, n, rnd, wd / f"{streams}-r{rnd + 1}" /
                                        name.replace(" ", "").strip("()").replace("(", "-"),
-                                       stack.gt, a.run_timeout)  # fmt: skip
+                                       stack.gt, a.run_timeout, stack.tokenizer)  # fmt: skip
                         r["machine"] = st = busy_between(s0, machine_state())
                         states.append(st)
                         log(f"  {r['status'][:200]}: p99 TTFT {r.get('ttft_p99_ms')} "

@@ -3,8 +3,17 @@
 Why a process: the copies' streams are as many as the callers' and cost as much to read
 and parse; on the proxy's event loop every candidate chunk would delay the baseline
 chunks queued behind it (and a thread would hold the GIL). Here the proxy's loop only
-writes each copy into a socket (one frame, never blocking: the transport buffers) and
-reads back one short line per finished copy. This process sends the copies with
+queues each copy (one frame) and hands the queue over once per loop turn, after that
+turn's I/O, in one write (never blocking: the transport buffers); it reads back one
+short line per finished copy. A write, and the wake-up of this process, per copy had
+been on the caller's path: the request that came with it, and every chunk the loop had
+still to relay, waited for them.
+
+This process runs at a lower CPU priority (``nice`` +``CANDIDATE_NICE``): where cores are
+few, the callers' side (the proxy, and the baseline on the same host) goes first, and
+the copies get the time left. Its timings do not suffer for it: a chunk's arrival is the
+kernel's receive stamp (client/http1.py ``ReceiveHub``), not when this process got to
+read it, and a copy's TTFT starts when it is sent. This process sends the copies with
 accelbench's client, times them on the host's monotonic clock (the same clock as the
 proxy's), and journals their records into ``candidate.jsonl`` itself.
 
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import struct
@@ -37,6 +47,7 @@ _now = time.monotonic_ns
 _HEAD = struct.Struct("!I")
 _REQ = struct.Struct("!QQB")
 ENDPOINTS = ("completions", "chat")
+CANDIDATE_NICE = 10  # the candidate process's niceness, added to the proxy's
 
 
 class CandidateConfig(TypedDict):
@@ -109,9 +120,11 @@ class CandidateProcess:
         self.transport: asyncio.Transport | None = None
         self._ready: asyncio.Future | None = None
         self._end: asyncio.Future | None = None
+        self._out = bytearray()  # copies queued this loop turn, written by _flush
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self, config: CandidateConfig, timeout_s: float = 60.0) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         mine, theirs = socket.socketpair()
         try:
             self.proc = spawn(
@@ -152,14 +165,28 @@ class CandidateProcess:
                 f.set_result(False)
 
     def copy(self, idx: int, endpoint: str, t: int, body: bytes) -> None:
-        assert self.transport is not None
+        """Queue a copy; the queue goes to the process after this loop turn's I/O."""
+        assert self.transport is not None and self._loop is not None
         self.inflight += 1
-        self.transport.write(frame(b"R" + _REQ.pack(idx, t, ENDPOINTS.index(endpoint)) + body))
+        out = self._out
+        if not out:
+            self._loop.call_soon(self._flush)
+        out += frame(b"R" + _REQ.pack(idx, t, ENDPOINTS.index(endpoint)) + body)
+
+    def _flush(self) -> None:
+        if not self._out:
+            return
+        data = bytes(self._out)
+        self._out.clear()
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.write(data)
 
     async def finish(self, grace_s: float, wait_s: float = 30.0) -> None:
         """Let the copies in flight finish within ``grace_s`` (then they are cancelled
         and recorded as interrupted); returns once the journal is closed, or after
         ``wait_s`` more (a process that does not answer is killed)."""
+        self._flush()  # the copies queued before the stop go first
         if self.alive and self.transport is not None and self._end is not None:
             self.transport.write(frame(b"S" + struct.pack("!d", grace_s)))
             with contextlib.suppress(TimeoutError):
@@ -278,6 +305,8 @@ def main(argv: list[str]) -> None:
     # group): it asks this process to finish, or its end (EOF) does
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+    with contextlib.suppress(OSError):  # the callers' side first (module docstring)
+        os.nice(CANDIDATE_NICE)
     sock = socket.socket(fileno=int(argv[0]))
     install_uvloop()
     asyncio.run(_child(sock))

@@ -656,7 +656,7 @@ async def _serve(
             writer.tick()
             n += 1
             if n % 8 == 0:
-                writer.save_meta()
+                writer.save_meta_soon()  # its fsync off the loop: no stall of the streams
             if stop is not None and stop.is_set():
                 proxy.stop.set()
 
