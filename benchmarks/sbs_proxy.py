@@ -428,9 +428,10 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
 
 def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     wd.mkdir(parents=True, exist_ok=True)
-    # per run: 64 streams x 8 requests, 256 x 3 (a few seconds of load each; 16 runs a
-    # round, so that 3 rounds fit in 10 minutes on the shared 2-core host); quick: half
-    sizes = {64: 256, 256: 384} if a.quick else {64: 512, 256: 768}
+    # per run: 64 streams x 5 requests, 256 x 2: 16 runs a round, and 3 rounds took 16
+    # minutes with 11 contenders at 512 / 768 on the shared 2-core host (load 8-20); quick:
+    # about half
+    sizes = {64: 192, 256: 256} if a.quick else {64: 320, 256: 512}
     stack = Stack(wd, a.install_timeout)
     runs: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
