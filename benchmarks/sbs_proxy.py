@@ -22,7 +22,9 @@ for the slow candidate's copies to end so they do not land in the next run.
 Figures per run, from the caller's records (``requests.parquet``): the p99 and p50 of
 TTFT (first chunk minus send, the caller's clock), the p99 of the gaps between chunks
 (every gap of every request), and, from the primary's ground truth, the p99 of the
-caller's first chunk minus the primary's first write (the delay of the hop itself).
+caller's first chunk minus the primary's first write (the delay of the hop itself);
+and the p50 of E2E (a hop that holds a response's end back, as nginx's ``mirror`` does
+until its copy is done, slows the closed-loop caller, and so lowers the load on it).
 """
 
 from __future__ import annotations
