@@ -17,8 +17,8 @@ connection to the baseline is idle (no task switch in the way).
 
 The candidate can never slow or break the caller: copies go to a process of their own
 (shadow/candidate.py), which sends them on its own connections with their own timeout
-and journals their records; the proxy's loop only queues each copy (the turn's queue goes
-over in one write after the turn's I/O: candidate.py). At most
+and journals their records; the proxy's loop only queues each copy (the queue goes over in
+one write every few ms: candidate.py). At most
 ``max_inflight`` are in flight, and a copy that would exceed it is dropped and counted,
 never queued. Its failures and timeouts become records. Request headers
 (``Authorization`` and every other one) are never stored; they go to the baseline only.
