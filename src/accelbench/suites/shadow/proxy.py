@@ -3,18 +3,22 @@ goes to the baseline, whose response is relayed to the caller byte for byte as i
 arrives, and a copy goes to the candidate, whose response is measured and discarded.
 
 Why raw protocols: the baseline's bytes are written to the caller in the read callback,
-the moment they reach the event loop, before anything is parsed or recorded; measuring
-them (the accelbench client's HTTP/1.1 and SSE parsers) comes after the loop's I/O phase
-(the client's ``ArrivalQueue``), so when many streams' chunks arrive together every one
-is relayed before any is parsed. Their arrival times are the kernel's receive stamps on
-Linux (client/http1.py ``ReceiveHub``), as on the candidate's side, so the two sides are
-timed the same way whatever the proxy's loop was doing.
+the moment they reach the event loop, before anything is parsed or recorded; framing
+them (the accelbench client's HTTP/1.1 parser) comes after the loop's I/O phase (the
+client's ``ArrivalQueue``), so when many streams' chunks arrive together every one is
+relayed before any is parsed. Measuring them (SSE events, tokens, the record) is not
+done on this loop at all: each response event, with its time, is queued for the
+candidate process, which builds and journals the baseline's records (``_Remote``;
+candidate.py says why). Their arrival times are the kernel's receive stamps on Linux
+(client/http1.py ``ReceiveHub``), as on the candidate's side, so the two sides are
+timed the same way whatever either loop was doing.
 A request is forwarded in the same callback that completes it when a kept-alive
 connection to the baseline is idle (no task switch in the way).
 
 The candidate can never slow or break the caller: copies go to a process of their own
 (shadow/candidate.py), which sends them on its own connections with their own timeout
-and journals their records; the proxy's loop only hands each copy over. At most
+and journals their records; the proxy's loop only queues each copy (the queue goes over in
+one write every few ms: candidate.py). At most
 ``max_inflight`` are in flight, and a copy that would exceed it is dropped and counted,
 never queued. Its failures and timeouts become records. Request headers
 (``Authorization`` and every other one) are never stored; they go to the baseline only.
@@ -41,14 +45,12 @@ import orjson
 from accelbench import validate as v
 from accelbench.client.errors import ConnectError, ErrorKind, ResponseTimeout, TransportError
 from accelbench.client.http1 import Exchange, HTTP1Transport
-from accelbench.client.openai import ResponseHandler
 from accelbench.client.transport import BodySink, Request, send_with_retries
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import loop_stop_signals
-from accelbench.metrics.records import RequestRecord
 from accelbench.suites.shadow.candidate import CandidateProcess
-from accelbench.suites.shadow.store import CANDIDATE, ShadowWriter
+from accelbench.suites.shadow.store import BASELINE, CANDIDATE, ShadowWriter
 from accelbench.urls import Endpoint
 
 _now = time.monotonic_ns
@@ -171,24 +173,28 @@ class _NullSink:
         pass
 
 
-class _Measure:
-    """Feeds the measuring handler but never asks for the connection to be dropped: a
-    response the parser finds broken still reaches the caller as the baseline sent it."""
+class _Remote:
+    """The measuring sink of a recorded request: each event, with its time, is queued
+    for the candidate process, which parses it (the same ``ResponseHandler`` as a run)
+    and journals the baseline's record (candidate.py). Never asks for the connection to
+    be dropped: a response the parser finds broken still reaches the caller as the
+    baseline sent it."""
 
-    __slots__ = ("h",)
+    __slots__ = ("idx", "base")
 
-    def __init__(self, h: ResponseHandler) -> None:
-        self.h = h
+    def __init__(self, idx: int, base: Callable[..., None]) -> None:
+        self.idx = idx
+        self.base = base
 
     def on_headers(self, status: int, t_ns: int) -> None:
-        self.h.on_headers(status, t_ns)
+        self.base(b"H", self.idx, t_ns, status.to_bytes(2, "big"))
 
     def on_data(self, data: bytes, t_ns: int) -> bool:
-        self.h.on_data(data, t_ns)
+        self.base(b"D", self.idx, t_ns, data)
         return True
 
     def on_end(self, t_ns: int) -> None:
-        self.h.on_end(t_ns)
+        self.base(b"E", self.idx, t_ns)
 
 
 class _Relay:
@@ -208,46 +214,41 @@ class _Relay:
 
 
 class _Forward:
-    """One request on its way to the baseline: its record (None for a request that is
-    relayed, not measured), the tee to the caller, a fresh sink per attempt."""
+    """One request on its way to the baseline: its record's index (None for a request
+    that is relayed, not measured), the tee to the caller, a fresh sink per attempt. The
+    record itself is built in the candidate process (``_Remote``)."""
 
-    __slots__ = ("rec", "chat", "stream", "relay", "sink")
+    __slots__ = ("idx", "cand", "relay", "sink", "retries")
 
-    def __init__(self, rec: RequestRecord | None, endpoint: str | None, doc: Any,
-                 relay: _Relay) -> None:  # fmt: skip
-        self.rec = rec
-        self.chat = endpoint == "chat"
-        self.stream = bool(doc.get("stream")) if rec is not None else False
+    def __init__(self, idx: int | None, cand: CandidateProcess, relay: _Relay) -> None:
+        self.idx = idx
+        self.cand = cand
         self.relay = relay
         self.sink: BodySink | None = None
+        self.retries = 0
 
     def new_sink(self) -> BodySink:
-        rec = self.rec
-        if rec is None:
+        idx = self.idx
+        if idx is None:
             self.sink = _NullSink()
         else:
-            self.sink = _Measure(
-                ResponseHandler(rec, chat=self.chat, stream=self.stream, keep_text=True)
-            )
-            rec.t_send = _now()
+            self.sink = _Remote(idx, self.cand.base)
+            self.cand.base(b"B", idx, _now(), self.retries.to_bytes(4, "big"))
         return self.sink
 
     def on_retry(self) -> None:
         self.sink = None
-        if self.rec is not None:
-            self.rec.retries += 1
+        self.retries += 1
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """The request got no complete response: its record says so (unless measuring
         its response had failed it already)."""
-        sink = self.sink
-        if isinstance(sink, _Measure):
-            if not sink.h.failed:
-                sink.h.fail(kind, message)
-                sink.h.rec.t_done = _now()
-        elif self.rec is not None and sink is None:  # no attempt was started
-            self.rec.t_send = self.rec.t_send or _now()
-            ResponseHandler(self.rec, chat=False, stream=False, keep_text=False).fail(kind, message)
+        if self.idx is not None:
+            self.cand.base_fail(self.idx, _now(), self.sink is not None, kind.value, message)
+
+    def interrupted(self, why: str = "the caller closed the connection") -> None:
+        if self.idx is not None:
+            self.cand.base(b"I", self.idx, _now(), why.encode())
 
 
 class _Caller(asyncio.Protocol):
@@ -391,7 +392,8 @@ class ShadowProxy:
             {"candidate": c.candidate.secret_parts(), "candidate_model": c.candidate_model,
              "candidate_api_key": c.candidate_api_key,
              "candidate_timeout_s": c.candidate_timeout_s,
-             "journal": str(self.writer.dir / CANDIDATE)}
+             "journal": str(self.writer.dir / CANDIDATE),
+             "baseline_journal": str(self.writer.dir / BASELINE)}
         )  # fmt: skip
 
     # -- the caller's request -> baseline ------------------------------------------
@@ -427,14 +429,14 @@ class ShadowProxy:
             if not isinstance(doc, dict):
                 self.writer.count("unparsed_requests")
                 endpoint = None
-        rec: RequestRecord | None = None
+        idx: int | None = None
         if endpoint is not None:
             idx = self.next_idx
             self.next_idx += 1
-            rec = RequestRecord(idx=idx, request_id=f"shadow-{idx}", t_sched=t)
             mt = doc.get("max_tokens", doc.get("max_completion_tokens"))
-            rec.max_tokens = mt if isinstance(mt, int) else None
-        fwd = _Forward(rec, endpoint, doc, _Relay(caller.transport))
+            self.cand.base_new(idx, t, mt if isinstance(mt, int) else None,
+                               endpoint == "chat", bool(doc.get("stream")))  # fmt: skip
+        fwd = _Forward(idx, self.cand, _Relay(caller.transport))
         req = Request("", body, wire=payload)
         # forward now, inside this callback, where a kept-alive connection is idle
         started = self.transport.start_idle(req, fwd.new_sink, fwd.relay)
@@ -450,11 +452,11 @@ class ShadowProxy:
                 self._forwarded(caller, fwd, close=True, cut=True)
 
         task.add_done_callback(ended)
-        if rec is not None:
+        if idx is not None:
             if self.t0 is None:
                 self.t0 = t
-            self.writer.add_trace(rec.idx, (t - self.t0) / 1e9, endpoint or "", doc)
-            self._copy(rec.idx, endpoint or "", body, t)
+            self.writer.add_trace(idx, (t - self.t0) / 1e9, endpoint or "", doc)
+            self._copy(idx, endpoint or "", body, t)
 
     async def _forward(
         self, caller: _Caller, req: Request, fwd: _Forward, close: bool, started: Exchange | None
@@ -470,12 +472,14 @@ class ShadowProxy:
         """The request's end: its record journalled (``interrupted`` if it was ``cut``
         before it had an outcome), the caller's connection ready for its next request or
         closed."""
-        rec = fwd.rec
-        if rec is not None:
-            if cut and not rec.ok and rec.error_kind is None:
-                _interrupted(rec, "the caller closed the connection" if caller.closed
-                             else "the proxy was stopped while this request was in flight")  # fmt: skip
-            self.writer.add_record("baseline", rec)
+        if fwd.idx is not None:
+            why = ""
+            if cut:  # interrupted, unless it had an outcome (the candidate process checks)
+                why = ("the caller closed the connection" if caller.closed
+                       else "the proxy was stopped while this request was in flight")  # fmt: skip
+            self.cand.base(b"J", fwd.idx, _now(), why.encode())
+            if not self.cand.alive:  # the process that journals it is gone
+                self.writer.count("baseline_unrecorded")
             self.recorded_done += 1
             if self.cfg.max_requests and self.recorded_done >= self.cfg.max_requests:
                 self.stop.set()
@@ -510,7 +514,7 @@ class ShadowProxy:
             return False
         except TransportError as exc:
             if caller.closed:
-                _interrupted(fwd.rec)
+                fwd.interrupted()
                 return False
             keep = True
             if fwd.relay.relayed == 0:
@@ -555,14 +559,6 @@ class ShadowProxy:
         await self.transport.close()
 
 
-def _interrupted(rec: RequestRecord | None, why: str = "the caller closed the connection") -> None:
-    if rec is not None:
-        rec.ok = False
-        rec.error_kind = ErrorKind.INTERRUPTED
-        rec.error = why
-        rec.t_send = rec.t_send or _now()
-
-
 async def serve_proxy(
     cfg: ProxyConfig,
     *,
@@ -605,7 +601,7 @@ async def _open(
             "max_inflight": cfg.max_inflight,
             "candidate_timeout_s": cfg.candidate_timeout_s,
         },
-        journals=("baseline",),  # the candidate process journals its own side
+        journals=(),  # the candidate process journals both sides (candidate.py)
     )
     proxy = ShadowProxy(cfg, writer)
     proxy.stop = stop_now
@@ -656,7 +652,7 @@ async def _serve(
             writer.tick()
             n += 1
             if n % 8 == 0:
-                writer.save_meta()
+                writer.save_meta_soon()  # its fsync off the loop: no stall of the streams
             if stop is not None and stop.is_set():
                 proxy.stop.set()
 
