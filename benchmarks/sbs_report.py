@@ -120,13 +120,15 @@ def _group(rng: np.random.Generator, lo: int, hi: int) -> tuple[Any, dict[str, n
     return pa.Table.from_arrays(arrays, schema=REQUEST_SCHEMA), win
 
 
-def _windows(t0_ns: int, w: dict[str, np.ndarray], n_windows: int) -> list[dict[str, Any]]:
+def _windows(
+    t0_ns: int, w: dict[str, np.ndarray], n_windows: int, window_s: float
+) -> list[dict[str, Any]]:
     """windows.jsonl as the soak's collector closes them (a record belongs to the window
     its t_done falls in; window_stats' figures), computed from arrays."""
     from accelbench.suites.stress.common import WindowStats
     from accelbench.suites.stress.document import SoakWindow
 
-    k = ((w["t_done"] - t0_ns) // int(WINDOW_S * 1e9)).astype(np.int64)
+    k = ((w["t_done"] - t0_ns) // int(window_s * 1e9)).astype(np.int64)
     order = np.argsort(k, kind="stable")
     bounds = np.searchsorted(k[order], np.arange(n_windows + 1))
     rows = []
@@ -142,18 +144,18 @@ def _windows(t0_ns: int, w: dict[str, np.ndarray], n_windows: int) -> list[dict[
             return {f"p{q}": float(x) for q, x in zip(qs, np.percentile(v, qs), strict=True)}
 
         st = WindowStats(n, n_ok, (n - n_ok) / n if n else None,
-                         {"http_5xx": n - n_ok} if n > n_ok else {}, n_ok / WINDOW_S,
-                         n_ok * OSL / WINDOW_S, pct(w["ttft"], (50, 90, 99)),
+                         {"http_5xx": n - n_ok} if n > n_ok else {}, n_ok / window_s,
+                         n_ok * OSL / window_s, pct(w["ttft"], (50, 90, 99)),
                          pct(w["tpot"], (50, 90, 99)), pct(w["e2e"], (50, 99)))  # fmt: skip
-        rows.append(SoakWindow(i, i * WINDOW_S, (i + 0.5) * WINDOW_S, (i + 1) * WINDOW_S,
-                               WINDOW_S, st).to_json())  # fmt: skip
+        rows.append(SoakWindow(i, i * window_s, (i + 0.5) * window_s, (i + 1) * window_s,
+                               window_s, st).to_json())  # fmt: skip
     return rows
 
 
-def _memory(rng: np.random.Generator, hours: float) -> list[dict[str, Any]]:
+def _memory(rng: np.random.Generator, hours: float, sample_s: float) -> list[dict[str, Any]]:
     """memory.jsonl: the client's and the server's RSS every SAMPLE_S, flat after a
     10-minute warm-up (the shape the measured hour had: 563 -> 569 MiB), with noise."""
-    t = np.arange(0.0, hours * 3600 + 1e-9, SAMPLE_S)
+    t = np.arange(0.0, hours * 3600 + 1e-9, sample_s)
     mib = 2.0**20
     warm = 1 - np.exp(-t / 300)
     client = (562 + 6 * warm) * mib + rng.normal(0, 0.3 * mib, t.size)
@@ -194,18 +196,22 @@ def generate(d: Path, hours: float, log: Any = print) -> dict[str, Any]:
             log(f"  generated {min(n, lo + ROW_GROUP):,} of {n:,} requests")
     tmp.rename(seg / "requests.parquet")
     allw = {k: np.concatenate(v) for k, v in wins.items()}
-    n_windows = int(hours * 3600 / WINDOW_S)
+    # a soak shorter than 8 default windows (the small ones beside a peer's size) gets
+    # shorter windows and samples: stress soak refuses a segment shorter than a window
+    window_s = min(WINDOW_S, hours * 3600 / 8)
+    sample_s = min(SAMPLE_S, window_s / 4)
+    n_windows = int(round(hours * 3600 / window_s))
     with open(d / "windows.jsonl", "wb") as f:
-        for row in _windows(T0, allw, n_windows):
+        for row in _windows(T0, allw, n_windows, window_s):
             f.write(orjson.dumps(row) + b"\n")
     with open(d / "memory.jsonl", "wb") as f:
-        for row in _memory(rng, hours):
+        for row in _memory(rng, hours, sample_s):
             f.write(orjson.dumps(row) + b"\n")
     load = BenchmarkConfig(url="http://127.0.0.1:8000", model="reference", rate=RATE,
                            arrival="constant", telemetry=False,
                            workload=WorkloadConfig(isl=ISL, osl=OSL))  # fmt: skip
-    cfg = SoakConfig(load=load, duration_s=hours * 3600, window_s=WINDOW_S,
-                     segment_s=hours * 3600, sample_s=SAMPLE_S, gpu=False)  # fmt: skip
+    cfg = SoakConfig(load=load, duration_s=hours * 3600, window_s=window_s,
+                     segment_s=hours * 3600, sample_s=sample_s, gpu=False)  # fmt: skip
     run_cfg = BenchmarkConfig(url="http://127.0.0.1:8000", model="reference", rate=RATE,
                               arrival="constant", telemetry=False, duration_s=hours * 3600,
                               workload=WorkloadConfig(isl=ISL, osl=OSL), out_dir=str(seg))  # fmt: skip
@@ -348,7 +354,7 @@ def measure(cmd: list[str], timeout: float, cwd: Path | None = None,
 
 # -- the peers' saved runs ------------------------------------------------------------------
 SEED_REQUESTS, SEED_CONC = 256, 16
-PEER_SIZES = (4_096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 12_960_000)
+PEER_SIZES = (1_024, 4_096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 12_960_000)
 SEARCH_KILL = 2.0  # a peer's step is killed at this many times the goal (memory or time)
 
 
@@ -362,8 +368,9 @@ def seed_runs(wd: Path, a: argparse.Namespace) -> dict[str, Any]:
     for name in ("guidellm", "aiperf"):
         d = wd / f"seed-{name}"
         done = d / "seed.done"
-        if done.exists():
-            out[name] = json.loads(done.read_text())
+        pattern = "benchmarks.json" if name == "guidellm" else "profile_export.jsonl"
+        if done.exists() and sorted(d.rglob(pattern)):  # the workdir may have moved
+            out[name] = {**json.loads(done.read_text()), "file": str(sorted(d.rglob(pattern))[0])}
             continue
         venv, why = ensure_peer(name, PEERS[name], a.install_timeout)
         if venv is None:
@@ -584,7 +591,7 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
 
     wd.mkdir(parents=True, exist_ok=True)
     hours = HOURS_QUICK if a.quick else HOURS_FULL
-    sizes = PEER_SIZES[:3] if a.quick else PEER_SIZES
+    sizes = PEER_SIZES[:2] if a.quick else PEER_SIZES
     soak = wd / f"soak-{hours:g}h"
     gen = None
     if not (soak / "generated.json").exists():
@@ -607,9 +614,8 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
             generate(d, n / RATE / 3600, log=lambda m: None)
         same[name] = (n, d)
     me = [sys.executable, str(Path(__file__).resolve()), "analyse"]
-    tools: list[tuple[str, list[str] | None, Path | None]] = [
-        ("accelbench-13m", me + [str(soak)], None)
-    ]
+    big = f"accelbench-{hours:g}h"
+    tools: list[tuple[str, list[str] | None, Path | None]] = [(big, me + [str(soak)], None)]
     for name, (n, d) in same.items():
         tools.append((f"accelbench@{name}", me + [str(d)], None))
         tools.append(
@@ -624,6 +630,7 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
         )
     rows = {t: Row(t) for t, _, _ in tools}
     rss_rows = {t: Row(t) for t, _, _ in tools}
+    cpu_rows = {t: Row(t) for t, _, _ in tools}
     raw: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
     for rnd in range(a.repeat):
@@ -646,19 +653,21 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
             good = m["rc"] == 0 and not m["killed"]
             rows[t].figures.append(m["wall_s"] if good else None)
             rss_rows[t].figures.append(m["peak_rss_mb"] if good else None)
+            cpu_rows[t].figures.append(m["cpu_s"] if good else None)
+            cpu_rows[t].statuses.append("ok" if good else "failed")
             status = "ok" if good else (m["killed"] or f"exit {m['rc']}: {m['stderr'][-200:]}")
             rows[t].statuses.append(status)
             rss_rows[t].statuses.append(status)
             raw.append({"round": rnd + 1, "tool": t, "machine": st, **m})
             log(f"  {status}: {m['wall_s']:.1f} s, peak {m['peak_rss_mb']:.0f} MB")
     n13 = info["requests"]
-    rows["accelbench-13m"].note = rss_rows["accelbench-13m"].note = (
+    rows[big].note = rss_rows[big].note = cpu_rows[big].note = (
         f"{n13:,} requests, {info['chunk_times']:,} chunk times (OSL {OSL})"
     )
     parts = []
     for name, (n, _) in same.items():
         peer = f"{name} {PEERS[name]}"
-        for r in (rows, rss_rows):
+        for r in (rows, rss_rows, cpu_rows):
             r[f"accelbench@{name}"].note = f"{n:,} requests"
             r[
                 name
@@ -666,6 +675,7 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
         for unit, rr, spec in (
             ("wall s", rows, ".1f"),
             ("peak RSS MB (process tree)", rss_rows, ".0f"),
+            ("CPU s (process tree)", cpu_rows, ".1f"),
         ):
             text, _ = section_table(
                 f"5. Report step on the same {n:,}-request run: accelbench against {peer}, {unit}",
@@ -679,18 +689,27 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     t13, _ = section_table(
         f"5. accelbench on the {hours:g}-hour soak ({n13:,} requests), wall s (goal < {GOAL_S:g} s)",
         "wall s",
-        [rows["accelbench-13m"]],
-        "accelbench-13m",
+        [rows[big]],
+        big,
         a.max_spread,
         ".1f",
     )
     r13, _ = section_table(
         f"5. accelbench on the {hours:g}-hour soak, peak RSS MB (goal < {GOAL_MB:g} MB)",
         "peak RSS MB",
-        [rss_rows["accelbench-13m"]],
-        "accelbench-13m",
+        [rss_rows[big]],
+        big,
         a.max_spread,
         ".0f",
+    )
+    c13, _ = section_table(
+        f"5. accelbench on the {hours:g}-hour soak, CPU s of the process tree (wall s over "
+        "this is how much the machine's load stretched it)",
+        "CPU s",
+        [cpu_rows[big]],
+        big,
+        a.max_spread,
+        ".1f",
     )
     lines = []
     for name, s in searches.items():
@@ -703,9 +722,9 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     for name, why in ((n, s.get("error")) for n, s in seeds.items()):
         if why:
             lines.append(f"- {name}: no row: {why}")
-    md = "\n\n".join([t13, r13, *parts, "\n".join(lines), load_line(states)])
-    table = {"accelbench_13m": {"wall_s": rows["accelbench-13m"].figures,
-                                "peak_rss_mb": rss_rows["accelbench-13m"].figures}}  # fmt: skip
+    md = "\n\n".join([t13, r13, c13, *parts, "\n".join(lines), load_line(states)])
+    table = {"accelbench_13m": {"wall_s": rows[big].figures,
+                                "peak_rss_mb": rss_rows[big].figures}}  # fmt: skip
     return {"markdown": md, "table": table, "runs": raw, "searches": searches,
             "generated": info, "generation_now": gen, "seeds": seeds}  # fmt: skip
 

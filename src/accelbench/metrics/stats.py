@@ -983,13 +983,13 @@ def quadratic_fit(x: Any, y: Any, confidence: float = CONFIDENCE) -> QuadraticFi
 # million chunk gaps: 3.3 GB as float64), from batches read twice. The percentiles are
 # exact (the same order statistics and the same interpolation as numpy's "linear"
 # percentile and weighted_percentiles): the first pass counts the values per bucket
-# (the float's sign, exponent and first 8 mantissa bits: 256 buckets per octave, in
+# (the float's sign, exponent and first 10 mantissa bits: 1,024 buckets per octave, in
 # value order), the second keeps only the values of the buckets the ranks fall in.
 # count, min and max are exact; mean and std are summed per batch, so they can differ
 # from the in-memory figures in the last digits (summation order).
-_KEY_SHIFT = 44  # 52 mantissa bits - 8 kept
-_KEY_ZERO = 1 << 20  # keys of values >= 0 start here; negative values' keys lie below
-_KEYS = 1 << 21
+_KEY_SHIFT = 42  # 52 mantissa bits - 10 kept
+_KEY_ZERO = 1 << 21  # keys of values >= 0 start here; negative values' keys lie below
+_KEYS = 1 << 22
 
 
 def _bucket_keys(v: np.ndarray) -> np.ndarray:
@@ -1031,7 +1031,7 @@ class StreamedDescribe:
         self.pass2 = False
         self.ss = self.ssw = 0.0
         self.want: np.ndarray | None = None
-        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.kept: list[tuple[np.ndarray, np.ndarray]] = []
 
     def add(self, values: np.ndarray, weights: np.ndarray) -> None:
         v = np.asarray(values, dtype=np.float64)
@@ -1064,7 +1064,7 @@ class StreamedDescribe:
         k = _bucket_keys(v)
         sel = np.isin(k, self.want)
         if sel.any():
-            self.kept.append((k[sel], v[sel], w[sel]))
+            self.kept.append((v[sel], w[sel]))
 
     def second_pass(self) -> None:
         """Choose the buckets to keep: those holding the ranks the percentiles need."""
@@ -1092,9 +1092,10 @@ class StreamedDescribe:
 
     def result(self) -> tuple[dict[str, float | int | None], dict[str, float | int | None]]:
         """(describe(values), describe_weighted(values, weights))."""
-        k = np.concatenate([x[0] for x in self.kept]) if self.kept else np.empty(0, np.int64)
-        v = np.concatenate([x[1] for x in self.kept]) if self.kept else np.empty(0)
-        w = np.concatenate([x[2] for x in self.kept]) if self.kept else np.empty(0, np.int64)
+        v = np.concatenate([x[0] for x in self.kept]) if self.kept else np.empty(0)
+        w = np.concatenate([x[1] for x in self.kept]) if self.kept else np.empty(0, np.int64)
+        self.kept = []
+        k = _bucket_keys(v)
         order = np.lexsort((v, k))
         k, v, w = k[order], v[order], w[order]
         none = {key: None for key in ("mean", "std", "min", "max")} | {

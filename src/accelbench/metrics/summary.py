@@ -456,7 +456,8 @@ def _streamed_gaps(source: ChunkSource, ok_mask: np.ndarray) -> tuple[Stats, Sta
             if not second:
                 known = known and (k or gaps.size == 0)
             sd.add(gaps, w)
-            plain.add(gaps, np.ones(gaps.size, dtype=np.int64))
+            if not (second and known):  # needed only where the tokens were not known
+                plain.add(gaps, np.ones(gaps.size, dtype=np.int64))
         if not second:
             sd.second_pass()
             plain.second_pass()
