@@ -571,7 +571,8 @@ def summarize(
         ok_chunks = table.select(cols)
         ok_chunks = ok_chunks if all_ok else ok_chunks.filter(pa.array(ok_mask))
         gaps, gap_w, gap_known = _chunk_gaps(conform_chunks(ok_chunks))
-        gap_stats, gap_w_stats = describe(gaps), describe_weighted(gaps, gap_w)
+        gap_stats: Stats = describe(gaps)
+        gap_w_stats: Stats = describe_weighted(gaps, gap_w)
         del gaps, gap_w, ok_chunks
     else:
         gap_stats, gap_w_stats, gap_known = _streamed_gaps(chunks, ok_mask)
