@@ -4,9 +4,11 @@ A 72-hour soak at 50 requests/s (12,960,000 requests, each with its per-chunk ar
 times) is synthesised once in accelbench's own on-disk format and cached in the workdir;
 each round then turns it into its summary, its verdicts and its report, in a fresh child
 process whose whole process tree's RSS is sampled from outside (psutil, every 0.05 s),
-and times it. Beside it, in the same rounds, GuideLLM's and AIPerf's own report step on
-the largest saved run each could load (their native files, synthesised at growing sizes
-until a step fails or passes the caps).
+and times it (once: no peer can load it, so its figure is the goal's, never a ratio).
+Beside it, in interleaved rounds, GuideLLM's and AIPerf's own report step on the largest
+saved run each could load within the goal (their native files, synthesised at growing
+sizes until a step fails or passes the goal), each beside accelbench's step on a soak of
+the same number of requests.
 
     python benchmarks/sbs_report.py generate --dir /tmp/sbs-report/soak   # the 13M soak only
     python benchmarks/sbs_report.py analyse /tmp/sbs-report/soak          # accelbench's step once
