@@ -248,19 +248,6 @@ def analyse(d: Path, skip_summary: bool = False) -> dict[str, Any]:
     Prints per-phase times as JSON."""
     import resource
 
-    from accelbench.suites.stress.document import (
-        MEMORY,
-        WINDOWS,
-        SoakWindow,
-        memory_sample,
-        memory_series,
-        read_rows,
-        read_stress,
-        write_stress,
-    )
-    from accelbench.suites.stress.soak import soak_verdicts
-    from accelbench.suites.stress.verdicts import DriftThresholds, LeakThresholds
-
     out: dict[str, Any] = {}
     seg = d / "runs" / "seg-000"
     acc = [sys.executable, "-m", "accelbench"]
@@ -278,20 +265,14 @@ def analyse(d: Path, skip_summary: bool = False) -> dict[str, Any]:
         out["summary_error"] = (p.stderr or p.stdout).strip().splitlines()[-3:]
     out["summary_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     t = time.perf_counter()
-    doc = read_stress(d)
-    # the thresholds as recorded; not SoakConfig.from_json, which refuses the recorded
-    # load: one 72-hour segment at 50 requests/s plans 12,960,000 requests, over
-    # accelbench's 10,000,000 a run (a real 72-hour soak has >= 2 segments; default 72)
-    leak = LeakThresholds(**doc.config["leak"])  # type: ignore[arg-type]
-    drift = DriftThresholds(**doc.config["drift"])  # type: ignore[arg-type]
-    windows, _ = read_rows(d / WINDOWS, SoakWindow.from_json)
-    samples, _ = read_rows(d / MEMORY, memory_sample)
-    totals = {k: doc.memory_totals.get(k) for k in memory_series(samples)}
-    doc.verdicts = soak_verdicts(windows, samples, totals, leak, drift)
-    write_stress(d, doc)
+    # in a child of its own, like the other two steps: each step's memory is its own
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "verdicts", str(d)],
+                       capture_output=True, text=True)  # fmt: skip
     out["verdicts_s"] = time.perf_counter() - t
-    out["verdicts"] = {v.name: str(v.status) for v in doc.verdicts}
-    out["verdicts_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if p.returncode:
+        out["verdicts_error"] = (p.stderr or p.stdout).strip().splitlines()[-3:]
+    else:
+        out["verdicts"] = json.loads(p.stdout)
     t = time.perf_counter()
     rep = d.parent / (d.name + "-report")
     rep.mkdir(exist_ok=True)
@@ -304,6 +285,36 @@ def analyse(d: Path, skip_summary: bool = False) -> dict[str, Any]:
         out["report_error"] = (p.stderr or p.stdout).strip().splitlines()[-3:]
     out["report_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return out
+
+
+def verdicts(d: Path) -> dict[str, str]:
+    """The soak's verdicts recomputed from windows.jsonl and memory.jsonl (soak_verdicts)
+    and written into its stress.json, as the soak does after every segment."""
+    from accelbench.suites.stress.document import (
+        MEMORY,
+        WINDOWS,
+        SoakWindow,
+        memory_sample,
+        memory_series,
+        read_rows,
+        read_stress,
+        write_stress,
+    )
+    from accelbench.suites.stress.soak import soak_verdicts
+    from accelbench.suites.stress.verdicts import DriftThresholds, LeakThresholds
+
+    doc = read_stress(d)
+    # the thresholds as recorded; not SoakConfig.from_json, which refuses the recorded
+    # load: one 72-hour segment at 50 requests/s plans 12,960,000 requests, over
+    # accelbench's 10,000,000 a run (a real 72-hour soak has >= 2 segments; default 72)
+    leak = LeakThresholds(**doc.config["leak"])  # type: ignore[arg-type]
+    drift = DriftThresholds(**doc.config["drift"])  # type: ignore[arg-type]
+    windows, _ = read_rows(d / WINDOWS, SoakWindow.from_json)
+    samples, _ = read_rows(d / MEMORY, memory_sample)
+    totals = {k: doc.memory_totals.get(k) for k in memory_series(samples)}
+    doc.verdicts = soak_verdicts(windows, samples, totals, leak, drift)
+    write_stress(d, doc)
+    return {v.name: str(v.status) for v in doc.verdicts}
 
 
 # -- measuring a child from outside --------------------------------------------------------
@@ -750,11 +761,15 @@ def main(argv: list[str] | None = None) -> int:
     an = sub.add_parser("analyse")
     an.add_argument("dir", type=Path)
     an.add_argument("--skip-summary", action="store_true", help="verdicts and report only")
+    ve = sub.add_parser("verdicts")
+    ve.add_argument("dir", type=Path)
     a = p.parse_args(argv)
     if a.what == "generate":
         print(json.dumps(generate(a.dir, a.hours), indent=1))
-    else:
+    elif a.what == "analyse":
         print(json.dumps(analyse(a.dir, a.skip_summary)))
+    elif a.what == "verdicts":
+        print(json.dumps(verdicts(a.dir)))
     return 0
 
 
