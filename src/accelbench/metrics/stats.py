@@ -661,10 +661,43 @@ class RobustTrend:
     ar1_rho: float = 0.0  # lag-1 autocorrelation of the residuals the interval allowed for
 
 
+def _hinge_sse(t: np.ndarray, y: np.ndarray, max_k: int) -> np.ndarray:
+    """The residual sum of squares of the continuous two-segment fit with its break
+    at t[k], for k = 3 .. max_k - 1, from the normal equations (suffix sums): O(n)
+    instead of one least-squares fit of n points per k."""
+    n = t.size
+    span = float(t[-1] - t[0]) or 1.0
+    u = (t - t[0]) / span
+    yc = y - y.mean()  # the intercept absorbs the mean: the sums stay small
+
+    def suffix(a: np.ndarray) -> np.ndarray:
+        return np.cumsum(a[::-1])[::-1]
+
+    su, su2, sy, suy = suffix(u), suffix(u * u), suffix(yc), suffix(u * yc)
+    ks = np.arange(3, max_k)
+    uk, m = u[ks], (n - ks).astype(np.float64)
+    h1 = su[ks] - m * uk  # sum of h, h = max(0, u - u_k) over i >= k (h = 0 before)
+    h2 = su2[ks] - 2 * uk * su[ks] + m * uk * uk
+    hu = su2[ks] - uk * su[ks]
+    hy = suy[ks] - uk * sy[ks]
+    a = np.empty((ks.size, 3, 3))
+    a[:, 0, 0], a[:, 0, 1], a[:, 1, 1] = n, u.sum(), (u * u).sum()
+    a[:, 0, 2], a[:, 1, 2], a[:, 2, 2] = h1, hu, h2
+    a[:, 1, 0], a[:, 2, 0], a[:, 2, 1] = a[:, 0, 1], a[:, 0, 2], a[:, 1, 2]
+    b = np.empty((ks.size, 3))
+    b[:, 0], b[:, 1], b[:, 2] = 0.0, (u * yc).sum(), hy
+    coef = np.linalg.solve(a, b[..., None])[..., 0]
+    return float((yc * yc).sum()) - (coef * b).sum(axis=1)
+
+
 def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
     """The break of the best continuous two-segment fit, when it is significant
-    (F-test, p < 0.01) and the early segment rises faster than the late one."""
+    (F-test, p < 0.01) and the early segment rises faster than the late one. Above
+    HINGE_DENSE_MAX points the break is chosen from the normal equations' residuals
+    (_hinge_sse, equal to the fits' to rounding) and only that fit is solved."""
     n = t.size
+    if n > HINGE_DENSE_MAX:
+        return _hinge_break_large(t, y, max_k)
     x0 = t - t[0]
     one = np.column_stack([np.ones(n), x0])
     sse1 = float(np.sum((y - one @ np.linalg.lstsq(one, y, rcond=None)[0]) ** 2))
@@ -693,6 +726,120 @@ def _hinge_break(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
     f_infl = ar1_inflation(ar1_rho(y - x @ np.linalg.lstsq(x, y, rcond=None)[0]))
     f = ((sse1 - sse2) / 2) / (sse2 / (n - 4)) / f_infl
     return float(t[k]) if float(stats.f.sf(f, 2, n - 4)) < 0.01 else None
+
+
+def _hinge_break_large(t: np.ndarray, y: np.ndarray, max_k: int) -> float | None:
+    n = t.size
+    x0 = t - t[0]
+    one = np.column_stack([np.ones(n), x0])
+    sse1 = float(np.sum((y - one @ np.linalg.lstsq(one, y, rcond=None)[0]) ** 2))
+    if sse1 <= 1e-12 * float(np.sum((y - y.mean()) ** 2)):
+        return None
+    if max_k <= 3:
+        return None
+    k = 3 + int(np.argmin(_hinge_sse(t, y, max_k)))
+    x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    sse2 = float(np.sum((y - x @ coef) ** 2))
+    early, late = float(coef[1]), float(coef[1] + coef[2])
+    if early <= late or sse2 >= sse1:
+        return None
+    if sse2 <= 0:
+        return float(t[k])
+    from scipy import stats
+
+    f_infl = ar1_inflation(ar1_rho(y - x @ coef))
+    f = ((sse1 - sse2) / 2) / (sse2 / (n - 4)) / f_infl
+    return float(t[k]) if float(stats.f.sf(f, 2, n - 4)) < 0.01 else None
+
+
+# Above these sizes the trend's pieces take the large-sample paths (a 72-hour soak sampled
+# every 5 s has 51,840 memory samples: 1.3 billion pairwise slopes, 26,000 two-segment
+# fits); below, the exact computations as before, unchanged.
+SEN_DENSE_MAX = 3000
+HINGE_DENSE_MAX = 2000
+_SEN_BLOCK = 1 << 22  # pairwise slopes computed at once
+
+
+def _sen_interval_large(
+    t: np.ndarray, y: np.ndarray, confidence: float
+) -> tuple[float, float, float, float, float]:
+    """sen_interval without the n^2 / 2 slopes in memory: the same order statistics of
+    the pairwise slopes, found exactly in one pass over blocks of pairs that counts the
+    slopes below a bracket and keeps those inside it. The bracket is read off a random
+    sample of pairs: around the median, and around the interval's ranks for the AR(1)
+    inflation the sample's median slope gives (widened, and the pass repeated, in the
+    rare case that an exact rank falls outside)."""
+    n = t.size
+    _, cnt = np.unique(t, return_counts=True)
+    m = n * (n - 1) // 2 - int((cnt * (cnt - 1) // 2).sum())
+    if m == 0:
+        return math.nan, math.nan, math.nan, math.nan, 0.0
+    crit = z_critical(confidence)
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, n, 1 << 20), rng.integers(0, n, 1 << 20)
+    keep = t[i] != t[j]
+    sample = np.sort((y[j][keep] - y[i][keep]) / (t[j][keep] - t[i][keep]))
+
+    def ranks(slope: float) -> tuple[float, int, int]:
+        icpt = float(np.median(y) - slope * np.median(t))
+        rho = ar1_rho(y - icpt - slope * t)
+        c = crit * math.sqrt(n * (n - 1) * (2 * n + 5) / 18.0 * ar1_inflation(rho))
+        return rho, max(int(round((m - c) / 2.0)) - 1, 0), min(int(round((m + c) / 2.0)), m - 1)
+
+    _, lo_e, hi_e = ranks(float(np.median(sample)))
+    width = (hi_e - lo_e) / 2
+    lo_r, hi_r = max(0, int(lo_e - width)), min(m - 1, int(hi_e + width))
+    got, below = np.empty(0), 0
+    for widen in (8.0, 64.0, math.inf):
+        lo_v, hi_v = _sample_bound(sample, lo_r, m, -widen), _sample_bound(sample, hi_r, m, widen)
+        got, below = _slopes_between(t, y, lo_v, hi_v)
+        mid = [(m - 1) // 2, m // 2]
+        if not (below <= mid[0] and mid[1] < below + got.size):
+            lo_r, hi_r = min(lo_r, mid[0]), max(hi_r, mid[1])
+            continue
+        slope = float((got[mid[0] - below] + got[mid[1] - below]) / 2)  # np.median's mean
+        icpt = float(np.median(y) - slope * np.median(t))
+        rho, lo_i, hi_i = ranks(slope)
+        if n < MIN_TREND_POINTS:
+            return slope, icpt, math.nan, math.nan, rho
+        if below <= lo_i and hi_i < below + got.size:
+            return slope, icpt, float(got[lo_i - below]), float(got[hi_i - below]), rho
+        lo_r, hi_r = min(lo_r, lo_i), max(hi_r, hi_i)
+    raise AssertionError("unreachable: the last bracket holds every slope")
+
+
+def _sample_bound(sample: np.ndarray, r: int, m: int, widen: float) -> float:
+    """The slope below (widen < 0) or above rank ``r`` of ``m``, read off the sorted
+    sample with a margin of |widen| binomial standard deviations."""
+    p = r / m
+    k = p * sample.size + math.copysign(
+        abs(widen) * math.sqrt(sample.size * p * (1 - p)) + 10, widen
+    )
+    if not math.isfinite(k) or k < 0 or k >= sample.size:
+        return -math.inf if widen < 0 else math.inf
+    return float(sample[int(k)])
+
+
+def _slopes_between(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, int]:
+    """The pairwise slopes (pairs with distinct t) in [lo, hi], sorted, and how many are
+    below lo; blocks of rows, so that at most _SEN_BLOCK slopes are held at once."""
+    n = t.size
+    rows = max(1, _SEN_BLOCK // n)
+    below = 0
+    inside: list[np.ndarray] = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for a in range(0, n - 1, rows):
+            b = min(n - 1, a + rows)
+            dt = t[None, a + 1 :] - t[a:b, None]
+            dt[dt == 0] = np.nan  # no slope for equal times
+            tri = np.arange(a + 1, a + 1 + (b - a))[None, :] <= np.arange(a, b)[:, None]
+            dt[:, : b - a][tri] = np.nan  # pairs i >= j: each pair once
+            sl = np.subtract(y[None, a + 1 :], y[a:b, None])
+            sl /= dt
+            below += int(np.count_nonzero(sl < lo))
+            inside.append(sl[(sl >= lo) & (sl <= hi)])
+    return np.sort(np.concatenate(inside)), below
 
 
 def warmup_end(t: np.ndarray, y: np.ndarray, max_frac: float = 0.5) -> float:
@@ -725,6 +872,8 @@ def sen_interval(
     Sen's interval alone assumes independent residuals and covered 75 % of AR(1)
     phi = 0.5 windows."""
     n = t.size
+    if n > SEN_DENSE_MAX:
+        return _sen_interval_large(t, y, confidence)
     i, j = np.triu_indices(n, 1)
     dt = t[j] - t[i]
     keep = dt != 0
@@ -827,3 +976,172 @@ def quadratic_fit(x: Any, y: Any, confidence: float = CONFIDENCE) -> QuadraticFi
         "c": coefs[2],
         "r2": 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0,
     }
+
+
+# ----------------------------------------------------------------------------- out of core
+# describe() / describe_weighted() of a sample too large to hold (a 72-hour soak's 415
+# million chunk gaps: 3.3 GB as float64), from batches read twice. The percentiles are
+# exact (the same order statistics and the same interpolation as numpy's "linear"
+# percentile and weighted_percentiles): the first pass counts the values per bucket
+# (the float's sign, exponent and first 10 mantissa bits: 1,024 buckets per octave, in
+# value order), the second keeps only the values of the buckets the ranks fall in.
+# count, min and max are exact; mean and std are summed per batch, so they can differ
+# from the in-memory figures in the last digits (summation order).
+_KEY_SHIFT = 42  # 52 mantissa bits - 10 kept
+_KEY_ZERO = 1 << 21  # keys of values >= 0 start here; negative values' keys lie below
+_KEYS = 1 << 22
+
+
+def _bucket_keys(v: np.ndarray) -> np.ndarray:
+    """Bucket of each value, non-decreasing in the value (finite float64 values)."""
+    a = np.abs(v).view(np.int64) >> _KEY_SHIFT
+    return np.where(v >= 0, _KEY_ZERO + a, _KEY_ZERO - 1 - a)
+
+
+def _np_linear(n: int, qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """numpy's "linear" percentile: the lower and upper rank and the weight, per q."""
+    q = np.true_divide(np.asarray(qs, dtype=np.float64), 100)
+    vi = (n - 1) * q
+    lo = np.floor(vi)
+    hi = np.minimum(lo + 1, n - 1)
+    return lo.astype(np.int64), hi.astype(np.int64), vi - lo
+
+
+def _np_lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """numpy's _lerp (numpy.lib._function_base_impl), term for term."""
+    d = b - a
+    out = np.add(a, d * t)
+    np.subtract(b, d * (1 - t), out=out, where=t >= 0.5)
+    return out
+
+
+class StreamedDescribe:
+    """describe() and describe_weighted() of (value, weight) batches seen twice:
+    ``add`` every batch, ``second_pass()``, ``add`` them all again, then ``result``."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.wsum = 0
+        self.s = 0.0
+        self.sw = 0.0
+        self.lo = self.wlo = math.inf
+        self.hi = self.whi = -math.inf
+        self.count = np.zeros(_KEYS, dtype=np.int64)
+        self.wcount = np.zeros(_KEYS, dtype=np.int64)
+        self.pass2 = False
+        self.ss = self.ssw = 0.0
+        self.want: np.ndarray | None = None
+        self.kept: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        v = np.asarray(values, dtype=np.float64)
+        w = np.asarray(weights, dtype=np.int64)
+        keep = ~np.isnan(v)
+        v, w = v[keep], w[keep]
+        wk = w > 0
+        if not self.pass2:
+            if v.size:
+                self.n += int(v.size)
+                self.s += float(v.sum())
+                self.lo, self.hi = min(self.lo, float(v.min())), max(self.hi, float(v.max()))
+                k = _bucket_keys(v)
+                self.count += np.bincount(k, minlength=_KEYS)
+                if wk.any():
+                    vw, ww = v[wk], w[wk]
+                    self.wsum += int(ww.sum())
+                    self.sw += float((vw * ww).sum())
+                    self.wlo = min(self.wlo, float(vw.min()))
+                    self.whi = max(self.whi, float(vw.max()))
+                    self.wcount += np.bincount(k[wk], weights=ww, minlength=_KEYS).astype(np.int64)
+            return
+        if not v.size:
+            return
+        self.ss += float(((v - self.s / max(self.n, 1)) ** 2).sum())
+        if self.wsum:
+            m = self.sw / self.wsum
+            self.ssw += float((((v - m) ** 2) * w)[wk].sum())
+        assert self.want is not None
+        k = _bucket_keys(v)
+        sel = np.isin(k, self.want)
+        if sel.any():
+            self.kept.append((v[sel], w[sel]))
+
+    def second_pass(self) -> None:
+        """Choose the buckets to keep: those holding the ranks the percentiles need."""
+        want: set[int] = set()
+        qs = [q for _, q in QUANTILES]
+        if self.n:
+            lo, hi, _ = _np_linear(self.n, qs)
+            cum = np.cumsum(self.count)
+            want |= set(np.searchsorted(cum, np.concatenate([lo, hi]) + 1).tolist())
+        if self.wsum:
+            cum = np.cumsum(self.wcount)
+            for r in self._wranks():
+                want.add(int(np.searchsorted(cum, r + 1)))
+        self.want = np.asarray(sorted(want), dtype=np.int64)
+        self.pass2 = True
+
+    def _wranks(self) -> list[int]:
+        n = self.wsum
+        out = []
+        for _, q in QUANTILES:
+            h = (n - 1) * q / 100.0
+            lo = math.floor(h)
+            out += [lo, min(lo + 1, n - 1)]
+        return out
+
+    def result(self) -> tuple[dict[str, float | int | None], dict[str, float | int | None]]:
+        """(describe(values), describe_weighted(values, weights))."""
+        v = np.concatenate([x[0] for x in self.kept]) if self.kept else np.empty(0)
+        w = np.concatenate([x[1] for x in self.kept]) if self.kept else np.empty(0, np.int64)
+        self.kept = []
+        k = _bucket_keys(v)
+        order = np.lexsort((v, k))
+        k, v, w = k[order], v[order], w[order]
+        none = {key: None for key in ("mean", "std", "min", "max")} | {
+            q: None for q, _ in QUANTILES
+        }
+        plain: dict[str, float | int | None] = {"count": self.n}
+        if not self.n:
+            plain.update(none)
+        else:
+            plain.update(mean=self.s / self.n, std=math.sqrt(self.ss / self.n),
+                         min=self.lo, max=self.hi)  # fmt: skip
+            cum = np.cumsum(self.count)
+            before = np.concatenate([[0], cum])
+
+            def order_stat(r: int) -> float:
+                b = int(np.searchsorted(cum, r + 1))
+                first = int(np.searchsorted(k, b))
+                return float(v[first + r - int(before[b])])
+
+            lo, hi, t = _np_linear(self.n, [q for _, q in QUANTILES])
+            a = np.array([order_stat(int(r)) for r in lo])
+            b = np.array([order_stat(int(r)) for r in hi])
+            for (name, _), x in zip(QUANTILES, _np_lerp(a, b, t), strict=True):
+                plain[name] = float(x)
+        weighted: dict[str, float | int | None] = {"count": self.wsum}
+        if not self.wsum:
+            weighted.update(none)
+            return plain, weighted
+        m = self.sw / self.wsum
+        weighted.update(mean=m, std=math.sqrt(self.ssw / self.wsum), min=self.wlo, max=self.whi)
+        pos = w > 0
+        kw, vw, ww = k[pos], v[pos], w[pos]
+        cum = np.cumsum(self.wcount)
+        before = np.concatenate([[0], cum])
+
+        def wstat(r: int) -> float:
+            b = int(np.searchsorted(cum, r + 1))
+            i0, i1 = np.searchsorted(kw, b), np.searchsorted(kw, b, "right")
+            c = np.cumsum(ww[i0:i1]) + int(before[b])
+            return float(vw[i0 + int(np.searchsorted(c, r + 1))])
+
+        n = self.wsum
+        for name, q in QUANTILES:
+            h = (n - 1) * q / 100.0
+            lo_ = math.floor(h)
+            hi_ = min(lo_ + 1, n - 1)
+            a_, b_ = wstat(lo_), wstat(hi_)
+            weighted[name] = float(a_ + (h - lo_) * (b_ - a_))
+        return plain, weighted

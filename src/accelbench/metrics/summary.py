@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
@@ -19,7 +19,12 @@ from accelbench.documents import Fields
 from accelbench.errors import DocumentError
 from accelbench.metrics.prefixcache import CACHE_COLUMNS, CacheSection, ServerCache, cache_section
 from accelbench.metrics.records import ErrorKind
-from accelbench.metrics.stats import describe, describe_adjusted, describe_weighted
+from accelbench.metrics.stats import (
+    StreamedDescribe,
+    describe,
+    describe_adjusted,
+    describe_weighted,
+)
 from accelbench.metrics.values import column_np
 
 SCHEMA_ID = "accelbench.summary/1"
@@ -412,6 +417,56 @@ def _chunk_gaps(ok: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
     return gaps[valid], weights[1:][valid], known
 
 
+# The chunk columns of a table too large to hold: consecutive row slices of the table
+# summarised (in its row order), each with ``chunk_times`` and ``chunk_tokens``, read anew
+# on every call (the store reads them per row group from requests.parquet).
+ChunkSource = Callable[[], Iterable[pa.Table]]
+# Chunk gaps summarised in memory at once, exactly as always; a table with more (or a
+# ChunkSource) is summarised in two streamed passes (stats.StreamedDescribe).
+DENSE_CHUNKS = 1 << 24
+SLICE_ROWS = 1 << 16
+
+
+def _table_slices(table: pa.Table) -> ChunkSource:
+    cols = [c for c in ("chunk_times", "chunk_tokens") if c in table.column_names]
+
+    def gen() -> Iterable[pa.Table]:
+        for i in range(0, table.num_rows, SLICE_ROWS):
+            yield table.select(cols).slice(i, SLICE_ROWS)
+
+    return gen
+
+
+def _streamed_gaps(source: ChunkSource, ok_mask: np.ndarray) -> tuple[Stats, Stats, bool]:
+    """describe(gaps), describe_weighted(gaps, tokens) and whether the tokens per chunk
+    were known, from the ok rows of ``source``, read twice."""
+    sd = StreamedDescribe()
+    plain = StreamedDescribe()  # weights 1: the weighted figures when tokens are unknown
+    known = True
+    for second in (False, True):
+        at = 0
+        for piece in source():
+            n = piece.num_rows
+            mask = ok_mask[at : at + n]
+            at += n
+            if not mask.any():
+                continue
+            part = piece if mask.all() else piece.filter(pa.array(mask))
+            gaps, w, k = _chunk_gaps(part)
+            if not second:
+                known = known and (k or gaps.size == 0)
+            sd.add(gaps, w)
+            if not (second and known):  # needed only where the tokens were not known
+                plain.add(gaps, np.ones(gaps.size, dtype=np.int64))
+        if not second:
+            sd.second_pass()
+            plain.second_pass()
+    stats, weighted = sd.result()
+    if not known:
+        weighted = plain.result()[1]
+    return cast(Stats, stats), cast(Stats, weighted), known
+
+
 def _longest_span(starts: np.ndarray, ends: np.ndarray, threshold: float) -> tuple[int, int]:
     """Longest interval during which at least ``threshold`` requests are in flight."""
     if starts.size == 0:
@@ -476,8 +531,13 @@ def summarize(
     status: str = "completed",
     planned: int | None = None,
     tpot_statistic: str = "p50",
+    chunks: ChunkSource | None = None,
 ) -> Summary:
-    """The summary.json document for one run (see docs/RESULTS.md)."""
+    """The summary.json document for one run (see docs/RESULTS.md).
+
+    ``chunks``: the chunk columns read apart (a table too large to hold with them: the
+    table then need not have them); their gaps are then summarised in two streamed
+    passes. Rows are selected by masks, never by copying the table."""
     warm = _bool(table, "warmup")
     interrupted = np.asarray(
         pc.equal(table.column("error_kind"), ErrorKind.INTERRUPTED).fill_null(False), dtype=bool
@@ -486,23 +546,51 @@ def summarize(
     measured = ~warm & ~interrupted
     ok_mask = measured & okv
     fail_mask = measured & ~okv
-    # no copy when every row is kept (the usual case: copies of a million-request table
-    # with its chunk times are what finalize's memory peak is made of)
-    m = table if measured.all() else table.filter(pa.array(measured))
-    ok = m if ok_mask.all() else table.filter(pa.array(ok_mask))
+    # rows are selected by masks, column by column: no copy of the table (copies of a
+    # million-request table with its chunk times were finalize's memory peak)
+    all_measured, all_ok = bool(measured.all()), bool(ok_mask.all())
+
+    def mcol(name: str) -> np.ndarray:
+        c = _col(table, name)
+        return c if all_measured else c[measured]
+
+    def okcol(name: str) -> np.ndarray:
+        c = _col(table, name)
+        return c if all_ok else c[ok_mask]
+
+    n_meas = int(measured.sum())
     n_ok, n_fail = int(ok_mask.sum()), int(fail_mask.sum())
 
-    t_send = _col(m, "t_send")
-    t_last_ok = _col(ok, "t_last")
+    # the chunk gaps first, while no other column is held (a 72-hour run streams them)
+    if chunks is None and "chunk_times" in table.column_names:
+        lens = pc.list_value_length(table.column("chunk_times")).fill_null(0)
+        if int(pc.sum(lens.filter(pa.array(ok_mask))).as_py() or 0) > DENSE_CHUNKS:
+            chunks = _table_slices(table)
+    if chunks is None:
+        cols = [c for c in ("chunk_times", "chunk_tokens") if c in table.column_names]
+        ok_chunks = table.select(cols)
+        ok_chunks = ok_chunks if all_ok else ok_chunks.filter(pa.array(ok_mask))
+        gaps, gap_w, gap_known = _chunk_gaps(conform_chunks(ok_chunks))
+        gap_stats: Stats = describe(gaps)
+        gap_w_stats: Stats = describe_weighted(gaps, gap_w)
+        del gaps, gap_w, ok_chunks
+    else:
+        gap_stats, gap_w_stats, gap_known = _streamed_gaps(chunks, ok_mask)
+    t_send = mcol("t_send")
+    t_last_ok = okcol("t_last")
     start = _nan_extreme(np.nanmin, t_send)
+    send_span = _send_span(t_send)
+    del t_send  # read again for the steady state: one column of 13 million rows less held
     end = _nan_extreme(np.nanmax, t_last_ok)
-    if math.isnan(end) and m.num_rows:
-        end = _nan_extreme(np.nanmax, _col(m, "t_done"))
+    del t_last_ok
+    if math.isnan(end) and n_meas:
+        end = _nan_extreme(np.nanmax, mcol("t_done"))
     duration = (end - start) / 1e9 if not (math.isnan(start) or math.isnan(end)) else 0.0
 
-    isl = _col(ok, "isl")
-    osl = _col(ok, "osl")
+    isl = okcol("isl")
+    osl = okcol("osl")
     in_tok = float(np.nansum(isl))
+    del isl
     out_tok = float(np.nansum(osl))
 
     def per_s(x: float) -> float | None:
@@ -522,19 +610,19 @@ def summarize(
         "total_tokens_per_s_per_gpu": per_gpu(tot_s),
     }
 
-    ttft, tpot, e2e = _col(ok, "ttft_ms"), _col(ok, "tpot_ms"), _col(ok, "e2e_ms")
-    gaps, gap_w, gap_known = _chunk_gaps(ok)
-    tpot_w = np.where(np.isnan(tpot), 0, osl - 1).astype(np.int64)
+    ttft, tpot, e2e = okcol("ttft_ms"), okcol("tpot_ms"), okcol("e2e_ms")
     latency: dict[str, Stats] = {
         "ttft_ms": describe(ttft),
         "tpot_ms": describe(tpot),
-        "tpot_ms_token_weighted": describe_weighted(tpot, tpot_w),
+        "tpot_ms_token_weighted": describe_weighted(
+            tpot, np.where(np.isnan(tpot), 0, osl - 1).astype(np.int64)
+        ),
         "e2e_ms": describe(e2e),
-        "ntpot_ms": describe(_col(ok, "ntpot_ms")),
-        "chunk_gap_ms": describe(gaps),
-        "chunk_gap_ms_token_weighted": describe_weighted(gaps, gap_w),
-        "schedule_lag_ms": describe(_col(m, "schedule_lag_ms")),
-        "tail_ms": describe(_col(ok, "tail_ms")),
+        "ntpot_ms": describe(okcol("ntpot_ms")),
+        "chunk_gap_ms": gap_stats,
+        "chunk_gap_ms_token_weighted": gap_w_stats,
+        "schedule_lag_ms": describe(mcol("schedule_lag_ms")),
+        "tail_ms": describe(okcol("tail_ms")),
         "ttft_ms_adjusted": describe_adjusted(ttft, n_fail),
         "e2e_ms_adjusted": describe_adjusted(e2e, n_fail),
     }
@@ -546,7 +634,7 @@ def summarize(
 
     goodput: Goodput | None = None
     if slo:
-        good = np.ones(ok.num_rows, dtype=bool)
+        good = np.ones(n_ok, dtype=bool)
         for key, arr in (("ttft_ms", ttft), ("tpot_ms", tpot), ("e2e_ms", e2e)):
             if key in slo:
                 # a request with no TPOT (OSL < 2) cannot violate a TPOT SLO
@@ -560,7 +648,7 @@ def summarize(
             "fraction": (float(good.sum()) / total) if total else None,
         }
 
-    fails = table.filter(pa.array(fail_mask))
+    fails = table.select(["error_kind", "http_status"]).filter(pa.array(fail_mask))
     by_kind = Counter(fails.column("error_kind").to_pylist())
     by_status = Counter(str(s) for s in fails.column("http_status").to_pylist() if s is not None)
     errors: Errors = {
@@ -570,9 +658,9 @@ def summarize(
         "by_status": dict(by_status),
     }
 
-    osl_src = Counter(ok.column("osl_source").to_pylist())
-    isl_src = Counter(ok.column("isl_source").to_pylist())
-    mism = _col(ok, "osl_mismatch")
+    osl_src = _value_counts(table.column("osl_source"), None if all_ok else ok_mask)
+    isl_src = _value_counts(table.column("isl_source"), None if all_ok else ok_mask)
+    mism = okcol("osl_mismatch")
     mism = mism[~np.isnan(mism)]
     tokens: Tokens = {
         "input": int(in_tok),
@@ -587,14 +675,18 @@ def summarize(
         "chunk_tokens_known": bool(gap_known),
     }
 
+    # what follows reads the chunks again: the per-request arrays are done (13 million
+    # rows: ~100 MB each)
+    del ttft, tpot, e2e, mism
     steady: SteadyState | None = None
-    if m.num_rows:
+    if n_meas:
+        t_send = mcol("t_send")
         if mode == "rate" and requested_rate:
             a, b = _rate_span(t_send[~np.isnan(t_send)].astype(np.int64), requested_rate)
             criterion = "achieved send rate within 5% of the target"
         else:
-            ends = _col(m, "t_done")
-            ends = np.where(np.isnan(ends), _col(m, "t_last"), ends)
+            ends = mcol("t_done")
+            ends = np.where(np.isnan(ends), mcol("t_last"), ends)
             ends = np.where(np.isnan(ends), t_send, ends)
             target = target_concurrency or 1
             a, b = _longest_span(t_send, ends, 0.9 * target)
@@ -605,7 +697,9 @@ def summarize(
                 "end_ns": b,
                 "duration_s": (b - a) / 1e9,
                 "criterion": criterion,
-                "output_tokens_per_s": _tokens_in_span(ok, a, b),
+                "output_tokens_per_s": _tokens_in_span(
+                    chunks or _table_slices(table), ok_mask, osl, a, b
+                ),
             }
 
     n_warm = int(warm.sum())
@@ -625,7 +719,7 @@ def summarize(
             "end_ns": None if math.isnan(end) else int(end),
             "duration_s": duration,
             # first to last send: the span over which the load was offered
-            "send_span_s": _send_span(t_send),
+            "send_span_s": send_span,
         },
         "steady_state": steady,
         "throughput": thr,
@@ -664,16 +758,53 @@ def _send_span(t_send: np.ndarray) -> float | None:
     return float((sends.max() - sends.min()) / 1e9) if sends.size >= 2 else None
 
 
-def _tokens_in_span(ok: pa.Table, a: int, b: int) -> float | None:
+def _tokens_in_span(
+    source: ChunkSource, ok_mask: np.ndarray, osl: np.ndarray, a: int, b: int
+) -> float | None:
     """Output tokens/s within [a, b]: chunk arrivals in the span, each chunk weighted by
-    its request's OSL / chunks (exact when one chunk carries one token)."""
-    if b <= a or ok.num_rows == 0:
+    its request's OSL / chunks (exact when one chunk carries one token). ``osl``: the ok
+    rows' OSL, in order."""
+    if b <= a or not ok_mask.any():
         return None
-    times = ok.column("chunk_times").combine_chunks()
-    flat = pc.list_flatten(times).to_numpy(zero_copy_only=False).astype(np.int64)
-    lens = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    osl = _col(ok, "osl")
-    per_chunk = np.where(lens > 0, np.nan_to_num(osl) / np.maximum(lens, 1), 0.0)
-    w = np.repeat(per_chunk, lens)
-    inside = (flat >= a) & (flat <= b)
-    return float(w[inside].sum() / ((b - a) / 1e9))
+    total = 0.0
+    at = at_ok = 0
+    for piece in source():
+        n = piece.num_rows
+        mask = ok_mask[at : at + n]
+        at += n
+        k = int(mask.sum())
+        if not k:
+            continue
+        times = piece.column("chunk_times")
+        times = (times if k == n else times.filter(pa.array(mask))).combine_chunks()
+        o = osl[at_ok : at_ok + k]
+        at_ok += k
+        flat = pc.list_flatten(times).to_numpy(zero_copy_only=False).astype(np.int64)
+        lens = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False)
+        lens = lens.astype(np.int64)
+        per_chunk = np.where(lens > 0, np.nan_to_num(o) / np.maximum(lens, 1), 0.0)
+        w = np.repeat(per_chunk, lens)
+        inside = (flat >= a) & (flat <= b)
+        total += float(w[inside].sum())
+    return float(total / ((b - a) / 1e9))
+
+
+def _value_counts(col: pa.ChunkedArray | pa.Array, mask: np.ndarray | None) -> dict[Any, int]:
+    """Counter(col[mask].to_pylist()) without a Python object per row."""
+    if mask is not None:
+        col = col.filter(pa.array(mask))
+    out: dict[Any, int] = {}
+    for row in pc.value_counts(col).to_pylist():
+        out[row["values"]] = out.get(row["values"], 0) + int(row["counts"])
+    return out
+
+
+def conform_chunks(t: pa.Table) -> pa.Table:
+    """The chunk columns a table lacks, as nulls (an import without chunk lists)."""
+    for name, typ in (
+        ("chunk_times", pa.list_(pa.int64())),
+        ("chunk_tokens", pa.list_(pa.int32())),
+    ):
+        if name not in t.column_names:
+            t = t.append_column(name, pa.nulls(t.num_rows, typ))
+    return t

@@ -17,6 +17,8 @@ from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.metrics.completion import complete_row
 from accelbench.metrics.records import RequestRow, records_to_table
 from accelbench.metrics.summary import (
+    DENSE_CHUNKS,
+    ChunkSource,
     ClientSection,
     JournalSection,
     MlperfSection,
@@ -32,6 +34,7 @@ from accelbench.store.rundir import (
     RUN_JSON,
     SUMMARY,
     iter_journal,
+    read_for_summary,
     write_parquet_atomic,
 )
 from accelbench.store.rundoc import (
@@ -87,7 +90,7 @@ def finalize_run(
         doc = read_run_doc(run_dir)
     cfg = _recorded_config(doc.config, run_dir / RUN_JSON)
     try:
-        table, journal = _requests_table(run_dir, tok, cfg.save_text)
+        table, journal, chunks = _requests_table(run_dir, tok, cfg.save_text)
     except BaseException:
         if sampler is not None:  # the sampler's thread and file end with the run, always
             with contextlib.suppress(Exception):
@@ -108,6 +111,7 @@ def finalize_run(
         client=client,
         status=status,
         planned=doc.planned_requests,
+        chunks=chunks,
     )
     del table  # the telemetry's rows and the table are never held together
     _client_health(summary, cfg)
@@ -206,11 +210,12 @@ def _recorded_config(cfg: Mapping[str, object], path: Path) -> RecordedConfig:
 
 def _requests_table(
     run_dir: Path, tok: Tokenizer | None, save_text: bool
-) -> tuple[Any, JournalSection | None]:
+) -> tuple[Any, JournalSection | None, ChunkSource | None]:
     """requests.parquet rebuilt from the journal, unless that would hold fewer rows than
     the requests.parquet already there: a damaged journal never replaces a complete
     result with less. Returns the table and what was wrong with the journal (None: all
-    of it was read)."""
+    of it was read), and, for a kept requests.parquet too large to hold with its chunk
+    times, where to read them (store.rundir.read_for_summary)."""
     import pyarrow.parquet as pq
 
     parquet = run_dir / PARQUET
@@ -242,9 +247,11 @@ def _requests_table(
             problems = JournalSection(missing=False, unreadable_lines=0, line_numbers=[],
                                       bad_records=0, rows_read=table.num_rows)  # fmt: skip
         problems["kept_parquet_rows"] = old_rows
-        return pq.read_table(parquet), problems
+        del table
+        kept, chunks = read_for_summary(parquet, DENSE_CHUNKS)
+        return kept, problems, chunks
     write_parquet_atomic(parquet, table)
-    return table, problems
+    return table, problems, None
 
 
 # Journal records completed and turned into Arrow per batch: finalize holds the table
