@@ -1017,9 +1017,12 @@ def _np_lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 class StreamedDescribe:
     """describe() and describe_weighted() of (value, weight) batches seen twice:
-    ``add`` every batch, ``second_pass()``, ``add`` them all again, then ``result``."""
+    ``add`` every batch, ``second_pass()``, ``add`` them all again, then ``result``.
+    ``quantiles``: the percentiles reported (describe()'s by default); batches added
+    without weights leave the weighted figures empty."""
 
-    def __init__(self) -> None:
+    def __init__(self, quantiles: Sequence[tuple[str, float]] = QUANTILES) -> None:
+        self.quantiles = tuple(quantiles)
         self.n = 0
         self.wsum = 0
         self.s = 0.0
@@ -1027,17 +1030,19 @@ class StreamedDescribe:
         self.lo = self.wlo = math.inf
         self.hi = self.whi = -math.inf
         self.count = np.zeros(_KEYS, dtype=np.int64)
-        self.wcount = np.zeros(_KEYS, dtype=np.int64)
+        self.wcount = np.zeros(0, dtype=np.int64)  # allocated by the first weighted batch
         self.pass2 = False
         self.ss = self.ssw = 0.0
         self.want: np.ndarray | None = None
+        self._wanted = np.zeros(0, dtype=bool)
         self.kept: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def add(self, values: np.ndarray, weights: np.ndarray) -> None:
+    def add(self, values: np.ndarray, weights: np.ndarray | None = None) -> None:
         v = np.asarray(values, dtype=np.float64)
-        w = np.asarray(weights, dtype=np.int64)
+        w = np.zeros(v.size, np.int64) if weights is None else np.asarray(weights, np.int64)
         keep = ~np.isnan(v)
-        v, w = v[keep], w[keep]
+        if not keep.all():
+            v, w = v[keep], w[keep]
         wk = w > 0
         if not self.pass2:
             if v.size:
@@ -1047,6 +1052,8 @@ class StreamedDescribe:
                 k = _bucket_keys(v)
                 self.count += np.bincount(k, minlength=_KEYS)
                 if wk.any():
+                    if not self.wcount.size:
+                        self.wcount = np.zeros(_KEYS, dtype=np.int64)
                     vw, ww = v[wk], w[wk]
                     self.wsum += int(ww.sum())
                     self.sw += float((vw * ww).sum())
@@ -1061,15 +1068,27 @@ class StreamedDescribe:
             m = self.sw / self.wsum
             self.ssw += float((((v - m) ** 2) * w)[wk].sum())
         assert self.want is not None
-        k = _bucket_keys(v)
-        sel = np.isin(k, self.want)
+        sel = self._wanted[_bucket_keys(v)]
         if sel.any():
             self.kept.append((v[sel], w[sel]))
+
+    def with_unit_weights(self) -> StreamedDescribe:
+        """A copy whose weighted figures are those of every weight 1, as if each batch
+        had been added with weights of ones (first pass only): the unweighted ones."""
+        assert not self.pass2
+        c = StreamedDescribe(self.quantiles)
+        c.n = c.wsum = self.n
+        c.s = c.sw = self.s
+        c.lo = c.wlo = self.lo
+        c.hi = c.whi = self.hi
+        c.count = self.count.copy()
+        c.wcount = self.count.copy()
+        return c
 
     def second_pass(self) -> None:
         """Choose the buckets to keep: those holding the ranks the percentiles need."""
         want: set[int] = set()
-        qs = [q for _, q in QUANTILES]
+        qs = [q for _, q in self.quantiles]
         if self.n:
             lo, hi, _ = _np_linear(self.n, qs)
             cum = np.cumsum(self.count)
@@ -1079,12 +1098,16 @@ class StreamedDescribe:
             for r in self._wranks():
                 want.add(int(np.searchsorted(cum, r + 1)))
         self.want = np.asarray(sorted(want), dtype=np.int64)
+        # a lookup table of the kept buckets: one gather per value (np.isin compared
+        # every value with every wanted bucket)
+        self._wanted = np.zeros(_KEYS, dtype=bool)
+        self._wanted[self.want[(self.want >= 0) & (self.want < _KEYS)]] = True
         self.pass2 = True
 
     def _wranks(self) -> list[int]:
         n = self.wsum
         out = []
-        for _, q in QUANTILES:
+        for _, q in self.quantiles:
             h = (n - 1) * q / 100.0
             lo = math.floor(h)
             out += [lo, min(lo + 1, n - 1)]
@@ -1099,7 +1122,7 @@ class StreamedDescribe:
         order = np.lexsort((v, k))
         k, v, w = k[order], v[order], w[order]
         none = {key: None for key in ("mean", "std", "min", "max")} | {
-            q: None for q, _ in QUANTILES
+            q: None for q, _ in self.quantiles
         }
         plain: dict[str, float | int | None] = {"count": self.n}
         if not self.n:
@@ -1115,10 +1138,10 @@ class StreamedDescribe:
                 first = int(np.searchsorted(k, b))
                 return float(v[first + r - int(before[b])])
 
-            lo, hi, t = _np_linear(self.n, [q for _, q in QUANTILES])
+            lo, hi, t = _np_linear(self.n, [q for _, q in self.quantiles])
             a = np.array([order_stat(int(r)) for r in lo])
             b = np.array([order_stat(int(r)) for r in hi])
-            for (name, _), x in zip(QUANTILES, _np_lerp(a, b, t), strict=True):
+            for (name, _), x in zip(self.quantiles, _np_lerp(a, b, t), strict=True):
                 plain[name] = float(x)
         weighted: dict[str, float | int | None] = {"count": self.wsum}
         if not self.wsum:
@@ -1138,7 +1161,7 @@ class StreamedDescribe:
             return float(vw[i0 + int(np.searchsorted(c, r + 1))])
 
         n = self.wsum
-        for name, q in QUANTILES:
+        for name, q in self.quantiles:
             h = (n - 1) * q / 100.0
             lo_ = math.floor(h)
             hi_ = min(lo_ + 1, n - 1)

@@ -441,7 +441,7 @@ def _streamed_gaps(source: ChunkSource, ok_mask: np.ndarray) -> tuple[Stats, Sta
     """describe(gaps), describe_weighted(gaps, tokens) and whether the tokens per chunk
     were known, from the ok rows of ``source``, read twice."""
     sd = StreamedDescribe()
-    plain = StreamedDescribe()  # weights 1: the weighted figures when tokens are unknown
+    plain = sd  # weights 1: the weighted figures where the tokens were not known
     known = True
     for second in (False, True):
         at = 0
@@ -456,11 +456,13 @@ def _streamed_gaps(source: ChunkSource, ok_mask: np.ndarray) -> tuple[Stats, Sta
             if not second:
                 known = known and (k or gaps.size == 0)
             sd.add(gaps, w)
-            if not (second and known):  # needed only where the tokens were not known
+            if second and not known:
                 plain.add(gaps, np.ones(gaps.size, dtype=np.int64))
         if not second:
+            if not known:  # its first pass is sd's unweighted one: not computed twice
+                plain = sd.with_unit_weights()
+                plain.second_pass()
             sd.second_pass()
-            plain.second_pass()
     stats, weighted = sd.result()
     if not known:
         weighted = plain.result()[1]

@@ -7,6 +7,7 @@ Everything here is aggregated so that a sweep of a million requests makes a smal
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from accelbench.errors import AccelbenchError
@@ -34,6 +36,7 @@ from accelbench.metrics.frontier import (
     highest_load_meeting,
 )
 from accelbench.metrics.registry import FIGURES as REGISTRY
+from accelbench.metrics.stats import StreamedDescribe
 from accelbench.metrics.values import column_np
 from accelbench.report.sections import Series, SuiteSection, SuiteView, find_section, load_section
 from accelbench.store.reader import RunInfo, dig
@@ -43,6 +46,7 @@ BOX_QUANTILES = (1, 25, 50, 75, 99)
 LATENCY_METRICS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
 TIMELINE_BINS = 120
 EXACT_TIMELINE_MAX_REQUESTS = 5000
+SLICE_ROWS = 1 << 16  # requests read at once for the distributions and the timeline
 TEXT_SAMPLES = 3
 TEXT_CHARS = 400
 
@@ -136,85 +140,135 @@ class ReportData:
     suites: list[SuiteView] = field(default_factory=list)  # stress, shadow, MLPerf sections
 
 
-def _box(values: np.ndarray) -> dict[str, float] | None:
-    v = values[np.isfinite(values)]
-    if v.size == 0:
+_BOX_NAMES = tuple((f"p{q}", float(q)) for q in BOX_QUANTILES)
+# the columns the distributions and the timeline read, a slice of rows at a time
+_POINT_COLUMNS = ("warmup", "ok", "t_send", "t_first", "t_last", "osl", *LATENCY_METRICS)
+
+
+def _box(d: StreamedDescribe) -> dict[str, float] | None:
+    plain, _ = d.result()
+    if not plain["count"]:
         return None
-    qs = np.percentile(v, BOX_QUANTILES)
-    out = {f"p{q}": float(x) for q, x in zip(BOX_QUANTILES, qs, strict=True)}
-    out["mean"] = float(v.mean())
-    out["count"] = int(v.size)
+    out = {name: float(plain[name]) for name, _ in _BOX_NAMES}  # type: ignore[arg-type]
+    out["mean"] = float(plain["mean"])  # type: ignore[arg-type]
+    out["count"] = int(plain["count"])
     return out
 
 
-def _timeline(run: RunInfo, t: Any) -> Timeline | None:
-    """In-flight requests and token throughput in TIMELINE_BINS bins over the run.
-
-    Tokens: exact per-chunk arrival times where the run is small enough and has them,
-    else each request's tokens spread evenly between its first and last chunk.
-    """
+def _ends(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's send and end (its last chunk, else its send), ns."""
     t_send = column_np(t, "t_send")
-    if not np.isfinite(t_send).any():
-        return None
-    t_first = column_np(t, "t_first")
     t_last = column_np(t, "t_last")
+    return t_send, np.where(np.isfinite(t_last), t_last, t_send)
+
+
+def _spread_tokens(t: pa.Table, t0: float, q: np.ndarray) -> np.ndarray:
+    """Output tokens delivered before each of the times ``q`` (s since t0) by the requests
+    of ``t``, each request's tokens spread evenly between its first and last chunk (the
+    first token at the first chunk). A sum over requests: slices add up."""
+    t_first, t_last = column_np(t, "t_first"), column_np(t, "t_last")
     osl = np.nan_to_num(column_np(t, "osl"))
-    end = np.where(np.isfinite(t_last), t_last, t_send)
-    t0 = float(np.nanmin(t_send))
-    t1 = float(np.nanmax(end))
-    if not t1 > t0:
+    ok = np.isfinite(t_first) & np.isfinite(t_last) & (osl >= 1)
+    a, b, n = (t_first[ok] - t0) / 1e9, (t_last[ok] - t0) / 1e9, osl[ok]
+    span = b - a
+    r = np.where(span > 0, (n - 1) / np.where(span > 0, span, 1), 0.0)
+    firsts = np.where(span > 0, 1.0, n)  # a zero-length request delivers all at t_first
+    out = np.zeros(q.size)
+    for starts, sign in ((a, 1.0), (b, -1.0)):
+        o = np.argsort(starts)
+        st, rr = starts[o], r[o]
+        cr = np.concatenate([[0.0], np.cumsum(rr)])
+        cra = np.concatenate([[0.0], np.cumsum(rr * st)])
+        k = np.searchsorted(st, q, "left")
+        out += sign * (q * cr[k] - cra[k])
+    oa = np.argsort(a)
+    cf = np.concatenate([[0.0], np.cumsum(firsts[oa])])
+    out += cf[np.searchsorted(a[oa], q, "right")]
+    return out
+
+
+def _exact_tokens(run: RunInfo, edges: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """Output tokens per bin from every chunk's arrival time (a small run that has them),
+    and where they came from."""
+    try:
+        ct = run.read_requests(("chunk_times", "chunk_tokens"))
+        times = pc.list_flatten(ct.column("chunk_times")).to_numpy(zero_copy_only=False)
+        if not times.size:
+            return None
+        w = None
+        tok = ct.column("chunk_tokens")
+        if tok.null_count == 0:
+            flat = pc.list_flatten(tok).to_numpy(zero_copy_only=False)
+            if flat.size == times.size:
+                w = flat.astype(float)
+        tokens = np.asarray(np.histogram(times.astype(float), bins=edges, weights=w)[0], float)
+        return tokens, "per-chunk arrival times" + ("" if w is not None else " (1 token each)")
+    except (AccelbenchError, ValueError, TypeError):
         return None
-    edges = np.linspace(t0, t1, TIMELINE_BINS + 1)
+
+
+def _distributions(
+    run: RunInfo, want_timeline: bool
+) -> tuple[dict[str, dict[str, float]], Timeline | None, float]:
+    """The latency boxes (measured, completed requests) and the timeline (every request)
+    of a run, in two passes over its requests a slice of rows at a time, so that a
+    72-hour soak's 13 million requests are never held at once: the first finds the run's
+    span and the buckets of the boxes' ranks (exact percentiles, as numpy's, by
+    stats.StreamedDescribe), the second fills the boxes and the timeline's bins. Also
+    the run's first send (ns; inf when none).
+
+    Timeline: in-flight requests and token throughput in TIMELINE_BINS bins over the run;
+    tokens from the exact per-chunk arrival times where the run is small enough and has
+    them, else each request's tokens spread evenly between its first and last chunk.
+    """
+    boxes = {k: StreamedDescribe(_BOX_NAMES) for k in LATENCY_METRICS}
+    t0, t1 = math.inf, -math.inf
+    for piece in run.iter_requests(_POINT_COLUMNS, SLICE_ROWS):
+        meas = ~column_np(piece, "warmup", bool) & column_np(piece, "ok", bool)
+        for k, d in boxes.items():
+            d.add(column_np(piece, k)[meas])
+        t_send, end = _ends(piece)
+        if np.isfinite(t_send).any():
+            t0 = min(t0, float(np.nanmin(t_send)))
+            t1 = max(t1, float(np.nanmax(end)))
+    for d in boxes.values():
+        d.second_pass()
+    timeline = want_timeline and math.isfinite(t0) and t1 > t0
+    edges = np.linspace(t0, t1, TIMELINE_BINS + 1) if timeline else np.empty(0)
     mids = (edges[:-1] + edges[1:]) / 2
-    s_sorted = np.sort(t_send[np.isfinite(t_send)])
-    e_sorted = np.sort(end[np.isfinite(end)])
-    inflight = np.searchsorted(s_sorted, mids, "right") - np.searchsorted(e_sorted, mids, "right")
+    q = (edges - t0) / 1e9
+    inflight = np.zeros(mids.size, np.int64)
+    spread = np.zeros(q.size)
+    for piece in run.iter_requests(_POINT_COLUMNS, SLICE_ROWS):
+        meas = ~column_np(piece, "warmup", bool) & column_np(piece, "ok", bool)
+        for k, d in boxes.items():
+            d.add(column_np(piece, k)[meas])
+        if timeline:
+            t_send, end = _ends(piece)
+            for x, sign in ((t_send, 1), (end, -1)):
+                x = np.sort(x[np.isfinite(x)])
+                inflight += sign * np.searchsorted(x, mids, "right")
+            spread += _spread_tokens(piece, t0, q)
+    out = {k: b for k, d in boxes.items() if (b := _box(d))}
+    if not timeline:
+        return out, None, t0
+    exact = None
+    if run.has_requests and run.request_rows() <= EXACT_TIMELINE_MAX_REQUESTS:
+        exact = _exact_tokens(run, edges)
+    tokens, source = exact or (
+        np.diff(spread),
+        "tokens spread evenly between each request's first and last chunk",
+    )
     width_s = (edges[1] - edges[0]) / 1e9
-    source = "tokens spread evenly between each request's first and last chunk"
-    tokens = None
-    if run.has_requests and t.num_rows <= EXACT_TIMELINE_MAX_REQUESTS:
-        try:
-            ct = run.read_requests(("chunk_times", "chunk_tokens"))
-            times = pc.list_flatten(ct.column("chunk_times")).to_numpy(zero_copy_only=False)
-            if times.size:
-                w = None
-                tok = ct.column("chunk_tokens")
-                if tok.null_count == 0:
-                    flat = pc.list_flatten(tok).to_numpy(zero_copy_only=False)
-                    if flat.size == times.size:
-                        w = flat.astype(float)
-                tokens = np.histogram(times.astype(float), bins=edges, weights=w)[0]
-                source = "per-chunk arrival times" + ("" if w is not None else " (1 token each)")
-        except (AccelbenchError, ValueError, TypeError):
-            tokens = None
-    if tokens is None:
-        ok = np.isfinite(t_first) & np.isfinite(t_last) & (osl >= 1)
-        a, b, n = (t_first[ok] - t0) / 1e9, (t_last[ok] - t0) / 1e9, osl[ok]
-        span = b - a
-        r = np.where(span > 0, (n - 1) / np.where(span > 0, span, 1), 0.0)
-        firsts = np.where(span > 0, 1.0, n)  # a zero-length request delivers all at t_first
-
-        def cum(q: np.ndarray) -> np.ndarray:
-            out = np.zeros(q.size)
-            for starts, sign in ((a, 1.0), (b, -1.0)):
-                o = np.argsort(starts)
-                st, rr = starts[o], r[o]
-                cr = np.concatenate([[0.0], np.cumsum(rr)])
-                cra = np.concatenate([[0.0], np.cumsum(rr * st)])
-                k = np.searchsorted(st, q, "left")
-                out += sign * (q * cr[k] - cra[k])
-            oa = np.argsort(a)
-            cf = np.concatenate([[0.0], np.cumsum(firsts[oa])])
-            out += cf[np.searchsorted(a[oa], q, "right")]
-            return out
-
-        c = cum((edges - t0) / 1e9)
-        tokens = np.diff(c)
-    return Timeline(
-        ((mids - t0) / 1e9).round(4).tolist(),
-        inflight.astype(int).tolist(),
-        (np.asarray(tokens) / width_s).round(2).tolist(),
-        source,
+    return (
+        out,
+        Timeline(
+            ((mids - t0) / 1e9).round(4).tolist(),
+            inflight.astype(int).tolist(),
+            (np.asarray(tokens) / width_s).round(2).tolist(),
+            source,
+        ),
+        t0,
     )
 
 
@@ -232,19 +286,18 @@ TELEMETRY_SERIES: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def _telemetry(run: RunInfo, t_send: np.ndarray) -> dict[str, list[Series]] | None:
+def _telemetry(run: RunInfo, t0: float) -> dict[str, list[Series]] | None:
     """Telemetry sampled beside the run (telemetry.parquet), on the run's clock: seconds
     since its first send. One series per metric and device (or host / server)."""
     import pyarrow.parquet as pq
 
     path = run.path / "telemetry.parquet"
-    if not path.is_file() or not np.isfinite(t_send).any():
+    if not path.is_file() or not math.isfinite(t0):
         return None
     try:
         tel = pq.read_table(path)
     except (OSError, ValueError):
         return None
-    t0 = float(np.nanmin(t_send))
     t_s = (column_np(tel, "t_ns") - t0) / 1e9
     who = [
         "/".join(str(x) for x in parts if x not in (None, ""))
@@ -281,16 +334,9 @@ def _point(
         warns.append(f"{run.load_label}: requests.parquet missing: no distributions or timeline")
         return pv, warns
     try:
-        cols = ("warmup", "ok", "t_send", "t_first", "t_last", "osl", *LATENCY_METRICS)
-        t = run.read_requests(cols)
-        meas = ~column_np(t, "warmup", bool) & column_np(t, "ok", bool)
-        for k in LATENCY_METRICS:
-            b = _box(column_np(t, k)[meas])
-            if b:
-                pv.box[k] = b
+        pv.box, pv.timeline, t0 = _distributions(run, want_timeline)
         if want_timeline:
-            pv.timeline = _timeline(run, t)
-            pv.telemetry = _telemetry(run, column_np(t, "t_send"))
+            pv.telemetry = _telemetry(run, t0)
         pv.samples = _samples(run)
     except AccelbenchError as exc:
         warns.append(f"{run.load_label}: {exc}")
