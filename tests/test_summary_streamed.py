@@ -123,3 +123,30 @@ def test_hinge_break_normal_equations_equal_fits(monkeypatch: pytest.MonkeyPatch
         x = np.column_stack([np.ones(n), x0, np.maximum(0.0, t - t[k])])
         r = y - x @ np.linalg.lstsq(x, y, rcond=None)[0]
         assert sse[k - 3] == pytest.approx(float(r @ r), rel=1e-6)
+
+
+@pytest.mark.parametrize("tokens", ["none", "some"])
+def test_summary_streamed_without_chunk_tokens(
+    monkeypatch: pytest.MonkeyPatch, tokens: str
+) -> None:
+    """Where the server did not say the tokens of every chunk, the weighted chunk-gap
+    figures are those of every weight 1, streamed as in memory."""
+    import pyarrow as pa
+
+    t = make_requests(2000, osl=12, fail_frac=0.02, warmup=30, jitter=0.3, seed=9)
+    i = t.schema.get_field_index("chunk_tokens")
+    col = t.column("chunk_tokens").to_pylist()
+    new = (
+        [None] * len(col) if tokens == "none" else [x if k % 3 else None for k, x in enumerate(col)]
+    )
+    t = t.set_column(i, t.schema.field(i), pa.array(new, t.schema.field(i).type))
+    dense = summarize(t, mode="concurrency", target_concurrency=8)
+    assert dense["tokens"]["chunk_tokens_known"] is False
+    monkeypatch.setattr(summary_mod, "DENSE_CHUNKS", 1000)
+    monkeypatch.setattr(summary_mod, "SLICE_ROWS", 333)
+    streamed = summarize(t, mode="concurrency", target_concurrency=8)
+    assert streamed["tokens"]["chunk_tokens_known"] is False
+    for key in ("chunk_gap_ms", "chunk_gap_ms_token_weighted"):
+        _same(streamed["latency"][key], dense["latency"][key])  # type: ignore[arg-type]
+    w = streamed["latency"]["chunk_gap_ms_token_weighted"]
+    assert w["count"] == streamed["latency"]["chunk_gap_ms"]["count"]
