@@ -397,15 +397,15 @@ def _chunk_gaps(ok: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
     times = ok.column("chunk_times").combine_chunks()
     if len(times) == 0:
         return np.empty(0), np.empty(0, dtype=np.int64), False
-    flat = pc.list_flatten(times).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = np.asarray(pc.list_flatten(times).to_numpy(zero_copy_only=False), dtype=np.int64)
     offsets = times.offsets.to_numpy()
     if flat.size < 2:
         return np.empty(0), np.empty(0, dtype=np.int64), False
-    gaps = np.diff(flat).astype(np.float64) / 1e6
+    gaps = np.diff(flat) / 1e6
     valid = np.ones(flat.size, dtype=bool)
     valid[offsets[:-1][offsets[:-1] < flat.size]] = False  # first chunk of each request
     valid = valid[1:]
-    weights = np.ones(flat.size, dtype=np.int64)
+    weights = None
     toks = ok.column("chunk_tokens").combine_chunks()
     known = toks.null_count == 0 and len(toks) == len(times)
     if known:
@@ -414,6 +414,8 @@ def _chunk_gaps(ok: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
             weights = tflat
         else:
             known = False
+    if weights is None:
+        weights = np.ones(flat.size, dtype=np.int64)
     return gaps[valid], weights[1:][valid], known
 
 
@@ -437,14 +439,18 @@ def _table_slices(table: pa.Table) -> ChunkSource:
     return gen
 
 
-def _streamed_gaps(source: ChunkSource, ok_mask: np.ndarray) -> tuple[Stats, Stats, bool]:
-    """describe(gaps), describe_weighted(gaps, tokens) and whether the tokens per chunk
-    were known, from the ok rows of ``source``, read twice."""
+def _streamed_gaps(
+    source: ChunkSource, ok_mask: np.ndarray, span: tuple[np.ndarray, int, int] | None = None
+) -> tuple[Stats, Stats, bool, float]:
+    """describe(gaps), describe_weighted(gaps, tokens), whether the tokens per chunk were
+    known, from the ok rows of ``source``, read twice; and, in the second pass, the
+    output tokens that arrived within ``span`` (the ok rows' OSL, a, b: _span_tokens)."""
     sd = StreamedDescribe()
     plain = sd  # weights 1: the weighted figures where the tokens were not known
     known = True
+    in_span = 0.0
     for second in (False, True):
-        at = 0
+        at = at_ok = 0
         for piece in source():
             n = piece.num_rows
             mask = ok_mask[at : at + n]
@@ -452,6 +458,10 @@ def _streamed_gaps(source: ChunkSource, ok_mask: np.ndarray) -> tuple[Stats, Sta
             if not mask.any():
                 continue
             part = piece if mask.all() else piece.filter(pa.array(mask))
+            if second and span is not None:
+                k_ok = part.num_rows
+                in_span += _span_tokens(part, span[0][at_ok : at_ok + k_ok], span[1], span[2])
+                at_ok += k_ok
             gaps, w, k = _chunk_gaps(part)
             if not second:
                 known = known and (k or gaps.size == 0)
@@ -466,7 +476,7 @@ def _streamed_gaps(source: ChunkSource, ok_mask: np.ndarray) -> tuple[Stats, Sta
     stats, weighted = sd.result()
     if not known:
         weighted = plain.result()[1]
-    return cast(Stats, stats), cast(Stats, weighted), known
+    return cast(Stats, stats), cast(Stats, weighted), known, in_span
 
 
 def _longest_span(starts: np.ndarray, ends: np.ndarray, threshold: float) -> tuple[int, int]:
@@ -563,7 +573,25 @@ def summarize(
     n_meas = int(measured.sum())
     n_ok, n_fail = int(ok_mask.sum()), int(fail_mask.sum())
 
+    # the steady state's span from the per-request columns (dropped at once), so that the
+    # streamed chunk pass can count its tokens too (one read of the chunks less)
+    span: tuple[int, int, str] | None = None
+    if n_meas:
+        t_send = mcol("t_send")
+        if mode == "rate" and requested_rate:
+            a, b = _rate_span(t_send[~np.isnan(t_send)].astype(np.int64), requested_rate)
+            span = (a, b, "achieved send rate within 5% of the target")
+        else:
+            ends = mcol("t_done")
+            ends = np.where(np.isnan(ends), mcol("t_last"), ends)
+            ends = np.where(np.isnan(ends), t_send, ends)
+            target = target_concurrency or 1
+            a, b = _longest_span(t_send, ends, 0.9 * target)
+            span = (a, b, f"in-flight requests >= 90% of {target}")
+            del ends
+        del t_send
     # the chunk gaps first, while no other column is held (a 72-hour run streams them)
+    in_span = 0.0
     if chunks is None and "chunk_times" in table.column_names:
         lens = pc.list_value_length(table.column("chunk_times")).fill_null(0)
         if int(pc.sum(lens.filter(pa.array(ok_mask))).as_py() or 0) > DENSE_CHUNKS:
@@ -577,7 +605,9 @@ def summarize(
         gap_w_stats: Stats = describe_weighted(gaps, gap_w)
         del gaps, gap_w, ok_chunks
     else:
-        gap_stats, gap_w_stats, gap_known = _streamed_gaps(chunks, ok_mask)
+        counted = (okcol("osl"), span[0], span[1]) if span and span[1] > span[0] else None
+        gap_stats, gap_w_stats, gap_known, in_span = _streamed_gaps(chunks, ok_mask, counted)
+        del counted
     t_send = mcol("t_send")
     t_last_ok = okcol("t_last")
     start = _nan_extreme(np.nanmin, t_send)
@@ -681,28 +711,19 @@ def summarize(
     # rows: ~100 MB each)
     del ttft, tpot, e2e, mism
     steady: SteadyState | None = None
-    if n_meas:
-        t_send = mcol("t_send")
-        if mode == "rate" and requested_rate:
-            a, b = _rate_span(t_send[~np.isnan(t_send)].astype(np.int64), requested_rate)
-            criterion = "achieved send rate within 5% of the target"
-        else:
-            ends = mcol("t_done")
-            ends = np.where(np.isnan(ends), mcol("t_last"), ends)
-            ends = np.where(np.isnan(ends), t_send, ends)
-            target = target_concurrency or 1
-            a, b = _longest_span(t_send, ends, 0.9 * target)
-            criterion = f"in-flight requests >= 90% of {target}"
-        if b > a:
-            steady = {
-                "start_ns": a,
-                "end_ns": b,
-                "duration_s": (b - a) / 1e9,
-                "criterion": criterion,
-                "output_tokens_per_s": _tokens_in_span(
-                    chunks or _table_slices(table), ok_mask, osl, a, b
-                ),
-            }
+    if span is not None and span[1] > span[0]:
+        a, b, criterion = span
+        if chunks is None:
+            tps = _tokens_in_span(_table_slices(table), ok_mask, osl, a, b)
+        else:  # counted in the streamed chunk pass
+            tps = in_span / ((b - a) / 1e9) if ok_mask.any() else None
+        steady = {
+            "start_ns": a,
+            "end_ns": b,
+            "duration_s": (b - a) / 1e9,
+            "criterion": criterion,
+            "output_tokens_per_s": tps,
+        }
 
     n_warm = int(warm.sum())
     summary: Summary = {
@@ -777,18 +798,23 @@ def _tokens_in_span(
         k = int(mask.sum())
         if not k:
             continue
-        times = piece.column("chunk_times")
-        times = (times if k == n else times.filter(pa.array(mask))).combine_chunks()
-        o = osl[at_ok : at_ok + k]
+        part = piece if k == n else piece.filter(pa.array(mask))
+        total += _span_tokens(part, osl[at_ok : at_ok + k], a, b)
         at_ok += k
-        flat = pc.list_flatten(times).to_numpy(zero_copy_only=False).astype(np.int64)
-        lens = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False)
-        lens = lens.astype(np.int64)
-        per_chunk = np.where(lens > 0, np.nan_to_num(o) / np.maximum(lens, 1), 0.0)
-        w = np.repeat(per_chunk, lens)
-        inside = (flat >= a) & (flat <= b)
-        total += float(w[inside].sum())
     return float(total / ((b - a) / 1e9))
+
+
+def _span_tokens(ok: pa.Table, osl: np.ndarray, a: int, b: int) -> float:
+    """Output tokens of the rows of ``ok`` whose chunks arrived within [a, b], each chunk
+    weighted by its request's OSL / chunks; ``osl``: those rows' OSL."""
+    times = ok.column("chunk_times").combine_chunks()
+    flat = pc.list_flatten(times).to_numpy(zero_copy_only=False).astype(np.int64)
+    lens = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False)
+    lens = lens.astype(np.int64)
+    per_chunk = np.where(lens > 0, np.nan_to_num(osl) / np.maximum(lens, 1), 0.0)
+    w = np.repeat(per_chunk, lens)
+    inside = (flat >= a) & (flat <= b)
+    return float(w[inside].sum())
 
 
 def _value_counts(col: pa.ChunkedArray | pa.Array, mask: np.ndarray | None) -> dict[Any, int]:
