@@ -26,14 +26,17 @@ from synthetic_runs import make_requests  # noqa: E402
 EXACT = ("count", "min", "max", "p50", "p90", "p95", "p99", "p99.9")
 
 
-def _streamed(v: np.ndarray, w: np.ndarray, cuts: list[int]) -> tuple[dict, dict]:
-    sd = StreamedDescribe()
+def _streamed(
+    v: np.ndarray, w: np.ndarray, cuts: list[int], guess_after: int = 1 << 20
+) -> tuple[dict, dict]:
+    sd = StreamedDescribe(guess_after=guess_after)
     parts = np.split(np.arange(v.size), sorted(cuts))
-    for _ in range(2):
+    for p in parts:
+        sd.add(v[p], w[p])
+    if not sd.complete():
+        sd.second_pass()
         for p in parts:
             sd.add(v[p], w[p])
-        if not sd.pass2:
-            sd.second_pass()
     return sd.result()
 
 
@@ -62,7 +65,10 @@ def test_streamed_describe_equals_describe(vals: list[float], data: st.DataObjec
     w = np.asarray(data.draw(st.lists(st.integers(0, 5), min_size=v.size, max_size=v.size)),
                    dtype=np.int64)  # fmt: skip
     cuts = data.draw(st.lists(st.integers(0, max(v.size, 0)), max_size=4))
-    plain, weighted = _streamed(v, w, cuts)
+    # the guess after the first few values (one pass where it holds, two where not) or
+    # never (every value kept)
+    guess = data.draw(st.sampled_from([1, 7, 50, 1 << 20]))
+    plain, weighted = _streamed(v, w, cuts, guess)
     _same(plain, describe(v))
     _same(weighted, describe_weighted(v, w))
 
@@ -150,3 +156,23 @@ def test_summary_streamed_without_chunk_tokens(
         _same(streamed["latency"][key], dense["latency"][key])  # type: ignore[arg-type]
     w = streamed["latency"]["chunk_gap_ms_token_weighted"]
     assert w["count"] == streamed["latency"]["chunk_gap_ms"]["count"]
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_streamed_describe_one_pass_where_stable(moved: bool) -> None:
+    """A stable sample needs one pass (the first values' percentiles chose the buckets to
+    keep); one whose later values moved needs the second; both exact."""
+    rng = np.random.default_rng(5)
+    v = rng.lognormal(1.6, 0.2, 300_000)
+    if moved:
+        v[20_000:] += 3.0  # after the guess, everything shifted
+    w = rng.integers(1, 4, v.size)
+    sd = StreamedDescribe(guess_after=20_000)
+    for p in np.array_split(np.arange(v.size), 30):
+        sd.add(v[p], w[p])
+    assert sd.complete() is (not moved)
+    if not moved:  # the guessed buckets, not every value
+        assert sum(x[0].size for x in sd.kept) < 0.2 * v.size
+    plain, weighted = _streamed(v, w, list(range(10_000, v.size, 10_000)), 20_000)
+    _same(plain, describe(v))
+    _same(weighted, describe_weighted(v, w))

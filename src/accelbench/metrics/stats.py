@@ -1028,25 +1028,52 @@ def _np_lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     return out
 
 
-class StreamedDescribe:
-    """describe() and describe_weighted() of (value, weight) batches seen twice:
-    ``add`` every batch, ``second_pass()``, ``add`` them all again, then ``result``.
-    ``quantiles``: the percentiles reported (describe()'s by default); batches added
-    without weights leave the weighted figures empty."""
+def _merge_m2(m2: float, n: float, total: float, v: np.ndarray,
+              w: np.ndarray | None = None) -> float:  # fmt: skip
+    """The sum of (weighted) squared deviations of a sample of ``n`` (total weight) with
+    sum ``total`` and ``m2``, after adding the batch ``v`` (Chan et al.'s pairwise
+    update: each batch's own deviations from its own mean, then the two means' gap)."""
+    nb = float(v.size if w is None else w.sum())
+    if nb == 0:
+        return m2
+    mb = float(v.sum() if w is None else (v * w).sum()) / nb
+    d = v - mb
+    m2b = float((d * d).sum() if w is None else (d * d * w).sum())
+    if n == 0:
+        return m2b
+    delta = mb - total / n
+    return m2 + m2b + delta * delta * n * nb / (n + nb)
 
-    def __init__(self, quantiles: Sequence[tuple[str, float]] = QUANTILES) -> None:
+
+class StreamedDescribe:
+    """describe() and describe_weighted() of (value, weight) batches too many to hold:
+    ``add`` every batch; unless ``complete()``, ``second_pass()`` and ``add`` them all
+    again; then ``result``. ``quantiles``: the percentiles reported (describe()'s by
+    default); batches added without weights leave the weighted figures empty.
+
+    One pass is enough where the sample is stable: once ``guess_after`` values are in,
+    their percentiles (widened by six binomial standard errors and 0.1 point of rank)
+    choose the buckets to keep from the later batches, and ``complete()`` says whether
+    every bucket the final ranks fall in was kept (the values before the guess are all
+    kept). Where not (the later values moved), the second pass keeps exactly the buckets
+    needed. Either way the percentiles are exact."""
+
+    def __init__(
+        self, quantiles: Sequence[tuple[str, float]] = QUANTILES, guess_after: int = 1 << 20
+    ) -> None:
         self.quantiles = tuple(quantiles)
+        self.guess_after = guess_after
         self.n = 0
         self.wsum = 0
         self.s = 0.0
         self.sw = 0.0
+        self.m2 = self.m2w = 0.0
         self.lo = self.wlo = math.inf
         self.hi = self.whi = -math.inf
         self.count = np.zeros(_KEYS, dtype=np.int64)
         self.wcount = np.zeros(0, dtype=np.int64)  # allocated by the first weighted batch
         self.pass2 = False
-        self.ss = self.ssw = 0.0
-        self.want: np.ndarray | None = None
+        self.guessed = False  # _wanted holds the guessed buckets
         self._wanted = np.zeros(0, dtype=bool)
         self.kept: list[tuple[np.ndarray, np.ndarray]] = []
 
@@ -1056,52 +1083,67 @@ class StreamedDescribe:
         keep = ~np.isnan(v)
         if not keep.all():
             v, w = v[keep], w[keep]
-        wk = w > 0
-        if not self.pass2:
-            if v.size:
-                self.n += int(v.size)
-                self.s += float(v.sum())
-                vmin = float(v.min())
-                self.lo, self.hi = min(self.lo, vmin), max(self.hi, float(v.max()))
-                k = _bucket_keys(v, vmin >= 0)
-                _add_counts(self.count, k)
-                if wk.any():
-                    if not self.wcount.size:
-                        self.wcount = np.zeros(_KEYS, dtype=np.int64)
-                    every = bool(wk.all())
-                    vw, ww = (v, w) if every else (v[wk], w[wk])
-                    self.wsum += int(ww.sum())
-                    self.sw += float((vw * ww).sum())
-                    self.wlo = min(self.wlo, float(vw.min()))
-                    self.whi = max(self.whi, float(vw.max()))
-                    _add_counts(self.wcount, k if every else k[wk], ww)
-            return
         if not v.size:
             return
-        self.ss += float(((v - self.s / max(self.n, 1)) ** 2).sum())
-        if self.wsum:
-            m = self.sw / self.wsum
-            self.ssw += float((((v - m) ** 2) * w)[wk].sum())
-        assert self.want is not None
-        sel = self._wanted[_bucket_keys(v, self.lo >= 0)]
+        if self.pass2:
+            self._keep(v, w, self.lo >= 0)
+            return
+        wk = w > 0
+        self.m2 = _merge_m2(self.m2, self.n, self.s, v)
+        self.n += int(v.size)
+        self.s += float(v.sum())
+        vmin = float(v.min())
+        self.lo, self.hi = min(self.lo, vmin), max(self.hi, float(v.max()))
+        k = _bucket_keys(v, vmin >= 0)
+        _add_counts(self.count, k)
+        if wk.any():
+            if not self.wcount.size:
+                self.wcount = np.zeros(_KEYS, dtype=np.int64)
+            every = bool(wk.all())
+            vw, ww = (v, w) if every else (v[wk], w[wk])
+            self.m2w = _merge_m2(self.m2w, self.wsum, self.sw, vw, ww)
+            self.wsum += int(ww.sum())
+            self.sw += float((vw * ww).sum())
+            self.wlo = min(self.wlo, float(vw.min()))
+            self.whi = max(self.whi, float(vw.max()))
+            _add_counts(self.wcount, k if every else k[wk], ww)
+        if not self.guessed:
+            self.kept.append((v.copy(), w.copy()))  # the caller may reuse its arrays
+            if self.n >= self.guess_after:
+                self._guess()
+        else:
+            sel = self._wanted[k]
+            if sel.any():
+                self.kept.append((v[sel], w[sel]))
+
+    def _keep(self, v: np.ndarray, w: np.ndarray, nonnegative: bool) -> None:
+        sel = self._wanted[_bucket_keys(v, nonnegative)]
         if sel.any():
             self.kept.append((v[sel], w[sel]))
 
-    def with_unit_weights(self) -> StreamedDescribe:
-        """A copy whose weighted figures are those of every weight 1, as if each batch
-        had been added with weights of ones (first pass only): the unweighted ones."""
-        assert not self.pass2
-        c = StreamedDescribe(self.quantiles)
-        c.n = c.wsum = self.n
-        c.s = c.sw = self.s
-        c.lo = c.wlo = self.lo
-        c.hi = c.whi = self.hi
-        c.count = self.count.copy()
-        c.wcount = self.count.copy()
-        return c
+    def _guess(self) -> None:
+        """The buckets to keep from now on, from the percentiles of the values so far."""
+        v = np.concatenate([x[0] for x in self.kept])
+        w = np.concatenate([x[1] for x in self.kept])
+        m = v.size
+        wanted = np.zeros(_KEYS, dtype=bool)
+        ranks = []
+        for _, q in self.quantiles:
+            p = q / 100.0
+            d = 6.0 * math.sqrt(max(p * (1 - p), 1.0 / m) / m) + 1e-3
+            ranks += [100 * max(p - d, 0.0), 100 * min(p + d, 1.0)]
+        ends = [np.percentile(v, ranks)]  # one sort for every rank
+        if (w > 0).any():
+            ends.append(np.asarray(weighted_percentiles(v, w, ranks)))
+        for e in ends:  # (beyond the values so far: a miss, found by complete())
+            keys = _bucket_keys(np.asarray(e, dtype=np.float64))
+            for ka, kb in zip(keys[0::2], keys[1::2], strict=True):
+                wanted[int(ka) : int(kb) + 1] = True
+        self._wanted = wanted
+        self.guessed = True
 
-    def second_pass(self) -> None:
-        """Choose the buckets to keep: those holding the ranks the percentiles need."""
+    def _needed(self) -> np.ndarray:
+        """The buckets holding the ranks the percentiles need."""
         want: set[int] = set()
         qs = [q for _, q in self.quantiles]
         if self.n:
@@ -1112,11 +1154,40 @@ class StreamedDescribe:
             cum = np.cumsum(self.wcount)
             for r in self._wranks():
                 want.add(int(np.searchsorted(cum, r + 1)))
-        self.want = np.asarray(sorted(want), dtype=np.int64)
+        return np.asarray(sorted(want), dtype=np.int64)
+
+    def complete(self) -> bool:
+        """After the first pass: whether the values kept hold every rank the percentiles
+        need (then no second pass is needed)."""
+        if self.pass2 or not self.guessed:
+            return True
+        need = self._needed()
+        return bool(self._wanted[need[(need >= 0) & (need < _KEYS)]].all())
+
+    def with_unit_weights(self) -> StreamedDescribe:
+        """A copy whose weighted figures are those of every weight 1, as if each batch
+        had been added with weights of ones (first pass only): the unweighted ones."""
+        assert not self.pass2
+        c = StreamedDescribe(self.quantiles, self.guess_after)
+        c.n = c.wsum = self.n
+        c.s = c.sw = self.s
+        c.m2 = c.m2w = self.m2
+        c.lo = c.wlo = self.lo
+        c.hi = c.whi = self.hi
+        c.count = self.count.copy()
+        c.wcount = self.count.copy()
+        c.guessed, c._wanted = self.guessed, self._wanted
+        c.kept = [(v, np.ones(v.size, np.int64)) for v, _ in self.kept]
+        return c
+
+    def second_pass(self) -> None:
+        """Keep, from the batches added again, exactly the buckets the ranks fall in."""
+        need = self._needed()
         # a lookup table of the kept buckets: one gather per value (np.isin compared
         # every value with every wanted bucket)
         self._wanted = np.zeros(_KEYS, dtype=bool)
-        self._wanted[self.want[(self.want >= 0) & (self.want < _KEYS)]] = True
+        self._wanted[need[(need >= 0) & (need < _KEYS)]] = True
+        self.kept = []
         self.pass2 = True
 
     def _wranks(self) -> list[int]:
@@ -1143,7 +1214,7 @@ class StreamedDescribe:
         if not self.n:
             plain.update(none)
         else:
-            plain.update(mean=self.s / self.n, std=math.sqrt(self.ss / self.n),
+            plain.update(mean=self.s / self.n, std=math.sqrt(max(self.m2, 0.0) / self.n),
                          min=self.lo, max=self.hi)  # fmt: skip
             cum = np.cumsum(self.count)
             before = np.concatenate([[0], cum])
@@ -1163,7 +1234,8 @@ class StreamedDescribe:
             weighted.update(none)
             return plain, weighted
         m = self.sw / self.wsum
-        weighted.update(mean=m, std=math.sqrt(self.ssw / self.wsum), min=self.wlo, max=self.whi)
+        std_w = math.sqrt(max(self.m2w, 0.0) / self.wsum)
+        weighted.update(mean=m, std=std_w, min=self.wlo, max=self.whi)
         pos = w > 0
         kw, vw, ww = k[pos], v[pos], w[pos]
         cum = np.cumsum(self.wcount)

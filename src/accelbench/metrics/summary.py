@@ -424,7 +424,7 @@ def _chunk_gaps(ok: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
 # on every call (the store reads them per row group from requests.parquet).
 ChunkSource = Callable[[], Iterable[pa.Table]]
 # Chunk gaps summarised in memory at once, exactly as always; a table with more (or a
-# ChunkSource) is summarised in two streamed passes (stats.StreamedDescribe).
+# ChunkSource) is summarised streamed, in one pass or two (stats.StreamedDescribe).
 DENSE_CHUNKS = 1 << 24
 SLICE_ROWS = 1 << 16
 
@@ -443,12 +443,14 @@ def _streamed_gaps(
     source: ChunkSource, ok_mask: np.ndarray, span: tuple[np.ndarray, int, int] | None = None
 ) -> tuple[Stats, Stats, bool, float]:
     """describe(gaps), describe_weighted(gaps, tokens), whether the tokens per chunk were
-    known, from the ok rows of ``source``, read twice; and, in the second pass, the
-    output tokens that arrived within ``span`` (the ok rows' OSL, a, b: _span_tokens)."""
+    known, from the ok rows of ``source``: read once where the gaps' distribution is
+    stable enough for stats.StreamedDescribe's guess, else twice; and, in the first read,
+    the output tokens that arrived within ``span`` (the ok rows' OSL, a, b)."""
     sd = StreamedDescribe()
-    plain = sd  # weights 1: the weighted figures where the tokens were not known
+    plain: StreamedDescribe | None = None  # weights 1, where the tokens were not known
     known = True
     in_span = 0.0
+    again = (True, True)
     for second in (False, True):
         at = at_ok = 0
         for piece in source():
@@ -458,23 +460,29 @@ def _streamed_gaps(
             if not mask.any():
                 continue
             part = piece if mask.all() else piece.filter(pa.array(mask))
-            if second and span is not None:
+            if not second and span is not None:
                 k_ok = part.num_rows
                 in_span += _span_tokens(part, span[0][at_ok : at_ok + k_ok], span[1], span[2])
                 at_ok += k_ok
             gaps, w, k = _chunk_gaps(part)
             if not second:
                 known = known and (k or gaps.size == 0)
-            sd.add(gaps, w)
-            if second and not known:
+            if not second or again[0]:
+                sd.add(gaps, w)
+            if second and again[1] and plain is not None:
                 plain.add(gaps, np.ones(gaps.size, dtype=np.int64))
-        if not second:
-            if not known:  # its first pass is sd's unweighted one: not computed twice
-                plain = sd.with_unit_weights()
-                plain.second_pass()
-            sd.second_pass()
+        if second:
+            break
+        if not known:  # its first pass is sd's unweighted one: not computed twice
+            plain = sd.with_unit_weights()
+        again = (not sd.complete(), plain is not None and not plain.complete())
+        if not any(again):
+            break
+        for d, more in ((sd, again[0]), (plain, again[1])):
+            if more and d is not None:
+                d.second_pass()
     stats, weighted = sd.result()
-    if not known:
+    if plain is not None:
         weighted = plain.result()[1]
     return cast(Stats, stats), cast(Stats, weighted), known, in_span
 

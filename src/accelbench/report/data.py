@@ -213,9 +213,9 @@ def _distributions(
     """The latency boxes (measured, completed requests) and the timeline (every request)
     of a run, in two passes over its requests a slice of rows at a time, so that a
     72-hour soak's 13 million requests are never held at once: the first finds the run's
-    span and the buckets of the boxes' ranks (exact percentiles, as numpy's, by
-    stats.StreamedDescribe), the second fills the boxes and the timeline's bins. Also
-    the run's first send (ns; inf when none).
+    span and the boxes (exact percentiles, as numpy's, by stats.StreamedDescribe), the
+    second fills the timeline's bins (and a box whose values moved since the first
+    slices: StreamedDescribe.complete). Also the run's first send (ns; inf when none).
 
     Timeline: in-flight requests and token throughput in TIMELINE_BINS bins over the run;
     tokens from the exact per-chunk arrival times where the run is small enough and has
@@ -231,7 +231,8 @@ def _distributions(
         if np.isfinite(t_send).any():
             t0 = min(t0, float(np.nanmin(t_send)))
             t1 = max(t1, float(np.nanmax(end)))
-    for d in boxes.values():
+    again = [d for d in boxes.values() if not d.complete()]
+    for d in again:
         d.second_pass()
     timeline = want_timeline and math.isfinite(t0) and t1 > t0
     edges = np.linspace(t0, t1, TIMELINE_BINS + 1) if timeline else np.empty(0)
@@ -240,9 +241,11 @@ def _distributions(
     inflight = np.zeros(mids.size, np.int64)
     spread = np.zeros(q.size)
     for piece in run.iter_requests(_POINT_COLUMNS, SLICE_ROWS):
-        meas = ~column_np(piece, "warmup", bool) & column_np(piece, "ok", bool)
-        for k, d in boxes.items():
-            d.add(column_np(piece, k)[meas])
+        if again:
+            meas = ~column_np(piece, "warmup", bool) & column_np(piece, "ok", bool)
+            for k, d in boxes.items():
+                if d in again:
+                    d.add(column_np(piece, k)[meas])
         if timeline:
             t_send, end = _ends(piece)
             for x, sign in ((t_send, 1), (end, -1)):
