@@ -67,6 +67,44 @@ def test_quantile_interval_ranks_by_hand():
     assert S.quantile_ci_ranks(1, 50) is None and S.quantile_ci(np.ones(3), 99) is None
 
 
+def _ranks_over_every_k(n: int, q: float, confidence: float = 0.95):
+    """quantile_ci_ranks written over every rank 1..n, as it was first written."""
+    from scipy import stats
+
+    p, a = q / 100.0, (1.0 - confidence) / 2.0
+    k = np.arange(1, n + 1)
+    below, above = stats.binom.sf(k - 1, n, p), stats.binom.cdf(k - 1, n, p)
+    ok_lo, ok_hi = np.nonzero(below >= 1 - a)[0], np.nonzero(above >= 1 - a)[0]
+    if ok_lo.size == 0 or ok_hi.size == 0:
+        return None
+    i, j = int(ok_lo[-1]), int(ok_hi[0])
+    lo, hi = float(i + 1), float(j + 1)
+    if i + 1 < n and below[i] > below[i + 1]:
+        lo += (below[i] - (1 - a)) / (below[i] - below[i + 1])
+    if j > 0 and above[j] > above[j - 1]:
+        hi -= (above[j] - (1 - a)) / (above[j] - above[j - 1])
+    return lo, hi
+
+
+@pytest.mark.parametrize("q", [1, 25, 50, 75, 90, 99, 99.9])
+@pytest.mark.parametrize("n", [2, 3, 10, 37, 500, 4096, 100_003])
+def test_quantile_interval_ranks_near_np_equal_every_rank(n: int, q: float) -> None:
+    # only ranks near n p are evaluated (a 13-million-request run): the same ends
+    assert S.quantile_ci_ranks(n, q) == _ranks_over_every_k(n, q)
+    assert S.quantile_ci_ranks(n, q, 0.5) == _ranks_over_every_k(n, q, 0.5)
+
+
+def test_quantile_interval_from_partition_equals_sorted() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.lognormal(0, 1, (3, 2001))
+    x[:, 7] = x[:, 8]  # ties
+    for q in (1, 50, 99):
+        lo, hi = S.quantile_ci(x, q)
+        r = S.quantile_ci_ranks(x.shape[-1], q)
+        xs = np.sort(x, axis=-1)
+        assert np.array_equal(lo, S._at_rank(xs, r[0])) and np.array_equal(hi, S._at_rank(xs, r[1]))
+
+
 def test_min_samples():
     # five beyond the percentile, at least 10 (500 for p99, 50 for p90)
     assert S.min_samples(99) == 500 and S.min_samples(50) == 10 and S.min_samples(90) == 50
