@@ -1220,6 +1220,12 @@ class StreamedDescribe:
         w = np.concatenate([x[1] for x in self.kept]) if self.kept else np.empty(0, np.int64)
         self.kept = []
         k = _bucket_keys(v)
+        need = self._needed()
+        if need.size and k.size > 4 * need.size:  # sort only the buckets the ranks are in
+            lut = np.zeros(_KEYS, dtype=bool)
+            lut[need[(need >= 0) & (need < _KEYS)]] = True
+            sel = lut[k]
+            k, v, w = k[sel], v[sel], w[sel]
         order = np.lexsort((v, k))
         k, v, w = k[order], v[order], w[order]
         none = {key: None for key in ("mean", "std", "min", "max")} | {
