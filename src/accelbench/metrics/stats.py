@@ -70,8 +70,9 @@ def weighted_percentiles(
     if v.size == 0:
         return [math.nan for _ in qs]
     order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
-    cum = np.cumsum(w)  # cum[i]-1 is the last expanded position holding v[i]
+    v = v[order]
+    cum = np.cumsum(w[order])  # cum[i]-1 is the last expanded position holding v[i]
+    del order, w  # (13 million requests: 100 MB each)
     n = int(cum[-1])
     out = []
     for q in qs:
