@@ -1,12 +1,20 @@
 """The `accelbench` command. Each command group lives in its own module under cli/
 and exposes `register(app)`; this module only assembles them and maps errors to
-one clear line."""
+one clear line.
+
+The modules are imported lazily: `main()` registers only the module of the command in
+argv (a process that predicts one point does not import the store, the doctor or
+pyarrow; issue 23), and every module when the whole tree is needed (`accelbench`,
+`--help`, `--version`, an unknown command, so click's own messages stay as they were).
+`app`, the whole tree, is built on first access, for the tests and benchmarks that
+import it."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -14,33 +22,37 @@ from accelbench import __version__
 from accelbench.errors import AccelbenchError
 from accelbench.lifetime import interrupt_on_termination
 
-app = typer.Typer(
-    name="accelbench",
-    help="Benchmark, price, plan and watch LLM inference on AI accelerators.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # docstrings are wrapped at 100 columns: markdown joins their lines into paragraphs
-    # (the default keeps each line break, so help read "tokens per\n GPU")
-    rich_markup_mode="markdown",
-)
+if TYPE_CHECKING:
+    app: typer.Typer  # built by __getattr__ below
 
-# One line per command module; each has `register(app: typer.Typer) -> None`.
-COMMAND_MODULES = (
-    "accelbench.cli.analysis",
-    "accelbench.cli.cost",
-    "accelbench.cli.doctor",
-    "accelbench.cli.mlperf",
-    "accelbench.cli.predict",
-    "accelbench.cli.monitor",
-    "accelbench.cli.run",
-    "accelbench.cli.serve",
-    "accelbench.cli.shadow",
-    "accelbench.cli.stress",
-    "accelbench.cli.sweep",
-    "accelbench.cli.telemetry",
-    "accelbench.cli.trace",
-)
+# Each top-level command or group, and the module whose `register(app: typer.Typer) ->
+# None` adds it; in the order of the command list in `accelbench --help`.
+# tests/test_cli_lazy.py checks this table against what the modules really register.
+COMMANDS: dict[str, str] = {
+    "frontier": "accelbench.cli.analysis",
+    "compare": "accelbench.cli.analysis",
+    "report": "accelbench.cli.analysis",
+    "runs": "accelbench.cli.analysis",
+    "cost": "accelbench.cli.cost",
+    "catalog": "accelbench.cli.cost",
+    "plan": "accelbench.cli.cost",
+    "doctor": "accelbench.cli.doctor",
+    "mlperf": "accelbench.cli.mlperf",
+    "predict": "accelbench.cli.predict",
+    "monitor": "accelbench.cli.monitor",
+    "run": "accelbench.cli.run",
+    "summarize": "accelbench.cli.run",
+    "serve": "accelbench.cli.serve",
+    "shadow": "accelbench.cli.shadow",
+    "stress": "accelbench.cli.stress",
+    "sweep": "accelbench.cli.sweep",
+    "health": "accelbench.cli.telemetry",
+    "telemetry": "accelbench.cli.telemetry",
+    "trace": "accelbench.cli.trace",
+}
+
+# every command module, once each, in registration order
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 def _version(value: bool) -> None:
@@ -49,7 +61,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -62,8 +73,49 @@ def _root(
         os.environ["ACCELBENCH_DEBUG"] = "1"
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(app)
+def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
+    """The `accelbench` app with the commands of ``modules`` (all by default)."""
+    new = typer.Typer(
+        name="accelbench",
+        help="Benchmark, price, plan and watch LLM inference on AI accelerators.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        # docstrings are wrapped at 100 columns: markdown joins their lines into
+        # paragraphs (the default keeps each line break, so help read "tokens per\n GPU")
+        rich_markup_mode="markdown",
+    )
+    new.callback()(_root)
+    for name in modules:
+        importlib.import_module(name).register(new)
+    return new
+
+
+_APPS: dict[tuple[str, ...], typer.Typer] = {}
+
+
+def _app_for(modules: tuple[str, ...]) -> typer.Typer:
+    if modules not in _APPS:
+        _APPS[modules] = build_app(modules)
+    return _APPS[modules]
+
+
+def __getattr__(name: str) -> object:
+    if name == "app":  # the whole tree, built once, on first use
+        return _app_for(COMMAND_MODULES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _modules_for(argv: list[str]) -> tuple[str, ...]:
+    """The command modules that ``accelbench ARGV`` needs: the one that registers the
+    first word after the root options, or all of them (no command, a root option other
+    than --debug such as --help or --version, or a word that is no command)."""
+    for arg in argv:
+        if arg == "--debug":
+            continue
+        module = COMMANDS.get(arg)
+        return (module,) if module is not None else COMMAND_MODULES
+    return COMMAND_MODULES
 
 
 # click's usage errors, whether typer vendors click (recent typer) or uses it
@@ -82,7 +134,7 @@ def main() -> None:
         # not standalone: click's usage errors come here, to be one line like the rest
         # (standalone, they were a boxed block); every command returns None, and an
         # explicit typer.Exit(code) comes back as that code
-        code = app(standalone_mode=False)
+        code = _app_for(_modules_for(sys.argv[1:]))(standalone_mode=False)
     except ClickException as exc:  # a usage error: one line, and where to read more
         msg = " ".join(str(getattr(exc, "format_message", lambda: "")()).split())
         ctx = getattr(exc, "ctx", None)
