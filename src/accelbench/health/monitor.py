@@ -201,7 +201,17 @@ class Dispatcher:
                 child.stop(grace_s=0.5)
         with contextlib.suppress(queue.Full):
             self.q.put_nowait(None)
-        thread.join(timeout=0.5)  # a webhook in its own timeout: abandoned (daemon)
+        # a job dequeued before the stop may start its command while the stop above ran
+        # (between its spawn and its entry in ``children``): stop what appears until the
+        # worker ends; a webhook in its own timeout is abandoned (daemon) after 0.5 s
+        end = time.monotonic() + 0.5
+        while True:
+            thread.join(timeout=0.02)
+            if not clean:
+                for child in list(self.children):
+                    child.stop(grace_s=0)
+            if not thread.is_alive() or time.monotonic() >= end:
+                break
         with self._lock:
             self._thread = None
         return clean
