@@ -122,3 +122,14 @@ def test_main_in_process_switches_between_commands(tmp_path):
     assert code == 0 and all(name in out for name in ("predict", "doctor", "sweep"))
     code, out, _, _ = run_cli(["predict", "--help"], tmp_path)
     assert code == 0 and "--accelerator" in out
+
+
+def test_one_predicted_point_reads_no_run_store():
+    """Pricing a predicted point needs no run store: cost.costing imports it (and pyarrow)
+    only in the functions that read runs."""
+    code, mods = _imported("predict", "--model", "deepseek-r1", "--accelerator", "mi355x",
+                           "--tp", "8", "--concurrency", "64")  # fmt: skip
+    assert code == 0
+    assert "accelbench.cost.costing" in mods  # the cost line was printed
+    for m in ("accelbench.store", "accelbench.metrics.frontier", "pyarrow", "accelbench.doctor"):
+        assert m not in mods, m

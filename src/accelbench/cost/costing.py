@@ -17,15 +17,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from accelbench.cost.tco import Tco, TcoInputs, resolve_tco
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
-from accelbench.metrics.frontier import monotone_interp, pareto_indices
-from accelbench.store.runs import RunInfo, dig, is_run_dir, load_run
+
+if TYPE_CHECKING:
+    from accelbench.store.runs import RunInfo
+
+# The run store and the frontier (pyarrow, pyarrow.compute) are imported by the functions
+# that read runs: pricing a predicted or plain-number throughput (`accelbench predict`,
+# `cost` with a number) needs neither, and the import was a fifth of that process.
 
 MAX_TOK_S_PER_GPU = 1e9  # accepted plain throughput: [1e-6, 1e9] tokens/s per GPU
 MIN_TOK_S_PER_GPU = 1e-6  # below this every cost figure is astronomical or overflows
@@ -102,6 +107,8 @@ def run_energy(r: RunInfo) -> tuple[float | None, float | None]:
     """Measured (J per total token, J per output token) of a run, None where telemetry did
     not measure energy. accelbench.telemetry writes ``j_per_total_token`` and
     ``j_per_output_token``; the short form ``{joules, tokens, j_per_token}`` is read too."""
+    from accelbench.store.runs import dig
+
     energy = dig(r.summary, "energy")
     if not isinstance(energy, dict):
         return None, None
@@ -117,6 +124,8 @@ def run_energy(r: RunInfo) -> tuple[float | None, float | None]:
 
 def run_mean_lengths(r: RunInfo) -> tuple[float | None, float | None]:
     """Mean input and output tokens per completed request (None where unknown)."""
+    from accelbench.store.runs import dig
+
     done = _fig(dig(r.summary, "counts", "completed"))
     if not done or done <= 0:
         return None, None
@@ -127,6 +136,8 @@ def run_mean_lengths(r: RunInfo) -> tuple[float | None, float | None]:
 def load_points(path: str | Path) -> list[RunInfo]:
     """The run at ``path``, or the runs of the sweep at ``path``, that have throughput
     figures (a run without summary.json is recomputed from its requests.parquet)."""
+    from accelbench.store.runs import is_run_dir, load_run
+
     p = Path(path).expanduser()
     if not p.is_dir():
         raise AccelbenchError(f"{p} is neither a run directory nor a sweep directory")
@@ -145,6 +156,8 @@ def load_points(path: str | Path) -> list[RunInfo]:
 
 def throughput_from_run(run: RunInfo) -> Throughput:
     """The measured throughput of one run."""
+    from accelbench.store.runs import dig
+
     jpt, jpo = run_energy(run)
     total = run.figure("total_tps_per_gpu")
     if total is None:
@@ -166,6 +179,8 @@ def throughput_from_sweep(runs: list[RunInfo], interactivity: float, origin: str
     decides dominance; input, output and measured J/token are interpolated over the same
     points with the same PCHIP). Outside the measured range: AccelbenchError, never an
     extrapolation."""
+    from accelbench.metrics.frontier import monotone_interp, pareto_indices
+
     if isinstance(interactivity, bool) or not (
         math.isfinite(interactivity) and 0 < interactivity <= 1e7
     ):
@@ -211,6 +226,8 @@ def throughput_from_sweep(runs: list[RunInfo], interactivity: float, origin: str
 def throughput_from_source(source: str, interactivity: float | None = None) -> Throughput:
     """Throughput from a run directory, a sweep directory (needs ``interactivity``) or a
     plain number."""
+    from accelbench.store.runs import is_run_dir
+
     p = Path(source).expanduser()
     if p.is_dir():
         runs = load_points(p)
