@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.metrics import stats as S
 
@@ -269,3 +271,43 @@ def test_quadratic_fit_exact_and_degenerate():
     assert f["b"]["estimate"] == pytest.approx(0.0, abs=1e-12)
     assert f["c"]["estimate"] == pytest.approx(1.0) and f["r2"] == 1.0
     assert "error" in S.quadratic_fit([1, 1, 2], [1, 2, 3])
+
+
+_vals = st.lists(
+    st.one_of(st.floats(-1e9, 1e9, allow_nan=False), st.integers(-3, 3).map(float),
+              st.integers(0, 60).map(lambda k: 1000 + k / 1e4),  # many in one bucket
+              st.just(math.nan)),
+    max_size=120,
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(_vals, st.data())
+def test_weighted_percentiles_by_bucket_equal_the_sort(
+    vals: list[float], data: st.DataObject
+) -> None:
+    """Above WEIGHTED_SORT_MAX values the order statistics come from bucket counts: the
+    same values as the stable sort, ties, zero weights and NaN included."""
+    v = np.asarray(vals, dtype=float)
+    w = np.asarray(data.draw(st.lists(st.integers(0, 9), min_size=v.size, max_size=v.size)),
+                   dtype=np.int64)  # fmt: skip
+    qs = [0.0, 1.0, 50.0, 90.0, 99.9, 100.0]
+    want = S.weighted_percentiles(v, w, qs)
+    old = S.WEIGHTED_SORT_MAX
+    try:
+        S.WEIGHTED_SORT_MAX = 0
+        got = S.weighted_percentiles(v, w, qs)
+    finally:
+        S.WEIGHTED_SORT_MAX = old
+    assert np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_vals, st.integers(0, 50))
+def test_describe_adjusted_partition_equals_sorted(vals: list[float], n_failed: int) -> None:
+    v = np.asarray(vals, dtype=float)
+    got = S.describe_adjusted(v, n_failed)
+    ok = v[~np.isnan(v)]
+    for name, q in S.QUANTILES:
+        r = S.adjusted_percentile(ok, n_failed, q)
+        assert got[name] == (None if math.isnan(r) else ("inf" if math.isinf(r) else r)), name

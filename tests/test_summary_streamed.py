@@ -176,3 +176,28 @@ def test_streamed_describe_one_pass_where_stable(moved: bool) -> None:
     plain, weighted = _streamed(v, w, list(range(10_000, v.size, 10_000)), 20_000)
     _same(plain, describe(v))
     _same(weighted, describe_weighted(v, w))
+
+
+@pytest.mark.parametrize("guess_after", [1 << 20, 500])  # one pass (stable), or the guess early
+def test_summary_streamed_is_the_same_on_any_thread_count(
+    monkeypatch: pytest.MonkeyPatch, guess_after: int
+) -> None:
+    """The chunk pieces are prepared in threads (metrics.parallel) and committed in their
+    order: the summary is the same, to the last bit, on one thread and on three."""
+    import accelbench.metrics.parallel as parallel
+
+    t = make_requests(2500, osl=30, fail_frac=0.03, warmup=40, jitter=0.4, seed=9)
+    monkeypatch.setattr(summary_mod, "DENSE_CHUNKS", 1000)
+    monkeypatch.setattr(summary_mod, "SLICE_ROWS", 333)
+    real = stats.StreamedDescribe.__init__
+
+    def init(self: StreamedDescribe, *a: object, **k: object) -> None:
+        real(self, guess_after=guess_after)
+
+    monkeypatch.setattr(stats.StreamedDescribe, "__init__", init)
+    got = []
+    for threads in (1, 3):
+        monkeypatch.setattr(parallel, "cores", lambda threads=threads: threads)
+        got.append(summarize(t, mode="concurrency", target_concurrency=8))
+    assert got[0] == got[1]
+    assert got[0]["latency"]["chunk_gap_ms"]["count"] > 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
@@ -17,9 +17,11 @@ import pyarrow.compute as pc
 
 from accelbench.documents import Fields
 from accelbench.errors import DocumentError
+from accelbench.metrics.parallel import ordered_map
 from accelbench.metrics.prefixcache import CACHE_COLUMNS, CacheSection, ServerCache, cache_section
 from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import (
+    PreparedBatch,
     StreamedDescribe,
     describe,
     describe_adjusted,
@@ -452,25 +454,44 @@ def _streamed_gaps(
     in_span = 0.0
     again = (True, True)
     for second in (False, True):
-        at = at_ok = 0
-        for piece in source():
-            n = piece.num_rows
-            mask = ok_mask[at : at + n]
-            at += n
-            if not mask.any():
-                continue
-            part = piece if mask.all() else piece.filter(pa.array(mask))
-            if not second and span is not None:
-                k_ok = part.num_rows
-                in_span += _span_tokens(part, span[0][at_ok : at_ok + k_ok], span[1], span[2])
+
+        def pieces() -> Iterator[tuple[pa.Table, np.ndarray, int]]:
+            at = at_ok = 0
+            for piece in source():  # decoded here: in the worker that draws the piece
+                mask = ok_mask[at : at + piece.num_rows]
+                at += piece.num_rows
+                k_ok = int(np.count_nonzero(mask))
+                if k_ok:
+                    yield piece, mask, at_ok
                 at_ok += k_ok
+
+        def work(
+            item: tuple[pa.Table, np.ndarray, int],
+            second: bool = second,
+            again: tuple[bool, bool] = again,
+            plain: StreamedDescribe | None = plain,
+        ) -> tuple[float, bool, PreparedBatch | None, PreparedBatch | None]:
+            piece, mask, at_ok = item
+            part = piece if mask.all() else piece.filter(pa.array(mask))
+            tokens = 0.0
+            if not second and span is not None:
+                tokens = _span_tokens(part, span[0][at_ok : at_ok + part.num_rows], *span[1:])
             gaps, w, k = _chunk_gaps(part)
-            if not second:
-                known = known and (k or gaps.size == 0)
-            if not second or again[0]:
-                sd.add(gaps, w)
+            mine = sd.prepare(gaps, w) if not second or again[0] else None
+            unit = None
             if second and again[1] and plain is not None:
-                plain.add(gaps, np.ones(gaps.size, dtype=np.int64))
+                unit = plain.prepare(gaps, np.ones(gaps.size, dtype=np.int64))
+            return tokens, k or gaps.size == 0, mine, unit
+
+        # pieces in threads (decoding, filtering and bucketing release the GIL), committed
+        # here in their order: the figures are those of one thread
+        for tokens, k, mine, unit in ordered_map(work, pieces(), ahead=0):
+            in_span += tokens
+            if not second:
+                known = known and k
+            sd.commit(mine)
+            if plain is not None:
+                plain.commit(unit)
         if second:
             break
         if not known:  # its first pass is sd's unweighted one: not computed twice

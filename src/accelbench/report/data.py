@@ -35,8 +35,9 @@ from accelbench.metrics.frontier import (
     goodput_points,
     highest_load_meeting,
 )
+from accelbench.metrics.parallel import ordered_map
 from accelbench.metrics.registry import FIGURES as REGISTRY
-from accelbench.metrics.stats import StreamedDescribe
+from accelbench.metrics.stats import PreparedBatch, StreamedDescribe
 from accelbench.metrics.values import column_np
 from accelbench.report.sections import Series, SuiteSection, SuiteView, find_section, load_section
 from accelbench.store.reader import RunInfo, dig
@@ -222,36 +223,57 @@ def _distributions(
     them, else each request's tokens spread evenly between its first and last chunk.
     """
     boxes = {k: StreamedDescribe(_BOX_NAMES) for k in LATENCY_METRICS}
-    t0, t1 = math.inf, -math.inf
-    for piece in run.iter_requests(_POINT_COLUMNS, SLICE_ROWS):
+
+    def measured(
+        piece: pa.Table, which: Sequence[str]
+    ) -> list[tuple[StreamedDescribe, PreparedBatch | None]]:
         meas = ~column_np(piece, "warmup", bool) & column_np(piece, "ok", bool)
-        for k, d in boxes.items():
-            d.add(column_np(piece, k)[meas])
+        return [(boxes[k], boxes[k].prepare(column_np(piece, k)[meas])) for k in which]
+
+    def first(piece: pa.Table) -> tuple[list[Any], float, float]:
         t_send, end = _ends(piece)
+        lo = hi = math.nan
         if np.isfinite(t_send).any():
-            t0 = min(t0, float(np.nanmin(t_send)))
-            t1 = max(t1, float(np.nanmax(end)))
-    again = [d for d in boxes.values() if not d.complete()]
-    for d in again:
-        d.second_pass()
+            lo, hi = float(np.nanmin(t_send)), float(np.nanmax(end))
+        return measured(piece, list(boxes)), lo, hi
+
+    # slices in threads (metrics.parallel), committed here in their order: the figures
+    # are those of one thread
+    t0, t1 = math.inf, -math.inf
+    for prepared, lo, hi in ordered_map(first, run.iter_requests(_POINT_COLUMNS, SLICE_ROWS)):
+        for d, batch in prepared:
+            d.commit(batch)
+        if math.isfinite(lo):
+            t0, t1 = min(t0, lo), max(t1, hi)
+    again = [k for k, d in boxes.items() if not d.complete()]
+    for k in again:
+        boxes[k].second_pass()
     timeline = want_timeline and math.isfinite(t0) and t1 > t0
     edges = np.linspace(t0, t1, TIMELINE_BINS + 1) if timeline else np.empty(0)
     mids = (edges[:-1] + edges[1:]) / 2
     q = (edges - t0) / 1e9
+
+    def second(piece: pa.Table) -> tuple[list[Any], np.ndarray | None, np.ndarray | None]:
+        if not timeline:
+            return measured(piece, again), None, None
+        t_send, end = _ends(piece)
+        flight = np.zeros(mids.size, np.int64)
+        for x, sign in ((t_send, 1), (end, -1)):
+            x = np.sort(x[np.isfinite(x)])
+            flight += sign * np.searchsorted(x, mids, "right")
+        return measured(piece, again), flight, _spread_tokens(piece, t0, q)
+
     inflight = np.zeros(mids.size, np.int64)
     spread = np.zeros(q.size)
-    for piece in run.iter_requests(_POINT_COLUMNS, SLICE_ROWS):
-        if again:
-            meas = ~column_np(piece, "warmup", bool) & column_np(piece, "ok", bool)
-            for k, d in boxes.items():
-                if d in again:
-                    d.add(column_np(piece, k)[meas])
-        if timeline:
-            t_send, end = _ends(piece)
-            for x, sign in ((t_send, 1), (end, -1)):
-                x = np.sort(x[np.isfinite(x)])
-                inflight += sign * np.searchsorted(x, mids, "right")
-            spread += _spread_tokens(piece, t0, q)
+    if again or timeline:
+        for prepared, flight, tokens in ordered_map(
+            second, run.iter_requests(_POINT_COLUMNS, SLICE_ROWS)
+        ):
+            for d, batch in prepared:
+                d.commit(batch)
+            if flight is not None and tokens is not None:
+                inflight += flight
+                spread += tokens
     out = {k: b for k, d in boxes.items() if (b := _box(d))}
     if not timeline:
         return out, None, t0
