@@ -103,19 +103,24 @@ def _weighted_percentiles_by_bucket(
     base, per = _counts(k, w)
     cum = np.cumsum(per)
     n = int(cum[-1])
-    spots = []
-    for q in qs:
-        h = (n - 1) * q / 100.0
-        lo = math.floor(h)
-        spots.append((h, lo, min(lo + 1, n - 1)))
-    ranks = np.asarray([r for _, lo, hi in spots for r in (lo, hi)], dtype=np.int64)
+    lows = [math.floor((n - 1) * q / 100.0) for q in qs]
+    ranks = np.asarray([r for lo in lows for r in (lo, min(lo + 1, n - 1))], dtype=np.int64)
     need = np.unique(np.searchsorted(cum, ranks + 1))
     lut = np.zeros(per.size, dtype=bool)
     lut[need] = True
     sel = lut[k - base]
     ks, vs, ws = k[sel] - base, v[sel], w[sel]
     order = np.lexsort((vs, ks))
-    ks, vs, ws = ks[order], vs[order], ws[order]
+    return _bucketed_weighted_quantiles(cum, ks[order], vs[order], ws[order], qs)
+
+
+def _bucketed_weighted_quantiles(
+    cum: np.ndarray, ks: np.ndarray, vs: np.ndarray, ws: np.ndarray, qs: Sequence[float]
+) -> list[float]:
+    """Weighted percentiles (the interpolation of ``weighted_percentiles``) from the
+    cumulative weight per bucket ``cum`` and the values of (at least) the buckets the
+    ranks fall in: bucket ``ks``, value ``vs``, weight ``ws``, sorted by bucket then value."""
+    n = int(cum[-1])
     before = np.concatenate([[0], cum])
 
     def stat(r: int) -> float:
@@ -124,7 +129,13 @@ def _weighted_percentiles_by_bucket(
         c = np.cumsum(ws[i0:i1]) + int(before[b])
         return float(vs[i0 + int(np.searchsorted(c, r + 1))])
 
-    return [float(stat(lo) + (h - lo) * (stat(hi) - stat(lo))) for h, lo, hi in spots]
+    out = []
+    for q in qs:
+        h = (n - 1) * q / 100.0
+        lo = math.floor(h)
+        a, b = stat(lo), stat(min(lo + 1, n - 1))
+        out.append(float(a + (h - lo) * (b - a)))
+    return out
 
 
 def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -1415,21 +1426,9 @@ class StreamedDescribe:
         std_w = math.sqrt(max(self.m2w, 0.0) / self.wsum)
         weighted.update(mean=m, std=std_w, min=self.wlo, max=self.whi)
         pos = w > 0
-        kw, vw, ww = k[pos], v[pos], w[pos]
-        cum = np.cumsum(self.wcount)
-        before = np.concatenate([[0], cum])
-
-        def wstat(r: int) -> float:
-            b = int(np.searchsorted(cum, r + 1))
-            i0, i1 = np.searchsorted(kw, b), np.searchsorted(kw, b, "right")
-            c = np.cumsum(ww[i0:i1]) + int(before[b])
-            return float(vw[i0 + int(np.searchsorted(c, r + 1))])
-
-        n = self.wsum
-        for name, q in self.quantiles:
-            h = (n - 1) * q / 100.0
-            lo_ = math.floor(h)
-            hi_ = min(lo_ + 1, n - 1)
-            a_, b_ = wstat(lo_), wstat(hi_)
-            weighted[name] = float(a_ + (h - lo_) * (b_ - a_))
+        qw = _bucketed_weighted_quantiles(
+            np.cumsum(self.wcount), k[pos], v[pos], w[pos], [q for _, q in self.quantiles]
+        )
+        for (name, _), x in zip(self.quantiles, qw, strict=True):
+            weighted[name] = x
         return plain, weighted
