@@ -19,6 +19,7 @@ from accelbench.hardware.catalog import find_accelerator
 from accelbench.plan.models import find_model
 from accelbench.predict.calibration import COLUMNS, PROVENANCE, default_path, load_calibration
 from accelbench.predict.fit import (
+    aged,
     factors_to_json,
     predict_prepared,
     prepare,
@@ -668,3 +669,65 @@ def test_bench_requests_draw_like_the_benchmark() -> None:
     assert reqs == bench_requests(1024, 1024, 400, (0.8, 1.0))  # a fixed seed
     assert all(819 <= i <= 1024 and 819 <= o <= 1024 for i, o in reqs)
     assert 900 < sum(i for i, _ in reqs) / 400 < 945
+
+
+# ---- the software's vintage (predict.fit: one trend, factors as of the newest point) ----
+
+
+def test_aged_factors_hand_checked() -> None:
+    from accelbench.predict.fit import Fitted, aged, date_of, months_since
+
+    eff = Efficiency(0.2, 0.8, 0.004, 0.05)
+    # 5 months before, at 10 % a month (log): shares x exp(-0.5), overhead x exp(0.5)
+    old = aged(eff, 0.1, 5.0)
+    s = math.exp(-0.5)
+    assert (old.compute, old.bandwidth) == pytest.approx((0.2 * s, 0.8 * s))
+    assert old.overhead_s == pytest.approx(0.004 / s)
+    assert old.request_s == 0.05  # the per-request time does not age
+    assert aged(eff, 0.1, -3.0) == eff  # never extrapolated past the factors' date
+    assert months_since("2025-01-01") == 0.0
+    assert months_since("2026-01-01") == pytest.approx(365 / 30.4375)
+    assert months_since("not a date") == 0.0
+    assert date_of(months_since("2026-05-18")) == "2026-05-18"
+    f = Fitted("k", "x", eff, 10, 0.1, months_since("2026-06-01"))
+    assert f.at(months_since("2026-06-01")) == eff
+    assert f.at(months_since("2026-09-01")) == eff  # a newer point: the newest software
+    assert f.at(months_since("2026-01-01")).compute < eff.compute
+    assert f.vintage == "; software as of 2026-06-01"
+    assert Fitted("k", "x", eff, 10).at(0.0) == eff and Fitted("k", "x", eff, 10).vintage == ""
+
+
+@pytest.mark.parametrize("trend", [0.0, 0.04, 0.12])
+def test_the_fit_recovers_a_known_trend(trend: float) -> None:
+    """Known truth: the calibration points' configurations and dates, 'measured' by the
+    step model at known factors that speed up by ``trend`` a month (and no speed-up: no
+    trend found); the fit finds the trend and the newest factors."""
+    from accelbench.predict.fit import fit_levels, fit_trend
+
+    points = load_calibration()
+    prep = prepare(points)
+    idx = np.arange(len(points))
+    newest = float(prep.months.max())
+    truth = Efficiency(0.12, 0.55, 0.006, 0.08)
+    for i in idx:
+        prep.meas[i] = predict_prepared(
+            prep, np.array([i]), aged(truth, trend, newest - prep.months[i])
+        )[0]
+    assert fit_trend(prep, idx) == pytest.approx(trend, abs=2e-3)
+    got = fit_levels(prep, idx, lambda k: k == "*")["*"]
+    assert got.as_of == newest and got.trend == pytest.approx(trend, abs=2e-3)
+    assert got.eff.compute == pytest.approx(truth.compute, rel=0.03)
+    assert got.eff.bandwidth == pytest.approx(truth.bandwidth, rel=0.03)
+
+
+def test_damaged_trend_in_factors_is_refused() -> None:
+    from accelbench.predict.fit import factors_from_json
+
+    doc = factors_to_json(shipped_factors())
+    key = next(iter(doc["factors"]))
+    for field, bad in (("trend_per_month", -0.1), ("trend_per_month", float("nan")),
+                       ("as_of", "2026-13-45"), ("as_of", 7)):  # fmt: skip
+        broken = json.loads(json.dumps(doc))
+        broken["factors"][key][field] = bad
+        with pytest.raises(AccelbenchError, match="factors"):
+            factors_from_json(broken, "factors.json")

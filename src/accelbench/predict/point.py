@@ -378,7 +378,7 @@ def predict_point(
         limit=lim,
         capped=tuple(capped),
         factors=fitted.eff,
-        factors_from=f"{fitted.key} ({fitted.level})",
+        factors_from=f"{fitted.key} ({fitted.level}{fitted.vintage})",
         factors_points=fitted.n,
         extrapolation=tuple(extrap),
         notes=tuple(notes),

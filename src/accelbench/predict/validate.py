@@ -185,9 +185,10 @@ def _predict_held_out(
     for j, i in enumerate(test):
         p = prep.points[i]
         f = choose(fitted, p.hardware, p.engine, p.precision, prep.vendor[i], prep.arch[i])
-        out[j] = predict_prepared(prep, np.array([i]), f.eff)[0]
+        eff = f.at(float(prep.months[i]))  # the software of the point's date
+        out[j] = predict_prepared(prep, np.array([i]), eff)[0]
         if sch is not None and cache is not None:
-            sch[j] = scheduler_prediction(prep, int(i), f.eff, cache)
+            sch[j] = scheduler_prediction(prep, int(i), eff, cache)
     return out, sch
 
 
