@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -23,6 +22,12 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from subprocess import (  # types and constants: lifetime starts them
+    PIPE,
+    STDOUT,
+    Popen,
+    TimeoutExpired,
+)
 
 from accelbench import validate as v
 from accelbench.engines.cache import cache_dir
@@ -65,7 +70,7 @@ def _pip_download(spec: str, dest: Path, *, source: bool, log: Log) -> Path:
     log(f"downloading {spec} from PyPI")
     try:
         proc = run(cmd, timeout_s=3600)
-    except subprocess.TimeoutExpired:
+    except TimeoutExpired:
         raise AccelbenchError(f"downloading {spec} from PyPI took over an hour") from None
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -165,9 +170,7 @@ _PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]|^\[\s*(\d+)%\]")
 def _run_logged(cmd: list[str], log: Log, *, quiet: bool) -> None:
     """Run a build step; report progress lines ([n/m] from ninja, [p%] from make). The
     step (and the compilers it started) stops when accelbench stops."""
-    child = spawn(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, guard_grace_s=2.0
-    )
+    child = spawn(cmd, stdout=PIPE, stderr=STDOUT, text=True, guard_grace_s=2.0)
     proc = child.popen
     tail: list[str] = []
     last_pct = -10
@@ -237,7 +240,7 @@ class LlamaServer:
     args: list[str] = field(default_factory=list)
 
     @property
-    def proc(self) -> subprocess.Popen:
+    def proc(self) -> Popen[str]:
         return self.child.popen
 
     @property
