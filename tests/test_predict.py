@@ -279,6 +279,7 @@ def test_cli_prints_prediction_limit_cost(tmp_path: Path) -> None:
         "J/token",
         "EXTRAPOLATION",
         "bound:",
+        "software as of 2026-",  # the factors' vintage: the newest calibration point's date
     ):
         assert word in out
     code, out, err, _ = run_cli([*args, "--interactivity", "32", "--json"], tmp_path)
