@@ -272,7 +272,9 @@ def fit_factors(
 
     when = float(prep.months[idx].max()) if as_of is None else as_of
     resid = _residuals(prep, idx, when)
-    res = least_squares(lambda x: resid(x, trend), START, bounds=(LO, HI), method="trf")
+    res = least_squares(
+        lambda x: resid(x, trend), START, bounds=(LO, HI), method="trf", x_scale=1.0
+    )
     ec, eb, ov, rq = (float(v) for v in np.exp(res.x))
     return Efficiency(ec, eb, ov, rq)
 
@@ -288,6 +290,7 @@ def fit_trend(prep: Prepared, idx: np.ndarray) -> float:
         np.r_[START, 0.0],
         bounds=(np.r_[LO, TREND_BOUNDS[0]], np.r_[HI, TREND_BOUNDS[1]]),
         method="trf",
+        x_scale=1.0,
     )
     return float(res.x[4])
 
