@@ -114,23 +114,36 @@ def cell(vals: list[float], spec: str) -> str:
 
 
 def ratio_cell(mine: Row, other: Row, max_spread: float, spec: str = ".2f") -> tuple[str, dict]:
-    """accelbench / contender, per round (rounds where both have a figure), or why not."""
+    """accelbench / contender, per round (rounds where both have a figure), or why not.
+
+    Printed when there are ``MIN_ROUNDS`` rounds with both figures and either
+    - the per-round ratios agree (max/min <= ``max_spread``): the rounds are interleaved,
+      so what the machine does to both alike cancels in each round's ratio, or
+    - the two contenders' rounds do not overlap (the worst round of one is better than
+      the best of the other): the order holds whatever moved between rounds, and the
+      ratio's min-max says by how much at least and at most.
+    Refused otherwise: the difference is within what the rounds' own spread allows."""
     pairs = [(a, b) for a, b in zip(mine.figures, other.figures, strict=False)
              if a is not None and b is not None and b > 0]  # fmt: skip
-    info: dict[str, Any] = {"ratios": [a / b for a, b in pairs]}
+    ratios = [a / b for a, b in pairs]
+    info: dict[str, Any] = {"ratios": ratios}
     good_a = [f for f in mine.figures if f is not None]
     good_b = [f for f in other.figures if f is not None]
     if len(pairs) < MIN_ROUNDS:
         info["refused"] = f"{len(pairs)} rounds with both figures (< {MIN_ROUNDS})"
+    elif spread(ratios) <= max_spread:
+        info["basis"] = f"per-round ratios agree (max/min {spread(ratios):.2f})"
+    elif max(good_a) < min(good_b) or max(good_b) < min(good_a):
+        info["basis"] = "the rounds do not overlap"
     else:
-        for name, vals in ((mine.contender, good_a), (other.contender, good_b)):
-            if spread(vals) > max_spread:
-                info["refused"] = (f"{name}'s rounds disagree: max/min {spread(vals):.2f} "
-                                   f"> {max_spread:g}")  # fmt: skip
-                break
+        info["refused"] = (
+            f"per-round ratios disagree (max/min {spread(ratios):.2f} > {max_spread:g}) and "
+            f"the rounds overlap ({mine.contender} {min(good_a):{spec}}-{max(good_a):{spec}}, "
+            f"{other.contender} {min(good_b):{spec}}-{max(good_b):{spec}})"
+        )
     if "refused" in info:
         return f"refused: {info['refused']}", info
-    return cell(info["ratios"], spec), info
+    return cell(ratios, spec), info
 
 
 def section_table(title: str, unit: str, rows: list[Row], mine: str, max_spread: float,

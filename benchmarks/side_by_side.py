@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=MIN_ROUNDS, help="rounds (>= 3 to quote)")
     p.add_argument("--out", type=Path, required=True, help="folder for the table and raw JSON")
     p.add_argument("--max-spread", type=float, default=1.5,
-                   help="refuse a ratio when a contender's max/min over rounds exceeds this")  # fmt: skip
+                   help="refuse a ratio whose per-round ratios' max/min exceeds this while the two "
+                        "contenders' rounds overlap")  # fmt: skip
     p.add_argument("--run-timeout", type=float, default=300.0, help="seconds per tool run")
     p.add_argument("--install-timeout", type=float, default=1200.0, help="seconds per pip install")
     p.add_argument("--workdir", type=Path, help="tool outputs (default: a temporary folder)")
@@ -113,10 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     parts = [
         f"Side by side, {started:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs ({cpu}), "
-        f"{a.repeat} interleaved rounds{' (--quick)' if a.quick else ''}. A ratio is printed "
-        f"only when both contenders have >= {MIN_ROUNDS} good rounds and each one's rounds "
-        f"agree within max/min <= {a.max_spread:g}; it is the median (min-max) of the "
-        "per-round ratios."
+        f"{a.repeat} interleaved rounds{' (--quick)' if a.quick else ''}. A ratio is the "
+        f"median (min-max) of the per-round ratios, printed only when both contenders have "
+        f">= {MIN_ROUNDS} good rounds and either the per-round ratios agree within max/min "
+        f"<= {a.max_spread:g} or the two contenders' rounds do not overlap (every round of "
+        "one beats every round of the other)."
     ]
     for s in only:
         mod = SECTIONS[s]

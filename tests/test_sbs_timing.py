@@ -96,7 +96,7 @@ def test_table_goal_and_refusal() -> None:
     rows = _rows({
         "a256": ([0.03, 0.04, 0.04], [0.02, 0.02, 0.03]),
         "v256": ([30.0, 33.0, 35.0], [20.0, 22.0, 25.0]),
-        # a second accelbench row whose rounds disagree (0.1 to 40 ms): ratio refused
+        # a second accelbench row whose rounds disagree (0.1 to 40 ms) and overlap vLLM's: refused
         "a1000": ([0.1, 40.0, 20.0], [30.0, 31.0, 32.0]),
     })  # fmt: skip
     checks = {"a256": ["not needed, silent"] * 3, "a1000": ["needed, fired", "needed, MISSED"]}
@@ -109,7 +109,9 @@ def test_table_goal_and_refusal() -> None:
     assert "yes (worst round: TTFT 0.0012, gap 0.0012)" in a256
     assert "| ok: not needed, silent" in a256
     a1000 = lines["accelbench, 1,000 streams, --workers 2"]
-    assert "refused: a1000's rounds disagree: max/min 400.00 > 1.5" in a1000
+    # per-round TTFT ratios 0.1/30, 40/33, 20/35: 364x apart, and the rounds overlap
+    assert "refused: per-round ratios disagree (max/min 363.64 > 1.5) and the rounds " in a1000
+    assert "overlap (a1000 0.1-40, v256 30-35)" in a1000
     # TTFT 40/33 = 1.21; gap 30/20 = 1.5
     assert "NO (worst round: TTFT 1.2, gap 1.5)" in a1000
     assert "MISSED 1: needed, fired, needed, MISSED" in a1000
@@ -123,3 +125,29 @@ def test_sizes_fit_the_streams() -> None:
     for quick, waves in ((True, 1), (False, 2)):
         n = T.sizes(quick)
         assert all(n[k] >= waves * T.CONTENDERS[k][1] for k in T.CONTENDERS)
+
+
+def test_ratio_rule_hand_checked() -> None:
+    """sbs_common.ratio_cell: printed when the per-round ratios agree or the rounds do not
+    overlap; refused when neither (the difference is within the rounds' spread)."""
+    from sbs_common import ratio_cell
+
+    def row(name: str, *f: float | None) -> Row:
+        return Row(name, list(f), ["ok"] * len(f))
+
+    # absolute figures move 3x between rounds, the ratio stays 0.1: printed
+    text, info = ratio_cell(row("a", 1.0, 3.0, 2.0), row("b", 10.0, 30.0, 20.0), 1.5)
+    assert text == "0.10 (0.10-0.10)" and "agree" in info["basis"]
+    # ratios 0.16 / 0.16 / 0.23 (max/min 1.44): printed
+    text, _ = ratio_cell(row("a", 0.53, 0.34, 1.20), row("b", 3.24, 2.17, 5.25), 1.5)
+    assert text == "0.16 (0.16-0.23)"
+    # ratios 0.1 / 0.5 / 0.2 (5x apart) but every round of a below every round of b: printed
+    text, info = ratio_cell(row("a", 1.0, 4.0, 2.0), row("b", 10.0, 8.0, 10.0), 1.5)
+    assert text == "0.20 (0.10-0.50)" and info["basis"] == "the rounds do not overlap"
+    # overlapping rounds, ratios 0.5 / 2 / 1: refused, saying both
+    text, info = ratio_cell(row("a", 1.0, 4.0, 2.0), row("b", 2.0, 2.0, 2.0), 1.5)
+    assert text.startswith("refused: per-round ratios disagree (max/min 4.00 > 1.5)")
+    assert "rounds overlap (a 1.00-4.00, b 2.00-2.00)" in text
+    # fewer than 3 rounds with both figures: refused
+    text, _ = ratio_cell(row("a", 1.0, None, 2.0), row("b", 10.0, 10.0, 10.0), 1.5)
+    assert text == "refused: 2 rounds with both figures (< 3)"
