@@ -504,3 +504,28 @@ def test_a_live_cluster_address_passes_the_reachability_check(ray_cluster):
     from accelbench.runner.cluster.ray_workers import _check_reachable
 
     _check_reachable(ray_cluster.address, timeout_s=5.0)  # its GCS speaks gRPC
+
+
+# -- --ray without Ray installed: one line, exit 2, before anything starts ----------------
+@pytest.mark.parametrize("address", ["local", "auto", "127.0.0.1:6379", "ray://127.0.0.1:10001"])
+def test_ray_not_installed_is_one_line(address, monkeypatch, tmp_path):
+    """Ray is an extra (accelbench[ray]): asking for it where it is missing is bad usage
+    that names the install, in the API's check and in every command that takes --ray,
+    never an internal error (exit 70) from the import."""
+    from tests.cli_inprocess import run_cli
+
+    from accelbench.runner.cluster import RAY_MISSING
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an import finds without the extra
+    cfg = BenchmarkConfig(url="http://127.0.0.1:9", concurrency=1, num_requests=1, ray=address)
+    with pytest.raises(UsageError, match=r"pip install 'accelbench\[ray\]'"):
+        cfg.validate()
+    for cmd in (["run", "-c", "1", "-n", "1"], ["sweep", "--values", "1"]):
+        code, out, err, _ = run_cli(
+            [*cmd, "--url", "http://127.0.0.1:9", "--ray", address, "--out", str(tmp_path / "o")],
+            tmp_path,
+        )
+        assert code == 2, (cmd, code, err)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and RAY_MISSING in lines[0], (cmd, err)
+        assert "Traceback" not in err and not (tmp_path / "o").exists()

@@ -113,6 +113,10 @@ class BenchmarkConfig:
         self.workers = v.optional_integer("--workers", self.workers, 1, MAX_WORKERS)
         if self.ray is not None and not self.ray.strip():
             raise v.UsageError("--ray needs an address: auto, local, host:port or ray://host:port")
+        if self.ray is not None:
+            from accelbench.runner.cluster import require_ray
+
+            require_ray()
         self.telemetry_interval_s = v.number(
             "--telemetry-interval", self.telemetry_interval_s, 0.05, 3600, unit="s"
         )
