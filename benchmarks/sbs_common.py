@@ -160,7 +160,7 @@ def section_table(title: str, unit: str, rows: list[Row], mine: str, max_spread:
         elif not good:
             ratio, info = "-", {}
         else:
-            ratio, info = ratio_cell(ref, r, max_spread)
+            ratio, info = ratio_cell(ref, r, max_spread, ".2g")
         bad = sorted({s for s in r.statuses if s != "ok"})
         note = "; ".join(filter(None, [r.note, *bad]))
         out.append(f"| {r.contender} | {cell(good, spec)} | {len(good)}/{len(r.figures)} "
