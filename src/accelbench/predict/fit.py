@@ -197,11 +197,17 @@ DAYS_PER_MONTH = 30.4375
 TREND_BOUNDS = (0.0, 0.2)  # log speed-up per month: software does not get slower
 
 
+def months_of(iso: str) -> float:
+    """Months from EPOCH to the ISO date ``iso`` (a ValueError or TypeError where it is
+    not one)."""
+    return (date.fromisoformat(iso) - EPOCH).days / DAYS_PER_MONTH
+
+
 def months_since(iso: str) -> float:
-    """Months from EPOCH to the ISO date ``iso`` (0 where it is not a date: the
-    user's own sweeps, fitted without a trend)."""
+    """``months_of``, 0 where ``iso`` is not a date (the user's own sweeps, fitted
+    without a trend)."""
     try:
-        return (date.fromisoformat(iso) - EPOCH).days / DAYS_PER_MONTH
+        return months_of(iso)
     except (TypeError, ValueError):
         return 0.0
 
@@ -475,9 +481,7 @@ def factors_from_json(doc: Any, where: str) -> Factors:
             if not (math.isfinite(trend) and TREND_BOUNDS[0] <= trend <= TREND_BOUNDS[1]):
                 raise AccelbenchError(f"{where}: trend of {k!r} must be in {TREND_BOUNDS}")
             when = v["as_of"]
-            as_of = (
-                None if when is None else (date.fromisoformat(when) - EPOCH).days / DAYS_PER_MONTH
-            )
+            as_of = None if when is None else months_of(when)  # a bad date: damaged
             fitted[k] = Fitted(k, str(v["level"]), eff, int(v["n"]), trend, as_of)
         intervals = {
             a: {m: (float(q[0]), float(q[1]), int(q[2])) for m, q in ms.items()}
