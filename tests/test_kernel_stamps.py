@@ -6,6 +6,7 @@ late by the block, which is what the kernel stamp removes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
 import threading
@@ -403,3 +404,97 @@ def test_a_server_that_resets_or_closes_ends_the_response(monkeypatch, read_loop
         sink, exc = asyncio.run(go())
         assert sink.data and sink.data[0][0] == b"a"
         assert isinstance(exc, ConnectionClosed) and not exc.before_response, how
+
+
+def _tcp_pair(small: bool = False) -> tuple[socket.socket, socket.socket]:
+    """A connected pair on loopback; ``small``: fixed 4 KiB buffers (no autotuning), so
+    the pair fills and stays full."""
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        a = socket.socket()
+        if small:
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        a.connect(srv.getsockname())
+        b, _ = srv.accept()
+        if small:
+            b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    for s in (a, b):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return a, b
+
+
+def _relay_once(ep_fd: int, relay: dict, partial: dict) -> tuple[list, int]:
+    from accelbench.client._recvstamp import read_ready
+
+    for _ in range(200):  # until the bytes written are readable
+        got, n, _, _, relayed = read_ready(ep_fd, 0, 0, 0, 10**9, 0, {}, [0] * 160, relay, partial)
+        if n:
+            return got, relayed
+        time.sleep(0.005)
+    raise AssertionError("nothing to read")
+
+
+def test_compiled_relay_hand_checked():
+    """The shadow proxy's compiled relay (client/_recvstamp.c ``relay``), on real sockets:
+    a read of whole chunks goes to the caller's socket and each payload is queued as the
+    proxy's 'D' frame (length, kind, idx, t, payload); a read of another shape goes to the
+    caller too, and back to Python whole (to be parsed) with the count sent, leaving the
+    relay; a read the caller's socket cannot take (full) goes back whole with the count
+    of what was sent, and nothing of it is queued."""
+    import select
+    import struct
+
+    up_server, up = _tcp_pair()  # the baseline writes to up_server, the proxy reads up
+    caller, to_caller = _tcp_pair(small=True)  # the proxy writes to_caller, the caller reads
+    up.setblocking(False)
+    to_caller.setblocking(False)
+    ep = select.epoll()
+    ep.register(up.fileno(), select.EPOLLIN)
+    out = bytearray()
+    fd = up.fileno()
+    relay = {fd: (to_caller.fileno(), out, 7)}
+    partial: dict[int, int] = {}
+    ev = b'data: {"choices":[{"text":" a"}]}\n\n'
+    framed = b"%x\r\n%b\r\n" % (len(ev), ev)
+    try:
+        t0 = time.monotonic_ns()
+        up_server.sendall(framed * 3)
+        time.sleep(0.05)  # all three in one read
+        got, relayed = _relay_once(ep.fileno(), relay, partial)
+        assert got == [] and relayed == 1 and fd in relay
+        assert caller.recv(4096) == framed * 3
+        assert len(out) == 3 * (4 + 1 + 16 + len(ev))
+        for k in range(3):
+            f = out[k * (21 + len(ev)) : (k + 1) * (21 + len(ev))]
+            size, kind, idx, t = struct.unpack("!IcQQ", f[:21])
+            assert (size, kind, idx, f[21:]) == (17 + len(ev), b"D", 7, ev)
+            assert t0 <= t <= time.monotonic_ns()
+        # the last chunk is not a content chunk: sent, and back to Python whole to be
+        # parsed (its 5 bytes sent already), out of the relay
+        up_server.sendall(b"0\r\n\r\n")
+        got, relayed = _relay_once(ep.fileno(), relay, partial)
+        assert [g[:2] for g in got] == [(fd, b"0\r\n\r\n")] and relayed == 0 and relay == {}
+        assert len(out) == 3 * (21 + len(ev)) and partial.pop(fd) == 5
+        assert caller.recv(4096) == b"0\r\n\r\n"
+        # the caller's socket full: fill it, then offer a read of whole chunks
+        for _ in range(100):  # until the caller's receive side is full too
+            sent = 0
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    sent += to_caller.send(b"x" * 65536)
+            if sent == 0:
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the caller's socket never filled")
+        relay[fd] = (to_caller.fileno(), out, 7)
+        before = len(out)
+        up_server.sendall(framed * 50)
+        time.sleep(0.05)
+        got, relayed = _relay_once(ep.fileno(), relay, partial)
+        assert relayed == 0 and relay == {} and len(out) == before  # nothing queued
+        data = b"".join(g[1] for g in got)
+        assert data.startswith(framed) and 0 <= partial[fd] < len(data)
+    finally:
+        ep.close()
+        for s in (up_server, up, caller, to_caller):
+            s.close()

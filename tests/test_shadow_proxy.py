@@ -78,9 +78,37 @@ class CannedServer:
                 if head.startswith(b"GET") or b'"stream":true' not in rest[:n]:
                     conn.sendall(PLAIN_RESP)
                     continue
-                for piece in PIECES:
-                    conn.sendall(piece)
-                    time.sleep(0.004)
+                self.stream(conn)
+
+    def stream(self, conn: socket.socket) -> None:
+        for piece in PIECES:
+            conn.sendall(piece)
+            time.sleep(0.004)
+
+
+class EventServer(CannedServer):
+    """A streamed answer the way real servers write it: one whole chunk (one SSE event)
+    per write; ``pause_every`` writes a short sleep, so the reads come one or a few
+    events at a time."""
+
+    def __init__(self, n: int, pause_every: int, pad: int = 0) -> None:
+        self.events = [b'data: {"choices":[{"index":0,"text":" t%d%s","finish_reason":null}]}\n\n'
+                       % (i, b"x" * pad) for i in range(n)]  # fmt: skip
+        self.pause_every = pause_every
+        self.pad = pad
+        super().__init__()
+
+    def stream(self, conn: socket.socket) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.sendall(STREAM_HEAD)
+        for i, ev in enumerate(self.events):
+            conn.sendall(b"%x\r\n%b\r\n" % (len(ev), ev))
+            if self.pause_every and i % self.pause_every == 0:
+                time.sleep(0.001)
+        conn.sendall(b"%x\r\n%b\r\n0\r\n\r\n" % (len(SSE[2]), SSE[2]))
+
+    def text(self) -> str:
+        return "".join(f" t{i}{'x' * self.pad}" for i in range(len(self.events)))
 
 
 def read_response(sock: socket.socket) -> bytes:
@@ -184,6 +212,80 @@ def test_caller_gets_baseline_bytes_whatever_the_candidate(tmp_path: Path, candi
     assert [json.loads(x)["body"] for x in trace.splitlines()[1:]] == BODIES
     for f in (tmp_path / "sh").iterdir():
         assert b"SECRET-KEY-42" not in f.read_bytes(), f
+
+
+def _dead_candidate() -> socket.socket:
+    """A port bound and never listening (refused), held for the whole test."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+STREAM_BODY = {"model": "m", "prompt": "hi", "max_tokens": 300, "stream": True}
+
+
+def test_streamed_reads_go_through_the_compiled_relay_unchanged(tmp_path: Path) -> None:
+    """Between whole chunks, the baseline's reads are sent to the caller and queued for
+    the candidate process by the compiled read loop (client/_recvstamp.c): the caller gets
+    the same bytes, and the baseline's records the same text, as without it."""
+    base = EventServer(300, pause_every=1)
+    direct = exchange(base.port, [STREAM_BODY] * 2)
+    dead = _dead_candidate()
+    proxy = Proxy(base.url, f"http://127.0.0.1:{dead.getsockname()[1]}", tmp_path / "sh")
+    try:
+        via = exchange(proxy.port, [STREAM_BODY] * 2)
+    finally:
+        proxy.stop()
+        dead.close()
+    assert via == direct
+    meta, rows = read_shadow_dir(tmp_path / "sh")
+    assert [r["output_text"] for r in rows["baseline"]] == [base.text()] * 2
+    assert all(r["ok"] for r in rows["baseline"])
+    # most of the 600 events' reads went through the compiled relay (the first and last
+    # of each response, and any read of another shape, through Python)
+    c = meta.counters
+    assert c["relayed_reads_compiled"] >= 100 and c["relay_caller_full"] == 0, c
+    assert c["relayed_reads"] >= c["relayed_reads_compiled"], c
+
+
+def test_a_caller_slow_to_read_gets_every_byte_in_order(tmp_path: Path) -> None:
+    """A caller that does not read for 1.5 s while the baseline streams 10 MB, one 5 KB
+    event a millisecond: the compiled relay finds the caller's socket full, sends part
+    of a read (or none), and leaves the rest (and the reads after it) to the transport's
+    buffer, in order."""
+    base = EventServer(2000, pause_every=1, pad=5000)
+    raw = orjson.dumps({**STREAM_BODY, "max_tokens": 2000})
+    request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+               b"\r\nContent-Length: %d\r\n\r\n%b" % (len(raw), raw))  # fmt: skip
+
+    def fetch(port: int, wait_s: float) -> bytes:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(60)
+            s.connect(("127.0.0.1", port))
+            s.sendall(request)
+            time.sleep(wait_s)
+            buf = bytearray()
+            while not buf.endswith(b"\r\n0\r\n\r\n"):
+                data = s.recv(1 << 16)
+                assert data, "the response ended early"
+                buf += data
+            return bytes(buf)
+
+    direct = fetch(base.port, 0.0)
+    dead = _dead_candidate()
+    proxy = Proxy(base.url, f"http://127.0.0.1:{dead.getsockname()[1]}", tmp_path / "sh")
+    try:
+        via = fetch(proxy.port, 1.5)
+    finally:
+        proxy.stop()
+        dead.close()
+    assert len(via) == len(direct) > 10_000_000  # more than the 4 MiB a send buffer grows to
+    assert via == direct
+    meta, rows = read_shadow_dir(tmp_path / "sh")
+    r0 = rows["baseline"][0]
+    assert r0["ok"] and r0["output_text"] == base.text(), (r0["error_kind"], r0["error"])
+    assert meta.counters["relay_caller_full"] >= 1, meta.counters
 
 
 def test_slow_candidate_copies_are_dropped_not_queued(reference_server, tmp_path: Path) -> None:

@@ -8,8 +8,10 @@
  * those stay the fallback where this does not build, and handle every read this leaves
  * to them. benchmarks/README.md states what it saves.
  *
- * read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns, fast, counts)
- *     -> (reads, n_reads, n_stamped, max_delay_ns); reads: list of (fd, data, t_ns, delay_ns):
+ * read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns, fast, counts
+ *            [, relay, partial])
+ *     -> (reads, n_reads, n_stamped, max_delay_ns, n_relayed); reads: list of
+ *   (fd, data, t_ns, delay_ns):
  *   data: the bytes read (or what is left of them, below); t_ns: the kernel stamp
  *   converted to monotonic time with the realtime offset read now (off_ns) or at the
  *   previous look (prev_off_ns, at prev_at_ns), whichever is nearer the arrival, when it
@@ -34,11 +36,27 @@
  *   what Python would do: the JSON scanner below accepts a subset of what orjson.loads
  *   accepts (a key with an escape, a lone surrogate, a number that might overflow a
  *   double, nesting deeper than 64: Python's), and anything it cannot decide goes back.
+ *
+ *   relay: {fd: (caller_fd, out, idx)} for the shadow proxy's baseline connections whose
+ *   response is a chunked body between whole chunks, relayed to a caller whose
+ *   connection has nothing waiting to be written (ReceiveHub.relay). A read of such an fd
+ *   that is whole content chunks, and nothing else, is sent to caller_fd here (a dup of
+ *   the caller's socket, so a descriptor closed and reused meanwhile is never written),
+ *   and each chunk's payload is appended to the bytearray `out` as the frame the proxy's
+ *   _Remote.on_data queues for the candidate process (candidate.py base(): length, 'D',
+ *   idx, t_ns, payload; none when out is None): what Python does for it, without Python.
+ *   Any other read (the last chunk, a partial one, anything else) is sent too (all of a
+ *   read is the response's: HTTP1Protocol._teed), leaves `relay` and goes back whole to
+ *   be parsed, nothing of it queued here; so does a read the caller's socket took only
+ *   in part or not at all. Each read given back so has its sent byte count in `partial`
+ *   {fd: sent}: Python tees only the rest.
+ *   n_relayed (the fifth value returned) counts the reads relayed here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -480,15 +498,95 @@ static int count_delay(PyObject *counts, long long d) {
     return 0;
 }
 
+static void put_be(char *p, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (char)(v & 0xff);
+}
+
+/* The relay of one read (`relay` above): every byte is sent to the caller as far as its
+ * socket takes them (*sent); returns 1 when the read was whole content chunks, all sent,
+ * and their frames queued; 0 when Python must parse it (and send what is left of it);
+ * -2 on a Python error. */
+static int relay_read(PyObject *rel, const char *buf, Py_ssize_t n, long long t,
+                      Py_ssize_t *sent_out) {
+    if (!PyTuple_Check(rel) || PyTuple_GET_SIZE(rel) != 3) {
+        PyErr_SetString(PyExc_TypeError, "relay: (caller_fd, out, idx) expected");
+        return -2;
+    }
+    int cfd = (int)PyLong_AsLong(PyTuple_GET_ITEM(rel, 0));
+    PyObject *out = PyTuple_GET_ITEM(rel, 1);
+    unsigned long long idx = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(rel, 2));
+    if (PyErr_Occurred()) return -2;
+    if (out != Py_None && !PyByteArray_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "relay: out must be a bytearray or None");
+        return -2;
+    }
+    Py_ssize_t pos = 0, payload = 0, chunks = 0;
+    int whole = 1;
+    while (pos < n) { /* whole chunks only, as HTTP1Protocol._process's fast path */
+        const char *p = buf + pos, *lim = buf + (n - pos < 18 ? n : pos + 18), *eol = NULL;
+        for (const char *x = p; x + 1 < lim; x++)
+            if (x[0] == '\r' && x[1] == '\n') {
+                eol = x;
+                break;
+            }
+        long long size = eol == NULL || eol == p ? -1 : chunk_size(p, eol);
+        Py_ssize_t start = eol == NULL ? 0 : (eol - buf) + 2;
+        if (size <= 0 || size > n - start - 2 || buf[start + size] != '\r' ||
+            buf[start + size + 1] != '\n') {
+            whole = 0;
+            break;
+        }
+        payload += (Py_ssize_t)size;
+        chunks++;
+        pos = start + (Py_ssize_t)size + 2;
+    }
+    if (chunks == 0) whole = 0;
+    /* The bytes go to the caller whatever their shape: all of a read is the response's
+     * (HTTP1Protocol._teed), and on a kept-alive connection nothing comes after it
+     * before the next request. */
+    Py_ssize_t sent = 0;
+    while (sent < n) {
+        ssize_t w = send(cfd, buf + sent, (size_t)(n - sent), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            break; /* full or broken: Python writes the rest through the transport */
+        }
+        sent += w;
+    }
+    *sent_out = sent;
+    if (!whole || sent < n) return 0;
+    if (out == Py_None) return 1;
+    Py_ssize_t old = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, old + payload + chunks * 21) < 0) return -2;
+    char *q = PyByteArray_AS_STRING(out) + old;
+    pos = 0;
+    while (pos < n) { /* the same walk, now known to be whole chunks */
+        const char *p = buf + pos, *eol = p;
+        while (!(eol[0] == '\r' && eol[1] == '\n')) eol++;
+        long long size = chunk_size(p, eol);
+        const char *c = eol + 2;
+        put_be(q, (uint64_t)(17 + size), 4); /* candidate.py: _HEAD, 'D', _EV (idx, t) */
+        q[4] = 'D';
+        put_be(q + 5, idx, 8);
+        put_be(q + 13, (uint64_t)t, 8);
+        memcpy(q + 21, c, (size_t)size);
+        q += 21 + size;
+        pos = (c - buf) + (Py_ssize_t)size + 2;
+    }
+    return 1;
+}
+
 static PyObject *read_ready(PyObject *self, PyObject *args) {
     int epfd;
     long long off, prev_off, prev_at, max_age, slack;
-    PyObject *fast, *counts;
-    if (!PyArg_ParseTuple(args, "iLLLLLO!O!", &epfd, &off, &prev_off, &prev_at, &max_age,
-                          &slack, &PyDict_Type, &fast, &PyList_Type, &counts))
+    PyObject *fast, *counts, *relay = NULL, *partial = NULL;
+    if (!PyArg_ParseTuple(args, "iLLLLLO!O!|O!O!", &epfd, &off, &prev_off, &prev_at, &max_age,
+                          &slack, &PyDict_Type, &fast, &PyList_Type, &counts, &PyDict_Type,
+                          &relay, &PyDict_Type, &partial))
         return NULL;
+    if (relay != NULL && PyDict_GET_SIZE(relay) == 0) relay = NULL;
     struct epoll_event evs[MAX_EVENTS];
-    long long n_reads = 0, n_stamped = 0, max_delay = 0;
+    long long n_reads = 0, n_stamped = 0, max_delay = 0, n_relayed = 0;
     int n = epoll_wait(epfd, evs, MAX_EVENTS, 0);
     if (n < 0) {
         if (errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
@@ -517,6 +615,10 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
             /* the connection ended: Python ends its response */
             if ((key = PyLong_FromLong(fd)) == NULL) goto error;
             if (PyDict_DelItem(fast, key) < 0) {
+                if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto error;
+                PyErr_Clear();
+            }
+            if (relay != NULL && PyDict_DelItem(relay, key) < 0) {
                 if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto error;
                 PyErr_Clear();
             }
@@ -550,6 +652,30 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
             }
             Py_ssize_t took = 0;
             if ((key = PyLong_FromLong(fd)) == NULL) goto error;
+            if (relay != NULL) {
+                PyObject *rel = PyDict_GetItemWithError(relay, key); /* borrowed */
+                if (rel == NULL && PyErr_Occurred()) goto error;
+                if (rel != NULL) {
+                    Py_ssize_t sent = 0;
+                    Py_INCREF(rel);
+                    int rc = relay_read(rel, read_buf, r, t, &sent);
+                    Py_DECREF(rel);
+                    if (rc == -2) goto error;
+                    if (rc == 1) {
+                        n_relayed++;
+                        Py_CLEAR(key);
+                        continue; /* relayed and queued whole */
+                    }
+                    if (PyDict_DelItem(relay, key) < 0) goto error; /* Python's now */
+                    if (partial != NULL) { /* what of it the caller has already */
+                        PyObject *sv = PyLong_FromSsize_t(sent);
+                        if (sv == NULL) goto error;
+                        int rc = PyDict_SetItem(partial, key, sv);
+                        Py_DECREF(sv);
+                        if (rc < 0) goto error;
+                    }
+                }
+            }
             PyObject *fields = PyDict_GetItemWithError(fast, key); /* borrowed */
             if (fields == NULL && PyErr_Occurred()) goto error;
             if (fields != NULL) {
@@ -575,7 +701,7 @@ static PyObject *read_ready(PyObject *self, PyObject *args) {
         Py_DECREF(out);
         return NULL;
     }
-    return Py_BuildValue("(NLLL)", out, n_reads, n_stamped, max_delay);
+    return Py_BuildValue("(NLLLL)", out, n_reads, n_stamped, max_delay, n_relayed);
 }
 
 static long long ns_of(clockid_t id) {
@@ -606,8 +732,9 @@ static PyMethodDef methods[] = {
     {"clock_offset", clock_offset, METH_NOARGS,
      "clock_offset() -> (realtime minus monotonic ns, uncertainty ns)"},
     {"read_ready", read_ready, METH_VARARGS,
-     "read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns, fast, counts) -> "
-     "([(fd, data | None, t_ns, delay_ns | errno)], reads, stamped, max_delay_ns)"},
+     "read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns, fast, counts"
+     "[, relay, partial]) -> ([(fd, data | None, t_ns, delay_ns | errno)], reads, stamped, "
+     "max_delay_ns, relayed)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-# client/_recvstamp.c: ReceiveHub's compiled read loop and per-chunk path
+# client/_recvstamp.c: ReceiveHub's compiled read loop, per-chunk path and relay
 from typing import Any
 
 def read_ready(
@@ -10,6 +10,8 @@ def read_ready(
     slack_ns: int,
     fast: dict[int, tuple[Any, Any, list[int], list[str], bool, int, int]],
     counts: list[int],
+    relay: dict[int, tuple[int, bytearray | None, int]] = ...,
+    partial: dict[int, int] = ...,
     /,
-) -> tuple[list[tuple[int, bytes | None, int, int]], int, int, int]: ...
+) -> tuple[list[tuple[int, bytes | None, int, int]], int, int, int, int]: ...
 def clock_offset() -> tuple[int, int]: ...

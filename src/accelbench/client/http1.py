@@ -84,13 +84,19 @@ def clock_offset_ns(tries: int = 5) -> tuple[int, int]:
 # the compiled path needs to take a response's content chunks itself
 # (``ResponseHandler.c_fields``)
 FastFields = tuple[Any, Any, list[int], list[str], bool, int, int]
+# (caller_fd, out, idx): where the compiled relay sends a baseline read, and where it
+# queues the read's payload for the candidate process (``ReceiveHub.relay``)
+RelayFields = tuple[int, bytearray | None, int]
 _c_read_ready: (
     Callable[
-        [int, int, int, int, int, int, dict[int, FastFields], list[int]],
-        tuple[list[tuple[int, bytes | None, int, int]], int, int, int],
+        [
+            int, int, int, int, int, int, dict[int, FastFields], list[int],
+            dict[int, RelayFields], dict[int, int],
+        ],
+        tuple[list[tuple[int, bytes | None, int, int]], int, int, int, int],
     ]
     | None
-)
+)  # fmt: skip
 _clock_offset: Callable[[], tuple[int, int]]
 # the compiled read loop and per-chunk path (client/_recvstamp.c); where it is absent (or
 # a test sets ``_c_read_ready`` to None), ReceiveHub._read_py and the Python parsers
@@ -202,6 +208,8 @@ class HTTP1Protocol(asyncio.Protocol):
         "_tee_last",
         "_tail_wait",
         "_fast",
+        "_relay",
+        "_tee_skip",
         "_fd",
     )
 
@@ -222,6 +230,9 @@ class HTTP1Protocol(asyncio.Protocol):
         self._tail_wait: asyncio.Future | None = None
         # the hub's ``fast`` map where the compiled per-chunk path reads this connection
         self._fast: dict[int, FastFields] | None = None
+        # the hub's ``relay`` map, where the compiled relay sends this connection's reads
+        self._relay: dict[int, RelayFields] | None = None
+        self._tee_skip = 0  # bytes of the next read the compiled relay sent already
         self._fd = -1
 
     # -- asyncio callbacks ---------------------------------------------------------
@@ -291,7 +302,11 @@ class HTTP1Protocol(asyncio.Protocol):
             self._wake_tail()
             return data[take:]
         if self._sink is not None:
-            tee(data)
+            if self._tee_skip:  # the compiled relay sent the first part of this read
+                skip, self._tee_skip = self._tee_skip, 0
+                tee(data[skip:])
+            else:
+                tee(data)
             self._tee_last = (self._tee_last + data)[-4:]
         return data
 
@@ -366,8 +381,28 @@ class HTTP1Protocol(asyncio.Protocol):
         where the body is between whole chunks of a chunked event stream that nothing
         else reads first (no tee, no deferred parsing) and the sink says it can be
         (``c_fields``). The compiled path takes the fd out again at the first read it
-        leaves to Python, which puts it back here once that read is parsed."""
+        leaves to Python, which puts it back here once that read is parsed.
+
+        A teed response (the shadow proxy's relay) is offered to the compiled relay
+        instead (``ReceiveHub.relay``), between whole chunks, with nothing of it waiting
+        to be parsed or teed, where the tee says it can be (``c_relay``)."""
         sink = self._sink
+        if self._tee is not None:
+            if (
+                self._relay is not None
+                and self._state == 2
+                and self._chunked
+                and self._remaining == -1
+                and not self._buf
+                and not self._deferred
+                and self._tail_wait is None
+                and sink is not None
+            ):
+                c_relay = getattr(self._tee, "c_relay", None)
+                fields = c_relay(sink, self._relay, self._fd) if c_relay is not None else None
+                if fields is not None:
+                    self._relay[self._fd] = fields
+            return
         if (
             self._state == 2
             and self._chunked
@@ -385,6 +420,8 @@ class HTTP1Protocol(asyncio.Protocol):
     def _unoffer(self) -> None:
         if self._fast is not None:
             self._fast.pop(self._fd, None)
+        if self._relay is not None:
+            self._relay.pop(self._fd, None)
 
     def _received(self, data: bytes, t: int) -> None:
         while self._state == 1:  # again after an interim (1xx) response
@@ -562,6 +599,7 @@ class HTTP1Protocol(asyncio.Protocol):
         self._sink = sink
         self._tee = tee
         self._tee_last = b""
+        self._tee_skip = 0
         self._fut = asyncio.get_running_loop().create_future()
         self._state = 1
         self._buf = b""
@@ -643,6 +681,14 @@ class ReceiveHub:
         self.epfd = self.ep.fileno()
         self.conns: dict[int, _HubTransport] = {}
         self.fast: dict[int, FastFields] = {}  # filled by HTTP1Protocol._offer_fast
+        # the compiled relay (the shadow proxy): fd -> RelayFields, filled by _offer_fast;
+        # partial: fd -> bytes of a read it gave back that it had sent (all, or as many as
+        # the caller's socket took)
+        self.relay: dict[int, RelayFields] = {}
+        self.partial: dict[int, int] = {}
+        self.relayed = 0
+        self.caller_full = 0  # reads it gave back, the caller's socket full (sent in part or not)
+        self.on_relayed: Callable[[], None] | None = None  # after a wake-up that relayed
         self.reads = 0
         self.stamped = 0
         self.delays = ReceiveDelays()
@@ -678,15 +724,20 @@ class ReceiveHub:
         if read is not None:
             # the reads it took whole are counted and in the records already; the others
             # (and what is left of a read it took in part) come back for the protocol
-            got, n, stamped, max_d = read(
+            partial = self.partial
+            got, n, stamped, max_d, relayed = read(
                 self.epfd, off, prev_off, prev_at, _MAX_STAMP_AGE_NS, slack, self.fast,
-                delays.counts,
+                delays.counts, self.relay, partial,
             )  # fmt: skip
             self.reads += n
             self.stamped += stamped
             delays.n += stamped
             if max_d > delays.max_ns:
                 delays.max_ns = max_d
+            if relayed:
+                self.relayed += relayed
+                if self.on_relayed is not None:
+                    self.on_relayed()
             for fd, data, t, d in got:
                 tr = conns.get(fd)
                 if tr is None:
@@ -694,6 +745,10 @@ class ReceiveHub:
                 if data is None:  # ended: d is the errno, 0 for the server's orderly close
                     tr._shut(OSError(d, os.strerror(d)) if d else None)
                     continue
+                if partial and fd in partial:
+                    sent = tr.proto._tee_skip = partial.pop(fd)
+                    if sent < len(data):
+                        self.caller_full += 1
                 tr.arrived(data, t)
             return
         n = self.reads
@@ -758,6 +813,8 @@ class ReceiveHub:
 
     def remove(self, tr: _HubTransport) -> None:
         self.fast.pop(tr.fd, None)
+        self.relay.pop(tr.fd, None)
+        self.partial.pop(tr.fd, None)
         if self.conns.pop(tr.fd, None) is not None and not self.closed:
             with contextlib.suppress(OSError, ValueError):
                 self.ep.unregister(tr.fd)
@@ -810,8 +867,9 @@ class _HubTransport:
         self._wbuf = bytearray()
         self._closed = False
         hub.add(self)
-        if _c_read_ready is not None:  # the compiled path may parse this one's reads
+        if _c_read_ready is not None:  # the compiled path may parse (or relay) its reads
             proto._fast = hub.fast
+            proto._relay = hub.relay
             proto._fd = self.fd
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
@@ -888,6 +946,9 @@ class HTTP1Pool:
         self._queue: ArrivalQueue | None = None
         self._hub: ReceiveHub | None = None
         self._addrs: list[tuple] | None = None
+        # called after a hub wake-up in which the compiled relay took reads (the shadow
+        # proxy flushes what it queued for the candidate process)
+        self.relay_hook: Callable[[], None] | None = None
 
     async def _addresses(self, loop: asyncio.AbstractEventLoop) -> list[tuple]:
         """The host's addresses, resolved once per pool (an IP literal is not resolved)."""
@@ -925,6 +986,7 @@ class HTTP1Pool:
                 sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]
             if self._hub is None or self._hub.loop is not loop or self._hub.closed:
                 self._hub = ReceiveHub(loop)
+                self._hub.on_relayed = self.relay_hook
             hub_proto = HTTP1Protocol()
             if self.parse_after_io:
                 hub_proto._queue = self._arrival_queue(loop)
@@ -982,6 +1044,14 @@ class HTTP1Pool:
     def receive_stats(self) -> ReceiveStats | None:
         """Reads, how many carried a kernel stamp, and how long they waited to be read."""
         return self._hub.stats() if self._hub is not None else None
+
+    def relay_stats(self) -> dict[str, int]:
+        """Reads, how many the compiled relay sent, and how many it gave back because the
+        caller's socket was full (``ReceiveHub.relay``)."""
+        h = self._hub
+        if h is None:
+            return {}
+        return {"reads": h.reads, "compiled": h.relayed, "caller_full": h.caller_full}
 
     def close(self) -> None:
         for conn in list(self._all):
@@ -1104,6 +1174,9 @@ class HTTP1Transport:
 
     def receive_stats(self) -> ReceiveStats | None:
         return self.pool.receive_stats()
+
+    def relay_stats(self) -> dict[str, int]:
+        return self.pool.relay_stats()
 
     async def close(self) -> None:
         self.pool.close()

@@ -150,7 +150,10 @@ class CandidateProcess:
         self.transport: asyncio.Transport | None = None
         self._ready: asyncio.Future | None = None
         self._end: asyncio.Future | None = None
-        self._out = bytearray()  # copies queued this loop turn, written by _flush
+        # copies and baseline events queued, written by _flush within _FLUSH_S (the
+        # compiled relay appends baseline events here too: http1.ReceiveHub.relay)
+        self._out = bytearray()
+        self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self, config: CandidateConfig, timeout_s: float = 60.0) -> None:
@@ -199,21 +202,27 @@ class CandidateProcess:
         assert self.transport is not None and self._loop is not None
         self.inflight += 1
         out = self._out
-        if not out:
-            self._loop.call_later(_FLUSH_S, self._flush)
         out += frame(b"R" + _REQ.pack(idx, t, ENDPOINTS.index(endpoint)) + body)
-        if len(out) > _FLUSH_BYTES:
-            self._flush()
+        self.kick()
 
     # -- the baseline's side: measured in the process ---------------------------------
     def base(self, kind: bytes, idx: int, t: int, rest: bytes = b"") -> None:
         """Queue one event of a recorded baseline response (module docstring)."""
-        out = self._out
-        if not out and self._loop is not None:
-            self._loop.call_later(_FLUSH_S, self._flush)
-        out += _HEAD.pack(17 + len(rest)) + kind + _EV.pack(idx, t) + rest
-        if len(out) > _FLUSH_BYTES:
+        self._out += _HEAD.pack(17 + len(rest)) + kind + _EV.pack(idx, t) + rest
+        self.kick()
+
+    @property
+    def queue(self) -> bytearray:
+        """What goes to the process with the next flush (the compiled relay appends its
+        baseline events here: http1.ReceiveHub.relay); ``kick`` after adding to it."""
+        return self._out
+
+    def kick(self) -> None:
+        """What is queued goes out within ``_FLUSH_S``, at once past ``_FLUSH_BYTES``."""
+        if len(self._out) > _FLUSH_BYTES:
             self._flush()
+        elif self._out and self._timer is None and self._loop is not None:
+            self._timer = self._loop.call_later(_FLUSH_S, self._flush)
 
     def base_new(self, idx: int, t_sched: int, max_tokens: int | None, chat: bool,
                  stream: bool) -> None:  # fmt: skip
@@ -225,6 +234,9 @@ class CandidateProcess:
                   + message[:500].encode("utf-8", "replace"))  # fmt: skip
 
     def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._out:
             return
         data = bytes(self._out)

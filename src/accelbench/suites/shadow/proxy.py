@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import gc
 import ipaddress
+import os
 import random
 import socket
 import time
@@ -44,7 +45,7 @@ import orjson
 
 from accelbench import validate as v
 from accelbench.client.errors import ConnectError, ErrorKind, ResponseTimeout, TransportError
-from accelbench.client.http1 import Exchange, HTTP1Transport
+from accelbench.client.http1 import Exchange, HTTP1Transport, RelayFields
 from accelbench.client.transport import BodySink, Request, send_with_retries
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
@@ -180,11 +181,17 @@ class _Remote:
     be dropped: a response the parser finds broken still reaches the caller as the
     baseline sent it."""
 
-    __slots__ = ("idx", "base")
+    __slots__ = ("idx", "cand", "base")
 
-    def __init__(self, idx: int, base: Callable[..., None]) -> None:
+    def __init__(self, idx: int, cand: CandidateProcess) -> None:
         self.idx = idx
-        self.base = base
+        self.cand = cand
+        self.base = cand.base
+
+    def c_measure(self) -> tuple[bytearray, int]:
+        """Where the compiled relay queues this response's data events (``on_data``'s
+        frames, built there), and the index they carry."""
+        return self.cand.queue, self.idx
 
     def on_headers(self, status: int, t_ns: int) -> None:
         self.base(b"H", self.idx, t_ns, status.to_bytes(2, "big"))
@@ -199,18 +206,61 @@ class _Remote:
 
 class _Relay:
     """The tee of a forwarded request: the baseline's response bytes, unchanged, to the
-    caller, as they arrive (before they are parsed), and how many there were."""
+    caller, as they arrive (before they are parsed), and how many there were (the reads
+    the compiled relay sends are not counted: they come after the head, which is).
 
-    __slots__ = ("out", "relayed")
+    Between whole chunks of a chunked body, the reads go to the caller from the compiled
+    read loop, without Python (client/_recvstamp.c ``relay``; ``c_relay`` says where):
+    through a duplicate of the caller's socket, so that once the caller's connection is
+    closed and its descriptor reused, nothing is written to the new one."""
+
+    __slots__ = ("out", "relayed", "fd", "offered")
 
     def __init__(self, out: asyncio.Transport | None) -> None:
         self.out = out
         self.relayed = 0
+        self.fd = -1  # the duplicate of the caller's socket, once the relay is offered
+        self.offered: tuple[dict[int, Any], int] | None = None
 
     def __call__(self, data: bytes) -> None:
         if self.out is not None:
             self.out.write(data)
         self.relayed += len(data)
+
+    def c_relay(self, sink: BodySink, relay: dict[int, Any], fd: int) -> RelayFields | None:
+        """The compiled relay's fields for the baseline connection ``fd``, or None when
+        the caller's side cannot take it now (closing, or bytes waiting to be written:
+        they must go first)."""
+        out = self.out
+        if out is None or out.is_closing() or out.get_write_buffer_size():
+            return None
+        measure = getattr(sink, "c_measure", None)
+        if measure is None and not isinstance(sink, _NullSink):
+            return None
+        if self.fd < 0:
+            sock = out.get_extra_info("socket")
+            try:
+                self.fd = os.dup(sock.fileno())
+            except (AttributeError, OSError):
+                return None
+        self.offered = (relay, fd)
+        if measure is None:
+            return (self.fd, None, 0)
+        queue, idx = measure()
+        return (self.fd, queue, idx)
+
+    def close(self) -> None:
+        """The request's end: the compiled relay lets go of the caller's socket."""
+        if self.offered is not None:
+            relay, fd = self.offered
+            cur = relay.get(fd)
+            if cur is not None and cur[0] == self.fd:
+                del relay[fd]
+            self.offered = None
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
 
 
 class _Forward:
@@ -232,7 +282,7 @@ class _Forward:
         if idx is None:
             self.sink = _NullSink()
         else:
-            self.sink = _Remote(idx, self.cand.base)
+            self.sink = _Remote(idx, self.cand)
             self.cand.base(b"B", idx, _now(), self.retries.to_bytes(4, "big"))
         return self.sink
 
@@ -384,6 +434,8 @@ class ShadowProxy:
         self.recorded_done = 0
         self.base_tasks: set[asyncio.Task] = set()
         self.cand = CandidateProcess(self._copy_done)
+        # what the compiled relay queued for the candidate process goes out as the rest
+        self.transport.pool.relay_hook = self.cand.kick
         self.stop = asyncio.Event()
 
     async def start_candidate(self) -> None:
@@ -472,6 +524,7 @@ class ShadowProxy:
         """The request's end: its record journalled (``interrupted`` if it was ``cut``
         before it had an outcome), the caller's connection ready for its next request or
         closed."""
+        fwd.relay.close()
         if fwd.idx is not None:
             why = ""
             if cut:  # interrupted, unless it had an outcome (the candidate process checks)
@@ -556,6 +609,11 @@ class ShadowProxy:
             await self.cand.finish(0.0, wait_s=_STOP_WAIT_S)
         else:
             await self.cand.finish(grace_s)
+        rs = self.transport.relay_stats()
+        if rs:  # how many of the baseline's reads went through the compiled relay
+            self.writer.count("relayed_reads", rs["reads"])
+            self.writer.count("relayed_reads_compiled", rs["compiled"])
+            self.writer.count("relay_caller_full", rs["caller_full"])
         await self.transport.close()
 
 
