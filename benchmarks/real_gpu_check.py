@@ -17,9 +17,12 @@ What it does, in order (about 3 minutes):
    and ``accelbench run --telemetry`` against the reference server while the GPU is loaded,
    so the run's energy section comes from a real GPU.
 
-Everything lands in OUT_DIR (``check.json`` holds the figures, ``captures/`` the raw outputs);
-nothing is judged here beyond what check.json states. The figures quoted in docs/TELEMETRY.md
-("On a real GPU") come from this script.
+Everything lands in OUT_DIR (``check.json`` holds the figures, ``captures/`` the raw outputs,
+``nvml_rows.jsonl`` the NVML rows); nothing is judged here beyond what check.json states.
+check.json's ``energy_analysis`` is benchmarks/real_gpu_energy.py's reading of the rows
+(steady load, the power reading's lag, the fall after the load); that script recomputes it
+from OUT_DIR. The figures quoted in docs/TELEMETRY.md ("On a real GPU") come from these two
+scripts and ``captures/nvml_sample_profile.txt``.
 """
 
 from __future__ import annotations
@@ -243,6 +246,12 @@ def main() -> int:
             "mean_power_w": None if c is None else c / ((b - a) / 1e9),
         }
     result["energy"] = energy
+    result["phases_ns"] = phases
+    # the steady-load window, the power reading's lag and the fall after the load
+    # (real_gpu_energy.py; it reads the same back from OUT_DIR later)
+    from real_gpu_energy import analyse
+
+    result["energy_analysis"] = analyse(rows, phases)
     result["samples"] = len(rows)
     result["sample_ms"] = {
         "median": sorted(sample_cost)[len(sample_cost) // 2],

@@ -16,6 +16,8 @@ from conftest import fixture_file
 
 A10G = fixture_file("telemetry", "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml")
 A100 = fixture_file("telemetry", "nvidia-smi_q_x__a100-sxm4-80gb_mig__drv535.54.03__dtd-v12.xml")
+H200_IDLE = fixture_file("telemetry", "nvidia-smi_q_x__h200__drv580.159.04__dtd-v13__idle.xml")
+H200_LOAD = fixture_file("telemetry", "nvidia-smi_q_x__h200__drv580.159.04__dtd-v13__load.xml")
 
 
 @pytest.fixture
@@ -70,6 +72,23 @@ def test_health_file_warn_exits_zero_unless_strict(app):
     assert res.exit_code == 0, res.output
     assert "[warn] pcie" in res.output and "verdict: warn" in res.output
     assert runner.invoke(app, ["health", "--file", str(A10G), "--strict"]).exit_code == 1
+
+
+def test_health_file_h200_power_capped_under_load_warns_and_idle_passes(app):
+    """The real H200 captures: under load sw_power_cap was Active (one sample, so 100 % of
+    the window by sampled reasons) at 692.49 W of a 700 W limit: a throttle warning and no
+    power finding; at idle only gpu_idle was Active: a pass."""
+    res = runner.invoke(app, ["health", "--file", str(H200_LOAD), "--json"])
+    assert res.exit_code == 0, res.output
+    health = json.loads(res.output)["health"]
+    assert health["verdict"] == "warn"
+    assert [(f["rule"], f["severity"]) for f in health["findings"]] == [("throttle", "warn")]
+    assert health["findings"][0]["reasons"] == ["sw_power_cap"]
+    assert health["findings"][0]["fraction"] == 1.0
+    res = runner.invoke(app, ["health", "--file", str(H200_IDLE), "--json"])
+    assert res.exit_code == 0, res.output
+    health = json.loads(res.output)["health"]
+    assert health["verdict"] == "pass" and health["findings"] == []
 
 
 def test_health_file_fail_exits_nonzero(app, tmp_path):

@@ -154,6 +154,66 @@ def test_nvidia_smi_xml_v13_rtx4000():
     assert (r["pcie_gen"], r["pcie_gen_max"]) == (1, 4)
 
 
+H200_XML_IDLE = "nvidia-smi_q_x__h200__drv580.159.04__dtd-v13__idle.xml"
+H200_XML_LOAD = "nvidia-smi_q_x__h200__drv580.159.04__dtd-v13__load.xml"
+
+
+def test_nvidia_smi_xml_v13_h200_load():
+    """Our own capture on an H200 under a bf16 matmul load (SOURCES.md)."""
+    r = one(parse_nvidia_smi_xml(read(H200_XML_LOAD)))
+    assert r["vendor"] == "nvidia" and r["model"] == "NVIDIA H200"
+    assert r["bus_id"] == "0000:00:06.0"  # <gpu id="00000000:00:06.0">
+    assert r["uuid"] == "GPU-addd9b9c-0396-0079-2ec6-9e9082673995"
+    assert r["serial"] == "1652826072046"
+    assert r["driver_version"] == "580.159.04"
+    assert r["util_gpu"] == pytest.approx(0.99) and r["util_mem"] == pytest.approx(0.24)
+    assert r["mem_used_bytes"] == 1011 * MiB
+    assert r["mem_total_bytes"] == 143771 * MiB == 150754820096
+    # <average_power_draw>692.49 W (not <instant_power_draw>709.22 W), limit 700.00 W
+    assert r["power_w"] == pytest.approx(692.49)
+    assert r["power_limit_w"] == pytest.approx(700.0)
+    assert r["temp_gpu_c"] == 56.0 and r["temp_mem_c"] == 48.0
+    # v13: thresholds only relative to T.Limit (slow -2 C, max -8 C), no absolute one
+    assert r["temp_slowdown_c"] is None and r["temp_shutdown_c"] is None
+    assert r["clock_sm_hz"] == 1425e6 and r["clock_mem_hz"] == 3201e6
+    assert r["clock_sm_max_hz"] == 1980e6 and r["clock_mem_max_hz"] == 3201e6
+    assert r["throttle_mask"] == 0x4  # sw_power_cap Active, gpu_idle Not Active
+    assert r["throttle_reasons"] == "sw_power_cap"
+    # clocks_event_reasons_counters_sw_power_cap 4379180 us; the thermal ones 0 us
+    assert r["throttle_power_s"] == pytest.approx(4.37918)
+    assert r["throttle_thermal_s"] == 0.0
+    for col in (
+        "ecc_corrected_volatile",
+        "ecc_uncorrected_volatile",
+        "ecc_corrected_aggregate",
+        "ecc_uncorrected_aggregate",
+        "remapped_rows_corr",
+        "remapped_rows_unc",
+        "pcie_replay",
+    ):
+        assert r[col] == 0, col
+    assert r["remapped_rows_pending"] is False and r["remapped_rows_failure"] is False
+    assert (r["pcie_gen"], r["pcie_gen_max"], r["pcie_width"], r["pcie_width_max"]) == (
+        5,
+        5,
+        16,
+        16,
+    )
+
+
+def test_nvidia_smi_xml_v13_h200_idle():
+    r = one(parse_nvidia_smi_xml(read(H200_XML_IDLE)))
+    assert r["model"] == "NVIDIA H200" and r["serial"] == "1652826072046"
+    assert r["util_gpu"] == 0.0 and r["util_mem"] == 0.0
+    assert r["mem_used_bytes"] == 0 and r["mem_total_bytes"] == 143771 * MiB
+    assert r["power_w"] == pytest.approx(82.02) and r["power_limit_w"] == pytest.approx(700.0)
+    assert r["temp_gpu_c"] == 36.0 and r["temp_mem_c"] == 38.0
+    assert r["clock_sm_hz"] == 345e6 and r["clock_mem_hz"] == 3201e6
+    assert r["throttle_mask"] == 0x1 and r["throttle_reasons"] == ""  # gpu_idle only
+    assert r["throttle_power_s"] == 0.0 and r["throttle_thermal_s"] == 0.0
+    assert r["ecc_uncorrected_aggregate"] == 0 and r["pcie_replay"] == 0
+
+
 def test_nvidia_smi_xml_rejects_other_xml():
     with pytest.raises(AccelbenchError):
         parse_nvidia_smi_xml("<foo/>")
@@ -198,6 +258,49 @@ def test_nvidia_smi_csv_load():
     assert r["temp_gpu_c"] == 59.0 and r["temp_mem_c"] == 54.0
     assert r["clock_sm_hz"] == 1980e6
     assert r["throttle_mask"] == 0
+
+
+H200_CSV_IDLE = "nvidia-smi_query-gpu_csv__h200__drv580.159.04__idle.csv"
+H200_CSV_LOAD = "nvidia-smi_query-gpu_csv__h200__drv580.159.04__load.csv"
+
+
+def test_nvidia_smi_csv_h200_idle():
+    """Our own capture on an H200, all 198 fields (SOURCES.md)."""
+    r = one(parse_nvidia_smi_csv(read(H200_CSV_IDLE)))
+    assert r["model"] == "NVIDIA H200" and r["bus_id"] == "0000:00:06.0"
+    assert r["uuid"] == "GPU-addd9b9c-0396-0079-2ec6-9e9082673995"
+    assert r["driver_version"] == "580.159.04"
+    assert r["util_gpu"] == 0.0 and r["util_mem"] == 0.0
+    assert r["mem_used_bytes"] == 0 and r["mem_total_bytes"] == 143771 * MiB == 150754820096
+    assert r["power_w"] == pytest.approx(82.02) and r["power_limit_w"] == pytest.approx(700.0)
+    assert r["temp_gpu_c"] == 36.0 and r["temp_mem_c"] == 39.0
+    assert r["clock_sm_hz"] == 345e6 and r["clock_mem_hz"] == 3201e6
+    assert r["clock_sm_max_hz"] == 1980e6 and r["clock_mem_max_hz"] == 3201e6
+    assert r["throttle_mask"] == 0x1 and r["throttle_reasons"] == ""
+    assert r["throttle_power_s"] == 0.0 and r["throttle_thermal_s"] == 0.0
+    assert r["ecc_corrected_volatile"] == 0 and r["ecc_uncorrected_aggregate"] == 0
+    assert r["remapped_rows_corr"] == 0 and r["remapped_rows_pending"] is False
+    assert (r["pcie_gen"], r["pcie_gen_max"], r["pcie_width"], r["pcie_width_max"]) == (
+        5,
+        5,
+        16,
+        16,
+    )
+    assert r["pcie_replay"] is None  # --query-gpu has no replay counter field
+
+
+def test_nvidia_smi_csv_h200_load():
+    r = one(parse_nvidia_smi_csv(read(H200_CSV_LOAD)))
+    assert r["util_gpu"] == 1.0 and r["util_mem"] == pytest.approx(0.24)
+    assert r["mem_used_bytes"] == 1011 * MiB
+    # power.draw [W] 691.30 W (= power.draw.average; power.draw.instant was 680.15 W)
+    assert r["power_w"] == pytest.approx(691.30) and r["power_limit_w"] == pytest.approx(700.0)
+    assert r["temp_gpu_c"] == 56.0 and r["temp_mem_c"] == 47.0
+    assert r["clock_sm_hz"] == 1410e6 and r["clock_mem_hz"] == 3201e6
+    assert r["throttle_mask"] == 0x4 and r["throttle_reasons"] == "sw_power_cap"
+    assert r["throttle_power_s"] == pytest.approx(4.579188)  # 4579188 us
+    assert r["throttle_thermal_s"] == 0.0
+    assert r["ecc_uncorrected_volatile"] == 0 and r["ecc_corrected_aggregate"] == 0
 
 
 def test_nvidia_smi_csv_nounits_gives_same_values():
@@ -597,6 +700,10 @@ def test_server_metrics_unknown_engine_gives_no_row():
         ("nvidia-smi_q_x__rtx-4000-sff-ada__drv595.84__dtd-v13.xml", "nvidia-smi-xml", 1),
         (CSV_IDLE, "nvidia-smi-csv", 1),
         (CSV_LOAD, "nvidia-smi-csv", 1),
+        (H200_XML_IDLE, "nvidia-smi-xml", 1),
+        (H200_XML_LOAD, "nvidia-smi-xml", 1),
+        (H200_CSV_IDLE, "nvidia-smi-csv", 1),
+        (H200_CSV_LOAD, "nvidia-smi-csv", 1),
         ("dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom", "dcgm", 1),
         (
             "dcgm-exporter_metrics__grid-a100-40c-vgpu__drv580.126.09__default-counters.prom",
