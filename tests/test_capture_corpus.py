@@ -24,7 +24,7 @@ from accelbench.doctor import parsers as dp
 from accelbench.doctor.kernel_log import scan_kernel_log
 from accelbench.errors import AccelbenchError
 from accelbench.health.check import judge
-from accelbench.telemetry.parsers import detect_format, parse_capture
+from accelbench.telemetry.parsers import detect_format, identify, parse_capture
 from conftest import FIXTURES, fixture_file
 
 PREAMBLE = "WARNING: User is missing the following required groups: render, video. Please add user to these groups.\n"  # noqa: E501 - amd-smi's own words (ROCm/amdsmi#130)
@@ -322,6 +322,47 @@ def test_format_detection_by_content() -> None:
     for name in ("rocm-smi_json__mi100x4__rocm6.0.2.json",):
         text = fixture_file("telemetry", name).read_text()
         assert len(parse_capture("\ufeff" + text.replace("\n", "\r\n")).rows) == 4
+
+
+def _session_section(command: str) -> str:
+    """The output of ``command`` in the telemetry folder's whole H100 capture session
+    (sections start with a "# $ command" header between two lines of #)."""
+    text = fixture_file("telemetry", "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
+    lines = text.read_text().splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.rstrip() == f"# $ {command}") + 2
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("#####"))
+    return "".join(lines[start:end])
+
+
+def test_the_sniffer_names_real_captures() -> None:
+    # What a file is, for `telemetry parse` (and the doctor): the real `-q` banner has no
+    # blanks, a `topo -m` header may be underlined (ANSI), a collect_env embeds topo -m or
+    # rocm-smi output, an APU host's amd-smi text starts with CPU blocks.
+    q = _session_section("nvidia-smi -q")
+    assert q.startswith("\n==============NVSMI LOG==============")
+    doc = {
+        "nvidia-smi_topo_m__nvidia-h200-x1__drv590.48.01__ansi-underline-header.txt": [
+            "nvidia-smi-topo"
+        ],
+        "vllm-collect-env__amd-mi300x-x8__rocm6.2_vllm0.6.4_with-rocm-smi-showtopo__"
+        "indented4.txt": ["collect-env"],
+        "vllm-collect-env__nvidia-h100-x8__cu124_drv550.90.12_vllm0.6.3_with-topo__indented4.txt": [
+            "collect-env"
+        ],
+    }
+    amd = fixture_file(
+        "doctor", "amd-smi_static__amd-mi300a-x4__amdsmi-rocm6.2-era_drv6.9.0-rc5.txt"
+    )
+    for text, kinds in [
+        (q, ["nvidia-smi-q"]),
+        (_session_section("nvidia-smi dmon -c 5"), ["nvidia-smi-dmon"]),
+        (_session_section("nvidia-smi topo -m"), ["nvidia-smi-topo"]),
+        (amd.read_text()[:200], ["amd-smi-text"]),  # its CPU blocks only
+        *[(fixture_file("doctor", name).read_text(), k) for name, k in doc.items()],
+    ]:
+        assert identify(text) == kinds, text[:80]
+    with pytest.raises(AccelbenchError, match=r"`nvidia-smi -q` text \(capture `-q -x` instead\)"):
+        detect_format(q)
 
 
 def test_new_rocm_smi_concise_layout_keeps_name_and_device_id() -> None:

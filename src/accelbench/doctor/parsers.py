@@ -14,13 +14,7 @@ from typing import TypedDict
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
 from accelbench.gpu.values import to_int
-from accelbench.telemetry.parsers.text import clean, find_json
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+from accelbench.telemetry.parsers.text import clean, find_json, strip_ansi
 
 
 def dedent_common(text: str) -> str:
