@@ -86,6 +86,16 @@ def test_nvidia_topo(name, n, cpu0, numa_last):
         assert r["gpus"][3]["links"]["GPU3"] == "X"
 
 
+def test_nvidia_topo_is_not_read_from_rocm_smi_showtopo():
+    # The AMD collect_env holds rocm-smi's "Weight between two GPUs" matrix (GPU0 ... GPU7
+    # rows and columns, no X, no CPU Affinity): no NVIDIA topology in it.
+    amd = read(
+        "vllm-collect-env__amd-mi300x-x8__rocm6.2_vllm0.6.4_with-rocm-smi-showtopo__indented4.txt"
+    )
+    assert "Weight between two GPUs" in amd
+    assert p.parse_nvidia_topo(amd) == {"gpus": [], "truncated": None}
+
+
 def test_nvidia_topo_nic_column():
     r = p.parse_nvidia_topo(
         read("nvidia-smi_topo_m__nvidia-h100-x8-nv18-nic__from-vllm-collect-env__indented4.txt")

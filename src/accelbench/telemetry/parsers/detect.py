@@ -3,7 +3,8 @@ format with what was lost on the way (:class:`Capture`).
 
 :func:`identify` / :func:`looks_like` name any known tool output, also the ones telemetry
 does not read (the plain `nvidia-smi` table, `-q` text, a kernel log ...): `telemetry
-parse` uses them to say what a wrong file is."""
+parse` uses them to say what a wrong file is, the doctor to refuse a capture of the
+wrong tool."""
 
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ _SERVER_PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_")
 
 # Tool outputs recognised by content: a key and a bare description of what it is. The
 # FORMATS keys are the formats telemetry reads (found by detect_format); the others by
-# the signatures below. Each reader adds its own advice (TELEMETRY_HINTS for `telemetry
-# parse`).
+# the signatures below. Each reader adds its own advice: TELEMETRY_HINTS for `telemetry
+# parse`; the doctor names the option that reads the file (doctor.inputs).
 DESCRIPTIONS: dict[str, str] = {
     "nvidia-smi-xml": "`nvidia-smi -q -x` XML",
     "nvidia-smi-csv": "`nvidia-smi --query-gpu` CSV",
