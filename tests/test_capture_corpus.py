@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from accelbench.doctor import DoctorInputs, Status, run_doctor
 from accelbench.doctor import parsers as dp
+from accelbench.doctor.inputs import CAPTURE_OPTIONS
 from accelbench.doctor.kernel_log import scan_kernel_log
 from accelbench.errors import AccelbenchError
 from accelbench.health.check import judge
-from accelbench.telemetry.parsers import detect_format, parse_capture
+from accelbench.telemetry.parsers import DESCRIPTIONS, detect_format, identify, parse_capture
 from conftest import FIXTURES, fixture_file
 
 PREAMBLE = "WARNING: User is missing the following required groups: render, video. Please add user to these groups.\n"  # noqa: E501 - amd-smi's own words (ROCm/amdsmi#130)
@@ -51,6 +53,29 @@ def doctor_parser(path: Path) -> tuple[Callable[[str], Any], str | None]:
         if path.name.startswith(prefix):
             return fn, field
     raise AssertionError(f"no doctor parser for fixture {path.name}")
+
+
+def doctor_field(path: Path) -> str:
+    """The DoctorInputs field (the option) that reads this fixture."""
+    return doctor_parser(path)[1] or "lspci"
+
+
+def run_capture(field: str, path: Path) -> Any:
+    return run_doctor(DoctorInputs(**{field: [path] if field == "amd_smi" else path}))
+
+
+def refused(field: str, path: Path, text: str | None = None) -> str:
+    """The one line the doctor refuses ``path`` with, given to ``field``'s option (the
+    file is written first when ``text`` is given)."""
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    with pytest.raises(AccelbenchError) as err:
+        run_capture(field, path)
+    msg = str(err.value)
+    one_clear_error(err.value)
+    assert msg.startswith(f"{CAPTURE_OPTIONS[field].option} {path} is not "), msg
+    assert ": it looks like " in msg and "; capture it with: " in msg, msg
+    return msg
 
 
 def cut_points(text: str) -> list[int]:
@@ -208,20 +233,141 @@ def test_doctor_capture_under_mutations(path: Path, tmp_path: Path) -> None:
     def doctor(t: str) -> Any:
         f = tmp_path / path.name
         f.write_text(t, encoding="utf-8")
-        value: Any = [f] if field == "amd_smi" else f
-        return run_doctor(DoctorInputs(**{field: value}))
+        try:
+            return run_capture(field, f)
+        except AccelbenchError:
+            # Refused as holding nothing of its tool: only a cut inside the first line
+            # (a banner or a header), before any of the tool's data or signature.
+            refused(field, f)
+            assert len(t.strip().splitlines()) <= 1, t[:200]
+            assert not set(CAPTURE_OPTIONS[field].kinds) & set(identify(t))
+            return None
 
     full = doctor(text)
     n_full = _gpu_count(full)
     for at in cut_points(text):
         parse(text[:at])
         report = doctor(text[:at])
+        if report is None:
+            continue
         inv = report.get("inventory.accelerators")
         if n_full and _gpu_count(report) < n_full:
             assert inv.status not in (Status.PASS, Status.NA), (at, inv.summary)
     # A warning line before the data changes nothing the doctor says about the GPUs.
     if field in ("amd_smi", "rocm_smi", "nvidia_smi"):
         assert _gpu_count(doctor(PREAMBLE + text)) == n_full
+
+
+# ------------------------------------------------------- a capture of the wrong tool
+
+# Another tool's file that really holds this tool's output: vLLM's NVIDIA collect_env
+# embeds the `nvidia-smi topo -m` matrix, which --nvidia-topo reads (8 GPUs).
+EMBEDDED = {
+    ("vllm-collect-env__nvidia-h100-x8__cu124_drv550.90.12_vllm0.6.3_with-topo__indented4.txt",
+     "nvidia_topo"),
+}  # fmt: skip
+WRONG_KIND = [
+    (field, path)
+    for field in CAPTURE_OPTIONS
+    for path in DOCTOR
+    if doctor_field(path) != field and (path.name, field) not in EMBEDDED
+]
+
+
+@pytest.mark.parametrize(
+    "field, path", WRONG_KIND, ids=[f"{f}-{p.name[:40]}" for f, p in WRONG_KIND]
+)
+def test_a_capture_of_another_tool_is_refused_in_one_line(field: str, path: Path) -> None:
+    msg = refused(field, path)
+    # it says what the file is, and which option reads it
+    kinds = identify(path.read_text())
+    if kinds:
+        own = doctor_field(path)
+        option = CAPTURE_OPTIONS[own].option if own in CAPTURE_OPTIONS else "--kernel-log"
+        assert f"it looks like {DESCRIPTIONS[kinds[0]]} (give it to {option})" in msg
+    else:  # amd-smi version JSON names no tool
+        assert "it looks like JSON of another tool" in msg
+
+
+def test_an_embedded_capture_is_read() -> None:
+    ((name, field),) = EMBEDDED
+    report = run_capture(field, fixture_file("doctor", name))
+    assert report.get("inventory.accelerators").summary == "8 NVIDIA accelerator(s)"
+    assert report.get("system.numa").summary == "GPUs per NUMA node: node 0: 4, node 1: 4"
+
+
+def test_nvidia_smi_q_text_given_as_the_table_is_refused(tmp_path: Path) -> None:
+    # The first real GPU run: `--nvidia-smi` got a `nvidia-smi -q` file and reported
+    # "accelerators unknown" with exit 0. The -q text of the H100 session (banner
+    # "==============NVSMI LOG==============", no blanks) is the same kind of file.
+    q = _session_section("nvidia-smi -q")
+    f = tmp_path / "q.txt"
+    for field in CAPTURE_OPTIONS:
+        msg = refused(field, f, q)
+        assert msg.endswith(f"it looks like `nvidia-smi -q` text; capture it with: "
+                            f"{CAPTURE_OPTIONS[field].save}")  # fmt: skip
+    assert refused("nvidia_smi", f, q) == (
+        f"--nvidia-smi {f} is not the plain `nvidia-smi` table: it looks like `nvidia-smi -q` "
+        "text; capture it with: nvidia-smi > FILE"
+    )
+    # dmon, -q -x XML and the --query-gpu CSV are named too
+    assert "`nvidia-smi dmon`" in refused("nvidia_smi", f, _session_section("nvidia-smi dmon -c 5"))
+    xml = fixture_file("telemetry", "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml")
+    assert "`nvidia-smi -q -x` XML" in refused("nvidia_smi", xml)
+    csv = fixture_file(
+        "telemetry", "nvidia-smi_query-gpu_csv__h100-80gb-hbm3__drv590.48.01__idle.csv"
+    )
+    assert "`nvidia-smi --query-gpu` CSV" in refused("nvidia_topo", csv)
+    rocm_json = fixture_file("telemetry", "rocm-smi_json__mi100x4__rocm6.0.2.json")
+    assert "`rocm-smi --json`" in refused("amd_smi", rocm_json)
+
+
+def _own_signature(field: str, text: str) -> bool:
+    """Whether ``text`` carries the signature of the tool ``field`` reads (for amd-smi
+    also any JSON start: a cut JSON document may be its)."""
+    if set(CAPTURE_OPTIONS[field].kinds) & set(identify(text)):
+        return True
+    return field == "amd_smi" and dp.has_json_start(text) and not identify(text)
+
+
+_OTHER_LINES = {
+    field: sorted(
+        {
+            ln
+            for path in DOCTOR
+            if doctor_field(path) != field and (path.name, field) not in EMBEDDED
+            for ln in path.read_text().splitlines()[:400]
+        }
+    )
+    for field in CAPTURE_OPTIONS
+}
+_CHARS = st.characters(blacklist_categories=("Cs",))  # a lone surrogate is no UTF-8
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), field=st.sampled_from(sorted(CAPTURE_OPTIONS)))
+def test_text_without_the_tools_signature_is_refused(data: st.DataObject, field: str) -> None:
+    # Random text, or random lines of the other tools' captures (their signatures and
+    # their data in a jumble): refused in one line naming the option, never a traceback.
+    text = data.draw(
+        st.one_of(
+            st.text(_CHARS, max_size=300),
+            st.lists(st.sampled_from(_OTHER_LINES[field]), max_size=30).map("\n".join),
+        )
+    )
+    assume(not _own_signature(field, text))
+    with tempfile.TemporaryDirectory() as tmp:
+        refused(field, Path(tmp) / "capture.txt", text)
+
+
+def test_the_sniffer_names_every_doctor_fixture() -> None:
+    for path in DOCTOR:
+        kinds = identify(path.read_text())
+        field = doctor_field(path)
+        if field == "kernel_log":
+            assert kinds == ["kernel-log"], path.name
+        elif "amd-smi_version" not in path.name:  # version JSON: read, not sniffed
+            assert set(CAPTURE_OPTIONS[field].kinds) & set(kinds), (path.name, kinds)
 
 
 # --------------------------------------------------------------------------- regressions
@@ -322,6 +468,47 @@ def test_format_detection_by_content() -> None:
     for name in ("rocm-smi_json__mi100x4__rocm6.0.2.json",):
         text = fixture_file("telemetry", name).read_text()
         assert len(parse_capture("\ufeff" + text.replace("\n", "\r\n")).rows) == 4
+
+
+def _session_section(command: str) -> str:
+    """The output of ``command`` in the telemetry folder's whole H100 capture session
+    (sections start with a "# $ command" header between two lines of #)."""
+    text = fixture_file("telemetry", "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
+    lines = text.read_text().splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.rstrip() == f"# $ {command}") + 2
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("#####"))
+    return "".join(lines[start:end])
+
+
+def test_the_sniffer_names_real_captures() -> None:
+    # What a file is, for `telemetry parse` (and the doctor): the real `-q` banner has no
+    # blanks, a `topo -m` header may be underlined (ANSI), a collect_env embeds topo -m or
+    # rocm-smi output, an APU host's amd-smi text starts with CPU blocks.
+    q = _session_section("nvidia-smi -q")
+    assert q.startswith("\n==============NVSMI LOG==============")
+    doc = {
+        "nvidia-smi_topo_m__nvidia-h200-x1__drv590.48.01__ansi-underline-header.txt": [
+            "nvidia-smi-topo"
+        ],
+        "vllm-collect-env__amd-mi300x-x8__rocm6.2_vllm0.6.4_with-rocm-smi-showtopo__"
+        "indented4.txt": ["collect-env"],
+        "vllm-collect-env__nvidia-h100-x8__cu124_drv550.90.12_vllm0.6.3_with-topo__indented4.txt": [
+            "collect-env"
+        ],
+    }
+    amd = fixture_file(
+        "doctor", "amd-smi_static__amd-mi300a-x4__amdsmi-rocm6.2-era_drv6.9.0-rc5.txt"
+    )
+    for text, kinds in [
+        (q, ["nvidia-smi-q"]),
+        (_session_section("nvidia-smi dmon -c 5"), ["nvidia-smi-dmon"]),
+        (_session_section("nvidia-smi topo -m"), ["nvidia-smi-topo"]),
+        (amd.read_text()[:200], ["amd-smi-text"]),  # its CPU blocks only
+        *[(fixture_file("doctor", name).read_text(), k) for name, k in doc.items()],
+    ]:
+        assert identify(text) == kinds, text[:80]
+    with pytest.raises(AccelbenchError, match=r"`nvidia-smi -q` text \(capture `-q -x` instead\)"):
+        detect_format(q)
 
 
 def test_new_rocm_smi_concise_layout_keeps_name_and_device_id() -> None:

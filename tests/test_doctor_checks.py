@@ -24,6 +24,10 @@ CLEAN_LOG = fixture_file(
     "kernel-log__nvidia-1gpu__clean-driver-load-unload-reload__"
     "proprietary550.144.03__dmesg-raw-level-prefix.log",
 )
+H200_BOOT_LOG = fixture_file(
+    "doctor",
+    "kernel-log__nvidia-h200-x1__fbhub-poison-clear-at-init__drv580.159.04__dmesg-raw.log",
+)
 HGX_LSPCI = fixture_file("doctor", "lspci_vvv__nvidia-h100-sxm5-x8-hgx__full-host.txt")
 GPU_LSPCI = fixture_file("doctor", "lspci_vvv__nvidia-h100-sxm5__gpu-19-00.0-gen5x16-ok.txt")
 SWITCH_LSPCI = fixture_file(
@@ -91,6 +95,23 @@ def test_clean_driver_load_passes_and_reports_the_module():
     drv = r.get("versions.driver")
     assert drv.status == Status.PASS and "550.144.03" in drv.summary
     assert not r.failed
+
+
+def test_h200_boot_with_the_fbhub_poison_clear_passes_and_lists_it():
+    # The real boot of a healthy H200: NVIDIA's driver clears a stale FBHUB poison
+    # interrupt at GPU init. That is no memory error (it once failed as "RAS: poison").
+    c = doctor(kernel_log=H200_BOOT_LOG).get("kernel.log")
+    assert c.status == Status.PASS, c.summary
+    assert c.summary.startswith("No GPU error signatures in ")
+    assert "known benign: NVIDIA driver cleared a stale FBHUB poison interrupt" in c.summary
+    (ev,) = c.data["events"]
+    assert (ev["key"], ev["severity"], ev["count"]) == (
+        "nvidia.fbhub_poison_cleared_at_init",
+        "info",
+        1,
+    )
+    assert ev["first"] == "1.119338" and "FBHUB Interrupt detected" in ev["example"]
+    assert c.evidence[0].startswith("[info] ") and c.remedy == ""
 
 
 def test_hgx_lspci_links_ok_and_non_gpu_downgrades_not_judged():

@@ -109,6 +109,24 @@ def test_missing_capture_file_is_a_clean_error():
     assert "kernel log file not found" in str(r.exception)
 
 
+def test_a_capture_of_the_wrong_tool_is_one_line_and_exit_2(tmp_path):
+    # `nvidia-smi -q` text given as the plain table (the first real H200 run read it as
+    # an empty capture: "accelerators unknown", exit 0). The -q text of the H100 session.
+    from cli_inprocess import run_cli
+
+    session = fixture_file("telemetry", "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
+    text = session.read_text()
+    start = text.index("==============NVSMI LOG==============")
+    q = tmp_path / "q.txt"
+    q.write_text(text[start : text.index("\n####", start)])
+    code, out, err, _ = run_cli(["doctor", "--no-live", "--nvidia-smi", str(q)], tmp_path)
+    assert code == 2 and out == "", (code, out)
+    assert err.strip().splitlines() == [
+        f"error: --nvidia-smi {q} is not the plain `nvidia-smi` table: it looks like "
+        "`nvidia-smi -q` text; capture it with: nvidia-smi > FILE"
+    ]
+
+
 def test_weights_write_and_verify(tmp_path):
     model = tmp_path / "m"
     model.mkdir()

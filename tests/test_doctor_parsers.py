@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from accelbench.doctor import parsers as p
-from accelbench.doctor.kernel_log import scan_kernel_log, xid_table
+from accelbench.doctor.kernel_log import SEVERITY_RANK, scan_kernel_log, xid_table
 from conftest import fixture_file
 
 
@@ -84,6 +84,16 @@ def test_nvidia_topo(name, n, cpu0, numa_last):
     if n == 8:
         assert r["gpus"][0]["links"]["GPU1"] == "NV18"
         assert r["gpus"][3]["links"]["GPU3"] == "X"
+
+
+def test_nvidia_topo_is_not_read_from_rocm_smi_showtopo():
+    # The AMD collect_env holds rocm-smi's "Weight between two GPUs" matrix (GPU0 ... GPU7
+    # rows and columns, no X, no CPU Affinity): no NVIDIA topology in it.
+    amd = read(
+        "vllm-collect-env__amd-mi300x-x8__rocm6.2_vllm0.6.4_with-rocm-smi-showtopo__indented4.txt"
+    )
+    assert "Weight between two GPUs" in amd
+    assert p.parse_nvidia_topo(amd) == {"gpus": [], "truncated": None}
 
 
 def test_nvidia_topo_nic_column():
@@ -338,6 +348,148 @@ def test_kernel_log_amd_and_ordering():
     assert keys[0] == "amdgpu.ring_timeout"
     ranks = [{"critical": 3, "error": 2, "warning": 1}[e.severity] for e in events]
     assert ranks == sorted(ranks, reverse=True)
+
+
+# Poison events as the drivers print them (sources in kernel_log.py's ras.poison rule; the
+# first two as in amd/node-scraper test/unit/plugin/test_dmesg_analyzer.py), and benign
+# lines that merely hold the word: NVIDIA's FBHUB clear at GPU init (the real H200 boot
+# below), amdgpu's debug option (amdgpu_device.c) and its "not a poison consumption" note
+# (amdgpu_ras.c), a kernel command line.
+FBHUB = "NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. Clearing it."
+POISON_LINES = [
+    "amdgpu 0000:68:00.0: {14}poison is consumed by client 12, kick off gpu reset flow",
+    "amdgpu 0000:68:00.0: {15}Poison is created",
+    "amdgpu 0000:03:00.0: amdgpu: Poison is created, no user action is needed.",
+    "amdgpu 0000:03:00.0: amdgpu: RAS poison consumption, fall back to gpu reset flow: client id 3",
+    "amdgpu: RAS poison consumption handling: client id 3",
+    "amdgpu 0000:03:00.0: amdgpu: GPU reset for umc RAS poison consumption is issued!",
+    "Memory failure: 0x1b2c3d: recovery action for dirty LRU page: Recovered",
+    "Memory failure: 0x1b2c3d: already hardware poisoned",
+]
+BENIGN_POISON_WORD = [
+    FBHUB,
+    "amdgpu: debug: enable mode2 reset for poison consumption recovery",
+    "amdgpu 0000:03:00.0: amdgpu: No RAS poison status in umc poison IH.",
+    "Kernel command line: BOOT_IMAGE=/vmlinuz-6.8.0 root=/dev/sda1 init_on_free=1 page_poison=1",
+]
+H200_BOOT = "kernel-log__nvidia-h200-x1__fbhub-poison-clear-at-init__drv580.159.04__dmesg-raw.log"
+_MON = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+
+
+@st.composite
+def stamps(draw: st.DrawFn) -> str:
+    """A line prefix in one of the forms kernel_log._TS accepts."""
+    sec, us = draw(st.integers(0, 99999)), draw(st.integers(0, 999999))
+    mon, day = draw(st.sampled_from(_MON)), draw(st.integers(1, 28))
+    hms = "{:02d}:{:02d}:{:02d}".format(*draw(st.tuples(*[st.integers(0, 59)] * 3)))
+    iso = f"2026-{_MON.index(mon) + 1:02d}-{day:02d}T{hms},{us:06d}+00:00 "
+    return draw(
+        st.sampled_from(
+            [
+                f"[{sec:5d}.{us:06d}] ",
+                f"<{us % 8}>[{sec:5d}.{us:06d}] ",
+                f"[Fri {mon} {day:2d} {hms} 2026] ",
+                iso,
+                iso + "h100-node kernel: ",
+                "kern  :err   : " + iso,
+                f"{mon} {day:2d} {hms} h100-node kernel: ",
+                f"{mon} {day:2d} {hms} h100-node kernel: [{sec:5d}.{us:06d}] ",
+            ]
+        )
+    )
+
+
+@st.composite
+def fbhub_lines(draw: st.DrawFn) -> str:
+    gpu = draw(st.sampled_from(["", "GPU0 ", "GPU7 "]))
+    return draw(stamps()) + FBHUB.replace("NVRM: ", f"NVRM: {gpu}")
+
+
+def _others(events):
+    return {
+        (e.key, e.severity, e.count, frozenset(e.devices))
+        for e in events
+        if e.key != "nvidia.fbhub_poison_cleared_at_init"
+    }
+
+
+def _not_fbhub(events):
+    return [e for e in events if e.key != "nvidia.fbhub_poison_cleared_at_init"]
+
+
+def _worst(events):
+    return max((SEVERITY_RANK[e.severity] for e in events), default=-1)
+
+
+def test_kernel_log_h200_boot_fbhub_clear_is_info_only():
+    (ev,) = scan_kernel_log(read(H200_BOOT))
+    assert (ev.key, ev.severity, ev.count) == ("nvidia.fbhub_poison_cleared_at_init", "info", 1)
+    assert ev.first == ev.last == "1.119338" and ev.example == FBHUB
+
+
+@pytest.mark.parametrize("line", POISON_LINES)
+def test_kernel_log_real_poison_lines_are_critical(line):
+    (ev,) = scan_kernel_log(f"[  12.345678] {line}\n")
+    assert (ev.key, ev.severity) == ("ras.poison", "critical")
+
+
+@pytest.mark.parametrize("line", BENIGN_POISON_WORD)
+def test_kernel_log_the_word_poison_alone_is_no_poison_event(line):
+    events = scan_kernel_log(f"[  12.345678] {line}\n")
+    assert "ras.poison" not in {e.key for e in events}
+
+
+_POOL = (
+    read(
+        "kernel-log__nvidia-hgx-dell-xe9680__xid119-gsp-rpc-timeout__kernel5.15__dmesg-ctime.log"
+    ).splitlines()[::3]
+    + read(
+        "kernel-log__nvidia-1gpu__clean-driver-load-unload-reload__"
+        "proprietary550.144.03__dmesg-raw-level-prefix.log"
+    ).splitlines()
+    + read(H200_BOOT).splitlines()
+    + [f"[  50.000001] {ln}" for ln in POISON_LINES + BENIGN_POISON_WORD]
+    + [
+        "[  101.000001] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, "
+        "signaled seq=1, emitted seq=3",
+        "[  100.000001] amdgpu 0000:03:00.0: amdgpu: 3 correctable hardware errors detected "
+        "in umc block",
+        "Feb 23 16:25:00 host kernel: NVRM: Xid (PCI:0000:3b:00): 999, pid=0, something new",
+    ]
+)
+
+
+@given(
+    base=st.lists(st.sampled_from(_POOL), max_size=25),
+    extra=st.lists(st.tuples(fbhub_lines(), st.integers(0, 10**6)), max_size=8),
+)
+def test_kernel_log_fbhub_lines_never_change_the_other_events(base, extra):
+    # Any number of the benign FBHUB lines, in any timestamp form, anywhere in a log: the
+    # other events (and so the worst severity among them) stay exactly what they were.
+    lines = list(base)
+    for line, at in extra:
+        lines.insert(at % (len(lines) + 1), line)
+    before, after = scan_kernel_log("\n".join(base)), scan_kernel_log("\n".join(lines))
+    assert _others(after) == _others(before)
+    assert _worst(_not_fbhub(after)) == _worst(_not_fbhub(before))
+    fb = [e for e in after if e.key == "nvidia.fbhub_poison_cleared_at_init"]
+    n_base = sum("FBHUB Interrupt detected" in ln for ln in base)
+    assert sum(e.count for e in fb) == len(extra) + n_base
+    assert all(e.severity == "info" for e in fb)
+
+
+@given(
+    line=st.sampled_from(POISON_LINES),
+    stamp=stamps(),
+    around=st.lists(st.one_of(fbhub_lines(), st.sampled_from(BENIGN_POISON_WORD)), max_size=6),
+    at=st.integers(0, 6),
+)
+def test_kernel_log_real_poison_stays_critical_among_benign_lines(line, stamp, around, at):
+    lines = list(around)
+    lines.insert(at % (len(lines) + 1), stamp + line)
+    events = scan_kernel_log("\n".join(lines))
+    assert events[0].key == "ras.poison" and events[0].severity == "critical"
+    assert events[0].count == 1
 
 
 def test_xid_table_is_sourced():

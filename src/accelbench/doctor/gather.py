@@ -9,13 +9,14 @@ import re
 from pathlib import Path
 
 from accelbench.doctor import parsers, runtimes, system
-from accelbench.doctor.inputs import DoctorInputs, read_capture
+from accelbench.doctor.inputs import DoctorInputs, check_capture_kind, read_capture
 from accelbench.doctor.kernel_log import scan_kernel_log
 from accelbench.doctor.model import Facts, KernelLogFacts
 from accelbench.errors import AccelbenchError
 from accelbench.gpu import amdsmi, nvml
 from accelbench.gpu.amdsmi import AmdsmiInventory
 from accelbench.gpu.nvml import NvmlInventory
+from accelbench.telemetry.parsers import identify
 
 
 def gather(inputs: DoctorInputs, quick: bool = False) -> Facts:
@@ -65,7 +66,9 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> Facts:
         probs.extend(probe.problems)
 
     if inputs.lspci is not None:
-        devs = parsers.parse_lspci(read_capture(inputs.lspci, "lspci"))
+        text = read_capture(inputs.lspci, "lspci")
+        devs = parsers.parse_lspci(text)
+        check_capture_kind("lspci", inputs.lspci, text, bool(devs))
         gpus = [
             d | {"vendor": {"10de": "nvidia", "1002": "amd"}[d.get("vendor_id") or ""]}
             for d in devs
@@ -77,7 +80,11 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> Facts:
     _gather_amd(inputs, facts, live and not quick)
 
     if inputs.collect_env is not None:
-        ce = parsers.parse_collect_env(read_capture(inputs.collect_env, "collect_env"))
+        text = read_capture(inputs.collect_env, "collect_env")
+        ce = parsers.parse_collect_env(text)
+        # its PyTorch / vLLM lines, not a generic "OS:" line, make it a collect_env
+        own = any(ce.get(k) for k in _COLLECT_ENV_OWN) or bool(ce.get("gpu_models"))
+        check_capture_kind("collect_env", inputs.collect_env, text, own)
         facts["collect_env"] = ce
         if ce.get("truncated"):
             n = len(ce.get("gpu_models") or [])
@@ -139,6 +146,12 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> Facts:
     return facts
 
 
+_COLLECT_ENV_OWN = (
+    "torch_version", "torch_cuda", "torch_hip", "cuda_available", "cuda_runtime",
+    "nvidia_driver", "hip_runtime", "rocm_version", "vllm_version",
+)  # fmt: skip
+
+
 def _kernel_log_facts(source: str, text: str) -> KernelLogFacts:
     return {
         "source": source,
@@ -196,8 +209,11 @@ def _lib_missing(info: NvmlInventory | AmdsmiInventory) -> bool:
 def _gather_nvidia(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
     v = facts["versions"]
     smi_text = _tool_text(facts, inputs.nvidia_smi, ["nvidia-smi"], live, "nvidia")
-    if smi_text:
+    if smi_text is not None:
         smi = parsers.parse_nvidia_smi(smi_text)
+        if inputs.nvidia_smi is not None:
+            check_capture_kind("nvidia_smi", inputs.nvidia_smi, smi_text, bool(smi["gpus"]))
+    if smi_text:
         facts["sources"]["nvidia-smi"] = smi["gpus"]
         if smi.get("truncated"):
             facts["lost"].append(
@@ -212,7 +228,9 @@ def _gather_nvidia(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
         if smi["cuda_version"]:
             v["cuda_driver"] = smi["cuda_version"]
     if inputs.nvidia_topo is not None:
-        topo = parsers.parse_nvidia_topo(read_capture(inputs.nvidia_topo, "nvidia-smi topo -m"))
+        text = read_capture(inputs.nvidia_topo, "nvidia-smi topo -m")
+        topo = parsers.parse_nvidia_topo(text)
+        check_capture_kind("nvidia_topo", inputs.nvidia_topo, text, bool(topo["gpus"]))
         facts["topo"] = topo
         facts["sources"]["nvidia-smi topo"] = topo["gpus"]
         if topo["truncated"]:
@@ -231,9 +249,9 @@ def _gather_nvidia(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
 def _gather_amd(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
     v = facts["versions"]
     archs: list[str] = facts.setdefault("amd_archs", [])
-    texts: list[tuple[str, str]] = []
+    texts: list[tuple[str, str, Path | None]] = []  # (name, text, the capture file)
     for p in inputs.amd_smi:
-        texts.append((p.name, read_capture(p, "amd-smi")))
+        texts.append((p.name, read_capture(p, "amd-smi"), p))
     if not inputs.amd_smi:
         for argv, vendor in (
             (["amd-smi", "static", "--json"], "amd"),  # the call that stands for the runtime
@@ -241,11 +259,14 @@ def _gather_amd(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
         ):
             text = _tool_text(facts, None, argv, live, vendor)
             if text:
-                texts.append((" ".join(argv), text))
-    for name, text in texts:
+                texts.append((" ".join(argv), text, None))
+    for name, text, path in texts:
         try:
             parsed = parsers.parse_amd_smi(text)
         except ValueError as exc:
+            if path is not None:  # a capture: another tool's is refused, a cut one is lost
+                cut_json = parsers.has_json_start(text) and not identify(text)
+                check_capture_kind("amd_smi", path, text, cut_json)
             facts["lost"].append(("amd-smi", f"{name} not understood: {exc}"))
             continue
         facts["notes"] += [f"amd-smi {name}: {s}" for s in parsed.get("skipped", [])]
@@ -278,8 +299,12 @@ def _gather_amd(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
                     v.setdefault("amdgpu_driver_evidence", f"amd-smi static: DRIVER VERSION {drv}")
 
     rs_text = _tool_text(facts, inputs.rocm_smi, ["rocm-smi"], live, "amd")
-    if rs_text:
+    if rs_text is not None:
         rs = parsers.parse_rocm_smi(rs_text)
+        if inputs.rocm_smi is not None:
+            found = bool(rs["gpus"] or rs["layout"] or rs["driver_version"])
+            check_capture_kind("rocm_smi", inputs.rocm_smi, rs_text, found)
+    if rs_text:
         facts["rocm_smi"] = rs
         if rs.get("truncated"):
             facts["lost"].append(
@@ -294,8 +319,12 @@ def _gather_amd(inputs: DoctorInputs, facts: Facts, live: bool) -> None:
             )
 
     ri_text = _tool_text(facts, inputs.rocminfo, ["rocminfo"], live, "amd")
-    if ri_text:
+    if ri_text is not None:
         ri = parsers.parse_rocminfo(ri_text)
+        if inputs.rocminfo is not None:
+            found = bool(ri["gpus"] or ri["rock_loaded"] or ri["runtime_version"])
+            check_capture_kind("rocminfo", inputs.rocminfo, ri_text, found)
+    if ri_text:
         facts["rocminfo"] = ri
         if ri.get("truncated") and ri["gpus"]:
             facts["lost"].append(

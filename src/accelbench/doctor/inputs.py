@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
+from accelbench.telemetry.parsers import DESCRIPTIONS, identify, looks_like
 from accelbench.telemetry.parsers.text import clean
 
 
@@ -61,3 +62,53 @@ def read_capture(path: Path, what: str) -> str:
         raise AccelbenchError(f"{what} must be a file, not a directory: {path}") from None
     except OSError as exc:
         raise AccelbenchError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class CaptureOption:
+    """A doctor option that reads one tool's saved output: the tool outputs it reads (keys
+    of :data:`accelbench.telemetry.parsers.DESCRIPTIONS`) and how to save the right one."""
+
+    option: str
+    kinds: tuple[str, ...]
+    save: str
+    expects: str = ""  # what the option reads, when not the first kind's description
+
+
+# DoctorInputs field -> its option. The kernel log is not here: any text may be a kernel
+# log (one without GPU lines is a healthy log), so it is never refused.
+CAPTURE_OPTIONS: dict[str, CaptureOption] = {
+    "lspci": CaptureOption("--lspci", ("lspci",), "sudo lspci -vvv > FILE"),
+    "nvidia_smi": CaptureOption("--nvidia-smi", ("nvidia-smi-table",), "nvidia-smi > FILE"),
+    "nvidia_topo": CaptureOption(
+        "--nvidia-topo", ("nvidia-smi-topo",), "nvidia-smi topo -m > FILE"
+    ),
+    "rocm_smi": CaptureOption("--rocm-smi", ("rocm-smi-text",), "rocm-smi > FILE (or rocm-smi -a)"),
+    "amd_smi": CaptureOption(
+        "--amd-smi", ("amd-smi-text", "amd-smi"), "amd-smi static --json > FILE", "`amd-smi` output"
+    ),
+    "rocminfo": CaptureOption("--rocminfo", ("rocminfo",), "rocminfo > FILE"),
+    "collect_env": CaptureOption(
+        "--collect-env", ("collect-env",), "python -m torch.utils.collect_env > FILE"
+    ),
+}
+
+# Where a file of another tool belongs: "give it to --lspci".
+_READ_BY = {k: f"give it to {o.option}" for o in CAPTURE_OPTIONS.values() for k in o.kinds} | {
+    "kernel-log": "give it to --kernel-log"
+}
+
+
+def check_capture_kind(field: str, path: Path, text: str, found: bool) -> None:
+    """Refuse, in one line, a capture given to the option ``field`` when its parser
+    ``found`` nothing of the tool and the text does not carry the tool's signature either:
+    another tool's output (the sniffer names it), or no tool's at all. A real capture cut
+    short keeps its signature or some of its data and is read (its loss is reported)."""
+    opt = CAPTURE_OPTIONS[field]
+    if found or any(k in opt.kinds for k in identify(text)):
+        return
+    expects = opt.expects or DESCRIPTIONS[opt.kinds[0]]
+    raise AccelbenchError(
+        f"{opt.option} {path} is not {expects}: it looks like {looks_like(text, _READ_BY)}; "
+        f"capture it with: {opt.save}"
+    )

@@ -14,13 +14,7 @@ from typing import TypedDict
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import bus_id_from_bdfid, normalize_bus_id
 from accelbench.gpu.values import to_int
-from accelbench.telemetry.parsers.text import clean, find_json
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+from accelbench.telemetry.parsers.text import clean, find_json, strip_ansi
 
 
 def dedent_common(text: str) -> str:
@@ -136,7 +130,8 @@ def parse_nvidia_topo(text: str) -> NvidiaTopo:
     for ln in lines:
         if header is None:
             toks = [c.strip() for c in re.split(r"\t+| {2,}", ln.strip()) if c.strip()]
-            if "GPU0" in toks and "X" not in toks:
+            # "CPU Affinity": not another GPU matrix (rocm-smi --showtopo's weights)
+            if "GPU0" in toks and "X" not in toks and "CPU Affinity" in toks:
                 header = toks
             continue
         if not ln.strip() or ln.startswith("Legend"):
@@ -411,11 +406,20 @@ def _amd_static_gpu(index: int, raw: object) -> AmdSmiGpu:
     }
 
 
+_JSON_START = re.compile(r"^\s*[\[{]", re.M)
+
+
+def has_json_start(text: str) -> bool:
+    """Whether a line of ``text`` starts (after blanks) a JSON object or array: amd-smi
+    --json output, possibly after a warning line, possibly cut short."""
+    return _JSON_START.search(text) is not None
+
+
 def parse_amd_smi(text: str) -> AmdSmi:
     """Any of `amd-smi list`, `amd-smi static`, `amd-smi version`, text or --json."""
     text = clean(text)
     stripped = text.strip()
-    if re.search(r"^\s*[\[{]", stripped, re.M) and not re.match(r"GPU: \d", stripped):
+    if has_json_start(stripped) and not re.match(r"GPU: \d", stripped):
         try:
             data, skipped = find_json(stripped, "amd-smi")
         except AccelbenchError as exc:
@@ -438,7 +442,7 @@ def parse_amd_smi(text: str) -> AmdSmi:
             }  # fmt: skip
         if isinstance(data, dict) and "gpu_data" in data:
             data = data["gpu_data"]
-        if isinstance(data, list):
+        if isinstance(data, list) and all(isinstance(g, dict) for g in data):
             gpus = [
                 _amd_static_gpu(_index(g.get("gpu"), i), g)
                 for i, g in enumerate(data)

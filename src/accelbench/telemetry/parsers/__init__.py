@@ -22,9 +22,11 @@ from accelbench.gpu.nvml import NV_THROTTLE_BITS, NV_THROTTLE_HARMFUL, nv_thrott
 from accelbench.telemetry.parsers.amd_smi import parse_amd_smi_json
 from accelbench.telemetry.parsers.dcgm import parse_dcgm_prometheus
 from accelbench.telemetry.parsers.detect import (
+    DESCRIPTIONS,
     FORMATS,
     Capture,
     detect_format,
+    identify,
     looks_like,
     parse_capture,
     parse_file,
@@ -37,6 +39,7 @@ from accelbench.telemetry.parsers.rocm_smi import parse_rocm_smi_json
 from accelbench.telemetry.parsers.server import SERVER_METRICS, detect_engine, parse_server_metrics
 
 __all__ = [
+    "DESCRIPTIONS",
     "FORMATS",
     "Capture",
     "NV_THROTTLE_BITS",
@@ -44,6 +47,7 @@ __all__ = [
     "SERVER_METRICS",
     "detect_engine",
     "detect_format",
+    "identify",
     "looks_like",
     "parse_capture",
     "read_capture",

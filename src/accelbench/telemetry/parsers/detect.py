@@ -1,10 +1,15 @@
 """Format detection for captured files by content signatures, and parsing a file by its
-format with what was lost on the way (:class:`Capture`)."""
+format with what was lost on the way (:class:`Capture`).
+
+:func:`identify` / :func:`looks_like` name any known tool output, also the ones telemetry
+does not read (the plain `nvidia-smi` table, `-q` text, a kernel log ...): `telemetry
+parse` uses them to say what a wrong file is, the doctor to refuse a capture of the
+wrong tool."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +25,7 @@ from accelbench.telemetry.parsers.prometheus import SAMPLE_LINE
 from accelbench.telemetry.parsers.rocm_exporter import parse_rocm_exporter_prometheus
 from accelbench.telemetry.parsers.rocm_smi import parse_rocm_smi_json
 from accelbench.telemetry.parsers.server import parse_server_metrics
-from accelbench.telemetry.parsers.text import clean, find_json
+from accelbench.telemetry.parsers.text import clean, find_json, strip_ansi
 from accelbench.telemetry.schema import Row
 
 Parser = Callable[..., list[Row]]
@@ -37,19 +42,59 @@ FORMATS: dict[str, Parser] = {
 
 _SERVER_PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_")
 
-# What a file that is none of FORMATS looks like: (signature, description). Checked in
-# order; the first that matches names the file in the error.
-_LOOKS_LIKE: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^\|\s*NVIDIA-SMI \d", re.M), "the plain `nvidia-smi` table"),
-    (re.compile(r"^==+ NVSMI LOG ==+", re.M), "`nvidia-smi -q` text (capture `-q -x` instead)"),
-    (re.compile(r"^\s*GPU0\s.*CPU Affinity", re.M), "`nvidia-smi topo -m`"),
-    (re.compile(r"ROCm System Management Interface"), "`rocm-smi` text (add --json)"),
-    (re.compile(r"^GPU: \d+\s*$", re.M), "`amd-smi` text (add --json)"),
-    (re.compile(r"NVRM: |amdgpu[: ]|\[\s*\d+\.\d+\] "), "a kernel log (use `doctor --kernel-log`)"),
-    (re.compile(r"ROCk module|HSA System Attributes"), "`rocminfo` (use `doctor --rocminfo`)"),
-    (re.compile(r"^PyTorch version:", re.M), "collect_env (use `doctor --collect-env`)"),
-    (re.compile(r"LnkSta:"), "`lspci -vvv` (use `doctor --lspci`)"),
+# Tool outputs recognised by content: a key and a bare description of what it is. The
+# FORMATS keys are the formats telemetry reads (found by detect_format); the others by
+# the signatures below. Each reader adds its own advice: TELEMETRY_HINTS for `telemetry
+# parse`; the doctor names the option that reads the file (doctor.inputs).
+DESCRIPTIONS: dict[str, str] = {
+    "nvidia-smi-xml": "`nvidia-smi -q -x` XML",
+    "nvidia-smi-csv": "`nvidia-smi --query-gpu` CSV",
+    "rocm-smi": "`rocm-smi --json`",
+    "amd-smi": "`amd-smi --json`",
+    "dcgm": "a dcgm-exporter scrape",
+    "rocm-exporter": "a ROCm Device Metrics Exporter scrape",
+    "server": "an inference server's /metrics scrape",
+    "nvidia-smi-table": "the plain `nvidia-smi` table",
+    "nvidia-smi-q": "`nvidia-smi -q` text",
+    "nvidia-smi-topo": "`nvidia-smi topo -m`",
+    "nvidia-smi-dmon": "`nvidia-smi dmon`",
+    "rocm-smi-text": "`rocm-smi` text",
+    "amd-smi-text": "`amd-smi` text",
+    "kernel-log": "a kernel log",
+    "rocminfo": "`rocminfo`",
+    "collect-env": "PyTorch / vLLM collect_env output",
+    "lspci": "`lspci -vvv`",
+}
+
+# Text outputs by signature, checked in this order (ANSI escapes removed first). The
+# `-q` banner is "==============NVSMI LOG==============" in real captures (no blanks).
+_SIGNATURES: list[tuple[str, re.Pattern[str]]] = [
+    ("nvidia-smi-table", re.compile(r"^\|\s*NVIDIA-SMI \d", re.M)),
+    ("nvidia-smi-q", re.compile(r"^=+\s*NVSMI LOG\s*=+", re.M)),
+    ("nvidia-smi-topo", re.compile(r"^\s*GPU0\s.*CPU Affinity", re.M)),
+    ("nvidia-smi-dmon", re.compile(r"^#\s*gpu\s+pwr\b", re.M)),
+    ("rocm-smi-text", re.compile(r"ROCm System Management Interface")),
+    ("amd-smi-text", re.compile(r"^[GC]PU: \d+\s*$", re.M)),  # CPU: APU hosts (MI300A)
+    ("kernel-log", re.compile(r"NVRM: |amdgpu[: ]|\[\s*\d+\.\d+\] ")),
+    ("rocminfo", re.compile(r"ROCk module|HSA System Attributes")),
+    ("collect-env", re.compile(r"^\s*PyTorch version:", re.M)),
+    ("lspci", re.compile(r"LnkSta:")),
 ]
+
+# Outputs that embed others: vLLM's collect_env carries `nvidia-smi topo -m` or
+# `rocm-smi --showtopo`, which are then parts of it, not files of their own.
+_EMBEDS = {"collect-env": ("nvidia-smi-topo", "rocm-smi-text")}
+
+TELEMETRY_HINTS: dict[str, str] = {
+    "nvidia-smi-q": "capture `-q -x` instead",
+    "nvidia-smi-dmon": "capture `--query-gpu=... --format=csv` instead",
+    "rocm-smi-text": "add --json",
+    "amd-smi-text": "add --json",
+    "kernel-log": "use `doctor --kernel-log`",
+    "rocminfo": "use `doctor --rocminfo`",
+    "collect-env": "use `doctor --collect-env`",
+    "lspci": "use `doctor --lspci`",
+}
 
 
 @dataclass
@@ -84,15 +129,30 @@ def _prometheus_kind(text: str) -> str | None:
     return None
 
 
-def looks_like(text: str) -> str:
-    """A short description of what an unrecognised capture appears to be."""
-    text = clean(text)
-    found = [desc for rx, desc in _LOOKS_LIKE if rx.search(text)]
+def identify(text: str) -> list[str]:
+    """The keys of :data:`DESCRIPTIONS` that ``text`` holds: its telemetry format, then
+    every text output whose signature it carries (in :data:`_SIGNATURES` order; what a
+    collect_env embeds is part of it, not listed apart)."""
+    text = strip_ansi(clean(text))
+    found = [key for key, rx in _SIGNATURES if rx.search(text)]
+    for outer, inner in _EMBEDS.items():
+        if outer in found:
+            found = [k for k in found if k not in inner]
+    fmt = _format_of(text.strip())
+    return ([fmt] if fmt else []) + found
+
+
+def looks_like(text: str, hints: Mapping[str, str] | None = None) -> str:
+    """A short description of what a capture appears to be, each known output followed by
+    its hint in ``hints`` (key -> advice) when there is one."""
+    found = [
+        DESCRIPTIONS[k] + (f" ({hints[k]})" if hints and k in hints else "") for k in identify(text)
+    ]
     if len(found) > 1:
         return "several tool outputs: " + "; ".join(found)
     if found:
         return found[0]
-    s = text.strip()
+    s = clean(text).strip()
     if not s:
         return "an empty file"
     if s.startswith(("{", "[")):
@@ -101,10 +161,8 @@ def looks_like(text: str) -> str:
     return f"unknown text starting with {first[:60]!r}"
 
 
-def detect_format(text: str) -> str:
-    """The format of a captured tool output, by content signature. Raises
-    AccelbenchError saying what the text looks like when it is none of :data:`FORMATS`."""
-    s = clean(text).strip()
+def _format_of(s: str) -> str | None:
+    """The key in :data:`FORMATS` of cleaned, stripped text, by content signature."""
     if "<nvidia_smi_log" in s[:2000]:
         return "nvidia-smi-xml"
     if "{" in s[:4000] or "[" in s[:4000]:
@@ -124,6 +182,16 @@ def detect_format(text: str) -> str:
         return kind
     if csv_header_line(s.splitlines()) is not None:
         return "nvidia-smi-csv"
+    return None
+
+
+def detect_format(text: str) -> str:
+    """The format of a captured tool output, by content signature. Raises
+    AccelbenchError saying what the text looks like when it is none of :data:`FORMATS`."""
+    s = clean(text).strip()
+    fmt = _format_of(s)
+    if fmt:
+        return fmt
     if s.startswith(("{", "[")):
         # JSON that parsed as neither tool, or did not parse: say which.
         try:
@@ -131,9 +199,9 @@ def detect_format(text: str) -> str:
         except AccelbenchError as exc:
             raise AccelbenchError(f"looks like JSON but {exc}") from None
     raise AccelbenchError(
-        f"unknown telemetry format: this looks like {looks_like(s)}; expected nvidia-smi "
-        "-q -x XML, nvidia-smi --query-gpu CSV, rocm-smi / amd-smi --json, or a dcgm-exporter"
-        " / ROCm exporter / inference-server Prometheus scrape"
+        f"unknown telemetry format: this looks like {looks_like(s, TELEMETRY_HINTS)}; "
+        "expected nvidia-smi -q -x XML, nvidia-smi --query-gpu CSV, rocm-smi / amd-smi "
+        "--json, or a dcgm-exporter / ROCm exporter / inference-server Prometheus scrape"
     )
 
 

@@ -1,7 +1,8 @@
 """Captured text as it arrives from real machines: byte-order marks, CRLF line ends, a
 tool's warning printed before its JSON, a file cut short. One place reads all of them.
 
-:func:`clean` normalises (BOM, CRLF / CR); :func:`find_json` finds the JSON document in
+:func:`clean` normalises (BOM, CRLF / CR); :func:`strip_ansi` drops terminal escapes (a
+`nvidia-smi topo -m` header is underlined); :func:`find_json` finds the JSON document in
 a capture that carries text before it (amd-smi as a non-root user prints
 "WARNING: User is missing the following required groups: render, video ..." on stdout
 before the JSON) and says what it skipped.
@@ -10,6 +11,7 @@ before the JSON) and says what it skipped.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from accelbench.errors import AccelbenchError
@@ -25,6 +27,14 @@ def clean(text: str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """Text without ANSI escape sequences (``ESC[4m`` ... ``ESC[0m``)."""
+    return _ANSI.sub("", text)
 
 
 def find_json(text: str, what: str) -> tuple[Any, list[str]]:
