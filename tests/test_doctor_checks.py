@@ -114,6 +114,19 @@ def test_h200_boot_with_the_fbhub_poison_clear_passes_and_lists_it():
     assert c.evidence[0].startswith("[info] ") and c.remedy == ""
 
 
+def test_open_kernel_module_banner_is_read_and_a_stale_module_warns():
+    # The open kernel module's banner ("... Open Kernel Module for x86_64  580.159.04 ...")
+    # was not read, so a driver updated without a reload went unnoticed on such hosts.
+    drv = doctor(kernel_log=H200_BOOT_LOG).get("versions.driver")
+    assert drv.status == Status.PASS and "580.159.04" in drv.summary, drv.summary
+    # the same boot with user space at 590.48.01 (another H200's nvidia-smi): stale module
+    drv = doctor(kernel_log=H200_BOOT_LOG, nvidia_smi=H200).get("versions.driver")
+    assert drv.status == Status.WARN, drv.summary
+    assert "kernel log loaded module 580.159.04 but user space reports 590.48.01" in " ".join(
+        [drv.summary, *drv.evidence]
+    )
+
+
 def test_hgx_lspci_links_ok_and_non_gpu_downgrades_not_judged():
     r = doctor(lspci=HGX_LSPCI)
     inv = r.get("inventory.accelerators")

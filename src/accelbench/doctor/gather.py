@@ -184,9 +184,14 @@ def _tool_text(
     return r.text if not r.problem else None
 
 
+# "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  <date>" (proprietary) and
+# "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
+_BANNER = re.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for [\w-]+)?\s+(\d+\.[\d.]+)")
+
+
 def _driver_banners(text: str) -> list[str]:
     out = []
-    for m in re.finditer(r"NVRM: loading NVIDIA UNIX .*?Kernel Module\s+([\d.]+)", text):
+    for m in _BANNER.finditer(text):
         if m.group(1) not in out:
             out.append(m.group(1))
     return out
