@@ -636,6 +636,36 @@ def test_unseen_accelerator_borrows_its_generation() -> None:
     assert choose(fitted, "mi355x", "sglang", "fp8", "amd", "cdna4").key == "vendor:amd"
 
 
+def test_borrowed_factors_take_the_engines_per_request_time() -> None:
+    """An accelerator without factors of its own borrows its architecture's, except the
+    per-request time: the geometric median of the engine's accelerator x engine fits
+    (hand-checked: 0.04, 0.1, 0.25 -> 0.1; the other engine's is not counted)."""
+    from accelbench.predict.fit import LEVELS, Fitted, choose, engine_request_s
+
+    def fit(key: str, level: str, req: float) -> Fitted:
+        return Fitted(key, level, Efficiency(0.1, 0.5, 0.01, req), 10)
+
+    fitted = {
+        "b300|sglang": fit("b300|sglang", LEVELS[1], 0.04),
+        "mi355x|sglang": fit("mi355x|sglang", LEVELS[1], 0.25),
+        "h200|sglang": fit("h200|sglang", LEVELS[1], 0.1),
+        "h200|trt-llm": fit("h200|trt-llm", LEVELS[1], 9.0),
+        "arch:cdna3|sglang": fit("arch:cdna3|sglang", LEVELS[3], 0.5),
+        "vendor:amd": fit("vendor:amd", LEVELS[5], 0.7),
+    }
+    assert engine_request_s(fitted, "sglang") == pytest.approx(0.1)
+    assert engine_request_s(fitted, "vllm") is None
+    got = choose(fitted, "mi325x", "sglang", "fp8", "amd", "cdna3")
+    assert got.key == "arch:cdna3|sglang"
+    assert got.eff == Efficiency(0.1, 0.5, 0.01, pytest.approx(0.1))
+    # an accelerator with factors of its own keeps its own per-request time
+    own = choose(fitted, "h200", "sglang", "fp8", "nvidia", "hopper")
+    assert own.key == "h200|sglang" and own.eff.request_s == 0.1
+    assert choose(fitted, "mi355x", "sglang", "fp8", "amd", "cdna4").eff.request_s == 0.25
+    # no fit of the engine anywhere: the borrowed level's own
+    assert choose(fitted, "mi325x", "vllm", "fp8", "amd", "cdna3").eff.request_s == 0.7
+
+
 @settings(max_examples=40, deadline=None)
 @given(seqs=st.integers(1, 512), ctx=st.integers(0, 200_000), dp=st.booleans())
 def test_property_memoised_decode_parts_are_the_direct_ones(seqs: int, ctx: int, dp: bool) -> None:

@@ -30,7 +30,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from functools import lru_cache
 from importlib import resources
@@ -363,6 +363,22 @@ def _level_of(key: str) -> int:
     return 2 - key.count("|")
 
 
+# Levels at which an accelerator's factors are another accelerator's (its architecture's,
+# its vendor's, everyone's): ``choose`` then takes the per-request time from the engine.
+BORROWED = frozenset(LEVELS[3:])
+
+
+def engine_request_s(fitted: dict[str, Fitted], engine: str) -> float | None:
+    """The per-request time of ``engine`` across accelerators: the geometric median of
+    its "accelerator x engine" factors (None without any)."""
+    reqs = [
+        f.eff.request_s
+        for f in fitted.values()
+        if f.level == LEVELS[1] and f.key.endswith(f"|{engine}")
+    ]
+    return float(np.exp(np.median(np.log(reqs)))) if reqs else None
+
+
 def choose(
     fitted: dict[str, Fitted],
     hardware: str,
@@ -371,9 +387,21 @@ def choose(
     vendor: str,
     arch: str = "",
 ) -> Fitted:
+    """The factors of the most specific level fitted for the combination. Where they are
+    borrowed (``BORROWED``: the accelerator has none of its own), the per-request time
+    (tokenizing, scheduling, the HTTP front end: the engine and its host, not the
+    silicon) is the engine's across accelerators (``engine_request_s``) rather than the
+    sibling's: fitted per accelerator, it spans 0.04-0.13 s for one engine, and one
+    sibling's is a poor guess for another's host (docs/PREDICT.md, "Borrowed factors")."""
     for key in level_keys(hardware, engine, precision, vendor, arch):
         if key in fitted:
-            return fitted[key]
+            f = fitted[key]
+            if f.level in BORROWED:
+                req = engine_request_s(fitted, engine)
+                if req is not None:
+                    e = f.eff
+                    f = replace(f, eff=Efficiency(e.compute, e.bandwidth, e.overhead_s, req))
+            return f
     raise AccelbenchError("no fitted factors at any level (the calibration set is empty)")
 
 

@@ -179,6 +179,11 @@ def _predict_held_out(
     for i in test:
         p = prep.points[i]
         wanted.update(level_keys(p.hardware, p.engine, p.precision, prep.vendor[i], prep.arch[i]))
+    engines = {prep.points[i].engine for i in test}
+    for i in train:  # a borrowed level takes the engine's per-request time (fit.choose)
+        p = prep.points[i]
+        if p.engine in engines:
+            wanted.add(f"{p.hardware}|{p.engine}")
     fitted = fit_levels(prep, train, lambda k: k in wanted)
     out = np.empty((len(test), 3))
     sch = np.empty((len(test), 3)) if cache is not None else None
