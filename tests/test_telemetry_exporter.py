@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.health.monitor import Monitor, post_webhook, run_alert_command
@@ -295,3 +297,95 @@ def test_exporter_never_serves_a_missing_verdict_as_pass():
         exp.stop()
     assert value(s, "accelbench_health_status") == 3.0
     assert value(s, "accelbench_health_verdict", verdict="unknown") == 1.0
+
+
+# -- the exporter's scrape, read back -------------------------------------------------
+MONITOR_H200 = fixture_file(
+    "telemetry", "accelbench-monitor_metrics__h200__drv580.159.04__load.prom"
+)
+
+
+def test_the_monitors_own_scrape_reads_back_hand_checked():
+    """accelbench monitor's /metrics on a real H200 under load (the fixture): its GPU and
+    host rows, values as the file shows them; the verdict series are named, not kept."""
+    from accelbench.telemetry.parsers import parse_capture
+
+    cap = parse_capture(MONITOR_H200.read_text())
+    assert cap.format == "accelbench" and cap.lost == []
+    assert cap.notes == [
+        "the monitor's health verdict when scraped (warn) is not a sample: left out "
+        "(the rows are judged again)"
+    ]
+    gpu, host = cap.rows
+    assert (gpu["kind"], gpu["vendor"], gpu["model"], gpu["device_index"]) == (
+        "gpu", "nvidia", "NVIDIA H200", 0
+    )  # fmt: skip
+    assert gpu["bus_id"] == "0000:00:06.0" and gpu["uuid"].startswith("GPU-addd9b9c")
+    assert gpu["power_w"] == 693.583 and gpu["power_limit_w"] == 700.0
+    assert gpu["energy_j"] == 10578.613  # accelbench_gpu_energy_joules_total
+    assert gpu["throttle_power_s"] == 8.174029984 and gpu["throttle_thermal_s"] == 0.0
+    assert gpu["mem_total_bytes"] == 150754820096 and gpu["mem_used_bytes"] == 1704853504
+    assert (gpu["temp_gpu_c"], gpu["temp_mem_c"], gpu["temp_slowdown_c"]) == (57.0, 49.0, 89.0)
+    assert (gpu["clock_sm_hz"], gpu["clock_mem_hz"]) == (1395e6, 3201e6)
+    assert (gpu["pcie_gen"], gpu["pcie_gen_max"], gpu["pcie_width"]) == (5, 5, 16)
+    assert gpu["ecc_uncorrected_volatile"] == 0 and gpu["remapped_rows_pending"] is False
+    assert host["kind"] == "host" and host["host_mem_total_bytes"] == 135129063424
+
+
+_VALUE = st.floats(0, 1e12, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gpus=st.lists(
+        st.fixed_dictionaries(
+            {
+                "power_w": _VALUE,
+                "energy_j": _VALUE,
+                "temp_gpu_c": _VALUE,
+                "throttle_power_s": _VALUE,
+                "clock_sm_hz": _VALUE,
+                "ecc_uncorrected_volatile": st.integers(0, 10**9),
+                "pcie_width": st.integers(1, 32),
+                "remapped_rows_pending": st.booleans(),
+            }
+        ),  # fmt: skip
+        min_size=1,
+        max_size=4,
+    ),
+    cpu=_VALUE,
+    running=st.integers(0, 10**6),
+)
+def test_property_the_exporters_scrape_reads_back_to_its_rows(gpus, cpu, running):
+    """Rows -> the exporter's /metrics text -> the parser: every exported value comes back
+    as it went in (one table of names for both: exporter.GPU_METRICS and the rest)."""
+    from prometheus_client import generate_latest
+
+    from accelbench.telemetry.parsers import parse_capture
+
+    rows = [
+        new_row(
+            kind="gpu",
+            vendor="nvidia",
+            model="H200",
+            device_index=i,
+            bus_id=f"0000:0{i}:00.0",
+            uuid=f"GPU-{i}",
+            **vals,
+        )  # fmt: skip
+        for i, vals in enumerate(gpus)
+    ]
+    rows.append(new_row(kind="host", cpu_util=cpu))
+    rows.append(new_row(kind="server", engine="vllm", srv_requests_running=running))
+    ex = Exporter(port=0)
+    ex.update(rows, {"verdict": "pass", "findings": [], "unknown": []})
+    cap = parse_capture(generate_latest(ex.registry).decode())
+    assert cap.format == "accelbench" and cap.lost == []
+    back = {(r["kind"], r.get("device_index"), r.get("engine")): r for r in cap.rows}
+    for i, vals in enumerate(gpus):
+        r = back[("gpu", i, None)]
+        assert (r["bus_id"], r["uuid"]) == (f"0000:0{i}:00.0", f"GPU-{i}")
+        for col, v in vals.items():
+            assert r[col] == v, (col, r[col], v)
+    assert back[("host", None, None)]["cpu_util"] == cpu
+    assert back[("server", None, "vllm")]["srv_requests_running"] == running

@@ -123,9 +123,9 @@ def parse_cmd(
         if as_json:
             typer.echo(json.dumps(r, default=str))
             continue
-        typer.echo(
-            f"# {r.get('kind')} {r.get('device_index')}: {r.get('model') or r.get('engine')}"
-        )
+        idx, name = r.get("device_index"), r.get("model") or r.get("engine")
+        head = f"# {r.get('kind')}" + ("" if idx is None else f" {idx}")
+        typer.echo(head + ("" if name is None else f": {name}"))
         for k, v in r.items():
             if v is not None and k not in ("kind", "device_index", "model"):
                 typer.echo(f"  {k} = {v}")

@@ -27,7 +27,7 @@ from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, KIND_SERVER, Row, n
 GPU_LABELS = ["vendor", "model", "device", "bus_id", "uuid"]
 
 # (metric name without prefix, help, column, type, extra label name, extra label value)
-_GPU_METRICS: list[tuple[str, str, str, str, dict[str, str]]] = [
+GPU_METRICS: list[tuple[str, str, str, str, dict[str, str]]] = [
     ("gpu_utilization_ratio", "GPU engine busy ratio (0-1)", "util_gpu", "gauge", {}),
     (
         "gpu_memory_utilization_ratio",
@@ -137,7 +137,7 @@ _GPU_METRICS: list[tuple[str, str, str, str, dict[str, str]]] = [
     ("gpu_row_remap_failure", "A row remap failed (1)", "remapped_rows_failure", "gauge", {}),
 ]
 
-_HOST_METRICS = [
+HOST_METRICS = [
     ("host_cpu_utilization_ratio", "Host CPU busy ratio (0-1)", "cpu_util", "gauge"),
     ("host_memory_used_bytes", "Host memory used", "host_mem_used_bytes", "gauge"),
     ("host_memory_total_bytes", "Host memory total", "host_mem_total_bytes", "gauge"),
@@ -155,7 +155,7 @@ _HOST_METRICS = [
     ),
 ]
 
-_SERVER_METRICS = [
+SERVER_METRICS = [
     ("server_requests_running", "Requests being processed", "srv_requests_running", "gauge"),
     ("server_requests_waiting", "Requests queued", "srv_requests_waiting", "gauge"),
     ("server_kv_cache_usage_ratio", "KV-cache usage (0-1)", "srv_kv_cache_usage", "gauge"),
@@ -228,18 +228,18 @@ class TelemetryCollector(Collector):
             kind = row.get("kind")
             if kind == KIND_GPU:
                 base = _gpu_label_values(row)
-                for name, doc, col, mtype, extra in _GPU_METRICS:
+                for name, doc, col, mtype, extra in GPU_METRICS:
                     val = numeric(row, col)
                     if val is None:
                         continue
                     fam = family(name, doc, mtype, GPU_LABELS + list(extra))
                     fam.add_metric(base + list(extra.values()), float(val))
             elif kind == KIND_HOST:
-                for name, doc, col, mtype in _HOST_METRICS:
+                for name, doc, col, mtype in HOST_METRICS:
                     if (val := numeric(row, col)) is not None:
                         family(name, doc, mtype, []).add_metric([], float(val))
             elif kind == KIND_SERVER:
-                for name, doc, col, mtype in _SERVER_METRICS:
+                for name, doc, col, mtype in SERVER_METRICS:
                     if (val := numeric(row, col)) is not None:
                         fam = family(name, doc, mtype, ["engine"])
                         fam.add_metric([str(row.get("engine") or "")], float(val))

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
+from accelbench.telemetry.parsers.accelbench_exporter import (
+    is_accelbench_scrape,
+    parse_accelbench_prometheus,
+)
 from accelbench.telemetry.parsers.amd_smi import parse_amd_smi_json
 from accelbench.telemetry.parsers.dcgm import parse_dcgm_prometheus
 from accelbench.telemetry.parsers.nvidia_smi import (
@@ -38,6 +42,7 @@ FORMATS: dict[str, Parser] = {
     "dcgm": parse_dcgm_prometheus,
     "rocm-exporter": parse_rocm_exporter_prometheus,
     "server": parse_server_metrics,
+    "accelbench": parse_accelbench_prometheus,
 }
 
 _SERVER_PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_")
@@ -54,6 +59,7 @@ DESCRIPTIONS: dict[str, str] = {
     "dcgm": "a dcgm-exporter scrape",
     "rocm-exporter": "a ROCm Device Metrics Exporter scrape",
     "server": "an inference server's /metrics scrape",
+    "accelbench": "accelbench monitor's /metrics scrape",
     "nvidia-smi-table": "the plain `nvidia-smi` table",
     "nvidia-smi-q": "`nvidia-smi -q` text",
     "nvidia-smi-topo": "`nvidia-smi topo -m`",
@@ -110,7 +116,8 @@ class Capture:
 
 
 def _prometheus_kind(text: str) -> str | None:
-    """dcgm / server / rocm-exporter when most sample lines are Prometheus samples."""
+    """dcgm / server / rocm-exporter / accelbench (its own monitor's exporter) when most
+    sample lines are Prometheus samples."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     samples = [ln for ln in lines if not ln.startswith("#")]
     if not samples:
@@ -126,6 +133,8 @@ def _prometheus_kind(text: str) -> str | None:
         return "server"
     if any(n.lower().startswith(("gpu_", "pcie_")) for n in names):
         return "rocm-exporter"
+    if is_accelbench_scrape(names):
+        return "accelbench"
     return None
 
 
@@ -201,7 +210,8 @@ def detect_format(text: str) -> str:
     raise AccelbenchError(
         f"unknown telemetry format: this looks like {looks_like(s, TELEMETRY_HINTS)}; "
         "expected nvidia-smi -q -x XML, nvidia-smi --query-gpu CSV, rocm-smi / amd-smi "
-        "--json, or a dcgm-exporter / ROCm exporter / inference-server Prometheus scrape"
+        "--json, or a dcgm-exporter / ROCm exporter / inference-server / accelbench monitor "
+        "Prometheus scrape"
     )
 
 
