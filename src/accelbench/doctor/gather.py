@@ -156,7 +156,7 @@ def _kernel_log_facts(source: str, text: str) -> KernelLogFacts:
     return {
         "source": source,
         "events": scan_kernel_log(text),
-        "lines": text.count("\n") + 1,
+        "lines": len(text.splitlines()),
         "driver_banners": _driver_banners(text),
     }
 

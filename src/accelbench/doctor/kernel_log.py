@@ -109,6 +109,17 @@ RULES: list[Rule] = [
         "A job hung on the GPU; the driver resets it. "
         "Repeated: update ROCm/amdgpu, check firmware.",
     ),
+    # amdgpu's announcement of a debug option set with amdgpu.debug_mask at load
+    # (amdgpu_init_debug_options in amdgpu_device.c: pr_info("debug: enable mode2 reset
+    # for poison consumption recovery"), "debug: enable RAS ACA", ...): a setting, not an
+    # event; before gpu.reset and the RAS rules, whose words it holds.
+    Rule(
+        "amdgpu.debug_option",
+        re.compile(r"amdgpu\b.*\bdebug: enable ", re.I),
+        "info",
+        "amdgpu debug option enabled at load (amdgpu.debug_mask)",
+        "None for health; a debug option changes the driver's behaviour: note it beside results.",
+    ),
     Rule(
         "gpu.reset",
         re.compile(
