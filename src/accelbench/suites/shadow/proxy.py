@@ -518,6 +518,8 @@ class ShadowProxy:
         except asyncio.CancelledError:  # the proxy is stopping, or the caller hung up
             self._forwarded(caller, fwd, close=True, cut=True)
             return
+        finally:  # whatever ends it, the compiled relay lets go of the caller's socket
+            fwd.relay.close()
         self._forwarded(caller, fwd, close or not keep, cut=False)
 
     def _forwarded(self, caller: _Caller, fwd: _Forward, close: bool, cut: bool) -> None:
