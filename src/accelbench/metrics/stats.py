@@ -1194,6 +1194,38 @@ class PreparedBatch:
     every: bool = True  # every weight > 0 (else ``weighted`` is of those that are)
 
 
+try:  # the compiled per-batch loops (optional: numpy is the fallback)
+    from accelbench.metrics import _chunkstats
+except ImportError:  # pragma: no cover - where the extension did not build
+    _chunkstats = None  # type: ignore[assignment]
+
+
+def _compiled_batch(v: np.ndarray, w: np.ndarray, pass2: bool) -> PreparedBatch | None:
+    """``StreamedDescribe.prepare`` of a batch without NaN in two compiled passes
+    (metrics/_chunkstats.c ``batch``); None where ``v`` holds a NaN."""
+    got = _chunkstats.batch(v, w)
+    if got is None:
+        return None
+    (n, s, m2, vmin, vmax, lo, wn, ws, wm2, wmin, wmax, wlo, every), kb, cb, wcb = got
+    k = np.frombuffer(kb, dtype=np.int64)
+    if pass2:
+        return PreparedBatch(v, w, k)
+    out = PreparedBatch(v, w, k, (float(n), s, m2, vmin, vmax, lo, np.frombuffer(cb, np.int64)))
+    if len(wcb):
+        out.every = bool(every)
+        out.weighted = (float(wn), ws, wm2, wmin, wmax, wlo, np.frombuffer(wcb, np.int64))
+    return out
+
+
+def _kept(v: np.ndarray, w: np.ndarray, k: np.ndarray, wanted: np.ndarray) -> tuple[Any, Any]:
+    """The values (and weights) whose bucket is marked in ``wanted``."""
+    if _chunkstats is not None:
+        vb, wb = _chunkstats.keep(v, w, k, wanted.view(np.uint8))
+        return np.frombuffer(vb, dtype=np.float64), np.frombuffer(wb, dtype=np.int64)
+    sel = wanted[k]
+    return v[sel], w[sel]
+
+
 def _counts(keys: np.ndarray, weights: np.ndarray | None = None) -> tuple[int, np.ndarray]:
     """``bincount(keys, weights)`` over only the keys' range, as (lowest key, counts): a
     batch of chunk gaps spans a few thousand of the 4 million buckets (a full-length
@@ -1243,13 +1275,22 @@ class StreamedDescribe:
     ) -> PreparedBatch | None:
         """The batch's part of ``add`` that reads nothing ``commit`` changes: safe in
         other threads while the batches before it are committed (within one pass)."""
-        v = np.asarray(values, dtype=np.float64)
+        v = np.ascontiguousarray(values, dtype=np.float64)
         w = np.zeros(v.size, np.int64) if weights is None else np.asarray(weights, np.int64)
+        if _chunkstats is not None and v.size:
+            w = np.ascontiguousarray(w)
+            if w.size != v.size:
+                raise ValueError("values and weights differ in length")
+            done = _compiled_batch(v, w, self.pass2)
+            if done is not None:
+                return done
         keep = ~np.isnan(v)
         if not keep.all():
             v, w = v[keep], w[keep]
         if not v.size:
             return None
+        if _chunkstats is not None:  # the NaN gone
+            return _compiled_batch(np.ascontiguousarray(v), np.ascontiguousarray(w), self.pass2)
         vmin = float(v.min())
         k = _bucket_keys(v, vmin >= 0 if not self.pass2 else self.lo >= 0)
         if self.pass2:
@@ -1295,14 +1336,12 @@ class StreamedDescribe:
             if self.n >= self.guess_after:
                 self._guess()
         else:
-            sel = self._wanted[k]
-            if sel.any():
-                self.kept.append((v[sel], w[sel]))
+            self._keep(v, w, k)
 
     def _keep(self, v: np.ndarray, w: np.ndarray, k: np.ndarray) -> None:
-        sel = self._wanted[k]
-        if sel.any():
-            self.kept.append((v[sel], w[sel]))
+        kv, kw = _kept(v, w, k, self._wanted)
+        if kv.size:
+            self.kept.append((kv, kw))
 
     def _guess(self) -> None:
         """The buckets to keep from now on, from the percentiles of the values so far."""

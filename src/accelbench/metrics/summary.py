@@ -30,6 +30,11 @@ from accelbench.metrics.stats import (
 )
 from accelbench.metrics.values import column_np
 
+try:  # the compiled chunk-gap pass (optional: numpy is the fallback)
+    from accelbench.metrics import _chunkstats
+except ImportError:  # pragma: no cover - where the extension did not build
+    _chunkstats = None  # type: ignore[assignment]
+
 SCHEMA_ID = "accelbench.summary/1"
 
 # ----------------------------------------------------------------------------- the model
@@ -397,6 +402,9 @@ def _bool(t: pa.Table, name: str) -> np.ndarray:
 
 def _chunk_gaps(ok: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
     """Pooled chunk gaps (ms) and their token weights (1 where the server did not say)."""
+    got = _piece_gaps(ok, None)
+    if got is not None:
+        return got[:3]
     times = ok.column("chunk_times").combine_chunks()
     if len(times) == 0:
         return np.empty(0), np.empty(0, dtype=np.int64), False
@@ -413,13 +421,84 @@ def _chunk_gaps(ok: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
     known = toks.null_count == 0 and len(toks) == len(times)
     if known:
         tflat = pc.list_flatten(toks).to_numpy(zero_copy_only=False).astype(np.int64)
-        if tflat.size == flat.size:
+        if tflat.size == flat.size and bool(
+            (pc.list_value_length(toks).fill_null(0).to_numpy(zero_copy_only=False)
+             == pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False)).all()
+        ):  # fmt: skip
             weights = tflat
         else:
             known = False
     if weights is None:
         weights = np.ones(flat.size, dtype=np.int64)
     return gaps[valid], weights[1:][valid], known
+
+
+def _list_parts(col: pa.ChunkedArray, value_type: pa.DataType) -> tuple[Any, Any, Any] | None:
+    """(values, int32 offsets, validity) of a list column as numpy arrays without copies,
+    or None where it is not a plain list of ``value_type`` without null elements."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_list(arr.type) or arr.type.value_type != value_type:
+        return None
+    values = arr.values
+    if values.null_count:
+        return None
+    valid = (
+        np.ones(len(arr), dtype=bool)
+        if arr.null_count == 0
+        else arr.is_valid().to_numpy(zero_copy_only=False)
+    )
+    return (values.to_numpy(zero_copy_only=True), arr.offsets.to_numpy(zero_copy_only=True),
+            valid)  # fmt: skip
+
+
+def _piece_gaps(
+    table: pa.Table, mask: np.ndarray | None, span: tuple[np.ndarray, int, int] | None = None
+) -> tuple[np.ndarray, np.ndarray, bool, float] | None:
+    """``_chunk_gaps`` of the rows of ``table`` where ``mask`` (every row: None), and the
+    output tokens of those rows that arrived within a span (``span``: their OSL, one per
+    masked row, then a and b), in one compiled pass over the unfiltered table
+    (metrics/_chunkstats.c); None where that extension or the columns' plain layout is
+    missing (then numpy does it). A row's tokens are known where its chunk_tokens list
+    is there and as long as its chunk_times list; where any masked row's are not, every
+    gap weighs 1 (``known`` False)."""
+    if _chunkstats is None or "chunk_times" not in table.column_names:
+        return None
+    times = _list_parts(table.column("chunk_times"), pa.int64())
+    if times is None:
+        return None
+    tv, toff, tvalid = times
+    n = table.num_rows
+    rows = tvalid if mask is None else tvalid & mask
+    flags = rows.astype(np.uint8)
+    kv = np.empty(0, np.int32)
+    koff = np.empty(0, np.int32)
+    if "chunk_tokens" in table.column_names:
+        toks = _list_parts(table.column("chunk_tokens"), pa.int32())
+        if toks is None:
+            return None
+        kv, koff, kvalid = toks
+        every = kvalid if mask is None else kvalid | ~mask
+        if every.all():  # a null token list on any row summarised: none are known
+            flags[rows] = 2
+    osl = np.empty(0)
+    a = b = 0
+    if span is not None:
+        osl = np.zeros(n)
+        osl[mask if mask is not None else slice(None)] = span[0]
+        a, b = int(span[1]), int(span[2])
+    g, w, known, in_span = _chunkstats.gaps(
+        np.ascontiguousarray(tv, np.int64), np.ascontiguousarray(toff, np.int32),
+        np.ascontiguousarray(kv, np.int32), np.ascontiguousarray(koff, np.int32),
+        flags, np.ascontiguousarray(osl, np.float64), a, b,
+    )  # fmt: skip
+    gaps = np.frombuffer(g, dtype=np.float64)
+    weights = np.frombuffer(w, dtype=np.int64)
+    total = int(np.count_nonzero(rows))
+    if total and int((np.diff(toff)[rows]).sum()) < 2:  # as numpy's path: < 2 chunk times
+        return np.empty(0), np.empty(0, dtype=np.int64), False, float(in_span)
+    if not total:
+        return gaps, weights, False, float(in_span)
+    return gaps, weights, bool(known), float(in_span)
 
 
 # The chunk columns of a table too large to hold: consecutive row slices of the table
@@ -473,11 +552,19 @@ def _streamed_gaps(
             plain: StreamedDescribe | None = plain,
         ) -> tuple[float, bool, PreparedBatch | None, PreparedBatch | None]:
             piece, mask, at_ok = item
-            part = piece if mask.all() else piece.filter(pa.array(mask))
             tokens = 0.0
+            n_ok = int(np.count_nonzero(mask))
+            counted = None
             if not second and span is not None:
-                tokens = _span_tokens(part, span[0][at_ok : at_ok + part.num_rows], *span[1:])
-            gaps, w, k = _chunk_gaps(part)
+                counted = (span[0][at_ok : at_ok + n_ok], span[1], span[2])
+            got = _piece_gaps(piece, mask, counted)
+            if got is not None:  # compiled, on the unfiltered piece
+                gaps, w, k, tokens = got
+            else:
+                part = piece if mask.all() else piece.filter(pa.array(mask))
+                if counted is not None:
+                    tokens = _span_tokens(part, *counted)
+                gaps, w, k = _chunk_gaps(part)
             mine = sd.prepare(gaps, w) if not second or again[0] else None
             unit = None
             if second and again[1] and plain is not None:
