@@ -886,12 +886,15 @@ def _sen_interval_large(
         if not (below <= mid[0] and mid[1] < below + got.size):
             lo_r, hi_r = min(lo_r, mid[0]), max(hi_r, mid[1])
             continue
+        # four order statistics of tens of millions of slopes: partitions, not a sort
+        got.partition([mid[0] - below, mid[1] - below])
         slope = float((got[mid[0] - below] + got[mid[1] - below]) / 2)  # np.median's mean
         icpt = float(np.median(y) - slope * np.median(t))
         rho, lo_i, hi_i = ranks(slope)
         if n < MIN_TREND_POINTS:
             return slope, icpt, math.nan, math.nan, rho
         if below <= lo_i and hi_i < below + got.size:
+            got.partition([lo_i - below, hi_i - below])
             return slope, icpt, float(got[lo_i - below]), float(got[hi_i - below]), rho
         lo_r, hi_r = min(lo_r, lo_i), max(hi_r, hi_i)
     raise AssertionError("unreachable: the last bracket holds every slope")
@@ -910,8 +913,8 @@ def _sample_bound(sample: np.ndarray, r: int, m: int, widen: float) -> float:
 
 
 def _slopes_between(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, int]:
-    """The pairwise slopes (pairs with distinct t) in [lo, hi], sorted, and how many are
-    below lo. The points are put in time order (a pair's slope is the same either way
+    """The pairwise slopes (pairs with distinct t) in [lo, hi], in no particular order,
+    and how many are below lo. The points are put in time order (a pair's slope is the same either way
     round: IEEE subtraction and division are exact under a sign change, but for a zero
     slope's sign, which no order statistic sees), then the pairs
     are computed in blocks of _SEN_ROWS rows on every core (metrics.parallel): by the
@@ -976,7 +979,6 @@ def _slopes_between(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> tuple
         below += b_k
         inside += in_k
     got = np.concatenate(inside) if inside else np.empty(0)
-    got.sort()
     return got, below
 
 
