@@ -9,14 +9,20 @@ sample with the smallest round trip gives the tightest interval, and its midpoin
 the estimate, off by at most half that round trip (the uncertainty reported beside the
 run). Records are moved to the driver's timeline by subtracting the offset from every
 timestamp, so windows, throughput and steady-state detection see one clock.
+
+Where a worker reads the driver's own clock (``clock_identity``: the same boot and time
+namespace, e.g. every actor of ``--ray local``), the offset is exactly zero and is not
+estimated: an estimate there is only error (a Ray round trip is asymmetric by tens of
+microseconds). The estimate is still made and kept beside it, as a check.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from accelbench.metrics.records import FIELD_NAMES
 
@@ -34,6 +40,11 @@ class ClockJSON(TypedDict):
     samples: int
     offset_ms: float
     uncertainty_ms: float
+    # the worker reads the driver's own clock: offset 0 exactly; the round trips' estimate
+    # (which should lie within its uncertainty of 0) kept as a check
+    same_clock: NotRequired[bool]
+    estimate_ms: NotRequired[float]
+    estimate_uncertainty_ms: NotRequired[float]
 
 
 @dataclass(frozen=True)
@@ -44,9 +55,18 @@ class ClockOffset:
     uncertainty_ns: int  # half the smallest round trip: |true - estimate| <= this
     rtt_min_ns: int
     samples: int
+    same_clock: bool = False  # the driver's own clock: offset_ns is 0, not estimated
+    estimate_ns: int | None = None  # then: what the round trips estimated
+    estimate_uncertainty_ns: int | None = None
+
+    def on_same_clock(self) -> ClockOffset:
+        """This estimate, for a worker known to read the driver's own clock: offset and
+        uncertainty 0, the estimate kept beside them."""
+        return ClockOffset(0, 0, self.rtt_min_ns, self.samples, True,
+                           self.offset_ns, self.uncertainty_ns)  # fmt: skip
 
     def to_json(self) -> ClockJSON:
-        return ClockJSON(
+        doc = ClockJSON(
             offset_ns=self.offset_ns,
             uncertainty_ns=self.uncertainty_ns,
             rtt_min_ns=self.rtt_min_ns,
@@ -54,6 +74,34 @@ class ClockOffset:
             offset_ms=self.offset_ns / 1e6,
             uncertainty_ms=self.uncertainty_ns / 1e6,
         )
+        if self.same_clock:
+            doc["same_clock"] = True
+            if self.estimate_ns is not None and self.estimate_uncertainty_ns is not None:
+                doc["estimate_ms"] = self.estimate_ns / 1e6
+                doc["estimate_uncertainty_ms"] = self.estimate_uncertainty_ns / 1e6
+        return doc
+
+
+def clock_identity() -> str | None:
+    """What makes two processes' ``time.monotonic_ns()`` one clock: the same boot (Linux's
+    boot_id) and the same time namespace (which may shift CLOCK_MONOTONIC, Linux 5.6+).
+    None where that cannot be told (not Linux, /proc unreadable): then offsets are
+    estimated."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        return None
+    try:
+        st = os.stat("/proc/self/ns/time")
+        ns = f"{st.st_dev}:{st.st_ino}"
+    except FileNotFoundError:
+        if not os.path.isdir("/proc/self/ns"):
+            return None
+        ns = "none"  # a kernel without time namespaces: one monotonic clock per boot
+    except OSError:
+        return None
+    return f"{boot}/{ns}" if boot else None
 
 
 def offset_from_samples(samples: list[Sample]) -> ClockOffset:

@@ -42,6 +42,7 @@ from accelbench.metrics.summary import WorkerStats
 from accelbench.runner.cluster.clock import (
     ClockJSON,
     ClockOffset,
+    clock_identity,
     offset_from_samples,
     to_driver_timeline,
 )
@@ -69,6 +70,7 @@ class ActorInfo:
     ip: str
     pid: int
     accelbench: str  # its version: every node must run the driver's
+    clock_id: str | None = None  # clock.clock_identity(): the driver's own clock where equal
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ class LoadActor:
             ip=ray.util.get_node_ip_address(),
             pid=os.getpid(),
             accelbench=__version__,
+            clock_id=clock_identity(),
         )
 
     def clock(self) -> int:
@@ -423,6 +426,7 @@ class RayWorkerPool:
         self.nodes: dict[str, NodeInfo] = {}  # node id -> where, and which actors
         self.actor_info: list[ActorInfo] = []
         self.offsets: dict[str, ClockOffset] = {}
+        self.same_clock: set[str] = set()  # nodes that read the driver's own clock
         self.start_ns: int | None = None
         self.lost: dict[int, str] = {}
         self._stop_wanted = False
@@ -472,13 +476,21 @@ class RayWorkerPool:
         ray.get([a.watch_driver.remote(driver) for a in self.actors], timeout=ready_timeout)
         threading.Thread(target=self._renew_leases, daemon=True,
                          name="accelbench-ray-lease").start()  # fmt: skip
-        first_on_node: dict[str, ActorHandle] = {}
+        first_on_node: dict[str, tuple[ActorHandle, ActorInfo]] = {}
         for a, info in zip(self.actors, self.actor_info, strict=True):
-            first_on_node.setdefault(info.node_id, a)
+            first_on_node.setdefault(info.node_id, (a, info))
             self.nodes.setdefault(
                 info.node_id, NodeInfo(info.node_id, info.host, info.ip)
             ).actors.append(info.worker)
-        self.offsets = {n: self._measure(a) for n, a in first_on_node.items()}
+        # a node whose actors read the driver's own clock (every node of --ray local, and
+        # the driver's on a cluster) has offset 0 exactly; the estimate is kept as a check
+        here = clock_identity()
+        self.same_clock = {n for n, (_, i) in first_on_node.items()
+                           if here is not None and i.clock_id == here}  # fmt: skip
+        self.offsets = {}
+        for n, (a, _) in first_on_node.items():
+            est = self._measure(a)
+            self.offsets[n] = est.on_same_clock() if n in self.same_clock else est
         if self.n_phases > 1 and len(self.actors) > 1:
             rtt = max(o.rtt_min_ns for o in self.offsets.values())
             barrier_cls = ray.remote(PhaseBarrier)
@@ -631,7 +643,7 @@ class RayWorkerPool:
         out = {}
         for node, info in self.nodes.items():
             alive = [k for k in info.actors if k not in self.lost]
-            if not alive:
+            if not alive or node in self.same_clock:  # the driver's clock: no drift
                 continue
             try:
                 out[node] = self._measure(self.actors[alive[0]], 8)
