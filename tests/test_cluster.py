@@ -217,6 +217,7 @@ def test_closed_loop_on_two_nodes_matches_ground_truth(ray_cluster, reference_se
         assert abs(clk["estimate_ms"]) <= clk["estimate_uncertainty_ms"] + 0.05
         assert "clock_end" not in node  # the driver's clock does not drift from itself
     assert c["clock_uncertainty_ms"] == 0
+    assert all(a["nice"] == 0 for a in c["actors"])  # not Ray's 15 for its workers
     # request by request: each planned request once, from both actors, timed like the server
     assert sorted(r["idx"] for r in rows) == list(range(44))
     assert {r["worker"] for r in rows} == {0, 1}
@@ -417,6 +418,10 @@ def test_ray_local_one_start_instant_and_the_network(reference_server, tmp_path)
     s = json.loads((out / "summary.json").read_text())
     rows = pq.read_table(out / "requests.parquet").to_pylist()
     assert s["status"] == "completed" and s["counts"]["completed"] == n
+    # the load actors ran at nice 0 (Ray's workers run at 15 otherwise: starved by the
+    # server whenever it wants the CPU), on the driver's own clock
+    assert [a["nice"] for a in meta["cluster"]["actors"]] == [0, 0]
+    assert all(nd["clock"]["same_clock"] for nd in meta["cluster"]["nodes"])
     assert {r["worker"] for r in rows} == {0, 1}
     assert meta["schedule"]["start_ns"] == meta["cluster"]["start_ns"]
     worst = check_union_is_the_plan(meta, s, rows, rate, n, n_warm, seed)

@@ -3,7 +3,8 @@
 (``runner.benchmark._drive``) journals Ray records exactly like local ones.
 
 - Placement: one actor per worker, ``num_cpus`` declared, spread over the nodes
-  (``SPREAD`` strategy). Each actor runs the same ``LoadWorker`` as a local process.
+  (``SPREAD`` strategy), at nice 0 (not Ray's 15 for workers). Each actor runs the same
+  ``LoadWorker`` as a local process.
 - Start together: the driver estimates every node's clock offset (``clock.py``), then
   gives every actor one start instant on its own clock; a phase barrier (a small async
   actor) releases warm-up -> measured at one instant again.
@@ -58,6 +59,7 @@ START_MARGIN_S = 0.25  # the common start instant is this far after the release
 LEASE_S = 1.0
 RAY_CONNECT_TIMEOUT_S = 15.0  # --ray ADDRESS: nothing answering there fails within this
 LEASE_RENEW_S = 0.1
+ACTOR_NICENESS = 0  # what load actors run at (Ray's default for its workers is 15)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class ActorInfo:
     pid: int
     accelbench: str  # its version: every node must run the driver's
     clock_id: str | None = None  # clock.clock_identity(): the driver's own clock where equal
+    nice: int | None = None  # the actor process's niceness (ACTOR_NICENESS asked for)
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class ClusterActor(TypedDict):
     host: str
     pid: int
     clock_offset_ms: float | None  # the offset its start instant was converted with
+    nice: NotRequired[int]  # its process's niceness (ACTOR_NICENESS asked for)
     lost: NotRequired[str]
 
 
@@ -159,6 +163,7 @@ class LoadActor:
             pid=os.getpid(),
             accelbench=__version__,
             clock_id=clock_identity(),
+            nice=os.getpriority(os.PRIO_PROCESS, 0),
         )
 
     def clock(self) -> int:
@@ -447,6 +452,12 @@ class RayWorkerPool:
                     num_cpus=self.num_cpus,
                     max_concurrency=6,  # run, take, stop, renew, clock, spare
                     scheduling_strategy="SPREAD",
+                    # Ray runs its workers at nice 15 (to keep raylet and GCS responsive);
+                    # a load worker so niced reads its sockets late whenever anything at
+                    # nice 0 wants the CPU (the server under test on the same host: then
+                    # chunks pile up in the socket and share one time). At 0, like local
+                    # workers; no privilege needed: Ray then just does not renice it.
+                    runtime_env={"env_vars": {"RAY_worker_niceness": str(ACTOR_NICENESS)}},
                 ).remote(s)
             )
         try:
@@ -672,6 +683,8 @@ class RayWorkerPool:
                 worker=i.worker, node_id=i.node_id, host=i.host, pid=i.pid,
                 clock_offset_ms=off_i.offset_ns / 1e6 if off_i is not None else None,
             )  # fmt: skip
+            if i.nice is not None:
+                actor["nice"] = i.nice
             if k in self.lost:
                 actor["lost"] = self.lost[k]
             actors.append(actor)
