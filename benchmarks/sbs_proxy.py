@@ -70,7 +70,7 @@ CASES: dict[str, tuple[str, tuple[str, ...] | None]] = {
 }
 OSL = 16
 ISL = 32
-FIGURES = ("ttft_p99_ms", "gap_p99_ms", "hop_p99_ms", "e2e_p50_ms")
+FIGURES = ("ttft_p99_ms", "gap_p99_ms", "req_p99_ms", "hop_p99_ms", "e2e_p50_ms")
 SLOW_COPY_S = 0.2 + OSL * 0.05  # how long one copy to the slow candidate takes
 
 
@@ -208,10 +208,12 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 
 
 # -- one run of the caller -----------------------------------------------------------------
-def _gt_first_writes(gt: Path, offset: int) -> tuple[dict[str, int], int]:
-    """request_id -> the primary's first token write, from the ground truth lines
-    written after ``offset``; and the new offset."""
+def _gt_first_writes(gt: Path, offset: int) -> tuple[dict[str, int], dict[str, int], int]:
+    """request_id -> the primary's first token write, and -> its receipt of the request
+    (``t_recv``, its loop's clock), from the ground truth lines written after ``offset``;
+    and the new offset."""
     first: dict[str, int] = {}
+    recv: dict[str, int] = {}
     with open(gt, "rb") as f:
         f.seek(offset)
         data = f.read()
@@ -220,7 +222,8 @@ def _gt_first_writes(gt: Path, offset: int) -> tuple[dict[str, int], int]:
         d = json.loads(line)
         if d.get("token_times"):
             first[d["request_id"]] = d["token_times"][0]
-    return first, offset + end
+            recv[d["request_id"]] = d["t_recv"]
+    return first, recv, offset + end
 
 
 def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
@@ -260,14 +263,18 @@ def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
     ttft = np.array([(r["t_first"] - r["t_send"]) / 1e6 for r in good])
     gaps = np.concatenate([np.diff(np.asarray(r["chunk_times"], dtype=np.int64)) / 1e6
                            for r in good if len(r["chunk_times"]) > 1])  # fmt: skip
-    first, _ = _gt_first_writes(gt, gt_off)
+    first, recv, _ = _gt_first_writes(gt, gt_off)
     hop = np.array([(r["t_first"] - first[r["request_id"]]) / 1e6 for r in good
                     if r["request_id"] in first])  # fmt: skip
+    # the other leg: the request's way in, caller's send to the primary's receipt
+    req = np.array([(recv[r["request_id"]] - r["t_send"]) / 1e6 for r in good
+                    if r["request_id"] in recv])  # fmt: skip
     res.update(
         status="ok", requests=len(good),
         ttft_p50_ms=float(np.percentile(ttft, 50)), ttft_p99_ms=float(np.percentile(ttft, 99)),
         gap_p50_ms=float(np.percentile(gaps, 50)), gap_p99_ms=float(np.percentile(gaps, 99)),
         hop_p99_ms=float(np.percentile(hop, 99)) if hop.size else None,
+        req_p99_ms=float(np.percentile(req, 99)) if req.size else None,
         # a hop that holds a response's end back (nginx's mirror until the copy is
         # done) slows the closed-loop caller: fewer requests, less load, lower TTFT
         e2e_p50_ms=float(np.median([(r["t_done"] - r["t_send"]) / 1e6 for r in good])),
@@ -380,20 +387,22 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
     out = [f"**2. Shadow proxy intrusion, {streams} streams, {n} requests per run "
            f"({OSL} tokens each): the caller's TTFT and chunk gaps**", "",
            "| contender | caller p99 TTFT ms | added p99 TTFT over direct, ms (per round) "
-           "| p99 chunk gap ms | p99 first chunk - primary's first write, ms | p50 E2E ms "
-           "| good rounds | note |",
-           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+           "| p99 chunk gap ms | p99 primary's receipt - caller's send, ms "
+           "| p99 first chunk - primary's first write, ms | p50 E2E ms | good rounds | note |",
+           "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     raw: dict[str, Any] = {}
     for k in names:
         good = [x for x in ttft[k] if x is not None]
         added = _added(rows, k, ttft) if k != "direct" else []
         gaps = [x for x in per[k]["gap_p99_ms"] if x is not None]
         hop = [x for x in per[k]["hop_p99_ms"] if x is not None]
+        req = [x for x in per[k]["req_p99_ms"] if x is not None]
         e2e = [x for x in per[k]["e2e_p50_ms"] if x is not None]
         bad = sorted({s for s in per[k]["status"] if s != "ok"})
         note = "; ".join(filter(None, [why_not.get(k, ""), *bad]))[:300]
         out.append(f"| {k} | {cell(good, '.1f')} | {cell(added, '+.2f') if added else '-'} "
-                   f"| {cell(gaps, '.1f')} | {cell(hop, '.2f')} | {cell(e2e, '.0f')} | {len(good)}/{len(ttft[k])} "
+                   f"| {cell(gaps, '.1f')} | {cell(req, '.2f')} | {cell(hop, '.2f')} "
+                   f"| {cell(e2e, '.0f')} | {len(good)}/{len(ttft[k])} "
                    f"| {note} |")  # fmt: skip
         raw[k] = {**per[k], "added_p99_ttft_ms": added}
     goals = []
