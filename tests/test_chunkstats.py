@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import accelbench.metrics.stats as stats
 import accelbench.metrics.summary as summary_mod
-from accelbench.metrics.stats import StreamedDescribe
+from test_summary_streamed import _streamed  # the streamed describe's two-pass driver
 
 
 def test_the_compiled_loops_are_built() -> None:
@@ -97,15 +97,7 @@ def _describe(v: np.ndarray, w: np.ndarray, cuts: list[int], compiled: bool) -> 
     with pytest.MonkeyPatch.context() as m:
         if not compiled:
             m.setattr(stats, "_chunkstats", None)
-        sd = StreamedDescribe(guess_after=7)
-        parts = np.split(np.arange(v.size), sorted(cuts))
-        for p in parts:
-            sd.add(v[p], w[p])
-        if not sd.complete():
-            sd.second_pass()
-            for p in parts:
-                sd.add(v[p], w[p])
-        return sd.result()
+        return _streamed(v, w, cuts, guess_after=7)
 
 
 values = st.lists(
