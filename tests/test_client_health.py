@@ -112,3 +112,40 @@ def test_a_stepped_wall_clock_is_flagged_with_its_step():
     s["client"].update(realtime_drift_ppm=-50.0, realtime_step_ms_max=0.0)
     _client_health(s, RecordedConfig(concurrency=8))
     assert s["client"]["warnings"] == []
+
+
+def test_a_niced_worker_is_named_and_nice_zero_says_nothing():
+    s = _summary(2, lag_ms=0.5)
+    s["client"]["workers"][1]["nice"] = 15  # Ray's default for its workers
+    s["client"]["workers"][0]["nice"] = 0
+    _client_health(s, RecordedConfig(concurrency=8))
+    (w,) = s["client"]["warnings"]
+    assert w.startswith("load worker(s) 1 ran at nice 15:") and "nice 0" in w
+    for nice in (0, None):  # at 0, or not recorded (a summary from before): no alarm
+        s = _summary(2, lag_ms=0.5)
+        for wk in s["client"]["workers"]:
+            wk["nice"] = nice
+        _client_health(s, RecordedConfig(concurrency=8))
+        assert s["client"]["warnings"] == []
+
+
+def test_a_run_started_under_nice_records_and_warns(reference_server, tmp_path):
+    """End to end: `nice -n 5 accelbench run` against the reference server; its worker
+    inherits the niceness, summary.json records it and says so."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "accelbench", "run", "--url", srv.url, "-c", "2", "-n", "6",
+           "--isl", "8", "--osl", "3", "--workers", "1", "--quiet", "--no-telemetry",
+           "-o", str(out)]  # fmt: skip
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                       preexec_fn=lambda: os.nice(5))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    c = json.loads((out / "summary.json").read_text())["client"]
+    assert [w["nice"] for w in c["workers"]] == [base + 5]
+    assert any(w.startswith(f"load worker(s) 0 ran at nice {base + 5}:") for w in c["warnings"])

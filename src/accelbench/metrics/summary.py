@@ -141,6 +141,7 @@ class WorkerStats(TypedDict, total=False):
     receive: ReceiveStats | None
     phases: list[PhaseStart]
     driver_lost: str  # Ray: the actor stopped because its driver was gone
+    nice: int  # the worker process's niceness (above 0 it yields the CPU to the server)
 
 
 class ClientSection(TypedDict, total=False):

@@ -364,6 +364,15 @@ def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
     if rate and lag_p99 is not None and lag_p99 > 10 and not cfg.max_concurrency:
         warnings.append(f"schedule lag p99 {lag_p99:.1f} ms: requests went out late")
         bottleneck = True
+    niced = sorted({(w.get("nice") or 0, w["worker"]) for w in c.get("workers", [])
+                    if (w.get("nice") or 0) > 0})  # fmt: skip
+    if niced:
+        who = ", ".join(str(k) for _, k in niced)
+        warnings.append(
+            f"load worker(s) {who} ran at nice {max(n for n, _ in niced)}: where they share "
+            "cores with the server they read late, and chunks that wait together share one "
+            "time; run accelbench at nice 0"
+        )
     for w in c.get("workers", []):
         util = w["cpu_s"] / w["wall_s"] if w.get("wall_s") else 0
         lag: float = w.get("loop_lag_ms_p99", 0.0)

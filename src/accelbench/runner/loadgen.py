@@ -262,6 +262,7 @@ class LoadWorker:
             loop_lag_ms_max=max(self.lag.lags_ms, default=0.0),
             receive=cast(ReceiveStats | None, self.client.receive_stats()),
             phases=self.phase_starts,
+            nice=os.getpriority(os.PRIO_PROCESS, 0),
         )
 
     async def _begin(self, name: str, at: int | None) -> int | None:
