@@ -4,22 +4,11 @@ disagree (no verdict)."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
 
-_saved_env, _saved_path = os.environ.get("PYTHONPATH"), list(sys.path)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import sbs_proxy as P  # noqa: E402
+from benchmark_modules import import_benchmark
 
-# sbs_common points PYTHONPATH at this tree for the tools it starts: undo it for the session
-sys.path[:] = _saved_path
-if _saved_env is None:
-    os.environ.pop("PYTHONPATH", None)
-else:
-    os.environ["PYTHONPATH"] = _saved_env
+P = import_benchmark("sbs_proxy")
 
 
 def test_rounds_that_disagree_give_no_verdict() -> None:

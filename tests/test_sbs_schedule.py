@@ -3,27 +3,20 @@ rebuilt for each tool (no peer needed: the peers' runs are the benchmark's)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import socket
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from accelbench.workload.traces import load_trace
-
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+from benchmark_modules import import_benchmark
 
 
 @pytest.fixture(scope="module")
 def sched():
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("sbs_schedule")
-    finally:
-        sys.path.remove(str(BENCH))
+    return import_benchmark("sbs_schedule")
 
 
 @pytest.fixture(scope="module")

@@ -4,25 +4,14 @@ warning check and the table's goal cell. No vLLM, no server: hand-checked number
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-_saved_env, _saved_path = os.environ.get("PYTHONPATH"), list(sys.path)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import sbs_timing as T  # noqa: E402
-from sbs_common import Row  # noqa: E402
+from benchmark_modules import import_benchmark
 
-# sbs_common points PYTHONPATH at this tree for the tools it starts: undo it for the session
-sys.path[:] = _saved_path
-if _saved_env is None:
-    os.environ.pop("PYTHONPATH", None)
-else:
-    os.environ["PYTHONPATH"] = _saved_env
+T = import_benchmark("sbs_timing")
+Row = import_benchmark("sbs_common").Row
 
 
 def test_token_errors_hand_checked() -> None:
