@@ -17,8 +17,15 @@ from tests.cli_inprocess import run_cli
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import find_accelerator
 from accelbench.plan.models import find_model
-from accelbench.predict.calibration import COLUMNS, PROVENANCE, default_path, load_calibration
+from accelbench.predict.calibration import (
+    COLUMNS,
+    PROVENANCE,
+    Point,
+    default_path,
+    load_calibration,
+)
 from accelbench.predict.fit import (
+    METRICS,
     aged,
     factors_to_json,
     predict_prepared,
@@ -464,7 +471,7 @@ def test_docs_table_is_the_validation_of_the_shipped_table() -> None:
     scheduler's simulations from the shipped cache, every one of them there: a changed
     fit or model misses and fails here; test_scheduler_cache_is_what_the_scheduler_gives
     checks entries against fresh simulations)."""
-    from accelbench.predict.validate import load_cache, table_markdown, validate
+    from accelbench.predict.validate import floor_markdown, load_cache, table_markdown, validate
 
     doc = (Path(__file__).resolve().parents[1] / "docs/PREDICT.md").read_text(encoding="utf-8")
     cache = load_cache()
@@ -473,6 +480,7 @@ def test_docs_table_is_the_validation_of_the_shipped_table() -> None:
     assert table_markdown(v) in doc, (
         "rerun: accelbench predict --validate --write-docs docs/PREDICT.md"
     )
+    assert floor_markdown(v) in doc, "rerun: accelbench predict --validate --write-docs ..."
     assert {r.predictor for r in v.rows} == {"closed form", "scheduler"}
     # and the intervals shipped are those of this validation
     f = shipped_factors()
@@ -762,3 +770,42 @@ def test_damaged_trend_in_factors_is_refused() -> None:
         broken["factors"][key][field] = bad
         with pytest.raises(AccelbenchError, match="factors"):
             factors_from_json(broken, "factors.json")
+
+
+def test_time_split_floor_hand_checked() -> None:
+    """The floor takes a configuration's run before the split as the prediction of its
+    run after it: only configurations measured on both sides count, per accelerator and
+    over all, and the model's error is over the same points."""
+    from dataclasses import replace
+
+    from accelbench.predict.validate import floor_rows
+
+    base = load_calibration()[0]
+
+    def pt(hw: str, conc: int, when: str) -> Point:
+        return replace(base, hardware=hw, concurrency=conc, date=when)
+
+    points = [
+        pt("b200", 4, "2025-12-01"),  # 0: before
+        pt("b200", 4, "2026-05-01"),  # 1: after, paired with 0
+        pt("b200", 8, "2026-05-01"),  # 2: after, no earlier run: not in the floor
+        pt("mi355x", 4, "2025-12-01"),  # 3
+        pt("mi355x", 4, "2026-05-01"),  # 4: paired with 3
+    ]
+    meas = np.array(
+        [[100.0, 1.0, 0.020], [125.0, 0.8, 0.016], [50, 1, 1], [200, 2, 0.010], [160, 2, 0.0125]]
+    )
+    test = np.array([1, 2, 4])
+    pred = np.array([[100.0, 1.0, 0.020], [1, 1, 1], [200.0, 1.0, 0.010]])
+    rows = {(r.accelerator, r.metric): r for r in floor_rows(points, meas, test, pred)}
+    assert set(rows) == {(a, m) for a in ("b200", "mi355x", "all") for m in METRICS}
+    b = rows["b200", "throughput"]
+    assert (b.n, b.earlier_ape, b.model_ape, b.change) == (1, pytest.approx(0.2), pytest.approx(0.2),
+                                                           pytest.approx(1.25))  # fmt: skip
+    assert rows["mi355x", "tpot"].earlier_ape == pytest.approx(0.2)  # 0.010 / 0.0125 - 1
+    assert rows["mi355x", "ttft"].earlier_ape == 0.0
+    assert rows["mi355x", "ttft"].model_ape == pytest.approx(0.5)
+    a = rows["all", "throughput"]
+    # |100/125 - 1| = 0.2 and |200/160 - 1| = 0.25; changes 1.25 and 0.8
+    assert (a.n, a.earlier_ape, a.change) == (2, pytest.approx(0.225), pytest.approx(1.0))
+    assert a.meets is None  # fewer than 10 points

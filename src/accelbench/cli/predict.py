@@ -361,7 +361,7 @@ def _calibrated(
 def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
     from accelbench.predict.calibration import load_calibration
     from accelbench.predict.fit import write_factors
-    from accelbench.predict.validate import load_cache, table_markdown, write_cache
+    from accelbench.predict.validate import floor_markdown, load_cache, table_markdown, write_cache
     from accelbench.predict.validate import refit as do_refit
     from accelbench.predict.validate import validate as run_validation
 
@@ -379,6 +379,10 @@ def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
         err=True,
     )
     table = table_markdown(v)
+    floor = (
+        "\n\nThe time split's floor: a configuration's own last run before 2026 taken as "
+        "the prediction of its later run\n\n" + floor_markdown(v)
+    )
     from accelbench.predict import mlperf_check  # other models: MLPerf Inference
 
     mlperf = mlperf_check.check()
@@ -390,6 +394,7 @@ def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
                     "points": v.n_points,
                     "systems": v.n_systems,
                     "rows": [r.__dict__ for r in v.rows],
+                    "time_split_floor": [r.__dict__ for r in v.floor],
                     "mlperf": mlperf_check.as_json(mlperf),
                 },
                 indent=2,
@@ -397,11 +402,11 @@ def _validate(refit: bool, write_docs: Path | None, as_json: bool) -> None:
         )
     else:
         typer.echo(f"{v.n_points} points, {v.n_systems} systems (docs/PREDICT.md)")
-        typer.echo(table)
+        typer.echo(table + floor)
         typer.echo("\nOther models, MLPerf Inference (predicted / measured - 1; docs/PREDICT.md)")
         typer.echo(mlperf_check.markdown(mlperf))
     if write_docs is not None:
-        _write_docs(write_docs, table)
+        _write_docs(write_docs, table + floor)
         mlperf_check.write_docs(write_docs, mlperf_check.markdown(mlperf))
 
 

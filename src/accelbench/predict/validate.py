@@ -6,6 +6,11 @@
   back to the accelerator's, the vendor's or the pooled factors, as an unseen one would)
   and its points predicted.
 - **Time split**: fit on the points published before 2026-01-01, predict the later ones.
+- **The time split's floor**: where a configuration (system, ISL/OSL, concurrency) was
+  measured on both sides of the split, its own last run before the split taken as the
+  prediction of its later run. That is as much as any model fitted on the earlier
+  software can know about the configuration; what it still misses is the software's
+  change between the runs (``floor_rows``).
 
 Error per point: ``|predicted / measured - 1|`` (absolute percentage error), reported as
 the median and 90th percentile per accelerator and metric, with the number of points.
@@ -241,11 +246,67 @@ def _rows(
 
 
 @dataclass(frozen=True)
+class FloorRow:
+    """One line of the time split's floor: on the test points whose configuration was
+    also measured before the split, the median APE of that earlier measurement taken as
+    the prediction (``earlier_ape``) beside the model's on the same points
+    (``model_ape``), and the median ratio later / earlier of the measurement itself."""
+
+    accelerator: str
+    metric: str
+    n: int
+    earlier_ape: float
+    model_ape: float
+    change: float  # median of measured-after / measured-before
+
+    @property
+    def target(self) -> float:
+        return TARGETS[self.metric]
+
+    @property
+    def meets(self) -> bool | None:
+        """Whether the earlier run itself meets the target (None: fewer than 10 points)."""
+        if self.n < MIN_TARGET_POINTS:
+            return None
+        return self.earlier_ape <= self.target
+
+
+def _config(p: Point) -> tuple[str, int, int, int]:
+    return (p.system, p.isl, p.osl, p.concurrency)
+
+
+def floor_rows(points: Sequence[Point], meas: np.ndarray, test: np.ndarray,
+               pred: np.ndarray) -> list[FloorRow]:  # fmt: skip
+    """The time split's floor (module docstring) per accelerator and metric, over the
+    test points ``test`` (indices into ``points``; ``pred``: the model's predictions of
+    them, in the same order) whose configuration has a point before SPLIT_DATE (the
+    calibration set keeps one per side: the latest)."""
+    before = {_config(p): i for i, p in enumerate(points) if p.date < SPLIT_DATE}
+    pairs = [(j, int(i), before[_config(points[i])]) for j, i in enumerate(test)
+             if _config(points[i]) in before]  # fmt: skip
+    out: list[FloorRow] = []
+    if not pairs:
+        return out
+    accs = sorted({points[i].hardware for _, i, _ in pairs})
+    for acc in [*accs, "all"]:
+        sel = [(j, i, b) for j, i, b in pairs if acc in ("all", points[i].hardware)]
+        jj, ii, bb = (np.array(x) for x in zip(*sel, strict=True))
+        earlier = np.abs(meas[bb] / meas[ii] - 1.0)
+        model = np.abs(pred[jj] / meas[ii] - 1.0)
+        change = np.exp(np.median(np.log(meas[ii] / meas[bb]), axis=0))
+        for m, name in enumerate(METRICS):
+            out.append(FloorRow(acc, name, len(sel), float(np.median(earlier[:, m])),
+                                float(np.median(model[:, m])), float(change[m])))  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
 class Validation:
     rows: list[Row]
     intervals: dict[str, dict[str, tuple[float, float, int]]]  # acc/"*" -> metric -> (q10, q90, n)
     n_points: int
     n_systems: int
+    floor: tuple[FloorRow, ...] = ()  # the time split's floor (closed form beside it)
 
 
 def combine(closed: np.ndarray, sched: np.ndarray | None) -> np.ndarray:
@@ -282,6 +343,7 @@ def validate(
         rows += _rows("leave-one-system-out", pts, cf, prep.meas, name)
         if len(test):
             rows += _rows("time split", [pts[i] for i in test], sc, prep.meas[test], name)
+    floor = floor_rows(pts, prep.meas, test, ts) if len(test) else []
     best = combine(loso, loso_s)
     resid = np.log(prep.meas / best)  # log(measured / predicted)
     intervals: dict[str, dict[str, tuple[float, float, int]]] = {}
@@ -295,7 +357,7 @@ def validate(
             )
             for m, name in enumerate(METRICS)
         }
-    return Validation(rows, intervals, len(pts), len({p.system for p in pts}))
+    return Validation(rows, intervals, len(pts), len({p.system for p in pts}), tuple(floor))
 
 
 def table_markdown(v: Validation) -> str:
@@ -309,6 +371,24 @@ def table_markdown(v: Validation) -> str:
         lines.append(
             f"| {r.scheme} | {r.predictor} | {r.accelerator} | {r.metric} | {r.n} | "
             f"{r.median_ape:.1%} | {r.p90_ape:.1%} | <= {r.target:.0%}: {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def floor_markdown(v: Validation) -> str:
+    """The time split's floor as Markdown (docs/PREDICT.md and ``--validate``)."""
+    lines = [
+        "| accelerator | metric | n (measured both sides) | later / earlier run (median) | "
+        "median APE: earlier run as the prediction | median APE: closed form | "
+        "target (median) |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in v.floor:
+        verdict = {None: "n < 10", True: "met by the earlier run",
+                   False: "NOT met by the earlier run"}[r.meets]  # fmt: skip
+        lines.append(
+            f"| {r.accelerator} | {r.metric} | {r.n} | {r.change:.3f} | {r.earlier_ape:.1%} | "
+            f"{r.model_ape:.1%} | <= {r.target:.0%}: {verdict} |"
         )
     return "\n".join(lines)
 
