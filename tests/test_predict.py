@@ -809,3 +809,17 @@ def test_time_split_floor_hand_checked() -> None:
     # |100/125 - 1| = 0.2 and |200/160 - 1| = 0.25; changes 1.25 and 0.8
     assert (a.n, a.earlier_ape, a.change) == (2, pytest.approx(0.225), pytest.approx(1.0))
     assert a.meets is None  # fewer than 10 points
+
+
+def test_cli_validate_json_carries_the_floor(tmp_path: Path) -> None:
+    """`accelbench predict --validate --json`: the table's rows and the time split's
+    floor, each as the validation computes it."""
+    from accelbench.predict.validate import load_cache, validate
+
+    code, out, err, _ = run_cli(["predict", "--validate", "--json"], tmp_path)
+    assert code == 0, err
+    doc = json.loads(out)
+    v = validate(load_calibration(), cache=load_cache())
+    assert doc["rows"] == [r.__dict__ for r in v.rows]
+    assert doc["time_split_floor"] == [r.__dict__ for r in v.floor]
+    assert {r["accelerator"] for r in doc["time_split_floor"]} >= {"b200", "mi355x", "all"}
