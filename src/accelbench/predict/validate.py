@@ -59,6 +59,14 @@ PREDICTORS = (CLOSED_FORM, SCHEDULER)
 DEFAULT_PREDICTOR = {"throughput": CLOSED_FORM, "ttft": CLOSED_FORM, "tpot": CLOSED_FORM}
 
 
+def judge(metric: str, n: int, median_ape: float) -> bool | None:
+    """Whether a median APE over ``n`` points meets ``metric``'s target (None: fewer
+    than MIN_TARGET_POINTS points, too few for a verdict)."""
+    if n < MIN_TARGET_POINTS:
+        return None
+    return median_ape <= TARGETS[metric]
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the validation table."""
@@ -77,10 +85,8 @@ class Row:
 
     @property
     def meets(self) -> bool | None:
-        """Whether the median meets the target (None: fewer than 10 points)."""
-        if self.n < MIN_TARGET_POINTS:
-            return None
-        return self.median_ape <= self.target
+        """Whether the median meets the target (``judge``)."""
+        return judge(self.metric, self.n, self.median_ape)
 
 
 class SchedulerCache:
@@ -260,15 +266,9 @@ class FloorRow:
     change: float  # median of measured-after / measured-before
 
     @property
-    def target(self) -> float:
-        return TARGETS[self.metric]
-
-    @property
     def meets(self) -> bool | None:
-        """Whether the earlier run itself meets the target (None: fewer than 10 points)."""
-        if self.n < MIN_TARGET_POINTS:
-            return None
-        return self.earlier_ape <= self.target
+        """Whether the earlier run itself meets the target (``judge``)."""
+        return judge(self.metric, self.n, self.earlier_ape)
 
 
 def _config(p: Point) -> tuple[str, int, int, int]:
@@ -388,7 +388,7 @@ def floor_markdown(v: Validation) -> str:
                    False: "NOT met by the earlier run"}[r.meets]  # fmt: skip
         lines.append(
             f"| {r.accelerator} | {r.metric} | {r.n} | {r.change:.3f} | {r.earlier_ape:.1%} | "
-            f"{r.model_ape:.1%} | <= {r.target:.0%}: {verdict} |"
+            f"{r.model_ape:.1%} | <= {TARGETS[r.metric]:.0%}: {verdict} |"
         )
     return "\n".join(lines)
 
