@@ -40,6 +40,15 @@ _CRASHABLE = textwrap.dedent(
             raise RuntimeError("injected crash") from None
         loop.stop()
     signal.signal(signal.SIGUSR1, crash)
+    if len(sys.argv) > 2 and sys.argv[1] == "--hold-after":  # the test's, not accelbench's
+        import time, typer
+        hold, echo = sys.argv[2], typer.echo
+        def held_echo(message=None, *a, **k):  # as if descheduled right after the write
+            echo(message, *a, **k)
+            if hold in str(message):
+                time.sleep(1.0)
+        typer.echo = held_echo
+        del sys.argv[1:3]
     sys.argv[0] = "accelbench"
     from accelbench.cli.main import main
     main()
@@ -58,11 +67,14 @@ def subreaper() -> Iterator[None]:
 
 
 class Accelbench:
-    """``python -m accelbench ARGS`` in its own session (the test is its terminal)."""
+    """``python -m accelbench ARGS`` in its own session (the test is its terminal).
+    ``hold_after``: accelbench sleeps 1 s right after it writes a line (``typer.echo``)
+    containing that text, as a busy host may deschedule it there."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], hold_after: str | None = None) -> None:
+        hold = ["--hold-after", hold_after] if hold_after else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CRASHABLE, *args],
+            [sys.executable, "-c", _CRASHABLE, *hold, *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,

@@ -142,12 +142,13 @@ def test_serve_llama_stopped_the_moment_it_says_so(how: str, line: str, subreape
     stopped in order then too (exit 0, nothing left). Before, the signal could fall
     between the line and the stop being armed: exit 130 and an engine killed only by the
     parent-death signal. That window is microseconds wide unless the host deschedules
-    accelbench right after the write: this test exercises it but rarely hits it; holding
-    accelbench 1 s after the line showed it every time."""
+    accelbench right after the write (CI hit it once, 2026-12-05), so accelbench is held
+    1 s right after writing the line, which showed it every time."""
     port = free_port()
     ab = Accelbench(
         ["serve", "llama", "--model", "tiny", "--port", str(port), "--parallel", "1",
-         "--ctx-per-slot", "256"]
+         "--ctx-per-slot", "256"],
+        hold_after=line,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not any(line in x for x in ab.lines):

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from accelbench.errors import AccelbenchError
+
+if TYPE_CHECKING:  # the engines are imported when a command needs them
+    from accelbench.engines.llamacpp import LlamaServer
 
 serve_app = typer.Typer(
     help="Start a server: the reference server or the embedded engine.", no_args_is_help=True
@@ -182,11 +187,13 @@ def llama(
     if build_only:
         typer.echo(str(build_llama_server(lambda m: typer.echo(m, err=True))))
         return
-    server = start_llama_server(
-        model, parallel=parallel, ctx_per_slot=ctx_per_slot, port=port,
-        log=lambda m: typer.echo(m, err=True),
+    _serve_until_interrupted(
+        lambda: start_llama_server(
+            model, parallel=parallel, ctx_per_slot=ctx_per_slot, port=port,
+            log=lambda m: typer.echo(m, err=True), announce=False,
+        ),
+        "llama-server",
     )  # fmt: skip
-    _serve_until_interrupted(server, "llama-server")
 
 
 @serve_app.command("vllm")
@@ -217,20 +224,29 @@ def vllm(
     if install_only:
         typer.echo(str(install_vllm(log)))
         return
-    server = start_vllm_server(
-        model, port=port, max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
-        dummy_weights=dummy_weights, log=log, prefix_caching=prefix_caching,
+    _serve_until_interrupted(
+        lambda: start_vllm_server(
+            model, port=port, max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
+            dummy_weights=dummy_weights, log=log, prefix_caching=prefix_caching, announce=False,
+        ),
+        "vLLM",
     )  # fmt: skip
-    _serve_until_interrupted(server, "vLLM")
 
 
-def _serve_until_interrupted(server, name: str) -> None:
-    """Wait until Ctrl-C, SIGTERM or SIGHUP (cli/main.py turns each into KeyboardInterrupt;
-    all stop the engine) or until the engine exits."""
+def _serve_until_interrupted(start: Callable[[], LlamaServer], name: str) -> None:
+    """Start the engine, announce it, then wait until Ctrl-C, SIGTERM or SIGHUP (cli/main.py
+    turns each into KeyboardInterrupt; all stop the engine) or until the engine exits.
+
+    A stop is the normal end (exit 0) from the moment either line below starts to be
+    written: a reader may signal on seeing one, before it returns. So the engine is started
+    with announce=False and its ready line is written here, and the server is held from the
+    instant ``start`` returns it, with no statement between (a stop while it starts is
+    handled by ``start`` itself: the engine stopped, exit 130)."""
+    server: LlamaServer | None = None
     try:
-        # Ctrl-C (and SIGTERM, SIGHUP: cli/main.py) is the normal way out, also the moment
-        # the line below is out (a reader may signal on seeing it, before it returns)
+        server = start()
         with contextlib.suppress(KeyboardInterrupt):
+            typer.echo(server.ready_line, err=True)
             typer.echo(
                 f"serving at {server.url} as model {server.alias!r}; Ctrl-C stops it", err=True
             )
@@ -240,7 +256,8 @@ def _serve_until_interrupted(server, name: str) -> None:
                 f"{name} exited with {server.proc.returncode}; log: {server.log_path}"
             )
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
 
 
 def register(app: typer.Typer) -> None:

@@ -238,6 +238,8 @@ class LlamaServer:
     alias: str
     log_path: Path
     args: list[str] = field(default_factory=list)
+    # the line that announces it healthy (a reader may signal on seeing it)
+    ready_line: str = ""
 
     @property
     def proc(self) -> Popen[str]:
@@ -271,8 +273,11 @@ def start_llama_server(
     extra_args: list[str] | None = None,
     log: Log = print,
     ready_timeout: float = 120.0,
+    announce: bool = True,
 ) -> LlamaServer:
-    """Build (if needed) and start llama-server; return once /health says ok."""
+    """Build (if needed) and start llama-server; return once /health says ok, having
+    logged its ``ready_line`` unless ``announce`` is False (a caller that treats a stop
+    from then on as the normal end prints it where that stop is handled)."""
     check_server_options(parallel, ctx_per_slot, port)
     binary = build_llama_server(log)
     gguf = model_path(model, log)
@@ -295,14 +300,23 @@ def start_llama_server(
     log_path = Path(name)
     child = spawn(args, log_path=log_path)
     url = f"http://127.0.0.1:{port}"
-    server = LlamaServer(child=child, url=url, alias=alias, log_path=log_path, args=args)
+    server = LlamaServer(
+        child=child, url=url, alias=alias, log_path=log_path, args=args,
+        ready_line=f"llama-server up at {url} (model {alias}, {parallel} slots)",
+    )  # fmt: skip
     wait_healthy(server, "llama-server", ready_timeout)
-    try:  # a reader may signal on seeing this line, before it returns
-        log(f"llama-server up at {url} (model {alias}, {parallel} slots)")
+    if announce:
+        announce_ready(server, log)
+    return server
+
+
+def announce_ready(server: LlamaServer, log: Log) -> None:
+    """Log the ready line; a stop landing while it is written stops the server first."""
+    try:
+        log(server.ready_line)
     except BaseException:
         server.stop()
         raise
-    return server
 
 
 def wait_healthy(server: LlamaServer, name: str, timeout: float, poll: float = 0.1) -> None:

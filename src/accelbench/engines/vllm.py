@@ -25,7 +25,13 @@ from pathlib import Path
 
 from accelbench import validate as v
 from accelbench.engines.cache import cache_dir
-from accelbench.engines.llamacpp import LlamaServer, Log, cache_lock, wait_healthy
+from accelbench.engines.llamacpp import (
+    LlamaServer,
+    Log,
+    announce_ready,
+    cache_lock,
+    wait_healthy,
+)
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import run as run_child
 from accelbench.lifetime import spawn
@@ -151,9 +157,11 @@ def start_vllm_server(
     log: Log = print,
     ready_timeout: float = 600.0,
     prefix_caching: bool = True,
+    announce: bool = True,
 ) -> VllmServer:
     """Install (if needed) and start vLLM's OpenAI server; return once /health says ok
-    (40-80 s on an idle machine, minutes on busy shared cores)."""
+    (40-80 s on an idle machine, minutes on busy shared cores), having logged its
+    ``ready_line`` unless ``announce`` is False (as ``start_llama_server``)."""
     check_vllm_options(max_model_len, kv_cache_gib, port)
     hf = hf_model_dir(model, log)
     python = install_vllm(log)
@@ -191,11 +199,11 @@ def start_vllm_server(
         child=child, url=f"http://127.0.0.1:{port}", alias=alias, log_path=log_path, args=args
     )
     wait_healthy(server, "vLLM", ready_timeout, poll=0.5)  # stops it on any other way out
-    try:  # a reader may signal on seeing this line, before it returns
-        log(f"vLLM up at {server.url} (model {alias}) after {time.monotonic() - t0:.0f} s")
-    except BaseException:
-        server.stop()
-        raise
+    server.ready_line = (
+        f"vLLM up at {server.url} (model {alias}) after {time.monotonic() - t0:.0f} s"
+    )
+    if announce:
+        announce_ready(server, log)
     return server
 
 
