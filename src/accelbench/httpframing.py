@@ -182,12 +182,8 @@ class RequestReader:
         if self.state == "head":
             while buf.startswith(b"\r\n"):  # empty lines before a request line
                 del buf[:2]
-            end = buf.find(b"\r\n\r\n", 0, self.max_head + 4)
-            if _bare_line_ending(buf[: self.max_head + 4 if end < 0 else end + 4]):
-                raise Reject(400, "a line that does not end in CRLF")
+            end = self._block_end(buf, "a line", "request head")
             if end < 0:
-                if len(buf) > self.max_head:
-                    raise Reject(431, f"request head above {self.max_head} bytes")
                 return None
             self.req, length = parse_head(
                 bytes(buf[:end]), max_fields=self.max_fields, max_body=self.max_body
@@ -251,12 +247,8 @@ class RequestReader:
                 if buf.startswith(b"\r\n"):
                     del buf[:2]
                     return self._done()
-                end = buf.find(b"\r\n\r\n", 0, self.max_head + 4)
-                if _bare_line_ending(buf[: self.max_head + 4 if end < 0 else end + 4]):
-                    raise Reject(400, "a trailer line that does not end in CRLF")
+                end = self._block_end(buf, "a trailer line", "trailer section")
                 if end < 0:
-                    if len(buf) > self.max_head:
-                        raise Reject(431, f"trailer section above {self.max_head} bytes")
                     return None
                 lines = bytes(buf[:end]).split(b"\r\n")
                 if len(lines) > self.max_fields:
@@ -264,6 +256,16 @@ class RequestReader:
                 _fields(lines, "trailer")
                 del buf[: end + 4]
                 return self._done()
+
+    def _block_end(self, buf: bytearray, line: str, block: str) -> int:
+        """Where the field block at the start of ``buf`` ends (its empty line), or -1 when
+        it has not all come; a bare LF (400) or a block above ``max_head`` (431) refused."""
+        end = buf.find(b"\r\n\r\n", 0, self.max_head + 4)
+        if _bare_line_ending(buf[: self.max_head + 4 if end < 0 else end + 4]):
+            raise Reject(400, f"{line} that does not end in CRLF")
+        if end < 0 and len(buf) > self.max_head:
+            raise Reject(431, f"{block} above {self.max_head} bytes")
+        return end
 
     def _done(self) -> Request:
         req = self.req
