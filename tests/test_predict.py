@@ -823,3 +823,25 @@ def test_cli_validate_json_carries_the_floor(tmp_path: Path) -> None:
     assert doc["rows"] == [r.__dict__ for r in v.rows]
     assert doc["time_split_floor"] == [r.__dict__ for r in v.floor]
     assert {r["accelerator"] for r in doc["time_split_floor"]} >= {"b200", "mi355x", "all"}
+
+
+def test_scheduler_cache_finds_factors_rounded_the_other_way() -> None:
+    """A fit on another machine may round a factor to 6 significant digits the other way
+    (0.05965295 -> 0.059653 here, 0.0596529 in the shipped cache: CI 2026-12-05); the
+    entry is still found. Two units apart, or another configuration, is a miss."""
+    from accelbench.predict.validate import SchedulerCache
+
+    cfg = "b300 sglang fp4 TP4 EP4|deepseek-r1|1024/1024|c4|b1024|r10,1,0|l0.8"
+    stored = f"{cfg}|0.0596529,0.556347,0.00526836,0.0312288"
+    cache = SchedulerCache({stored: [1.0, 2.0, 3.0]})
+    assert cache.find(stored) == stored
+    assert cache.find(f"{cfg}|0.059653,0.556347,0.00526836,0.0312288") == stored
+    assert cache.find(f"{cfg}|0.0596529,0.556348,0.00526835,0.0312288") == stored
+    two = f"{cfg}|0.0596531,0.556347,0.00526836,0.0312288"
+    assert cache.find(two) == two
+    other = stored.replace("c4|", "c8|")
+    assert cache.find(other) == other
+    # one unit of the 6th significant digit agrees, three units do not
+    near = SchedulerCache({f"{cfg}|1.00000": [0.0]})
+    assert near.find(f"{cfg}|1.00001") == f"{cfg}|1.00000"
+    assert near.find(f"{cfg}|1.00003") == f"{cfg}|1.00003"

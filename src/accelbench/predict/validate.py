@@ -22,6 +22,7 @@ the factors of a fold never see its points).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -112,12 +113,35 @@ class SchedulerCache:
             f"{eff.request_s!r}"
         )
 
+    def find(self, key: str) -> str:
+        """The stored key for ``key``: itself, or one of the same configuration whose
+        factors agree to 6 significant digits within one unit of the last (a fit on
+        another machine can round 0.05965295 either way); ``key`` when none does."""
+        if key in self.entries:
+            return key
+        config, factors = key.rsplit("|", 1)
+        want = [float(x) for x in factors.split(",")]
+        for k in self.entries:
+            head, _, have = k.rpartition("|")
+            if head != config:
+                continue
+            got = [float(x) for x in have.split(",")]
+            if len(got) == len(want) and all(map(_one_unit_apart, got, want)):
+                return k
+        return key
+
     def to_json(self) -> dict[str, object]:
         """The entries this validation used (a refit drops the stale ones)."""
         return {
             "schema": CACHE_SCHEMA,
             "entries": {k: self.entries[k] for k in sorted(self.used)},
         }
+
+
+def _one_unit_apart(a: float, b: float) -> bool:
+    """At most one unit of the 6th significant digit apart (two roundings of one value)."""
+    m = max(abs(a), abs(b))
+    return m == 0 or abs(a - b) <= 1.01 * 10 ** (math.floor(math.log10(m)) - 5)
 
 
 CACHE_SCHEMA = "accelbench.predict-scheduler-cv/1"
@@ -168,7 +192,7 @@ def scheduler_prediction(
     # the factors to 6 significant digits: a fit on another machine (another BLAS) may
     # differ in the last bits, and must find the same simulation
     eff = Efficiency(*(float(f"{x:.6g}") for x in astuple(eff)))
-    key = SchedulerCache.key(p, eff)
+    key = cache.find(SchedulerCache.key(p, eff))
     if key not in cache.entries:
         arch, acc = _arch(p.model), catalog_accelerator(p.hardware)
         sm = RooflineStepModel(
