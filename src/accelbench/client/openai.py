@@ -462,11 +462,7 @@ class ResponseHandler:
                         rec.finish_reason = fr[:100]
             elif choices is not None and type(choices) is not list:
                 raise _Malformed("choices is not a list")
-            if usage:
-                self._usage(usage)
-            timings = obj.get("timings")
-            if timings is not None and rec.cached_tokens is None:
-                self._timings(timings)
+            self._server_counts(obj, usage)
         except _Malformed as exc:
             self.fail(ErrorKind.MALFORMED_STREAM, f"{exc}: {_head(payload)}")
         except _BadUsage as exc:
@@ -483,6 +479,15 @@ class ResponseHandler:
         if marks and mark < marks[-1]:
             raise _BadUsage(f"usage.completion_tokens went down from {marks[-1]} to {mark}")
         marks.append(mark)
+
+    def _server_counts(self, obj: dict[str, Any], usage: Any) -> None:
+        """What an event or a body says the server counted: its ``usage`` (when not
+        empty), else llama-server's ``timings`` for the cached prompt tokens."""
+        if usage:
+            self._usage(usage)
+        timings = obj.get("timings")
+        if timings is not None and self.rec.cached_tokens is None:
+            self._timings(timings)
 
     def _usage(self, usage: dict[str, object]) -> None:
         rec = self.rec
@@ -543,11 +548,7 @@ class ResponseHandler:
                 else:
                     text = _text(c, "text")
                 rec.finish_reason = _finish_reason(c)
-            if usage:
-                self._usage(usage)
-            timings = obj.get("timings")
-            if timings is not None and rec.cached_tokens is None:
-                self._timings(timings)
+            self._server_counts(obj, usage)
         except _Malformed as exc:
             self.fail(ErrorKind.MALFORMED_STREAM, f"{exc}: {_head(body)}")
             return
