@@ -480,7 +480,7 @@ class ResponseHandler:
             raise _BadUsage(f"usage.completion_tokens went down from {marks[-1]} to {mark}")
         marks.append(mark)
 
-    def _server_counts(self, obj: dict[str, Any], usage: Any) -> None:
+    def _server_counts(self, obj: dict[str, object], usage: dict[str, object] | None) -> None:
         """What an event or a body says the server counted: its ``usage`` (when not
         empty), else llama-server's ``timings`` for the cached prompt tokens."""
         if usage:
