@@ -479,6 +479,24 @@ def test_knee_agrees(pred, measured, status):
     assert v.estimate == pred.knee_sessions and v.kind == "knee"
 
 
+@pytest.mark.parametrize(
+    ("pred", "measured", "replayed", "status"),
+    [
+        # 3.43 predicted, 4 sessions kept the plateau: the replay in arrival order agrees
+        (_Pred(3.43, 3.42, 3.44), Interval(4, 5), Interval(4, 5), Status.INCONCLUSIVE),
+        # the replay breaks at 4 where the server did not: the capacity does not explain it
+        (_Pred(3.43, 3.42, 3.44), Interval(4, 5), Interval(3, 4), Status.FAIL),
+        (_Pred(3.43), Interval(3, 4), Interval(4, 5), Status.PASS),  # inside: pass regardless
+        (_Pred(7.14), Interval(3, 4), Interval(5, None), Status.FAIL),  # a wrong capacity
+    ],
+)
+def test_knee_agrees_with_the_replay_in_arrival_order(pred, measured, replayed, status):
+    v = knee_agrees(pred, measured, replayed)
+    assert v.status == status, v.note
+    assert (v.evidence["replayed_low"], v.evidence["replayed_high"]) == (replayed.low,
+                                                                         replayed.high)  # fmt: skip
+
+
 def test_knee_agrees_takes_a_prediction_and_a_measured_knee():
     p = predict_knee(TINY, None, 1, MIX, context_tokens=118 * 16, block_size=16)
     assert isinstance(p, KneePrediction) and p.knee_sessions == pytest.approx(114 / 18)

@@ -460,12 +460,17 @@ def test_a_session_sweep_finds_the_knee_its_server_capacity_predicts(reference_s
     """A sweep over concurrent sessions against a cache of 96 blocks: the hit rate
     breaks between the points that bracket the knee the server's published capacity
     predicts for the sessions sent (96 blocks / 28 per session = 3.43), and the sweep
-    says so, with the verdict."""
+    says so, with the verdict.
+
+    No point at 4: 4 sessions hold 112 blocks only at their last turns, and how far the
+    hit rate falls there depends on how the sessions' turns interleave (measured 49.6 to
+    54.5 % against the plateau's 57.6 %, threshold 52.6 %, over 8 runs); 5 sessions
+    (140 blocks) fall far below it whatever the interleaving (docs/WORKLOADS.md)."""
     from accelbench.report.knee import sweep_dir_knee
 
     srv = reference_server("--ttft-ms", "2", "--itl-ms", "1", "--prefix-cache-blocks", "96",
                            "--prefix-block-size", "16", "--no-prefix-cache-outputs")  # fmt: skip
-    args = ["sweep", "--url", srv.url, "--values", "1,2,3,4,6", "--sessions", "1",
+    args = ["sweep", "--url", srv.url, "--values", "1,2,3,5,6", "--sessions", "1",
             "--turns", "4", "--isl", "96", "--osl", "4", "--requests-per-point", "12",
             "--warmup-per-point", "0", "--no-saturation-stop", "-q", "-o", "sw"]  # fmt: skip
     code, out, err, _ = run_cli(args, tmp_path)
@@ -478,6 +483,50 @@ def test_a_session_sweep_finds_the_knee_its_server_capacity_predicts(reference_s
     assert knee.predicted.capacity_blocks == 96
     assert knee.agreement.status == "pass"
     assert "KV-capacity knee, measured: between" in out and "agreement: pass" in out
+
+
+def _knee_sweep(srv_url: str, tmp_path: Path, *extra: str):
+    from accelbench.report.knee import sweep_dir_knee
+
+    args = ["sweep", "--url", srv_url, "--values", "1,2,3,4,5", "--sessions", "1",
+            "--turns", "4", "--isl", "96", "--osl", "4", "--requests-per-point", "12",
+            "--warmup-per-point", "0", "--no-saturation-stop", "-q", "-o", "sw", *extra]  # fmt: skip
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0, err
+    knee = sweep_dir_knee(tmp_path / "sw")
+    assert knee is not None and knee.agreement is not None and knee.replayed is not None
+    return knee, out
+
+
+def test_a_soft_point_past_the_knee_is_explained_by_the_replay_not_failed(reference_server,
+                                                                          tmp_path):  # fmt: skip
+    """At 4 sessions (just past the knee of 3.43) the hit rate falls by more or less than
+    the tolerance as the turns happen to interleave. The reference server's cache is an
+    exact LRU, so the replay of the requests in their arrival order finds the measured
+    bracket whichever way it fell, and the verdict is pass ([3, 4)) or inconclusive
+    ([4, 5), the replay saying why), never fail."""
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1", "--prefix-cache-blocks", "96",
+                           "--prefix-block-size", "16", "--no-prefix-cache-outputs")  # fmt: skip
+    knee, out = _knee_sweep(srv.url, tmp_path)
+    m, r = knee.measured.interval, knee.replayed.interval
+    assert (r.low, r.high) == (m.low, m.high)
+    assert (m.low, m.high) in {(3.0, 4.0), (4.0, 5.0)}
+    want = "pass" if m.low == 3.0 else "inconclusive"
+    assert knee.agreement.status == want, knee.agreement.note
+    assert "an LRU of that capacity replaying the requests as they arrived: between" in out
+
+
+def test_a_wrong_capacity_fails_even_with_the_replay(reference_server, tmp_path):
+    """Told a capacity of 200 blocks (knee 7.14) for a server that holds 96, the replay at
+    200 blocks keeps every point on the plateau while the server breaks by 5 sessions: the
+    replay does not excuse the prediction, which fails."""
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1", "--prefix-cache-blocks", "96",
+                           "--prefix-block-size", "16", "--no-prefix-cache-outputs")  # fmt: skip
+    knee, _ = _knee_sweep(srv.url, tmp_path, "--kv-capacity-tokens", "3200")
+    assert knee.predicted is not None and knee.predicted.capacity_blocks == 200
+    assert knee.replayed.interval.low == 5.0 and knee.replayed.interval.high is None
+    assert knee.measured.found and knee.measured.interval.high in {4.0, 5.0}
+    assert knee.agreement.status == "fail", knee.agreement.note
 
 
 def test_independent_prompts_show_only_what_the_server_said(reference_server, tmp_path):

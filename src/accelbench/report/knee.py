@@ -23,6 +23,7 @@ from accelbench.metrics.knee import (
     find_knee,
     knee_agrees,
 )
+from accelbench.metrics.values import finite_number
 from accelbench.metrics.verdict import Verdict
 from accelbench.store.reader import RunInfo, dig, load_run
 
@@ -39,6 +40,9 @@ class SweepKnee:
     agreement: Verdict | None
     mix: SessionMix | None
     points: list[KneePoint]
+    # the bracket an LRU of the server's capacity finds replaying each point's requests in
+    # their arrival order (None: a point without that replay)
+    replayed: MeasuredKnee | None = None
 
     def lines(self) -> list[str]:
         """The knee in words, with its evidence."""
@@ -61,6 +65,13 @@ class SweepKnee:
                 f"[{iv.low:.2f}, {iv.high:.2f}] ({p.capacity_tokens:,} tokens = "
                 f"{p.capacity_blocks:,} blocks of {p.block_size}; {p.shared_blocks} shared "
                 f"+ {p.session_blocks} per session)"
+            )
+        if self.replayed is not None:
+            r = self.replayed.interval
+            out.append(
+                "an LRU of that capacity replaying the requests as they arrived: between "
+                f"{'-' if r.low is None else f'{r.low:g}'} and "
+                f"{'-' if r.high is None else f'{r.high:g}'} sessions"
             )
         if self.agreement is not None:
             out.append(f"agreement: {self.agreement.status} ({self.agreement.note})")
@@ -109,7 +120,7 @@ def _sd(xs: list[float]) -> float:
 def sweep_knee(points: list[tuple[int, RunInfo]]) -> SweepKnee | None:
     """The knee of a concurrency sweep of sessions, or None when it has no session points
     whose responses said what was cached."""
-    got = [(c, x) for c, run in points if (x := _point(c, run)) is not None]
+    got = [(run, x) for c, run in points if (x := _point(c, run)) is not None]
     if len(got) < 2:
         return None
     kps = [p for _, (p, _) in got]
@@ -137,8 +148,14 @@ def sweep_knee(points: list[tuple[int, RunInfo]]) -> SweepKnee | None:
         # also holds a running prompt's partial last block
         predicted = capacity_knee(int(cap), mix, block_size=int(block),
                                   ideal_cache=sc.get("output_lag") == 0)  # fmt: skip
-    agreement = knee_agrees(predicted, measured) if predicted is not None else None
-    return SweepKnee(measured, predicted, agreement, mix, kps)
+    lru = [finite_number(dig(run.summary, "cache", "ideal_lru")) for run, _ in got]
+    replayed = None
+    if all(x is not None and 0 <= x <= 1 for x in lru):
+        replayed = find_knee(
+            [KneePoint(p.sessions, float(x or 0)) for p, x in zip(kps, lru, strict=True)]
+        )
+    agreement = knee_agrees(predicted, measured, replayed) if predicted is not None else None
+    return SweepKnee(measured, predicted, agreement, mix, kps, replayed)
 
 
 def set_knee(runs: list[RunInfo]) -> SweepKnee | None:
