@@ -463,8 +463,8 @@ def test_a_session_sweep_finds_the_knee_its_server_capacity_predicts(reference_s
     says so, with the verdict.
 
     No point at 4: 4 sessions hold 112 blocks only at their last turns, and how far the
-    hit rate falls there depends on how the sessions' turns interleave (measured 49.6 to
-    54.5 % against the plateau's 57.6 %, threshold 52.6 %, over 8 runs); 5 sessions
+    hit rate falls there depends on how the sessions' turns interleave (measured 46.6 to
+    54.5 % against the plateau's 57.6 %, threshold 52.6 %, over 11 runs); 5 sessions
     (140 blocks) fall far below it whatever the interleaving (docs/WORKLOADS.md)."""
     from accelbench.report.knee import sweep_dir_knee
 
