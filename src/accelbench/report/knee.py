@@ -24,13 +24,19 @@ from accelbench.metrics.knee import (
     knee_agrees,
 )
 from accelbench.metrics.values import finite_number
-from accelbench.metrics.verdict import Verdict
+from accelbench.metrics.verdict import Interval, Verdict
 from accelbench.store.reader import RunInfo, dig, load_run
 
 __all__ = ["SweepKnee", "sweep_knee"]
 
 _COLUMNS = ("session", "turn", "isl", "osl", "cached_tokens", "turn_tokens", "prefix_tokens",
             "ok", "ttft_ms")  # fmt: skip
+
+
+def _ends(iv: Interval) -> tuple[str, str]:
+    """A bracket's two ends in words ("-": open)."""
+    lo, hi = ("-" if x is None else f"{x:g}" for x in (iv.low, iv.high))
+    return lo, hi
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,7 @@ class SweepKnee:
 
     def lines(self) -> list[str]:
         """The knee in words, with its evidence."""
-        m = self.measured.interval
-        lo = "-" if m.low is None else f"{m.low:g}"
-        hi = "-" if m.high is None else f"{m.high:g}"
+        lo, hi = _ends(self.measured.interval)
         pl = self.measured.plateau
         why = self.measured.note or (
             f"hit rate below the plateau {100 * (pl or 0):.1f}% less "
@@ -67,11 +71,10 @@ class SweepKnee:
                 f"+ {p.session_blocks} per session)"
             )
         if self.replayed is not None:
-            r = self.replayed.interval
+            r_lo, r_hi = _ends(self.replayed.interval)
             out.append(
                 "an LRU of that capacity replaying the requests as they arrived: between "
-                f"{'-' if r.low is None else f'{r.low:g}'} and "
-                f"{'-' if r.high is None else f'{r.high:g}'} sessions"
+                f"{r_lo} and {r_hi} sessions"
             )
         if self.agreement is not None:
             out.append(f"agreement: {self.agreement.status} ({self.agreement.note})")
