@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelbench.cli.options import SHARED, config_from_options
+from accelbench.cli.options import SHARED, LoadOptions, config_from_options, long_option
 from accelbench.errors import UsageError
 from accelbench.runner.benchmark import (
     _worker_specs,
@@ -31,6 +31,11 @@ from accelbench.workload.plan import PlannedRequest, arrival_offsets
 from accelbench.workload.traces import load_trace
 
 TRACE_N = 10  # requests in the test trace
+SESSION = {"turns": "4", "think_time": "0"}  # the session options' defaults
+# options a command line may give at their default value (the property types some)
+AT_DEFAULT = ("arrival", "burstiness", "dataset_format", "telemetry_interval", "api_key_env",
+              "results_root", "embedded_model", "isl", "isl_dist", "osl_dist", "range_ratio",
+              "turns", "think_time")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -53,39 +58,45 @@ def files(tmp_path_factory) -> dict[str, str]:
 
 
 # -- the oracle: docs/LIMITS.md "Combinations", restated --------------------------------
-def conflicts(o: dict[str, Any]) -> set[str]:
-    """The options of ``o`` that the run would ignore (empty: the combination is fine)."""
+def conflicts(o: dict[str, Any], typed: frozenset[str] = frozenset()) -> set[str]:
+    """The options of ``o`` that the run would ignore (empty: the combination is fine).
+    An option counts as set when it differs from its default or is in ``typed`` (the
+    command line gave it, at whatever value)."""
+
+    def set_(k: str, default: Any) -> bool:
+        return k in typed or o[k] != default
+
     bad: set[str] = set()
     trace, dataset = o["trace"] is not None, o["dataset"] is not None
     rate = o["rate"] is not None
     closed = not rate and not trace
     if o["url"] is not None:
-        bad |= {f"--{k.replace('_', '-')}" for k in ("embedded_model",) if o[k] != "smollm2"}
+        bad |= {f"--{k.replace('_', '-')}" for k in ("embedded_model",) if set_(k, "smollm2")}
     if o["out"] is not None:
-        if o["results_root"] != "results":
+        if set_("results_root", "results"):
             bad.add("--results-root")
         if o["label"] is not None:
             bad.add("--label")
-    if not o["telemetry"] and o["telemetry_interval"] != 1.0:
+    if not o["telemetry"] and set_("telemetry_interval", 1.0):
         bad.add("--telemetry-interval")
-    if o["api_key_file"] is not None and o["api_key_env"] != "OPENAI_API_KEY":
+    if o["api_key_file"] is not None and set_("api_key_env", "OPENAI_API_KEY"):
         bad.add("--api-key-env")
-    shape_isl = o["isl"] != 128 or o["isl_dist"] != "fixed" or o["range_ratio"] != 0.0
+    shape_isl = set_("isl", 128) or set_("isl_dist", "fixed") or set_("range_ratio", 0.0)
     shape_isl = shape_isl or o["isl_std"] is not None
     if trace:
         if rate:
             bad.add("--rate")
         if o["concurrency"] is not None:
             bad.add("--concurrency")
-        if o["arrival"] != "poisson":
+        if set_("arrival", "poisson"):
             bad.add("--arrival")
-        if o["burstiness"] != 1.0:
+        if set_("burstiness", 1.0):
             bad.add("--burstiness")
         if dataset:
             bad.add("--dataset")
-        if o["dataset_format"] != "auto":
+        if set_("dataset_format", "auto"):
             bad.add("--dataset-format")
-        if shape_isl or o["osl_dist"] != "fixed":
+        if shape_isl or set_("osl_dist", "fixed"):
             bad |= {"--isl", "--isl-dist", "--osl-dist", "--range-ratio", "--isl-std"}
         if o["warmup"] >= TRACE_N:
             bad.add("--warmup")
@@ -94,27 +105,29 @@ def conflicts(o: dict[str, Any]) -> set[str]:
     elif rate:
         if o["concurrency"] is not None:
             bad.add("--concurrency")
-        if o["burstiness"] != 1.0 and o["arrival"] != "gamma":
+        if set_("burstiness", 1.0) and o["arrival"] != "gamma":
             bad.add("--burstiness")
     else:
         if o["max_concurrency"] is not None:
             bad.add("--max-concurrency")
-        if o["arrival"] != "poisson":
+        if set_("arrival", "poisson"):
             bad.add("--arrival")
-        if o["burstiness"] != 1.0:
+        if set_("burstiness", 1.0):
             bad.add("--burstiness")
     if not trace:
         if dataset:
-            if shape_isl or o["osl_dist"] != "fixed":
+            if shape_isl or set_("osl_dist", "fixed"):
                 bad |= {"--isl", "--isl-dist", "--osl-dist", "--range-ratio", "--isl-std"}
         else:
-            if o["dataset_format"] != "auto":
+            if set_("dataset_format", "auto"):
                 bad.add("--dataset-format")
             uniform = "uniform" in (o["isl_dist"], o["osl_dist"])
-            if o["range_ratio"] != 0.0 and not uniform:
+            if set_("range_ratio", 0.0) and not uniform:
                 bad.add("--range-ratio")
             if o["isl_std"] is not None and o["isl_dist"] not in ("normal", "lognormal"):
                 bad.add("--isl-std")
+    # no --sessions here: what shapes sessions is unused
+    bad |= {f"--{k.replace('_', '-')}" for k in ("turns", "think_time") if set_(k, SESSION[k])}
     if o["workers"] is not None and not bad:
         streams = (o["concurrency"] or 1) if closed else o["max_concurrency"]
         if streams is not None and o["workers"] > streams:
@@ -129,38 +142,51 @@ def conflicts(o: dict[str, Any]) -> set[str]:
     return bad
 
 
-def options(files: dict[str, str]) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(
-        {
-            "rate": st.sampled_from([None, 50.0]),
-            "concurrency": st.sampled_from([None, 1, 3]),
-            "max_concurrency": st.sampled_from([None, 1, 4]),
-            "workers": st.sampled_from([None, 1, 2, 5]),
-            "trace": st.sampled_from([None, files["trace"]]),
-            "dataset": st.sampled_from([None, files["dataset"]]),
-            "dataset_format": st.sampled_from(["auto", "prompts"]),
-            "arrival": st.sampled_from(["poisson", "constant", "gamma"]),
-            "burstiness": st.sampled_from([1.0, 0.5]),
-            "warmup": st.sampled_from([0, 2, TRACE_N]),
-            "num_requests": st.sampled_from([None, 4, 9]),
-            "duration": st.sampled_from([None, 5.0]),
-            "isl": st.sampled_from([128, 64]),
-            "isl_dist": st.sampled_from(["fixed", "uniform", "normal"]),
-            "osl_dist": st.sampled_from(["fixed", "uniform"]),
-            "range_ratio": st.sampled_from([0.0, 0.5]),
-            "isl_std": st.sampled_from([None, 3.0]),
-            "seed": st.sampled_from([0, 7]),
-            "telemetry": st.booleans(),
-            "telemetry_interval": st.sampled_from([1.0, 2.0]),
-            "url": st.sampled_from([None, "http://127.0.0.1:9"]),
-            "embedded_model": st.sampled_from(["smollm2", "tiny"]),
-            "out": st.sampled_from([None, files["dir"] + "/run"]),
-            "label": st.sampled_from([None, "x"]),
-            "results_root": st.sampled_from(["results", files["dir"] + "/root"]),
-            "api_key_file": st.sampled_from([None, files["key"]]),
-            "api_key_env": st.sampled_from(["OPENAI_API_KEY", "MY_KEY"]),
-        }
-    )
+def choices(files: dict[str, str]) -> dict[str, list[Any]]:
+    """Each option's values to try, its default first."""
+    return {
+        "rate": [None, 50.0],
+        "concurrency": [None, 1, 3],
+        "max_concurrency": [None, 1, 4],
+        "workers": [None, 1, 2, 5],
+        "trace": [None, files["trace"]],
+        "dataset": [None, files["dataset"]],
+        "dataset_format": ["auto", "prompts"],
+        "arrival": ["poisson", "constant", "gamma"],
+        "burstiness": [1.0, 0.5],
+        "warmup": [0, 2, TRACE_N],
+        "num_requests": [None, 4, 9],
+        "duration": [None, 5.0],
+        "isl": [128, 64],
+        "isl_dist": ["fixed", "uniform", "normal"],
+        "osl_dist": ["fixed", "uniform"],
+        "range_ratio": [0.0, 0.5],
+        "isl_std": [None, 3.0],
+        "seed": [0, 7],
+        "telemetry": [True, False],
+        "telemetry_interval": [1.0, 2.0],
+        "url": [None, "http://127.0.0.1:9"],
+        "embedded_model": ["smollm2", "tiny"],
+        "out": [None, files["dir"] + "/run"],
+        "label": [None, "x"],
+        "results_root": ["results", files["dir"] + "/root"],
+        "api_key_file": [None, files["key"]],
+        "api_key_env": ["OPENAI_API_KEY", "MY_KEY"],
+        "turns": ["4", "2"],
+        "think_time": ["0", "0.5"],
+    }
+
+
+@st.composite
+def options(draw: st.DrawFn, files: dict[str, str]) -> dict[str, Any]:
+    """A command line: a few options moved off their defaults (drawing every option at
+    random would make nearly every combination a conflict, and leave the accepted ones,
+    where an option could be ignored silently, almost untested)."""
+    c = choices(files)
+    o = {k: v[0] for k, v in c.items()}
+    for k in draw(st.sets(st.sampled_from(sorted(c)), max_size=7)):
+        o[k] = draw(st.sampled_from(c[k]))
+    return o
 
 
 def fake_plan(cfg, total: int) -> list[PlannedRequest]:
@@ -222,8 +248,9 @@ def check_derived_load(cfg) -> None:
 @given(data=st.data())
 def test_every_option_is_honoured_or_refused(files, data):
     o = data.draw(options(files))
-    load = {k: o[k] for k in o if k in SHARED}
-    bad = conflicts(o)
+    typed = frozenset(data.draw(st.sets(st.sampled_from(AT_DEFAULT), max_size=3)))
+    load = LoadOptions({k: o[k] for k in o if k in SHARED}, frozenset(map(long_option, typed)))
+    bad = conflicts(o, typed)
     cfg = config_from_options(load)
     try:
         cfg.validate()
@@ -266,6 +293,10 @@ def test_trace_with_workers_is_split_and_says_open_loop(files):
         (["-c", "4", "--max-concurrency", "2"], "--max-concurrency"),
         (["--rate", "5", "--max-concurrency", "1", "--workers", "2"], "--workers"),
         (["--rate", "1", "-d", "1", "--workers", "20"], "--workers"),  # 18 planned arrivals
+        # typed at the default value, still unused: refused as well
+        (["--turns", "4"], "--turns"),
+        (["-c", "2", "--arrival", "poisson"], "--arrival"),
+        (["--telemetry-interval", "1"], "--telemetry-interval"),  # the run has --no-telemetry
     ],
 )
 def test_cli_refuses_in_one_line_before_anything_runs(files, tmp_path, args, word):
@@ -304,6 +335,11 @@ def test_sharegpt_trace_is_refused_with_the_way_to_run_it(tmp_path):
         (["--values", "1,2", "--no-saturation-stop", "--min-gain", "0.1"], "--min-gain"),
         (["--values", "1", "--preset", "inferencex", "--isl-dist", "normal"], "--isl-dist"),
         (["--values", "1", "--isl-osl", "64/64", "--isl", "32"], "--isl"),
+        # typed at the default value, still unused
+        (["--values", "1", "--isl-osl", "64/64", "--isl", "1024"], "--isl"),
+        (["--values", "1,2", "--no-saturation-stop", "--min-gain", "0.05"], "--min-gain"),
+        (["--values", "1,2", "--arrival", "poisson"], "--arrival"),
+        (["--values", "1", "--dataset", "{dataset}", "--isl", "1024"], "--isl"),
     ],
 )
 def test_sweep_refuses_what_its_points_would_ignore(files, tmp_path, args, word):

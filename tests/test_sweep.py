@@ -249,6 +249,25 @@ def test_cli_sweep_frontier_compare_report_runs(tmp_path, monkeypatch):
     assert res.exit_code == 0 and "3 run(s)" in res.output
 
 
+def test_cli_sweep_of_a_dataset_is_not_refused_for_the_sweeps_own_isl(tmp_path, monkeypatch):
+    """The sweep's --isl defaults to 1024, the run's to 128: a dataset sweep without
+    --isl was refused ("--dataset gives the prompts: --isl does not apply") though the
+    user gave no --isl."""
+    import accelbench.suites.sweep.core as core
+
+    fake = FakeRunner()
+    monkeypatch.setattr(core, "_default_runner", lambda: fake)
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"p{i}"}) + "\n" for i in range(4)))
+    res = CliRunner().invoke(_app(), ["sweep", "--out", str(tmp_path / "A"), "--url",
+                                      "http://x/v1", "--values", "1,2", "--dataset", str(data),
+                                      "--osl", "16", "-q"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert fake.calls == [1, 2]
+    wl = json.loads((tmp_path / "A" / "sweep.json").read_text())["base_config"]["workload"]
+    assert wl["dataset"] == str(data) and wl["osl"] == 16 and wl["isl"] == 128
+
+
 def test_cli_errors_are_accelbench_errors(tmp_path):
     cli = CliRunner()
     res = cli.invoke(_app(), ["report", str(tmp_path / "missing")])

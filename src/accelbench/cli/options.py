@@ -122,13 +122,47 @@ SESSION_OPTIONS = ("sessions", "turns", "think_time", "shared_prefixes", "prefix
                    "kv_capacity_tokens")  # fmt: skip
 
 
+# click's ParameterSource, by name (Typer vendors click): a value that came from neither
+DEFAULT_SOURCES = ("DEFAULT", "DEFAULT_MAP")
+_CTX = "_accelbench_ctx"  # the Context parameter added where a command declares none
+
+
+def given_options(ctx: typer.Context) -> frozenset[str]:
+    """The options the command line set, by their long name (``--turns``; a flag pair by
+    its first name, ``--telemetry`` for ``--no-telemetry``), whatever their value: an
+    option typed at its default value is given, too (docs/LIMITS.md "Combinations")."""
+    return frozenset(
+        max(p.opts, key=len)
+        for p in ctx.command.params
+        if p.name and p.opts
+        and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in DEFAULT_SOURCES
+    )  # fmt: skip
+
+
+class LoadOptions(dict[str, Any]):
+    """The shared load options' values, and :attr:`given`: every option of the command
+    (its own ones too) that the command line set."""
+
+    def __init__(self, values: dict[str, Any], given: frozenset[str] = frozenset()) -> None:
+        super().__init__(values)
+        self.given = given
+
+
+def long_option(name: str) -> str:
+    """A shared option's long name: ``--concurrency`` for ``concurrency``."""
+    decls = [d.split("/")[0] for d in SHARED[name][1].param_decls]
+    return max((d for d in decls if d.startswith("--")), key=len)
+
+
 def load_options(exclude: Iterable[str] = ()) -> Callable[[F], F]:
     """Add the shared load options (all of :data:`SHARED` but ``exclude`` and those the
-    command declares itself) to a Typer command; they arrive as ``load: dict``."""
+    command declares itself) to a Typer command; they arrive as ``load``, a
+    :class:`LoadOptions` that also says which options the command line set."""
     skip = set(exclude)
 
     def deco(fn: F) -> F:
         sig = inspect.signature(fn)
+        hints = typing.get_type_hints(fn)  # resolve "bool" etc. (postponed annotations)
         own = [p for p in sig.parameters.values() if p.name != "load"]
         names = {p.name for p in own}
         extra = [
@@ -136,24 +170,26 @@ def load_options(exclude: Iterable[str] = ()) -> Callable[[F], F]:
             for n, (ann, opt) in SHARED.items()
             if n not in names and n not in skip
         ]
+        ctx_name = next((p.name for p in own if hints.get(p.name) is typer.Context), None)
+        added = [] if ctx_name else [
+            inspect.Parameter(_CTX, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        ]  # fmt: skip
 
         @functools.wraps(fn)
         def wrapper(**kw: Any) -> Any:
-            load = {p.name: kw.pop(p.name) for p in extra}
-            return fn(load=load, **kw)
+            ctx = kw.pop(_CTX) if ctx_name is None else kw[ctx_name]
+            values = {p.name: kw.pop(p.name) for p in extra}
+            return fn(load=LoadOptions(values, given_options(ctx)), **kw)
 
-        hints = typing.get_type_hints(fn)  # resolve "bool" etc. (postponed annotations)
         own_kw = [
             p.replace(
                 kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation)
             )
             for p in own
         ]
-        wrapper.__signature__ = sig.replace(parameters=own_kw + extra)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {
-            **{p.name: p.annotation for p in own_kw},
-            **{p.name: p.annotation for p in extra},
-        }
+        params = own_kw + added + extra
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
         return wrapper  # type: ignore[return-value]
 
     return deco
@@ -198,8 +234,11 @@ def parse_extra_body(extra: str | None) -> dict[str, Any]:
 
 
 def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConfig:
-    """The :class:`BenchmarkConfig` the shared options describe (not yet validated)."""
+    """The :class:`BenchmarkConfig` the shared options describe (not yet validated). An
+    override stands for a command's own option of the same meaning (``sweep --isl``)."""
     o = {**{n: opt.default for n, (_, opt) in SHARED.items()}, **load, **overrides}
+    typed: frozenset[str] = getattr(load, "given", frozenset())
+    given = frozenset(long_option(n) for n in {*load, *overrides} if n in SHARED) & typed
     wl = WorkloadConfig(
         isl=o["isl"], osl=o["osl"], isl_dist=o["isl_dist"], osl_dist=o["osl_dist"],
         range_ratio=o["range_ratio"], range_convention=o["range_convention"],
@@ -224,5 +263,5 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
         save_text=o["save_text"], label=o["label"], telemetry=o["telemetry"],
         telemetry_interval_s=o["telemetry_interval"], embedded_model=o["embedded_model"],
         embedded_engine=o["embedded_engine"],
-        embedded_parallel=o["embedded_parallel"],
+        embedded_parallel=o["embedded_parallel"], given=given,
     )  # fmt: skip

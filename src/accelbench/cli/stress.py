@@ -101,7 +101,6 @@ def _mib(x: float) -> float:
 @stress_app.command("soak")
 @load_options(exclude=("num_requests", "label", *SESSION_OPTIONS, "block_size"))
 def soak(
-    ctx: typer.Context,
     window: float = typer.Option(60.0, "--window", help="Window length (s)."),
     segment: float = typer.Option(
         3600.0, "--segment", help="Length of each run directory (s); bounds client memory."
@@ -133,7 +132,7 @@ def soak(
 
     load = load or {}
     if resume is not None:
-        sc = _resumed_soak(ctx, resume, load)
+        sc = _resumed_soak(resume, load)
         path = resume
     else:
         if load.get("duration") is None:
@@ -158,22 +157,17 @@ def soak(
 # what `stress soak --resume` may be given beside the directory: --duration extends (or
 # ends) the soak, --url repeats the recorded server's address with the credentials that
 # are never recorded; every other option is the recorded one (docs/STRESS.md)
-RESUME_MAY_CHANGE = ("resume", "quiet", "duration", "url")
-DEFAULTS = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (typer may vendor it)
+RESUME_MAY_CHANGE = ("--resume", "--quiet", "--duration", "--url")
 
 
-def _resumed_soak(ctx: typer.Context, resume: Path, load: dict[str, Any]) -> SoakConfig:
+def _resumed_soak(resume: Path, load: dict[str, Any]) -> SoakConfig:
     from accelbench import validate as v
     from accelbench.suites.stress.soak import recorded_config
     from accelbench.validate import check_url
 
-    given = [
-        p for p in ctx.command.params
-        if p.name and p.name not in RESUME_MAY_CHANGE
-        and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in DEFAULTS
-    ]  # fmt: skip
+    given = sorted(getattr(load, "given", frozenset()) - set(RESUME_MAY_CHANGE))
     if given:
-        names = ", ".join(max(p.opts, key=len) for p in given)
+        names = ", ".join(given)
         raise UsageError(
             f"--resume continues with the configuration recorded in {resume}/stress.json: "
             f"drop {names} (only --duration, --url of the same server and --quiet may be given)"

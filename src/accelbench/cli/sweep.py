@@ -12,6 +12,7 @@ import typer
 
 from accelbench.cli.options import config_from_options, load_options
 from accelbench.errors import UsageError
+from accelbench.workload.config import WorkloadConfig
 
 
 def _floats(text: str | None, what: str) -> list[float]:
@@ -97,8 +98,11 @@ def sweep_cmd(
     _refuse_unused(kind, preset, isl_osl, isl, osl, num_requests, requests_per_point,
                    warmup_per_point, saturation_stop, min_gain, latency_factor,
                    max_error_rate, load or {})  # fmt: skip
+    load = load or {}
+    if load.get("dataset") and not isl_osl and "--isl" not in getattr(load, "given", ()):
+        isl = WorkloadConfig.isl  # the dataset gives the prompts: no sweep default for them
     pairs = _pairs(isl_osl) or [(isl, osl)]
-    base = config_from_options(load or {}, num_requests=num_requests, isl=isl, osl=osl)
+    base = config_from_options(load, num_requests=num_requests, isl=isl, osl=osl)
     rule = SaturationRule(saturation_stop, min_gain, latency_factor, max_error_rate)
     con = console()
     plans = []
@@ -147,25 +151,31 @@ def _refuse_unused(
 ) -> None:  # fmt: skip
     """The sweep's own options that its points would ignore: refused, as the load options
     are (docs/LIMITS.md "Combinations")."""
-    from accelbench.cli.options import SHARED
+    from accelbench.cli.options import SHARED, long_option
 
-    given = {k for k, v in load.items() if k in SHARED and v != SHARED[k][1].default}
+    typed: frozenset[str] = getattr(load, "given", frozenset())
+    given = {k for k, v in load.items()
+             if k in SHARED and (v != SHARED[k][1].default or long_option(k) in typed)}  # fmt: skip
+
+    def set_(name: str, value: object, default: object) -> bool:  # typed, or not the default
+        return name in typed or value != default
+
     if kind == "concurrency" and num_requests is not None:
         raise UsageError("-n is a rate sweep's; a concurrency sweep sends "
                          "--requests-per-point x concurrency per point")  # fmt: skip
     if kind == "rate":
         for name, value, default in (("--requests-per-point", requests_per_point, 10.0),
                                      ("--warmup-per-point", warmup_per_point, 2.0)):  # fmt: skip
-            if value != default:
+            if set_(name, value, default):
                 raise UsageError(f"{name} is a concurrency sweep's; a rate sweep sends -n "
                                  "requests per point")  # fmt: skip
-    if isl_osl and (isl != 1024 or osl != 1024):
+    if isl_osl and (set_("--isl", isl, 1024) or set_("--osl", osl, 1024)):
         raise UsageError("--isl and --osl do not apply with --isl-osl, which sets both")
     if not saturation_stop:
         for name, value, default in (("--min-gain", min_gain, 0.05),
                                      ("--latency-factor", latency_factor, 2.0),
                                      ("--max-error-rate", max_error_rate, 0.05)):  # fmt: skip
-            if value != default:
+            if set_(name, value, default):
                 raise UsageError(f"{name} does not apply with --no-saturation-stop")
     if preset == "inferencex":
         fixed = ("isl_dist", "osl_dist", "range_ratio", "range_convention", "dataset",

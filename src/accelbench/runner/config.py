@@ -65,6 +65,9 @@ class BenchmarkConfig:
     embedded_engine: str = "llama"  # for url=None: llama | vllm
     embedded_model: str = "smollm2"  # smollm2 | tiny | a .gguf (llama) or HF directory (vllm)
     embedded_parallel: int = 8
+    # the options the command line set ("--turns"), whatever their value: an option typed
+    # at its default value is given too. Not recorded (run.json holds the values).
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         raw: object = self.url
@@ -148,13 +151,16 @@ class BenchmarkConfig:
     def check_run_options(self) -> None:
         """Refuse every option that the load a run sends would ignore (after ``validate``):
         one line naming it, before anything runs. A value counts as given when it differs
-        from the default. ``run``, ``sweep`` and the stress suites send load through
-        ``runner.benchmark.run_benchmark``, which calls this; docs/LIMITS.md
-        "Combinations" is the table."""
+        from the default or the command line set it (``given``: ``--turns 4`` without
+        ``--sessions`` is refused although 4 is the default). ``run``, ``sweep`` and the
+        stress suites send load through ``runner.benchmark.run_benchmark``, which calls
+        this; docs/LIMITS.md "Combinations" is the table."""
         d, wd, wl = BenchmarkConfig(), WorkloadConfig(), self.workload
 
         def differs(obj: Any, default: Any, *names: str) -> bool:
-            return any(getattr(obj, n) != getattr(default, n) for n in names)
+            return any(
+                _opt(n) in self.given or getattr(obj, n) != getattr(default, n) for n in names
+            )
 
         def refuse(msg: str) -> None:
             raise v.UsageError(msg)
@@ -303,6 +309,7 @@ class BenchmarkConfig:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(replace(self, url=None))  # an Endpoint is no JSON value
+        del d["given"]  # how the options were typed, not what the run did
         d["url"] = self.url.display if self.url else None  # never the credentials
         return d
 
