@@ -845,3 +845,69 @@ def test_scheduler_cache_finds_factors_rounded_the_other_way() -> None:
     near = SchedulerCache({f"{cfg}|1.00000": [0.0]})
     assert near.find(f"{cfg}|1.00001") == f"{cfg}|1.00000"
     assert near.find(f"{cfg}|1.00003") == f"{cfg}|1.00003"
+
+
+# -- every option of `predict` is used by the mode it asks for, or refused ------------------
+# docs/LIMITS.md "predict": the options each mode uses, restated
+_POINT_OPTS = {"--model": "deepseek-r1", "--accelerator": "mi355x", "--tp": "8", "--ep": "1",
+               "--dp-attention": None, "--isl": "128", "--osl": "128", "--concurrency": "4",
+               "--interactivity": "30", "--ttft-slo": "1", "--tpot-slo": "0.05",
+               "--precision": "fp8", "--kv-precision": "bf16", "--max-batch": "64",
+               "--json": None, "--explain": None}  # fmt: skip
+_CAL_OPTS = {"--calibrate": "{dir}", "--host": "h200", "--host-spec": "tflops=1,bw_tbs=1",
+             "--target-spec": "tflops=2,bw_tbs=2", "--calibrate-model": "deepseek-r1",
+             "--calibrate-engine": "llama.cpp", "--calibrate-precision": "fp16"}  # fmt: skip
+_OPTS = {**_POINT_OPTS, **_CAL_OPTS, "--engine": "sglang", "--schedule": None,
+         "--validate": None, "--refit": None, "--write-docs": "{dir}/page.md",
+         "--whatif": None, "--claims": None}  # fmt: skip
+_USES = {
+    "--validate": {"--validate", "--refit", "--write-docs", "--whatif", "--json"},
+    "--claims": {"--claims", "--write-docs"},
+    "--calibrate": {*_POINT_OPTS, *_CAL_OPTS},
+    "point": {*_POINT_OPTS, "--engine", "--schedule"},
+}
+
+
+def test_every_predict_option_belongs_to_a_mode() -> None:
+    """An option no mode uses would be refused everywhere: each one has its mode."""
+    import typer
+
+    from accelbench.cli.predict import predict_command
+
+    app = typer.Typer(add_completion=False)
+    app.command()(predict_command)
+    cmd = typer.main.get_command(app)
+    opts = {max(p.opts, key=len) for p in cmd.params if p.opts}
+    assert opts == set(_OPTS) == set().union(*_USES.values())
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    mode=st.sampled_from(["--validate", "--claims", "--calibrate", "point"]),
+    extra=st.sets(st.sampled_from(sorted(_OPTS)), min_size=1, max_size=4),
+)
+def test_property_an_option_the_mode_ignores_is_refused(
+    tmp_path: Path, mode: str, extra: set[str]
+) -> None:
+    """`predict --claims --accelerator mi355x` printed the claims page and ignored the
+    accelerator: whatever the mode, an option it does not use is refused in one line,
+    exit 2, before any work (nothing written)."""
+    asked = {mode} if mode != "point" else set()
+    if mode == "point":  # the point mode is the one no other mode's switch asks for
+        extra -= {"--validate", "--claims", "--calibrate", "--refit"}
+    unused = (asked | extra) - _USES[mode]
+    if not unused:
+        return  # an accepted line runs the mode itself: covered by the tests above
+    d = tmp_path / "w"
+    d.mkdir(exist_ok=True)
+    args = ["predict"]
+    for opt in sorted(asked | extra):
+        v = _OPTS[opt]
+        args += [opt] if v is None else [opt, v.format(dir=d)]
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 2 and out == "", (args, code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert min(unused) in err, (args, err)
+    assert list(d.iterdir()) == []

@@ -14,7 +14,7 @@ import functools
 import inspect
 import json
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -137,6 +137,23 @@ def given_options(ctx: typer.Context) -> frozenset[str]:
         if p.name and p.opts
         and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in DEFAULT_SOURCES
     )  # fmt: skip
+
+
+def refuse_unused(
+    given: Iterable[str],
+    used: Iterable[str],
+    what: str,
+    homes: Mapping[str, Iterable[str]] | None = None,
+) -> None:
+    """One line naming every option of ``given`` that ``what`` (a mode of a command)
+    does not use, before anything runs: never an option silently ignored. ``homes``: the
+    other modes and the options they use, to say where the first one belongs."""
+    unused = sorted(set(given) - set(used))
+    if unused:
+        verb = "does" if len(unused) == 1 else "do"
+        where = [m for m, opts in (homes or {}).items() if unused[0] in opts]
+        hint = f" ({unused[0]} goes with {' or '.join(where)})" if where else ""
+        raise UsageError(f"{', '.join(unused)} {verb} not apply to {what}{hint}")
 
 
 class LoadOptions(dict[str, Any]):

@@ -66,7 +66,37 @@ def _write_docs(path: Path, table: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+# the options each mode of `predict` uses; any other given is refused (docs/LIMITS.md)
+_POINT = ("--model", "--accelerator", "--tp", "--ep", "--dp-attention", "--isl", "--osl",
+          "--concurrency", "--interactivity", "--ttft-slo", "--tpot-slo", "--precision",
+          "--kv-precision", "--max-batch", "--json", "--explain")  # fmt: skip
+_MODES = {
+    "--validate": ("--validate", "--refit", "--write-docs", "--whatif", "--json"),
+    "--claims": ("--claims", "--write-docs"),
+    "--calibrate": (*_POINT, "--calibrate", "--host", "--host-spec", "--target-spec",
+                    "--calibrate-model", "--calibrate-engine", "--calibrate-precision"),
+    "a point's prediction": (*_POINT, "--engine", "--schedule"),
+}  # fmt: skip
+
+
+def _mode(given: frozenset[str]) -> str:
+    """The mode the options ask for, refusing those it would ignore."""
+    from accelbench.cli.options import refuse_unused
+
+    asked = [m for m in ("--validate", "--claims", "--calibrate") if m in given]
+    # --refit validates the refitted factors
+    mode: str = (
+        asked[0] if asked else "--validate" if "--refit" in given else "a point's prediction"
+    )
+    homes = {m: opts for m, opts in _MODES.items() if m != mode and m[0] == "-"}
+    refuse_unused(given, _MODES[mode], mode if mode[0] != "-" else f"predict {mode}", homes)
+    if "--explain" in given and "--json" in given:
+        raise UsageError("--explain adds the bounds and factors to the text; --json holds them")
+    return mode
+
+
 def predict_command(
+    ctx: typer.Context,
     model: str = typer.Option(
         None, "--model", help="Catalog model (accelbench catalog models) or config.json."
     ),
@@ -187,6 +217,9 @@ def predict_command(
 ) -> None:
     """Predict throughput per GPU, TTFT and TPOT on hardware you do not own, with intervals
     from how wrong the model has been on public measurements (docs/PREDICT.md)."""
+    from accelbench.cli.options import given_options
+
+    _mode(given_options(ctx))
     if whatif:
         from accelbench.predict.whatif import installed_version, whatif_report
 
@@ -219,11 +252,6 @@ def predict_command(
             target, precision, kv_precision or "fp16", max_batch,
         )  # fmt: skip
     else:
-        for name, v in (("--host", host), ("--host-spec", host_spec),
-                        ("--target-spec", target_spec), ("--calibrate-model", calibrate_model),
-                        ("--calibrate-engine", calibrate_engine)):  # fmt: skip
-            if v is not None:
-                raise UsageError(f"{name} goes with --calibrate SWEEP_DIR")
         if model is None or accelerator is None:
             raise UsageError("give --model and --accelerator (or --validate, or --calibrate)")
         pred = predict_point(
