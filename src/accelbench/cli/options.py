@@ -134,7 +134,7 @@ def given_options(ctx: typer.Context) -> frozenset[str]:
     return frozenset(
         max(p.opts, key=len)
         for p in ctx.command.params
-        if p.name and p.opts
+        if p.name and p.opts and p.param_type_name == "option"  # not an argument
         and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in DEFAULT_SOURCES
     )  # fmt: skip
 

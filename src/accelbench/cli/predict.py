@@ -88,7 +88,7 @@ def _mode(given: frozenset[str]) -> str:
     mode: str = (
         asked[0] if asked else "--validate" if "--refit" in given else "a point's prediction"
     )
-    homes = {m: opts for m, opts in _MODES.items() if m != mode and m[0] == "-"}
+    homes = {m: opts for m, opts in _MODES.items() if m != mode}
     refuse_unused(given, _MODES[mode], mode if mode[0] != "-" else f"predict {mode}", homes)
     if "--explain" in given and "--json" in given:
         raise UsageError("--explain adds the bounds and factors to the text; --json holds them")
