@@ -73,3 +73,24 @@ def test_mixed_matrix_and_claim_on_reference_servers(reference_server, tmp_path)
     )
     cfg = doc["config"]["loads"]
     assert cfg[0]["workload"]["isl"] == 16 and cfg[1]["concurrency"] == 2 and cfg[2]["rate"] == 20
+
+
+def test_results_root_places_the_suite_and_is_not_refused_by_its_steps(reference_server, tmp_path):
+    """The suite places its directory under --results-root; its steps each run in a
+    directory of their own, so their --out is the suite's, not the user's: `stress
+    consistency --results-root R` had failed at its first step with "--results-root does
+    not apply with --out", an --out nobody gave."""
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "1", "--deterministic")
+    root = tmp_path / "root"
+    r = cli("consistency", "--url", srv.url, "--prompts", "2", "--repeats", "1",
+            "--loaded-concurrency", "0", "--osl", "4", "--no-telemetry", "-q",
+            "--results-root", str(root))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (suite,) = root.iterdir()
+    assert suite.name.startswith("stress-consistency-")
+    assert json.loads((suite / "stress.json").read_text())["status"] == "completed"
+    # with --out as well, --results-root is unused: refused before anything runs
+    r = cli("consistency", "--url", srv.url, "--results-root", str(root), "--out",
+            str(tmp_path / "o"), "--no-telemetry", "-q")  # fmt: skip
+    assert r.returncode == 2 and "--results-root" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()

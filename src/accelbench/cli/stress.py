@@ -94,6 +94,18 @@ def _check(cfg: BenchmarkConfig) -> None:
     check_load(cfg)
 
 
+def _suite_dir(load: dict[str, Any], kind: str) -> Path:
+    """The suite's directory: --out, or a new one under --results-root (not both)."""
+    from accelbench.suites.stress.common import stress_dir
+
+    out, root = load.get("out"), load.get("results_root")
+    if out is not None and (
+        "--results-root" in getattr(load, "given", ()) or root not in (None, "results")
+    ):
+        raise UsageError("--results-root does not apply with --out, which names the directory")
+    return stress_dir(out, root or "results", kind)
+
+
 def _mib(x: float) -> float:
     return x * 2**20
 
@@ -126,7 +138,6 @@ def soak(
     """Steady load for --duration, judged per --window: leak verdicts for every memory
     series, drift verdicts for latency, throughput and error rate. `--resume DIR`
     continues a soak with the configuration recorded in DIR (docs/STRESS.md)."""
-    from accelbench.suites.stress.common import stress_dir
     from accelbench.suites.stress.soak import SoakConfig, run_soak
     from accelbench.suites.stress.verdicts import DriftThresholds, LeakThresholds
 
@@ -147,7 +158,7 @@ def soak(
             embedded=cfg.url is None,
         )  # fmt: skip
         sc.validate()
-        path = stress_dir(load.get("out"), load.get("results_root") or "results", "soak")
+        path = _suite_dir(load, "soak")
     with _server(sc.load, sc.server_pid) as pid:
         sc.server_pid = pid
         res = run_soak(sc, path, resume=resume is not None, log=_log)
@@ -221,7 +232,6 @@ def consistency(
     """Greedy outputs of a fixed prompt set: over time, alone vs under load, and across
     endpoints; identical fraction, first differing token, similarity, every diverging
     pair kept (divergent.jsonl)."""
-    from accelbench.suites.stress.common import stress_dir
     from accelbench.suites.stress.consistency import ConsistencyConfig, run_consistency
 
     load = load or {}
@@ -238,7 +248,7 @@ def consistency(
         return cc
 
     suite(list(url) or ["http://127.0.0.1"])  # every option before an engine starts
-    path = stress_dir(load.get("out"), load.get("results_root") or "results", "consistency")
+    path = _suite_dir(load, "consistency")
     with _server(cfg, None):
         res = run_consistency(suite(list(url) or [cfg.url or ""]), path, log=_log)
     if not quiet:
@@ -311,7 +321,6 @@ def flood(
     """Long-context flood: TTFT and prefill throughput against input length (fitted
     a + bL + cL^2 with intervals), errors by kind, memory leak rate over the flood."""
     from accelbench import validate as v
-    from accelbench.suites.stress.common import stress_dir
     from accelbench.suites.stress.flood import FloodConfig, default_lengths, run_flood
 
     load = load or {}
@@ -331,7 +340,7 @@ def flood(
 
     # every option before an engine starts; the lengths may come from the server
     suite(given if given is not None else default_lengths(top, osl) if top else [1], server_pid)
-    path = stress_dir(load.get("out"), load.get("results_root") or "results", "flood")
+    path = _suite_dir(load, "flood")
     with _server(
         cfg, server_pid, context=context or max_context, parallel=max(concs or [1])
     ) as pid:
@@ -436,7 +445,6 @@ def mixed(
     (and all but one with --matrix); change of latency percentiles vs solo and jitter,
     with 95 % intervals (docs/STRESS.md)."""
     from accelbench import validate as v
-    from accelbench.suites.stress.common import stress_dir
     from accelbench.suites.stress.mixed import MixedConfig, run_mixed
 
     load = load or {}
@@ -456,7 +464,7 @@ def mixed(
     else:
         v.integer("--embedded", embedded, 2, 64)
         suite([base] * embedded)
-    path = stress_dir(load.get("out"), load.get("results_root") or "results", "mixed")
+    path = _suite_dir(load, "mixed")
     with contextlib.ExitStack() as stack:
         if not url:
             from accelbench.engines.embedded import running_engine

@@ -122,7 +122,11 @@ def run_step(
     (status, directory, summary, run.json) as the run ended."""
     from accelbench.runner.benchmark import run_benchmark
 
-    cfg = replace(base, out_dir=str(out), label=None, **changes)
+    # the suite placed its directory with --out / --results-root / --label: the step's
+    # own directory is ``out``, and those options are used, not the step's to refuse
+    used = frozenset({"--out", "--results-root", "--label"})
+    cfg = replace(base, out_dir=str(out), label=None, results_root=BenchmarkConfig.results_root,
+                  given=base.given - used, **changes)  # fmt: skip
     cfg.workload = replace(base.workload, **(workload or {}))
     return run_benchmark(cfg, progress=False, log=log)
 
