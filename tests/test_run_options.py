@@ -339,6 +339,7 @@ def test_sharegpt_trace_is_refused_with_the_way_to_run_it(tmp_path):
         (["--values", "1", "--isl-osl", "64/64", "--isl", "1024"], "--isl"),
         (["--values", "1,2", "--no-saturation-stop", "--min-gain", "0.05"], "--min-gain"),
         (["--values", "1,2", "--arrival", "poisson"], "--arrival"),
+        (["--values", "1,2", "--start", "4", "--end", "64"], "--start"),
         (["--values", "1", "--dataset", "{dataset}", "--isl", "1024"], "--isl"),
     ],
 )

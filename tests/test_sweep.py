@@ -34,6 +34,10 @@ def test_plan_values():
         plan_values(start=8, end=4)
     with pytest.raises(AccelbenchError, match="give the sweep"):
         plan_values()
+    # both ways at once: the range was ignored (the sweep ran --values only)
+    for rng in ({"start": 4, "end": 64}, {"start": 4}, {"end": 64}):
+        with pytest.raises(UsageError, match="--values lists the points"):
+            plan_values([1, 2], **rng)
 
 
 @pytest.mark.parametrize("kind", ["concurrency", "rate"])

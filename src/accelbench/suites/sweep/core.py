@@ -49,6 +49,10 @@ def plan_values(
     (``end`` itself is the last point even where it is not a power-of-two step)."""
     lo, hi = (1, MAX_STREAMS) if kind == "concurrency" else (MIN_RATE, MAX_RATE)
     unit = "streams" if kind == "concurrency" else "requests/s"
+    if values and (start is not None or end is not None):
+        raise validate.UsageError(
+            "--values lists the points; --start and --end make a range instead"
+        )
     if values:
         vals = sorted({validate.number("--values", v, lo, hi, unit=unit) for v in values})
     elif start is not None and end is not None:
