@@ -138,6 +138,35 @@ def test_cli_bad_option_is_one_line() -> None:
     assert r.stderr.strip().count("\n") == 0 and "--find-peak" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (["--isl-std", "5"], "--isl-std"),
+        (["--embedded-model", "tiny"], "--embedded-model"),
+        (["--api-key-env", "FOO", "--api-key-file", "{key}"], "--api-key-env"),
+        (["--out", "{out}", "--results-root", "{root}"], "--results-root"),
+        (["--dataset-format", "auto"], "--dataset-format"),  # typed at the default
+        (["--allow-pickle"], "--allow-pickle"),
+        (["--dataset", "{data}", "--isl", "128"], "--isl"),
+    ],
+)
+def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word: str) -> None:
+    """mlperf never called the load options' combination checks: each of these passed
+    silently to the connect. Exit 2, one line naming the option, before any connect."""
+    (tmp_path / "key").write_text("k\n")
+    (tmp_path / "d.jsonl").write_text('{"prompt": "hi"}\n')
+    fill = {"key": tmp_path / "key", "out": tmp_path / "o", "root": tmp_path / "r",
+            "data": tmp_path / "d.jsonl"}  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "mlperf", "offline", "--url", "http://127.0.0.1:9",
+         *(a.format(**fill) for a in args)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and word in r.stderr, r.stderr
+    assert "cannot reach" not in r.stderr and not (tmp_path / "o").exists()
+
+
 # -- the QSL: MLPerf's dataset shape --------------------------------------------------
 LLAMA2_ROWS = [
     # Llama-2-70B (processorca.py): input, tok_input, output, tok_output_length

@@ -251,3 +251,40 @@ def test_cli_refuses_a_speed_in_one_line(
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(message), r.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "5"], "error: --rate shapes the arrivals of a ShareGPT file; this mooncake"),
+        (["--arrival", "poisson"], "error: --arrival shapes the arrivals"),  # typed at default
+        (["--rate", "5", "--arrival", "gamma", "--burstiness", "0.5"],
+         "error: --rate, --arrival, --burstiness shape"),
+        (["--no-telemetry", "--telemetry-interval", "2"], "error: --telemetry-interval does not"),
+        (["--api-key-file", "{key}", "--api-key-env", "K"], "error: --api-key-env does not apply"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_what_a_timed_trace_would_ignore(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    """A Mooncake trace has its own arrival times: --rate, --arrival and --burstiness
+    shaped nothing and the replay said nothing. The options every load command refuses
+    together are refused here too. Exit 2, one line, nothing written, no server asked."""
+    (tmp_path / "t.jsonl").write_text(
+        "".join(
+            json.dumps({"timestamp": t, "input_length": 8, "output_length": 4}) + "\n"
+            for t in (0, 100)
+        )  # fmt: skip
+    )
+    (tmp_path / "key").write_text("k\n")
+    argv = [a.format(key=tmp_path / "key") for a in args]
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "shadow", "replay", "--trace", str(tmp_path / "t.jsonl"),
+         "--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9",
+         "--out", str(tmp_path / "r"), *argv],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(message), r.stderr
+    assert not (tmp_path / "r").exists()

@@ -8,7 +8,12 @@ from typing import Any
 
 import typer
 
-from accelbench.cli.options import SESSION_OPTIONS, config_from_options, load_options
+from accelbench.cli.options import (
+    SESSION_OPTIONS,
+    config_from_options,
+    load_options,
+    refuse_unused,
+)
 from accelbench.lifetime import exit_now
 
 # accelbench run's options that mean nothing here: LoadGen decides when queries go out
@@ -88,6 +93,9 @@ def _command(scenario: str) -> Callable[..., None]:
         from accelbench.suites.mlperf.run import QslOptions, loadgen_parked, run_mlperf
         from accelbench.suites.mlperf.settings import MlperfSettings
 
+        if dataset is None:  # typed at their defaults, still unused
+            unused = {"--dataset-format", "--allow-pickle"} & getattr(load, "given", frozenset())
+            refuse_unused(unused, (), "mlperf without --dataset")
         cfg = config_from_options(load or {}, telemetry=False)
         ms = MlperfSettings(
             scenario=scenario, benchmark=benchmark, user_conf=user_conf, target_qps=target_qps,

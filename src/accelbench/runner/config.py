@@ -148,6 +148,59 @@ class BenchmarkConfig:
     def mode(self) -> str:
         return run_mode(self.to_json())
 
+    def is_set(self, obj: Any, *names: str) -> bool:
+        """Whether any of ``names`` (fields of ``obj``: this config or its workload) was
+        given: on the command line (``given``) or at a value other than the default."""
+        default = BenchmarkConfig() if obj is self else WorkloadConfig()
+        return any(_opt(n) in self.given or getattr(obj, n) != getattr(default, n) for n in names)
+
+    def check_common_options(self) -> None:
+        """The combinations every command with the load options refuses, whatever sends its
+        load (`mlperf`'s LoadGen and `shadow replay` too): the embedded engine's options
+        with ``--url``, ``--results-root`` and ``--label`` with ``--out``,
+        ``--telemetry-interval`` with ``--no-telemetry``, ``--api-key-env`` with
+        ``--api-key-file``, and the synthetic prompts' shape where a dataset gives the
+        prompts or the shape's distribution has no such parameter."""
+        wl, set_ = self.workload, self.is_set
+
+        def refuse(msg: str) -> None:
+            raise v.UsageError(msg)
+
+        if self.url is not None:
+            for f in ("embedded_engine", "embedded_model", "embedded_parallel"):
+                if set_(self, f):
+                    refuse(f"{_opt(f)} applies to the embedded engine, which --url replaces")
+        if self.out_dir is not None:
+            if set_(self, "results_root"):
+                refuse("--results-root does not apply with --out, which names the directory")
+            if self.label is not None:
+                refuse("--label names a directory under --results-root; --out names it already")
+        if not self.telemetry and set_(self, "telemetry_interval_s"):
+            refuse("--telemetry-interval does not apply with --no-telemetry")
+        if self.api_key_file is not None and set_(self, "api_key_env"):
+            refuse("--api-key-env does not apply with --api-key-file, which is read instead")
+        if wl.trace:
+            return
+        if wl.dataset is not None:
+            for f in (*_ISL_SIDE, *_OSL_SHAPE):
+                if set_(wl, f):
+                    refuse(
+                        f"--dataset gives the prompts: {_opt(f)} does not apply to it "
+                        "(--osl is the output length of entries without one)"
+                    )
+            return
+        if set_(wl, "dataset_format"):
+            refuse("--dataset-format applies to --dataset only")
+        dists = (wl.isl_dist, wl.osl_dist)
+        if set_(wl, "range_ratio", "range_convention") and "uniform" not in dists:
+            refuse(
+                "--range-ratio and --range-convention apply to a uniform "
+                "--isl-dist or --osl-dist only"
+            )
+        for side, dist, std in (("isl", wl.isl_dist, wl.isl_std), ("osl", wl.osl_dist, wl.osl_std)):
+            if std is not None and dist not in ("normal", "lognormal"):
+                refuse(f"--{side}-std applies to a normal or lognormal --{side}-dist only")
+
     def check_run_options(self) -> None:
         """Refuse every option that the load a run sends would ignore (after ``validate``):
         one line naming it, before anything runs. A value counts as given when it differs
@@ -155,42 +208,25 @@ class BenchmarkConfig:
         ``--sessions`` is refused although 4 is the default). ``run``, ``sweep`` and the
         stress suites send load through ``runner.benchmark.run_benchmark``, which calls
         this; docs/LIMITS.md "Combinations" is the table."""
-        d, wd, wl = BenchmarkConfig(), WorkloadConfig(), self.workload
-
-        def differs(obj: Any, default: Any, *names: str) -> bool:
-            return any(
-                _opt(n) in self.given or getattr(obj, n) != getattr(default, n) for n in names
-            )
+        wl, set_ = self.workload, self.is_set
+        self.check_common_options()
 
         def refuse(msg: str) -> None:
             raise v.UsageError(msg)
 
-        if self.url is not None:
-            for f in ("embedded_engine", "embedded_model", "embedded_parallel"):
-                if differs(self, d, f):
-                    refuse(f"{_opt(f)} applies to the embedded engine, which --url replaces")
-        if self.out_dir is not None:
-            if differs(self, d, "results_root"):
-                refuse("--results-root does not apply with --out, which names the directory")
-            if self.label is not None:
-                refuse("--label names a directory under --results-root; --out names it already")
-        if not self.telemetry and differs(self, d, "telemetry_interval_s"):
-            refuse("--telemetry-interval does not apply with --no-telemetry")
-        if self.api_key_file is not None and differs(self, d, "api_key_env"):
-            refuse("--api-key-env does not apply with --api-key-file, which is read instead")
         if wl.trace:
             hints = {
                 "rate": " (to send a dataset at a rate: --dataset FILE --rate R)",
                 "concurrency": " (a replay is an open loop: cap it with --max-concurrency)",
             }
             for f in ("rate", "concurrency", "arrival", "burstiness"):
-                if differs(self, d, f):
+                if set_(self, f):
                     refuse(
                         f"--trace replays the trace's own arrival times: {_opt(f)} does "
                         f"not apply to it{hints.get(f, '')}"
                     )
             for f in (*_ISL_SIDE, *_OSL_SHAPE, "dataset", "dataset_format"):
-                if differs(wl, wd, f):
+                if set_(wl, f):
                     refuse(
                         f"--trace gives the prompts and their lengths: {_opt(f)} does not "
                         "apply to it (--osl is the output length of entries without one)"
@@ -219,12 +255,12 @@ class BenchmarkConfig:
                     f"{self.warmup_requests:,}: the trace has only {n:,} requests"
                 )
         elif self.rate is not None:
-            if differs(self, d, "concurrency"):
+            if set_(self, "concurrency"):
                 refuse(
                     "--concurrency is a closed loop's; with --rate (an open loop) cap the "
                     "requests in flight with --max-concurrency"
                 )
-            if differs(self, d, "burstiness") and self.arrival != "gamma":
+            if set_(self, "burstiness") and self.arrival != "gamma":
                 refuse("--burstiness is the shape of --arrival gamma only")
         else:
             if self.max_concurrency is not None:
@@ -233,37 +269,14 @@ class BenchmarkConfig:
                     "loop keeps --concurrency requests in flight"
                 )
             for f in ("arrival", "burstiness"):
-                if differs(self, d, f):
+                if set_(self, f):
                     refuse(
                         f"{_opt(f)} shapes an open loop's arrivals (--rate); this run is "
                         "a closed loop (--concurrency)"
                     )
-        if not wl.trace:
-            if wl.dataset is not None:
-                for f in (*_ISL_SIDE, *_OSL_SHAPE):
-                    if differs(wl, wd, f):
-                        refuse(
-                            f"--dataset gives the prompts: {_opt(f)} does not apply to it "
-                            "(--osl is the output length of entries without one)"
-                        )
-            else:
-                if differs(wl, wd, "dataset_format"):
-                    refuse("--dataset-format applies to --dataset only")
-                dists = (wl.isl_dist, wl.osl_dist)
-                if differs(wl, wd, "range_ratio", "range_convention") and "uniform" not in dists:
-                    refuse(
-                        "--range-ratio and --range-convention apply to a uniform "
-                        "--isl-dist or --osl-dist only"
-                    )
-                for side, dist, std in (
-                    ("isl", wl.isl_dist, wl.isl_std),
-                    ("osl", wl.osl_dist, wl.osl_std),
-                ):
-                    if std is not None and dist not in ("normal", "lognormal"):
-                        refuse(f"--{side}-std applies to a normal or lognormal --{side}-dist only")
         if wl.sessions is None:
             for f in ("turns", "think_time_s"):
-                if differs(wl, wd, f):
+                if set_(wl, f):
                     refuse(f"{_opt(f)} shapes the sessions of --sessions N, which is not given")
         if self.workers is not None:
             closed = self.rate is None and not wl.trace

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
@@ -127,6 +127,7 @@ def run_mlperf(
     ms.validate()
     _check_qsl(qsl)
     cfg.validate()
+    _check_combinations(cfg, qsl)
     lg = loadgen()  # fail before an engine is started
     build(ms, qsl.samples)  # the effective settings and the schedule checked before a connect
     if _PARKED:
@@ -141,6 +142,17 @@ def run_mlperf(
         raise UsageError(f"cannot create {root}: {exc.strerror or exc}") from None
     with embedded_engine(cfg, log) as engine:
         return _run(lg, cfg, ms, qsl, log, engine)
+
+
+def _check_combinations(cfg: BenchmarkConfig, q: QslOptions) -> None:
+    """What `run` refuses as unused is refused here too (``check_common_options``): a
+    dataset (any format) gives the prompts, so the synthetic lengths' shape is unused."""
+    c = replace(cfg, workload=replace(cfg.workload))
+    if q.dataset is not None:
+        c.workload.dataset = q.dataset
+    c.check_common_options()
+    if q.dataset is None and (q.dataset_format != "auto" or q.allow_pickle):
+        raise UsageError("--dataset-format and --allow-pickle apply to --dataset only")
 
 
 def _check_qsl(q: QslOptions) -> None:

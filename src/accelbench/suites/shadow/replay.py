@@ -137,6 +137,15 @@ def prepare(
         burstiness=cfg.burstiness, seed=cfg.workload.seed, limit=cfg.num_requests,
         block_size=opt.block_size,
     )  # fmt: skip
+    if trace.format != "sharegpt":  # its own arrival times: a rate would be ignored
+        shaping = [o for o, f in (("--rate", "rate"), ("--arrival", "arrival"),
+                                  ("--burstiness", "burstiness")) if cfg.is_set(cfg, f)]  # fmt: skip
+        if shaping:
+            verb = "shapes" if len(shaping) == 1 else "shape"
+            raise UsageError(
+                f"{', '.join(shaping)} {verb} the arrivals of a ShareGPT file; this "
+                f"{trace.format} trace has its own times (scale them with --speed)"
+            )
     opt.check_span(trace.duration_s)
     log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
     models = {
@@ -446,6 +455,7 @@ def replay(cfg: BenchmarkConfig, opt: ReplayOptions, log: Log | None = None) -> 
         raise UsageError("--trace is required")
     cfg.url = opt.baseline
     cfg.validate()
+    cfg.check_common_options()
     reqs, info = prepare(cfg, opt, log)
     install_uvloop()
     return asyncio.run(replay_async(cfg, opt, reqs, info))
