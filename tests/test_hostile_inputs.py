@@ -306,7 +306,23 @@ def runs(tmp_path: Path) -> Path:
         (["serve", "reference", "--osl", "2000000000"], "--osl"),
         (["serve", "reference", "--port", "99999"], "--port"),
         (["serve", "reference", "--fault", "429:7"], "--fault"),
-        (["serve", "llama", "--parallel", "0", "--build-only"], "--parallel"),
+        (["serve", "llama", "--parallel", "0"], "--parallel"),
+        # options the server would ignore (a bind to 192.0.2.1 fails at once if not refused)
+        (["serve", "reference", "--host", "192.0.2.1", "--diverge", "0.5"], "--diverge"),
+        (
+            ["serve", "reference", "--host", "192.0.2.1", "--max-throughput", "--itl-ms", "1"],
+            "--itl-ms",
+        ),
+        (
+            ["serve", "reference", "--host", "192.0.2.1", "--fault", "500:0.1", "--stall-s", "1"],
+            "--stall-s",
+        ),
+        (
+            ["serve", "reference", "--host", "192.0.2.1", "--prefix-block-size", "16"],
+            "--prefix-block-size",
+        ),  # typed at its default, still unused
+        (["serve", "llama", "--build-only", "--parallel", "8"], "--parallel"),
+        (["serve", "vllm", "--install-only", "--no-prefix-caching"], "--prefix-caching"),
     ],
 )
 def test_analysis_bad_values(runs: Path, args: list[str], option: str | None) -> None:

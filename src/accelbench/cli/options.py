@@ -156,6 +156,16 @@ def refuse_unused(
         raise UsageError(f"{', '.join(unused)} {verb} not apply to {what}{hint}")
 
 
+def refuse_unmet(given: Iterable[str], rules: Iterable[tuple[str, bool, str]]) -> None:
+    """Each rule is (option, whether it applies to this command line, when it applies):
+    an option given where it does not apply is refused with one line saying when it
+    does (``--diverge applies only with --deterministic``)."""
+    typed = set(given)
+    for opt, applies, when in rules:
+        if opt in typed and not applies:
+            raise UsageError(f"{opt} applies only {when}")
+
+
 class LoadOptions(dict[str, Any]):
     """The shared load options' values, and :attr:`given`: every option of the command
     (its own ones too) that the command line set."""

@@ -25,6 +25,7 @@ serve_app = typer.Typer(
 
 @serve_app.command("reference")
 def reference(
+    ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
     port: int = typer.Option(8000, help="Port."),
     model: str = typer.Option("reference", help="Model name it serves."),
@@ -89,8 +90,21 @@ def reference(
 ) -> None:
     """An OpenAI-compatible streaming server with known timings, for measuring clients.
     Not an inference engine."""
+    from accelbench.cli.options import given_options, refuse_unmet
     from accelbench.reference.server import Dist, ReferenceConfig, StressKnobs, run_reference
 
+    kinds = {f.rpartition(":")[0] for f in fault}
+    delays = not max_throughput or bool(fault)  # --max-throughput writes at once, faults aside
+    cache = prefix_cache_blocks > 0
+    refuse_unmet(given_options(ctx), [
+        ("--diverge", deterministic, "with --deterministic"),
+        ("--stall-s", "stall" in kinds, "with --fault stall:P"),
+        ("--slow-headers-s", "slow_headers" in kinds, "with --fault slow_headers:P"),
+        ("--prefix-block-size", cache, "with --prefix-cache-blocks N (N > 0)"),
+        ("--prefix-cache-outputs", cache, "with --prefix-cache-blocks N (N > 0)"),
+        *((o, delays, "without --max-throughput (it writes each response at once)")
+          for o in ("--ttft-ms", "--itl-ms", "--prefill-ms-per-token", "--ttft-drift-ms-per-min")),
+    ])  # fmt: skip
     faults = {}
     for f in fault:
         kind, sep, p = f.rpartition(":")
@@ -167,6 +181,7 @@ def emulated(
 
 @serve_app.command("llama")
 def llama(
+    ctx: typer.Context,
     model: str = typer.Option(
         "smollm2",
         help="smollm2 (SmolLM2-135M-Instruct from PyPI), tiny (generated), or a .gguf path.",
@@ -183,6 +198,8 @@ def llama(
         start_llama_server,
     )
 
+    if build_only:
+        _refuse_beside(ctx, "--build-only", "it builds llama-server and exits")
     check_server_options(parallel, ctx_per_slot, port)
     if build_only:
         typer.echo(str(build_llama_server(lambda m: typer.echo(m, err=True))))
@@ -198,6 +215,7 @@ def llama(
 
 @serve_app.command("vllm")
 def vllm(
+    ctx: typer.Context,
     model: str = typer.Option(
         "tiny", help="tiny (generated) or a Hugging Face model directory (config.json, ...)."
     ),
@@ -219,6 +237,8 @@ def vllm(
     """Install (once, cached) and run vLLM's CPU build on loopback."""
     from accelbench.engines.vllm import check_vllm_options, install_vllm, start_vllm_server
 
+    if install_only:
+        _refuse_beside(ctx, "--install-only", "it installs vLLM and exits")
     check_vllm_options(max_model_len, kv_cache_gib, port)
     log = lambda m: typer.echo(m, err=True)  # noqa: E731
     if install_only:
@@ -231,6 +251,13 @@ def vllm(
         ),
         "vLLM",
     )  # fmt: skip
+
+
+def _refuse_beside(ctx: typer.Context, only: str, why: str) -> None:
+    """``--build-only`` / ``--install-only`` start no server: its options are refused."""
+    from accelbench.cli.options import given_options, refuse_unused
+
+    refuse_unused(given_options(ctx), (only,), f"{only} ({why})")
 
 
 def _serve_until_interrupted(start: Callable[[], LlamaServer], name: str) -> None:
