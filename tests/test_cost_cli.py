@@ -194,3 +194,168 @@ def test_catalog_commands(app, tmp_path):
     assert listed["cpu-host"]["memory_bw_tbs"] is None and listed["cpu-host"]["memory_gib"] > 0
     r = run(app, "catalog", "show", "h10")
     assert isinstance(r.exception, AccelbenchError) and "did you mean" in str(r.exception)
+
+
+# --------------------------------------------------------------------------- options refused
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from tests.cli_inprocess import run_cli  # noqa: E402
+
+# a value for each `cost` option ({dir}: the test's directory; None: a flag)
+_COST_OPTS: dict[str, str | None] = {
+    "--accelerator": "h100", "--interactivity": "20", "--rates": "inferencex-2025-10",
+    "--tier": "rental", "--usd-per-gpu-hour": "2", "--kw-per-gpu": "1.5",
+    "--tco": "{dir}/tco.yaml", "--capex": "30000", "--life-years": "4",
+    "--cost-of-capital": "0.08", "--utilisation": "0.8", "--it-kw-per-gpu": "1.2",
+    "--pue": "1.2", "--usd-per-kwh": "0.1", "--other-opex": "0.1",
+    "--catalog": "{dir}/catalog.yaml", "--json": None,
+}  # fmt: skip
+_COMMON = {"--accelerator", "--interactivity", "--tco", "--pue", "--catalog", "--json"}
+_BUILDUP = {"--capex", "--life-years", "--cost-of-capital", "--usd-per-kwh"}
+_COST_USES = {
+    "given": _COMMON | {"--usd-per-gpu-hour", "--kw-per-gpu", "--rates"},
+    "buildup": _COMMON
+    | _BUILDUP
+    | {"--utilisation", "--other-opex", "--it-kw-per-gpu", "--kw-per-gpu"},  # fmt: skip
+    "rate": _COMMON | {"--rates", "--tier", "--kw-per-gpu"},
+}
+
+
+def _cost_uses(opts: set[str], sources_prefixed: bool = True) -> set[str]:
+    """The options `cost` uses for ``opts``, independently of the CLI's tables."""
+    mode = "given" if "--usd-per-gpu-hour" in opts else "buildup" if opts & _BUILDUP else "rate"
+    used = set(_COST_USES[mode])
+    if mode == "given" and "--kw-per-gpu" in opts:
+        used.discard("--rates")
+    if mode == "buildup" and "--it-kw-per-gpu" in opts:
+        used.discard("--kw-per-gpu")
+    used.discard("--interactivity")  # no sweep among the sources below
+    if sources_prefixed:
+        used.discard("--accelerator")
+    return used
+
+
+def test_every_cost_option_belongs_to_a_mode():
+    """An option no TCO mode uses would be refused everywhere: each one has its mode."""
+    from accelbench.cli.cost import _COST_MODES, cost_command
+
+    a = typer.Typer(add_completion=False)
+    a.command()(cost_command)
+    opts = {max(p.opts, key=len) for p in typer.main.get_command(a).params if p.opts}
+    opts.discard("sources")
+    assert opts == set(_COST_OPTS) == set().union(*_COST_USES.values())
+    assert set().union(*map(set, _COST_MODES.values())) == opts
+
+
+@pytest.mark.parametrize(
+    "args, names",
+    [
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--tier", "rental"], "--tier"),
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--capex", "1"], "--capex"),
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--life-years", "4"], "--life-years"),
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--cost-of-capital", "0"], "--cost-of-capital"),
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--usd-per-kwh", "0.1"], "--usd-per-kwh"),
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--utilisation", "1"], "--utilisation"),
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--other-opex", "0"], "--other-opex"),
+        (["h100:1000", "--usd-per-gpu-hour", "2", "--it-kw-per-gpu", "1"], "--it-kw-per-gpu"),
+        (
+            [
+                "h100:1000",
+                "--usd-per-gpu-hour",
+                "2",
+                "--kw-per-gpu",
+                "1",
+                "--rates",
+                "inferencex-2025-10",
+            ],
+            "--rates",
+        ),  # fmt: skip
+        (["h100:1000", "--utilisation", "0.8"], "--utilisation"),
+        (["h100:1000", "--other-opex", "0.1"], "--other-opex"),
+        (["h100:1000", "--it-kw-per-gpu", "1"], "--it-kw-per-gpu"),
+        (["h100:1000", "--capex", "1", "--tier", "owned"], "--tier"),
+        (["h100:1000", "--capex", "1", "--rates", "inferencex-2025-10"], "--rates"),
+        (
+            ["h100:1000", "--capex", "1", "--it-kw-per-gpu", "1", "--kw-per-gpu", "2"],
+            "--kw-per-gpu",
+        ),  # fmt: skip
+        (["mi355x:1369", "-i", "20"], "--interactivity"),
+        (["mi355x:1369", "-a", "h100"], "--accelerator"),
+        (["mi355x:1369", "b200:1756", "-a", "h100", "-i", "20"], "--accelerator"),
+        (["{dir}/run", "-a", "h100", "-i", "20"], "--interactivity"),
+    ],
+)
+def test_cost_option_of_another_mode_is_refused(tmp_path, args, names):
+    """Each was ignored (the rate, the build-up or the sources did not use it): now one
+    line, exit 2, naming it, before any output."""
+    make_run(tmp_path / "run", 2000, 30)
+    args = [a.format(dir=tmp_path) for a in args]
+    code, out, err, _ = run_cli(["cost", *args], tmp_path)
+    assert code == 2 and out == "", (args, code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert names in err and "does not apply" in err, err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["h100:1000", "--rates", "inferencex-2025-10", "--usd-per-gpu-hour", "2"],
+        ["{dir}/run", "-a", "h100", "--rates", "inferencex-2025-10", "--tier", "rental"],
+        ["{dir}/run", "h100:1000", "-a", "b200", "--kw-per-gpu", "2", "--pue", "1.2"],
+        ["{dir}/sweep", "-a", "h100", "-i", "20"],
+        [
+            "h100:1000",
+            "--capex",
+            "3e4",
+            "--life-years",
+            "4",
+            "--cost-of-capital",
+            "0.08",
+            "--usd-per-kwh",
+            "0.1",
+            "--utilisation",
+            "0.8",
+            "--other-opex",
+            "0.1",
+            "--kw-per-gpu",
+            "1.4",
+        ],  # fmt: skip
+    ],
+)
+def test_cost_lines_whose_options_all_apply_run(tmp_path, args):
+    make_run(tmp_path / "run", 2000, 30)
+    for i, (tot, inter) in enumerate([(4000, 10), (2000, 40)]):
+        make_run(tmp_path / "sweep" / f"c{i}", tot, inter)
+    code, out, err, _ = run_cli(["cost", *[a.format(dir=tmp_path) for a in args]], tmp_path)
+    assert code == 0 and err == "", err
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    opts=st.sets(st.sampled_from(sorted(set(_COST_OPTS) - {"--catalog"})), min_size=1, max_size=5)
+)
+def test_property_an_option_the_tco_mode_ignores_is_refused(tmp_path, opts):
+    """Whatever the TCO mode (a rate given, a build-up, a published rate), an option it
+    does not use, or one the sources do not (-a with every source prefixed, -i without a
+    sweep), is refused in one line, exit 2, naming it, with no output."""
+    d = tmp_path / "w"
+    d.mkdir(exist_ok=True)
+    (d / "tco.yaml").write_text("pue: 1.1\n")
+    unused = opts - _cost_uses(opts)
+    args = ["cost", "h100:1000"]
+    for opt in sorted(opts):
+        v = _COST_OPTS[opt]
+        args += [opt] if v is None else [opt, v.format(dir=d)]
+    code, out, err, _ = run_cli(args, tmp_path)
+    if not unused:  # an accepted line: it runs, or stops on a missing build-up input
+        assert "does not apply" not in err, (args, err)
+        assert code == 0 or "build-up TCO needs" in err, (args, err)
+        return
+    assert code == 2 and out == "", (args, code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    # the TCO mode's options are checked first, then those that depend on the sources
+    first = unused - {"--accelerator", "--interactivity"} or unused
+    assert min(first) in err and "not apply to" in err, (args, err)

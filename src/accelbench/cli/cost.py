@@ -350,7 +350,45 @@ def _print_costs(results: list[CostResult]) -> None:
     )
 
 
+# the options each TCO mode of `cost` uses (cost/tco.py, tco_mode); any other given is
+# refused (docs/LIMITS.md, "cost"). --accelerator and --interactivity depend on the sources.
+_COST_ALL = ("--accelerator", "--interactivity", "--tco", "--pue", "--catalog", "--json")
+_COST_MODES = {
+    "a TCO rate given outright (--usd-per-gpu-hour)": (
+        *_COST_ALL, "--usd-per-gpu-hour", "--kw-per-gpu", "--rates"),
+    "a build-up TCO (--capex, --life-years, --cost-of-capital, --usd-per-kwh)": (
+        *_COST_ALL, "--capex", "--life-years", "--cost-of-capital", "--usd-per-kwh",
+        "--utilisation", "--other-opex", "--it-kw-per-gpu", "--kw-per-gpu"),
+    "a published rate (--rates, --tier)": (*_COST_ALL, "--rates", "--tier", "--kw-per-gpu"),
+}  # fmt: skip
+_TCO_MODE_NAMES = dict(zip(("given", "buildup", "rate"), _COST_MODES, strict=True))
+
+
+# the options that only some sources use, and what the sources are when it does not apply
+_SOURCE_OPTIONS = {
+    "--accelerator": "sources that all have an ACCEL: prefix",
+    "--interactivity": "sources with no sweep directory (a run or a number is one point)",
+}
+
+
+def _cost_refuse(given: frozenset[str], inputs: TcoInputs) -> None:
+    """Refuse the options the TCO mode of ``inputs`` (options over the --tco file) does
+    not use: the build-up's with a rate, the rate's with a build-up."""
+    from accelbench.cli.options import refuse_unused
+    from accelbench.cost.tco import tco_mode
+
+    mode = _TCO_MODE_NAMES[tco_mode(inputs)]
+    used = set(_COST_MODES[mode])
+    if mode.startswith("a TCO rate given") and inputs.kw_per_gpu is not None:
+        used.discard("--rates")  # the set's only use here is its kW, replaced
+    if mode.startswith("a build-up") and inputs.it_kw_per_gpu is not None:
+        used.discard("--kw-per-gpu")  # the build-up pays for --it-kw-per-gpu
+    homes = {m: opts for m, opts in _COST_MODES.items() if m != mode}
+    refuse_unused(given, used, mode, homes)
+
+
 def cost_command(
+    ctx: typer.Context,
     sources: list[str] = typer.Argument(
         None,
         help="ACCEL:SOURCE, SOURCE a run dir, a sweep dir, or tok/s/GPU (total, or IN+OUT). "
@@ -415,7 +453,17 @@ def cost_command(
         usd_per_kwh=usd_per_kwh,
         other_opex_usd_per_gpu_hour=other_opex,
     )
-    results = compute_costs(sources or [], accelerator, interactivity, base.merged(cli), catalog)
+    from accelbench.cli.options import given_options, refuse_unused
+    from accelbench.cost.costing import source_options
+
+    given = given_options(ctx)
+    inputs = base.merged(cli)
+    _cost_refuse(given, inputs)
+    if sources:  # none: compute_costs says to give one
+        src_used = source_options(sources, accelerator, catalog)
+        for opt, what in _SOURCE_OPTIONS.items():
+            refuse_unused(given & {opt}, src_used, what)
+    results = compute_costs(sources or [], accelerator, interactivity, inputs, catalog)
     if as_json:
         ratios = {"ratios_vs_first": ratios_vs_first(results)} if len(results) >= 2 else {}
         _echo_json({"results": [r.as_dict() for r in results], **ratios})

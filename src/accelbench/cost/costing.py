@@ -328,6 +328,32 @@ def split_source(
     return find_accelerator(default_acc, cat).id, text
 
 
+def source_options(
+    sources: list[str], accelerator: str | None, catalog_files: list[Path] | None = None
+) -> set[str]:
+    """Which of ``--accelerator`` and ``--interactivity`` the sources use: the accelerator
+    where a source has no known ``ACCEL:`` prefix, the interactivity where a source is a
+    sweep directory (a run directory or a number has one throughput)."""
+    from accelbench.store.runs import is_run_dir
+
+    cat = load_catalog(list(catalog_files or []))
+    used: set[str] = set()
+    for text in sources:
+        src = text
+        head, sep, tail = text.partition(":")
+        try:
+            if not sep:
+                raise AccelbenchError(text)
+            find_accelerator(head, cat)
+            src = tail
+        except AccelbenchError:
+            used.add("--accelerator")
+        p = Path(src).expanduser()
+        if p.is_dir() and not is_run_dir(p):
+            used.add("--interactivity")
+    return used
+
+
 def compute_costs(
     sources: list[str],
     accelerator: str | None,

@@ -295,6 +295,18 @@ def crf(rate: float, years: float) -> float:
     return rate * g / (g - 1.0)
 
 
+def tco_mode(inp: TcoInputs) -> str:
+    """Which way :func:`resolve_tco` takes to the $/GPU-hour: ``given``
+    (``usd_per_gpu_hour``), ``buildup`` or ``rate`` (a rate set's tier)."""
+    if inp.usd_per_gpu_hour is not None and inp.mode != "buildup":
+        return "given"
+    if inp.mode == "buildup" or (
+        inp.mode is None and any(getattr(inp, k) is not None for k in BUILDUP_FIELDS)
+    ):
+        return "buildup"
+    return "rate"
+
+
 def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
     """Resolve the $/GPU-hour and all-in kW per GPU for ``acc`` from ``inputs``."""
     inp = inputs or TcoInputs()
@@ -323,18 +335,15 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
             f" x PUE {inp.pue:g} (given; InferenceX's utility-modelled view) = {kw_all_in:.4g} kW"
         )
 
-    buildup = inp.mode == "buildup" or (
-        inp.mode is None
-        and inp.usd_per_gpu_hour is None
-        and any(getattr(inp, k) is not None for k in BUILDUP_FIELDS)
-    )
-    if inp.usd_per_gpu_hour is not None and inp.mode != "buildup":
+    mode = tco_mode(inp)
+    if mode == "given":
+        assert inp.usd_per_gpu_hour is not None
         assumptions.append(f"TCO ${inp.usd_per_gpu_hour:g}/GPU-hour (given)")
         if kw_note:
             assumptions.append(kw_note)
         return Tco(inp.usd_per_gpu_hour, kw_all_in, "given", assumptions)
 
-    if buildup:
+    if mode == "buildup":
         return _buildup(acc, inp)
 
     tier = inp.tier or rate_data().default_tier
