@@ -618,3 +618,86 @@ def test_plan_knee_bad_numbers_are_one_line(opt, value):
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and opt in lines[0], err
     assert not out
+
+
+# --------------------------------------------------------------------------- options refused
+
+_KNEE_MIX = ["--turns", "3", "--user-tokens", "50", "--osl", "50"]
+# a value for each optional `plan knee` option (None: a flag)
+_KNEE_OPTS: dict[str, str | None] = {
+    "--accelerator": "h100", "--tp": "1", "--system-tokens": "100", "--template-tokens": "4",
+    "--turns-sd": "1", "--user-tokens-sd": "5", "--osl-sd": "5", "--kv-cache-gib": "2",
+    "--context-tokens": "8192", "--block-size": "16", "--reserved-blocks": "1", "--slots": "4",
+    "--precision": "fp8", "--kv-precision": "fp8", "--reserve": "0.1", "--dp-attention": None,
+    "--ideal-cache": None, "--json": None,
+}  # fmt: skip
+_HBM_ONLY = {"--accelerator", "--catalog", "--precision", "--reserve"}
+_PER_TOKEN = {"--tp", "--kv-precision", "--dp-attention"}
+
+
+def _knee_unused(opts: set[str]) -> set[str]:
+    if "--context-tokens" in opts:
+        return opts & (_HBM_ONLY | _PER_TOKEN | {"--kv-cache-gib"})
+    if "--kv-cache-gib" in opts:
+        return opts & _HBM_ONLY
+    return set()
+
+
+def test_every_plan_knee_option_belongs_to_a_capacity_source():
+    import typer
+
+    from accelbench.cli.cost import _KNEE_MODES, plan_knee_command
+
+    a = typer.Typer(add_completion=False)
+    a.command()(plan_knee_command)
+    opts = {max(p.opts, key=len) for p in typer.main.get_command(a).params if p.opts}
+    assert opts == set().union(*map(set, _KNEE_MODES.values()))
+    assert opts == {*_KNEE_OPTS, "--catalog", "--model", "--turns", "--user-tokens", "--osl"}
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        (["--context-tokens", "100000", "-a", "h100", "-a", "mi355x"], "--accelerator"),
+        (["--kv-cache-gib", "4", "-a", "h100"], "--accelerator"),
+        (["--kv-cache-gib", "4", "--precision", "fp8"], "--precision"),
+        (["--kv-cache-gib", "4", "--reserve", "0.2"], "--reserve"),
+        (["--context-tokens", "8192", "--precision", "fp8"], "--precision"),
+        (["--context-tokens", "8192", "--reserve", "0.1"], "--reserve"),
+        (["--context-tokens", "8192", "--kv-precision", "fp8"], "--kv-precision"),
+        (["--context-tokens", "8192", "--dp-attention"], "--dp-attention"),
+        (["--context-tokens", "8192", "--tp", "2"], "--tp"),
+    ],
+)
+def test_plan_knee_option_its_capacity_ignores_is_refused(tmp_path, args, name):
+    """With a capacity given, the accelerator (identical columns under its names) and its
+    HBM arithmetic, and with a capacity in tokens the KV size per token, changed nothing:
+    one line, exit 2, naming the option, no output."""
+    code, out, err, _ = run_cli(["plan", "knee", "-m", "llama-3.1-8b", *_KNEE_MIX, *args], tmp_path)
+    assert code == 2 and out == "", err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert name in err and "does not apply" in err, err
+
+
+@settings(max_examples=60, deadline=None)
+@given(opts=st.sets(st.sampled_from(sorted(_KNEE_OPTS)), max_size=5))
+def test_property_an_option_the_capacity_source_ignores_is_refused(opts):
+    """Whatever the capacity source (the accelerator's HBM, --kv-cache-gib,
+    --context-tokens), an option it does not use is refused in one line, exit 2, naming
+    it, with nothing written; other lines are not refused."""
+    if {"--kv-cache-gib", "--context-tokens"} <= opts:
+        opts = opts - {"--kv-cache-gib"}
+    unused = _knee_unused(opts)
+    args = ["plan", "knee", "-m", "llama-3.1-8b", *_KNEE_MIX]
+    for opt in sorted(opts):
+        v = _KNEE_OPTS[opt]
+        args += [opt] if v is None else [opt, v]
+    with tempfile.TemporaryDirectory() as d:
+        code, out, err, _ = run_cli(args, Path(d))
+        assert not list(Path(d).iterdir())
+    if not unused:
+        assert "not apply" not in err, (args, err)
+        return
+    assert code == 2 and out == "", (args, code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert min(unused) in err and "not apply to" in err, (args, err)

@@ -357,3 +357,105 @@ def test_plan_of_a_killed_run_without_summary(app, tmp_path):
     (e,) = p["efficiency"]
     assert e["batch"] == 4 and e["context"] == 550  # ISL 500 + OSL 100 / 2
     assert 0 < e["of_physical"] <= 1
+
+
+# --------------------------------------------------------------------------- options refused
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from tests.cli_inprocess import run_cli  # noqa: E402
+
+# a value for each `plan fit` option besides --accelerator ({dir}: the test's directory)
+_FIT_OPTS: dict[str, str | None] = {
+    "--gpus": "1", "--precision": "fp8", "--kv-precision": "fp8", "--context": "2048",
+    "--isl": "1000", "--osl": "100", "--concurrency": "2", "--reserve": "0.1",
+    "--eff-flops": "0.5", "--eff-bw": "0.7", "--overhead-ms": "1", "--dp-attention": None,
+    "--interactivity": "20", "--run": "{dir}/run", "--batch": "8", "--points": "3",
+    "--catalog": "{dir}/catalog.yaml", "--json": None,
+}  # fmt: skip
+
+
+def _fit_uses(opts: set[str]) -> set[str]:
+    used = {"--accelerator", *_FIT_OPTS} - {"--batch", "--osl"}
+    return (
+        used
+        | ({"--batch"} if "--run" in opts else set())
+        | ({"--osl"} if "--isl" in opts else set())
+    )
+
+
+def test_every_plan_fit_option_belongs_to_a_mode():
+    from accelbench.cli.cost import _FIT_MODES, plan_command
+
+    a = typer.Typer(add_completion=False)
+    a.command()(plan_command)
+    opts = {max(p.opts, key=len) for p in typer.main.get_command(a).params if p.opts}
+    opts.discard("model")
+    assert opts == {"--accelerator", *_FIT_OPTS} == set().union(*map(set, _FIT_MODES.values()))
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        (["--context", "4096", "--batch", "8"], "--batch"),
+        (["--isl", "1000", "--osl", "100", "--batch", "8"], "--batch"),
+        (["--context", "4096", "--osl", "256"], "--osl"),
+        (["--osl", "256"], "--osl"),
+        (["--run", "{dir}/run", "--osl", "256"], "--osl"),
+    ],
+)
+def test_plan_fit_option_it_would_ignore_is_refused(tmp_path, args, name):
+    """--batch without --run and --osl without --isl were ignored (--osl even written
+    into the JSON): one line, exit 2, naming it."""
+    _make_run(tmp_path / "run", 400.0, 40.0, 16)
+    args = [a.format(dir=tmp_path) for a in args]
+    code, out, err, _ = run_cli(["plan", "llama-3.1-8b", "-a", "h100", *args], tmp_path)
+    assert code == 2 and out == "", (args, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert name in err and "does not apply" in err, err
+
+
+def test_plan_fit_batch_with_a_run_and_osl_with_isl_still_run(tmp_path):
+    _make_run(tmp_path / "run", 400.0, 40.0, 16)
+    p = plan_json(
+        _plan_app(), "llama-3.1-8b", "-a", "h100", "--isl", "1000", "--osl", "256",
+        "--run", str(tmp_path / "run"), "--batch", "8",
+    )  # fmt: skip
+    assert p["workload"]["osl"] == 256
+
+
+def _plan_app():
+    a = typer.Typer()
+
+    @a.callback()
+    def _root() -> None:
+        pass
+
+    register(a)
+    return a
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(opts=st.sets(st.sampled_from(sorted(set(_FIT_OPTS) - {"--catalog"})), max_size=5))
+def test_property_a_plan_fit_option_it_ignores_is_refused(tmp_path, opts):
+    """Whatever the options, --batch without --run or --osl without --isl is refused in
+    one line, exit 2, naming it, before any output; other lines are not refused."""
+    d = tmp_path / "w"
+    if not d.exists():
+        _make_run(d / "run", 400.0, 40.0, 16)
+    unused = opts - _fit_uses(opts)
+    args = ["plan", "llama-3.1-8b", "-a", "h100"]
+    if not opts & {"--context", "--isl", "--run"}:
+        args += ["--context", "1024"]
+    for opt in sorted(opts):
+        v = _FIT_OPTS[opt]
+        args += [opt] if v is None else [opt, v.format(dir=d)]
+    code, out, err, _ = run_cli(args, tmp_path)
+    if not unused:
+        assert "not apply" not in err, (args, err)
+        return
+    assert code == 2 and out == "", (args, code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert ("--batch" if "--batch" in unused else "--osl") in err, (args, err)

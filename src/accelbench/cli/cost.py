@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 from accelbench.console import esc as escape
 from accelbench.cost.costing import CostResult, compute_costs, ratios_vs_first
 from accelbench.cost.tco import TcoInputs, load_tco_file, rate_data
+from accelbench.errors import UsageError
 from accelbench.hardware.catalog import (
     FIGURES,
     GIB,
@@ -583,7 +584,32 @@ def _print_plan(p: Plan) -> None:
         con.print(e)
 
 
+# the options `plan fit` uses with and without --run; any other given is refused
+# (docs/LIMITS.md, "plan"). --osl goes with --isl: --context is the decode context itself.
+_FIT_ALL = ("--accelerator", "--gpus", "--precision", "--kv-precision", "--context", "--isl",
+            "--osl", "--concurrency", "--reserve", "--eff-flops", "--eff-bw", "--overhead-ms",
+            "--dp-attention", "--interactivity", "--points", "--catalog", "--json")  # fmt: skip
+_FIT_MODES = {
+    "plan fit --run": (*_FIT_ALL, "--run", "--batch"),
+    "plan fit without --run": _FIT_ALL,
+}
+
+
+def _fit_refuse(given: frozenset[str]) -> None:
+    """Refuse --batch without --run and --osl without --isl (both were ignored)."""
+    from accelbench.cli.options import refuse_unused
+
+    mode = "plan fit --run" if "--run" in given else "plan fit without --run"
+    homes = {m: opts for m, opts in _FIT_MODES.items() if m != mode}
+    refuse_unused(given, _FIT_MODES[mode], mode, homes)
+    if "--isl" not in given:
+        refuse_unused(
+            given & {"--osl"}, (), "plan fit without --isl", {"--isl (ISL + OSL)": ("--osl",)}
+        )
+
+
 def plan_command(
+    ctx: typer.Context,
     model: str = typer.Argument(..., help="Model id / HF repo id, or a config.json path."),
     accelerator: str = typer.Option(..., "--accelerator", "-a", help="Accelerator id."),
     gpus: int | None = typer.Option(
@@ -627,6 +653,9 @@ def plan_command(
 ) -> None:
     """Fit, physical roofline and expected ceiling of a model on accelerators; runs against
     both. `accelbench plan knee --help`: the KV-capacity knee of multi-turn sessions."""
+    from accelbench.cli.options import given_options
+
+    _fit_refuse(given_options(ctx))
     p = build_plan(
         model,
         accelerator,
@@ -726,7 +755,38 @@ def _knee_rows(p: KneePrediction) -> list[tuple[str, str]]:
     return rows
 
 
+# the options `plan knee` uses for each capacity source; any other given is refused
+# (docs/LIMITS.md, "plan"): with a capacity given, the accelerator, its HBM arithmetic
+# (--precision, --reserve) and, for a capacity in tokens, the KV size per token are unused
+_KNEE_ALL = ("--model", "--turns", "--user-tokens", "--osl", "--system-tokens",
+             "--template-tokens", "--turns-sd", "--user-tokens-sd", "--osl-sd", "--block-size",
+             "--reserved-blocks", "--slots", "--ideal-cache", "--json")  # fmt: skip
+_KNEE_MODES = {
+    "plan knee with the HBM of --accelerator": (
+        *_KNEE_ALL, "--accelerator", "--catalog", "--tp", "--precision", "--reserve",
+        "--kv-precision", "--dp-attention"),
+    "plan knee --kv-cache-gib": (
+        *_KNEE_ALL, "--kv-cache-gib", "--tp", "--kv-precision", "--dp-attention"),
+    "plan knee --context-tokens": (*_KNEE_ALL, "--context-tokens"),
+}  # fmt: skip
+
+
+def _knee_refuse(given: frozenset[str]) -> None:
+    """Refuse the options the capacity source does not use."""
+    from accelbench.cli.options import refuse_unused
+
+    if {"--kv-cache-gib", "--context-tokens"} <= given:
+        raise UsageError("give --kv-cache-gib or --context-tokens, not both")
+    mode = next(
+        (f"plan knee {o}" for o in ("--kv-cache-gib", "--context-tokens") if o in given),
+        "plan knee with the HBM of --accelerator",
+    )
+    homes = {m: opts for m, opts in _KNEE_MODES.items() if m != mode}
+    refuse_unused(given, _KNEE_MODES[mode], mode, homes)
+
+
 def plan_knee_command(
+    ctx: typer.Context,
     model: str = typer.Option(
         ..., "--model", "-m", help="Model id / HF repo id, or a config.json path."
     ),
@@ -791,6 +851,9 @@ def plan_knee_command(
     """The KV-capacity knee: how many concurrent multi-turn sessions fit in the KV cache
     before the prefix cache evicts live history, with the memory arithmetic shown
     (docs/COST_AND_PLAN.md)."""
+    from accelbench.cli.options import given_options
+
+    _knee_refuse(given_options(ctx))
     mix = SessionMix(
         turns, user_tokens, osl, system_tokens, turns_sd, user_tokens_sd, osl_sd, template_tokens
     )
