@@ -292,7 +292,7 @@ def runs(tmp_path: Path) -> Path:
         (["cost", "h100:1e400"], None),
         (["cost", "h100:results/a", "--pue", "0"], "--pue"),
         (["cost", "h100:results/a", "--usd-per-gpu-hour", "nan"], "--usd-per-gpu-hour"),
-        (["cost", "h100:results/a", "--utilisation", "7"], "--utilisation"),
+        (["cost", "h100:results/a", "--capex", "1", "--utilisation", "7"], "--utilisation"),
         (["plan", "llama-2-70b", "-a", "h100", "-c", "4096", "--points", "1"], "--points"),
         (["plan", "llama-2-70b", "-a", "h100", "-c", "4096", "--gpus", "0"], "--gpus"),
         (["plan", "llama-2-70b", "-a", "h100", "--context", "nan"], "--context"),
