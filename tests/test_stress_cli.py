@@ -38,6 +38,21 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
          "--warn"),
         (["mixed", "--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9", "--fail", "-1"],
          "--fail"),
+        # given where they do not apply (at their default value too): refused, not ignored
+        (["mixed", "--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9", "--embedded",
+          "3"], "--embedded applies only without --url"),
+        (["mixed", "--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9", "--claim-stat",
+          "jitter"], "--claim-stat applies only with --claim"),
+        (["mixed", "--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9", "--matrix"],
+         "--matrix applies only with 3 or more"),
+        (["flood", "--url", "http://127.0.0.1:9", "--lengths", "64", "--context", "4096"],
+         "--context applies only"),
+        (["flood", "--url", "http://127.0.0.1:9", "--lengths", "64", "--max-context", "4096"],
+         "--max-context applies only"),
+        (["flood", "--lengths", "64", "--server-pid", "1"], "--server-pid applies only with --url"),
+        (["soak", "-d", "60", "--server-pid", "1"], "--server-pid applies only with --url"),
+        (["consistency", "--url", "http://127.0.0.1:9", "--results-root", "results"],
+         "--results-root does not apply with --out"),
     ],
 )  # fmt: skip
 def test_bad_usage_is_one_line_exit_2(args, message, tmp_path):

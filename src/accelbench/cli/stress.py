@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from accelbench.cli.options import SESSION_OPTIONS, config_from_options, load_options
+from accelbench.cli.options import SESSION_OPTIONS, config_from_options, load_options, refuse_unmet
 from accelbench.errors import UsageError
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
@@ -149,6 +149,9 @@ def soak(
         if load.get("duration") is None:
             raise UsageError("stress soak needs --duration (seconds)")
         cfg = config_from_options(load)
+        refuse_unmet(getattr(load, "given", ()), [
+            ("--server-pid", cfg.url is not None, "with --url (the embedded engine's own is watched)"),
+        ])  # fmt: skip
         _check(cfg)
         sc = SoakConfig(
             load=cfg, duration_s=float(load["duration"]), window_s=window, segment_s=segment,
@@ -325,6 +328,14 @@ def flood(
 
     load = load or {}
     cfg = config_from_options(load)
+    embedded, listed = cfg.url is None, lengths is not None
+    refuse_unmet(getattr(load, "given", ()), [
+        ("--server-pid", not embedded, "with --url (the embedded engine's own is watched)"),
+        ("--context", embedded or not (listed or max_context),
+         "for the embedded engine, or with --url as the top of the lengths"),
+        ("--max-context", not listed or (embedded and context is None),
+         "without --lengths (the top of the lengths), or as the embedded engine's context"),
+    ])  # fmt: skip
     _check(cfg)
     concs = _ints(concurrencies, "--concurrencies")
     given = _ints(lengths, "--lengths") if lengths is not None else None
@@ -449,6 +460,12 @@ def mixed(
 
     load = load or {}
     base = config_from_options(load)
+    endpoints = len(url) if url else embedded
+    refuse_unmet(getattr(load, "given", ()), [
+        ("--embedded", not url, "without --url (it starts that many engines)"),
+        ("--claim-stat", claim is not None, "with --claim"),
+        ("--matrix", endpoints > 2, "with 3 or more endpoints (all but one of 2 is one alone)"),
+    ])  # fmt: skip
     _check(base)
 
     def suite(loads: list[BenchmarkConfig]) -> MixedConfig:
