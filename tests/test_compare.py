@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.compare import compare_sets, evaluate_claim, parse_claim
@@ -209,10 +213,134 @@ def test_compare_cli_bad_tolerance_is_one_line(tmp_path):
     for tol in ("-1", "nan", "inf"):
         res = subprocess.run(
             [sys.executable, "-m", "accelbench", "compare", str(a.path), str(b.path),
-             "--tolerance", tol],
+             "--claim", "B >= 1.3 x A", "--tolerance", tol],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert res.returncode == 2 and "Traceback" not in res.stderr
         assert res.stderr.strip().splitlines() == [
             f"error: --tolerance must be in [0, 1) (got {float(tol)!r})"
         ]
+
+
+# -- options each command reads: any other given is refused (docs/LIMITS.md) ---------------
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    d = tmp_path_factory.mktemp("opts")
+    pts = [{"concurrency": c, "tpot_ms": 10 * (1 + c / 8), "ttft_ms": 20 * (1 + c / 4)}
+           for c in (1, 2, 4)]  # fmt: skip
+    make_sweep(d / "A", pts, osl=16)
+    make_sweep(d / "B", pts, osl=16, gpus=2)
+    return d
+
+
+_FRONTIER_OPTS = {"--at": "40", "--slo": "tpot_ms=50", "--attainment": "0.5", "--json": None}
+_FRONTIER_USES = {"plain": {"--at", "--json"}, "--slo": {"--at", "--json", "--slo", "--attainment"}}
+_COMPARE_OPTS = {"--claim": "B >= 0.5 x A at concurrency 2", "--at": "40", "--allow-mismatch": None,
+                 "--n-boot": "50", "--tolerance": "0.1", "--seed": "1", "--json": None}  # fmt: skip
+_COMPARE_USES = {
+    "plain": {"--at", "--allow-mismatch", "--n-boot", "--seed", "--json"},
+    "--claim": {
+        "--at",
+        "--allow-mismatch",
+        "--n-boot",
+        "--seed",
+        "--json",
+        "--claim",
+        "--tolerance",
+    },
+}
+
+
+def _options_of(fn):
+    import typer
+
+    app = typer.Typer(add_completion=False)
+    app.command()(fn)
+    cmd = typer.main.get_command(app)
+    return {max(p.opts, key=len) for p in cmd.params if p.opts and p.param_type_name == "option"}
+
+
+def test_every_frontier_and_compare_option_belongs_to_a_mode() -> None:
+    """An option no mode reads would be refused everywhere: each one has its mode."""
+    from accelbench.cli.analysis import COMPARE_MODES, FRONTIER_MODES, compare_cmd, frontier_cmd
+
+    opts = _options_of(frontier_cmd)
+    assert opts == set(_FRONTIER_OPTS) == set().union(*_FRONTIER_USES.values())
+    assert opts == set().union(*FRONTIER_MODES.values())
+    opts = _options_of(compare_cmd)
+    assert opts == set(_COMPARE_OPTS) == set().union(*_COMPARE_USES.values())
+    assert opts == set().union(*COMPARE_MODES.values())
+
+
+def _args(cmd, opts, values):
+    args = list(cmd)
+    for o in sorted(opts):
+        args += [o] if values[o] is None else [o, values[o]]
+    return args
+
+
+def _refused(args, cwd, option):
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(args, cwd)
+    assert code == 2 and out == "", (args, code, out, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert option in err, (args, err)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["frontier", "A", "--attainment", "0.5"], "--attainment"),  # was: exit 0, unchanged
+        (["frontier", "A", "--attainment", "0.9", "--json"], "--attainment"),  # at its default
+        (["frontier", "A", "B", "--at", "40", "--attainment", "0.5"], "--attainment"),
+        (["compare", "A", "B", "--tolerance", "0.2"], "--tolerance"),  # was: JSON identical
+        (["compare", "A", "B", "--tolerance", "0.05", "--json"], "--tolerance"),  # its default
+        (
+            ["compare", "A", "B", "--at", "40", "--n-boot", "50", "--tolerance", "0.1"],
+            "--tolerance",
+        ),
+    ],
+)
+def test_cli_frontier_compare_refuse_options_they_would_ignore(sweeps, args, option):
+    _refused(args, sweeps, option)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["frontier", "A", "--slo", "tpot_ms=50", "--attainment", "0.5", "--json"],
+        ["frontier", "A", "--at", "40", "--json"],
+        ["compare", "A", "B", "--claim", "B >= 0.5 x A at concurrency 2", "--tolerance", "0.1",
+         "--n-boot", "50", "--json"],
+        ["compare", "A", "B", "--n-boot", "50", "--seed", "1", "--allow-mismatch", "--json"],
+    ],
+)  # fmt: skip
+def test_cli_frontier_compare_accept_what_they_read(sweeps, args):
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(args, sweeps)
+    assert code == 0, (args, err)
+    json.loads(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    cmd=st.sampled_from(["frontier", "compare"]),
+    picked=st.sets(
+        st.sampled_from(sorted({*_FRONTIER_OPTS, *_COMPARE_OPTS})), min_size=1, max_size=4
+    ),
+)
+def test_property_frontier_compare_refuse_what_they_ignore(sweeps, cmd, picked) -> None:
+    """`frontier --attainment` without --slo and `compare --tolerance` without --claim ran
+    and changed nothing: an option the command line's mode does not read is refused in one
+    line, exit 2, naming it, before any work."""
+    values, uses = (
+        (_FRONTIER_OPTS, _FRONTIER_USES) if cmd == "frontier" else (_COMPARE_OPTS, _COMPARE_USES)
+    )
+    opts = picked & set(values)
+    switch = "--slo" if cmd == "frontier" else "--claim"
+    unused = opts - uses[switch if switch in opts else "plain"]
+    if not unused:
+        return  # accepted lines: the cases above
+    _refused(_args([cmd, "A", "B"], opts, values), sweeps, min(unused))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.report.data import HEADLINE_MIN_REQUESTS, build_report_data
@@ -354,3 +356,112 @@ def test_headline_intervals_cover_the_truth_in_simulation(metric, n):
         assert lo is not None and hi is not None
         hits += lo <= truth <= hi
     assert 0.93 <= hits / trials <= 0.97, hits / trials
+
+
+# -- options `report` reads: any other given is refused (docs/LIMITS.md) ---------------------
+_REPORT_OPTS = {"--out": "{d}/r.html", "--markdown": "{d}/r.md", "--at": "40",
+                "--claim": "B >= 0.5 x A at concurrency 2", "--slo": "tpot_ms=50",
+                "--attainment": "0.5", "--allow-mismatch": None, "--n-boot": "50"}  # fmt: skip
+
+
+def _report_unused(opts: set[str], runs: int) -> set[str]:
+    """What a report of ``runs`` run or sweep inputs does not read (--claim with one input
+    is read: the report warns that claims need two)."""
+    unused = set()
+    if "--slo" not in opts or not runs:
+        unused |= {"--slo", "--attainment"} & opts
+    if runs < 2:
+        unused |= {"--allow-mismatch", "--n-boot"} & opts
+    return unused
+
+
+@pytest.fixture(scope="module")
+def small_sweeps(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report-opts")
+    make_sweep(d / "A", _points()[:3], osl=16)
+    make_sweep(d / "B", _points()[:3], osl=16, gpus=2)
+    return d
+
+
+def test_every_report_option_belongs_to_a_mode() -> None:
+    import typer
+
+    from accelbench.cli.analysis import REPORT_MODES, report_cmd
+
+    app = typer.Typer(add_completion=False)
+    app.command()(report_cmd)
+    cmd = typer.main.get_command(app)
+    opts = {max(p.opts, key=len) for p in cmd.params if p.opts and p.param_type_name == "option"}
+    assert opts == set(_REPORT_OPTS) == set().union(*REPORT_MODES.values())
+    assert _report_unused(opts, 2) == set()
+
+
+def _report_args(inputs: list[str], opts: set[str], d: Path) -> list[str]:
+    args = ["report", *inputs]
+    for o in sorted(opts):
+        v = _REPORT_OPTS[o]
+        args += [o] if v is None else [o, v.format(d=d)]
+    if "--out" not in opts:
+        args += ["-o", f"{d}/r.html"]
+    return args
+
+
+def _refused(args: list[str], cwd: Path, d: Path, options: set[str]) -> None:
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(args, cwd)
+    assert code == 2 and out == "", (args, code, out, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert all(o in err for o in options), (args, err)
+    assert not d.exists() or list(d.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("inputs", "opts", "unused"),
+    [
+        (["A"], {"--attainment"}, {"--attainment"}),  # was: HTML identical
+        (["A"], {"--n-boot", "--allow-mismatch"}, {"--n-boot", "--allow-mismatch"}),  # same
+        (["A"], {"--claim", "--n-boot"}, {"--n-boot"}),  # one input: no comparison to bootstrap
+        (["A", "B"], {"--attainment", "--n-boot"}, {"--attainment"}),
+        (["A"], {"--slo", "--attainment", "--allow-mismatch"}, {"--allow-mismatch"}),
+    ],
+)
+def test_cli_report_refuses_options_it_would_ignore(small_sweeps, tmp_path, inputs, opts, unused):
+    d = tmp_path / "out"
+    args = _report_args(inputs, opts, d)
+    if "--attainment" in unused:  # typed at its default value: refused too
+        args[args.index("--attainment") + 1] = "0.9"
+    _refused(args, small_sweeps, d, unused)
+
+
+def test_cli_report_accepts_what_it_reads(small_sweeps, tmp_path):
+    """--claim with one input still writes the report, with its warning; two inputs take
+    the comparison options, --slo takes --attainment."""
+    from cli_inprocess import run_cli
+
+    d = tmp_path / "out"
+    code, _, err, _ = run_cli(_report_args(["A"], {"--claim", "--at"}, d), small_sweeps)
+    assert code == 0, err
+    assert "claims need two inputs" in (d / "r.html").read_text()
+    every = set(_REPORT_OPTS)
+    code, _, err, _ = run_cli(_report_args(["A", "B"], every, d), small_sweeps)
+    assert code == 0, err
+    assert (d / "r.html").exists() and (d / "r.md").exists()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    runs=st.sampled_from([1, 2]),
+    opts=st.sets(st.sampled_from(sorted(_REPORT_OPTS)), min_size=1, max_size=4),
+)
+def test_property_report_refuses_what_it_ignores(small_sweeps, tmp_path, runs, opts) -> None:
+    """`report SWEEP --attainment 0.5` (no --slo) and `report SWEEP --n-boot 50
+    --allow-mismatch` wrote the same HTML: an option the report would not read is refused
+    in one line, exit 2, naming it, nothing written."""
+    unused = _report_unused(opts, runs)
+    if not unused:
+        return  # accepted lines: test_cli_report_accepts_what_it_reads
+    d = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+    _refused(_report_args(["A", "B"][:runs], opts, d), small_sweeps, d, {min(unused)})

@@ -46,10 +46,27 @@ def _e(x: object) -> str:
     return esc(x)
 
 
+def _refuse(given: frozenset[str], modes: dict[str, tuple[str, ...]], mode: str) -> None:
+    """Refuse, in one line before any work, every option given that ``mode`` (one of
+    ``modes``: a command's modes and the options each uses) would not read."""
+    from accelbench.cli.options import refuse_unused
+
+    homes = {m: opts for m, opts in modes.items() if m != mode}
+    refuse_unused(given, modes[mode], mode, homes)
+
+
 # ----------------------------------------------------------------------------- frontier
+
+# the options each way of running `frontier` reads; any other given is refused
+# (docs/LIMITS.md): --attainment is the share of requests that must meet the --slo
+FRONTIER_MODES = {
+    "frontier without --slo": ("--at", "--json"),
+    "frontier --slo": ("--at", "--json", "--slo", "--attainment"),
+}
 
 
 def frontier_cmd(
+    ctx: typer.Context,
     inputs: list[Path] = typer.Argument(..., help="Sweep or run directories."),
     at: float = typer.Option(None, "--at", help="Target interactivity (tok/s/user)."),
     slo: list[str] = typer.Option([], help="SLO for goodput, e.g. --slo tpot_ms=50."),
@@ -60,6 +77,7 @@ def frontier_cmd(
     GPU), values at a target interactivity, and goodput under SLOs."""
     from rich.table import Table
 
+    from accelbench.cli.options import given_options
     from accelbench.metrics.compare import check_comparison_options
     from accelbench.metrics.frontier import (
         FRONTIER_METRICS,
@@ -70,6 +88,10 @@ def frontier_cmd(
     )
     from accelbench.store.sets import load_inputs
 
+    given = given_options(ctx)
+    _refuse(
+        given, FRONTIER_MODES, "frontier --slo" if "--slo" in given else "frontier without --slo"
+    )
     slos = _slo(slo)
     check_goodput_options(slos, attainment)
     check_comparison_options(target=at)
@@ -119,8 +141,16 @@ def frontier_cmd(
 
 # ----------------------------------------------------------------------------- compare
 
+# --tolerance is the slack on a claimed factor: read only when judging a --claim
+_COMPARE_BASE = ("--at", "--allow-mismatch", "--n-boot", "--seed", "--json")
+COMPARE_MODES = {
+    "compare without --claim": _COMPARE_BASE,
+    "compare --claim": (*_COMPARE_BASE, "--claim", "--tolerance"),
+}
+
 
 def compare_cmd(
+    ctx: typer.Context,
     a: Path = typer.Argument(..., help="Baseline A: run or sweep directory."),
     b: Path = typer.Argument(..., help="Candidate B: run or sweep directory."),
     claim: list[str] = typer.Option([], help="e.g. 'B >= 1.3 x A at 32 tok/s/user'; repeatable."),
@@ -137,12 +167,17 @@ def compare_cmd(
     intervals (docs/ANALYSIS.md "Intervals"), and verdicts on claims. Exit status 1 if a claim is refuted."""
     from rich.table import Table
 
+    from accelbench.cli.options import given_options
     from accelbench.metrics.compare import METRICS, check_comparison_options, compare_sets
     from accelbench.metrics.verdict import Status
     from accelbench.report.html import fmt
     from accelbench.report.verdicts import terminal_line
     from accelbench.store.sets import load_inputs
 
+    given = given_options(ctx)
+    _refuse(
+        given, COMPARE_MODES, "compare --claim" if "--claim" in given else "compare without --claim"
+    )
     check_comparison_options(tolerance=tolerance, n_boot=n_boot, target=at, seed=seed)
     sa, sb = load_inputs([a, b])
     comps = compare_sets(
@@ -184,8 +219,43 @@ def compare_cmd(
 
 _REPORT_KINDS = (".html", ".htm", ".md", ".markdown")
 
+# the options `report` reads, by what they need (docs/LIMITS.md); any other given is
+# refused. --claim with fewer than two inputs is read: the report says it needs two
+_REPORT_SLO = "report --slo of a run or sweep input"
+_REPORT_TWO = "report of two or more run or sweep inputs"
+REPORT_MODES = {
+    "report": ("--out", "--markdown", "--at", "--claim"),
+    _REPORT_SLO: ("--slo", "--attainment"),  # goodput of each run or sweep input
+    _REPORT_TWO: ("--allow-mismatch", "--n-boot"),  # the comparisons of B against A
+}
+
+
+def _report_options(given: frozenset[str], runs: int) -> None:
+    """Refuse the options a report of ``runs`` run or sweep inputs (a stress or shadow
+    directory is none; an MLPerf one is also a run) would not read."""
+    from accelbench.cli.options import refuse_unused
+
+    modes = ["report"]
+    if runs and "--slo" in given:
+        modes.append(_REPORT_SLO)
+    if runs >= 2:
+        modes.append(_REPORT_TWO)
+    what = "report of " + (
+        "no run or sweep input"
+        if not runs
+        else "one run or sweep input"
+        if runs == 1
+        else f"{runs} run or sweep inputs"
+    )
+    if "--slo" not in given and given & set(REPORT_MODES[_REPORT_SLO]):
+        what += " without --slo"
+    used = [o for m in modes for o in REPORT_MODES[m]]
+    homes = {m: opts for m, opts in REPORT_MODES.items() if m not in modes}
+    refuse_unused(given, used, what, homes)
+
 
 def report_cmd(
+    ctx: typer.Context,
     inputs: list[Path] = typer.Argument(
         ..., help="Run or sweep directories (first = A); stress, shadow or MLPerf directories."
     ),
@@ -200,11 +270,17 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report (opens offline) and optionally a Markdown
     summary. Missing or failed points are listed in the report, never fatal."""
+    from accelbench.cli.options import given_options
     from accelbench.report.data import build_report_data
     from accelbench.report.html import write_html
     from accelbench.report.markdown import write_markdown
+    from accelbench.report.sections import find_section
     from accelbench.suites.sections import SECTIONS
     from accelbench.validate import output_file
+
+    # a stress or shadow directory is no run set (an MLPerf one is also a run)
+    sections = [find_section(p, SECTIONS) for p in inputs]
+    _report_options(given_options(ctx), sum(s is None or s.also_a_run for s in sections))
 
     # before the work: a bad path is one line, nothing written; never one of the inputs
     # (`report RUN -o RUN/summary.json` overwrote what it read)
