@@ -180,3 +180,107 @@ def test_bad_numbers_are_one_line_exit_2(tmp_path, args):
     code, text = invoke(args, tmp_path)
     assert_clean(code, text, wrong=True, option=args[-2] if args[0] == "health" else None)
     assert code == 2, text
+
+
+# -- an option the command line would not use is refused, never silently ignored --------
+# (docs/LIMITS.md "Suites"); each typed at its default value too, where it has one
+MON = ["monitor", "--replay", str(L4), "--no-exporter", "--duration", "0"]
+MON_LIVE = ["monitor", "--no-exporter", "--duration", "0"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        # health: a file is parsed, live sources are not sampled
+        (["health", "--file", str(L4), "--source", "nvml"], "--source"),
+        (["health", "--file", str(L4), "--server-url", "http://127.0.0.1:9"], "--server-url"),
+        (["health", "--file", str(L4), "--pid", "1"], "--pid"),
+        (["health", "--file", str(L4), "--duration", "60"], "--duration"),
+        (["health", "--file", str(L4), "--duration", "3"], "--duration"),  # the default
+        (["health", "--file", str(L4), "--interval", "5"], "--interval"),
+        (["health", "--file", str(L4), "--interval", "1"], "--interval"),  # the default
+        (["health", "--duration", "0", "--format", "nvidia-smi-xml"], "--format"),
+        (["health", "--duration", "0", "--source", "host", "--server-url", "http://127.0.0.1:9"],
+         "--server-url"),  # no server source reads it
+        (["health", "--duration", "0", "--source", "server", "--pid", "1"], "--pid"),
+        # monitor: the group's options before a subcommand
+        (["monitor", "--window", "10", "rules"], "--window"),
+        (["monitor", "--window", "300", "rules"], "--window"),  # the default
+        (["monitor", "--interval", "1", "dashboard"], "--interval"),
+        (["monitor", "--no-exporter", "rules"], "--no-exporter"),
+        # recovery options without --recover-cmd
+        (MON + ["--recover-on", "any"], "--recover-on"),
+        (MON + ["--recover-on", "ecc"], "--recover-on"),  # the default
+        (MON + ["--recover-severity", "warn"], "--recover-severity"),
+        (MON + ["--recover-severity", "fail"], "--recover-severity"),  # the default
+        (MON + ["--recover-cooldown", "1"], "--recover-cooldown"),
+        (MON + ["--recover-cooldown", "600"], "--recover-cooldown"),  # the default
+        (MON + ["--recover-max-per-hour", "50"], "--recover-max-per-hour"),
+        (MON + ["--recover-max-per-hour", "3"], "--recover-max-per-hour"),  # the default
+        (MON + ["--recover-dry-run"], "--recover-dry-run"),
+        (MON + ["--recover-log", "r.jsonl"], "--recover-log"),
+        # --replay-format without --replay
+        (MON_LIVE + ["--source", "host", "--replay-format", "dcgm"], "--replay-format"),
+        # live-source options with --replay and no --source (or no source that reads them)
+        (MON + ["--server-url", "http://127.0.0.1:9"], "--server-url"),
+        (MON + ["--pid", "1"], "--pid"),
+        (MON + ["--source", "host", "--server-url", "http://127.0.0.1:9"], "--server-url"),
+        (MON + ["--source", "server", "--pid", "1"], "--pid"),
+        (MON_LIVE + ["--source", "host", "--server-url", "http://127.0.0.1:9"], "--server-url"),
+        # exporter options with --no-exporter
+        (MON + ["--port", "1", "--host", "x"], "--port"),  # the first one named
+        (MON + ["--port", "1"], "--port"),
+        (MON + ["--port", "9464"], "--port"),  # the default
+        (MON + ["--host", "127.0.0.1"], "--host"),  # the default
+        # monitor rules: the AMD options without the amd flavour
+        (["monitor", "rules", "--flavour", "dcgm", "--amd-prefix", "foo_"], "--amd-prefix"),
+        (["monitor", "rules", "--flavour", "dcgm", "--amd-prefix", ""], "--amd-prefix"),
+        (["monitor", "rules", "--flavour", "accelbench,dcgm", "--amd-temp-limit", "90"],
+         "--amd-temp-limit"),
+        # amd alone: the margin is used only against --amd-temp-limit
+        (["monitor", "rules", "--flavour", "amd", "--temp-margin", "3"], "--temp-margin"),
+        (["monitor", "rules", "--flavour", "amd", "--temp-margin", "5"], "--temp-margin"),
+    ],
+)  # fmt: skip
+def test_unused_option_is_refused(tmp_path, args, option):
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(args, tmp_path)
+    lines = err.strip("\n").splitlines()
+    assert code == 2, (args, out, err)
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert option in lines[0], lines[0]
+    assert out == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["health", "--file", str(L4), "--format", "dcgm", "--temp-margin", "5", "--json"],
+        ["health", "--duration", "0", "--source", "host", "--pid", "1", "--interval", "1"],
+        ["health", "--duration", "0", "--source", "host,server", "--server-url",
+         "http://127.0.0.1:9", "--pid", "1"],
+        MON + ["--replay-format", "dcgm", "--source", "host", "--pid", "1"],
+        MON + ["--recover-cmd", "true", "--recover-on", "any", "--recover-severity", "warn",
+               "--recover-cooldown", "1", "--recover-max-per-hour", "50", "--recover-dry-run"],
+        ["monitor", "--replay", str(L4), "--port", "0", "--host", "127.0.0.1", "--duration", "0"],
+        ["monitor", "rules", "--window", "10"],
+        ["monitor", "rules", "--flavour", "amd", "--amd-temp-limit", "90", "--temp-margin", "3",
+         "--amd-prefix", "amd_"],
+        ["monitor", "rules", "--flavour", "dcgm,amd", "--temp-margin", "3"],
+        ["monitor", "rules", "--temp-margin", "3", "--amd-prefix", "amd_"],
+    ],
+)  # fmt: skip
+def test_used_options_are_accepted(tmp_path, args):
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0 or (args[0] == "health" and "error:" not in err), (args, out, err)
+    assert "error:" not in err, err
+
+
+def test_monitor_rules_window_after_the_subcommand_is_used(tmp_path):
+    from cli_inprocess import run_cli
+
+    code, out, _, _ = run_cli(["monitor", "rules", "--window", "10"], tmp_path)
+    assert code == 0 and "window 10s" in out

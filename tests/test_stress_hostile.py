@@ -165,10 +165,10 @@ CASES: list[tuple[list[str], str, st.SearchStrategy[str]]] = [
     (MON, "--interval", numbers(0.05, 86400)),
     (MON, "--window", numbers(0, 30 * 86400)),
     (MON, "--duration", numbers(0, 30 * 86400)),
-    (MON, "--port", _ints(0, 65535)),
+    (MON_EXPORTER, "--port", _ints(0, 65535)),  # not with --no-exporter
     (MON_EXPORTER, "--host", st.sampled_from(["", " ", "no such host!", "[::1", "1.2.3.4.5"])),
-    (MON, "--server-url", URL),
-    (MON, "--pid", _ints(1, 1 << 22)),
+    (MON + ["--source", "server"], "--server-url", URL),  # with --replay: beside a source
+    (MON + ["--source", "host"], "--pid", _ints(1, 1 << 22)),
     (MON, "--replay", IN_FILE),
     (MON, "--replay-format", choices(("dcgm", "nvidia-smi-xml"))),
     (MON, "--source", choices(("host", "server", "nvml"))),
@@ -199,7 +199,7 @@ CASES: list[tuple[list[str], str, st.SearchStrategy[str]]] = [
     (HEALTH, "--format", choices(("dcgm", "nvidia-smi-xml"))),
     (["health", "--source", "host"], "--duration", numbers(0, 86400)),
     (["health", "--source", "host"], "--interval", numbers(0.05, 3600)),
-    (["health", "--source", "host"], "--server-url", URL),
+    (["health", "--source", "server"], "--server-url", URL),
     (["health", "--source", "host"], "--pid", _ints(1, 1 << 22)),
     (["health"], "--file", IN_FILE),
     # report
@@ -289,7 +289,7 @@ def test_hostile_option_is_refused_before_anything_runs(
 @pytest.mark.parametrize(
     "args",
     [
-        MON + ["--port", "70000"],
+        MON_EXPORTER + ["--port", "70000"],
         MON + ["--alert-cmd", "notify 'unbalanced"],
         MON + ["--recover-cmd", 'reset "gpu'],
         ["monitor", "--replay", "fifo", "--no-exporter", "--duration", "0"],  # hung before

@@ -100,7 +100,15 @@ def monitor_cmd(
     duration: float = typer.Option(None, "--duration", help="Stop after this many seconds."),
 ) -> None:
     """Sample continuously, evaluate health rules, alert on changes, serve Prometheus metrics."""
+    from accelbench.cli.options import given_options, refuse_unmet, refuse_unused
+
+    given = given_options(ctx)
     if ctx.invoked_subcommand is not None:
+        # the options before a subcommand are the monitor loop's, which does not run
+        refuse_unused(
+            given, (), f"monitor {ctx.invoked_subcommand} (options before "
+            f"`{ctx.invoked_subcommand}` are the monitor loop's; give its own after it)",
+        )  # fmt: skip
         return
     from accelbench import validate as v
     from accelbench.health.monitor import Monitor
@@ -112,9 +120,23 @@ def monitor_cmd(
 
     # every option is checked here, before a source is opened, a port taken or a file
     # written (docs/LIMITS.md)
+    names = _source_list(source)
+    recover = recover_cmd is not None
+    sources = not replay or names is not None  # live sources are opened too
+    refuse_unmet(given, [
+        *[(o, recover, "with --recover-cmd") for o in (
+            "--recover-on", "--recover-severity", "--recover-cooldown",
+            "--recover-max-per-hour", "--recover-log", "--recover-dry-run")],
+        ("--replay-format", bool(replay), "with --replay"),
+        ("--server-url", sources and (names is None or "server" in names),
+         "to live sources: autodetected or --source server (with --replay: --source server)"),
+        ("--pid", sources and (names is None or "host" in names),
+         "to live sources: autodetected or --source host (with --replay: --source host)"),
+        ("--port", not no_exporter, "with the exporter (not with --no-exporter)"),
+        ("--host", not no_exporter, "with the exporter (not with --no-exporter)"),
+    ])  # fmt: skip
     v.optional_number("--duration", duration, 0, 30 * 86400.0, unit="s")
     Monitor.check(interval, window)
-    names = _source_list(source)
     v.port("--port", port)
     if not host.strip():  # Python would read "" as every interface
         raise UsageError("--host is empty; give an address to bind, e.g. 127.0.0.1")
@@ -146,8 +168,6 @@ def monitor_cmd(
             inputs=replays,
         )
         policy.validate()
-    elif recover_log is not None or recover_dry_run:
-        raise UsageError("--recover-log and --recover-dry-run need --recover-cmd")
     active: list[Source]
     if replays:
         rsrc = ReplaySource(replays, replay_format)
@@ -232,6 +252,7 @@ def monitor_cmd(
 
 @monitor_app.command("rules")
 def rules_cmd(
+    ctx: typer.Context,
     out: Path = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
     flavour: list[str] = typer.Option(
         None, "--flavour", help=f"Exporter names to target (default: all): {', '.join(FLAVOURS)}."
@@ -258,9 +279,19 @@ def rules_cmd(
     ),
 ) -> None:
     """Write Prometheus alerting and recording rules equivalent to the health rules."""
+    from accelbench.cli.options import given_options, refuse_unmet
     from accelbench.monitoring.rules import rules_yaml
 
     names = _source_list_plain(flavour)
+    chosen = set(names or FLAVOURS)  # unknown names: rules_yaml says which
+    amd = "amd" in chosen
+    refuse_unmet(given_options(ctx), [
+        ("--amd-prefix", amd, "to the amd flavour (--flavour amd, or no --flavour)"),
+        ("--amd-temp-limit", amd, "to the amd flavour (--flavour amd, or no --flavour)"),
+        # the amd flavour has temperature alerts only against --amd-temp-limit
+        ("--temp-margin", bool(chosen - {"amd"}) or amd_temp_limit is not None,
+         "to the accelbench and dcgm flavours, or to amd with --amd-temp-limit"),
+    ])  # fmt: skip
     settings = AlertSettings(
         health=HealthConfig(temp_margin_c=temp_margin),
         window_s=window,

@@ -62,6 +62,7 @@ def _print_health(result: HealthCheck) -> None:
 
 
 def health_cmd(
+    ctx: typer.Context,
     source: list[str] = typer.Option(
         None,
         "--source",
@@ -87,11 +88,26 @@ def health_cmd(
     """One-shot health check of GPUs, host and server. Exit 1 when the verdict is fail
     or unknown (no samples, data lost from a capture, a GPU without temperature or
     memory-error counters); warn exits 0 unless --strict."""
+    from accelbench.cli.options import given_options, refuse_unmet
+
+    given = given_options(ctx)
+    live = file is None
+    names = _source_list(source) if live else None
+    refuse_unmet(given, [  # a file is parsed, or live sources sampled: never both
+        ("--source", live, "to live sampling (not with --file)"),
+        ("--duration", live, "to live sampling (not with --file)"),
+        ("--interval", live, "to live sampling (not with --file)"),
+        ("--server-url", live and (names is None or "server" in names),
+         "to live sampling with autodetected sources or --source server (not --file)"),
+        ("--pid", live and (names is None or "host" in names),
+         "to live sampling with autodetected sources or --source host (not --file)"),
+        ("--format", not live, "with --file"),
+    ])  # fmt: skip
     config = HealthConfig(temp_margin_c=temp_margin)
     if file is not None:
         result = check_file(file, fmt, config)
     else:
-        result = check_live(_source_list(source), server_url, pid, duration, interval, config)
+        result = check_live(names, server_url, pid, duration, interval, config)
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
