@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -173,3 +174,96 @@ def test_terminal_output_never_reads_data_as_markup_or_emoji(tmp_path):
     out = cap.get()
     assert "0000:cd:00.0" in out and "\N{OPTICAL DISC}" not in out
     assert "[bold]Corporation[/bold]" in out
+
+
+_KLOG = ("doctor", "kernel-log__nvidia-1gpu__clean-driver-load-unload-reload__proprietary550.144.03"
+         "__dmesg-raw-level-prefix.log")  # fmt: skip
+_LSPCI = ("doctor", "lspci_vvv__nvidia-h100-sxm5__gpu-19-00.0-gen5x16-ok.txt")
+
+
+@pytest.mark.parametrize(
+    ("args", "opt"),
+    [
+        # the checks' options given with a subcommand: never dropped (a missing file too)
+        (
+            [
+                "--json",
+                "--verbose",
+                "--lspci",
+                "/nonexistent/l.txt",
+                "weights",
+                "{m}",
+                "--write-manifest",
+            ],
+            "--json, --lspci, --verbose",
+        ),
+        (["--json", "weights", "{m}", "--write-manifest"], "--json"),
+        (["--no-kernel-log", "weights", "{m}", "--write-manifest"], "--no-kernel-log"),
+        (["--no-live", "weights", "{m}", "--write-manifest"], "--live"),
+        (["--amd-smi", "{lspci}", "weights", "{m}", "--write-manifest"], "--amd-smi"),
+        # --manifest is where --write-manifest writes; --verify names its own
+        (
+            ["weights", "{m}", "--verify", "{m}/accelbench-manifest.json", "--manifest", "{o}"],
+            "--manifest",
+        ),
+        (["weights", "{m}", "--verify", "{m}/accelbench-manifest.json", "-o", "{o}"], "--manifest"),
+        # --no-kernel-log where no live kernel log is read: --kernel-log replaces it,
+        # a capture (without --live) stops every live query
+        (["--kernel-log", "{klog}", "--no-kernel-log"], "--no-kernel-log"),
+        (["--live", "--kernel-log", "{klog}", "--no-kernel-log"], "--no-kernel-log"),
+        (["--lspci", "{lspci}", "--no-kernel-log"], "--no-kernel-log"),
+        (["--lspci", "{lspci}", "--no-live", "--no-kernel-log"], "--no-kernel-log"),
+        (["--no-live", "--no-kernel-log"], "--no-kernel-log"),
+        # --verbose shows all evidence in the table; the JSON always holds it all
+        (["--json", "--verbose"], "--verbose"),
+        (["--json", "-v", "--lspci", "{lspci}"], "--verbose"),
+    ],
+)
+def test_an_option_the_doctor_would_not_use_is_refused(tmp_path, args, opt):
+    from cli_inprocess import run_cli
+
+    model = tmp_path / "mdl"
+    model.mkdir()
+    (model / "a.bin").write_bytes(b"weights")
+    manifest = model / "accelbench-manifest.json"
+    assert invoke("doctor", "weights", str(model), "--write-manifest").exit_code == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    subs = {"m": str(model), "o": str(tmp_path / "other.json"),
+            "klog": str(fixture_file(*_KLOG)), "lspci": str(fixture_file(*_LSPCI))}  # fmt: skip
+    argv = ["doctor", *(a.format(**subs) for a in args)]
+    code, out, err, _ = run_cli(argv, tmp_path)
+    assert code == 2 and out == "", (argv, code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {opt} "), (argv, err)
+    assert {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert manifest.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--no-kernel-log", "--sysfs-root", "{root}", "--live"],
+        ["--lspci", "{lspci}", "--live", "--no-kernel-log"],
+        ["--verbose", "--lspci", "{lspci}"],
+        ["--json", "--lspci", "{lspci}"],
+        ["--kernel-log", "{klog}", "--json"],
+    ],
+)
+def test_the_doctors_options_where_they_apply_still_run(tmp_path, args):
+    subs = {"root": str(tmp_path), "klog": str(fixture_file(*_KLOG)),
+            "lspci": str(fixture_file(*_LSPCI))}  # fmt: skip
+    r = invoke("doctor", *(a.format(**subs) for a in args))
+    assert r.exit_code in (0, 1), (args, r.output, r.exception)
+    assert "applies only" not in r.output
+
+
+def test_weights_manifest_with_write_still_writes_there(tmp_path):
+    model = tmp_path / "mdl"
+    model.mkdir()
+    (model / "a.bin").write_bytes(b"weights")
+    other = tmp_path / "other.json"
+    r = invoke("doctor", "weights", str(model), "--write-manifest", "--manifest", str(other))
+    assert r.exit_code == 0, r.output
+    assert other.exists()
+    r = invoke("doctor", "weights", str(model), "--verify", str(other), "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["ok"] is True

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 from rich.text import Text
 
+from accelbench.cli.options import given_options, refuse_unmet
 from accelbench.doctor import DoctorInputs, Report, Status, run_doctor
 from accelbench.doctor.manifest import (
     MANIFEST_NAME,
@@ -19,7 +20,7 @@ from accelbench.doctor.manifest import (
     verify_manifest,
     write_manifest,
 )
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 
 doctor_app = typer.Typer(
     help="Is this machine ready to serve and benchmark LLMs? (NVIDIA / AMD)",
@@ -138,7 +139,17 @@ def doctor(
 ) -> None:
     """Check accelerators, drivers, CUDA / ROCm / PyTorch, the kernel log, PCIe links, ECC,
     IOMMU, huge pages and NUMA. Exit code 1 if any check fails."""
+    given = given_options(ctx)
     if ctx.invoked_subcommand is not None:
+        # the checks' options mean nothing to a subcommand: never silently dropped
+        if given:
+            opts = sorted(given)
+            verb = "does" if len(opts) == 1 else "do"
+            hint = f", its own --json after it (doctor {ctx.invoked_subcommand} --json)"
+            raise UsageError(
+                f"{', '.join(opts)} {verb} not apply to doctor {ctx.invoked_subcommand}: "
+                "they go with `accelbench doctor` alone" + (hint if "--json" in given else "")
+            )
         return
     inputs = DoctorInputs(
         sysfs_root=sysfs_root,
@@ -153,6 +164,14 @@ def doctor(
         live=live,
         scan_kernel_log=not no_kernel_log,
     )
+    # The live kernel log is read only where the doctor queries this machine (no capture,
+    # or --live) and no --kernel-log replaces it (doctor.gather).
+    refuse_unmet(given, [
+        ("--verbose", not as_json, "without --json (the JSON holds every evidence line)"),
+        ("--no-kernel-log", inputs.is_live and kernel_log is None,
+         "where the live kernel log would be read: without --kernel-log, and without "
+         "captures (--lspci, --sysfs-root and the like) unless --live is given"),
+    ])  # fmt: skip
     report = run_doctor(inputs)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=1, default=str))
@@ -164,6 +183,7 @@ def doctor(
 
 @doctor_app.command("weights")
 def weights(
+    ctx: typer.Context,
     path: Path = typer.Argument(..., help="The model directory."),
     write: bool = typer.Option(
         False,
@@ -183,6 +203,9 @@ def weights(
     half-copied model is caught before serving. Exit code 1 if verification fails."""
     if write == (verify is not None):
         raise AccelbenchError("give exactly one of --write-manifest or --verify MANIFEST")
+    refuse_unmet(given_options(ctx), [
+        ("--manifest", write, "with --write-manifest (--verify names the manifest it reads)"),
+    ])  # fmt: skip
     # Validate before the progress bar starts, so an error is one clean line.
     if not path.is_dir():
         raise AccelbenchError(f"model directory not found (or not a directory): {path}")
