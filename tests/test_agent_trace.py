@@ -207,3 +207,42 @@ def test_spec_checks_in_python_too() -> None:
         agent_trace(AgentTraceSpec(sessions=1, turns=0))
     with pytest.raises(UsageError, match="--system-tokens must be"):
         agent_trace(AgentTraceSpec(sessions=1, system_tokens=-1))
+
+
+@pytest.mark.parametrize(
+    ("args", "opt"),
+    [
+        (["--turns", "1", "--tool-ms", "9000", "--tool-tokens", "5000"], "--tool-tokens"),
+        (["--turns", "1", "--tool-ms", "9000"], "--tool-ms"),
+        (["--turns", "1", "--tool-tokens", "5000"], "--tool-tokens"),
+        (["--turns", "1", "--tool-ms", "500"], "--tool-ms"),  # typed at its default
+        (["--turns", "1", "--tool-tokens", "256"], "--tool-tokens"),  # typed at its default
+        (["--turns", "1", "--tool-ms", "0"], "--tool-ms"),
+    ],
+)
+def test_cli_refuses_tool_options_with_one_turn(tmp_path: Path, args: list[str], opt: str) -> None:
+    # one turn has no later turn: no tool result is added, no tool time waited
+    out = tmp_path / "a.jsonl"
+    code, stdout, err, _ = run_cli(["trace", "agent", "--sessions", "3", *args, "-o", str(out)],
+                                   tmp_path)  # fmt: skip
+    assert code == 2 and stdout == "", (args, err)
+    lines = err.strip().splitlines()
+    assert lines == [f"error: {opt} applies only with --turns above 1 (a tool's result and run "
+                     "time come before a later turn)"], err  # fmt: skip
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_cli_tool_options_with_two_turns_change_the_trace(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert run_cli(["trace", "agent", "--sessions", "3", "--turns", "2", "-o", str(a)],
+                   tmp_path)[0] == 0  # fmt: skip
+    code, _, err, _ = run_cli(["trace", "agent", "--sessions", "3", "--turns", "2",
+                               "--tool-ms", "9000", "--tool-tokens", "5000", "-o", str(b)],
+                              tmp_path)  # fmt: skip
+    assert code == 0, err
+    assert a.read_bytes() != b.read_bytes()
+    # one turn without the tool options still writes its trace
+    c = tmp_path / "c.jsonl"
+    assert run_cli(["trace", "agent", "--sessions", "3", "--turns", "1", "-o", str(c)],
+                   tmp_path)[0] == 0  # fmt: skip
+    assert len(c.read_bytes().splitlines()) == 3

@@ -15,6 +15,7 @@ trace_app = typer.Typer(
 
 @trace_app.command("agent")
 def agent_cmd(
+    ctx: typer.Context,
     sessions: int = typer.Option(
         ..., "--sessions", help="How many agent sessions (each a loop of tool-call turns)."
     ),
@@ -66,7 +67,13 @@ def agent_cmd(
     hash_ids, where each turn's context is the previous turn's context plus its reply
     plus a tool result, so each turn's hash_ids start with the previous turn's full
     blocks. Replay it with `accelbench run --trace FILE`."""
+    from accelbench.cli.options import given_options, refuse_unmet
     from accelbench.workload.agenttrace import AgentTraceSpec, write_agent_trace
+
+    # a tool result and its run time come between two turns: one turn has neither
+    later = "with --turns above 1 (a tool's result and run time come before a later turn)"
+    refuse_unmet(given_options(ctx), [("--tool-tokens", turns > 1, later),
+                                      ("--tool-ms", turns > 1, later)])  # fmt: skip
 
     spec = AgentTraceSpec(
         sessions=sessions, turns=turns, system_tokens=system_tokens, user_tokens=user_tokens,
