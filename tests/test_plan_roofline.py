@@ -415,24 +415,13 @@ def test_plan_fit_option_it_would_ignore_is_refused(tmp_path, args, name):
     assert name in err and "does not apply" in err, err
 
 
-def test_plan_fit_batch_with_a_run_and_osl_with_isl_still_run(tmp_path):
+def test_plan_fit_batch_with_a_run_and_osl_with_isl_still_run(app, tmp_path):
     _make_run(tmp_path / "run", 400.0, 40.0, 16)
     p = plan_json(
-        _plan_app(), "llama-3.1-8b", "-a", "h100", "--isl", "1000", "--osl", "256",
+        app, "llama-3.1-8b", "-a", "h100", "--isl", "1000", "--osl", "256",
         "--run", str(tmp_path / "run"), "--batch", "8",
     )  # fmt: skip
     assert p["workload"]["osl"] == 256
-
-
-def _plan_app():
-    a = typer.Typer()
-
-    @a.callback()
-    def _root() -> None:
-        pass
-
-    register(a)
-    return a
 
 
 @settings(

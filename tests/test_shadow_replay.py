@@ -241,10 +241,16 @@ def test_cli_refuses_a_speed_in_one_line(
         for i, t in enumerate([0.0, span_s])
     ]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    _refused_in_one_line(tmp_path, ["--speed", speed], message)
+
+
+def _refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    """`shadow replay` of tmp_path/t.jsonl with ``args``: exit 2, one line starting with
+    ``message``, nothing written, before any server is asked (none listens)."""
     r = subprocess.run(
         [sys.executable, "-m", "accelbench", "shadow", "replay", "--trace", str(tmp_path / "t.jsonl"),
-         "--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9", "--speed", speed,
-         "--out", str(tmp_path / "r")],
+         "--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9",
+         "--out", str(tmp_path / "r"), *args],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
@@ -277,14 +283,4 @@ def test_cli_refuses_what_a_timed_trace_would_ignore(
         )  # fmt: skip
     )
     (tmp_path / "key").write_text("k\n")
-    argv = [a.format(key=tmp_path / "key") for a in args]
-    r = subprocess.run(
-        [sys.executable, "-m", "accelbench", "shadow", "replay", "--trace", str(tmp_path / "t.jsonl"),
-         "--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9",
-         "--out", str(tmp_path / "r"), *argv],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert r.returncode == 2, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith(message), r.stderr
-    assert not (tmp_path / "r").exists()
+    _refused_in_one_line(tmp_path, [a.format(key=tmp_path / "key") for a in args], message)
