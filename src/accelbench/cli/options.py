@@ -166,11 +166,11 @@ def refuse_unmet(given: Iterable[str], rules: Iterable[tuple[str, bool, str]]) -
             raise UsageError(f"{opt} applies only {when}")
 
 
-class LoadOptions(dict[str, Any]):
+class LoadOptions(dict[str, object]):
     """The shared load options' values, and :attr:`given`: every option of the command
     (its own ones too) that the command line set."""
 
-    def __init__(self, values: dict[str, Any], given: frozenset[str] = frozenset()) -> None:
+    def __init__(self, values: Mapping[str, object], given: frozenset[str] = frozenset()) -> None:
         super().__init__(values)
         self.given = given
 

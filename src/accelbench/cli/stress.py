@@ -7,7 +7,7 @@ and exits 1 when a verdict failed or the suite did not complete."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +94,7 @@ def _check(cfg: BenchmarkConfig) -> None:
     check_load(cfg)
 
 
-def _suite_dir(load: dict[str, Any], kind: str) -> Path:
+def _suite_dir(load: Mapping[str, object], kind: str) -> Path:
     """The suite's directory: --out, or a new one under --results-root (not both)."""
     from accelbench.suites.stress.common import stress_dir
 
@@ -103,7 +103,7 @@ def _suite_dir(load: dict[str, Any], kind: str) -> Path:
         "--results-root" in getattr(load, "given", ()) or root not in (None, "results")
     ):
         raise UsageError("--results-root does not apply with --out, which names the directory")
-    return stress_dir(out, root or "results", kind)
+    return stress_dir(str(out) if out is not None else None, str(root or "results"), kind)
 
 
 def _mib(x: float) -> float:
