@@ -18,7 +18,7 @@ from accelbench.cost.costing import (
     usd_per_million_tokens,
 )
 from accelbench.cost.tco import TcoInputs, crf, load_tco_file, resolve_tco
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import shipped_catalog
 from accelbench.store.runs import load_run
 from synthetic_runs import make_run as make_real_run
@@ -193,6 +193,17 @@ def test_impossible_tco_inputs_are_named(inputs, message):
 def test_accelerator_without_a_rate_says_what_to_do():
     with pytest.raises(AccelbenchError, match="no owned rate for mi350x.*--usd-per-gpu-hour"):
         resolve_tco(shipped_catalog()["mi350x"])
+
+
+def test_pue_without_a_power_figure_is_refused_not_ignored():
+    """A PUE multiplies a kW; with a rate given and no kW (none given, none in the rate
+    set for mi350x) it changed nothing: now a UsageError naming what would give one."""
+    mi350x = shipped_catalog()["mi350x"]
+    with pytest.raises(UsageError, match=r"pue \(--pue\) .* none for mi350x: give kw_per_gpu"):
+        resolve_tco(mi350x, TcoInputs(usd_per_gpu_hour=2.0, pue=1.3))
+    t = resolve_tco(mi350x, TcoInputs(usd_per_gpu_hour=2.0, pue=1.3, kw_per_gpu=1.5))
+    assert t.kw_per_gpu == pytest.approx(1.5 * 1.3)
+    assert resolve_tco(mi350x, TcoInputs(usd_per_gpu_hour=2.0)).kw_per_gpu is None
 
 
 def test_tco_file_and_override(tmp_path):

@@ -359,3 +359,55 @@ def test_property_an_option_the_tco_mode_ignores_is_refused(tmp_path, opts):
     # the TCO mode's options are checked first, then those that depend on the sources
     first = unused - {"--accelerator", "--interactivity"} or unused
     assert min(first) in err and "not apply to" in err, (args, err)
+
+
+# the --tco file field of each option that has one (cost/tco.py, OPTIONS)
+_FIELD_OF = {
+    "--rates": "rate_set", "--tier": "tier", "--usd-per-gpu-hour": "usd_per_gpu_hour",
+    "--kw-per-gpu": "kw_per_gpu", "--capex": "capex_usd", "--life-years": "life_years",
+    "--cost-of-capital": "cost_of_capital", "--utilisation": "utilisation",
+    "--it-kw-per-gpu": "it_kw_per_gpu", "--pue": "pue", "--usd-per-kwh": "usd_per_kwh",
+    "--other-opex": "other_opex_usd_per_gpu_hour",
+}  # fmt: skip
+
+
+def test_every_tco_field_is_an_option():
+    from accelbench.cost.tco import OPTIONS
+
+    assert {v: k for k, v in OPTIONS.items()} == _FIELD_OF
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    split=st.dictionaries(st.sampled_from(sorted(_FIELD_OF)), st.booleans(), min_size=1, max_size=5)
+)
+def test_property_a_tco_file_field_the_mode_ignores_is_refused(tmp_path, split):
+    """A field of the --tco file is its option's input: the same rule over the options
+    and the file together (options first). ``split``: option -> True in the file, False
+    on the command line. Before, `tier: spot` beside `usd_per_gpu_hour: 2` was ignored."""
+    d = tmp_path / "w"
+    d.mkdir(exist_ok=True)
+    in_file = {o for o, f in split.items() if f}
+    on_line = set(split) - in_file
+    tco = d / "tco.yaml"
+    tco.write_text("".join(f"{_FIELD_OF[o]}: {_COST_OPTS[o]}\n" for o in sorted(in_file)) or "{}\n")
+    args = ["cost", "h100:1000", "--tco", str(tco)]
+    for opt in sorted(on_line):
+        args += [opt, str(_COST_OPTS[opt])]
+    used = _cost_uses(set(split))
+    code, out, err, _ = run_cli(args, tmp_path)
+    if not set(split) - used:
+        assert "does not apply" not in err, (args, err)
+        assert code == 0 or "build-up TCO needs" in err, (args, err)
+        return
+    assert code == 2 and out == "", (args, code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    first = on_line - used
+    if first:
+        assert min(first) in err and "not apply to" in err, (args, err)
+    else:
+        assert f"--tco {tco}:" in err and all(
+            f"{_FIELD_OF[o]} ({o})" in err for o in in_file - used
+        ), (args, err)

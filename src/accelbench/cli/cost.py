@@ -3,6 +3,7 @@ accelbench.cost and accelbench.plan (usage: docs/COST_AND_PLAN.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, TypedDict
@@ -372,13 +373,20 @@ _SOURCE_OPTIONS = {
 }
 
 
-def _cost_refuse(given: frozenset[str], inputs: TcoInputs) -> None:
+def _cost_refuse(
+    given: frozenset[str],
+    inputs: TcoInputs,
+    tco_file: str | None = None,
+    base: TcoInputs | None = None,
+) -> None:
     """Refuse the options the TCO mode of ``inputs`` (options over the --tco file) does
-    not use: the build-up's with a rate, the rate's with a build-up."""
+    not use: the build-up's with a rate, the rate's with a build-up; and so the fields of
+    the ``--tco`` file ``base`` (a field is its option's input: one rule for both)."""
     from accelbench.cli.options import refuse_unused
-    from accelbench.cost.tco import tco_mode
+    from accelbench.cost.tco import OPTIONS, tco_mode
 
-    mode = _TCO_MODE_NAMES[tco_mode(inputs)]
+    key = tco_mode(inputs)
+    mode = _TCO_MODE_NAMES[key]
     used = set(_COST_MODES[mode])
     if mode.startswith("a TCO rate given") and inputs.kw_per_gpu is not None:
         used.discard("--rates")  # the set's only use here is its kW, replaced
@@ -386,6 +394,19 @@ def _cost_refuse(given: frozenset[str], inputs: TcoInputs) -> None:
         used.discard("--kw-per-gpu")  # the build-up pays for --it-kw-per-gpu
     homes = {m: opts for m, opts in _COST_MODES.items() if m != mode}
     refuse_unused(given, used, mode, homes)
+    if base is None:
+        return
+    fields = {f.name for f in dataclasses.fields(base) if getattr(base, f.name) is not None}
+    if "mode" in fields and key == "given":  # a rate given outright overrides mode: rate
+        raise UsageError(
+            f"--tco {tco_file}: mode {base.mode} does not apply to {mode} (no mode, or "
+            "mode: buildup to build the TCO up instead)"
+        )
+    unused = sorted(f for f in fields - {"mode"} if OPTIONS[f] not in used)
+    if unused:
+        verb = "does" if len(unused) == 1 else "do"
+        names = ", ".join(f"{f} ({OPTIONS[f]})" for f in unused)
+        raise UsageError(f"--tco {tco_file}: {names} {verb} not apply to {mode}")
 
 
 def cost_command(
@@ -459,7 +480,7 @@ def cost_command(
 
     given = given_options(ctx)
     inputs = base.merged(cli)
-    _cost_refuse(given, inputs)
+    _cost_refuse(given, inputs, tco_file, base if tco_file else None)
     if sources:  # none: compute_costs says to give one
         src_used = source_options(sources, accelerator, catalog)
         for opt, what in _SOURCE_OPTIONS.items():

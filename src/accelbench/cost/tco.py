@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import Accelerator
 
 HOURS_PER_YEAR = 8760.0
@@ -91,8 +91,10 @@ LIMITS: dict[str, tuple[float, bool, float]] = {
     "usd_per_kwh": (0.0, False, 100.0),
     "other_opex_usd_per_gpu_hour": (0.0, False, 1000.0),
 }
-# The command-line option of each field, named in errors.
+# The command-line option of each field (``mode`` has none: it is a file's), named in errors.
 OPTIONS = {
+    "rate_set": "--rates",
+    "tier": "--tier",
     "usd_per_gpu_hour": "--usd-per-gpu-hour",
     "kw_per_gpu": "--kw-per-gpu",
     "capex_usd": "--capex",
@@ -329,15 +331,16 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
             f"{kw_all_in:g} kW per GPU all-in (chip + host/NIC share; {set_name}), as the "
             "source uses it (utility provisioned)"
         )
+    mode = tco_mode(inp)
     if kw_all_in is not None and inp.pue is not None and inp.pue != 1.0:
         kw_all_in *= inp.pue
         kw_note += (
             f" x PUE {inp.pue:g} (given; InferenceX's utility-modelled view) = {kw_all_in:.4g} kW"
         )
 
-    mode = tco_mode(inp)
     if mode == "given":
         assert inp.usd_per_gpu_hour is not None
+        _check_pue_applies(inp, kw_all_in, acc, set_name)
         assumptions.append(f"TCO ${inp.usd_per_gpu_hour:g}/GPU-hour (given)")
         if kw_note:
             assumptions.append(kw_note)
@@ -363,11 +366,24 @@ def resolve_tco(acc: Accelerator, inputs: TcoInputs | None = None) -> Tco:
         f"TCO ${usd:g}/GPU-hour{' [placeholder]' if placeholder else ''}: {set_name} {tier} "
         f"tier ({tiers[tier]}), valid {valid}; source: {src_title}"
     )
+    _check_pue_applies(inp, kw_all_in, acc, set_name)
     if entry.note:
         assumptions.append(f"{acc.id} rate note: {entry.note}")
     if kw_note:
         assumptions.append(kw_note)
     return Tco(usd, kw_all_in, "rate", assumptions, {"rate_usd_per_gpu_hour": usd})
+
+
+def _check_pue_applies(
+    inp: TcoInputs, kw_all_in: float | None, acc: Accelerator, set_name: str
+) -> None:
+    """A PUE multiplies a power figure: refuse it where there is none (a rate given or
+    published, with no kW given and none in the rate set), rather than ignore it."""
+    if inp.pue is not None and kw_all_in is None:
+        raise UsageError(
+            f"pue (--pue) multiplies a power figure and there is none for {acc.id}: give "
+            f"kw_per_gpu (--kw-per-gpu), or a rate set with one ({set_name} has none)"
+        )
 
 
 def _buildup(acc: Accelerator, inp: TcoInputs) -> Tco:
