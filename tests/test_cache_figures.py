@@ -356,6 +356,7 @@ def test_claims_report_and_query_on_real_runs(session_runs, tmp_path):
     ha, hb = (json.loads((d / "summary.json").read_text())["cache"]["hit_rate"] for d in (a, b))
     assert (e.a, e.b) == (pytest.approx(ha), pytest.approx(hb))  # the summary's figure
     assert e.diff_pp == pytest.approx(100 * (hb - ha))
+    assert same.bootstrap  # the hit rates' interval: --n-boot and --seed apply
     words = [v.word for c in comps for v in c.verdicts]
     assert words[0] == "supported"  # about +30 points on the later turns' half
     assert words[1] == "refuted"
@@ -365,6 +366,9 @@ def test_claims_report_and_query_on_real_runs(session_runs, tmp_path):
                           "B hit_rate >= A hit_rate + 60pp"], capture_output=True, text=True)  # fmt: skip
     assert cli.returncode == 1, cli.stdout + cli.stderr
     assert "refuted" in cli.stdout and "pp" in cli.stdout
+    cli = subprocess.run([*PY, "compare", str(a), str(b), "--n-boot", "60", "--seed", "3",
+                          "--json"], capture_output=True, text=True)  # fmt: skip
+    assert cli.returncode == 0, cli.stderr  # no --at, no claim: the hit rates bootstrap
 
     # the report: a Prefix cache section with the three hit rates and the gap
     md, html = tmp_path / "r.md", tmp_path / "r.html"

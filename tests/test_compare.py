@@ -237,6 +237,9 @@ _FRONTIER_OPTS = {"--at": "40", "--slo": "tpot_ms=50", "--attainment": "0.5", "-
 _FRONTIER_USES = {"plain": {"--at", "--json"}, "--slo": {"--at", "--json", "--slo", "--attainment"}}
 _COMPARE_OPTS = {"--claim": "B >= 0.5 x A at concurrency 2", "--at": "40", "--allow-mismatch": None,
                  "--n-boot": "50", "--tolerance": "0.1", "--seed": "1", "--json": None}  # fmt: skip
+# --n-boot and --seed are read where an interval is a bootstrap: here only with --at (the
+# sweeps have no hit rates; the claim above is at a concurrency), checked once loaded
+_BOOTSTRAP = {"--n-boot", "--seed"}
 _COMPARE_USES = {
     "plain": {"--at", "--allow-mismatch", "--n-boot", "--seed", "--json"},
     "--claim": {
@@ -300,6 +303,13 @@ def _refused(args, cwd, option):
             ["compare", "A", "B", "--at", "40", "--n-boot", "50", "--tolerance", "0.1"],
             "--tolerance",
         ),
+        # no interval a bootstrap (no --at, no hit rates): was the same output for any value
+        (["compare", "A", "B", "--n-boot", "50", "--json"], "--n-boot"),
+        (["compare", "A", "B", "--seed", "0"], "--seed"),  # at its default
+        (
+            ["compare", "A", "B", "--claim", "B >= 0.5 x A at concurrency 2", "--seed", "3"],
+            "--seed",
+        ),
     ],
 )
 def test_cli_frontier_compare_refuse_options_they_would_ignore(sweeps, args, option):
@@ -312,8 +322,11 @@ def test_cli_frontier_compare_refuse_options_they_would_ignore(sweeps, args, opt
         ["frontier", "A", "--slo", "tpot_ms=50", "--attainment", "0.5", "--json"],
         ["frontier", "A", "--at", "40", "--json"],
         ["compare", "A", "B", "--claim", "B >= 0.5 x A at concurrency 2", "--tolerance", "0.1",
-         "--n-boot", "50", "--json"],
-        ["compare", "A", "B", "--n-boot", "50", "--seed", "1", "--allow-mismatch", "--json"],
+         "--json"],
+        ["compare", "A", "B", "--at", "40", "--n-boot", "50", "--seed", "1", "--allow-mismatch",
+         "--json"],
+        ["compare", "A", "B", "--claim", "B >= 0.5 x A at 40 tok/s/user", "--n-boot", "50",
+         "--json"],
     ],
 )  # fmt: skip
 def test_cli_frontier_compare_accept_what_they_read(sweeps, args):
@@ -341,6 +354,8 @@ def test_property_frontier_compare_refuse_what_they_ignore(sweeps, cmd, picked) 
     opts = picked & set(values)
     switch = "--slo" if cmd == "frontier" else "--claim"
     unused = opts - uses[switch if switch in opts else "plain"]
+    if cmd == "compare" and "--at" not in opts:
+        unused = unused or opts & _BOOTSTRAP  # the mode's options are checked first
     if not unused:
         return  # accepted lines: the cases above
     _refused(_args([cmd, "A", "B"], opts, values), sweeps, min(unused))

@@ -372,6 +372,8 @@ def _report_unused(opts: set[str], runs: int) -> set[str]:
         unused |= {"--slo", "--attainment"} & opts
     if runs < 2:
         unused |= {"--allow-mismatch", "--n-boot"} & opts
+    elif not unused and "--at" not in opts:  # read once the comparisons are made
+        unused |= {"--n-boot"} & opts  # no bootstrap: no --at, no hit rates, claim at a load
     return unused
 
 
@@ -423,6 +425,7 @@ def _refused(args: list[str], cwd: Path, d: Path, options: set[str]) -> None:
         (["A"], {"--n-boot", "--allow-mismatch"}, {"--n-boot", "--allow-mismatch"}),  # same
         (["A"], {"--claim", "--n-boot"}, {"--n-boot"}),  # one input: no comparison to bootstrap
         (["A", "B"], {"--attainment", "--n-boot"}, {"--attainment"}),
+        (["A", "B"], {"--n-boot", "--claim"}, {"--n-boot"}),  # no interval a bootstrap
         (["A"], {"--slo", "--attainment", "--allow-mismatch"}, {"--allow-mismatch"}),
     ],
 )
@@ -432,6 +435,19 @@ def test_cli_report_refuses_options_it_would_ignore(small_sweeps, tmp_path, inpu
     if "--attainment" in unused:  # typed at its default value: refused too
         args[args.index("--attainment") + 1] = "0.9"
     _refused(args, small_sweeps, d, unused)
+
+
+def test_cli_report_of_no_run_input_refuses_at(tmp_path):
+    """--at marks a target on each run or sweep input's frontiers: with only a stress
+    directory it labelled the page's header and nothing else; now refused."""
+    from cli_inprocess import run_cli
+
+    (tmp_path / "S").mkdir()
+    (tmp_path / "S" / "stress.json").write_text("{}\n")  # a stress directory, damaged
+    d = tmp_path / "out"
+    _refused(["report", "S", "-o", f"{d}/r.html", "--at", "40"], tmp_path, d, {"--at"})
+    code, _, err, _ = run_cli(["report", "S", "-o", f"{d}/r.html"], tmp_path)
+    assert code == 0, err  # the same without --at: a report with the directory's warning
 
 
 def test_cli_report_accepts_what_it_reads(small_sweeps, tmp_path):

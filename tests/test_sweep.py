@@ -239,7 +239,7 @@ def test_cli_sweep_frontier_compare_report_runs(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out[0]["frontiers"]["output_tps_per_gpu"]["at"]["value"] is not None
-    res = cli.invoke(app, ["compare", str(tmp_path / "A"), str(tmp_path / "A"), "--n-boot", "100",
+    res = cli.invoke(app, ["compare", str(tmp_path / "A"), str(tmp_path / "A"),
                            "--claim", "B >= 1.3 x A at concurrency 2"])  # fmt: skip
     assert res.exit_code == 1 and "refuted" in res.output  # A vs itself: ratio 1
     res = cli.invoke(app, ["report", str(tmp_path / "A"), "-o", str(tmp_path / "r.html"),

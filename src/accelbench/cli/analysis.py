@@ -13,6 +13,9 @@ import typer
 from accelbench.errors import AccelbenchError
 
 if TYPE_CHECKING:  # the CLI imports the metrics when a command runs
+    from collections.abc import Sequence
+
+    from accelbench.metrics.compare import Comparison
     from accelbench.metrics.frontier import FrontierJSON
 
 
@@ -149,6 +152,19 @@ COMPARE_MODES = {
 }
 
 
+def refuse_unbootstrapped(given: frozenset[str], comps: Sequence[Comparison]) -> None:
+    """--n-boot and --seed set the bootstrap: refused where no interval of ``comps`` is one
+    (known only once the inputs are read: a hit rate is bootstrapped when a side has it)."""
+    from accelbench.cli.options import refuse_unused
+
+    if not any(c.bootstrap for c in comps):
+        refuse_unused(
+            given & {"--n-boot", "--seed"}, (), "these comparisons: none of their intervals "
+            "is a bootstrap (one is with --at, a claim at an interactivity or on a hit rate, "
+            "or prefix-cache hit rates on a side)",
+        )  # fmt: skip
+
+
 def compare_cmd(
     ctx: typer.Context,
     a: Path = typer.Argument(..., help="Baseline A: run or sweep directory."),
@@ -184,6 +200,7 @@ def compare_cmd(
         sa, sb, claims=claim, target_interactivity=at, allow_mismatch=allow_mismatch,
         n_boot=n_boot, seed=seed, tolerance=tolerance,
     )  # fmt: skip
+    refuse_unbootstrapped(given, comps)
     verdicts = [v for c in comps for v in c.verdicts]
     if as_json:
         typer.echo(json.dumps([c.to_json() for c in comps], indent=2))
@@ -223,8 +240,10 @@ _REPORT_KINDS = (".html", ".htm", ".md", ".markdown")
 # refused. --claim with fewer than two inputs is read: the report says it needs two
 _REPORT_SLO = "report --slo of a run or sweep input"
 _REPORT_TWO = "report of two or more run or sweep inputs"
+_REPORT_RUNS = "report of a run or sweep input"
 REPORT_MODES = {
-    "report": ("--out", "--markdown", "--at", "--claim"),
+    "report": ("--out", "--markdown", "--claim"),
+    _REPORT_RUNS: ("--at",),  # the target marked on each input's frontiers
     _REPORT_SLO: ("--slo", "--attainment"),  # goodput of each run or sweep input
     _REPORT_TWO: ("--allow-mismatch", "--n-boot"),  # the comparisons of B against A
 }
@@ -236,6 +255,8 @@ def _report_options(given: frozenset[str], runs: int) -> None:
     from accelbench.cli.options import refuse_unused
 
     modes = ["report"]
+    if runs:
+        modes.append(_REPORT_RUNS)
     if runs and "--slo" in given:
         modes.append(_REPORT_SLO)
     if runs >= 2:
@@ -280,7 +301,8 @@ def report_cmd(
 
     # a stress or shadow directory is no run set (an MLPerf one is also a run)
     sections = [find_section(p, SECTIONS) for p in inputs]
-    _report_options(given_options(ctx), sum(s is None or s.also_a_run for s in sections))
+    given = given_options(ctx)
+    _report_options(given, sum(s is None or s.also_a_run for s in sections))
 
     # before the work: a bad path is one line, nothing written; never one of the inputs
     # (`report RUN -o RUN/summary.json` overwrote what it read)
@@ -293,6 +315,8 @@ def report_cmd(
         inputs, target=at, claims=claim, slo=_slo(slo) or None, attainment=attainment,
         allow_mismatch=allow_mismatch, n_boot=n_boot, sections=SECTIONS,
     )  # fmt: skip
+    if len(data.sets) >= 2:
+        refuse_unbootstrapped(given, data.comparisons)
     p = write_html(data, out)
     con = _console()
     con.print(f"wrote {_e(p)}")

@@ -480,7 +480,7 @@ def cost_command(
 
     given = given_options(ctx)
     inputs = base.merged(cli)
-    _cost_refuse(given, inputs, tco_file, base if tco_file else None)
+    _cost_refuse(given, inputs, str(tco_file) if tco_file else None, base if tco_file else None)
     if sources:  # none: compute_costs says to give one
         src_used = source_options(sources, accelerator, catalog)
         for opt, what in _SOURCE_OPTIONS.items():

@@ -492,6 +492,9 @@ class Comparison:
     estimates: list[Estimate]
     verdicts: list[Verdict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # whether an interval here is a bootstrap (a frontier, a hit rate): what ``n_boot``
+    # and ``seed`` change; not in the document (how it was computed, not a result)
+    bootstrap: bool = False
 
     def to_json(self) -> ComparisonJSON:
         return {
@@ -849,7 +852,10 @@ def compare_sets(
         if y is None:
             continue
         est = compare_at_load(x, y, n_boot=n_boot, seed=seed)
-        out.append(Comparison(a.name, b.name, f"same load: {x.label}", est, [], list(warnings)))
+        boot = any(e.is_difference for e in est)
+        out.append(
+            Comparison(a.name, b.name, f"same load: {x.label}", est, [], list(warnings), boot)
+        )
     if target_interactivity is not None:
         est = compare_at_interactivity(a, b, target_interactivity, n_boot=n_boot, seed=seed)
         out.append(
@@ -860,12 +866,21 @@ def compare_sets(
                 est,
                 [],
                 list(warnings),
+                bootstrap=True,
             )
         )
     for c in parsed:
         cond, v, e = evaluate_claim(c, a, b, n_boot=n_boot, seed=seed, tolerance=tolerance)
         out.append(
-            Comparison(a.name, b.name, cond or "claim", [e] if e else [], [v], list(warnings))
+            Comparison(
+                a.name,
+                b.name,
+                cond or "claim",
+                [e] if e else [],
+                [v],
+                list(warnings),
+                bootstrap=c.at_interactivity is not None or c.is_difference,
+            )  # fmt: skip
         )
     if not out:
         raise AccelbenchError(
