@@ -213,7 +213,11 @@ _LSPCI = ("doctor", "lspci_vvv__nvidia-h100-sxm5__gpu-19-00.0-gen5x16-ok.txt")
         (["--live", "--kernel-log", "{klog}", "--no-kernel-log"], "--no-kernel-log"),
         (["--lspci", "{lspci}", "--no-kernel-log"], "--no-kernel-log"),
         (["--lspci", "{lspci}", "--no-live", "--no-kernel-log"], "--no-kernel-log"),
-        (["--no-live", "--no-kernel-log"], "--no-kernel-log"),
+        # --live/--no-live choose between captures and this machine: with no capture,
+        # --no-live left nothing to check and --live changed nothing
+        (["--no-live", "--no-kernel-log"], "--no-live"),
+        (["--no-live"], "--no-live"),
+        (["--live", "--json"], "--live"),
         # --verbose shows all evidence in the table; the JSON always holds it all
         (["--json", "--verbose"], "--verbose"),
         (["--json", "-v", "--lspci", "{lspci}"], "--verbose"),

@@ -164,6 +164,11 @@ def doctor(
         live=live,
         scan_kernel_log=not no_kernel_log,
     )
+    if "--live" in given and not inputs.captures():  # the flag pair, either way
+        raise UsageError(
+            f"{'--live' if live else '--no-live'} applies only with captures (--lspci, "
+            "--sysfs-root and the like): without any the doctor queries this machine"
+        )
     # The live kernel log is read only where the doctor queries this machine (no capture,
     # or --live) and no --kernel-log replaces it (doctor.gather).
     refuse_unmet(given, [
