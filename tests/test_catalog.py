@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import (
@@ -219,3 +223,106 @@ def test_damaged_user_catalogs_are_one_line(tmp_path):
     p.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(AccelbenchError, match="cannot read catalog"):
         load_catalog([p])
+
+
+# -- a key a catalog level does not hold is refused, never dropped ------------------------
+def _full_doc() -> dict:
+    """A user catalog with every level a key can sit at: top, source, entry, defaults,
+    figure."""
+    doc = _user_doc()
+    entry = doc["accelerators"]["cpu-host"]
+    entry["defaults"] = {"source": "me", "status": "estimate"}
+    entry["figures"]["memory_gib"] = {"value": 512, "source": "me", "status": "confirmed"}
+    return doc
+
+
+# where each level sits in _full_doc()
+_LEVELS = {
+    "catalog": (),
+    "source": ("sources", "me"),
+    "entry": ("accelerators", "cpu-host"),
+    "defaults": ("accelerators", "cpu-host", "defaults"),
+    "figure": ("accelerators", "cpu-host", "figures", "memory_gib"),
+}
+
+
+@pytest.mark.parametrize(
+    ("level", "key", "message"),
+    [
+        # figures beside `figures:` instead of under it: the entry planned without them
+        ("entry", "bf16_tflops", "unknown key.*bf16_tflops.*put it under 'figures:'"),
+        ("entry", "memory_gb", r"accelerator 'cpu-host': unknown key\(s\) memory_gb"),
+        ("figure", "unit", "figure memory_gib: unknown key.*unit"),
+        ("defaults", "note", "defaults: unknown key.*note"),
+        ("source", "url", "source 'me': unknown key.*url"),
+        ("catalog", "accelerator", r"unknown key\(s\) accelerator \(known: schema"),
+    ],
+)
+def test_a_key_a_catalog_level_does_not_hold_is_refused(tmp_path, level, key, message):
+    doc = _full_doc()
+    node = doc
+    for k in _LEVELS[level]:
+        node = node[k]
+    node[key] = 1
+    with pytest.raises(AccelbenchError, match=message):
+        load_catalog([_write(tmp_path, doc)])
+
+
+def test_the_full_doc_and_the_shipped_catalog_load():
+    """Every key the levels hold is known (the shipped catalog uses them all)."""
+    from accelbench.hardware.catalog import (
+        CATALOG_KEYS,
+        DEFAULT_KEYS,
+        ENTRY_KEYS,
+        FIGURE_KEYS,
+        SOURCE_KEYS,
+    )
+
+    assert parse_catalog(_full_doc(), "test")["cpu-host"].figure("memory_gib").value == 512
+    text = Path(__file__).parents[1] / "src/accelbench/hardware/data/accelerators.yaml"
+    data = yaml.safe_load(text.read_text())
+    used: dict[str, set[str]] = {"entry": set(), "figure": set(), "defaults": set()}
+    for e in data["accelerators"].values():
+        used["entry"] |= set(e)
+        used["defaults"] |= set(e.get("defaults") or {})
+        for f in e.get("figures", {}).values():
+            used["figure"] |= set(f) if isinstance(f, dict) else set()
+    assert set(data) == set(CATALOG_KEYS)
+    assert used["entry"] == set(ENTRY_KEYS)
+    assert used["figure"] | {"date"} == set(FIGURE_KEYS)  # a figure may carry its own date
+    assert used["defaults"] == set(DEFAULT_KEYS)
+    assert {k for s in data["sources"].values() for k in s} == set(SOURCE_KEYS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    level=st.sampled_from(sorted(_LEVELS)),
+    key=st.text(min_size=1, max_size=12).filter(lambda k: k.strip() == k),
+)
+def test_property_any_unknown_key_at_any_level_is_one_line(level, key):
+    """Whatever the level and the key, a key the level does not hold is refused in one
+    AccelbenchError naming it; a key it holds is not (the document still parses)."""
+    from accelbench.hardware.catalog import (
+        CATALOG_KEYS,
+        DEFAULT_KEYS,
+        ENTRY_KEYS,
+        FIGURE_KEYS,
+        SOURCE_KEYS,
+    )
+
+    known = {"catalog": CATALOG_KEYS, "source": SOURCE_KEYS, "entry": ENTRY_KEYS,
+             "defaults": DEFAULT_KEYS, "figure": FIGURE_KEYS}[level]  # fmt: skip
+    if key in known:
+        return
+    doc = _full_doc()
+    node = doc
+    for k in _LEVELS[level]:
+        node = node[k]
+    node[key] = "x"
+    with pytest.raises(AccelbenchError) as exc:
+        parse_catalog(doc, "test")
+    from accelbench.console import one_line  # as the CLI prints an error
+
+    shown = one_line(exc.value)
+    assert one_line(key) in shown and "unknown key" in shown
+    assert len(shown.splitlines()) == 1

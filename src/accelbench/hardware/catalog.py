@@ -142,16 +142,42 @@ def _number(value: Any, where: str) -> float | None:
     return float(value)
 
 
+# the keys each level of a catalog holds: any other is refused, never dropped (a figure
+# written beside `figures:` instead of under it was ignored without a word)
+CATALOG_KEYS = ("schema", "sources", "accelerators")
+ENTRY_KEYS = ("name", "vendor", "kind", "arch", "memory_type", "scale_up", "aliases",
+              "defaults", "figures")  # fmt: skip
+FIGURE_KEYS = ("value", "min", "max", "source", "date", "status", "note")
+DEFAULT_KEYS = ("source", "date", "status")
+SOURCE_KEYS = ("title", "date")
+
+
+def _refuse_unknown_keys(where: str, raw: dict[Any, Any], known: Sequence[str]) -> None:
+    """One line naming the keys of ``raw`` that are not ``known`` (and where a figure's
+    name belongs), so that nothing a user wrote is silently left out."""
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if not unknown:
+        return
+    hint = ""
+    if known is ENTRY_KEYS and unknown[0] in FIGURES:
+        hint = f"; {unknown[0]} is a figure: put it under 'figures:'"
+    raise AccelbenchError(
+        f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)}){hint}"
+    )
+
+
 def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) -> Accelerator:
     where = f"{origin}: accelerator {aid!r}"
     if not isinstance(raw, dict):
         raise AccelbenchError(f"{where}: entry must be a mapping")
+    _refuse_unknown_keys(where, raw, ENTRY_KEYS)
     defaults = raw.get("defaults") or {}
     figures = raw.get("figures") or {}
     aliases = raw.get("aliases") or []
     for name, val, typ in (("defaults", defaults, dict), ("figures", figures, dict)):
         if not isinstance(val, typ):
             raise AccelbenchError(f"{where}: '{name}' must be a mapping")
+    _refuse_unknown_keys(f"{where} defaults", defaults, DEFAULT_KEYS)
     if not isinstance(aliases, list):
         raise AccelbenchError(f"{where}: 'aliases' must be a list")
     figs: dict[str, Figure] = {}
@@ -165,6 +191,7 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
         if not isinstance(fraw, dict):
             fraw = {"value": fraw}
         fwhere = f"{where} figure {key}"
+        _refuse_unknown_keys(fwhere, fraw, FIGURE_KEYS)
         value = _number(fraw.get("value"), f"{fwhere} value")
         lo = _number(fraw.get("min"), f"{fwhere} min")
         hi = _number(fraw.get("max"), f"{fwhere} max")
@@ -199,11 +226,14 @@ def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
     """Parse one catalog document (already loaded YAML) into id -> Accelerator."""
     if not isinstance(data, dict) or not isinstance(data.get("accelerators"), dict):
         raise AccelbenchError(f"{origin}: a catalog needs an 'accelerators:' mapping")
+    _refuse_unknown_keys(origin, data, CATALOG_KEYS)
     raw_sources = data.get("sources") or {}
     if not isinstance(raw_sources, dict):
         raise AccelbenchError(f"{origin}: 'sources' must be a mapping")
     sources = {}  # key -> title (a source is {title: ..., date: ...}, or just its title)
     for key, src in raw_sources.items():
+        if isinstance(src, dict):
+            _refuse_unknown_keys(f"{origin}: source {key!r}", src, SOURCE_KEYS)
         title = src.get("title", key) if isinstance(src, dict) else src
         sources[str(key)] = " ".join(str(title).split())
     return {
