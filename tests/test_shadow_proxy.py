@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 
 from accelbench.suites.shadow.store import read_shadow_dir
 from conftest import free_port, wait_http
+from raw_http import RawHttpServer
 
 # A baseline that answers with fixed bytes, written in awkward pieces: odd header
 # spacing, chunk framing split across writes, the last chunk's final CRLF on its own.
@@ -40,45 +40,15 @@ PLAIN_RESP = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Len
               b"\r\n%b" % (len(PLAIN), PLAIN))  # fmt: skip
 
 
-class CannedServer:
+class CannedServer(RawHttpServer):
     """Real sockets, fixed answers (keep-alive, one request at a time per connection)."""
 
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, _, rest = buf.partition(b"\r\n\r\n")
-                n = 0
-                for line in head.split(b"\r\n")[1:]:
-                    k, _, val = line.partition(b":")
-                    if k.strip().lower() == b"content-length":
-                        n = int(val)
-                while len(rest) < n:
-                    rest += conn.recv(65536)
-                buf = rest[n:]
-                if head.startswith(b"GET") or b'"stream":true' not in rest[:n]:
-                    conn.sendall(PLAIN_RESP)
-                    continue
-                self.stream(conn)
+    def serve(self, conn: socket.socket) -> None:
+        for head, body in self.requests(conn):
+            if head.startswith(b"GET") or b'"stream":true' not in body:
+                conn.sendall(PLAIN_RESP)
+                continue
+            self.stream(conn)
 
     def stream(self, conn: socket.socket) -> None:
         for piece in PIECES:

@@ -10,10 +10,10 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from conftest import free_port, wait_http
+from raw_http import RawHttpServer, read_request
 
 EVENTS = (
     b'data: {"choices":[{"text":"hi","finish_reason":null}]}\n\n',
@@ -28,53 +28,21 @@ RESPONSE = (
 )
 
 
-class OneShotServer:
+class OneShotServer(RawHttpServer):
     """Answers the first request of each connection (anything else: 200 with a small JSON
     body), and closes the connection, without a byte, when a second request comes."""
 
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def _request(conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
-        while b"\r\n\r\n" not in buf:
-            data = conn.recv(65536)
-            if not data:
-                return None
-            buf += data
-        head, _, rest = buf.partition(b"\r\n\r\n")
-        n = 0
-        for line in head.split(b"\r\n")[1:]:
-            if line.lower().startswith(b"content-length:"):
-                n = int(line.split(b":", 1)[1])
-        while len(rest) < n:
-            rest += conn.recv(65536)
-        return head, rest[n:]
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            got = self._request(conn, b"")
-            if got is None:
-                return
-            head, rest = got
-            if head.startswith(b"POST /v1/completions"):
-                conn.sendall(RESPONSE)
-            else:
-                body = b'{"data":[{"id":"m"}]}'
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
-            self._request(conn, rest)  # the next request on this connection: closed unanswered
+    def serve(self, conn: socket.socket) -> None:
+        got = read_request(conn, b"")
+        if got is None:
+            return
+        head, _, rest = got
+        if head.startswith(b"POST /v1/completions"):
+            conn.sendall(RESPONSE)
+        else:
+            body = b'{"data":[{"id":"m"}]}'
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+        read_request(conn, rest)  # the next request on this connection: closed unanswered
 
 
 def test_a_stale_kept_alive_baseline_connection_is_retried(tmp_path: Path) -> None:
