@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.store.runs import import_vllm, list_runs, load_run, query_runs
@@ -312,6 +314,46 @@ def test_import_wrong_typed_fields_one_line(tmp_path, field, value, needle):
         import_vllm(f, tmp_path / "results")
     assert needle in str(exc.value) and "\n" not in str(exc.value)
     assert not (tmp_path / "results").exists()
+
+
+_PER_REQUEST = ("input_lens", "output_lens", "errors", "itls", "start_times", "ttfts")
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(field=st.sampled_from(_PER_REQUEST), length=st.integers(1, 9).filter(lambda k: k != 5))
+def test_a_per_request_list_of_another_length_is_refused(tmp_path, field, length):
+    """A per-request list one entry short (or long) was dropped, and every request then
+    read as failed (ok False, osl None) while the summary said 4 completed: now one line
+    naming the list and both lengths, nothing written."""
+    assume((field, length) != ("ttfts", 4))  # one a completed request: how some write it
+    d = _vllm_result(with_starts=True)
+    d[field] = (d[field] * 2)[:length]
+    f = tmp_path / f"vllm-{field}-{length}.json"
+    f.write_text(json.dumps(d))
+    root = tmp_path / f"results-{field}-{length}"
+    with pytest.raises(AccelbenchError) as exc:
+        import_vllm(f, root)
+    msg = str(exc.value)
+    n = 5 if field != "input_lens" else length  # the requests are input_lens' entries
+    other = length if field != "input_lens" else 5
+    assert f"has {other} entries for {n} requests" in msg and "\n" not in msg, msg
+    assert not root.exists()
+
+
+def test_import_without_errors_or_output_lens_reads_completed(tmp_path):
+    """With neither list, which requests failed is known only when none did (completed
+    is every request); otherwise refused, never every request marked failed."""
+    d = _vllm_result(with_starts=True)
+    del d["errors"], d["output_lens"]
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(AccelbenchError, match="cannot tell which of the 5 requests failed"):
+        import_vllm(f, tmp_path / "results")
+    d.update(completed=5, failed=0, ttfts=[0.05] * 5, itls=[[0.02] * 10] * 5)
+    f.write_text(json.dumps(d))
+    r = load_run(import_vllm(f, tmp_path / "results"))
+    assert r.summary["counts"]["completed"] == 5 and r.summary["counts"]["failed"] == 0
 
 
 def test_import_huge_start_time_is_one_line(tmp_path):

@@ -161,18 +161,42 @@ def _convert(
     errors = d.get("errors") or []
     starts = d.get("start_times") or []
     n = len(in_lens) or len(ttfts)
-    if isinstance(out_lens, list) and len(out_lens) != n:
-        out_lens = []
+    # a per-request list has one entry a request (ttfts: or one a completed request, as
+    # some versions write it); one of another length was dropped and every request of
+    # the run then read as failed: refused instead, naming it
+    basis = "input_lens" if in_lens else "ttfts"
+    for name, lst in (("output_lens", out_lens), ("errors", errors), ("itls", itls),
+                      ("start_times", starts), ("input_lens", in_lens)):  # fmt: skip
+        if lst and len(lst) != n:
+            raise AccelbenchError(
+                f"{src}: {name} has {len(lst)} entries for {n} requests ({basis}): not as "
+                "vllm bench serve writes it (one a request)"
+            )
     if n == 0:
         absent.append("per-request records (the file has no input_lens / ttfts lists)")
-    okl = [
-        (not errors[i]) if len(errors) == n else bool(out_lens and out_lens[i]) for i in range(n)
-    ]
+    if errors:
+        okl = [not e for e in errors]
+    elif out_lens:
+        okl = [bool(o) for o in out_lens]
+    elif n and d.get("completed") == n:  # every request completed: none failed
+        okl = [True] * n
+    elif n:
+        raise AccelbenchError(
+            f"{src}: cannot tell which of the {n} requests failed: no errors or output_lens "
+            f"list, and completed is {d.get('completed')!r}, not {n}"
+        )
+    else:
+        okl = []
     if len(ttfts) == n:
         ttft_l = ttfts
     elif len(ttfts) == sum(okl):  # some versions list successful requests only
         it = iter(ttfts)
         ttft_l = [next(it) if k else None for k in okl]
+    elif ttfts:
+        raise AccelbenchError(
+            f"{src}: ttfts has {len(ttfts)} entries for {n} requests ({basis}) of which "
+            f"{sum(okl)} completed: not as vllm bench serve writes it"
+        )
     else:
         ttft_l = [None] * n
         absent.append("ttft per request")
