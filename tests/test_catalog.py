@@ -268,6 +268,17 @@ def test_a_key_a_catalog_level_does_not_hold_is_refused(tmp_path, level, key, me
         load_catalog([_write(tmp_path, doc)])
 
 
+def test_a_figure_given_twice_is_refused(tmp_path):
+    doc = yaml.safe_dump(_full_doc(), sort_keys=False)
+    text = doc.replace(
+        "      memory_gib:\n", "      memory_gib: {value: 80}\n      memory_gib:\n", 1
+    )
+    p = tmp_path / "cat.yaml"
+    p.write_text(text)
+    with pytest.raises(AccelbenchError, match="key 'memory_gib' given twice"):
+        load_catalog([p])
+
+
 def test_the_full_doc_and_the_shipped_catalog_load():
     """Every key the levels hold is known (the shipped catalog uses them all)."""
     from accelbench.hardware.catalog import (

@@ -312,6 +312,11 @@ def test_tco_file_rejects_bad_values(tmp_path):
         ("utilisation: 2\n", "utilisation"),
         ("usd_per_gpu_hour: true\n", "must be a number"),
         ("tier: 5\n", "must be text"),
+        # PyYAML kept the second without a word (accelbench.yamlfile)
+        (
+            "usd_per_gpu_hour: 2\nusd_per_gpu_hour: 4\n",
+            "line 2: key 'usd_per_gpu_hour' given twice",
+        ),
     ):
         p.write_text(text)
         with pytest.raises(AccelbenchError, match=message):

@@ -31,6 +31,7 @@ import yaml
 
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import Accelerator
+from accelbench.yamlfile import load_yaml
 
 HOURS_PER_YEAR = 8760.0
 BUILDUP_FIELDS = ("capex_usd", "life_years", "cost_of_capital", "usd_per_kwh")
@@ -127,7 +128,7 @@ def load_tco_file(path: str | Path) -> TcoInputs:
     """Read TCO inputs from a YAML (or JSON) file of TcoInputs field names."""
     p = Path(path).expanduser()
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = load_yaml(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise AccelbenchError(f"cannot read TCO file {p}: {exc}") from None
     if data is None:
@@ -275,7 +276,7 @@ def _rate_data(doc: Any) -> RateData:
 def rate_data() -> RateData:
     """The shipped TCO rate sets (cost/data/tco_rates.yaml)."""
     text = resources.files("accelbench.cost").joinpath("data/tco_rates.yaml").read_text()
-    return _rate_data(yaml.safe_load(text))
+    return _rate_data(load_yaml(text))
 
 
 def rate_set(name: str | None) -> RateSet:

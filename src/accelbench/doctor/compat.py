@@ -7,13 +7,13 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
+from accelbench.yamlfile import load_yaml
 
 
 @lru_cache(maxsize=1)
 def compat_table() -> dict[str, Any]:
     text = resources.files("accelbench.doctor").joinpath("data/compat.yaml").read_text()
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def vtuple(v: str | None) -> tuple[int, ...]:

@@ -16,9 +16,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Required, TypedDict
 
-import yaml
-
 from accelbench.telemetry.parsers.text import clean
+from accelbench.yamlfile import load_yaml
 
 SEVERITY_RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
 
@@ -66,7 +65,7 @@ class EventJSON(TypedDict):
 @lru_cache(maxsize=1)
 def xid_table() -> dict[int, XidInfo]:
     text = resources.files("accelbench.doctor").joinpath("data/xid.yaml").read_text()
-    return {int(k): v for k, v in yaml.safe_load(text)["xids"].items()}
+    return {int(k): v for k, v in load_yaml(text)["xids"].items()}
 
 
 @dataclass

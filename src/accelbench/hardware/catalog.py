@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from accelbench.errors import AccelbenchError
+from accelbench.yamlfile import load_yaml
 
 # Figure key -> label with its unit. Memory is in GiB (2^30 bytes): vendor HBM "GB" are
 # binary. Bandwidths and FLOPS are decimal (1e12 bytes/s, 1e12 FLOP/s, 1e9 bytes/s).
@@ -245,7 +246,7 @@ def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
 def shipped_catalog() -> dict[str, Accelerator]:
     """The catalog shipped in the package."""
     text = resources.files("accelbench.hardware").joinpath("data/accelerators.yaml").read_text()
-    return parse_catalog(yaml.safe_load(text), "shipped")
+    return parse_catalog(load_yaml(text), "shipped")
 
 
 def user_catalog_paths(extra: Sequence[str | Path] | None = None) -> list[Path]:
@@ -267,7 +268,7 @@ def load_catalog(extra: Sequence[str | Path] | None = None) -> dict[str, Acceler
         if not path.is_file():
             raise AccelbenchError(f"catalog file not found: {path}")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = load_yaml(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise AccelbenchError(f"cannot read catalog {path}: {exc}") from None
         cat.update(parse_catalog(data, str(path)))

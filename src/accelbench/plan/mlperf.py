@@ -21,12 +21,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.plan.models import find_model
 from accelbench.plan.roofline import Roofline, Step, Workload, hardware_for, memory_fit
+from accelbench.yamlfile import load_yaml
 
 SCENARIOS = ("server", "interactive", "offline")
 
@@ -134,7 +133,7 @@ def _mlperf_data(doc: Any) -> MlperfData:
 def mlperf_results() -> MlperfData:
     """The shipped MLPerf reference data."""
     text = resources.files("accelbench.plan").joinpath("data/mlperf.yaml").read_text()
-    return _mlperf_data(yaml.safe_load(text))
+    return _mlperf_data(load_yaml(text))
 
 
 def most_generous_precision(acc: Accelerator) -> str:

@@ -10,10 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypedDict
 
-import yaml
-
 from accelbench.errors import AccelbenchError
 from accelbench.plan.architecture import ModelArch, arch_from_config, load_config_file
+from accelbench.yamlfile import load_yaml
 
 
 class Published(TypedDict, total=False):
@@ -59,7 +58,7 @@ def _norm(name: str) -> str:
 def model_catalog() -> dict[str, ModelEntry]:
     """Load plan/data/models.yaml (cached): model id -> ModelEntry."""
     text = resources.files("accelbench.plan").joinpath("data/models.yaml").read_text()
-    data = yaml.safe_load(text)
+    data = load_yaml(text)
     out: dict[str, ModelEntry] = {}
     for mid, raw in data["models"].items():
         arch = arch_from_config(raw["config"], name=raw.get("name", mid), source=raw["source"])
