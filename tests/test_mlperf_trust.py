@@ -223,6 +223,8 @@ def _conf(tmp_path: Path, text: str) -> str:
         ("*.Offline.ttft_latency = 5000", "ttft_latency applies to Server only"),
         ("#comment without a space", "not 'model.scenario.key = number'"),
         ("*.*.min_duration = 017x", "whole number"),
+        # the same setting twice: which one LoadGen keeps was the parser's business
+        ("*.Server.min_query_count = 20", "min_query_count is set twice (first on line 2"),
     ],
 )
 def test_user_conf_lines_refused_by_number(tmp_path: Path, line: str, why: str) -> None:

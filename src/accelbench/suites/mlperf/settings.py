@@ -215,6 +215,7 @@ def check_user_conf(
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--user-conf {p}: cannot read it: {exc}") from None
     out: list[ConfLine] = []
+    first: dict[str, int] = {}  # model.scenario.key -> its line
     # LoadGen's getline splits at "\n" only and its ">>" at ASCII white space only
     # (Python's splitlines() and split() also break at \x85, \u2028...: a line LoadGen
     # reads as one word would pass here as three)
@@ -229,6 +230,13 @@ def check_user_conf(
             applies = _conf_line(s, model, scenario)
         except ValueError as exc:
             raise UsageError(f"--user-conf {p} line {n}: {s[:80]!r}: {exc}") from None
+        setting = words[0]  # model.scenario.key: one value each, or which one LoadGen
+        if setting in first:  # kept would be its parser's business, not the user's
+            raise UsageError(
+                f"--user-conf {p} line {n}: {setting} is set twice (first on line "
+                f"{first[setting]}): keep one"
+            )
+        first[setting] = n
         out.append({"text": s, "applies": applies, "line": n})
     return out
 
