@@ -646,3 +646,15 @@ def test_shadow_replay_sends_a_sessions_turns_after_each_answer(reference_server
         assert rows[2]["t_sched"] - rows[1]["t_done"] == pytest.approx(10e6, abs=15e6)
         assert rows[2]["t_sched"] - t0 >= 150e6
         assert rows[3]["t_sched"] - t0 == pytest.approx(50e6, abs=1e3)  # the lone request
+
+
+def test_sharegpt_records_left_out_are_in_the_trace_notes(tmp_path: Path) -> None:
+    """The audit's sharegpt.json: a conversation with no reply was dropped uncounted, and a
+    `model` reply was not one; now both loaders agree and the trace says what it left out."""
+    conv = [{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]},
+            {"conversations": [{"from": "human", "value": "c"}]},
+            {"conversations": [{"from": "human", "value": "c"}, {"from": "model", "value": "d"}]}]  # fmt: skip
+    p = _write(tmp_path, "s.json", orjson.dumps(conv))
+    t = load_trace(p, rate=1.0)
+    assert len(t.entries) == 2
+    assert t.notes == [f"{p}: 2 of 3 records used (1 without a human turn and a reply)"]

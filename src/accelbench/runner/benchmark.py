@@ -350,7 +350,10 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     what = "sessions" if cfg.workload.sessions is not None else "requests"
     kind = "synthetic" if not cfg.workload.dataset else "dataset"
     log(f"planning {total} {what} ({kind})")
-    plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console)
+    notes: list[str] = []  # what the dataset or trace loader left out: printed and recorded
+    plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console, notes)
+    for note in notes:
+        log(f"warning: {note}")
     if plan and plan[0].session is not None:  # warm-up: whole sessions; count turns
         n_warm = sum(len(g) for g in _warm_sessions(_session_groups(plan), cfg))
         n_measured = len(plan) - n_warm
@@ -369,6 +372,7 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     before = read_counters(cfg.url) if structured else None
     status, client = _drive(specs, run_dir, doc, cfg, n_warm, n_measured, progress, console,
                             sampler)  # fmt: skip
+    client["warnings"] = notes + client["warnings"]  # summary.json and run.json ``client``
     if structured:
         client["server_cache"] = server_cache(
             before, read_counters(cfg.url), block_size=wl.block_size,
@@ -399,18 +403,26 @@ def end_run(
 
 
 def _plan_with_progress(
-    cfg: BenchmarkConfig, total: int, tok: Tokenizer | None, special: int, show: bool, console: Any
+    cfg: BenchmarkConfig,
+    total: int,
+    tok: Tokenizer | None,
+    special: int,
+    show: bool,
+    console: Any,
+    notes: list[str],
 ) -> list[PlannedRequest]:
-    """Build the plan; prompts of exact length cost tokenizer round trips, so show progress."""
+    """Build the plan; prompts of exact length cost tokenizer round trips, so show progress.
+    ``notes`` gets the loaders' notes (``build_plan``)."""
     chat = cfg.endpoint == "chat"
     if not show:
-        return build_plan(cfg.workload, total, tok, special_tokens=special, chat=chat)
+        return build_plan(cfg.workload, total, tok, special_tokens=special, chat=chat,
+                          notes=notes)  # fmt: skip
     from rich.progress import Progress
 
     with Progress(console=console, transient=True) as prog:
         task = prog.add_task("preparing prompts", total=total)
         return build_plan(
-            cfg.workload, total, tok, special_tokens=special, chat=chat,
+            cfg.workload, total, tok, special_tokens=special, chat=chat, notes=notes,
             progress=lambda done, n: prog.update(task, completed=done, total=n),
         )  # fmt: skip
 

@@ -2,9 +2,12 @@
 
 Formats (``auto`` picks by the first record):
   * sharegpt: ``{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}``;
-    the first human turn is the prompt, the reply's token count the output length.
-  * prompts:  ``{"prompt": "...", "output_tokens": 128}`` (``max_tokens`` also accepted;
-    the output length is optional: the run's --osl is used without it).
+    the first turn (as :func:`load_conversations` reads turns) is the prompt; the reply's
+    recorded ``output_tokens`` (or its token count) the output length. A record with no
+    human turn and a reply is left out and counted (:attr:`Records.left_out`).
+  * prompts:  ``{"prompt": "...", "output_tokens": 128}`` (or ``max_tokens`` or
+    ``output_len``: one of them; the output length is optional: the run's --osl is used
+    without it).
   * chat:     ``{"messages": [{"role": "user", "content": "..."}], "max_tokens": 64}``.
 
 :func:`load_conversations` keeps a ShareGPT conversation's turns (for sessions): each
@@ -15,18 +18,52 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from accelbench.errors import AccelbenchError
 from accelbench.workload.tokenizer import Tokenizer
 
-__all__ = ["Conversation", "DatasetItem", "detect_format", "load_conversations", "load_dataset"]
+__all__ = [
+    "Conversation",
+    "DatasetItem",
+    "Records",
+    "detect_format",
+    "load_conversations",
+    "load_dataset",
+]
 
 USER_ROLES = ("human", "user")
 REPLY_ROLES = ("gpt", "assistant", "chatgpt", "bard", "model")
+SYSTEM_ROLE = "system"  # only before the first turn: the session's system prompt
+KNOWN_ROLES = (*USER_ROLES, *REPLY_ROLES, SYSTEM_ROLE)
 REPLY_LENGTH_KEYS = ("output_tokens", "num_tokens", "tokens")
+OUTPUT_LENGTH_KEYS = ("output_tokens", "max_tokens", "output_len")
+
+_T = TypeVar("_T")
+
+
+class Records(list[_T]):
+    """A loader's result: the items, and how many of the file's ``records`` were left out
+    (``left_out``: ShareGPT records with no human turn and a reply, which have nothing to
+    send). :attr:`note` says so in one line for the run to print and record."""
+
+    def __init__(self, items: list[_T], path: str, records: int, left_out: int) -> None:
+        super().__init__(items)
+        self.path = path
+        self.records = records
+        self.left_out = left_out
+
+    @property
+    def note(self) -> str | None:
+        """``N of M records used (K without a human turn and a reply)``; None: all used."""
+        if not self.left_out:
+            return None
+        return (
+            f"{self.path}: {self.records - self.left_out:,} of {self.records:,} records used "
+            f"({self.left_out:,} without a human turn and a reply)"
+        )
 
 
 @dataclass
@@ -75,31 +112,34 @@ def detect_format(obj: Any) -> str:
     )
 
 
-def load_dataset(path: str, fmt: str = "auto") -> list[DatasetItem]:
+def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
+    """The file's prompts, in file order. A ShareGPT record gives its first turn (read
+    as :func:`load_conversations` reads turns); one with none is left out and counted in
+    the result's ``left_out``; none at all: one clear error."""
     p = Path(path)
     recs = _records(p)
     if not recs:
         raise AccelbenchError(f"dataset {path} holds no records")
     if fmt == "auto":
         fmt = detect_format(recs[0][1])
+    if fmt not in ("sharegpt", "prompts", "chat"):
+        raise AccelbenchError(f"unknown dataset format {fmt!r}: sharegpt, prompts or chat")
     items: list[DatasetItem] = []
     for where, obj in recs:
         loc = f"{path}:{where}"
         if not isinstance(obj, dict):
             raise AccelbenchError(f"{loc}: a record must be a JSON object")
         if fmt == "sharegpt":
-            conv = obj.get("conversations")
-            if not isinstance(conv, list):
-                raise AccelbenchError(f"{loc}: `conversations` must be a list")
-            item = _sharegpt_item(conv)
-            if item is not None:
-                items.append(item)
+            conv = _conversation(_messages(obj, loc), loc, None, first_turn=True)
+            if conv is not None:
+                (user, n), reply = conv.turns[0], conv.replies[0]
+                items.append(DatasetItem(user, n, reply))
         elif fmt == "prompts":
             prompt = obj.get("prompt")
             if not isinstance(prompt, str) or not prompt:
                 raise AccelbenchError(f"{loc}: `prompt` must be a non-empty string")
             items.append(DatasetItem(prompt, _out_len(obj, loc)))
-        elif fmt == "chat":
+        else:
             msgs = obj.get("messages")
             if (
                 not isinstance(msgs, list)
@@ -110,34 +150,37 @@ def load_dataset(path: str, fmt: str = "auto") -> list[DatasetItem]:
                     f"{loc}: `messages` must be a non-empty list of {{role, content}} objects"
                 )
             items.append(DatasetItem(msgs, _out_len(obj, loc)))
-        else:
-            raise AccelbenchError(f"unknown dataset format {fmt!r}: sharegpt, prompts or chat")
     if not items:
-        raise AccelbenchError(f"dataset {path} has no usable conversations")
-    return items
+        raise AccelbenchError(
+            f"dataset {path} has no conversation with a human turn and a reply "
+            f"(none of its {len(recs):,} records)"
+        )
+    return Records(items, path, len(recs), len(recs) - len(items))
 
 
 def _out_len(obj: dict, loc: str) -> int | None:
-    for key in ("output_tokens", "max_tokens", "output_len"):
-        if key in obj and obj[key] is not None:
-            v = obj[key]
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise AccelbenchError(f"{loc}: `{key}` must be a positive integer")
-            return v
-    return None
+    """A prompt's output length: its ``output_tokens``, ``max_tokens`` or ``output_len``."""
+    return _one_length(obj, OUTPUT_LENGTH_KEYS, loc, "")
 
 
-def _sharegpt_item(conv: list) -> DatasetItem | None:
-    for i, turn in enumerate(conv[:-1]):
-        if not isinstance(turn, dict):
-            continue
-        if turn.get("from") in ("human", "user") and isinstance(turn.get("value"), str):
-            reply = conv[i + 1]
-            if isinstance(reply, dict) and reply.get("from") in ("gpt", "assistant"):
-                if turn["value"].strip() and isinstance(reply.get("value"), str):
-                    return DatasetItem(turn["value"], None, reply["value"])
-            return None
-    return None
+def _one_length(obj: dict, keys: tuple[str, ...], loc: str, what: str) -> int | None:
+    """The one of ``keys`` that ``obj`` sets (not null), a positive integer; None: none
+    is set; more than one: refused (which one was meant?)."""
+    given = [k for k in keys if obj.get(k) is not None]
+    if not given:
+        return None
+    if len(given) > 1:
+        named = [f"`{k}`" for k in given]
+        both = " and ".join(named) if len(named) == 2 else ", ".join(named)
+        raise AccelbenchError(
+            f"{loc}: {what}{both} are {'both' if len(named) == 2 else 'all'} set: give "
+            f"one of {', '.join(keys)}"
+        )
+    key = given[0]
+    v = obj[key]
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise AccelbenchError(f"{loc}: {what}`{key}` must be a positive integer")
+    return v
 
 
 @dataclass
@@ -152,52 +195,81 @@ class Conversation:
     id: str | None = None  # the record's ``id``, if any
 
 
-def load_conversations(path: str, tok: Tokenizer | None = None) -> list[Conversation]:
+def load_conversations(path: str, tok: Tokenizer | None = None) -> Records[Conversation]:
     """The ShareGPT file's conversations with their turns, in file order.
 
-    A turn is a human (``human``/``user``) message and the reply (``gpt``/``assistant``)
-    that follows it; consecutive messages of one side are joined with a blank line; a
-    leading reply, and a last human message that got no reply, are left out (there is no
-    reply length to send it with); messages whose value is not a non-empty string are
-    skipped. A reply's length in tokens is the message's ``output_tokens``, ``num_tokens``
-    or ``tokens`` when given, else counted with ``tok`` when given, else None. A
-    conversation with no complete turn is left out; none at all: one clear error."""
+    A turn is a human (``human``/``user``) message and the reply (``gpt``/``assistant``/
+    ``chatgpt``/``bard``/``model``) that follows it; consecutive messages of one side are
+    joined with a blank line; a leading reply, and a last human message that got no
+    reply, are left out (there is no reply length to send it with); messages whose value
+    is not a non-empty string are skipped; a ``system`` message is the system prompt
+    before the first turn, and refused after it; any other role is refused (one line
+    naming the record and the role). A reply's length in tokens is the message's
+    ``output_tokens``, ``num_tokens`` or ``tokens`` (one of them) when given, else
+    counted with ``tok`` when given, else None. A conversation with no complete turn is
+    left out and counted in the result's ``left_out``; none at all: one clear error."""
     p = Path(path)
     out: list[Conversation] = []
-    for where, obj in _records(p):
+    recs = _records(p)
+    for where, obj in recs:
         loc = f"{path}:{where}"
         if not isinstance(obj, dict):
             raise AccelbenchError(f"{loc}: a record must be a JSON object")
-        conv = obj.get("conversations")
-        if not isinstance(conv, list):
-            raise AccelbenchError(f"{loc}: `conversations` must be a list")
-        c = _conversation(conv, loc, tok)
+        c = _conversation(_messages(obj, loc), loc, tok)
         if c is not None:
             rid = obj.get("id")
             c.id = rid if isinstance(rid, str) else None
             out.append(c)
     if not out:
-        raise AccelbenchError(f"dataset {path} has no conversation with a human turn and a reply")
-    return out
+        raise AccelbenchError(
+            f"dataset {path} has no conversation with a human turn and a reply "
+            f"(none of its {len(recs):,} records)"
+        )
+    return Records(out, path, len(recs), len(recs) - len(out))
 
 
-def _conversation(conv: list, loc: str, tok: Tokenizer | None) -> Conversation | None:
+def _messages(obj: dict, loc: str) -> list:
+    conv = obj.get("conversations")
+    if not isinstance(conv, list):
+        raise AccelbenchError(f"{loc}: `conversations` must be a list")
+    return conv
+
+
+def _conversation(
+    conv: list, loc: str, tok: Tokenizer | None, *, first_turn: bool = False
+) -> Conversation | None:
+    """The record's turns (``first_turn``: only the first; every message's role is
+    checked all the same), or None where it has no complete turn."""
     # (side, text, recorded length) with one side's consecutive messages joined
     msgs: list[tuple[str, str, int | None]] = []
     system = None
-    for m in conv:
-        if not isinstance(m, dict) or not isinstance(m.get("value"), str):
+    for k, m in enumerate(conv):
+        if not isinstance(m, dict):
             continue
-        text, role = m["value"], m.get("from")
-        if not text.strip():
+        role = m.get("from")
+        if role in USER_ROLES:
+            side = "user"
+        elif role in REPLY_ROLES:
+            side = "reply"
+        elif role == SYSTEM_ROLE:
+            if msgs or system is not None:
+                raise AccelbenchError(
+                    f"{loc}: message {k + 1}: a `system` message is taken only before the "
+                    "first turn (the session's system prompt)"
+                )
+            side = SYSTEM_ROLE
+        else:
+            raise AccelbenchError(
+                f"{loc}: message {k + 1}: unknown role `from`: {role!r} (known: "
+                f"{', '.join(KNOWN_ROLES)})"
+            )
+        text = m.get("value")
+        if not isinstance(text, str) or not text.strip():
             continue
-        if role == "system" and not msgs and system is None:
+        if side == SYSTEM_ROLE:
             system = text
             continue
-        side = "user" if role in USER_ROLES else "reply" if role in REPLY_ROLES else None
-        if side is None:
-            continue
-        n = _reply_length(m, loc) if side == "reply" else None
+        n = _one_length(m, REPLY_LENGTH_KEYS, loc, "a reply's ") if side == "reply" else None
         if msgs and msgs[-1][0] == side:
             _, prev, pn = msgs[-1]
             both = pn + n if pn is not None and n is not None else None
@@ -213,14 +285,6 @@ def _conversation(conv: list, loc: str, tok: Tokenizer | None) -> Conversation |
             n = max(1, len(tok.encode(reply)))
         turns.append((user, n))
         replies.append(reply)
+        if first_turn:
+            break
     return Conversation(turns, replies, system) if turns else None
-
-
-def _reply_length(m: dict, loc: str) -> int | None:
-    for key in REPLY_LENGTH_KEYS:
-        if m.get(key) is not None:
-            v = m[key]
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise AccelbenchError(f"{loc}: a reply's `{key}` must be a positive integer")
-            return v
-    return None

@@ -37,14 +37,20 @@ def build_plan(
     special_tokens: int = 0,
     progress: Any = None,
     chat: bool = False,
+    notes: list[str] | None = None,
 ) -> list[PlannedRequest]:
     """``n`` planned requests (with ``--sessions``: the turns of ``n`` sessions).
     ``special_tokens`` is what the server adds to each prompt (BOS, chat template),
     measured by calibration, so a synthetic prompt of ISL L gets L - special_tokens
-    text tokens and the server counts exactly L."""
+    text tokens and the server counts exactly L. ``notes`` gets what the dataset or
+    trace loader had to say (records left out, a cut last line), one line each, for the
+    run to print and record."""
+    notes = [] if notes is None else notes
     if wl.sessions is not None:
-        return _session_plan(wl, n, tok, special_tokens, progress, chat)
-    plan = _independent_plan(wl, n, tok, special_tokens=special_tokens, progress=progress)
+        return _session_plan(wl, n, tok, special_tokens, progress, chat, notes)
+    plan = _independent_plan(
+        wl, n, tok, special_tokens=special_tokens, progress=progress, notes=notes
+    )
     if wl.shared_prefixes:
         if tok is None:
             raise AccelbenchError("--shared-prefixes needs a tokenizer (the server's /tokenize)")
@@ -54,10 +60,16 @@ def build_plan(
 
 
 def _session_plan(
-    wl: WorkloadConfig, n: int, tok: Tokenizer | None, special: int, progress: Any, chat: bool
+    wl: WorkloadConfig,
+    n: int,
+    tok: Tokenizer | None,
+    special: int,
+    progress: Any,
+    chat: bool,
+    notes: list[str],
 ) -> list[PlannedRequest]:
     if wl.dataset:
-        return _conversation_plan(wl, n, tok, chat)
+        return _conversation_plan(wl, n, tok, chat, notes)
     if tok is None:
         raise AccelbenchError(
             "sessions need a tokenizer: the server has no /tokenize; give --tokenizer PATH"
@@ -80,12 +92,14 @@ def _session_plan(
 
 
 def _conversation_plan(
-    wl: WorkloadConfig, n: int, tok: Tokenizer | None, chat: bool
+    wl: WorkloadConfig, n: int, tok: Tokenizer | None, chat: bool, notes: list[str]
 ) -> list[PlannedRequest]:
     """ShareGPT conversations as sessions, keeping their turns: each turn sends the
     history and the recorded user message, and asks for as many tokens as the recorded
     reply had (``--osl`` where the file does not say and no tokenizer can count it)."""
     convs = load_conversations(wl.dataset or "", tok)
+    if convs.note:
+        notes.append(convs.note)
     if n > len(convs):
         raise AccelbenchError(
             f"--sessions {n:,} (with the warm-up) is more than the {len(convs):,} "
@@ -115,14 +129,16 @@ def _independent_plan(
     *,
     special_tokens: int = 0,
     progress: Any = None,
+    notes: list[str],
 ) -> list[PlannedRequest]:
     rng = np.random.default_rng(wl.seed)
     if wl.trace:
         trace = load_trace(wl.trace, seed=wl.seed, limit=n, block_size=wl.trace_block_size)
+        notes.extend(trace.notes)
         return trace_plan(trace, tok, special_tokens=special_tokens, seed=wl.seed,
                           default_osl=wl.osl, progress=progress)  # fmt: skip
     if wl.dataset:
-        return _dataset_plan(wl, n, tok, rng)
+        return _dataset_plan(wl, n, tok, rng, notes)
     if tok is None:
         raise AccelbenchError(
             "synthetic prompts need a tokenizer: the server has no /tokenize; "
@@ -148,9 +164,15 @@ def _independent_plan(
 
 
 def _dataset_plan(
-    wl: WorkloadConfig, n: int, tok: Tokenizer | None, rng: np.random.Generator
+    wl: WorkloadConfig,
+    n: int,
+    tok: Tokenizer | None,
+    rng: np.random.Generator,
+    notes: list[str],
 ) -> list[PlannedRequest]:
     items = load_dataset(wl.dataset or "", wl.dataset_format)
+    if items.note:
+        notes.append(items.note)
     order = rng.permutation(len(items))
     plan = []
     for k in range(n):

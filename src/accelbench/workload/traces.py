@@ -36,7 +36,7 @@ import csv
 import gc
 import io
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,9 @@ class Trace:
     entries: list[TraceEntry]  # sessions' turns consecutive, sessions by their start
     block_size: int = DEFAULT_BLOCK_SIZE  # tokens per hash_ids block
     sessions: int = 0  # how many sessions (entries with ``session`` set)
+    # what reading it left out, one line each (a cut last line of accelbench's own
+    # trace; ShareGPT records with no turn): for the run to print and record
+    notes: list[str] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -225,8 +228,9 @@ def _load(
     block_size: int,
 ) -> Trace:
     time_field = "t"
+    notes: list[str] = []
     if fmt == "accelbench":
-        lines = _load_own(raw, p)
+        lines = _load_own(raw, p, notes)
     elif fmt == "azure":
         lines, time_field = _load_azure(raw, p), "TIMESTAMP"
     elif fmt == "mooncake":
@@ -238,7 +242,8 @@ def _load(
                 "(and --arrival poisson | constant | gamma)"
             )
         lines = [
-            _Line(str(p), e) for e in _load_sharegpt(p, rate, arrival, burstiness, seed, limit)
+            _Line(str(p), e)
+            for e in _load_sharegpt(p, rate, arrival, burstiness, seed, limit, notes)
         ]
     if not lines:
         raise UsageError(f"--trace {p} holds no requests")
@@ -254,7 +259,7 @@ def _load(
     if len(entries) > MAX_TRACE_REQUESTS:
         raise UsageError(f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests")
     sessions = max((e.session for e in entries if e.session is not None), default=-1) + 1
-    return Trace(fmt, str(p), entries, block_size, sessions)
+    return Trace(fmt, str(p), entries, block_size, sessions, notes)
 
 
 _STATS: dict[tuple[str, int, int, int], tuple[int, float, frozenset[str]]] = {}
@@ -485,7 +490,7 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _load_own(raw: bytes, p: Path) -> list[_Line]:
+def _load_own(raw: bytes, p: Path, notes: list[str]) -> list[_Line]:
     lines = []
     for lineno, obj in _json_lines(raw, p):
         where = f"{p}:{lineno}"
@@ -592,13 +597,20 @@ def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
 
 
 def _load_sharegpt(
-    p: Path, rate: float, arrival: str, burstiness: float, seed: int, limit: int | None
+    p: Path,
+    rate: float,
+    arrival: str,
+    burstiness: float,
+    seed: int,
+    limit: int | None,
+    notes: list[str],
 ) -> list[TraceEntry]:
     from accelbench.workload.datasets import load_dataset
 
-    items = load_dataset(str(p), "sharegpt")
-    if limit is not None:
-        items = items[:limit]
+    loaded = load_dataset(str(p), "sharegpt")
+    if loaded.note:
+        notes.append(loaded.note)
+    items = loaded if limit is None else loaded[:limit]
     offs = arrival_offsets(len(items), rate, arrival, burstiness, seed)
     return [
         TraceEntry(float(o), osl=it.output_tokens, prompt=it.prompt, reference=it.reference_output)

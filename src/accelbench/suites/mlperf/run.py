@@ -165,9 +165,14 @@ def _check_qsl(q: QslOptions) -> None:
 
 
 def _samples(
-    cfg: BenchmarkConfig, q: QslOptions, tok: Tokenizer | None, special: int
+    cfg: BenchmarkConfig,
+    q: QslOptions,
+    tok: Tokenizer | None,
+    special: int,
+    notes: list[str] | None = None,
 ) -> tuple[list[PlannedRequest], str]:
-    """The QSL's samples and what they are ("synthetic", "mlperf-dataset", "dataset")."""
+    """The QSL's samples and what they are ("synthetic", "mlperf-dataset", "dataset");
+    ``notes`` gets the dataset loader's notes (records left out)."""
     if q.dataset and (
         q.dataset_format == "mlperf"
         or (q.dataset_format == "auto" and is_mlperf_dataset(q.dataset))
@@ -177,7 +182,8 @@ def _samples(
     if q.dataset:
         cfg.workload.dataset = q.dataset
         cfg.workload.dataset_format = q.dataset_format
-        return build_plan(cfg.workload, q.samples, tok, special_tokens=special), "dataset"
+        plan = build_plan(cfg.workload, q.samples, tok, special_tokens=special, notes=notes)
+        return plan, "dataset"
     return build_plan(cfg.workload, q.samples, tok, special_tokens=special), "synthetic"
 
 
@@ -258,7 +264,10 @@ def _run(
     api_key, tok, special = target.api_key, target.tok, target.special
 
     log("preparing the query sample library")
-    samples, kind = _samples(cfg, q, tok, special)
+    notes: list[str] = []
+    samples, kind = _samples(cfg, q, tok, special, notes)
+    for note in notes:
+        log(f"warning: {note}")
     ts, defaults, effective = build(ms, len(samples))
     noncompliance = compliance(defaults, effective, synthetic=kind != "mlperf-dataset")
 

@@ -55,6 +55,7 @@ class TraceInfo(TypedDict):
     format: str
     requests: int
     duration_s: float
+    notes: list[str]  # what reading the trace left out (workload.traces.Trace.notes)
 
 
 class ReplayInfo(TypedDict):
@@ -148,6 +149,8 @@ def prepare(
             )
     opt.check_span(trace.duration_s)
     log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
+    for note in trace.notes:
+        log(f"warning: {note}")
     models = {
         "baseline": _side_model(opt.baseline, cfg.model, api_key, "baseline"),
         "candidate": _side_model(
@@ -196,7 +199,7 @@ def prepare(
         )  # fmt: skip
     info: ReplayInfo = {
         "trace": {"path": trace.path, "format": trace.format, "requests": len(reqs),
-                  "duration_s": trace.duration_s},
+                  "duration_s": trace.duration_s, "notes": trace.notes},
         "models": models, "tokenizer": getattr(tok, "name", None),
         "special_tokens_per_prompt": special, "api_keys": {"baseline": api_key, "candidate": cand_key},
     }  # fmt: skip

@@ -1,0 +1,184 @@
+"""Dataset loaders at their boundary (workload/datasets.py): ShareGPT records without a
+turn are counted, not dropped in silence; one notion of roles and of a reply's recorded
+length for both loaders; an unknown role or two output lengths are refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accelbench.errors import AccelbenchError
+from accelbench.runner.config import WorkloadConfig
+from accelbench.workload.datasets import (
+    KNOWN_ROLES,
+    OUTPUT_LENGTH_KEYS,
+    REPLY_ROLES,
+    USER_ROLES,
+    load_conversations,
+    load_dataset,
+)
+from accelbench.workload.plan import build_plan
+
+HYP = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def _jsonl(path: Path, records: list) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def _conv(*msgs: tuple[str, str]) -> dict:
+    return {"conversations": [{"from": r, "value": v} for r, v in msgs]}
+
+
+def test_every_reply_role_and_its_recorded_length_in_both_loaders(tmp_path: Path) -> None:
+    """The audit's case: `model` and `chatgpt` replies were dropped by load_dataset (it
+    took only gpt/assistant) and a reply's `output_tokens` was ignored there."""
+    recs = [
+        {"conversations": [{"from": "human", "value": "hi there"},
+                           {"from": "gpt", "value": "hello", "output_tokens": 300}]},
+        _conv(("human", "q2"), ("model", "a2")),
+        _conv(("user", "q3"), ("chatgpt", "a3")),
+        _conv(("human", "q4"), ("bard", "a4")),
+        _conv(("human", "q5"), ("assistant", "a5")),
+    ]  # fmt: skip
+    p = _jsonl(tmp_path / "sg.jsonl", recs)
+    items = load_dataset(p)
+    assert [(i.prompt, i.output_tokens, i.reference_output) for i in items] == [
+        ("hi there", 300, "hello"), ("q2", None, "a2"), ("q3", None, "a3"),
+        ("q4", None, "a4"), ("q5", None, "a5"),
+    ]  # fmt: skip
+    assert items.left_out == 0 and items.note is None
+    convs = load_conversations(p)
+    assert [c.turns for c in convs] == [[(i.prompt, i.output_tokens)] for i in items]
+
+
+def test_records_left_out_are_counted_and_said(tmp_path: Path) -> None:
+    p = _jsonl(
+        tmp_path / "sg.jsonl",
+        [_conv(("human", "q"), ("gpt", "a")), _conv(("human", "no reply")),
+         _conv(("gpt", "orphan")), {"conversations": []}],
+    )  # fmt: skip
+    for loaded in (load_dataset(p), load_conversations(p)):
+        assert (len(loaded), loaded.records, loaded.left_out) == (1, 4, 3)
+        assert loaded.note == f"{p}: 1 of 4 records used (3 without a human turn and a reply)"
+    notes: list[str] = []
+    build_plan(WorkloadConfig(dataset=p, osl=5), 3, None, notes=notes)
+    assert notes == [load_dataset(p).note]
+    notes.clear()
+    build_plan(WorkloadConfig(dataset=p, osl=5, sessions=1), 1, None, notes=notes)
+    assert notes == [load_dataset(p).note]
+    none = _jsonl(tmp_path / "none.jsonl", [_conv(("human", "q"))])
+    for load in (load_dataset, load_conversations):
+        with pytest.raises(AccelbenchError, match="none of its 1 records"):
+            load(none)
+
+
+# a message: a known role (or a value that is not a usable string)
+_values = st.sampled_from(["x", "", "  "]) | st.none() | st.integers(0, 3)
+_msgs = st.lists(st.tuples(st.sampled_from(KNOWN_ROLES[:-1]), _values), max_size=6)
+
+
+def _usable(msgs: list[tuple[str, object]]) -> bool:
+    """A human message followed, anywhere later, by a reply (both non-empty strings)."""
+    ok = [(r, v) for r, v in msgs if isinstance(v, str) and v.strip()]
+    first_user = next((k for k, (r, _) in enumerate(ok) if r in USER_ROLES), None)
+    return first_user is not None and any(r in REPLY_ROLES for r, _ in ok[first_user:])
+
+
+@HYP
+@given(records=st.lists(_msgs, min_size=1, max_size=8))
+def test_any_record_without_a_turn_is_counted(tmp_path: Path, records: list) -> None:
+    """Property: used + left out = the file's records, and the left-out ones are exactly
+    those without a human message and a reply after it, in both loaders."""
+    recs = [{"conversations": [{"from": r, "value": v} for r, v in m]} for m in records]
+    p = _jsonl(tmp_path / "sg.jsonl", recs)
+    want = sum(not _usable(m) for m in records)
+    for load in (load_dataset, load_conversations):
+        if want == len(records):
+            with pytest.raises(AccelbenchError, match="no conversation with a human turn"):
+                load(p)
+            continue
+        loaded = load(p)
+        assert (loaded.records, loaded.left_out, len(loaded)) == (
+            len(records), want, len(records) - want
+        )  # fmt: skip
+        assert (loaded.note is None) == (want == 0)
+
+
+@HYP
+@given(
+    before=_msgs,
+    after=_msgs,
+    role=st.text(max_size=10).filter(lambda r: r not in KNOWN_ROLES)
+    | st.none()
+    | st.integers(-(2**53), 2**53),
+)
+def test_any_role_not_known_is_refused(tmp_path: Path, before, after, role) -> None:
+    """Property: a message whose role is none of the known ones (`Human`, `tool`, ...)
+    refuses the record in one line naming the file, record, message and role, in both
+    loaders; it was skipped, and the turns around it merged."""
+    msgs = [{"from": r, "value": v} for r, v in before]
+    msgs.append({"from": role, "value": "text"})
+    msgs += [{"from": r, "value": v} for r, v in after]
+    p = _jsonl(tmp_path / "sg.jsonl", [_conv(("human", "q"), ("gpt", "a")),
+                                        {"conversations": msgs}])  # fmt: skip
+    for load in (load_dataset, load_conversations):
+        with pytest.raises(AccelbenchError) as exc:
+            load(p)
+        msg = str(exc.value)
+        assert "\n" not in msg
+        assert msg.startswith(f"{p}:2: message {len(before) + 1}: ")
+        assert repr(role) in msg and "known: human, user, gpt" in msg
+
+
+def test_the_audit_capitalised_role_no_longer_merges_turns(tmp_path: Path) -> None:
+    p = _jsonl(tmp_path / "c.jsonl", [_conv(("human", "q1"), ("gpt", "a1"), ("Human", "q2"),
+                                            ("gpt", "a2"))])  # fmt: skip
+    with pytest.raises(AccelbenchError, match=r"c\.jsonl:1: message 3: unknown role .*'Human'"):
+        load_conversations(p)
+
+
+def test_a_system_prompt_leads_and_only_leads(tmp_path: Path) -> None:
+    ok = _jsonl(tmp_path / "ok.jsonl", [_conv(("system", "be brief"), ("human", "q"),
+                                              ("gpt", "a"))])  # fmt: skip
+    c = load_conversations(ok)[0]
+    assert (c.system, c.turns) == ("be brief", [("q", None)])
+    assert load_dataset(ok)[0].prompt == "q"
+    late = _jsonl(tmp_path / "late.jsonl", [_conv(("human", "q"), ("gpt", "a"),
+                                                  ("system", "now terse"))])  # fmt: skip
+    for load in (load_dataset, load_conversations):
+        with pytest.raises(AccelbenchError, match=r"late\.jsonl:1: message 3: a `system` message"):
+            load(late)
+
+
+@HYP
+@given(keys=st.lists(st.sampled_from(OUTPUT_LENGTH_KEYS), min_size=2, max_size=3, unique=True))
+def test_two_output_lengths_on_a_prompt_are_refused(tmp_path: Path, keys: list[str]) -> None:
+    """Property: a prompt record that sets more than one of output_tokens / max_tokens /
+    output_len is refused naming file:line and the keys (the first had won in silence)."""
+    rec = {"prompt": "x", **{k: 10 + i for i, k in enumerate(keys)}}
+    p = _jsonl(tmp_path / "p.jsonl", [{"prompt": "fine", "max_tokens": 3}, rec])
+    with pytest.raises(AccelbenchError) as exc:
+        load_dataset(p)
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}:2: ") and "\n" not in msg
+    assert all(f"`{k}`" in msg for k in keys)
+    # a null is as if absent: one length given, one used
+    rec = {"prompt": "x", keys[0]: 7, **{k: None for k in keys[1:]}}
+    assert load_dataset(_jsonl(tmp_path / "q.jsonl", [rec]))[0].output_tokens == 7
+
+
+def test_two_recorded_reply_lengths_are_refused(tmp_path: Path) -> None:
+    p = _jsonl(tmp_path / "sg.jsonl", [{"conversations": [
+        {"from": "human", "value": "q"},
+        {"from": "gpt", "value": "a", "output_tokens": 3, "num_tokens": 4}]}])  # fmt: skip
+    for load in (load_dataset, load_conversations):
+        with pytest.raises(AccelbenchError, match="`output_tokens` and `num_tokens` are both"):
+            load(p)
