@@ -82,11 +82,20 @@ def test_own_format_round_trip_and_directory(tmp_path: Path) -> None:
     (d / "trace.jsonl").write_bytes(
         b"".join(orjson.dumps(x) + b"\n" for x in lines) + b'{"idx": 2, "t'
     )
-    t = load_trace(d)  # a shadow directory; the torn last line is skipped
+    t = load_trace(d)  # a shadow directory; the torn last line is skipped, and said
     assert t.format == "accelbench"
+    assert t.notes == [
+        f"{d / 'trace.jsonl'}:4: the last line is cut short (the proxy stopped mid-write): left out"
+    ]
     assert [e.offset_s for e in t.entries] == [0.0, 0.25]
     assert t.entries[1].body == body and t.entries[1].endpoint == "chat" and t.entries[1].osl == 7
     plan = trace_plan(t, None)  # recorded bodies need no tokenizer
+    from accelbench.runner.config import WorkloadConfig
+    from accelbench.workload.plan import build_plan
+
+    notes: list[str] = []  # what `run --trace` prints and keeps in client.warnings
+    build_plan(WorkloadConfig(trace=str(d)), 2, None, notes=notes)
+    assert notes == t.notes
     assert plan[1].body == body and plan[1].prompt == body["messages"] and plan[1].offset_s == 0.25
 
 
@@ -658,3 +667,29 @@ def test_sharegpt_records_left_out_are_in_the_trace_notes(tmp_path: Path) -> Non
     t = load_trace(p, rate=1.0)
     assert len(t.entries) == 2
     assert t.notes == [f"{p}: 2 of 3 records used (1 without a human turn and a reply)"]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [b'{"timestamp":2000,"input_length":10,"output_length":5', b'{"timestamp":2000,}\n'],
+)
+def test_a_bad_last_line_of_a_user_trace_is_refused(tmp_path: Path, last: bytes) -> None:
+    """The audit's mc.jsonl / mc2.jsonl: a Mooncake file's bad last line was dropped in
+    silence (a tolerance meant for the proxy's own trace); now it is refused as any line."""
+    p = _write(tmp_path, "m.jsonl", MOONCAKE + last)
+    with pytest.raises(UsageError, match=r"m\.jsonl:4: not valid JSON"):
+        load_trace(p)
+
+
+def test_own_trace_tolerates_only_a_cut_last_line(tmp_path: Path) -> None:
+    rows = [trace_header(), trace_row(0, 0.0, "completions", {"prompt": "x", "max_tokens": 2})]
+    good = b"".join(orjson.dumps(x) + b"\n" for x in rows)
+    assert load_trace(_write(tmp_path, "ok.jsonl", good)).notes == []
+    # a damaged last line that ends with its newline was written whole: not a cut
+    p = _write(tmp_path, "bad.jsonl", good + b'{"idx": 1,}\n')
+    with pytest.raises(UsageError, match=r"bad\.jsonl:3: not valid JSON"):
+        load_trace(p)
+    # a damaged line before the last: refused as before
+    p = _write(tmp_path, "mid.jsonl", good + b'{"idx": 1,\n' + orjson.dumps(rows[1]))
+    with pytest.raises(UsageError, match=r"mid\.jsonl:3: not valid JSON"):
+        load_trace(p)

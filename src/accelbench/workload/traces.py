@@ -6,6 +6,9 @@ Formats (``auto`` tells them apart by content, not by file name):
 * ``accelbench``: the shadow proxy's ``trace.jsonl`` (a header line with
   ``"schema": "accelbench.trace/1"``, then ``{"idx", "t", "endpoint", "body"}`` per
   request; ``t`` in seconds since the first arrival). Bodies are replayed as recorded.
+  A last line cut short (no newline after it: the proxy stopped mid-write) is left out
+  and said in :attr:`Trace.notes`; any other line that is not JSON, in every format, is
+  refused (file:line).
   A shadow directory may be given instead of the file.
 * ``azure``: the Azure LLM inference trace CSV (AzurePublicDataset,
   ``TIMESTAMP,ContextTokens,GeneratedTokens``; timestamps such as
@@ -462,7 +465,11 @@ def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
             last = t
 
 
-def _json_lines(raw: bytes, p: Path) -> Iterator[tuple[int, Any]]:
+def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line's JSON, with its line number; a line that is not JSON is
+    refused (file:line). With ``cut`` (accelbench's own trace, which a proxy killed
+    mid-write leaves with a last line cut short): a last line with no newline after it
+    that is not JSON is left out, and said so in ``cut``."""
     lines = raw.splitlines()
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -470,8 +477,12 @@ def _json_lines(raw: bytes, p: Path) -> Iterator[tuple[int, Any]]:
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
-            if lineno == len(lines):
-                return  # a torn last line (the proxy was killed mid-write)
+            if cut is not None and lineno == len(lines) and not raw.endswith((b"\n", b"\r")):
+                cut.append(
+                    f"{p}:{lineno}: the last line is cut short (the proxy stopped mid-write): "
+                    "left out"
+                )
+                return
             raise UsageError(f"{p}:{lineno}: not valid JSON") from None
         yield lineno, obj
 
@@ -492,7 +503,7 @@ def _no_gc() -> Iterator[None]:
 
 def _load_own(raw: bytes, p: Path, notes: list[str]) -> list[_Line]:
     lines = []
-    for lineno, obj in _json_lines(raw, p):
+    for lineno, obj in _json_lines(raw, p, notes):
         where = f"{p}:{lineno}"
         if not isinstance(obj, dict):
             raise UsageError(f"{where}: a trace line must be a JSON object")
