@@ -693,3 +693,19 @@ def test_own_trace_tolerates_only_a_cut_last_line(tmp_path: Path) -> None:
     p = _write(tmp_path, "mid.jsonl", good + b'{"idx": 1,\n' + orjson.dumps(rows[1]))
     with pytest.raises(UsageError, match=r"mid\.jsonl:3: not valid JSON"):
         load_trace(p)
+
+
+@pytest.mark.parametrize(
+    "rows, where, n",
+    [
+        (b"0,100,50,999\n1,100,50\n", 2, 4),  # the audit's az.csv: an extra field
+        (b"0,100,50\n1,100\n", 3, 2),
+        (b"0,100,50\n\n\n1,100,50,\n", 5, 4),  # line numbers count blank lines
+    ],
+)
+def test_azure_row_with_another_field_count_is_refused(
+    tmp_path: Path, rows: bytes, where: int, n: int
+) -> None:
+    p = _write(tmp_path, "a.csv", b"TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows)
+    with pytest.raises(UsageError, match=rf"a\.csv:{where}: {n} fields where the header has 3$"):
+        load_trace(p)

@@ -540,8 +540,12 @@ def parse_azure_timestamp(text: str) -> float:
 def _load_azure(raw: bytes, p: Path) -> list[_Line]:
     reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig", "replace")))
     lines = []
-    for lineno, row in enumerate(reader, 2):
-        where = f"{p}:{lineno}"
+    for row in reader:
+        where = f"{p}:{reader.line_num}"
+        if None in row or None in row.values():  # more fields than the header, or fewer
+            n_header = len(reader.fieldnames or ())
+            n_row = n_header + len(row.get(None) or ()) - sum(v is None for v in row.values())
+            raise UsageError(f"{where}: {n_row} fields where the header has {n_header}")
         try:
             ts = parse_azure_timestamp(row["TIMESTAMP"])
             isl = int(row["ContextTokens"])
