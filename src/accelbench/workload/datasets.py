@@ -44,26 +44,84 @@ OUTPUT_LENGTH_KEYS = ("output_tokens", "max_tokens", "output_len")
 _T = TypeVar("_T")
 
 
-class Records(list[_T]):
-    """A loader's result: the items, and how many of the file's ``records`` were left out
-    (``left_out``: ShareGPT records with no human turn and a reply, which have nothing to
-    send). :attr:`note` says so in one line for the run to print and record."""
+NO_TURN = "without a human turn and a reply"
+LATE_SYSTEM = "with a system message after the first turn"
+UNKNOWN_ROLE = "with a role not known"
 
-    def __init__(self, items: list[_T], path: str, records: int, left_out: int) -> None:
+
+class Records(list[_T]):
+    """A loader's result: the items, and the file's ``records`` left out, counted by why
+    (``why``: ShareGPT records with no human turn and a reply, a role not known, a
+    system message after the first turn: nothing to send, or no way to read it as
+    turns). :attr:`note` says so in one line for the run to print and record."""
+
+    def __init__(
+        self,
+        items: list[_T],
+        path: str,
+        records: int,
+        why: dict[str, int] | None = None,
+        roles: dict[str, int] | None = None,
+    ) -> None:
         super().__init__(items)
         self.path = path
         self.records = records
-        self.left_out = left_out
+        self.why = dict(why or {})
+        self.roles = dict(roles or {})  # role not known (its repr) -> records
+
+    @property
+    def left_out(self) -> int:
+        return sum(self.why.values())
+
+    @property
+    def reasons(self) -> str:
+        """Why records were left out: ``3 without a human turn and a reply, ...``."""
+        parts = []
+        for why, n in self.why.items():
+            if why == UNKNOWN_ROLE:  # the most frequent five, by their repr
+                top = sorted(self.roles.items(), key=lambda kv: -kv[1])
+                shown = ", ".join(f"{r} x{k:,}" for r, k in top[:5])
+                more = f" and {len(top) - 5:,} more" if len(top) > 5 else ""
+                why = f"{why}: {shown}{more}; known: {', '.join(KNOWN_ROLES)}"
+            parts.append(f"{n:,} {why}")
+        return ", ".join(parts)
 
     @property
     def note(self) -> str | None:
-        """``N of M records used (K without a human turn and a reply)``; None: all used."""
+        """``N of M records used (K without a human turn and a reply, ...)``; None: all
+        used."""
         if not self.left_out:
             return None
         return (
             f"{self.path}: {self.records - self.left_out:,} of {self.records:,} records used "
-            f"({self.left_out:,} without a human turn and a reply)"
+            f"({self.reasons})"
         )
+
+
+class _LeftOut(Exception):
+    """A ShareGPT record that cannot be read as turns: left out, counted by ``why``
+    (and ``role``, the role not known, as the note shows it)."""
+
+    def __init__(self, why: str, role: str | None = None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.role = role
+
+
+def _none_used(path: str, records: int, why: dict[str, int], roles: dict[str, int]) -> str:
+    """The error for a file none of whose records can be used, saying why."""
+    reasons = Records([], path, records, why, roles).reasons
+    return (
+        f"dataset {path} has no conversation with a human turn and a reply (none of its "
+        f"{records:,} records: {reasons})"
+    )
+
+
+def _count(why: dict[str, int], roles: dict[str, int], exc: _LeftOut | None) -> None:
+    reason = NO_TURN if exc is None else exc.why
+    why[reason] = why.get(reason, 0) + 1
+    if exc is not None and exc.role is not None:
+        roles[exc.role] = roles.get(exc.role, 0) + 1
 
 
 @dataclass
@@ -125,15 +183,23 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
     if fmt not in ("sharegpt", "prompts", "chat"):
         raise AccelbenchError(f"unknown dataset format {fmt!r}: sharegpt, prompts or chat")
     items: list[DatasetItem] = []
+    why: dict[str, int] = {}
+    roles: dict[str, int] = {}
     for where, obj in recs:
         loc = f"{path}:{where}"
         if not isinstance(obj, dict):
             raise AccelbenchError(f"{loc}: a record must be a JSON object")
         if fmt == "sharegpt":
-            conv = _conversation(_messages(obj, loc), loc, None, first_turn=True)
-            if conv is not None:
-                (user, n), reply = conv.turns[0], conv.replies[0]
-                items.append(DatasetItem(user, n, reply))
+            try:
+                conv = _conversation(_messages(obj, loc), loc, None, first_turn=True)
+            except _LeftOut as exc:
+                _count(why, roles, exc)
+                continue
+            if conv is None:
+                _count(why, roles, None)
+                continue
+            (user, n), reply = conv.turns[0], conv.replies[0]
+            items.append(DatasetItem(user, n, reply))
         elif fmt == "prompts":
             prompt = obj.get("prompt")
             if not isinstance(prompt, str) or not prompt:
@@ -151,11 +217,8 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
                 )
             items.append(DatasetItem(msgs, _out_len(obj, loc)))
     if not items:
-        raise AccelbenchError(
-            f"dataset {path} has no conversation with a human turn and a reply "
-            f"(none of its {len(recs):,} records)"
-        )
-    return Records(items, path, len(recs), len(recs) - len(items))
+        raise AccelbenchError(_none_used(path, len(recs), why, roles))
+    return Records(items, path, len(recs), why, roles)
 
 
 def _out_len(obj: dict, loc: str) -> int | None:
@@ -203,29 +266,35 @@ def load_conversations(path: str, tok: Tokenizer | None = None) -> Records[Conve
     joined with a blank line; a leading reply, and a last human message that got no
     reply, are left out (there is no reply length to send it with); messages whose value
     is not a non-empty string are skipped; a ``system`` message is the system prompt
-    before the first turn, and refused after it; any other role is refused (one line
-    naming the record and the role). A reply's length in tokens is the message's
+    before the first turn; a record with one after it, or with any other role (``Human``,
+    ``bing``, ``tool``), cannot be read as turns: it is left out and counted by why
+    (:attr:`Records.why`, the roles in :attr:`Records.roles`). A reply's length in tokens is the message's
     ``output_tokens``, ``num_tokens`` or ``tokens`` (one of them) when given, else
     counted with ``tok`` when given, else None. A conversation with no complete turn is
     left out and counted in the result's ``left_out``; none at all: one clear error."""
     p = Path(path)
     out: list[Conversation] = []
+    why: dict[str, int] = {}
+    roles: dict[str, int] = {}
     recs = _records(p)
     for where, obj in recs:
         loc = f"{path}:{where}"
         if not isinstance(obj, dict):
             raise AccelbenchError(f"{loc}: a record must be a JSON object")
-        c = _conversation(_messages(obj, loc), loc, tok)
-        if c is not None:
+        try:
+            c = _conversation(_messages(obj, loc), loc, tok)
+        except _LeftOut as exc:
+            _count(why, roles, exc)
+            continue
+        if c is None:
+            _count(why, roles, None)
+        else:
             rid = obj.get("id")
             c.id = rid if isinstance(rid, str) else None
             out.append(c)
     if not out:
-        raise AccelbenchError(
-            f"dataset {path} has no conversation with a human turn and a reply "
-            f"(none of its {len(recs):,} records)"
-        )
-    return Records(out, path, len(recs), len(recs) - len(out))
+        raise AccelbenchError(_none_used(path, len(recs), why, roles))
+    return Records(out, path, len(recs), why, roles)
 
 
 def _messages(obj: dict, loc: str) -> list:
@@ -243,7 +312,7 @@ def _conversation(
     # (side, text, recorded length) with one side's consecutive messages joined
     msgs: list[tuple[str, str, int | None]] = []
     system = None
-    for k, m in enumerate(conv):
+    for m in conv:
         if not isinstance(m, dict):
             continue
         role = m.get("from")
@@ -253,16 +322,10 @@ def _conversation(
             side = "reply"
         elif role == SYSTEM_ROLE:
             if msgs or system is not None:
-                raise AccelbenchError(
-                    f"{loc}: message {k + 1}: a `system` message is taken only before the "
-                    "first turn (the session's system prompt)"
-                )
+                raise _LeftOut(LATE_SYSTEM)
             side = SYSTEM_ROLE
-        else:
-            raise AccelbenchError(
-                f"{loc}: message {k + 1}: unknown role `from`: {role!r} (known: "
-                f"{', '.join(KNOWN_ROLES)})"
-            )
+        else:  # `Human`, `bing`, `tool`: counted, never read as a turn
+            raise _LeftOut(UNKNOWN_ROLE, repr(role)[:40])
         text = m.get("value")
         if not isinstance(text, str) or not text.strip():
             continue
