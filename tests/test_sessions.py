@@ -541,3 +541,31 @@ def test_independent_prompts_show_only_what_the_server_said(reference_server, tm
     from accelbench.report.cache import headline
 
     assert headline(c).startswith("prefix cache: 0.0% of prompt tokens served from it")
+
+
+def test_records_left_out_are_said_by_the_run_and_kept_in_its_documents(reference_server, tmp_path):
+    """End to end: `run --dataset` (single turns) and `--sessions` over a ShareGPT file
+    with one record of each kind left out print one warning line before they start and
+    keep it in summary.json and run.json `client.warnings`; the other records run."""
+    rec = [
+        {"conversations": [{"from": "human", "value": f"question {i}"},
+                           {"from": "gpt", "value": "an answer", "output_tokens": 4}]}
+        for i in range(4)
+    ]  # fmt: skip
+    rec += [
+        {"conversations": [{"from": "human", "value": "no reply"}]},
+        {"conversations": [{"from": "Human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    ]
+    data = tmp_path / "sg.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rec))
+    note = (f"{data}: 4 of 6 records used (1 without a human turn and a reply, 1 with a "
+            "role not known: 'Human' x1; known: human, user, gpt")  # fmt: skip
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    for name, extra in (("single", ["-n", "4"]), ("sessions", ["--sessions", "3"])):
+        code, _, err, _ = run_cli(["run", "--url", srv.url, "--dataset", str(data),
+                                   "--warmup", "0", "-o", name, *extra], tmp_path)  # fmt: skip
+        assert code == 0, err
+        assert " ".join(f"warning: {note}".split()) in " ".join(err.split()), err  # wrapped
+        for doc in ("summary.json", "run.json"):
+            warnings = json.loads((tmp_path / name / doc).read_text())["client"]["warnings"]
+            assert any(w.startswith(note) for w in warnings), (doc, warnings)
