@@ -193,3 +193,35 @@ def test_two_recorded_reply_lengths_are_refused(tmp_path: Path) -> None:
     for load in (load_dataset, load_conversations):
         with pytest.raises(AccelbenchError, match="`output_tokens` and `num_tokens` are both"):
             load(p)
+
+
+@pytest.mark.parametrize(
+    ("record", "key", "meant"),
+    [
+        ({"prompt": "x", "max_token": 9}, "max_token", "max_tokens"),
+        ({"prompt": "x", "output_token": 9}, "output_token", "output_tokens"),
+        ({"prompt": "x", "Output_Tokens": 9}, "Output_Tokens", "output_tokens"),
+        ({"prompt": "x", "output_length": 9}, "output_length", "output_len"),
+        ({"messages": [{"role": "user", "content": "x"}], "max_token": 9}, "max_token",
+         "max_tokens"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_length_key_is_refused_not_replaced_by_osl(tmp_path, record, key, meant):
+    """Read as no length at all, the run's --osl took its place without a word."""
+    p = _jsonl(tmp_path / "p.jsonl", [{"prompt": "fine"}, record] if "prompt" in record
+               else [record])  # fmt: skip
+    with pytest.raises(AccelbenchError, match=rf"key '{key}' is not read: did you mean `{meant}`"):
+        load_dataset(p)
+
+
+def test_a_misspelt_reply_length_is_refused_and_other_keys_pass(tmp_path: Path) -> None:
+    p = _jsonl(tmp_path / "sg.jsonl", [{"conversations": [
+        {"from": "human", "value": "q", "markdown": "q"},
+        {"from": "gpt", "value": "a", "num_token": 3}]}])  # fmt: skip
+    for load in (load_dataset, load_conversations):
+        with pytest.raises(AccelbenchError, match="a reply's key 'num_token' is not read"):
+            load(p)
+    ok = _jsonl(tmp_path / "ok.jsonl", [{"id": "c1", "conversations": [
+        {"from": "human", "value": "q", "markdown": "q"},
+        {"from": "gpt", "value": "a", "num_tokens": 3, "weight": 1}]}])  # fmt: skip
+    assert load_dataset(ok)[0].output_tokens == 3

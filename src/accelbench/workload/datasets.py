@@ -16,6 +16,7 @@ human turn with the reply recorded after it.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -226,10 +227,24 @@ def _out_len(obj: dict, loc: str) -> int | None:
     return _one_length(obj, OUTPUT_LENGTH_KEYS, loc, "")
 
 
+# (length keys, a record's key) seen not to be a misspelling (each compared once)
+_NOT_NEAR: set[tuple[tuple[str, ...], str]] = set()
+
+
 def _one_length(obj: dict, keys: tuple[str, ...], loc: str, what: str) -> int | None:
     """The one of ``keys`` that ``obj`` sets (not null), a positive integer; None: none
-    is set; more than one: refused (which one was meant?)."""
+    is set; more than one: refused (which one was meant?). A key spelt nearly as one of
+    them (``max_token``, ``output_tokens `` with a space) is refused too: read as no
+    length, the run's --osl was used in its place without a word."""
     given = [k for k in keys if obj.get(k) is not None]
+    for k in obj:
+        if k not in keys and (keys, k) not in _NOT_NEAR:
+            near = difflib.get_close_matches(k.strip().lower(), keys, n=1, cutoff=0.85)
+            if near:
+                raise AccelbenchError(
+                    f"{loc}: {what}key {k!r} is not read: did you mean `{near[0]}`?"
+                )
+            _NOT_NEAR.add((keys, k))
     if not given:
         return None
     if len(given) > 1:
