@@ -11,6 +11,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.values import parse_quantity
@@ -329,6 +331,77 @@ def test_nvidia_smi_csv_without_header_is_a_clear_error():
     row = read(CSV_IDLE).splitlines()[1]
     with pytest.raises(AccelbenchError, match="header"):
         parse_nvidia_smi_csv(row)
+
+
+def _two_samples() -> tuple[str, list[str]]:
+    """The header and the idle and load rows of the H100 session (one GPU, two samples:
+    what ``--query-gpu ... -l 1`` prints)."""
+    header, idle = read(CSV_IDLE).splitlines()[:2]
+    return header, [idle, read(CSV_LOAD).splitlines()[1]]
+
+
+# nvidia-smi's own words, printed between rows on a GPU with a bad infoROM
+INFOROM = "WARNING: infoROM is corrupted at gpu 0000:19:00.0"
+
+
+def _csv(header: str, rows: list[str]) -> tuple[list[dict], list[str], list[str]]:
+    lost: list[str] = []
+    notes: list[str] = []
+    got = parse_nvidia_smi_csv("\n".join([header, *rows]) + "\n", lost=lost, notes=notes)
+    return got, lost, notes
+
+
+def test_nvidia_smi_csv_warning_between_rows_is_skipped_with_a_note():
+    header, rows = _two_samples()
+    full, full_lost, full_notes = _csv(header, rows)
+    assert len(full) == 2 and not full_lost and not full_notes
+    got, lost, notes = _csv(header, [rows[0], INFOROM, rows[1]])
+    assert got == full and not lost  # the row after the warning is read
+    assert notes == [
+        f"skipped 1 line(s) between the CSV rows (no comma: not a row): line 3: {INFOROM}"
+    ]
+
+
+def test_nvidia_smi_csv_row_cut_inside_its_first_value_is_lost():
+    header, rows = _two_samples()
+    lost: list[str] = []
+    got = parse_nvidia_smi_csv(f"{header}\n{rows[0]}\n2026/07", lost=lost)
+    assert got == _csv(header, rows[:1])[0]  # the whole first row, its last value too
+    assert lost == [
+        "the capture ends without a line end inside line 3 ('2026/07'): cut short there; "
+        "a row there or after it is not read"
+    ]
+
+
+def test_nvidia_smi_csv_comment_ends_the_table_and_names_rows_after_it():
+    header, rows = _two_samples()
+    got, lost, _ = _csv(header, [rows[0], "# load", rows[1]])
+    assert len(got) == 1
+    assert lost == [
+        "the CSV ends at the comment on line 3 ('# load'): "
+        f"1 later line(s) with the table's {len(header.split(','))} fields are not read"
+    ]
+    # a session log's next section (another query's table) is not this table's rows
+    session = read("nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
+    lost = []
+    assert len(parse_nvidia_smi_csv(session, lost=lost)) == 1 and not lost
+
+
+_STRAY = st.text(
+    st.characters(blacklist_characters=",\n\r\ufeff", blacklist_categories=("Cs",)), min_size=1
+).filter(lambda s: s.strip() and not s.lstrip().startswith("#"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(stray=_STRAY, at=st.integers(0, 2))
+def test_nvidia_smi_csv_any_stray_line_loses_no_row(stray: str, at: int):
+    """Any line that is not a row (no comma), anywhere among the rows: every row is read,
+    nothing is lost, and one note names the line."""
+    header, rows = _two_samples()
+    full = _csv(header, rows)[0]
+    got, lost, notes = _csv(header, [*rows[:at], stray, *rows[at:]])
+    assert got == full and not lost
+    assert len(notes) == 1 and f"line {at + 2}: {stray.strip()[:120]}" in notes[0]
 
 
 # ---------------------------------------------------------------------------- dcgm-exporter

@@ -251,6 +251,22 @@ def csv_header_line(lines: list[str]) -> int | None:
     return found
 
 
+def _lost_after(lines: list[str], at: int, width: int, lost: list[str] | None) -> None:
+    """A comment line ends the table (a session log's next section starts with one);
+    rows of the table's width after it are not read: say so in ``lost``."""
+    rows = sum(
+        1
+        for ln in lines[at + 1 :]
+        if ln.strip() and not ln.lstrip().startswith("#") and len(_csv_cells(ln)) == width
+    )
+    if rows:
+        _note(
+            lost,
+            f"the CSV ends at the comment on line {at + 1} ({lines[at].strip()[:60]!r}): "
+            f"{rows} later line(s) with the table's {width} fields are not read",
+        )
+
+
 def parse_nvidia_smi_csv(
     text: str,
     t_ns: int | None = None,
@@ -262,9 +278,14 @@ def parse_nvidia_smi_csv(
     Needs the header line (``noheader`` output cannot be mapped to fields). Units come
     from each value ("81559 MiB") or, with ``nounits``, from the header ("[MiB]").
     Text before the header (a session log, a shell prompt) is skipped; of several tables
-    the last is read. A data row with fewer fields than the header (a cut capture) keeps
-    what it has and names the missing fields in ``lost``; so does a last line without its
-    line end, whose last value may be cut.
+    the last is read. A line among the rows that is not a row (no comma: nvidia-smi's
+    ``WARNING: infoROM is corrupted at gpu ...``) is skipped and named in ``notes``, and
+    the rows after it are read. A comment line (``#``, a session log's next section) ends
+    the table; rows of the table's width after it are named in ``lost``. A data row with
+    fewer fields than the header (a cut capture) keeps what it has and names the missing
+    fields in ``lost``; so does a last line without its line end, whose last value may be
+    cut (a last line without a comma and without its line end is a row cut inside its
+    first value: ``lost``, not read).
     """
     text = clean(text)
     all_lines = text.split("\n")
@@ -287,14 +308,38 @@ def parse_nvidia_smi_csv(
     header = [_csv_header(h) for h in header_cells]
     ended = text.endswith("\n")
     body: list[list[str]] = []
+    last = len(all_lines) - 1
+    cut = not ended and all_lines[last].strip() != ""  # no line end: the capture was cut
+    body_end = -1  # the line of the last row
+    stray: list[str] = []
     for n in range(head + 1, len(all_lines)):
         line = all_lines[n]
         if not line.strip():
             continue
-        if line.lstrip().startswith("#") or "," not in line:
+        if line.lstrip().startswith("#"):  # a comment: the next section of a session log
+            _lost_after(all_lines, n, len(header), lost)
             break
+        if "," not in line:  # a tool's warning between rows: skipped, the rows after it read
+            if not (cut and n == last):  # (a cut last line may be a row: lost, below)
+                stray.append(f"line {n + 1}: {line.strip()[:120]}")
+            continue
         body.append(_csv_cells(line))
-    last_line_cut = bool(body) and not ended and all_lines[-1].strip() != ""
+        body_end = n
+    if stray:
+        _note(
+            notes,
+            f"skipped {len(stray)} line(s) between the CSV rows (no comma: not a row): "
+            + "; ".join(stray[:3])
+            + (" ..." if len(stray) > 3 else ""),
+        )
+    if cut and head != last and body_end != last:
+        _note(
+            lost,
+            f"the capture ends without a line end inside line {last + 1} "
+            f"({all_lines[last].strip()[:60]!r}): cut short there; a row there or after "
+            "it is not read",
+        )
+    last_line_cut = bool(body) and cut and body_end == last
     if head == len(all_lines) - 1 and not ended:
         _note(lost, "the capture ends inside the CSV header: no data rows")
     elif not body:
