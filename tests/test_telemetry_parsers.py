@@ -578,6 +578,40 @@ def test_amd_smi_metric_json(wrap):
     assert r["throttle_mask"] is None
 
 
+def test_amd_smi_entry_that_is_not_an_object_is_lost():
+    """amd-smi prints "N/A" for a GPU it could not read: the others are read and the
+    skipped entry is named in ``lost``, as rocm-smi's ``cardN`` is."""
+    text = json.dumps([AMD_SMI_GPU, "N/A", {**AMD_SMI_GPU, "gpu": 2}])
+    assert detect_format(text) == "amd-smi"
+    lost: list[str] = []
+    rows = parse_amd_smi_json(text, lost=lost)
+    assert [r["device_index"] for r in rows] == [0, 2]
+    assert lost == ['GPU entry 1: not an object ("N/A"), skipped']
+    lost = []
+    parse_rocm_smi_json(json.dumps({"card0": "N/A"}), lost=lost)
+    assert lost == ['card0: not an object ("N/A"), skipped']  # one wording for both
+
+
+_NOT_OBJECT = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=60),
+    st.lists(st.integers(), max_size=3),
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(layout=st.lists(st.one_of(st.just(None), _NOT_OBJECT.map(lambda v: [v])), max_size=6))
+def test_amd_smi_any_non_object_entry_is_lost_never_silent(layout):
+    """Any mix of GPU objects and entries that are not objects: each object gives a row,
+    each other entry one ``lost`` line naming its place."""
+    doc = [{**AMD_SMI_GPU, "gpu": n} if e is None else e[0] for n, e in enumerate(layout)]
+    for wrap in (doc, {"gpu_data": doc}):
+        lost: list[str] = []
+        rows = parse_amd_smi_json(json.dumps(wrap), lost=lost)
+        assert [r["device_index"] for r in rows] == [n for n, e in enumerate(layout) if e is None]
+        bad = [n for n, e in enumerate(layout) if e is not None]
+        assert [x.split(":")[0] for x in lost] == [f"GPU entry {n}" for n in bad]
+
+
 def test_amd_smi_rejects_unknown_json():
     with pytest.raises(AccelbenchError):
         parse_amd_smi_json('{"foo": 1}')

@@ -8,7 +8,7 @@ from typing import Any
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.values import to_float, to_int, whole
-from accelbench.telemetry.parsers.text import find_json
+from accelbench.telemetry.parsers.text import find_json, not_an_object
 from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed
 
 # amd-smi reports VRAM in "MB" that are MiB (amdsmi divides bytes by 1024*1024).
@@ -60,7 +60,8 @@ def parse_amd_smi_json(
     ROCm 6.2-6.3 print a top-level list; ROCm 7 wraps it as ``{"gpu_data": [...]}``.
     Units are taken from each leaf's ``unit`` (W, C, MHz, MB, %, J/uJ, GT/s). The warning
     amd-smi prints on stdout before the JSON for a user outside the render / video
-    groups is skipped (and named in ``notes``).
+    groups is skipped (and named in ``notes``). A list entry that is not an object
+    (``"N/A"``) is skipped and named in ``lost``.
     """
     data, skipped = find_json(text, "amd-smi")
     if notes is not None:
@@ -70,7 +71,8 @@ def parse_amd_smi_json(
         raise AccelbenchError("not amd-smi --json output (expected a list or 'gpu_data')")
     rows = []
     for n, g in enumerate(gpus):
-        if not isinstance(g, dict):
+        if not isinstance(g, dict):  # "N/A" for a GPU amd-smi could not read
+            not_an_object(lost, f"GPU entry {n}", g)
             continue
         idx = g.get("gpu", n)
         speed = _amd_val(g, "pcie", "speed")

@@ -183,8 +183,8 @@ def _format_of(s: str) -> str | None:
             return "rocm-smi"
         if isinstance(data, dict) and "gpu_data" in data:
             return "amd-smi"
-        if isinstance(data, list) and data and all(isinstance(g, dict) for g in data):
-            if any("gpu" in g or "bdf" in g for g in data):
+        if isinstance(data, list):  # an entry amd-smi could not read may be "N/A"
+            if any(isinstance(g, dict) and ("gpu" in g or "bdf" in g) for g in data):
                 return "amd-smi"
     kind = _prometheus_kind(s)
     if kind:

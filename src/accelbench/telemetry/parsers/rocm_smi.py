@@ -7,13 +7,8 @@ from typing import Any
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.values import is_na, to_float, to_int, whole
-from accelbench.telemetry.parsers.text import find_json
+from accelbench.telemetry.parsers.text import find_json, not_an_object
 from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed
-
-
-def _note(notes: list[str] | None, msg: str) -> None:
-    if notes is not None:
-        notes.append(msg)
 
 
 def _rocm_get(card: dict[str, Any], *keys: str) -> Any:
@@ -68,7 +63,7 @@ def parse_rocm_smi_json(
     for key in cards:
         card = data[key]
         if not isinstance(card, dict):
-            _note(lost, f"{key}: not an object, skipped")
+            not_an_object(lost, key, card)
             continue
         gen, width = _rocm_pcie_level(_rocm_get(card, "pcie clock level"))
         energy_uj = to_float(_rocm_get(card, "Accumulated Energy (uJ)"))

@@ -5,7 +5,8 @@ tool's warning printed before its JSON, a file cut short. One place reads all of
 `nvidia-smi topo -m` header is underlined); :func:`find_json` finds the JSON document in
 a capture that carries text before it (amd-smi as a non-root user prints
 "WARNING: User is missing the following required groups: render, video ..." on stdout
-before the JSON) and says what it skipped.
+before the JSON) and says what it skipped; :func:`not_an_object` records a per-GPU
+JSON entry that is not an object (rocm-smi's ``cardN``, an amd-smi list entry).
 """
 
 from __future__ import annotations
@@ -71,3 +72,12 @@ def find_json(text: str, what: str) -> tuple[Any, list[str]]:
             + (" (the capture ends inside the JSON: truncated?)" if cut else "")
         )
     raise AccelbenchError(f"no JSON document in the {what} capture")
+
+
+def not_an_object(lost: list[str] | None, what: str, value: Any) -> None:
+    """Record in ``lost`` that the per-GPU entry ``what`` of a JSON capture is not an
+    object (``"N/A"``, a number, a list) and is skipped: one GPU is not read."""
+    if lost is not None:
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        lost.append(f"{what}: not an object ({shown}), skipped")
