@@ -142,6 +142,57 @@ def test_monitor_replay_bad_file_is_a_one_line_error(app, tmp_path):
     assert "--replay" in str(res.exception)
 
 
+CSV = fixture_file("telemetry", "nvidia-smi_query-gpu_csv__h100-80gb-hbm3__drv590.48.01__idle.csv")
+
+
+TICK = ["--duration", "0.3", "--interval", "0.1"]  # a tick or more (--duration 0: none)
+
+
+def _short_csv(tmp_path):
+    """The H100 capture with its row cut short by its last field (a line end kept)."""
+    header, row = CSV.read_text().splitlines()[:2]
+    short = tmp_path / "short.csv"
+    short.write_text(f"{header}\n{row.rsplit(',', 1)[0]}\n")
+    return short
+
+
+def test_replay_reads_captures_as_health_file_does(tmp_path):
+    """What a replayed capture lost is the monitor's `data lost` reason, from the code
+    `health --file` judges with: the verdict is unknown, never a clean one."""
+    from accelbench.health.check import check_file
+    from accelbench.health.monitor import Monitor
+
+    short = _short_csv(tmp_path)
+    src = ReplaySource([CSV, short])
+    assert src.probe() is None
+    lost = []
+    for t in range(3):  # the cut file is the second sample, then repeats
+        src.sample(t)
+        lost.append(src.lost())
+    health = check_file(short)
+    cut = [f"{short}: {x}" for x in health["lost"]]
+    assert cut and lost == [[], cut, cut]
+    mon = Monitor([ReplaySource([short])], interval_s=0.001, window_s=0)
+    got = mon.tick()
+    assert health["health"]["verdict"] == got["verdict"] == "unknown"
+    assert f"data lost: {short}: {health['lost'][0]}" in got["unknown"]
+    assert "data lost: " + health["lost"][0] in health["health"]["unknown"]
+
+
+def test_monitor_replay_prints_what_a_capture_lost_and_its_notes(app, tmp_path):
+    short = _short_csv(tmp_path)
+    res = runner.invoke(app, ["monitor", "--replay", str(short), "--no-exporter", *TICK])
+    assert res.exit_code == 0, res.output
+    assert "verdict None -> unknown" in res.output
+    assert f"[unknown] data lost: {short}: row 1 has " in res.output
+    header, row = CSV.read_text().splitlines()[:2]
+    warned = tmp_path / "warned.csv"  # nvidia-smi's warning between header and row
+    warned.write_text(f"{header}\nWARNING: infoROM is corrupted at gpu 0000:19:00.0\n{row}\n")
+    res = runner.invoke(app, ["monitor", "--replay", str(warned), "--no-exporter", *TICK])
+    assert f"note: {warned}: skipped 1 line(s) between the CSV rows" in res.output, res.output
+    assert "data lost" not in res.output
+
+
 def test_monitor_rejects_bad_recovery_options(app):
     res = runner.invoke(
         app, ["monitor", "--no-exporter", "--recover-cmd", "true", "--recover-on", "nope"]

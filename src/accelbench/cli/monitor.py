@@ -169,11 +169,13 @@ def monitor_cmd(
         )
         policy.validate()
     active: list[Source]
+    notes: list[str] = []  # what the replayed captures' parsers remarked
     if replays:
         rsrc = ReplaySource(replays, replay_format)
         reason = rsrc.probe()
         if reason is not None:
             raise AccelbenchError(f"--replay {reason}")
+        notes = rsrc.notes
         active, status = [rsrc], {"replay": f"ok ({len(replays)} file(s))"}
         if names:
             more, more_status = open_sources(names, server_url, pid)
@@ -183,6 +185,8 @@ def monitor_cmd(
         active, status = open_sources(names, server_url, pid)
     for name, state in status.items():
         typer.echo(printable(f"source {name}: {state}"))
+    for note in notes:
+        typer.echo(printable(f"note: {note}"))
     exporter = None
     if not no_exporter:
         exporter = Exporter(port=port, host=host)

@@ -12,7 +12,14 @@ import time
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from accelbench.health.rules import Health, HealthConfig, evaluate, mark_unknown, missing_signals
+from accelbench.health.rules import (
+    Health,
+    HealthConfig,
+    evaluate,
+    lost_reasons,
+    mark_unknown,
+    missing_signals,
+)
 from accelbench.telemetry.parsers import read_capture
 from accelbench.telemetry.sampler import SourceErrors, collect
 from accelbench.telemetry.schema import Row
@@ -38,7 +45,7 @@ def judge(rows: list[Row], lost: list[str], config: HealthConfig | None = None) 
     unknown = []
     if not rows:
         unknown.append("no samples: nothing was measured")
-    unknown += [f"data lost: {x}" for x in lost]
+    unknown += lost_reasons(lost)
     unknown += missing_signals(rows)
     return mark_unknown(evaluate(rows, None, None, config), unknown)
 

@@ -5,9 +5,11 @@ exporter.
 The window is kept per device between ticks (:class:`~accelbench.health.window.RollingWindow`),
 so a tick costs the new rows plus a few numpy operations per device, not a pass over the
 whole window. Unknown is never healthy: a tick with no samples, a source that raised or
-returned nothing, a GPU missing from the latest sample, or a GPU without temperature or
-memory-error counters makes the verdict ``unknown`` (unless a rule fails), with the
-reasons in ``health["unknown"]`` and each source's state in ``health["sources"]``.
+returned nothing, data a source's latest sample lost (a replayed capture cut short: a
+``data lost`` reason, as ``health --file`` gives), a GPU missing from the latest sample,
+or a GPU without temperature or memory-error counters makes the verdict ``unknown``
+(unless a rule fails), with the reasons in ``health["unknown"]`` and each source's state
+in ``health["sources"]``.
 
 Alerts: a user command run with its arguments as a list (never through a shell), given
 the event as JSON on stdin and ``ACCELBENCH_VERDICT`` / ``ACCELBENCH_PREVIOUS_VERDICT``
@@ -36,7 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import TypedDict
 
 from accelbench import lifetime
-from accelbench.health.rules import Finding, Health, HealthConfig, mark_unknown
+from accelbench.health.rules import Finding, Health, HealthConfig, lost_reasons, mark_unknown
 from accelbench.health.window import RollingWindow
 from accelbench.telemetry.exporter import Exporter
 from accelbench.telemetry.sampler import SourceErrors, collect
@@ -314,6 +316,7 @@ class Monitor:
         if not rows:
             reasons.append("no samples in the latest tick: no source answered")
         reasons += [f"source {name} {st}" for name, st in state.items() if st != "ok"]
+        reasons += lost_reasons([x for src in self.sources for x in src.lost()])
         if rows:
             reasons += self.window.absent(rows)
         reasons += self.window.missing_signals()

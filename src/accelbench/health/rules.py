@@ -492,6 +492,12 @@ def series_missing_signals(series: Iterable[DeviceSeries]) -> list[str]:
     return out
 
 
+def lost_reasons(lost: list[str]) -> list[str]:
+    """The unknown reasons for what a capture lost (``Capture.lost``): one
+    ``data lost: ...`` line each, as ``health --file`` and ``monitor --replay`` print."""
+    return [f"data lost: {x}" for x in lost]
+
+
 def mark_unknown(health: Health, reasons: list[str]) -> Health:
     """Unknown is never healthy: with any reason the rules could not judge (no samples,
     lost data, a silent source, a GPU without a required signal) the verdict becomes

@@ -3,7 +3,9 @@
 A source has a ``name``, a ``probe()`` that returns ``None`` when it works or a reason
 when it does not (it never raises for a missing library, driver or device), a
 ``sample(t_ns)`` that returns schema rows, and ``close()``. A failing call inside
-``sample`` leaves that column null; it does not lose the row.
+``sample`` leaves that column null; it does not lose the row. ``lost()`` says what the
+latest sample could not read (a replayed capture's ``Capture.lost``; none for a live
+source): the monitor makes its verdict unknown with each as a reason.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def sample(self, t_ns: int) -> list[Row]:
         """One row per device (common schema), stamped ``t_ns``."""
+
+    def lost(self) -> list[str]:
+        """What the latest :meth:`sample` could not read (see the module docstring)."""
+        return []
 
     def close(self) -> None:
         return None
