@@ -438,6 +438,28 @@ def test_ray_local_with_token_auth_disabled_is_refused(tmp_path):
     assert "RAY_AUTH_MODE" in r.stderr and not (tmp_path / "run").exists()
 
 
+class _Lateness:
+    """A thread that sleeps 10 ms at a time and keeps the worst lateness of its wake-ups:
+    what a busy host does to any process's timers, the actors' included."""
+
+    def __init__(self) -> None:
+        self.worst_ms = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            t0 = time.monotonic()
+            time.sleep(0.01)
+            self.worst_ms = max(self.worst_ms, (time.monotonic() - t0 - 0.01) * 1000)
+
+    def stop(self) -> float:
+        self._done.set()
+        self._thread.join()
+        return self.worst_ms
+
+
 def test_no_load_after_the_driver_is_killed(reference_server, tmp_path):
     """SIGKILL of `run --ray local`: the actors watch the driver's process and send
     nothing after it died (they sent 116 more requests before); the server's own
@@ -454,12 +476,14 @@ def test_no_load_after_the_driver_is_killed(reference_server, tmp_path):
     try:
         _wait_rows(proc, out / "requests.jsonl", 64)
         family = psutil.Process(proc.pid).children(recursive=True)
+        late = _Lateness()  # how late a 10 ms sleep wakes on this host meanwhile
         t_kill = time.monotonic_ns()
         proc.kill()
     finally:
         proc.kill()
         proc.wait()
     time.sleep(4)  # the load, if any, would go on meanwhile (~100 requests/s here)
+    lag_ms = late.stop()
     gt = _ground_truth(srv.ground_truth)
     recv = sorted((d["t_recv"] - t_kill) / 1e6 for d in gt.values() if d["request_id"] != "probe")
     after = [x for x in recv if x > 0]
@@ -467,8 +491,11 @@ def test_no_load_after_the_driver_is_killed(reference_server, tmp_path):
         f"requests received after the kill: {len(after)}, the last {max(after, default=0):.1f} ms"
     )
     # An actor checks the driver's pidfd every 50 ms (its flusher); one already past
-    # that check may still send. 500 ms leaves 450 ms for a late wake-up on 2 busy cores.
-    assert max(after, default=0.0) < 500.0, after
+    # that check may still send. 500 ms leaves 450 ms for a late wake-up on 2 busy cores;
+    # where this host woke sleepers later than that meanwhile, the bound is what it measured
+    # (an actor's check and its send may each wake that late)
+    bound = max(500.0, 50.0 + 2 * lag_ms)
+    assert max(after, default=0.0) < bound, (after, f"wake-up lateness max {lag_ms:.0f} ms")
     assert len(recv) > 64
     # and nothing of the Ray runtime outlives the driver (PROCESSES.md)
     deadline = time.monotonic() + 20
