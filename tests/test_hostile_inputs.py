@@ -187,6 +187,58 @@ def test_bad_extra_body(box: Path, extra: str) -> None:
     assert_clean(code, text, wrong=True, option="--extra-body")
 
 
+# a key given twice in one JSON object: refused at every reader of a user's JSON (json.loads
+# keeps the last without a word); the readers' property test is tests/test_jsonfile.py
+DUP_FILES = {
+    "trace": ("t.jsonl", '{"timestamp":0,"input_length":9,"output_length":5}\n'
+              '{"timestamp":5,"input_length":9,"output_length":5,"output_length":7}\n'),
+    "import": ("v.json", '{"completed":1,"request_throughput":1,"completed":2}'),
+    "plan": ("m/config.json", '{"num_hidden_layers":2,"hidden_size":64,"hidden_size":128}'),
+    "manifest": ("man.json", '{"version":1,"version":2}'),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("which", "args", "option"),
+    [
+        ("trace", run_args("--trace", "t.jsonl"), "t.jsonl:2"),
+        ("import", ["runs", "import-vllm", "v.json", "--root", "res"], "v.json"),
+        ("plan", ["plan", "m", "-a", "h100"], "m/config.json"),
+        ("manifest", ["doctor", "weights", "keep", "--verify", "man.json"], "man.json"),
+        (None, run_args("--extra-body", '{"max_tokens":8,"max_tokens":64}'), "--extra-body"),
+    ],
+)
+def test_a_json_key_given_twice(box: Path, which: str | None, args: list[str], option: str) -> None:
+    if which is not None:
+        name, text = DUP_FILES[which]
+        (box / name).parent.mkdir(exist_ok=True)
+        (box / name).write_text(text)
+    code, out = invoke(args, box)
+    assert_clean(code, out, wrong=True, option=option)
+    assert "given twice in one object" in out, out
+
+
+def test_a_json_key_given_twice_in_a_data_set(tmp_path: Path) -> None:
+    """Data sets are read after the server answers (its tokenizer): here, directly."""
+    from accelbench.suites.mlperf.qsl import read_records
+    from accelbench.workload.datasets import load_dataset
+
+    rows = [
+        '{"prompt":"hi","output_tokens":3}',
+        '{"prompt":"x","output_tokens":3,"output_tokens":9}',
+    ]
+    (tmp_path / "d.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "d.json").write_text("[" + ",".join(rows) + "]")
+    with pytest.raises(AccelbenchError, match=r"d.jsonl:2: key 'output_tokens' given twice"):
+        load_dataset(str(tmp_path / "d.jsonl"))
+    with pytest.raises(AccelbenchError, match=r"d.json: key 'output_tokens' given twice"):
+        load_dataset(str(tmp_path / "d.json"))
+    with pytest.raises(AccelbenchError, match=r"line 2: key 'output_tokens' given twice"):
+        read_records(str(tmp_path / "d.jsonl"))
+    with pytest.raises(AccelbenchError, match=r"d.json: key 'output_tokens' given twice"):
+        read_records(str(tmp_path / "d.json"))
+
+
 # -- 3. random values for every numeric option ----------------------------------------------
 NUMERIC_RUN_OPTIONS = [
     "--rate", "--duration", "--concurrency", "--max-concurrency", "--num-requests", "--warmup",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, TypeVar
 import typer
 
 from accelbench.errors import UsageError
+from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.urls import Endpoint
 from accelbench.workload.config import WorkloadConfig
@@ -250,9 +250,11 @@ def parse_extra_body(extra: str | None) -> dict[str, Any]:
             p = validate.input_file("--extra-body", extra[1:])
             if p.stat().st_size > MAX_EXTRA_BODY:
                 raise UsageError(f"--extra-body file {p} is larger than 1 MiB")
-            doc = json.loads(Path(p).read_bytes())
+            doc = loads_unique(Path(p).read_bytes())
         else:
-            doc = json.loads(extra)
+            doc = loads_unique(extra)
+    except DuplicateKeyError as exc:
+        raise UsageError(f"--extra-body: {exc}") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise UsageError(f"--extra-body is not valid JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(doc, dict):

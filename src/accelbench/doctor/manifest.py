@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from accelbench.errors import AccelbenchError, DocumentError
+from accelbench.jsonfile import DuplicateKeyError, loads_unique
 
 MANIFEST_NAME = "accelbench-manifest.json"
 FORMAT = "accelbench-weights-manifest"
@@ -187,11 +188,13 @@ def load_manifest(path: Path) -> Manifest:
     """The manifest at ``path``, every field checked: one line naming the file and the
     field when it is damaged, of another version, or not a manifest at all."""
     try:
-        data = json.loads(path.read_text())
+        data = loads_unique(path.read_text())
     except FileNotFoundError:
         raise AccelbenchError(f"manifest not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AccelbenchError(f"cannot read manifest {path}: {exc}") from None
+    except DuplicateKeyError as exc:
+        raise AccelbenchError(f"manifest {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise AccelbenchError(f"manifest {path} is not valid JSON: {exc}") from None
     if (

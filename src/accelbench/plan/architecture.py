@@ -16,13 +16,13 @@ Conventions (documented in docs/COST_AND_PLAN.md):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
+from accelbench.jsonfile import DuplicateKeyError, loads_unique
 
 # Bytes per weight for each supported weight format, including block-scale overhead.
 # bf16/fp16: 2 bytes. fp8/int8: 1 byte (per-tensor or 128x128 block scales are
@@ -584,9 +584,11 @@ def load_config_file(path: str | Path) -> ModelArch:
     if p.stat().st_size > MAX_CONFIG_BYTES:
         raise AccelbenchError(f"{p}: not a config.json (larger than {MAX_CONFIG_BYTES:,} bytes)")
     try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
+        cfg = loads_unique(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise AccelbenchError(f"{p}: not a config.json (not UTF-8 text)") from None
+    except DuplicateKeyError as exc:
+        raise AccelbenchError(f"{p}: {exc}") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise AccelbenchError(f"cannot read {p} as JSON: {exc}") from None
     if not isinstance(cfg, dict):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -12,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from accelbench.errors import AccelbenchError
+from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
 from accelbench.metrics.summary import ImportSection, Summary
 from accelbench.metrics.values import finite_number
@@ -106,9 +106,11 @@ def import_vllm(
         safe_label("--label", label)
     src = Path(result_file)
     try:
-        d = json.loads(src.read_text(encoding="utf-8"))
+        d = loads_unique(src.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AccelbenchError(f"{src}: no such file") from None
+    except DuplicateKeyError as exc:
+        raise AccelbenchError(f"{src}: {exc}") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise AccelbenchError(f"{src}: not a JSON file ({str(exc)[:120]})") from None
     if not isinstance(d, dict) or not ({"completed", "request_throughput"} <= d.keys()):

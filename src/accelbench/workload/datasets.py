@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import orjson
 
 from accelbench.errors import AccelbenchError
+from accelbench.jsonfile import DuplicateKeyError, orjson_unique
 from accelbench.workload.tokenizer import Tokenizer
 
 __all__ = [
@@ -142,18 +143,22 @@ def _records(path: Path) -> list[tuple[int, Any]]:
         raise AccelbenchError(f"dataset {path} is empty")
     if stripped[:1] == b"[":
         try:
-            data = orjson.loads(raw)
+            data = orjson_unique(raw)
         except orjson.JSONDecodeError as exc:
             raise AccelbenchError(f"dataset {path} is not valid JSON: {exc}") from None
+        except DuplicateKeyError as exc:
+            raise AccelbenchError(f"dataset {path}: {exc}") from None
         return list(enumerate(data, 1))
     out = []
     for lineno, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            out.append((lineno, orjson.loads(line)))
+            out.append((lineno, orjson_unique(line)))
         except orjson.JSONDecodeError as exc:
             raise AccelbenchError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+        except DuplicateKeyError as exc:
+            raise AccelbenchError(f"{path}:{lineno}: {exc}") from None
     return out
 
 

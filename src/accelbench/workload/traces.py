@@ -49,6 +49,7 @@ import orjson
 
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError, UsageError
+from accelbench.jsonfile import DuplicateKeyError, orjson_unique
 from accelbench.workload.requests import PlannedRequest, arrival_offsets
 from accelbench.workload.tokenizer import Tokenizer
 
@@ -475,7 +476,9 @@ def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[t
         if not line.strip():
             continue
         try:
-            obj = orjson.loads(line)
+            obj = orjson_unique(line)
+        except DuplicateKeyError as exc:
+            raise UsageError(f"{p}:{lineno}: {exc}") from None
         except orjson.JSONDecodeError:
             if cut is not None and lineno == len(lines) and not raw.endswith((b"\n", b"\r")):
                 cut.append(

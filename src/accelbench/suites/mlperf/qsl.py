@@ -21,6 +21,7 @@ from pathlib import Path
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
+from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.workload.plan import PlannedRequest
 from accelbench.workload.tokenizer import Tokenizer
 
@@ -58,7 +59,7 @@ def read_records(path: str, *, allow_pickle: bool = False) -> list[object]:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--dataset {p}: cannot read it as UTF-8 text: {exc}") from None
     try:
-        doc = json.loads(text)
+        doc = loads_unique(text)
     except json.JSONDecodeError:
         doc = None
         rows: list[object] = []
@@ -66,11 +67,15 @@ def read_records(path: str, *, allow_pickle: bool = False) -> list[object]:
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                rows.append(loads_unique(line))
             except json.JSONDecodeError as exc:
                 raise UsageError(f"--dataset {p} line {n}: not JSON ({exc.msg})") from None
+            except DuplicateKeyError as exc:
+                raise UsageError(f"--dataset {p} line {n}: {exc}") from None
     except RecursionError:
         raise UsageError(f"--dataset {p}: JSON nested too deeply") from None
+    except DuplicateKeyError as exc:
+        raise UsageError(f"--dataset {p}: {exc}") from None
     if doc is not None:
         rows = _rows_of(doc, p)
     return rows
