@@ -709,3 +709,14 @@ def test_azure_row_with_another_field_count_is_refused(
     p = _write(tmp_path, "a.csv", b"TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows)
     with pytest.raises(UsageError, match=rf"a\.csv:{where}: {n} fields where the header has 3$"):
         load_trace(p)
+
+
+def test_two_own_traces_joined_end_to_end_are_refused(tmp_path: Path) -> None:
+    """`cat a/trace.jsonl b/trace.jsonl`: b's header mid-file was skipped and its times,
+    from 0 again, were replayed among a's; now the header's line is named."""
+    rows = [trace_header(), trace_row(0, 0.0, "completions", {"prompt": "x", "max_tokens": 2})]
+    one = b"".join(orjson.dumps(x) + b"\n" for x in rows)
+    with pytest.raises(UsageError, match=r"joined\.jsonl:3: a second trace header"):
+        load_trace(_write(tmp_path, "joined.jsonl", one + one))
+    # blank lines before the only header are fine
+    assert len(load_trace(_write(tmp_path, "blank.jsonl", b"\n\n" + one)).entries) == 1

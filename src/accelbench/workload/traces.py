@@ -505,12 +505,20 @@ def _no_gc() -> Iterator[None]:
 
 
 def _load_own(raw: bytes, p: Path, notes: list[str]) -> list[_Line]:
-    lines = []
+    lines: list[_Line] = []
+    first = None
     for lineno, obj in _json_lines(raw, p, notes):
+        first = lineno if first is None else first
         where = f"{p}:{lineno}"
         if not isinstance(obj, dict):
             raise UsageError(f"{where}: a trace line must be a JSON object")
         if "schema" in obj:
+            if lines or lineno != first:
+                # `cat a/trace.jsonl b/trace.jsonl`: b's times start again at 0
+                raise UsageError(
+                    f"{where}: a second trace header: traces joined end to end start their "
+                    "times again at 0 (replay them one at a time)"
+                )
             continue
         body = obj.get("body")
         endpoint = obj.get("endpoint")
