@@ -78,3 +78,15 @@ def test_the_message_names_the_key() -> None:
         orjson_unique(b'{"model":"m","max_tokens":8,"max_tokens":64}')
     with pytest.raises(orjson.JSONDecodeError):  # not JSON: orjson's own error
         orjson_unique(b'{"a":')
+
+
+def test_a_document_with_a_key_twice_is_unreadable(tmp_path) -> None:
+    """accelbench's own documents (run.json, summary.json, ...) read back the same way: a
+    hand-edited one with a key twice is one DocumentError line naming it."""
+    from accelbench.documents import load_json
+    from accelbench.errors import DocumentError
+
+    p = tmp_path / "run.json"
+    p.write_text('{"schema": "x", "label": "a", "label": "b"}')
+    with pytest.raises(DocumentError, match=r"run.json unreadable \(key 'label' given twice"):
+        load_json(p)

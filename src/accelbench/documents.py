@@ -13,12 +13,12 @@ Pure: no accelbench import but the errors (every layer may read documents).
 from __future__ import annotations
 
 import builtins
-import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from accelbench.errors import DocumentError
+from accelbench.jsonfile import DuplicateKeyError, loads_unique
 
 # A JSON value as it is read (the part of a document that is the user's own, e.g. a
 # configuration that its class checks, or a server's answer kept verbatim).
@@ -32,9 +32,11 @@ def load_json(path: Path, name: str | None = None) -> object:
     """The JSON of a document; missing or unreadable is one DocumentError line."""
     what = name or path.name
     try:
-        return json.loads(path.read_bytes())
+        return loads_unique(path.read_bytes())
     except FileNotFoundError:
         raise DocumentError(f"{what} missing") from None
+    except DuplicateKeyError as exc:  # a hand-edited document: which value was meant?
+        raise DocumentError(f"{what} unreadable ({exc})") from None
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or UTF-8
         raise DocumentError(f"{what} unreadable ({type(exc).__name__})") from None
 
