@@ -225,3 +225,28 @@ def test_a_misspelt_reply_length_is_refused_and_other_keys_pass(tmp_path: Path) 
         {"from": "human", "value": "q", "markdown": "q"},
         {"from": "gpt", "value": "a", "num_tokens": 3, "weight": 1}]}])  # fmt: skip
     assert load_dataset(ok)[0].output_tokens == 3
+
+
+def test_request_fields_in_records_are_counted_not_sent(tmp_path: Path) -> None:
+    """A record's own temperature / tools / model are not sent (each request is the prompt
+    and its length): the run's note counts them by field, so nobody believes they were.
+    `max_completion_tokens`, OpenAI's chat name for max_tokens, is a length."""
+    chat = [{"role": "user", "content": "q"}]
+    p = _jsonl(tmp_path / "c.jsonl", [
+        {"messages": chat, "temperature": 0.7, "tools": [], "max_completion_tokens": 9},
+        {"messages": chat, "temperature": 0.2, "id": "r2"},
+    ])  # fmt: skip
+    got = load_dataset(p)
+    assert [x.output_tokens for x in got] == [9, None]
+    assert got.note == (
+        f"{p}: request fields in records are not sent (temperature x2, tools x1): each "
+        "request carries the prompt and its length only; --extra-body sets a field for "
+        "every request"
+    )
+    plain = _jsonl(tmp_path / "p.jsonl", [{"prompt": "x", "id": 1, "category": "qa"}])
+    assert load_dataset(plain).note is None  # the record's own keys are not request fields
+    both = _jsonl(
+        tmp_path / "b.jsonl", [{"prompt": "x", "max_tokens": 3, "max_completion_tokens": 4}]
+    )
+    with pytest.raises(AccelbenchError, match="`max_tokens` and `max_completion_tokens` are both"):
+        load_dataset(both)

@@ -41,7 +41,18 @@ REPLY_ROLES = ("gpt", "assistant", "chatgpt", "bard", "model")
 SYSTEM_ROLE = "system"  # only before the first turn: the session's system prompt
 KNOWN_ROLES = (*USER_ROLES, *REPLY_ROLES, SYSTEM_ROLE)
 REPLY_LENGTH_KEYS = ("output_tokens", "num_tokens", "tokens")
-OUTPUT_LENGTH_KEYS = ("output_tokens", "max_tokens", "output_len")
+# max_completion_tokens: OpenAI's chat name for max_tokens (a chat record may carry it)
+OUTPUT_LENGTH_KEYS = ("output_tokens", "max_tokens", "output_len", "max_completion_tokens")
+# fields of an OpenAI request that a prompts or chat record may carry: accelbench sends the
+# prompt (or messages) and the length, never a record's own sampling or tool fields, so a
+# record holding one is counted and the run says so (--extra-body sets a field for all)
+REQUEST_FIELDS = frozenset({
+    "temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids", "seed", "n",
+    "best_of", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
+    "logprobs", "top_logprobs", "min_tokens", "ignore_eos", "tools", "tool_choice",
+    "parallel_tool_calls", "functions", "function_call", "response_format", "suffix",
+    "echo", "stream", "stream_options", "model", "user", "reasoning_effort",
+})  # fmt: skip
 
 _T = TypeVar("_T")
 
@@ -64,12 +75,14 @@ class Records(list[_T]):
         records: int,
         why: dict[str, int] | None = None,
         roles: dict[str, int] | None = None,
+        unsent: dict[str, int] | None = None,
     ) -> None:
         super().__init__(items)
         self.path = path
         self.records = records
         self.why = dict(why or {})
         self.roles = dict(roles or {})  # role not known (its repr) -> records
+        self.unsent = dict(unsent or {})  # a request field records carry, not sent -> records
 
     @property
     def left_out(self) -> int:
@@ -92,12 +105,20 @@ class Records(list[_T]):
     def note(self) -> str | None:
         """``N of M records used (K without a human turn and a reply, ...)``; None: all
         used."""
-        if not self.left_out:
-            return None
-        return (
-            f"{self.path}: {self.records - self.left_out:,} of {self.records:,} records used "
-            f"({self.reasons})"
-        )
+        parts = []
+        if self.left_out:
+            parts.append(
+                f"{self.records - self.left_out:,} of {self.records:,} records used "
+                f"({self.reasons})"
+            )
+        if self.unsent:
+            top = sorted(self.unsent.items(), key=lambda kv: (-kv[1], kv[0]))
+            fields = ", ".join(f"{k} x{n:,}" for k, n in top)
+            parts.append(
+                f"request fields in records are not sent ({fields}): each request carries "
+                "the prompt and its length only; --extra-body sets a field for every request"
+            )
+        return f"{self.path}: {'; '.join(parts)}" if parts else None
 
 
 class _LeftOut(Exception):
@@ -191,6 +212,7 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
     items: list[DatasetItem] = []
     why: dict[str, int] = {}
     roles: dict[str, int] = {}
+    unsent: dict[str, int] = {}
     for where, obj in recs:
         loc = f"{path}:{where}"
         if not isinstance(obj, dict):
@@ -211,6 +233,7 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
             if not isinstance(prompt, str) or not prompt:
                 raise AccelbenchError(f"{loc}: `prompt` must be a non-empty string")
             items.append(DatasetItem(prompt, _out_len(obj, loc)))
+            _count_unsent(obj, unsent)
         else:
             msgs = obj.get("messages")
             if (
@@ -222,13 +245,20 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
                     f"{loc}: `messages` must be a non-empty list of {{role, content}} objects"
                 )
             items.append(DatasetItem(msgs, _out_len(obj, loc)))
+            _count_unsent(obj, unsent)
     if not items:
         raise AccelbenchError(_none_used(path, len(recs), why, roles))
-    return Records(items, path, len(recs), why, roles)
+    return Records(items, path, len(recs), why, roles, unsent)
+
+
+def _count_unsent(obj: dict, unsent: dict[str, int]) -> None:
+    for k in obj.keys() & REQUEST_FIELDS:
+        unsent[k] = unsent.get(k, 0) + 1
 
 
 def _out_len(obj: dict, loc: str) -> int | None:
-    """A prompt's output length: its ``output_tokens``, ``max_tokens`` or ``output_len``."""
+    """A prompt's output length: its ``output_tokens``, ``max_tokens``, ``output_len`` or
+    ``max_completion_tokens``."""
     return _one_length(obj, OUTPUT_LENGTH_KEYS, loc, "")
 
 
