@@ -90,9 +90,15 @@ def test_embedded_default_cli(tmp_path):
     """`accelbench run` with no URL: starts the engine, benchmarks it, stops it."""
     out = tmp_path / "embedded"
 
-    def engines() -> set[int]:
-        return {p.pid for p in psutil.process_iter(["cmdline"])
-                if any("llama-server" in a for a in (p.info["cmdline"] or [])[:1])}  # fmt: skip
+    def engines(port: str | None = None) -> set[int]:
+        """llama-servers running (on ``port`` only, where given: another test's or
+        user's engine on this host is not this run's)."""
+        out = set()
+        for p in psutil.process_iter(["cmdline"]):
+            cmd = p.info["cmdline"] or []
+            if cmd and "llama-server" in cmd[0] and (port is None or port in cmd):
+                out.add(p.pid)
+        return out
 
     before = engines()
     r = subprocess.run(
@@ -104,6 +110,8 @@ def test_embedded_default_cli(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["counts"]["completed"] == 3 and s["tokens"]["output"] == 24
     assert "throughput" in r.stdout and "TTFT" in r.stdout
-    assert engines() <= before  # the engine it started is gone
     meta = json.loads((out / "run.json").read_text())
     assert "embedded" in meta["server"]
+    args = meta["server"]["embedded"]["args"]
+    port = args[args.index("--port") + 1]
+    assert not engines(port) - before  # the engine it started is gone
