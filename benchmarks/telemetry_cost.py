@@ -10,6 +10,8 @@ exporter's /metrics scrape latency with 8 GPUs of replayed data.
   samples (more than the default 300 s at 1 Hz). The window is kept per device between
   ticks (accelbench.health.window), so the cost grows with devices, little with the window.
 - Scrape latency: GET /metrics of the exporter holding those 8 GPUs.
+- The server's /metrics parse: a live sample reads only the lines its row reads; against
+  the whole parse, on the real vLLM 0.32 scrape in tests/fixtures/telemetry, interleaved.
 Usage: python benchmarks/telemetry_cost.py [--samples 200] [--capture FILE.xml]
 """
 
@@ -26,10 +28,12 @@ from pathlib import Path
 from accelbench.health.monitor import Monitor
 from accelbench.monitoring.replay import ReplaySource
 from accelbench.telemetry.exporter import Exporter
+from accelbench.telemetry.parsers import parse_server_metrics
 from accelbench.telemetry.sources import Source, close_sources, open_sources
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "tests/fixtures/telemetry/nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml"
+VLLM_SCRAPE = REPO / "tests/fixtures/telemetry/vllm_metrics__cpu-tiny-model__vllm0.32.0__load.prom"
 
 
 def eight_gpu_capture(src: Path, dst: Path) -> Path:
@@ -65,9 +69,38 @@ def cpu_per_sample(src: Source, n: int) -> tuple[float, float]:
     return (time.process_time() - c0) / n * 1e3, (time.perf_counter() - w0) / n * 1e3
 
 
+def server_parse(samples: int, rounds: int) -> None:
+    """The live sample's parse of a real vLLM scrape (only the lines a row reads) against
+    the whole parse (what every sample did before), interleaved A B A B, ``rounds``
+    rounds of ``samples`` parses each; CPU per parse and the ratio, min / median / max."""
+    text = VLLM_SCRAPE.read_text()
+    assert parse_server_metrics(text, read_only=True) == parse_server_metrics(text)
+    per: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(rounds):
+        for read_only in (False, True):
+            c0 = time.process_time()
+            for _ in range(samples):
+                parse_server_metrics(text, read_only=read_only)
+            per[read_only].append((time.process_time() - c0) / samples * 1e3)
+    ratios = sorted(a / b for a, b in zip(per[True], per[False], strict=True))
+
+    def mmm(xs: list[float]) -> str:
+        xs = sorted(xs)
+        return f"{statistics.median(xs):.3f} ({xs[0]:.3f}-{xs[-1]:.3f})"
+
+    print(f"vLLM 0.32 scrape ({len(text):,} bytes, {text.count(chr(10))} lines), CPU ms per "
+          f"parse over {rounds} rounds of {samples}, median (min-max):")  # fmt: skip
+    print(f"  whole parse (every line)          {mmm(per[False])}")
+    print(f"  live sample (the lines it reads)  {mmm(per[True])}")
+    print(f"  live / whole                      {mmm(ratios)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=5, help="Rounds of the server-parse A/B.")
+    ap.add_argument("--only-server-parse", action="store_true",
+                    help="Only the A/B of the server /metrics parse (no sources, no monitor).")  # fmt: skip
     ap.add_argument("--capture", type=Path, default=CAPTURE)
     ap.add_argument("--server-url", help="Server whose /metrics to read (e.g. llama-server).")
     ap.add_argument(
@@ -75,6 +108,9 @@ def main() -> None:
     )
     args = ap.parse_args()
 
+    server_parse(args.samples, args.rounds)
+    if args.only_server_parse:
+        return
     url = args.server_url
     pid = args.server_pid
     if True:  # one block: sources, then the monitor and exporter

@@ -794,6 +794,43 @@ def test_server_metrics(text, engine, expected):
 
 def test_server_metrics_unknown_engine_gives_no_row():
     assert parse_server_metrics("# TYPE foo gauge\nfoo 1\n") == []
+    assert parse_server_metrics("# TYPE foo gauge\nfoo 1\n", read_only=True) == []
+
+
+VLLM_LOAD = "vllm_metrics__cpu-tiny-model__vllm0.32.0__load.prom"
+
+
+def test_vllm_0_32_scrape_under_load():
+    """vLLM 0.32.0's CPU build serving the tiny model, scraped while 2 of 4 streams ran
+    (tests/fixtures/telemetry/SOURCES.md); the values as its own lines give them."""
+    text = read(VLLM_LOAD)
+    r = one(parse_server_metrics(text))
+    assert r["engine"] == "vllm"
+    assert (r["srv_requests_running"], r["srv_requests_waiting"]) == (2.0, 0.0)
+    assert r["srv_kv_cache_usage"] == 0.0009770395701026446  # kv_cache_usage_perc, 0-1
+    assert (r["srv_prompt_tokens_total"], r["srv_generation_tokens_total"]) == (732, 216019)
+    assert (r["srv_prefix_cache_queries_total"], r["srv_prefix_cache_hits_total"]) == (732, 0)
+    assert r["srv_preemptions_total"] == 0
+    # the live sample parses only these lines: the same row
+    assert parse_server_metrics(text, read_only=True) == [r]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_read_only_parse_is_the_whole_parse(data):
+    """Property: whatever lines of a real scrape a server gives (any subset, in order),
+    the live sample's parse of only the lines it reads gives the row the whole parse
+    gives, where the whole parse gives one (a damaged line it refuses may be one the
+    live parse never reads)."""
+    name = data.draw(st.sampled_from([VLLM_LOAD]))
+    lines = read(name).split("\n")
+    keep = data.draw(st.lists(st.booleans(), min_size=len(lines), max_size=len(lines)))
+    text = "\n".join(ln for ln, k in zip(lines, keep, strict=True) if k) + "\n"
+    try:
+        whole = parse_server_metrics(text, t_ns=7)
+    except AccelbenchError:
+        return
+    assert parse_server_metrics(text, t_ns=7, read_only=True) == whole
 
 
 # ---------------------------------------------------------------------------- detection
@@ -820,6 +857,7 @@ def test_server_metrics_unknown_engine_gives_no_row():
         ("rocm-smi_a_json__mi250-oam-1gcd__rocm5.x-drv6.2.4.json", "rocm-smi", 1),
         ("rocm-smi_a_json__mi250-oam-1gcd__rocm6.x-drv6.2.4.json", "rocm-smi", 1),
         ("rocm-smi_json__mi100x4__rocm6.0.2.json", "rocm-smi", 4),
+        (VLLM_LOAD, "server", 1),
     ],
 )
 def test_every_fixture_detected_and_written_to_arrow(name, fmt, count):

@@ -49,7 +49,7 @@ class ServerMetricsSource(Source):
     def sample(self, t_ns: int) -> list[Row]:
         """Raises when the scrape fails: the caller (``collect``) counts it, so a run or the
         monitor knows the server's samples were lost."""
-        rows = parse_server_metrics(self.fetch(), t_ns=t_ns)
+        rows = parse_server_metrics(self.fetch(), t_ns=t_ns, read_only=True)
         for r in rows:
             r["wall_ns"] = time.time_ns()
         return rows
