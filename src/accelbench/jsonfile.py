@@ -16,8 +16,8 @@ class DuplicateKeyError(ValueError):
     """A key given twice in one JSON object; the message names it."""
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for k, v in pairs:
         if k in out:
             raise DuplicateKeyError(f"key {k!r} given twice in one object")
