@@ -201,6 +201,82 @@ def test_telemetry_random_damage_never_crashes(
         assert judge(cap.rows, cap.lost)["verdict"] != "pass"
 
 
+# A line longer than the csv module's field limit (131,072 characters): a capture that ran
+# into other output, or a tool printing one huge value (was an internal error, exit 70)
+LONG = "x" * 200_000
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from([p.name for p in TELEMETRY]),
+    where=st.floats(0.0, 1.0),
+    own_line=st.booleans(),
+)
+def test_a_line_over_the_csv_field_limit_is_lost_or_refused(
+    name: str, where: float, own_line: bool
+) -> None:
+    """A line of 200,000 characters anywhere in any capture (on a line of its own, or
+    appended to a line): one clear error, or a parse that names what it lost (never a
+    "pass" then); the csv module's error never escapes a parser."""
+    lines = (FIXTURES / "telemetry" / name).read_text(encoding="utf-8").split("\n")
+    at = min(int(len(lines) * where), len(lines) - 1)
+    lines[at:at] = [LONG] if own_line else []
+    if not own_line:
+        lines[at] += LONG
+    cap = parse_or_error("\n".join(lines), None)
+    if cap is not None and cap.lost:
+        assert judge(cap.rows, cap.lost)["verdict"] != "pass"
+
+
+def test_a_query_gpu_row_with_a_field_over_the_csv_limit_is_lost(tmp_path: Path) -> None:
+    """The audit's case: one field of 200,000 characters in a --query-gpu row (and 5 MB
+    appended to an nvidia-smi session log): the row is left out and named by its line,
+    the rows after it are read; telemetry parse, health --file and monitor --replay end
+    as for any capture that lost data, never with an internal error (exit 70)."""
+    from cli_inprocess import run_cli
+
+    text = fixture_file(
+        "telemetry", "nvidia-smi_query-gpu_csv__h200__drv580.159.04__load.csv"
+    ).read_text()
+    header, row = text.split("\n")[:2]
+    damaged = row.replace("NVIDIA H200", "NVIDIA H200" + LONG)
+    cap = parse_capture("\n".join([header, damaged, row]) + "\n")
+    assert [r["model"] for r in cap.rows] == ["NVIDIA H200"]
+    assert cap.lost == [
+        "line 2 is not a row csv can read (field larger than field limit (131072)): left out"
+    ]
+    (tmp_path / "long_field.csv").write_text("\n".join([header, damaged]))
+    session = fixture_file("telemetry", "nvidia-smi_capture__h100-80gb-hbm3__drv590.48.01.txt")
+    (tmp_path / "appended.txt").write_text(session.read_text() + "x" * 5_000_000)
+    for name in ("long_field.csv", "appended.txt"):
+        for args, want in (
+            (["telemetry", "parse", name], 0),
+            (["health", "--file", name], 1),
+            (["monitor", "--replay", name, "--no-exporter", "--duration", "0"], None),
+        ):
+            code, out, err, _ = run_cli(args, tmp_path)
+            assert code != 70 and "internal error" not in err, (args, err[-300:])
+            assert want is None or code == want, (args, code, err[-300:])
+            if want is not None:  # (the monitor ends before its first tick)
+                assert "csv can read" in out + err or "cut short" in out + err, args
+
+
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [
+        ('{"card0": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ('{"card0": {"GPU use (%)": ' + "1" * 5000 + "}}", "4300 digits"),
+    ],
+)
+def test_json_python_will_not_read_is_one_clear_error(doc: str, why: str) -> None:
+    """JSON the standard library refuses with RecursionError or ValueError (not a
+    JSONDecodeError) is one clear error naming the tool (was exit 70)."""
+    for fmt in (None, "rocm-smi", "amd-smi"):
+        with pytest.raises(AccelbenchError, match=why) as err:
+            parse_capture(doc, fmt)
+        one_clear_error(err.value)
+
+
 # --------------------------------------------------------------------------- doctor
 
 

@@ -235,7 +235,14 @@ _CSV_KEYS = ("name", "uuid", "pci.bus_id", "index")
 
 
 def _csv_cells(line: str) -> list[str]:
+    """The cells of one CSV line. Raises ``csv.Error`` for a line the csv module cannot
+    read (a field over its limit of 131,072 characters: a line a capture ran into)."""
     return next(csv.reader([line], skipinitialspace=True), [])
+
+
+def _csv_unread(exc: csv.Error) -> str:
+    """Why the csv module could not read a line, in one short clause."""
+    return str(exc).split(";")[0]
 
 
 def csv_header_line(lines: list[str]) -> int | None:
@@ -245,7 +252,10 @@ def csv_header_line(lines: list[str]) -> int | None:
     for n, line in enumerate(lines):
         if line.count(",") < 1 or line.lstrip().startswith("#"):
             continue
-        names = {_csv_header(c)[0] for c in _csv_cells(line)}
+        try:
+            names = {_csv_header(c)[0] for c in _csv_cells(line)}
+        except csv.Error:  # a line csv cannot read is no header
+            continue
         if names & set(_CSV_KEYS) and all(re.fullmatch(r"[\w.]+", x) for x in names if x):
             found = n
     return found
@@ -254,10 +264,17 @@ def csv_header_line(lines: list[str]) -> int | None:
 def _lost_after(lines: list[str], at: int, width: int, lost: list[str] | None) -> None:
     """A comment line ends the table (a session log's next section starts with one);
     rows of the table's width after it are not read: say so in ``lost``."""
+
+    def of_width(ln: str) -> bool:
+        try:
+            return len(_csv_cells(ln)) == width
+        except csv.Error:  # unreadable: not counted as a row of the table
+            return False
+
     rows = sum(
         1
         for ln in lines[at + 1 :]
-        if ln.strip() and not ln.lstrip().startswith("#") and len(_csv_cells(ln)) == width
+        if ln.strip() and not ln.lstrip().startswith("#") and of_width(ln)
     )
     if rows:
         _note(
@@ -285,7 +302,9 @@ def parse_nvidia_smi_csv(
     fewer fields than the header (a cut capture) keeps what it has and names the missing
     fields in ``lost``; so does a last line without its line end, whose last value may be
     cut (a last line without a comma and without its line end is a row cut inside its
-    first value: ``lost``, not read).
+    first value: ``lost``, not read). A line the csv module cannot read (a field over its
+    131,072-character limit: a capture that ran into other output) is left out and named
+    in ``lost``; the rows after it are read.
     """
     text = clean(text)
     all_lines = text.split("\n")
@@ -312,6 +331,7 @@ def parse_nvidia_smi_csv(
     cut = not ended and all_lines[last].strip() != ""  # no line end: the capture was cut
     body_end = -1  # the line of the last row
     stray: list[str] = []
+    unread: list[int] = []  # lines the csv module could not read (lost)
     for n in range(head + 1, len(all_lines)):
         line = all_lines[n]
         if not line.strip():
@@ -323,7 +343,12 @@ def parse_nvidia_smi_csv(
             if not (cut and n == last):  # (a cut last line may be a row: lost, below)
                 stray.append(f"line {n + 1}: {line.strip()[:120]}")
             continue
-        body.append(_csv_cells(line))
+        try:
+            body.append(_csv_cells(line))
+        except csv.Error as exc:  # a line csv cannot read: lost, the rows after it read
+            unread.append(n)
+            _note(lost, f"line {n + 1} is not a row csv can read ({_csv_unread(exc)}): left out")
+            continue
         body_end = n
     if stray:
         _note(
@@ -332,7 +357,7 @@ def parse_nvidia_smi_csv(
             + "; ".join(stray[:3])
             + (" ..." if len(stray) > 3 else ""),
         )
-    if cut and head != last and body_end != last:
+    if cut and head != last and body_end != last and last not in unread:
         _note(
             lost,
             f"the capture ends without a line end inside line {last + 1} "
@@ -342,7 +367,7 @@ def parse_nvidia_smi_csv(
     last_line_cut = bool(body) and cut and body_end == last
     if head == len(all_lines) - 1 and not ended:
         _note(lost, "the capture ends inside the CSV header: no data rows")
-    elif not body:
+    elif not body and not unread:
         _note(lost, "the CSV has a header but no data rows")
     lines = [header_cells, *body]
     rows = []

@@ -42,7 +42,8 @@ def find_json(text: str, what: str) -> tuple[Any, list[str]]:
     """The first JSON document (object or array) in ``text`` that starts at a line
     start, and the non-blank lines skipped before it (a tool's warnings). Text after the
     document is ignored but reported. Raises AccelbenchError naming ``what`` when there
-    is no complete document (for example a capture cut short)."""
+    is no complete document (for example a capture cut short) or one Python's reader
+    refuses (nested too deeply, a number of more than 4,300 digits)."""
     text = clean(text)
     decoder = json.JSONDecoder()
     pos = 0
@@ -56,6 +57,15 @@ def find_json(text: str, what: str) -> tuple[Any, list[str]]:
                 data, end = decoder.raw_decode(text, start)
             except json.JSONDecodeError as exc:
                 first_error = first_error or exc
+            except (ValueError, RecursionError) as exc:
+                # JSON that Python will not read: a number of more than 4,300 digits
+                # (ValueError), arrays or objects nested deeper than its stack
+                why = (
+                    "nested too deeply"
+                    if isinstance(exc, RecursionError)
+                    else str(exc).split(";")[0]
+                )
+                raise AccelbenchError(f"not valid {what} JSON: {why}") from None
             else:
                 notes = [f"skipped text before the JSON: {s.strip()[:120]}" for s in skipped]
                 rest = text[end:].strip()
