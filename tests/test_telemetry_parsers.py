@@ -434,15 +434,18 @@ def test_dcgm_l4():
 @pytest.mark.parametrize("field", ["DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"])
 def test_dcgm_non_finite_sample_is_no_reading(field, value):
     """NaN and +-Inf are valid Prometheus values: that field stays null, the rest is read
-    (was an internal error: int(NaN) for the memory total or an integer counter)."""
+    (was an internal error: int(NaN) for the memory total or an integer counter). NaN is
+    the format's "no reading"; +-Inf is no reading a GPU gives: named in ``lost``."""
     text = read("dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom")
     lines = [
         (ln.rsplit(" ", 1)[0] + " " + value) if ln.startswith(field + "{") else ln
         for ln in text.splitlines()
     ]
     assert lines != text.splitlines()
-    r = one(parse_dcgm_prometheus("\n".join(lines) + "\n"))
+    lost: list[str] = []
+    r = one(parse_dcgm_prometheus("\n".join(lines) + "\n", lost=lost))
     assert r["temp_gpu_c"] == 31.0
+    assert [x.split(" (")[0] for x in lost] == ([] if value == "NaN" else [field])
     col = "mem_total_bytes" if field.endswith("FB_FREE") else "pcie_replay"
     assert r[col] is None
 
@@ -879,3 +882,164 @@ def test_detect_other_formats():
 def test_parse_file_missing(tmp_path):
     with pytest.raises(AccelbenchError, match="cannot read"):
         parse_file(tmp_path / "nope.xml")
+
+
+# ---------------------------------------------------------------------------- damaged readings
+
+# (format, field as the tool names it, its column, the tool's unit, base units per tool unit)
+_H200_CSV = "nvidia-smi_query-gpu_csv__h200__drv580.159.04__load.csv"
+_A10G_XML = "nvidia-smi_q_x__a10g__drv515.105.01__dtd-v11.xml"
+_MI100 = "rocm-smi_json__mi100x4__rocm6.0.2.json"
+_DCGM_L4 = "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom"
+FIELDS = [
+    ("csv", "power.draw [W]", "power_w", "W", 1.0),
+    ("csv", "utilization.gpu [%]", "util_gpu", "%", 0.01),
+    ("csv", "memory.total [MiB]", "mem_total_bytes", "MiB", MiB),
+    ("csv", "temperature.gpu", "temp_gpu_c", "", 1.0),
+    ("csv", "clocks.current.sm [MHz]", "clock_sm_hz", "MHz", 1e6),
+    ("csv", "pcie.link.width.current", "pcie_width", "", 1.0),
+    ("csv", "ecc.errors.uncorrected.volatile.total", "ecc_uncorrected_volatile", "", 1.0),
+    ("xml", "power_draw", "power_w", "W", 1.0),
+    ("xml", "gpu_util", "util_gpu", "%", 0.01),
+    ("xml", "gpu_temp", "temp_gpu_c", "C", 1.0),
+    ("rocm-smi", "Average Graphics Package Power (W)", "power_w", "", 1.0),
+    ("rocm-smi", "GPU use (%)", "util_gpu", "", 0.01),
+    ("rocm-smi", "Temperature (Sensor edge) (C)", "temp_gpu_c", "", 1.0),
+    ("rocm-smi", "VRAM Total Memory (B)", "mem_total_bytes", "", 1.0),
+    ("amd-smi", "power/socket_power", "power_w", "W", 1.0),
+    ("amd-smi", "usage/gfx_activity", "util_gpu", "%", 0.01),
+    ("amd-smi", "temperature/hotspot", "temp_hotspot_c", "C", 1.0),
+    ("amd-smi", "mem_usage/total_vram", "mem_total_bytes", "MB", MiB),
+    ("dcgm", "DCGM_FI_DEV_POWER_USAGE", "power_w", "", 1.0),
+    ("dcgm", "DCGM_FI_DEV_GPU_UTIL", "util_gpu", "", 0.01),
+    ("dcgm", "DCGM_FI_DEV_GPU_TEMP", "temp_gpu_c", "", 1.0),
+]
+
+
+def _with(fmt: str, field: str, unit: str, raw: object) -> tuple[str, object]:
+    """A capture of ``fmt`` with ``field`` of its first GPU given as ``raw`` (a number in
+    the tool's unit, or anything else), and its parser."""
+    if fmt == "csv":
+        header, row = read(_H200_CSV).split("\n")[:2]
+        at = [c.strip() for c in header.split(",")].index(field)
+        cells = row.split(", ")
+        cells[at] = f"{raw} {unit}".strip()
+        return f"{header}\n{', '.join(cells)}\n", parse_nvidia_smi_csv
+    if fmt == "xml":
+        text = read(_A10G_XML)
+        new, n = re.subn(
+            rf"<{field}>[^<]*</{field}>", f"<{field}>{raw} {unit}</{field}>", text, count=1
+        )
+        assert n == 1
+        return new, parse_nvidia_smi_xml
+    if fmt == "rocm-smi":
+        doc = json.loads(read(_MI100))
+        doc["card0"][field] = raw
+        return json.dumps(doc), parse_rocm_smi_json
+    if fmt == "amd-smi":
+        gpu = json.loads(json.dumps(AMD_SMI_GPU))
+        group, leaf = field.split("/")
+        gpu[group][leaf] = {"value": raw, "unit": unit}
+        return json.dumps([gpu]), parse_amd_smi_json
+    text = read(_DCGM_L4)
+    lines = [
+        ln.rsplit(" ", 1)[0] + f" {raw}" if ln.startswith(field + "{") else ln
+        for ln in text.splitlines()
+    ]
+    return "\n".join(lines) + "\n", parse_dcgm_prometheus
+
+
+_WORD = st.text(st.sampled_from("abcxyzQ!?_"), min_size=1, max_size=12)
+_JSON_JUNK = st.one_of(
+    _WORD, st.booleans(), st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.sampled_from("xyz"), st.integers(), min_size=1, max_size=2),
+)  # fmt: skip
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=st.sampled_from(FIELDS), data=st.data())
+def test_any_reading_not_a_number_or_implausible_is_left_out_and_said(case, data):
+    """Any numeric field of any format replaced by a value that is not a number, or by a
+    number outside its plausible range (BOUNDS; negative, huge, 1e308): that column of
+    that row is null, one ``lost`` line names it, and every other value is as before."""
+    from accelbench.telemetry.schema import BOUNDS
+
+    fmt, field, col, unit, per_unit = case
+    lo, hi = BOUNDS[col]
+    factor = data.draw(st.floats(1.01, 1e6))
+    out = data.draw(st.sampled_from([lo - (abs(lo) + 1) * factor, hi * factor + 1, 1e308]))
+    bad = data.draw(
+        st.one_of(
+            st.just(out / per_unit).map(lambda v: int(v) if col.startswith(("pcie", "ecc")) else v),
+            _JSON_JUNK if fmt in ("rocm-smi", "amd-smi") else _WORD,
+        )
+    )
+    good_text, parser = _with(fmt, field, unit, "N/A")
+    good = parser(good_text)[0]
+    text, parser = _with(fmt, field, unit, bad)
+    lost: list[str] = []
+    rows = parser(text, lost=lost)
+    r = rows[0]
+    assert r[col] is None, (bad, r[col])
+    assert {k: v for k, v in r.items() if k != col} == {k: v for k, v in good.items() if k != col}
+    said = [x for x in lost if col in x or field.split(" [")[0].split("/")[-1] in x]
+    assert len(said) == 1 and len(lost) == 1, (bad, lost)
+
+
+def test_the_audit_damaged_readings_are_said_and_left_out():
+    """The audit's cases: "abc W" in a --query-gpu CSV, "abc" and {"x": 1} in rocm-smi
+    JSON are named in ``lost`` (they were null without a word); 12345 % utilisation,
+    -691.3 W, -5 MiB of memory and 1e308 W are left out and named (they were read as
+    real: 123.45, -691.3 W, ..., a 309-digit power in health --file)."""
+    header, row = read(_H200_CSV).split("\n")[:2]
+    lost: list[str] = []
+    r = one(parse_nvidia_smi_csv(f"{header}\n{row.replace(' 691.30 W', ' abc W')}\n", lost=lost))
+    assert r["power_w"] is None
+    assert lost == ['row 1: power.draw: value "abc W" is not a number; that field is unknown']
+    damaged = row.replace(" 691.30 W", " -691.30 W").replace("143771 MiB", "-5 MiB")
+    lost = []
+    r = one(parse_nvidia_smi_csv(f"{header}\n{damaged}\n", lost=lost))
+    assert r["power_w"] is None and r["mem_total_bytes"] is None
+    assert lost == [
+        "GPU 0 (0000:00:06.0): mem_total_bytes -5.24288e+06 B is outside 0 B to "
+        "1.1259e+15 B; that field is unknown",
+        "GPU 0 (0000:00:06.0): power_w -691.3 W is outside 0 W to 10000 W; that field is unknown",
+    ]
+    lost = []
+    r = one(parse_nvidia_smi_csv(f"{header}\n{row.replace('691.30 W', '1e308 W')}\n", lost=lost))
+    assert r["power_w"] is None and lost == [
+        "GPU 0 (0000:00:06.0): power_w 1e+308 W is outside 0 W to 10000 W; that field is unknown"
+    ]
+    doc = json.loads(read(_MI100))
+    doc["card0"]["Average Graphics Package Power (W)"] = "abc"
+    doc["card1"]["Temperature (Sensor edge) (C)"] = {"x": 1}
+    doc["card3"]["GPU use (%)"] = 12345
+    lost = []
+    rows = parse_rocm_smi_json(json.dumps(doc), lost=lost)
+    assert rows[0]["power_w"] is None and rows[1]["temp_gpu_c"] is None
+    assert rows[3]["util_gpu"] is None
+    assert lost == [
+        'card0: Average Graphics Package Power (W): value "abc" is not a number; that field '
+        "is unknown",
+        'card1: Temperature (Sensor edge) (C): value {"x": 1} is not a number; that field '
+        "is unknown",
+        "GPU 3 (0000:e3:00.0): util_gpu 12345 % is outside 0 % to 100 %; that field is unknown",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        (parse_rocm_smi_json, '{"card0": {"VRAM Total Memory (B)": 1e999}}'),
+        (parse_amd_smi_json, '[{"gpu": "\\u00b2", "power": {"throttle_status": 1e999}}]'),
+        (parse_rocm_exporter_prometheus, 'pcie_replay_count{gpu_id="0"} +Inf\n'),
+        (parse_dcgm_prometheus, 'DCGM_FI_DEV_FB_USED{gpu="0"} 1e999\n'),
+    ],
+)
+def test_an_infinite_reading_is_lost_not_an_internal_error(parser, text):
+    """1e999 in JSON, +Inf in a scrape: was int(inf) (exit 70); now that field is named in
+    ``lost`` and the row kept."""
+    lost: list[str] = []
+    rows = parser(text, lost=lost)
+    assert len(rows) == 1 and len(lost) == 1 and "not a" in lost[0], lost
+    rows_to_table(rows)

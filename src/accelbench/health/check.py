@@ -74,17 +74,19 @@ def check_live(
     v.optional_integer("--pid", server_pid, 1, 1 << 22)  # Linux's largest pid_max
     active, status = open_sources(sources, server_url, server_pid)
     rows: list[Row] = []
+    lost: list[str] = []  # what a source could not read (a tool's damaged reading)
     errors: dict[str, SourceErrors] = {}
     try:
         deadline = time.monotonic() + max(duration_s, 0.0)
         while True:
             rows.extend(collect(active, None, errors))
+            lost += [x for src in active for x in src.lost() if x not in lost]
             if time.monotonic() + interval_s > deadline:
                 break
             time.sleep(interval_s)
     finally:
         close_sources(active)
-    health = judge(rows, [], config)
+    health = judge(rows, lost, config)
     return {"sources": status, "samples": len(rows), "errors": errors, "health": health}
 
 

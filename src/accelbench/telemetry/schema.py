@@ -178,6 +178,103 @@ class Row(TypedDict, total=False):
     srv_prefix_cache_queries_total: float | None
 
 
+# The physically plausible range of each numeric reading, in the column's base unit:
+# a value outside it (or not finite) is a damaged reading, never a real one. Generous on
+# purpose: 12345 % utilisation, -691 W, -5 MiB of memory or 1e308 W are refused, nothing
+# a real device reports is. Checked by :func:`plausible` where a parser hands its rows
+# out (docs/TELEMETRY.md "Plausible readings" lists them).
+_COUNTER = (0.0, float(2**63 - 1))  # an int64 counter or mask: never negative
+BOUNDS: dict[str, tuple[float, float]] = {
+    "device_index": (0.0, float(2**31 - 1)),
+    "util_gpu": (0.0, 1.0),
+    "util_mem": (0.0, 1.0),
+    "mem_used_bytes": (0.0, float(2**50)),  # 1 PiB of device memory
+    "mem_total_bytes": (0.0, float(2**50)),
+    "power_w": (0.0, 10_000.0),  # one board or socket: 10 kW
+    "power_limit_w": (0.0, 10_000.0),
+    "energy_j": (0.0, 1e15),  # 10 kW for 3,000 years
+    "temp_gpu_c": (-60.0, 200.0),
+    "temp_hotspot_c": (-60.0, 200.0),
+    "temp_mem_c": (-60.0, 200.0),
+    "temp_slowdown_c": (-60.0, 200.0),
+    "temp_shutdown_c": (-60.0, 200.0),
+    "temp_mem_max_c": (-60.0, 200.0),
+    "clock_sm_hz": (0.0, 1e11),  # 100 GHz
+    "clock_mem_hz": (0.0, 1e11),
+    "clock_sm_max_hz": (0.0, 1e11),
+    "clock_mem_max_hz": (0.0, 1e11),
+    "throttle_mask": _COUNTER,
+    "throttle_power_s": (0.0, 1e12),
+    "throttle_thermal_s": (0.0, 1e12),
+    "ecc_corrected_volatile": _COUNTER,
+    "ecc_uncorrected_volatile": _COUNTER,
+    "ecc_corrected_aggregate": _COUNTER,
+    "ecc_uncorrected_aggregate": _COUNTER,
+    "ecc_deferred": _COUNTER,
+    "remapped_rows_corr": _COUNTER,
+    "remapped_rows_unc": _COUNTER,
+    "pcie_gen": (0.0, 10.0),
+    "pcie_gen_max": (0.0, 10.0),
+    "pcie_width": (0.0, 64.0),  # lanes
+    "pcie_width_max": (0.0, 64.0),
+    "pcie_replay": _COUNTER,
+    "nvlink_errors": _COUNTER,
+    "xgmi_errors": _COUNTER,
+    "cpu_util": (0.0, 1.0),
+    "host_mem_used_bytes": (0.0, float(2**60)),
+    "host_mem_total_bytes": (0.0, float(2**60)),
+    "proc_pid": (0.0, float(2**31 - 1)),
+    "proc_rss_bytes": (0.0, float(2**60)),
+    "proc_cpu_util": (0.0, 100_000.0),  # cores
+    "srv_requests_running": (0.0, 1e9),
+    "srv_requests_waiting": (0.0, 1e9),
+    "srv_kv_cache_usage": (0.0, 1.0),
+    "srv_prompt_tokens_total": (0.0, 1e18),
+    "srv_generation_tokens_total": (0.0, 1e18),
+    "srv_preemptions_total": (0.0, 1e18),
+    "srv_prefix_cache_hits_total": (0.0, 1e18),
+    "srv_prefix_cache_queries_total": (0.0, 1e18),
+}
+
+
+def row_label(row: Row) -> str:
+    """How a parser's messages name the thing a row describes."""
+    if row.get("kind") == KIND_GPU:
+        ident = row.get("bus_id") or row.get("uuid")
+        return f"GPU {row.get('device_index')}" + (f" ({ident})" if ident else "")
+    if row.get("kind") == KIND_SERVER:
+        return f"server ({row.get('engine')})"
+    return str(row.get("kind") or row.get("source"))
+
+
+def _shown(name: str, v: float) -> str:
+    unit = COLUMNS[name][1]
+    if unit == "ratio":  # said as the tools say it
+        return f"{v * 100:.6g} %"
+    return f"{v:.6g}" + (f" {unit}" if unit else "")
+
+
+def plausible(rows: list[Row], lost: list[str] | None) -> list[Row]:
+    """``rows`` with every reading outside its :data:`BOUNDS` (or not finite) left out:
+    the column becomes null and one ``lost`` line names the device, the column, the value
+    and the range. A damaged reading is never judged as a real one."""
+    for row in rows:
+        label = row_label(row)
+        for name, (lo, hi) in BOUNDS.items():
+            v = column(row, name)
+            if v is None or isinstance(v, bool) or not isinstance(v, int | float):
+                continue
+            if math.isfinite(v) and lo <= v <= hi:
+                continue
+            set_column(row, name, None)
+            if lost is not None:
+                lost.append(
+                    f"{label}: {name} {_shown(name, v)} is outside "
+                    f"{_shown(name, lo)} to {_shown(name, hi)}; that field is unknown"
+                )
+    return rows
+
+
 TELEMETRY_SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _, _) in COLUMNS.items()])
 
 _INT_TYPES = {pa.int32(), pa.int64()}

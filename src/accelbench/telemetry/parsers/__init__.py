@@ -13,8 +13,9 @@
 
 Every parser takes the captured text (BOM, CRLF and tool warnings before the data are
 handled) and optional ``lost`` / ``notes`` lists it appends to: what could not be read
-(a cut capture, a value that is not a number) and harmless remarks. It returns a list
-of rows (dicts with every schema column). ``t_ns`` is the
+(a cut capture, a value that is not a number, a reading outside its plausible range:
+:data:`~accelbench.telemetry.schema.BOUNDS`, left out of its row) and harmless remarks.
+It returns a list of rows (dicts with every schema column). ``t_ns`` is the
 caller's (a captured file has no monotonic time; the CLI leaves it null).
 """
 

@@ -12,11 +12,9 @@ bitmask are not exported, so a scrape's rows carry the throttle counters only.
 
 from __future__ import annotations
 
-import math
-
 from accelbench.telemetry.exporter import GPU_METRICS, HOST_METRICS, SERVER_METRICS
-from accelbench.telemetry.parsers.prometheus import prometheus_samples, store
-from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, KIND_SERVER, Row, new_row
+from accelbench.telemetry.parsers.prometheus import finite, prometheus_samples, store
+from accelbench.telemetry.schema import KIND_GPU, KIND_HOST, KIND_SERVER, Row, new_row, plausible
 
 PREFIX = "accelbench_"
 SOURCE = "accelbench-exporter"
@@ -60,7 +58,7 @@ def parse_accelbench_prometheus(
                 verdict = labels.get("verdict") or verdict
             verdict = verdict or "in it"
             continue
-        if not math.isfinite(value):
+        if not finite(name, value, lost):  # NaN: no reading; +-Inf: lost
             continue
         extra = frozenset((k, v) for k, v in labels.items() if k in _GPU_EXTRA)
         col = _GPU.get((name, extra))
@@ -100,4 +98,4 @@ def parse_accelbench_prometheus(
     rows = [*gpus.values(), *([host] if host is not None else []), *servers.values()]
     if not rows and lost is not None:
         lost.append("no accelbench_gpu_/host_/server_ samples in the scrape (cut short?)")
-    return rows
+    return plausible(rows, lost)

@@ -7,37 +7,50 @@ from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
-from accelbench.gpu.values import to_float, to_int, whole
-from accelbench.telemetry.parsers.text import find_json, not_an_object
-from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed
+from accelbench.gpu.values import whole
+from accelbench.telemetry.parsers.text import find_json, not_an_object, reading, reading_int
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed, plausible
 
 # amd-smi reports VRAM in "MB" that are MiB (amdsmi divides bytes by 1024*1024).
 _AMD_UNIT_FIX = {"mb": "MiB", "gb": "GiB", "kb": "KiB"}
 
 
-def _amd_val(node: Any, *path: str, mem: bool = False) -> float | None:
-    """Follow ``path`` in an amd-smi JSON object; read ``{"value","unit"}`` or a bare value."""
-    cur = node
-    for p in path:
-        if not isinstance(cur, dict) or p not in cur:
-            return None
-        cur = cur[p]
-    if isinstance(cur, dict) and "value" in cur:
-        unit = cur.get("unit") or None
-        if mem and unit and unit.lower() in _AMD_UNIT_FIX:
-            unit = _AMD_UNIT_FIX[unit.lower()]
-        return to_float(cur["value"], unit)
-    if isinstance(cur, dict | list):
+class _Fields:
+    """Reads the fields of one amd-smi GPU object; a field that is there but not a number
+    (``"abc"``, an object without ``value``, a unit that is not a string) is named in
+    ``lost`` with its path ("GPU entry 0: power/socket_power")."""
+
+    def __init__(self, gpu: Any, lost: list[str] | None, where: str) -> None:
+        self.gpu, self.lost, self.where = gpu, lost, where
+
+    def val(self, *path: str, mem: bool = False, bare: str | None = None) -> float | None:
+        """Follow ``path``; read ``{"value","unit"}`` or a bare value (in ``bare``)."""
+        cur = self.gpu
+        for p in path:
+            if not isinstance(cur, dict) or p not in cur:
+                return None
+            cur = cur[p]
+        at = f"{self.where}: {'/'.join(path)}"
+        unit = bare
+        if isinstance(cur, dict) and "value" in cur:
+            unit = cur.get("unit") or bare
+            if unit is not None and not isinstance(unit, str):
+                return reading(cur, None, self.lost, at)  # said as not a number
+            if mem and unit and unit.lower() in _AMD_UNIT_FIX:
+                unit = _AMD_UNIT_FIX[unit.lower()]
+            cur = cur["value"]
+        return reading(cur, unit, self.lost, at)
+
+    def first(self, *paths: tuple[str, ...], mem: bool = False) -> float | None:
+        for p in paths:
+            v = self.val(*p, mem=mem)
+            if v is not None:
+                return v
         return None
-    return to_float(cur)
 
-
-def _amd_first(node: Any, *paths: tuple[str, ...], mem: bool = False) -> float | None:
-    for p in paths:
-        v = _amd_val(node, *p, mem=mem)
-        if v is not None:
-            return v
-    return None
+    def count(self, *path: str) -> int | None:
+        v = self.val(*path)
+        return None if v is None else reading_int(v, self.lost, f"{self.where}: {'/'.join(path)}")
 
 
 def amd_smi_gpu_list(data: Any) -> list[Any] | None:
@@ -75,14 +88,13 @@ def parse_amd_smi_json(
             not_an_object(lost, f"GPU entry {n}", g)
             continue
         idx = g.get("gpu", n)
-        speed = _amd_val(g, "pcie", "speed")
+        f = _Fields(g, lost, f"GPU entry {n}")
+        speed = f.val("pcie", "speed")
         # amd-smi prints the PCIe speed in GT/s; _q with unit "GT/s" gives MT/s.
         if speed is not None and speed < 1000:  # a bare number: GT/s
             speed *= 1000.0
-        ecc = g.get("ecc") if isinstance(g.get("ecc"), dict) else {}
-        throttle = _amd_val(g, "power", "throttle_status")
-        energy = _amd_first(
-            g,
+        throttle = f.count("power", "throttle_status")
+        energy = f.first(
             ("energy", "total_energy_consumption"),
             ("energy", "energy_accumulator"),
         )
@@ -92,42 +104,41 @@ def parse_amd_smi_json(
                 source="amd-smi",
                 kind=KIND_GPU,
                 vendor="amd",
-                device_index=int(idx) if isinstance(idx, int | str) and str(idx).isdigit() else n,
+                device_index=int(idx)
+                if isinstance(idx, int | str) and not isinstance(idx, bool) and str(idx).isdecimal()
+                else n,
                 bus_id=normalize_bus_id(g.get("bdf")) if isinstance(g.get("bdf"), str) else None,
                 uuid=g.get("uuid") if isinstance(g.get("uuid"), str) else None,
-                util_gpu=_amd_val(g, "usage", "gfx_activity"),
-                util_mem=_amd_val(g, "usage", "umc_activity"),
+                util_gpu=f.val("usage", "gfx_activity", bare="%"),  # a percent
+                util_mem=f.val("usage", "umc_activity", bare="%"),
                 mem_used_bytes=whole(
-                    _amd_first(g, ("mem_usage", "used_vram"), ("vram", "used"), mem=True)
+                    f.first(("mem_usage", "used_vram"), ("vram", "used"), mem=True)
                 ),
                 mem_total_bytes=whole(
-                    _amd_first(g, ("mem_usage", "total_vram"), ("vram", "total"), mem=True)
+                    f.first(("mem_usage", "total_vram"), ("vram", "total"), mem=True)
                 ),
-                power_w=_amd_first(
-                    g,
+                power_w=f.first(
                     ("power", "socket_power"),
                     ("power", "current_socket_power"),
                     ("power", "average_socket_power"),
                 ),
                 energy_j=energy,
-                temp_gpu_c=_amd_val(g, "temperature", "edge"),
-                temp_hotspot_c=_amd_val(g, "temperature", "hotspot"),
-                temp_mem_c=_amd_val(g, "temperature", "mem"),
-                clock_sm_hz=_amd_first(g, ("clock", "gfx_0", "clk"), ("clock", "gfx", "clk")),
-                clock_mem_hz=_amd_first(g, ("clock", "mem_0", "clk"), ("clock", "mem", "clk")),
-                clock_sm_max_hz=_amd_first(
-                    g, ("clock", "gfx_0", "max_clk"), ("clock", "gfx", "max_clk")
+                temp_gpu_c=f.val("temperature", "edge"),
+                temp_hotspot_c=f.val("temperature", "hotspot"),
+                temp_mem_c=f.val("temperature", "mem"),
+                clock_sm_hz=f.first(("clock", "gfx_0", "clk"), ("clock", "gfx", "clk")),
+                clock_mem_hz=f.first(("clock", "mem_0", "clk"), ("clock", "mem", "clk")),
+                clock_sm_max_hz=f.first(("clock", "gfx_0", "max_clk"), ("clock", "gfx", "max_clk")),
+                clock_mem_max_hz=f.first(
+                    ("clock", "mem_0", "max_clk"), ("clock", "mem", "max_clk")
                 ),
-                clock_mem_max_hz=_amd_first(
-                    g, ("clock", "mem_0", "max_clk"), ("clock", "mem", "max_clk")
-                ),
-                throttle_mask=None if throttle is None else int(throttle),
-                ecc_corrected_aggregate=to_int(_amd_val(ecc, "total_correctable_count")),
-                ecc_uncorrected_aggregate=to_int(_amd_val(ecc, "total_uncorrectable_count")),
-                ecc_deferred=to_int(_amd_val(ecc, "total_deferred_count")),
+                throttle_mask=throttle,
+                ecc_corrected_aggregate=f.count("ecc", "total_correctable_count"),
+                ecc_uncorrected_aggregate=f.count("ecc", "total_uncorrectable_count"),
+                ecc_deferred=f.count("ecc", "total_deferred_count"),
                 pcie_gen=pcie_gen_from_speed(speed),
-                pcie_width=to_int(_amd_val(g, "pcie", "width")),
-                pcie_replay=to_int(_amd_val(g, "pcie", "replay_count")),
+                pcie_width=f.count("pcie", "width"),
+                pcie_replay=f.count("pcie", "replay_count"),
             )
         )
-    return rows
+    return plausible(rows, lost)

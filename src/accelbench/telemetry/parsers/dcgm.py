@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.nvml import nv_throttle_names
-from accelbench.telemetry.parsers.prometheus import prometheus_samples, store
-from accelbench.telemetry.schema import KIND_GPU, Row, new_row
+from accelbench.telemetry.parsers.prometheus import finite, prometheus_samples, store
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, plausible
 
 # dcgm-exporter field -> (column, multiplier to base unit). Units from the DCGM field
 # help strings shipped in the exporter's default counters CSV ("in MHz", "in W", "in mJ",
@@ -82,11 +80,12 @@ def parse_dcgm_prometheus(
                 driver_version=labels.get("DCGM_FI_DRIVER_VERSION"),
             )
             rows[key] = row
-        if not math.isfinite(value):  # NaN is a valid sample value: "no reading"
-            continue
-        if name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED"):
-            fb.setdefault(key, {})[name] = value
         m = _DCGM_MAP.get(name)
+        part = name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED")
+        if not (m or part) or not finite(f"{name} (GPU {key})", value, lost):
+            continue  # a field not read; or NaN ("no reading"), +-Inf (lost)
+        if part:
+            fb.setdefault(key, {})[name] = value
         if m:
             store(row, m[0], value * m[1])
     for key, parts in fb.items():
@@ -97,4 +96,4 @@ def parse_dcgm_prometheus(
     for row in rows.values():
         if row["throttle_mask"] is not None:
             row["throttle_reasons"] = nv_throttle_names(row["throttle_mask"])
-    return list(rows.values())
+    return plausible(list(rows.values()), lost)

@@ -12,28 +12,19 @@ import csv
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.nvml import NV_THROTTLE_BITS, nv_throttle_names
-from accelbench.gpu.values import is_na, to_float, to_int, whole
-from accelbench.telemetry.parsers.text import clean
-from accelbench.telemetry.schema import KIND_GPU, Row, new_row
+from accelbench.gpu.values import is_na, to_int, whole
+from accelbench.telemetry.parsers.text import clean, reading, reading_int
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, plausible
 
 
 def _note(notes: list[str] | None, msg: str) -> None:
     if notes is not None:
         notes.append(msg)
-
-
-def _ratio(value: Any) -> float | None:
-    """ "37 %" or 37 -> 0.37."""
-    return to_float(value, "%")
-
-
-def _mhz(value: Any) -> float | None:
-    return to_float(value, "MHz")
 
 
 # ----------------------------------------------------------------------------
@@ -72,24 +63,32 @@ def _sum_or_none(values: Iterable[_N | None]) -> _N | None:
     return sum(vals) if vals else None
 
 
-def _nv_xml_ecc(block: ET.Element | None) -> tuple[int | None, int | None]:
+def _nv_xml_ecc(
+    block: ET.Element | None, lost: list[str] | None, where: str
+) -> tuple[int | None, int | None]:
     """(corrected, uncorrected) from an ``<ecc_errors>/<volatile|aggregate>`` block.
 
     DTD v11+: ``sram_correctable``, ``sram_uncorrectable`` (v13: ``_parity``/``_secded``),
-    ``dram_*``. Older drivers: ``single_bit/total`` and ``double_bit/total``.
+    ``dram_*``. Older drivers: ``single_bit/total`` and ``double_bit/total``. A value
+    that is not a number is named in ``lost`` (``where``: the GPU and the block).
     """
     if block is None:
         return None, None
     if block.find("single_bit") is not None:
-        return to_int(_text(block, "single_bit/total")), to_int(_text(block, "double_bit/total"))
+        return (
+            reading_int(_text(block, "single_bit/total"), lost, f"{where}/single_bit/total"),
+            reading_int(_text(block, "double_bit/total"), lost, f"{where}/double_bit/total"),
+        )
     corr: list[int | None] = []
     unc: list[int | None] = []
     for child in block:
         tag = child.tag
-        val = to_int(child.text.strip()) if child.text and not is_na(child.text) else None
+        if "correctable" not in tag:  # sram_threshold_exceeded: Yes / No
+            continue
+        val = reading_int((child.text or "").strip(), lost, f"{where}/{tag}")
         if "uncorrectable" in tag:
             unc.append(val)
-        elif "correctable" in tag:
+        else:
             corr.append(val)
     return _sum_or_none(corr), _sum_or_none(unc)
 
@@ -126,15 +125,28 @@ def parse_nvidia_smi_xml(
         _note(lost, f"attached_gpus is {attached} but {len(found)} <gpu> element(s) are present")
     rows = []
     for idx, gpu in enumerate(found):
+        at = f"GPU {idx}: "
+
+        def num(
+            el: ET.Element | None, *paths: str, unit: str | None = None, _at: str = at
+        ) -> float | None:
+            """The first of ``paths`` under ``el`` that is given, as a number (one that is
+            not is named in ``lost``)."""
+            for path in paths:
+                t = _text(el, path)
+                if t is not None:
+                    return reading(t, unit, lost, _at + path)
+            return None
+
+        def count(el: ET.Element | None, path: str, _at: str = at) -> int | None:
+            return reading_int(_text(el, path), lost, _at + path)
+
         # Power: v11 <power_readings>, v12+ <gpu_power_readings>; v13 average/instant.
         pw = gpu.find("gpu_power_readings")
         if pw is None:
             pw = gpu.find("power_readings")
-        power = to_float(_first(pw, "power_draw", "average_power_draw", "instant_power_draw"), "W")
-        limit = to_float(
-            _first(pw, "enforced_power_limit", "current_power_limit", "power_limit"),
-            "W",
-        )
+        power = num(pw, "power_draw", "average_power_draw", "instant_power_draw", unit="W")
+        limit = num(pw, "enforced_power_limit", "current_power_limit", "power_limit", unit="W")
         # Throttle reasons: v11 clocks_throttle_reasons, v12+ clocks_event_reasons.
         mask = None
         reasons = gpu.find("clocks_event_reasons")
@@ -160,12 +172,15 @@ def parse_nvidia_smi_xml(
         power_s = thermal_s = None
         if counters is not None:
             cp = "clocks_event_reasons_counters_"
-            vals = {c.tag.removeprefix(cp): to_float(c.text, "us") for c in counters}
+            vals = {
+                c.tag.removeprefix(cp): reading(c.text, "us", lost, f"{at}{c.tag}")
+                for c in counters
+            }
             power_s = _sum_or_none([vals.get("sw_power_cap"), vals.get("hw_power_brake")])
             thermal_s = _sum_or_none([vals.get("sw_therm_slowdown"), vals.get("hw_therm_slowdown")])
         ecc_on = _text(gpu, "ecc_mode/current_ecc")
-        vc, vu = _nv_xml_ecc(gpu.find("ecc_errors/volatile"))
-        ac, au = _nv_xml_ecc(gpu.find("ecc_errors/aggregate"))
+        vc, vu = _nv_xml_ecc(gpu.find("ecc_errors/volatile"), lost, at + "ecc_errors/volatile")
+        ac, au = _nv_xml_ecc(gpu.find("ecc_errors/aggregate"), lost, at + "ecc_errors/aggregate")
         if ecc_on is not None and ecc_on.lower() == "disabled":
             vc = vu = ac = au = None
         link = gpu.find("pci/pci_gpu_link_info")
@@ -180,21 +195,21 @@ def parse_nvidia_smi_xml(
             uuid=_text(gpu, "uuid"),
             serial=_text(gpu, "serial"),
             driver_version=driver,
-            util_gpu=_ratio(_text(gpu, "utilization/gpu_util")),
-            util_mem=_ratio(_text(gpu, "utilization/memory_util")),
-            mem_used_bytes=whole(to_float(_text(gpu, "fb_memory_usage/used"))),
-            mem_total_bytes=whole(to_float(_text(gpu, "fb_memory_usage/total"))),
+            util_gpu=num(gpu, "utilization/gpu_util", unit="%"),
+            util_mem=num(gpu, "utilization/memory_util", unit="%"),
+            mem_used_bytes=whole(num(gpu, "fb_memory_usage/used")),
+            mem_total_bytes=whole(num(gpu, "fb_memory_usage/total")),
             power_w=power,
             power_limit_w=limit,
-            temp_gpu_c=to_float(_text(gpu, "temperature/gpu_temp"), "C"),
-            temp_mem_c=to_float(_text(gpu, "temperature/memory_temp"), "C"),
-            temp_slowdown_c=to_float(_text(gpu, "temperature/gpu_temp_slow_threshold"), "C"),
-            temp_shutdown_c=to_float(_text(gpu, "temperature/gpu_temp_max_threshold"), "C"),
-            temp_mem_max_c=to_float(_text(gpu, "temperature/gpu_temp_max_mem_threshold"), "C"),
-            clock_sm_hz=_mhz(_text(gpu, "clocks/sm_clock")),
-            clock_mem_hz=_mhz(_text(gpu, "clocks/mem_clock")),
-            clock_sm_max_hz=_mhz(_text(gpu, "max_clocks/sm_clock")),
-            clock_mem_max_hz=_mhz(_text(gpu, "max_clocks/mem_clock")),
+            temp_gpu_c=num(gpu, "temperature/gpu_temp", unit="C"),
+            temp_mem_c=num(gpu, "temperature/memory_temp", unit="C"),
+            temp_slowdown_c=num(gpu, "temperature/gpu_temp_slow_threshold", unit="C"),
+            temp_shutdown_c=num(gpu, "temperature/gpu_temp_max_threshold", unit="C"),
+            temp_mem_max_c=num(gpu, "temperature/gpu_temp_max_mem_threshold", unit="C"),
+            clock_sm_hz=num(gpu, "clocks/sm_clock", unit="MHz"),
+            clock_mem_hz=num(gpu, "clocks/mem_clock", unit="MHz"),
+            clock_sm_max_hz=num(gpu, "max_clocks/sm_clock", unit="MHz"),
+            clock_mem_max_hz=num(gpu, "max_clocks/mem_clock", unit="MHz"),
             throttle_mask=mask,
             throttle_reasons=nv_throttle_names(mask),
             throttle_power_s=power_s,
@@ -203,18 +218,18 @@ def parse_nvidia_smi_xml(
             ecc_uncorrected_volatile=vu,
             ecc_corrected_aggregate=ac,
             ecc_uncorrected_aggregate=au,
-            remapped_rows_corr=to_int(_text(gpu, "remapped_rows/remapped_row_corr")),
-            remapped_rows_unc=to_int(_text(gpu, "remapped_rows/remapped_row_unc")),
+            remapped_rows_corr=count(gpu, "remapped_rows/remapped_row_corr"),
+            remapped_rows_unc=count(gpu, "remapped_rows/remapped_row_unc"),
             remapped_rows_pending=_yes(_text(gpu, "remapped_rows/remapped_row_pending")),
             remapped_rows_failure=_yes(_text(gpu, "remapped_rows/remapped_row_failure")),
-            pcie_gen=to_int(_text(link, "pcie_gen/current_link_gen")),
-            pcie_gen_max=to_int(_text(link, "pcie_gen/max_link_gen")),
-            pcie_width=to_int(_text(link, "link_widths/current_link_width")),
-            pcie_width_max=to_int(_text(link, "link_widths/max_link_width")),
-            pcie_replay=to_int(_text(gpu, "pci/replay_counter")),
+            pcie_gen=count(link, "pcie_gen/current_link_gen"),
+            pcie_gen_max=count(link, "pcie_gen/max_link_gen"),
+            pcie_width=count(link, "link_widths/current_link_width"),
+            pcie_width_max=count(link, "link_widths/max_link_width"),
+            pcie_replay=count(gpu, "pci/replay_counter"),
         )
         rows.append(row)
-    return rows
+    return plausible(rows, lost)
 
 
 # ----------------------------------------------------------------------------
@@ -393,22 +408,25 @@ def parse_nvidia_smi_csv(
         for (name, unit), val in zip(header, values, strict=False):
             rec[name] = (val.strip(), unit)
 
-        def get(*keys: str, _rec: dict = rec) -> tuple[str | None, str | None]:
+        def field(*keys: str, _rec: dict = rec) -> tuple[str | None, str | None, str]:
+            """(value, unit, name) of the first of ``keys`` the row gives."""
             for k in keys:
                 if k in _rec and not is_na(_rec[k][0]):
-                    return _rec[k]
-            return None, None
+                    return (*_rec[k], k)
+            return None, None, keys[0]
 
-        def q(*keys: str, default: str | None = None) -> float | None:
-            val, unit = get(*keys)
-            return to_float(val, unit or default)
+        def get(*keys: str) -> tuple[str | None, str | None]:
+            return field(*keys)[:2]
 
-        def i(*keys: str) -> int | None:
-            val, _ = get(*keys)
-            return to_int(val)
+        def q(*keys: str, default: str | None = None, _row: int = line_no) -> float | None:
+            val, unit, k = field(*keys)
+            return reading(val, unit or default, lost, f"row {_row + 1}: {k}")
 
-        mask_s, _ = get("clocks_event_reasons.active", "clocks_throttle_reasons.active")
-        mask = to_int(mask_s)
+        def i(*keys: str, _row: int = line_no) -> int | None:
+            val, _, k = field(*keys)
+            return reading_int(val, lost, f"row {_row + 1}: {k}")
+
+        mask = i("clocks_event_reasons.active", "clocks_throttle_reasons.active")
         power_s = _sum_or_none(
             [
                 q("clocks_event_reasons_counters.sw_power_cap", default="us"),
@@ -467,4 +485,4 @@ def parse_nvidia_smi_csv(
                 pcie_width_max=i("pcie.link.width.max"),
             )
         )
-    return rows
+    return plausible(rows, lost)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -82,6 +83,18 @@ def prometheus_samples(
     except (ValueError, TypeError) as exc:
         raise AccelbenchError(f"not a valid Prometheus scrape: {exc}") from exc
     return out
+
+
+def finite(where: str, value: float, lost: list[str] | None) -> bool:
+    """Whether a sample's value is a reading. NaN is the text format's "no reading":
+    left out without a word (as "N/A" is in a tool's output); +Inf / -Inf is a value
+    no device reads: left out and named in ``lost`` (``where``: the metric and device)."""
+    if math.isnan(value):
+        return False
+    if math.isinf(value):
+        _note(lost, f"{where}: value {value} is not a finite reading; that field is unknown")
+        return False
+    return True
 
 
 def _note(notes: list[str] | None, msg: str) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
-from accelbench.telemetry.parsers.prometheus import prometheus_samples, store
+from accelbench.telemetry.parsers.prometheus import finite, prometheus_samples, store
 from accelbench.telemetry.schema import (
     KIND_GPU,
     Row,
     column,
     new_row,
     pcie_gen_from_speed,
+    plausible,
     set_column,
 )
 
@@ -64,8 +63,9 @@ def parse_rocm_exporter_prometheus(
                 uuid=labels.get("gpu_uuid"),
             )
             rows[key] = row
-        if math.isnan(value):
-            continue
+        read = lname in ("gpu_clock", "pcie_speed", "pcie_max_speed", *_ROCM_EXPORTER_MAP)
+        if not read or not finite(f"{name} (GPU {key})", value, lost):
+            continue  # a metric not read; or NaN ("no reading"), +-Inf (lost)
         if lname == "gpu_clock":
             ct = labels.get("clock_type", "").lower()
             col = {"system": "clock_sm_hz", "memory": "clock_mem_hz"}.get(ct)
@@ -90,4 +90,4 @@ def parse_rocm_exporter_prometheus(
         store(row, m[0], value * m[1])
     if not rows and lost is not None:
         lost.append("no gpu_* samples in the scrape (cut short, or not the ROCm exporter?)")
-    return list(rows.values())
+    return plausible(list(rows.values()), lost)

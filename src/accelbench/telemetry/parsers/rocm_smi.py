@@ -7,8 +7,8 @@ from typing import Any
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.busid import normalize_bus_id
 from accelbench.gpu.values import is_na, to_float, to_int, whole
-from accelbench.telemetry.parsers.text import find_json, not_an_object
-from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed
+from accelbench.telemetry.parsers.text import find_json, not_an_object, reading, reading_int
+from accelbench.telemetry.schema import KIND_GPU, Row, new_row, pcie_gen_from_speed, plausible
 
 
 def _rocm_get(card: dict[str, Any], *keys: str) -> Any:
@@ -65,8 +65,19 @@ def parse_rocm_smi_json(
         if not isinstance(card, dict):
             not_an_object(lost, key, card)
             continue
+
+        def num(
+            *keys: str, unit: str | None = None, _card: dict = card, _key: str = key
+        ) -> float | None:
+            """The first of ``keys`` the card gives, as a number (one that is not is
+            named in ``lost``)."""
+            for k in keys:
+                if k in _card and not is_na(_card[k]):
+                    return reading(_card[k], unit, lost, f"{_key}: {k}")
+            return None
+
         gen, width = _rocm_pcie_level(_rocm_get(card, "pcie clock level"))
-        energy_uj = to_float(_rocm_get(card, "Accumulated Energy (uJ)"))
+        energy_uj = num("Accumulated Energy (uJ)")
         rows.append(
             new_row(
                 t_ns=t_ns,
@@ -79,31 +90,27 @@ def parse_rocm_smi_json(
                 uuid=_rocm_get(card, "Unique ID"),
                 serial=_rocm_get(card, "Serial Number"),
                 driver_version=driver,
-                util_gpu=to_float(_rocm_get(card, "GPU use (%)"), "%"),
-                util_mem=to_float(
-                    _rocm_get(card, "GPU Memory Read/Write Activity (%)", "GPU memory use (%)"),
-                    "%",
+                util_gpu=num("GPU use (%)", unit="%"),
+                util_mem=num("GPU Memory Read/Write Activity (%)", "GPU memory use (%)", unit="%"),
+                mem_used_bytes=whole(num("VRAM Total Used Memory (B)", unit="B")),
+                mem_total_bytes=whole(num("VRAM Total Memory (B)", unit="B")),
+                power_w=num(
+                    "Average Graphics Package Power (W)",
+                    "Current Socket Graphics Package Power (W)",
+                    unit="W",
                 ),
-                mem_used_bytes=whole(to_float(_rocm_get(card, "VRAM Total Used Memory (B)"), "B")),
-                mem_total_bytes=whole(to_float(_rocm_get(card, "VRAM Total Memory (B)"), "B")),
-                power_w=to_float(
-                    _rocm_get(
-                        card,
-                        "Average Graphics Package Power (W)",
-                        "Current Socket Graphics Package Power (W)",
-                    ),
-                    "W",
-                ),
-                power_limit_w=to_float(_rocm_get(card, "Max Graphics Package Power (W)"), "W"),
+                power_limit_w=num("Max Graphics Package Power (W)", unit="W"),
                 energy_j=None if energy_uj is None else energy_uj * 1e-6,
-                temp_gpu_c=to_float(_rocm_get(card, "Temperature (Sensor edge) (C)"), "C"),
-                temp_hotspot_c=to_float(_rocm_get(card, "Temperature (Sensor junction) (C)"), "C"),
-                temp_mem_c=to_float(_rocm_get(card, "Temperature (Sensor memory) (C)"), "C"),
-                clock_sm_hz=to_float(_rocm_get(card, "sclk clock speed:")),
-                clock_mem_hz=to_float(_rocm_get(card, "mclk clock speed:")),
+                temp_gpu_c=num("Temperature (Sensor edge) (C)", unit="C"),
+                temp_hotspot_c=num("Temperature (Sensor junction) (C)", unit="C"),
+                temp_mem_c=num("Temperature (Sensor memory) (C)", unit="C"),
+                clock_sm_hz=num("sclk clock speed:"),
+                clock_mem_hz=num("mclk clock speed:"),
                 pcie_gen=gen,
                 pcie_width=width,
-                pcie_replay=to_int(_rocm_get(card, "PCIe Replay Count")),
+                pcie_replay=reading_int(
+                    _rocm_get(card, "PCIe Replay Count"), lost, f"{key}: PCIe Replay Count"
+                ),
             )
         )
-    return rows
+    return plausible(rows, lost)

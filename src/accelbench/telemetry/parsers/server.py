@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from accelbench.telemetry.parsers.prometheus import prometheus_samples
-from accelbench.telemetry.schema import KIND_SERVER, Row, new_row, set_column
+from accelbench.telemetry.parsers.prometheus import finite, prometheus_samples
+from accelbench.telemetry.schema import KIND_SERVER, Row, new_row, plausible, set_column
 
 # engine -> common column -> list of (metric name, how): how is "value", "sum" (the
 # _sum of a histogram), or "bucketless" fallback names tried in order.
@@ -121,6 +121,8 @@ def parse_server_metrics(
     samples = prometheus_samples(text, lost, notes)
     totals: dict[str, float] = {}
     for name, _labels, value in samples:
+        if name in _READ_NAMES and not finite(name, value, lost):
+            continue  # NaN: no reading; +-Inf: lost
         if math.isnan(value):
             continue
         totals[name] = totals.get(name, 0.0) + value
@@ -135,4 +137,4 @@ def parse_server_metrics(
             if n in totals:
                 set_column(row, col, totals[n])
                 break
-    return [row]
+    return plausible([row], lost)

@@ -6,16 +6,20 @@ tool's warning printed before its JSON, a file cut short. One place reads all of
 a capture that carries text before it (amd-smi as a non-root user prints
 "WARNING: User is missing the following required groups: render, video ..." on stdout
 before the JSON) and says what it skipped; :func:`not_an_object` records a per-GPU
-JSON entry that is not an object (rocm-smi's ``cardN``, an amd-smi list entry).
+JSON entry that is not an object (rocm-smi's ``cardN``, an amd-smi list entry);
+:func:`reading` / :func:`reading_int` read a field as a number and record one that is
+not a number.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 from accelbench.errors import AccelbenchError
+from accelbench.gpu.values import is_na, parse_int, parse_quantity
 
 BOM = "\ufeff"
 
@@ -84,10 +88,46 @@ def find_json(text: str, what: str) -> tuple[Any, list[str]]:
     raise AccelbenchError(f"no JSON document in the {what} capture")
 
 
+def _said(value: Any) -> str:
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def reading(value: Any, unit: str | None, lost: list[str] | None, where: str) -> float | None:
+    """A captured field as a number in base units (:func:`~accelbench.gpu.values.
+    parse_quantity`, ``unit`` for a bare number): None for "N/A" and its spellings, and
+    None said in ``lost`` (naming ``where``: the row or GPU and the field) for a value
+    that is there but not a finite number ("abc W", an object, 1e999). Its range is
+    checked on the row (:func:`~accelbench.telemetry.schema.plausible`)."""
+    if is_na(value):
+        return None
+    try:  # a JSON true / false is no reading either
+        v = None if isinstance(value, bool) else parse_quantity(value, unit)
+    except (ValueError, OverflowError):
+        v = None
+    if v is None or not math.isfinite(v):
+        if lost is not None:
+            lost.append(f"{where}: value {_said(value)} is not a number; that field is unknown")
+        return None
+    return v
+
+
+def reading_int(value: Any, lost: list[str] | None, where: str) -> int | None:
+    """:func:`reading` for a count, a bitmask or an index ("0x1e" is 30)."""
+    if is_na(value):
+        return None
+    try:
+        if not isinstance(value, bool):
+            return parse_int(value)
+    except (ValueError, OverflowError):
+        pass
+    if lost is not None:
+        lost.append(f"{where}: value {_said(value)} is not a number; that field is unknown")
+    return None
+
+
 def not_an_object(lost: list[str] | None, what: str, value: Any) -> None:
     """Record in ``lost`` that the per-GPU entry ``what`` of a JSON capture is not an
     object (``"N/A"``, a number, a list) and is skipped: one GPU is not read."""
     if lost is not None:
-        shown = json.dumps(value, ensure_ascii=False, default=str)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        lost.append(f"{what}: not an object ({shown}), skipped")
+        lost.append(f"{what}: not an object ({_said(value)}), skipped")

@@ -4,8 +4,9 @@ A source has a ``name``, a ``probe()`` that returns ``None`` when it works or a 
 when it does not (it never raises for a missing library, driver or device), a
 ``sample(t_ns)`` that returns schema rows, and ``close()``. A failing call inside
 ``sample`` leaves that column null; it does not lose the row. ``lost()`` says what the
-latest sample could not read (a replayed capture's ``Capture.lost``; none for a live
-source): the monitor makes its verdict unknown with each as a reason.
+latest sample could not read (a replayed capture's ``Capture.lost``, a vendor tool's
+reading that is not a number or not plausible; none for a library source): the monitor
+makes its verdict unknown with each as a reason.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ class SmiCommandSource(Source):
         self.name = tool
         self.argv, self.parser = self.COMMANDS[tool]
         self.timeout_s = timeout_s
+        self._lost: list[str] = []
 
     def _run(self) -> str:
         out = lifetime.run(self.argv, timeout_s=self.timeout_s)  # ends when accelbench ends
@@ -49,8 +50,13 @@ class SmiCommandSource(Source):
         return None
 
     def sample(self, t_ns: int) -> list[Row]:
-        rows = self.parser(self._run(), t_ns=t_ns)
+        lost: list[str] = []  # a reading that is not a number or not plausible
+        rows = self.parser(self._run(), t_ns=t_ns, lost=lost)
+        self._lost = [f"{self.name}: {x}" for x in lost]
         for r in rows:
             r["wall_ns"] = time.time_ns()
             r["source"] = self.name
         return rows
+
+    def lost(self) -> list[str]:
+        return list(self._lost)
