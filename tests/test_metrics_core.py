@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from accelbench.metrics.completion import complete_row
-from accelbench.metrics.records import RequestRecord, records_to_table
+from accelbench.metrics.completion import complete_row, first_of_each
+from accelbench.metrics.records import MAX_STAMP_AGE_NS, RequestRecord, records_to_table
 from accelbench.metrics.summary import summarize
 
 MS = 1_000_000
@@ -123,3 +126,57 @@ def test_metric_registry_is_the_one_source():
     for junk in ({"latency": {"ttft_ms": {"p50": "12"}}}, {"latency": [1]}, None,
                  {"latency": {"ttft_ms": {"p50": float("nan")}}}):  # fmt: skip
         assert f.value(junk) is None
+
+
+# ----------------------------------------------------------------- a record's impossible times
+_MARKS = ("t_sched", "t_send", "t_headers", "t_first", "t_last", "t_done")
+_times = st.integers(-(10**13), 10**13)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.fixed_dictionaries({m: _times if m in ("t_sched", "t_send") else st.none() | _times
+                              for m in _MARKS}),
+       st.lists(_times, max_size=4))  # fmt: skip
+def test_a_record_with_times_out_of_order_is_of_the_wrong_shape(marks, chunks):
+    """Any order of a record's times (audit: TTFT min -1,000,000 ms and negative schedule
+    lags were summarised with exit 0): complete_row refuses the record (ValueError: the
+    journal readers count it as of the wrong shape), or its times are possible: none below
+    0, none of the timeline earlier than an earlier mark by more than a wall-clock step can
+    move a kernel stamp (MAX_STAMP_AGE_NS). Records in order are always kept."""
+    chunks = sorted(chunks)
+    row = RequestRecord(idx=0, chunk_times=chunks, ok=True, **marks).to_row()
+    present = [marks[m] for m in _MARKS if marks[m] is not None]
+    in_order = present == sorted(present) and present[0] >= 0 and marks["t_send"] >= 0
+    in_order = in_order and all(c >= marks["t_send"] for c in chunks)
+    try:
+        done = complete_row(row, None, False)
+    except ValueError:
+        assert not in_order
+        return
+    slack_ms = MAX_STAMP_AGE_NS / MS
+    assert done["t_send"] >= 0 and done["t_sched"] >= 0
+    for name in ("schedule_lag_ms", "ttft_ms", "e2e_ms", "tail_ms", "tpot_ms"):
+        assert done[name] is None or done[name] >= -slack_ms, name
+    for c in chunks[:1] + chunks[-1:]:
+        assert c >= marks["t_send"] - MAX_STAMP_AGE_NS
+
+
+def test_audit_example_negative_ttft_is_refused():
+    r = RequestRecord(idx=0, t_sched=5 * 10**12, t_send=5 * 10**12, ok=True, osl_server=1)
+    r.t_first = r.t_last = r.t_done = r.t_send - 10**12
+    r.chunk_times = [r.t_first]
+    with pytest.raises(ValueError, match="t_first is before t_send"):
+        complete_row(r.to_row(), None, False)
+    with pytest.raises(ValueError, match="below 0"):
+        complete_row(RequestRecord(idx=1, t_send=-5).to_row(), None, False)
+    with pytest.raises(ValueError, match="idx must be a whole number"):
+        complete_row({**RequestRecord(idx=0).to_row(), "idx": None}, None, False)
+
+
+@given(st.lists(st.integers(-3, 12), max_size=40))
+def test_first_of_each_keeps_each_idx_once_in_journal_order(idx):
+    keep, repeated, sample = first_of_each(np.array(idx, dtype=np.int64))
+    first = list(dict.fromkeys(idx))
+    kept = idx if keep is None else [i for i, k in zip(idx, keep, strict=True) if k]
+    assert kept == first and repeated == len(idx) - len(first)
+    assert (keep is None) == (repeated == 0) and set(sample) <= set(idx)

@@ -68,6 +68,12 @@ def damage(run: Path, how: str) -> None:
         j.write_bytes(b"".join(lines))
     elif how == "missing":
         j.unlink()
+    elif how == "directory":
+        j.unlink()
+        j.mkdir()
+    elif how == "link_loop":
+        j.unlink()
+        j.symlink_to(j.name)
     elif how == "empty":
         j.write_bytes(b"")
 
@@ -76,7 +82,10 @@ def damage(run: Path, how: str) -> None:
     "how, says",
     [("garbage", "unreadable line"), ("truncated", "unreadable line(s) in requests.jsonl (line 21)"),
      ("one_bad_line", "(line 7)"), ("wrong_shape", "1 journal record(s) of the wrong shape"),
-     ("missing", "requests.jsonl is missing"), ("empty", "instead of the 0 the journal gave")],
+     ("missing", "requests.jsonl is missing"), ("empty", "instead of the 0 the journal gave"),
+     # both said "requests.jsonl is missing"
+     ("directory", "requests.jsonl is a directory, not a file"),
+     ("link_loop", "requests.jsonl cannot be read (Too many levels of symbolic links)")],
 )  # fmt: skip
 def test_damaged_journal_keeps_the_complete_result(complete_run, tmp_path, how, says):
     run = copy(complete_run, tmp_path)
@@ -200,3 +209,91 @@ def test_summarize_cli_bad_gpus_is_one_line(complete_run, tmp_path):
         "error: --gpus must be in [1, 1_000_000] (got -1)"
     ]
     assert _files(run) == before
+
+
+def test_a_journal_that_cannot_be_read_and_no_parquet_says_why(complete_run, tmp_path):
+    run = copy(complete_run, tmp_path)
+    (run / "requests.parquet").unlink()
+    damage(run, "directory")
+    r = summarize_cli(run)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        f"error: {run / 'requests.jsonl'} is a directory, not a file: nothing to summarise"
+    ]
+
+
+def _doubled(run: Path) -> None:
+    j = run / "requests.jsonl"
+    j.write_bytes(j.read_bytes() * 2)
+
+
+def test_a_journal_appended_twice_counts_each_request_once(complete_run, tmp_path):
+    # audit: completed 2N of N planned, throughput doubled, requests.parquet rewritten with
+    # every record twice, exit 0 and not a word
+    run = copy(complete_run, tmp_path)
+    before = pq.read_table(run / "requests.parquet")
+    _doubled(run)
+    r = summarize_cli(run)
+    assert r.returncode == 1, r.stderr
+    assert f"{N} journal record(s) repeating an earlier record's idx skipped" in r.stderr
+    s = json.loads((run / "summary.json").read_text())
+    assert s["counts"]["completed"] == s["counts"]["planned"] == N
+    assert s["journal"]["repeated_records"] == N and len(s["journal"]["repeated_idx"]) == 10
+    assert pq.read_table(run / "requests.parquet").sort_by("idx").equals(before.sort_by("idx"))
+
+
+def test_a_parquet_written_twice_over_is_mended(complete_run, tmp_path):
+    # what the audit's summarize left behind: requests.parquet with every record twice;
+    # with a journal cut short it was kept as the longer result, repeats and all
+    import pyarrow as pa
+
+    run = copy(complete_run, tmp_path)
+    before = pq.read_table(run / "requests.parquet")
+    pq.write_table(pa.concat_tables([before, before]), run / "requests.parquet")
+    damage(run, "truncated")
+    r = summarize_cli(run)
+    assert r.returncode == 1, r.stderr
+    assert f"kept the existing requests.parquet ({N} rows)" in r.stderr
+    assert f"{N} repeated record(s) left out of it" in r.stderr
+    assert pq.read_table(run / "requests.parquet").equals(before)
+    assert json.loads((run / "summary.json").read_text())["counts"]["completed"] == N
+
+
+@pytest.mark.parametrize("keep_parquet", [True, False])
+def test_more_measured_requests_than_planned_is_refused(complete_run, tmp_path, keep_parquet):
+    """A journal with another run's records joined (other idx): the summary would claim
+    more completed than planned; nothing is written."""
+    run = copy(complete_run, tmp_path)
+    j = run / "requests.jsonl"
+    lines = j.read_bytes().splitlines()
+    other = [json.dumps({**json.loads(x), "idx": json.loads(x)["idx"] + N}).encode() for x in lines]
+    j.write_bytes(b"\n".join(lines + other) + b"\n")
+    if not keep_parquet:
+        (run / "requests.parquet").unlink()
+    before = _files(run)
+    r = summarize_cli(run)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        f"error: {j} holds {2 * N} measured requests, more than the {N} run.json plans "
+        "(records of another run?): nothing was written"
+    ]
+    assert _files(run) == before
+
+
+def test_records_with_impossible_times_are_of_the_wrong_shape(complete_run, tmp_path):
+    # audit: a first chunk 1,000 s before the send and a send at -5 ns were summarised as
+    # TTFT min -1,000,000 ms and a schedule lag of -50,519 ms, exit 0
+    run = copy(complete_run, tmp_path)
+    (run / "requests.parquet").unlink()
+    j = run / "requests.jsonl"
+    recs = [json.loads(x) for x in j.read_bytes().splitlines()]
+    r0 = recs[0]
+    r0["t_done"] = r0["t_first"] = r0["t_send"] - 10**12
+    r0["chunk_times"] = [r0["t_send"] - 10**12] * len(r0["chunk_times"])
+    recs[1]["t_send"] = -5
+    j.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = summarize_cli(run)
+    assert r.returncode == 1 and "2 journal record(s) of the wrong shape skipped" in r.stderr
+    s = json.loads((run / "summary.json").read_text())
+    assert s["counts"]["completed"] == N - 2
+    assert s["latency"]["ttft_ms"]["min"] > 0 and s["latency"]["schedule_lag_ms"]["min"] >= 0

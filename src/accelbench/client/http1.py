@@ -36,6 +36,7 @@ from typing import Any
 
 from accelbench.client.errors import ConnectError, ConnectionClosed, ErrorKind, ResponseTimeout
 from accelbench.client.transport import BodySink, Request, Tee
+from accelbench.metrics.records import MAX_STAMP_AGE_NS
 from accelbench.metrics.summary import ReceiveStats
 
 _monotonic_ns = time.monotonic_ns
@@ -58,7 +59,7 @@ _CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE")
 _READ_SIZE = 65536
 # a kernel stamp more than this before the read means the wall clock was stepped between
 # the arrival and the read: the read's own time is used instead
-_MAX_STAMP_AGE_NS = 60_000_000_000
+_MAX_STAMP_AGE_NS = MAX_STAMP_AGE_NS
 
 
 def clock_offset_ns(tries: int = 5) -> tuple[int, int]:

@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypedDict
 
+# A kernel receive stamp is on the wall clock: one converted across a step of that clock
+# is off by the step (docs/METRICS.md "Arrival"). The client takes a stamp only within this
+# of its read (client/http1.py), so a chunk's time is never earlier than the truth by more:
+# a record's marks out of order by more than this cannot come from a run (completion.py).
+MAX_STAMP_AGE_NS = 60_000_000_000
+
 # Where a token count came from.
 SOURCE_SERVER = "server_usage"
 SOURCE_TOKENIZER = "client_tokenizer"

@@ -226,6 +226,10 @@ class JournalSection(TypedDict):
     bad_records: int
     rows_read: int
     kept_parquet_rows: NotRequired[int | None]
+    unusable: NotRequired[str]  # why a journal that is there cannot be read (a directory)
+    repeated_records: NotRequired[int]  # records repeating an earlier record's idx
+    repeated_idx: NotRequired[list[int]]  # the first few of those idx
+    kept_parquet_repeated: NotRequired[int]  # repeats left out of the kept requests.parquet
 
 
 class ImportSection(TypedDict):

@@ -6,15 +6,16 @@ summarize`` to rebuild a run that was killed or to recompute it."""
 from __future__ import annotations
 
 import contextlib
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from accelbench import validate
 from accelbench.errors import AccelbenchError, DocumentError
-from accelbench.metrics.completion import complete_row
+from accelbench.metrics.completion import complete_row, first_of_each
 from accelbench.metrics.records import RequestRow, records_to_table
 from accelbench.metrics.summary import (
     DENSE_CHUNKS,
@@ -90,7 +91,7 @@ def finalize_run(
         doc = read_run_doc(run_dir)
     cfg = _recorded_config(doc.config, run_dir / RUN_JSON)
     try:
-        table, journal, chunks = _requests_table(run_dir, tok, cfg.save_text)
+        table, journal, chunks = _requests_table(run_dir, tok, cfg.save_text, doc.planned_requests)
     except BaseException:
         if sampler is not None:  # the sampler's thread and file end with the run, always
             with contextlib.suppress(Exception):
@@ -209,49 +210,109 @@ def _recorded_config(cfg: Mapping[str, object], path: Path) -> RecordedConfig:
 
 
 def _requests_table(
-    run_dir: Path, tok: Tokenizer | None, save_text: bool
+    run_dir: Path, tok: Tokenizer | None, save_text: bool, planned: int | None = None
 ) -> tuple[Any, JournalSection | None, ChunkSource | None]:
     """requests.parquet rebuilt from the journal, unless that would hold fewer rows than
     the requests.parquet already there: a damaged journal never replaces a complete
     result with less. Returns the table and what was wrong with the journal (None: all
     of it was read), and, for a kept requests.parquet too large to hold with its chunk
-    times, where to read them (store.rundir.read_for_summary)."""
+    times, where to read them (store.rundir.read_for_summary). Each request counts once
+    (a repeated ``idx`` is left out and counted, in the journal and in a kept
+    requests.parquet), and a table with more measured requests than run.json
+    ``planned`` is refused (DocumentError) before anything is written."""
     import pyarrow.parquet as pq
 
     parquet = run_dir / PARQUET
+    old_rows: int | None = None
+    old_repeated = 0
     try:
-        old_rows: int | None = pq.read_metadata(parquet).num_rows
+        old_rows = pq.read_metadata(parquet).num_rows
+        _, old_repeated, _ = first_of_each(pq.read_table(parquet, columns=["idx"]).column("idx"))
     except Exception:  # noqa: BLE001 - absent or unreadable: nothing to keep
         old_rows = None
     lines: list[int] = []
     path = run_dir / JOURNAL
     rows: Iterable[Mapping[str, object]] = ()
-    missing = not path.is_file()
-    if not missing:
+    unusable = journal_unusable(path)
+    if unusable is None:
         rows = iter_journal(path, lines)  # streamed: never the whole journal in memory
     elif old_rows is None:
-        raise AccelbenchError(f"{path} is missing: nothing to summarise")
-    table, bad_records = complete_table(rows, tok, save_text)
+        raise AccelbenchError(f"{path} {unusable}: nothing to summarise")
+    done = complete_table(rows, tok, save_text)
+    table = done.table
     problems: JournalSection | None = None
-    if lines or bad_records or missing:
+    if lines or done.wrong_shape or done.repeated or unusable:
         problems = JournalSection(
-            missing=missing,
+            missing=unusable == MISSING,
             unreadable_lines=len(lines),
             line_numbers=lines[:20],
-            bad_records=bad_records,
+            bad_records=done.wrong_shape,
             rows_read=table.num_rows,
             kept_parquet_rows=None,
         )
-    if old_rows is not None and old_rows > table.num_rows:
+        if unusable not in (None, MISSING):
+            problems["unusable"] = unusable
+        if done.repeated:
+            problems["repeated_records"] = done.repeated
+            problems["repeated_idx"] = done.repeated_idx
+    if old_rows is not None and old_rows - old_repeated > table.num_rows:
         if problems is None:  # fewer rows than before without damage: a shorter journal
             problems = JournalSection(missing=False, unreadable_lines=0, line_numbers=[],
                                       bad_records=0, rows_read=table.num_rows)  # fmt: skip
-        problems["kept_parquet_rows"] = old_rows
         del table
-        kept, chunks = read_for_summary(parquet, DENSE_CHUNKS)
-        return kept, problems, chunks
+        if old_repeated:  # each request once: the kept table without its repeats
+            kept = pq.read_table(parquet)
+            keep, _, _ = first_of_each(kept.column("idx"))
+            kept = kept.filter(keep)
+            problems["kept_parquet_rows"] = kept.num_rows
+            problems["kept_parquet_repeated"] = old_repeated
+            _within_plan(kept, planned, parquet)
+            write_parquet_atomic(parquet, kept)
+            return kept, problems, None
+        problems["kept_parquet_rows"] = old_rows
+        lazy, chunks = read_for_summary(parquet, DENSE_CHUNKS)
+        _within_plan(lazy, planned, parquet)
+        return lazy, problems, chunks
+    _within_plan(table, planned, path)
     write_parquet_atomic(parquet, table)
     return table, problems, None
+
+
+MISSING = "is missing"
+
+
+def journal_unusable(path: Path) -> str | None:
+    """Why the journal at ``path`` cannot be read as one (None: a regular file): it is
+    missing, is not a regular file (a directory), or the OS refuses it (a symbolic link
+    to itself: its error)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return MISSING
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    return None
+
+
+def _within_plan(table: Any, planned: int | None, source: Path) -> None:
+    """Refuse a requests table with more measured (not warm-up) requests than run.json
+    plans: the summary would claim more completed than planned (records of another run,
+    or repeated ones the idx does not tell apart)."""
+    import pyarrow.compute as pc
+
+    if planned is None:
+        return
+    warm = pc.fill_null(table.column("warmup"), False)
+    measured = table.num_rows - int(pc.sum(warm.cast("int64")).as_py() or 0)
+    if measured > planned:
+        raise DocumentError(
+            f"{source} holds {measured} measured requests, more than the {planned} run.json "
+            "plans (records of another run?): nothing was written"
+        )
 
 
 # Journal records completed and turned into Arrow per batch: finalize holds the table
@@ -260,11 +321,21 @@ def _requests_table(
 TABLE_BATCH = 16_384
 
 
+class Completed(NamedTuple):
+    """A journal's records as a table (``complete_table``), and what was left out."""
+
+    table: Any
+    wrong_shape: int  # records of the wrong shape (types, times that cannot be)
+    repeated: int  # records repeating an earlier record's idx
+    repeated_idx: list[int]  # the first few repeated idx
+
+
 def complete_table(
     rows: Iterable[Mapping[str, object]], tok: Tokenizer | None, save_text: bool
-) -> tuple[Any, int]:
-    """The completed rows as a table, and how many journal records were of the wrong
-    shape (skipped, counted)."""
+) -> Completed:
+    """The completed rows as a table: each record once (the first of an ``idx`` the
+    journal repeats), and how many journal records were of the wrong shape or repeats
+    (skipped, counted)."""
     import pyarrow as pa
 
     tables: list[Any] = []
@@ -284,7 +355,12 @@ def complete_table(
         table, b = _batch_table(done)
         tables.append(table)
         bad += b
-    return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), bad
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    del tables
+    keep, repeated, sample = first_of_each(table.column("idx"))
+    if keep is not None:
+        table = table.filter(keep)
+    return Completed(table, bad, repeated, sample)
 
 
 def _batch_table(done: list[RequestRow]) -> tuple[Any, int]:
@@ -310,6 +386,8 @@ def journal_problem(summary: Summary) -> str | None:
     parts = []
     if j.get("missing"):
         parts.append("requests.jsonl is missing")
+    if j.get("unusable"):
+        parts.append(f"requests.jsonl {j['unusable']}")
     if j.get("unreadable_lines"):
         nums = ", ".join(map(str, j["line_numbers"]))
         more = ", ..." if j["unreadable_lines"] > len(j["line_numbers"]) else ""
@@ -317,9 +395,15 @@ def journal_problem(summary: Summary) -> str | None:
                      f"(line {nums}{more})")  # fmt: skip
     if j.get("bad_records"):
         parts.append(f"{j['bad_records']} journal record(s) of the wrong shape skipped")
+    if j.get("repeated_records"):
+        idx = ", ".join(map(str, j.get("repeated_idx") or []))
+        parts.append(f"{j['repeated_records']} journal record(s) repeating an earlier "
+                     f"record's idx skipped (first: idx {idx})")  # fmt: skip
     if j.get("kept_parquet_rows") is not None:  # the number of rows kept
         parts.append(f"kept the existing requests.parquet ({j['kept_parquet_rows']} rows) "
                      f"instead of the {j['rows_read']} the journal gave")  # fmt: skip
+        if j.get("kept_parquet_repeated"):
+            parts.append(f"{j['kept_parquet_repeated']} repeated record(s) left out of it")
     return "; ".join(parts) if parts else None
 
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from accelbench.errors import AccelbenchError, DocumentError
-from accelbench.metrics.completion import complete_row
+from accelbench.metrics.completion import complete_row, first_of_each
 from accelbench.metrics.records import REQUEST_SCHEMA, records_to_table
 from accelbench.metrics.registry import figure as registry_figure
 from accelbench.metrics.summary import Summary, summarize
@@ -149,7 +149,8 @@ def _nulls(name: str, rows: int) -> pa.Array:
 
 def journal_table(path: Path) -> tuple[pa.Table, list[str]]:
     """The journal's records completed as a run's end would (without a tokenizer: OSL from
-    the server's usage, else the chunk count), and what could not be read."""
+    the server's usage, else the chunk count; each request once: the first of an ``idx``
+    the journal repeats), and what could not be read."""
     rows, bad = read_journal(path)
     done, wrong = [], 0
     for r in rows:
@@ -161,9 +162,16 @@ def journal_table(path: Path) -> tuple[pa.Table, list[str]]:
         table = records_to_table(done)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise AccelbenchError(f"{path.name}: records of the wrong type ({exc})") from None
+    keep, repeated, _ = first_of_each(table.column("idx"))
+    if keep is not None:
+        table = table.filter(keep)
     problems = []
     if bad or wrong:
         problems.append(f"{JOURNAL}: {bad + wrong} line(s) unreadable")
+    if repeated:
+        problems.append(
+            f"{JOURNAL}: {repeated} record(s) repeating an earlier record's idx left out"
+        )
     return table, problems
 
 

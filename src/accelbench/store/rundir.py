@@ -116,11 +116,13 @@ def iter_journal(
     journal of millions of requests is never held whole. Unreadable lines (a torn last
     write, or damage), and rows ``keep`` refuses, are skipped; their 1-based numbers go
     to ``bad_lines`` and their count to ``counts[0]``, if given. Raises AccelbenchError
-    if the file is missing."""
+    if the file is missing or cannot be read (a directory, a link loop: the OS's word)."""
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed by the generator
     except FileNotFoundError:
         raise AccelbenchError(f"{path} is missing: nothing to summarise") from None
+    except OSError as exc:
+        raise AccelbenchError(f"{path} cannot be read: {exc.strerror or exc}") from None
     with f:
         for no, line in enumerate(f, 1):
             if not line.strip():

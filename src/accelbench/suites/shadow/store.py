@@ -133,8 +133,9 @@ def read_shadow_dir(
 ) -> tuple[ShadowMeta, dict[str, list[RequestRow]]]:
     """shadow.json (typed) and both sides' completed rows (token counts and derived figures
     filled as ``accelbench summarize`` does). Lines that are not a record of the right
-    shape (a torn last write, damage, wrong types, no ``idx`` or ``t_sched``) are
-    skipped; their number per journal goes to ``unreadable`` if given."""
+    shape (a torn last write, damage, wrong types, no ``idx`` or ``t_sched``, times that
+    cannot be, a repeat of an earlier record's ``idx``) are skipped; their number per
+    journal goes to ``unreadable`` if given."""
     from accelbench.runner.finalize import complete_table
 
     d = Path(path)
@@ -144,12 +145,12 @@ def read_shadow_dir(
     rows: dict[str, list[RequestRow]] = {}
     for side, name in (("baseline", BASELINE), ("candidate", CANDIDATE)):
         raw, bad = read_journal(d / name)
-        table, wrong = complete_table(raw, None, True)  # types checked as summarize does
+        table, wrong, repeated, _ = complete_table(raw, None, True)  # as summarize does
         # the table has RequestRow's columns and types (records_to_table's schema)
         full = cast(list[RequestRow], table.to_pylist())
         done = [r for r in full if r["idx"] is not None and r["t_sched"] is not None]
         rows[side] = done
-        lost = bad + wrong + table.num_rows - len(done)
+        lost = bad + wrong + repeated + table.num_rows - len(done)
         if unreadable is not None and lost:
             unreadable[name] = lost
     return meta, rows
