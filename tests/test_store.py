@@ -394,3 +394,37 @@ def test_write_parquet_atomic_replaces(tmp_path):
         write_parquet_atomic(p, "not a table")  # type: ignore[arg-type]
     assert pq.read_table(p).num_rows == 2
     assert [x.name for x in p.parent.iterdir()] == ["t.parquet"]
+
+
+# ----------------------------------------------------------------------------- one statement
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(st.lists(st.text(alphabet="ab;' -", max_size=6), min_size=1, max_size=3), st.booleans())
+def test_more_than_one_statement_is_refused(tmp_path, literals, trailing):
+    """``runs query "select 1; select 2"`` ran both and printed the last (docs/LIMITS.md:
+    one statement). A ';' inside a string literal, or one at the end, is no second one."""
+    stmts = ["SELECT '" + lit.replace("'", "''") + "' AS x" for lit in literals]
+    sql = "; ".join(stmts) + (";" if trailing else "")
+    if len(stmts) == 1:
+        assert query_runs(tmp_path, sql)[1] == [(literals[0],)]
+    else:
+        with pytest.raises(AccelbenchError, match=f"holds {len(stmts)} SQL statements"):
+            query_runs(tmp_path, sql)
+
+
+def test_two_statements_on_the_command_line(root):
+    _one_line_exit_2(_cli("runs", "query", "--root", root, "select 1; select 2"),
+                     "the query holds 2 SQL statements: give one")  # fmt: skip
+
+
+def test_a_run_left_out_of_the_requests_view_is_said(root):
+    # audit: run b's requests vanished from `SELECT count(*) FROM requests`, stderr empty
+    (root / "single" / "requests.parquet").write_bytes(b"garbage\n")
+    left_out: list[str] = []
+    assert query_runs(root, "SELECT count(*) FROM requests", left_out=left_out)[1] == [(70,)]
+    assert len(left_out) == 1 and left_out[0].startswith(f"{root / 'single'}: requests.parquet")
+    r = _cli("runs", "query", "--root", root, "--format", "csv", "SELECT count(*) FROM requests")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["count_star()", "70"]
+    assert r.stderr.splitlines() == [f"warning: {left_out[0]}"], r.stderr

@@ -122,22 +122,30 @@ def run_row(r: RunInfo, suite_of: SuiteOf = _no_suite) -> RunRow:
     return out
 
 
-def _readable_parquet(path: Path) -> bool:
-    """A requests.parquet whose footer reads: one truncated or garbage file must not take
-    the ``requests`` view of every other run down with it (its run still has its row)."""
+def _unreadable_parquet(path: Path) -> str | None:
+    """Why a requests.parquet's footer does not read (None: it reads): one truncated or
+    garbage file must not take the ``requests`` view of every other run down with it (its
+    run still has its row)."""
     import pyarrow.parquet as pq
 
     try:
         pq.read_metadata(path)
-    except Exception:  # noqa: BLE001 - absent, unreadable or not Parquet: left out
-        return False
-    return True
+    except Exception as exc:  # noqa: BLE001 - absent, unreadable or not Parquet: left out
+        return _first_line(exc)
+    return None
 
 
-def open_store(root: str | Path, *, sandbox: bool = True, suite_of: SuiteOf = _no_suite) -> Any:
+def open_store(
+    root: str | Path,
+    *,
+    sandbox: bool = True,
+    suite_of: SuiteOf = _no_suite,
+    left_out: list[str] | None = None,
+) -> Any:
     """An in-memory DuckDB connection with two views over every run under ``root``:
     ``runs`` (one row per run, RUN_FIELDS) and ``requests`` (every requests.parquet row,
-    REQUEST_SCHEMA columns, plus ``run_id``).
+    REQUEST_SCHEMA columns, plus ``run_id``). A run whose requests.parquet is there but
+    does not read is left out of ``requests``; one line each on why goes to ``left_out``.
 
     ``sandbox`` (the default): once the views exist, DuckDB may read only the runs'
     requests.parquet files: no other file, no writing (``COPY ... TO``, ``ATTACH``), no
@@ -149,11 +157,15 @@ def open_store(root: str | Path, *, sandbox: bool = True, suite_of: SuiteOf = _n
     rows = [run_row(r, suite_of) for r in runs]
     con.register("_runs_tbl", pa.Table.from_pylist(rows, schema=RUNS_SCHEMA))
     con.execute("CREATE VIEW runs AS SELECT * FROM _runs_tbl")
-    files = [
-        (str(f.resolve()), r.run_id)
-        for r in runs
-        if _readable_parquet(f := r.path / "requests.parquet")
-    ]
+    files = []
+    for r in runs:
+        f = r.path / "requests.parquet"
+        why = _unreadable_parquet(f)
+        if why is None:
+            files.append((str(f.resolve()), r.run_id))
+        elif left_out is not None and (f.exists() or f.is_symlink()):
+            left_out.append(f"{r.path}: requests.parquet unreadable ({why}); "
+                            "left out of the requests view")  # fmt: skip
     if files:
         con.register(
             "_req_files",
@@ -179,20 +191,31 @@ def open_store(root: str | Path, *, sandbox: bool = True, suite_of: SuiteOf = _n
 
 
 def query_runs(
-    root: str | Path, sql: str, suite_of: SuiteOf = _no_suite
+    root: str | Path,
+    sql: str,
+    suite_of: SuiteOf = _no_suite,
+    left_out: list[str] | None = None,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one SQL statement over the ``runs`` and ``requests`` views, sandboxed (see
     :func:`open_store`): SQL that reads other files, writes, installs or loads extensions
-    or reaches the network fails with AccelbenchError."""
+    or reaches the network, or holds more than one statement, fails with AccelbenchError.
+    The runs left out of ``requests`` (their lines) go to ``left_out``."""
     import duckdb
 
     if not sql.strip():
         raise AccelbenchError("the query is empty: give one SQL statement, e.g. SELECT * FROM runs")
     try:
-        con = open_store(root, suite_of=suite_of)
+        con = open_store(root, suite_of=suite_of, left_out=left_out)
     except duckdb.Error as exc:  # a file that passed the footer check but not DuckDB's
         raise AccelbenchError(f"cannot open the runs under {root}: {_first_line(exc)}") from None
     try:
+        # DuckDB ran every statement and returned the last one's rows: the others' were
+        # lost without a word (DuckDB's own parser: a ';' inside a string is no boundary)
+        n = len(con.extract_statements(sql))
+        if n > 1:
+            raise AccelbenchError(
+                f"the query holds {n} SQL statements: give one (DuckDB would show only the last)"
+            )
         cur = con.execute(sql)
         if cur is None:  # only comments, or ';': DuckDB ran nothing
             raise AccelbenchError("the query has no SQL statement")
