@@ -17,6 +17,7 @@ from accelbench.hardware.catalog import (
     parse_catalog,
     shipped_catalog,
 )
+from accelbench.yamlfile import load_yaml
 
 FACTS_IDS = (
     "h100",
@@ -337,3 +338,17 @@ def test_property_any_unknown_key_at_any_level_is_one_line(level, key):
     shown = one_line(exc.value)
     assert one_line(key) in shown and "unknown key" in shown
     assert len(shown.splitlines()) == 1
+
+
+@pytest.mark.parametrize(("text", "value"), [("5.12e2", 512.0), ("512E0", 512.0), ("4e-1", 0.4)])
+def test_a_catalog_figure_in_exponent_form_is_a_number(tmp_path, text, value):
+    """PyYAML's YAML 1.1 rules read `5.12e2` as text: "must be a number (got '5.12e2')"."""
+    path = _write(tmp_path, _user_doc(memory_gib=123456))
+    Path(path).write_text(Path(path).read_text().replace("123456", text))
+    assert load_catalog([path])["cpu-host"].figure("memory_gib").value == value
+
+
+def test_host_template_quotes_an_id_that_reads_as_a_number(tmp_path):
+    text = host_template("1e5")
+    cat = parse_catalog(load_yaml(text), "template")
+    assert list(cat) == ["1e5"]

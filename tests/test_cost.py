@@ -220,6 +220,30 @@ def test_tco_file_and_override(tmp_path):
         load_tco_file(p)
 
 
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "null\n", "~\n", "---\n"])
+def test_a_tco_file_with_no_fields_is_refused(tmp_path, text):
+    """Before, a 0-byte or `null` file read as "no inputs": the published rate was used
+    and the file never mentioned."""
+    p = tmp_path / "tco.yaml"
+    p.write_text(text)
+    with pytest.raises(AccelbenchError, match=r"TCO file .*tco\.yaml holds no fields"):
+        load_tco_file(p)
+
+
+def test_a_tco_file_in_exponent_form_reads_as_numbers(tmp_path):
+    """YAML 1.1 (PyYAML) read `1.0e-1` and `3e4` as text: "must be a number (got '3e4')"."""
+    p = tmp_path / "tco.yaml"
+    p.write_text("capex_usd: 3e4\nlife_years: 4.0\ncost_of_capital: 1.0e-1\nusd_per_kwh: 1E-1\n")
+    inp = load_tco_file(p)
+    assert (inp.capex_usd, inp.cost_of_capital, inp.usd_per_kwh) == (3e4, 0.1, 0.1)
+    p.write_text("cost_of_capital: 1.0e10\n")  # a number now, and out of its range
+    with pytest.raises(AccelbenchError, match=r"cost_of_capital .* must be in \[0, 1\]"):
+        load_tco_file(p)
+    p.write_text("usd_per_gpu_hour: 1e400\n")  # past the float range: an infinity, refused
+    with pytest.raises(AccelbenchError, match="must be in"):
+        load_tco_file(p)
+
+
 # ------------------------------------------------------------------------- runs, sweeps
 
 

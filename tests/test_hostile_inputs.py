@@ -399,6 +399,38 @@ def test_label_stays_inside_results_root(runs: Path) -> None:
     assert not (runs.parent / "escape").exists()
 
 
+@pytest.mark.parametrize("content", ["", "null\n", "# nothing yet\n"])
+def test_cost_tco_file_with_no_fields(tmp_path: Path, content: str) -> None:
+    """Before: exit 0, the published rate used, the file never mentioned."""
+    (tmp_path / "tco.yaml").write_text(content)
+    code, text = invoke(["cost", "-a", "h100", "1000", "--tco", "tco.yaml"], tmp_path)
+    assert_clean(code, text, wrong=True)
+    assert code == 2 and text.count("\n") == 1 and "tco.yaml holds no fields" in text, text
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("cost_of_capital: 1.0e10\n", "cost_of_capital (--cost-of-capital) must be in [0, 1]"),
+        ("usd_per_gpu_hour: 1e308\n", "usd_per_gpu_hour (--usd-per-gpu-hour) must be in"),
+        ("usd_per_gpu_hour: 1e-300\n", None),
+        ("usd_per_gpu_hour: 2.5E0\n", None),
+    ],
+)
+def test_cost_tco_numbers_in_exponent_form(
+    tmp_path: Path, content: str, message: str | None
+) -> None:
+    """YAML 1.1 read these as text: "must be a number (got '1.0e10')"."""
+    (tmp_path / "tco.yaml").write_text(content)
+    code, text = invoke(["cost", "-a", "h100", "1000", "--tco", "tco.yaml"], tmp_path)
+    assert "must be a number" not in text, text
+    if message is None:
+        assert code == 0, text
+    else:
+        assert_clean(code, text, wrong=True)
+        assert code == 2 and message in text, text
+
+
 def test_server_words_are_never_markup(tmp_path: Path) -> None:
     """A model name or an error text with Rich markup or emoji codes prints literally."""
     from rich.console import Console

@@ -8,7 +8,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelbench.yamlfile import DuplicateKeyError, load_yaml
+from accelbench.yamlfile import DuplicateKeyError, dump_yaml, load_yaml
 
 
 @pytest.mark.parametrize(
@@ -51,12 +51,13 @@ _VALUES = st.recursive(
 @settings(max_examples=150, deadline=None)
 @given(doc=st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=5), flow=st.booleans())
 def test_property_documents_read_as_safe_load_and_a_repeated_key_is_named(doc, flow):
-    """Without a repeated key, the same document as yaml.safe_load; with the first key
-    written again at the end, DuplicateKeyError naming it."""
-    text = yaml.safe_dump(doc, default_flow_style=flow)
-    assert load_yaml(text) == yaml.safe_load(text)
+    """Without a repeated key, the document written, as yaml.safe_load reads it too (text
+    such as '0E0' is quoted by dump_yaml); with the first key written again at the end,
+    DuplicateKeyError naming it."""
+    text = dump_yaml(doc, default_flow_style=flow)
+    assert load_yaml(text) == yaml.safe_load(text) == doc
     key = next(iter(doc))
-    again = yaml.safe_dump({key: doc[key]}, default_flow_style=False)
+    again = dump_yaml({key: doc[key]}, default_flow_style=False)
     if flow:  # a flow mapping on one line: add the pair inside its braces
         twice = text.rstrip()[:-1] + ", " + again.strip().replace("\n", " ") + "}\n"
         if "\n" in again.strip():
@@ -66,3 +67,60 @@ def test_property_documents_read_as_safe_load_and_a_repeated_key_is_named(doc, f
     with pytest.raises(DuplicateKeyError) as exc:
         load_yaml(twice)
     assert f"key {key!r} given twice" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1e10", 1e10), ("1.0e10", 1e10), ("-1E-3", -1e-3), (".5e3", 500.0), ("1e308", 1e308),
+        ("1e-300", 1e-300), ("-.5", -0.5), ("+2E+2", 200.0), ("1e+16", 1e16),
+        # YAML 1.1's forms and integers are read as before
+        ("1.0e+10", 1e10), ("1.5", 1.5), ("1.", 1.0), ("7", 7), ("1_000", 1000), ("0x1F", 31),
+    ],
+)  # fmt: skip
+def test_yaml_1_2_float_forms_are_numbers(text, value):
+    """PyYAML follows YAML 1.1, whose floats need a dot and a signed exponent: `1.0e10`
+    was the string '1.0e10' and `cost --tco` said "must be a number (got '1.0e10')"."""
+    got = load_yaml(f"x: {text}\n")["x"]
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize("text", ["'1e10'", '"1.0e10"', "1e", "e5", "1.2.3", "1e5x", "1e5.0"])
+def test_quoted_or_malformed_numbers_stay_text(text):
+    assert isinstance(load_yaml(f"x: {text}\n")["x"], str)
+
+
+def test_infinities_and_nan_keep_their_forms():
+    """`.inf`/`.nan` stay YAML's; an exponent past the float range is an infinity, as
+    YAML 1.1's `1.0e+400` was, for each reader's NaN/infinity check to refuse."""
+    doc = load_yaml("a: .inf\nb: -.Inf\nc: .nan\nd: 1e400\ne: -1.0e400\n")
+    assert doc["a"] == doc["d"] == float("inf") and doc["b"] == doc["e"] == -float("inf")
+    assert doc["c"] != doc["c"]
+
+
+def _exponent_forms(x: float) -> list[str]:
+    """``x`` written as a user might: repr, and mantissa/exponent with and without a dot,
+    an exponent sign, a capital E."""
+    m, e = f"{x:.17e}".split("e")
+    exp = int(e)
+    forms = [repr(x), f"{m}e{exp}", f"{m}E{exp:+d}", f"{m.rstrip('0')}e{exp}"]
+    if x == int(x) and abs(x) < 1e15:
+        digits = str(int(x)).rstrip("0") or "0"
+        forms.append(f"{digits}e{len(str(abs(int(x)))) - len(digits.lstrip('-'))}")
+    return forms
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(allow_nan=False, allow_infinity=False))
+def test_property_a_finite_float_reads_back_as_itself(x):
+    """Any finite float, written by repr() or in exponent form (with or without a dot,
+    an exponent sign, a capital E), reads back as that float, in a mapping or a list."""
+    for form in _exponent_forms(x):
+        assert load_yaml(f"v: {form}\n")["v"] == x, form
+        assert load_yaml(f"[{form}]")[0] == x, form
+
+
+def test_dump_yaml_quotes_text_that_reads_as_a_number():
+    doc = {"id": "1e5", "v": ".5", "n": 1e5}
+    assert yaml.safe_dump(doc).startswith("id: 1e5\n")  # bare: load_yaml reads 100000.0
+    assert load_yaml(dump_yaml(doc)) == doc

@@ -1,9 +1,13 @@
 """YAML as accelbench reads it: PyYAML's safe loader, except that a key given twice in
 one mapping is an error (PyYAML keeps the last one without a word, so a TCO file or a
-catalog with ``usd_per_gpu_hour`` twice silently used the second)."""
+catalog with ``usd_per_gpu_hour`` twice silently used the second), and a number in
+YAML 1.2's float forms is a float (PyYAML follows YAML 1.1, whose floats need a dot and
+a signed exponent: ``1e10``, ``1.0e10``, ``1e-300``, ``-.5`` and Python's own ``repr``
+of ``1e+16`` were strings, refused as "must be a number (got '1.0e10')")."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -35,7 +39,36 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.2 (core schema) floats that YAML 1.1 leaves as strings: a dot or an exponent
+# (whose sign is optional), no underscores. Plain integers keep the int resolver, and
+# `.inf`/`.nan` keep theirs (each reader refuses them where it refuses NaN and infinity).
+# safe_load's float constructor reads these forms as Python's float() does.
+_FLOAT_12 = re.compile(
+    r"""^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
+        |[-+]?[0-9]+[eE][-+]?[0-9]+)$""",
+    re.VERBOSE,
+)
+_FIRST = list("-+.0123456789")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, _FIRST)
+
+
+class _Dumper(yaml.SafeDumper):
+    """safe_dump's writer, which quotes a string that :func:`load_yaml` would read as a
+    float (safe_dump wrote the text '1e5' bare, to be read back as 100000.0)."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, _FIRST)
+
+
 def load_yaml(text: str) -> Any:
     """The document in ``text``, as :func:`yaml.safe_load` reads it, but a key given
-    twice in a mapping raises :class:`DuplicateKeyError` (a :class:`yaml.YAMLError`)."""
+    twice in a mapping raises :class:`DuplicateKeyError` (a :class:`yaml.YAMLError`), and
+    YAML 1.2's float forms (``1e10``, ``1.0e10``, ``-1E-3``, ``.5e3``) are floats."""
     return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def dump_yaml(data: Any, **options: Any) -> str:
+    """``data`` as :func:`yaml.safe_dump` writes it (``options`` passed on), with every
+    string that :func:`load_yaml` would read as a number quoted: it reads back as ``data``."""
+    text: str = yaml.dump(data, Dumper=_Dumper, **options)
+    return text

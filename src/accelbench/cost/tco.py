@@ -131,8 +131,11 @@ def load_tco_file(path: str | Path) -> TcoInputs:
         data = load_yaml(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise AccelbenchError(f"cannot read TCO file {p}: {exc}") from None
-    if data is None:
-        data = {}
+    if data is None:  # a 0-byte file, only comments, or `null`: never "no inputs" unsaid
+        raise AccelbenchError(
+            f"TCO file {p} holds no fields (empty, or only comments or null); give "
+            "field: value lines, or leave out --tco"
+        )
     if not isinstance(data, dict):
         raise AccelbenchError(f"TCO file {p} must hold a mapping of field: value")
     known = {f.name for f in dataclasses.fields(TcoInputs)}

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from accelbench.errors import AccelbenchError
-from accelbench.yamlfile import load_yaml
+from accelbench.yamlfile import dump_yaml, load_yaml
 
 # Figure key -> label with its unit. Memory is in GiB (2^30 bytes): vendor HBM "GB" are
 # binary. Bandwidths and FLOPS are decimal (1e12 bytes/s, 1e12 FLOP/s, 1e9 bytes/s).
@@ -356,4 +356,4 @@ def host_template(accel_id: str = "cpu-host") -> str:
         "# accelbench user catalog entry for this host. Fill in the null figures, then\n"
         "# save as ~/.config/accelbench/accelerators.yaml or pass --catalog FILE.\n"
     )
-    return header + yaml.safe_dump(doc, sort_keys=False)
+    return header + dump_yaml(doc, sort_keys=False)
