@@ -6,6 +6,8 @@ import json
 
 import pytest
 import typer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from accelbench.cli.doctor import register
@@ -271,3 +273,79 @@ def test_weights_manifest_with_write_still_writes_there(tmp_path):
     assert other.exists()
     r = invoke("doctor", "weights", str(model), "--verify", str(other), "--json")
     assert r.exit_code == 0 and json.loads(r.output)["ok"] is True
+
+
+# every doctor option that reads one captured file
+_CAPTURE_OPTS = ("--kernel-log", "--lspci", "--nvidia-smi", "--nvidia-topo", "--rocm-smi",
+                 "--amd-smi", "--rocminfo", "--collect-env")  # fmt: skip
+
+
+def _one_clean_error(code: int, out: str, err: str) -> str:
+    assert code == 2 and out == "", (code, out, err)
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error:"), line
+    # the file's bytes are never in the line: no U+FFFD read from them, no control byte
+    assert "\ufffd" not in line and all(c.isprintable() for c in line), ascii(line)
+    return line
+
+
+def test_kernel_log_of_random_bytes_or_empty_is_refused(tmp_path):
+    """The audit's example: 4000 bytes of /dev/urandom gave "pass: No GPU error
+    signatures in 112 lines", exit 0, and an empty file "in 0 lines"."""
+    from cli_inprocess import run_cli
+
+    garbage = tmp_path / "g.bin"
+    garbage.write_bytes(bytes(range(256)) * 16)
+    line = _one_clean_error(*run_cli(["doctor", "--kernel-log", str(garbage)], tmp_path)[:3])
+    assert f"kernel log file {garbage} is binary data, not text" in line
+    for content in (b"", b"\n \n", b"\0" * 64):
+        empty = tmp_path / "empty.log"
+        empty.write_bytes(content)
+        line = _one_clean_error(*run_cli(["doctor", "--kernel-log", str(empty)], tmp_path)[:3])
+        assert f"--kernel-log {empty} is empty (no lines)" in line and "sudo dmesg" in line
+
+
+def test_a_kernel_log_with_a_few_stray_bytes_is_read(tmp_path):
+    from cli_inprocess import run_cli
+
+    log = tmp_path / "k.log"
+    text = fixture_file(*_KLOG).read_bytes()
+    log.write_bytes(text[:200] + b"\xff\xfe\x00" + text[200:])
+    code, out, err, _ = run_cli(["doctor", "--kernel-log", str(log), "--json"], tmp_path)
+    assert code in (0, 1) and err == "", err
+    assert json.loads(out)["checks"]
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    opt=st.sampled_from(_CAPTURE_OPTS),
+    data=st.binary(max_size=600),
+    noise=st.sampled_from([b"", b"\xff", b"\x00\x01", b"\xc3("]),
+)
+def test_property_binary_data_is_refused_by_every_capture_option(tmp_path, opt, data, noise):
+    """Any bytes given to any capture option (the kernel log too): no traceback, and an
+    error is one line that never holds the file's bytes (no U+FFFD, no control byte).
+    Bytes of which a tenth or more are not UTF-8 or control characters no tool prints
+    are refused by every option as binary data, exit 2."""
+    from accelbench.telemetry.parsers.text import not_text
+    from cli_inprocess import run_cli
+
+    blob = data + noise * (len(data) // 4 + 1)
+    f = tmp_path / "capture"
+    f.write_bytes(blob)
+    code, out, err, _ = run_cli(["doctor", opt, str(f)], tmp_path)
+    if not_text(blob.decode("utf-8", errors="replace")):
+        line = _one_clean_error(code, out, err)
+        assert "is binary data, not text" in line, line
+    elif err:
+        _one_clean_error(code, out, err)
+    else:
+        assert code in (0, 1), (code, out)
+
+
+def test_a_device_is_refused_before_it_is_read(tmp_path):
+    from cli_inprocess import run_cli
+
+    line = _one_clean_error(*run_cli(["doctor", "--kernel-log", "/dev/zero"], tmp_path)[:3])
+    assert "not a regular file" in line

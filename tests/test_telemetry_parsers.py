@@ -1043,3 +1043,32 @@ def test_an_infinite_reading_is_lost_not_an_internal_error(parser, text):
     rows = parser(text, lost=lost)
     assert len(rows) == 1 and len(lost) == 1 and "not a" in lost[0], lost
     rows_to_table(rows)
+
+
+def test_looks_like_names_binary_data_and_never_quotes_its_bytes():
+    """doctor's "is not `lspci -vvv`: it looks like unknown text starting with '...'"
+    quoted the U+FFFD that undecodable bytes were read as, raw, in the error line."""
+    from accelbench.telemetry.parsers import looks_like
+    from accelbench.telemetry.parsers.text import not_text, quote
+
+    garbage = bytes(range(256)).decode("utf-8", errors="replace") * 4
+    assert looks_like(garbage).startswith("binary data, not text")
+    stray = "~\ufffdU a line of text with one stray byte"  # text, a byte not UTF-8 in it
+    assert not_text(stray) is None
+    said = looks_like(stray)
+    assert "\ufffd" not in said and "\\ufffd" in said and said.startswith("unknown text")
+    assert quote("a\x00b\ufffd") == "'a\\x00b\\ufffd'"
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=400), junk=st.binary(max_size=400))
+def test_property_not_text_is_a_share_of_undecodable_or_control_characters(text, junk):
+    """Text a tool prints (no control characters but tab, line ends, form feed, ESC) is
+    never binary; the same with a ninth as many bytes that are not UTF-8 appended is binary."""
+    from accelbench.telemetry.parsers.text import not_text
+
+    printed = "".join(c for c in text if c.isprintable() or c in "\t\n\x0c\x1b")
+    assert not_text(printed) is None
+    n = len(printed) + len(junk)
+    mixed = (printed.encode() + junk + b"\xff" * (n // 8 + 1)).decode("utf-8", "replace")
+    assert not_text(mixed)

@@ -136,10 +136,16 @@ def gather(inputs: DoctorInputs, quick: bool = False) -> Facts:
 
     if inputs.kernel_log is not None:
         text = read_capture(inputs.kernel_log, "kernel log")
+        if not text.replace("\x00", "").strip():  # a verdict on 0 lines is no pass
+            raise AccelbenchError(
+                f"--kernel-log {inputs.kernel_log} is empty (no lines): capture it with "
+                "sudo dmesg > FILE or journalctl -k -b > FILE (dmesg without sudo may "
+                "print nothing)"
+            )
         facts["kernel_log"] = _kernel_log_facts(str(inputs.kernel_log), text)
     elif live and not quick and inputs.scan_kernel_log:
         r = runtimes.read_kernel_log()
-        if r.text:
+        if r.text and r.text.strip():
             facts["kernel_log"] = _kernel_log_facts(r.source, r.text)
         else:
             facts["kernel_log"] = {"source": r.source, "problem": r.problem or "kernel log empty"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from accelbench.errors import AccelbenchError
 from accelbench.telemetry.parsers import DESCRIPTIONS, identify, looks_like
-from accelbench.telemetry.parsers.text import clean
+from accelbench.telemetry.parsers.text import clean, not_text
 
 
 @dataclass
@@ -53,15 +53,23 @@ class DoctorInputs:
 
 
 def read_capture(path: Path, what: str) -> str:
-    """The text of a captured file, BOM removed and line ends made LF."""
+    """The text of a captured file, BOM removed and line ends made LF. A file that is
+    binary data, not text (random bytes, a UTF-16 or compressed capture) is refused for
+    every capture option, as is a FIFO or device (it may never end: /dev/urandom)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise AccelbenchError(f"{what} file {path} is not a regular file (a FIFO or device)")
     try:
-        return clean(path.read_text(errors="replace"))
+        text = clean(path.read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         raise AccelbenchError(f"{what} file not found: {path}") from None
     except IsADirectoryError:
         raise AccelbenchError(f"{what} must be a file, not a directory: {path}") from None
     except OSError as exc:
         raise AccelbenchError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
+    why = not_text(text)
+    if why:
+        raise AccelbenchError(f"{what} file {path} is {why}; give the tool's text output")
+    return text
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from accelbench.telemetry.parsers.prometheus import SAMPLE_LINE
 from accelbench.telemetry.parsers.rocm_exporter import parse_rocm_exporter_prometheus
 from accelbench.telemetry.parsers.rocm_smi import parse_rocm_smi_json
 from accelbench.telemetry.parsers.server import parse_server_metrics
-from accelbench.telemetry.parsers.text import clean, find_json, strip_ansi
+from accelbench.telemetry.parsers.text import clean, find_json, not_text, quote, strip_ansi
 from accelbench.telemetry.schema import Row
 
 Parser = Callable[..., list[Row]]
@@ -164,10 +164,13 @@ def looks_like(text: str, hints: Mapping[str, str] | None = None) -> str:
     s = clean(text).strip()
     if not s:
         return "an empty file"
+    binary = not_text(s)
+    if binary:
+        return binary
     if s.startswith(("{", "[")):
         return "JSON of another tool"
     first = s.splitlines()[0]
-    return f"unknown text starting with {first[:60]!r}"
+    return f"unknown text starting with {quote(first[:60])}"
 
 
 def _format_of(s: str) -> str | None:

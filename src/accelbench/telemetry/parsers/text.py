@@ -34,6 +34,35 @@ def clean(text: str) -> str:
     return text
 
 
+# what a text capture never holds: a byte that is not UTF-8 (read as U+FFFD) or a C0/DEL
+# control other than tab, line ends, form feed and ESC (terminal colours)
+_NOT_TEXT = re.compile("[\ufffd\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+NOT_TEXT_SHARE = 0.10
+
+
+def not_text(text: str) -> str | None:
+    """Why ``text`` (a file read as UTF-8 with errors replaced) is binary data rather
+    than a tool's text output, or None. Binary: at least :data:`NOT_TEXT_SHARE` of its
+    characters are bytes that are not UTF-8 or control characters no tool prints (NUL
+    padding at the end is not counted). A text capture with a few stray bytes is text."""
+    body = text.rstrip("\x00")
+    if not body:
+        return None
+    bad = len(_NOT_TEXT.findall(body))
+    if bad < NOT_TEXT_SHARE * len(body):
+        return None
+    return (
+        f"binary data, not text ({bad:,} of its {len(body):,} characters are bytes that are "
+        "not UTF-8 or control characters such as NUL)"
+    )
+
+
+def quote(text: str) -> str:
+    """``text`` quoted for an error line: :func:`repr`, with the replacement character
+    that a byte that is not UTF-8 was read as written ``\\ufffd`` (never shown as is)."""
+    return repr(text).replace("\ufffd", "\\ufffd")
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
