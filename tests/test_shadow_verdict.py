@@ -216,3 +216,104 @@ def test_damaged_journal_lines_are_skipped_and_said(reference_server, tmp_path: 
     # evaluation of every gate (a long proxy recording: billions)
     with pytest.raises(UsageError, match="windows"):
         shadow_verdict(good, ["ttft_p50 <= +10%"], window_s=1e-6)
+
+
+VGATES = ["ttft_p50 <= +1000%", "error_rate <= +5pp"]
+
+
+def test_an_empty_or_short_candidate_is_named_and_never_replaces_a_verdict(
+    reference_server, tmp_path: Path
+) -> None:
+    """The audit's example: a 40-pair verdict.json, then candidate.jsonl emptied: "0
+    paired requests", exit 3, nothing said of the empty file or of the 40 unpaired
+    baseline requests, and verdict.json overwritten by the 0-pair verdict. 5 of 40
+    candidate records: "5 paired", no count of the 35 unpaired."""
+    import shutil
+
+    from test_hostile_inputs import assert_clean, invoke
+
+    a = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    b = reference_server("--max-throughput")
+    shd = _replay(tmp_path, "shd", _mooncake(tmp_path / "t.jsonl", 40, rate=400), a.url, b.url)
+    full = shadow_verdict(shd, VGATES)
+    assert full.paired_requests == 40 and full.unpaired == {"baseline": 0, "candidate": 0}
+    assert full.warnings == []
+    kept = (shd / "verdict.json").read_text()
+
+    x2 = tmp_path / "x2"
+    shutil.copytree(shd, x2)
+    (x2 / "candidate.jsonl").write_text("")
+    v = shadow_verdict(x2, VGATES)
+    assert v.paired_requests == 0 and v.unpaired == {"baseline": 40, "candidate": 0}
+    assert v.warnings[0] == (
+        "candidate.jsonl holds 0 records: the 40 baseline request(s) have no counterpart "
+        "and are unpaired"
+    )
+    assert v.warnings[1].startswith("kept the existing verdict.json (40 paired requests)")
+    assert (x2 / "verdict.json").read_text() == kept  # never replaced by less
+    code, text = invoke(["shadow", "verdict", str(x2), *[a for g in VGATES for a in ("-g", g)]],
+                        tmp_path)  # fmt: skip
+    assert_clean(code, text, wrong=False)
+    assert "records read: 40 baseline, 0 candidate; 0 paired; unpaired: 40 baseline" in text
+    assert "warning: candidate.jsonl holds 0 records" in text and code == 3
+    assert (x2 / "verdict.json").read_text() == kept
+
+    x3 = tmp_path / "x3"
+    shutil.copytree(shd, x3)
+    lines = (shd / "candidate.jsonl").read_text().splitlines(keepends=True)
+    (x3 / "candidate.jsonl").write_text("".join(lines[:5]))
+    (x3 / "verdict.json").unlink()  # nothing to keep: written, with its counts
+    v = shadow_verdict(x3, VGATES)
+    assert v.paired_requests == 5 and v.unpaired == {"baseline": 35, "candidate": 0}
+    written = json.loads((x3 / "verdict.json").read_text())
+    assert written["unpaired"] == {"baseline": 35, "candidate": 0}
+    assert written["sides"]["baseline"]["requests"] == 40
+    assert written["sides"]["candidate"]["requests"] == 5
+    assert written["warnings"] == [
+        "35 of the 40 baseline record(s) have no candidate record of the same idx "
+        "(unpaired: left out of the gates)"
+    ]
+
+
+def test_property_every_record_is_paired_or_counted(reference_server, tmp_path: Path) -> None:
+    """Any records kept, dropped or repeated on each side: records read = paired +
+    unpaired + repeated on each side, every loss is a warning, and an existing
+    verdict.json is replaced only by a verdict from at least as many pairs."""
+    import shutil
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    a = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    b = reference_server("--max-throughput")
+    shd = _replay(tmp_path, "shd", _mooncake(tmp_path / "t.jsonl", 24, rate=400), a.url, b.url)
+    full = shadow_verdict(shd, VGATES)
+    assert full.paired_requests == 24
+    lines = {s: {json.loads(ln)["idx"]: ln
+                 for ln in (shd / f"{s}.jsonl").read_text().splitlines(keepends=True)}
+             for s in ("baseline", "candidate")}  # fmt: skip  # idx -> its record
+    assert set(lines["baseline"]) == set(lines["candidate"]) == set(range(24))
+    picks = st.lists(st.integers(0, 23), max_size=30)
+    n = iter(range(10**6))
+
+    @settings(max_examples=25, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    @given(base=picks, cand=picks)
+    def check(base: list[int], cand: list[int]) -> None:
+        d = tmp_path / f"d{next(n)}"
+        shutil.copytree(shd, d)
+        for side, keep in (("baseline", base), ("candidate", cand)):
+            (d / f"{side}.jsonl").write_text("".join(lines[side][i] for i in keep))
+        v = shadow_verdict(d, VGATES)
+        paired = len(set(base) & set(cand))
+        assert v.paired_requests == paired
+        for side, keep in (("baseline", base), ("candidate", cand)):
+            assert v.sides[side].requests == len(keep)
+            assert v.unpaired[side] == len(set(keep)) - paired
+        lost = any(v.unpaired.values()) or len(set(base)) < len(base) or len(set(cand)) < len(cand)
+        assert bool(v.warnings) == (lost or paired < 24 or not (base or cand)), v.warnings
+        replaced = json.loads((d / "verdict.json").read_text())["paired_requests"]
+        assert replaced == (24 if paired < 24 else paired)
+        shutil.rmtree(d)
+
+    check()

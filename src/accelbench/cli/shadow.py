@@ -155,7 +155,8 @@ def verdict_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print verdict.json instead of the table."),
 ) -> None:
     """Go / no-go / inconclusive, per gate with its statistic, interval and threshold.
-    Exit 0 go, 1 no-go, 3 inconclusive, 2 bad usage. Writes DIR/verdict.json."""
+    Exit 0 go, 1 no-go, 3 inconclusive, 2 bad usage. Writes DIR/verdict.json, but never
+    over one computed from more paired requests (kept, and said)."""
     import json
 
     from accelbench.suites.shadow.verdict import shadow_verdict
@@ -166,6 +167,16 @@ def verdict_cmd(
     else:
         print_verdict(doc)
     raise typer.Exit(doc.exit_code or 0)
+
+
+def records_line(doc: ShadowVerdictDoc) -> str:
+    """How many records of each side were read, paired and left unpaired."""
+    read = {k: s.requests for k, s in doc.sides.items()}
+    return (
+        f"records read: {read.get('baseline', 0)} baseline, {read.get('candidate', 0)} "
+        f"candidate; {doc.paired_requests} paired; unpaired: "
+        f"{doc.unpaired.get('baseline', 0)} baseline, {doc.unpaired.get('candidate', 0)} candidate"
+    )
 
 
 def print_verdict(doc: ShadowVerdictDoc) -> None:
@@ -226,6 +237,9 @@ def print_verdict(doc: ShadowVerdictDoc) -> None:
             con.print(f"resources, {side}: {resources_line(r.get(side))}", markup=False)
     for name, n in doc.unreadable_lines.items():
         con.print(f"skipped {n} unreadable line(s) of {name} (torn or damaged)", markup=False)
+    con.print(records_line(doc), markup=False)
+    for line in doc.warnings:
+        con.print(f"warning: {line}", markup=False)
     vc = COLOUR[doc.status]
     con.print(f"[bold {vc}]verdict: {doc.word.upper()}[/] (exit {doc.exit_code})")
 

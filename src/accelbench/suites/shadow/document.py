@@ -249,6 +249,10 @@ class ShadowVerdictDoc:
     mode: str | None = None
     resources: JsonObject | None = None  # None: older than the resources section
     unreadable_lines: dict[str, int] = field(default_factory=dict)
+    # side -> its records with no record of the same idx on the other side (left out of
+    # the gates); absent in a verdict.json older than it
+    unpaired: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # input left out or a file kept
     schema: str = VERDICT_SCHEMA
 
     @property
@@ -266,6 +270,7 @@ class ShadowVerdictDoc:
             "counters": cast(Json, dict(self.counters)), "status": self.run_status,
             "mode": self.mode, "resources": self.resources,
             "unreadable_lines": cast(Json, dict(self.unreadable_lines)),
+            "unpaired": cast(Json, dict(self.unpaired)), "warnings": list(self.warnings),
         }  # fmt: skip
 
     @classmethod
@@ -290,6 +295,8 @@ class ShadowVerdictDoc:
             mode=f.opt_str("mode"),
             resources=None if res is None else f.json_obj("resources"),
             unreadable_lines=f.counts("unreadable_lines"),
+            unpaired=f.counts("unpaired"),
+            warnings=f.strs("warnings", []),
             schema=schema,
         )
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from accelbench import validate as v
 from accelbench.documents import JsonObject
-from accelbench.errors import UsageError
+from accelbench.errors import DocumentError, UsageError
 from accelbench.metrics.records import ErrorKind, RequestRow
 from accelbench.metrics.stats import (
     SignificanceTest,
@@ -50,6 +50,7 @@ from accelbench.metrics.stats import (
 )
 from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict, word, worst
 from accelbench.suites.shadow.document import (
+    VERDICT,
     FirstDifference,
     GateEntry,
     GaugeStat,
@@ -58,9 +59,15 @@ from accelbench.suites.shadow.document import (
     SideResources,
     SideSummary,
     VerdictWindow,
+    read_verdict,
     write_verdict,
 )
-from accelbench.suites.shadow.store import read_shadow_dir, read_trace_bodies
+from accelbench.suites.shadow.store import (
+    BASELINE,
+    CANDIDATE,
+    read_shadow_dir,
+    read_trace_bodies,
+)
 
 # /2: each gate is a metrics.verdict.Verdict record (verdict.json/1's gates still read)
 SCHEMA = "accelbench.suites.shadow-verdict/2"
@@ -338,6 +345,54 @@ def _paired(rows: dict[str, list[RequestRow]]) -> tuple[list[RequestRow], list[R
     return [b[i] for i in common], [c[i] for i in common]
 
 
+def _unpaired(rows: dict[str, list[RequestRow]], paired: int) -> tuple[dict[str, int], list[str]]:
+    """Each side's records left out of the gates (no record of the same idx on the other
+    side, or an idx read again: the last is used), and a warning line for each loss: a
+    journal that holds no record at all is named."""
+    files = {"baseline": BASELINE, "candidate": CANDIDATE}
+    unpaired: dict[str, int] = {}
+    warnings: list[str] = []
+    for side, other in (("baseline", "candidate"), ("candidate", "baseline")):
+        n, m = len(rows[side]), len(rows[other])
+        distinct = len({r["idx"] for r in rows[side]})
+        unpaired[side] = distinct - paired
+        if n - distinct:
+            warnings.append(
+                f"{n - distinct} {side} record(s) repeat an idx read before in "
+                f"{files[side]} and were left out (the last one of each idx is used)"
+            )
+        if n == 0 and m:
+            warnings.append(
+                f"{files[side]} holds 0 records: the {m} {other} request(s) have no "
+                f"counterpart and are unpaired"
+            )
+        elif n == 0 and side == "baseline":
+            warnings.append(f"{BASELINE} and {CANDIDATE} hold 0 records: nothing to compare")
+        elif unpaired[side] and m:  # else the line above, for the other side, says it
+            warnings.append(
+                f"{unpaired[side]} of the {n} {side} record(s) have no {other} record of the "
+                f"same idx (unpaired: left out of the gates)"
+            )
+    return unpaired, warnings
+
+
+def _keep_more(d: Path, paired: int) -> str | None:
+    """Why the verdict.json already in ``d`` is kept: it was computed from more paired
+    requests than ``paired`` (a result is never replaced by less); None to write."""
+    if not (d / VERDICT).is_file():
+        return None
+    try:
+        before = read_verdict(d).paired_requests
+    except (DocumentError, OSError):
+        return None  # damaged or unreadable: nothing to keep
+    if before <= paired:
+        return None
+    return (
+        f"kept the existing {VERDICT} ({before} paired requests): this verdict, from "
+        f"{paired}, is not written over it (delete it to replace it)"
+    )
+
+
 def _side_summary(rows: list[RequestRow]) -> SideSummary:
     from accelbench.metrics.stats import describe
 
@@ -363,7 +418,8 @@ def shadow_verdict(
     confidence: float = 0.95,
     write: bool = True,
 ) -> ShadowVerdictDoc:
-    """Evaluate the gates overall and per window; writes verdict.json and returns it."""
+    """Evaluate the gates overall and per window; writes verdict.json (but over one from
+    more paired requests: kept, with a warning) and returns it."""
     if not gates:
         raise UsageError("give at least one --gate, e.g. --gate 'ttft_p99 <= +10%'")
     parsed = [parse_gate(g) for g in gates]
@@ -373,6 +429,10 @@ def shadow_verdict(
     unreadable: dict[str, int] = {}
     meta, rows = read_shadow_dir(d, unreadable)
     base, cand = _paired(rows)
+    unpaired, warnings = _unpaired(rows, len(base))
+    kept = _keep_more(d, len(base)) if write else None
+    if kept:
+        warnings.append(kept)
     bodies = read_trace_bodies(d)
     greedy = {i for i, body in bodies.items() if is_greedy(body)}
 
@@ -417,8 +477,10 @@ def shadow_verdict(
         mode=meta.mode,
         resources=cast(JsonObject, resources(d, rows)),
         unreadable_lines=unreadable,  # journal -> lines skipped (torn, damaged)
+        unpaired=unpaired,
+        warnings=warnings,
     )
-    if write:
+    if write and not kept:
         write_verdict(d, doc)
     return doc
 

@@ -48,6 +48,7 @@ def _fill(path: Path, view: SuiteView) -> None:
         return
     doc = read_verdict(path, VERDICT)
     view.verdict = doc.word
+    view.warnings.extend(doc.warnings)  # unpaired records, a journal with none
     view.headline.append(
         f"{doc.paired_requests} paired requests; confidence {f(doc.confidence)}; "
         "a gate passes when its whole interval is on the allowed side of the threshold"
