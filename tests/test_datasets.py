@@ -17,12 +17,14 @@ from accelbench.runner.config import WorkloadConfig
 from accelbench.workload.datasets import (
     KNOWN_ROLES,
     OUTPUT_LENGTH_KEYS,
+    REPLY_LENGTH_KEYS,
     REPLY_ROLES,
     USER_ROLES,
     load_conversations,
     load_dataset,
 )
 from accelbench.workload.plan import build_plan
+from accelbench.workload.traces import MAX_TRACE_TOKENS
 
 HYP = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -250,3 +252,100 @@ def test_request_fields_in_records_are_counted_not_sent(tmp_path: Path) -> None:
     )
     with pytest.raises(AccelbenchError, match="`max_tokens` and `max_completion_tokens` are both"):
         load_dataset(both)
+
+
+# a length in a record: whole numbers in and out of --osl's range, and what is no length
+_LENGTHS = st.one_of(
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.sampled_from([0, 1, 1 << 20, (1 << 20) + 1, 2_000_000, 10**18, -1]),
+    st.floats(allow_nan=False, allow_infinity=False),  # NaN/inf are not JSON
+    st.sampled_from([3.5, 3.0, 1e30, -0.0]),
+    st.booleans(),
+    st.text(max_size=6),
+    st.sampled_from(["7", "", [7], {"n": 7}]),
+)
+
+
+def _length_ok(v: object) -> bool:
+    return (
+        not isinstance(v, bool)
+        and isinstance(v, int | float)
+        and v == int(v)
+        and 1 <= int(v) <= MAX_TRACE_TOKENS
+    )
+
+
+@HYP
+@given(
+    v=_LENGTHS,
+    key=st.sampled_from(OUTPUT_LENGTH_KEYS + REPLY_LENGTH_KEYS),
+    kind=st.sampled_from(["prompts", "chat", "sharegpt"]),
+)
+def test_a_records_length_is_in_the_osl_range_or_refused(
+    tmp_path: Path, v: object, key: str, kind: str
+) -> None:
+    """Property: a record's output length (a prompt's or chat record's, a ShareGPT
+    reply's) is used when it is a whole number in [1, 1048576] (--osl's range, as a
+    trace's lengths); anything else (10**18, 2,000,000, 0, 3.5, a bool, a string) is
+    refused in one line naming file:line, the key and the range, before any run starts.
+    Out of range was accepted and every request then failed with HTTP 400 in a run that
+    said "completed", exit 0."""
+    if kind == "sharegpt":
+        key = REPLY_LENGTH_KEYS[hash(key) % len(REPLY_LENGTH_KEYS)]
+        rec = {"conversations": [{"from": "human", "value": "q"},
+                                 {"from": "gpt", "value": "a", key: v}]}  # fmt: skip
+        loads = [load_dataset, load_conversations]
+    else:
+        key = key if key in OUTPUT_LENGTH_KEYS else "output_tokens"
+        body = {"prompt": "q"} if kind == "prompts" else {"messages": [
+            {"role": "user", "content": "q"}]}  # fmt: skip
+        rec = {**body, key: v}
+        loads = [load_dataset]
+    p = _jsonl(tmp_path / "d.jsonl", [rec])
+    for load in loads:
+        if _length_ok(v):
+            got = load(p)[0]
+            n = got.output_tokens if load is load_dataset else got.turns[0][1]
+            assert n == int(v)  # type: ignore[call-overload]
+            continue
+        with pytest.raises(AccelbenchError) as exc:
+            load(p)
+        msg = str(exc.value)
+        assert msg.startswith(f"{p}:1: ") and "\n" not in msg and f"`{key}`" in msg, msg
+        assert exc.value.exit_code == 2
+        assert len(msg) < len(p) + 160, msg  # the value is quoted short
+
+
+def test_consecutive_replies_whose_lengths_sum_past_the_range_are_refused(tmp_path):
+    """Two replies in a row are sent as one: each in range, their sum (2,000,000) not."""
+    p = _jsonl(tmp_path / "sg.jsonl", [{"conversations": [
+        {"from": "human", "value": "q"},
+        {"from": "gpt", "value": "a", "output_tokens": 1_000_000},
+        {"from": "gpt", "value": "b", "output_tokens": 1_000_000}]}])  # fmt: skip
+    for load in (load_dataset, load_conversations):
+        with pytest.raises(AccelbenchError, match=r":1: consecutive replies' lengths "
+                           r"\(1000000 \+ 1000000\) must be in \[1, 1048576\]"):  # fmt: skip
+            load(p)
+
+
+def test_a_huge_output_length_stops_the_run_before_it_starts(reference_server, tmp_path):
+    """The audit's example: `output_tokens: 10**18` (and a ShareGPT reply's 10**15) ran,
+    sent max_tokens 10**18, failed every request with HTTP 400, and exited 0 "completed".
+    Now: exit 2, one line with file:line, the key and the range; no run directory."""
+    from cli_inprocess import run_cli
+
+    srv = reference_server("--max-throughput")
+    (tmp_path / "p_huge.jsonl").write_text(
+        json.dumps({"prompt": "hello world", "output_tokens": 10**18}) + "\n"
+    )
+    (tmp_path / "s_huge.json").write_text(json.dumps([{"conversations": [
+        {"from": "human", "value": "hi"},
+        {"from": "gpt", "value": "yo", "output_tokens": 10**15}]}]))  # fmt: skip
+    for name, got, what in (("p_huge.jsonl", 10**18, ""), ("s_huge.json", 10**15, "a reply's ")):
+        code, _, err, _ = run_cli(["run", "--url", srv.url, "-n", "2", "--no-telemetry",
+                                   "-o", "out", "--dataset", name], tmp_path)  # fmt: skip
+        assert code == 2, err
+        errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert errors == [f"error: {name}:1: {what}`output_tokens` must be in [1, 1048576] "
+                          f"(got {got})"], err  # fmt: skip
+        assert not (tmp_path / "out").exists()

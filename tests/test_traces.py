@@ -603,7 +603,7 @@ def test_load_conversations_bad_files(tmp_path: Path) -> None:
         (
             b'[{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a", '
             b'"output_tokens": 0}]}]',
-            "must be a positive integer",
+            r"`output_tokens` must be in \[1, 1048576\] \(got 0\)",
         ),  # fmt: skip
         (b"[1]", "must be a JSON object"),
         (b"", "is empty"),

@@ -127,7 +127,7 @@ def test_datasets(tmp_path):
         ("", "empty"),
         ('{"prompt": "a"}\n{"prompt": ', ":2: not valid JSON"),
         ('{"prompt": ""}\n', "non-empty string"),
-        ('{"prompt": "a", "output_tokens": -1}\n', "positive integer"),
+        ('{"prompt": "a", "output_tokens": -1}\n', r"must be in \[1, 1048576\]"),
         ('{"text": "a"}\n', "cannot tell the dataset format"),
         ('[{"conversations": "x"}]', "must be a list"),
         ('{"messages": [{"content": "x"}]}\n', "role, content"),

@@ -26,6 +26,7 @@ import orjson
 from accelbench.errors import AccelbenchError
 from accelbench.jsonfile import DuplicateKeyError, orjson_unique
 from accelbench.workload.tokenizer import Tokenizer
+from accelbench.workload.traces import MAX_TRACE_TOKENS, token_length
 
 __all__ = [
     "Conversation",
@@ -267,7 +268,8 @@ _NOT_NEAR: set[tuple[tuple[str, ...], str]] = set()
 
 
 def _one_length(obj: dict, keys: tuple[str, ...], loc: str, what: str) -> int | None:
-    """The one of ``keys`` that ``obj`` sets (not null), a positive integer; None: none
+    """The one of ``keys`` that ``obj`` sets (not null), a whole number of tokens in
+    [1, :data:`MAX_TRACE_TOKENS`] (as a trace's lengths: --osl's bounds); None: none
     is set; more than one: refused (which one was meant?). A key spelt nearly as one of
     them (``max_token``, ``output_tokens `` with a space) is refused too: read as no
     length, the run's --osl was used in its place without a word."""
@@ -290,10 +292,7 @@ def _one_length(obj: dict, keys: tuple[str, ...], loc: str, what: str) -> int | 
             f"one of {', '.join(keys)}"
         )
     key = given[0]
-    v = obj[key]
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise AccelbenchError(f"{loc}: {what}`{key}` must be a positive integer")
-    return v
+    return token_length(obj[key], loc, f"{what}`{key}`")
 
 
 @dataclass
@@ -386,6 +385,8 @@ def _conversation(
         if msgs and msgs[-1][0] == side:
             _, prev, pn = msgs[-1]
             both = pn + n if pn is not None and n is not None else None
+            if both is not None and both > MAX_TRACE_TOKENS:  # one reply, sent as one
+                token_length(both, loc, f"consecutive replies' lengths ({pn} + {n})")
             msgs[-1] = (side, f"{prev}\n\n{text}", both)
         else:
             msgs.append((side, text, n))

@@ -78,6 +78,7 @@ __all__ = [
     "trace_length",
     "trace_stats",
     "trace_row",
+    "token_length",
 ]
 
 
@@ -299,12 +300,19 @@ def trace_stats(
     return _STATS[key]
 
 
-def _length(v: Any, where: str, name: str, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v):
+def token_length(v: Any, where: str, name: str, lo: int = 1) -> int:
+    """A length in tokens read from a file (a trace's, a dataset's): a whole number in
+    [lo, :data:`MAX_TRACE_TOKENS`], else one line naming ``where`` and ``name``."""
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, int | float)
+        or (isinstance(v, float) and not np.isfinite(v))
+        or v != int(v)
+    ):
         raise UsageError(f"{where}: {name} must be a whole number (got {_short(v)})")
     n = int(v)
     if not lo <= n <= MAX_TRACE_TOKENS:
-        raise UsageError(f"{where}: {name} must be in [{lo}, {MAX_TRACE_TOKENS}] (got {n})")
+        raise UsageError(f"{where}: {name} must be in [{lo}, {MAX_TRACE_TOKENS}] (got {_short(v)})")
     return n
 
 
@@ -347,7 +355,7 @@ def _session_fields(obj: dict[str, Any], ln: _Line) -> None:
         )
     ln.session = str(sid)
     if obj.get("turn") is not None:
-        ln.turn = _length(obj["turn"], where, "turn", lo=0)
+        ln.turn = token_length(obj["turn"], where, "turn", lo=0)
     if obj.get("delay") is not None:
         delay_s = _time(obj["delay"], where, "delay") / 1000.0
         if not delay_s <= MAX_TRACE_SPAN_S:
@@ -525,7 +533,7 @@ def _load_own(raw: bytes, p: Path, notes: list[str]) -> list[_Line]:
         if not isinstance(body, dict) or endpoint not in ("completions", "chat"):
             raise UsageError(f"{where}: needs `body` (object) and `endpoint` (completions|chat)")
         mt = body.get("max_tokens", body.get("max_completion_tokens"))
-        osl = _length(mt, where, "max_tokens") if mt is not None else None
+        osl = token_length(mt, where, "max_tokens") if mt is not None else None
         ln = _Line(where, TraceEntry(None, None, osl, endpoint, body))
         _session_fields(obj, ln)
         if ln.session is None or obj.get("t") is not None:
@@ -568,7 +576,9 @@ def _load_azure(raw: bytes, p: Path) -> list[_Line]:
         if not np.isfinite(ts):
             raise UsageError(f"{where}: TIMESTAMP must be a finite time (got {ts!r})")
         entry = TraceEntry(
-            ts, _length(isl, where, "ContextTokens"), _length(osl, where, "GeneratedTokens")
+            ts,
+            token_length(isl, where, "ContextTokens"),
+            token_length(osl, where, "GeneratedTokens"),
         )
         lines.append(_Line(where, entry))
     return lines
@@ -611,10 +621,10 @@ def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
             ts = ts / 1000.0
         isl = obj.get("input_length")
         if type(isl) is not int or not 0 < isl <= top:
-            isl = _length(isl, where, "input_length")
+            isl = token_length(isl, where, "input_length")
         osl = obj.get("output_length")
         if type(osl) is not int or not 0 < osl <= top:
-            osl = _length(osl, where, "output_length")
+            osl = token_length(osl, where, "output_length")
         ids = obj.get("hash_ids")  # [] says nothing of the prefixes: as if absent
         blocks = None if ids is None or ids == [] else _hash_ids(ids, isl, block_size, where)
         entry = TraceEntry(ts, isl, osl, None, None, None, None, blocks)
