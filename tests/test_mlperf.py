@@ -196,6 +196,99 @@ def test_dataset_shapes(tmp_path: Path) -> None:
     assert [(x.isl_planned, x.max_tokens) for x in s] == [(6, 3), (2, 99)]
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries({
+            "input": st.text(min_size=1, max_size=6),
+            "tok_input_length": st.integers(1, 99),
+            "tok_output_length": st.integers(1, 99),
+        }),
+        min_size=1, max_size=12,
+    ),
+    index=st.sampled_from(["range", "ids", "negative"]),
+    data=st.data(),
+)  # fmt: skip
+def test_columns_are_aligned_by_index_key(
+    tmp_path_factory, rows: list[dict], index: str, data: st.DataObject
+) -> None:
+    """Property: pandas' to_json() column form gives the same rows whatever order each
+    column lists its index keys in (they were read by position: a column in another order
+    gave one sample another's output length, silently). Rows come in index order: numeric
+    for whole-number keys ("10" after "9"), else the first column's order."""
+    n = len(rows)
+    keys = {"range": [str(i) for i in range(n)], "ids": [f"id{i}" for i in range(n)],
+            "negative": [str(i - n // 2) for i in range(n)]}[index]  # fmt: skip
+    d = tmp_path_factory.mktemp("cols")
+    cols = {}
+    for j, k in enumerate(rows[0]):
+        order = list(range(n))
+        if j or index != "ids":  # with keys not whole numbers, the first column's order rules
+            order = data.draw(st.permutations(order))
+        cols[k] = {keys[i]: rows[i][k] for i in order}
+    (d / "cols.json").write_text(json.dumps(cols))
+    assert read_records(str(d / "cols.json")) == rows
+    # a list is a column whose index is its positions: it aligns with "0", "1", ...
+    if index == "range":
+        cols["input"] = [r["input"] for r in rows]
+        (d / "mixed.json").write_text(json.dumps(cols))
+        assert read_records(str(d / "mixed.json")) == rows
+
+
+def test_columns_with_different_index_keys_are_refused(tmp_path: Path) -> None:
+    """The audit's file: `tok_output_length` listed "1" before "0" gave sample 0 the
+    output length of sample 1; now aligned. Columns whose keys differ are refused."""
+    p = tmp_path / "cols.json"
+    p.write_text(json.dumps({"input": {"0": "alpha prompt", "1": "beta prompt"},
+                             "tok_input_length": {"0": 3, "1": 4},
+                             "tok_output_length": {"1": 5, "0": 9}}))  # fmt: skip
+    s = samples_from_records(read_records(str(p)), tok=None, default_osl=99)
+    assert [(x.prompt, x.isl_planned, x.max_tokens) for x in s] == [
+        ("alpha prompt", 3, 9),
+        ("beta prompt", 4, 5),
+    ]
+    for other, said in [
+        ({"0": 9, "2": 5}, "has 1 index key ('2') that column 'input' lacks and lacks 1 "
+                           "index key ('1') that column 'input' has"),
+        ([9], "lacks 1 index key ('1') that column 'input' has"),
+        ({"0": 9, "1": 5, "x": 1}, "has 1 index key ('x') that column 'input' lacks"),
+    ]:  # fmt: skip
+        p.write_text(json.dumps({"input": {"0": "a", "1": "b"}, "tok_output_length": other}))
+        with pytest.raises(UsageError) as exc:
+            read_records(str(p))
+        msg = str(exc.value)
+        assert msg.startswith(f"--dataset {p}: column 'tok_output_length' {said}"), msg
+        assert "\n" not in msg and exc.value.exit_code == 2
+
+
+def test_mlperf_run_of_reordered_columns_sends_each_sample_its_length(
+    reference_server, tmp_path: Path
+) -> None:
+    """The audit's command: sample 0 (isl 3) was sent max_tokens 5, sample 1's. Columns
+    whose keys differ: exit 2, one line, nothing written."""
+    from cli_inprocess import run_cli
+
+    srv = reference_server("--max-throughput")
+    data = tmp_path / "cols.json"
+    data.write_text(json.dumps({"input": {"0": "alpha prompt", "1": "beta prompt"},
+                                "tok_input_length": {"0": 3, "1": 4},
+                                "tok_output_length": {"1": 5, "0": 9}}))  # fmt: skip
+    out = tmp_path / "mlout"
+    code, text = _run(["offline", "-b", "llama3_1-8b", "--url", srv.url, "--dataset",
+                       str(data), "--min-duration", "0", "--min-query-count", "1", "-o",
+                       str(out), "-q"])  # fmt: skip
+    assert code == 0, text
+    sent = {(r["isl_planned"], r["max_tokens"])
+            for r in map(json.loads, (out / "requests.jsonl").read_text().splitlines())}  # fmt: skip
+    assert sent == {(3, 9), (4, 5)}
+    data.write_text(json.dumps({"input": {"0": "a", "1": "b"}, "tok_output_length": {"0": 9}}))
+    code, _, err, _ = run_cli(["mlperf", "offline", "-b", "llama3_1-8b", "--url", srv.url,
+                               "--dataset", str(data), "-o", "bad", "-q"], tmp_path)  # fmt: skip
+    assert code == 2 and err.count("\n") == 1, err
+    assert "column 'tok_output_length' lacks 1 index key ('1')" in err, err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_pickle_only_when_allowed(tmp_path: Path) -> None:
     p = tmp_path / "set.pkl"
     p.write_bytes(pickle.dumps(LLAMA2_ROWS))

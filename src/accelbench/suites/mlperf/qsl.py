@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -85,15 +86,50 @@ def _rows_of(doc: object, p: Path) -> list[object]:
     if isinstance(doc, list):
         return list(doc)
     if isinstance(doc, dict) and doc and all(isinstance(c, dict | list) for c in doc.values()):
-        # pandas DataFrame.to_json(): {"column": {"0": value, ...}} (or lists)
-        cols = {k: list(c.values()) if isinstance(c, dict) else c for k, c in doc.items()}
-        n = len(next(iter(cols.values())))
-        if any(len(c) != n for c in cols.values()):
-            raise UsageError(f"--dataset {p}: the columns have different lengths")
-        return [{k: c[i] for k, c in cols.items()} for i in range(n)]
+        return _columns(doc, p)
     if isinstance(doc, dict):
         return [doc]
     raise UsageError(f"--dataset {p}: expected records (a JSON list or JSONL of objects)")
+
+
+def _columns(doc: dict[str, dict | list], p: Path) -> list[object]:
+    """pandas ``DataFrame.to_json()``'s column form, ``{"column": {"index": value, ...}}``
+    (a column may be a list: its positions are the index, ``"0"``, ``"1"``, ...), as rows.
+    A row is the values of one index key in every column, whatever order each column
+    lists its keys in (read by position, a column listed in another order gave one
+    sample another's output length); rows in index order: numeric where every key is a
+    whole number (pandas' RangeIndex: ``"10"`` after ``"9"``), else the first column's.
+    A column whose keys differ from the first column's is refused, naming both."""
+    cols = {
+        name: c if isinstance(c, dict) else {str(i): x for i, x in enumerate(c)}
+        for name, c in doc.items()
+    }
+    (first, index), *rest = cols.items()
+    for name, c in rest:
+        if c.keys() != index.keys():
+            extra, missing = c.keys() - index.keys(), index.keys() - c.keys()
+            diff = [f"{verb} {len(ks):,} index key{'s' * (len(ks) != 1)} ({_some(ks)}) "
+                    f"that column {first[:40]!r} {other}"
+                    for ks, verb, other in ((extra, "has", "lacks"), (missing, "lacks", "has"))
+                    if ks]  # fmt: skip
+            raise UsageError(
+                f"--dataset {p}: column {name[:40]!r} {' and '.join(diff)}: the columns of a "
+                "pandas to_json() table share one index"
+            )
+    keys = list(index)
+    if all(_WHOLE.fullmatch(k) for k in keys):
+        keys.sort(key=lambda k: (int(k), k))
+    return [{name: c[k] for name, c in cols.items()} for k in keys]
+
+
+_WHOLE = re.compile(r"-?[0-9]{1,30}")
+
+
+def _some(keys: set[str]) -> str:
+    """Up to three of ``keys``, quoted short, for a one-line message."""
+    shown = sorted(keys, key=lambda k: (len(k), k))[:3]
+    more = ", ..." if len(keys) > 3 else ""
+    return ", ".join(repr(k[:20]) for k in shown) + more
 
 
 def _read_pickle(p: Path, allow_pickle: bool) -> list[object]:
