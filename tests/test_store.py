@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -314,6 +316,118 @@ def test_import_wrong_typed_fields_one_line(tmp_path, field, value, needle):
         import_vllm(f, tmp_path / "results")
     assert needle in str(exc.value) and "\n" not in str(exc.value)
     assert not (tmp_path / "results").exists()
+
+
+# every number the import reads from a vLLM result, and what it accepts there (the base
+# file: 5 requests, 4 completed, 1 failed); None (absent) is accepted for every field
+_WHOLE, _REAL = "whole", "real"
+_MS_MAX = 30 * 86400 * 1000.0
+_NUMERIC_FIELDS: dict[str, tuple[str, float, float]] = {  # field -> (kind, lo, hi)
+    "completed": (_WHOLE, 0, 4),  # + failed (1) at most the 5 requests sent
+    "failed": (_WHOLE, 0, 1),
+    "num_prompts": (_WHOLE, 5, 10_000_000),  # at least the 5 requests listed
+    "max_concurrency": (_WHOLE, 1, 2**53 - 1),
+    "total_input_tokens": (_WHOLE, 0, 2**53 - 1),
+    "total_output_tokens": (_WHOLE, 0, 2**53 - 1),
+    "duration": (_REAL, 1e-6, 30 * 86400.0),  # the totals are divided by it
+    "request_rate": (_REAL, math.ulp(0.0), math.inf),  # above 0; inf or "inf": all at once
+    "request_throughput": (_REAL, 0, math.inf),
+    "output_throughput": (_REAL, 0, math.inf),
+    "total_token_throughput": (_REAL, 0, math.inf),
+    **{f"{s}_{m}_ms": (_REAL, 0, _MS_MAX) for m in ("ttft", "tpot", "e2el")
+       for s in ("mean", "std", "median", "p90", "p95", "p99", "p99.9")},
+}  # fmt: skip
+
+
+def _accepted(field: str, v: object) -> bool:
+    kind, lo, hi = _NUMERIC_FIELDS[field]
+    if v is None:
+        return True
+    if field == "request_rate" and v in ("inf", math.inf):
+        return True
+    if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v):
+        return False
+    if kind == _WHOLE and not isinstance(v, int):
+        return False
+    return lo <= v <= hi and (kind == _WHOLE or math.isfinite(v))
+
+
+_ABSURD = st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf, -2, -1, -1e-9, 0, 0.0, 5e-324, 1e-6, 1,
+                     3, 4, 5, 6, 100,
+                     10**12, 2**53, 2**70, 1e300, 4.0, 2.5, True, False, None, "fast", "inf",
+                     "-inf", "nan", "1", "", [1], {"a": 1}]),
+    st.floats(),
+    st.integers(-(10**20), 10**20),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(field=st.sampled_from(sorted(_NUMERIC_FIELDS)), value=_ABSURD)
+def test_every_number_read_from_a_vllm_result_is_checked(tmp_path, field, value):
+    """Property: each numeric field the import reads is refused, one line naming it,
+    nothing written, when NaN, infinite, negative, huge, of the wrong type or against the
+    file's own requests (more completed than sent); else imported into a run whose own
+    reader finds it whole, with no negative figure. Before, `duration: -2` gave -200
+    tokens/s, `completed: 100` of 5 requests was written, `request_rate: -1` made a
+    run.json summarize called damaged, and "fast", NaN and 10**12 passed in silence."""
+    d = _vllm_result(with_starts=False)  # the file's duration and totals are used
+    d[field] = value
+    import tempfile
+
+    box = Path(tempfile.mkdtemp(dir=tmp_path))  # one an example: hypothesis reruns some
+    f = box / "vllm.json"
+    f.write_text(json.dumps(d))
+    root = box / "results"
+    if not _accepted(field, value):
+        with pytest.raises(AccelbenchError) as exc:
+            import_vllm(f, root)
+        msg = str(exc.value)
+        assert f"'{field}'" in msg and "\n" not in msg and exc.value.exit_code == 2, msg
+        assert not root.exists()
+        return
+    r = load_run(import_vllm(f, root))
+    assert not r.problems, r.problems
+    s = r.summary
+    assert s is not None
+    if field != "duration" or value is not None:  # no start_times, no duration: no window
+        assert r.usable and s["window"]["duration_s"] > 0
+    assert all(x is None or x >= 0 for x in s["throughput"].values()), s["throughput"]
+    assert s["counts"]["completed"] + s["counts"]["failed"] <= 5
+    from accelbench.runner.finalize import _recorded_config  # summarize's check of run.json
+
+    _recorded_config(r.config, r.path / "run.json")
+
+
+def test_the_audits_vllm_results_are_refused_naming_the_field(tmp_path):
+    """runs import-vllm exit 2, one line naming the field, nothing written: each of these
+    was imported, exit 0."""
+    n = 5
+    starts = {"start_times": [0.1 * i for i in range(n)]}
+    cases = [
+        ({"duration": -2}, "'duration' must be a number of seconds from 1e-06 to 2,592,000"),
+        ({"completed": 100, **starts}, "'completed' is 100, more than the requests of "
+                                       "input_lens (5)"),
+        ({"request_rate": -1, **starts}, "'request_rate' must be a number of requests/s"),
+        ({"request_rate": "fast"}, "'request_rate'"),
+        ({"duration": math.nan}, "'duration'"),
+        ({"num_prompts": 10**12}, "'num_prompts' must be a whole number in 1..10,000,000"),
+        ({"num_prompts": 4}, "'num_prompts' is 4, fewer than the 5 requests of input_lens"),
+        ({"input_lens": None, "num_prompts": None, "completed": 6},
+         "'completed' is 6, more than ttfts' 5"),
+    ]  # fmt: skip
+    for i, (change, needle) in enumerate(cases):
+        f = tmp_path / f"v{i}.json"
+        f.write_text(json.dumps({**_vllm_result(n, with_starts=False), **change}))
+        _one_line_exit_2(_cli("runs", "import-vllm", f, "--root", tmp_path / "r"), needle)
+    assert not (tmp_path / "r").exists()
+    # what vllm bench serve writes is imported, and summarize reads its run.json
+    f = tmp_path / "ok.json"
+    f.write_text(json.dumps({**_vllm_result(n), "request_rate": 12.5}))
+    out = import_vllm(f, tmp_path / "r")
+    res = _cli("summarize", out)  # exit 1: no journal to rebuild from (the import has none)
+    assert res.returncode != 2 and "damaged" not in res.stderr, res.stderr
 
 
 _PER_REQUEST = ("input_lens", "output_lens", "errors", "itls", "start_times", "ttfts")

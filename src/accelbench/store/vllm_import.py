@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
 from accelbench.metrics.summary import ImportSection, Summary
 from accelbench.metrics.values import finite_number
+from accelbench.runner.config import MAX_DURATION_S, MAX_REQUESTS
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
 from accelbench.store.rundir import write_parquet_atomic
 from accelbench.store.rundoc import ImportSource, RunDoc, ServerInfo, write_run_doc, write_summary
@@ -39,6 +41,27 @@ def _is_num(x: Any) -> bool:
     return v is not None and v >= 0
 
 
+def _is_real(lo: float, hi: float | None = None, *, lo_open: bool = False) -> Any:
+    """A check: a JSON number (not a string, not a bool), finite, in [lo, hi] (lo open
+    with ``lo_open``)."""
+
+    def ok(x: Any) -> bool:
+        v = finite_number(x)
+        return v is not None and (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
+
+    return ok
+
+
+def _is_rate(x: Any) -> bool:
+    """vllm bench serve's ``request_rate``: requests/s above 0, or infinity (all at once),
+    which it writes as the string ``"inf"``."""
+    return x == "inf" or x == math.inf or _is_real(0, lo_open=True)(x)
+
+
+MS_MAX = MAX_DURATION_S * 1000  # a latency longer than the longest run is not real
+MIN_DURATION_S = 1e-6  # the totals are divided by it: 2^53 tokens / 1 us stays finite
+
+
 _LISTS: dict[str, tuple[str, Any]] = {
     "input_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
     "output_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
@@ -53,8 +76,26 @@ _LISTS: dict[str, tuple[str, Any]] = {
 _SCALARS: dict[str, tuple[str, Any]] = {
     "completed": ("a whole number >= 0", _is_int),
     "failed": ("a whole number >= 0", _is_int),
-    "num_prompts": ("a whole number >= 0", _is_int),
+    "num_prompts": (
+        f"a whole number in 1..{MAX_REQUESTS:,}",
+        lambda x: _is_int(x, 1) and x <= MAX_REQUESTS,
+    ),
     "max_concurrency": ("a whole number >= 1", lambda x: _is_int(x, 1)),
+    "request_rate": ('a number of requests/s above 0, or "inf"', _is_rate),
+    "duration": (
+        f"a number of seconds from {MIN_DURATION_S:g} to {MAX_DURATION_S:,.0f}",
+        _is_real(MIN_DURATION_S, MAX_DURATION_S),
+    ),
+    "total_input_tokens": ("a whole number >= 0", _is_int),
+    "total_output_tokens": ("a whole number >= 0", _is_int),
+    "request_throughput": ("a finite number >= 0 (requests/s)", _is_real(0)),
+    "output_throughput": ("a finite number >= 0 (tokens/s)", _is_real(0)),
+    "total_token_throughput": ("a finite number >= 0 (tokens/s)", _is_real(0)),
+    **{
+        f"{stat}_{metric}_ms": (f"a number of ms in [0, {MS_MAX:,.0f}]", _is_real(0, MS_MAX))
+        for metric in ("ttft", "tpot", "e2el")
+        for stat in ("mean", "std", "median", "p90", "p95", "p99", "p99.9")
+    },
     "model_id": ("a string", lambda x: isinstance(x, str)),
     "model": ("a string", lambda x: isinstance(x, str)),
     "backend": ("a string", lambda x: isinstance(x, str)),
@@ -64,8 +105,10 @@ _SCALARS: dict[str, tuple[str, Any]] = {
 
 
 def check_vllm_result(d: Mapping[str, object], src: Path) -> None:
-    """The fields this import reads have the types ``vllm bench serve`` writes; else one
-    AccelbenchError naming the first field that does not."""
+    """The fields this import reads have the types ``vllm bench serve`` writes, in ranges
+    a real run has (no NaN, infinity, negative or absurd figure); else one
+    AccelbenchError naming the first field that does not. Its counts against its requests:
+    :func:`_check_counts`, once the per-request lists are known to agree."""
     for k, (what, ok) in _SCALARS.items():
         v = d.get(k)
         if v is not None and not ok(v):
@@ -81,6 +124,34 @@ def check_vllm_result(d: Mapping[str, object], src: Path) -> None:
                 raise AccelbenchError(
                     f"{src}: field {k!r}[{i}] must be one of {what} (got {str(x)[:40]!r})"
                 )
+
+
+def _check_counts(d: Mapping[str, object], src: Path, sent: int, ttfts: int) -> None:
+    """The file's counts against its requests (``sent``: ``input_lens``' entries, one a
+    request sent, 0: no such list; ``ttfts``: its entries, one a request or one a
+    completed request): never more completed or failed than were sent, nor fewer
+    planned than sent."""
+    raw = d.get("num_prompts")
+    planned = raw if isinstance(raw, int) else None
+    if sent and planned is not None and planned < sent:
+        raise AccelbenchError(
+            f"{src}: field 'num_prompts' is {planned:,}, fewer than the {sent:,} requests "
+            "of input_lens"
+        )
+    most, of = (sent, "the requests of input_lens") if sent else (planned, "num_prompts")
+    c, f = d.get("completed"), d.get("failed")
+    c = c if isinstance(c, int) else None
+    f = f if isinstance(f, int) else None
+    if most is not None:
+        for k, x in (("completed", c), ("failed", f)):
+            if x is not None and x > most:
+                raise AccelbenchError(f"{src}: field {k!r} is {x:,}, more than {of} ({most:,})")
+        if c is not None and f is not None and c + f > most:
+            raise AccelbenchError(
+                f"{src}: fields 'completed' + 'failed' are {c:,} + {f:,}, more than {of} ({most:,})"
+            )
+    if c is not None and not sent and ttfts and c > ttfts:  # (else checked against sent)
+        raise AccelbenchError(f"{src}: field 'completed' is {c:,}, more than ttfts' {ttfts:,}")
 
 
 def import_vllm(
@@ -174,6 +245,7 @@ def _convert(
                 f"{src}: {name} has {len(lst)} entries for {n} requests ({basis}): not as "
                 "vllm bench serve writes it (one a request)"
             )
+    _check_counts(d, src, len(in_lens), len(ttfts))
     if n == 0:
         absent.append("per-request records (the file has no input_lens / ttfts lists)")
     if errors:
