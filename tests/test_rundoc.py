@@ -119,7 +119,11 @@ def test_summary_json_reader_refuses_with_one_line_or_drops_a_section(tmp_path: 
     (tmp_path / "summary.json").write_text("{ torn")
     with pytest.raises(DocumentError, match="summary.json unreadable"):
         read_summary(tmp_path, "summary.json")
-    doc = {"gpus": 2, "energy": "lots", "health": {"verdict": 1}, "client": {"workers": 3}}
+    figures = {"throughput": {"output_tokens_per_s_per_gpu": 1.0,
+                              "total_tokens_per_s_per_gpu": 2.0},
+               "interactivity": {"tok_s_user": None}}  # fmt: skip
+    doc = {"gpus": 2, "energy": "lots", "health": {"verdict": 1}, "client": {"workers": 3},
+           **figures}  # fmt: skip
     (tmp_path / "summary.json").write_text(json.dumps(doc))
     s, problems = read_summary(tmp_path, "summary.json")
     assert "energy" not in s and "health" not in s and "workers" not in s["client"]

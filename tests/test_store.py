@@ -215,6 +215,158 @@ def test_killed_run_without_summary_is_recomputed(tmp_path):
     assert j.read_requests(("osl",)).column("osl").to_pylist() == [16] * 20
 
 
+# -- summary.json figures that cannot be measurements (negative, NaN, infinite, not a
+# number) or a summary without its figure sections: damaged, recomputed from the requests
+
+_IMPOSSIBLE = st.sampled_from(
+    [-1, -1e-9, -1e300, float("nan"), float("inf"), float("-inf"), "inf", "-inf", 10**400,
+     "fast", True, [1.0], {"v": 1}]
+) | st.floats(max_value=-1e-12, allow_nan=False)  # fmt: skip
+
+
+def _figure_paths(summary: dict) -> list[tuple[str, ...]]:
+    """The paths of every registry figure the summary holds as a number, and of every
+    throughput."""
+    from accelbench.metrics.registry import FIGURES
+
+    paths = {f.path for f in FIGURES.values() if f.value(summary) is not None}
+    paths |= {("throughput", k) for k, v in summary["throughput"].items() if v is not None}
+    return sorted(paths)
+
+
+@pytest.fixture(scope="module")
+def _pristine(tmp_path_factory):
+    d = make_run(tmp_path_factory.mktemp("pristine") / "r", 24, concurrency=2, osl=16)
+    return d, load_run(d)
+
+
+def _damaged_copy(src, dst, edit):
+    import shutil
+
+    shutil.copytree(src, dst)
+    s = json.loads((dst / "summary.json").read_text())
+    edit(s)
+    (dst / "summary.json").write_text(json.dumps(s))  # json writes NaN / Infinity as such
+    return dst
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(pick=st.integers(0, 1000), bad=_IMPOSSIBLE, parquet=st.booleans())
+def test_an_impossible_summary_figure_is_damage_never_a_figure(
+    _pristine, tmp_path_factory, pick, bad, parquet
+):
+    """Any figure of summary.json (the registry's, every throughput) replaced by a value
+    that cannot be a measurement: the run's figures are recomputed from its
+    requests.parquet, with the damage named in its problems; without the requests the run
+    has no figures (left out, said), never the impossible one."""
+    from accelbench.errors import DocumentError
+    from accelbench.store.rundoc import read_summary
+
+    src, good = _pristine
+    s0 = json.loads((src / "summary.json").read_text())
+    paths = _figure_paths(s0)
+    path = paths[pick % len(paths)]
+
+    def edit(s):
+        parent = s
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = bad
+
+    d = _damaged_copy(src, tmp_path_factory.mktemp("dmg") / "r", edit)
+    if not parquet:
+        (d / "requests.parquet").unlink()
+    with pytest.raises(DocumentError) as exc:
+        read_summary(d, "summary.json")
+    line = str(exc.value)
+    assert line.startswith("summary.json: ") and "\n" not in line and "." in line
+    r = load_run(d)
+    assert line in r.problems
+    if parquet:
+        assert r.usable and "figures recomputed from requests.parquet" in r.problems
+        for name in ("output_tps_per_gpu", "total_tps_per_gpu", "interactivity", "ttft_p50_ms"):
+            assert r.figure(name) == pytest.approx(good.figure(name)), name
+    else:
+        assert r.summary is None and not r.usable
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(pick=st.integers(0, 1000), x=st.floats(0, 1e12))
+def test_a_summary_figure_in_its_range_is_read_as_written(_pristine, tmp_path_factory, pick, x):
+    """The other side: any figure within its physical range is the file's own value (no
+    recompute, no warning)."""
+    from accelbench.metrics.registry import FIGURES
+
+    src, _ = _pristine
+    s0 = json.loads((src / "summary.json").read_text())
+    path = _figure_paths(s0)[pick % len(_figure_paths(s0))]
+    fig = next((f for f in FIGURES.values() if f.path == path), None)
+    v = min(x, fig.hi) if fig is not None else x
+
+    def edit(s):
+        parent = s
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = v
+
+    r = load_run(_damaged_copy(src, tmp_path_factory.mktemp("ok") / "r", edit))
+    assert r.problems == [] and r.summary is not None
+    got = r.summary
+    for k in path:
+        got = got[k]
+    assert got == v
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(drop=st.sets(st.sampled_from(["throughput", "interactivity", "latency", "counts",
+                                     "throughput.output_tokens_per_s_per_gpu",
+                                     "throughput.total_tokens_per_s_per_gpu",
+                                     "interactivity.tok_s_user"]), min_size=1))  # fmt: skip
+def test_a_summary_without_its_figure_sections_is_recomputed(_pristine, tmp_path_factory, drop):
+    """summary.json that parses but has lost the sections its figures live in (the
+    frontier's axes, its throughput): recomputed from requests.parquet, said."""
+    src, good = _pristine
+
+    def edit(s):
+        for p in drop:
+            sec, _, key = p.partition(".")
+            if key and isinstance(s.get(sec), dict):
+                s[sec].pop(key, None)
+            elif not key:
+                s.pop(sec, None)
+
+    r = load_run(_damaged_copy(src, tmp_path_factory.mktemp("cut") / "r", edit))
+    lost = {"throughput", "interactivity", "throughput.output_tokens_per_s_per_gpu",
+            "throughput.total_tokens_per_s_per_gpu", "interactivity.tok_s_user"} & drop  # fmt: skip
+    if not lost:  # latency / counts alone: read, the registry says unknown where asked
+        assert r.problems == []
+        return
+    assert any("the summary lost its figure sections" in p for p in r.problems), r.problems
+    assert "figures recomputed from requests.parquet" in r.problems
+    assert r.figure("output_tps_per_gpu") == pytest.approx(good.figure("output_tps_per_gpu"))
+
+
+def test_audit_summary_with_schema_only_or_negative_throughput(tmp_path):
+    """The audit's examples: summary.json holding only its schema (a frontier showed
+    nothing, silently), and every throughput -1 (compare printed B / A = -0.0008)."""
+    only = make_run(tmp_path / "d2", 20, concurrency=2, osl=16)
+    (only / "summary.json").write_text('{"schema": "accelbench.summary/1"}')
+    neg = make_run(tmp_path / "d4", 20, concurrency=2, osl=16)
+    s = json.loads((neg / "summary.json").read_text())
+    s["throughput"] = {k: -1 for k in s["throughput"]}
+    (neg / "summary.json").write_text(json.dumps(s))
+    base = load_run(make_run(tmp_path / "base", 20, concurrency=2, osl=16))
+    for d, says in ((only, "interactivity.tok_s_user missing"),
+                    (neg, "throughput.output_tokens_per_s_per_gpu = -1 is outside")):  # fmt: skip
+        r = load_run(d)
+        assert r.usable and "figures recomputed from requests.parquet" in r.problems
+        assert any(says in p for p in r.problems), r.problems
+        assert r.figure("output_tps_per_gpu") == pytest.approx(base.figure("output_tps_per_gpu"))
+
+
 def test_damaged_run_files_do_not_break_the_root(tmp_path):
     """`runs list` over a root where one run has NaN / wrong-typed values in run.json (an
     interrupted run recomputed from its requests) or a wrong-typed summary.json."""

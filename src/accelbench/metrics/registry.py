@@ -31,17 +31,61 @@ class Figure:
     # compared as B - A in percentage points (a share of tokens: a hit rate), with a
     # cluster bootstrap over sessions (metrics/compare.py), never as a ratio
     difference: bool = False
+    # its physical range: a value outside it (or NaN, an infinity, not a number) cannot be
+    # a measurement; summary.json's reader calls such a summary damaged (metrics/summary.py)
+    lo: float = 0.0
+    hi: float = math.inf
 
-    def value(self, summary: Mapping[str, Any] | None) -> float | None:
-        """The figure in ``summary``; None where absent or not a finite number."""
+    def raw(self, summary: Mapping[str, Any] | None) -> object:
+        """The value at the figure's path in ``summary`` as the file holds it; ABSENT where
+        a level of the path is missing (null: present, not observed)."""
         v: Any = summary
         for k in self.path:
             if not isinstance(v, Mapping) or k not in v:
-                return None
+                return ABSENT
             v = v[k]
+        return v
+
+    def present(self, summary: Mapping[str, Any] | None) -> bool:
+        """Whether ``summary`` holds the figure's path (its value may be null)."""
+        return self.raw(summary) is not ABSENT
+
+    def value(self, summary: Mapping[str, Any] | None) -> float | None:
+        """The figure in ``summary``; None where absent or not a finite number."""
+        v = self.raw(summary)
         if isinstance(v, bool) or not isinstance(v, int | float):
             return None
         return float(v) if math.isfinite(v) else None
+
+    def damage(self, summary: Mapping[str, Any] | None) -> str | None:
+        """Why the figure's value in ``summary`` cannot be a measurement (see
+        :func:`out_of_range`); None where it can, or where it is null or absent."""
+        v = self.raw(summary)
+        if v is None or v is ABSENT:
+            return None
+        return out_of_range(".".join(self.path), v, self.lo, self.hi)
+
+
+ABSENT = object()  # Figure.raw: a level of the path is missing
+
+
+def out_of_range(where: str, v: object, lo: float = 0.0, hi: float = math.inf) -> str | None:
+    """What is wrong with ``v`` as a figure in [lo, hi] (``where``: its path): not a
+    number, NaN, an infinity (JSON's ``NaN`` / ``Infinity`` or the writer's "inf"), or
+    outside the range; None where it is a finite number in range."""
+    x = float(v) if v in ("inf", "-inf") else v  # the writer's infinities
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+        return f"{where} is {shown}, not a number"
+    try:
+        ok = math.isfinite(x) and lo <= x <= hi
+    except OverflowError:  # an integer beyond float range
+        ok = False
+    if ok:
+        return None
+    shown = f"{x:g}" if isinstance(x, float) else (str(x) if x.bit_length() < 64 else "huge")
+    rng = f"{'(' if lo == -math.inf else '['}{lo:g}, {hi:g}{')' if hi == math.inf else ']'}"
+    return f"{where} = {shown} is outside its physical range {rng}"
 
 
 def _f(*args: Any, **kw: Any) -> Figure:
@@ -77,31 +121,33 @@ _ALL = (
     _f("e2e_p99_ms", ("latency", "e2e_ms", "p99"), "ms", False, "E2E p99",
        "p99 end-to-end latency", "t_last - t_send, 99th percentile"),
     _f("error_rate", ("errors", "rate"), "fraction", False, "Errors",
-       "failed / measured requests", "failed / measured requests", comparable=False),
-    # prefix cache (summary.json ``cache``, metrics/prefixcache.py; docs/METRICS.md)
+       "failed / measured requests", "failed / measured requests", comparable=False, hi=1.0),
+    # prefix cache (summary.json ``cache``, metrics/prefixcache.py; docs/METRICS.md):
+    # finite only (the server's word, cached_tokens and its counters, need not keep to
+    # [0, 1], and the gap follows it)
     _f("cache_hit_rate", ("cache", "hit_rate"), "fraction", True, "Hit rate",
        "prefix-cache hit rate from the responses",
        "sum of cached_tokens / sum of prompt tokens (ISL), measured requests whose "
        "response said what was cached", ("hit_rate",),
-       comparable=False, difference=True),
+       comparable=False, difference=True, lo=-math.inf),
     _f("cache_hit_rate_server", ("cache", "hit_rate_server"), "fraction", True, "Hit rate (server)",
        "prefix-cache hit rate from the server's counters",
        "delta of the server's cache hits / delta of its cache queries over the run, "
        "warm-up included (vllm:prefix_cache_hits / queries)", ("hit_rate_server",),
-       comparable=False),
+       comparable=False, lo=-math.inf),
     _f("cache_ideal_infinite", ("cache", "ideal_infinite"), "fraction", True, "Ideal (infinite)",
        "hit rate of an infinite ideal prefix cache",
        "the workload's requests replayed through an infinite block cache (the ideal rule): "
        "cached tokens / prompt tokens, measured requests", ("ideal", "ideal_infinite"),
-       comparable=False),
+       comparable=False, lo=-math.inf),
     _f("cache_ideal_lru", ("cache", "ideal_lru"), "fraction", True, "Ideal (LRU)",
        "hit rate of an ideal LRU prefix cache of the server's capacity",
        "as the infinite ideal, with LRU eviction at the server's KV capacity in blocks "
-       "(none where the capacity is not known)", ("ideal_lru",), comparable=False),
+       "(none where the capacity is not known)", ("ideal_lru",), comparable=False, lo=-math.inf),
     _f("cache_gap_pp", ("cache", "gap_pp"), "pp", False, "Gap to ideal",
        "ideal minus measured hit rate, in percentage points",
        "100 x (ideal LRU hit rate, else the infinite one, - hit rate from the responses)",
-       ("gap", "gap_pp"), comparable=False),
+       ("gap", "gap_pp"), comparable=False, lo=-math.inf),
 )  # fmt: skip
 
 FIGURES: dict[str, Figure] = {f.name: f for f in _ALL}

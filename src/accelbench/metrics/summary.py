@@ -21,6 +21,7 @@ from accelbench.errors import DocumentError
 from accelbench.metrics.parallel import ordered_map
 from accelbench.metrics.prefixcache import CACHE_COLUMNS, CacheSection, ServerCache, cache_section
 from accelbench.metrics.records import ErrorKind
+from accelbench.metrics.registry import FIGURES, figure, out_of_range
 from accelbench.metrics.stats import (
     PreparedBatch,
     StreamedDescribe,
@@ -303,16 +304,24 @@ _SECTIONS: dict[str, bool] = {
     "source": True,
 }
 KNOWN_SCHEMAS = (SCHEMA_ID,)  # a file without ``schema`` (an early import) reads as /1
+# The figures every run writes (null where not observed) and every view of a run reads:
+# a summary without them has lost its sections (the frontier's axes and throughput).
+REQUIRED_FIGURES = ("output_tps_per_gpu", "total_tps_per_gpu", "interactivity")
 
 
-def summary_from_json(doc: object, where: str = "summary.json") -> tuple[Summary, list[str]]:
+def summary_from_json(
+    doc: object, where: str = "summary.json", *, figures: bool = True
+) -> tuple[Summary, list[str]]:
     """A summary.json document read back into the model: ``(summary, problems)``.
 
     A document that cannot be used is one :class:`DocumentError` line naming ``where``
     and the field: not an object, a schema this version does not know, or a ``gpus``
     that is not a positive whole number (every per-GPU figure divides by it). A section
     of the wrong type is dropped (and named in ``problems``) so that readers of the other
-    sections still work; the registry's figures read a missing section as unknown."""
+    sections still work; the registry's figures read a missing section as unknown.
+    With ``figures`` (the default) the figures are checked too (:func:`figures_damage`):
+    a summary without them, or with one that cannot be a measurement, is damaged (the
+    runs store then recomputes it from requests.parquet)."""
     Fields(doc, where).schema(SCHEMA_ID, KNOWN_SCHEMAS, absent=SCHEMA_ID)
     if not isinstance(doc, dict):  # a Mapping that is not JSON's own
         raise DocumentError(f"{where}: expected an object, got {type(doc).__name__}")
@@ -351,7 +360,32 @@ def summary_from_json(doc: object, where: str = "summary.json") -> tuple[Summary
                 del client[key]
     if "client" not in out:
         out["client"] = {}
+    if figures and (why := figures_damage(out)):
+        raise DocumentError(f"{where}: {why}")
     return cast(Summary, out), problems  # checked above, section by section
+
+
+def figures_damage(summary: Mapping[str, object]) -> str | None:
+    """Why a summary's figures cannot be used, in one phrase, None where they can: the
+    figures of :data:`REQUIRED_FIGURES` missing (a section lost), or a figure of the
+    registry or a throughput outside its physical range (negative, NaN, infinite, not a
+    number: the registry's ``lo`` / ``hi``; every throughput is >= 0)."""
+    missing = [".".join(f.path) for f in map(figure, REQUIRED_FIGURES) if not f.present(summary)]
+    if missing:
+        return f"{', '.join(missing)} missing (the summary lost its figure sections)"
+    bad = [w for f in FIGURES.values() if (w := f.damage(summary))]
+    thr = summary.get("throughput")
+    if isinstance(thr, Mapping):
+        done = {f.path[1] for f in FIGURES.values() if f.path[0] == "throughput"}
+        bad += [
+            w
+            for k, v in thr.items()
+            if k not in done and v is not None and (w := out_of_range(f"throughput.{k}", v))
+        ]
+    if not bad:
+        return None
+    more = f" (and {len(bad) - 1} more impossible figure(s))" if len(bad) > 1 else ""
+    return bad[0] + more
 
 
 def stat_value(stats: Stats | None, key: str) -> float | None:

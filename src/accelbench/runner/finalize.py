@@ -123,7 +123,7 @@ def finalize_run(
     elif (run_dir / SUMMARY).is_file():
         # recomputing: keep what only the live run could measure
         with contextlib.suppress(DocumentError):  # an unreadable old summary is replaced
-            old, _ = read_summary(run_dir)
+            old, _ = read_summary(run_dir, figures=False)  # the figures are recomputed
             for key in ("telemetry", "energy", "health", "mlperf"):
                 if key in old:
                     summary[key] = old[key]

@@ -202,9 +202,14 @@ def write_summary(run_dir: Path, summary: Summary) -> None:
     write_json_atomic(Path(run_dir) / SUMMARY, summary)
 
 
-def read_summary(run_dir: Path, where: str | None = None) -> tuple[Summary, list[str]]:
+def read_summary(
+    run_dir: Path, where: str | None = None, *, figures: bool = True
+) -> tuple[Summary, list[str]]:
     """The only reader of summary.json: the summary and the sections that had to be
     dropped (:func:`~accelbench.metrics.summary.summary_from_json`); a file that cannot
-    be used at all is one DocumentError line naming it (``where``) and the field."""
+    be used at all is one DocumentError line naming it (``where``) and the field.
+    ``figures=False``: its figures are not checked (a rebuild that recomputes them and
+    keeps only the sections a live run measured)."""
     path = Path(run_dir) / SUMMARY
-    return summary_from_json(load_json(path, where or str(path)), where or str(path))
+    doc = load_json(path, where or str(path))
+    return summary_from_json(doc, where or str(path), figures=figures)
