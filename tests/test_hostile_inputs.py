@@ -387,6 +387,49 @@ def test_analysis_bad_values(runs: Path, args: list[str], option: str | None) ->
     assert set(after) == set(before), set(after) ^ set(before)  # nothing written
 
 
+def _damage_summary(run: Path, how: str) -> None:
+    if how == "schema only":
+        (run / "summary.json").write_text('{"schema": "accelbench.summary/1"}')
+        return
+    s = json.loads((run / "summary.json").read_text())
+    if how == "throughput -1":
+        s["throughput"] = {k: -1 for k in s["throughput"]}
+    elif how == "ttft NaN":
+        s["latency"]["ttft_ms"]["p50"] = float("nan")
+    else:  # "throughput fast"
+        s["throughput"] = "fast"
+    (run / "summary.json").write_text(json.dumps(s))
+
+
+@pytest.mark.parametrize("how", ["throughput -1", "schema only", "ttft NaN", "throughput fast"])
+def test_compare_and_frontier_of_a_damaged_summary(runs: Path, how: str) -> None:
+    """The audit's examples (findings 6b and 9): a summary.json with impossible figures, or
+    one that parses but holds no figures. compare and frontier recompute the run from its
+    intact requests.parquet and say so (compare --json on stderr); the impossible figure is
+    never shown. Without requests.parquet, compare's one error line says why."""
+    _damage_summary(runs / "results" / "b", how)
+    code, text = invoke(["compare", "results/a", "results/b"], runs)
+    assert_clean(code, text, wrong=False)
+    assert code == 0 and "figures recomputed from requests.parquet" in text, text
+    code, out, err, _ = run_cli(["compare", "results/a", "results/b", "--json"], runs)
+    assert code == 0 and "figures recomputed from requests.parquet" in err, err
+    for e in json.loads(out)[0]["estimates"]:  # b is a's twin: its recomputed figures
+        assert e["ratio"] == pytest.approx(1.0), e
+    code, out, err, _ = run_cli(["frontier", "results/b", "--json"], runs)
+    (entry,) = json.loads(out)
+    assert code == 0 and "b: figures recomputed from requests.parquet" in entry["warnings"]
+    for fr in entry["frontiers"].values():
+        assert [p["throughput_per_gpu"] > 0 for p in fr["points"]] == [True]
+    (runs / "results" / "b" / "requests.parquet").unlink()
+    code, text = invoke(["compare", "results/a", "results/b"], runs)
+    assert_clean(code, text, wrong=True)
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("error:")]
+    assert line.startswith("error: no usable runs in b (b: summary.json: ") and (
+        "requests.parquet missing" in line
+    ), line
+    assert "report" not in line  # compare writes no report
+
+
 def test_report_into_directory_leaves_no_tmp(runs: Path) -> None:
     invoke(["report", "results/a", "-o", "results"], runs)
     assert not list(runs.rglob("*.tmp"))

@@ -36,10 +36,10 @@ def _slo(items: list[str]) -> dict[str, float]:
     return slo(parse_kv_floats(items, "--slo"))
 
 
-def _console():  # noqa: ANN202
+def _console(stderr: bool = False):  # noqa: ANN202
     from accelbench.console import console
 
-    return console()
+    return console(stderr=stderr)
 
 
 def _e(x: object) -> str:
@@ -202,12 +202,12 @@ def compare_cmd(
     )  # fmt: skip
     refuse_unbootstrapped(given, comps)
     verdicts = [v for c in comps for v in c.verdicts]
+    con = _console(stderr=as_json)  # with --json, stdout is the JSON: the inputs' warnings
+    for p in sa.problems + sb.problems:  # (a summary recomputed, a run left out) on stderr
+        con.print(f"[yellow]warning:[/yellow] {_e(p)}")
     if as_json:
         typer.echo(json.dumps([c.to_json() for c in comps], indent=2))
     else:
-        con = _console()
-        for p in sa.problems + sb.problems:
-            con.print(f"[yellow]warning:[/yellow] {_e(p)}")
         for c in comps:
             t = Table(title=_e(f"{c.b_name} (B) vs {c.a_name} (A): {c.condition}"))
             for h in ("metric", "A", "B", "B / A", "95% CI", "note"):

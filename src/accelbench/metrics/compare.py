@@ -831,9 +831,13 @@ def compare_sets(
     )
     parsed = [parse_claim(c) for c in claims]
     warnings = check_workloads(a, b, allow_mismatch)
-    if not a.usable_runs or not b.usable_runs:
-        empty = [s.name for s in (a, b) if not s.usable_runs]
-        raise AccelbenchError(f"no usable runs in {', '.join(empty)} (see the report's warnings)")
+    if not a.usable_runs or not b.usable_runs:  # why, in the line itself (no report)
+        empty = [s for s in (a, b) if not s.usable_runs]
+        why = [p for s in empty for p in s.problems] or ["no run has throughput figures"]
+        more = f"; and {len(why) - 3} more" if len(why) > 3 else ""
+        raise AccelbenchError(
+            f"no usable runs in {', '.join(s.name for s in empty)} ({'; '.join(why[:3])}{more})"
+        )
     if a.gpus != b.gpus:
         warnings.append(f"GPU counts differ ({a.gpus} vs {b.gpus}); per-GPU figures compared")
     for side, s in (("A", a), ("B", b)):  # a prediction is never shown as a measurement

@@ -46,5 +46,6 @@ class RunSetLike(Protocol):
     def gpus(self) -> int: ...
 
     cache: dict[str, Any]  # per-analysis results kept with the set
+    problems: list[str]  # what is wrong with its runs (one line each)
 
     def workload(self) -> dict[str, Any] | None: ...
