@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import typer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from accelbench.errors import AccelbenchError, UsageError
@@ -196,7 +198,8 @@ def test_other_sweep_in_same_dir_refused(tmp_path):
         (lambda d: {**d, "points": [{"value": 1}]}, "a point without a directory"),
         (lambda d: {**d, "points": [{**d["points"][0], "value": math.nan}]}, "whole number"),
         (lambda d: {**d, "points": [{**d["points"][0], "value": "abc"}]}, "must be a number"),
-        (lambda d: {**d, "points": [{**d["points"][0], "value": -3}]}, "must be in [1,"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": -3}]}, "whole number >= 1"),
+        (lambda d: {**d, "points": [{**d["points"][0], "value": 10**6}]}, "must be in [1,"),
     ],
 )
 def test_damaged_sweep_json_is_one_error_and_touches_nothing(tmp_path, damage, needle):
@@ -210,6 +213,61 @@ def test_damaged_sweep_json_is_one_error_and_touches_nothing(tmp_path, damage, n
         run_sweep(tmp_path / "s", _plan([1, 2]), runner=r, progress=False)
     assert needle in str(exc.value) and r.calls == []
     assert {p: p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file()} == before
+
+
+def test_run_directories_sweep_json_does_not_list_are_said(tmp_path):
+    """The audit's example: sweep.json cut to one point while c0002/ and c0004/ are complete
+    runs. The views read the sweep's record (a resume sets unlisted directories aside and
+    reruns the point): the others are left out, in one warning line naming them; an
+    earlier attempt the record names is not among them."""
+    from synthetic_runs import make_sweep
+
+    d = make_sweep(tmp_path / "w5", [{"concurrency": c} for c in (1, 2, 4)], osl=16)
+    make_run(d / "c0001.attempt1", 4, concurrency=1, osl=16)
+    sj = json.loads((d / "sweep.json").read_text())
+    sj["points"] = sj["points"][:1]
+    sj["points"][0]["earlier_attempts"] = ["c0001.attempt1"]
+    (d / "sweep.json").write_text(json.dumps(sj))
+    s = load_sweep(d)
+    assert [r.path.name for r in s.runs] == ["c0001"]
+    assert s.problems == ["sweep.json lists no point for run directories c0002, c0004: left out"]
+
+
+_NOT_A_CONCURRENCY = st.sampled_from([0, -3, 0.5, 2.5, math.nan, math.inf, -math.inf, 10**400])
+_NOT_A_RATE = st.sampled_from([0, -3, -1e-9, math.nan, math.inf, -math.inf, 10**400])
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(data=st.data(), kind=st.sampled_from(["concurrency", "rate"]), where=st.sampled_from(
+    ["points", "values"]))  # fmt: skip
+def test_a_point_that_is_no_load_is_refused_by_the_reader(tmp_path_factory, data, kind, where):
+    """A sweep.json point (or planned value) that is no load (zero, negative, NaN,
+    infinite, a fractional concurrency): one DocumentError line naming it; the views then
+    use the run directories found and say so (the run is not lost); a resume refuses."""
+    from accelbench.errors import DocumentError
+    from accelbench.store.sweepdoc import SweepDoc
+    from synthetic_runs import make_sweep
+
+    bad = data.draw(_NOT_A_CONCURRENCY if kind == "concurrency" else _NOT_A_RATE)
+    d = make_sweep(tmp_path_factory.mktemp("sw") / "s", [{"concurrency": 1}, {"concurrency": 2}],
+                   osl=16)  # fmt: skip
+    sj = json.loads((d / "sweep.json").read_text())
+    sj["kind"] = kind
+    if where == "points":
+        sj["points"][1]["value"] = bad
+    else:
+        sj["values"][1] = bad
+    with pytest.raises(DocumentError) as exc:
+        SweepDoc.from_json(sj)
+    assert f"sweep.json: {where}[1]" in str(exc.value) and "\n" not in str(exc.value)
+    (d / "sweep.json").write_text(json.dumps(sj))
+    s = load_sweep(d)
+    assert sorted(r.path.name for r in s.runs) == ["c0001", "c0002"]
+    assert len(s.problems) == 1 and "using the run directories found" in s.problems[0]
+    good = dict(sj, values=[1, 2], points=[dict(p, value=i + 1) for i, p in
+                                            enumerate(sj["points"])])  # fmt: skip
+    assert [p.value for p in SweepDoc.from_json(good).points] == [1, 2]
 
 
 def _app() -> typer.Typer:

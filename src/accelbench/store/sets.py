@@ -67,6 +67,11 @@ def load_sweep(path: str | Path) -> SweepSet:
                 problems.append(f"{label}: run directory {p.dir} missing")
                 continue
             runs.append(load_run(pdir))
+        if unlisted := _unlisted_run_dirs(d, sweep):
+            names = ", ".join(unlisted[:10]) + (
+                f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else ""
+            )
+            problems.append(f"sweep.json lists no point for run directories {names}: left out")
     else:
         if not d.is_dir():
             raise AccelbenchError(f"{d}: not a directory")
@@ -81,6 +86,23 @@ def load_sweep(path: str | Path) -> SweepSet:
             problems.append(f"{r.load_label} ({r.path.name}): no figures (left out)")
     runs.sort(key=lambda r: (r.load is None, r.load or 0.0))
     return SweepSet(d.name, d, runs, problems, sweep)
+
+
+def _unlisted_run_dirs(d: Path, sweep: SweepDoc) -> list[str]:
+    """The run directories in ``d`` that sweep.json names neither as a point's directory
+    nor as an earlier attempt set aside (a sweep.json cut short, or a run copied in). The
+    sweep's record decides what the sweep is: a resume takes no such directory as a done
+    point either (it sets a point's directory aside unless sweep.json says completed)."""
+    listed = set()
+    for p in sweep.points:
+        pdir = d / p.dir
+        listed.add(pdir.resolve())
+        listed.update((pdir.parent / a).resolve() for a in p.earlier_attempts)
+    return [
+        c.name
+        for c in sorted(d.iterdir())
+        if c.is_dir() and c.resolve() not in listed and is_run_dir(c)
+    ]
 
 
 def load_inputs(paths: Sequence[str | Path]) -> list[SweepSet]:

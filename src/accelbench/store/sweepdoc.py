@@ -8,6 +8,7 @@ imports no suite. A damaged file is one DocumentError line naming the file and f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,16 +105,21 @@ class SweepDoc:
         pts = d.get("points", [])
         if not isinstance(pts, list) or not all(isinstance(p, dict) for p in pts):
             raise DocumentError(f"{where}: points is not a list of objects")
+        kind = f.str("kind", "concurrency")
         values = []
         for i, x in enumerate(f.list("values", [])):
             if isinstance(x, bool) or not isinstance(x, int | float):
                 raise DocumentError(f"{f.at('values')}[{i}]: expected a number, got {x!r:.40}")
+            _check_load(kind, x, f"{f.at('values')}[{i}]")
             values.append(x)
+        points = [SweepPoint.from_json(p) for p in f.objects("points", [])]
+        for i, p in enumerate(points):
+            _check_load(kind, p.value, f"{f.at('points')}[{i}].value")
         return cls(
-            kind=f.str("kind", "concurrency"),
+            kind=kind,
             values=values,
             base_config=f.json_obj("base_config"),
-            points=[SweepPoint.from_json(p) for p in f.objects("points", [])],
+            points=points,
             status=f.str("status", "unknown"),
             preset=f.opt_str("preset"),
             requests_per_point=f.num("requests_per_point"),
@@ -121,6 +127,22 @@ class SweepDoc:
             saturation=f.json_obj("saturation"),
             stop_reason=f.opt_str("stop_reason"),
         )
+
+
+def _check_load(kind: str, v: float, where: str) -> None:
+    """A point's load is a load: a concurrency a whole number >= 1, a request rate a finite
+    number > 0 (the sweep's own upper limits are the runner's: checked on a resume)."""
+    try:
+        ok = math.isfinite(v) and v > 0
+    except OverflowError:  # an integer beyond float range: no load
+        ok = False
+    if kind == "concurrency":
+        ok = ok and v >= 1 and v == int(v)
+        want = "a whole number >= 1 (a concurrency)"
+    else:
+        want = "a finite number > 0 (a request rate)"
+    if not ok:
+        raise DocumentError(f"{where}: must be {want} (got {v!r:.40})")
 
 
 def read_sweep(sweep_dir: Path, where: str | None = None) -> SweepDoc:
