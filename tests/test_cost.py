@@ -17,6 +17,8 @@ from accelbench.cost.costing import (
     tokens_per_s_per_mw,
     usd_per_million_tokens,
 )
+from accelbench.cost.tco import LIMITS as TCO_LIMITS
+from accelbench.cost.tco import OPTIONS as TCO_OPTIONS
 from accelbench.cost.tco import TcoInputs, crf, load_tco_file, resolve_tco
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import shipped_catalog
@@ -121,6 +123,67 @@ def test_crf():
     assert crf(0.08, 4) == pytest.approx(0.3019208, rel=1e-6)
 
 
+def test_crf_is_stable_as_the_rate_goes_to_zero():
+    # audit_opts 1a: (1 + 1e-17) ** 4 == 1.0 divided by zero (exit 70); the limit is 1/n
+    for rate in (1e-17, 1e-300, 5e-324, 1e-10):
+        assert crf(rate, 4) == pytest.approx(0.25, rel=1e-9)
+    assert crf(1e-6, 4) == pytest.approx(1e-6 * (1 + 1e-6) ** 4 / ((1 + 1e-6) ** 4 - 1), rel=1e-6)
+
+
+def _in_range(key: str) -> st.SearchStrategy[float]:
+    lo, lo_open, hi = TCO_LIMITS[key]
+    edges = [hi] if lo_open else [lo, hi]
+    return st.one_of(
+        st.sampled_from(edges),
+        st.floats(lo, hi, exclude_min=lo_open, allow_nan=False, allow_infinity=False),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    capex=_in_range("capex_usd"),
+    life=_in_range("life_years"),
+    rate=_in_range("cost_of_capital"),
+    util=_in_range("utilisation"),
+    kw=_in_range("it_kw_per_gpu"),
+    pue=_in_range("pue"),
+    kwh=_in_range("usd_per_kwh"),
+    other=_in_range("other_opex_usd_per_gpu_hour"),
+)
+def test_buildup_is_finite_over_every_accepted_input(capex, life, rate, util, kw, pue, kwh, other):
+    """Every value each build-up input accepts gives a finite, non-negative $/GPU-hour
+    (positive once capex is), never an exit-70 arithmetic error."""
+    inp = TcoInputs(
+        capex_usd=capex,
+        life_years=life,
+        cost_of_capital=rate,
+        utilisation=util,
+        it_kw_per_gpu=kw,
+        pue=pue,
+        usd_per_kwh=kwh,
+        other_opex_usd_per_gpu_hour=other,
+    )
+    t = resolve_tco(shipped_catalog()["h100"], inp)
+    assert math.isfinite(t.usd_per_gpu_hour) and t.usd_per_gpu_hour >= 0
+    assert t.kw_per_gpu is not None and math.isfinite(t.kw_per_gpu) and t.kw_per_gpu > 0
+    if capex >= 1:
+        assert t.usd_per_gpu_hour > 0
+    assert all(math.isfinite(v) for v in t.breakdown.values())
+
+
+@pytest.mark.parametrize(
+    "key", ["life_years", "utilisation", "kw_per_gpu", "it_kw_per_gpu", "cost_of_capital"]
+)
+def test_tco_lower_bounds_just_inside_accepted_just_outside_refused(key):
+    lo, lo_open, _ = TCO_LIMITS[key]
+    assert not lo_open
+    TcoInputs(**{key: lo}).validate()
+    below = math.nextafter(lo, -math.inf)
+    for bad in (below, 1e-300 if lo > 0 else -1e-300):
+        with pytest.raises(AccelbenchError, match=rf"\({TCO_OPTIONS[key]}\) must be in \["):
+            TcoInputs(**{key: bad}).validate()
+
+
 def test_buildup_by_hand():
     acc = shipped_catalog()["h100"]
     inp = TcoInputs(
@@ -174,8 +237,8 @@ def test_newer_rate_set_uses_all_in_kw_as_is():
         (TcoInputs(usd_per_gpu_hour=math.nan), r"--usd-per-gpu-hour\) must be in \[0, 1000\]"),
         (TcoInputs(usd_per_gpu_hour=math.inf), "usd_per_gpu_hour"),
         (TcoInputs(usd_per_gpu_hour=1e12), "usd_per_gpu_hour"),
-        (TcoInputs(kw_per_gpu=0.0), r"kw_per_gpu \(--kw-per-gpu\) must be in \(0, 100\]"),
-        (TcoInputs(utilisation=1.5), r"utilisation \(--utilisation\) must be in \(0, 1\]"),
+        (TcoInputs(kw_per_gpu=0.0), r"kw_per_gpu \(--kw-per-gpu\) must be in \[0.001, 100\]"),
+        (TcoInputs(utilisation=1.5), r"utilisation \(--utilisation\) must be in \[0.01, 1\]"),
         (TcoInputs(utilisation=math.nan), "utilisation"),
         (TcoInputs(pue=0.9), r"pue \(--pue\) must be in \[1, 3\]"),
         (TcoInputs(pue=math.nan), "pue"),

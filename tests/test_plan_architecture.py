@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
-from accelbench.plan.architecture import arch_from_config, load_config_file
+from accelbench.plan.architecture import arch_from_config, human_bytes, load_config_file
 from accelbench.plan.models import find_model, model_catalog, resolve_model
 
 KIB = 1024
@@ -284,3 +284,16 @@ def test_any_config_file_loads_or_fails_with_one_line(tmp_path, changes, raw):
             assert "\n" not in str(exc)
         else:
             assert a.total_params > 0
+
+
+@given(st.floats(min_value=0, allow_nan=False, allow_infinity=False))
+def test_human_bytes_is_total_over_every_size(n):
+    # audit_opts 1c: below one byte the unit index went negative: IndexError, exit 70
+    text = human_bytes(n)
+    assert text.endswith("B") and "\n" not in text
+
+
+def test_human_bytes_below_a_byte():
+    assert human_bytes(1e-300) == "1e-300 B"
+    assert human_bytes(0.5) == "0.5 B"
+    assert human_bytes(2048) == "2 KiB"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from accelbench.cli.cost import register
@@ -14,7 +17,7 @@ from accelbench.hardware.catalog import shipped_catalog
 from accelbench.plan.mlperf import check_mlperf
 from accelbench.plan.models import find_model
 from accelbench.plan.planner import build_plan
-from accelbench.plan.roofline import Roofline, Workload, hardware_for, memory_fit
+from accelbench.plan.roofline import MAX_CONTEXT, Roofline, Workload, hardware_for, memory_fit
 
 GIB = 2**30
 
@@ -298,9 +301,14 @@ def test_plan_cli_efficiency_of_a_sweep(app, tmp_path):
         (("llama-3.1-7b", "-a", "h100", "-c", "100"), "did you mean"),
         (("llama-3.1-70b", "-a", "h1000", "-c", "100"), "unknown accelerator"),
         (("llama-3.1-70b", "-a", "h100"), "give --context"),
-        (("llama-3.1-70b", "-a", "h100", "-c", "-5"), "context (--context) must be in [0, 1e+07]"),
-        (("llama-3.1-70b", "-a", "h100", "-c", "nan"), "context (--context) must be in"),
-        (("llama-3.1-70b", "-a", "h100", "-c", "inf"), "context (--context) must be in"),
+        (
+            ("llama-3.1-70b", "-a", "h100", "-c", "-5"),
+            "context (--context) must be an integer in [1,",
+        ),
+        (
+            ("llama-3.1-70b", "-a", "h100", "-c", "0"),
+            "context (--context) must be an integer in [1,",
+        ),
         (("llama-3.1-70b", "-a", "h100", "-c", "10", "-p", "fp5"), "unknown precision"),
         (("llama-3.1-70b", "-a", "h100", "-c", "10", "--points", "1"), "points (--points) must"),
         (("llama-3.1-70b", "-a", "h100", "-c", "10", "--points", "0"), "points (--points) must"),
@@ -319,6 +327,26 @@ def test_plan_cli_bad_input(app, args, message):
     r = CliRunner().invoke(app, ["plan", *args])
     assert isinstance(r.exception, AccelbenchError), r.output
     assert message in str(r.exception)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0.4", "1e-300", "1.5"])
+def test_plan_cli_context_is_whole_tokens(app, value):
+    # audit_opts 1c: --context 1e-300 was an IndexError in human_bytes (exit 70), and
+    # --context 0.4 printed "peak context 0 tokens"
+    r = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "-a", "h100", "-c", value])
+    assert r.exit_code == 2 and "--context" in r.output, r.output
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.one_of(st.integers(-3, 3), st.integers(MAX_CONTEXT - 2, MAX_CONTEXT + 2), st.floats()))
+def test_workload_context_boundary(context):
+    """Whole tokens in [1, MAX_CONTEXT] are a workload; anything else is one named error."""
+    whole = isinstance(context, int) or (math.isfinite(context) and context.is_integer())
+    if whole and 1 <= context <= MAX_CONTEXT:
+        assert Workload.of(context, None, None).peak_context == context
+    else:
+        with pytest.raises(AccelbenchError, match=r"context \(--context\) must be an integer"):
+            Workload.of(context, None, None)
 
 
 def test_plan_cli_points(app):

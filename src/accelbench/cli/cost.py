@@ -640,7 +640,9 @@ def plan_command(
         "bf16", "--precision", "-p", help="Weights: bf16, fp8, mxfp4, nvfp4, int4 ..."
     ),
     kv_precision: str = typer.Option("bf16", "--kv-precision", help="KV cache: bf16 or fp8."),
-    context: float | None = typer.Option(None, "--context", "-c", help="Decode context tokens."),
+    context: int | None = typer.Option(
+        None, "--context", "-c", help="Decode context tokens (a whole number, at least 1)."
+    ),
     isl: int | None = typer.Option(None, "--isl", help="Input tokens per request."),
     osl: int | None = typer.Option(None, "--osl", help="Output tokens per request."),
     concurrency: int = typer.Option(1, "--concurrency", help="Sequences that must fit."),

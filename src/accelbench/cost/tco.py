@@ -82,12 +82,15 @@ class TcoInputs:
 # Accepted ranges (low, low end open?, high): what a real deployment could need and no more.
 LIMITS: dict[str, tuple[float, bool, float]] = {
     "usd_per_gpu_hour": (0.0, False, 1000.0),
-    "kw_per_gpu": (0.0, True, 100.0),
+    # 1 W: below it no accelerator runs, and the energy figures fall to nothing
+    "kw_per_gpu": (0.001, False, 100.0),
     "capex_usd": (0.0, False, 1e8),
-    "life_years": (0.0, True, 50.0),
+    # about five weeks: a shorter life repays capex at absurd rates ($3.6e12/GPU-hour at 1e-12)
+    "life_years": (0.1, False, 50.0),
     "cost_of_capital": (0.0, False, 1.0),
-    "utilisation": (0.0, True, 1.0),
-    "it_kw_per_gpu": (0.0, True, 100.0),
+    # 1 %: capital is divided by it, so anything below is a figure no fleet pays
+    "utilisation": (0.01, False, 1.0),
+    "it_kw_per_gpu": (0.001, False, 100.0),
     "pue": (1.0, False, 3.0),
     "usd_per_kwh": (0.0, False, 100.0),
     "other_opex_usd_per_gpu_hour": (0.0, False, 1000.0),
@@ -293,12 +296,17 @@ def rate_set(name: str | None) -> RateSet:
 
 def crf(rate: float, years: float) -> float:
     """Capital recovery factor: the yearly payment that repays 1 over ``years`` at ``rate``."""
-    if years <= 0:
+    if not years > 0 or not math.isfinite(years):
         raise AccelbenchError(f"life_years must be > 0 (got {years:g})")
-    if rate == 0:
-        return 1.0 / years
-    g = (1.0 + rate) ** years
-    return rate * g / (g - 1.0)
+    if not 0 <= rate < math.inf:
+        raise AccelbenchError(f"cost_of_capital must be >= 0 (got {rate:g})")
+    if rate * years < 1e-9:
+        # rate / (1 - (1+rate)^-years) -> 1/years as rate -> 0; the next term of its series
+        # is rate/2, the one after ~ years*rate^2/12, below a double's precision here
+        return 1.0 / years + rate / 2.0
+    # rate * g / (g - 1) with g = (1+rate)^years, without the cancellation of g - 1 (it
+    # was 0.0 for a rate of 1e-17: ZeroDivisionError)
+    return rate / -math.expm1(-years * math.log1p(rate))
 
 
 def tco_mode(inp: TcoInputs) -> str:

@@ -617,5 +617,6 @@ def human_bytes(n: float) -> str:
     units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
     if n <= 0 or not math.isfinite(n):
         return f"{n:g} B"
-    i = min(int(math.log(n, 1024)), len(units) - 1)
+    # below 1 B the log is negative: units[-99] was an IndexError (exit 70)
+    i = max(0, min(int(math.log(n, 1024)), len(units) - 1))
     return f"{n / 1024**i:.4g} {units[i]}"

@@ -300,7 +300,7 @@ def build_plan(
     gpus: int | None = None,
     precision: str = "bf16",
     kv_precision: str = "bf16",
-    context: float | None = None,
+    context: int | None = None,
     isl: int | None = None,
     osl: int | None = None,
     concurrency: int = 1,

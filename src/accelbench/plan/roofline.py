@@ -248,7 +248,11 @@ class Workload:
             if isl is None:
                 raise AccelbenchError("give --context, or --isl (and --osl)")
             return cls(isl + (osl or 0) / 2.0, isl, osl, kv_precision, float(isl + (osl or 0)))
-        check_number("context (--context)", context, 0, MAX_CONTEXT)
+        if isinstance(context, float) and context.is_integer():
+            context = int(context)
+        # a whole number of tokens, at least the one being decoded (0.4 was "peak context
+        # 0 tokens"; 1e-300 reached human_bytes below one byte)
+        check_int("context (--context)", context, 1, MAX_CONTEXT)
         return cls(float(context), isl, osl, kv_precision)
 
 
