@@ -21,7 +21,15 @@ from typer.testing import CliRunner
 from accelbench.cli.main import app
 from accelbench.errors import UsageError
 from accelbench.suites.mlperf.qsl import read_records, samples_from_records
-from accelbench.suites.mlperf.settings import MlperfSettings, build, check_user_conf, compliance
+from accelbench.suites.mlperf.settings import (
+    MAX_QPS,
+    MIN_QPS,
+    MlperfSettings,
+    build,
+    check_user_conf,
+    compliance,
+)
+from cli_inprocess import run_cli
 
 
 # -- settings: the benchmark's defaults are LoadGen's own mlperf.conf ------------------
@@ -127,6 +135,47 @@ def test_user_conf_values_no_run_can_use(
 def test_bad_settings(kw: dict, match: str) -> None:
     with pytest.raises(UsageError, match=match):
         MlperfSettings(**kw).validate()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scenario=st.sampled_from(["server", "interactive", "offline"]),
+    qps=st.one_of(
+        st.sampled_from([MIN_QPS, MAX_QPS, 1e-300, 5e-324, 0.0]),
+        st.floats(0, 2 * MIN_QPS),
+        st.floats(MAX_QPS / 2, 2 * MAX_QPS),
+    ),
+)
+def test_target_qps_boundary(scenario: str, qps: float) -> None:
+    """--target-qps in [0.001, 1e6] (run's --rate bounds) is accepted; below or above is one
+    line naming it (audit_opts 2a: 1e-300 left LoadGen waiting ~1e300 s for a first query)."""
+    ms = MlperfSettings(scenario=scenario, target_qps=qps)
+    if MIN_QPS <= qps <= MAX_QPS:
+        ms.validate()
+    else:
+        with pytest.raises(UsageError, match=r"^--target-qps must be a finite number in \[0.001,"):
+            ms.validate()
+
+
+@pytest.mark.parametrize("scenario", ["server", "interactive", "offline"])
+def test_cli_tiny_target_qps_is_refused_before_connecting(tmp_path: Path, scenario: str) -> None:
+    code, out, err, _ = run_cli(
+        [
+            "mlperf", scenario, "--url", "http://127.0.0.1:9", "--samples", "4",
+            "--min-query-count", "4", "--min-duration", "0", "--target-qps", "1e-300",
+            "--isl", "8", "--osl", "8",
+        ],
+        tmp_path,
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and "--target-qps" in err, err
+    assert not list(tmp_path.iterdir())
+
+
+def test_user_conf_target_qps_has_the_same_floor(tmp_path: Path) -> None:
+    conf = tmp_path / "user.conf"
+    conf.write_text("*.Server.target_qps = 0.0001\n")
+    with pytest.raises(UsageError, match="target_qps"):
+        MlperfSettings(scenario="server", user_conf=str(conf)).validate()
 
 
 def test_cli_bad_option_is_one_line() -> None:

@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
+from accelbench.runner.config import MIN_RATE
 from accelbench.suites.mlperf import loadgen
 
 # accelbench's scenario -> (LoadGen scenario, uses the "-interactive" benchmark keys)
@@ -38,6 +39,9 @@ BENCHMARKS = (
 INTERACTIVE = ("llama2-70b", "llama3_1-405b", "llama3_1-8b", "deepseek-r1", "gpt-oss-120b")
 
 MAX_QPS = 1e6
+# as run's --rate: one query every ~17 minutes. LoadGen schedules its first query 1/QPS
+# after the start, so 1e-300 never finished (and 1e-6 waited eleven days)
+MIN_QPS = MIN_RATE
 MAX_DURATION_S = 30 * 86400.0
 MAX_QUERIES = 10_000_000
 
@@ -118,7 +122,7 @@ CONF_KEYS: dict[str, ConfKey] = {
     # SingleStream / MultiStream: the expected latency (ms) that sizes LoadGen's schedule
     # (Server's end-to-end bound is not judged where token latencies are: refused below)
     "target_latency": ConfKey("float", ("SingleStream", "MultiStream"), 0.001, _DAY_MS, "ms"),
-    "target_qps": ConfKey("float", ("Server", "Offline"), 1e-6, MAX_QPS, "queries/s"),
+    "target_qps": ConfKey("float", ("Server", "Offline"), MIN_QPS, MAX_QPS, "queries/s"),
     "min_duration": ConfKey("int", ALL, 0, MAX_DURATION_S * 1000, "ms"),
     "max_duration": ConfKey("int", ALL, 0, MAX_DURATION_S * 1000, "ms"),
     "min_query_count": ConfKey("int"),
@@ -176,7 +180,7 @@ class MlperfSettings:
                 self.user_conf, self.conf_model, self.lg_scenario
             )
         self.target_qps = v.optional_number(
-            "--target-qps", self.target_qps, 0, MAX_QPS, lo_open=True, unit="queries/s"
+            "--target-qps", self.target_qps, MIN_QPS, MAX_QPS, unit="queries/s"
         )
         if self.target_qps is not None and self.scenario == "single-stream":
             raise UsageError("--target-qps does not apply to single-stream (one query at a time)")
