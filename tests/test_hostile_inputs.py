@@ -793,3 +793,85 @@ def test_every_document_round_trips(name: str) -> None:
     got = read(doc)  # type: ignore[operator]
     if hasattr(got, "to_json"):
         assert read(got.to_json()) == _current(got)  # type: ignore[operator]
+
+
+# -- an option that would change nothing is refused, never ignored (audit_opts 3) ----------
+UNSET_ENV = "ACCELBENCH_TEST_UNSET_VARIABLE"
+_PROXY = ["shadow", "proxy", "--baseline", CLOSED, "--candidate", "http://127.0.0.1:2", "-o", "px"]
+_REPLAY = ["shadow", "replay", "--trace", "t.jsonl", "--baseline", CLOSED, "--candidate",
+           "http://127.0.0.1:2", "-o", "sh", "--no-telemetry"]  # fmt: skip
+IGNORED: list[tuple[list[str], str]] = [
+    (["mlperf", "offline", "--url", CLOSED, "--ray", "10.255.255.1:6379"], "--ray"),
+    ([*_REPLAY, "--ray", "10.255.255.1:6379"], "--ray"),
+    (run_args("--api-key-env", UNSET_ENV), "--api-key-env"),
+    (run_args("--api-key-env", "1bad"), "--api-key-env"),
+    (["sweep", "--url", CLOSED, "-o", "sw", "--values", "1", "--api-key-env", UNSET_ENV],
+     "--api-key-env"),
+    (["mlperf", "server", "--url", CLOSED, "--api-key-env", UNSET_ENV], "--api-key-env"),
+    ([*_REPLAY, "--candidate-api-key-env", UNSET_ENV], "--candidate-api-key-env"),
+    ([*_PROXY, "--candidate-api-key-env", UNSET_ENV], "--candidate-api-key-env"),
+    ([*_PROXY, "--seed", "5"], "--seed"),
+    (["predict", "--model", "llama-3.1-8b", "--accelerator", "h100", "--concurrency", "8",
+      "--ep", "8"], "--ep"),
+    (["health", "--source", "host", "--duration", "0", "--interval", "3000"], "--interval"),
+    (["serve", "reference", "--port", "0", "--device-memory-warmup-s", "5"],
+     "--device-memory-warmup-s"),
+    (["trace", "agent", "--sessions", "1", "--rate", "5", "-o", "a.jsonl"], "--rate"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "option"), IGNORED)
+def test_an_option_that_would_change_nothing_is_refused(
+    box: Path, args: list[str], option: str
+) -> None:
+    os.environ.pop(UNSET_ENV, None)
+    (box / "t.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
+        '{"timestamp": 10, "input_length": 8, "output_length": 4}\n'
+    )
+    before = snapshot(box)
+    code, text = invoke(args, box)
+    assert_clean(code, text, wrong=True, option=option)
+    assert code == 2 and len(text.strip().splitlines()) == 1, text
+    assert snapshot(box) == before
+
+
+@HYP
+@given(name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True), value=st.text())
+def test_an_explicit_key_variable_is_set_and_not_empty(name: str, value: str) -> None:
+    """--api-key-env NAME (and --candidate-api-key-env): set and not empty is accepted,
+    unset or empty refused naming the option; the default OPENAI_API_KEY may be unset."""
+    from accelbench import validate as v
+    from accelbench.runner.config import BenchmarkConfig
+
+    name = f"ACCELBENCH_T_{name}"
+    value = value.replace("\0", "")
+    old = os.environ.pop(name, None)
+    try:
+        if value:
+            os.environ[name] = value
+            assert v.env_var("--api-key-env", name) == name
+        with_default = BenchmarkConfig(url=CLOSED)
+        with_default.validate()  # the default variable, unset or not: never refused
+        cfg = BenchmarkConfig(url=CLOSED, api_key_env=name)
+        if value:
+            cfg.validate()
+        else:
+            with pytest.raises(AccelbenchError, match=rf"^--api-key-env {name}: .* not set"):
+                cfg.validate()
+    finally:
+        os.environ.pop(name, None)
+        if old is not None:
+            os.environ[name] = old
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["trace", "agent", "--sessions", "2", "--rate", "5", "-o", "a.jsonl"],
+        ["health", "--source", "host", "--duration", "0.1", "--interval", "0.05", "--json"],
+    ],
+)
+def test_the_same_option_where_it_applies_is_accepted(box: Path, args: list[str]) -> None:
+    code, text = invoke(args, box)
+    assert code in (0, 1) and "error:" not in text, text

@@ -308,7 +308,7 @@ def test_unused_option_is_refused(tmp_path, args, option):
     "args",
     [
         ["health", "--file", str(L4), "--format", "dcgm", "--temp-margin", "5", "--json"],
-        ["health", "--duration", "0", "--source", "host", "--pid", "1", "--interval", "1"],
+        ["health", "--duration", "0.2", "--source", "host", "--pid", "1", "--interval", "0.1"],
         ["health", "--duration", "0", "--source", "host,server", "--server-url",
          "http://127.0.0.1:9", "--pid", "1"],
         MON + ["--replay-format", "dcgm", "--source", "host", "--pid", "1"],

@@ -911,3 +911,25 @@ def test_property_an_option_the_mode_ignores_is_refused(
     assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
     assert min(unused) in err, (args, err)
     assert list(d.iterdir()) == []
+
+
+@settings(max_examples=12, deadline=None)
+@given(ep=st.sampled_from([1, 2, 4, 8]), model=st.sampled_from(["llama-3.1-8b", "deepseek-r1"]))
+def test_ep_applies_only_to_a_model_with_experts(ep: int, model: str) -> None:
+    """audit_opts 3d: --ep 8 on a dense model printed "TP8 EP8" over EP1's numbers."""
+    moe = find_model(model).arch.is_moe
+    run = lambda: predict_point(model, "h200", Layout(8, ep), 1024, 1024, Target(concurrency=8))  # noqa: E731
+    if ep == 1 or moe:
+        assert run().layout.ep == ep
+    else:
+        with pytest.raises(AccelbenchError, match=rf"^--ep {ep} applies to a model with experts"):
+            run()
+
+
+def test_cli_ep_on_a_dense_model_is_one_line(tmp_path: Path) -> None:
+    code, out, err, _ = run_cli(
+        ["predict", "--model", "llama-3.1-8b", "--accelerator", "h100", "--concurrency", "8",
+         "--ep", "8"],
+        tmp_path,
+    )  # fmt: skip
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--ep 8" in err

@@ -9,6 +9,7 @@ option. The oracle below restates docs/LIMITS.md "Combinations" independently of
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -81,6 +82,8 @@ def conflicts(o: dict[str, Any], typed: frozenset[str] = frozenset()) -> set[str
         bad.add("--telemetry-interval")
     if o["api_key_file"] is not None and set_("api_key_env", "OPENAI_API_KEY"):
         bad.add("--api-key-env")
+    elif set_("api_key_env", "OPENAI_API_KEY") and not os.environ.get(o["api_key_env"]):
+        bad.add("--api-key-env")  # an explicitly named variable that would send no key
     shape_isl = set_("isl", 128) or set_("isl_dist", "fixed") or set_("range_ratio", 0.0)
     shape_isl = shape_isl or o["isl_std"] is not None
     if trace:

@@ -104,6 +104,25 @@ def header_value(name: str, value: str) -> str:
     return value
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_var(name: str, var: Any) -> str:
+    """The name of an environment variable an option was explicitly given (an API key's):
+    a valid name whose variable is set and not empty. Unset, it silently sent no key."""
+    if not isinstance(var, str) or not _ENV_NAME.fullmatch(var):
+        raise UsageError(
+            f"{name} must name an environment variable (letters, digits and '_', not "
+            f"starting with a digit; got {var!r})"
+        )
+    if not os.environ.get(var):
+        raise UsageError(
+            f"{name} {var}: that environment variable is not set or is empty, so no key "
+            f"would be sent; set it, or leave {name} out"
+        )
+    return var
+
+
 def label(name: str, value: str) -> str:
     """A name that is one safe path component: letters, digits, '.', '_', '-', not
     starting with '.', at most 100 characters, so it can never leave its parent folder."""

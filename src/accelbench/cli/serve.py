@@ -99,6 +99,8 @@ def reference(
     refuse_unmet(given_options(ctx), [
         ("--diverge", deterministic, "with --deterministic"),
         ("--stall-s", "stall" in kinds, "with --fault stall:P"),
+        ("--device-memory-warmup-s", device_memory_warmup > 0,
+         "with --device-memory-warmup BYTES above 0 (the length of that ramp)"),
         ("--slow-headers-s", "slow_headers" in kinds, "with --fault slow_headers:P"),
         ("--prefix-block-size", cache, "with --prefix-cache-blocks N (N > 0)"),
         ("--prefix-cache-outputs", cache, "with --prefix-cache-blocks N (N > 0)"),

@@ -40,7 +40,7 @@ def proxy_cmd(
         ..., help="The system under evaluation (copies, answers discarded)."
     ),
     sample: float = typer.Option(
-        1.0, help="Fraction of requests copied to the candidate (0 to 1)."
+        1.0, help="Fraction of requests copied to the candidate (above 0, up to 1)."
     ),
     max_inflight: int = typer.Option(
         256, help="Copies in flight at most; more are dropped and counted."
@@ -56,7 +56,7 @@ def proxy_cmd(
     out: str = typer.Option(
         None, "--out", "-o", help="Shadow directory (default `results/shadow-proxy-<time>`)."
     ),
-    seed: int = typer.Option(0, help="Seed of the sampling."),
+    seed: int = typer.Option(None, help="Seed of the sampling (default 0; with --sample < 1)."),
 ) -> None:
     """Serve as an OpenAI-compatible proxy: the baseline answers callers (relayed byte for
     byte), the candidate gets a copy that is measured and discarded. Ctrl-C, SIGTERM or
@@ -64,10 +64,13 @@ def proxy_cmd(
     as such), `--duration` or `--max-requests` ends it (`completed`, exit 0); everything is
     journalled in the shadow directory as it happens."""
 
+    from accelbench import validate as v
     from accelbench.client.session import load_api_key
     from accelbench.suites.shadow.proxy import ProxyConfig, parse_listen, run_proxy
     from accelbench.urls import Endpoint
 
+    if candidate_api_key_env is not None:
+        v.env_var("--candidate-api-key-env", candidate_api_key_env)
     host, port = parse_listen(listen)
     cfg = ProxyConfig(
         baseline=Endpoint.parse(baseline), candidate=Endpoint.parse(candidate),

@@ -6,6 +6,7 @@ Thin wrappers: the logic lives in accelbench.telemetry and accelbench.health.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import typer
@@ -97,6 +98,10 @@ def health_cmd(
         ("--source", live, "to live sampling (not with --file)"),
         ("--duration", live, "to live sampling (not with --file)"),
         ("--interval", live, "to live sampling (not with --file)"),
+        # a check shorter than one interval takes one sample: the interval never applies
+        ("--interval", not live or not math.isfinite(duration) or not math.isfinite(interval)
+         or duration > interval,
+         "with a --duration longer than the interval (a check no longer takes one sample)"),
         ("--server-url", live and (names is None or "server" in names),
          "to live sampling with autodetected sources or --source server (not --file)"),
         ("--pid", live and (names is None or "host" in names),

@@ -73,7 +73,11 @@ def agent_cmd(
     # a tool result and its run time come between two turns: one turn has neither
     later = "with --turns above 1 (a tool's result and run time come before a later turn)"
     refuse_unmet(given_options(ctx), [("--tool-tokens", turns > 1, later),
-                                      ("--tool-ms", turns > 1, later)])  # fmt: skip
+                                      ("--tool-ms", turns > 1, later),
+                                      # the first session starts at 0: the rate spaces the rest
+                                      ("--rate", sessions != 1, "with --sessions above 1 "
+                                       "(the first session starts at 0; the rate spaces the "
+                                       "later ones)")])  # fmt: skip
 
     spec = AgentTraceSpec(
         sessions=sessions, turns=turns, system_tokens=system_tokens, user_tokens=user_tokens,

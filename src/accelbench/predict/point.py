@@ -313,6 +313,12 @@ def predict_point(
         model, accelerator, layout, engine, precision, kv_precision, max_batch, f
     )
     arch, acc = sm.arch, sm.acc
+    if layout.ep > 1 and not arch.is_moe:
+        # the step model has no experts to spread: the numbers were EP1's under an EP8 header
+        raise UsageError(
+            f"--ep {layout.ep} applies to a model with experts; {arch.name} is dense "
+            "(leave --ep at 1)"
+        )
     if sm.kv_fit(isl + osl) < 1:
         raise AccelbenchError("the layout does not fit: " + sm.memory_arithmetic(isl + osl))
     if target.concurrency is not None:

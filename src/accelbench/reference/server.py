@@ -193,7 +193,8 @@ class StressKnobs:
 
         v.integer("--leak-bytes-per-request", self.leak_bytes_per_request, 0, 1 << 30)
         v.number("--diverge", self.diverge, 0.0, 1.0)
-        v.number("--device-memory-rate", self.device_memory_rate, -1e12, 1e12)
+        # growth only: a negative rate would report memory below what is in use
+        v.number("--device-memory-rate", self.device_memory_rate, 0.0, 1e12, unit="bytes/s")
         v.number("--device-memory-warmup-s", self.device_memory_warmup_s, 0.0, 1e7)
         v.number("--device-memory-warmup", self.device_memory_warmup_bytes, 0.0, 1e15)
         v.number("--device-memory-total", self.device_memory_total_bytes, 0.0, 1e15, lo_open=True)

@@ -114,6 +114,9 @@ class BenchmarkConfig:
         self.timeout_s = v.number("--timeout", self.timeout_s, 0, MAX_DURATION_S, lo_open=True)
         self.gpus = v.integer("--gpus", self.gpus, 1, MAX_GPUS)
         self.workers = v.optional_integer("--workers", self.workers, 1, MAX_WORKERS)
+        if self.api_key_file is None and self.api_key_env is not None:
+            if self.is_set(self, "api_key_env"):  # the default may be unset: no key
+                v.env_var("--api-key-env", self.api_key_env)
         if self.ray is not None and not self.ray.strip():
             raise v.UsageError("--ray needs an address: auto, local, host:port or ray://host:port")
         if self.ray is not None:

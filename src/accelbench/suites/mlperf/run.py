@@ -126,6 +126,11 @@ def run_mlperf(
     log = log or (lambda msg: None)
     ms.validate()
     _check_qsl(qsl)
+    if cfg.ray is not None:  # before validate(), which would ask for Ray itself
+        raise UsageError(
+            "--ray does not apply to mlperf: MLPerf runs on one LoadGen process (Ray "
+            "spreads run's load workers)"
+        )
     cfg.validate()
     _check_combinations(cfg, qsl)
     lg = loadgen()  # fail before an engine is started

@@ -82,7 +82,7 @@ class ProxyConfig:
     candidate_api_key: str | None = None
     max_requests: int | None = None  # stop after this many recorded requests
     duration_s: float | None = None
-    seed: int = 0
+    seed: int | None = None  # of the sampling (0 when not given); only with sample < 1
 
     def __post_init__(self) -> None:
         self.baseline = Endpoint.parse(self.baseline)
@@ -95,7 +95,8 @@ class ProxyConfig:
             check_url(ep.url, name)
             if ep.scheme != "http":
                 raise UsageError(f"{name} must be a plain http:// URL (got {ep.display!r})")
-        self.sample = v.number("--sample", self.sample, 0, 1)
+        # 0 would shadow nothing: a run that measures no candidate request
+        self.sample = v.number("--sample", self.sample, 0, 1, lo_open=True)
         self.max_inflight = v.integer("--max-inflight", self.max_inflight, 1, 100_000)
         self.candidate_timeout_s = v.number(
             "--candidate-timeout", self.candidate_timeout_s, 0, 86400, lo_open=True, unit="s"
@@ -108,7 +109,13 @@ class ProxyConfig:
         self.duration_s = v.optional_number(
             "--duration", self.duration_s, 0, 30 * 86400, lo_open=True, unit="s"
         )
-        self.seed = v.seed("--seed", self.seed)
+        if self.seed is not None:
+            if self.sample == 1:
+                raise UsageError(
+                    "--seed applies only with --sample below 1: every request is copied, "
+                    "nothing is drawn"
+                )
+            self.seed = v.seed("--seed", self.seed)
         if self.candidate_api_key:
             v.header_value("the candidate's API key", self.candidate_api_key)
         v.output_dir("--out", self.out)
@@ -428,7 +435,7 @@ class ShadowProxy:
         # every ready stream's bytes are relayed (teed) before any is parsed
         self.transport = HTTP1Transport(self.b_host, self.b_port, parse_after_io=True)
         self.callers: set[_Caller] = set()
-        self.rng = random.Random(cfg.seed)
+        self.rng = random.Random(cfg.seed or 0)
         self.next_idx = 0
         self.t0: int | None = None
         self.recorded_done = 0

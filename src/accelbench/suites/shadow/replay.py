@@ -88,6 +88,8 @@ class ReplayOptions:
             check_url(server.url, name)  # no credentials in it; the same scheme and host
         self.speed = v.number("--speed", self.speed, MIN_SPEED, MAX_SPEED)
         v.output_dir("--out", self.out)
+        if self.candidate_api_key_env is not None:
+            v.env_var("--candidate-api-key-env", self.candidate_api_key_env)
 
     def sides(self) -> dict[str, Endpoint]:
         """Each side's server: what requests go to, what files and messages show."""
@@ -457,6 +459,11 @@ def replay(cfg: BenchmarkConfig, opt: ReplayOptions, log: Log | None = None) -> 
     if not cfg.workload.trace:
         raise UsageError("--trace is required")
     cfg.url = opt.baseline
+    if cfg.ray is not None:
+        raise UsageError(
+            "--ray does not apply to shadow replay: it sends both sides' requests from this "
+            "one process (Ray spreads run's load workers)"
+        )
     cfg.validate()
     cfg.check_common_options()
     reqs, info = prepare(cfg, opt, log)
