@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -875,3 +877,77 @@ def test_an_explicit_key_variable_is_set_and_not_empty(name: str, value: str) ->
 def test_the_same_option_where_it_applies_is_accepted(box: Path, args: list[str]) -> None:
     code, text = invoke(args, box)
     assert code in (0, 1) and "error:" not in text, text
+
+
+# -- absurd values inside what was documented (audit_opts 6): the boundary of each -------
+_FRONTIER_RUN = ["frontier", "nonexistent-run-dir", "--at"]
+ABSURD: list[tuple[list[str], str]] = [
+    (run_args("--timeout", "1e-300"), "--timeout"),
+    (run_args("--timeout", "0.00099"), "--timeout"),
+    ([*_FRONTIER_RUN, "1e308"], "--at"),
+    ([*_FRONTIER_RUN, "1e-300"], "--at"),
+    (["compare", "a", "b", "--at", "99999999999999999999"], "--at"),
+    (["sweep", "--url", CLOSED, "-o", "sw", "--values", "1", "--requests-per-point", "1e-300"],
+     "--requests-per-point"),
+    (["sweep", "--url", CLOSED, "-o", "sw", "--values", "1", "--warmup-per-point", "1e-300"],
+     "--warmup-per-point"),
+    (["serve", "reference", "--port", "0", "--device-memory-rate", "-1"], "--device-memory-rate"),
+    (["plan", "knee", "-m", "llama-3.1-8b", "--turns", "2", "--user-tokens", "1e-300", "--osl",
+      "10", "--context-tokens", "4096"], "--user-tokens"),
+    (["plan", "knee", "-m", "llama-3.1-8b", "--turns", "2", "--user-tokens", "10", "--osl",
+      "10", "--kv-cache-gib", "1e-300"], "--kv-cache-gib"),
+    ([*_PROXY, "--sample", "0"], "--sample"),
+    (["monitor", "--no-exporter", "--duration", "0", "--alert-cmd", "accelbench-no-such-program"],
+     "--alert-cmd"),
+    (["monitor", "--no-exporter", "--duration", "0", "--recover-cmd", "./no-such-script x"],
+     "--recover-cmd"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "option"), ABSURD)
+def test_an_absurd_value_is_refused_naming_its_option(
+    box: Path, args: list[str], option: str
+) -> None:
+    before = snapshot(box)
+    code, text = invoke(args, box)
+    assert_clean(code, text, wrong=True, option=option)
+    assert code == 2 and len(text.strip().splitlines()) == 1, text
+    assert snapshot(box) == before
+
+
+@HYP
+@given(
+    x=st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.sampled_from([0.001, 1e7, math.nextafter(0.001, 0), math.nextafter(1e7, math.inf)]),
+    )
+)
+def test_the_boundaries_of_at_timeout_and_per_point(x: float) -> None:
+    """Just inside each bound is accepted; just outside one line naming the option."""
+    from accelbench.metrics.compare import MAX_AT, MIN_AT, check_comparison_options
+    from accelbench.runner.config import MIN_TIMEOUT_S, BenchmarkConfig
+    from accelbench.suites.sweep.core import MIN_PER_POINT, SweepPlan
+
+    def ok(f: Any, name: str, inside: bool) -> None:
+        if inside:
+            f()
+        else:
+            with pytest.raises(AccelbenchError, match=rf"^{name} must be"):
+                f()
+
+    ok(lambda: check_comparison_options(target=x), "--at", MIN_AT <= x <= MAX_AT)
+    ok(
+        lambda: BenchmarkConfig(url=CLOSED, timeout_s=x).validate(),
+        "--timeout",
+        MIN_TIMEOUT_S <= x <= 30 * 86400,
+    )
+    ok(
+        lambda: SweepPlan(BenchmarkConfig(url=CLOSED), [1], requests_per_point=x),
+        "--requests-per-point",
+        MIN_PER_POINT <= x <= 1e6,
+    )
+    ok(
+        lambda: SweepPlan(BenchmarkConfig(url=CLOSED), [1], warmup_per_point=x),
+        "--warmup-per-point",
+        x == 0 or MIN_PER_POINT <= x <= 1e6,
+    )

@@ -11,6 +11,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -247,7 +248,8 @@ def _input_of(
 
 def command_line(name: str, text: str | None) -> list[str] | None:
     """A command given as one string, split into arguments like a POSIX shell would (no
-    shell runs it): one line for an unbalanced quote, an empty command or a NUL."""
+    shell runs it): one line for an unbalanced quote, an empty command, a NUL or a first
+    word that names no program that could be run."""
     if text is None:
         return None
     if "\0" in text:
@@ -258,6 +260,12 @@ def command_line(name: str, text: str | None) -> list[str] | None:
         raise UsageError(f"{name} {text!r} is not a valid command line: {exc}") from None
     if not argv:
         raise UsageError(f"{name} is empty; give a command")
+    # found as it will be run (no shell: PATH for a bare name, else relative to the working
+    # directory), at start rather than when the first alert fires
+    if shutil.which(argv[0]) is None:
+        raise UsageError(
+            f"{name}: no program {argv[0]!r} can be run (not on PATH, or not an executable file)"
+        )
     return argv
 
 

@@ -799,6 +799,9 @@ def evaluate_claim(
 N_BOOT_RANGE = (50, 1_000_000)
 
 
+MIN_AT, MAX_AT = 1e-3, 1e7  # --at: a target interactivity, tok/s/user
+
+
 def check_comparison_options(
     *, tolerance: float = 0.05, n_boot: int = 1000, target: float | None = None, seed: int = 0
 ) -> None:
@@ -809,8 +812,9 @@ def check_comparison_options(
     lo, hi = N_BOOT_RANGE
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not lo <= n_boot <= hi:
         raise AccelbenchError(f"--n-boot must be a whole number in {lo}..{hi} (got {n_boot!r})")
-    if target is not None and not (math.isfinite(target) and target > 0):
-        raise AccelbenchError(f"--at must be a positive number of tok/s/user (got {target!r})")
+    # cost --interactivity's ceiling; the floor is one token per ~17 minutes per user
+    # (1e308 and 1e-300 printed only "out of measured range")
+    validate.optional_number("--at", target, MIN_AT, MAX_AT, unit="tok/s/user")
 
 
 def compare_sets(

@@ -73,6 +73,7 @@ __all__ = ["CapacityKnee", "KneePrediction", "SessionMix", "capacity_knee", "pre
 CapacitySource = Literal["hbm", "kv-cache-gib", "context-tokens"]
 
 MAX_KV_GIB = 1 << 20  # a KV budget per GPU, GiB
+MIN_KV_GIB = 1 / 1024  # 1 MiB
 MAX_BLOCK = 1 << 20
 
 
@@ -202,7 +203,8 @@ def predict_knee(
     v.integer("--tp", tp, 1, MAX_GPUS)
     v.integer("--block-size", block_size, 1, MAX_BLOCK, unit="tokens")
     v.integer("--reserved-blocks", reserved_blocks, 0, MAX_BLOCK)
-    v.optional_number("--kv-cache-gib", kv_cache_gib, 0, MAX_KV_GIB, lo_open=True, unit="GiB")
+    # 1 MiB: below it no block of any model fits (1e-300 was accepted)
+    v.optional_number("--kv-cache-gib", kv_cache_gib, MIN_KV_GIB, MAX_KV_GIB, unit="GiB")
     v.optional_integer("--context-tokens", context_tokens, 1, 1 << 40, unit="tokens")
     v.optional_integer("--slots", slots, 1, 1 << 20)
     v.number("--reserve", reserve, 0, 1)
@@ -211,6 +213,9 @@ def predict_knee(
     if kv_cache_gib is not None and context_tokens is not None:
         raise UsageError("give --kv-cache-gib or --context-tokens, not both")
     mix.check()
+    for name, mean in (("--user-tokens", mix.user_tokens), ("--osl", mix.output_tokens)):
+        if 0 < mean < 1:  # a mean of 1e-300 tokens is no turn's text
+            raise UsageError(f"{name} must be 0 or a mean of at least 1 token (got {mean!r})")
     arch = model if isinstance(model, ModelArch) else resolve_model(model)
     arch.check_tensor_parallel(tp)
     kv_bytes_per_element(kv_precision)  # validates the name

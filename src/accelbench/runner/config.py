@@ -111,7 +111,9 @@ class BenchmarkConfig:
         self.drain_timeout_s = v.optional_number(
             "--drain-timeout", self.drain_timeout_s, 0, MAX_DURATION_S, unit="s"
         )
-        self.timeout_s = v.number("--timeout", self.timeout_s, 0, MAX_DURATION_S, lo_open=True)
+        self.timeout_s = v.number(
+            "--timeout", self.timeout_s, MIN_TIMEOUT_S, MAX_DURATION_S, unit="s"
+        )
         self.gpus = v.integer("--gpus", self.gpus, 1, MAX_GPUS)
         self.workers = v.optional_integer("--workers", self.workers, 1, MAX_WORKERS)
         if self.api_key_file is None and self.api_key_env is not None:
@@ -345,6 +347,7 @@ class BenchmarkConfig:
 # Limits (docs/LIMITS.md). Each is far above what one client host can drive, and low
 # enough that a typo fails at once instead of allocating memory for hours.
 MIN_RATE = 1e-3  # one request every ~17 minutes
+MIN_TIMEOUT_S = 1e-3  # below 1 ms no request can finish (1e-300 failed every request)
 MAX_RATE = 1e6  # requests/s
 MAX_STREAMS = 100_000  # requests in flight (each holds a socket)
 MAX_REQUESTS = 10_000_000

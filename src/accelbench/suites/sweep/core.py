@@ -91,6 +91,9 @@ def inferencex_config(base: BenchmarkConfig, isl: int, osl: int) -> BenchmarkCon
     return base.with_(workload=wl, ignore_eos=True)
 
 
+MIN_PER_POINT = 0.1  # --requests-per-point, --warmup-per-point (warm-up: or 0)
+
+
 @dataclass
 class SaturationRule:
     """Stop climbing when throughput stops rising while latency explodes, or when the
@@ -144,10 +147,19 @@ class SweepPlan:
     saturation: SaturationRule = field(default_factory=SaturationRule)
 
     def __post_init__(self) -> None:
+        # multipliers (x concurrency, x rate), each point's count rounded up: below 0.1
+        # (1e-300 was accepted) a point would send one request whatever the value said
         self.requests_per_point = validate.number(
-            "--requests-per-point", self.requests_per_point, 0, 1e6, lo_open=True
+            "--requests-per-point", self.requests_per_point, MIN_PER_POINT, 1e6
         )
-        self.warmup_per_point = validate.number("--warmup-per-point", self.warmup_per_point, 0, 1e6)
+        if self.warmup_per_point != 0:  # 0: no warm-up
+            self.warmup_per_point = validate.number(
+                "--warmup-per-point",
+                self.warmup_per_point,
+                MIN_PER_POINT,
+                1e6,
+                unit="(or 0: no warm-up)",
+            )
         if not self.values:
             raise validate.UsageError("a sweep needs at least one point")
         if len(self.values) > 1000:
