@@ -290,3 +290,144 @@ def test_config_stores_the_url_display_and_reads_it_back_without_credentials():
     plain = BenchmarkConfig.from_json(BenchmarkConfig(url="http://h:1").to_json())
     assert plain.url == Endpoint.parse("http://h:1") and not plain.url.needs_credentials
     assert BenchmarkConfig.from_json(BenchmarkConfig().to_json()).url is None
+
+
+# -- token counts the server cannot have (METRICS.md) ---------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from accelbench.client.openai import PROMPT_TOKENS_RATIO, PROMPT_TOKENS_SLACK, ResponseHandler  # noqa: E402
+from accelbench.metrics.completion import complete_row  # noqa: E402
+
+
+def _handle(body: bytes, *, stream: bool = True, max_tokens: int | None = 16,
+            isl_planned: int | None = 8) -> RequestRecord:  # fmt: skip
+    """One response through the handler alone, as the transport would feed it."""
+    rec = RequestRecord(idx=0, request_id="r0", max_tokens=max_tokens, isl_planned=isl_planned)
+    h = ResponseHandler(rec, chat=False, stream=stream, keep_text=True)
+    h.on_headers(200, 1)
+    h.on_data(body, 2)
+    h.on_end(3)
+    return rec
+
+
+COUNT = st.one_of(st.none(), st.integers(0, 2**31 - 1), st.integers(0, 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=st.integers(0, 20), max_tokens=st.one_of(st.none(), st.integers(1, 64)),
+       out=COUNT, inp=COUNT, planned=st.one_of(st.none(), st.integers(1, 5000)),
+       stream=st.booleans())  # fmt: skip
+def test_a_server_count_is_used_only_where_it_can_be_true(chunks, max_tokens, out, inp,
+                                                          planned, stream):  # fmt: skip
+    """Over any usage: a successful record's output count is the server's only where it is
+    at least 1 and at most the max_tokens sent, else the client's own (the chunks); its
+    prompt count the server's only where it is at least 1 and within 8x the plan + 4096,
+    else the plan; a rejected count is named in usage_rejected; no content is never ok."""
+    usage = {k: v for k, v in (("prompt_tokens", inp), ("completion_tokens", out)) if v is not None}
+    if stream:
+        body = sse_events(*[{"choices": [{"text": " t"}]}] * chunks,
+                          {"choices": [], "usage": usage})  # fmt: skip
+    else:
+        body = orjson.dumps({"choices": [{"text": " t" * chunks, "finish_reason": "length"}],
+                             "usage": usage})  # fmt: skip
+    rec = _handle(body, stream=stream, max_tokens=max_tokens, isl_planned=planned)
+    if not chunks:
+        assert not rec.ok and rec.error_kind == "empty_response"
+        return
+    assert rec.ok, rec.error
+    out_bad = out is not None and (out == 0 or (max_tokens is not None and out > max_tokens))
+    in_bad = (inp is not None and planned is not None
+              and (inp == 0 or inp > PROMPT_TOKENS_RATIO * planned + PROMPT_TOKENS_SLACK))  # fmt: skip
+    assert rec.osl_server == (None if out_bad else out)
+    assert (rec.usage_rejected is not None) == (out_bad or in_bad)
+    if out_bad:
+        assert f"completion_tokens {out}" in (rec.usage_rejected or "")
+    if in_bad:
+        assert f"prompt_tokens {inp}" in (rec.usage_rejected or "")
+    row = complete_row(rec.to_row(), None, save_text=False)
+    n = chunks if stream else 1
+    assert row["osl"] == (n if out_bad or out is None else out)
+    assert row["osl_source"] == ("chunk_count" if out_bad or out is None else "server_usage")
+    if inp is not None and not in_bad:
+        assert row["isl"] == inp and row["isl_source"] == "server_usage"
+    elif planned is not None:
+        assert row["isl"] == planned and row["isl_source"] == "planned"
+
+
+AUDIT_USAGE = [  # the audit's hostile servers (4 chunks of " t", max_tokens 16, 8 planned)
+    ("huge_usage", {"prompt_tokens": 2**31 - 1, "completion_tokens": 2**31 - 1},
+     "completion_tokens 2147483647 is more than the max_tokens 16 sent"),
+    ("usage_gt_max", {"prompt_tokens": 8, "completion_tokens": 16000}, "16000"),
+    ("zero_prompt", {"prompt_tokens": 0, "completion_tokens": 4}, "prompt_tokens 0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, usage, words", AUDIT_USAGE, ids=[c[0] for c in AUDIT_USAGE])
+def test_audit_usage_is_not_taken_as_fact(transport_name, name, usage, words):
+    body = sse_events(*[{"choices": [{"text": " t"}]}] * 4, {"choices": [], "usage": usage})
+
+    async def go(url: str) -> RequestRecord:
+        client = OpenAIClient(url, transport=transport_name, timeout_s=20)
+        rec = RequestRecord(idx=0, request_id="r0", max_tokens=16, isl_planned=8)
+        try:
+            await client.send(rec, {"model": "m", "prompt": "x", "stream": True, "max_tokens": 16})
+        finally:
+            await client.close()
+        return rec
+
+    with HostileServer(lambda rid: body) as srv:
+        rec = asyncio.run(go(srv.url))
+    assert rec.ok and words in (rec.usage_rejected or ""), rec.usage_rejected
+    row = complete_row(rec.to_row(), None, save_text=False)
+    assert row["osl"] <= 16 and row["isl"] in (8, usage["prompt_tokens"]) and row["isl"] <= 8
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport_name(request):
+    return request.param
+
+
+def test_the_max_tokens_bound_is_what_the_body_sent():
+    """--extra-body may raise max_tokens above the plan's: the bound is what went out."""
+    from accelbench.client.openai import sent_max_tokens
+
+    assert sent_max_tokens({"max_tokens": 16}) == 16
+    assert sent_max_tokens({"max_tokens": 16, "max_completion_tokens": 64}) == 64
+    assert sent_max_tokens({"max_tokens": "16"}) is None and sent_max_tokens({}) is None
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_usage_without_content_is_an_empty_response(stream):
+    """usage_only_no_text / nonstream_usage_no_text: usage said 16 (or 10^6) tokens of
+    nothing, and the request was ok with no TTFT, its tokens counted."""
+    if stream:
+        body = sse_events({"choices": [{"text": "", "finish_reason": "length"}]},
+                          {"choices": [], "usage": {"completion_tokens": 16}})  # fmt: skip
+    else:
+        body = orjson.dumps({"choices": [{"text": "", "finish_reason": "length"}],
+                             "usage": {"completion_tokens": 1000000}})  # fmt: skip
+    rec = _handle(body, stream=stream)
+    assert not rec.ok and rec.error_kind == "empty_response"
+    assert "its usage says" in (rec.error or "")
+
+
+def test_a_run_with_impossible_usage_warns(tmp_path: Path):
+    """The audit's huge_usage run: 6.3e12 tok/s, 0 errors, no warning. Now the client's
+    counts, and summary.json's client.warnings say what the server claimed."""
+    usage = {"prompt_tokens": 2**31 - 1, "completion_tokens": 2**31 - 1}
+    body = sse_events(*[{"choices": [{"text": " t"}]}] * 4, {"choices": [], "usage": usage})
+    with HostileServer(lambda rid: body) as srv:
+        cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "run"), concurrency=2,
+                              num_requests=6, telemetry=False,
+                              workload=WorkloadConfig(isl=8, osl=16, tokenizer=None))  # fmt: skip
+        run_dir = run_benchmark(cfg, progress=False).directory
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["counts"]["completed"] == 6
+    # the client's own count: the server's /tokenize (a token a byte) of " t" x 4
+    assert s["tokens"]["output"] == 6 * 8 and "server_usage" not in s["tokens"]["osl_source"]
+    assert s["tokens"]["input"] == 6 * 8 and s["tokens"]["isl_source"] == {"planned": 6}
+    assert s["tokens"]["usage_rejected"]["requests"] == 6
+    assert any("could not be true" in w and "2147483647" in w for w in s["client"]["warnings"])
+    again = finalize_run(run_dir)  # summarize keeps one warning, not two
+    assert sum("could not be true" in w for w in again["client"]["warnings"]) == 1

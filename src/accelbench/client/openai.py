@@ -7,12 +7,13 @@ times, and the end of the body; it fills a ``RequestRecord`` with every timeline
 from __future__ import annotations
 
 import re
+from types import EllipsisType
 from typing import Any
 
 import orjson
 
 from accelbench.client.sse import MAX_EVENT_BYTES, SSEError, SSEParser
-from accelbench.metrics.records import ErrorKind, RequestRecord
+from accelbench.metrics.records import SOURCE_SERVER, ErrorKind, RequestRecord
 
 
 def build_body(
@@ -116,6 +117,26 @@ MAX_CHUNKS_SLACK = 1024
 MAX_OUTPUT_CHARS = 64 << 20
 
 
+# A server's prompt_tokens above this many times the planned prompt (the client's count,
+# or the server's own /tokenize), plus what a chat template adds, cannot be this prompt's
+# count: another tokenizer splits text at most a few times finer, a template adds tens to
+# hundreds of tokens. Below that, far from the plan is only a warning (summary): a server
+# that truncates the prompt counts what it read.
+PROMPT_TOKENS_RATIO = 8
+PROMPT_TOKENS_SLACK = 4096
+
+
+def sent_max_tokens(body: dict[str, Any]) -> int | None:
+    """The most tokens a request body asks for (``max_tokens``, or OpenAI's
+    ``max_completion_tokens``, the larger where both: ``--extra-body`` may set either);
+    None where it sets neither as a whole number."""
+    limits = [
+        v for v in (body.get("max_tokens"), body.get("max_completion_tokens"))
+        if type(v) is int and v > 0
+    ]  # fmt: skip
+    return max(limits) if limits else None
+
+
 def chunk_limit(max_tokens: int | None) -> int:
     """The most content chunks a response asked for ``max_tokens`` tokens may have."""
     if max_tokens is None or max_tokens <= 0:
@@ -204,6 +225,7 @@ class ResponseHandler:
         "_body_len",
         "max_chunks",
         "text_len",
+        "max_tokens",
     )
 
     def __init__(
@@ -214,8 +236,12 @@ class ResponseHandler:
         stream: bool,
         keep_text: bool,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        max_tokens: int | None | EllipsisType = ...,
     ) -> None:
+        """``max_tokens``: what the request sent (``sent_max_tokens``), which bounds the
+        server's ``completion_tokens``; the record's ``max_tokens`` where not given."""
         self.rec = rec
+        self.max_tokens = rec.max_tokens if max_tokens is ... else max_tokens
         self.chat = chat
         self.stream = stream
         self.keep_text = keep_text
@@ -564,12 +590,18 @@ class ResponseHandler:
 
     def _finish(self) -> None:
         rec = self.rec
-        if not rec.chunk_times and not rec.osl_server:
-            self.fail(ErrorKind.EMPTY_RESPONSE, "the server returned no generated content")
+        if not rec.chunk_times:
+            said = rec.osl_server
+            self.fail(
+                ErrorKind.EMPTY_RESPONSE,
+                "the server returned no generated content"
+                + (f" (its usage says {said} completion tokens)" if said else ""),
+            )
             return
         rec.ok = True
+        rejected = self._implausible_usage()
         marks = self.usage_marks
-        if marks and len(marks) == len(rec.chunk_times):
+        if marks and len(marks) == len(rec.chunk_times) and not rejected:
             prev = 0
             counts = []
             for m in marks:
@@ -577,3 +609,34 @@ class ResponseHandler:
                 prev = int(m)
             rec.chunk_tokens = counts
         rec.output_text = "".join(self.texts)
+
+    def _implausible_usage(self) -> bool:
+        """The server's token counts that cannot be true of this request (METRICS.md
+        "Token counts the server cannot have"): ``completion_tokens`` above the
+        ``max_tokens`` sent, or 0 with content received; ``prompt_tokens`` 0, or above
+        ``PROMPT_TOKENS_RATIO`` x the planned prompt + ``PROMPT_TOKENS_SLACK``. Such a
+        count is not used: the client's own count stands in (the tokenizer's or the
+        chunks' for the output, the planned one for the prompt; cached tokens above the
+        planned prompt go with it), and ``usage_rejected`` says what the server said.
+        True where the output count was rejected."""
+        rec = self.rec
+        notes = []
+        out = rec.osl_server
+        limit = self.max_tokens
+        if out is not None and limit is not None and out > limit:
+            notes.append(f"usage.completion_tokens {out} is more than the max_tokens {limit} sent")
+        elif out == 0:
+            notes.append(f"usage.completion_tokens 0 with {len(rec.chunk_times)} content chunks")
+        out_rejected = bool(notes)
+        if out_rejected:
+            rec.osl_server = None
+        planned, inp = rec.isl_planned, rec.isl
+        if rec.isl_source == SOURCE_SERVER and inp is not None and planned:
+            if inp == 0 or inp > PROMPT_TOKENS_RATIO * planned + PROMPT_TOKENS_SLACK:
+                notes.append(f"usage.prompt_tokens {inp} for a prompt of {planned} planned tokens")
+                rec.isl = rec.isl_source = None
+                if rec.cached_tokens is not None and rec.cached_tokens > planned:
+                    rec.cached_tokens = None
+        if notes:
+            rec.usage_rejected = "; ".join(notes)[:300]
+        return out_rejected

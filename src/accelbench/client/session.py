@@ -18,7 +18,7 @@ import orjson
 from accelbench.client.aio import AiohttpTransport
 from accelbench.client.errors import ErrorKind, TransportError
 from accelbench.client.http1 import HTTP1Transport
-from accelbench.client.openai import ResponseHandler, endpoint_path
+from accelbench.client.openai import ResponseHandler, endpoint_path, sent_max_tokens
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.client.transport import Request, Transport, send_with_retries
 from accelbench.errors import AccelbenchError
@@ -127,12 +127,13 @@ class OpenAIClient:
     async def send(self, rec: RequestRecord, body: dict[str, Any]) -> None:
         """Send one request; every outcome (success or error kind) lands in ``rec``."""
         req = Request(self.path, orjson.dumps(body), self.headers, rec.request_id)
+        limit = sent_max_tokens(body)
 
         def new_sink() -> ResponseHandler:
             rec.t_send = _now()
             return ResponseHandler(
                 rec, chat=self.chat, stream=self.stream, keep_text=True,
-                max_event_bytes=self.max_event_bytes,
+                max_event_bytes=self.max_event_bytes, max_tokens=limit,
             )  # fmt: skip
 
         def on_retry() -> None:

@@ -103,6 +103,8 @@ class RequestRecord:
     prefix_group: int | None = None  # the shared system prompt it starts with
     prefix_tokens: int | None = None  # that prompt's length in the server's tokens
     blocks: list[int] | None = None  # the prompt's block identities (trace hash_ids)
+    # a server token count that cannot be true (METRICS.md): what it said, not used
+    usage_rejected: str | None = None
 
     def interrupt(self, why: str) -> None:
         """Stopped before it finished (a stop signal, a caller gone): an interrupted
@@ -178,6 +180,7 @@ class RequestRow(TypedDict):
     prefix_group: int | None
     prefix_tokens: int | None
     blocks: list[int] | None
+    usage_rejected: str | None
 
 
 def _schema():
@@ -195,6 +198,7 @@ def _schema():
         "schedule_lag_ms": f64, "ttft_ms": f64, "e2e_ms": f64, "tail_ms": f64, "tpot_ms": f64,
         "ntpot_ms": f64, "session": i64, "turn": pa.int32(), "cached_tokens": i64,
         "turn_tokens": i64, "prefix_group": pa.int32(), "prefix_tokens": i64, "blocks": pa.list_(i64),
+        "usage_rejected": txt,
     }  # fmt: skip
     return pa.schema([(name, types[name]) for name in FIELD_NAMES])
 

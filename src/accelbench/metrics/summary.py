@@ -20,7 +20,7 @@ from accelbench.documents import Fields
 from accelbench.errors import DocumentError
 from accelbench.metrics.parallel import ordered_map
 from accelbench.metrics.prefixcache import CACHE_COLUMNS, CacheSection, ServerCache, cache_section
-from accelbench.metrics.records import ErrorKind
+from accelbench.metrics.records import SOURCE_SERVER, ErrorKind
 from accelbench.metrics.registry import FIGURES, figure, out_of_range
 from accelbench.metrics.stats import (
     PreparedBatch,
@@ -87,7 +87,16 @@ class Tokens(TypedDict):
     isl_source: NotRequired[dict[str, int]]
     osl_source: NotRequired[dict[str, int]]
     osl_mismatch: NotRequired[dict[str, int]]
+    isl_vs_planned: NotRequired[dict[str, int]]
+    usage_rejected: NotRequired[UsageRejected]
     chunk_tokens_known: NotRequired[bool]
+
+
+class UsageRejected(TypedDict):
+    """Successful requests whose server token counts could not be true (not used)."""
+
+    requests: int
+    example: str | None
 
 
 class Interactivity(TypedDict):
@@ -435,6 +444,23 @@ def _nan_extreme(fn: Callable[[np.ndarray], Any], a: np.ndarray) -> float:
     return float(fn(a)) if a.size and not np.isnan(a).all() else math.nan
 
 
+# a server prompt count this far from the planned one is named in a warning (not
+# rejected: a server that truncates the prompt counts what it read; a chat template adds
+# tokens): below planned / 2 or above 2 x planned + 256
+ISL_FAR_FACTOR = 2
+ISL_FAR_SLACK = 256
+
+
+def _where(t: pa.Table, name: str, value: str | None = None) -> np.ndarray:
+    """Where a string column equals ``value`` (None: where it is set), as a bool array;
+    all False where the table lacks the column (older runs)."""
+    if name not in t.column_names:
+        return np.zeros(t.num_rows, dtype=bool)
+    col = t.column(name)
+    hit = pc.is_valid(col) if value is None else pc.equal(col, value).fill_null(False)
+    return np.asarray(hit, dtype=bool)
+
+
 def _bool(t: pa.Table, name: str) -> np.ndarray:
     return column_np(t, name, bool)
 
@@ -778,7 +804,6 @@ def summarize(
     isl = okcol("isl")
     osl = okcol("osl")
     in_tok = float(np.nansum(isl))
-    del isl
     out_tok = float(np.nansum(osl))
 
     def per_s(x: float) -> float | None:
@@ -859,7 +884,19 @@ def summarize(
     osl_src = _value_counts(table.column("osl_source"), None if all_ok else ok_mask)
     isl_src = _value_counts(table.column("isl_source"), None if all_ok else ok_mask)
     mism = okcol("osl_mismatch")
-    mism = mism[~np.isnan(mism)]
+    compared = ~np.isnan(mism)
+    mism = mism[compared]
+    client_total = float(np.nansum(okcol("osl_client")[compared]))
+    planned_isl = okcol("isl_planned")
+    from_server = _where(table, "isl_source", SOURCE_SERVER)
+    server_isl = np.where(from_server if all_ok else from_server[ok_mask], isl, np.nan)
+    both = ~np.isnan(planned_isl) & ~np.isnan(server_isl)
+    far = both & (
+        (server_isl < planned_isl / ISL_FAR_FACTOR)
+        | (server_isl > planned_isl * ISL_FAR_FACTOR + ISL_FAR_SLACK)
+    )
+    rejected = np.nonzero(_where(table, "usage_rejected") & ok_mask)[0]
+    example = table.column("usage_rejected")[int(rejected[0])].as_py() if rejected.size else None
     tokens: Tokens = {
         "input": int(in_tok),
         "output": int(out_tok),
@@ -869,13 +906,16 @@ def summarize(
             "requests": int((mism != 0).sum()),
             "sum_abs": int(np.abs(mism).sum()),
             "compared": int(mism.size),
+            "client_total": int(client_total),
         },
+        "isl_vs_planned": {"far": int(far.sum()), "compared": int(both.sum())},
+        "usage_rejected": {"requests": int(rejected.size), "example": example},
         "chunk_tokens_known": bool(gap_known),
     }
 
     # what follows reads the chunks again: the per-request arrays are done (13 million
     # rows: ~100 MB each)
-    del ttft, tpot, e2e, mism
+    del ttft, tpot, e2e, mism, isl, planned_isl, server_isl
     steady: SteadyState | None = None
     if span is not None and span[1] > span[0]:
         a, b, criterion = span

@@ -691,7 +691,8 @@ def _drive(
                             counts["measured"] += 1
                         if not r["ok"] and r.get("error_kind") != ErrorKind.INTERRUPTED:
                             counts["errors"] += 1
-                        counts["tokens"] += r.get("osl_server") or len(r["chunk_times"])
+                        if r["ok"]:  # a failed response's usage counts nothing
+                            counts["tokens"] += r.get("osl_server") or len(r["chunk_times"])
                     if (
                         sampler is not None
                         and n_warm

@@ -116,6 +116,7 @@ def finalize_run(
     )
     del table  # the telemetry's rows and the table are never held together
     _client_health(summary, cfg)
+    _token_warnings(summary)
     if journal is not None:
         summary["journal"] = journal
     if sampler is not None:
@@ -416,6 +417,44 @@ STREAMS_PER_WORKER_KNEE = 128
 # the run: NTP's and adjtime's gradual corrections move both clocks alike (clock_gettime(2));
 # only jumps move one against the other (50 ppm: well above the offsets' reading noise)
 REALTIME_STEP_PPM = 50
+
+
+# the server's and the client's output counts differing by more than this fraction of the
+# client's, summed over the requests where both exist, is named in a warning
+OSL_MISMATCH_WARN = 0.10
+
+
+def _token_warnings(summary: Summary) -> None:
+    """Say where the server's token counts were not used (could not be true) or are far
+    from the client's own (docs/METRICS.md "Token counts the server cannot have")."""
+    c = summary["client"]
+    warnings: list[str] = list(c.get("warnings") or [])
+    tokens = summary["tokens"]
+    new = []
+    rej = tokens.get("usage_rejected")
+    if rej and rej["requests"]:
+        new.append(
+            f"{rej['requests']} request(s): the server's usage token counts could not be true "
+            f"({rej['example']}); the client's own counts were used for them"
+        )
+    mism = tokens.get("osl_mismatch")
+    client_total = (mism or {}).get("client_total") or 0
+    if mism and mism["requests"] and mism["sum_abs"] > OSL_MISMATCH_WARN * max(client_total, 1):
+        new.append(
+            f"the server's completion_tokens differ from the client's own count (its "
+            f"tokenizer's, else the chunks') by {mism['sum_abs']:,} tokens in all against "
+            f"{client_total:,} counted by the client, over {mism['requests']} of "
+            f"{mism['compared']} requests: the server's counts are in the token figures "
+            "(several tokens per chunk, such as speculative decoding, make a chunk count low)"
+        )
+    far = tokens.get("isl_vs_planned")
+    if far and far["far"]:
+        new.append(
+            f"{far['far']} of {far['compared']} request(s): the server's prompt_tokens is "
+            "below half or above twice (+256) the planned prompt; the server's counts are in "
+            "the token figures (a prompt truncated by the server, or another tokenizer?)"
+        )
+    c["warnings"] = warnings + [w for w in new if w not in warnings]
 
 
 def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
