@@ -412,3 +412,43 @@ def test_a_sweep_report_shows_the_figures_per_point(session_runs, tmp_path):
     page = html.read_text()
     assert page.count("gap to the ideal") == 2  # one headline per point
     assert "sum of cached_tokens / sum of prompt tokens" in page  # the definitions
+
+
+# -- the server's counters: a hit rate only where they can be true --------------------
+COUNTER = st.one_of(st.none(), st.floats(0, 1e12, allow_nan=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(hits=COUNTER, queries=COUNTER)
+def test_the_server_hit_rate_is_a_fraction_or_none(hits, queries):
+    """Over any counter deltas: the hit rate is in [0, 1] or None; None (with a reason)
+    where there are more hits than queries; the same figure wherever it is shown."""
+    from accelbench.metrics.prefixcache import server_counter_problem, server_hit_rate
+
+    sc = {"hits": hits, "queries": queries}
+    rate, problem = server_hit_rate(sc), server_counter_problem(sc)
+    assert rate is None or 0.0 <= rate <= 1.0
+    assert (problem is not None) == (hits is not None and queries is not None and hits > queries)
+    if problem is None and hits is not None and queries:
+        assert rate == hits / queries
+    else:
+        assert rate is None
+
+
+def test_more_hits_than_queries_is_na_on_the_console_and_in_summary_json():
+    """The audit: /metrics hits growing 100x faster than queries printed 10000% on the
+    console and 100.0 in summary.json, with no warning."""
+    from accelbench.report.cache import headline
+    from accelbench.runner.finalize import _server_count_warnings
+
+    rows = [{c: None for c in CACHE_COLUMNS} | {"idx": i, "warmup": False, "ok": True,
+            "t_send": i, "t_done": i + 1, "isl": 8, "isl_planned": 8, "osl": 4,
+            "prefix_group": i % 2, "prefix_tokens": 4} for i in range(6)]  # fmt: skip
+    server = {"hits": 600.0, "queries": 6.0, "block_size": 16}
+    c = cache_section(rows, server)
+    assert c is not None and c["hit_rate_server"] is None
+    line = headline(c)
+    assert "n/a from the server's counters" in line and "10000" not in line
+    summary = {"client": {"warnings": [], "server_cache": server}, "tokens": {}}
+    _server_count_warnings(summary)  # type: ignore[arg-type]
+    assert any("600 hits of 6 queries" in w for w in summary["client"]["warnings"])

@@ -154,6 +154,31 @@ class ServerCache(TypedDict, total=False):
     trace_block_size: int | None  # a trace's hash_ids' block size
 
 
+def server_counter_problem(server: ServerCache | None) -> str | None:
+    """Why the server's prefix-cache counters give no hit rate that can be true (None
+    when they give one, or give none for want of counters): more hits than queries over
+    the run (a counter that is not what its name says, or reset between the reads)."""
+    if not server:
+        return None
+    hits, queries = server.get("hits"), server.get("queries")
+    if hits is not None and queries is not None and hits > queries:
+        return (
+            f"the server's prefix-cache counters say {hits:,.0f} hits of {queries:,.0f} "
+            "queries over the run, which cannot be: no hit rate from them (n/a)"
+        )
+    return None
+
+
+def server_hit_rate(server: ServerCache | None) -> float | None:
+    """The hit rate by the server's counters (hits / queries over the run); None without
+    both counters, with no queries, or where they cannot be true (more hits than queries:
+    ``server_counter_problem``)."""
+    if not server or server_counter_problem(server):
+        return None
+    hits, queries = server.get("hits"), server.get("queries")
+    return hits / queries if hits is not None and queries else None
+
+
 class TurnBin(TypedDict):
     n: int
     ttft_ms_p50: float | None
@@ -302,8 +327,7 @@ def cache_section(rows: list[dict[str, Any]], server: ServerCache | None) -> Cac
     rep_all = [r for r in sent if r["cached_tokens"] is not None and r["isl"] is not None]
     p_all = sum(int(r["isl"]) for r in rep_all)
     hit_all = sum(int(r["cached_tokens"]) for r in rep_all) / p_all if p_all else None
-    hits, queries = server.get("hits"), server.get("queries")
-    hit_server = hits / queries if hits is not None and queries else None
+    hit_server = server_hit_rate(server)
     ideal = share(lru) if lru is not None else share(inf)
     if not structured:
         inf = lru = None

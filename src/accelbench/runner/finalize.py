@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol
 from accelbench import validate
 from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.metrics.completion import complete_row, first_of_each
+from accelbench.metrics.prefixcache import server_counter_problem
 from accelbench.metrics.records import RequestRow, records_to_table
 from accelbench.metrics.summary import (
     DENSE_CHUNKS,
@@ -116,7 +117,7 @@ def finalize_run(
     )
     del table  # the telemetry's rows and the table are never held together
     _client_health(summary, cfg)
-    _token_warnings(summary)
+    _server_count_warnings(summary)
     if journal is not None:
         summary["journal"] = journal
     if sampler is not None:
@@ -424,9 +425,10 @@ REALTIME_STEP_PPM = 50
 OSL_MISMATCH_WARN = 0.10
 
 
-def _token_warnings(summary: Summary) -> None:
-    """Say where the server's token counts were not used (could not be true) or are far
-    from the client's own (docs/METRICS.md "Token counts the server cannot have")."""
+def _server_count_warnings(summary: Summary) -> None:
+    """Say where the server's counts were not used (could not be true) or are far from
+    the client's own: token counts (docs/METRICS.md "Token counts the server cannot
+    have") and prefix-cache counters ("Prefix cache")."""
     c = summary["client"]
     warnings: list[str] = list(c.get("warnings") or [])
     tokens = summary["tokens"]
@@ -447,6 +449,9 @@ def _token_warnings(summary: Summary) -> None:
             f"{mism['compared']} requests: the server's counts are in the token figures "
             "(several tokens per chunk, such as speculative decoding, make a chunk count low)"
         )
+    counters = server_counter_problem(c.get("server_cache"))
+    if counters:
+        new.append(counters)
     far = tokens.get("isl_vs_planned")
     if far and far["far"]:
         new.append(
