@@ -230,3 +230,43 @@ def test_a_split_crlf_before_the_next_response_is_not_garbage(loop, monkeypatch)
 
     first, second = asyncio.run(go())
     assert first.body == b"abc" and (second.status, second.body) == (200, b"ok")
+
+
+# -- a run in which no request succeeds -----------------------------------------------
+ERROR_200 = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 29\r\n\r\n"
+ERROR_200 += b'{"error":{"message":"oops"}}\n'
+
+
+def test_a_run_whose_every_request_fails_has_failed(tmp_path: Path):
+    """audit_srv #8: every request failing (here a 200 with a JSON error) exited 0 with
+    status completed; only 32 connection errors in a row made a run fail. Now run.json
+    and summary.json say failed, the warning says why, the CLI exits 1, and summarize
+    keeps it so. A run with one success among failures stays completed."""
+    from accelbench.runner.finalize import finalize_run
+    from cli_inprocess import run_cli
+
+    with HostileServer(lambda rid: ERROR_200) as srv:
+        cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "run"), concurrency=2,
+                              num_requests=4, telemetry=False,
+                              workload=WorkloadConfig(isl=4, osl=4, tokenizer=None))  # fmt: skip
+        res = run_benchmark(cfg, progress=False, log=lambda m: None)
+        rc, out, err, _ = run_cli(["run", "--url", srv.url, "-c", "2", "-n", "4", "--isl", "4",
+                                   "--osl", "4", "--no-telemetry", "-o",
+                                   str(tmp_path / "cli")], tmp_path)  # fmt: skip
+    assert res.status == "failed" and res.all_requests_failed
+    run = json.loads((res.directory / "run.json").read_text())
+    s = json.loads((res.directory / "summary.json").read_text())
+    assert run["status"] == s["status"] == "failed"
+    assert s["client"]["warnings"][0].startswith("no measured request succeeded (4 failed:")
+    assert rc == 1 and "run failed" in err, (rc, err)
+    again = finalize_run(res.directory)
+    assert again["status"] == "failed" and sum(
+        w.startswith("no measured request succeeded") for w in again["client"]["warnings"]
+    ) == 1  # fmt: skip
+
+    with HostileServer(lambda rid: GOOD if rid.endswith("-0") else ERROR_200) as srv:
+        cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "one"), concurrency=1,
+                              num_requests=4, telemetry=False,
+                              workload=WorkloadConfig(isl=4, osl=4, tokenizer=None))  # fmt: skip
+        res = run_benchmark(cfg, progress=False, log=lambda m: None)
+    assert res.status == "completed" and res.summary["counts"]["completed"] == 1

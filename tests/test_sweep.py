@@ -81,9 +81,11 @@ class FakeRunner:
     """Fabricates each point's run directory: TPOT grows with concurrency, and past
     ``knee`` requests queue (TTFT explodes, throughput stalls)."""
 
-    def __init__(self, knee: int = 1000, fail_at: int | None = None, errors_at: int | None = None):
+    def __init__(self, knee: int = 1000, fail_at: int | None = None, errors_at: int | None = None,
+                 none_ok_at: int | None = None):  # fmt: skip
         self.calls: list[int] = []
         self.knee, self.fail_at, self.errors_at = knee, fail_at, errors_at
+        self.none_ok_at = none_ok_at  # every request fails: the run is failed (finalize)
 
     def __call__(self, cfg: BenchmarkConfig, progress: bool = True) -> Path:
         c = cfg.concurrency
@@ -101,7 +103,8 @@ class FakeRunner:
             cfg.out_dir, cfg.num_requests, concurrency=c, warmup=cfg.warmup_requests,
             tpot_ms=10 * (1 + eff / 8), ttft_ms=ttft, osl=cfg.workload.osl,
             isl=cfg.workload.isl, gpus=cfg.gpus, chunks=False,
-            fail_frac=0.3 if c == self.errors_at else 0.0, seed=c,
+            fail_frac=1.0 if c == self.none_ok_at else 0.3 if c == self.errors_at else 0.0,
+            seed=c, status="failed" if c == self.none_ok_at else "completed",
         )  # fmt: skip
         return Path(cfg.out_dir)
 
@@ -179,6 +182,19 @@ def test_error_rate_stop(tmp_path):
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4, 8]), runner=r, progress=False)
     assert r.calls == [1, 2, 4]
     assert "error rate" in doc.stop_reason
+
+
+def test_a_point_with_no_successful_request_fails_and_stops_the_sweep(tmp_path):
+    """audit_srv #8: a run whose every request failed said completed; now it is failed,
+    and so is its sweep point: the sweep stops there and ends partial (exit 1), even
+    without the saturation rule."""
+    r = FakeRunner(none_ok_at=2)
+    plan = _plan([1, 2, 4], saturation=SaturationRule(enabled=False))
+    doc = run_sweep(tmp_path / "s", plan, runner=r, progress=False)
+    assert r.calls == [1, 2]
+    assert [p.status for p in doc.points] == ["completed", "failed", "skipped"]
+    assert doc.points[1].reason == "no measured request succeeded"
+    assert doc.status == "partial" and "no measured request succeeded" in (doc.stop_reason or "")
 
 
 def test_other_sweep_in_same_dir_refused(tmp_path):

@@ -217,6 +217,8 @@ class RunResult:
     directory: Path
     summary: Summary
     doc: RunDoc
+    # failed only because no measured request succeeded (the load itself ran to its end)
+    all_requests_failed: bool = False
 
     @property
     def completed(self) -> bool:
@@ -382,9 +384,14 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
         doc.client = client
     del specs, plan  # the prompts: the end of the run has no use for them
     summary = end_run(run_dir, doc=doc, tok=tok, status=status, client=client, sampler=sampler)
+    # a run that ran to its end with no measured request succeeding has failed
+    # (finalize.no_request_succeeded): its run.json says so
+    requests_failed = status == "completed" and doc.status == "failed"
+    status = doc.status
     if status != "completed":
         log(f"run {status}: results so far are in {run_dir}")
-    return RunResult(status=status, directory=run_dir, summary=summary, doc=doc)
+    return RunResult(status=status, directory=run_dir, summary=summary, doc=doc,
+                     all_requests_failed=requests_failed)  # fmt: skip
 
 
 def end_run(

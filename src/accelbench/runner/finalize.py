@@ -118,6 +118,11 @@ def finalize_run(
     del table  # the telemetry's rows and the table are never held together
     _client_health(summary, cfg)
     _server_count_warnings(summary)
+    if status in ("completed", "failed") and (why := no_request_succeeded(summary)):
+        status = summary["status"] = "failed"
+        warnings = summary["client"].setdefault("warnings", [])
+        if why not in warnings:
+            warnings.insert(0, why)
     if journal is not None:
         summary["journal"] = journal
     if sampler is not None:
@@ -138,6 +143,19 @@ def finalize_run(
         doc.client = client
     write_run_doc(run_dir, doc)
     return summary
+
+
+def no_request_succeeded(summary: Summary) -> str | None:
+    """Why a run that ran to its end failed all the same: not one of its measured
+    requests succeeded (README "Exit codes": a run that failed, exit 1). None where one
+    did, or where none was measured. A run with some successes keeps its status: its
+    errors are counted (``errors``), and a sweep stops on its error rate."""
+    counts = summary["counts"]
+    if counts["completed"] or not counts["failed"]:
+        return None
+    kinds = summary["errors"]["by_kind"]
+    top = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:3])
+    return f"no measured request succeeded ({counts['failed']} failed: {top}): the run failed"
 
 
 def measured_window(summary: Summary) -> tuple[int, int] | None:

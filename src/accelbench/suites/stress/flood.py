@@ -167,7 +167,9 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
                     if r["ok"] and (ttft := r["ttft_ms"]):
                         xs.append(float(r["isl"] or n))
                         ys.append(ttft)
-                if res.status != "completed":
+                # a step whose every request failed (past the context) is the flood's
+                # evidence, not the end of it
+                if res.status != "completed" and not res.all_requests_failed:
                     status = res.status
                     raise _Stop
     except _Stop:

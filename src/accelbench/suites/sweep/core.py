@@ -13,7 +13,7 @@ from accelbench import validate
 from accelbench.documents import Json, JsonObject, to_json_object
 from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.runner.config import MAX_RATE, MAX_STREAMS, MIN_RATE, BenchmarkConfig
-from accelbench.store.reader import RunInfo, load_run
+from accelbench.store.reader import RunInfo, dig, load_run
 from accelbench.store.sets import SweepSet, load_inputs, load_sweep
 from accelbench.store.sweepdoc import SWEEP_SCHEMA, SweepDoc, SweepPoint, read_sweep, write_sweep
 from accelbench.workload.config import WorkloadConfig
@@ -337,14 +337,22 @@ def run_sweep(
                     pdir = out
                 # the result as the run ended; a directory alone is read back
                 info = load_run(pdir) if isinstance(got, str | Path) else got.run_info()
-                p.status = "completed" if info.usable else "failed"
-                if not info.usable:
-                    p.reason = "; ".join(info.problems) or f"run status {info.status}"
+                # a run none of whose measured requests succeeded has failed
+                # (runner.finalize.no_request_succeeded): so has its point, and the sweep
+                # stops there (its error rate says why too)
+                none_ok = info.status == "failed" and dig(info.summary, "counts", "completed") == 0
+                p.status = "completed" if info.usable and not none_ok else "failed"
+                if p.status == "failed":
+                    p.reason = "; ".join(info.problems) or (
+                        "no measured request succeeded" if none_ok else f"run status {info.status}"
+                    )
+                if none_ok:
+                    stop_reason = f"point {p.dir}: no measured request succeeded"
             p.run_id = info.run_id
             p.output_tps_per_gpu = info.figure("output_tps_per_gpu")
             p.interactivity = info.figure("interactivity")
             reason = plan.saturation.check(done, info)
-            if info.usable:
+            if info.usable and p.status == "completed":
                 done.append(info)
             if reason:
                 stop_reason = reason
