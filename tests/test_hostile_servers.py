@@ -270,3 +270,62 @@ def test_a_run_whose_every_request_fails_has_failed(tmp_path: Path):
                               workload=WorkloadConfig(isl=4, osl=4, tokenizer=None))  # fmt: skip
         res = run_benchmark(cfg, progress=False, log=lambda m: None)
     assert res.status == "completed" and res.summary["counts"]["completed"] == 1
+
+
+# -- failure reasons that say what came (audit_srv #7) --------------------------------
+def _typed(ctype: bytes, body: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: " + ctype + b"\r\nContent-Length: %d\r\n\r\n"
+            % len(body) + body)  # fmt: skip
+
+
+def test_a_json_error_to_a_stream_is_the_servers_error(transport):
+    """A 200 with a JSON error body to a streamed request was 'malformed_stream: stream
+    ended inside an event (truncated)'; --no-stream said server_error_event: oops."""
+    rec, _ = _send(_typed(b"application/json", b'{"error": {"message": "oops"}}'), transport)
+    assert rec.error_kind == "server_error_event" and rec.error == "oops", rec.error
+
+
+@pytest.mark.parametrize(
+    "ctype, body",
+    [(b"application/json", b'{"choices": [{"text": " t t", "finish_reason": "length"}]}'),
+     (b"text/html; charset=utf-8", b"<html><body>hello</body></html>")],
+    ids=["json_completion", "html"],
+)  # fmt: skip
+def test_a_stream_answered_with_another_type_names_it(transport, ctype, body):
+    rec, _ = _send(_typed(ctype, body), transport)
+    assert rec.error_kind == "malformed_stream" and not rec.ok
+    assert f"the response is {ctype.decode()}, not text/event-stream" in rec.error, rec.error
+
+
+@pytest.mark.parametrize("status", [b"302 Found", b"307 Temporary Redirect"])
+def test_a_redirect_says_where_it_pointed(transport, status):
+    """Redirects were http_other with an empty reason."""
+    head = (
+        b"HTTP/1.1 " + status + b"\r\nLocation: http://elsewhere:1/v1\r\nContent-Length: 0\r\n\r\n"
+    )
+    rec, _ = _send(head, transport)
+    assert rec.error_kind == "http_other"
+    assert (
+        rec.error == f"HTTP {status[:3].decode()} redirect to http://elsewhere:1/v1 (not followed)"
+    )
+
+
+def test_a_reset_mid_stream_is_a_disconnect(transport):
+    """A TCP RST after one event of a close-delimited stream was malformed_stream
+    ('ended without [DONE]'): the connection was lost, not the stream malformed. A
+    server's orderly close there stays malformed_stream (the body ended, unfinished)."""
+    import struct
+
+    def reset(sock: socket.socket) -> None:
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + EV)
+        time.sleep(0.2)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+    rec, took = _send(reset, transport)
+    assert took < 3.0 and not rec.ok
+    if transport == "aiohttp":  # it reads a reset as the body's end: it cannot tell
+        assert rec.error_kind == "malformed_stream" and "without [DONE]" in rec.error
+        return
+    assert rec.error_kind == "disconnect", (rec.error_kind, rec.error)
+    assert "connection reset mid-stream" in rec.error

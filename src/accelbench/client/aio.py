@@ -16,7 +16,7 @@ from accelbench.client.errors import (
     ResponseTimeout,
     TransportError,
 )
-from accelbench.client.transport import BodySink, Request, Tee
+from accelbench.client.transport import BodySink, Request, Tee, head_info
 from accelbench.metrics.summary import ReceiveStats
 
 _now = time.monotonic_ns
@@ -57,6 +57,7 @@ class AiohttpTransport:
                 ) as resp:
                     got_response = True
                     sink.on_headers(resp.status, _now())
+                    head_info(sink, resp.headers.get("Content-Type"), resp.headers.get("Location"))
                     async for data in resp.content.iter_any():
                         if not sink.on_data(data, _now()):
                             resp.close()

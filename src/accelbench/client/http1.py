@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from accelbench.client.errors import ConnectError, ConnectionClosed, ErrorKind, ResponseTimeout
-from accelbench.client.transport import BodySink, Request, Tee
+from accelbench.client.transport import BodySink, Request, Tee, head_info
 from accelbench.metrics.records import MAX_STAMP_AGE_NS
 from accelbench.metrics.summary import ReceiveStats
 
@@ -251,7 +251,13 @@ class HTTP1Protocol(asyncio.Protocol):
         self.closed = True
         if self._fut is not None and not self._fut.done():
             if self._state == 2 and self._remaining < 0 and not self._chunked:
-                # body delimited by connection close: this is its normal end
+                # body delimited by connection close: this is its normal end; a reset
+                # (an error, not the server's close) is told to the sink, which decides
+                # whether what came was whole
+                if exc is not None:
+                    reset = getattr(self._sink, "on_reset", None)
+                    if reset is not None:
+                        reset(f"{type(exc).__name__}: {exc}")
                 self._finish(_monotonic_ns())
                 return
             # nothing of a response yet (a late CRLF of the previous one does not count):
@@ -471,11 +477,16 @@ class HTTP1Protocol(asyncio.Protocol):
         chunked = False
         length = -1
         keep = not lines[0].startswith(b"HTTP/1.0")
+        ctype = location = None
         for line in lines[1:]:
             name, _, value = line.partition(b":")
             name = name.strip().lower()
             value = value.strip()
-            if name == b"content-length":
+            if name == b"content-type":
+                ctype = value
+            elif name == b"location":
+                location = value
+            elif name == b"content-length":
                 if not value.isdigit() or len(value) > 18 or (length >= 0 and int(value) != length):
                     self._abort(
                         f"bad Content-Length {value[:30]!r}", kind=ErrorKind.MALFORMED_STREAM
@@ -501,6 +512,8 @@ class HTTP1Protocol(asyncio.Protocol):
         self._keep_alive = keep
         self._state = 2
         self._sink.on_headers(status, t)  # type: ignore[union-attr]
+        if ctype is not None or location is not None:
+            head_info(self._sink, ctype, location)  # type: ignore[arg-type]
 
     def _body(self, data: bytes, t: int) -> None:
         sink = self._sink

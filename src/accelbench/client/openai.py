@@ -144,6 +144,16 @@ def chunk_limit(max_tokens: int | None) -> int:
     return min(MAX_CHUNKS, MAX_CHUNKS_PER_TOKEN * max_tokens + MAX_CHUNKS_SLACK)
 
 
+def _is_json(content_type: str | None) -> bool:
+    """application/json, or a +json type (application/problem+json)."""
+    ct = (content_type or "").split(";", 1)[0].strip().lower()
+    return ct == "application/json" or ct.endswith("+json")
+
+
+def _is_sse(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
 class _Malformed(Exception):
     """A field of the wrong type or shape: the response is ``malformed_stream``."""
 
@@ -226,6 +236,10 @@ class ResponseHandler:
         "max_chunks",
         "text_len",
         "max_tokens",
+        "content_type",
+        "location",
+        "reset",
+        "asked_stream",
     )
 
     def __init__(
@@ -257,12 +271,30 @@ class ResponseHandler:
         self._body_len = 0
         self.max_chunks = chunk_limit(rec.max_tokens)
         self.text_len = 0
+        self.content_type: str | None = None  # where the transport said
+        self.location: str | None = None
+        self.reset: str | None = None  # the connection was reset (not closed) at the end
+        self.asked_stream = stream
 
     # -- transport callbacks -------------------------------------------------------
     def on_headers(self, status: int, t_ns: int) -> None:
         self.status = status
         self.rec.t_headers = t_ns
         self.rec.http_status = status
+
+    def on_head_info(self, content_type: str | None, location: str | None) -> None:
+        """The response's Content-Type and Location (``transport.head_info``). A 200 to a
+        streamed request that is JSON, not an event stream, is read as JSON: an error
+        object is the server's error, anything else is named with its type."""
+        self.content_type = content_type
+        self.location = location
+        if self.status == 200 and self.stream and _is_json(content_type):
+            self.stream = False  # read whole; on_end names what it was
+
+    def on_reset(self, why: str) -> None:
+        """The connection was reset (not closed by the server) where its close would have
+        ended the body: a response that is not whole by then is ``disconnect``."""
+        self.reset = why
 
     def on_data(self, data: bytes, t_ns: int) -> bool:
         """Returns False when the response is broken and the connection should be dropped."""
@@ -382,13 +414,19 @@ class ResponseHandler:
         if self.failed:
             return
         if self.status != 200:
-            self.fail(*classify_failure(self.status, self._err_body))
+            kind, msg = classify_failure(self.status, self._err_body)
+            if kind is ErrorKind.HTTP_OTHER:
+                msg = self._other_status(msg)
+            self.fail(kind, msg)
             rec.t_done = t_ns
             return
         if not self.stream:
             body = b"".join(self._body)
             try:
-                self._non_stream(body, t_ns)
+                if self.content_type is not None and self.asked_stream:
+                    self._json_for_stream(body)
+                else:
+                    self._non_stream(body, t_ns)
             except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
                 self.fail(ErrorKind.MALFORMED_STREAM, f"{type(exc).__name__} {exc}: {_head(body)}")
             return
@@ -396,6 +434,9 @@ class ResponseHandler:
             return
         if rec.t_done is None:
             rec.t_done = t_ns
+        if not self.done and self.reset is not None and rec.finish_reason is None:
+            self.fail(ErrorKind.DISCONNECT, f"connection reset mid-stream ({self.reset})")
+            return
         if not self.done:
             if self.parser.pending.strip():
                 self.fail(ErrorKind.MALFORMED_STREAM, "stream ended inside an event (truncated)")
@@ -408,6 +449,9 @@ class ResponseHandler:
         self._finish()
 
     def fail(self, kind: ErrorKind, message: str) -> None:
+        ct = self.content_type
+        if kind is ErrorKind.MALFORMED_STREAM and ct and self.asked_stream and not _is_sse(ct):
+            message = f"the response is {ct}, not text/event-stream: {message}"
         self.failed = True
         self.rec.ok = False
         self.rec.error_kind = kind
@@ -552,6 +596,9 @@ class ResponseHandler:
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
+            if self.reset is not None:
+                self.fail(ErrorKind.DISCONNECT, f"connection reset mid-response ({self.reset})")
+                return
             self.fail(ErrorKind.MALFORMED_STREAM, f"response is not JSON: {_head(body)}")
             return
         if not isinstance(obj, dict) or "error" in obj:
@@ -587,6 +634,29 @@ class ResponseHandler:
             self.texts.append(text)
         rec.t_done = t
         self._finish()
+
+    def _json_for_stream(self, body: bytes) -> None:
+        """A JSON body where an event stream was asked for: the server's error where it
+        is one, else a failure that names what came."""
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict) and "error" in obj:
+            self.fail(ErrorKind.SERVER_ERROR_EVENT, error_message_from_body(body))
+            return
+        self.fail(ErrorKind.MALFORMED_STREAM, _head(body))
+
+    def _other_status(self, msg: str) -> str:
+        """The reason of a final status that is neither 200 nor an error (a redirect, a
+        204): the status, and where a redirect pointed (never followed)."""
+        status = self.status
+        if 300 <= status < 400:
+            where = f"to {self.location}" if self.location else "without a Location"
+            head = f"HTTP {status} redirect {where} (not followed)"
+        else:
+            head = f"HTTP {status}"
+        return f"{head}: {msg}" if msg else head
 
     def _finish(self) -> None:
         rec = self.rec

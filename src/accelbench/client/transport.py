@@ -28,6 +28,22 @@ class BodySink(Protocol):
     def on_end(self, t_ns: int) -> None: ...
 
 
+def head_info(
+    sink: BodySink, content_type: bytes | str | None, location: bytes | str | None
+) -> None:
+    """Tell a sink that wants them (``on_head_info``: the OpenAI ``ResponseHandler``) the
+    response's Content-Type and Location, after ``on_headers``; other sinks do not hear."""
+    info = getattr(sink, "on_head_info", None)
+    if info is not None:
+        info(_text(content_type), _text(location))
+
+
+def _text(v: bytes | str | None) -> str | None:
+    if isinstance(v, bytes):
+        return v.decode("latin-1")[:200]
+    return v[:200] if v is not None else None
+
+
 class Tee(Protocol):
     """Where a connection copies a response's bytes (``HTTP1Protocol.start``)."""
 
