@@ -37,8 +37,9 @@ class LlamaMetricsServer:
     """An aiohttp server on 127.0.0.1 whose /metrics looks like llama-server's and whose
     token counters grow by 10 per scrape."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, extra: str = "") -> None:
         self.status = status
+        self.extra = extra  # more lines (readings a server should not have)
         self.scrapes = 0
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -62,6 +63,7 @@ class LlamaMetricsServer:
             "# TYPE llamacpp:requests_deferred gauge\n"
             "llamacpp:requests_deferred 0\n"
         )
+        body = self.extra + body if self.extra else body
         if self.status != 200:
             return web.Response(status=self.status, text="not here")
         return web.Response(text=body, content_type="text/plain")
@@ -219,6 +221,24 @@ def test_server_metrics_source_over_loopback():
         assert r["engine"] == "llamacpp" and r["t_ns"] == 7
         assert r["srv_requests_running"] == 2 and r["srv_requests_waiting"] == 0
         assert r["srv_generation_tokens_total"] == 10 * srv.scrapes
+
+
+def test_implausible_server_readings_are_lost_and_health_says_unknown():
+    """audit_srv #9: /metrics with -5 requests waiting and an infinite KV-cache usage gave
+    health verdict pass with no finding: the live server source dropped them (schema
+    .plausible) without a word. Now its lost() names them and the verdict is unknown."""
+    from accelbench.health.check import check_live
+
+    bad = "llamacpp:requests_deferred -5\nllamacpp:kv_cache_usage_ratio +Inf\n"
+    with LlamaMetricsServer(extra=bad) as srv:
+        src = ServerMetricsSource(srv.url)
+        r = src.sample(1)[0]
+        assert r["srv_requests_waiting"] is None and r["srv_kv_cache_usage"] is None
+        lost = " ".join(src.lost())
+        assert "-5" in lost and "inf" in lost
+        res = check_live(["server"], server_url=srv.url, duration_s=0, interval_s=0.05)
+    assert res["health"]["verdict"] == "unknown", res["health"]
+    assert any("-5" in u for u in res["health"]["unknown"])
 
 
 def test_server_metrics_source_reasons():

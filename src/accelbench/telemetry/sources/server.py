@@ -23,6 +23,7 @@ class ServerMetricsSource(Source):
         self.auth = server.auth
         self.url = server.root.removesuffix("/metrics") + "/metrics"
         self.timeout_s = timeout_s
+        self._lost: list[str] = []
 
     def fetch(self) -> str:
         headers = {"Accept": "text/plain"} | ({"Authorization": self.auth} if self.auth else {})
@@ -49,7 +50,14 @@ class ServerMetricsSource(Source):
     def sample(self, t_ns: int) -> list[Row]:
         """Raises when the scrape fails: the caller (``collect``) counts it, so a run or the
         monitor knows the server's samples were lost."""
-        rows = parse_server_metrics(self.fetch(), t_ns=t_ns, read_only=True)
+        lost: list[str] = []  # a reading that is not a number or not plausible
+        rows = parse_server_metrics(self.fetch(), t_ns=t_ns, lost=lost, read_only=True)
+        self._lost = [f"{self.name}: {x}" for x in lost]
         for r in rows:
             r["wall_ns"] = time.time_ns()
         return rows
+
+    def lost(self) -> list[str]:
+        """What the latest sample left out (``schema.plausible``): -5 requests waiting,
+        an infinite KV-cache usage; health and monitor then say unknown, never pass."""
+        return list(self._lost)
