@@ -329,3 +329,23 @@ def test_a_reset_mid_stream_is_a_disconnect(transport):
         return
     assert rec.error_kind == "disconnect", (rec.error_kind, rec.error)
     assert "connection reset mid-stream" in rec.error
+
+
+def test_content_after_a_finish_reason_fails_the_request(transport):
+    """audit_srv #9 finish_then_more: a content chunk after a finish_reason:"length" chunk
+    was taken as output. The server said the output had ended: more of it is
+    malformed_stream, as after [DONE], in every read loop (the compiled one included:
+    each event in a read of its own)."""
+    fin = b'data: {"choices":[{"text":" b","finish_reason":"length"}]}\n\n'
+
+    def act(sock: socket.socket) -> None:
+        sock.sendall(CHUNKED)
+        for ev in (EV, EV, fin, EV, b"data: [DONE]\n\n"):
+            sock.sendall(_chunk(ev))
+            time.sleep(0.03)
+        sock.sendall(b"0\r\n\r\n")
+
+    rec, _ = _send(act, transport)
+    assert rec.error_kind == "malformed_stream", (rec.error_kind, rec.error)
+    assert "content after finish_reason 'length'" in rec.error
+    assert len(rec.chunk_times) == 3  # the two before and the finishing one

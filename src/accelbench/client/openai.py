@@ -357,7 +357,12 @@ class ResponseHandler:
                             )
                         else:
                             text = c.get("text")
-                        if type(text) is str and text and not self.done:
+                        if (
+                            type(text) is str
+                            and text
+                            and not self.done
+                            and self.rec.finish_reason is None
+                        ):
                             rec = self.rec
                             times = rec.chunk_times
                             if not times:
@@ -381,6 +386,8 @@ class ResponseHandler:
         itself, exactly as ``_token`` would: None unless that is possible now (a 200
         event stream, not failed, not ended, the SSE parser between events)."""
         if self.status != 200 or not self.stream or self.failed or self.done:
+            return None
+        if self.rec.finish_reason is not None:  # content now is refused (``_event``)
             return None
         if not self.parser.idle:
             return None
@@ -512,6 +519,10 @@ class ResponseHandler:
                     elif type(text) is not str:
                         raise _Malformed("text is not a string")
                     rtext = ""
+                if (text or rtext) and rec.finish_reason is not None:
+                    # the server said the output had ended: more of it would move the
+                    # marks past that end, as after [DONE]
+                    raise _Malformed(f"content after finish_reason {rec.finish_reason!r}")
                 if text or rtext:
                     if rec.t_first is None:
                         rec.t_first = t
