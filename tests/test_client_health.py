@@ -149,3 +149,16 @@ def test_a_run_started_under_nice_records_and_warns(reference_server, tmp_path):
     c = json.loads((out / "summary.json").read_text())["client"]
     assert [w["nice"] for w in c["workers"]] == [base + 5]
     assert any(w.startswith(f"load worker(s) 0 ran at nice {base + 5}:") for w in c["warnings"])
+
+
+def test_a_busy_worker_is_judged_only_over_a_second_of_its_life():
+    """audit_srv #9: a run stopped at once (0 requests) warned 'load worker 0 used 94% of
+    a core' from 0.02 s of CPU over 0.021 s: CPU counts in 10 ms ticks."""
+    s = _summary(1, lag_ms=0.1)
+    s["client"]["workers"][0].update(cpu_s=0.02, wall_s=0.0213)
+    _client_health(s, RecordedConfig(concurrency=2))
+    assert s["client"]["warnings"] == [] and not s["client"]["bottleneck"]
+    s = _summary(1, lag_ms=0.1, util=0.95)  # 9.5 s of 10 s: the client may be the limit
+    _client_health(s, RecordedConfig(concurrency=2))
+    assert any("used 95% of a core" in w for w in s["client"]["warnings"])
+    assert s["client"]["bottleneck"]

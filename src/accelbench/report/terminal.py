@@ -133,17 +133,10 @@ def _print(doc: RunDoc, s: Summary, run_dir: Path, console: Console | None) -> N
         for line in cache_lines(cache):
             _p(console, _e(line))
     cl = s["client"]
-    _p(
-        console,
-        f"client: {cl.get('n_workers')} worker(s), CPU {_f(cl.get('cpu_s'))} s, "
-        f"{_f(cl.get('cpu_us_per_chunk'), 1)} us CPU per chunk, loop lag p99 "
-        f"{_f(cl.get('loop_lag_ms_p99'))} ms"
-        + (
-            f", chunk times from the kernel (reads waited p99 {_f(cl.get('read_delay_ms_p99'))} ms)"
-            if cl.get("arrival_stamps") == "kernel"
-            else ""
-        ),
-    )
+    if cl.get("n_workers") is None:  # a run killed before its client said (summarize)
+        _p(console, "client: not recorded (the run ended before its load workers reported)")
+    else:
+        _client_line(console, cl)
     for w in cl.get("warnings", []):
         _p(console, f"[yellow]warning[/yellow]: {_e(w)}")
     if s.get("health"):
@@ -159,3 +152,18 @@ def _print(doc: RunDoc, s: Summary, run_dir: Path, console: Console | None) -> N
             f"{_f(e.get('j_per_output_token'), 3)} J per output token",
         )
     _p(console, f"results: {_e(run_dir)}")
+
+
+def _client_line(console: Console, cl: Mapping[str, Any]) -> None:
+    """The load client's line: workers, CPU, loop lag, where chunk times came from."""
+    _p(
+        console,
+        f"client: {cl.get('n_workers')} worker(s), CPU {_f(cl.get('cpu_s'))} s, "
+        f"{_f(cl.get('cpu_us_per_chunk'), 1)} us CPU per chunk, loop lag p99 "
+        f"{_f(cl.get('loop_lag_ms_p99'))} ms"
+        + (
+            f", chunk times from the kernel (reads waited p99 {_f(cl.get('read_delay_ms_p99'))} ms)"
+            if cl.get("arrival_stamps") == "kernel"
+            else ""
+        ),
+    )
