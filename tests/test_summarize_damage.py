@@ -302,10 +302,13 @@ def test_records_with_impossible_times_are_of_the_wrong_shape(complete_run, tmp_
 def test_summarize_of_a_run_killed_before_its_client_reported(complete_run, tmp_path):
     """audit_srv #9: the summary of a run killed before its end printed 'client: None
     worker(s)'. Now it says the client's figures were not recorded."""
+    run = copy(complete_run, tmp_path)
     doc = json.loads((run / "run.json").read_text())
     doc.pop("client", None)
     doc["status"] = "running"
     (run / "run.json").write_text(json.dumps(doc))
     (run / "summary.json").unlink()
+    (run / "requests.parquet").unlink()
+    r = summarize_cli(run)
     assert "None worker" not in r.stdout and "client: not recorded" in r.stdout, r.stdout
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
