@@ -88,6 +88,9 @@ def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
     new.callback()(_root)
     for name in modules:
         importlib.import_module(name).register(new)
+    from accelbench.cli.strict import harden
+
+    harden(new)  # the checks every command line gets (cli/strict.py)
     return new
 
 
