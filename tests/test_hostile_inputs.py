@@ -951,3 +951,15 @@ def test_the_boundaries_of_at_timeout_and_per_point(x: float) -> None:
         "--warmup-per-point",
         x == 0 or MIN_PER_POINT <= x <= 1e6,
     )
+
+
+@pytest.mark.parametrize(
+    "cmd", [["reference"], ["emulated", "--accelerator", "h100", "--model", "llama-3.1-8b"]]
+)
+@pytest.mark.parametrize("host", ["", " ", "no-such-host.invalid"])
+def test_serve_host_is_an_address_to_bind(tmp_path: Path, cmd: list[str], host: str) -> None:
+    """serve --host '' bound every interface (audit_opts #5); the same check as monitor's
+    (validate.bind_host): one line naming --host, before the port is taken."""
+    code, text = invoke(["serve", *cmd, "--host", host, "--port", "0"], tmp_path)
+    assert code == 2 and "--host" in text, text
+    assert_clean(code, text, wrong=True, option="--host")

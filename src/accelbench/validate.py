@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,19 @@ def command_line(name: str, text: str | None) -> list[str] | None:
 def port(name: str, value: Any, *, lo: int = 0) -> int:
     """A TCP port: 0 (any free port) or 1 to 65535."""
     return integer(name, value, lo, 65535)
+
+
+def bind_host(name: str, host: str, port: int) -> str:
+    """An address a server binds: not empty (Python reads "" as every interface, so
+    listening beyond loopback takes an address typed out, such as 0.0.0.0), and one this
+    machine resolves (a name is resolved once, here)."""
+    if not host.strip():
+        raise UsageError(f"{name} is empty; give an address to bind, e.g. 127.0.0.1")
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise UsageError(f"{name} {host!r} is not an address to bind: {exc}") from None
+    return host
 
 
 _PROM_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

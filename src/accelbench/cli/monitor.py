@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import shlex
 import signal
-import socket
 import threading
 from pathlib import Path
 
@@ -138,13 +137,8 @@ def monitor_cmd(
     v.optional_number("--duration", duration, 0, 30 * 86400.0, unit="s")
     Monitor.check(interval, window)
     v.port("--port", port)
-    if not host.strip():  # Python would read "" as every interface
-        raise UsageError("--host is empty; give an address to bind, e.g. 127.0.0.1")
-    if not no_exporter:
-        try:  # an address this machine can bind (a name is resolved once, here)
-            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        except (OSError, UnicodeError, ValueError) as exc:
-            raise UsageError(f"--host {host!r} is not an address to bind: {exc}") from None
+    if not no_exporter or not host.strip():  # "" would be every interface
+        v.bind_host("--host", host, port)
     if server_url is not None:
         check_url(server_url, "--server-url")
     if pid is not None:

@@ -107,6 +107,9 @@ def reference(
         *((o, delays, "without --max-throughput (it writes each response at once)")
           for o in ("--ttft-ms", "--itl-ms", "--prefill-ms-per-token", "--ttft-drift-ms-per-min")),
     ])  # fmt: skip
+    from accelbench.validate import bind_host
+
+    bind_host("--host", host, port)
     faults = {}
     for f in fault:
         kind, sep, p = f.rpartition(":")
@@ -164,7 +167,9 @@ def emulated(
     """An OpenAI-compatible server that streams each token when the predicted hardware
     would produce it (continuous batching in real time). Results are labelled emulated."""
     from accelbench.predict.emulate import EmulatedConfig, emulated_label, run_emulated
+    from accelbench.validate import bind_host
 
+    bind_host("--host", host, port)
     cfg = EmulatedConfig(
         accelerator=accelerator, model=model, tp=tp, precision=precision, host=host, port=port,
         ground_truth=ground_truth, speed=speed, max_num_batched_tokens=max_num_batched_tokens,
