@@ -190,3 +190,11 @@ def test_serve_refuses_a_control_character_or_an_empty_host(args: list[str]) -> 
 
 def test_an_option_whose_default_is_empty_takes_it() -> None:
     assert parse(["monitor", "rules"], ["--amd-prefix", "", "-o", "r.yml"]) is None
+
+
+def test_predict_says_plainly_that_an_engine_is_unknown(tmp_path: Path) -> None:
+    """A typo (sglnag) predicted with other factors under a quiet note (audit_opts #5);
+    unknown engines stay accepted (docs/PREDICT.md "Extrapolation"), said plainly."""
+    args = ["predict", "--model", "llama-3.1-8b", "--accelerator", "h100", "--concurrency", "8"]
+    code, out, _, _ = run_cli([*args, "--engine", "sglnag"], tmp_path)
+    assert code == 0 and "engine 'sglnag' is unknown" in out and "sglang" in out

@@ -438,7 +438,12 @@ def _extrapolation(
             f"accelerator {acc.id} is not in the calibration data ({', '.join(f.accelerators)})"
         )
     if engine not in f.engines:
-        out.append(f"engine {engine} is not in the calibration data ({', '.join(f.engines)})")
+        # an unknown engine is a prediction with another engine's factors (a typo too):
+        # said plainly, with the engines that have some (docs/PREDICT.md "Extrapolation")
+        out.append(
+            f"engine {engine!r} is unknown: not in the calibration data "
+            f"({', '.join(f.engines)}), so no factors of its own"
+        )
     if precision not in f.precisions:
         out.append(
             f"precision {precision} is not in the calibration data ({', '.join(f.precisions)})"
