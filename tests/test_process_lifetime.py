@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import urllib.request
@@ -149,3 +150,171 @@ def test_open_loop_stops_issuing_at_once(reference_server, far):
     print(f"next arrival in {far:g} s: run() returned {1000 * latency:.0f} ms after the stop")
     assert stats["sent"] == 1 and len(rows) == 1 and rows[0]["ok"]
     assert latency < 1.0  # 9 ms measured on a quiet host; was 20 s, or never
+
+
+# -- a stop signal at each moment a run is vulnerable to it ----------------------------
+# accelbench runs under a wrapper that sends the signals to itself from inside the code
+# path, right after the named step (its Python handler runs at the next statement): the
+# moment is hit every time, whatever the host's load, instead of by a timed kill.
+_AT = textwrap.dedent(
+    """
+    import importlib, os, signal, sys
+    moment, sigs = sys.argv[1], [getattr(signal, s) for s in sys.argv[2].split(",")]
+    del sys.argv[1:3]
+    sys.argv[0] = "accelbench"
+    fired = []
+
+    def send():
+        if not fired:
+            fired.append(1)
+            for s in sigs:
+                os.kill(os.getpid(), s)
+
+    def after(module, name):
+        mod = importlib.import_module(module)
+        orig = getattr(mod, name)
+
+        def wrapped(*a, **k):
+            out = orig(*a, **k)
+            send()
+            return out
+
+        setattr(mod, name, wrapped)
+
+    import accelbench.__main__ as entry  # the entry point only: nothing else imported yet
+    if moment == "import":  # while the CLI's modules load
+        class Hook:
+            def find_spec(self, name, path=None, target=None):
+                if name == "typer":
+                    send()
+                return None
+        sys.meta_path.insert(0, Hook())
+    elif moment == "planned":  # run.json written, before the load
+        after("accelbench.runner.benchmark", "write_run_doc")
+    elif moment == "records":  # the first records journaled: the load is running
+        from accelbench.store.rundir import Journal
+        orig_write = Journal.write
+        def write(self, rows):
+            orig_write(self, rows)
+            send()
+        Journal.write = write
+    elif moment == "workers":  # while the parent waits for the load workers to be ready
+        from accelbench.runner import workers
+        orig_start = workers.WorkerPool.start
+        def start(self, *a, **k):
+            real_get = self.out.get
+            def get(*ga, **gk):
+                send()
+                return real_get(*ga, **gk)
+            self.out.get = get
+            return orig_start(self, *a, **k)
+        workers.WorkerPool.start = start
+    elif moment == "parquet":  # the end of the run: requests.parquet written, summary not
+        after("accelbench.runner.finalize", "write_parquet_atomic")
+    elif moment == "summary":  # summary.json written, run.json not yet
+        after("accelbench.runner.finalize", "write_summary")
+    elif moment == "printed":  # the result shown, the command about to exit
+        after("accelbench.report.terminal", "print_summary")
+    elif moment == "exit":  # in multiprocessing's exit hook, before it reaps the tracker
+        from multiprocessing import util
+        util.Finalize(None, send, exitpriority=-50)
+    entry.main()
+    """
+)
+
+
+def run_at(moment: str, signals: str, args: list[str]) -> tuple[int, str]:
+    """``accelbench ARGS`` with ``signals`` (``SIGINT,SIGTERM``) sent at ``moment``:
+    (exit code, stderr). Fails on a hang (120 s: a loaded host, not a bound)."""
+    proc = subprocess.run([sys.executable, "-c", _AT, moment, signals, *args],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return proc.returncode, proc.stderr
+
+
+def run_args(url: str, out: Path, *extra: str) -> list[str]:
+    return ["run", "--url", url, "-c", "2", "-n", "6", "--isl", "16", "--osl", "4",
+            "--no-telemetry", "-o", str(out), *extra]  # fmt: skip
+
+
+def status_of(out: Path) -> str:
+    return json.loads((out / "run.json").read_text())["status"]
+
+
+@pytest.mark.parametrize("signals", ["SIGINT", "SIGTERM", "SIGINT,SIGINT", "SIGHUP,SIGTERM"])
+@pytest.mark.parametrize("moment", ["parquet", "summary"])
+def test_a_stop_while_the_run_finishes_its_files_is_finished_first(
+    reference_server, tmp_path, moment, signals
+):
+    """audit #1: a stop after every request had finished, while requests.parquet /
+    summary.json / run.json were written, lost the summary, left run.json ``running`` and
+    exited 130. The files are finished; the run had completed: exit 0."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    out = tmp_path / "r"
+    rc, err = run_at(moment, signals, run_args(srv.url, out, "-q"))
+    assert rc == 0, err
+    assert "Traceback" not in err
+    assert status_of(out) == "completed"
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "completed" and s["counts"]["completed"] == 6
+
+
+def test_a_stop_mid_run_keeps_the_results_and_says_so_once(reference_server, tmp_path):
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    out = tmp_path / "r"
+    rc, err = run_at("records", "SIGINT", run_args(srv.url, out, "-n", "200"))
+    assert rc == 1, err
+    assert status_of(out) == "interrupted"
+    assert (out / "summary.json").exists() and (out / "requests.parquet").exists()
+    assert err.count("run interrupted: results so far are in") == 1, err  # audit #9
+
+
+@pytest.mark.parametrize("signals", ["SIGINT,SIGINT", "SIGTERM,SIGTERM"])
+def test_a_second_stop_while_the_workers_start_is_a_stop_not_a_failure(
+    reference_server, tmp_path, signals
+):
+    """audit #2: the second signal kills the starting workers; start() took their death
+    for a failure to start (exit 70, run.json ``running``)."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    out = tmp_path / "r"
+    rc, err = run_at("workers", signals, run_args(srv.url, out, "-q"))
+    assert rc == 1, err
+    assert "internal error" not in err and "Traceback" not in err
+    assert status_of(out) == "interrupted"
+    assert (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize("signals", ["SIGTERM", "SIGINT"])
+def test_a_stop_before_the_load_leaves_no_empty_run_directory(reference_server, tmp_path, signals):
+    """audit #9: a stop after the run's directory was made, before any request: nothing
+    to keep (exit 130), and no directory left behind holding only run.json."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    out = tmp_path / "r"
+    rc, err = run_at("planned", signals, run_args(srv.url, out, "-q"))
+    assert rc == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("signals", ["SIGINT", "SIGHUP", "SIGINT,SIGTERM"])
+@pytest.mark.parametrize("moment", ["printed", "exit"])
+def test_a_late_stop_does_not_turn_a_finished_run_into_a_crash(
+    reference_server, tmp_path, moment, signals
+):
+    """audit #6: once the files are written, a stop (while the summary is printed, in
+    multiprocessing's exit hook) gave a KeyboardInterrupt traceback with exit 0, or a
+    death by the signal (exit -2, -1). The command's own exit code stands."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    out = tmp_path / "r"
+    rc, err = run_at(moment, signals, run_args(srv.url, out))
+    assert rc == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert status_of(out) == "completed"
+
+
+@pytest.mark.parametrize("signals", ["SIGINT", "SIGTERM"])
+def test_a_stop_while_the_cli_loads_is_one_line(tmp_path, signals):
+    """audit #6: a stop while the CLI's modules were imported printed a traceback (and
+    SIGTERM killed it, no handler set yet)."""
+    rc, err = run_at("import", signals, ["--version"])
+    assert rc == 130, err
+    assert err.strip() == "interrupted"

@@ -433,6 +433,94 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+# every stop signal noted_stops has noted in this process (names): a step compares the
+# count before and after an inner step that noted a stop and went on to its end
+_stops_noted: list[str] = []
+_on_stop: list[Callable[[str], None] | None] = []  # the innermost noted_stops' callback
+
+
+def stops_noted() -> int:
+    """How many stop signals :func:`noted_stops` has noted in this process so far. A
+    step that runs another compares it before and after: a sweep learns that its point's
+    run was asked to stop while it finished its files (the run completed all the same)."""
+    return len(_stops_noted)
+
+
+def _note_stop(signum: int, frame: Any) -> None:
+    name = signal.Signals(signum).name
+    _stops_noted.append(name)
+    if _on_stop and (on_stop := _on_stop[-1]) is not None:
+        on_stop(name)
+
+
+def _swap_stop_handlers(handlers: dict[signal.Signals, Any]) -> dict[signal.Signals, Any]:
+    """Install ``handlers`` with the stop signals blocked meanwhile (one that comes then
+    is delivered to the new handler, never to none); return the ones replaced."""
+    with deferred_stop_signals():
+        old = {s: signal.getsignal(s) for s in handlers}
+        for s, h in handlers.items():
+            if h is not None:  # None: a handler not set from Python, left as it is
+                signal.signal(s, h)
+    return old
+
+
+@contextlib.contextmanager
+def noted_stops(on_stop: Callable[[str], None] | None = None) -> Iterator[None]:
+    """While inside (main thread; elsewhere nothing changes): SIGINT, SIGTERM and SIGHUP
+    raise no KeyboardInterrupt; each is noted (:func:`stops_noted`) and ``on_stop(name)``
+    is called (from the main thread, between two statements), so that what runs inside
+    is never cut short: a run's load (``on_stop`` asks the workers to finish, a second
+    stop kills them) and the writing of its files (a stop there used to leave run.json
+    ``running`` without its summary, exit 130). Nested, the innermost ``on_stop`` is
+    called. The handlers in place before come back on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _on_stop.append(on_stop)
+    old = _swap_stop_handlers(dict.fromkeys(STOP_SIGNALS, _note_stop))
+    try:
+        yield
+    finally:
+        with deferred_stop_signals():
+            _swap_stop_handlers(old)
+            _on_stop.pop()
+
+
+@contextlib.contextmanager
+def raised_stops() -> Iterator[None]:
+    """Inside :func:`noted_stops`: the stop signals raise KeyboardInterrupt again (as
+    :func:`interrupt_on_termination` makes them), for a step that a stop must cut short
+    and that handles it itself: a sweep's point, whose run may still be planning (its
+    own ``noted_stops`` takes over once it has files to finish)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = _swap_stop_handlers(dict.fromkeys(STOP_SIGNALS, _raise_interrupt))
+    try:
+        yield
+    finally:
+        _swap_stop_handlers(old)
+
+
+def ignore_stop_signals() -> None:
+    """The command has done its work (its files written, its exit code known): from now
+    on SIGINT, SIGTERM and SIGHUP are ignored (main thread only), so the exit itself
+    cannot be cut short. A KeyboardInterrupt in multiprocessing's exit hook printed a
+    traceback and left its resource tracker unreaped; and the interpreter's teardown
+    resets a Python handler to the default action (a late SIGINT killed accelbench with
+    its files written: exit -2), while it keeps SIG_IGN.
+
+    Also clears CPython's mark of an "unhandled" KeyboardInterrupt: 3.11 sets it when
+    one goes through code run from a string (the methods dataclasses generate while a
+    module is imported), even when it is then caught, and at exit kills the process by
+    SIGINT, whatever exit code it was given (exit -2, not 130). Running a string resets
+    the mark, and no stop can raise from here on."""
+    if threading.current_thread() is threading.main_thread():
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        exec("")  # resets the mark (pythonrun.c, run_eval_code_obj)
+
+
 def interrupt_on_termination() -> None:
     """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does,
     so one orderly shutdown path (``finally`` blocks, results kept) serves all three."""

@@ -11,6 +11,7 @@ import it."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -20,7 +21,7 @@ import typer
 
 from accelbench import __version__
 from accelbench.errors import AccelbenchError
-from accelbench.lifetime import interrupt_on_termination
+from accelbench.lifetime import ignore_stop_signals, interrupt_on_termination
 
 if TYPE_CHECKING:
     app: typer.Typer  # built by __getattr__ below
@@ -130,9 +131,23 @@ EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, not the user's input
 
 def main() -> None:
     """Entry point: runs the app; every error becomes one line and an exit code
-    (README, "Exit codes"); ``--debug`` / ACCELBENCH_DEBUG=1 re-raises for the traceback."""
+    (README, "Exit codes"); ``--debug`` / ACCELBENCH_DEBUG=1 re-raises for the traceback.
+    Once the exit code is known, the stop signals are ignored (docs/PROCESSES.md): the
+    exit itself (multiprocessing's hooks, the interpreter's teardown) is not cut short."""
     debug = bool(os.environ.get("ACCELBENCH_DEBUG")) or "--debug" in sys.argv[1:2]
     interrupt_on_termination()  # SIGTERM, SIGHUP: the same orderly stop as Ctrl-C
+    try:
+        code = _main(debug)
+    except KeyboardInterrupt:  # a stop before the command started, or while it reported one
+        with contextlib.suppress(Exception):
+            typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)
+        code = 130
+    finally:
+        ignore_stop_signals()
+    sys.exit(code)
+
+
+def _main(debug: bool) -> int:
     try:
         # not standalone: click's usage errors come here, to be one line like the rest
         # (standalone, they were a boxed block); every command returns None, and an
@@ -144,26 +159,26 @@ def main() -> None:
         if msg:  # none when plain `accelbench` printed its help
             where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             typer.secho(f"error: {msg}{where}", fg=typer.colors.RED, err=True)
-        sys.exit(int(getattr(exc, "exit_code", 2)))
-    except typer.Abort:  # click's own Ctrl-C at a prompt
+        return int(getattr(exc, "exit_code", 2))
+    except (typer.Abort, KeyboardInterrupt):  # a stop with nothing to keep (README)
+        # (click's prompts turn Ctrl-C into Abort; typer a KeyboardInterrupt in the
+        # command into exit code 130, below; one outside the command, while its module
+        # is imported, comes as it is)
         typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)
-        sys.exit(130)
+        return 130
     except AccelbenchError as exc:
         if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
         from accelbench.console import one_line  # an error may quote outside text
 
         typer.secho(f"error: {one_line(exc)}", fg=typer.colors.RED, err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)
-        sys.exit(1)
+        return exc.exit_code
     except OSError as exc:
         if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
         where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
         typer.secho(f"error:{where}: {exc.strerror or exc}", fg=typer.colors.RED, err=True)
-        sys.exit(2)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback
         if debug or os.environ.get("ACCELBENCH_DEBUG"):
             raise
@@ -174,5 +189,7 @@ def main() -> None:
             fg=typer.colors.RED,
             err=True,
         )
-        sys.exit(EXIT_INTERNAL)
-    sys.exit(code if isinstance(code, int) else 0)
+        return EXIT_INTERNAL
+    if code == 130:  # typer's own (silent) answer to a KeyboardInterrupt in the command
+        typer.secho("interrupted", fg=typer.colors.YELLOW, err=True)
+    return code if isinstance(code, int) else 0

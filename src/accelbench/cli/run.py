@@ -9,6 +9,7 @@ import typer
 
 from accelbench.cli.options import config_from_options, load_options, parse_kv_floats
 from accelbench.errors import AccelbenchError
+from accelbench.lifetime import ignore_stop_signals
 
 
 def _log(msg: str) -> None:
@@ -40,6 +41,9 @@ def run(
 
     cfg = config_from_options(load or {})
     result = run_benchmark(cfg, progress=not quiet, log=None if quiet else _log)
+    # the run's files are written: a stop signal from now on changes nothing (the exit
+    # code is the run's: docs/PROCESSES.md)
+    ignore_stop_signals()
     if not quiet:
         print_summary(result)
     exit_for_status(result.status, result.directory)

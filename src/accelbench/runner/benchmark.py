@@ -10,7 +10,6 @@ import contextlib
 import math
 import os
 import platform
-import signal
 import socket
 import sys
 import time
@@ -26,10 +25,10 @@ from accelbench import __version__
 from accelbench.client.openai import build_body
 from accelbench.client.session import OpenAIClient, get_json, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
-from accelbench.lifetime import STOP_SIGNALS
+from accelbench.lifetime import deferred_stop_signals, noted_stops, raised_stops
 from accelbench.metrics.records import ErrorKind, RequestRecord
 from accelbench.metrics.summary import ClientSection, Summary, WorkerStats
-from accelbench.runner.config import BenchmarkConfig, new_run_dir
+from accelbench.runner.config import BenchmarkConfig, discard_run_dir, new_run_dir
 from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, TelemetryStop, finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
 from accelbench.runner.probe import probe_with_retry
@@ -257,8 +256,14 @@ def run_benchmark(
         from accelbench.runner.cluster.ray_workers import connect as ray_connect
 
         ray_connect(cfg.ray)
-    with embedded_engine(cfg, log) as engine:
-        return _run(cfg, log, progress, console, engine)
+    stop = LoadStop()
+    # a stop signal while the run prepares (the engine starting, the plan being made)
+    # raises KeyboardInterrupt; once the load starts it is noted, and the run ends in
+    # order: every file finished, the engine stopped (docs/PROCESSES.md)
+    with noted_stops(stop), contextlib.ExitStack() as stack:
+        with raised_stops():
+            engine = stack.enter_context(embedded_engine(cfg, log))
+        return _run(cfg, log, progress, console, engine, stop)
 
 
 @dataclass
@@ -341,39 +346,55 @@ def new_run_doc(
     return doc
 
 
-def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: Any) -> RunResult:
-    target = connect(cfg, log)
-    assert cfg.url is not None  # connect() needs it; the embedded engine has set it
-    api_key, tok, special = target.api_key, target.tok, target.special
-
-    n_warm = cfg.warmup_requests
-    n_measured = planned_measured(cfg)
-    total = n_warm + n_measured
-    what = "sessions" if cfg.workload.sessions is not None else "requests"
-    kind = "synthetic" if not cfg.workload.dataset else "dataset"
-    log(f"planning {total} {what} ({kind})")
-    notes: list[str] = []  # what the dataset or trace loader left out: printed and recorded
-    plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200, console, notes)
-    for note in notes:
-        log(f"warning: {note}")
-    if plan and plan[0].session is not None:  # warm-up: whole sessions; count turns
-        n_warm = sum(len(g) for g in _warm_sessions(_session_groups(plan), cfg))
-        n_measured = len(plan) - n_warm
-
-    run_dir, short = new_run_dir(cfg)
-    doc = new_run_doc(
-        cfg, run_dir, target, engine, planned=n_measured if cfg.duration_s is None else None
-    )
-    write_run_doc(run_dir, doc)
-
-    n_workers = resolve_workers(cfg, n_measured)
-    specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
-    sampler = _start_telemetry(cfg, run_dir, engine)
+def _run(
+    cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: Any, stop: LoadStop
+) -> RunResult:
+    """The run, under ``run_benchmark``'s ``noted_stops(stop)``: until the load starts a
+    stop signal raises KeyboardInterrupt (nothing to keep: the run directory, if made, is
+    removed; exit 130); from then on it is noted, stops the load, and the run's files are
+    finished (status interrupted; docs/PROCESSES.md)."""
     wl = cfg.workload
     structured = wl.sessions is not None or wl.shared_prefixes or wl.trace
-    before = read_counters(cfg.url) if structured else None
+    run_dir: Path | None = None
+    sampler = None
+    try:
+        with raised_stops():
+            target = connect(cfg, log)
+            assert cfg.url is not None  # connect() needs it; the embedded engine has set it
+            api_key, tok, special = target.api_key, target.tok, target.special
+
+            n_warm = cfg.warmup_requests
+            n_measured = planned_measured(cfg)
+            total = n_warm + n_measured
+            what = "sessions" if cfg.workload.sessions is not None else "requests"
+            kind = "synthetic" if not cfg.workload.dataset else "dataset"
+            log(f"planning {total} {what} ({kind})")
+            notes: list[str] = []  # what the dataset or trace loader left out: printed, recorded
+            plan = _plan_with_progress(cfg, total, tok, special, progress and total >= 200,
+                                       console, notes)  # fmt: skip
+            for note in notes:
+                log(f"warning: {note}")
+            if plan and plan[0].session is not None:  # warm-up: whole sessions; count turns
+                n_warm = sum(len(g) for g in _warm_sessions(_session_groups(plan), cfg))
+                n_measured = len(plan) - n_warm
+
+            with deferred_stop_signals():  # the directory, and the name that removes it
+                run_dir, short = new_run_dir(cfg)
+            doc = new_run_doc(cfg, run_dir, target, engine,
+                              planned=n_measured if cfg.duration_s is None else None)  # fmt: skip
+            write_run_doc(run_dir, doc)
+            n_workers = resolve_workers(cfg, n_measured)
+            specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
+            sampler = _start_telemetry(cfg, run_dir, engine)
+            before = read_counters(cfg.url) if structured else None
+    except KeyboardInterrupt:  # before the first request: nothing to keep
+        if sampler is not None:
+            sampler.halt()
+        if run_dir is not None:
+            discard_run_dir(run_dir)
+        raise
     status, client = _drive(specs, run_dir, doc, cfg, n_warm, n_measured, progress, console,
-                            sampler)  # fmt: skip
+                            sampler, stop)  # fmt: skip
     client["warnings"] = notes + client["warnings"]  # summary.json and run.json ``client``
     if structured:
         client["server_cache"] = server_cache(
@@ -388,10 +409,26 @@ def _run(cfg: BenchmarkConfig, log: Log, progress: bool, console: Any, engine: A
     # (finalize.no_request_succeeded): its run.json says so
     requests_failed = status == "completed" and doc.status == "failed"
     status = doc.status
-    if status != "completed":
-        log(f"run {status}: results so far are in {run_dir}")
     return RunResult(status=status, directory=run_dir, summary=summary, doc=doc,
                      all_requests_failed=requests_failed)  # fmt: skip
+
+
+class LoadStop:
+    """What a stop signal does during a run (``noted_stops``' callback): the first asks
+    the load workers to finish (in flight: recorded ``interrupted``, every record
+    flushed), a second kills them. Before the workers exist and after they are done, it
+    is only counted; ``_drive`` takes the count when the load ends (the run's status)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.pool: Any = None  # the load's WorkerPool while it runs
+
+    def __call__(self, name: str) -> None:
+        self.count += 1
+        if self.pool is not None:
+            self.pool.stop()
+            if self.count >= 2:
+                self.pool.kill()
 
 
 def end_run(
@@ -617,9 +654,11 @@ def _drive(
     progress: bool,
     console: Any,
     sampler: Any,
+    stop: LoadStop,
 ) -> tuple[str, ClientSection]:
-    """Start the workers, journal their records, handle signals; return (status, client).
-    run.json (``doc``) gets the schedule (and with Ray the cluster) as they are known."""
+    """Start the workers, journal their records, stop them on a stop signal (``stop``,
+    under the caller's ``noted_stops``); return (status, client). run.json (``doc``) gets
+    the schedule (and with Ray the cluster) as they are known."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -636,17 +675,10 @@ def _drive(
         pool = RayWorkerPool(specs, cfg.ray)
     else:
         pool = WorkerPool(specs)
-    interrupted = {"n": 0}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        interrupted["n"] += 1
+    stop.pool = pool
+    if stop.count:  # stopped in the instant before: start no worker
         pool.stop()
-        if interrupted["n"] >= 2:
-            pool.kill()
-
-    old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    for s in old:
-        signal.signal(s, on_signal)
+    stopped = 0  # the stop signals that came before the load ended
     cpu0 = time.process_time()
     crashes: list[str] = []
     lost_actors: list[str] = []  # Ray: actors or nodes that died (their streamed records are kept)
@@ -722,9 +754,9 @@ def _drive(
                 elif kind == "lost":
                     lost_actors.append(payload)
     finally:
+        stopped = stop.count  # a stop after this cut nothing short: the load was done
+        stop.pool = None
         journal.close()
-        for s, h in old.items():
-            signal.signal(s, h)
         pool.kill()
         if cfg.ray is not None and pool.start_ns is not None:
             doc.cluster = pool.cluster_info()
@@ -761,7 +793,7 @@ def _drive(
     )
     if crashes or abort_reason:
         status = "failed"
-    elif interrupted["n"]:
+    elif stopped:
         status = "interrupted"
     elif lost_actors:
         status = "partial"

@@ -7,7 +7,9 @@ credential-free ``display`` and ``from_json`` reads that back (``Endpoint.stored
 
 from __future__ import annotations
 
+import contextlib
 import math
+import shutil
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -21,7 +23,13 @@ from accelbench.urls import Endpoint
 from accelbench.validate import check_url
 from accelbench.workload.config import WorkloadConfig
 
-__all__ = ["BenchmarkConfig", "WorkloadConfig", "default_run_dir", "new_run_dir"]
+__all__ = [
+    "BenchmarkConfig",
+    "WorkloadConfig",
+    "default_run_dir",
+    "discard_run_dir",
+    "new_run_dir",
+]
 
 Api = Literal["completions", "chat"]
 Arrival = Literal["poisson", "constant", "gamma"]
@@ -400,3 +408,16 @@ def new_run_dir(cfg: BenchmarkConfig) -> tuple[Path, str]:
         raise AccelbenchError(f"{run_dir} exists and is not empty: choose another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir, short
+
+
+def discard_run_dir(run_dir: Path) -> None:
+    """Undo :func:`new_run_dir` for a run stopped before its first request (nothing to
+    keep, exit 130): remove what the run wrote there (it was empty) and the directory."""
+    for entry in run_dir.iterdir() if run_dir.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+    with contextlib.suppress(OSError):
+        run_dir.rmdir()

@@ -128,6 +128,11 @@ class WorkerPool:
         ]
 
     def start(self, ready_timeout: float = 60.0) -> None:
+        """Start the workers and wait until each is ready. A stop (``stop``, and a second
+        one's ``kill``, from the parent's signal handling) while they start ends the wait
+        without an error: a worker killed by it did not fail to start."""
+        if self.stop_event.is_set():  # stopped before: start none
+            return
         reap_resource_tracker_at_exit()
         # SIGINT blocked while forking: the workers inherit the blocked mask, so a Ctrl-C
         # (sent to the whole group) never reaches one still importing; the parent gets it
@@ -146,6 +151,8 @@ class WorkerPool:
             try:
                 kind, w, payload = self.out.get(timeout=0.1)
             except queue_mod.Empty:
+                if self.stop_event.is_set():  # stopped meanwhile (killed by a second stop)
+                    return
                 dead = [p.name for p in self.procs if p.exitcode is not None]
                 if dead or time.monotonic() > deadline:
                     self.kill()
