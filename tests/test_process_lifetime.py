@@ -318,3 +318,38 @@ def test_a_stop_while_the_cli_loads_is_one_line(tmp_path, signals):
     rc, err = run_at("import", signals, ["--version"])
     assert rc == 130, err
     assert err.strip() == "interrupted"
+
+
+def sweep_args(url: str, out: Path) -> list[str]:
+    return ["sweep", "--url", url, "--values", "1,2", "--isl-osl", "16/4",
+            "--requests-per-point", "3", "--no-telemetry", "--no-saturation-stop", "-q",
+            "-o", str(out)]  # fmt: skip
+
+
+def sweep_points(out: Path) -> tuple[str, list[tuple[int, str]]]:
+    sj = json.loads((out / "sweep.json").read_text())
+    return sj["status"], [(p["value"], p["status"]) for p in sj["points"]]
+
+
+@pytest.mark.parametrize(
+    ("moment", "point_1"), [("records", "interrupted"), ("parquet", "completed")]
+)
+def test_a_stop_ends_the_sweep_after_its_point_and_a_rerun_resumes(
+    reference_server, tmp_path, moment, point_1
+):
+    """audit #5: Ctrl-C during a point recorded it ``failed`` and the sweep ran the next
+    one; a stop while the point finished its files exited 130 with its run.json
+    ``running``. Now: the point is finished (interrupted, or completed when all its
+    requests were done), the next not run, exit 1; a rerun runs what is missing."""
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "5")
+    out = tmp_path / "sw"
+    rc, err = run_at(moment, "SIGINT", sweep_args(srv.url, out))
+    assert rc == 1, err
+    assert "Traceback" not in err
+    assert sweep_points(out) == ("interrupted", [(1, point_1), (2, "pending")])
+    assert status_of(out / "c0001") == point_1
+    assert not (out / "c0002").exists()
+    again = subprocess.run([sys.executable, "-m", "accelbench", *sweep_args(srv.url, out)],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert sweep_points(out) == ("completed", [(1, "completed"), (2, "completed")])

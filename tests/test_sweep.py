@@ -154,14 +154,41 @@ def test_interrupted_point_is_rerun(tmp_path):
                 raise KeyboardInterrupt
             return super().__call__(cfg, progress)
 
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=Interrupting(), progress=False)
+    # a stop while a point starts (its run raises KeyboardInterrupt, nothing of it on
+    # disk): the sweep ends there, that point still to run (no directory: pending)
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=Interrupting(), progress=False)
+    assert doc.status == "interrupted"
     sj = json.loads((tmp_path / "s" / "sweep.json").read_text())
-    assert [p["status"] for p in sj["points"]] == ["completed", "interrupted", "pending"]
+    assert [p["status"] for p in sj["points"]] == ["completed", "pending", "pending"]
     assert sj["status"] == "interrupted"
     r = FakeRunner()
     run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=r, progress=False)
     assert r.calls == [2, 4]
+
+
+def test_a_point_stopped_by_a_signal_ends_the_sweep(tmp_path):
+    """audit #5: a point whose run a stop signal ended (status interrupted, its results
+    kept) was recorded ``failed`` and the sweep went on to the next point."""
+
+    class Stopped(FakeRunner):
+        def __call__(self, cfg, progress=True):
+            out = super().__call__(cfg, progress)
+            if cfg.concurrency == 2:
+                for name in ("run.json", "summary.json"):
+                    doc = json.loads((out / name).read_text())
+                    doc["status"] = "interrupted"
+                    (out / name).write_text(json.dumps(doc))
+            return out
+
+    r = Stopped()
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=r, progress=False)
+    assert r.calls == [1, 2]
+    assert [p.status for p in doc.points] == ["completed", "interrupted", "pending"]
+    assert doc.status == "interrupted"
+    r2 = FakeRunner()
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=r2, progress=False)
+    assert r2.calls == [2, 4] and doc.status == "completed"
+    assert doc.points[1].earlier_attempts == ["c0002.attempt1"]
 
 
 def test_saturation_stop(tmp_path):

@@ -12,6 +12,7 @@ import typer
 
 from accelbench.cli.options import config_from_options, load_options
 from accelbench.errors import UsageError
+from accelbench.lifetime import noted_stops, stops_noted
 from accelbench.workload.config import WorkloadConfig
 
 
@@ -118,29 +119,40 @@ def sweep_cmd(
             point.validate()
             point.check_run_options()
         plans.append((d, plan))
-    for d, plan in plans:
+    stops = stops_noted()
+    kept = False  # a point's results are on disk (an interrupted sweep then exits 1, not 130)
+    # a stop signal ends the sweep after the point it came in (run_sweep); between two
+    # sweeps, and once the last is done, it is noted and changes nothing done
+    with noted_stops():
+        for d, plan in plans:
+            if stops_noted() > stops:
+                con.print(escape(f"sweep {d}: not run (stopped)"))
+                raise typer.Exit(1)
 
-        def show(p: SweepPoint) -> None:
-            extra = f" ({p.reason})" if p.reason else ""
-            fig = p.output_tps_per_gpu
-            figs = f" {fig:,.1f} out tok/s/GPU" if isinstance(fig, float) else ""
-            con.print(escape(f"  point {p.value:g}: {p.status}{figs}{extra}"))
-            if p.saturation:
-                con.print(f"  [yellow]stop: {escape(p.saturation)}[/yellow]")
+            def show(p: SweepPoint) -> None:
+                extra = f" ({p.reason})" if p.reason else ""
+                fig = p.output_tps_per_gpu
+                figs = f" {fig:,.1f} out tok/s/GPU" if isinstance(fig, float) else ""
+                con.print(escape(f"  point {p.value:g}: {p.status}{figs}{extra}"))
+                if p.saturation:
+                    con.print(f"  [yellow]stop: {escape(p.saturation)}[/yellow]")
 
-        con.print(
-            f"[bold]sweep {escape(str(d))}[/bold] ({kind}: {', '.join(f'{x:g}' for x in vals)})"
-        )
-        doc = run_sweep(d, plan, progress=not quiet, on_point=show)
-        if plan.base.workload.sessions is not None and kind == "concurrency":
-            from accelbench.report.knee import sweep_dir_knee
+            con.print(
+                f"[bold]sweep {escape(str(d))}[/bold] ({kind}: {', '.join(f'{x:g}' for x in vals)})"
+            )
+            doc = run_sweep(d, plan, progress=not quiet, on_point=show)
+            kept = kept or any((d / p.dir).is_dir() for p in doc.points)
+            if plan.base.workload.sessions is not None and kind == "concurrency":
+                from accelbench.report.knee import sweep_dir_knee
 
-            if (knee := sweep_dir_knee(d)) is not None:
-                for line in knee.lines():
-                    con.print(escape(f"  {line}"))
-        con.print(escape(f"  sweep {doc.status}; report: accelbench report {d}"))
-        if doc.status != "completed":  # interrupted, or a point failed: exit 1
-            raise typer.Exit(1)
+                if (knee := sweep_dir_knee(d)) is not None:
+                    for line in knee.lines():
+                        con.print(escape(f"  {line}"))
+            con.print(escape(f"  sweep {doc.status}; report: accelbench report {d}"))
+            if doc.status == "interrupted" and not kept:  # stopped before any point ran
+                raise typer.Exit(130)
+            if doc.status != "completed":  # interrupted, or a point failed: exit 1
+                raise typer.Exit(1)
 
 
 def _refuse_unused(

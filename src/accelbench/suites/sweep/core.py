@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from accelbench import validate
 from accelbench.documents import Json, JsonObject, to_json_object
 from accelbench.errors import AccelbenchError, DocumentError
+from accelbench.lifetime import noted_stops, raised_stops, stops_noted
 from accelbench.runner.config import MAX_RATE, MAX_STREAMS, MIN_RATE, BenchmarkConfig
 from accelbench.store.reader import RunInfo, dig, load_run
 from accelbench.store.sets import SweepSet, load_inputs, load_sweep
@@ -253,9 +254,13 @@ def _default_runner() -> Runner:
     return run
 
 
+def _holds_files(pdir: Path) -> bool:
+    return pdir.is_dir() and any(pdir.iterdir())
+
+
 def _set_aside(pdir: Path) -> Path | None:
     """Move a failed or interrupted attempt's directory out of the way (kept, not deleted)."""
-    if not pdir.is_dir() or not any(pdir.iterdir()):
+    if not _holds_files(pdir):
         return None
     k = 1
     while (dest := pdir.with_name(f"{pdir.name}.attempt{k}")).exists():
@@ -275,7 +280,9 @@ def run_sweep(
     """Run every missing point of the sweep in ascending load order and return sweep.json's
     document. Completed points (status completed and a summary.json on disk) are not run
     again; failed or interrupted ones are. Stops early on saturation (see SaturationRule);
-    the points above are marked ``skipped``."""
+    the points above are marked ``skipped``. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends
+    the sweep once the point it came in is finished: that point ``interrupted``, the ones
+    after it not run (status ``interrupted``; a rerun resumes)."""
     d = Path(sweep_dir)
     d.mkdir(parents=True, exist_ok=True)
     old_points: dict[str, SweepPoint] = {}
@@ -299,78 +306,102 @@ def run_sweep(
     run = runner
     done: list[RunInfo] = []
     stop_reason: str | None = None
-    try:
-        for p in doc.points:
-            pdir = d / p.dir
-            if stop_reason:
-                p.status = "skipped"
-                p.reason = stop_reason
-                continue
-            if p.status == "completed" and (pdir / "summary.json").exists():
-                info = load_run(pdir)
-            else:
-                if run is None:
-                    run = _default_runner()
-                moved = _set_aside(pdir)
-                if moved is not None:
-                    p.earlier_attempts.append(moved.name)
-                p.status = "running"
-                p.reason = None
-                write_sweep(d, doc)
-                cfg = plan.point_config(p.value, pdir)
-                try:
-                    got = run(cfg, progress=progress)
-                    out = Path(got) if isinstance(got, str | Path) else got.directory
-                except KeyboardInterrupt:
-                    p.status = "interrupted"
-                    raise
-                except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on record
-                    p.status = "failed"
-                    p.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
-                    stop_reason = f"point {p.dir} failed"
+    stops = stops_noted()
+    # a stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the sweep once the point it came in is
+    # finished: that point is interrupted (its results kept), the next ones not run
+    with noted_stops():
+        try:
+            for p in doc.points:
+                pdir = d / p.dir
+                if stops_noted() > stops:
+                    break
+                if stop_reason:
+                    p.status = "skipped"
+                    p.reason = stop_reason
+                    continue
+                if p.status == "completed" and (pdir / "summary.json").exists():
+                    info = load_run(pdir)
+                else:
+                    if run is None:
+                        run = _default_runner()
+                    moved = _set_aside(pdir)
+                    if moved is not None:
+                        p.earlier_attempts.append(moved.name)
+                    p.status = "running"
+                    p.reason = None
+                    write_sweep(d, doc)
+                    cfg = plan.point_config(p.value, pdir)
+                    try:
+                        with raised_stops():  # the run handles its stops, raising until it loads
+                            got = run(cfg, progress=progress)
+                        out = Path(got) if isinstance(got, str | Path) else got.directory
+                    except KeyboardInterrupt:  # stopped while it started: nothing of it kept
+                        p.status = "interrupted" if _holds_files(pdir) else "pending"
+                        if on_point:
+                            on_point(p)
+                        break
+                    except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on record
+                        p.status = "failed"
+                        p.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+                        stop_reason = f"point {p.dir} failed"
+                        write_sweep(d, doc)
+                        if on_point:
+                            on_point(p)
+                        continue
+                    if out.resolve() != pdir.resolve():
+                        p.dir = str(out)
+                        pdir = out
+                    # the result as the run ended; a directory alone is read back
+                    info = load_run(pdir) if isinstance(got, str | Path) else got.run_info()
+                    # a run none of whose measured requests succeeded has failed
+                    # (runner.finalize.no_request_succeeded): so has its point, and the
+                    # sweep stops there (its error rate says why too)
+                    none_ok = (
+                        info.status == "failed" and dig(info.summary, "counts", "completed") == 0
+                    )
+                    if info.status == "interrupted":  # stopped: its results kept, rerun later
+                        p.status = "interrupted"
+                    else:
+                        p.status = "completed" if info.usable and not none_ok else "failed"
+                    if p.status == "failed":
+                        p.reason = "; ".join(info.problems) or (
+                            "no measured request succeeded"
+                            if none_ok
+                            else f"run status {info.status}"
+                        )
+                    if none_ok:
+                        stop_reason = f"point {p.dir}: no measured request succeeded"
+                p.run_id = info.run_id
+                p.output_tps_per_gpu = info.figure("output_tps_per_gpu")
+                p.interactivity = info.figure("interactivity")
+                if p.status == "interrupted":
                     write_sweep(d, doc)
                     if on_point:
                         on_point(p)
-                    continue
-                if out.resolve() != pdir.resolve():
-                    p.dir = str(out)
-                    pdir = out
-                # the result as the run ended; a directory alone is read back
-                info = load_run(pdir) if isinstance(got, str | Path) else got.run_info()
-                # a run none of whose measured requests succeeded has failed
-                # (runner.finalize.no_request_succeeded): so has its point, and the sweep
-                # stops there (its error rate says why too)
-                none_ok = info.status == "failed" and dig(info.summary, "counts", "completed") == 0
-                p.status = "completed" if info.usable and not none_ok else "failed"
-                if p.status == "failed":
-                    p.reason = "; ".join(info.problems) or (
-                        "no measured request succeeded" if none_ok else f"run status {info.status}"
-                    )
-                if none_ok:
-                    stop_reason = f"point {p.dir}: no measured request succeeded"
-            p.run_id = info.run_id
-            p.output_tps_per_gpu = info.figure("output_tps_per_gpu")
-            p.interactivity = info.figure("interactivity")
-            reason = plan.saturation.check(done, info)
-            if info.usable and p.status == "completed":
-                done.append(info)
-            if reason:
-                stop_reason = reason
-                p.saturation = reason
+                    break
+                reason = plan.saturation.check(done, info)
+                if info.usable and p.status == "completed":
+                    done.append(info)
+                if reason:
+                    stop_reason = reason
+                    p.saturation = reason
+                write_sweep(d, doc)
+                if on_point:
+                    on_point(p)
+        finally:
+            for p in doc.points:  # an error left it: no run to speak of, or part of one
+                if p.status == "running":
+                    p.status = "interrupted" if _holds_files(d / p.dir) else "pending"
+            statuses = {p.status for p in doc.points}
+            doc.status = (
+                "completed"
+                if statuses <= {"completed", "skipped"}
+                else "interrupted"
+                if "interrupted" in statuses or "pending" in statuses
+                else "partial"
+            )
+            doc.stop_reason = stop_reason
             write_sweep(d, doc)
-            if on_point:
-                on_point(p)
-    finally:
-        statuses = {p.status for p in doc.points}
-        doc.status = (
-            "completed"
-            if statuses <= {"completed", "skipped"}
-            else "interrupted"
-            if "interrupted" in statuses or "running" in statuses or "pending" in statuses
-            else "partial"
-        )
-        doc.stop_reason = stop_reason
-        write_sweep(d, doc)
     return doc
 
 
