@@ -231,8 +231,8 @@ def run_at(moment: str, signals: str, args: list[str]) -> tuple[int, str]:
     return proc.returncode, proc.stderr
 
 
-def run_args(url: str, out: Path, *extra: str) -> list[str]:
-    return ["run", "--url", url, "-c", "2", "-n", "6", "--isl", "16", "--osl", "4",
+def run_args(url: str, out: Path, *extra: str, n: int = 6) -> list[str]:
+    return ["run", "--url", url, "-c", "2", "-n", str(n), "--isl", "16", "--osl", "4",
             "--no-telemetry", "-o", str(out), *extra]  # fmt: skip
 
 
@@ -261,7 +261,7 @@ def test_a_stop_while_the_run_finishes_its_files_is_finished_first(
 def test_a_stop_mid_run_keeps_the_results_and_says_so_once(reference_server, tmp_path):
     srv = reference_server("--ttft-ms", "5", "--itl-ms", "5")
     out = tmp_path / "r"
-    rc, err = run_at("records", "SIGINT", run_args(srv.url, out, "-n", "200"))
+    rc, err = run_at("records", "SIGINT", run_args(srv.url, out, n=200))
     assert rc == 1, err
     assert status_of(out) == "interrupted"
     assert (out / "summary.json").exists() and (out / "requests.parquet").exists()
