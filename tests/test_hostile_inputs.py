@@ -822,6 +822,16 @@ IGNORED: list[tuple[list[str], str]] = [
 ]  # fmt: skip
 
 
+def refused_in_one_line(box: Path, args: list[str], option: str) -> None:
+    """The command line is refused with one line naming ``option``, exit 2, and nothing
+    in ``box`` changed."""
+    before = snapshot(box)
+    code, text = invoke(args, box)
+    assert_clean(code, text, wrong=True, option=option)
+    assert code == 2 and len(text.strip().splitlines()) == 1, text
+    assert snapshot(box) == before
+
+
 @pytest.mark.parametrize(("args", "option"), IGNORED)
 def test_an_option_that_would_change_nothing_is_refused(
     box: Path, args: list[str], option: str
@@ -831,11 +841,7 @@ def test_an_option_that_would_change_nothing_is_refused(
         '{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
         '{"timestamp": 10, "input_length": 8, "output_length": 4}\n'
     )
-    before = snapshot(box)
-    code, text = invoke(args, box)
-    assert_clean(code, text, wrong=True, option=option)
-    assert code == 2 and len(text.strip().splitlines()) == 1, text
-    assert snapshot(box) == before
+    refused_in_one_line(box, args, option)
 
 
 @HYP
@@ -908,11 +914,7 @@ ABSURD: list[tuple[list[str], str]] = [
 def test_an_absurd_value_is_refused_naming_its_option(
     box: Path, args: list[str], option: str
 ) -> None:
-    before = snapshot(box)
-    code, text = invoke(args, box)
-    assert_clean(code, text, wrong=True, option=option)
-    assert code == 2 and len(text.strip().splitlines()) == 1, text
-    assert snapshot(box) == before
+    refused_in_one_line(box, args, option)
 
 
 @HYP
