@@ -242,7 +242,7 @@ def test_extrapolation_is_flagged() -> None:
     h100 = predict_point(
         "deepseek-r1", "h200", Layout(8), 1024, 1024, Target(concurrency=64), engine="vllm"
     )
-    assert any("engine vllm" in x for x in h100.extrapolation)
+    assert any("engine 'vllm' is unknown" in x for x in h100.extrapolation)
     assert any("factors from h200" in x for x in h100.extrapolation)
     far = predict_point("deepseek-r1", "mi355x", Layout(8), 100_000, 1024, Target(concurrency=2))
     assert any("ISL 100,000" in x for x in far.extrapolation)
