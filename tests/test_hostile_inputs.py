@@ -965,3 +965,76 @@ def test_serve_host_is_an_address_to_bind(tmp_path: Path, cmd: list[str], host: 
     code, text = invoke(["serve", *cmd, "--host", host, "--port", "0"], tmp_path)
     assert code == 2 and "--host" in text, text
     assert_clean(code, text, wrong=True, option="--host")
+
+
+# -- audit_opts #7, #8: refused before anything is written, naming the option --------------
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["predict", "--validate", "--write-docs", "keep"], "--write-docs"),  # a directory
+        (["predict", "--validate", "--write-docs", "keep/result.json/zz"], "--write-docs"),
+        (run_args("--model", "nosuch"), "cannot reach"),  # no empty res/ left behind
+        (run_args("--api-key-file", "nan"), "--api-key-file"),
+        (["run", "--url", CLOSED, "-q", "--no-telemetry", "--ray", "nan"], "--ray"),
+        (
+            [
+                "sweep",
+                "--url",
+                CLOSED,
+                "--model",
+                "nosuch",
+                "-o",
+                "sw",
+                "--values",
+                "1,2",
+                "--isl",
+                "8",
+                "--osl",
+                "8",
+                "--no-telemetry",
+            ],
+            "cannot reach",
+        ),  # fmt: skip
+        (["runs", "list", "--root", "nope/zz"], "--root"),
+        (["runs", "query", "select 1", "--root", "keep/result.json"], "--root"),
+        (["cost", "--rates", "nan", "--usd-per-gpu-hour", "2", "1000"], "--rates"),
+        (
+            [
+                "predict",
+                "--model",
+                "llama-3.1-8b",
+                "--accelerator",
+                "h100",
+                "--concurrency",
+                "8",
+                "--kv-precision",
+                "nan",
+            ],
+            "--kv-precision",
+        ),  # fmt: skip
+        (
+            [
+                "plan",
+                "fit",
+                "llama-3.1-8b",
+                "-a",
+                "h100",
+                "--context",
+                "1000",
+                "--kv-precision",
+                "nan",
+            ],
+            "--kv-precision",
+        ),  # fmt: skip
+        (["doctor", "weights", "keep", "--verify", "keep/result.json"], "--verify"),
+    ],
+)
+def test_refused_up_front_naming_the_option(box: Path, args: list[str], option: str) -> None:
+    before = snapshot(box)
+    dirs = sorted(p for p in box.rglob("*") if p.is_dir())
+    code, text = invoke(args, box)
+    assert code == 2, text
+    assert_clean(code, text, wrong=True, option=option)
+    assert len([ln for ln in text.splitlines() if ln.startswith("error:")]) == 1, text
+    assert snapshot(box) == before
+    assert sorted(p for p in box.rglob("*") if p.is_dir()) == dirs  # no empty results/, sw/

@@ -407,3 +407,47 @@ def test_sweep_against_llama_server(llama_server, tmp_path):
     assert again.status == "completed"
     data = build_report_data([tmp_path / "sweep"])
     assert write_html(data, tmp_path / "r.html").stat().st_size > 100_000
+
+
+class RefusingRunner(FakeRunner):
+    """Refuses the points in ``refuse`` as run_benchmark refuses an unknown model or an
+    unreachable server: an AccelbenchError before its run directory exists."""
+
+    def __init__(self, refuse: set[int]):
+        super().__init__()
+        self.refuse = refuse
+
+    def __call__(self, cfg: BenchmarkConfig, progress: bool = True) -> Path:
+        if cfg.concurrency in self.refuse:
+            raise AccelbenchError("model 'nosuch' is not served at http://x/v1")
+        return super().__call__(cfg, progress)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"/"
+            for p in sorted(root.rglob("*"))}  # fmt: skip
+
+
+def test_a_first_point_refused_is_the_sweeps_error_and_leaves_nothing(tmp_path):
+    # the audit's `sweep --model nosuch`: exit 2 as `run`, no sweep.json, no folders
+    with pytest.raises(AccelbenchError, match="not served"):
+        run_sweep(
+            tmp_path / "a" / "s", _plan([1, 2]), runner=RefusingRunner({1, 2}), progress=False
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_resume_puts_the_sweep_back_as_it_was(tmp_path):
+    d = tmp_path / "s"
+    run_sweep(d, _plan([1, 2]), runner=FakeRunner(), progress=False)
+    before = _tree(d)
+    with pytest.raises(AccelbenchError, match="not served"):  # the server changed since
+        run_sweep(d, _plan([1, 2, 4]), runner=RefusingRunner({4}), progress=False)
+    assert _tree(d) == before
+
+
+def test_a_later_point_refused_stays_a_failed_point(tmp_path):
+    # the server went away mid-sweep: the earlier points are kept, the sweep partial
+    doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=RefusingRunner({2}), progress=False)
+    assert [p.status for p in doc.points] == ["completed", "failed", "skipped"]
+    assert doc.status == "partial" and (tmp_path / "s" / "sweep.json").exists()

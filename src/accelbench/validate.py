@@ -166,6 +166,27 @@ def make_dir(name: str, path: str | Path) -> Path:
     return p
 
 
+def missing_dirs(path: str | Path) -> list[Path]:
+    """The folders that creating directory ``path`` with its parents would make, innermost
+    first (empty when it exists): what a failed start removes again (:func:`remove_empty_dirs`)."""
+    out = []
+    for p in [Path(path), *Path(path).parents]:
+        if p.exists() or p.is_symlink():
+            break
+        out.append(p)
+    return out
+
+
+def remove_empty_dirs(dirs: Iterable[Path]) -> None:
+    """Remove each of ``dirs`` (innermost first) that is still empty; a folder that holds
+    anything is left, with everything above it."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return
+
+
 def output_file(
     name: str,
     path: str | Path,
@@ -302,6 +323,16 @@ def prom_name(name: str, value: str, *, empty: bool = False) -> str:
             f"digits, '_' or ':', at most 200 (got {value!r})"
         )
     return value
+
+
+def input_dir(name: str, path: str | Path) -> Path:
+    """An existing directory (a results root to scan), named when it is not."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{name} {p} does not exist")
+    if not p.is_dir():
+        raise UsageError(f"{name} {p} is not a directory")
+    return p
 
 
 def input_file(name: str, path: str | Path) -> Path:

@@ -344,8 +344,9 @@ def runs_list(
     from accelbench.report.html import fmt
     from accelbench.store.runs import list_runs, run_row
     from accelbench.suites.sections import suite_of
+    from accelbench.validate import input_dir
 
-    rows = [run_row(r, suite_of) for r in list_runs(root)]
+    rows = [run_row(r, suite_of) for r in list_runs(input_dir("--root", root))]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -374,11 +375,12 @@ def runs_query(
 
     from accelbench.store.runs import query_runs
     from accelbench.suites.sections import suite_of
+    from accelbench.validate import input_dir
 
     if fmt_ not in ("table", "csv", "json"):
         raise AccelbenchError("--format must be table, csv or json")
     left_out: list[str] = []
-    cols, rows = query_runs(root, sql, suite_of, left_out)
+    cols, rows = query_runs(input_dir("--root", root), sql, suite_of, left_out)
     for line in left_out:  # dropped from the requests view: said, the query still ran
         typer.echo(f"warning: {line}", err=True)
     if fmt_ == "json":

@@ -460,6 +460,10 @@ def cost_command(
     as_json: bool = JsonOpt,
 ) -> None:
     """$ per million tokens, tokens/s per MW and J per token from runs, sweeps or numbers."""
+    if rates is not None:  # named here: the rate set's own error does not say --rates
+        from accelbench.validate import choice
+
+        choice("--rates", rates, tuple(rate_data().rate_sets))
     base = load_tco_file(tco_file) if tco_file else TcoInputs()
     cli = TcoInputs(
         usd_per_gpu_hour=usd_per_gpu_hour,
@@ -676,9 +680,10 @@ def plan_command(
 ) -> None:
     """Fit, physical roofline and expected ceiling of a model on accelerators; runs against
     both. `accelbench plan knee --help`: the KV-capacity knee of multi-turn sessions."""
-    from accelbench.cli.options import given_options
+    from accelbench.cli.options import check_kv_precision, given_options
 
     _fit_refuse(given_options(ctx))
+    check_kv_precision(kv_precision)
     p = build_plan(
         model,
         accelerator,
@@ -874,9 +879,10 @@ def plan_knee_command(
     """The KV-capacity knee: how many concurrent multi-turn sessions fit in the KV cache
     before the prefix cache evicts live history, with the memory arithmetic shown
     (docs/COST_AND_PLAN.md)."""
-    from accelbench.cli.options import given_options
+    from accelbench.cli.options import check_kv_precision, given_options
 
     _knee_refuse(given_options(ctx))
+    check_kv_precision(kv_precision)
     mix = SessionMix(
         turns, user_tokens, osl, system_tokens, turns_sd, user_tokens_sd, osl_sd, template_tokens
     )

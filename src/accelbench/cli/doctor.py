@@ -214,8 +214,14 @@ def weights(
     # Validate before the progress bar starts, so an error is one clean line.
     if not path.is_dir():
         raise AccelbenchError(f"model directory not found (or not a directory): {path}")
-    if verify is not None:
-        load_manifest(verify)
+    if verify is not None:  # the manifest's errors name the option
+        from accelbench.validate import input_file
+
+        input_file("--verify", verify)
+        try:
+            load_manifest(verify)
+        except AccelbenchError as exc:
+            raise UsageError(f"--verify: {exc}") from None
     if write and manifest is not None and manifest.resolve() != (path / MANIFEST_NAME).resolve():
         from accelbench.validate import output_file
 

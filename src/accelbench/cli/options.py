@@ -294,3 +294,13 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
         embedded_engine=o["embedded_engine"],
         embedded_parallel=o["embedded_parallel"], given=given,
     )  # fmt: skip
+
+
+def check_kv_precision(value: str | None) -> None:
+    """``--kv-precision``: one of the KV-cache precisions (any case), named when it is not
+    (the planner's own "unknown KV-cache precision" does not say which option)."""
+    from accelbench.plan.architecture import KV_BYTES
+    from accelbench.validate import choice
+
+    if value is not None and value.lower() not in KV_BYTES:
+        choice("--kv-precision", value, tuple(KV_BYTES))

@@ -63,6 +63,7 @@ def _write_docs(path: Path, table: str) -> None:
         )
     else:
         text = text + ("\n" if text else "") + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 
 
@@ -217,9 +218,14 @@ def predict_command(
 ) -> None:
     """Predict throughput per GPU, TTFT and TPOT on hardware you do not own, with intervals
     from how wrong the model has been on public measurements (docs/PREDICT.md)."""
-    from accelbench.cli.options import given_options
+    from accelbench.cli.options import check_kv_precision, given_options
 
     _mode(given_options(ctx))
+    check_kv_precision(kv_precision)
+    if write_docs is not None:  # before the ~13 s of validation, naming the option
+        from accelbench.validate import output_file
+
+        output_file("--write-docs", write_docs, mkdir=False)
     if whatif:
         from accelbench.predict.whatif import installed_version, whatif_report
 
@@ -237,6 +243,7 @@ def predict_command(
 
         page = claims_page()
         if write_docs is not None:
+            write_docs.parent.mkdir(parents=True, exist_ok=True)
             write_docs.write_text(page, encoding="utf-8")
         typer.echo(page, nl=False)
         return

@@ -48,6 +48,7 @@ from accelbench.store.rundoc import (
     write_run_doc,
 )
 from accelbench.urls import Endpoint
+from accelbench.validate import missing_dirs, remove_empty_dirs
 from accelbench.workload.plan import PlannedRequest, arrival_offsets, build_plan
 from accelbench.workload.tokenizer import LocalTokenizer, Tokenizer, server_tokenizer_if_any
 from accelbench.workload.traces import DEFAULT_BLOCK_SIZE
@@ -248,22 +249,27 @@ def run_benchmark(
     cfg.validate()
     cfg.check_run_options()
     root = Path(cfg.out_dir).parent if cfg.out_dir else Path(cfg.results_root)
+    made = missing_dirs(root)  # removed again, while empty, when the run fails to start
     try:  # fail before an engine is started or a prompt is planned
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {root}: {exc.strerror or exc}") from None
-    if cfg.ray is not None:  # join (or start) the cluster before anything is written
-        from accelbench.runner.cluster.ray_workers import connect as ray_connect
+    try:
+        if cfg.ray is not None:  # join (or start) the cluster before anything is written
+            from accelbench.runner.cluster.ray_workers import connect as ray_connect
 
-        ray_connect(cfg.ray)
-    stop = LoadStop()
-    # a stop signal while the run prepares (the engine starting, the plan being made)
-    # raises KeyboardInterrupt; once the load starts it is noted, and the run ends in
-    # order: every file finished, the engine stopped (docs/PROCESSES.md)
-    with noted_stops(stop), contextlib.ExitStack() as stack:
-        with raised_stops():
-            engine = stack.enter_context(embedded_engine(cfg, log))
-        return _run(cfg, log, progress, console, engine, stop)
+            ray_connect(cfg.ray)
+        stop = LoadStop()
+        # a stop signal while the run prepares (the engine starting, the plan being made)
+        # raises KeyboardInterrupt; once the load starts it is noted, and the run ends in
+        # order: every file finished, the engine stopped (docs/PROCESSES.md)
+        with noted_stops(stop), contextlib.ExitStack() as stack:
+            with raised_stops():
+                engine = stack.enter_context(embedded_engine(cfg, log))
+            return _run(cfg, log, progress, console, engine, stop)
+    except BaseException:  # an unknown model, no server, a bad key file: no empty results/
+        remove_empty_dirs(made)
+        raise
 
 
 @dataclass

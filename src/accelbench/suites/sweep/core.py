@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import zlib
 from collections.abc import Callable, Sequence
@@ -269,6 +270,22 @@ def _set_aside(pdir: Path) -> Path | None:
     return dest
 
 
+def _undo_start(
+    d: Path, made: list[Path], old_doc: bytes | None, pdir: Path, moved: Path | None
+) -> None:
+    """Put the sweep directory back as this call found it: sweep.json as it was (or none),
+    a set-aside attempt back in its place, the folders this call made removed."""
+    with contextlib.suppress(OSError):
+        pdir.rmdir()  # empty: the refused run made nothing in it
+    if moved is not None and not pdir.exists():
+        moved.rename(pdir)
+    if old_doc is None:
+        (d / "sweep.json").unlink(missing_ok=True)
+    else:
+        (d / "sweep.json").write_bytes(old_doc)
+    validate.remove_empty_dirs(made)
+
+
 def run_sweep(
     sweep_dir: str | Path,
     plan: SweepPlan,
@@ -284,8 +301,11 @@ def run_sweep(
     the sweep once the point it came in is finished: that point ``interrupted``, the ones
     after it not run (status ``interrupted``; a rerun resumes)."""
     d = Path(sweep_dir)
+    made = validate.missing_dirs(d)
     d.mkdir(parents=True, exist_ok=True)
     old_points: dict[str, SweepPoint] = {}
+    # sweep.json as it was: put back when the first point shows the input is wrong
+    old_doc = (d / "sweep.json").read_bytes() if (d / "sweep.json").exists() else None
     if (d / "sweep.json").exists():
         old_points = _old_points(d, plan)
         merged = sorted(set(plan.values) | {p.value for p in old_points.values()})
@@ -306,6 +326,8 @@ def run_sweep(
     run = runner
     done: list[RunInfo] = []
     stop_reason: str | None = None
+    first = True  # the first point this call runs: its usage error is the sweep's
+    refused = False  # ... and then nothing of this call is left to write
     stops = stops_noted()
     # a stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the sweep once the point it came in is
     # finished: that point is interrupted (its results kept), the next ones not run
@@ -341,6 +363,14 @@ def run_sweep(
                             on_point(p)
                         break
                     except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on record
+                        # refused before its run began (an unknown model, no server, a
+                        # bad key file: what `run` exits 2 for) at the first point this
+                        # call runs: the sweep's input is wrong; refused, nothing left
+                        if first and isinstance(exc, AccelbenchError) and not _holds_files(pdir):
+                            refused = True
+                            _undo_start(d, made, old_doc, pdir, moved)
+                            raise
+                        first = False
                         p.status = "failed"
                         p.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
                         stop_reason = f"point {p.dir} failed"
@@ -348,6 +378,7 @@ def run_sweep(
                         if on_point:
                             on_point(p)
                         continue
+                    first = False
                     if out.resolve() != pdir.resolve():
                         p.dir = str(out)
                         pdir = out
@@ -389,19 +420,20 @@ def run_sweep(
                 if on_point:
                     on_point(p)
         finally:
-            for p in doc.points:  # an error left it: no run to speak of, or part of one
-                if p.status == "running":
-                    p.status = "interrupted" if _holds_files(d / p.dir) else "pending"
-            statuses = {p.status for p in doc.points}
-            doc.status = (
-                "completed"
-                if statuses <= {"completed", "skipped"}
-                else "interrupted"
-                if "interrupted" in statuses or "pending" in statuses
-                else "partial"
-            )
-            doc.stop_reason = stop_reason
-            write_sweep(d, doc)
+            if not refused:  # (a refused sweep is put back as it was)
+                for p in doc.points:  # an error left it: no run to speak of, or part of one
+                    if p.status == "running":
+                        p.status = "interrupted" if _holds_files(d / p.dir) else "pending"
+                statuses = {p.status for p in doc.points}
+                doc.status = (
+                    "completed"
+                    if statuses <= {"completed", "skipped"}
+                    else "interrupted"
+                    if "interrupted" in statuses or "pending" in statuses
+                    else "partial"
+                )
+                doc.stop_reason = stop_reason
+                write_sweep(d, doc)
     return doc
 
 
