@@ -35,7 +35,12 @@ def memory(seed: int, leak_b_per_s: float = 0.0) -> np.ndarray:
 def test_judge_rules_hand_checked():
     assert judge(50, 40, 60, warn=10, fail=30)[0] == "fail"
     assert judge(50, 20, 60, warn=10, fail=30)[0] == "warn"
-    assert judge(50, 5, 60, warn=10, fail=30)[0] == "pass"  # not enough evidence
+    # the estimate above the fail threshold, the interval not wholly: no pass
+    assert judge(50, 5, 60, warn=10, fail=30)[0] == "inconclusive"
+    assert judge(20, 5, 60, warn=10, fail=30)[0] == "pass"  # no evidence beyond it
+    assert judge(0, 0, 0.109, warn=0, fail=0.05)[0] == "pass"  # 0 of 32 differ
+    assert judge(12, -1, 15, warn=10, fail=None)[0] == "inconclusive"
+    assert judge(8, -1, 12, warn=None, fail=None)[0] == "pass"  # nothing to hold it to
     assert judge_claim(1.0, 2.5, 3.0)[0] == "pass"
     assert judge_claim(3.5, 4.0, 3.0)[0] == "fail"
     assert judge_claim(2.0, 4.0, 3.0)[0] == "warn"

@@ -5,7 +5,11 @@ to. The rule is the same everywhere, with the interval oriented so that "high" i
 
 * fail: the whole interval lies above the fail threshold (the evidence says it is bad);
 * warn: the whole interval lies above the warn threshold;
-* pass: otherwise (including "not enough evidence": the interval is reported).
+* inconclusive: otherwise, when the estimate itself lies above the fail threshold (the
+  evidence leans bad but cannot confirm it: a soak's error rate drifting +94 pp/h [-76,
+  +259] against a fail threshold of 2 pp/h is no pass);
+* pass: otherwise, "no evidence of a problem beyond the threshold" (the interval is
+  reported: it says how much a short run could have missed).
 
 A *claim* (``latency fluctuation under 3 %``) is the dual: pass when the whole interval
 lies under the claimed bound, fail when the whole interval lies above it, warn
@@ -72,7 +76,10 @@ def stress_verdict(
     )
 
 
-RULE = "fail / warn if the 95% interval lies wholly above the fail / warn threshold"
+RULE = (
+    "fail / warn if the 95% interval lies wholly above the fail / warn threshold; "
+    "inconclusive if only the estimate lies above the fail threshold; pass otherwise"
+)
 
 
 def judge(
@@ -83,6 +90,9 @@ def judge(
         return Status.FAIL, RULE
     if warn is not None and lo > warn:
         return Status.WARN, RULE
+    bound = fail if fail is not None else warn
+    if bound is not None and est > bound:  # a pass never contradicts its own estimate
+        return Status.INCONCLUSIVE, RULE
     return Status.PASS, RULE
 
 
