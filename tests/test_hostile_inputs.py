@@ -968,6 +968,17 @@ def test_serve_host_is_an_address_to_bind(tmp_path: Path, cmd: list[str], host: 
 
 
 # -- audit_opts #7, #8: refused before anything is written, naming the option --------------
+_TINY = ["--isl", "8", "--osl", "8", "--no-telemetry", "-q"]
+_SOAK = ["stress", "soak", "--url", CLOSED, "--duration", "2", "--window", "1",
+         "--sample-interval", "0.5", *_TINY]  # fmt: skip
+_CONSISTENCY = ["stress", "consistency", "--url", CLOSED, "--prompts", "2", "--repeats", "1",
+                "--loaded-concurrency", "0", *_TINY]  # fmt: skip
+_FLOOD = ["stress", "flood", "--url", CLOSED, "--lengths", "8", "--requests", "1", "--osl", "2",
+          "--no-telemetry", "-q"]  # fmt: skip
+_MIXED = ["stress", "mixed", "--url", CLOSED, "--url", CLOSED, "--duration", "1", "--window",
+          "0.5", "--stagger", "0", *_TINY]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [
@@ -1027,6 +1038,14 @@ def test_serve_host_is_an_address_to_bind(tmp_path: Path, cmd: list[str], host: 
             "--kv-precision",
         ),  # fmt: skip
         (["doctor", "weights", "keep", "--verify", "keep/result.json"], "--verify"),
+        # the stress suites: refused at their first step, no stress directory left behind
+        ([*_SOAK, "--api-key-file", "nan"], "--api-key-file"),
+        ([*_SOAK, "--ray", "nan"], "--ray"),
+        ([*_SOAK, "--model", "nosuch", "-o", "keep/soak"], "cannot reach"),
+        ([*_CONSISTENCY, "--api-key-file", "nan"], "--api-key-file"),
+        ([*_CONSISTENCY, "--model", "nosuch", "--results-root", "r/r"], "cannot reach"),
+        ([*_FLOOD, "--api-key-file", "nan"], "--api-key-file"),
+        ([*_MIXED, "--api-key-file", "nan"], "--api-key-file"),
     ],
 )
 def test_refused_up_front_naming_the_option(box: Path, args: list[str], option: str) -> None:

@@ -94,8 +94,9 @@ def _check(cfg: BenchmarkConfig) -> None:
     check_load(cfg)
 
 
-def _suite_dir(load: Mapping[str, object], kind: str) -> Path:
-    """The suite's directory: --out, or a new one under --results-root (not both)."""
+def _suite_dir(load: Mapping[str, object], kind: str) -> contextlib.AbstractContextManager[Path]:
+    """The suite's directory: --out, or a new one under --results-root (not both); left
+    as found when the suite is refused before its first run (``stress_dir``)."""
     from accelbench.suites.stress.common import stress_dir
 
     out, root = load.get("out"), load.get("results_root")
@@ -161,8 +162,10 @@ def soak(
             embedded=cfg.url is None,
         )  # fmt: skip
         sc.validate()
-        path = _suite_dir(load, "soak")
-    with _server(sc.load, sc.server_pid) as pid:
+    with (
+        contextlib.nullcontext(resume) if resume is not None else _suite_dir(load, "soak") as path,
+        _server(sc.load, sc.server_pid) as pid,
+    ):
         sc.server_pid = pid
         res = run_soak(sc, path, resume=resume is not None, log=_log)
     _finish("soak", res.verdicts, res.status, path, quiet)
@@ -251,8 +254,7 @@ def consistency(
         return cc
 
     suite(list(url) or ["http://127.0.0.1"])  # every option before an engine starts
-    path = _suite_dir(load, "consistency")
-    with _server(cfg, None):
+    with _suite_dir(load, "consistency") as path, _server(cfg, None):
         res = run_consistency(suite(list(url) or [cfg.url or ""]), path, log=_log)
     if not quiet:
         for c in res.comparisons:
@@ -351,10 +353,10 @@ def flood(
 
     # every option before an engine starts; the lengths may come from the server
     suite(given if given is not None else default_lengths(top, osl) if top else [1], server_pid)
-    path = _suite_dir(load, "flood")
-    with _server(
-        cfg, server_pid, context=context or max_context, parallel=max(concs or [1])
-    ) as pid:
+    with (
+        _suite_dir(load, "flood") as path,
+        _server(cfg, server_pid, context=context or max_context, parallel=max(concs or [1])) as pid,
+    ):
         if given is not None:
             steps = given
         else:
@@ -481,8 +483,7 @@ def mixed(
     else:
         v.integer("--embedded", embedded, 2, 64)
         suite([base] * embedded)
-    path = _suite_dir(load, "mixed")
-    with contextlib.ExitStack() as stack:
+    with _suite_dir(load, "mixed") as path, contextlib.ExitStack() as stack:
         if not url:
             from accelbench.engines.embedded import running_engine
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,12 +19,13 @@ import numpy as np
 import orjson
 
 from accelbench.documents import Json, JsonObject
-from accelbench.errors import UsageError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.metrics.records import ErrorKind, RequestRow
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundoc import read_run_doc
 from accelbench.suites.stress.document import MemorySample, WindowStats
 from accelbench.urls import Endpoint
+from accelbench.validate import missing_dirs, remove_empty_dirs
 
 if TYPE_CHECKING:
     from accelbench.runner.benchmark import RunResult
@@ -36,18 +38,39 @@ def _quiet(msg: str) -> None:
 
 
 # -- the stress directory --------------------------------------------------------------
-def stress_dir(out: str | None, root: str, kind: str) -> Path:
-    """``out`` or ``root/stress-<kind>-<time>``, created."""
+@contextlib.contextmanager
+def stress_dir(out: str | None, root: str, kind: str) -> Iterator[Path]:
+    """``out`` or ``root/stress-<kind>-<time>``, created. A suite refused before its first
+    step wrote a run (an unknown model, no server, a bad key file, --ray: what ``run``
+    exits 2 for) leaves the directory as it found it: what this call wrote there is
+    removed, and the folders it made."""
     if out:
         path = Path(out)
     else:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         path = Path(root) / f"stress-{kind}-{stamp}"
+    made = missing_dirs(path)
+    before = set(path.iterdir()) if path.is_dir() else set()
+    runs_before = _files(path / "runs")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
-    return path
+    try:
+        yield path
+    except AccelbenchError:
+        if _files(path / "runs") == runs_before:  # no step got to write a run
+            for p in set(path.iterdir()) - before:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+            remove_empty_dirs(made)
+        raise
+
+
+def _files(d: Path) -> set[Path]:
+    return {p for p in d.rglob("*") if p.is_file()} if d.is_dir() else set()
 
 
 class JsonlAppender:
