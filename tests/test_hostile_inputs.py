@@ -1057,3 +1057,25 @@ def test_refused_up_front_naming_the_option(box: Path, args: list[str], option: 
     assert len([ln for ln in text.splitlines() if ln.startswith("error:")]) == 1, text
     assert snapshot(box) == before
     assert sorted(p for p in box.rglob("*") if p.is_dir()) == dirs  # no empty results/, sw/
+
+
+# -- a --metric gauge the server never reports is said, not left out (audit a1) ------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["stress", "soak", "--duration", "2", "--window", "1", "--sample-interval", "0.5",
+         "-c", "1", "--isl", "8", "--osl", "8", "--no-telemetry", "-o", "s"],
+        ["stress", "flood", "--lengths", "8", "--requests", "1", "--osl", "2",
+         "--no-telemetry", "-q", "-o", "s"],
+    ],
+)  # fmt: skip
+def test_a_metric_the_server_never_reports_is_said(
+    reference_server: Any, tmp_path: Path, args: list[str]
+) -> None:
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    code, text = invoke([*args, "--url", srv.url, "--metric", "nan"], tmp_path)
+    assert_clean(code, text, wrong=False)
+    assert "warning: --metric nan: not found on the server's /metrics" in text, text
+    doc = json.loads((tmp_path / "s" / "stress.json").read_text())
+    (v,) = [v for v in doc["verdicts"] if v["name"] == "leak metric:nan"]
+    assert v["status"] == "n/a" and "--metric nan" in v["note"], v

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelbench.metrics.stats import robust_trend, warmup_end
+from accelbench.metrics.verdict import Status
 from accelbench.suites.stress.verdicts import (
     HOUR,
     LeakThresholds,
@@ -20,6 +21,7 @@ from accelbench.suites.stress.verdicts import (
     judge,
     judge_claim,
     leak_verdict,
+    leak_verdicts,
 )
 
 GIB = 2**30
@@ -174,3 +176,26 @@ def test_verdicts_never_raise_on_any_series(ys):
     assert d.word in ("pass", "warn", "fail", "n/a")
     if d.estimate is not None:
         assert math.isfinite(d.estimate)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sampled=st.sets(st.sampled_from(["a_bytes", "b_used_bytes", "c"]), max_size=3),
+    asked=st.lists(
+        st.sampled_from(["a_bytes", "b_used_bytes", "c", "nan", "abc"]), max_size=5, unique=True
+    ),  # fmt: skip
+)
+def test_every_metric_asked_for_has_a_leak_verdict(sampled: set[str], asked: list[str]) -> None:
+    """--metric NAME the server never reported is an n/a verdict naming it (it was left
+    out without a word: audit a1), one sampled its ordinary verdict; nothing twice."""
+    series = {f"metric:{m}": ([0.0, 1.0], [5.0, 5.0]) for m in sampled}
+    series["client_rss_bytes"] = ([0.0, 1.0], [1.0, 1.0])
+    out = leak_verdicts(series, asked, lambda _: None, LeakThresholds())
+    names = [v.name for v in out]
+    assert len(names) == len(set(names))
+    assert set(names) == {f"leak {s}" for s in series} | {f"leak metric:{m}" for m in asked}
+    for v in out:
+        missing = v.name.removeprefix("leak metric:") in set(asked) - sampled
+        assert v.note.startswith("--metric ") == missing
+        if missing:
+            assert v.status == Status.NA and "not found on the server's /metrics" in v.note

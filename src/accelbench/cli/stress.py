@@ -57,6 +57,9 @@ def print_verdicts(title: str, verdicts: list[Verdict], status: str, path: Path)
 def _finish(title: str, verdicts: list[Verdict], status: str, path: Path, quiet: bool) -> None:
     if not quiet:
         print_verdicts(title, verdicts, status, path)
+    for v in verdicts:  # a --metric gauge the server never reported (leak_verdicts)
+        if v.note.startswith("--metric "):
+            typer.secho(f"warning: {v.note}", fg="yellow", err=True)
     bad = status != "completed" or any(v.status == Status.FAIL for v in verdicts)
     if bad:
         typer.secho(f"stress {title}: {status}, see {path}/stress.json", fg="yellow", err=True)

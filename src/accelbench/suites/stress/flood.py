@@ -43,7 +43,7 @@ from accelbench.suites.stress.document import (
 from accelbench.suites.stress.verdicts import (
     LeakThresholds,
     judge,
-    leak_verdict,
+    leak_verdicts,
     stress_verdict,
 )
 
@@ -216,10 +216,7 @@ def _step(n: int, c: int, recs: list[RequestRow], run: str) -> FloodStep:
 
 def _verdicts(cfg: FloodConfig, steps: list[FloodStep], samples: list[MemorySample],
               probe: MemoryProbe) -> list[Verdict]:  # fmt: skip
-    out = [
-        leak_verdict(f"leak {name}", ts, ys, probe.total_for(name), cfg.leak)
-        for name, (ts, ys) in sorted(memory_series(samples).items())
-    ]
+    out = leak_verdicts(memory_series(samples), cfg.metrics, probe.total_for, cfg.leak)
     n = sum(s.requests for s in steps)
     k = sum(v for s in steps for kind, v in s.errors.items() if kind != "context_overflow")
     lo, hi = clopper_pearson(k, n)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,7 +63,7 @@ from accelbench.suites.stress.verdicts import (
     LeakThresholds,
     check_thresholds,
     drift_verdict,
-    leak_verdict,
+    leak_verdicts,
 )
 
 R = TypeVar("R")
@@ -283,12 +283,12 @@ def soak_verdicts(
     totals: dict[str, float | None],
     leak: LeakThresholds,
     drift: DriftThresholds,
+    metrics: Sequence[str] = (),
 ) -> list[Verdict]:
-    """Leak verdicts for every memory series and drift verdicts for latency, throughput
-    and error rate over the windows."""
-    out: list[Verdict] = []
-    for name, (ts, ys) in sorted(memory_series(samples).items()):
-        out.append(leak_verdict(f"leak {name}", ts, ys, totals.get(name), leak))
+    """Leak verdicts for every memory series (and for each of ``metrics`` never sampled:
+    ``leak_verdicts``) and drift verdicts for latency, throughput and error rate over the
+    windows."""
+    out = leak_verdicts(memory_series(samples), metrics, totals.get, leak)
     t = [w.t_s for w in windows]
     nan = float("nan")
 
@@ -444,7 +444,7 @@ def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: in
     samples, _ = read_rows(memory_f.path, memory_sample)
     names = memory_series(samples)
     totals = {n: probe.total_for(n) for n in names}
-    verdicts = soak_verdicts(windows, samples, totals, cfg.leak, cfg.drift)
+    verdicts = soak_verdicts(windows, samples, totals, cfg.leak, cfg.drift, cfg.metrics)
     n_req = sum(w.stats.requests for w in windows)
     size = dir_bytes(path)
     part = SoakPart(segments=seg, windows=len(windows),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -131,6 +131,27 @@ class LeakThresholds:
     # A leak must have grown at least this much over the fitted span (at the interval's
     # low end) to be called one: a process's first minutes of allocation are not a leak.
     min_growth_bytes: float = 2**20
+
+
+def leak_verdicts(
+    series: dict[str, tuple[list[float], list[float]]],
+    metrics: Sequence[str],
+    total_for: Callable[[str], float | None],
+    th: LeakThresholds,
+) -> list[Verdict]:
+    """A leak verdict for every memory series sampled (``memory_series``), and one for
+    each ``--metric`` gauge the server's /metrics never reported: n/a, saying so (a gauge
+    asked for is never left out without a word)."""
+    out = [leak_verdict(f"leak {name}", ts, ys, total_for(name), th)
+           for name, (ts, ys) in sorted(series.items())]  # fmt: skip
+    for m in metrics:
+        if f"metric:{m}" not in series:
+            out.append(stress_verdict(f"leak metric:{m}", "leak", "Theil-Sen slope after warm-up",
+                                      "B/h", None, None, None, th.warn_bytes_per_h,
+                                      th.fail_bytes_per_h, Status.NA, RULE,
+                                      note=f"--metric {m}: not found on the server's /metrics",
+                                      evidence={"n": 0}))  # fmt: skip
+    return out
 
 
 def leak_verdict(
