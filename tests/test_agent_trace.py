@@ -246,3 +246,22 @@ def test_cli_tool_options_with_two_turns_change_the_trace(tmp_path: Path) -> Non
     assert run_cli(["trace", "agent", "--sessions", "3", "--turns", "1", "-o", str(c)],
                    tmp_path)[0] == 0  # fmt: skip
     assert len(c.read_bytes().splitlines()) == 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rate=st.floats(min_value=1e-300, max_value=1e6, allow_nan=False),
+    sessions=st.integers(1, 50),
+)
+def test_the_sessions_never_span_more_than_a_trace_may(rate: float, sessions: int) -> None:
+    """Any --rate: the trace's session starts lie within what the trace readers accept
+    (MAX_TRACE_SPAN_S), or one line naming --rate (1e-300 wrote starts at 1e303 ms)."""
+    from accelbench.workload.traces import MAX_TRACE_SPAN_S
+
+    spec = AgentTraceSpec(sessions=sessions, turns=1, rate=rate, seed=1)
+    try:
+        lines = agent_trace(spec)
+    except UsageError as exc:
+        assert str(exc).startswith("--rate ") and sessions > 1
+        return
+    assert max(ln["timestamp"] for ln in lines if "timestamp" in ln) <= MAX_TRACE_SPAN_S * 1000

@@ -907,6 +907,9 @@ ABSURD: list[tuple[list[str], str]] = [
      "--alert-cmd"),
     (["monitor", "--no-exporter", "--duration", "0", "--recover-cmd", "./no-such-script x"],
      "--recover-cmd"),
+    # a trace no reader would take: its sessions' starts spanning 1e300 s (audit a1)
+    (["trace", "agent", "--sessions", "2", "--rate", "1e-300", "-o", "a.jsonl"], "--rate"),
+    (["trace", "agent", "--sessions", "9", "--rate", "1e-6", "-o", "a.jsonl"], "--rate"),
 ]  # fmt: skip
 
 

@@ -35,6 +35,7 @@ from accelbench.workload.requests import arrival_offsets
 from accelbench.workload.traces import (
     DEFAULT_BLOCK_SIZE,
     MAX_TRACE_REQUESTS,
+    MAX_TRACE_SPAN_S,
     MAX_TRACE_TOKENS,
     check_block_size,
 )
@@ -114,6 +115,11 @@ def agent_trace(spec: AgentTraceSpec) -> list[dict[str, Any]]:
     outs = _draw(rng, spec.osl, spec.spread, (n, t))
     delays = np.rint(rng.exponential(spec.tool_ms, size=(n, t))) if spec.tool_ms else None
     starts = arrival_offsets(n, spec.rate, "poisson", 1.0, spec.seed)
+    if n > 1 and not starts[-1] <= MAX_TRACE_SPAN_S:  # what every trace reader refuses
+        raise UsageError(
+            f"--rate {spec.rate:g}: the {n:,} sessions' starts span {starts[-1]:.3g} s, more "
+            f"than the {MAX_TRACE_SPAN_S:g} s (30 days) a trace may span"
+        )
     system = list(range(spec.system_tokens // b))  # the shared system prompt's full blocks
     fresh = len(system)  # the next id never used
     width = len(str(n - 1))
