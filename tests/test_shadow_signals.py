@@ -24,6 +24,7 @@ import orjson
 import pytest
 
 from accelbench.suites.shadow.store import read_shadow_dir
+from accelbench.suites.shadow.verdict import shadow_verdict
 from conftest import free_port, wait_http
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
@@ -164,3 +165,6 @@ def test_replay_stops_on_each_signal(reference_server, tmp_path: Path, sig, mome
     kinds = {r["error_kind"] for side in rows.values() for r in side}
     assert kinds == ({"interrupted"} if moment == "in_flight" else {None})
     assert "interrupted" in err
+    # the verdict of a replay stopped early says it judges the start of the trace only
+    doc = shadow_verdict(out, ["error_rate <= +0.5pp"])
+    assert any("replay is interrupted, not completed" in w for w in doc.warnings), doc.warnings

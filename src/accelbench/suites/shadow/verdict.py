@@ -433,6 +433,13 @@ def shadow_verdict(
     kept = _keep_more(d, len(base)) if write else None
     if kept:
         warnings.append(kept)
+    if meta.mode == "replay" and meta.status != "completed":
+        # a replay stopped early (a signal) sent only the start of its trace: the gates
+        # judge those requests only, which the verdict must say (a proxy is stopped so)
+        warnings.append(
+            f"the replay is {meta.status}, not completed: this verdict judges only the "
+            f"{len(base)} paired request(s) sent before it stopped, not the whole trace"
+        )
     bodies = read_trace_bodies(d)
     greedy = {i for i, body in bodies.items() if is_greedy(body)}
 
