@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import (
+    FIGURES,
     find_accelerator,
     host_template,
     load_catalog,
@@ -352,3 +353,56 @@ def test_host_template_quotes_an_id_that_reads_as_a_number(tmp_path):
     text = host_template("1e5")
     cat = parse_catalog(load_yaml(text), "template")
     assert list(cat) == ["1e5"]
+
+
+def test_a_figure_past_its_physical_limit_is_refused_naming_file_entry_and_field(tmp_path):
+    """`memory_gib: 1e308` (a finite float, read as a number since YAML 1.2 floats are)
+    was accepted: a 1e308 GiB GPU then planned every model on one card."""
+    path = _write(tmp_path, _user_doc(memory_gib=123456))
+    Path(path).write_text(Path(path).read_text().replace("123456", "1e308"))
+    with pytest.raises(AccelbenchError) as exc:
+        load_catalog([path])
+    msg = str(exc.value)
+    assert path in msg and "'cpu-host'" in msg and "memory_gib value" in msg
+    assert "0..1,048,576" in msg and len(msg.splitlines()) == 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    key=st.sampled_from(sorted(FIGURES)),
+    part=st.sampled_from(["value", "min", "max"]),
+    factor=st.floats(min_value=0.0, max_value=1e290, allow_nan=False),
+)
+def test_property_every_figure_is_bounded_by_its_physical_range(key, part, factor):
+    """Any figure, value or end of its range: within 0..FIGURE_MAX it is read, past it
+    refused in one line naming the entry, the figure and the limit."""
+    from accelbench.hardware.catalog import FIGURE_MAX
+
+    v = FIGURE_MAX[key] * factor
+    if key in ("memory_gib", "memory_bw_tbs") and part == "value" and v == 0:
+        return  # refused on its own (must be > 0)
+    fig = {"value": v}
+    if part == "min":
+        fig = {"value": max(v, 1e-3), "min": v}
+    elif part == "max":
+        fig = {"value": 1e-3, "max": max(v, 1e-3)}
+    doc = _user_doc()
+    doc["accelerators"]["cpu-host"]["figures"][key] = fig
+    if any(fig.get(p, 0) > FIGURE_MAX[key] for p in ("value", "min", "max")):
+        with pytest.raises(AccelbenchError) as exc:
+            parse_catalog(doc, "user.yaml")
+        msg = str(exc.value)
+        assert f"user.yaml: accelerator 'cpu-host' figure {key}" in msg
+        assert f"0..{FIGURE_MAX[key]:,.0f}" in msg and len(msg.splitlines()) == 1
+    else:
+        assert parse_catalog(doc, "user.yaml")["cpu-host"].figure(key).known
+
+
+def test_the_shipped_catalog_is_within_the_ranges():
+    from accelbench.hardware.catalog import FIGURE_MAX, shipped_catalog
+
+    assert set(FIGURE_MAX) == set(FIGURES)
+    for acc in shipped_catalog().values():
+        for key, fig in acc.figures.items():
+            ends = (fig.value, fig.min, fig.max)
+            assert all(v is None or 0 <= v <= FIGURE_MAX[key] for v in ends)

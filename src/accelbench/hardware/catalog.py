@@ -40,6 +40,22 @@ FIGURES: dict[str, str] = {
     "gemm_fraction": "GEMM share of peak FLOPS (expected ceiling)",
     "hbm_fraction": "share of peak bandwidth reached (expected ceiling)",
 }
+# The largest value each figure may take (the smallest is 0): generous physical limits,
+# so that a typo (`memory_gib: 1e308`, a price in cents written as 4e12) is refused with
+# the figure's name rather than carried into every plan and cost as a real part.
+FIGURE_MAX: dict[str, float] = {
+    "memory_gib": float(1 << 20),  # 1 PiB per GPU
+    "memory_bw_tbs": 1e3,  # 1 PB/s
+    "bf16_tflops": 1e6,  # 1 EFLOPS per GPU
+    "fp8_tflops": 1e6,
+    "fp4_tflops": 1e6,
+    "tdp_w": 1e6,  # 1 MW
+    "scale_up_gbs_unidir": 1e6,  # 1 PB/s
+    "scale_up_size": 1e6,  # GPUs
+    "price_usd": 1e9,
+    "gemm_fraction": 1.0,  # shares of a peak
+    "hbm_fraction": 1.0,
+}
 GIB = 1 << 30
 STATUSES = ("confirmed", "estimate", "conflict", "unconfirmed")
 USER_CATALOG = Path("~/.config/accelbench/accelerators.yaml")
@@ -196,6 +212,12 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
         value = _number(fraw.get("value"), f"{fwhere} value")
         lo = _number(fraw.get("min"), f"{fwhere} min")
         hi = _number(fraw.get("max"), f"{fwhere} max")
+        for part, v in (("value", value), ("min", lo), ("max", hi)):
+            if v is not None and v > FIGURE_MAX[key]:
+                raise AccelbenchError(
+                    f"{fwhere} {part} must be in 0..{FIGURE_MAX[key]:,.0f} "
+                    f"({FIGURES[key]}; got {v:g})"
+                )
         if lo is not None and hi is not None and lo > hi:
             raise AccelbenchError(f"{fwhere}: min {lo:g} > max {hi:g}")
         if value is not None and key in ("memory_gib", "memory_bw_tbs") and value == 0:
