@@ -411,3 +411,17 @@ def test_property_a_tco_file_field_the_mode_ignores_is_refused(tmp_path, split):
         assert f"--tco {tco}:" in err and all(
             f"{_FIELD_OF[o]} ({o})" in err for o in in_file - used
         ), (args, err)
+
+
+def test_an_unknown_tier_names_the_option_or_the_file_field(app, tmp_path):
+    """`--tier gold` said "unknown tier 'gold' for inferencex-..." naming no option."""
+    r = run(app, "cost", "h100:1000", "--tier", "gold")
+    assert r.exit_code != 0
+    assert "--tier must be one of owned, rental (got 'gold')" in str(r.exception)
+    f = tmp_path / "tco.yaml"
+    f.write_text("tier: gold\n")
+    r = run(app, "cost", "h100:1000", "--tco", str(f))
+    assert f"--tco {f}: tier (--tier) must be one of" in str(r.exception)
+    f.write_text("rate_set: nope\n")
+    r = run(app, "cost", "h100:1000", "--tco", str(f))
+    assert f"--tco {f}: rate_set (--rates) must be one of" in str(r.exception)

@@ -1012,6 +1012,7 @@ _MIXED = ["stress", "mixed", "--url", CLOSED, "--url", CLOSED, "--duration", "1"
         (["runs", "list", "--root", "nope/zz"], "--root"),
         (["runs", "query", "select 1", "--root", "keep/result.json"], "--root"),
         (["cost", "--rates", "nan", "--usd-per-gpu-hour", "2", "1000"], "--rates"),
+        (["cost", "--tier", "gold", "h100:1000"], "--tier"),
         (
             [
                 "predict",

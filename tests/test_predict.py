@@ -933,3 +933,58 @@ def test_cli_ep_on_a_dense_model_is_one_line(tmp_path: Path) -> None:
         tmp_path,
     )  # fmt: skip
     assert code == 2 and out == "" and err.count("\n") == 1 and "--ep 8" in err
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    which=st.sampled_from(["--precision", "--calibrate-precision", "--kv-precision"]),
+    value=st.one_of(
+        st.sampled_from(["bf16", "FP8", "Int4", "fp32", "nvfp4", "fp3", "nan", ""]),
+        st.text(max_size=8),
+    ),
+)
+def test_property_a_precision_option_is_refused_naming_itself(which, value):
+    """Any value a precision option is given: one of the known precisions (any case) is
+    accepted; anything else is refused naming the option (the planner's "unknown
+    precision 'fp3'" did not say which of --precision and --kv-precision)."""
+    from accelbench.cli.options import check_kv_precision, check_precision
+    from accelbench.errors import UsageError
+    from accelbench.plan.architecture import KV_BYTES, WEIGHT_BYTES
+
+    allowed = KV_BYTES if which == "--kv-precision" else WEIGHT_BYTES
+    check = (
+        check_kv_precision if which == "--kv-precision" else (lambda v: check_precision(v, which))
+    )
+    if value.lower() in allowed:
+        check(value)
+        return
+    with pytest.raises(UsageError) as exc:
+        check(value)
+    assert str(exc.value).startswith(f"{which} must be one of ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["predict", "--model", "llama-3.1-8b", "--accelerator", "h100", "--concurrency", "8"],
+        ["plan", "fit", "llama-3.1-8b", "-a", "h100"],
+        [
+            "plan",
+            "knee",
+            "-m",
+            "llama-3.1-8b",
+            "-a",
+            "h100",
+            "--turns",
+            "4",
+            "--user-tokens",
+            "100",
+            "--osl",
+            "100",
+        ],
+    ],
+)
+def test_an_unknown_precision_names_the_option(tmp_path, args):
+    code, out, err, _ = run_cli([*args, "--precision", "fp3"], tmp_path)
+    assert code == 2 and "--precision must be one of" in err and "'fp3'" in err, err
+    assert len(err.strip().splitlines()) == 1 and not out

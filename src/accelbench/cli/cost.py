@@ -485,6 +485,7 @@ def cost_command(
     given = given_options(ctx)
     inputs = base.merged(cli)
     _cost_refuse(given, inputs, str(tco_file) if tco_file else None, base if tco_file else None)
+    _check_rate_tier(inputs, rates, tier, tco_file)
     if sources:  # none: compute_costs says to give one
         src_used = source_options(sources, accelerator, catalog)
         for opt, what in _SOURCE_OPTIONS.items():
@@ -495,6 +496,29 @@ def cost_command(
         _echo_json({"results": [r.as_dict() for r in results], **ratios})
         return
     _print_costs(results)
+
+
+def _check_rate_tier(
+    inputs: TcoInputs, cli_rates: str | None, cli_tier: str | None, tco_file: Path | None
+) -> None:
+    """A published rate's set and tier, refused naming where each was given: the option,
+    or the --tco file's field (the rate set's own "unknown tier" named neither)."""
+    from accelbench.cost.tco import rate_set, tco_mode
+    from accelbench.validate import choice
+
+    if tco_mode(inputs) != "rate":
+        return
+
+    def where(key: str, option: str, cli_value: str | None) -> str:
+        return option if cli_value is not None else f"--tco {tco_file}: {key} ({option})"
+
+    if inputs.rate_set is not None:
+        choice(
+            where("rate_set", "--rates", cli_rates), inputs.rate_set, tuple(rate_data().rate_sets)
+        )
+    if inputs.tier is not None:
+        tiers = tuple(rate_set(inputs.rate_set).tiers)
+        choice(where("tier", "--tier", cli_tier), inputs.tier, tiers)
 
 
 # ------------------------------------------------------------------------------ plan
@@ -680,9 +704,10 @@ def plan_command(
 ) -> None:
     """Fit, physical roofline and expected ceiling of a model on accelerators; runs against
     both. `accelbench plan knee --help`: the KV-capacity knee of multi-turn sessions."""
-    from accelbench.cli.options import check_kv_precision, given_options
+    from accelbench.cli.options import check_kv_precision, check_precision, given_options
 
     _fit_refuse(given_options(ctx))
+    check_precision(precision)
     check_kv_precision(kv_precision)
     p = build_plan(
         model,
@@ -879,9 +904,10 @@ def plan_knee_command(
     """The KV-capacity knee: how many concurrent multi-turn sessions fit in the KV cache
     before the prefix cache evicts live history, with the memory arithmetic shown
     (docs/COST_AND_PLAN.md)."""
-    from accelbench.cli.options import check_kv_precision, given_options
+    from accelbench.cli.options import check_kv_precision, check_precision, given_options
 
     _knee_refuse(given_options(ctx))
+    check_precision(precision)
     check_kv_precision(kv_precision)
     mix = SessionMix(
         turns, user_tokens, osl, system_tokens, turns_sd, user_tokens_sd, osl_sd, template_tokens

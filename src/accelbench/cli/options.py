@@ -296,11 +296,24 @@ def config_from_options(load: dict[str, Any], **overrides: Any) -> BenchmarkConf
     )  # fmt: skip
 
 
-def check_kv_precision(value: str | None) -> None:
-    """``--kv-precision``: one of the KV-cache precisions (any case), named when it is not
-    (the planner's own "unknown KV-cache precision" does not say which option)."""
-    from accelbench.plan.architecture import KV_BYTES
+def check_named_choice(option: str, value: str | None, allowed: tuple[str, ...]) -> None:
+    """An option that names one of ``allowed`` (any case), refused naming the option when it
+    does not (the planner's own "unknown precision" errors do not say which option)."""
     from accelbench.validate import choice
 
-    if value is not None and value.lower() not in KV_BYTES:
-        choice("--kv-precision", value, tuple(KV_BYTES))
+    if value is not None and value.lower() not in allowed:
+        choice(option, value, allowed)
+
+
+def check_kv_precision(value: str | None) -> None:
+    """``--kv-precision``: one of the KV-cache precisions (any case)."""
+    from accelbench.plan.architecture import KV_BYTES
+
+    check_named_choice("--kv-precision", value, tuple(KV_BYTES))
+
+
+def check_precision(value: str | None, option: str = "--precision") -> None:
+    """``--precision`` (or ``option``): one of the weight precisions (any case)."""
+    from accelbench.plan.architecture import WEIGHT_BYTES
+
+    check_named_choice(option, value, tuple(WEIGHT_BYTES))

@@ -218,9 +218,11 @@ def predict_command(
 ) -> None:
     """Predict throughput per GPU, TTFT and TPOT on hardware you do not own, with intervals
     from how wrong the model has been on public measurements (docs/PREDICT.md)."""
-    from accelbench.cli.options import check_kv_precision, given_options
+    from accelbench.cli.options import check_kv_precision, check_precision, given_options
 
     _mode(given_options(ctx))
+    check_precision(precision)
+    check_precision(calibrate_precision, "--calibrate-precision")
     check_kv_precision(kv_precision)
     if write_docs is not None:  # before the ~13 s of validation, naming the option
         from accelbench.validate import output_file

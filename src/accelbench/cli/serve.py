@@ -166,9 +166,11 @@ def emulated(
 ) -> None:
     """An OpenAI-compatible server that streams each token when the predicted hardware
     would produce it (continuous batching in real time). Results are labelled emulated."""
+    from accelbench.cli.options import check_precision
     from accelbench.predict.emulate import EmulatedConfig, emulated_label, run_emulated
     from accelbench.validate import bind_host
 
+    check_precision(precision)
     bind_host("--host", host, port)
     cfg = EmulatedConfig(
         accelerator=accelerator, model=model, tp=tp, precision=precision, host=host, port=port,
