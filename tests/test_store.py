@@ -694,3 +694,35 @@ def test_a_run_left_out_of_the_requests_view_is_said(root):
     r = _cli("runs", "query", "--root", root, "--format", "csv", "SELECT count(*) FROM requests")
     assert r.returncode == 0 and r.stdout.splitlines() == ["count_star()", "70"]
     assert r.stderr.splitlines() == [f"warning: {left_out[0]}"], r.stderr
+
+
+def test_an_import_with_no_window_says_it_has_no_throughput(tmp_path):
+    """A result with neither start_times nor duration was imported with null throughput
+    and `absent` did not list it."""
+    from accelbench.store.vllm_import import NO_THROUGHPUT
+
+    d = _vllm_result(with_starts=False)
+    del d["duration"]
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(d))
+    r = load_run(import_vllm(f, tmp_path / "results"))
+    assert r.figure("output_tps_per_gpu") is None
+    assert NO_THROUGHPUT in r.summary["absent"] and NO_THROUGHPUT in r.run["absent"]
+    for with_starts, keep_duration in ((True, False), (False, True)):  # either gives one
+        d = _vllm_result(with_starts=with_starts)
+        if not keep_duration:
+            del d["duration"]
+        f.write_text(json.dumps(d))
+        r = load_run(import_vllm(f, tmp_path / "results", label=f"r{with_starts}"))
+        assert r.figure("output_tps_per_gpu") and NO_THROUGHPUT not in r.summary["absent"]
+
+
+def test_the_import_cli_says_a_run_has_no_throughput(tmp_path):
+    d = _vllm_result(with_starts=False)
+    del d["duration"]
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(d))
+    p = _cli("runs", "import-vllm", f, "--root", tmp_path / "r")
+    assert p.returncode == 0, p.stderr
+    warn = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warn) == 1 and "neither start_times nor duration" in warn[0], p.stderr

@@ -154,6 +154,9 @@ def _check_counts(d: Mapping[str, object], src: Path, sent: int, ttfts: int) -> 
         raise AccelbenchError(f"{src}: field 'completed' is {c:,}, more than ttfts' {ttfts:,}")
 
 
+NO_THROUGHPUT = "throughput (the file has neither start_times nor duration)"
+
+
 def import_vllm(
     result_file: str | Path,
     results_root: str | Path,
@@ -357,6 +360,9 @@ def _convert(
             "total_tokens_per_s_per_gpu": tot_s / g if tot_s else None,
         }
         summary["tokens"] = {"input": it_, "output": ot}
+    if summary["window"]["duration_s"] == 0 and not dur:
+        # no window to divide by: the run has no throughput, said (it was left null unsaid)
+        absent.append(NO_THROUGHPUT)
     for ours, theirs in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("e2e_ms", "e2el")):
         if not summary["latency"][ours].get("count"):
             st = {
