@@ -349,3 +349,49 @@ def test_a_huge_output_length_stops_the_run_before_it_starts(reference_server, t
         assert errors == [f"error: {name}:1: {what}`output_tokens` must be in [1, 1048576] "
                           f"(got {got})"], err  # fmt: skip
         assert not (tmp_path / "out").exists()
+
+
+class _CountTok:
+    """A tokenizer whose count of a reply that is a number is that number."""
+
+    name = "count"
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * (int(text) if text.isdigit() else len(text.split()))
+
+    def decode(self, ids: list[int]) -> str:
+        return ""
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    n=st.one_of(
+        st.sampled_from([0, 1, MAX_TRACE_TOKENS, MAX_TRACE_TOKENS + 1]),
+        st.integers(0, 3 * MAX_TRACE_TOKENS),
+    ),
+    sessions=st.booleans(),
+)
+def test_a_reply_length_counted_with_the_tokenizer_is_in_the_osl_range_or_refused(
+    tmp_path: Path, n: int, sessions: bool
+) -> None:
+    """Property: a ShareGPT reply with no recorded length is sent with max_tokens = its
+    count with the tokenizer (at least 1), held to the recorded lengths' range: past
+    1,048,576 it is refused naming file:line and the range (it was sent, and every
+    request failed with HTTP 400), in both loaders' plans."""
+    p = _jsonl(tmp_path / "sg.jsonl", [_conv(("human", "q"), ("gpt", "a")),
+                                       _conv(("human", "q"), ("gpt", str(n)))])  # fmt: skip
+    wl = WorkloadConfig(dataset=p, osl=5, sessions=2 if sessions else None)
+    if n <= MAX_TRACE_TOKENS:
+        if sessions:
+            got = load_conversations(p, _CountTok())[1].turns[0][1]
+        else:
+            plan = build_plan(wl, 2, _CountTok(), notes=[])
+            got = max(r.max_tokens for r in plan)
+        assert got == max(1, n)
+        return
+    with pytest.raises(AccelbenchError) as exc:
+        build_plan(wl, 2, _CountTok(), notes=[])
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}:2: a reply's length counted with the tokenizer"), msg
+    assert f"[1, {MAX_TRACE_TOKENS}]" in msg and "\n" not in msg and exc.value.exit_code == 2

@@ -153,6 +153,15 @@ class DatasetItem:
     prompt: str | list[dict[str, Any]]
     output_tokens: int | None = None
     reference_output: str | None = None  # ShareGPT reply, for counting its tokens
+    where: str = ""  # FILE:LINE of its record, named where the reply's count is refused
+
+
+def counted_reply_length(reply: str, tok: Tokenizer, where: str) -> int:
+    """A reply's length counted with the server's tokenizer (the file records none): as
+    many tokens as the reply had, at least 1, held to a recorded length's range (it is
+    sent as max_tokens: one past MAX_TRACE_TOKENS failed every request with HTTP 400)."""
+    n = max(1, len(tok.encode(reply)))
+    return token_length(n, where, "a reply's length counted with the tokenizer (none recorded)")
 
 
 def _records(path: Path) -> list[tuple[int, Any]]:
@@ -228,7 +237,7 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
                 _count(why, roles, None)
                 continue
             (user, n), reply = conv.turns[0], conv.replies[0]
-            items.append(DatasetItem(user, n, reply))
+            items.append(DatasetItem(user, n, reply, loc))
         elif fmt == "prompts":
             prompt = obj.get("prompt")
             if not isinstance(prompt, str) or not prompt:
@@ -396,7 +405,7 @@ def _conversation(
     replies: list[str] = []
     for (_, user, _), (_, reply, n) in zip(msgs[0::2], msgs[1::2], strict=False):
         if n is None and tok is not None:
-            n = max(1, len(tok.encode(reply)))
+            n = counted_reply_length(reply, tok, loc)
         turns.append((user, n))
         replies.append(reply)
         if first_turn:

@@ -12,7 +12,7 @@ import numpy as np
 
 from accelbench.errors import AccelbenchError
 from accelbench.workload.config import WorkloadConfig
-from accelbench.workload.datasets import load_conversations, load_dataset
+from accelbench.workload.datasets import counted_reply_length, load_conversations, load_dataset
 from accelbench.workload.lengths import sample_lengths
 from accelbench.workload.requests import PlannedRequest, arrival_offsets
 from accelbench.workload.sessions import (
@@ -179,7 +179,7 @@ def _dataset_plan(
         item = items[int(order[k % len(items)])]
         out = item.output_tokens
         if out is None and item.reference_output is not None and tok is not None:
-            out = max(1, len(tok.encode(item.reference_output)))
+            out = counted_reply_length(item.reference_output, tok, item.where)
         if out is None:
             out = wl.osl
         isl = None
