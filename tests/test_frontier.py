@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accelbench.metrics.frontier import (
     OUT_OF_RANGE,
@@ -123,3 +125,37 @@ def test_scalar_pchip_matches_scipy():
             for t in np.linspace(x[0], x[-1], 13):
                 assert pchip_at(x, y, t) == pytest.approx(monotone_interp(x, y, t)[0], abs=1e-9)
     assert np.isnan(pchip_at(np.array([1.0, 2.0]), np.array([1.0, 2.0]), 2.5))
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(failed=st.lists(st.booleans(), min_size=1, max_size=4))
+def test_property_a_point_left_off_is_said_and_no_frontier_exits_1(tmp_path_factory, failed):
+    """Whichever points of a sweep failed every request (a valid summary, null
+    interactivity): they are named in one warning line, never left off without a word;
+    when no point is left, the command exits 1 with one line saying there is no frontier
+    (it printed empty tables and exited 0)."""
+    import json
+
+    from cli_inprocess import run_cli
+
+    d = tmp_path_factory.mktemp("f")
+    pts = [{"concurrency": 2**i, **({"fail_frac": 1.0} if f else {})}
+           for i, f in enumerate(failed)]  # fmt: skip
+    make_sweep(d / "sw", pts, osl=32)
+    code, out, err, _ = run_cli(["frontier", "sw", "--json"], d)
+    (entry,) = json.loads(out)
+    gone = [f"c={2**i}" for i, f in enumerate(failed) if f]
+    said = [w for w in entry["warnings"] if "left off the frontier" in w]
+    assert said == ([f"{', '.join(gone)}: no interactivity (no request succeeded, or none "
+                     "with two tokens): left off the frontier"] if gone else [])  # fmt: skip
+    points = entry["frontiers"]["output_tps_per_gpu"]["points"]
+    assert {p["label"] for p in points} <= {f"c={2**i}" for i, f in enumerate(failed) if not f}
+    if all(failed):
+        assert code == 1 and not points
+        (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert "there is no frontier to show" in line
+        code, out, err, _ = run_cli(["frontier", "sw"], d)
+        assert code == 1 and "left off the frontier" in err and not out.strip()
+    else:
+        assert code == 0, err

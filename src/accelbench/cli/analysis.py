@@ -88,6 +88,7 @@ def frontier_cmd(
         check_goodput_options,
         goodput_points,
         highest_load_meeting,
+        left_off_frontier,
     )
     from accelbench.store.sets import load_inputs
 
@@ -100,7 +101,8 @@ def frontier_cmd(
     check_comparison_options(target=at)
     result: list[FrontierSet] = []
     for s in load_inputs(inputs):
-        entry: FrontierSet = {"name": s.name, "warnings": s.problems, "frontiers": {}}
+        warnings = [*s.problems, *left_off_frontier(s.runs)]
+        entry: FrontierSet = {"name": s.name, "warnings": warnings, "frontiers": {}}
         for m in FRONTIER_METRICS:
             f = build_frontier(s.runs, m, s.name)
             fj = f.to_json()
@@ -114,6 +116,20 @@ def frontier_cmd(
             entry["goodput"] = [g.__dict__ for g in gp]
             entry["highest_load_meeting_slo"] = best.label if best else None
         result.append(entry)
+    if not any(fr["points"] for e in result for fr in e["frontiers"].values()):
+        # nothing to show: empty tables and exit 0 read as a frontier (README: exit 1)
+        if as_json:
+            typer.echo(json.dumps(result, indent=2))
+        else:
+            for e in result:
+                for w in e["warnings"]:
+                    typer.echo(f"warning: {e['name']}: {w}", err=True)
+        typer.echo(
+            "error: no point has both an interactivity and a throughput figure: there is no "
+            f"frontier to show ({'its warnings' if as_json else 'the warnings above'} say why)",
+            err=True,
+        )
+        raise typer.Exit(1)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return

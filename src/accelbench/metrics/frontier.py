@@ -252,6 +252,24 @@ def build_frontier(
     return frontier_from_points(xs, ys, labs, metric, name)
 
 
+def left_off_frontier(runs: Sequence[RunLike]) -> list[str]:
+    """One warning line for the runs with a summary that :func:`build_frontier` leaves
+    out, for want of a figure (every request failed: no interactivity), naming them
+    (they were left off without a word). Runs with no summary are said where read."""
+    lines = []
+    for key in ("interactivity", *FRONTIER_METRICS):
+        labels = [r.load_label for r in runs if r.summary and r.figure(key) is None]
+        if labels and key == "interactivity":
+            lines.append(
+                f"{', '.join(labels)}: no interactivity (no request succeeded, or none with "
+                "two tokens): left off the frontier"
+            )
+            runs = [r for r in runs if r.figure(key) is not None]
+        elif labels:
+            lines.append(f"{', '.join(labels)}: no {FRONTIER_METRICS[key]}: left off that frontier")
+    return lines
+
+
 # ----------------------------------------------------------------------------- goodput
 
 
