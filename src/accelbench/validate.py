@@ -20,6 +20,10 @@ from typing import Any
 from accelbench.errors import UsageError
 from accelbench.urls import redact_url
 
+# a run's size (docs/LIMITS.md): far above what one client host can drive, low enough that
+# a typo fails at once; runner.config's limits and runs import-vllm's checks share them
+MAX_REQUESTS = 10_000_000
+MAX_DURATION_S = 30 * 86400.0  # a 30-day soak
 MAX_SEED = (1 << 32) - 1  # numpy's SeedSequence takes any non-negative int; keep it 32-bit
 
 

@@ -358,8 +358,8 @@ MIN_RATE = 1e-3  # one request every ~17 minutes
 MIN_TIMEOUT_S = 1e-3  # below 1 ms no request can finish (1e-300 failed every request)
 MAX_RATE = 1e6  # requests/s
 MAX_STREAMS = 100_000  # requests in flight (each holds a socket)
-MAX_REQUESTS = 10_000_000
-MAX_DURATION_S = 30 * 86400.0  # a 30-day soak
+MAX_REQUESTS = v.MAX_REQUESTS
+MAX_DURATION_S = v.MAX_DURATION_S  # a 30-day soak
 MAX_GPUS = 1_000_000
 MAX_WORKERS = 1024
 

@@ -16,12 +16,11 @@ from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
 from accelbench.metrics.summary import ImportSection, Summary
 from accelbench.metrics.values import finite_number
-from accelbench.runner.config import MAX_DURATION_S, MAX_REQUESTS
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
 from accelbench.store.rundir import write_parquet_atomic
 from accelbench.store.rundoc import ImportSource, RunDoc, ServerInfo, write_run_doc, write_summary
+from accelbench.validate import MAX_DURATION_S, MAX_REQUESTS, make_dir
 from accelbench.validate import label as safe_label
-from accelbench.validate import make_dir
 
 
 def _num(x: Any) -> float | None:

@@ -25,8 +25,8 @@ import orjson
 
 from accelbench.errors import AccelbenchError
 from accelbench.jsonfile import DuplicateKeyError, orjson_unique
+from accelbench.workload.lengths import MAX_TRACE_TOKENS, token_length
 from accelbench.workload.tokenizer import Tokenizer
-from accelbench.workload.traces import MAX_TRACE_TOKENS, token_length
 
 __all__ = [
     "Conversation",

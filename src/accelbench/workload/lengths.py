@@ -5,15 +5,21 @@ Uniform has two conventions, both named because peers disagree:
   * ``inferencex``: integers in ``[rL, L]`` (InferenceX / SGLang ``--random-range-ratio``)
 Normal and lognormal take a mean and a standard deviation in tokens (default 10% of
 the mean); lognormal's parameters are derived so the sample mean and std match.
+
+And the one check of a length in tokens read from a user's file (a trace's, a data
+set's): :func:`token_length`, bounded by :data:`MAX_TRACE_TOKENS` (docs/LIMITS.md).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
+
+MAX_TRACE_TOKENS = 1 << 20  # as workload.config.MAX_TOKENS
 
 
 def uniform_bounds(mean: int, ratio: float, convention: str) -> tuple[int, int]:
@@ -57,3 +63,25 @@ def sample_lengths(
             f"unknown length distribution {dist!r}: fixed, uniform, normal or lognormal"
         )
     return np.maximum(out, 1)
+
+
+def token_length(v: Any, where: str, name: str, lo: int = 1) -> int:
+    """A length in tokens read from a file (a trace's, a dataset's): a whole number in
+    [lo, :data:`MAX_TRACE_TOKENS`], else one line naming ``where`` and ``name``."""
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, int | float)
+        or (isinstance(v, float) and not np.isfinite(v))
+        or v != int(v)
+    ):
+        raise UsageError(f"{where}: {name} must be a whole number (got {short(v)})")
+    n = int(v)
+    if not lo <= n <= MAX_TRACE_TOKENS:
+        raise UsageError(f"{where}: {name} must be in [{lo}, {MAX_TRACE_TOKENS}] (got {short(v)})")
+    return n
+
+
+def short(v: Any) -> str:
+    """A value from the file, quoted for a one-line message (at most 60 characters)."""
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."

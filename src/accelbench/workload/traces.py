@@ -50,6 +50,8 @@ import orjson
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.jsonfile import DuplicateKeyError, orjson_unique
+from accelbench.workload.lengths import MAX_TRACE_TOKENS, token_length
+from accelbench.workload.lengths import short as _short
 from accelbench.workload.requests import PlannedRequest, arrival_offsets
 from accelbench.workload.tokenizer import Tokenizer
 
@@ -57,7 +59,6 @@ TRACE_SCHEMA = "accelbench.trace/1"
 TRACE_FILE = "trace.jsonl"
 FORMATS = ("auto", "accelbench", "azure", "mooncake", "sharegpt")
 MAX_TRACE_REQUESTS = 10_000_000
-MAX_TRACE_TOKENS = 1 << 20  # as workload.config.MAX_TOKENS
 MAX_TRACE_SPAN_S = 30 * 86400.0  # as runner.config.MAX_DURATION_S: a month-long replay
 DEFAULT_BLOCK_SIZE = 512  # Mooncake's hash_ids block (FAST'25 trace: 512 tokens a block)
 MAX_BLOCK_ID = (1 << 63) - 1  # RequestRecord.blocks is a parquet int64 list
@@ -300,32 +301,10 @@ def trace_stats(
     return _STATS[key]
 
 
-def token_length(v: Any, where: str, name: str, lo: int = 1) -> int:
-    """A length in tokens read from a file (a trace's, a dataset's): a whole number in
-    [lo, :data:`MAX_TRACE_TOKENS`], else one line naming ``where`` and ``name``."""
-    if (
-        isinstance(v, bool)
-        or not isinstance(v, int | float)
-        or (isinstance(v, float) and not np.isfinite(v))
-        or v != int(v)
-    ):
-        raise UsageError(f"{where}: {name} must be a whole number (got {_short(v)})")
-    n = int(v)
-    if not lo <= n <= MAX_TRACE_TOKENS:
-        raise UsageError(f"{where}: {name} must be in [{lo}, {MAX_TRACE_TOKENS}] (got {_short(v)})")
-    return n
-
-
 def _time(v: Any, where: str, name: str) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v < 0:
         raise UsageError(f"{where}: {name} must be a non-negative number (got {_short(v)})")
     return float(v)
-
-
-def _short(v: Any) -> str:
-    """A value from the file, quoted for a one-line message (at most 60 characters)."""
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 @dataclass(slots=True)
