@@ -27,6 +27,7 @@ from accelbench.doctor.kernel_log import scan_kernel_log
 from accelbench.errors import AccelbenchError
 from accelbench.health.check import judge
 from accelbench.telemetry.parsers import DESCRIPTIONS, detect_format, identify, parse_capture
+from accelbench.telemetry.parsers.text import not_text
 from conftest import FIXTURES, fixture_file
 
 PREAMBLE = "WARNING: User is missing the following required groups: render, video. Please add user to these groups.\n"  # noqa: E501 - amd-smi's own words (ROCm/amdsmi#130)
@@ -73,6 +74,9 @@ def refused(field: str, path: Path, text: str | None = None) -> str:
         run_capture(field, path)
     msg = str(err.value)
     one_clear_error(err.value)
+    if text is not None and not_text(text):  # refused as it is read, before any sniffing
+        assert f"file {path} is binary data, not text" in msg, msg
+        return msg
     assert msg.startswith(f"{CAPTURE_OPTIONS[field].option} {path} is not "), msg
     assert ": it looks like " in msg and "; capture it with: " in msg, msg
     return msg

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,13 @@ def test_report_terminal_output_shows_paths_and_names_as_text(tmp_path: Path, na
     d = make_run(tmp_path / "runs" / name, n=20, model=name)
     out_html = tmp_path / f"{name}.html"
     code, out = invoke(["report", str(d), "-o", str(out_html)], tmp_path)
+    if not name.strip() or any(unicodedata.category(c) == "Cc" for c in name):
+        # a path with a control character (or only blanks) is refused where the command
+        # line is parsed (cli/strict.py): one line, the character shown escaped
+        assert code == 2 and len(out.strip().splitlines()) == 1, out
+        assert "control character" in out or "empty" in out, out
+        assert not any(unicodedata.category(c) == "Cc" for c in out.strip()), out
+        return
     assert code == 0, out
     assert out_html.is_file()
     assert_shown(out, str(out_html))
