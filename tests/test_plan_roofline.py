@@ -309,7 +309,7 @@ def test_plan_cli_efficiency_of_a_sweep(app, tmp_path):
             ("llama-3.1-70b", "-a", "h100", "-c", "0"),
             "context (--context) must be an integer in [1,",
         ),
-        (("llama-3.1-70b", "-a", "h100", "-c", "10", "-p", "fp5"), "unknown precision"),
+        (("llama-3.1-70b", "-a", "h100", "-c", "10", "-p", "fp5"), "--precision must be one of"),
         (("llama-3.1-70b", "-a", "h100", "-c", "10", "--points", "1"), "points (--points) must"),
         (("llama-3.1-70b", "-a", "h100", "-c", "10", "--points", "0"), "points (--points) must"),
         (("llama-3.1-70b", "-a", "h100", "-c", "10", "-n", "0"), "gpus (--gpus) must be"),
