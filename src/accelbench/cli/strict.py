@@ -18,6 +18,7 @@ docs/LIMITS.md ("Every command line") says the same."""
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any, get_args, get_origin
 
@@ -80,7 +81,7 @@ def check_value(param: Any, value: str) -> str | None:
     return None
 
 
-def check_command_line(ctx: Any, opts: dict[str, Any], order: list[Any]) -> None:
+def check_command_line(ctx: Any, opts: Mapping[str, object], order: list[Any]) -> None:
     """Refuse what ``order`` (every parameter, once per time the command line gave it)
     and ``opts`` (the words given to each) hold that no command may take (module doc)."""
     if ctx.resilient_parsing:  # shell completion: nothing runs

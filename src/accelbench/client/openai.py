@@ -7,6 +7,7 @@ times, and the end of the body; it fills a ``RequestRecord`` with every timeline
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from types import EllipsisType
 from typing import Any
 
@@ -126,7 +127,7 @@ PROMPT_TOKENS_RATIO = 8
 PROMPT_TOKENS_SLACK = 4096
 
 
-def sent_max_tokens(body: dict[str, Any]) -> int | None:
+def sent_max_tokens(body: Mapping[str, object]) -> int | None:
     """The most tokens a request body asks for (``max_tokens``, or OpenAI's
     ``max_completion_tokens``, the larger where both: ``--extra-body`` may set either);
     None where it sets neither as a whole number."""

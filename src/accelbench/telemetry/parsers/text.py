@@ -13,6 +13,7 @@ not a number.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -145,11 +146,9 @@ def reading_int(value: Any, lost: list[str] | None, where: str) -> int | None:
     """:func:`reading` for a count, a bitmask or an index ("0x1e" is 30)."""
     if is_na(value):
         return None
-    try:
-        if not isinstance(value, bool):
+    if not isinstance(value, bool):
+        with contextlib.suppress(ValueError, OverflowError):  # not a count: said below
             return parse_int(value)
-    except (ValueError, OverflowError):
-        pass
     if lost is not None:
         lost.append(f"{where}: value {_said(value)} is not a number; that field is unknown")
     return None
