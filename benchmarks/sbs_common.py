@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -181,14 +182,25 @@ def load_line(states: list[dict[str, Any]]) -> str:
             f"steal {100 * min(steal):.1f}-{100 * max(steal):.1f} % (per run).")  # fmt: skip
 
 
+def on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that keeps a child (and every process it starts) on ``cpus``;
+    None leaves it where the scheduler puts it."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 def start_reference(port: int, gt: Path, wd: Path,
-                    extra: tuple[str, ...] = ("--ttft-ms", "20", "--itl-ms", "5")) -> subprocess.Popen:  # fmt: skip
-    """The reference server on ``port``, its ground truth in ``gt``, up and answering."""
+                    extra: tuple[str, ...] = ("--ttft-ms", "20", "--itl-ms", "5"),
+                    cpus: set[int] | None = None) -> subprocess.Popen:  # fmt: skip
+    """The reference server on ``port``, its ground truth in ``gt``, up and answering
+    (on ``cpus`` if given)."""
     logf = open(wd / "server.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "accelbench", "serve", "reference", "--port", str(port),
          "--ground-truth", str(gt), *extra],
         stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=on_cpus(cpus),
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):

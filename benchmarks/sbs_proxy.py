@@ -51,6 +51,7 @@ from sbs_common import (
     load_line,
     log,
     machine_state,
+    on_cpus,
     ratio_cell,
     start_reference,
 )
@@ -70,7 +71,7 @@ CASES: dict[str, tuple[str, tuple[str, ...] | None]] = {
 }
 OSL = 16
 ISL = 32
-FIGURES = ("ttft_p99_ms", "gap_p99_ms", "req_p99_ms", "hop_p99_ms", "e2e_p50_ms")
+FIGURES = ("ttft_p99_ms", "gap_p99_ms", "req_p99_ms", "hop_p99_ms", "e2e_p50_ms", "hop_cpu_us")
 SLOW_COPY_S = 0.2 + OSL * 0.05  # how long one copy to the slow candidate takes
 
 
@@ -191,10 +192,24 @@ def _up(proc: subprocess.Popen, url: str, what: str, timeout_s: float = 30.0) ->
     return f"{what} did not answer {url} within {timeout_s:.0f} s"
 
 
-def _start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def _start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None,
+           cpus: set[int] | None = None) -> subprocess.Popen:  # fmt: skip
     logf = open(log_path, "wb")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, **(env or {})})  # fmt: skip
+                            env={**os.environ, **(env or {})}, preexec_fn=on_cpus(cpus))  # fmt: skip
+
+
+def pin_sets(pin: bool) -> tuple[set[int] | None, set[int] | None]:
+    """``--pin-hop``: (the CPUs of the caller and the servers, the CPUs of the hop under
+    test). The hop gets the last CPU this process may use, everything else the rest, so
+    that every proxy has one core to itself, as in production where it does not share
+    the server's cores; without it, (None, None): the scheduler decides."""
+    if not pin:
+        return None, None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin-hop needs at least 2 CPUs")
+    return set(cpus[:-1]), {cpus[-1]}
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
@@ -227,7 +242,8 @@ def _gt_first_writes(gt: Path, offset: int) -> tuple[dict[str, int], dict[str, i
 
 
 def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
-               timeout_s: float, tokenizer: Path) -> dict[str, Any]:  # fmt: skip
+               timeout_s: float, tokenizer: Path,
+               cpus: set[int] | None = None) -> dict[str, Any]:  # fmt: skip
     """One ``accelbench run`` at ``url``: its figures (ms) or a status saying why not."""
     import numpy as np
     import pyarrow.parquet as pq
@@ -243,7 +259,8 @@ def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
     t0 = time.monotonic()
     try:
         with open(wd / "caller.log", "wb") as f:
-            p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
+            p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s,
+                               preexec_fn=on_cpus(cpus))  # fmt: skip
         res["returncode"] = p.returncode
     except subprocess.TimeoutExpired:
         res["status"] = f"the caller ran over {timeout_s:.0f} s"
@@ -288,11 +305,13 @@ def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
 class Stack:
     """The servers and proxies of the section, up for its whole length."""
 
-    def __init__(self, wd: Path, install_timeout: float) -> None:
+    def __init__(self, wd: Path, install_timeout: float, pin: bool = False) -> None:
         self.wd = wd
+        self.rest_cpus, self.hop_cpus = pin_sets(pin)
         self.procs: list[subprocess.Popen] = []
         self.urls: dict[str, str] = {}  # contender -> URL
         self.why_not: dict[str, str] = {}  # contender -> why it has no figures
+        self.pids: dict[str, int] = {}  # contender -> its hop's process (its tree counted)
         self.gt = wd / "primary_ground_truth.jsonl"
         self.install_timeout = install_timeout
         # the caller counts tokens itself (one ASCII character = one token, as the
@@ -302,7 +321,7 @@ class Stack:
     def start(self) -> None:
         wd = self.wd
         primary = cc.free_port()
-        self.procs.append(start_reference(primary, self.gt, wd, PRIMARY))
+        self.procs.append(start_reference(primary, self.gt, wd, PRIMARY, self.rest_cpus))
         self.urls["direct"] = f"http://127.0.0.1:{primary}"
         cands: dict[str, int] = {}
         for case, (_, extra) in CASES.items():
@@ -310,7 +329,8 @@ class Stack:
             if extra is not None:
                 (wd / f"cand-{case}").mkdir(exist_ok=True)
                 self.procs.append(start_reference(cands[case], wd / f"cand-{case}" / "gt.jsonl",
-                                                  wd / f"cand-{case}", extra))  # fmt: skip
+                                                  wd / f"cand-{case}", extra,
+                                                  self.rest_cpus))  # fmt: skip
         # accelbench's proxy, one per candidate (and the tree of BEFORE_SRC's, if given)
         for tag, src in (("", ROOT / "src"), ("@before", BEFORE_SRC)):
             if src is None:
@@ -322,7 +342,8 @@ class Stack:
                                f"127.0.0.1:{port}", "--baseline", self.urls["direct"],
                                "--candidate", f"http://127.0.0.1:{cands[case]}",
                                "--out", str(wd / f"shadow{tag}-{case}")],
-                              wd / f"proxy{tag}-{case}.log", {"PYTHONPATH": str(src)})  # fmt: skip
+                              wd / f"proxy{tag}-{case}.log", {"PYTHONPATH": str(src)},
+                              self.hop_cpus)  # fmt: skip
                 self.procs.append(proc)
                 self._ready(name, proc, f"http://127.0.0.1:{port}")
         # nginx's mirror, one server block per candidate
@@ -333,7 +354,8 @@ class Stack:
                 self.why_not[f"nginx ({case})"] = why
         else:
             conf = nginx_conf(wd, primary, ports, cands)
-            proc = _start([nginx, "-c", str(conf), "-p", str(wd)], wd / "nginx.log")
+            proc = _start([nginx, "-c", str(conf), "-p", str(wd)], wd / "nginx.log",
+                          cpus=self.hop_cpus)  # fmt: skip
             self.procs.append(proc)
             for case in CASES:
                 self._ready(f"nginx ({case})", proc, f"http://127.0.0.1:{ports[case]}")
@@ -343,7 +365,7 @@ class Stack:
         else:
             port = cc.free_port()
             proc = _start([haproxy, "-db", "-f", str(haproxy_conf(wd, primary, port))],
-                          wd / "haproxy.log")  # fmt: skip
+                          wd / "haproxy.log", cpus=self.hop_cpus)  # fmt: skip
             self.procs.append(proc)
             self._ready("haproxy", proc, f"http://127.0.0.1:{port}")
 
@@ -353,6 +375,26 @@ class Stack:
             self.why_not[name] = why
         else:
             self.urls[name] = url
+            self.pids[name] = proc.pid
+
+
+def tree_cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of ``pid`` and every process under it (accelbench's
+    candidate process, nginx's workers), or None without a hop (direct) or once gone."""
+    import psutil
+
+    if pid is None:
+        return None
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for p in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+    except psutil.Error:
+        return None
 
     def stop(self) -> None:
         for proc in reversed(self.procs):  # proxies first (accelbench's: SIGINT ends it)
@@ -405,8 +447,9 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
            f"({OSL} tokens each): the caller's TTFT and chunk gaps**", "",
            "| contender | caller p99 TTFT ms | added p99 TTFT over direct, ms (per round) "
            "| p99 chunk gap ms | p99 primary's receipt - caller's send, ms "
-           "| p99 first chunk - primary's first write, ms | p50 E2E ms | good rounds | note |",
-           "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+           "| p99 first chunk - primary's first write, ms | p50 E2E ms "
+           "| hop CPU µs per request | good rounds | note |",
+           "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     raw: dict[str, Any] = {}
     for k in names:
         good = [x for x in ttft[k] if x is not None]
@@ -415,11 +458,13 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
         hop = [x for x in per[k]["hop_p99_ms"] if x is not None]
         req = [x for x in per[k]["req_p99_ms"] if x is not None]
         e2e = [x for x in per[k]["e2e_p50_ms"] if x is not None]
+        cpu = [x for x in per[k]["hop_cpu_us"] if x is not None]
         bad = sorted({s for s in per[k]["status"] if s != "ok"})
         note = "; ".join(filter(None, [why_not.get(k, ""), *bad]))[:300]
         out.append(f"| {k} | {cell(good, '.1f')} | {cell(added, '+.2f') if added else '-'} "
                    f"| {cell(gaps, '.1f')} | {cell(req, '.2f')} | {cell(hop, '.2f')} "
-                   f"| {cell(e2e, '.0f')} | {len(good)}/{len(ttft[k])} "
+                   f"| {cell(e2e, '.0f')} | {cell(cpu, '.0f') if cpu else '-'} "
+                   f"| {len(good)}/{len(ttft[k])} "
                    f"| {note} |")  # fmt: skip
         raw[k] = {**per[k], "added_p99_ttft_ms": added}
     goals = []
@@ -442,6 +487,16 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
                      f"[{', '.join(f'{d:+.2f}' for d in diffs)}] ms: {verdict}; p99 TTFT "
                      f"accelbench / nginx {ratio('accelbench (a)', 'nginx (a)')}, accelbench / "
                      f"haproxy {ratio('accelbench (a)', 'haproxy')}")  # fmt: skip
+    cpu_rows = {k: Row(k, per[k]["hop_cpu_us"], per[k]["status"]) for k in names}
+    cpu_ratios = []
+    for case in CASES:  # the hop's own CPU per request: less moved by the host than a p99
+        a_, n_ = f"accelbench ({case})", f"nginx ({case})"
+        if a_ in cpu_rows and n_ in cpu_rows:
+            text, info = ratio_cell(cpu_rows[a_], cpu_rows[n_], max_spread, ".2f")
+            raw.setdefault("ratios", {})[f"{a_} / {n_} hop CPU"] = info
+            cpu_ratios.append(f"({case}) {text}")
+    if cpu_ratios:
+        goals.append("hop CPU per request accelbench / nginx " + ", ".join(cpu_ratios))
     for who in ("accelbench", "nginx"):
         for case in ("b", "c"):
             r = ratio(f"{who} ({case})", f"{who} ({'a'})")
@@ -468,7 +523,8 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     # minutes with 11 contenders at 512 / 768 on the shared 2-core host (load 8-20); quick:
     # about half
     sizes = {64: 192, 256: 256} if a.quick else {64: 320, 256: 512}
-    stack = Stack(wd, a.install_timeout)
+    pin = bool(getattr(a, "pin_hop", False))
+    stack = Stack(wd, a.install_timeout, pin)
     runs: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
     texts, tables = [], []
@@ -486,17 +542,23 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
                         r: dict[str, Any] = {"status": stack.why_not.get(name, "not started")}
                     else:
                         s0 = machine_state()
+                        c0 = tree_cpu_s(stack.pids.get(name))
                         log(f"proxy {streams} streams round {rnd + 1}/{a.repeat}: {name} "
                             f"(load {s0['loadavg'][0]})")  # fmt: skip
                         r = caller_run(url, streams, n, rnd, wd / f"{streams}-r{rnd + 1}" /
                                        name.replace(" ", "").strip("()").replace("(", "-"),
-                                       stack.gt, a.run_timeout, stack.tokenizer)  # fmt: skip
+                                       stack.gt, a.run_timeout, stack.tokenizer,
+                                       stack.rest_cpus)  # fmt: skip
                         r["machine"] = st = busy_between(s0, machine_state())
                         states.append(st)
                         log(f"  {r['status'][:200]}: p99 TTFT {r.get('ttft_p99_ms')} "
                             f"gap {r.get('gap_p99_ms')}")  # fmt: skip
                         if name.endswith("(b)"):
                             time.sleep(SLOW_COPY_S + 0.3)  # the slow copies end first
+                        c1 = tree_cpu_s(stack.pids.get(name))
+                        if c0 is not None and c1 is not None and r["status"] == "ok":
+                            # the hop's own CPU (its copies' included) per request sent
+                            r["hop_cpu_us"] = (c1 - c0) / (n + streams) * 1e6
                     ok = r["status"] == "ok"
                     for f in FIGURES:
                         d[f].append(r.get(f) if ok else None)
@@ -520,5 +582,12 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
         "contender's p99 TTFT minus direct's in the same round. accelbench's proxy "
         f"counters (copied / dropped / failed): {json.dumps(counters)}."
     )
+    if pin:
+        notes += (
+            f" Pinned (`--pin-hop`): every hop under test (each proxy and the processes it "
+            f"starts: accelbench's candidate process, nginx's workers) on CPU "
+            f"{sorted(stack.hop_cpus or ())}, the caller and the reference servers on "
+            f"{sorted(stack.rest_cpus or ())}."
+        )
     return {"markdown": "\n\n".join([*texts, notes, load_line(states)]), "table": tables,
             "runs": runs}  # fmt: skip

@@ -92,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-timeout", type=float, default=300.0, help="seconds per tool run")
     p.add_argument("--install-timeout", type=float, default=1200.0, help="seconds per pip install")
     p.add_argument("--workdir", type=Path, help="tool outputs (default: a temporary folder)")
+    p.add_argument(
+        "--pin-hop",
+        action="store_true",
+        help="proxy section: each hop under test on the last CPU, the caller and "
+        "servers on the rest (a proxy's place in production: cores of its own)",
+    )
     a = p.parse_args(argv)
     only = [s.strip() for s in a.only.split(",") if s.strip()]
     if not only or any(s not in SECTIONS for s in only):
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": started.isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
                     "kernel": platform.release()},  # fmt: skip
-        "quick": a.quick, "repeat": a.repeat, "max_spread": a.max_spread,
+        "quick": a.quick, "repeat": a.repeat, "max_spread": a.max_spread, "pin_hop": a.pin_hop,
         "sections": {},
     }  # fmt: skip
     parts = [
