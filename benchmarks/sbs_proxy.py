@@ -301,6 +301,25 @@ def caller_run(url: str, streams: int, n: int, seed: int, wd: Path, gt: Path,
     return res
 
 
+def tree_cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of ``pid`` and every process under it (accelbench's
+    candidate process, nginx's workers), or None without a hop (direct) or once gone."""
+    import psutil
+
+    if pid is None:
+        return None
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for p in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+    except psutil.Error:
+        return None
+
+
 # -- the section ---------------------------------------------------------------------------
 class Stack:
     """The servers and proxies of the section, up for its whole length."""
@@ -376,25 +395,6 @@ class Stack:
         else:
             self.urls[name] = url
             self.pids[name] = proc.pid
-
-
-def tree_cpu_s(pid: int | None) -> float | None:
-    """User + system CPU seconds of ``pid`` and every process under it (accelbench's
-    candidate process, nginx's workers), or None without a hop (direct) or once gone."""
-    import psutil
-
-    if pid is None:
-        return None
-    try:
-        root = psutil.Process(pid)
-        total = 0.0
-        for p in [root, *root.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                t = p.cpu_times()
-                total += t.user + t.system
-        return total
-    except psutil.Error:
-        return None
 
     def stop(self) -> None:
         for proc in reversed(self.procs):  # proxies first (accelbench's: SIGINT ends it)
