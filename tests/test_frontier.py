@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -159,3 +161,90 @@ def test_property_a_point_left_off_is_said_and_no_frontier_exits_1(tmp_path_fact
         assert code == 1 and "left off the frontier" in err and not out.strip()
     else:
         assert code == 0, err
+
+
+# ------------------------------------------- compare, report, cost: runs left off, named
+
+_NO_THROUGHPUT = "c=2: no throughput (no request succeeded: no measured window)"
+_NO_INTERACTIVITY = "no interactivity (no request succeeded, or none with two tokens)"
+
+
+def _sweep_lacking(path, lacking: bool):
+    """A sweep from 25 to 100 tok/s/user; ``lacking``: c=2 failed every request (no
+    figure at all) and c=4 had one-token outputs (throughput, no TPOT: no interactivity)."""
+    pts = [{"concurrency": 1, "tpot_ms": 10.0}, {"concurrency": 2, "tpot_ms": 15.0},
+           {"concurrency": 4, "tpot_ms": 20.0}, {"concurrency": 8, "tpot_ms": 40.0}]  # fmt: skip
+    if lacking:
+        pts[1]["fail_frac"] = 1.0
+        pts[2]["osl"] = 1
+    return make_sweep(path, pts, osl=32)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["lacking", "complete"])
+def left_off_sweeps(request, tmp_path_factory):
+    d = tmp_path_factory.mktemp("left_off")
+    _sweep_lacking(d / "a", request.param)
+    _sweep_lacking(d / "b", False)
+    return d, request.param
+
+
+def test_compare_names_the_runs_it_leaves_off(left_off_sweeps):
+    """compare left a run with no throughput out of its comparisons, and one with no
+    interactivity off its frontiers, without a word: each is named with why, in the API's
+    result and on the command line; complete runs give no such line."""
+    from accelbench.metrics.compare import compare_sets
+    from accelbench.store.sets import load_inputs
+    from cli_inprocess import run_cli
+
+    d, lacking = left_off_sweeps
+    a, b = load_inputs([d / "a", d / "b"])
+    comps = compare_sets(a, b, target_interactivity=50, claims=["B >= 1 x A at 50 tok/s/user"],
+                         n_boot=50)  # fmt: skip
+    gone = f"A (a): {_NO_THROUGHPUT}: left off the comparisons"
+    off = f"A (a): c=4: {_NO_INTERACTIVITY}: left off the frontier"
+    for c in comps:
+        at_frontier = "tok/s/user" in c.condition
+        said = [w for w in c.warnings if "left off" in w]
+        assert said == (([gone, off] if at_frontier else [gone]) if lacking else [])
+    code, out, err, _ = run_cli(["compare", "a", "b", "--at", "50", "--n-boot", "50"], d)
+    assert code == 0, err
+    flat = " ".join(out.split())  # the table's console wraps long lines
+    assert (gone in flat and off in flat) == lacking and ("left off" in flat) == lacking
+
+
+def test_report_names_the_runs_left_off_its_frontiers(left_off_sweeps):
+    """The report drew its frontiers without the runs lacking a figure and said nothing:
+    they are named in the set's warnings, in the HTML's and the Markdown's warnings."""
+    from accelbench.report.data import build_report_data
+    from accelbench.report.html import render_html
+    from accelbench.report.markdown import render_markdown
+
+    d, lacking = left_off_sweeps
+    data = build_report_data([d / "a", d / "b"], n_boot=50, timelines=False)
+    line = f"c=2, c=4: {_NO_INTERACTIVITY}: left off the frontier"
+    said = [w for w in data.sets[0].warnings if "left off" in w]
+    assert said == ([line] if lacking else [])
+    assert not [w for w in data.sets[1].warnings if "left off" in w]
+    md, html = render_markdown(data), render_html(data)
+    assert (line in md) == lacking and (line in html) == lacking
+    assert ("left off" in md) == lacking
+
+
+def test_cost_names_the_runs_left_off_a_sweeps_frontier(left_off_sweeps):
+    """cost of a sweep at an interactivity left out the runs with no throughput or no
+    interactivity without a word: named in the result's warnings (--json) and printed."""
+    from accelbench.cost.costing import throughput_from_source
+    from cli_inprocess import run_cli
+
+    d, lacking = left_off_sweeps
+    line = f"c=2, c=4: {_NO_INTERACTIVITY}: left off the frontier"
+    assert throughput_from_source(str(d / "a"), 50).warnings == ([line] if lacking else [])
+    args = ["cost", "h100:a", "-i", "50", "--usd-per-gpu-hour", "2"]
+    code, out, err, _ = run_cli([*args, "--json"], d)
+    assert code == 0, err
+    (res,) = json.loads(out)["results"]
+    assert res["warnings"] == ([line] if lacking else [])
+    code, out, err, _ = run_cli(args, d)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert (f"warning: h100: a: {line}" in flat) == lacking and ("left off" in flat) == lacking

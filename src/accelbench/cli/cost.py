@@ -341,6 +341,9 @@ def _print_costs(results: list[CostResult]) -> None:
                 cells.append(f"{v / base:.3f}x" if v is not None and base else "")
         t.add_row(label, *cells)
     con.print(t)
+    for r in results:  # what a sweep left out, named with why
+        for w in r.throughput.warnings:
+            con.print(f"[yellow]warning:[/yellow] {escape(r.label)}: {escape(w)}")
     con.print("Assumptions:")
     for r in results:
         con.print(f"  [bold]{escape(r.label)}[/bold]: {escape(r.throughput.origin)}")

@@ -73,6 +73,9 @@ class Throughput:
     origin: str = ""
     j_per_output_token_measured: float | None = None
     notes: list[str] = field(default_factory=list)
+    # what was left out of a sweep: its runs with no figures, and those left off its frontier
+    # for want of one (named, with why; accelbench.metrics.frontier.left_off_frontier)
+    warnings: list[str] = field(default_factory=list)
 
 
 def parse_plain_number(text: str) -> Throughput:
@@ -142,11 +145,14 @@ def load_points(path: str | Path) -> list[RunInfo]:
     if not p.is_dir():
         raise AccelbenchError(f"{p} is neither a run directory nor a sweep directory")
     if is_run_dir(p):
-        runs = [load_run(p)]
-    else:
-        from accelbench.suites.sweep.core import load_sweep  # lazy: only sweeps need it
+        return _priced(p, [load_run(p)])
+    from accelbench.suites.sweep.core import load_sweep  # lazy: only sweeps need it
 
-        runs = load_sweep(p).runs
+    return _priced(p, load_sweep(p).runs)
+
+
+def _priced(p: Path, runs: list[RunInfo]) -> list[RunInfo]:
+    """The runs of ``runs`` (read from ``p``) with a throughput to price; none: the error."""
     usable = [r for r in runs if r.figure("total_tps_per_gpu") is not None]
     if not usable:
         why = "; ".join(f"{r.path.name}: {', '.join(r.problems) or 'no figures'}" for r in runs)
@@ -230,14 +236,21 @@ def throughput_from_source(source: str, interactivity: float | None = None) -> T
 
     p = Path(source).expanduser()
     if p.is_dir():
-        runs = load_points(p)
         if is_run_dir(p):
-            return throughput_from_run(runs[0])
+            return throughput_from_run(load_points(p)[0])
+        from accelbench.metrics.frontier import left_off_frontier
+        from accelbench.suites.sweep.core import load_sweep  # lazy: only sweeps need it
+
+        sweep = load_sweep(p)
+        runs = _priced(p, sweep.runs)
         if interactivity is None:
             raise AccelbenchError(
                 f"{source} is a sweep: give --interactivity (tok/s/user) to read its frontier"
             )
-        return throughput_from_sweep(runs, interactivity, str(p))
+        thr = throughput_from_sweep(runs, interactivity, str(p))
+        # the runs left out, each named with why (they were left out without a word)
+        thr.warnings += [*sweep.problems, *left_off_frontier(sweep.runs, ("total_tps_per_gpu",))]
+        return thr
     if p.exists():
         raise AccelbenchError(f"{source} is neither a run directory nor a sweep directory")
     return parse_plain_number(source)
@@ -283,6 +296,7 @@ class CostResult:
             "j_per_token_measured": self.j_per_token_measured,
             "j_per_output_token_measured": self.j_per_output_token_measured,
             "assumptions": list(self.tco.assumptions) + list(t.notes),
+            "warnings": list(t.warnings),
         }
 
 

@@ -58,7 +58,14 @@ import numpy as np
 
 from accelbench import validate
 from accelbench.errors import AccelbenchError
-from accelbench.metrics.frontier import OUT_OF_RANGE, build_frontier, pareto_indices, pchip_at
+from accelbench.metrics.frontier import (
+    OUT_OF_RANGE,
+    build_frontier,
+    left_off,
+    left_off_frontier,
+    pareto_indices,
+    pchip_at,
+)
 from accelbench.metrics.protocols import RunLike, RunSetLike
 from accelbench.metrics.registry import (
     ALIASES,
@@ -837,7 +844,9 @@ def compare_sets(
     warnings = check_workloads(a, b, allow_mismatch)
     if not a.usable_runs or not b.usable_runs:  # why, in the line itself (no report)
         empty = [s for s in (a, b) if not s.usable_runs]
-        why = [p for s in empty for p in s.problems] or ["no run has throughput figures"]
+        why = [p for s in empty
+               for p in (*s.problems, *left_off(s.runs, "output_tps_per_gpu", "the comparisons"))
+               ] or ["no run has throughput figures"]  # fmt: skip
         more = f"; and {len(why) - 3} more" if len(why) > 3 else ""
         raise AccelbenchError(
             f"no usable runs in {', '.join(s.name for s in empty)} ({'; '.join(why[:3])}{more})"
@@ -848,6 +857,16 @@ def compare_sets(
         if accs := sorted({acc for r in s.usable_runs if (acc := r.emulated)}):
             warnings.append(f"{side} ({s.name}) is EMULATED ({', '.join(accs)}): a prediction "
                             "of `accelbench serve emulated`, not a measurement")  # fmt: skip
+    # a run with no throughput is not usable (RunInfo.usable), no point to compare; one
+    # with no interactivity is none of a frontier: each named, with why (they were left
+    # out without a word)
+    for side, s in (("A", a), ("B", b)):
+        warnings += [f"{side} ({s.name}): {w}"
+                     for w in left_off(s.runs, "output_tps_per_gpu", "the comparisons")]  # fmt: skip
+    on_frontier = list(warnings)
+    for side, s in (("A", a), ("B", b)):
+        on_frontier += [f"{side} ({s.name}): {w}"
+                        for w in left_off_frontier(s.usable_runs, FRONTIER_COMPARABLE)]  # fmt: skip
     out: list[Comparison] = []
     pa_, pb = group_points(a), group_points(b)
     for x in pa_:
@@ -873,7 +892,7 @@ def compare_sets(
                 f"at {target_interactivity:g} tok/s/user (frontier)",
                 est,
                 [],
-                list(warnings),
+                list(on_frontier),
                 bootstrap=True,
             )
         )
@@ -886,7 +905,7 @@ def compare_sets(
                 cond or "claim",
                 [e] if e else [],
                 [v],
-                list(warnings),
+                list(on_frontier if c.at_interactivity is not None else warnings),
                 bootstrap=c.at_interactivity is not None or c.is_difference,
             )  # fmt: skip
         )

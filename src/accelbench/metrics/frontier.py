@@ -252,21 +252,38 @@ def build_frontier(
     return frontier_from_points(xs, ys, labs, metric, name)
 
 
-def left_off_frontier(runs: Sequence[RunLike]) -> list[str]:
-    """One warning line for the runs with a summary that :func:`build_frontier` leaves
-    out, for want of a figure (every request failed: no interactivity), naming them
-    (they were left off without a word). Runs with no summary are said where read."""
-    lines = []
-    for key in ("interactivity", *FRONTIER_METRICS):
-        labels = [r.load_label for r in runs if r.summary and r.figure(key) is None]
-        if labels and key == "interactivity":
-            lines.append(
-                f"{', '.join(labels)}: no interactivity (no request succeeded, or none with "
-                "two tokens): left off the frontier"
-            )
-            runs = [r for r in runs if r.figure(key) is not None]
-        elif labels:
-            lines.append(f"{', '.join(labels)}: no {FRONTIER_METRICS[key]}: left off that frontier")
+# why a valid summary has a figure null (summary.json's figures are null where not observed)
+_NO_FIGURE = {
+    "interactivity": "no interactivity (no request succeeded, or none with two tokens)",
+    "output_tps_per_gpu": "no throughput (no request succeeded: no measured window)",
+    "total_tps_per_gpu": "no throughput (no request succeeded: no measured window)",
+}
+
+
+def left_off(runs: Sequence[RunLike], figure: str, what: str) -> list[str]:
+    """One warning line naming the runs with a summary that have no ``figure`` and why,
+    ``left off {what}`` (none where every run has it): what the frontier, the comparisons
+    and the cost of a sweep say of a run they leave out for want of a figure (they were
+    left out without a word). Runs with no summary are said where read (the set's
+    problems)."""
+    labels = [r.load_label for r in runs if r.summary and r.figure(figure) is None]
+    if not labels:
+        return []
+    why = _NO_FIGURE.get(figure) or f"no {FIGURES[figure].description}"
+    return [f"{', '.join(labels)}: {why}: left off {what}"]
+
+
+def left_off_frontier(
+    runs: Sequence[RunLike], metrics: Sequence[str] = tuple(FRONTIER_METRICS)
+) -> list[str]:
+    """The warning lines (:func:`left_off`) for the runs with a summary that
+    :func:`build_frontier` leaves off the frontiers of ``metrics``, for want of a figure:
+    no interactivity (every request failed) leaves a run off every frontier, no
+    throughput of a metric off that metric's."""
+    lines = left_off(runs, "interactivity", "the frontier")
+    rest = [r for r in runs if r.figure("interactivity") is not None]
+    for m in metrics:
+        lines += left_off(rest, m, f"the {FRONTIER_METRICS[m]} frontier")
     return lines
 
 

@@ -34,6 +34,7 @@ from accelbench.metrics.frontier import (
     check_goodput_options,
     goodput_points,
     highest_load_meeting,
+    left_off_frontier,
 )
 from accelbench.metrics.parallel import ordered_map
 from accelbench.metrics.registry import FIGURES as REGISTRY
@@ -500,6 +501,7 @@ def build_report_data(
             warnings += w
             warnings += [f"{r.load_label}: {x}" for x in r.warnings() if x not in r.problems]
         frontiers = {m: build_frontier(s.runs, m, s.name) for m in FRONTIER_METRICS}
+        warnings += left_off_frontier(s.runs)  # a point not drawn on them is named, with why
         at_target = {m: f.at(target) for m, f in frontiers.items()} if target else {}
         if not s.usable_runs:
             warnings.append("no usable points: nothing to plot for this input")
