@@ -406,3 +406,63 @@ def test_the_shipped_catalog_is_within_the_ranges():
         for key, fig in acc.figures.items():
             ends = (fig.value, fig.min, fig.max)
             assert all(v is None or 0 <= v <= FIGURE_MAX[key] for v in ends)
+
+
+def test_a_value_outside_its_own_range_is_refused_naming_file_entry_and_field(tmp_path):
+    """`memory_gib: {value: 300, min: 268, max: 288}` was read: the table showed 300, a fit
+    used 268 (memory_bytes reads the lower end) and nothing said the figure contradicts
+    itself. Refused in one line naming file, entry and figure; the CLI exits 2."""
+    from cli_inprocess import run_cli
+
+    doc = _user_doc()
+    doc["accelerators"]["cpu-host"]["figures"]["memory_gib"] = {"value": 300, "min": 268,
+                                                                "max": 288}  # fmt: skip
+    path = _write(tmp_path, doc)
+    with pytest.raises(AccelbenchError) as exc:
+        load_catalog([path])
+    msg = str(exc.value)
+    assert msg == (f"{path}: accelerator 'cpu-host' figure memory_gib value 300 is outside "
+                   "its own range (min 268, max 288)")  # fmt: skip
+    code, out, err, _ = run_cli(["catalog", "list", "--catalog", path], tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert path in line and "'cpu-host'" in line and "memory_gib value 300" in line
+
+
+_END = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6, allow_nan=False))
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    key=st.sampled_from(["price_usd", "tdp_w", "memory_gib"]),
+    value=st.floats(min_value=1e-3, max_value=1e6, allow_nan=False),
+    lo=_END,
+    hi=_END,
+)
+def test_property_a_figure_is_read_iff_min_value_max_are_in_order(key, value, lo, hi):
+    """Any (value, min, max), each end optional: read iff min <= value <= max (an end
+    not given bounds nothing); otherwise one line naming the entry and the figure."""
+    fig = {"value": value, **({"min": lo} if lo is not None else {}),
+           **({"max": hi} if hi is not None else {})}  # fmt: skip
+    doc = _user_doc()
+    doc["accelerators"]["cpu-host"]["figures"][key] = fig
+    ok = (lo is None or lo <= value) and (hi is None or value <= hi)
+    if ok:
+        f = parse_catalog(doc, "user.yaml")["cpu-host"].figure(key)
+        assert (f.value, f.min, f.max) == (value, lo, hi)
+        assert f.lower <= f.value <= f.upper  # type: ignore[operator]
+    else:
+        with pytest.raises(AccelbenchError) as exc:
+            parse_catalog(doc, "user.yaml")
+        msg = str(exc.value)
+        assert msg.startswith(f"user.yaml: accelerator 'cpu-host' figure {key}")
+        assert len(msg.splitlines()) == 1
+
+
+def test_every_embedded_figure_lies_within_its_own_range():
+    for acc in shipped_catalog().values():
+        for key, fig in acc.figures.items():
+            if fig.value is not None:
+                assert (fig.min is None or fig.min <= fig.value) and (
+                    fig.max is None or fig.value <= fig.max
+                ), (acc.id, key)

@@ -220,6 +220,11 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
                 )
         if lo is not None and hi is not None and lo > hi:
             raise AccelbenchError(f"{fwhere}: min {lo:g} > max {hi:g}")
+        if value is not None and not ((lo is None or lo <= value) and (hi is None or value <= hi)):
+            # the value outside its own range: which end a plan or a cost reads was
+            # arbitrary (memory_bytes the min, peak TFLOPS the max, the table the value)
+            ends = ", ".join(f"{n} {v:g}" for n, v in (("min", lo), ("max", hi)) if v is not None)
+            raise AccelbenchError(f"{fwhere} value {value:g} is outside its own range ({ends})")
         if value is not None and key in ("memory_gib", "memory_bw_tbs") and value == 0:
             raise AccelbenchError(f"{fwhere}: must be > 0 (got 0)")
         source = str(fraw.get("source", defaults.get("source", "")))
