@@ -117,6 +117,8 @@ CASES: list[tuple[list[str], str, st.SearchStrategy[str]]] = [
     (SOAK, "--exhaustion-horizon", numbers(0, 1e6, lo_open=True)),
     (SOAK, "--drift-warn", numbers(0, 20)),
     (SOAK, "--drift-fail", numbers(5, 1e6)),
+    (SOAK, "--warn-errors", numbers(0, 0.05)),  # at most --fail-errors (0.05)
+    (SOAK, "--fail-errors", numbers(0, 1)),
     (SOAK, "--resume", st.sampled_from(["fifo", "afile", "missing", "adir"])),
     # mixed
     *[(MIXED, o, s) for o, s in LOAD],
@@ -161,6 +163,8 @@ CASES: list[tuple[list[str], str, st.SearchStrategy[str]]] = [
     (FLOOD, "--context", _ints(1, 1 << 22)),
     (FLOOD, "--server-pid", _ints(1, 1 << 22)),
     (FLOOD, "--metric", PROM),
+    (FLOOD, "--warn-errors", numbers(0, 0.05)),
+    (FLOOD, "--fail-errors", numbers(0, 1)),
     # monitor
     (MON, "--interval", numbers(0.05, 86400)),
     (MON, "--window", numbers(0, 30 * 86400)),
@@ -337,6 +341,7 @@ def _api_cases() -> list[tuple[str, object]]:
     from accelbench.monitoring.recovery import RecoveryPolicy
     from accelbench.monitoring.rules import AlertSettings, rules_yaml
     from accelbench.runner.config import BenchmarkConfig
+    from accelbench.suites.stress.flood import FloodConfig
     from accelbench.suites.stress.mixed import MixedConfig
     from accelbench.suites.stress.soak import SoakConfig
     from accelbench.telemetry.exporter import Exporter
@@ -358,10 +363,12 @@ def _api_cases() -> list[tuple[str, object]]:
         ("ep1", lambda: MixedConfig([ep(CLOSED), ep(CLOSED2, isl=0)]).validate()),
         ("--server-pid", lambda: SoakConfig(ep(CLOSED), 10.0, server_pid=-1).validate()),
         ("--metric", lambda: SoakConfig(ep(CLOSED), 10.0, metrics=["a b"]).validate()),
+        ("--warn-errors", lambda: SoakConfig(ep(CLOSED), 10.0, warn_errors=0.1).validate()),
+        ("--fail-errors", lambda: FloodConfig(ep(CLOSED), [16], fail_errors=1.5).validate()),
     ]
 
 
-@pytest.mark.parametrize("case", range(9))
+@pytest.mark.parametrize("case", range(11))
 def test_the_api_refuses_the_same_values(case: int) -> None:
     from accelbench.errors import UsageError
 

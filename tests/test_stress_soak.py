@@ -265,3 +265,42 @@ def test_soak_windows_close_on_the_given_clock(tmp_path):
     assert [w.t_end_s for w in wins] == [float(k) for k in range(1, 11)]
     assert all(w.stats.requests == 10 and w.stats.errors == {"timeout": 1} for w in wins)
     assert wins == col.done
+
+
+def test_soak_errors_fail_against_a_server_failing_half_its_requests(reference_server, tmp_path):
+    """Known truth: the reference server answers half its requests with HTTP 500 at random
+    (seeded), with no drift. The drift verdicts have nothing to say about a level; the
+    ``soak errors`` verdict fails, its estimate the fraction the server injected. The soak
+    is cut in two, its stress.json rewritten as a soak written before the verdict (no
+    ``soak errors``, no ``warn_errors`` / ``fail_errors`` in its config), and resumed."""
+    from accelbench.suites.stress.soak import recorded_config
+
+    srv = reference_server("--ttft-ms", "5", "--itl-ms", "1", "--fault", "500:0.5", "--seed", "3")
+    load = BenchmarkConfig(url=srv.url, rate=20.0, arrival="constant", telemetry=False,
+                           workload=WorkloadConfig(isl=16, osl=4))  # fmt: skip
+    out = tmp_path / "soak"
+    res = run_soak(SoakConfig(load=load, duration_s=3, window_s=1.0, sample_s=0.5, gpu=False), out)
+    assert res.status == "completed" and "soak errors" in by_name(res.verdicts)
+
+    doc = json.loads((out / "stress.json").read_text())  # as an older soak wrote it
+    doc["verdicts"] = [v for v in doc["verdicts"] if v["name"] != "soak errors"]
+    del doc["config"]["warn_errors"], doc["config"]["fail_errors"]
+    (out / "stress.json").write_text(json.dumps(doc))
+    cfg = recorded_config(out)  # reads, with the defaults for what it lacks
+    assert (cfg.warn_errors, cfg.fail_errors) == (0.0, 0.05)
+    cfg.duration_s = 6
+    res = run_soak(cfg, out, resume=True)
+    assert res.status == "completed"
+
+    v = by_name(res.verdicts)["soak errors"]
+    assert v.word == "fail" and v.low > 0.05
+    w = [json.loads(x) for x in (out / "windows.jsonl").read_text().splitlines()]
+    assert v.evidence["requests"] == sum(x["requests"] for x in w) >= 80
+    assert v.evidence["failed"] == sum(x["requests"] - x["ok"] for x in w)
+    assert v.evidence["errors_http_5xx"] == v.evidence["failed"]  # every failure a 500
+    truth = srv.truth()  # every request the server saw, the probe and warm-up too
+    injected = sum(t.get("fault") == "500" for t in truth) / len(truth)
+    assert v.estimate == pytest.approx(injected, abs=0.1)
+    assert v.low < injected < v.high
+    stored = json.loads((out / "stress.json").read_text())
+    assert "soak errors" in [x["name"] for x in stored["verdicts"]]

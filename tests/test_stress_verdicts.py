@@ -13,6 +13,7 @@ from accelbench.metrics.stats import robust_trend, warmup_end
 from accelbench.metrics.verdict import Status
 from accelbench.suites.stress.verdicts import (
     HOUR,
+    DriftThresholds,
     LeakThresholds,
     change_pct,
     compare_tokens,
@@ -199,3 +200,61 @@ def test_every_metric_asked_for_has_a_leak_verdict(sampled: set[str], asked: lis
         assert v.note.startswith("--metric ") == missing
         if missing:
             assert v.status == Status.NA and "not found on the server's /metrics" in v.note
+
+
+# -- soak errors: the level of the error rate ------------------------------------------
+def soak_windows(seed: int, p_fail: float, n_windows: int = 60, per_window: int = 50):
+    """Windows of a soak whose requests each fail with probability ``p_fail``."""
+    from accelbench.suites.stress.document import SoakWindow, WindowStats
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n_windows):
+        k = int(rng.binomial(per_window, p_fail))
+        st = WindowStats(per_window, per_window - k, k / per_window, {"http_5xx": k} if k else {},
+                         1.0, 10.0, {}, {}, {})  # fmt: skip
+        out.append(SoakWindow(i, 60.0 * i, 60.0 * i + 30, 60.0 * (i + 1), 60.0, st))
+    return out
+
+
+def test_soak_errors_fail_a_server_failing_half_its_requests_without_drift():
+    from accelbench.suites.stress.soak import soak_verdicts
+
+    ws = soak_windows(0, 0.5)
+    vs = {v.name: v for v in soak_verdicts(ws, [], {}, LeakThresholds(), DriftThresholds())}
+    # the error rate does not drift: its drift verdict has nothing to say ...
+    assert vs["drift error rate"].word != "fail"
+    # ... the level does: its verdict states the statistic, interval and thresholds
+    v = vs["soak errors"]
+    assert v.word == "fail" and v.unit == "fraction" and v.kind == "errors"
+    assert v.estimate == pytest.approx(0.5, abs=0.03)
+    assert v.interval is not None and 0.05 < v.low < 0.5 < v.high
+    assert "Clopper-Pearson" in v.statistic and v.thresholds == {"warn": 0.0, "fail": 0.05}
+    assert v.evidence["requests"] == 3000  # every window's requests and failures counted
+    assert v.evidence["failed"] == sum(w.stats.requests - w.stats.ok for w in ws)
+
+
+def test_soak_errors_no_alarm_below_the_thresholds_in_20_seeds():
+    from accelbench.suites.stress.soak import errors_verdict
+
+    # no errors at all: pass with the defaults (warn above 0, fail above 5 %)
+    assert [errors_verdict(soak_windows(s, 0.0), 0.0, 0.05).word for s in range(20)] == [
+        "pass"
+    ] * 20
+    # 1 % failing against warn 2 % / fail 5 %: no warn, fail or inconclusive
+    got = [errors_verdict(soak_windows(s, 0.01), 0.02, 0.05).word for s in range(20)]
+    assert got == ["pass"] * 20
+    # 1 % failing against the defaults: a warning (some fail, none beyond 5 %), not a fail
+    assert {errors_verdict(soak_windows(s, 0.01), 0.0, 0.05).word for s in range(20)} == {"warn"}
+
+
+def test_soak_errors_inconclusive_when_the_estimate_leans_bad():
+    from accelbench.suites.stress.soak import errors_verdict
+
+    # 1 of 10 requests failed: 10 % > 5 %, but the interval [0.3 %, 45 %] cannot confirm it
+    ws = soak_windows(0, 0.0, n_windows=1, per_window=10)
+    ws[0].stats.ok = 9
+    v = errors_verdict(ws, 0.02, 0.05)
+    assert v.word == "inconclusive" and v.low < 0.02 and 0.05 < v.estimate
+    assert errors_verdict(ws, 0.0, 0.05).word == "warn"  # some fail, for certain
+    assert errors_verdict([], 0.0, 0.05).word == "n/a"  # no request: nothing to judge

@@ -114,6 +114,10 @@ def _mib(x: float) -> float:
     return x * 2**20
 
 
+WARN_ERRORS = "Warn above this fraction of requests failed."
+FAIL_ERRORS = "Fail above this fraction of requests failed."
+
+
 @stress_app.command("soak")
 @load_options(exclude=("num_requests", "label", *SESSION_OPTIONS, "block_size"))
 def soak(
@@ -133,6 +137,8 @@ def soak(
     ),
     drift_warn: float = typer.Option(5.0, "--drift-warn", help="Drift warn threshold (%/h)."),
     drift_fail: float = typer.Option(20.0, "--drift-fail", help="Drift fail threshold (%/h)."),
+    warn_errors: float = typer.Option(0.0, "--warn-errors", help=WARN_ERRORS),
+    fail_errors: float = typer.Option(0.05, "--fail-errors", help=FAIL_ERRORS),
     resume: Path = typer.Option(
         None, "--resume", help="Continue an interrupted soak directory, as it was recorded."
     ),
@@ -161,8 +167,8 @@ def soak(
             load=cfg, duration_s=float(load["duration"]), window_s=window, segment_s=segment,
             sample_s=sample_interval, server_pid=server_pid, metrics=list(metric),
             leak=LeakThresholds(_mib(leak_warn), _mib(leak_fail), horizon),
-            drift=DriftThresholds(drift_warn, drift_fail), gpu=cfg.telemetry,
-            embedded=cfg.url is None,
+            drift=DriftThresholds(drift_warn, drift_fail), warn_errors=warn_errors,
+            fail_errors=fail_errors, gpu=cfg.telemetry, embedded=cfg.url is None,
         )  # fmt: skip
         sc.validate()
     with (
@@ -323,6 +329,8 @@ def flood(
     ),
     server_pid: int = typer.Option(None, "--server-pid", help="Server process to watch (RSS)."),
     metric: list[str] = typer.Option([], "--metric", help="Prometheus memory gauge to judge."),
+    warn_errors: float = typer.Option(0.0, "--warn-errors", help=WARN_ERRORS),
+    fail_errors: float = typer.Option(0.05, "--fail-errors", help=FAIL_ERRORS),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No verdict table."),
     load: dict[str, Any] | None = None,
 ) -> None:
@@ -350,7 +358,8 @@ def flood(
 
     def suite(steps: list[int], pid: int | None) -> FloodConfig:
         fc = FloodConfig(load=cfg, lengths=steps, concurrencies=concs, requests=requests,
-                         osl=osl, server_pid=pid, metrics=list(metric), gpu=cfg.telemetry)  # fmt: skip
+                         osl=osl, server_pid=pid, metrics=list(metric), gpu=cfg.telemetry,
+                         warn_errors=warn_errors, fail_errors=fail_errors)  # fmt: skip
         fc.validate()
         return fc
 

@@ -17,8 +17,7 @@ from typing import Any
 
 from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
-from accelbench.metrics.stats import clopper_pearson
-from accelbench.metrics.verdict import Status, Verdict
+from accelbench.metrics.verdict import Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     JsonlAppender,
@@ -35,7 +34,7 @@ from accelbench.suites.stress.document import (
     StressDoc,
     write_stress,
 )
-from accelbench.suites.stress.verdicts import compare_tokens, judge, stress_verdict
+from accelbench.suites.stress.verdicts import compare_tokens, fraction_verdict
 from accelbench.urls import Endpoint
 
 GREEDY: JsonObject = {"temperature": 0.0, "top_k": 1, "seed": 1234}
@@ -196,20 +195,13 @@ def _compare(name: str, base: dict[int, str], texts: dict[int, str | None], tok:
 
 
 def _verdict(c: Comparison, cfg: ConsistencyConfig) -> Verdict:
-    n, k = c.compared, c.divergent
-    lo, hi = clopper_pearson(k, n)
-    est = k / n if n else 0.0
-    verdict, rule = judge(est, lo, hi, cfg.warn_divergent, cfg.fail_divergent)
-    if n == 0:
-        verdict = Status.NA
     ev: dict[str, float | int | str | bool | None] = {
         "compared": c.compared, "divergent": c.divergent, "first_diff_min": c.first_diff_min,
         "similarity_mean": c.similarity_mean,
         **(c.ecc or {}),  # ecc_corrected_volatile ... growth over the run
     }  # fmt: skip
-    return stress_verdict(
+    return fraction_verdict(
         f"consistency {c.run}", "consistency",
-        "fraction of prompts whose greedy output differs from the baseline (Clopper-Pearson)",
-        "fraction", est, lo, hi, cfg.warn_divergent, cfg.fail_divergent, verdict, rule,
-        evidence=ev,
+        "fraction of prompts whose greedy output differs from the baseline",
+        c.divergent, c.compared, cfg.warn_divergent, cfg.fail_divergent, ev, counted="prompts",
     )  # fmt: skip

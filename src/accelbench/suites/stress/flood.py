@@ -17,8 +17,8 @@ from accelbench.client.openai import says_context_exceeded
 from accelbench.documents import Fields, JsonObject, to_json_object
 from accelbench.errors import UsageError
 from accelbench.metrics.records import ErrorKind, RequestRow
-from accelbench.metrics.stats import clopper_pearson, quadratic_fit
-from accelbench.metrics.verdict import Status, Verdict
+from accelbench.metrics.stats import quadratic_fit
+from accelbench.metrics.verdict import Verdict
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     JsonlAppender,
@@ -42,9 +42,9 @@ from accelbench.suites.stress.document import (
 )
 from accelbench.suites.stress.verdicts import (
     LeakThresholds,
-    judge,
+    check_thresholds,
+    fraction_verdict,
     leak_verdicts,
-    stress_verdict,
 )
 
 
@@ -81,6 +81,7 @@ class FloodConfig:
         for m in self.metrics:
             v.prom_name("--metric", m)
         v.integer("--osl", self.osl, 1, 1 << 20)
+        check_thresholds("--warn-errors", self.warn_errors, "--fail-errors", self.fail_errors, 1.0)
 
     def to_json(self) -> JsonObject:
         d = asdict(self)
@@ -219,15 +220,10 @@ def _verdicts(cfg: FloodConfig, steps: list[FloodStep], samples: list[MemorySamp
     out = leak_verdicts(memory_series(samples), cfg.metrics, probe.total_for, cfg.leak)
     n = sum(s.requests for s in steps)
     k = sum(v for s in steps for kind, v in s.errors.items() if kind != "context_overflow")
-    lo, hi = clopper_pearson(k, n)
-    est = k / n if n else 0.0
-    verdict, rule = judge(est, lo, hi, cfg.warn_errors, cfg.fail_errors)
     overflow = sum(s.errors.get("context_overflow", 0) for s in steps)
-    out.append(stress_verdict(
-        "flood errors", "errors",
-        "fraction of requests failed other than by context overflow (Clopper-Pearson)",
-        "fraction", est, lo, hi, cfg.warn_errors, cfg.fail_errors,
-        verdict if n else Status.NA, rule,
-        evidence={"requests": n, "failed": k, "context_overflow": overflow},
+    out.append(fraction_verdict(
+        "flood errors", "errors", "fraction of requests failed other than by context overflow",
+        k, n, cfg.warn_errors, cfg.fail_errors,
+        {"requests": n, "failed": k, "context_overflow": overflow},
     ))  # fmt: skip
     return out

@@ -63,6 +63,7 @@ from accelbench.suites.stress.verdicts import (
     LeakThresholds,
     check_thresholds,
     drift_verdict,
+    fraction_verdict,
     leak_verdicts,
 )
 
@@ -80,6 +81,10 @@ class SoakConfig:
     metrics: list[str] = field(default_factory=list)  # Prometheus gauges to watch
     leak: LeakThresholds = field(default_factory=LeakThresholds)
     drift: DriftThresholds = field(default_factory=DriftThresholds)
+    # the fraction of requests failed (``soak errors``): flood's thresholds and defaults;
+    # a stress.json written before them reads with these defaults
+    warn_errors: float = 0.0
+    fail_errors: float = 0.05
     gpu: bool = True
     embedded: bool = False  # the load's server is the embedded engine (started per run)
 
@@ -95,6 +100,7 @@ class SoakConfig:
         v.number("--exhaustion-horizon", self.leak.horizon_h, 0, 1e6, lo_open=True, unit="h")
         check_thresholds("--drift-warn", self.drift.warn_pct_per_h, "--drift-fail",
                          self.drift.fail_pct_per_h, 1e6, "%/h")  # fmt: skip
+        check_thresholds("--warn-errors", self.warn_errors, "--fail-errors", self.fail_errors, 1.0)
         v.optional_integer("--server-pid", self.server_pid, 1, 1 << 22)  # Linux's pid_max
         for m in self.metrics:
             v.prom_name("--metric", m)
@@ -284,10 +290,12 @@ def soak_verdicts(
     leak: LeakThresholds,
     drift: DriftThresholds,
     metrics: Sequence[str] = (),
+    errors: tuple[float, float] = (0.0, 0.05),
 ) -> list[Verdict]:
     """Leak verdicts for every memory series (and for each of ``metrics`` never sampled:
-    ``leak_verdicts``) and drift verdicts for latency, throughput and error rate over the
-    windows."""
+    ``leak_verdicts``), drift verdicts for latency, throughput and error rate over the
+    windows, and ``soak errors``: the fraction of the windows' requests that failed,
+    judged against ``errors`` (warn, fail)."""
     out = leak_verdicts(memory_series(samples), metrics, totals.get, leak)
     t = [w.t_s for w in windows]
     nan = float("nan")
@@ -303,7 +311,27 @@ def soak_verdicts(
         ("drift error rate", [w.stats.error_rate for w in windows], "up", False),
     ):
         out.append(drift_verdict(name, t, nums(vals), bad=bad, relative=rel, th=drift))
+    out.append(errors_verdict(windows, *errors))
     return out
+
+
+def errors_verdict(windows: list[SoakWindow], warn: float, fail: float) -> Verdict:
+    """``soak errors``: the fraction of the soak's requests that failed, every error kind
+    counted (context overflow too: a soak's load is the user's own, unlike flood's), over
+    the requests its windows hold (``window_stats``: warm-up requests and those cut short
+    by a segment's end or a stop signal, ``interrupted``, are in neither count)."""
+    n = sum(w.stats.requests for w in windows)
+    k = sum(w.stats.requests - w.stats.ok for w in windows)
+    kinds: dict[str, int] = {}
+    for w in windows:
+        for kind, c in w.stats.errors.items():
+            kinds[kind] = kinds.get(kind, 0) + c
+    top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    return fraction_verdict(
+        "soak errors", "errors", "fraction of requests failed (every error kind)", k, n, warn,
+        fail, {"requests": n, "failed": k, "windows": len(windows),
+               **{f"errors_{kind}": c for kind, c in top}},
+    )  # fmt: skip
 
 
 def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _quiet) -> SoakResult:
@@ -444,7 +472,8 @@ def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: in
     samples, _ = read_rows(memory_f.path, memory_sample)
     names = memory_series(samples)
     totals = {n: probe.total_for(n) for n in names}
-    verdicts = soak_verdicts(windows, samples, totals, cfg.leak, cfg.drift, cfg.metrics)
+    verdicts = soak_verdicts(windows, samples, totals, cfg.leak, cfg.drift, cfg.metrics,
+                             (cfg.warn_errors, cfg.fail_errors))  # fmt: skip
     n_req = sum(w.stats.requests for w in windows)
     size = dir_bytes(path)
     part = SoakPart(segments=seg, windows=len(windows),

@@ -30,6 +30,7 @@ from accelbench.errors import UsageError
 from accelbench.metrics.stats import (
     MIN_CV_SAMPLES,
     MIN_TREND_POINTS,
+    clopper_pearson,
     cv_ci,
     min_samples,
     quantile_ratio_ci,
@@ -120,6 +121,32 @@ def judge_claim(lo: float, hi: float, bound: float) -> tuple[Status, str]:
     if lo > bound:
         return Status.FAIL, rule
     return Status.WARN, rule
+
+
+# -- a fraction failed ----------------------------------------------------------------
+def fraction_verdict(
+    name: str,
+    kind: str,
+    statistic: str,
+    k: int,
+    n: int,
+    warn: float,
+    fail: float,
+    evidence: Evidence,
+    counted: str = "requests",
+) -> Verdict:
+    """The verdict of a fraction ``k / n`` (requests failed, prompts diverging) with its
+    exact (Clopper-Pearson) 95 % interval, judged by :func:`judge` against ``warn`` and
+    ``fail`` (fractions); ``n/a`` with no trial at all. Flood's errors, soak's errors and
+    consistency's divergence are each one of these."""
+    lo, hi = clopper_pearson(k, n)
+    est = k / n if n else 0.0
+    verdict, rule = judge(est, lo, hi, warn, fail)
+    return stress_verdict(
+        name, kind, f"{statistic} (Clopper-Pearson)", "fraction", est, lo, hi, warn, fail,
+        verdict if n else Status.NA, rule, evidence=evidence,
+        note="" if n else f"no {counted} to judge",
+    )  # fmt: skip
 
 
 # -- leak -----------------------------------------------------------------------------
