@@ -91,6 +91,27 @@ def test_small_total_growth_is_not_a_leak():
     assert leak_verdict("m", t, y, 8 * GIB).word == "pass"
 
 
+def test_steep_growth_in_a_short_soak_is_not_a_pass():
+    """0.9 MiB in a minute (under the 1 MiB exemption) is 54 MiB/h, above the 32 MiB/h
+    fail threshold: too little growth to call it a leak, and no pass either."""
+    t = np.arange(0.0, 61.0, 1.0)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        y = 2e8 + 0.9 * 2**20 * t / 60 + rng.normal(0, 20e3, t.size)
+        v = leak_verdict("m", t, y, 8 * GIB)
+        assert v.estimate == pytest.approx(54 * 2**20, rel=0.1)
+        assert v.evidence["growth_low_bytes"] < 2**20  # the exemption applies ...
+        assert v.word == "inconclusive"  # ... but cannot turn 54 MiB/h into a pass
+        assert "inconclusive if the estimate then lies above the fail threshold" in v.rule
+
+
+def test_flat_noisy_short_soak_passes_in_20_seeds():
+    t = np.arange(0.0, 61.0, 1.0)
+    got = [leak_verdict("m", t, 2e8 + np.random.default_rng(s).normal(0, 200e3, t.size),
+                        8 * GIB).word for s in range(20)]  # fmt: skip
+    assert got == ["pass"] * 20
+
+
 def windows(seed: int, drift_pct_per_h: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """60 half-minute windows (the fewest a trend interval is given for) of p50 latency
     around 100 ms with 3 % noise."""

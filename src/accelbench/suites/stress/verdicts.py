@@ -157,6 +157,8 @@ class LeakThresholds:
     horizon_h: float = 72.0  # fail when the memory runs out sooner than this
     # A leak must have grown at least this much over the fitted span (at the interval's
     # low end) to be called one: a process's first minutes of allocation are not a leak.
+    # Below it a slope whose estimate lies above the fail threshold is inconclusive, not
+    # a pass (a minute's 0.9 MiB is 54 MiB/h).
     min_growth_bytes: float = 2**20
 
 
@@ -216,10 +218,13 @@ def leak_verdict(
         verdict = Status.FAIL
     fit_span_h = (tr.duration_s - tr.start_s) / HOUR
     if lo * fit_span_h < th.min_growth_bytes:
-        verdict = Status.PASS
+        # too little growth to call a leak, but a short span's steep slope is no pass
+        # either: 0.9 MiB in a minute is 54 MiB/h (a pass never contradicts its estimate)
+        verdict = Status.INCONCLUSIVE if est > th.fail_bytes_per_h else Status.PASS
     rule += (
         f"; fail if memory runs out within {th.horizon_h:g} h even at the interval's low end;"
-        f" pass while the growth at the low end is under {th.min_growth_bytes / 2**20:g} MiB"
+        f" pass while the growth at the low end is under {th.min_growth_bytes / 2**20:g} MiB,"
+        " inconclusive if the estimate then lies above the fail threshold"
     )
     return stress_verdict(
         name, "leak", "Theil-Sen slope of memory after the warm-up (Sen's interval, AR(1)-adjusted)",
