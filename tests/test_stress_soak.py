@@ -304,3 +304,81 @@ def test_soak_errors_fail_against_a_server_failing_half_its_requests(reference_s
     assert v.low < injected < v.high
     stored = json.loads((out / "stress.json").read_text())
     assert "soak errors" in [x["name"] for x in stored["verdicts"]]
+
+
+def test_a_failed_soak_says_why_in_stress_json_and_on_the_command_line(tmp_path):
+    """Every measured request answered with HTTP 500: the segment's run fails, the soak's
+    status is failed, and stress.json's ``reason`` (and the command's last line) say why;
+    a stress.json written before ``reason`` still reads (None)."""
+    from accelbench.suites.stress.document import StressDoc, read_stress
+    from hostile_server import HostileServer
+
+    body = b'{"error": {"message": "down for maintenance"}}'
+    http500 = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+    http500 += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    out = tmp_path / "soak"
+    with HostileServer(lambda rid: http500) as srv:
+        cmd = [sys.executable, "-m", "accelbench", "stress", "soak", "--url", srv.url,
+               "--rate", "10", "--duration", "2", "--window", "1", "--sample-interval", "0.5",
+               "--isl", "8", "--osl", "2", "--no-telemetry", "--out", str(out), "-q"]  # fmt: skip
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    doc = read_stress(out)
+    assert doc.status == "failed"
+    assert doc.reason is not None and doc.reason.startswith("run seg-000 failed: ")
+    assert "no measured request succeeded" in doc.reason
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"stress soak: failed ({doc.reason}), see ")
+    assert json.loads((out / "stress.json").read_text())["reason"] == doc.reason
+    raw = json.loads((out / "stress.json").read_text())
+    del raw["reason"]  # as written before the field
+    assert StressDoc.from_json(raw).reason is None
+
+
+def test_suite_reason_names_the_failed_verdicts():
+    from accelbench.metrics.verdict import Status, Verdict
+    from accelbench.suites.stress.document import suite_reason
+
+    vs = [Verdict("leak server_rss_bytes", Status.FAIL, "s"), Verdict("soak errors", Status.WARN,
+          "s"), Verdict("drift ttft p50", Status.FAIL, "s")]  # fmt: skip
+    assert suite_reason("completed", None, vs) == (
+        "failed verdicts: leak server_rss_bytes, drift ttft p50"
+    )
+    assert suite_reason("completed", None, vs[1:2]) is None
+    assert suite_reason("running", None, vs) is None  # not decided yet
+    assert suite_reason("interrupted", None, vs) == "stopped by a signal"
+    assert suite_reason("failed", "run seg-001 failed: x", []) == "run seg-001 failed: x"
+
+
+def test_soak_windows_count_output_tokens_as_the_run_summary_does(tmp_path):
+    """A server whose usage cannot be true (999 completion tokens for max_tokens 2): the
+    client rejects it (``usage_rejected``) and the run's summary counts the text with the
+    server's tokenizer (one token per byte: " a b" is 4), not the 2 chunks. The windows
+    count the same 4 per request."""
+    from hostile_server import HostileServer, sse_events
+
+    body = sse_events(
+        {"choices": [{"text": " a", "finish_reason": None}]},
+        {"choices": [{"text": " b", "finish_reason": "length"}]},
+        {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 999}},
+    )
+    reply = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+             % len(body)) + body  # fmt: skip
+    out = tmp_path / "soak"
+    with HostileServer(lambda rid: reply) as srv:
+        load = BenchmarkConfig(url=srv.url, rate=10.0, arrival="constant", telemetry=False,
+                               workload=WorkloadConfig(isl=8, osl=2))  # fmt: skip
+        res = run_soak(SoakConfig(load=load, duration_s=3, window_s=1.0, sample_s=0.5,
+                                  gpu=False), out)  # fmt: skip
+    assert res.status == "completed"
+    seg = out / "runs" / "seg-000"
+    summary = json.loads((seg / "summary.json").read_text())
+    assert summary["tokens"]["usage_rejected"]["requests"] == summary["counts"]["completed"]
+    assert summary["tokens"]["osl_source"] == {"client_tokenizer": summary["counts"]["completed"]}
+    per_request = summary["tokens"]["output"] / summary["counts"]["completed"]
+    assert per_request == 4  # the tokenizer's count of " a b", not 2 chunks, not 999
+    assert res.windows and all(w.stats.ok > 0 for w in res.windows)
+    for w in res.windows:
+        assert w.stats.output_tok_per_s is not None
+        assert w.stats.output_tok_per_s * w.span_s == pytest.approx(per_request * w.stats.ok)

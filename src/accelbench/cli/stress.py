@@ -54,7 +54,9 @@ def print_verdicts(title: str, verdicts: list[Verdict], status: str, path: Path)
     )
 
 
-def _finish(title: str, verdicts: list[Verdict], status: str, path: Path, quiet: bool) -> None:
+def _finish(
+    title: str, verdicts: list[Verdict], status: str, path: Path, quiet: bool, reason: str | None
+) -> None:
     if not quiet:
         print_verdicts(title, verdicts, status, path)
     for v in verdicts:  # a --metric gauge the server never reported (leak_verdicts)
@@ -62,7 +64,9 @@ def _finish(title: str, verdicts: list[Verdict], status: str, path: Path, quiet:
             typer.secho(f"warning: {v.note}", fg="yellow", err=True)
     bad = status != "completed" or any(v.status == Status.FAIL for v in verdicts)
     if bad:
-        typer.secho(f"stress {title}: {status}, see {path}/stress.json", fg="yellow", err=True)
+        why = f" ({reason})" if reason else ""
+        typer.secho(f"stress {title}: {status}{why}, see {path}/stress.json", fg="yellow",
+                    err=True)  # fmt: skip
         raise typer.Exit(1)
 
 
@@ -177,7 +181,7 @@ def soak(
     ):
         sc.server_pid = pid
         res = run_soak(sc, path, resume=resume is not None, log=_log)
-    _finish("soak", res.verdicts, res.status, path, quiet)
+    _finish("soak", res.verdicts, res.status, path, quiet, res.reason)
 
 
 # what `stress soak --resume` may be given beside the directory: --duration extends (or
@@ -272,7 +276,7 @@ def consistency(
                 f"{c.run}: {c.identical}/{c.compared} identical, first diff at "
                 f"{c.first_diff_min}, similarity {sim}"
             )
-    _finish("consistency", res.verdicts, res.status, path, quiet)
+    _finish("consistency", res.verdicts, res.status, path, quiet, res.reason)
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -392,7 +396,7 @@ def flood(
                 f"TTFT(L) = {a.estimate:.3g} + {b.estimate:.3g} L + {c.estimate or 0:.3g} L^2 ms "
                 f"(c in [{c.ci_low or 0:.3g}, {c.ci_high or 0:.3g}], R^2 {f.r2 or 0:.4f})"
             )
-    _finish("flood", res.verdicts, res.status, path, quiet)
+    _finish("flood", res.verdicts, res.status, path, quiet, res.reason)
 
 
 ENDPOINT_KEYS = {"isl": int, "osl": int, "concurrency": int, "rate": float, "model": str}
@@ -512,7 +516,7 @@ def mixed(
         for i, row in enumerate(res.matrix):
             cells = ["-" if c is None or c.estimate is None else f"{c.estimate:+.1f}" for c in row]
             typer.echo(f"  ep{i}: " + "  ".join(f"{c:>7}" for c in cells))
-    _finish("mixed", res.verdicts, res.status, path, quiet)
+    _finish("mixed", res.verdicts, res.status, path, quiet, res.reason)
 
 
 def register(app: typer.Typer) -> None:

@@ -37,6 +37,20 @@ def complete_row(row: Mapping[str, object], tok: Encoder | None, save_text: bool
     rec = RequestRecord(**fields)
     check_marks(rec)
     rec.chunk_times = rec.chunk_times or []
+    count_output(rec, tok)
+    if rec.isl is None and rec.isl_planned is not None:
+        rec.isl, rec.isl_source = rec.isl_planned, SOURCE_PLANNED
+    if not save_text:
+        rec.output_text = None
+    rec.derive()
+    return rec.to_row()
+
+
+def count_output(rec: RequestRecord, tok: Encoder | None) -> None:
+    """A record's output count and its source, METRICS.md's order of preference: the
+    server's usage (a count the client rejected is None by now: ``usage_rejected``), else
+    the client tokenizer's count of the text, else the content chunks. The one rule for
+    the run's summary (``complete_row``) and a soak's windows (``stress.common.slim``)."""
     rec.n_chunks = len(rec.chunk_times)
     text = rec.output_text
     client = None
@@ -56,12 +70,6 @@ def complete_row(row: Mapping[str, object], tok: Encoder | None, save_text: bool
             rec.osl_mismatch = int(rec.osl_server) - int(client)
     elif client is not None:
         rec.osl, rec.osl_source = client, client_src
-    if rec.isl is None and rec.isl_planned is not None:
-        rec.isl, rec.isl_source = rec.isl_planned, SOURCE_PLANNED
-    if not save_text:
-        rec.output_text = None
-    rec.derive()
-    return rec.to_row()
 
 
 # A request's marks in the order of its timeline (docs/METRICS.md), each where observed.

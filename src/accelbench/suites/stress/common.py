@@ -28,6 +28,7 @@ from accelbench.urls import Endpoint
 from accelbench.validate import missing_dirs, remove_empty_dirs
 
 if TYPE_CHECKING:
+    from accelbench.metrics.completion import Encoder
     from accelbench.runner.benchmark import RunResult
 
 Log = Callable[[str], None]
@@ -154,6 +155,15 @@ def run_step(
     return run_benchmark(cfg, progress=False, log=log)
 
 
+def run_reason(res: RunResult) -> str:
+    """Why a suite's step ended as it did (stress.json ``reason``): the run directory, its
+    status and its first warning (the run's own reason: no measured request succeeded, a
+    load worker crashed ...)."""
+    warnings = res.summary.get("client", {}).get("warnings") or []
+    why = f": {warnings[0]}" if warnings else ""
+    return f"run {res.directory.name} {res.status}{why}"
+
+
 def run_records(run_dir: Path) -> list[RequestRow]:
     """The measured records of a run (requests.parquet: RequestRow's columns and types)."""
     import pyarrow.parquet as pq
@@ -186,17 +196,24 @@ class WindowRow(TypedDict):
     isl: int | None
 
 
-def slim(row: RequestRow) -> WindowRow:
+def slim(row: RequestRow, tok: Callable[[], Encoder | None] | None = None) -> WindowRow:
     """The fields a window needs of a journal row (a record as ``record_row`` wrote it,
     the values as the JSON line held them), the derived ones filled with the METRICS.md
     formulas (:meth:`RequestRecord.derive`) where the row has none; per-chunk times are
-    dropped, so the collector's memory stays flat."""
+    dropped, so the collector's memory stays flat. The output count is the run summary's
+    (:func:`~accelbench.metrics.completion.count_output`): where the server's count is
+    missing or was rejected (``usage_rejected``), the run's tokenizer (``tok``, asked
+    only then) counts the text, as the run's finalize does."""
+    from accelbench.metrics.completion import count_output
     from accelbench.metrics.records import FIELD_NAMES, RequestRecord
 
     if row.get("ttft_ms") is None and row.get("t_send"):
         # a wrong type or a missing mark raises TypeError: the caller skips the line
         rec = RequestRecord(**{k: v for k, v in row.items() if k in FIELD_NAMES})  # type: ignore[arg-type]
-        rec.osl = rec.osl or rec.osl_server or rec.osl_client or len(rec.chunk_times) or None
+        rec.chunk_times = rec.chunk_times or []
+        if rec.osl is None:
+            need = rec.ok and rec.osl_server is None and bool(rec.output_text)
+            count_output(rec, tok() if need and tok is not None else None)
         rec.derive()
         return WindowRow(
             t_sched=rec.t_sched, t_send=rec.t_send, t_done=rec.t_done, ok=rec.ok,
@@ -210,6 +227,42 @@ def slim(row: RequestRow) -> WindowRow:
         tpot_ms=row.get("tpot_ms"), e2e_ms=row.get("e2e_ms"), osl=row.get("osl"),
         isl=row.get("isl"),
     )  # fmt: skip
+
+
+class RunTokenizer:
+    """The tokenizer a run counts its outputs with (run.json ``tokenizer``: ``local:PATH``
+    or the server's ``/tokenize``), built the first time a window needs it (a record whose
+    server count is missing or rejected), once: the window's output count is then the
+    one the run's summary gives. None where the run has none (the chunks count)."""
+
+    def __init__(self, run_dir: Path, cfg: BenchmarkConfig) -> None:
+        self.run_dir, self.cfg = run_dir, cfg
+        self.tok: Encoder | None = None
+        self.known = False
+
+    def __call__(self) -> Encoder | None:
+        if self.known:
+            return self.tok
+        from accelbench.client.session import load_api_key
+        from accelbench.workload.tokenizer import LocalTokenizer, ServerTokenizer
+
+        try:
+            doc = read_run_doc(self.run_dir)
+        except Exception:  # noqa: BLE001 - not written yet: the chunks count this once
+            return None
+        name, model = doc.tokenizer or "", doc.config.get("model")
+        if name.startswith("local:"):
+            self.tok = LocalTokenizer(name.removeprefix("local:"))
+        elif name.startswith("server:") and self.cfg.url is not None and isinstance(model, str):
+            key = load_api_key(self.cfg.api_key_env, self.cfg.api_key_file)
+            self.tok = ServerTokenizer(self.cfg.url, model, key)
+        self.known = True
+        return self.tok
+
+    def close(self) -> None:
+        close = getattr(self.tok, "close", None)
+        if close is not None:
+            close()
 
 
 def _pcts(vals: list[float | None], qs: Iterable[float]) -> dict[str, float | None]:
@@ -243,10 +296,12 @@ def window_stats(rows: list[WindowRow], span_s: float) -> WindowStats:
 
 
 class JournalTail:
-    """Reads the lines appended to a run's journal since the last call."""
+    """Reads the lines appended to a run's journal since the last call (``tok``: the
+    run's tokenizer, for :func:`slim`)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tok: Callable[[], Encoder | None] | None = None) -> None:
         self.path = path
+        self.tok = tok
         self.pos = 0
         self.rest = b""
 
@@ -266,7 +321,7 @@ class JournalTail:
             # a damaged line (not JSON, not a record) is skipped, never fatal
             with contextlib.suppress(orjson.JSONDecodeError, TypeError, AttributeError):
                 if line.strip():
-                    out.append(slim(orjson.loads(line)))
+                    out.append(slim(orjson.loads(line), self.tok))
         return out
 
 

@@ -23,6 +23,7 @@ from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
     _quiet,
+    run_reason,
     run_records,
     run_step,
 )
@@ -32,6 +33,7 @@ from accelbench.suites.stress.document import (
     ConsistencyPart,
     Divergence,
     StressDoc,
+    suite_reason,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import compare_tokens, fraction_verdict
@@ -85,6 +87,7 @@ class ConsistencyResult:
     status: str
     comparisons: list[Comparison]
     verdicts: list[Verdict]
+    reason: str | None = None  # stress.json ``reason``
 
 
 def _ecc(run_dir: Path) -> dict[str, int] | None:
@@ -134,6 +137,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     tok = None
     comparisons: list[Comparison] = []
     status = "completed"
+    stopped: str | None = None  # the error that stopped the suite
     runs = []
     try:
         for name, url, conc, pause in steps:
@@ -146,7 +150,7 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
                            save_text=True, extra_body=extra)  # fmt: skip
             runs.append(str(out.relative_to(path)))
             if res.status != "completed":
-                status = res.status
+                status, stopped = res.status, run_reason(res)
                 break
             texts = {int(r["idx"]): r.get("output_text") for r in run_records(out) if r.get("ok")}
             if base_texts is None:
@@ -160,9 +164,10 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     verdicts = [_verdict(c, cfg) for c in comparisons]
     part = ConsistencyPart(runs[0] if runs else None, "token" if tok is not None else "char",
                            comparisons)  # fmt: skip
+    reason = suite_reason(status, stopped, verdicts)
     write_stress(path, StressDoc(suite="consistency", status=status, config=cfg.to_json(),
-                                 runs=runs, verdicts=verdicts, part=part))  # fmt: skip
-    return ConsistencyResult(path, status, comparisons, verdicts)
+                                 runs=runs, verdicts=verdicts, part=part, reason=reason))  # fmt: skip
+    return ConsistencyResult(path, status, comparisons, verdicts, reason)
 
 
 def _compare(name: str, base: dict[int, str], texts: dict[int, str | None], tok: Any,

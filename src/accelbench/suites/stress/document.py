@@ -271,6 +271,9 @@ class StressDoc:
     part: Part
     memory_totals: dict[str, float | None] = field(default_factory=dict)
     schema: str = SCHEMA
+    # why the suite is bad (what its command exits 1 for): the error that stopped it, or
+    # the failed verdicts' names (``suite_reason``); None: neither. Older files: None
+    reason: str | None = None
 
     @property
     def overall(self) -> Status:
@@ -294,7 +297,7 @@ class StressDoc:
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {"schema": SCHEMA, "suite": self.suite, "status": self.status,
-                           "config": self.config}  # fmt: skip
+                           "reason": self.reason, "config": self.config}  # fmt: skip
         p = self.part
         if isinstance(p, SoakPart):
             out.update(p.to_json())
@@ -341,7 +344,20 @@ class StressDoc:
             part=parts[suite](f),
             memory_totals=f.numbers("memory_totals"),
             schema=schema,
+            reason=f.opt_str("reason"),
         )
+
+
+def suite_reason(status: str, stopped: str | None, verdicts: Iterable[Verdict]) -> str | None:
+    """stress.json's ``reason``: why a suite is bad. One that did not complete: the error
+    that stopped it (``stopped``; a stop signal says so); one that did: the names of its
+    failed verdicts; None where neither (``running``: not decided yet)."""
+    if status == "running":
+        return None
+    if status != "completed":
+        return stopped or ("stopped by a signal" if status == "interrupted" else status)
+    failed = [v.name for v in verdicts if v.status == Status.FAIL]
+    return f"failed verdicts: {', '.join(failed)}" if failed else None
 
 
 def write_stress(path: Path, doc: StressDoc) -> None:

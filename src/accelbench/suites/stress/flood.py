@@ -25,6 +25,7 @@ from accelbench.suites.stress.common import (
     Log,
     MemoryProbe,
     _quiet,
+    run_reason,
     run_records,
     run_step,
 )
@@ -38,6 +39,7 @@ from accelbench.suites.stress.document import (
     memory_sample,
     memory_series,
     read_rows,
+    suite_reason,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
@@ -96,6 +98,7 @@ class FloodResult:
     steps: list[FloodStep]
     fit: QuadFit
     verdicts: list[Verdict]
+    reason: str | None = None  # stress.json ``reason``
 
 
 def default_lengths(max_context: int, osl: int, start: int = 1024) -> list[int]:
@@ -154,6 +157,7 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
     xs: list[float] = []
     ys: list[float] = []
     status = "completed"
+    stopped: str | None = None  # the error that stopped the flood
     try:
         for c in cfg.concurrencies:
             for n in cfg.lengths:
@@ -171,7 +175,7 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
                 # a step whose every request failed (past the context) is the flood's
                 # evidence, not the end of it
                 if res.status != "completed" and not res.all_requests_failed:
-                    status = res.status
+                    status, stopped = res.status, run_reason(res)
                     raise _Stop
     except _Stop:
         pass
@@ -184,12 +188,13 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
     fit = QuadFit.from_json(Fields(quadratic_fit(xs, ys), "ttft fit"))
     samples, _ = read_rows(mem.path, memory_sample)
     verdicts = _verdicts(cfg, steps, samples, probe)
+    reason = suite_reason(status, stopped, verdicts)
     write_stress(path, StressDoc(
         suite="flood", status=status, config=cfg.to_json(), runs=[s.run for s in steps],
         verdicts=verdicts, part=FloodPart(steps, fit),
-        memory_totals={n: probe.total_for(n) for n in memory_series(samples)},
+        memory_totals={n: probe.total_for(n) for n in memory_series(samples)}, reason=reason,
     ))  # fmt: skip
-    return FloodResult(path, status, steps, fit, verdicts)
+    return FloodResult(path, status, steps, fit, verdicts, reason)
 
 
 class _Stop(Exception):

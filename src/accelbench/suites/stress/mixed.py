@@ -40,6 +40,7 @@ from accelbench.suites.stress.document import (
     MixedEndpoint,
     MixedPart,
     StressDoc,
+    suite_reason,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
@@ -104,6 +105,7 @@ class MixedResult:
     endpoints: list[MixedEndpoint]
     matrix: list[list[Estimate | None]] | None
     verdicts: list[Verdict]
+    reason: str | None = None  # stress.json ``reason``
 
 
 def _child(cfg: BenchmarkConfig, out: str, barrier: Any, parent_pid: int) -> None:
@@ -177,6 +179,7 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
     without: dict[int, dict[int, list[RequestRow]]] = {j: {i: [] for i in idx} for j in idx}
     runs: list[str] = []
     status = "completed"
+    stopped: str | None = None  # the error that stopped the suite
 
     def go(name: str, members: list[int], r: int) -> dict[int, list[RequestRow]]:
         dirs = [path / "runs" / f"r{r}-{name}-ep{i}" for i in members]
@@ -197,8 +200,8 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
                     for i, rs in go(f"without{j}", [k for k in idx if k != j], r).items():
                         without[j][i] += rs
     except _Failed as exc:
-        status = "failed"
-        log(str(exc))
+        status, stopped = "failed", str(exc)
+        log(stopped)
     except KeyboardInterrupt:
         status = "interrupted"
     endpoints = [_endpoint(i, solo[i], together[i], cfg) for i in idx]
@@ -209,9 +212,11 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
     verdicts = _verdicts(endpoints, cfg)
     note = ("row i, column j: % change of endpoint i's TTFT p50 caused by endpoint j (all "
             "together vs all but j)")  # fmt: skip
+    reason = suite_reason(status, stopped, verdicts)
     write_stress(path, StressDoc(suite="mixed", status=status, config=cfg.to_json(), runs=runs,
-                                 verdicts=verdicts, part=MixedPart(endpoints, matrix, note)))  # fmt: skip
-    return MixedResult(path, status, endpoints, matrix, verdicts)
+                                 verdicts=verdicts, part=MixedPart(endpoints, matrix, note),
+                                 reason=reason))  # fmt: skip
+    return MixedResult(path, status, endpoints, matrix, verdicts, reason)
 
 
 def _vals(recs: list[RequestRow], key: Latency) -> np.ndarray:

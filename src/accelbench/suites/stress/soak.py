@@ -36,10 +36,12 @@ from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
     MemoryProbe,
+    RunTokenizer,
     WindowRow,
     _quiet,
     check_load,
     dir_bytes,
+    run_reason,
     run_step,
     window_device,
     window_stats,
@@ -56,6 +58,7 @@ from accelbench.suites.stress.document import (
     memory_series,
     read_rows,
     read_stress,
+    suite_reason,
     write_stress,
 )
 from accelbench.suites.stress.verdicts import (
@@ -164,6 +167,7 @@ class SoakResult:
     status: str  # completed | interrupted | failed
     windows: list[SoakWindow]
     verdicts: list[Verdict]
+    reason: str | None = None  # stress.json ``reason``
 
     @property
     def failed(self) -> bool:
@@ -183,7 +187,8 @@ class _Collector(threading.Thread):
         super().__init__(name="accelbench-soak", daemon=True)
         self.clock_ns = clock_ns
         self.cfg, self.probe = cfg, probe
-        self.tail = JournalTail(journal)
+        self.tok = RunTokenizer(journal.parent, cfg.load)
+        self.tail = JournalTail(journal, self.tok)
         self.t0_soak = t0_soak  # soak time at the segment's start
         self.windows, self.memory = windows, memory
         self.n_window = n_window
@@ -252,6 +257,7 @@ class _Collector(threading.Thread):
         self.halt.set()
         self.join()
         self.rows += self.tail.new_rows()
+        self.tok.close()
         if self.start_ns is None:  # no record at all: nothing to window
             return
         end = self.seg_s() if self.length is None else min(self.seg_s(), self.length)
@@ -371,6 +377,7 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
         # killed in its first segment (SIGKILL) resumes from it
         _write(path, cfg, probe, "running", seg, windows_f, memory_f)
     status = "completed"
+    stopped: str | None = None  # the error that stopped the soak
     try:
         while done_s < cfg.duration_s - 1e-6:
             length = min(cfg.segment_s, cfg.duration_s - done_s)
@@ -398,12 +405,13 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
             _write(path, cfg, probe, "running", seg, windows_f, memory_f)
             if st != "completed":
                 status = st
+                stopped = f"soak collector failed: {col.error}" if col.error else run_reason(res)
                 break
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
         probe.close()
-    result = _write(path, cfg, probe, status, seg, windows_f, memory_f)
+    result = _write(path, cfg, probe, status, seg, windows_f, memory_f, stopped)
     return result
 
 
@@ -467,7 +475,8 @@ def _resume_rows(f: JsonlAppender, parse: Callable[[Fields], R]) -> list[R]:
 
 
 def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: int,
-           windows_f: JsonlAppender, memory_f: JsonlAppender) -> SoakResult:  # fmt: skip
+           windows_f: JsonlAppender, memory_f: JsonlAppender,
+           stopped: str | None = None) -> SoakResult:  # fmt: skip
     windows, _ = read_rows(windows_f.path, SoakWindow.from_json)
     samples, _ = read_rows(memory_f.path, memory_sample)
     names = memory_series(samples)
@@ -479,9 +488,11 @@ def _write(path: Path, cfg: SoakConfig, probe: MemoryProbe, status: str, seg: in
     part = SoakPart(segments=seg, windows=len(windows),
                     soak_s=max((w.t_end_s for w in windows), default=0.0), requests=n_req,
                     disk_bytes=size, disk_bytes_per_request=size / n_req if n_req else None)  # fmt: skip
+    reason = suite_reason(status, stopped, verdicts)
     write_stress(path, StressDoc(
         suite="soak", status=status, config=cfg.to_json(),
         runs=[str(p.relative_to(path)) for p in sorted((path / "runs").glob("seg-*"))],
-        verdicts=verdicts, part=part, memory_totals=totals,
+        verdicts=verdicts, part=part, memory_totals=totals, reason=reason,
     ))  # fmt: skip
-    return SoakResult(path=path, status=status, windows=windows, verdicts=verdicts)
+    return SoakResult(path=path, status=status, windows=windows, verdicts=verdicts,
+                      reason=reason)  # fmt: skip

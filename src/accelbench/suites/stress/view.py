@@ -57,8 +57,13 @@ class StressSection:
         view.title = f"stress {doc.suite}: {path.name}"
         view.verdict = str(doc.overall)
         view.headline.append(f"status: {doc.status}")
+        if doc.reason:
+            view.headline.append(f"reason: {doc.reason}")
         if doc.status != "completed":
-            view.warnings.append(f"the {doc.suite} suite did not complete (status {doc.status})")
+            why = f": {doc.reason}" if doc.reason else ""
+            view.warnings.append(
+                f"the {doc.suite} suite did not complete (status {doc.status}){why}"
+            )
         view.tables.append(
             verdict_table(
                 doc.verdicts, "Verdicts (95% intervals; thresholds in the statistic's unit)"
