@@ -248,3 +248,17 @@ def test_cost_names_the_runs_left_off_a_sweeps_frontier(left_off_sweeps):
     assert code == 0, err
     flat = " ".join(out.split())
     assert (f"warning: h100: a: {line}" in flat) == lacking and ("left off" in flat) == lacking
+
+
+def test_cost_names_a_run_whose_figure_is_zero(tmp_path):
+    """A sweep run whose summary says 0 tok/s/user (an imported or edited summary) was
+    skipped by cost's frontier without a word: named, with why."""
+    from accelbench.cost.costing import throughput_from_source
+
+    _sweep_lacking(tmp_path / "a", False)
+    summary = tmp_path / "a" / "c0008" / "summary.json"
+    doc = json.loads(summary.read_text())
+    doc["interactivity"]["tok_s_user"] = 0
+    summary.write_text(json.dumps(doc))
+    line = "c=8: interactivity or total throughput of 0: left off the frontier"
+    assert throughput_from_source(str(tmp_path / "a"), 50).warnings == [line]

@@ -195,6 +195,11 @@ def throughput_from_sweep(runs: list[RunInfo], interactivity: float, origin: str
         )
     thr = [throughput_from_run(r) for r in runs]
     pts = [t for t in thr if t.interactivity is not None and t.interactivity > 0 and t.total > 0]
+    # a figure of 0 (an imported or edited summary: accelbench writes null where nothing
+    # was measured) is no point to price: named, with why (the runs with null are named
+    # where the sweep is read, throughput_from_source)
+    zero = [r.load_label for r, t in zip(runs, thr, strict=True)
+            if t.interactivity == 0 or t.total == 0]  # fmt: skip
     if not pts:
         raise AccelbenchError(f"{origin}: no run has interactivity.tok_s_user")
     x = np.array([t.interactivity for t in pts], dtype=float)
@@ -226,7 +231,9 @@ def throughput_from_sweep(runs: list[RunInfo], interactivity: float, origin: str
         origin=f"sweep {origin} at {interactivity:g} tok/s/user "
         f"({len(pts)} runs, PCHIP on the frontier)",
         j_per_output_token_measured=at("j_per_output_token_measured"),
-    )
+        warnings=[f"{', '.join(zero)}: interactivity or total throughput of 0: left off the "
+                  "frontier"] if zero else [],
+    )  # fmt: skip
 
 
 def throughput_from_source(source: str, interactivity: float | None = None) -> Throughput:
