@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from accelbench.documents import Json, JsonObject
-from accelbench.errors import AccelbenchError, UsageError
+from accelbench.errors import AccelbenchError, DocumentError, UsageError
 from accelbench.metrics.records import ErrorKind, RequestRow
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundoc import read_run_doc
@@ -248,7 +248,7 @@ class RunTokenizer:
 
         try:
             doc = read_run_doc(self.run_dir)
-        except Exception:  # noqa: BLE001 - not written yet: the chunks count this once
+        except DocumentError:  # not written yet (or damaged): the chunks count this once
             return None
         name, model = doc.tokenizer or "", doc.config.get("model")
         if name.startswith("local:"):
