@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from accelbench.cli.main import app
 from accelbench.errors import UsageError
+from accelbench.suites.mlperf.logs import read_issue_side
 from accelbench.suites.mlperf.qsl import read_records, samples_from_records
 from accelbench.suites.mlperf.settings import (
     MAX_QPS,
@@ -367,6 +368,61 @@ def test_records_from_outside(rows: list[dict]) -> None:
     assert all(isinstance(x.prompt, str) and x.prompt and x.max_tokens >= 1 for x in out)
 
 
+# -- LoadGen's trace: how late queries reached the SUT ----------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "mlperf"
+
+
+def test_issue_side_from_a_real_server_trace() -> None:
+    """An excerpt of LoadGen 6.0's own trace of a Server run (its LogDetail lines are not
+    JSON: skipped). 10 Latency counters, issue_delay 191 ns .. 374,750 ns; 9 IssueQuery
+    spans, the longest 322.8 us. The Sample events repeat the delays: not counted twice."""
+    got = read_issue_side(FIXTURES / "trace_server.json")
+    assert got is not None
+    assert got.queries == 10
+    assert got.delay_ms_max == got.delay_ms_p99 == 0.375  # rank int(0.99 x 10) = 9: the max
+    assert got.call_ms_max == pytest.approx(0.3228)
+
+
+def test_issue_side_from_a_real_offline_trace() -> None:
+    """Offline: no Latency counters; the 48 Sample events' issue_start_ns (180 ns at
+    most, 0.000 ms at 1 us resolution) and the one IssueQuery span of 124.225 us."""
+    got = read_issue_side(FIXTURES / "trace_offline.json")
+    assert got is not None
+    assert (got.queries, got.delay_ms_max) == (48, 0.0)
+    assert got.call_ms_max == pytest.approx(0.124225)
+
+
+def test_issue_side_missing_or_empty(tmp_path: Path) -> None:
+    assert read_issue_side(tmp_path / "none.json") is None
+    (tmp_path / "t.json").write_text('{"traceEvents":[\n{"name":"Wait","ph":"X"}\n]}')
+    assert read_issue_side(tmp_path / "t.json") is None
+
+
+_EVENT = st.fixed_dictionaries(
+    {"name": st.sampled_from(["Latency", "Sample", "IssueQuery", "x"]),
+     "ph": st.sampled_from(["X", "C", "b"]),
+     "dur": st.one_of(st.floats(), st.integers(-5, 2**70), st.text(max_size=3), st.none()),
+     "args": st.one_of(st.none(), st.dictionaries(
+         st.sampled_from(["issue_delay", "issue_start_ns"]),
+         st.one_of(st.floats(), st.integers(-5, 2**70), st.booleans(), st.text(max_size=3)),
+     ))}
+)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(_EVENT.map(json.dumps), st.text(max_size=30)), max_size=12))
+def test_issue_side_of_any_trace_lines(tmp_path_factory, lines: list[str]) -> None:
+    """Whatever the lines hold (torn JSON, NaN, negative, huge, wrong types), the reader
+    gives None or finite, non-negative figures, and never raises."""
+    p = tmp_path_factory.mktemp("trace") / "t.json"
+    p.write_text(",\n".join(lines), encoding="utf-8", errors="surrogatepass")
+    got = read_issue_side(p)
+    if got is not None:
+        figs = (got.delay_ms_p99, got.delay_ms_max, got.call_ms_max)
+        assert all(np.isfinite(x) and x >= 0 for x in figs) and got.queries > 0
+        assert got.delay_ms_p99 <= got.delay_ms_max
+
+
 # -- LoadGen against the reference server (known TTFT / ITL) ---------------------------
 def _run(args: list[str]) -> tuple[int, str]:
     r = CliRunner().invoke(app, ["mlperf", *args], catch_exceptions=False)
@@ -381,7 +437,7 @@ def test_server_valid_and_ttft_agrees(reference_server, tmp_path: Path) -> None:
     code, text = _run(
         ["server", "--url", srv.url, "--target-qps", "150", "--min-duration", "3",
          "--min-query-count", "480", "--isl", "32", "--osl", "8", "--samples", "64",
-         "--max-concurrency", "64", "--out", str(out), "-q"]
+         "--max-concurrency", "64", "--trace", "--out", str(out), "-q"]
     )  # fmt: skip
     doc = json.loads((out / "mlperf.json").read_text())
     assert doc["result"] == "VALID", text
@@ -407,21 +463,29 @@ def test_server_valid_and_ttft_agrees(reference_server, tmp_path: Path) -> None:
     ours = float(ttft[int(n * 0.99)])
     theirs = doc["figures"]["ttft_p99_ms"]
     assert ours >= 20 and theirs >= ours - 0.05  # LoadGen's clock starts earlier, never later
-    # Per request LoadGen's TTFT exceeds the record's by the SUT's hand-over (first token
-    # at the loop -> FirstTokenComplete, measured) plus LoadGen's issue thread getting
-    # the GIL before the query reaches the SUT (up to a switch interval, not measurable
-    # from Python). A 1 ms agreement is a fair test only when the measured hand-over and
-    # the SUT loop's lag are small (p99 <= 0.5 ms); on a busier host the check is the
-    # bound those figures allow, and both figures are stated.
+    # Per request LoadGen's TTFT exceeds the record's by the query's issue side
+    # (scheduled time -> LoadGen's IssueQuery call -> the SUT's callback, which may wait
+    # for the GIL: both from LoadGen's trace, --trace) and the SUT's hand-over (the
+    # kernel's receive stamp t_first -> FirstTokenComplete, loop lag included: measured
+    # by the SUT). Each is 0 or more, so LoadGen's p99 lies between the records' p99 and
+    # that plus the largest of their sum. A 1 ms agreement is a fair test only when all
+    # are small (p99 <= 0.5 ms); on a busier host the check is that measured bound, and
+    # every figure is stated.
     sut = doc["sut"]
     handover, loop_lag = sut["first_token_handover_ms_p99"], sut["loop_lag_ms_p99"]
-    assert handover is not None and loop_lag is not None
-    fair = handover <= 0.5 and loop_lag <= 0.5
-    bound = 1.0 if fair else 1.0 + sut["first_token_handover_ms_max"] + loop_lag + 5.0
+    issue_p99, issue_max = sut["loadgen_issue_delay_ms_p99"], sut["loadgen_issue_delay_ms_max"]
+    call_max = sut["loadgen_issue_call_ms_max"]
+    assert None not in (handover, loop_lag, issue_p99, issue_max, call_max), sut
+    assert (out / "mlperf_log_trace.json").stat().st_size > 0
+    fair = max(handover, loop_lag, issue_p99) <= 0.5
+    late = sut["first_token_handover_ms_max"] + issue_max + call_max
+    bound = 1.0 if fair else 1.0 + late
     note = (
         f"LoadGen TTFT p99 {theirs:.3f} ms vs records {ours:.3f} ms (diff "
         f"{theirs - ours:.3f} ms); hand-over p99 {handover:.2f} ms, max "
         f"{sut['first_token_handover_ms_max']:.2f} ms, loop lag p99 {loop_lag:.2f} ms; "
+        f"LoadGen's issue delay p99 {issue_p99:.2f} ms, max {issue_max:.2f} ms, its "
+        f"IssueQuery call max {call_max:.2f} ms; "
         f"bound {bound:.2f} ms ({'fair: the 1 ms target' if fair else 'host too busy for 1 ms'})"
     )
     print(note)

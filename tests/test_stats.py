@@ -311,3 +311,13 @@ def test_describe_adjusted_partition_equals_sorted(vals: list[float], n_failed: 
     for name, q in S.QUANTILES:
         r = S.adjusted_percentile(ok, n_failed, q)
         assert got[name] == (None if math.isnan(r) else ("inf" if math.isinf(r) else r)), name
+
+
+def test_counted_order_stat_hand_checked() -> None:
+    """{0.1: 5, 0.2: 4, 7.0: 1}: ten samples; rank int(0.99 x 10) = 9 is the 7.0, rank
+    int(0.5 x 10) = 5 the first 0.2; an empty histogram gives 0."""
+    counts = {0.2: 4, 7.0: 1, 0.1: 5}
+    assert S.counted_order_stat(counts, 0.99) == 7.0
+    assert S.counted_order_stat(counts, 0.5) == 0.2
+    assert S.counted_order_stat(counts, 0.0) == 0.1
+    assert S.counted_order_stat({}, 0.99) == 0.0

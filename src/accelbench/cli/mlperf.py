@@ -70,6 +70,13 @@ def _command(scenario: str) -> Callable[..., None]:
             help="Server / interactive: LoadGen's search for the highest "
             "valid QPS (FindPeakPerformance), starting at --target-qps.",
         ),
+        trace: bool = typer.Option(
+            False,
+            "--trace",
+            help="Keep LoadGen's trace (mlperf_log_trace.json, for chrome://tracing; "
+            "~1.6 kB a query) and record from it how late queries reached the SUT "
+            "(mlperf.json's sut.loadgen_issue_*).",
+        ),
         samples: int = typer.Option(
             1024, "--samples", help="Synthetic sample set size (exact --isl / --osl lengths)."
         ),
@@ -100,6 +107,7 @@ def _command(scenario: str) -> Callable[..., None]:
         ms = MlperfSettings(
             scenario=scenario, benchmark=benchmark, user_conf=user_conf, target_qps=target_qps,
             min_duration_s=min_duration, min_query_count=min_query_count, find_peak=find_peak,
+            trace=trace,
         )  # fmt: skip
         qsl = QslOptions(
             samples=samples, dataset=dataset, dataset_format=dataset_format,

@@ -19,7 +19,7 @@ coverage test in simulation (tests/test_interval_coverage.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, TypedDict
@@ -37,6 +37,19 @@ QUANTILES: tuple[tuple[str, float], ...] = (
 
 def _clean(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def counted_order_stat(counts: Mapping[float, int], q: float) -> float:
+    """The value at rank int(q x n) of the sorted samples held as value -> count (a
+    histogram of rounded values: bounded memory over a long run); 0 when there are none.
+    The rank is LoadGen's percentile convention, not METRICS.md's interpolation."""
+    n = sum(counts.values())
+    k, acc = min(n - 1, int(q * n)), 0
+    for v in sorted(counts):
+        acc += counts[v]
+        if acc > k:
+            return v
+    return 0.0
 
 
 def describe(values: Sequence[float] | np.ndarray) -> dict[str, float | int | None]:

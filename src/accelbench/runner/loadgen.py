@@ -21,6 +21,7 @@ from accelbench.client.openai import build_body, flatten_chat
 from accelbench.client.session import OpenAIClient
 from accelbench.client.sse import MAX_EVENT_BYTES
 from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
+from accelbench.metrics.stats import counted_order_stat
 from accelbench.metrics.summary import PhaseStart, ReceiveStats, WorkerStats
 from accelbench.urls import Endpoint
 from accelbench.workload.plan import PlannedRequest
@@ -97,13 +98,7 @@ class LoopLagMonitor:
 
     def order_stat(self, q: float) -> float:
         """The lag at rank int(q x n) of the sorted samples (0 when there are none)."""
-        n = sum(self.lags_ms.values())
-        k, acc = min(n - 1, int(q * n)), 0
-        for v in sorted(self.lags_ms):
-            acc += self.lags_ms[v]
-            if acc > k:
-                return v
-        return 0.0
+        return counted_order_stat(self.lags_ms, q)
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())

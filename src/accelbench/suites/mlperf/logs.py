@@ -9,17 +9,21 @@ human-readable page. The structured events are the source; the summary is only s
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.documents import Json, JsonObject
+from accelbench.metrics.stats import counted_order_stat
 from accelbench.metrics.verdict import WORDS
 
 MLPERF_WORDS = tuple(WORDS["mlperf"].values())  # VALID, INVALID: LoadGen's pass and fail
 
 SUMMARY_FILE = "mlperf_log_summary.txt"
 DETAIL_FILE = "mlperf_log_detail.txt"
+TRACE_FILE = "mlperf_log_trace.json"  # written with --trace only
 _MLLOG = ":::MLLOG "
 _PEAK = re.compile(r"Found peak performance field: ([0-9.eE+-]+)")
 
@@ -157,6 +161,69 @@ def read_loadgen(run_dir: Path) -> LoadGenResult:
     if peaks:
         out.peak_qps = peaks[-1]
     return out
+
+
+@dataclass
+class IssueSide:
+    """How late LoadGen's issue thread handed queries over, from its trace: the part of
+    LoadGen's latencies (timed from each query's *scheduled* time) that the SUT's
+    records, timed from the hand-over, do not hold. ``delay``: scheduled time to
+    LoadGen's ``IssueQuery`` call (its issue thread waking late, or held up by the
+    previous call); ``call``: how long that call took, the SUT's Python callback and
+    the GIL it waited for included (an upper bound on the wait before the callback)."""
+
+    queries: int
+    delay_ms_p99: float
+    delay_ms_max: float
+    call_ms_max: float
+
+
+def read_issue_side(path: Path) -> IssueSide | None:
+    """Read LoadGen's trace (``mlperf_log_trace.json``, Chrome's trace format, one event
+    a line) for its issue delays: ``issue_delay`` (ns) of the Server scenario's
+    ``Latency`` counters, else ``issue_start_ns`` of the ``Sample`` events (one of each
+    per sample; loadgen.cc, ``QuerySamplesComplete``), and the duration (us)
+    of each ``IssueQuery`` span. LoadGen writes some lines that are not JSON (its
+    ``LogDetail`` keys carry doubled quotes): each line is read alone and what cannot be
+    read is skipped. None when the file is missing or holds no issue delay."""
+    delays: Counter[float] = Counter()
+    starts: Counter[float] = Counter()
+    call_max = 0.0
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if '"issue' not in line and '"IssueQuery"' not in line:
+                    continue
+                try:
+                    ev = json.loads(line.strip().rstrip(","))
+                except (ValueError, RecursionError):
+                    continue
+                if not isinstance(ev, dict):
+                    continue
+                args = ev.get("args")
+                if ev.get("name") == "IssueQuery" and ev.get("ph") == "X":
+                    dur = _num(ev.get("dur"))
+                    if dur is not None and math.isfinite(dur) and dur >= 0:
+                        call_max = max(call_max, dur / 1e3)
+                elif isinstance(args, dict):
+                    # one event of each kind per sample (the token events repeat them)
+                    key, into = {"Latency": ("issue_delay", delays),
+                                 "Sample": ("issue_start_ns", starts)}.get(
+                        str(ev.get("name")), ("", delays))  # fmt: skip
+                    ns = _num(args.get(key)) if key else None
+                    if ns is not None and math.isfinite(ns) and ns >= 0:
+                        into[round(ns / 1e6, 3)] += 1
+    except OSError:
+        return None
+    got = delays or starts  # the counters exist for Server only; the samples everywhere
+    if not got:
+        return None
+    return IssueSide(
+        queries=sum(got.values()),
+        delay_ms_p99=counted_order_stat(got, 0.99),
+        delay_ms_max=max(got),
+        call_ms_max=call_max,
+    )
 
 
 def parse_result(run_dir: Path) -> JsonObject:

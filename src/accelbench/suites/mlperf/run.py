@@ -39,7 +39,13 @@ from accelbench.store.rundir import JOURNAL, Journal
 from accelbench.store.rundoc import RunDoc, write_run_doc
 from accelbench.suites.mlperf import loadgen
 from accelbench.suites.mlperf.document import MlperfDoc, write_mlperf
-from accelbench.suites.mlperf.logs import SUMMARY_FILE, LoadGenResult, read_loadgen
+from accelbench.suites.mlperf.logs import (
+    SUMMARY_FILE,
+    TRACE_FILE,
+    LoadGenResult,
+    read_issue_side,
+    read_loadgen,
+)
 from accelbench.suites.mlperf.qsl import is_mlperf_dataset, read_records, samples_from_records
 from accelbench.suites.mlperf.settings import MlperfSettings, build, compliance
 from accelbench.suites.mlperf.sut import LoadGenSUT, SutOptions
@@ -342,8 +348,15 @@ def _run(
     # from it); a second signal changes nothing.
     with _stop_on_signals(sut.stop_requests) as stopped:
         write_run_doc(run_dir, meta)
-        status, wall, crash, parked = _drive(lg, sut, ts, run_dir, len(samples), stopped)
+        status, wall, crash, parked = _drive(
+            lg, sut, ts, run_dir, len(samples), stopped, trace=ms.trace
+        )
         journal.close()
+        issue = read_issue_side(run_dir / TRACE_FILE) if ms.trace and not parked else None
+        if issue is not None:
+            sut.stats["loadgen_issue_delay_ms_p99"] = issue.delay_ms_p99
+            sut.stats["loadgen_issue_delay_ms_max"] = issue.delay_ms_max
+            sut.stats["loadgen_issue_call_ms_max"] = issue.call_ms_max
         if crash:
             status = "failed"
         elif sut.issued and sut.failed == sut.issued:
@@ -414,6 +427,9 @@ def _finish(
                     "loop_lag_ms_p99",
                     "first_token_handover_ms_p99",
                     "first_token_handover_ms_max",
+                    "loadgen_issue_delay_ms_p99",
+                    "loadgen_issue_delay_ms_max",
+                    "loadgen_issue_call_ms_max",
                 )
             },
         }
@@ -513,7 +529,14 @@ def _stop_on_signals(on_stop: Callable[[], None]) -> Iterator[StopFlag]:
 
 
 def _drive(
-    lg: Any, sut: LoadGenSUT, ts: Any, run_dir: Path, n_samples: int, stopped: StopFlag
+    lg: Any,
+    sut: LoadGenSUT,
+    ts: Any,
+    run_dir: Path,
+    n_samples: int,
+    stopped: StopFlag,
+    *,
+    trace: bool = False,
 ) -> tuple[str, float, str | None, bool]:
     """LoadGen's test in a thread of its own, so that signals reach this one. On a stop
     the SUT answers every query at once (in flight: cancelled and recorded as
@@ -525,7 +548,7 @@ def _drive(
     out.copy_summary_to_stdout = False
     log_settings = lg.LogSettings()
     log_settings.log_output = out
-    log_settings.enable_trace = False
+    log_settings.enable_trace = trace
     sut.start()
     handle_sut = lg.ConstructSUT(sut.issue, sut.flush_queries)
     handle_qsl = lg.ConstructQSL(n_samples, n_samples, _no_op, _no_op)

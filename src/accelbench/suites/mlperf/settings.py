@@ -164,6 +164,7 @@ class MlperfSettings:
     min_duration_s: float | None = None
     min_query_count: int | None = None
     find_peak: bool = False
+    trace: bool = False  # LoadGen's trace (mlperf_log_trace.json) and the issue delays from it
     # filled by validate(): each user.conf setting line and whether it applies to this run
     user_conf_lines: list[ConfLine] = field(default_factory=list)
 
