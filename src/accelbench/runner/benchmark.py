@@ -381,8 +381,7 @@ def _run(
             for note in notes:
                 log(f"warning: {note}")
             if plan and plan[0].session is not None:  # warm-up: whole sessions; count turns
-                n_warm = sum(len(g) for g in _warm_sessions(_session_groups(plan), cfg))
-                n_measured = len(plan) - n_warm
+                n_warm, n_measured = _session_warmup(plan, cfg, notes)
 
             with deferred_stop_signals():  # the directory, and the name that removes it
                 run_dir, short = new_run_dir(cfg)
@@ -578,6 +577,34 @@ def _warm_sessions(groups: list[Session], cfg: BenchmarkConfig) -> list[Session]
     if cfg.workload.sessions is not None:
         return groups[: cfg.warmup_requests]
     return [g for g in groups if g[0][0] < cfg.warmup_requests]
+
+
+def _session_warmup(
+    plan: list[PlannedRequest], cfg: BenchmarkConfig, notes: list[str]
+) -> tuple[int, int]:
+    """(warm-up requests, measured requests) of a plan of sessions. A trace's warm-up
+    is the whole sessions that start within its first ``--warmup`` requests, so it can
+    hold more requests than ``--warmup`` (said in ``notes``), and all of them (refused:
+    nothing would be measured)."""
+    warm = _warm_sessions(_session_groups(plan), cfg)
+    n_warm = sum(len(g) for g in warm)
+    n_measured = len(plan) - n_warm
+    if cfg.workload.sessions is None and n_warm > cfg.warmup_requests:
+        trace = cfg.workload.trace
+        if n_measured == 0:
+            raise UsageError(
+                f"--warmup {cfg.warmup_requests} leaves nothing to measure: the warm-up takes "
+                f"whole sessions, and the {len(warm):,} sessions (or requests) that start "
+                f"within the trace's first {cfg.warmup_requests:,} requests hold all "
+                f"{len(plan):,} of {trace}'s planned requests"
+            )
+        notes.append(
+            f"--warmup {cfg.warmup_requests}: the warm-up takes whole sessions: the "
+            f"{len(warm):,} sessions (or requests) that start within the trace's first "
+            f"{cfg.warmup_requests:,} requests are {n_warm:,} requests; {n_measured:,} are "
+            "measured"
+        )
+    return n_warm, n_measured
 
 
 def _first_offset(g: Session) -> float:
