@@ -783,3 +783,75 @@ def test_trace_warmup_that_takes_every_request_is_refused(reference_server, tmp_
     summary = orjson.loads((tmp_path / "some" / "summary.json").read_bytes())
     assert summary["counts"]["warmup"] == 2 and summary["counts"]["completed"] == 1
     assert any("takes whole sessions" in w for w in summary["client"]["warnings"])
+
+
+@st.composite
+def _mixed_trace(draw: st.DrawFn) -> list[dict]:
+    """Trace lines of lone requests and sessions in any order of arrival (a lone
+    request may come first)."""
+    lines: list[dict] = []
+    for s in range(draw(st.integers(1, 5))):
+        t = draw(st.integers(0, 1000))
+        if draw(st.booleans()):
+            lines.append({"timestamp": t, "input_length": 8, "output_length": 1})
+            continue
+        for k in range(draw(st.integers(1, 3))):
+            line = {"session_id": f"s{s}", "input_length": 8 * (k + 1), "output_length": 1}
+            line |= {"timestamp": t} if k == 0 else {"delay": draw(st.integers(0, 500))}
+            lines.append(line)
+    return lines
+
+
+@given(_mixed_trace())
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_every_session_of_a_trace_goes_to_the_session_workers(tmp_path: Path, lines: list) -> None:
+    """Whichever request arrives first, a trace's sessions are sent as sessions (each turn
+    after the previous reply and its delay). A trace whose first arrival was a lone
+    request had its later turns sent as independent requests, at once."""
+    from accelbench.runner.benchmark import _worker_specs
+    from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+    from accelbench.urls import Endpoint
+
+    p = tmp_path / "mixed.jsonl"
+    p.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    plan = trace_plan(load_trace(p), ByteTokenizer())
+    cfg = BenchmarkConfig(url=Endpoint.parse("http://127.0.0.1:9"),
+                          workload=WorkloadConfig(trace=str(p)))  # fmt: skip
+    (spec,) = _worker_specs(cfg, plan, 0, 1, None, "t")
+    phases = [ph for ph in spec.phases if ph.name == "measured"]
+    sessions = {r.session for r in plan if r.session is not None}
+    if not sessions:
+        return
+    (phase,) = phases
+    assert phase.sessions is not None
+    for group in phase.sessions:
+        turns = [(r.session, r.turn) for _, r in group]
+        assert [t for _, t in turns] == list(range(len(turns)))
+        assert len({s for s, _ in turns}) == 1
+    grouped = {r.session for g in phase.sessions for _, r in g if r.session is not None}
+    assert grouped == sessions
+
+
+def test_a_trace_that_starts_with_a_lone_request_waits_for_each_reply(reference_server, tmp_path):
+    """The audit's case: a lone request first, then a session of 3 turns 300 ms apart:
+    turns 1 and 2 went out with turn 0, not after its reply and the delay."""
+    from tests.cli_inprocess import run_cli
+
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    lines = [
+        {"timestamp": 0, "input_length": 17, "output_length": 2},
+        {"session_id": "a", "timestamp": 5, "input_length": 20, "output_length": 2},
+        {"session_id": "a", "delay": 300, "input_length": 40, "output_length": 2},
+        {"session_id": "a", "delay": 300, "input_length": 60, "output_length": 2},
+    ]
+    (tmp_path / "s.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    code, _, err, _ = run_cli(["run", "--url", srv.url, "--trace", "s.jsonl", "--no-telemetry",
+                               "-q", "-o", "r"], tmp_path)  # fmt: skip
+    assert code == 0, err
+    rows = [orjson.loads(x) for x in (tmp_path / "r" / "requests.jsonl").read_bytes().splitlines()]
+    turns = sorted((r for r in rows if r["session"] is not None), key=lambda r: r["turn"])
+    assert [r["turn"] for r in turns] == [0, 1, 2]
+    for a, b in zip(turns, turns[1:], strict=False):
+        assert b["t_send"] - a["t_done"] >= 300e6  # ns: the delay after the reply

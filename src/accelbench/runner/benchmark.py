@@ -380,7 +380,7 @@ def _run(
                                        console, notes)  # fmt: skip
             for note in notes:
                 log(f"warning: {note}")
-            if plan and plan[0].session is not None:  # warm-up: whole sessions; count turns
+            if _has_sessions(plan):  # warm-up: whole sessions; count turns
                 n_warm, n_measured = _session_warmup(plan, cfg, notes)
 
             with deferred_stop_signals():  # the directory, and the name that removes it
@@ -484,7 +484,7 @@ def _worker_specs(
     api_key: str | None,
     tag: str,
 ) -> list[WorkerSpec]:
-    if plan and plan[0].session is not None:
+    if _has_sessions(plan):
         return _session_specs(cfg, plan, n_warm, n_workers, api_key, tag)
     offsets = None
     if plan and plan[0].offset_s is not None:  # --trace: its own arrival times
@@ -559,6 +559,12 @@ def _worker_spec(
 
 
 Session = list[tuple[int, PlannedRequest]]
+
+
+def _has_sessions(plan: list[PlannedRequest]) -> bool:
+    """Whether any request is a session's turn (a trace's first request may be a lone
+    one, its sessions later): then the session-aware workers send the plan."""
+    return any(r.session is not None for r in plan)
 
 
 def _session_groups(plan: list[PlannedRequest]) -> list[Session]:
