@@ -452,3 +452,58 @@ def test_more_hits_than_queries_is_na_on_the_console_and_in_summary_json():
     summary = {"client": {"warnings": [], "server_cache": server}, "tokens": {}}
     _server_count_warnings(summary)  # type: ignore[arg-type]
     assert any("600 hits of 6 queries" in w for w in summary["client"]["warnings"])
+
+
+# -- sessions: completed, ended early, stopped ------------------------------------------
+def _turn_row(session: int, turn: int, planned: int | None, ok: bool, kind=None) -> dict:
+    row = dict.fromkeys(CACHE_COLUMNS)
+    t = 1_000_000_000 * (session * 10 + turn)
+    row |= {"idx": session * 100 + turn, "warmup": False, "ok": ok, "error_kind": kind,
+            "t_send": t, "t_done": t + 500_000_000 if ok else None, "isl": 10 * (turn + 1),
+            "session": session, "turn": turn, "session_turns": planned}  # fmt: skip
+    return row
+
+
+_SESSION = st.tuples(
+    st.integers(1, 5),  # planned turns
+    st.integers(1, 5),  # turns recorded (at most the planned)
+    st.sampled_from(["ok", "failed", "interrupted"]),  # how the last recorded turn ended
+)
+
+
+@given(st.lists(_SESSION, min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_sessions_are_completed_ended_early_or_stopped(sessions):
+    """Any sessions: each one is exactly one of completed (every planned turn answered),
+    ended early (a turn failed) or stopped (the run's stop cut it: an interrupted turn,
+    or fewer turns than planned with none failed); only completed ones have a time to
+    finish. A stopped session counted as completed before."""
+    rows, want = [], {"completed": 0, "ended_early": 0, "stopped": 0}
+    for s, (planned, n, last) in enumerate(sessions):
+        n = min(n, planned)
+        for k in range(n):
+            end = last if k == n - 1 else "ok"
+            kind = {"ok": None, "failed": "http_5xx", "interrupted": "interrupted"}[end]
+            rows.append(_turn_row(s, k, planned, end == "ok", kind))
+        if last == "failed":
+            want["ended_early"] += 1
+        elif last == "interrupted" or n < planned:
+            want["stopped"] += 1
+        else:
+            want["completed"] += 1
+    ss = cache_section(rows, None)["sessions"]
+    assert {k: ss[k] for k in want} == want and ss["n"] == len(sessions)
+    assert ss["time_to_finish_s"]["count"] == want["completed"]
+
+
+def test_a_session_the_stop_cut_is_not_completed():
+    """The audit's case: a 5-turn session with 4 turns answered when Ctrl-C came, one with
+    1, and one whole: 1 completed, 2 stopped (it said 3 completed); records of a run
+    written before the field (no session_turns) read as before."""
+    rows = [_turn_row(0, k, 5, True) for k in range(4)] + [_turn_row(1, 0, 5, True)]
+    rows += [_turn_row(2, k, 5, True) for k in range(5)]
+    ss = cache_section(rows, None)["sessions"]
+    assert (ss["n"], ss["completed"], ss["ended_early"], ss["stopped"]) == (3, 1, 0, 2)
+    assert ss["time_to_finish_s"]["count"] == 1
+    old = [r | {"session_turns": None} for r in rows]
+    assert cache_section(old, None)["sessions"]["completed"] == 3

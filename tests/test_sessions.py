@@ -569,3 +569,51 @@ def test_records_left_out_are_said_by_the_run_and_kept_in_its_documents(referenc
         for doc in ("summary.json", "run.json"):
             warnings = json.loads((tmp_path / name / doc).read_text())["client"]["warnings"]
             assert any(w.startswith(note) for w in warnings), (doc, warnings)
+
+
+# -- session options that would do nothing --------------------------------------------
+_FIXTURE = str(Path(__file__).parent / "fixtures" / "sharegpt" / "conversations.json")
+
+
+def _check(cfg: BenchmarkConfig) -> None:
+    cfg.validate()
+    cfg.check_run_options()
+
+
+@given(
+    lo=st.integers(1, 4),
+    width=st.integers(0, 3),
+    think=st.sampled_from(["0", "2", "0.5:1"]),
+    dataset=st.booleans(),
+    turns_given=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_session_options_that_would_do_nothing_are_refused(lo, width, think, dataset, turns_given):
+    """--think-time where every session is one turn, and --turns where a dataset's
+    conversations give the turns, are refused in one line (they were accepted and did
+    nothing); every other combination is accepted."""
+    turns = f"{lo}:{lo + width}" if width else str(lo)
+    given = {"--think-time"} | ({"--turns"} if turns_given else set())
+    wl = WorkloadConfig(sessions=1, think_time_s=think, dataset=_FIXTURE if dataset else None,
+                        turns=turns if turns_given else "4")  # fmt: skip
+    cfg = BenchmarkConfig(url="http://127.0.0.1:1", workload=wl, given=frozenset(given))
+    if dataset and turns_given:
+        with pytest.raises(UsageError, match=r"^--turns shapes synthetic sessions"):
+            _check(cfg)
+    elif turns_given and lo + width == 1 and not dataset:
+        with pytest.raises(UsageError, match=r"^--think-time is the wait between"):
+            _check(cfg)
+    else:
+        _check(cfg)
+
+
+def test_think_time_with_one_turn_and_turns_with_a_dataset_exit_2(tmp_path):
+    """The audit's cases, through the CLI: both ran and exited 0."""
+    for args, said in (
+        (["--sessions", "3", "--turns", "1", "--think-time", "2"], "--think-time is the wait"),
+        (["--dataset", _FIXTURE, "--sessions", "1", "--turns", "3"], "--turns shapes synthetic"),
+        (["--sessions", "3", "--turns", "0"], "--turns must be in [1, 10_000] (got 0)"),
+    ):
+        code, _, err, _ = run_cli(["run", "--url", "http://127.0.0.1:1", *args, "-o", "x"],
+                                  tmp_path)  # fmt: skip
+        assert code == 2 and said in err and err.count("\n") == 1, err

@@ -720,3 +720,138 @@ def test_two_own_traces_joined_end_to_end_are_refused(tmp_path: Path) -> None:
         load_trace(_write(tmp_path, "joined.jsonl", one + one))
     # blank lines before the only header are fine
     assert len(load_trace(_write(tmp_path, "blank.jsonl", b"\n\n" + one)).entries) == 1
+
+
+# -- a trace's warm-up takes whole sessions ------------------------------------------
+@st.composite
+def _session_plan(draw: st.DrawFn) -> tuple[list, int]:
+    """A trace plan: sessions (runs of turns from 0) and lone requests, and a --warmup
+    below its length (what the config check lets through)."""
+    from accelbench.workload.requests import PlannedRequest
+
+    plan: list[PlannedRequest] = []
+    for s in range(draw(st.integers(1, 6))):
+        lone = draw(st.booleans()) and s > 0
+        for k in range(1 if lone else draw(st.integers(1, 4))):
+            plan.append(PlannedRequest("x", 1, 1, float(s), session=None if lone else s, turn=k))
+    if len(plan) == 1:  # --warmup must be below the trace's length
+        plan.append(PlannedRequest("x", 1, 1, 9.0, session=None))
+    return plan, draw(st.integers(1, len(plan) - 1))
+
+
+@given(_session_plan())
+@settings(max_examples=200, deadline=None)
+def test_trace_warmup_of_whole_sessions_is_said_or_refused(case: tuple[list, int]) -> None:
+    """Any trace plan and --warmup: the warm-up is whole sessions; when that is more than
+    --warmup it is said, and when it leaves nothing to measure the run is refused (it
+    had run every request as warm-up and exited 0 with nothing measured)."""
+    from accelbench.runner.benchmark import _session_warmup
+    from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+
+    plan, warm = case
+    cfg = BenchmarkConfig(warmup_requests=warm, workload=WorkloadConfig(trace="t.jsonl"))
+    notes: list[str] = []
+    try:
+        n_warm, n_measured = _session_warmup(plan, cfg, notes)
+    except UsageError as exc:
+        event("refused")
+        assert "leaves nothing to measure" in str(exc) and "\n" not in str(exc)
+        return
+    assert n_measured > 0 and n_warm + n_measured == len(plan) and n_warm >= min(warm, 1)
+    assert bool(notes) == (n_warm > warm)
+
+
+def test_trace_warmup_that_takes_every_request_is_refused(reference_server, tmp_path):
+    """The audit's case: 5 requests, sessions a (2 turns) and b (2 turns) around a lone
+    request; --warmup 4 reaches b's start, so the whole trace was warm-up, exit 0."""
+    from tests.cli_inprocess import run_cli
+
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    lines = [
+        {"session_id": "a", "turn": 0, "timestamp": 0, "input_length": 20, "output_length": 2},
+        {"session_id": "a", "turn": 1, "delay": 1, "input_length": 40, "output_length": 2},
+        {"timestamp": 2, "input_length": 17, "output_length": 2},
+        {"session_id": "b", "timestamp": 5, "input_length": 20, "output_length": 2},
+        {"session_id": "b", "input_length": 10, "output_length": 2},
+    ]
+    (tmp_path / "s.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    base = ["run", "--url", srv.url, "--trace", "s.jsonl", "--no-telemetry", "-q"]
+    code, _, err, _ = run_cli([*base, "--warmup", "4", "-o", "all"], tmp_path)
+    assert code == 2 and "leaves nothing to measure" in err and not (tmp_path / "all").exists()
+    code, _, err, _ = run_cli([*base, "--warmup", "1", "-n", "2", "-o", "some"], tmp_path)
+    assert code == 0, err
+    summary = orjson.loads((tmp_path / "some" / "summary.json").read_bytes())
+    assert summary["counts"]["warmup"] == 2 and summary["counts"]["completed"] == 1
+    assert any("takes whole sessions" in w for w in summary["client"]["warnings"])
+
+
+@st.composite
+def _mixed_trace(draw: st.DrawFn) -> list[dict]:
+    """Trace lines of lone requests and sessions in any order of arrival (a lone
+    request may come first)."""
+    lines: list[dict] = []
+    for s in range(draw(st.integers(1, 5))):
+        t = draw(st.integers(0, 1000))
+        if draw(st.booleans()):
+            lines.append({"timestamp": t, "input_length": 8, "output_length": 1})
+            continue
+        for k in range(draw(st.integers(1, 3))):
+            line = {"session_id": f"s{s}", "input_length": 8 * (k + 1), "output_length": 1}
+            line |= {"timestamp": t} if k == 0 else {"delay": draw(st.integers(0, 500))}
+            lines.append(line)
+    return lines
+
+
+@given(_mixed_trace())
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_every_session_of_a_trace_goes_to_the_session_workers(tmp_path: Path, lines: list) -> None:
+    """Whichever request arrives first, a trace's sessions are sent as sessions (each turn
+    after the previous reply and its delay). A trace whose first arrival was a lone
+    request had its later turns sent as independent requests, at once."""
+    from accelbench.runner.benchmark import _worker_specs
+    from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+    from accelbench.urls import Endpoint
+
+    p = tmp_path / "mixed.jsonl"
+    p.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    plan = trace_plan(load_trace(p), ByteTokenizer())
+    cfg = BenchmarkConfig(url=Endpoint.parse("http://127.0.0.1:9"),
+                          workload=WorkloadConfig(trace=str(p)))  # fmt: skip
+    (spec,) = _worker_specs(cfg, plan, 0, 1, None, "t")
+    phases = [ph for ph in spec.phases if ph.name == "measured"]
+    sessions = {r.session for r in plan if r.session is not None}
+    if not sessions:
+        return
+    (phase,) = phases
+    assert phase.sessions is not None
+    for group in phase.sessions:
+        turns = [(r.session, r.turn) for _, r in group]
+        assert [t for _, t in turns] == list(range(len(turns)))
+        assert len({s for s, _ in turns}) == 1
+    grouped = {r.session for g in phase.sessions for _, r in g if r.session is not None}
+    assert grouped == sessions
+
+
+def test_a_trace_that_starts_with_a_lone_request_waits_for_each_reply(reference_server, tmp_path):
+    """The audit's case: a lone request first, then a session of 3 turns 300 ms apart:
+    turns 1 and 2 went out with turn 0, not after its reply and the delay."""
+    from tests.cli_inprocess import run_cli
+
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    lines = [
+        {"timestamp": 0, "input_length": 17, "output_length": 2},
+        {"session_id": "a", "timestamp": 5, "input_length": 20, "output_length": 2},
+        {"session_id": "a", "delay": 300, "input_length": 40, "output_length": 2},
+        {"session_id": "a", "delay": 300, "input_length": 60, "output_length": 2},
+    ]
+    (tmp_path / "s.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    code, _, err, _ = run_cli(["run", "--url", srv.url, "--trace", "s.jsonl", "--no-telemetry",
+                               "-q", "-o", "r"], tmp_path)  # fmt: skip
+    assert code == 0, err
+    rows = [orjson.loads(x) for x in (tmp_path / "r" / "requests.jsonl").read_bytes().splitlines()]
+    turns = sorted((r for r in rows if r["session"] is not None), key=lambda r: r["turn"])
+    assert [r["turn"] for r in turns] == [0, 1, 2]
+    for a, b in zip(turns, turns[1:], strict=False):
+        assert b["t_send"] - a["t_done"] >= 300e6  # ns: the delay after the reply

@@ -26,7 +26,7 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from accelbench.metrics.records import ErrorKind
 from accelbench.metrics.stats import describe
@@ -190,6 +190,9 @@ class SessionFigures(TypedDict):
     n: int
     completed: int  # every planned turn answered
     ended_early: int  # a turn failed: the rest of the session was not sent
+    # the run stopped (a stop signal) before the session's last planned turn: neither
+    # completed nor ended early; absent in summaries written before it
+    stopped: NotRequired[int]
     turns_mean: float | None
     time_to_finish_s: dict[str, float | int | None]  # describe(): first send to last reply
 
@@ -233,7 +236,7 @@ def _bin(rows: list[dict[str, Any]]) -> TurnBin:
 CACHE_COLUMNS = (
     "idx", "warmup", "ok", "error_kind", "t_send", "t_done", "isl", "isl_planned", "osl",
     "ttft_ms", "session", "turn", "cached_tokens", "turn_tokens", "prefix_group",
-    "prefix_tokens", "blocks", "max_tokens",
+    "prefix_tokens", "blocks", "max_tokens", "session_turns",
 )  # fmt: skip
 
 
@@ -361,16 +364,24 @@ def _sessions(rows: list[dict[str, Any]]) -> SessionFigures | None:
             by.setdefault(int(r["session"]), []).append(r)
     if not by:
         return None
-    done, early, spans, turns = 0, 0, [], []
+    done, early, stopped, spans, turns = 0, 0, 0, [], []
     for rs in by.values():
         turns.append(len(rs))
-        if all(r["ok"] for r in rs):
+        failed = [r for r in rs if not r["ok"]]
+        planned = max((int(r.get("session_turns") or 0) for r in rs), default=0)
+        if failed:
+            # a turn the stop cut off is no failure of the session
+            if all(r["error_kind"] == ErrorKind.INTERRUPTED for r in failed):
+                stopped += 1
+            else:
+                early += 1
+        elif len(rs) < planned:  # the stop came before its later turns were sent
+            stopped += 1
+        else:
             done += 1
             ends = [r["t_done"] for r in rs if r["t_done"]]
             if ends:
                 spans.append((max(ends) - min(r["t_send"] for r in rs)) / 1e9)
-        else:
-            early += 1
-    return SessionFigures(n=len(by), completed=done, ended_early=early,
+    return SessionFigures(n=len(by), completed=done, ended_early=early, stopped=stopped,
                           turns_mean=sum(turns) / len(turns),
                           time_to_finish_s=describe(spans))  # fmt: skip

@@ -105,6 +105,9 @@ class RequestRecord:
     blocks: list[int] | None = None  # the prompt's block identities (trace hash_ids)
     # a server token count that cannot be true (METRICS.md): what it said, not used
     usage_rejected: str | None = None
+    # the turns its session was planned with: a session the run stopped before its last
+    # turn has fewer records (neither completed nor ended early)
+    session_turns: int | None = None
 
     def interrupt(self, why: str) -> None:
         """Stopped before it finished (a stop signal, a caller gone): an interrupted
@@ -181,6 +184,7 @@ class RequestRow(TypedDict):
     prefix_tokens: int | None
     blocks: list[int] | None
     usage_rejected: str | None
+    session_turns: int | None
 
 
 def _schema():
@@ -198,7 +202,7 @@ def _schema():
         "schedule_lag_ms": f64, "ttft_ms": f64, "e2e_ms": f64, "tail_ms": f64, "tpot_ms": f64,
         "ntpot_ms": f64, "session": i64, "turn": pa.int32(), "cached_tokens": i64,
         "turn_tokens": i64, "prefix_group": pa.int32(), "prefix_tokens": i64, "blocks": pa.list_(i64),
-        "usage_rejected": txt,
+        "usage_rejected": txt, "session_turns": pa.int32(),
     }  # fmt: skip
     return pa.schema([(name, types[name]) for name in FIELD_NAMES])
 

@@ -66,9 +66,11 @@ def sessions_text(c: CacheSection) -> str | None:
     ss = c["sessions"]
     if ss is None:
         return None
+    stopped = ss.get("stopped") or 0
     return (
-        f"sessions: {ss['n']}, {ss['completed']} completed, {ss['ended_early']} ended early; "
-        f"time to finish p50 {_ms(cast(float | None, ss['time_to_finish_s'].get('p50')))} s"
+        f"sessions: {ss['n']}, {ss['completed']} completed, {ss['ended_early']} ended early"
+        + (f", {stopped} stopped by the run's stop" if stopped else "")
+        + f"; time to finish p50 {_ms(cast(float | None, ss['time_to_finish_s'].get('p50')))} s"
     )
 
 

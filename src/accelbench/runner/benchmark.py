@@ -380,9 +380,8 @@ def _run(
                                        console, notes)  # fmt: skip
             for note in notes:
                 log(f"warning: {note}")
-            if plan and plan[0].session is not None:  # warm-up: whole sessions; count turns
-                n_warm = sum(len(g) for g in _warm_sessions(_session_groups(plan), cfg))
-                n_measured = len(plan) - n_warm
+            if _has_sessions(plan):  # warm-up: whole sessions; count turns
+                n_warm, n_measured = _session_warmup(plan, cfg, notes)
 
             with deferred_stop_signals():  # the directory, and the name that removes it
                 run_dir, short = new_run_dir(cfg)
@@ -485,7 +484,7 @@ def _worker_specs(
     api_key: str | None,
     tag: str,
 ) -> list[WorkerSpec]:
-    if plan and plan[0].session is not None:
+    if _has_sessions(plan):
         return _session_specs(cfg, plan, n_warm, n_workers, api_key, tag)
     offsets = None
     if plan and plan[0].offset_s is not None:  # --trace: its own arrival times
@@ -562,6 +561,12 @@ def _worker_spec(
 Session = list[tuple[int, PlannedRequest]]
 
 
+def _has_sessions(plan: list[PlannedRequest]) -> bool:
+    """Whether any request is a session's turn (a trace's first request may be a lone
+    one, its sessions later): then the session-aware workers send the plan."""
+    return any(r.session is not None for r in plan)
+
+
 def _session_groups(plan: list[PlannedRequest]) -> list[Session]:
     """The plan's sessions: runs of consecutive turns of one session, in plan order."""
     groups: list[Session] = []
@@ -578,6 +583,34 @@ def _warm_sessions(groups: list[Session], cfg: BenchmarkConfig) -> list[Session]
     if cfg.workload.sessions is not None:
         return groups[: cfg.warmup_requests]
     return [g for g in groups if g[0][0] < cfg.warmup_requests]
+
+
+def _session_warmup(
+    plan: list[PlannedRequest], cfg: BenchmarkConfig, notes: list[str]
+) -> tuple[int, int]:
+    """(warm-up requests, measured requests) of a plan of sessions. A trace's warm-up
+    is the whole sessions that start within its first ``--warmup`` requests, so it can
+    hold more requests than ``--warmup`` (said in ``notes``), and all of them (refused:
+    nothing would be measured)."""
+    warm = _warm_sessions(_session_groups(plan), cfg)
+    n_warm = sum(len(g) for g in warm)
+    n_measured = len(plan) - n_warm
+    if cfg.workload.sessions is None and n_warm > cfg.warmup_requests:
+        trace = cfg.workload.trace
+        if n_measured == 0:
+            raise UsageError(
+                f"--warmup {cfg.warmup_requests} leaves nothing to measure: the warm-up takes "
+                f"whole sessions, and the {len(warm):,} sessions (or requests) that start "
+                f"within the trace's first {cfg.warmup_requests:,} requests hold all "
+                f"{len(plan):,} of {trace}'s planned requests"
+            )
+        notes.append(
+            f"--warmup {cfg.warmup_requests}: the warm-up takes whole sessions: the "
+            f"{len(warm):,} sessions (or requests) that start within the trace's first "
+            f"{cfg.warmup_requests:,} requests are {n_warm:,} requests; {n_measured:,} are "
+            "measured"
+        )
+    return n_warm, n_measured
 
 
 def _first_offset(g: Session) -> float:

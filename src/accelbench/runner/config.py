@@ -291,6 +291,12 @@ class BenchmarkConfig:
             for f in ("turns", "think_time_s"):
                 if set_(wl, f):
                     refuse(f"{_opt(f)} shapes the sessions of --sessions N, which is not given")
+        elif wl.dataset and set_(wl, "turns"):
+            refuse("--turns shapes synthetic sessions: a dataset's sessions have the turns "
+                   "of its conversations")  # fmt: skip
+        elif set_(wl, "think_time_s") and _one_turn(wl.turns):
+            refuse("--think-time is the wait between a session's turns: with --turns 1 "
+                   "there is none")  # fmt: skip
         if self.workers is not None:
             closed = self.rate is None and not wl.trace
             streams = self.concurrency if closed else self.max_concurrency
@@ -374,6 +380,13 @@ _OPTION_NAMES = {
     "out_dir": "--out",
     "think_time_s": "--think-time",
 }
+
+
+def _one_turn(turns: str) -> bool:
+    """Whether ``--turns`` (checked already) makes every session a single turn."""
+    from accelbench.workload.sessions import MAX_TURNS, parse_span
+
+    return parse_span("--turns", turns, 1, MAX_TURNS, integer=True).hi == 1
 
 
 def _opt(field_name: str) -> str:

@@ -153,10 +153,12 @@ class LoadWorker:
         warmup: bool,
         t_sched: int,
         prompt: str | list[dict[str, Any]] | None = None,
+        session_turns: int | None = None,
     ) -> RequestRecord:
         """Send one request (``prompt``: a session turn's history and message, else the
-        plan's prompt) and journal its record; returns the record (its ``output_text``
-        is the reply, whatever ``save_text`` keeps in the journal)."""
+        plan's prompt; ``session_turns``: the turns its session was planned with) and
+        journal its record; returns the record (its ``output_text`` is the reply,
+        whatever ``save_text`` keeps in the journal)."""
         spec = self.spec
         rec = RequestRecord(
             idx=idx,
@@ -169,6 +171,7 @@ class LoadWorker:
         )
         if req.session is not None or req.prefix_group is not None or req.blocks is not None:
             rec.session, rec.turn = req.session, req.turn if req.session is not None else None
+            rec.session_turns = session_turns if req.session is not None else None
             rec.turn_tokens = req.turn_tokens
             rec.prefix_group = req.prefix_group
             rec.prefix_tokens = req.prefix_tokens if req.prefix_group is not None else None
@@ -479,7 +482,7 @@ class LoadWorker:
                 if not await self._due(t_sched):
                     return
             prompt = history.prompt(req)
-            rec = await self._one(idx, req, warm, t_sched, prompt)
+            rec = await self._one(idx, req, warm, t_sched, prompt, len(turns))
             if not rec.ok:
                 return
             history.answered(prompt, rec.output_text or "")

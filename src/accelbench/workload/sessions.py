@@ -70,7 +70,8 @@ def parse_span(name: str, spec: str | float | int, lo: float, hi: float, *, inte
         except ValueError:
             raise v.UsageError(f"{name} must be N or LO:HI (got {str(spec)[:40]!r})") from None
         if integer:
-            nums.append(float(v.integer(name, x, int(lo), int(hi))))
+            # a whole number as typed ("0", not "0.0") in the error line
+            nums.append(float(v.integer(name, int(x) if x.is_integer() else x, int(lo), int(hi))))
         else:
             nums.append(v.number(name, x, lo, hi))
     a, b = nums[0], nums[-1]
