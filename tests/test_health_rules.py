@@ -564,3 +564,44 @@ def test_monitor_runs_on_an_injected_clock_without_sleeping():
     assert verdicts[-1] == "warn"  # a leak over the whole window
     (f,) = rules_of(mon.health, "memory_growth")
     assert f["trend"]["slope"] * 60 == pytest.approx(64 * MiB, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("delay", "sig", "second"),
+    [(0.5, "SIGINT", None), (1.5, "SIGTERM", 0.02), (2.5, "SIGHUP", None),
+     (4.0, "SIGINT", 0.05), (5.0, "SIGTERM", 0.3)],
+)  # fmt: skip
+def test_a_stop_while_health_samples_judges_what_it_sampled(delay, sig, second):
+    """A stop signal during `health --duration` used to exit 130 with every sample taken
+    thrown away; now the samples taken are judged and printed, marked ``interrupted``,
+    exit 1 (README: interrupted, results kept). A stop before the first sample is 130;
+    a second stop changes nothing; never a traceback."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "accelbench", "health", "--source", "host", "--duration", "60",
+         "--interval", "0.1", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+    )  # fmt: skip
+    time.sleep(delay)
+    t0 = time.monotonic()
+    p.send_signal(getattr(signal, sig))
+    if second is not None:
+        time.sleep(second)
+        p.send_signal(getattr(signal, sig))
+    out, err = p.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert "Traceback" not in err, err
+    assert p.returncode in (1, 130), (p.returncode, err)
+    if p.returncode == 130:  # stopped before its first sample: nothing to judge
+        assert out == "" and delay < 5.0, (delay, err)
+        return
+    doc = json.loads(out)
+    assert doc["samples"] > 0 and doc["interrupted"].startswith(f"{sig} after ")
+    assert doc["health"]["verdict"] in ("pass", "warn", "fail", "unknown")
+    assert "health interrupted" in err

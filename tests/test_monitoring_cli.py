@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 
 import pytest
@@ -335,3 +336,40 @@ def test_monitor_rules_window_after_the_subcommand_is_used(tmp_path):
 
     code, out, _, _ = run_cli(["monitor", "rules", "--window", "10"], tmp_path)
     assert code == 0 and "window 10s" in out
+
+
+@pytest.mark.parametrize(
+    ("sig", "second"),
+    [(signal.SIGINT, None), (signal.SIGTERM, 0.02), (signal.SIGHUP, 0.05), (signal.SIGINT, 0.1),
+     (signal.SIGTERM, 0.2), (signal.SIGINT, 0.3)],
+)  # fmt: skip
+def test_a_stop_and_a_second_one_while_the_monitor_stops_exit_0(tmp_path, sig, second):
+    """Ctrl-C, SIGTERM and SIGHUP are the monitor's normal way out (exit 0). A second one
+    while it stops (the exporter's shutdown, the sources closed) used to raise
+    KeyboardInterrupt there: exit 130, the stop cut short."""
+    import os
+    import sys
+    import time
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "accelbench", "monitor", "--replay", str(_short_csv(tmp_path)),
+         "--port", "0", "--interval", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )  # fmt: skip
+    assert p.stdout is not None
+    seen = []
+    for line in p.stdout:  # the exporter is up, then the first tick's verdict
+        seen.append(line)
+        if "verdict" in line:
+            break
+    assert any("serving Prometheus metrics" in x for x in seen), seen
+    t0 = time.monotonic()
+    p.send_signal(sig)
+    if second is not None:
+        time.sleep(second)
+        p.send_signal(sig)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, (out, err)
+    assert "Traceback" not in err and "interrupted" not in err, err
+    assert time.monotonic() - t0 < 5

@@ -6,9 +6,7 @@ Thin wrappers: the logic lives in accelbench.health.monitor and accelbench.monit
 
 from __future__ import annotations
 
-import contextlib
 import shlex
-import signal
 import threading
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from accelbench.cli.telemetry import _source_list
 from accelbench.console import printable
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.health.rules import Health, HealthConfig
+from accelbench.lifetime import ignore_stop_signals, noted_stops
 from accelbench.monitoring.rules import DEFAULT_WINDOW_S, FLAVOURS, AlertSettings
 from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources import Source, close_sources, open_sources
@@ -229,23 +228,26 @@ def monitor_cmd(
     # sampling), in the monitor's dispatcher, and is ended when the monitor stops
     recovery = None if policy is None else Recovery(policy, dispatcher=mon.dispatcher, on_done=show)
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     timer = None
-    if duration is not None:
-        timer = threading.Timer(duration, stop.set)
-        timer.daemon = True
-        timer.start()
-    try:
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
+    # Ctrl-C, SIGTERM and SIGHUP are the normal way out (exit 0): each sets the stop, the
+    # tick in progress finishes, and the monitor stops in order; a second one while it
+    # stops (alerts draining, exporter, sources) is noted, not raised (it used to cut
+    # that short and exit 130)
+    with noted_stops(lambda name: stop.set()):
+        if duration is not None:
+            timer = threading.Timer(duration, stop.set)
+            timer.daemon = True
+            timer.start()
+        try:
             mon.run(stop)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        stop.set()
-        if timer is not None:
-            timer.cancel()
-        if exporter is not None:
-            exporter.stop()
-        close_sources(active)
+        finally:
+            stop.set()
+            if timer is not None:
+                timer.cancel()
+            if exporter is not None:
+                exporter.stop()
+            close_sources(active)
+    ignore_stop_signals()  # stopped: a later stop changes nothing (exit 0)
 
 
 @monitor_app.command("rules")

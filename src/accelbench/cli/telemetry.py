@@ -14,6 +14,7 @@ import typer
 from accelbench.errors import AccelbenchError
 from accelbench.health.check import HealthCheck, check_file, check_live
 from accelbench.health.rules import HealthConfig
+from accelbench.lifetime import ignore_stop_signals
 from accelbench.telemetry.parsers import FORMATS, read_capture
 from accelbench.telemetry.schema import coerce_row
 from accelbench.telemetry.sources import SOURCE_NAMES
@@ -113,11 +114,17 @@ def health_cmd(
         result = check_file(file, fmt, config)
     else:
         result = check_live(names, server_url, pid, duration, interval, config)
+    # the check is done: a stop from now on changes nothing (docs/PROCESSES.md)
+    ignore_stop_signals()
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
         _print_health(result)
     verdict = result["health"]["verdict"]
+    if "interrupted" in result:  # judged on the samples taken before a stop (README)
+        typer.secho(f"health interrupted ({result['interrupted']}): the verdict is on "
+                    f"{result['samples']} samples", fg="yellow", err=True)  # fmt: skip
+        raise typer.Exit(1)
     if verdict in ("fail", "unknown") or (strict and verdict == "warn"):
         raise typer.Exit(1)
 

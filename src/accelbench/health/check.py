@@ -20,6 +20,7 @@ from accelbench.health.rules import (
     mark_unknown,
     missing_signals,
 )
+from accelbench.lifetime import noted_stops
 from accelbench.telemetry.parsers import read_capture
 from accelbench.telemetry.sampler import SourceErrors, collect
 from accelbench.telemetry.schema import Row
@@ -36,6 +37,7 @@ class HealthCheck(TypedDict):
     format: NotRequired[str]  # a capture: its format, the data lost and the parser's notes
     lost: NotRequired[list[str]]
     notes: NotRequired[list[str]]
+    interrupted: NotRequired[str]  # live: a stop signal ended the sampling (what it got)
 
 
 def judge(rows: list[Row], lost: list[str], config: HealthConfig | None = None) -> Health:
@@ -76,18 +78,34 @@ def check_live(
     rows: list[Row] = []
     lost: list[str] = []  # what a source could not read (a tool's damaged reading)
     errors: dict[str, SourceErrors] = {}
+    start = time.monotonic()
+    stopped: str | None = None
     try:
-        deadline = time.monotonic() + max(duration_s, 0.0)
+        deadline = start + max(duration_s, 0.0)
         while True:
-            rows.extend(collect(active, None, errors))
-            lost += [x for src in active for x in src.lost() if x not in lost]
+            got = collect(active, None, errors)
+            with noted_stops():  # a sample is kept whole, or not at all
+                rows.extend(got)
+                lost += [x for src in active for x in src.lost() if x not in lost]
             if time.monotonic() + interval_s > deadline:
                 break
             time.sleep(interval_s)
+    except KeyboardInterrupt as exc:  # a stop: the samples taken so far are judged
+        if not rows:
+            raise  # nothing to keep (exit 130)
+        stopped = (
+            f"{str(exc) or 'SIGINT'} after {time.monotonic() - start:.1f} s of {duration_s:g} s"
+        )
     finally:
-        close_sources(active)
-    health = judge(rows, lost, config)
-    return {"sources": status, "samples": len(rows), "errors": errors, "health": health}
+        with noted_stops():  # a second stop does not cut the sources' closing short
+            close_sources(active)
+    with noted_stops():  # nor the judging of what was sampled
+        health = judge(rows, lost, config)
+    out: HealthCheck = {"sources": status, "samples": len(rows), "errors": errors,
+                        "health": health}  # fmt: skip
+    if stopped is not None:
+        out["interrupted"] = stopped
+    return out
 
 
 def check_file(

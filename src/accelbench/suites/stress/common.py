@@ -43,8 +43,8 @@ def _quiet(msg: str) -> None:
 def stress_dir(out: str | None, root: str, kind: str) -> Iterator[Path]:
     """``out`` or ``root/stress-<kind>-<time>``, created. A suite refused before its first
     step wrote a run (an unknown model, no server, a bad key file, --ray: what ``run``
-    exits 2 for) leaves the directory as it found it: what this call wrote there is
-    removed, and the folders it made."""
+    exits 2 for), or stopped by a signal before then (exit 130), leaves the directory as
+    it found it: what this call wrote there is removed, and the folders it made."""
     if out:
         path = Path(out)
     else:
@@ -59,7 +59,7 @@ def stress_dir(out: str | None, root: str, kind: str) -> Iterator[Path]:
         raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
     try:
         yield path
-    except AccelbenchError:
+    except (AccelbenchError, KeyboardInterrupt):  # refused, or stopped before it began
         if _files(path / "runs") == runs_before:  # no step got to write a run
             for p in set(path.iterdir()) - before:
                 if p.is_dir() and not p.is_symlink():
@@ -134,6 +134,29 @@ def check_load(
         raise UsageError(f"{where} ({url}): {exc}") from None
 
 
+@contextlib.contextmanager
+def suite_stops() -> Iterator[Callable[[], None]]:
+    """A suite's stop rule (docs/PROCESSES.md), the sweep's: inside, SIGINT, SIGTERM and
+    SIGHUP raise nothing (:func:`accelbench.lifetime.noted_stops`) except while a step's
+    run prepares (:func:`run_step` raises them there, and the run notes them itself once
+    it loads). So no stop, first or second, cuts short what the suite does with its
+    steps' results: its verdicts and stress.json are written whatever comes meanwhile (a
+    second Ctrl-C there, or one between two steps, used to end the suite with exit 130,
+    no stress.json and its finished runs unjudged). The check it yields raises
+    KeyboardInterrupt once a stop has been noted: the suite calls it before each step,
+    and ends as ``interrupted``."""
+    from accelbench.lifetime import noted_stops, stops_noted
+
+    base = stops_noted()
+
+    def check() -> None:
+        if stops_noted() > base:
+            raise KeyboardInterrupt
+
+    with noted_stops():
+        yield check
+
+
 def run_step(
     base: BenchmarkConfig,
     out: Path,
@@ -144,6 +167,7 @@ def run_step(
     """One ordinary run directory at ``out`` (``accelbench runs list`` sees it), with
     ``changes`` to the config and ``workload`` changes to its workload; its result
     (status, directory, summary, run.json) as the run ended."""
+    from accelbench.lifetime import raised_stops
     from accelbench.runner.benchmark import run_benchmark
 
     # the suite placed its directory with --out / --results-root / --label: the step's
@@ -152,7 +176,8 @@ def run_step(
     cfg = replace(base, out_dir=str(out), label=None, results_root=BenchmarkConfig.results_root,
                   given=base.given - used, **changes)  # fmt: skip
     cfg.workload = replace(base.workload, **(workload or {}))
-    return run_benchmark(cfg, progress=False, log=log)
+    with raised_stops():  # the run handles its stops, raising until it loads (suite_stops)
+        return run_benchmark(cfg, progress=False, log=log)
 
 
 def run_reason(res: RunResult) -> str:

@@ -26,6 +26,7 @@ from accelbench.suites.stress.common import (
     run_reason,
     run_records,
     run_step,
+    suite_stops,
 )
 from accelbench.suites.stress.document import (
     DIVERGENT,
@@ -139,34 +140,41 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
     status = "completed"
     stopped: str | None = None  # the error that stopped the suite
     runs = []
-    try:
-        for name, url, conc, pause in steps:
-            if pause and cfg.pause_s:
-                time.sleep(cfg.pause_s)
-            out = path / "runs" / name
-            log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {url.display}")
-            res = run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
-                           num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
-                           save_text=True, extra_body=extra)  # fmt: skip
-            runs.append(str(out.relative_to(path)))
-            if res.status != "completed":
-                status, stopped = res.status, run_reason(res)
-                break
-            texts = {int(r["idx"]): r.get("output_text") for r in run_records(out) if r.get("ok")}
-            if base_texts is None:
-                base_texts = {k: v for k, v in texts.items() if v is not None}
-                model = str(res.doc.config.get("model") or "")
-                tok = server_tokenizer_if_any(url, model, api_key) if model else None
-                continue
-            comparisons.append(_compare(name, base_texts, texts, tok, out, div_f))
-    except KeyboardInterrupt:
-        status = "interrupted"
-    verdicts = [_verdict(c, cfg) for c in comparisons]
-    part = ConsistencyPart(runs[0] if runs else None, "token" if tok is not None else "char",
-                           comparisons)  # fmt: skip
-    reason = suite_reason(status, stopped, verdicts)
-    write_stress(path, StressDoc(suite="consistency", status=status, config=cfg.to_json(),
-                                 runs=runs, verdicts=verdicts, part=part, reason=reason))  # fmt: skip
+    with suite_stops() as check_stop:
+        try:
+            for name, url, conc, pause in steps:
+                check_stop()
+                if pause and cfg.pause_s:  # a stop ends the pause (within 0.1 s)
+                    until = time.monotonic() + cfg.pause_s
+                    while (left := until - time.monotonic()) > 0:
+                        time.sleep(min(left, 0.1))
+                        check_stop()
+                out = path / "runs" / name
+                log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {url.display}")
+                res = run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
+                               num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
+                               save_text=True, extra_body=extra)  # fmt: skip
+                runs.append(str(out.relative_to(path)))
+                if res.status != "completed":
+                    status, stopped = res.status, run_reason(res)
+                    break
+                texts = {
+                    int(r["idx"]): r.get("output_text") for r in run_records(out) if r.get("ok")
+                }
+                if base_texts is None:
+                    base_texts = {k: v for k, v in texts.items() if v is not None}
+                    model = str(res.doc.config.get("model") or "")
+                    tok = server_tokenizer_if_any(url, model, api_key) if model else None
+                    continue
+                comparisons.append(_compare(name, base_texts, texts, tok, out, div_f))
+        except KeyboardInterrupt:
+            status = "interrupted"
+        verdicts = [_verdict(c, cfg) for c in comparisons]
+        part = ConsistencyPart(runs[0] if runs else None, "token" if tok is not None else "char",
+                               comparisons)  # fmt: skip
+        reason = suite_reason(status, stopped, verdicts)
+        write_stress(path, StressDoc(suite="consistency", status=status, config=cfg.to_json(),
+                                     runs=runs, verdicts=verdicts, part=part, reason=reason))  # fmt: skip
     return ConsistencyResult(path, status, comparisons, verdicts, reason)
 
 

@@ -28,6 +28,7 @@ from accelbench.suites.stress.common import (
     run_reason,
     run_records,
     run_step,
+    suite_stops,
 )
 from accelbench.suites.stress.document import (
     MEMORY,
@@ -158,42 +159,44 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
     ys: list[float] = []
     status = "completed"
     stopped: str | None = None  # the error that stopped the flood
-    try:
-        for c in cfg.concurrencies:
-            for n in cfg.lengths:
-                out = path / "runs" / f"isl{n}-c{c}"
-                log(f"flood step: input {n} tokens at concurrency {c}")
-                res = run_step(cfg.load, out, log, workload={"isl": n, "osl": cfg.osl},
-                               concurrency=c, rate=None, num_requests=max(cfg.requests, c),
-                               duration_s=None)  # fmt: skip
-                recs = run_records(out)
-                steps.append(_step(n, c, recs, str(out.relative_to(path))))
-                for r in recs:
-                    if r["ok"] and (ttft := r["ttft_ms"]):
-                        xs.append(float(r["isl"] or n))
-                        ys.append(ttft)
-                # a step whose every request failed (past the context) is the flood's
-                # evidence, not the end of it
-                if res.status != "completed" and not res.all_requests_failed:
-                    status, stopped = res.status, run_reason(res)
-                    raise _Stop
-    except _Stop:
-        pass
-    except KeyboardInterrupt:
-        status = "interrupted"
-    finally:
-        sampler.halt.set()
-        sampler.join()
-        probe.close()
-    fit = QuadFit.from_json(Fields(quadratic_fit(xs, ys), "ttft fit"))
-    samples, _ = read_rows(mem.path, memory_sample)
-    verdicts = _verdicts(cfg, steps, samples, probe)
-    reason = suite_reason(status, stopped, verdicts)
-    write_stress(path, StressDoc(
-        suite="flood", status=status, config=cfg.to_json(), runs=[s.run for s in steps],
-        verdicts=verdicts, part=FloodPart(steps, fit),
-        memory_totals={n: probe.total_for(n) for n in memory_series(samples)}, reason=reason,
-    ))  # fmt: skip
+    with suite_stops() as check_stop:
+        try:
+            for c in cfg.concurrencies:
+                for n in cfg.lengths:
+                    check_stop()
+                    out = path / "runs" / f"isl{n}-c{c}"
+                    log(f"flood step: input {n} tokens at concurrency {c}")
+                    res = run_step(cfg.load, out, log, workload={"isl": n, "osl": cfg.osl},
+                                   concurrency=c, rate=None, num_requests=max(cfg.requests, c),
+                                   duration_s=None)  # fmt: skip
+                    recs = run_records(out)
+                    steps.append(_step(n, c, recs, str(out.relative_to(path))))
+                    for r in recs:
+                        if r["ok"] and (ttft := r["ttft_ms"]):
+                            xs.append(float(r["isl"] or n))
+                            ys.append(ttft)
+                    # a step whose every request failed (past the context) is the flood's
+                    # evidence, not the end of it
+                    if res.status != "completed" and not res.all_requests_failed:
+                        status, stopped = res.status, run_reason(res)
+                        raise _Stop
+        except _Stop:
+            pass
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            sampler.halt.set()
+            sampler.join()
+            probe.close()
+        fit = QuadFit.from_json(Fields(quadratic_fit(xs, ys), "ttft fit"))
+        samples, _ = read_rows(mem.path, memory_sample)
+        verdicts = _verdicts(cfg, steps, samples, probe)
+        reason = suite_reason(status, stopped, verdicts)
+        write_stress(path, StressDoc(
+            suite="flood", status=status, config=cfg.to_json(), runs=[s.run for s in steps],
+            verdicts=verdicts, part=FloodPart(steps, fit),
+            memory_totals={n: probe.total_for(n) for n in memory_series(samples)}, reason=reason,
+        ))  # fmt: skip
     return FloodResult(path, status, steps, fit, verdicts, reason)
 
 

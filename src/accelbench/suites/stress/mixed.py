@@ -24,6 +24,7 @@ import numpy as np
 
 from accelbench.documents import JsonObject, to_json_object
 from accelbench.errors import UsageError
+from accelbench.lifetime import noted_stops, raised_stops
 from accelbench.metrics.records import RequestRow
 from accelbench.metrics.verdict import Status, Verdict
 from accelbench.runner.config import BenchmarkConfig
@@ -34,6 +35,7 @@ from accelbench.suites.stress.common import (
     run_records,
     run_status,
     run_step,
+    suite_stops,
 )
 from accelbench.suites.stress.document import (
     Estimate,
@@ -134,22 +136,26 @@ def _phase(loads: list[tuple[int, BenchmarkConfig]], dirs: list[Path], duration:
     ctx: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     barrier = ctx.Barrier(len(loads))
     procs = []
-    for (_, cfg), d in zip(loads, dirs, strict=True):
-        c = replace(cfg, duration_s=duration + stagger, num_requests=None)
-        p = ctx.Process(target=_child, args=(c, str(d), barrier, os.getpid()))
-        p.start()
-        procs.append(p)
     try:
-        for p in procs:
-            p.join()
-    except BaseException:  # Ctrl-C, SIGTERM: each run stops in order (SIGTERM), then killed
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+        # the suite notes stops (suite_stops): here one ends the phase; the runs are
+        # forked with this handler, so that one stops a run that is still preparing
+        with raised_stops():
+            for (_, cfg), d in zip(loads, dirs, strict=True):
+                c = replace(cfg, duration_s=duration + stagger, num_requests=None)
+                p = ctx.Process(target=_child, args=(c, str(d), barrier, os.getpid()))
+                p.start()
+                procs.append(p)
+            for p in procs:
                 p.join()
+    except BaseException:  # Ctrl-C, SIGTERM: each run stops in order (SIGTERM), then killed
+        with noted_stops():  # a second stop does not cut this short (a run left running)
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.join(10)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
         raise
     recs = {i: _measured(d) for (i, _), d in zip(loads, dirs, strict=True)}
     if not all(recs.values()):
@@ -160,8 +166,11 @@ def _phase(loads: list[tuple[int, BenchmarkConfig]], dirs: list[Path], duration:
 
 
 def _measured(d: Path) -> list[RequestRow]:
-    if run_status(d) not in ("completed",):
-        raise _Failed(f"{d}: run {run_status(d)}")
+    status = run_status(d)
+    if status == "interrupted":  # a stop came while it ran: the suite is interrupted,
+        raise KeyboardInterrupt  # not failed
+    if status != "completed":
+        raise _Failed(f"{d}: run {status}")
     return [r for r in run_records(d) if r["ok"]]
 
 
@@ -182,6 +191,7 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
     stopped: str | None = None  # the error that stopped the suite
 
     def go(name: str, members: list[int], r: int) -> dict[int, list[RequestRow]]:
+        check_stop()  # a stop noted since the last phase: no phase more
         dirs = [path / "runs" / f"r{r}-{name}-ep{i}" for i in members]
         runs.extend(str(d.relative_to(path)) for d in dirs)
         log(f"round {r}: {name} ({', '.join(f'ep{i}' for i in members)})")
@@ -189,33 +199,34 @@ def run_mixed(cfg: MixedConfig, path: Path, *, log: Log = _quiet) -> MixedResult
             [(i, cfg.loads[i]) for i in members], dirs, cfg.duration_s, cfg.stagger_s, log
         )
 
-    try:
-        for r in range(cfg.rounds):
-            for i in idx:
-                solo[i] += go("solo", [i], r)[i]
-            for i, rs in go("all", idx, r).items():
-                together[i] += rs
-            if cfg.matrix and n > 2:
-                for j in idx:
-                    for i, rs in go(f"without{j}", [k for k in idx if k != j], r).items():
-                        without[j][i] += rs
-    except _Failed as exc:
-        status, stopped = "failed", str(exc)
-        log(stopped)
-    except KeyboardInterrupt:
-        status = "interrupted"
-    endpoints = [_endpoint(i, solo[i], together[i], cfg) for i in idx]
-    matrix = None
-    if cfg.matrix and n > 2:
-        matrix = [[None if i == j else _effect(together[i], without[j][i], cfg)
-                   for j in idx] for i in idx]  # fmt: skip
-    verdicts = _verdicts(endpoints, cfg)
-    note = ("row i, column j: % change of endpoint i's TTFT p50 caused by endpoint j (all "
-            "together vs all but j)")  # fmt: skip
-    reason = suite_reason(status, stopped, verdicts)
-    write_stress(path, StressDoc(suite="mixed", status=status, config=cfg.to_json(), runs=runs,
-                                 verdicts=verdicts, part=MixedPart(endpoints, matrix, note),
-                                 reason=reason))  # fmt: skip
+    with suite_stops() as check_stop:
+        try:
+            for r in range(cfg.rounds):
+                for i in idx:
+                    solo[i] += go("solo", [i], r)[i]
+                for i, rs in go("all", idx, r).items():
+                    together[i] += rs
+                if cfg.matrix and n > 2:
+                    for j in idx:
+                        for i, rs in go(f"without{j}", [k for k in idx if k != j], r).items():
+                            without[j][i] += rs
+        except _Failed as exc:
+            status, stopped = "failed", str(exc)
+            log(stopped)
+        except KeyboardInterrupt:
+            status = "interrupted"
+        endpoints = [_endpoint(i, solo[i], together[i], cfg) for i in idx]
+        matrix = None
+        if cfg.matrix and n > 2:
+            matrix = [[None if i == j else _effect(together[i], without[j][i], cfg)
+                       for j in idx] for i in idx]  # fmt: skip
+        verdicts = _verdicts(endpoints, cfg)
+        note = ("row i, column j: % change of endpoint i's TTFT p50 caused by endpoint j (all "
+                "together vs all but j)")  # fmt: skip
+        reason = suite_reason(status, stopped, verdicts)
+        write_stress(path, StressDoc(suite="mixed", status=status, config=cfg.to_json(), runs=runs,
+                                     verdicts=verdicts, part=MixedPart(endpoints, matrix, note),
+                                     reason=reason))  # fmt: skip
     return MixedResult(path, status, endpoints, matrix, verdicts, reason)
 
 

@@ -43,6 +43,7 @@ from accelbench.suites.stress.common import (
     dir_bytes,
     run_reason,
     run_step,
+    suite_stops,
     window_device,
     window_stats,
 )
@@ -365,10 +366,12 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
         seg = max([seg] + [int(p.name[4:]) + 1 for p in (path / "runs").glob("seg-[0-9]*")
                            if p.name[4:].isdigit()])  # fmt: skip
         # drop memory samples past the last finished window (they will be re-taken)
+        # (one atomic rewrite: a stop or a kill here used to leave memory.jsonl emptied,
+        # the samples of every finished window lost)
         keep = [m for m in _resume_rows(memory_f, memory_sample) if _t(m) <= done_s]
-        memory_f.path.write_bytes(b"")
-        for m in keep:
-            memory_f.append(m)
+        write_text_atomic(memory_f.path, "".join(
+            orjson.dumps(m, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n" for m in keep
+        ))  # fmt: skip
         log(f"resuming at {done_s:.0f} s of {cfg.duration_s:.0f} s (segment {seg})")
     elif (path / WINDOWS).exists() or (path / STRESS_JSON).exists():
         raise UsageError(f"{path} already holds a soak: use --resume or another --out")
@@ -378,40 +381,44 @@ def run_soak(cfg: SoakConfig, path: Path, *, resume: bool = False, log: Log = _q
         _write(path, cfg, probe, "running", seg, windows_f, memory_f)
     status = "completed"
     stopped: str | None = None  # the error that stopped the soak
-    try:
-        while done_s < cfg.duration_s - 1e-6:
-            length = min(cfg.segment_s, cfg.duration_s - done_s)
-            out = path / "runs" / f"seg-{seg:03d}"
-            n_win = len(read_rows(windows_f.path, SoakWindow.from_json)[0])
-            col = _Collector(cfg, probe, out / JOURNAL, done_s, windows_f, memory_f, n_win)
-            col.length = length
-            col.start()
-            log(f"segment {seg}: {length:.0f} s")
-            try:
-                res = run_step(cfg.load, out, log, duration_s=length)
-            finally:
-                col.finish()
-            seg += 1
-            st = res.status if col.error is None else "failed"
-            if col.error:
-                log(f"soak collector failed: {col.error}")
-            # a completed segment covered its length (a last window shorter than half a
-            # window is dropped, not re-run); an interrupted one ends with its last window
-            done_s = (
-                done_s + length
-                if st == "completed"
-                else max((w.t_end_s for w in col.done), default=done_s)
-            )
-            _write(path, cfg, probe, "running", seg, windows_f, memory_f)
-            if st != "completed":
-                status = st
-                stopped = f"soak collector failed: {col.error}" if col.error else run_reason(res)
-                break
-    except KeyboardInterrupt:
-        status = "interrupted"
-    finally:
-        probe.close()
-    result = _write(path, cfg, probe, status, seg, windows_f, memory_f, stopped)
+    with suite_stops() as check_stop:
+        try:
+            while done_s < cfg.duration_s - 1e-6:
+                check_stop()
+                length = min(cfg.segment_s, cfg.duration_s - done_s)
+                out = path / "runs" / f"seg-{seg:03d}"
+                n_win = len(read_rows(windows_f.path, SoakWindow.from_json)[0])
+                col = _Collector(cfg, probe, out / JOURNAL, done_s, windows_f, memory_f, n_win)
+                col.length = length
+                col.start()
+                log(f"segment {seg}: {length:.0f} s")
+                try:
+                    res = run_step(cfg.load, out, log, duration_s=length)
+                finally:
+                    col.finish()
+                seg += 1
+                st = res.status if col.error is None else "failed"
+                if col.error:
+                    log(f"soak collector failed: {col.error}")
+                # a completed segment covered its length (a last window shorter than half a
+                # window is dropped, not re-run); an interrupted one ends with its last window
+                done_s = (
+                    done_s + length
+                    if st == "completed"
+                    else max((w.t_end_s for w in col.done), default=done_s)
+                )
+                _write(path, cfg, probe, "running", seg, windows_f, memory_f)
+                if st != "completed":
+                    status = st
+                    stopped = (
+                        f"soak collector failed: {col.error}" if col.error else run_reason(res)
+                    )
+                    break
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            probe.close()
+        result = _write(path, cfg, probe, status, seg, windows_f, memory_f, stopped)
     return result
 
 
