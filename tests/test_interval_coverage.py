@@ -139,6 +139,30 @@ def test_closed_loop_throughput_ratio_covers(n):
     band(float(np.mean((lo <= truth) & (truth <= hi))), f"closed-loop tok/s n={n}")
 
 
+def test_closed_loop_throughput_ratio_gives_no_interval_below_its_minimum():
+    # the delta method's interval covered 76 % at 2 requests a side, 90 % at 5, 92.5 % at
+    # 10 (compare said nothing of it): from MIN_THROUGHPUT_REQUESTS on it covers, below
+    # it compare (and the report's headline) give no interval and say why
+    from accelbench.metrics.compare import PointSamples, load_ci, run_figure_ci
+
+    n = S.MIN_THROUGHPUT_REQUESTS
+    rng = np.random.default_rng(17)
+    ta, ea = _closed_run(rng, 3000, n, 1.0)
+    tb, eb = _closed_run(rng, 3000, n, 1.25)
+    d = np.log((tb.sum(1) / eb.sum(1)) / (ta.sum(1) / ea.sum(1)))
+    lo, hi = S.log_ratio_ci(d, S.throughput_log_se(ta, ea), S.throughput_log_se(tb, eb))
+    band(float(np.mean((lo <= 1.25) & (1.25 <= hi))), f"closed-loop tok/s n={n}")
+    for k in (2, 5, n - 1):
+        a = PointSamples("c=4", 4.0, [_MemRun(4, rng, k)])
+        b = PointSamples("c=4", 4.0, [_MemRun(4, rng, n)])
+        assert load_ci(a, b, "output_tps_per_gpu") == (None, None, f"too few requests ({n} a side)")
+        (s,) = a.samples()
+        assert run_figure_ci(s, "output_tps_per_gpu", 1.0) == (None, None)
+    a = PointSamples("c=4", 4.0, [_MemRun(4, rng, n)])
+    lo1, hi1, note = load_ci(a, b, "output_tps_per_gpu")
+    assert note is None and lo1 is not None and hi1 is not None and 0 < lo1 < hi1
+
+
 @pytest.mark.parametrize("mean_n", [100, 2000])
 def test_open_loop_throughput_ratio_covers(mean_n):
     # a Poisson schedule: the count in the window varies, and so do the tokens
