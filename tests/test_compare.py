@@ -79,10 +79,14 @@ def test_true_10x_refuted(tmp_path):
 
 
 def test_noisy_small_sample_inconclusive(tmp_path):
-    a, b = _pair(tmp_path, 1.3, n=12, jitter=0.7, concurrency=4)
+    a, b = _pair(tmp_path, 1.3, n=20, jitter=0.7, concurrency=4)
     _, v, _ = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
     assert v.word == "inconclusive", v.note
     assert "not wholly above 1.3" in v.note
+    # below 20 requests a side the throughput interval under-covers: none is given
+    a, b = _pair(tmp_path / "few", 1.3, n=12, jitter=0.7, concurrency=4)
+    _, v, _ = evaluate_claim(parse_claim("B >= 1.3 x A"), a, b, n_boot=400)
+    assert v.word == "inconclusive" and "too few requests (20 a side)" in v.note, v.note
 
 
 def test_latency_claim_lower_is_better(tmp_path):

@@ -15,7 +15,8 @@ tests/test_interval_coverage.py):
 - at one load, one run a side: the interval over requests. Throughput by the delta
   method on the log scale (:func:`accelbench.metrics.stats.throughput_log_se`: closed
   loop, Little's law's ratio sum(tokens) / sum(E2E); open loop, the compound Poisson
-  count of a Poisson schedule); percentiles and interactivity (``1000 / p50 TPOT``) from
+  count of a Poisson schedule), none below ``MIN_THROUGHPUT_REQUESTS`` (20) requests a
+  side, where a closed loop's under-covers; percentiles and interactivity (``1000 / p50 TPOT``) from
   each side's order-statistic standard error on the log scale
   (:func:`accelbench.metrics.stats.quantile_ratio_ci`), none below
   :func:`accelbench.metrics.stats.min_samples` requests a side (500 for a p99);
@@ -76,6 +77,7 @@ from accelbench.metrics.registry import (
     Figure,
 )
 from accelbench.metrics.stats import (
+    MIN_THROUGHPUT_REQUESTS,
     bootstrap_difference_ci,
     bootstrap_ratio_ci,
     bootstrap_replicates,
@@ -560,8 +562,10 @@ def load_ci(
     a, b = x.observed(metric), y.observed(metric)
     assert a is not None and b is not None
     if metric in THROUGHPUT:
-        if sa.osl.size < 2 or sb.osl.size < 2 or not (a > 0 and b > 0):
-            return None, None, "too few requests (2 a side)"
+        if min(sa.osl.size, sb.osl.size) < MIN_THROUGHPUT_REQUESTS:
+            return None, None, f"too few requests ({MIN_THROUGHPUT_REQUESTS} a side)"
+        if not (a > 0 and b > 0):
+            return None, None, "a side's figure is not positive: no interval on the log scale"
         se = [throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None)
               for s in (sa, sb)]  # fmt: skip
         lo, hi = log_ratio_ci(math.log(b / a), se[0], se[1])
@@ -583,7 +587,7 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
     distribution-free order-statistic interval (:func:`quantile_ci`); (None, None) where
     the run has too few requests for either (the methods comparisons use, one side)."""
     if metric in THROUGHPUT:
-        if s.osl.size < 2 or not value > 0:
+        if s.osl.size < MIN_THROUGHPUT_REQUESTS or not value > 0:
             return None, None
         se = float(throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None))
         if not math.isfinite(se):

@@ -95,6 +95,8 @@ def hit_rate_interval(
     s2 = sum((y - r * x) ** 2 for y, x in zip(cached_tokens, prompt_tokens, strict=True)) / (n - 1)
     se = math.sqrt(s2 / n) / xbar
     rr = min(max(r, 0.5 / total), 1 - 0.5 / total)
+    if not (math.isfinite(se) and 0 < rr < 1):  # a count NaN, inf, or sums out of range
+        return Interval(None, None, confidence, "no interval: session token counts not finite")
     half = float(t_critical(confidence, n - 1)) * se / (rr * (1 - rr))
     mid = math.log(rr / (1 - rr))
     return Interval(

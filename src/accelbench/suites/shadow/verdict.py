@@ -237,6 +237,10 @@ def evaluate_gate(
         assert g.q is not None
         b = np.array([r[g.column] for r in base if r["ok"] and r.get(g.column) is not None], float)
         c = np.array([r[g.column] for r in cand if r["ok"] and r.get(g.column) is not None], float)
+        for side, x in (("baseline", b), ("candidate", c)):  # NaN / inf: left out, counted
+            if bad := int(np.sum(~np.isfinite(x))):
+                ev[f"{side} {g.column} not finite (left out)"] = bad
+        b, c = b[np.isfinite(b)], c[np.isfinite(c)]
         ev.update(n_baseline=int(b.size), n_candidate=int(c.size), baseline=None, candidate=None)
         need = min_samples(g.q, confidence)
         pb = float(np.percentile(b, g.q)) if b.size else None

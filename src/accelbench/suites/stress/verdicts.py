@@ -204,9 +204,10 @@ def leak_verdict(
         return stress_verdict(name, "leak", "Theil-Sen slope of memory after the warm-up", "B/h", None,
                        None, None, th.warn_bytes_per_h, th.fail_bytes_per_h, Status.NA,
                        RULE, note=f"too few samples after the warm-up ({tr.n_fit}; an interval needs "
-                       f"{MIN_TREND_POINTS})",
+                       f"{MIN_TREND_POINTS})" if tr.n_fit < MIN_TREND_POINTS else
+                       "the slope per hour is out of range (values near the float limit)",
                        evidence={"n": tr.n, "n_fit": tr.n_fit, "warmup_end_s": tr.start_s,
-                                 "slope_without_interval": est})  # fmt: skip
+                                 "slope_without_interval": est if math.isfinite(est) else None})  # fmt: skip
     verdict, rule = judge(est, lo, hi, th.warn_bytes_per_h, th.fail_bytes_per_h)
     last = float(np.asarray(bytes_, dtype=float)[-1])
     tte = tte_lo = None
@@ -289,7 +290,9 @@ def drift_verdict(
                                  est if math.isfinite(est) else None})  # fmt: skip
     if not all(map(math.isfinite, (est, lo, hi))):
         return stress_verdict(name, "drift", stat, unit, None, None, None, warn, fail, Status.NA,
-                       RULE, note="the series' median is 0: no relative drift", evidence={"n": tr.n})  # fmt: skip
+                       RULE, note="the series' median is 0: no relative drift" if level == 0 else
+                       "the slope per hour is out of range (values near the float limit)",
+                       evidence={"n": tr.n})  # fmt: skip
     verdict, rule = judge(est, lo, hi, warn, fail)
     return stress_verdict(
         name, "drift", stat, unit, est, lo, hi, warn, fail, verdict, rule,
@@ -335,6 +338,9 @@ def jitter_pct(windows: np.ndarray) -> PctEstimate:
                         "windows": int(w.size)}  # fmt: skip
     if w.size < MIN_CV_SAMPLES:
         out["note"] = f"too few windows ({w.size}; an interval needs {MIN_CV_SAMPLES})"
+        return out
+    if not np.all(np.isfinite(w)):
+        out["note"] = f"no interval: {int(np.sum(~np.isfinite(w)))} windows' values not finite"
         return out
     k, lo, hi = (float(x) for x in cv_ci(w))
     if not all(map(math.isfinite, (k, lo, hi))):
