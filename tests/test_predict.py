@@ -988,3 +988,61 @@ def test_an_unknown_precision_names_the_option(tmp_path, args):
     code, out, err, _ = run_cli([*args, "--precision", "fp3"], tmp_path)
     assert code == 2 and "--precision must be one of" in err and "'fp3'" in err, err
     assert len(err.strip().splitlines()) == 1 and not out
+
+
+# ---- --model as a config.json (docs/PREDICT.md: "catalog id or a config.json") ----------
+
+
+def _catalog_config(model: str) -> dict[str, object]:
+    """The config.json fields the catalog holds for ``model`` (plan/data/models.yaml)."""
+    from importlib import resources
+
+    from accelbench.yamlfile import load_yaml
+
+    text = resources.files("accelbench.plan").joinpath("data/models.yaml").read_text()
+    config: dict[str, object] = load_yaml(text)["models"][model]["config"]
+    return config
+
+
+def test_cli_model_config_json_is_read(tmp_path: Path) -> None:
+    """--model PATH/config.json was looked up in the catalog only ("unknown model
+    '.../config.json' ... or give a config.json path"); it is the architecture in the file,
+    and a catalog model's own config (deepseek-r1, the calibration data's) is no
+    extrapolation of the model."""
+    d = tmp_path / "DeepSeek-R1"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(_catalog_config("deepseek-r1")))
+    args = ["--accelerator", "mi355x", "--tp", "8", "--concurrency", "16", "--json"]
+    code, out, err, _ = run_cli(["predict", "--model", str(d / "config.json"), *args], tmp_path)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert not any(x.startswith("model ") for x in doc["extrapolation"]), doc["extrapolation"]
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    model=st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "mixtral-8x7b", "deepseek-r1"]),
+    conc=st.integers(1, 256),
+)
+def test_property_a_config_json_predicts_as_its_catalog_id(
+    tmp_path: Path, model: str, conc: int
+) -> None:
+    """Any catalog model written out as a config.json (a file, or its directory) predicts
+    what its catalog id predicts, at any load."""
+    d = tmp_path / model
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(_catalog_config(model)))
+    args = ["--accelerator", "b200", "--tp", "8", "--concurrency", str(conc), "--json"]
+    docs = []
+    for which in (model, str(d / "config.json"), str(d)):
+        code, out, err, _ = run_cli(["predict", "--model", which, *args], tmp_path)
+        assert code == 0, (which, err)
+        docs.append(json.loads(out))
+    for doc in docs[1:]:
+        for metric in ("throughput_per_gpu", "ttft_s", "tpot_s"):
+            assert doc[metric] == docs[0][metric]
+        assert [x for x in doc["extrapolation"] if not x.startswith("model ")] == [
+            x for x in docs[0]["extrapolation"] if not x.startswith("model ")
+        ]

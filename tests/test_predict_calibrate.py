@@ -335,3 +335,32 @@ def test_host_is_a_catalog_entry_or_figures_one_of_them() -> None:
             resolve_host(host, spec)
     with pytest.raises(AccelbenchError, match="unknown accelerator"):
         resolve_host("tpu9", None)
+
+
+# ---- synthetic sweeps (no engine): what the reader takes from them -----------------------
+
+SYNTH_SPEC = "tflops=10,bw_tbs=1,memory_gib=64"
+
+
+def _synthetic_sweep(path: Path, model: str = "llama-3.1-8b") -> Path:
+    from synthetic_runs import make_sweep
+
+    points = [
+        {"concurrency": c, "ttft_ms": 20.0 + 5 * c, "tpot_ms": 5.0 + 0.5 * c} for c in (1, 2, 4, 8)
+    ]
+    return make_sweep(path, points, model=model, isl=128, osl=64)
+
+
+def test_the_sweeps_model_is_not_flagged_as_another(tmp_path: Path) -> None:
+    """Calibrated on sweeps of catalog model llama-3.1-8b, a prediction of that model said
+    "model llama-3.1-8b is not in the calibration data (Llama-3.1-8B)": the catalog id
+    against the architecture's display name. Another model is still flagged."""
+    cal = calibrate(
+        [_synthetic_sweep(tmp_path / "sw")], host_accelerator(SYNTH_SPEC), engine="vllm"
+    )
+    same = predict_calibrated(cal, None, cal.host, Layout(1), 128, 64, Target(concurrency=4))
+    assert not any(x.startswith("model ") for x in same.extrapolation), same.extrapolation
+    other = predict_calibrated(
+        cal, "qwen2.5-7b", cal.host, Layout(1), 128, 64, Target(concurrency=4)
+    )
+    assert any(x.startswith("model qwen2.5-7b") for x in other.extrapolation)

@@ -50,7 +50,7 @@ from accelbench.predict.fit import (
     prepare,
     shipped_factors,
 )
-from accelbench.predict.point import Prediction, Target, predict_point
+from accelbench.predict.point import Prediction, Target, model_id, predict_point
 from accelbench.predict.stepmodel import DEFAULT_MAX_BATCH, Efficiency, Layout
 from accelbench.store.rundoc import EMBEDDED_ENGINE_NAMES, RunDoc, read_run_doc, read_summary
 from accelbench.store.sweepdoc import SWEEP_JSON, read_sweep
@@ -296,7 +296,7 @@ class Calibration:
         return Factors(
             fitted={f"{target.id}|{self.engine}|{precision.lower()}": fitted, "*": fitted},
             intervals={target.id: iv, "*": iv},
-            models=(self.model.name,),
+            models=(model_id(self.model),),
             precisions=(self.precision,),
             engines=(self.engine,),
             accelerators=(self.host.id,),

@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from accelbench import validate as check
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import Accelerator
 from accelbench.plan.architecture import ModelArch
-from accelbench.plan.models import find_model
+from accelbench.plan.models import resolve_model
 from accelbench.plan.roofline import MAX_CONTEXT
 from accelbench.predict.fit import (
     Factors,
@@ -242,20 +242,38 @@ class Prediction:
 
 
 def _resolve_model(model: str | ModelArch) -> ModelArch:
-    return model if isinstance(model, ModelArch) else find_model(model).arch
+    # a catalog id, or a config.json (a file, or a directory holding one), as --model says
+    return model if isinstance(model, ModelArch) else resolve_model(model)
 
 
 def _resolve_acc(acc: str | Accelerator) -> Accelerator:
     return acc if isinstance(acc, Accelerator) else catalog_accelerator(acc)
 
 
-def _model_id(arch: ModelArch) -> str:
+def model_id(arch: ModelArch) -> str:
+    """The catalog id of ``arch`` where it is a catalog model, else its name (the
+    calibration data's models are catalog ids)."""
     from accelbench.plan.models import model_catalog
 
     for mid, entry in model_catalog().items():
         if entry.arch == arch:
             return mid
     return arch.name
+
+
+def _in_calibration(f: Factors, mid: str, arch: ModelArch) -> bool:
+    """Whether the calibration data holds ``arch``: by id, or (a config.json of a catalog
+    model, under its own name) by every architecture field but the name and source."""
+    from accelbench.plan.models import model_catalog
+
+    if mid in f.models:
+        return True
+    cat = model_catalog()
+    return any(
+        replace(arch, name=cat[m].arch.name, source=cat[m].arch.source) == cat[m].arch
+        for m in f.models
+        if m in cat
+    )
 
 
 def _interval(value: float, q: tuple[float, float, int]) -> tuple[float, float]:
@@ -347,8 +365,19 @@ def predict_point(
     p_lo = max(p_lo, lim.tpot_s)
     p_hi = max(p_hi, p_lo)
     out_share = osl / (isl + osl)
-    model_id = _model_id(arch)
-    extrap = _extrapolation(f, model_id, acc, engine, precision.lower(), isl, osl, conc, fitted.key)
+    mid = model_id(arch)
+    extrap = _extrapolation(
+        f,
+        mid,
+        _in_calibration(f, mid, arch),
+        acc,
+        engine,
+        precision.lower(),
+        isl,
+        osl,
+        conc,
+        fitted.key,
+    )
     notes = [n for n in sm.hw.notes if "computing in" in n]
     if ss.shape.running < conc:
         notes.append(
@@ -365,7 +394,7 @@ def predict_point(
     if acc.id not in f.intervals:
         notes.append("interval: the pooled errors of every accelerator (none measured on this one)")
     return Prediction(
-        model=model_id,
+        model=mid,
         accelerator=acc.id,
         engine=engine,
         precision=precision.lower(),
@@ -422,6 +451,7 @@ def _search(sm: RooflineStepModel, isl: int, osl: int, target: Target) -> int:
 def _extrapolation(
     f: Factors,
     model: str,
+    model_known: bool,
     acc: Accelerator,
     engine: str,
     precision: str,
@@ -431,7 +461,7 @@ def _extrapolation(
     key: str,
 ) -> list[str]:
     out = []
-    if model not in f.models:
+    if not model_known:
         out.append(f"model {model} is not in the calibration data ({', '.join(f.models)})")
     if acc.id not in f.accelerators:
         out.append(
