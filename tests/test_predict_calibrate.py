@@ -364,3 +364,91 @@ def test_the_sweeps_model_is_not_flagged_as_another(tmp_path: Path) -> None:
         cal, "qwen2.5-7b", cal.host, Layout(1), 128, 64, Target(concurrency=4)
     )
     assert any(x.startswith("model qwen2.5-7b") for x in other.extrapolation)
+
+
+_FIELDS = {  # a summary.json figure the reader takes: (path in the document, how it is named)
+    "counts.completed": ("counts", "completed"),
+    "tokens.input": ("tokens", "input"),
+    "tokens.output": ("tokens", "output"),
+    "client.target_concurrency": ("client", "target_concurrency"),
+    "latency.ttft_ms.p50": ("latency", "ttft_ms", "p50"),
+    "latency.tpot_ms.p50": ("latency", "tpot_ms", "p50"),
+}
+
+
+def _damage_summary(sweep: Path, field: str, value: object) -> Path:
+    path = sweep / "c0002" / "summary.json"
+    doc = json.loads(path.read_text())
+    *parents, last = _FIELDS[field]
+    node = doc
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("client.target_concurrency", 10**12, "must be at most 65,536"),
+        ("client.target_concurrency", 2.5, "must be a whole number"),
+        ("latency.ttft_ms.p50", 1e300, "must be at most"),
+        ("tokens.input", 1e300, "tokens.input / counts.completed"),
+        ("counts.completed", 0.5, "must be a whole number"),
+    ],
+)
+def test_an_impossible_figure_is_refused_naming_it(
+    tmp_path: Path, field: str, value: object, says: str
+) -> None:
+    """These were taken: 10**12 users as a point, 2.5 users as 2, a TTFT of 1e300 ms (the
+    fit ran, and printed an interval 300 digits wide), 1e300 input tokens (a line of 300
+    digits of memory arithmetic naming no file), half a completed request (doubling the
+    mean lengths)."""
+    sweep = _synthetic_sweep(tmp_path / "sw")
+    path = _damage_summary(sweep, field, value)
+    _one_line_exit_2(
+        ["--calibrate", str(sweep), "--host-spec", SYNTH_SPEC, "--calibrate-engine", "vllm",
+         "--concurrency", "4"],
+        tmp_path, f"{path}: {field}",
+    )  # fmt: skip
+    code, _, err, _ = run_cli(
+        ["predict", "--calibrate", str(sweep), "--host-spec", SYNTH_SPEC, "--calibrate-engine",
+         "vllm", "--concurrency", "4"], tmp_path)  # fmt: skip
+    assert says in err
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    field=st.sampled_from(sorted(_FIELDS)),
+    value=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-10, 10**16),
+        st.sampled_from([None, True, "3", [], {}]),
+    ),
+)
+def test_property_a_summary_figure_is_usable_or_one_line(field: str, value: object) -> None:
+    """Any value of a figure the calibration reads: refused in one line naming the file and
+    the field, or a point within what a run can measure (finite, positive, whole counts, no
+    more users than predict takes, mean lengths and latencies within their limits)."""
+    import tempfile
+
+    from accelbench.predict.calibrate import MAX_POINT_LATENCY_S, MAX_POINT_TOKENS
+    from accelbench.predict.point import MAX_CONCURRENCY
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = _synthetic_sweep(Path(tmp) / "sw")
+        path = _damage_summary(sweep, field, value)
+        try:
+            cal = calibrate([sweep], host_accelerator(SYNTH_SPEC), engine="vllm")
+        except AccelbenchError as exc:
+            msg = str(exc)
+            # the field named, or (lengths the host's memory cannot hold) the point
+            assert "\n" not in msg and msg.startswith(f"{path}: "), msg
+            assert field in msg or "does not fit the host" in msg, msg
+            return
+    for p in cal.points:
+        assert 1 <= p.concurrency <= MAX_CONCURRENCY
+        assert 1 <= p.isl <= MAX_POINT_TOKENS and 1 <= p.osl <= MAX_POINT_TOKENS
+        for v in (p.ttft_s, p.tpot_s):
+            assert math.isfinite(v) and 0 < v <= MAX_POINT_LATENCY_S
