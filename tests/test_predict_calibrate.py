@@ -452,3 +452,45 @@ def test_property_a_summary_figure_is_usable_or_one_line(field: str, value: obje
         assert 1 <= p.isl <= MAX_POINT_TOKENS and 1 <= p.osl <= MAX_POINT_TOKENS
         for v in (p.ttft_s, p.tpot_s):
             assert math.isfinite(v) and 0 < v <= MAX_POINT_LATENCY_S
+
+
+@pytest.mark.parametrize("option", ["--host-spec", "--target-spec"])
+def test_a_spec_error_names_its_option_and_a_key_given_twice_is_refused(
+    tmp_path: Path, option: str
+) -> None:
+    """--target-spec's errors said "--host-spec: ..."; and "bw_tbs=1,bw_tbs=2" was read as
+    2 without a word, in either option."""
+    sweep = _synthetic_sweep(tmp_path / "sw")
+    base = ["--calibrate", str(sweep), "--calibrate-engine", "vllm", "--concurrency", "4"]
+    good = "tflops=10,bw_tbs=1"
+    for spec, says in (
+        ("tflops=0,bw_tbs=1", f"{option}: tflops"),
+        ("tflops=10,bw_tbs=1,bw_tbs=2", f"{option}: bw_tbs is given twice"),
+        ("tflops=10", f"{option} needs bw_tbs"),
+    ):
+        specs = {"--host-spec": good, "--target-spec": good, option: spec}
+        args = [*base, "--host-spec", specs["--host-spec"], "--target-spec", specs["--target-spec"]]
+        _one_line_exit_2(args, tmp_path, says)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from(["tflops", "bw_tbs", "memory_gib"]), min_size=1, max_size=5),
+    option=st.sampled_from(["--host-spec", "--target-spec"]),
+)
+def test_property_a_spec_takes_each_key_once(keys: list[str], option: str) -> None:
+    """Any list of keys (valid values): usable only when no key repeats and both required
+    ones are there; else one line naming the option."""
+    spec = ",".join(f"{k}={i + 1}" for i, k in enumerate(keys))
+    ok = len(set(keys)) == len(keys) and {"tflops", "bw_tbs"} <= set(keys)
+    try:
+        acc = host_accelerator(spec, "target" if option == "--target-spec" else "host", option)
+    except UsageError as exc:
+        assert not ok and str(exc).startswith(option) and "\n" not in str(exc)
+        return
+    assert ok
+    for k in set(keys):
+        assert acc.figure(HOST_KEYS[k]).value == keys.index(k) + 1
+
+
+HOST_KEYS = {"tflops": "bf16_tflops", "bw_tbs": "memory_bw_tbs", "memory_gib": "memory_gib"}

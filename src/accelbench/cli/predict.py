@@ -373,7 +373,7 @@ def _calibrated(
     if accelerator is not None and target_spec is not None:
         raise UsageError("give --accelerator or --target-spec, not both")
     if target_spec is not None:
-        acc = host_accelerator(target_spec, "target")
+        acc = host_accelerator(target_spec, "target", "--target-spec")
     else:
         acc = catalog_accelerator(accelerator) if accelerator is not None else hw
     cal = calibrate(

@@ -70,45 +70,48 @@ from accelbench.validate import MAX_DURATION_S
 
 MIN_CALIBRATION_POINTS = 3  # four factors on fewer than 3 x 3 figures: not a fit
 HOST_SPEC_KEYS = {
-    "tflops": ("bf16_tflops", "peak dense FLOP/s of the host, in TFLOPS", 1e-6, 1e6),
+    "tflops": ("bf16_tflops", "peak dense FLOP/s, in TFLOPS", 1e-6, 1e6),
     "bw_tbs": ("memory_bw_tbs", "memory bandwidth in TB/s", 1e-6, 1e3),
     "memory_gib": ("memory_gib", "memory in GiB", 1e-3, 1e7),
 }
 ENGINE_ALIASES = {v: k for k, v in EMBEDDED_ENGINE_NAMES.items()} | {"llama": "llama.cpp"}
 
 
-def host_accelerator(spec: str, name: str = "host") -> Accelerator:
+def host_accelerator(spec: str, name: str = "host", option: str = "--host-spec") -> Accelerator:
     """An accelerator described by its figures: ``tflops=X,bw_tbs=Y[,memory_gib=Z]``
     (peak dense TFLOPS, memory bandwidth in TB/s, memory in GiB: the catalog's units).
-    Memory defaults to this machine's RAM."""
+    Memory defaults to this machine's RAM. ``option`` (``--host-spec`` or ``--target-spec``)
+    is what an error names; a key given twice is refused (the last one was taken)."""
     given: dict[str, float] = {}
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         key, eq, text = part.partition("=")
         key = key.strip().lower()
         if not eq or key not in HOST_SPEC_KEYS:
             raise UsageError(
-                f"--host-spec: {part!r} is not KEY=VALUE with KEY one of "
+                f"{option}: {part!r} is not KEY=VALUE with KEY one of "
                 f"{', '.join(HOST_SPEC_KEYS)} (e.g. tflops=0.2,bw_tbs=0.02)"
             )
         _, what, lo, hi = HOST_SPEC_KEYS[key]
         try:
             v = float(text)
         except ValueError:
-            raise UsageError(
-                f"--host-spec: {key} must be a number (got {text.strip()!r})"
-            ) from None
+            raise UsageError(f"{option}: {key} must be a number (got {text.strip()!r})") from None
         if not (math.isfinite(v) and lo <= v <= hi):
-            raise UsageError(f"--host-spec: {key} ({what}) must be in [{lo:g}, {hi:g}] (got {v:g})")
+            raise UsageError(f"{option}: {key} ({what}) must be in [{lo:g}, {hi:g}] (got {v:g})")
+        if key in given:
+            raise UsageError(
+                f"{option}: {key} is given twice ({given[key]:g} and {v:g}); give it once"
+            )
         given[key] = v
     for key in ("tflops", "bw_tbs"):
         if key not in given:
-            raise UsageError(f"--host-spec needs {key} ({HOST_SPEC_KEYS[key][1]})")
+            raise UsageError(f"{option} needs {key} ({HOST_SPEC_KEYS[key][1]})")
     if "memory_gib" not in given:
         import psutil
 
         given["memory_gib"] = psutil.virtual_memory().total / GIB
     figures = {
-        HOST_SPEC_KEYS[k][0]: Figure(v, source="--host-spec", date="", status="estimate")
+        HOST_SPEC_KEYS[k][0]: Figure(v, source=option, date="", status="estimate")
         for k, v in given.items()
     }
     return Accelerator(
@@ -121,7 +124,7 @@ def host_accelerator(spec: str, name: str = "host") -> Accelerator:
         scale_up="none",
         aliases=(),
         figures=figures,
-        origin="--host-spec",
+        origin=option,
     )
 
 
