@@ -1046,3 +1046,36 @@ def test_property_a_config_json_predicts_as_its_catalog_id(
         assert [x for x in doc["extrapolation"] if not x.startswith("model ")] == [
             x for x in docs[0]["extrapolation"] if not x.startswith("model ")
         ]
+
+
+def test_write_docs_that_is_not_text_is_refused_before_the_work(tmp_path: Path) -> None:
+    """--validate --write-docs FILE where FILE is not UTF-8: exit 70 ("internal error:
+    UnicodeDecodeError"), after the validation's minutes; now one line, at once, the file
+    as it was."""
+    bad = tmp_path / "doc.md"
+    bad.write_bytes(b"\x00\xff\xfe" * 10)
+    code, out, err, secs = run_cli(["predict", "--validate", "--write-docs", str(bad)], tmp_path)
+    assert code == 2 and out == "" and err.startswith("error: --write-docs"), (code, err)
+    assert len(err.strip().splitlines()) == 1 and "not UTF-8" in err and secs < 10
+    assert bad.read_bytes() == b"\x00\xff\xfe" * 10
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(raw=st.binary(max_size=64))
+def test_property_write_docs_file_is_text_or_one_line(tmp_path: Path, raw: bytes) -> None:
+    """Any bytes in the file --write-docs rewrites: its text, or one UsageError line."""
+    from accelbench.cli.predict import _doc_text
+    from accelbench.errors import UsageError
+
+    p = tmp_path / "doc.md"
+    p.write_bytes(raw)
+    try:
+        text = _doc_text(p)
+    except UsageError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(f"--write-docs {p}")
+        with pytest.raises(UnicodeDecodeError):
+            raw.decode("utf-8")
+        return
+    assert text == p.read_text(encoding="utf-8")
