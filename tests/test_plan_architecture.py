@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
@@ -322,11 +322,13 @@ def test_a_flag_of_the_wrong_type_is_refused_naming_the_file(tmp_path):
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(field=st.sampled_from(_FLAGS), value=_JSON)
+@example(field="use_sliding_window", value=True)  # a draw that found the base had no window
 def test_property_a_flag_is_a_json_boolean_or_one_line(tmp_path, field, value):
     """Any JSON value of a true/false field: read as that boolean (absent or null: the
     default), or one line naming the file and the field; never its truthiness."""
     p = tmp_path / "config.json"
-    base = {**_raw("qwen2.5-7b"), "sliding_window": 4096, "_name_or_path": "m"}
+    base = {**_raw("qwen2.5-7b"), "sliding_window": 4096, "max_window_layers": 14}
+    base["_name_or_path"] = "m"
     p.write_text(json.dumps({**base, field: value}))
     try:
         arch = load_config_file(p)
