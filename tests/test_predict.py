@@ -1079,3 +1079,17 @@ def test_property_write_docs_file_is_text_or_one_line(tmp_path: Path, raw: bytes
             raw.decode("utf-8")
         return
     assert text == p.read_text(encoding="utf-8")
+
+
+@settings(max_examples=30, deadline=None)
+@given(isl=st.integers(1, 400_000), osl=st.integers(1, 400_000))
+def test_property_a_context_beyond_the_model_is_said(isl: int, osl: int) -> None:
+    """ISL + OSL beyond the model's max_position_embeddings: a note that the model cannot
+    serve it (plan said so, predict predicted it without a word: Llama-3.1-8B at ISL 500k)."""
+    arch = find_model("llama-3.1-8b").arch
+    assert arch.max_context == 131_072
+    p = predict_point("llama-3.1-8b", "mi355x", Layout(tp=8), isl, osl, Target(concurrency=1))
+    said = [n for n in p.notes if "the model cannot serve it" in n]
+    assert bool(said) == (isl + osl > arch.max_context), (isl, osl, p.notes)
+    if said:
+        assert f"context {isl + osl:,} tokens exceeds Llama-3.1-8B's maximum of 131,072" in said[0]

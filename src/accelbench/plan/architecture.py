@@ -297,6 +297,16 @@ class ModelArch:
             return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
         return 2 * self.num_kv_heads * self.head_dim
 
+    def context_warning(self, tokens: float) -> str | None:
+        """What to say where a sequence of ``tokens`` is longer than the model serves
+        (its max_position_embeddings); None where it is not, or the config does not say."""
+        if self.max_context is None or tokens <= self.max_context:
+            return None
+        return (
+            f"context {tokens:,.0f} tokens exceeds {self.name}'s maximum of "
+            f"{self.max_context:,} (max_position_embeddings): the model cannot serve it"
+        )
+
     def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
         """KV-cache bytes per token over all layers, as if every layer kept every token
         (GQA: ``2 * L * n_kv * d_head * bytes``; MLA: ``L * (kv_lora_rank + rope) * bytes``)."""

@@ -379,6 +379,9 @@ def predict_point(
         fitted.key,
     )
     notes = [n for n in sm.hw.notes if "computing in" in n]
+    too_long = arch.context_warning(isl + osl)  # ISL + OSL: the longest a sequence gets
+    if too_long:
+        notes.append(too_long)
     if ss.shape.running < conc:
         notes.append(
             f"only {ss.shape.running} of {conc} sequences run at once (--max-batch): the "
