@@ -1093,3 +1093,31 @@ def test_property_a_context_beyond_the_model_is_said(isl: int, osl: int) -> None
     assert bool(said) == (isl + osl > arch.max_context), (isl, osl, p.notes)
     if said:
         assert f"context {isl + osl:,} tokens exceeds Llama-3.1-8B's maximum of 131,072" in said[0]
+
+
+def _strict_json(text: str) -> dict[str, object]:
+    """JSON as the standard allows it: NaN or Infinity fails."""
+
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"{constant} in the JSON output")
+
+    doc: dict[str, object] = json.loads(text, parse_constant=refuse)
+    return doc
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(isl=st.integers(1, 512), osl=st.integers(1, 3), conc=st.integers(1, 8))
+def test_property_schedule_json_holds_no_nan(tmp_path: Path, isl: int, osl: int, conc: int) -> None:
+    """--schedule --json at any short OSL: standard JSON. With OSL 1 no request has a second
+    token, and the scheduler's TPOT was NaN ('"tpot_s": NaN' in --json, 'TPOT nan ms' in
+    the text); it is null and 'n/a' now."""
+    args = ["predict", "--model", "llama-3.1-8b", "--accelerator", "h100", "--tp", "1",
+            "--isl", str(isl), "--osl", str(osl), "--concurrency", str(conc), "--schedule"]  # fmt: skip
+    code, out, err, _ = run_cli([*args, "--json"], tmp_path)
+    assert code == 0, err
+    sched = _strict_json(out)["schedule"]
+    assert isinstance(sched, dict) and (sched["tpot_s"] is None) == (osl == 1)
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0 and "nan" not in out.lower(), out

@@ -332,10 +332,12 @@ def predict_command(
             "  interval: 10th-90th percentile of the cross-validated errors (docs/PREDICT.md)"
         )
     if (sc := e.schedule) is not None:
+        sc_tpot = "n/a (no request had a second token)" if sc.tpot_s is None else (
+            f"{sc.tpot_s * 1e3:,.1f} ms")  # fmt: skip
         typer.echo(
             f"  scheduled ({sc.requests:,} requests, closed loop): throughput/GPU "
             f"{sc.throughput_per_gpu:,.0f} tok/s, TTFT {sc.ttft_s * 1e3:,.0f} ms (queue "
-            f"{sc.queue_s * 1e3:,.0f} ms), TPOT {sc.tpot_s * 1e3:,.1f} ms (the event-driven "
+            f"{sc.queue_s * 1e3:,.0f} ms), TPOT {sc_tpot} (the event-driven "
             "scheduler over the same step model and factors; the values above are the "
             "closed form's, the default: docs/PREDICT.md)"
         )

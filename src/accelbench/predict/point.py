@@ -122,7 +122,7 @@ class Scheduled:
     throughput_per_gpu: float  # input + output tokens/s per GPU, first send to last reply
     ttft_s: float  # median, with the fixed per-request time
     queue_s: float  # median wait for admission
-    tpot_s: float  # median
+    tpot_s: float | None  # median; None where no request had a second token (OSL 1)
     bound_shares: dict[str, float]  # share of the busy time each bound limited
 
 
@@ -193,7 +193,7 @@ def scheduled(
         throughput_per_gpu=tokens / end / sm.layout.gpus if end > 0 else float("nan"),
         ttft_s=statistics.median(r.ttft_s for r in rs) + fixed,
         queue_s=statistics.median(r.queue_s for r in rs),
-        tpot_s=statistics.median(tpots) if tpots else float("nan"),
+        tpot_s=statistics.median(tpots) if tpots else None,  # not NaN: --json holds it
         bound_shares=sch.bound_shares(),
     )
 
