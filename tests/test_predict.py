@@ -33,7 +33,7 @@ from accelbench.predict.fit import (
     sha256_of,
     shipped_factors,
 )
-from accelbench.predict.point import Target, predict_point
+from accelbench.predict.point import Target, fitted_step_model, predict_point
 from accelbench.predict.stepmodel import Efficiency, Layout, RooflineStepModel, loop_metrics
 from accelbench.predict.steps import Step
 
@@ -1121,3 +1121,32 @@ def test_property_schedule_json_holds_no_nan(tmp_path: Path, isl: int, osl: int,
     assert isinstance(sched, dict) and (sched["tpot_s"] is None) == (osl == 1)
     code, out, err, _ = run_cli(args, tmp_path)
     assert code == 0 and "nan" not in out.lower(), out
+
+
+@settings(max_examples=30, deadline=None)
+@given(isl=st.integers(1, 32_768), osl=st.integers(1, 2048), conc=st.integers(1, 64))
+def test_property_an_overstated_ttft_is_said(isl: int, osl: int, conc: int) -> None:
+    """Where the closed form's M/D/1 prompt queue holds more than a closed loop of the
+    running users can (its wait diverges as prompts take all the time: ISL 32,768 / OSL 1
+    at one user gave 573 s of TTFT against 4.6 s alone), the output says so; the shipped
+    fit is unchanged (the calibration points stay below that). Hand bound: b users
+    prefilled k at a time have at most b/k - 1 prefills ahead."""
+    from accelbench.predict.stepmodel import queue_overstatement_s, steady_state
+
+    p = predict_point("deepseek-r1", "mi325x", Layout(tp=4), isl, osl, Target(concurrency=conc))
+    sm, _ = fitted_step_model("deepseek-r1", "mi325x", Layout(tp=4))
+    ss = steady_state(sm, isl, osl, conc)
+    b, k = ss.shape.running, ss.shape.prefill_batch
+    cycle = osl * ss.decode.seconds + b / k * ss.prefill.seconds
+    rho = b / k * ss.prefill.seconds / cycle
+    bound = max(b / k - 1, 0) * ss.prefill.seconds
+    over = queue_overstatement_s(ss)
+    assert over == pytest.approx(max(0.0, rho / (2 * (1 - rho)) * ss.prefill.seconds - bound))
+    said = any("overstates TTFT" in n for n in p.notes)
+    assert said == (over > 0.1 * ss.ttft_s), (over, ss.ttft_s, p.notes)
+
+
+def test_one_user_long_prompt_ttft_is_flagged() -> None:
+    p = predict_point("deepseek-r1", "mi325x", Layout(tp=4), 32_768, 1, Target(concurrency=1))
+    assert p.ttft_s.value > 100  # the closed form's 573 s (one user waits for no one) ...
+    assert any("overstates TTFT" in n for n in p.notes)  # ... now said
