@@ -101,6 +101,9 @@ def _mode(given: frozenset[str]) -> str:
     from accelbench.cli.options import refuse_unused
 
     asked = [m for m in ("--validate", "--claims", "--calibrate") if m in given]
+    if len(asked) > 1:  # was "--claims does not apply to predict --validate (--claims goes
+        # with --claims)"
+        raise UsageError(f"{' and '.join(asked)} are different modes of predict; give one")
     # --refit validates the refitted factors
     mode: str = (
         asked[0] if asked else "--validate" if "--refit" in given else "a point's prediction"
