@@ -398,3 +398,31 @@ def test_property_a_request_is_read_as_given_or_refused(chat, field, value):
         assert isinstance(value, list) and all(isinstance(m, dict) for m in value)
     elif field == "prompt" and not chat:
         assert value is None or isinstance(value, str | list)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    model=hst.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b"]),
+    decode=hst.integers(0, 64),
+    prefill=hst.integers(0, 8192),
+)
+def test_property_a_config_json_emulates_as_its_catalog_id(model, decode, prefill):
+    """serve emulated --model PATH/config.json: the same step model as the catalog id (it
+    was "unknown model ... or give a config.json path", the hint false for this command),
+    served under the config's name."""
+    import tempfile
+
+    from accelbench.yamlfile import load_yaml
+
+    text = (
+        Path(__file__).resolve().parents[1] / "src/accelbench/plan/data/models.yaml"
+    ).read_text()
+    cfg = {**load_yaml(text)["models"][model]["config"], "_name_or_path": "my/model"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps(cfg))
+        by_file = step_model_for("h200", str(path), 1)
+        assert emulated_label("h200", str(path)) == "emulated:h200:my/model"
+    by_id = step_model_for("h200", model, 1)
+    step = Step(prefill, 0, decode, decode * 1024)
+    assert by_file.step_time(step) == by_id.step_time(step)
