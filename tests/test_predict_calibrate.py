@@ -340,6 +340,7 @@ def test_host_is_a_catalog_entry_or_figures_one_of_them() -> None:
 # ---- synthetic sweeps (no engine): what the reader takes from them -----------------------
 
 SYNTH_SPEC = "tflops=10,bw_tbs=1,memory_gib=64"
+SYNTH_SPEC_70B = "tflops=10,bw_tbs=1,memory_gib=640"  # a 70B model at fp16 fits
 
 
 def _synthetic_sweep(path: Path, model: str = "llama-3.1-8b") -> Path:
@@ -494,3 +495,42 @@ def test_property_a_spec_takes_each_key_once(keys: list[str], option: str) -> No
 
 
 HOST_KEYS = {"tflops": "bf16_tflops", "bw_tbs": "memory_bw_tbs", "memory_gib": "memory_gib"}
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    recorded=st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "llama-3.1-70b", "my-finetune"]),
+    given_model=st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "llama-3.3-70b", None]),
+)
+def test_property_sweeps_of_another_model_are_refused(recorded: str, given_model) -> None:
+    """--calibrate-model X over sweeps that recorded catalog model Y of another
+    architecture fitted Y's runs as X without a word (docs: the recorded catalog name is
+    the model); one line naming the run now. A name the catalog does not know is what
+    --calibrate-model says; the same architecture under another id (Llama 3.1 and 3.3
+    70B) is the same model."""
+    import tempfile
+
+    from accelbench.plan.models import find_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = _synthetic_sweep(Path(tmp) / "sw", model=recorded)
+        try:
+            recorded_arch = find_model(recorded).arch
+        except AccelbenchError:
+            recorded_arch = None
+        chosen = given_model or recorded
+        ok = recorded_arch is not None if given_model is None else (
+            recorded_arch is None or recorded_arch.same_architecture(find_model(chosen).arch))  # fmt: skip
+        try:
+            cal = calibrate(
+                [sweep], host_accelerator(SYNTH_SPEC_70B), model=given_model, engine="vllm"
+            )
+        except AccelbenchError as exc:
+            assert not ok, str(exc)
+            assert "\n" not in str(exc)
+            if given_model is not None:
+                assert str(exc).startswith(str(sweep / "c0001" / "run.json")) and recorded in str(
+                    exc
+                )
+            return
+        assert ok and cal.model.same_architecture(find_model(chosen).arch)

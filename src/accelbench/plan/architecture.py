@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
@@ -296,6 +296,11 @@ class ModelArch:
         if self.is_mla:
             return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
         return 2 * self.num_kv_heads * self.head_dim
+
+    def same_architecture(self, other: ModelArch) -> bool:
+        """Every architecture field equal, the name and source aside (a config.json of a
+        catalog model, under its own name)."""
+        return replace(self, name=other.name, source=other.source) == other
 
     def context_warning(self, tokens: float) -> str | None:
         """What to say where a sequence of ``tokens`` is longer than the model serves

@@ -38,7 +38,7 @@ import numpy as np
 from accelbench.errors import AccelbenchError, DocumentError, UsageError
 from accelbench.hardware.catalog import GIB, Accelerator, Figure
 from accelbench.plan.architecture import ModelArch
-from accelbench.plan.models import resolve_model
+from accelbench.plan.models import find_model, resolve_model
 from accelbench.plan.roofline import MAX_CONTEXT
 from accelbench.predict.calibration import Point
 from accelbench.predict.fit import (
@@ -401,6 +401,16 @@ def calibrate(
         raise UsageError(
             f"the sweeps' model: {exc} (give --calibrate-model: a catalog id or config.json)"
         ) from None
+    for p in points:  # a point of another catalog model: not this model's data
+        try:
+            recorded = find_model(p.model).arch
+        except AccelbenchError:
+            continue  # a name the catalog does not know: --calibrate-model says what it is
+        if not recorded.same_architecture(arch):
+            raise UsageError(
+                f"{Path(p.source) / 'run.json'}: a run of {p.model}, not of the model "
+                f"calibrated ({arch.name}): calibrate one model at a time"
+            )
     for p in points:  # a point the host cannot hold: name it (the fit would not)
         sm = RooflineStepModel(arch, host, p.precision, p.layout, Efficiency(1, 1, 0), kv_precision)
         if sm.kv_fit(p.isl + p.osl) < 1:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 from accelbench import validate as check
 from accelbench.errors import AccelbenchError, UsageError
@@ -270,11 +270,7 @@ def _in_calibration(f: Factors, mid: str, arch: ModelArch) -> bool:
     if mid in f.models:
         return True
     cat = model_catalog()
-    return any(
-        replace(arch, name=cat[m].arch.name, source=cat[m].arch.source) == cat[m].arch
-        for m in f.models
-        if m in cat
-    )
+    return any(arch.same_architecture(cat[m].arch) for m in f.models if m in cat)
 
 
 def _interval(value: float, q: tuple[float, float, int]) -> tuple[float, float]:
