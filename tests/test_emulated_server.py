@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 from tests.cli_inprocess import run_cli
 
 from accelbench.errors import AccelbenchError
@@ -337,3 +339,90 @@ def test_behind_schedule_it_catches_up_without_shifting_it(emulated, tmp_path):
     for i, d in enumerate(truth):
         want = np.array(sim.token_times(i)) * 1e9
         assert np.max(np.abs(np.array(d["scheduled"]) - want)) < 2_000
+
+
+# ---- the request reader both servers share (reference/server.py, read_generation) -------
+
+_M = "emulated:h100:llama-3.1-8b"
+
+
+def _read(req: object, chat: bool = False):
+    from accelbench.reference.server import read_generation
+
+    return read_generation(json.dumps(req).encode(), chat, _M, 16)
+
+
+def test_a_field_of_the_wrong_type_is_a_400_not_a_default():
+    """max_tokens 0 was answered with the default 16 tokens, messages "x" with an empty
+    prompt, prompt {} with its str(): each is a 400 naming the field now."""
+    for req, chat, says in (
+        ({"model": _M, "prompt": "hi", "max_tokens": 0}, False, "max_tokens must be"),
+        ({"model": _M, "messages": "x"}, True, "messages must be a list"),
+        ({"model": _M, "prompt": {"a": 1}}, False, "prompt must be a string or a list"),
+        ({"model": _M, "prompt": "hi", "max_completion_tokens": 0}, False, "max_completion"),
+    ):
+        out = _read(req, chat)
+        assert isinstance(out, tuple) and out[0] == 400 and says in out[1]["error"]["message"]
+    ok = _read({"model": _M, "prompt": "hi", "max_tokens": None})
+    assert not isinstance(ok, tuple) and ok.max_tokens == 16  # null: absent
+
+
+_ANY = hst.one_of(  # what JSON can carry (NaN is not JSON: "invalid JSON body")
+    hst.none(), hst.booleans(), hst.integers(-5, 2_000_000), hst.floats(allow_nan=False, allow_infinity=False),
+    hst.text(max_size=5), hst.lists(hst.integers(0, 3), max_size=3),
+    hst.dictionaries(hst.text(max_size=3), hst.integers(), max_size=2),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    chat=hst.booleans(),
+    field=hst.sampled_from(["prompt", "messages", "max_tokens", "max_completion_tokens"]),
+    value=_ANY,
+)
+def test_property_a_request_is_read_as_given_or_refused(chat, field, value):
+    """Any value of a field the servers read: a 400 naming that field, or a request whose
+    max_tokens is the one given (the default only where none is) and whose prompt is the
+    text given; never a value silently replaced by the default or by its str()."""
+    base = {"model": _M, "messages": [{"role": "user", "content": "hi"}]} if chat else {
+        "model": _M, "prompt": "hi"}  # fmt: skip
+    out = _read({**base, field: value}, chat)
+    if isinstance(out, tuple):
+        status, doc = out
+        assert status == 400 and field in doc["error"]["message"], (field, value, doc)
+        return
+    if field in ("max_tokens", "max_completion_tokens"):
+        assert out.max_tokens == (16 if value is None else value), (field, value)
+        assert type(value) is int or value is None
+    elif field == "messages" and chat:
+        assert isinstance(value, list) and all(isinstance(m, dict) for m in value)
+    elif field == "prompt" and not chat:
+        assert value is None or isinstance(value, str | list)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    model=hst.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b"]),
+    decode=hst.integers(0, 64),
+    prefill=hst.integers(0, 8192),
+)
+def test_property_a_config_json_emulates_as_its_catalog_id(model, decode, prefill):
+    """serve emulated --model PATH/config.json: the same step model as the catalog id (it
+    was "unknown model ... or give a config.json path", the hint false for this command),
+    served under the config's name."""
+    import tempfile
+
+    from accelbench.yamlfile import load_yaml
+
+    text = (
+        Path(__file__).resolve().parents[1] / "src/accelbench/plan/data/models.yaml"
+    ).read_text()
+    cfg = {**load_yaml(text)["models"][model]["config"], "_name_or_path": "my/model"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps(cfg))
+        by_file = step_model_for("h200", str(path), 1)
+        assert emulated_label("h200", str(path)) == "emulated:h200:my/model"
+    by_id = step_model_for("h200", model, 1)
+    step = Step(prefill, 0, decode, decode * 1024)
+    assert by_file.step_time(step) == by_id.step_time(step)

@@ -5,9 +5,10 @@ Every expected number here is worked out by hand in the comments."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
@@ -297,3 +298,60 @@ def test_human_bytes_below_a_byte():
     assert human_bytes(1e-300) == "1e-300 B"
     assert human_bytes(0.5) == "0.5 B"
     assert human_bytes(2048) == "2 KiB"
+
+
+_FLAGS = ("tie_word_embeddings", "attention_bias", "use_qk_norm", "use_sliding_window")
+
+
+def test_a_flag_of_the_wrong_type_is_refused_naming_the_file(tmp_path):
+    """ "tie_word_embeddings": "false" was read as true (8.03B -> 7.5B parameters for
+    Llama-3.1-8B), by its truthiness; head_dim 0 was read as absent; and every error named
+    the config's folder ("pred: field ...") rather than the file."""
+    p = tmp_path / "config.json"
+    for field, value, says in (
+        ("tie_word_embeddings", "false", "'tie_word_embeddings' must be true or false"),
+        ("head_dim", 0, "'head_dim' must be in"),
+        ("hidden_size", 0, "'hidden_size' must be in"),
+    ):
+        p.write_text(json.dumps({**_raw("llama-3.1-8b"), field: value}))
+        with pytest.raises(AccelbenchError, match=f"^{p}: field {says}"):
+            load_config_file(p)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(field=st.sampled_from(_FLAGS), value=_JSON)
+@example(field="use_sliding_window", value=True)  # a draw that found the base had no window
+def test_property_a_flag_is_a_json_boolean_or_one_line(tmp_path, field, value):
+    """Any JSON value of a true/false field: read as that boolean (absent or null: the
+    default), or one line naming the file and the field; never its truthiness."""
+    p = tmp_path / "config.json"
+    base = {**_raw("qwen2.5-7b"), "sliding_window": 4096, "max_window_layers": 14}
+    base["_name_or_path"] = "m"
+    p.write_text(json.dumps({**base, field: value}))
+    try:
+        arch = load_config_file(p)
+    except AccelbenchError as exc:
+        assert not isinstance(value, bool) and value is not None
+        assert str(exc).startswith(f"{p}: field '{field}' must be true or false")
+        return
+    assert isinstance(value, bool) or value is None
+    default = load_config_file_with(tmp_path, {k: v for k, v in base.items() if k != field})
+    if value is None:
+        assert replace(arch, source={}) == replace(default, source={})
+    elif field == "tie_word_embeddings":
+        assert arch.tie_embeddings is value
+    elif field == "attention_bias":
+        assert arch.attention_bias is value
+    elif field == "use_qk_norm":
+        assert arch.qk_norm is value
+    else:
+        assert bool(arch.sliding_layers) is value
+
+
+def load_config_file_with(tmp_path, cfg):
+    q = tmp_path / "other" / "config.json"
+    q.parent.mkdir(exist_ok=True)
+    q.write_text(json.dumps(cfg))
+    return load_config_file(q)

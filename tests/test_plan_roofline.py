@@ -476,3 +476,31 @@ def test_property_a_plan_fit_option_it_ignores_is_refused(tmp_path, opts):
     assert code == 2 and out == "", (args, code, err)
     assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
     assert ("--batch" if "--batch" in unused else "--osl") in err, (args, err)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    isl=st.one_of(st.integers(-3, 3), st.integers(MAX_CONTEXT - 2, MAX_CONTEXT + 2)),
+    osl=st.one_of(st.none(), st.integers(1, 4096)),
+)
+def test_property_plan_isl_osl_hold_a_token(isl, osl):
+    """plan fit --isl [--osl]: ISL 0 to MAX_CONTEXT (0: decode only, documented) with a
+    context of at least one token, else one named error. --isl 0 alone was taken: "peak
+    context 0 tokens", "KV 0 B/sequence", "largest batch unlimited by KV", a table up to
+    16,777,216 sequences, exit 0."""
+    from accelbench.plan.planner import build_plan
+
+    ok = 0 <= isl <= MAX_CONTEXT and isl + (osl or 0) >= 1
+    try:
+        plan = build_plan("llama-3.1-8b", "h200", isl=isl, osl=osl, points=2)
+    except AccelbenchError as exc:
+        assert not ok, str(exc)
+        assert str(exc).startswith("isl (--isl)"), str(exc)
+        return
+    assert ok and plan.workload.peak_context >= 1
+
+
+def test_plan_cli_isl_0_alone_is_refused(app):
+    r = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "-a", "h100", "--isl", "0"])
+    assert isinstance(r.exception, AccelbenchError), r.output
+    assert "isl (--isl) 0 without --osl" in str(r.exception)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.cli_inprocess import run_cli
 
@@ -33,7 +33,7 @@ from accelbench.predict.fit import (
     sha256_of,
     shipped_factors,
 )
-from accelbench.predict.point import Target, predict_point
+from accelbench.predict.point import Target, fitted_step_model, predict_point
 from accelbench.predict.stepmodel import Efficiency, Layout, RooflineStepModel, loop_metrics
 from accelbench.predict.steps import Step
 
@@ -888,6 +888,7 @@ def test_every_predict_option_belongs_to_a_mode() -> None:
     mode=st.sampled_from(["--validate", "--claims", "--calibrate", "point"]),
     extra=st.sets(st.sampled_from(sorted(_OPTS)), min_size=1, max_size=4),
 )
+@example(mode="--claims", extra={"--validate", "--json"})  # a draw that failed it
 def test_property_an_option_the_mode_ignores_is_refused(
     tmp_path: Path, mode: str, extra: set[str]
 ) -> None:
@@ -909,7 +910,11 @@ def test_property_an_option_the_mode_ignores_is_refused(
     code, out, err, _ = run_cli(args, tmp_path)
     assert code == 2 and out == "", (args, code, err)
     assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
-    assert min(unused) in err, (args, err)
+    switches = [m for m in ("--validate", "--claims", "--calibrate") if m in asked | extra]
+    if len(switches) > 1:  # two modes asked: that is what is said, naming both
+        assert all(m in err for m in switches) and "different modes" in err, (args, err)
+    else:
+        assert min(unused) in err, (args, err)
     assert list(d.iterdir()) == []
 
 
@@ -988,3 +993,165 @@ def test_an_unknown_precision_names_the_option(tmp_path, args):
     code, out, err, _ = run_cli([*args, "--precision", "fp3"], tmp_path)
     assert code == 2 and "--precision must be one of" in err and "'fp3'" in err, err
     assert len(err.strip().splitlines()) == 1 and not out
+
+
+# ---- --model as a config.json (docs/PREDICT.md: "catalog id or a config.json") ----------
+
+
+def _catalog_config(model: str) -> dict[str, object]:
+    """The config.json fields the catalog holds for ``model`` (plan/data/models.yaml)."""
+    from importlib import resources
+
+    from accelbench.yamlfile import load_yaml
+
+    text = resources.files("accelbench.plan").joinpath("data/models.yaml").read_text()
+    config: dict[str, object] = load_yaml(text)["models"][model]["config"]
+    return config
+
+
+def test_cli_model_config_json_is_read(tmp_path: Path) -> None:
+    """--model PATH/config.json was looked up in the catalog only ("unknown model
+    '.../config.json' ... or give a config.json path"); it is the architecture in the file,
+    and a catalog model's own config (deepseek-r1, the calibration data's) is no
+    extrapolation of the model."""
+    d = tmp_path / "DeepSeek-R1"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(_catalog_config("deepseek-r1")))
+    args = ["--accelerator", "mi355x", "--tp", "8", "--concurrency", "16", "--json"]
+    code, out, err, _ = run_cli(["predict", "--model", str(d / "config.json"), *args], tmp_path)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert not any(x.startswith("model ") for x in doc["extrapolation"]), doc["extrapolation"]
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    model=st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "mixtral-8x7b", "deepseek-r1"]),
+    conc=st.integers(1, 256),
+)
+def test_property_a_config_json_predicts_as_its_catalog_id(
+    tmp_path: Path, model: str, conc: int
+) -> None:
+    """Any catalog model written out as a config.json (a file, or its directory) predicts
+    what its catalog id predicts, at any load."""
+    d = tmp_path / model
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(_catalog_config(model)))
+    args = ["--accelerator", "b200", "--tp", "8", "--concurrency", str(conc), "--json"]
+    docs = []
+    for which in (model, str(d / "config.json"), str(d)):
+        code, out, err, _ = run_cli(["predict", "--model", which, *args], tmp_path)
+        assert code == 0, (which, err)
+        docs.append(json.loads(out))
+    for doc in docs[1:]:
+        for metric in ("throughput_per_gpu", "ttft_s", "tpot_s"):
+            assert doc[metric] == docs[0][metric]
+        assert [x for x in doc["extrapolation"] if not x.startswith("model ")] == [
+            x for x in docs[0]["extrapolation"] if not x.startswith("model ")
+        ]
+
+
+def test_write_docs_that_is_not_text_is_refused_before_the_work(tmp_path: Path) -> None:
+    """--validate --write-docs FILE where FILE is not UTF-8: exit 70 ("internal error:
+    UnicodeDecodeError"), after the validation's minutes; now one line, at once, the file
+    as it was."""
+    bad = tmp_path / "doc.md"
+    bad.write_bytes(b"\x00\xff\xfe" * 10)
+    code, out, err, secs = run_cli(["predict", "--validate", "--write-docs", str(bad)], tmp_path)
+    assert code == 2 and out == "" and err.startswith("error: --write-docs"), (code, err)
+    assert len(err.strip().splitlines()) == 1 and "not UTF-8" in err and secs < 10
+    assert bad.read_bytes() == b"\x00\xff\xfe" * 10
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(raw=st.binary(max_size=64))
+def test_property_write_docs_file_is_text_or_one_line(tmp_path: Path, raw: bytes) -> None:
+    """Any bytes in the file --write-docs rewrites: its text, or one UsageError line."""
+    from accelbench.cli.predict import _doc_text
+    from accelbench.errors import UsageError
+
+    p = tmp_path / "doc.md"
+    p.write_bytes(raw)
+    try:
+        text = _doc_text(p)
+    except UsageError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(f"--write-docs {p}")
+        with pytest.raises(UnicodeDecodeError):
+            raw.decode("utf-8")
+        return
+    assert text == p.read_text(encoding="utf-8")
+
+
+@settings(max_examples=30, deadline=None)
+@given(isl=st.integers(1, 400_000), osl=st.integers(1, 400_000))
+def test_property_a_context_beyond_the_model_is_said(isl: int, osl: int) -> None:
+    """ISL + OSL beyond the model's max_position_embeddings: a note that the model cannot
+    serve it (plan said so, predict predicted it without a word: Llama-3.1-8B at ISL 500k)."""
+    arch = find_model("llama-3.1-8b").arch
+    assert arch.max_context == 131_072
+    p = predict_point("llama-3.1-8b", "mi355x", Layout(tp=8), isl, osl, Target(concurrency=1))
+    said = [n for n in p.notes if "the model cannot serve it" in n]
+    assert bool(said) == (isl + osl > arch.max_context), (isl, osl, p.notes)
+    if said:
+        assert f"context {isl + osl:,} tokens exceeds Llama-3.1-8B's maximum of 131,072" in said[0]
+
+
+def _strict_json(text: str) -> dict[str, object]:
+    """JSON as the standard allows it: NaN or Infinity fails."""
+
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"{constant} in the JSON output")
+
+    doc: dict[str, object] = json.loads(text, parse_constant=refuse)
+    return doc
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(isl=st.integers(1, 512), osl=st.integers(1, 3), conc=st.integers(1, 8))
+def test_property_schedule_json_holds_no_nan(tmp_path: Path, isl: int, osl: int, conc: int) -> None:
+    """--schedule --json at any short OSL: standard JSON. With OSL 1 no request has a second
+    token, and the scheduler's TPOT was NaN ('"tpot_s": NaN' in --json, 'TPOT nan ms' in
+    the text); it is null and 'n/a' now."""
+    args = ["predict", "--model", "llama-3.1-8b", "--accelerator", "h100", "--tp", "1",
+            "--isl", str(isl), "--osl", str(osl), "--concurrency", str(conc), "--schedule"]  # fmt: skip
+    code, out, err, _ = run_cli([*args, "--json"], tmp_path)
+    assert code == 0, err
+    sched = _strict_json(out)["schedule"]
+    assert isinstance(sched, dict) and (sched["tpot_s"] is None) == (osl == 1)
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0 and "nan" not in out.lower(), out
+
+
+@settings(max_examples=30, deadline=None)
+@given(isl=st.integers(1, 32_768), osl=st.integers(1, 2048), conc=st.integers(1, 64))
+def test_property_an_overstated_ttft_is_said(isl: int, osl: int, conc: int) -> None:
+    """Where the closed form's M/D/1 prompt queue holds more than a closed loop of the
+    running users can (its wait diverges as prompts take all the time: ISL 32,768 / OSL 1
+    at one user gave 573 s of TTFT against 4.6 s alone), the output says so; the shipped
+    fit is unchanged (the calibration points stay below that). Hand bound: b users
+    prefilled k at a time have at most b/k - 1 prefills ahead."""
+    from accelbench.predict.stepmodel import queue_overstatement_s, steady_state
+
+    p = predict_point("deepseek-r1", "mi325x", Layout(tp=4), isl, osl, Target(concurrency=conc))
+    sm, _ = fitted_step_model("deepseek-r1", "mi325x", Layout(tp=4))
+    ss = steady_state(sm, isl, osl, conc)
+    b, k = ss.shape.running, ss.shape.prefill_batch
+    cycle = osl * ss.decode.seconds + b / k * ss.prefill.seconds
+    rho = b / k * ss.prefill.seconds / cycle
+    bound = max(b / k - 1, 0) * ss.prefill.seconds
+    over = queue_overstatement_s(ss)
+    assert over == pytest.approx(max(0.0, rho / (2 * (1 - rho)) * ss.prefill.seconds - bound))
+    said = any("overstates TTFT" in n for n in p.notes)
+    assert said == (over > 0.1 * ss.ttft_s), (over, ss.ttft_s, p.notes)
+
+
+def test_one_user_long_prompt_ttft_is_flagged() -> None:
+    p = predict_point("deepseek-r1", "mi325x", Layout(tp=4), 32_768, 1, Target(concurrency=1))
+    assert p.ttft_s.value > 100  # the closed form's 573 s (one user waits for no one) ...
+    assert any("overstates TTFT" in n for n in p.notes)  # ... now said

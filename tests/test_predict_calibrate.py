@@ -335,3 +335,202 @@ def test_host_is_a_catalog_entry_or_figures_one_of_them() -> None:
             resolve_host(host, spec)
     with pytest.raises(AccelbenchError, match="unknown accelerator"):
         resolve_host("tpu9", None)
+
+
+# ---- synthetic sweeps (no engine): what the reader takes from them -----------------------
+
+SYNTH_SPEC = "tflops=10,bw_tbs=1,memory_gib=64"
+SYNTH_SPEC_70B = "tflops=10,bw_tbs=1,memory_gib=640"  # a 70B model at fp16 fits
+
+
+def _synthetic_sweep(path: Path, model: str = "llama-3.1-8b") -> Path:
+    from synthetic_runs import make_sweep
+
+    points = [
+        {"concurrency": c, "ttft_ms": 20.0 + 5 * c, "tpot_ms": 5.0 + 0.5 * c} for c in (1, 2, 4, 8)
+    ]
+    return make_sweep(path, points, model=model, isl=128, osl=64)
+
+
+def test_the_sweeps_model_is_not_flagged_as_another(tmp_path: Path) -> None:
+    """Calibrated on sweeps of catalog model llama-3.1-8b, a prediction of that model said
+    "model llama-3.1-8b is not in the calibration data (Llama-3.1-8B)": the catalog id
+    against the architecture's display name. Another model is still flagged."""
+    cal = calibrate(
+        [_synthetic_sweep(tmp_path / "sw")], host_accelerator(SYNTH_SPEC), engine="vllm"
+    )
+    same = predict_calibrated(cal, None, cal.host, Layout(1), 128, 64, Target(concurrency=4))
+    assert not any(x.startswith("model ") for x in same.extrapolation), same.extrapolation
+    other = predict_calibrated(
+        cal, "qwen2.5-7b", cal.host, Layout(1), 128, 64, Target(concurrency=4)
+    )
+    assert any(x.startswith("model qwen2.5-7b") for x in other.extrapolation)
+
+
+_FIELDS = {  # a summary.json figure the reader takes: (path in the document, how it is named)
+    "counts.completed": ("counts", "completed"),
+    "tokens.input": ("tokens", "input"),
+    "tokens.output": ("tokens", "output"),
+    "client.target_concurrency": ("client", "target_concurrency"),
+    "latency.ttft_ms.p50": ("latency", "ttft_ms", "p50"),
+    "latency.tpot_ms.p50": ("latency", "tpot_ms", "p50"),
+}
+
+
+def _damage_summary(sweep: Path, field: str, value: object) -> Path:
+    path = sweep / "c0002" / "summary.json"
+    doc = json.loads(path.read_text())
+    *parents, last = _FIELDS[field]
+    node = doc
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("client.target_concurrency", 10**12, "must be at most 65,536"),
+        ("client.target_concurrency", 2.5, "must be a whole number"),
+        ("latency.ttft_ms.p50", 1e300, "must be at most"),
+        ("tokens.input", 1e300, "tokens.input / counts.completed"),
+        ("counts.completed", 0.5, "must be a whole number"),
+    ],
+)
+def test_an_impossible_figure_is_refused_naming_it(
+    tmp_path: Path, field: str, value: object, says: str
+) -> None:
+    """These were taken: 10**12 users as a point, 2.5 users as 2, a TTFT of 1e300 ms (the
+    fit ran, and printed an interval 300 digits wide), 1e300 input tokens (a line of 300
+    digits of memory arithmetic naming no file), half a completed request (doubling the
+    mean lengths)."""
+    sweep = _synthetic_sweep(tmp_path / "sw")
+    path = _damage_summary(sweep, field, value)
+    _one_line_exit_2(
+        ["--calibrate", str(sweep), "--host-spec", SYNTH_SPEC, "--calibrate-engine", "vllm",
+         "--concurrency", "4"],
+        tmp_path, f"{path}: {field}",
+    )  # fmt: skip
+    code, _, err, _ = run_cli(
+        ["predict", "--calibrate", str(sweep), "--host-spec", SYNTH_SPEC, "--calibrate-engine",
+         "vllm", "--concurrency", "4"], tmp_path)  # fmt: skip
+    assert says in err
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    field=st.sampled_from(sorted(_FIELDS)),
+    value=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-10, 10**16),
+        st.sampled_from([None, True, "3", [], {}]),
+    ),
+)
+def test_property_a_summary_figure_is_usable_or_one_line(field: str, value: object) -> None:
+    """Any value of a figure the calibration reads: refused in one line naming the file and
+    the field, or a point within what a run can measure (finite, positive, whole counts, no
+    more users than predict takes, mean lengths and latencies within their limits)."""
+    import tempfile
+
+    from accelbench.predict.calibrate import MAX_POINT_LATENCY_S, MAX_POINT_TOKENS
+    from accelbench.predict.point import MAX_CONCURRENCY
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = _synthetic_sweep(Path(tmp) / "sw")
+        path = _damage_summary(sweep, field, value)
+        try:
+            cal = calibrate([sweep], host_accelerator(SYNTH_SPEC), engine="vllm")
+        except AccelbenchError as exc:
+            msg = str(exc)
+            # the field named, or (lengths the host's memory cannot hold) the point
+            assert "\n" not in msg and msg.startswith(f"{path}: "), msg
+            assert field in msg or "does not fit the host" in msg, msg
+            return
+    for p in cal.points:
+        assert 1 <= p.concurrency <= MAX_CONCURRENCY
+        assert 1 <= p.isl <= MAX_POINT_TOKENS and 1 <= p.osl <= MAX_POINT_TOKENS
+        for v in (p.ttft_s, p.tpot_s):
+            assert math.isfinite(v) and 0 < v <= MAX_POINT_LATENCY_S
+
+
+@pytest.mark.parametrize("option", ["--host-spec", "--target-spec"])
+def test_a_spec_error_names_its_option_and_a_key_given_twice_is_refused(
+    tmp_path: Path, option: str
+) -> None:
+    """--target-spec's errors said "--host-spec: ..."; and "bw_tbs=1,bw_tbs=2" was read as
+    2 without a word, in either option."""
+    sweep = _synthetic_sweep(tmp_path / "sw")
+    base = ["--calibrate", str(sweep), "--calibrate-engine", "vllm", "--concurrency", "4"]
+    good = "tflops=10,bw_tbs=1"
+    for spec, says in (
+        ("tflops=0,bw_tbs=1", f"{option}: tflops"),
+        ("tflops=10,bw_tbs=1,bw_tbs=2", f"{option}: bw_tbs is given twice"),
+        ("tflops=10", f"{option} needs bw_tbs"),
+    ):
+        specs = {"--host-spec": good, "--target-spec": good, option: spec}
+        args = [*base, "--host-spec", specs["--host-spec"], "--target-spec", specs["--target-spec"]]
+        _one_line_exit_2(args, tmp_path, says)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from(["tflops", "bw_tbs", "memory_gib"]), min_size=1, max_size=5),
+    option=st.sampled_from(["--host-spec", "--target-spec"]),
+)
+def test_property_a_spec_takes_each_key_once(keys: list[str], option: str) -> None:
+    """Any list of keys (valid values): usable only when no key repeats and both required
+    ones are there; else one line naming the option."""
+    spec = ",".join(f"{k}={i + 1}" for i, k in enumerate(keys))
+    ok = len(set(keys)) == len(keys) and {"tflops", "bw_tbs"} <= set(keys)
+    try:
+        acc = host_accelerator(spec, "target" if option == "--target-spec" else "host", option)
+    except UsageError as exc:
+        assert not ok and str(exc).startswith(option) and "\n" not in str(exc)
+        return
+    assert ok
+    for k in set(keys):
+        assert acc.figure(HOST_KEYS[k]).value == keys.index(k) + 1
+
+
+HOST_KEYS = {"tflops": "bf16_tflops", "bw_tbs": "memory_bw_tbs", "memory_gib": "memory_gib"}
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    recorded=st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "llama-3.1-70b", "my-finetune"]),
+    given_model=st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "llama-3.3-70b", None]),
+)
+def test_property_sweeps_of_another_model_are_refused(recorded: str, given_model) -> None:
+    """--calibrate-model X over sweeps that recorded catalog model Y of another
+    architecture fitted Y's runs as X without a word (docs: the recorded catalog name is
+    the model); one line naming the run now. A name the catalog does not know is what
+    --calibrate-model says; the same architecture under another id (Llama 3.1 and 3.3
+    70B) is the same model."""
+    import tempfile
+
+    from accelbench.plan.models import find_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = _synthetic_sweep(Path(tmp) / "sw", model=recorded)
+        try:
+            recorded_arch = find_model(recorded).arch
+        except AccelbenchError:
+            recorded_arch = None
+        chosen = given_model or recorded
+        ok = recorded_arch is not None if given_model is None else (
+            recorded_arch is None or recorded_arch.same_architecture(find_model(chosen).arch))  # fmt: skip
+        try:
+            cal = calibrate(
+                [sweep], host_accelerator(SYNTH_SPEC_70B), model=given_model, engine="vllm"
+            )
+        except AccelbenchError as exc:
+            assert not ok, str(exc)
+            assert "\n" not in str(exc)
+            if given_model is not None:
+                assert str(exc).startswith(str(sweep / "c0001" / "run.json")) and recorded in str(
+                    exc
+                )
+            return
+        assert ok and cal.model.same_architecture(find_model(chosen).arch)

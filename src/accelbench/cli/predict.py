@@ -12,6 +12,7 @@ import typer
 
 from accelbench.errors import UsageError
 from accelbench.predict.stepmodel import Layout
+from accelbench.store.rundir import write_text_atomic
 
 if TYPE_CHECKING:
     from accelbench.predict.point import Prediction, Target
@@ -54,8 +55,23 @@ COST_KEYS = (
 )
 
 
+def _doc_text(path: Path) -> str:
+    """The Markdown file --write-docs rewrites in place ("" where there is none yet); one
+    that is not UTF-8 text is refused (it was exit 70, after the validation's work)."""
+    if not path.exists():
+        return ""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"--write-docs {path}: not UTF-8 text (the tables are written into a Markdown file)"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"--write-docs {path}: cannot read it: {exc.strerror or exc}") from None
+
+
 def _write_docs(path: Path, table: str) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = _doc_text(path)
     block = f"{DOC_BEGIN}\n{table}\n{DOC_END}"
     if DOC_BEGIN in text and DOC_END in text:
         text = re.sub(
@@ -64,7 +80,7 @@ def _write_docs(path: Path, table: str) -> None:
     else:
         text = text + ("\n" if text else "") + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    write_text_atomic(path, text)
 
 
 # the options each mode of `predict` uses; any other given is refused (docs/LIMITS.md)
@@ -85,6 +101,9 @@ def _mode(given: frozenset[str]) -> str:
     from accelbench.cli.options import refuse_unused
 
     asked = [m for m in ("--validate", "--claims", "--calibrate") if m in given]
+    if len(asked) > 1:  # was "--claims does not apply to predict --validate (--claims goes
+        # with --claims)"
+        raise UsageError(f"{' and '.join(asked)} are different modes of predict; give one")
     # --refit validates the refitted factors
     mode: str = (
         asked[0] if asked else "--validate" if "--refit" in given else "a point's prediction"
@@ -228,6 +247,8 @@ def predict_command(
         from accelbench.validate import output_file
 
         output_file("--write-docs", write_docs, mkdir=False)
+        if (validate or refit) and write_docs.is_file():
+            _doc_text(write_docs)  # rewritten in place: a file it cannot read, before the work
     if whatif:
         from accelbench.predict.whatif import installed_version, whatif_report
 
@@ -246,7 +267,7 @@ def predict_command(
         page = claims_page()
         if write_docs is not None:
             write_docs.parent.mkdir(parents=True, exist_ok=True)
-            write_docs.write_text(page, encoding="utf-8")
+            write_text_atomic(write_docs, page)
         typer.echo(page, nl=False)
         return
     from accelbench.predict.point import Target, predict_point
@@ -314,10 +335,12 @@ def predict_command(
             "  interval: 10th-90th percentile of the cross-validated errors (docs/PREDICT.md)"
         )
     if (sc := e.schedule) is not None:
+        sc_tpot = "n/a (no request had a second token)" if sc.tpot_s is None else (
+            f"{sc.tpot_s * 1e3:,.1f} ms")  # fmt: skip
         typer.echo(
             f"  scheduled ({sc.requests:,} requests, closed loop): throughput/GPU "
             f"{sc.throughput_per_gpu:,.0f} tok/s, TTFT {sc.ttft_s * 1e3:,.0f} ms (queue "
-            f"{sc.queue_s * 1e3:,.0f} ms), TPOT {sc.tpot_s * 1e3:,.1f} ms (the event-driven "
+            f"{sc.queue_s * 1e3:,.0f} ms), TPOT {sc_tpot} (the event-driven "
             "scheduler over the same step model and factors; the values above are the "
             "closed form's, the default: docs/PREDICT.md)"
         )
@@ -373,7 +396,7 @@ def _calibrated(
     if accelerator is not None and target_spec is not None:
         raise UsageError("give --accelerator or --target-spec, not both")
     if target_spec is not None:
-        acc = host_accelerator(target_spec, "target")
+        acc = host_accelerator(target_spec, "target", "--target-spec")
     else:
         acc = catalog_accelerator(accelerator) if accelerator is not None else hw
     cal = calibrate(

@@ -150,7 +150,9 @@ def emulated(
     accelerator: str = typer.Option(
         ..., help="Accelerator to emulate (catalog id: mi355x, b200, ...)."
     ),
-    model: str = typer.Option(..., help="Catalog model (llama-3.1-70b, deepseek-r1, ...)."),
+    model: str = typer.Option(
+        ..., help="Catalog model (llama-3.1-70b, deepseek-r1, ...) or config.json."
+    ),
     tp: int = typer.Option(1, help="Tensor-parallel size (GPUs)."),
     precision: str = typer.Option("bf16", help="Weight precision (bf16, fp8, fp4, ...)."),
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),

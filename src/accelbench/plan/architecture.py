@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from accelbench.errors import AccelbenchError
@@ -297,6 +297,21 @@ class ModelArch:
             return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
         return 2 * self.num_kv_heads * self.head_dim
 
+    def same_architecture(self, other: ModelArch) -> bool:
+        """Every architecture field equal, the name and source aside (a config.json of a
+        catalog model, under its own name)."""
+        return replace(self, name=other.name, source=other.source) == other
+
+    def context_warning(self, tokens: float) -> str | None:
+        """What to say where a sequence of ``tokens`` is longer than the model serves
+        (its max_position_embeddings); None where it is not, or the config does not say."""
+        if self.max_context is None or tokens <= self.max_context:
+            return None
+        return (
+            f"context {tokens:,.0f} tokens exceeds {self.name}'s maximum of "
+            f"{self.max_context:,} (max_position_embeddings): the model cannot serve it"
+        )
+
     def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
         """KV-cache bytes per token over all layers, as if every layer kept every token
         (GQA: ``2 * L * n_kv * d_head * bytes``; MLA: ``L * (kv_lora_rank + rope) * bytes``)."""
@@ -419,6 +434,17 @@ def _positive_int(cfg: Config, key: str, where: str, default: object = ...) -> i
     return int(value)
 
 
+def _flag(cfg: Config, key: str, where: str, default: bool) -> bool:
+    """A true/false field (absent or null: ``default``); "false" or 0 is refused, not read
+    by its truthiness (a string "false" was true)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise AccelbenchError(f"{where}: field {key!r} must be true or false (got {value!r:.40})")
+    return value
+
+
 def _count(cfg: Config, *keys: str, where: str) -> int:
     """The first of ``keys`` that is set, as an integer in [0, MAX_DIM] (0 if none is)."""
     for key in keys:
@@ -436,14 +462,17 @@ def _count(cfg: Config, *keys: str, where: str) -> int:
 
 
 def arch_from_config(
-    cfg: Config, name: str | None = None, source: Mapping[str, str] | None = None
+    cfg: Config,
+    name: str | None = None,
+    source: Mapping[str, str] | None = None,
+    where: str | None = None,
 ) -> ModelArch:
     """Build a ModelArch from a Hugging Face config.json dict.
 
     Understands Llama, Mistral/Mixtral, Qwen2/2.5, Qwen3 (dense and MoE), DeepSeek-V2/V3
     (MLA + MoE), gpt-oss and GLM-4.5 (Glm4Moe) field names. Multimodal configs with a
-    ``text_config`` use that. Missing required fields raise AccelbenchError naming them.
-    """
+    ``text_config`` use that. Missing required fields raise AccelbenchError naming them,
+    after ``where`` (the file; default: the model's name)."""
     if not isinstance(cfg, Mapping):
         raise AccelbenchError("config.json must hold a JSON object")
     if "text_config" in cfg and "hidden_size" not in cfg:
@@ -453,7 +482,7 @@ def arch_from_config(
                 f"{name or 'config.json'}: malformed config.json ('text_config' must be an object)"
             )
         cfg = {**text, **{k: v for k, v in cfg.items() if k == "_name_or_path"}}
-    where = name or str(cfg.get("_name_or_path") or cfg.get("model_type") or "config.json")
+    where = where or name or str(cfg.get("_name_or_path") or cfg.get("model_type") or "config.json")
     for key in _REQUIRED:
         _get(cfg, key, where)
     model_type = str(cfg.get("model_type", "unknown"))
@@ -465,7 +494,9 @@ def arch_from_config(
         raise AccelbenchError(
             f"{where}: num_key_value_heads={n_kv} does not divide num_attention_heads={n_heads}"
         )
-    head_dim = _positive_int(cfg, "head_dim", where, None) if cfg.get("head_dim") else None
+    head_dim = None  # absent or null: hidden_size / heads; 0 is refused, not "absent"
+    if cfg.get("head_dim") is not None:
+        head_dim = _positive_int(cfg, "head_dim", where)
     if head_dim is None:
         if h % n_heads:
             raise AccelbenchError(
@@ -537,7 +568,7 @@ def arch_from_config(
                 f"{where}: 'layer_types' has {len(layer_types)} entries for {n_layers} layers"
             )
         sliding_layers = tuple(i for i, t in enumerate(layer_types) if "sliding" in str(t))
-    elif window and cfg.get("use_sliding_window"):
+    elif window and _flag(cfg, "use_sliding_window", where, False):
         max_window_layers = _count(cfg, "max_window_layers", where=where) or n_layers
         sliding_layers = tuple(i for i in range(n_layers) if i >= max_window_layers)
 
@@ -551,9 +582,9 @@ def arch_from_config(
         head_dim=head_dim,
         vocab_size=vocab,
         intermediate_size=intermediate,
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        attention_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
-        qk_norm=bool(cfg.get("use_qk_norm", model_type in ("qwen3", "qwen3_moe"))),
+        tie_embeddings=_flag(cfg, "tie_word_embeddings", where, False),
+        attention_bias=_flag(cfg, "attention_bias", where, model_type == "qwen2"),
+        qk_norm=_flag(cfg, "use_qk_norm", where, model_type in ("qwen3", "qwen3_moe")),
         num_experts=n_experts,
         experts_per_token=top_k,
         moe_intermediate_size=moe_inter,
@@ -595,7 +626,7 @@ def load_config_file(path: str | Path) -> ModelArch:
         raise AccelbenchError(f"{p}: config.json must hold a JSON object")
     name = cfg.get("_name_or_path") or p.parent.name or p.stem
     try:
-        return arch_from_config(cfg, name=str(name), source={"file": str(p)})
+        return arch_from_config(cfg, name=str(name), source={"file": str(p)}, where=str(p))
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
         # a field of the wrong type that the checks above did not name
         raise AccelbenchError(f"{p}: malformed config.json ({exc})") from None

@@ -330,12 +330,8 @@ def build_plan(
             isl = round(m_isl)
             osl = max(1, round(m_osl)) if m_osl else None
     wl = Workload.of(context, isl, osl, kv_precision)
-    warnings: list[str] = []
-    if arch.max_context is not None and wl.peak_context > arch.max_context:
-        warnings.append(
-            f"context {wl.peak_context:,.0f} tokens exceeds {arch.name}'s maximum of "
-            f"{arch.max_context:,} (max_position_embeddings): the model cannot serve it"
-        )
+    too_long = arch.context_warning(wl.peak_context)
+    warnings: list[str] = [too_long] if too_long else []
     fit = memory_fit(
         arch, hw, precision, kv_precision, wl.peak_context, concurrency, reserve, dp_attention
     )

@@ -247,6 +247,11 @@ class Workload:
         if context is None:
             if isl is None:
                 raise AccelbenchError("give --context, or --isl (and --osl)")
+            if isl == 0 and not osl:  # no token to decode: "peak context 0 tokens"
+                raise AccelbenchError(
+                    "isl (--isl) 0 without --osl is a context of 0 tokens: give --osl, or "
+                    "--isl of at least 1"
+                )
             return cls(isl + (osl or 0) / 2.0, isl, osl, kv_precision, float(isl + (osl or 0)))
         if isinstance(context, float) and context.is_integer():
             context = int(context)

@@ -38,7 +38,8 @@ import numpy as np
 from accelbench.errors import AccelbenchError, DocumentError, UsageError
 from accelbench.hardware.catalog import GIB, Accelerator, Figure
 from accelbench.plan.architecture import ModelArch
-from accelbench.plan.models import resolve_model
+from accelbench.plan.models import find_model, resolve_model
+from accelbench.plan.roofline import MAX_CONTEXT
 from accelbench.predict.calibration import Point
 from accelbench.predict.fit import (
     METRICS,
@@ -50,52 +51,67 @@ from accelbench.predict.fit import (
     prepare,
     shipped_factors,
 )
-from accelbench.predict.point import Prediction, Target, predict_point
-from accelbench.predict.stepmodel import DEFAULT_MAX_BATCH, Efficiency, Layout
+from accelbench.predict.point import (
+    MAX_CONCURRENCY,
+    Prediction,
+    Target,
+    model_id,
+    predict_point,
+)
+from accelbench.predict.stepmodel import (
+    DEFAULT_MAX_BATCH,
+    Efficiency,
+    Layout,
+    RooflineStepModel,
+)
 from accelbench.store.rundoc import EMBEDDED_ENGINE_NAMES, RunDoc, read_run_doc, read_summary
 from accelbench.store.sweepdoc import SWEEP_JSON, read_sweep
+from accelbench.validate import MAX_DURATION_S
 
 MIN_CALIBRATION_POINTS = 3  # four factors on fewer than 3 x 3 figures: not a fit
 HOST_SPEC_KEYS = {
-    "tflops": ("bf16_tflops", "peak dense FLOP/s of the host, in TFLOPS", 1e-6, 1e6),
+    "tflops": ("bf16_tflops", "peak dense FLOP/s, in TFLOPS", 1e-6, 1e6),
     "bw_tbs": ("memory_bw_tbs", "memory bandwidth in TB/s", 1e-6, 1e3),
     "memory_gib": ("memory_gib", "memory in GiB", 1e-3, 1e7),
 }
 ENGINE_ALIASES = {v: k for k, v in EMBEDDED_ENGINE_NAMES.items()} | {"llama": "llama.cpp"}
 
 
-def host_accelerator(spec: str, name: str = "host") -> Accelerator:
+def host_accelerator(spec: str, name: str = "host", option: str = "--host-spec") -> Accelerator:
     """An accelerator described by its figures: ``tflops=X,bw_tbs=Y[,memory_gib=Z]``
     (peak dense TFLOPS, memory bandwidth in TB/s, memory in GiB: the catalog's units).
-    Memory defaults to this machine's RAM."""
+    Memory defaults to this machine's RAM. ``option`` (``--host-spec`` or ``--target-spec``)
+    is what an error names; a key given twice is refused (the last one was taken)."""
     given: dict[str, float] = {}
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         key, eq, text = part.partition("=")
         key = key.strip().lower()
         if not eq or key not in HOST_SPEC_KEYS:
             raise UsageError(
-                f"--host-spec: {part!r} is not KEY=VALUE with KEY one of "
+                f"{option}: {part!r} is not KEY=VALUE with KEY one of "
                 f"{', '.join(HOST_SPEC_KEYS)} (e.g. tflops=0.2,bw_tbs=0.02)"
             )
         _, what, lo, hi = HOST_SPEC_KEYS[key]
         try:
             v = float(text)
         except ValueError:
-            raise UsageError(
-                f"--host-spec: {key} must be a number (got {text.strip()!r})"
-            ) from None
+            raise UsageError(f"{option}: {key} must be a number (got {text.strip()!r})") from None
         if not (math.isfinite(v) and lo <= v <= hi):
-            raise UsageError(f"--host-spec: {key} ({what}) must be in [{lo:g}, {hi:g}] (got {v:g})")
+            raise UsageError(f"{option}: {key} ({what}) must be in [{lo:g}, {hi:g}] (got {v:g})")
+        if key in given:
+            raise UsageError(
+                f"{option}: {key} is given twice ({given[key]:g} and {v:g}); give it once"
+            )
         given[key] = v
     for key in ("tflops", "bw_tbs"):
         if key not in given:
-            raise UsageError(f"--host-spec needs {key} ({HOST_SPEC_KEYS[key][1]})")
+            raise UsageError(f"{option} needs {key} ({HOST_SPEC_KEYS[key][1]})")
     if "memory_gib" not in given:
         import psutil
 
         given["memory_gib"] = psutil.virtual_memory().total / GIB
     figures = {
-        HOST_SPEC_KEYS[k][0]: Figure(v, source="--host-spec", date="", status="estimate")
+        HOST_SPEC_KEYS[k][0]: Figure(v, source=option, date="", status="estimate")
         for k, v in given.items()
     }
     return Accelerator(
@@ -108,7 +124,7 @@ def host_accelerator(spec: str, name: str = "host") -> Accelerator:
         scale_up="none",
         aliases=(),
         figures=figures,
-        origin="--host-spec",
+        origin=option,
     )
 
 
@@ -156,17 +172,47 @@ class SweepPoints:
     left_out: list[str]
 
 
-def _figure(v: object, where: str, unit_scale: float = 1.0) -> float:
+# The most a calibration point's figure can be: what a run can have measured (the load
+# options' limits, docs/LIMITS.md), not what the fit would take without a word.
+MAX_POINT_LATENCY_S = MAX_DURATION_S  # a TTFT or TPOT longer than the longest run
+MAX_POINT_TOKENS = MAX_CONTEXT  # mean tokens per request (predict's --isl/--osl range)
+
+
+def _figure(
+    v: object, where: str, unit_scale: float = 1.0, *, hi: float = math.inf, whole: bool = False
+) -> float:
+    """A summary's figure: a positive finite number, at most ``hi`` after ``unit_scale``
+    (and a whole number with ``whole``), else one DocumentError line naming it."""
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
         raise DocumentError(f"{where}: must be a positive number (got {v!r:.40})")
+    if whole and v != int(v):
+        raise DocumentError(f"{where}: must be a whole number (got {v!r:.40})")
+    if v * unit_scale > hi:
+        limit = f"{hi / unit_scale:,.0f}"
+        raise DocumentError(f"{where}: must be at most {limit} (got {v!r:.40})")
     return float(v) * unit_scale
 
 
 def _stat(lat: object, key: str, where: str) -> float:
     s = lat.get(key) if isinstance(lat, dict) else None
     return _figure(
-        s.get("p50") if isinstance(s, dict) else None, f"{where}: latency.{key}.p50", 1e-3
+        s.get("p50") if isinstance(s, dict) else None,
+        f"{where}: latency.{key}.p50",
+        1e-3,
+        hi=MAX_POINT_LATENCY_S,
     )
+
+
+def _mean_tokens(tokens: object, key: str, done: float, where: str) -> float:
+    """Mean tokens per completed request: the summary's total over its count."""
+    total = _figure((tokens or {}).get(key) if isinstance(tokens, dict) else None,
+                    f"{where}: tokens.{key}")  # fmt: skip
+    if total / done > MAX_POINT_TOKENS:
+        raise DocumentError(
+            f"{where}: tokens.{key} / counts.completed = {total / done:,.3g} tokens per request; "
+            f"must be at most {MAX_POINT_TOKENS:,}"
+        )
+    return total / done
 
 
 def read_sweep_points(
@@ -201,9 +247,9 @@ def read_sweep_points(
         model = run.config.get("model") or next(iter(run.server.get("models") or []), None)
         models.add(str(model))
         counts, tokens = summary.get("counts"), summary.get("tokens")
-        done = _figure((counts or {}).get("completed"), f"{where}: counts.completed")
-        isl = _figure((tokens or {}).get("input"), f"{where}: tokens.input") / done
-        osl = _figure((tokens or {}).get("output"), f"{where}: tokens.output") / done
+        done = _figure((counts or {}).get("completed"), f"{where}: counts.completed", whole=True)
+        isl = _mean_tokens(tokens, "input", done, where)
+        osl = _mean_tokens(tokens, "output", done, where)
         conc = run.config.get("concurrency")
         conc = (summary.get("client") or {}).get("target_concurrency") or conc
         thr = (summary.get("throughput") or {}).get("total_tokens_per_s_per_gpu")
@@ -218,7 +264,11 @@ def read_sweep_points(
                 layout=Layout(gpus),
                 isl=max(1, round(isl)),
                 osl=max(1, round(osl)),
-                concurrency=int(_figure(conc, f"{where}: client.target_concurrency")),
+                concurrency=int(
+                    _figure(
+                        conc, f"{where}: client.target_concurrency", hi=MAX_CONCURRENCY, whole=True
+                    )  # fmt: skip
+                ),
                 throughput_per_gpu=_figure(thr, f"{where}: throughput.total_tokens_per_s_per_gpu"),
                 ttft_s=_stat(summary.get("latency"), "ttft_ms", where),
                 tpot_s=_stat(summary.get("latency"), "tpot_ms", where),
@@ -296,7 +346,7 @@ class Calibration:
         return Factors(
             fitted={f"{target.id}|{self.engine}|{precision.lower()}": fitted, "*": fitted},
             intervals={target.id: iv, "*": iv},
-            models=(self.model.name,),
+            models=(model_id(self.model),),
             precisions=(self.precision,),
             engines=(self.engine,),
             accelerators=(self.host.id,),
@@ -351,6 +401,23 @@ def calibrate(
         raise UsageError(
             f"the sweeps' model: {exc} (give --calibrate-model: a catalog id or config.json)"
         ) from None
+    for p in points:  # a point of another catalog model: not this model's data
+        try:
+            recorded = find_model(p.model).arch
+        except AccelbenchError:
+            continue  # a name the catalog does not know: --calibrate-model says what it is
+        if not recorded.same_architecture(arch):
+            raise UsageError(
+                f"{Path(p.source) / 'run.json'}: a run of {p.model}, not of the model "
+                f"calibrated ({arch.name}): calibrate one model at a time"
+            )
+    for p in points:  # a point the host cannot hold: name it (the fit would not)
+        sm = RooflineStepModel(arch, host, p.precision, p.layout, Efficiency(1, 1, 0), kv_precision)
+        if sm.kv_fit(p.isl + p.osl) < 1:
+            raise AccelbenchError(
+                f"{Path(p.source) / 'summary.json'}: a request of {p.isl:,} + {p.osl:,} tokens "
+                f"(its mean lengths) does not fit the host: {sm.memory_arithmetic(p.isl + p.osl)}"
+            )
     prep = prepare(points, kv_precision, resolve=lambda p: (arch, host))
     idx = np.arange(len(points))
     eff = fit_factors(prep, idx)

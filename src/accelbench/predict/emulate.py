@@ -42,8 +42,8 @@ from accelbench import validate
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
 from accelbench.hardware.catalog import find_accelerator
-from accelbench.plan.models import find_model
-from accelbench.predict.point import fitted_step_model
+from accelbench.plan.models import resolve_model
+from accelbench.predict.point import fitted_step_model, model_id
 from accelbench.predict.scheduler import (
     DEFAULT_BATCHED_TOKENS,
     DEFAULT_BLOCK_SIZE,
@@ -82,21 +82,22 @@ def step_model_for(
     the public measurements (``predict.point.fitted_step_model``). A layout whose weights
     leave no room for 1,024 tokens of KV cache is refused with the memory arithmetic."""
     acc = find_accelerator(accelerator)
-    entry = find_model(model)
+    arch = resolve_model(model)  # a catalog id or a config.json, as predict's --model
     validate.integer("--tp", tp, 1, 64)
-    sm, _ = fitted_step_model(entry.arch, acc, Layout(tp=tp), engine=engine,
+    sm, _ = fitted_step_model(arch, acc, Layout(tp=tp), engine=engine,
                               precision=precision)  # fmt: skip
     if sm.kv_capacity_tokens() < 1024:
         raise AccelbenchError(
-            f"{entry.id} at {precision} does not fit on {tp} x {acc.id}: "
+            f"{model_id(arch)} at {precision} does not fit on {tp} x {acc.id}: "
             f"{sm.memory_arithmetic(1024).split(': ', 1)[-1]}"  # "weights ... usable = ..."
         )
     return sm
 
 
 def emulated_label(accelerator: str, model: str) -> str:
-    """The served model name: ``emulated:<accelerator id>:<model id>`` (catalog ids)."""
-    return f"emulated:{find_accelerator(accelerator).id}:{find_model(model).id}"
+    """The served model name: ``emulated:<accelerator id>:<model id>`` (catalog ids; a
+    config.json's model: its name)."""
+    return f"emulated:{find_accelerator(accelerator).id}:{model_id(resolve_model(model))}"
 
 
 # -- the server --------------------------------------------------------------------

@@ -52,6 +52,7 @@ from accelbench.predict.stepmodel import (
     RooflineStepModel,
     steady_state,
 )
+from accelbench.store.rundir import write_text_atomic
 
 DOC_BEGIN = "<!-- mlperf table: begin (accelbench predict --validate --write-docs) -->"
 DOC_END = "<!-- mlperf table: end -->"
@@ -544,4 +545,4 @@ def write_docs(path: Path, block: str) -> None:
         text = f"{head}{SECTION}\n\n{marked}\n\n{BEFORE}{rest}"
     else:
         text = f"{text}{chr(10) if text else ''}{SECTION}\n\n{marked}\n"
-    path.write_text(text, encoding="utf-8")
+    write_text_atomic(path, text)

@@ -19,7 +19,7 @@ from accelbench import validate as check
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import Accelerator
 from accelbench.plan.architecture import ModelArch
-from accelbench.plan.models import find_model
+from accelbench.plan.models import resolve_model
 from accelbench.plan.roofline import MAX_CONTEXT
 from accelbench.predict.fit import (
     Factors,
@@ -37,6 +37,7 @@ from accelbench.predict.stepmodel import (
     Efficiency,
     Layout,
     RooflineStepModel,
+    queue_overstatement_s,
     steady_state,
 )
 from accelbench.predict.steps import Bound, Step, StepTime
@@ -122,7 +123,7 @@ class Scheduled:
     throughput_per_gpu: float  # input + output tokens/s per GPU, first send to last reply
     ttft_s: float  # median, with the fixed per-request time
     queue_s: float  # median wait for admission
-    tpot_s: float  # median
+    tpot_s: float | None  # median; None where no request had a second token (OSL 1)
     bound_shares: dict[str, float]  # share of the busy time each bound limited
 
 
@@ -193,7 +194,7 @@ def scheduled(
         throughput_per_gpu=tokens / end / sm.layout.gpus if end > 0 else float("nan"),
         ttft_s=statistics.median(r.ttft_s for r in rs) + fixed,
         queue_s=statistics.median(r.queue_s for r in rs),
-        tpot_s=statistics.median(tpots) if tpots else float("nan"),
+        tpot_s=statistics.median(tpots) if tpots else None,  # not NaN: --json holds it
         bound_shares=sch.bound_shares(),
     )
 
@@ -242,20 +243,34 @@ class Prediction:
 
 
 def _resolve_model(model: str | ModelArch) -> ModelArch:
-    return model if isinstance(model, ModelArch) else find_model(model).arch
+    # a catalog id, or a config.json (a file, or a directory holding one), as --model says
+    return model if isinstance(model, ModelArch) else resolve_model(model)
 
 
 def _resolve_acc(acc: str | Accelerator) -> Accelerator:
     return acc if isinstance(acc, Accelerator) else catalog_accelerator(acc)
 
 
-def _model_id(arch: ModelArch) -> str:
+def model_id(arch: ModelArch) -> str:
+    """The catalog id of ``arch`` where it is a catalog model, else its name (the
+    calibration data's models are catalog ids)."""
     from accelbench.plan.models import model_catalog
 
     for mid, entry in model_catalog().items():
         if entry.arch == arch:
             return mid
     return arch.name
+
+
+def _in_calibration(f: Factors, mid: str, arch: ModelArch) -> bool:
+    """Whether the calibration data holds ``arch``: by id, or (a config.json of a catalog
+    model, under its own name) by every architecture field but the name and source."""
+    from accelbench.plan.models import model_catalog
+
+    if mid in f.models:
+        return True
+    cat = model_catalog()
+    return any(arch.same_architecture(cat[m].arch) for m in f.models if m in cat)
 
 
 def _interval(value: float, q: tuple[float, float, int]) -> tuple[float, float]:
@@ -347,9 +362,31 @@ def predict_point(
     p_lo = max(p_lo, lim.tpot_s)
     p_hi = max(p_hi, p_lo)
     out_share = osl / (isl + osl)
-    model_id = _model_id(arch)
-    extrap = _extrapolation(f, model_id, acc, engine, precision.lower(), isl, osl, conc, fitted.key)
+    mid = model_id(arch)
+    extrap = _extrapolation(
+        f,
+        mid,
+        _in_calibration(f, mid, arch),
+        acc,
+        engine,
+        precision.lower(),
+        isl,
+        osl,
+        conc,
+        fitted.key,
+    )
     notes = [n for n in sm.hw.notes if "computing in" in n]
+    over = queue_overstatement_s(ss)
+    if over > 0.1 * ss.ttft_s:  # the closed form's TTFT is not one to trust here
+        notes.append(
+            f"TTFT: the closed form's prompt queue holds {over:,.3g} s more than "
+            f"{ss.shape.running} user(s) can send ahead of a prompt, so it overstates TTFT "
+            "by up to that here (long input for its output): --schedule runs the point "
+            "through the scheduler"
+        )
+    too_long = arch.context_warning(isl + osl)  # ISL + OSL: the longest a sequence gets
+    if too_long:
+        notes.append(too_long)
     if ss.shape.running < conc:
         notes.append(
             f"only {ss.shape.running} of {conc} sequences run at once (--max-batch): the "
@@ -365,7 +402,7 @@ def predict_point(
     if acc.id not in f.intervals:
         notes.append("interval: the pooled errors of every accelerator (none measured on this one)")
     return Prediction(
-        model=model_id,
+        model=mid,
         accelerator=acc.id,
         engine=engine,
         precision=precision.lower(),
@@ -422,6 +459,7 @@ def _search(sm: RooflineStepModel, isl: int, osl: int, target: Target) -> int:
 def _extrapolation(
     f: Factors,
     model: str,
+    model_known: bool,
     acc: Accelerator,
     engine: str,
     precision: str,
@@ -431,7 +469,7 @@ def _extrapolation(
     key: str,
 ) -> list[str]:
     out = []
-    if model not in f.models:
+    if not model_known:
         out.append(f"model {model} is not in the calibration data ({', '.join(f.models)})")
     if acc.id not in f.accelerators:
         out.append(

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelbench.errors import AccelbenchError
 from accelbench.predict.calibration import Point
 from accelbench.predict.fit import (
     DEFAULT_KV,
@@ -199,6 +200,8 @@ def scheduler_prediction(
             arch, acc, p.precision, p.layout, eff, DEFAULT_KV, max_seqs=p.max_batch
         )
         sc = scheduled(sm, p.isl, p.osl, p.concurrency, p.admission, lengths=(p.length_ratio, 1.0))
+        if sc.tpot_s is None:  # a calibration point's OSL is hundreds of tokens
+            raise AccelbenchError(f"{p.source}: OSL {p.osl}: no TPOT to compare")
         cache.entries[key] = [sc.throughput_per_gpu, sc.ttft_s, sc.tpot_s]
         cache.misses += 1
     cache.used.add(key)

@@ -714,6 +714,10 @@ class Generation:
     usage_wanted: bool
 
 
+def _invalid(message: str) -> tuple[int, dict[str, Any]]:
+    return 400, {"error": {"message": message, "type": "invalid_request_error"}}
+
+
 def read_generation(
     body: bytes, chat: bool, model: str, default_max_tokens: int
 ) -> Generation | tuple[int, dict[str, Any]]:
@@ -726,18 +730,23 @@ def read_generation(
         return 400, {"error": {"message": "the body is not a JSON object"}}
     if req.get("model") not in (None, model):
         return 404, {"error": {"message": f"model {req.get('model')!r} not found"}}
+    # a field of the wrong type is refused, not read as absent or as its str() (messages
+    # "x" was an empty prompt; max_tokens 0 was the default number of tokens)
     if chat:
-        msgs = req.get("messages") or []
-        prompt = "".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+        msgs = req.get("messages")
+        if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
+            return _invalid(f"messages must be a list of objects (got {msgs!r:.40})")
+        prompt = "".join(str(m.get("content") or "") for m in msgs)
     else:
-        prompt = req.get("prompt") or ""
-        if isinstance(prompt, list):
-            prompt = "".join(map(str, prompt))
-    prompt = str(prompt)
-    raw_max = req.get("max_tokens") or req.get("max_completion_tokens") or default_max_tokens
+        raw = req.get("prompt")
+        if raw is not None and not isinstance(raw, str | list):
+            return _invalid(f"prompt must be a string or a list (got {raw!r:.40})")
+        prompt = "".join(map(str, raw)) if isinstance(raw, list) else raw or ""
+    given = [k for k in ("max_tokens", "max_completion_tokens") if req.get(k) is not None]
+    raw_max = req[given[0]] if given else default_max_tokens
     if type(raw_max) is not int or not 1 <= raw_max <= MAX_TOKENS_CAP:
-        msg = f"max_tokens must be an integer in [1, {MAX_TOKENS_CAP}] (got {str(raw_max)[:40]})"
-        return 400, {"error": {"message": msg, "type": "invalid_request_error"}}
+        name = given[0] if given else "max_tokens"
+        return _invalid(f"{name} must be an integer in [1, {MAX_TOKENS_CAP}] (got {raw_max!r:.40})")
     opts = req.get("stream_options")
     usage_wanted = isinstance(opts, dict) and bool(opts.get("include_usage"))
     return Generation(prompt, len(prompt.encode()), raw_max, bool(req.get("stream")), usage_wanted)
