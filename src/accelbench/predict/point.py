@@ -37,7 +37,6 @@ from accelbench.predict.stepmodel import (
     Efficiency,
     Layout,
     RooflineStepModel,
-    queue_overstatement_s,
     steady_state,
 )
 from accelbench.predict.steps import Bound, Step, StepTime
@@ -376,14 +375,6 @@ def predict_point(
         fitted.key,
     )
     notes = [n for n in sm.hw.notes if "computing in" in n]
-    over = queue_overstatement_s(ss)
-    if over > 0.1 * ss.ttft_s:  # the closed form's TTFT is not one to trust here
-        notes.append(
-            f"TTFT: the closed form's prompt queue holds {over:,.3g} s more than "
-            f"{ss.shape.running} user(s) can send ahead of a prompt, so it overstates TTFT "
-            "by up to that here (long input for its output): --schedule runs the point "
-            "through the scheduler"
-        )
     too_long = arch.context_warning(isl + osl)  # ISL + OSL: the longest a sequence gets
     if too_long:
         notes.append(too_long)

@@ -322,7 +322,10 @@ def loop_metrics(
     ``recv_interval`` steps while others decode), the wait of a balanced admission for
     its ``balance_ranks - 1`` other arrivals (half of them on average, at ``b / cycle``
     arrivals per second, at most ``balance_timeout_steps`` decode steps), the prompts
-    ahead of it (M/D/1 at the prefill's share of time), its prefill, a fixed
+    ahead of it (M/D/1 at the prefill's share of time ``rho``, ``rho / (2 (1 - rho))``
+    prefills, capped at the ``b / k - 1`` prefills the other running users can send
+    ahead of it: the M/D/1 wait diverges as ``rho`` nears 1, a closed loop's does not;
+    one user waits for no one), its prefill, a fixed
     per-request time and, with more users than ``b``, the wait for a slot (Little:
     ``(c - b) / b`` cycles)."""
     b, k, isl, osl, c, n = shape[:6]
@@ -332,7 +335,9 @@ def loop_metrics(
     cycle = osl * t_dec + (b / k) * t_pre
     tpot = (cycle - t_pre) / osl
     rho = (b / k) * t_pre / cycle  # the share of time spent prefilling
-    wait = rho / (2 * (1 - rho)) * t_pre  # M/D/1: the prompts ahead of this one
+    # the prompts ahead of this one: M/D/1 at the prefill's share of time, but a closed
+    # loop of b users prefilled k at a time has at most b/k - 1 prefills ahead of it
+    wait = np.minimum(rho / (2 * (1 - rho)), np.maximum(b / k - 1, 0)) * t_pre
     look = np.where(np.asarray(b) > 1, r, 1) * t_dec / 2
     balance = np.minimum((np.asarray(g) - 1) / 2 * cycle / b, timeout * t_dec)
     ttft = look + balance + wait + t_pre + request + np.maximum(c - b, 0) / b * cycle
@@ -388,17 +393,3 @@ def steady_state(
         pre,
         dec.bound if decoding else pre.bound,
     )
-
-
-def queue_overstatement_s(ss: SteadyState) -> float:
-    """How much more TTFT the closed form's prompt queue (M/D/1 at the prefill's share of
-    time, ``loop_metrics``) holds than a closed loop can: with ``b`` users prefilled ``k``
-    at a time, at most ``b / k - 1`` prefills are ahead of a prompt. The M/D/1 wait
-    diverges as the share nears 1 (long prompts, short outputs: ISL 32,768 / OSL 1 at one
-    user was 573 s of TTFT against 4.6 s alone), where the calibration points never go; 0
-    where the bound holds."""
-    b, k, osl = ss.shape.running, ss.shape.prefill_batch, ss.shape.osl
-    t_pre = ss.prefill.seconds
-    cycle = osl * ss.decode.seconds + (b / k) * t_pre
-    rho = (b / k) * t_pre / cycle
-    return max(0.0, (rho / (2 * (1 - rho)) - max(b / k - 1, 0.0)) * t_pre)
