@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
@@ -317,3 +319,40 @@ def test_property_every_record_is_paired_or_counted(reference_server, tmp_path: 
         shutil.rmtree(d)
 
     check()
+
+
+# -- latencies that measured nothing: below 0 ms, a baseline of 0 ----------------------
+def test_negative_latencies_are_left_out_and_a_zero_baseline_gives_no_ratio() -> None:
+    base = _rows([40.0] * 100)
+    neg = _rows([-5.0] * 100)  # marks out of order (a clock step): it passed 'ttft_p90 <= 60'
+    res = evaluate_gate(parse_gate("ttft_p90 <= 60"), base, neg, set())
+    assert res.status == "inconclusive" and res.verdict.evidence["n_candidate"] == 0
+    assert res.verdict.evidence["candidate left out (below 0 ms)"] == 100
+    assert "below 0 ms left out" in res.verdict.note
+    zero = evaluate_gate(parse_gate("ttft_p50 <= +10%"), _rows([0.0] * 100), base, set())
+    assert zero.status == "inconclusive" and zero.verdict.estimate is None  # was inf
+    json.dumps(zero.verdict.to_json(), allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    b=st.lists(st.sampled_from([-3.0, 0.0, 0.5, 10.0, 40.0]), min_size=0, max_size=80),
+    c=st.lists(st.sampled_from([-3.0, 0.0, 0.5, 10.0, 40.0]), min_size=0, max_size=80),
+    gate=st.sampled_from(["ttft_p50 <= +10%", "ttft_p50 >= 1.5x", "ttft_p90 <= 60",
+                          "ttft_p50 >= 5"]),
+)  # fmt: skip
+def test_property_a_latency_gate_is_finite_and_never_passes_on_negative_values(
+    b: list[float], c: list[float], gate: str
+) -> None:
+    """Whatever the latencies (below 0, 0, constant), a gate's numbers are finite or None
+    (verdict.json and --json are JSON), and values below 0 are counted, never judged."""
+    res = evaluate_gate(parse_gate(gate), _rows(b), _rows(c), set())
+    json.dumps(res.verdict.to_json(), allow_nan=False)
+    ev = res.verdict.evidence
+    assert ev["n_baseline"] == sum(x >= 0 for x in b) and ev["n_candidate"] == sum(
+        x >= 0 for x in c
+    )
+    for side, xs in (("baseline", b), ("candidate", c)):
+        assert ev.get(f"{side} left out (below 0 ms)", 0) == sum(x < 0 for x in xs)
+    if res.status == "pass" and parse_gate(gate).unit == "ms":
+        assert res.verdict.estimate is not None and res.verdict.estimate >= 0

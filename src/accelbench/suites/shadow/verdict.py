@@ -235,15 +235,27 @@ def evaluate_gate(
 
     if g.column is not None:
         assert g.q is not None
-        b = np.array([r[g.column] for r in base if r["ok"] and r.get(g.column) is not None], float)
-        c = np.array([r[g.column] for r in cand if r["ok"] and r.get(g.column) is not None], float)
+        b, c = _latencies(base, g.column), _latencies(cand, g.column)
+        # a latency below 0 (marks out of order by less than check_marks' minute: a step
+        # of the wall clock) measured nothing: left out, counted, said; it passed a gate
+        # in ms as the fastest request
+        neg = {
+            side: int(np.count_nonzero(x < 0)) for side, x in (("baseline", b), ("candidate", c))
+        }
+        b, c = b[b >= 0], c[c >= 0]
         ev.update(n_baseline=int(b.size), n_candidate=int(c.size), baseline=None, candidate=None)
+        if any(neg.values()):
+            ev.update({f"{side} left out (below 0 ms)": k for side, k in neg.items() if k})
+            note = "; ".join(f"{k} {side} {_NAMES[g.column]}(s) below 0 ms left out"
+                             for side, k in neg.items() if k)  # fmt: skip
         need = min_samples(g.q, confidence)
         pb = float(np.percentile(b, g.q)) if b.size else None
         pc = float(np.percentile(c, g.q)) if c.size else None
         ev.update(baseline=pb, candidate=pc)  # each side's own percentile, ms
         if b.size < need or c.size < need:
-            note = f"too few requests: p{g.q:g} needs {need} a side"
+            note = "; ".join(
+                x for x in (note, f"too few requests: p{g.q:g} needs {need} a side") if x
+            )
             return done()
         assert pb is not None and pc is not None
         if g.unit == "ms":
@@ -251,11 +263,14 @@ def evaluate_gate(
             assert ci is not None  # c.size >= need
             est, lo, hi = pc, float(ci[0]), float(ci[1])
         else:
-            est = pc / pb if pb > 0 else math.inf
             r = quantile_ratio_ci(b, c, g.q, confidence)
-            if r is None or not (np.isfinite(r[1]) and np.isfinite(r[2])):
-                note = "the baseline percentile's interval reaches 0: no ratio"
+            if not pb > 0 or r is None or not (np.isfinite(r[1]) and np.isfinite(r[2])):
+                # no estimate either: a baseline percentile of 0 gave inf (verdict.json
+                # held "inf", --json printed Infinity, which is not JSON)
+                note = "; ".join(x for x in (note,
+                                 "the baseline percentile's interval reaches 0: no ratio") if x)  # fmt: skip
                 return done()
+            est = pc / pb
             lo, hi = float(r[1]), float(r[2])
         test = mann_whitney(c, b)
         status = _decide(g.op, lo, hi, thr)
@@ -302,6 +317,11 @@ def evaluate_gate(
     lo, hi = wilson(k, n, confidence)
     status = _decide(g.op, lo, hi, thr)
     return done()
+
+
+def _latencies(rows: list[RequestRow], col: LatencyColumn) -> np.ndarray:
+    """The successful requests' ``col`` values (ms)."""
+    return np.array([r[col] for r in rows if r["ok"] and r.get(col) is not None], float)
 
 
 def _kinds(rows: list[RequestRow]) -> dict[str, int]:
