@@ -12,9 +12,10 @@ tests/test_interval_coverage.py):
   on the log of the runs' figures, ``ra + rb - 2`` degrees of freedom
   (:func:`accelbench.metrics.stats.runs_ratio_ci`): the run, not the request, is the
   unit, so the run-to-run spread is in the interval;
-- at one load, one run a side: the interval over requests. Throughput by the delta
-  method on the log scale (:func:`accelbench.metrics.stats.throughput_log_se`: closed
-  loop, Little's law's ratio sum(tokens) / sum(E2E); open loop, the compound Poisson
+- at one load, one run a side: the interval over requests. Throughput on the log scale
+  (:func:`accelbench.metrics.stats.throughput_log_se`: closed loop, the window's figure
+  over resamples scheduled on the run's slots, its end included,
+  :func:`accelbench.metrics.stats.closed_loop_log_se`; open loop, the compound Poisson
   count of a Poisson schedule); percentiles and interactivity (``1000 / p50 TPOT``) from
   each side's order-statistic standard error on the log scale
   (:func:`accelbench.metrics.stats.quantile_ratio_ci`), none below
@@ -206,6 +207,7 @@ class _RunSample:
     tpot: np.ndarray
     observed: dict[str, float | None]
     closed_loop: bool
+    concurrency: float | None = None  # a closed loop's slots (its window's end: drain)
 
 
 def _run_sample(r: RunLike) -> _RunSample:
@@ -223,6 +225,7 @@ def _run_sample(r: RunLike) -> _RunSample:
         tpot=column_np(t, "tpot_ms")[m],
         observed={k: r.figure(k) for k in METRICS},
         closed_loop=r.rate is None,
+        concurrency=r.load if r.rate is None else None,
     )
 
 
@@ -562,8 +565,9 @@ def load_ci(
     if metric in THROUGHPUT:
         if sa.osl.size < 2 or sb.osl.size < 2 or not (a > 0 and b > 0):
             return None, None, "too few requests (2 a side)"
-        se = [throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None)
-              for s in (sa, sb)]  # fmt: skip
+        se = [_throughput_se(s, metric) for s in (sa, sb)]
+        if not all(math.isfinite(x) for x in se):
+            return None, None, "no request time to measure the spread by: no interval"
         lo, hi = log_ratio_ci(math.log(b / a), se[0], se[1])
         return float(lo), float(hi), None
     (ca, q), (cb, _) = _column(sa, metric), _column(sb, metric)
@@ -577,6 +581,15 @@ def load_ci(
     return float(r[1]), float(r[2]), None
 
 
+def _throughput_se(s: _RunSample, metric: str) -> float:
+    """SE of the log of one run's throughput figure: a closed loop's over its window with
+    its slots' drain (:func:`accelbench.metrics.stats.closed_loop_log_se`), an open
+    loop's compound Poisson count."""
+    if s.closed_loop:
+        return float(throughput_log_se(_tokens(s, metric), s.e2e, s.concurrency))
+    return float(throughput_log_se(_tokens(s, metric), None))
+
+
 def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | None, float | None]:
     """95 % interval of one run's figure ``value`` (the report's headline): throughput by
     the delta method on the log scale (:func:`throughput_log_se`), a percentile by its
@@ -585,7 +598,7 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
     if metric in THROUGHPUT:
         if s.osl.size < 2 or not value > 0:
             return None, None
-        se = float(throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None))
+        se = _throughput_se(s, metric)
         if not math.isfinite(se):
             return None, None
         return log_normal_ci(value, se)
