@@ -359,3 +359,16 @@ def test_property_frontier_compare_refuse_what_they_ignore(sweeps, cmd, picked) 
     if not unused:
         return  # accepted lines: the cases above
     _refused(_args([cmd, "A", "B"], opts, values), sweeps, min(unused))
+
+
+def test_a_zero_throughput_figure_is_said_as_such_not_as_too_few_requests(tmp_path):
+    """A summary whose throughput is 0 (edited; 500 requests succeeded) has no ratio on
+    the log scale: the note said "too few requests (2 a side)"."""
+    a = make_run(tmp_path / "a", 500, seed=1)
+    b = make_run(tmp_path / "b", 500, seed=2)
+    s = json.loads((b / "summary.json").read_text())
+    s["throughput"]["output_tokens_per_s_per_gpu"] = 0
+    (b / "summary.json").write_text(json.dumps(s))
+    sa, sb = load_inputs([a, b])
+    _, v, _ = evaluate_claim(parse_claim("B >= 1 x A"), sa, sb)
+    assert v.word == "inconclusive" and "figure is 0" in v.note and "too few" not in v.note

@@ -563,8 +563,10 @@ def load_ci(
     a, b = x.observed(metric), y.observed(metric)
     assert a is not None and b is not None
     if metric in THROUGHPUT:
-        if sa.osl.size < 2 or sb.osl.size < 2 or not (a > 0 and b > 0):
+        if sa.osl.size < 2 or sb.osl.size < 2:
             return None, None, "too few requests (2 a side)"
+        if not (a > 0 and b > 0):  # was said as "too few requests" of 500 a side
+            return None, None, "a side's figure is 0: no ratio on the log scale"
         se = [_throughput_se(s, metric) for s in (sa, sb)]
         if not all(math.isfinite(x) for x in se):
             return None, None, "no request time to measure the spread by: no interval"
