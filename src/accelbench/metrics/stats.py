@@ -467,7 +467,7 @@ def throughput_log_se(
 
 CLOSED_LOOP_DRAWS = 400  # replicates of a closed loop (seeded: the same run, the same SE)
 CLOSED_LOOP_BUDGET = 200_000_000  # draws x requests x slots simulated; beyond: the model
-CLOSED_LOOP_MAX_REQUESTS = 5_000  # requests simulated one step each (~1 s); beyond: the model
+CLOSED_LOOP_MAX_REQUESTS = 2_000  # requests simulated one step each (~0.3 s); beyond: the model
 
 
 def closed_loop_log_se(tok: np.ndarray, e2e: np.ndarray, concurrency: float) -> float:
