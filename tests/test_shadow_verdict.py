@@ -356,3 +356,34 @@ def test_property_a_latency_gate_is_finite_and_never_passes_on_negative_values(
         assert ev.get(f"{side} left out (below 0 ms)", 0) == sum(x < 0 for x in xs)
     if res.status == "pass" and parse_gate(gate).unit == "ms":
         assert res.verdict.estimate is not None and res.verdict.estimate >= 0
+
+
+def test_interrupted_requests_are_left_out_of_the_error_rate_not_counted_as_successes() -> None:
+    """docs/SHADOW.md: 'interrupted requests excluded'. 900 candidate requests with 30
+    errors and 100 cut by a stop: 30 / 900, not 30 / 1000 (the cut ones diluted it)."""
+    base = _rows([1.0] * 1000)
+    cand = _rows([1.0] * 1000, errors=30)
+    for r in cand[900:]:
+        r.update(ok=False, error_kind="interrupted", ttft_ms=None)
+    res = evaluate_gate(parse_gate("error_rate <= 0.05"), base, cand, set())
+    assert res.verdict.estimate == pytest.approx(30 / 900)
+    assert res.verdict.evidence["n_candidate"] == 900
+    assert res.verdict.evidence["candidate interrupted (left out)"] == 100
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    errors=st.integers(0, 40), cut=st.integers(0, 40), n=st.integers(40, 120),
+    gate=st.sampled_from(["error_rate <= 0.05", "error_rate <= +1pp"]),
+)  # fmt: skip
+def test_property_the_error_rate_is_errors_over_requests_not_interrupted(
+    errors: int, cut: int, n: int, gate: str
+) -> None:
+    cand = _rows([1.0] * n, errors=min(errors, n))
+    for r in cand[n - min(cut, n - min(errors, n)) :]:
+        r.update(ok=False, error_kind="interrupted", ttft_ms=None)
+    k = sum(1 for r in cand if r["error_kind"] == "http_5xx")
+    m = sum(1 for r in cand if r["error_kind"] != "interrupted")
+    res = evaluate_gate(parse_gate(gate), _rows([1.0] * n), cand, set())
+    assert res.verdict.evidence["n_candidate"] == m
+    assert res.verdict.evidence["candidate"] == (k / m if m else None)

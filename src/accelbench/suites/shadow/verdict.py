@@ -180,6 +180,10 @@ def _is_error(r: RequestRow) -> bool:
     return not r["ok"] and r.get("error_kind") != ErrorKind.INTERRUPTED
 
 
+def _is_interrupted(r: RequestRow) -> bool:
+    return not r["ok"] and r.get("error_kind") == ErrorKind.INTERRUPTED
+
+
 _NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E", "ntpot_ms": "NTPOT"}
 
 
@@ -276,11 +280,16 @@ def evaluate_gate(
         status = _decide(g.op, lo, hi, thr)
         return done()
     if g.metric == "error_rate":
-        nb, nc = len(base), len(cand)
+        # interrupted requests (cut by a stop) are neither errors nor successes: left out
+        # of both counts (they were counted as successes, diluting the rate), and said
+        cut = {side: sum(_is_interrupted(r) for r in rows)
+               for side, rows in (("baseline", base), ("candidate", cand))}  # fmt: skip
+        nb, nc = len(base) - cut["baseline"], len(cand) - cut["candidate"]
         kb = sum(_is_error(r) for r in base)
         kc = sum(_is_error(r) for r in cand)
         ev.update(n_baseline=nb, n_candidate=nc, baseline=kb / nb if nb else None,
                   candidate=kc / nc if nc else None)  # fmt: skip
+        ev.update({f"{side} interrupted (left out)": k for side, k in cut.items() if k})
         for side, rows in (("baseline", base), ("candidate", cand)):
             ev.update({f"{side} errors {k}": n for k, n in _kinds(rows).items()})
         if nb < 10 or nc < 10:
