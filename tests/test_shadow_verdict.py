@@ -387,3 +387,27 @@ def test_property_the_error_rate_is_errors_over_requests_not_interrupted(
     res = evaluate_gate(parse_gate(gate), _rows([1.0] * n), cand, set())
     assert res.verdict.evidence["n_candidate"] == m
     assert res.verdict.evidence["candidate"] == (k / m if m else None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(
+        st.tuples(st.sampled_from([None, "", "a", "b"]), st.sampled_from([None, "", "a", "b"])),
+        min_size=0, max_size=60,
+    )
+)  # fmt: skip
+def test_property_agreement_never_counts_pairs_without_text_as_identical(
+    texts: list[tuple[str | None, str | None]],
+) -> None:
+    """A greedy pair with no text on either side shows nothing: left out and counted (a
+    shadow directory whose journals held no text passed 'agreement >= 0.99')."""
+    base, cand = _rows([1.0] * len(texts)), _rows([1.0] * len(texts))
+    for (tb, tc), b, c in zip(texts, base, cand, strict=True):
+        b["output_text"], c["output_text"] = tb, tc
+    res = evaluate_gate(parse_gate("agreement >= 0.9"), base, cand, set(range(len(texts))))
+    shown = [(b or "", c or "") for b, c in texts if b is not None or c is not None]
+    ev = res.verdict.evidence
+    assert ev["n_baseline"] == len(shown) and ev["identical"] == sum(b == c for b, c in shown)
+    assert ev.get("left out (no text on either side)", 0) == len(texts) - len(shown)
+    if not shown:
+        assert res.status == "inconclusive"

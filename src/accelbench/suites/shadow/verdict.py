@@ -309,10 +309,17 @@ def evaluate_gate(
     pairs = [
         (by_idx[r["idx"]], r) for r in cand if r["ok"] and r["idx"] in by_idx and r["idx"] in greedy
     ]
+    # a pair with no text recorded on either side shows nothing: left out and counted
+    # (such pairs were "identical": journals without text passed 'agreement >= 0.99')
+    textless = sum(b.get("output_text") is None and c.get("output_text") is None for b, c in pairs)
+    pairs = [(b, c) for b, c in pairs
+             if b.get("output_text") is not None or c.get("output_text") is not None]  # fmt: skip
     n = len(pairs)
     same = [(b.get("output_text") or "") == (c.get("output_text") or "") for b, c in pairs]
     k = sum(same)
     ev.update(n_baseline=n, n_candidate=n, identical=k)
+    if textless:
+        ev["left out (no text on either side)"] = textless
     diffs = [_first_difference(b, c) for (b, c), s in zip(pairs, same, strict=True) if not s][:5]
     if n:
         est = k / n
@@ -322,7 +329,11 @@ def evaluate_gate(
             if n == 0
             else "too few greedy requests: at least 10"
         )
+        if textless:
+            note += f" with output text ({textless} left out: no text on either side)"
         return done()
+    if textless:
+        note = f"{textless} greedy pair(s) with no text on either side left out"
     lo, hi = wilson(k, n, confidence)
     status = _decide(g.op, lo, hi, thr)
     return done()
