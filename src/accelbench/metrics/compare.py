@@ -163,6 +163,15 @@ def parse_claim(text: str) -> Claim:
         )
     op = {"≥": ">=", "≤": "<="}.get(m["op"], m["op"])
     metric = _claim_metric(m, m["pp"] is not None)
+    # a claim's condition in --at's range and a load above 0 ('at 0 tok/s/user' and 'at
+    # concurrency 0' were read, and judged inconclusive: out of range, no such point)
+    if m["inter"] and not MIN_AT <= float(m["inter"]) <= MAX_AT:
+        raise AccelbenchError(
+            f"claim {text.strip()!r}: the target interactivity must be {MIN_AT:g} to "
+            f"{MAX_AT:,.0f} tok/s/user, as --at (got {float(m['inter']):g})"
+        )
+    if m["load"] and not float(m["load"]) > 0:
+        raise AccelbenchError(f"claim {text.strip()!r}: the load must be above 0")
     if METRICS[metric].difference:
         if m["k"] is not None:
             raise AccelbenchError(
