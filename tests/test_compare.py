@@ -363,3 +363,42 @@ def test_property_frontier_compare_refuse_what_they_ignore(sweeps, cmd, picked) 
     if not unused:
         return  # accepted lines: the cases above
     _refused(_args([cmd, "A", "B"], opts, values), sweeps, min(unused))
+
+
+def test_a_zero_throughput_figure_is_said_as_such_not_as_too_few_requests(tmp_path):
+    """A summary whose throughput is 0 (edited; 500 requests succeeded) has no ratio on
+    the log scale: the note said "too few requests (2 a side)"."""
+    a = make_run(tmp_path / "a", 500, seed=1)
+    b = make_run(tmp_path / "b", 500, seed=2)
+    s = json.loads((b / "summary.json").read_text())
+    s["throughput"]["output_tokens_per_s_per_gpu"] = 0
+    (b / "summary.json").write_text(json.dumps(s))
+    sa, sb = load_inputs([a, b])
+    _, v, _ = evaluate_claim(parse_claim("B >= 1 x A"), sa, sb)
+    assert v.word == "inconclusive" and "figure is 0" in v.note and "too few" not in v.note
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.one_of(st.sampled_from(["0", "0.0", "0.0001", "0.001", "10000000", "10000001"]),
+                st.decimals(0, 2e7, places=4, allow_nan=False).map(lambda d: format(d, "f"))),
+    cond=st.sampled_from(["tok/s/user", "concurrency", "rate"]),
+)  # fmt: skip
+def test_property_a_claims_condition_is_in_range_or_refused(n: str, cond: str) -> None:
+    """'at 0 tok/s/user' and 'at concurrency 0' were read and judged inconclusive; now a
+    condition outside --at's range (or a load not above 0) is refused in one line."""
+    text = f"B >= 1 x A at {n} tok/s/user" if cond == "tok/s/user" else f"B >= 1 x A at {cond} {n}"
+    x = float(n)
+    ok = 1e-3 <= x <= 1e7 if cond == "tok/s/user" else x > 0
+    if ok:
+        parse_claim(text)
+    else:
+        with pytest.raises(AccelbenchError, match="claim"):
+            parse_claim(text)
+
+
+def test_claims_at_zero_are_refused() -> None:
+    for text in ("B >= 1 x A at 0 tok/s/user", "B >= 1 x A at concurrency 0",
+                 "B hit_rate >= A hit_rate + 5pp at c=0"):  # fmt: skip
+        with pytest.raises(AccelbenchError):
+            parse_claim(text)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
@@ -317,3 +319,95 @@ def test_property_every_record_is_paired_or_counted(reference_server, tmp_path: 
         shutil.rmtree(d)
 
     check()
+
+
+# -- latencies that measured nothing: below 0 ms, a baseline of 0 ----------------------
+def test_negative_latencies_are_left_out_and_a_zero_baseline_gives_no_ratio() -> None:
+    base = _rows([40.0] * 100)
+    neg = _rows([-5.0] * 100)  # marks out of order (a clock step): it passed 'ttft_p90 <= 60'
+    res = evaluate_gate(parse_gate("ttft_p90 <= 60"), base, neg, set())
+    assert res.status == "inconclusive" and res.verdict.evidence["n_candidate"] == 0
+    assert res.verdict.evidence["candidate left out (below 0 ms)"] == 100
+    assert "below 0 ms left out" in res.verdict.note
+    zero = evaluate_gate(parse_gate("ttft_p50 <= +10%"), _rows([0.0] * 100), base, set())
+    assert zero.status == "inconclusive" and zero.verdict.estimate is None  # was inf
+    json.dumps(zero.verdict.to_json(), allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    b=st.lists(st.sampled_from([-3.0, 0.0, 0.5, 10.0, 40.0]), min_size=0, max_size=80),
+    c=st.lists(st.sampled_from([-3.0, 0.0, 0.5, 10.0, 40.0]), min_size=0, max_size=80),
+    gate=st.sampled_from(["ttft_p50 <= +10%", "ttft_p50 >= 1.5x", "ttft_p90 <= 60",
+                          "ttft_p50 >= 5"]),
+)  # fmt: skip
+def test_property_a_latency_gate_is_finite_and_never_passes_on_negative_values(
+    b: list[float], c: list[float], gate: str
+) -> None:
+    """Whatever the latencies (below 0, 0, constant), a gate's numbers are finite or None
+    (verdict.json and --json are JSON), and values below 0 are counted, never judged."""
+    res = evaluate_gate(parse_gate(gate), _rows(b), _rows(c), set())
+    json.dumps(res.verdict.to_json(), allow_nan=False)
+    ev = res.verdict.evidence
+    assert ev["n_baseline"] == sum(x >= 0 for x in b) and ev["n_candidate"] == sum(
+        x >= 0 for x in c
+    )
+    for side, xs in (("baseline", b), ("candidate", c)):
+        assert ev.get(f"{side} left out (below 0 ms)", 0) == sum(x < 0 for x in xs)
+    if res.status == "pass" and parse_gate(gate).unit == "ms":
+        assert res.verdict.estimate is not None and res.verdict.estimate >= 0
+
+
+def test_interrupted_requests_are_left_out_of_the_error_rate_not_counted_as_successes() -> None:
+    """docs/SHADOW.md: 'interrupted requests excluded'. 900 candidate requests with 30
+    errors and 100 cut by a stop: 30 / 900, not 30 / 1000 (the cut ones diluted it)."""
+    base = _rows([1.0] * 1000)
+    cand = _rows([1.0] * 1000, errors=30)
+    for r in cand[900:]:
+        r.update(ok=False, error_kind="interrupted", ttft_ms=None)
+    res = evaluate_gate(parse_gate("error_rate <= 0.05"), base, cand, set())
+    assert res.verdict.estimate == pytest.approx(30 / 900)
+    assert res.verdict.evidence["n_candidate"] == 900
+    assert res.verdict.evidence["candidate interrupted (left out)"] == 100
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    errors=st.integers(0, 40), cut=st.integers(0, 40), n=st.integers(40, 120),
+    gate=st.sampled_from(["error_rate <= 0.05", "error_rate <= +1pp"]),
+)  # fmt: skip
+def test_property_the_error_rate_is_errors_over_requests_not_interrupted(
+    errors: int, cut: int, n: int, gate: str
+) -> None:
+    cand = _rows([1.0] * n, errors=min(errors, n))
+    for r in cand[n - min(cut, n - min(errors, n)) :]:
+        r.update(ok=False, error_kind="interrupted", ttft_ms=None)
+    k = sum(1 for r in cand if r["error_kind"] == "http_5xx")
+    m = sum(1 for r in cand if r["error_kind"] != "interrupted")
+    res = evaluate_gate(parse_gate(gate), _rows([1.0] * n), cand, set())
+    assert res.verdict.evidence["n_candidate"] == m
+    assert res.verdict.evidence["candidate"] == (k / m if m else None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(
+        st.tuples(st.sampled_from([None, "", "a", "b"]), st.sampled_from([None, "", "a", "b"])),
+        min_size=0, max_size=60,
+    )
+)  # fmt: skip
+def test_property_agreement_never_counts_pairs_without_text_as_identical(
+    texts: list[tuple[str | None, str | None]],
+) -> None:
+    """A greedy pair with no text on either side shows nothing: left out and counted (a
+    shadow directory whose journals held no text passed 'agreement >= 0.99')."""
+    base, cand = _rows([1.0] * len(texts)), _rows([1.0] * len(texts))
+    for (tb, tc), b, c in zip(texts, base, cand, strict=True):
+        b["output_text"], c["output_text"] = tb, tc
+    res = evaluate_gate(parse_gate("agreement >= 0.9"), base, cand, set(range(len(texts))))
+    shown = [(b or "", c or "") for b, c in texts if b is not None or c is not None]
+    ev = res.verdict.evidence
+    assert ev["n_baseline"] == len(shown) and ev["identical"] == sum(b == c for b, c in shown)
+    assert ev.get("left out (no text on either side)", 0) == len(texts) - len(shown)
+    if not shown:
+        assert res.status == "inconclusive"

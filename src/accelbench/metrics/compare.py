@@ -12,11 +12,12 @@ tests/test_interval_coverage.py):
   on the log of the runs' figures, ``ra + rb - 2`` degrees of freedom
   (:func:`accelbench.metrics.stats.runs_ratio_ci`): the run, not the request, is the
   unit, so the run-to-run spread is in the interval;
-- at one load, one run a side: the interval over requests. Throughput by the delta
-  method on the log scale (:func:`accelbench.metrics.stats.throughput_log_se`: closed
-  loop, Little's law's ratio sum(tokens) / sum(E2E); open loop, the compound Poisson
+- at one load, one run a side: the interval over requests. Throughput on the log scale
+  (:func:`accelbench.metrics.stats.throughput_log_se`: closed loop, the window's figure
+  over resamples scheduled on the run's slots, its end included,
+  :func:`accelbench.metrics.stats.closed_loop_log_se`; open loop, the compound Poisson
   count of a Poisson schedule), none below ``MIN_THROUGHPUT_REQUESTS`` (20) requests a
-  side, where a closed loop's under-covers; percentiles and interactivity (``1000 / p50 TPOT``) from
+  side, where it under-covers; percentiles and interactivity (``1000 / p50 TPOT``) from
   each side's order-statistic standard error on the log scale
   (:func:`accelbench.metrics.stats.quantile_ratio_ci`), none below
   :func:`accelbench.metrics.stats.min_samples` requests a side (500 for a p99);
@@ -164,6 +165,15 @@ def parse_claim(text: str) -> Claim:
         )
     op = {"≥": ">=", "≤": "<="}.get(m["op"], m["op"])
     metric = _claim_metric(m, m["pp"] is not None)
+    # a claim's condition in --at's range and a load above 0 ('at 0 tok/s/user' and 'at
+    # concurrency 0' were read, and judged inconclusive: out of range, no such point)
+    if m["inter"] and not MIN_AT <= float(m["inter"]) <= MAX_AT:
+        raise AccelbenchError(
+            f"claim {text.strip()!r}: the target interactivity must be {MIN_AT:g} to "
+            f"{MAX_AT:,.0f} tok/s/user, as --at (got {float(m['inter']):g})"
+        )
+    if m["load"] and not float(m["load"]) > 0:
+        raise AccelbenchError(f"claim {text.strip()!r}: the load must be above 0")
     if METRICS[metric].difference:
         if m["k"] is not None:
             raise AccelbenchError(
@@ -208,6 +218,7 @@ class _RunSample:
     tpot: np.ndarray
     observed: dict[str, float | None]
     closed_loop: bool
+    concurrency: float | None = None  # a closed loop's slots (its window's end: drain)
 
 
 def _run_sample(r: RunLike) -> _RunSample:
@@ -225,6 +236,7 @@ def _run_sample(r: RunLike) -> _RunSample:
         tpot=column_np(t, "tpot_ms")[m],
         observed={k: r.figure(k) for k in METRICS},
         closed_loop=r.rate is None,
+        concurrency=r.load if r.rate is None else None,
     )
 
 
@@ -564,10 +576,11 @@ def load_ci(
     if metric in THROUGHPUT:
         if min(sa.osl.size, sb.osl.size) < MIN_THROUGHPUT_REQUESTS:
             return None, None, f"too few requests ({MIN_THROUGHPUT_REQUESTS} a side)"
-        if not (a > 0 and b > 0):
-            return None, None, "a side's figure is not positive: no interval on the log scale"
-        se = [throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None)
-              for s in (sa, sb)]  # fmt: skip
+        if not (a > 0 and b > 0):  # was said as "too few requests" of 500 a side
+            return None, None, "a side's figure is 0: no ratio on the log scale"
+        se = [_throughput_se(s, metric) for s in (sa, sb)]
+        if not all(math.isfinite(x) for x in se):
+            return None, None, "no request time to measure the spread by: no interval"
         lo, hi = log_ratio_ci(math.log(b / a), se[0], se[1])
         return float(lo), float(hi), None
     (ca, q), (cb, _) = _column(sa, metric), _column(sb, metric)
@@ -581,6 +594,15 @@ def load_ci(
     return float(r[1]), float(r[2]), None
 
 
+def _throughput_se(s: _RunSample, metric: str) -> float:
+    """SE of the log of one run's throughput figure: a closed loop's over its window with
+    its slots' drain (:func:`accelbench.metrics.stats.closed_loop_log_se`), an open
+    loop's compound Poisson count."""
+    if s.closed_loop:
+        return float(throughput_log_se(_tokens(s, metric), s.e2e, s.concurrency))
+    return float(throughput_log_se(_tokens(s, metric), None))
+
+
 def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | None, float | None]:
     """95 % interval of one run's figure ``value`` (the report's headline): throughput by
     the delta method on the log scale (:func:`throughput_log_se`), a percentile by its
@@ -589,7 +611,7 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
     if metric in THROUGHPUT:
         if s.osl.size < MIN_THROUGHPUT_REQUESTS or not value > 0:
             return None, None
-        se = float(throughput_log_se(_tokens(s, metric), s.e2e if s.closed_loop else None))
+        se = _throughput_se(s, metric)
         if not math.isfinite(se):
             return None, None
         return log_normal_ci(value, se)
