@@ -291,6 +291,42 @@ def test_an_impossible_summary_figure_is_damage_never_a_figure(
         assert r.summary is None and not r.usable
 
 
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(pick=st.integers(0, 1000), scale=st.floats(1.0001, 1e300))
+def test_a_summary_figure_beyond_what_a_run_can_measure_is_damage(
+    _pristine, tmp_path_factory, pick, scale
+):
+    """A throughput or latency above the most a run can measure (registry: every request
+    a run may send with 10M tokens each in one clock tick; a request longer than twice the
+    longest timeout) is damage, recomputed from requests.parquet: an edited summary of
+    1e308 tok/s/GPU was a figure, and `compare --claim "B >= 1 x A"` said supported."""
+    from accelbench.errors import DocumentError
+    from accelbench.metrics.registry import FIGURES
+    from accelbench.store.rundoc import read_summary
+
+    src, good = _pristine
+    s0 = json.loads((src / "summary.json").read_text())
+    bounded = [f for f in FIGURES.values() if math.isfinite(f.hi) and f.hi > 1
+               and f.present(s0) and f.raw(s0) is not None]  # fmt: skip
+    assert {"output_tps_per_gpu", "requests_per_s", "ttft_p50_ms"} <= {f.name for f in bounded}
+    fig = bounded[pick % len(bounded)]
+    bad = min(fig.hi * scale, 1.7e308)
+
+    def edit(s):
+        parent = s
+        for k in fig.path[:-1]:
+            parent = parent[k]
+        parent[fig.path[-1]] = bad
+
+    d = _damaged_copy(src, tmp_path_factory.mktemp("huge") / "r", edit)
+    with pytest.raises(DocumentError, match="outside its physical range"):
+        read_summary(d, "summary.json")
+    r = load_run(d)
+    assert r.usable and "figures recomputed from requests.parquet" in r.problems
+    assert r.figure(fig.name) == pytest.approx(good.figure(fig.name)), fig.name
+
+
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(pick=st.integers(0, 1000), x=st.floats(0, 1e12))
@@ -483,9 +519,9 @@ _NUMERIC_FIELDS: dict[str, tuple[str, float, float]] = {  # field -> (kind, lo, 
     "total_output_tokens": (_WHOLE, 0, 2**53 - 1),
     "duration": (_REAL, 1e-6, 30 * 86400.0),  # the totals are divided by it
     "request_rate": (_REAL, math.ulp(0.0), math.inf),  # above 0; inf or "inf": all at once
-    "request_throughput": (_REAL, 0, math.inf),
-    "output_throughput": (_REAL, 0, math.inf),
-    "total_token_throughput": (_REAL, 0, math.inf),
+    "request_throughput": (_REAL, 0, 1e16),  # registry.MAX_REQUESTS_PER_S
+    "output_throughput": (_REAL, 0, 1e23),  # registry.MAX_TOKENS_PER_S
+    "total_token_throughput": (_REAL, 0, 1e23),
     **{f"{s}_{m}_ms": (_REAL, 0, _MS_MAX) for m in ("ttft", "tpot", "e2el")
        for s in ("mean", "std", "median", "p90", "p95", "p99", "p99.9")},
 }  # fmt: skip
@@ -507,7 +543,7 @@ def _accepted(field: str, v: object) -> bool:
 _ABSURD = st.one_of(
     st.sampled_from([math.nan, math.inf, -math.inf, -2, -1, -1e-9, 0, 0.0, 5e-324, 1e-6, 1,
                      3, 4, 5, 6, 100,
-                     10**12, 2**53, 2**70, 1e300, 4.0, 2.5, True, False, None, "fast", "inf",
+                     10**12, 2**53, 2**70, 10**17, 10**24, 1e300, 4.0, 2.5, True, False, None, "fast", "inf",
                      "-inf", "nan", "1", "", [1], {"a": 1}]),
     st.floats(),
     st.integers(-(10**20), 10**20),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.errors import AccelbenchError
+from accelbench.validate import MAX_DURATION_S, MAX_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,18 @@ class Figure:
 
 ABSENT = object()  # Figure.raw: a level of the path is missing
 
+# The most a run can measure, so that an edited figure of 1e300 tok/s is damage, not a
+# result a claim is judged on: every request a run may send (MAX_REQUESTS) with 10M
+# tokens (a context beyond any model's) done in one tick of the client's nanosecond
+# clock. Far above any real figure; it refuses what no measurement can give.
+_MAX_REQUEST_TOKENS = 10_000_000
+MAX_TOKENS_PER_S = MAX_REQUESTS * _MAX_REQUEST_TOKENS * 1e9
+MAX_REQUESTS_PER_S = MAX_REQUESTS * 1e9
+# 1000 / p50 TPOT: one request's 10M tokens in one clock tick
+MAX_TOKENS_PER_S_PER_USER = _MAX_REQUEST_TOKENS * 1e9
+# a request lasts at most its timeout (at most MAX_DURATION_S); twice that, in ms
+MAX_LATENCY_MS = 2 * MAX_DURATION_S * 1000
+
 
 def out_of_range(where: str, v: object, lo: float = 0.0, hi: float = math.inf) -> str | None:
     """What is wrong with ``v`` as a figure in [lo, hi] (``where``: its path): not a
@@ -95,31 +108,36 @@ def _f(*args: Any, **kw: Any) -> Figure:
 _ALL = (
     _f("output_tps_per_gpu", ("throughput", "output_tokens_per_s_per_gpu"), "tok/s/GPU", True,
        "Output / GPU", "output tokens/s per GPU", "sum of OSL / window / GPUs",
-       ("throughput", "output"), frontier=True),
+       ("throughput", "output"), frontier=True, hi=MAX_TOKENS_PER_S),
     _f("total_tps_per_gpu", ("throughput", "total_tokens_per_s_per_gpu"), "tok/s/GPU", True,
        "Total / GPU", "total (input + output) tokens/s per GPU",
-       "sum of (ISL + OSL) / window / GPUs", ("total",), frontier=True),
+       "sum of (ISL + OSL) / window / GPUs", ("total",), frontier=True,
+       hi=MAX_TOKENS_PER_S),
     _f("output_tps", ("throughput", "output_tokens_per_s"), "tok/s", True, "Output",
-       "output tokens/s", "sum of OSL / window", comparable=False),
+       "output tokens/s", "sum of OSL / window", comparable=False, hi=MAX_TOKENS_PER_S),
     _f("total_tps", ("throughput", "total_tokens_per_s"), "tok/s", True, "Total",
-       "total (input + output) tokens/s", "sum of (ISL + OSL) / window", comparable=False),
+       "total (input + output) tokens/s", "sum of (ISL + OSL) / window", comparable=False,
+       hi=MAX_TOKENS_PER_S),
     _f("requests_per_s", ("throughput", "requests_per_s"), "req/s", True, "Requests",
-       "completed requests per second", "completed measured requests / window"),
+       "completed requests per second", "completed measured requests / window",
+       hi=MAX_REQUESTS_PER_S),
     _f("interactivity", ("interactivity", "tok_s_user"), "tok/s/user", True, "Interactivity",
-       "1000 / p50 TPOT", "1000 / p50 TPOT (InferenceX convention)"),
+       "1000 / p50 TPOT", "1000 / p50 TPOT (InferenceX convention)",
+       hi=MAX_TOKENS_PER_S_PER_USER),
     _f("ttft_p50_ms", ("latency", "ttft_ms", "p50"), "ms", False, "TTFT p50",
-       "median time to first token", "t_first - t_send, median", ("ttft",)),
+       "median time to first token", "t_first - t_send, median", ("ttft",), hi=MAX_LATENCY_MS),
     _f("ttft_p99_ms", ("latency", "ttft_ms", "p99"), "ms", False, "TTFT p99",
-       "p99 time to first token", "t_first - t_send, 99th percentile"),
+       "p99 time to first token", "t_first - t_send, 99th percentile", hi=MAX_LATENCY_MS),
     _f("tpot_p50_ms", ("latency", "tpot_ms", "p50"), "ms", False, "TPOT p50",
-       "median time per output token", "(E2E - TTFT) / (OSL - 1), median", ("tpot",)),
+       "median time per output token", "(E2E - TTFT) / (OSL - 1), median", ("tpot",),
+       hi=MAX_LATENCY_MS),
     _f("tpot_p99_ms", ("latency", "tpot_ms", "p99"), "ms", False, "TPOT p99",
        "p99 time per output token", "(E2E - TTFT) / (OSL - 1), 99th percentile",
-       comparable=False),
+       comparable=False, hi=MAX_LATENCY_MS),
     _f("e2e_p50_ms", ("latency", "e2e_ms", "p50"), "ms", False, "E2E p50",
-       "median end-to-end latency", "t_last - t_send, median", ("e2e",)),
+       "median end-to-end latency", "t_last - t_send, median", ("e2e",), hi=MAX_LATENCY_MS),
     _f("e2e_p99_ms", ("latency", "e2e_ms", "p99"), "ms", False, "E2E p99",
-       "p99 end-to-end latency", "t_last - t_send, 99th percentile"),
+       "p99 end-to-end latency", "t_last - t_send, 99th percentile", hi=MAX_LATENCY_MS),
     _f("error_rate", ("errors", "rate"), "fraction", False, "Errors",
        "failed / measured requests", "failed / measured requests", comparable=False, hi=1.0),
     # prefix cache (summary.json ``cache``, metrics/prefixcache.py; docs/METRICS.md):

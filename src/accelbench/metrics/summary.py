@@ -21,7 +21,7 @@ from accelbench.errors import DocumentError
 from accelbench.metrics.parallel import ordered_map
 from accelbench.metrics.prefixcache import CACHE_COLUMNS, CacheSection, ServerCache, cache_section
 from accelbench.metrics.records import SOURCE_SERVER, ErrorKind
-from accelbench.metrics.registry import FIGURES, figure, out_of_range
+from accelbench.metrics.registry import FIGURES, MAX_TOKENS_PER_S, figure, out_of_range
 from accelbench.metrics.stats import (
     PreparedBatch,
     StreamedDescribe,
@@ -389,7 +389,9 @@ def figures_damage(summary: Mapping[str, object]) -> str | None:
         bad += [
             w
             for k, v in thr.items()
-            if k not in done and v is not None and (w := out_of_range(f"throughput.{k}", v))
+            if k not in done
+            and v is not None
+            and (w := out_of_range(f"throughput.{k}", v, hi=MAX_TOKENS_PER_S))
         ]
     if not bad:
         return None

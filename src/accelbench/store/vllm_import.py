@@ -14,6 +14,7 @@ import pyarrow as pa
 from accelbench.errors import AccelbenchError
 from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
+from accelbench.metrics.registry import MAX_REQUESTS_PER_S, MAX_TOKENS_PER_S
 from accelbench.metrics.summary import ImportSection, Summary
 from accelbench.metrics.values import finite_number
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
@@ -87,9 +88,19 @@ _SCALARS: dict[str, tuple[str, Any]] = {
     ),
     "total_input_tokens": ("a whole number >= 0", _is_int),
     "total_output_tokens": ("a whole number >= 0", _is_int),
-    "request_throughput": ("a finite number >= 0 (requests/s)", _is_real(0)),
-    "output_throughput": ("a finite number >= 0 (tokens/s)", _is_real(0)),
-    "total_token_throughput": ("a finite number >= 0 (tokens/s)", _is_real(0)),
+    # at most what a run can measure (the summary reader's bounds: metrics/registry.py)
+    "request_throughput": (
+        f"a number of requests/s in [0, {MAX_REQUESTS_PER_S:g}]",
+        _is_real(0, MAX_REQUESTS_PER_S),
+    ),
+    "output_throughput": (
+        f"a number of tokens/s in [0, {MAX_TOKENS_PER_S:g}]",
+        _is_real(0, MAX_TOKENS_PER_S),
+    ),
+    "total_token_throughput": (
+        f"a number of tokens/s in [0, {MAX_TOKENS_PER_S:g}]",
+        _is_real(0, MAX_TOKENS_PER_S),
+    ),
     **{
         f"{stat}_{metric}_ms": (f"a number of ms in [0, {MS_MAX:,.0f}]", _is_real(0, MS_MAX))
         for metric in ("ttft", "tpot", "e2el")
