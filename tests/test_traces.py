@@ -472,7 +472,7 @@ def test_block_size_must_be_positive(tmp_path: Path) -> None:
         load_trace(p)  # the default 512: 40 tokens need 1 id, not 3
     from accelbench.workload.traces import trace_stats
 
-    assert trace_stats(p, block_size=BS) == (5, 0.04, frozenset())  # what `run` reads first
+    assert trace_stats(p, block_size=BS) == (5, 0.04, frozenset(), 0)  # what `run` reads first
     with pytest.raises(UsageError, match="block size another"):
         trace_stats(p)
 
@@ -855,3 +855,37 @@ def test_a_trace_that_starts_with_a_lone_request_waits_for_each_reply(reference_
     assert [r["turn"] for r in turns] == [0, 1, 2]
     for a, b in zip(turns, turns[1:], strict=False):
         assert b["t_send"] - a["t_done"] >= 300e6  # ns: the delay after the reply
+
+
+@settings(max_examples=25, deadline=None)
+@given(with_osl=st.lists(st.booleans(), min_size=1, max_size=6), mooncake=st.booleans())
+def test_osl_with_a_trace_whose_entries_all_have_theirs_is_refused(
+    tmp_path_factory, with_osl: list[bool], mooncake: bool
+) -> None:
+    """--osl is the output length of a trace's entries without one. A Mooncake trace
+    (output_length on every line), or one of accelbench's whose every body has
+    max_tokens, gave --osl nothing to change: accepted and ignored. Now refused in one
+    line (exit 2) exactly when no entry lacks its own length, before any connection."""
+    from tests.cli_inprocess import run_cli
+
+    d = tmp_path_factory.mktemp("osl")
+    if mooncake:
+        with_osl = [True] * len(with_osl)  # every Mooncake line has output_length
+        rows = [
+            {"timestamp": i, "input_length": 8, "output_length": 3} for i in range(len(with_osl))
+        ]
+    else:
+        rows = [trace_header()] + [
+            trace_row(i, i * 0.01, "completions",
+                      {"prompt": "hi", **({"max_tokens": 3} if has else {})})
+            for i, has in enumerate(with_osl)
+        ]  # fmt: skip
+    (d / "t.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in rows))
+    code, _, err, _ = run_cli(
+        ["run", "--url", "http://127.0.0.1:9", "--trace", "t.jsonl", "--osl", "5",
+         "--no-telemetry", "-q", "-o", "r"], d,
+    )  # fmt: skip
+    refused = "--osl is the output length of a trace's entries without one" in err
+    assert refused == all(with_osl), err
+    if refused:
+        assert code == 2 and err.count("\n") == 1 and not (d / "r").exists(), err

@@ -159,7 +159,8 @@ def auto_workers(cfg: BenchmarkConfig) -> int:
     if cfg.workload.trace:  # the trace's mean arrival rate
         from accelbench.workload.traces import trace_stats
 
-        n, span, _ = trace_stats(cfg.workload.trace, block_size=cfg.workload.trace_block_size)
+        stats = trace_stats(cfg.workload.trace, block_size=cfg.workload.trace_block_size)
+        n, span = stats.requests, stats.span_s
         rate = n / span if span > 0 else None
     load = cfg.concurrency or cfg.max_concurrency or int((rate or 1) * 2)
     wanted = max(1, math.ceil(load / STREAMS_PER_WORKER_KNEE))

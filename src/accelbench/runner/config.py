@@ -246,7 +246,13 @@ class BenchmarkConfig:
                     )
             from accelbench.workload.traces import trace_stats
 
-            n, _, endpoints = trace_stats(wl.trace, block_size=wl.trace_block_size)
+            stats = trace_stats(wl.trace, block_size=wl.trace_block_size)
+            n, endpoints = stats.requests, stats.endpoints
+            if set_(wl, "osl") and not stats.without_osl:
+                refuse(
+                    f"--osl is the output length of a trace's entries without one: every "
+                    f"entry of {wl.trace} has its own (it would change nothing)"
+                )
             if endpoints - {self.endpoint}:
                 # a recorded request is re-issued as its prompt on --endpoint: chat messages
                 # are no completions prompt

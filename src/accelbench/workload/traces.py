@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -268,20 +268,27 @@ def _load(
     return Trace(fmt, str(p), entries, block_size, sessions, notes)
 
 
-_STATS: dict[tuple[str, int, int, int], tuple[int, float, frozenset[str]]] = {}
+class TraceStats(NamedTuple):
+    """What ``run`` checks of a trace before it plans it."""
+
+    requests: int
+    span_s: float  # from the first arrival to the last
+    endpoints: frozenset[str]  # where its recorded requests went
+    without_osl: int  # entries with no output length of their own (--osl gives theirs)
+
+
+_STATS: dict[tuple[str, int, int, int], TraceStats] = {}
 
 
 def trace_length(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
     """How many requests a trace with its own arrival times holds (``run --trace``)."""
-    return trace_stats(path, block_size=block_size)[0]
+    return trace_stats(path, block_size=block_size).requests
 
 
-def trace_stats(
-    path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE
-) -> tuple[int, float, frozenset[str]]:
-    """(requests, seconds from the first arrival to the last, the endpoints its recorded
-    requests went to) of a trace with its own arrival times (``run --trace``), read once
-    per file version. A ShareGPT file has no arrival times: refused, since ``run`` sends
+def trace_stats(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> TraceStats:
+    """The requests, span, endpoints and entries without an output length of a trace
+    with its own arrival times (``run --trace``), read once per file version. A ShareGPT
+    file has no arrival times: refused, since ``run`` sends
     a dataset at a rate with ``--dataset FILE --rate R``."""
     p = _resolve(path)
     st = p.stat()
@@ -297,7 +304,8 @@ def trace_stats(
         _STATS.clear()  # one trace per run: keep one entry
         trace = load_trace(p, block_size=block_size)
         endpoints = frozenset(e.endpoint for e in trace.entries if e.endpoint)
-        _STATS[key] = (len(trace.entries), trace.duration_s, endpoints)
+        without = sum(1 for e in trace.entries if e.osl is None)
+        _STATS[key] = TraceStats(len(trace.entries), trace.duration_s, endpoints, without)
     return _STATS[key]
 
 
