@@ -133,6 +133,10 @@ def test_synthetic_prompts_have_exact_lengths(tmp_path: Path) -> None:
     "data, match",
     [
         (b"a,b,c\n1,2,3\n", "cannot tell the trace format"),
+        # a JSON first line that is not JSON: named, not "cannot tell the format"
+        (b'{"timestamp": NaN, "input_length": 3, "output_length": 3}\n', "line 1 is not JSON"),
+        (b'{"timestamp": 1e400, "input_length": 3, "output_length": 3}\n', "line 1 is not JSON"),
+        (b'{"timestamp": 0, "input_length": 3\n', "line 1 is not JSON"),
         (b"TIMESTAMP,ContextTokens,GeneratedTokens\nnot a time,1,2\n", "expected TIMESTAMP"),
         (b'{"timestamp": 0, "input_length": 0, "output_length": 3}\n', "input_length must be in"),
         (b'{"timestamp": -5, "input_length": 3, "output_length": 3}\n', "non-negative"),

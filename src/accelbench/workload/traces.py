@@ -150,7 +150,7 @@ def _first_line(raw: bytes) -> bytes:
     return b""
 
 
-def detect_format(raw: bytes) -> str:
+def detect_format(raw: bytes, where: str = "--trace") -> str:
     """The trace format from the file's content."""
     head = raw.lstrip()
     if head[:1] == b"[":
@@ -159,8 +159,8 @@ def detect_format(raw: bytes) -> str:
     if first[:1] == b"{":
         try:
             obj = orjson.loads(first)
-        except orjson.JSONDecodeError:
-            obj = None
+        except orjson.JSONDecodeError as exc:  # a JSON line, torn or with NaN / 1e400
+            raise UsageError(f"{where}: line 1 is not JSON ({exc})") from None
         if isinstance(obj, dict):
             if obj.get("schema") == TRACE_SCHEMA:
                 return "accelbench"
@@ -175,7 +175,7 @@ def detect_format(raw: bytes) -> str:
         if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= set(cols):
             return "azure"
     raise UsageError(
-        "--trace: cannot tell the trace format from its content: expected accelbench's "
+        f"{where}: cannot tell the trace format from its content: expected accelbench's "
         "trace.jsonl, the Azure LLM inference CSV (TIMESTAMP,ContextTokens,GeneratedTokens), "
         "Mooncake JSONL (timestamp, input_length, output_length) or ShareGPT"
     )
@@ -217,7 +217,7 @@ def load_trace(
     if not raw.strip():
         raise UsageError(f"--trace {p} is empty")
     if fmt == "auto":
-        fmt = detect_format(raw)
+        fmt = detect_format(raw, f"--trace {p}")
     with _no_gc():
         return _load(raw, p, fmt, rate, arrival, burstiness, seed, limit, block_size)
 
@@ -296,7 +296,11 @@ def trace_stats(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> Tr
     if key not in _STATS:
         with p.open("rb") as f:
             head = f.read(1 << 16)
-        if head.strip() and detect_format(head) == "sharegpt":
+        try:  # the first 64 KiB only: a longer first line is cut here
+            sharegpt = bool(head.strip()) and detect_format(head) == "sharegpt"
+        except UsageError:  # load_trace reads the whole file and says what is wrong
+            sharegpt = False
+        if sharegpt:
             raise UsageError(
                 f"--trace {p} is a ShareGPT dataset with no arrival times: send it at a rate "
                 "with --dataset FILE --rate R"
