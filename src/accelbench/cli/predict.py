@@ -312,15 +312,15 @@ def predict_command(
     t, f, p, lim = e.throughput_per_gpu, e.ttft_s, e.tpot_s, e.limit
     typer.echo(
         f"  throughput/GPU  {t.value:,.0f} tok/s  [{t.low:,.0f} - {t.high:,.0f}]   "
-        f"physical limit {lim.throughput_per_gpu:,.0f}"
+        f"physical limit {lim.throughput_per_gpu:,.0f} tok/s"
     )
     typer.echo(
         f"  TTFT (median)   {f.value * 1e3:,.0f} ms  [{f.low * 1e3:,.0f} - {f.high * 1e3:,.0f}]   "
-        f"physical limit {lim.ttft_s * 1e3:,.1f}"
+        f"physical limit {lim.ttft_s * 1e3:,.1f} ms"
     )
     typer.echo(
         f"  TPOT (median)   {p.value * 1e3:,.1f} ms  [{p.low * 1e3:,.1f} - {p.high * 1e3:,.1f}]   physical limit "
-        f"{lim.tpot_s * 1e3:,.2f}  ({e.interactivity:,.1f} tok/s/user)"
+        f"{lim.tpot_s * 1e3:,.2f} ms  ({e.interactivity:,.1f} tok/s/user)"
     )
     usd, j = cost["usd_per_m_total_tokens"], cost["j_per_token_provisioned"]
     if usd is None:
