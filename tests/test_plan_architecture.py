@@ -355,3 +355,59 @@ def load_config_file_with(tmp_path, cfg):
     q.parent.mkdir(exist_ok=True)
     q.write_text(json.dumps(cfg))
     return load_config_file(q)
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    first=st.integers(0, 40),
+    step=st.integers(0, 40),
+    mlp_only=st.lists(st.one_of(st.integers(-3, 40), st.text(max_size=3), st.floats(),
+                                st.booleans()), max_size=4),
+    moe_inter=st.sampled_from([None, 0, 14336]),
+)  # fmt: skip
+def test_where_a_moe_config_puts_its_experts_is_read_or_refused(
+    tmp_path, first, step, mlp_only, moe_inter
+):
+    """Mixtral-8x7B (32 layers) with any first dense layers, layer step, dense-only layers
+    and expert width: an architecture with at least one MoE layer, none of them listed
+    dense-only, or one line naming the field. Before, a step past the layers gave experts
+    on no layer, `mlp_only_layers` entries that are no layer were ignored, and
+    `moe_intermediate_size: 0` was read as absent."""
+    cfg = {**_raw("mixtral-8x7b"), "first_k_dense_replace": first,
+           "decoder_sparse_step": step, "mlp_only_layers": mlp_only}  # fmt: skip
+    if moe_inter is not None:
+        cfg["moe_intermediate_size"] = moe_inter
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    layers = cfg["num_hidden_layers"]
+    try:
+        a = load_config_file(p)
+    except AccelbenchError as exc:
+        msg = str(exc)
+        assert "\n" not in msg and "config.json" in msg, msg
+        valid = all(type(x) is int and 0 <= x < layers for x in mlp_only)
+        some = any(i >= first and (i + 1) % (step or 1) == 0 and i not in mlp_only
+                   for i in range(layers))  # fmt: skip
+        assert not valid or not some or moe_inter == 0, msg
+        return
+    assert moe_inter != 0
+    assert a.moe_layers and not set(a.moe_layers) & set(mlp_only)
+    assert all(type(x) is int and 0 <= x < layers for x in mlp_only)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"decoder_sparse_step": 33}, "hold no experts"),
+        ({"first_k_dense_replace": 32}, "hold no experts"),
+        ({"mlp_only_layers": [40]}, "must list layer numbers 0 to 31"),
+        ({"mlp_only_layers": ["3"]}, "must list layer numbers"),
+        ({"moe_intermediate_size": 0}, "'moe_intermediate_size' must be at least 1"),
+    ],
+)
+def test_moe_layout_examples_are_refused(tmp_path, change, message):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**_raw("mixtral-8x7b"), **change}))
+    with pytest.raises(AccelbenchError, match=message):
+        load_config_file(p)

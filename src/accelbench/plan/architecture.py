@@ -516,6 +516,9 @@ def arch_from_config(
             f"{where}: num_experts_per_tok={top_k} exceeds the number of experts {n_experts}"
         )
     moe_inter = _count(cfg, "moe_intermediate_size", where=where)
+    if n_experts and cfg.get("moe_intermediate_size") is not None and not moe_inter:
+        # 0 experts' width is no model (it was read as absent: intermediate_size's)
+        raise AccelbenchError(f"{where}: field 'moe_intermediate_size' must be at least 1 (got 0)")
     if n_experts and not moe_inter:
         # Mixtral and gpt-oss: experts have intermediate_size
         moe_inter = _positive_int(cfg, "intermediate_size", where)
@@ -537,12 +540,25 @@ def arch_from_config(
         mlp_only_raw = cfg.get("mlp_only_layers") or []
         if not isinstance(mlp_only_raw, list):
             raise AccelbenchError(f"{where}: field 'mlp_only_layers' must be a list")
+        bad = [x for x in mlp_only_raw
+               if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < n_layers]  # fmt: skip
+        if bad:  # a layer that is not one was ignored in silence
+            raise AccelbenchError(
+                f"{where}: field 'mlp_only_layers' must list layer numbers 0 to {n_layers - 1} "
+                f"(got {str(bad[0])[:40]!r})"
+            )
         mlp_only = set(mlp_only_raw)
         moe_layers = tuple(
             i
             for i in range(n_layers)
             if i >= first_dense and (i + 1) % step == 0 and i not in mlp_only
         )
+        if not moe_layers:  # experts on no layer: a dense model described as MoE
+            raise AccelbenchError(
+                f"{where}: a MoE config whose {n_layers} layers hold no experts "
+                f"(first_k_dense_replace {first_dense}, every {step} layer(s), "
+                f"{len(mlp_only)} mlp_only_layers)"
+            )
         if moe_layers and len(moe_layers) < n_layers and intermediate <= 0:
             raise AccelbenchError(
                 f"{where}: dense layers present but 'intermediate_size' is missing"
