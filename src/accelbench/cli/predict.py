@@ -12,7 +12,6 @@ import typer
 
 from accelbench.errors import UsageError
 from accelbench.predict.stepmodel import Layout
-from accelbench.store.rundir import write_text_atomic
 
 if TYPE_CHECKING:
     from accelbench.predict.point import Prediction, Target
@@ -79,6 +78,8 @@ def _write_docs(path: Path, table: str) -> None:
         )
     else:
         text = text + ("\n" if text else "") + block + "\n"
+    from accelbench.store.rundir import write_text_atomic  # here: a point reads no run store
+
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)
 
@@ -263,6 +264,7 @@ def predict_command(
         return
     if claims:
         from accelbench.predict.claims import claims_page
+        from accelbench.store.rundir import write_text_atomic
 
         page = claims_page()
         if write_docs is not None:
