@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,13 @@ from accelbench.ports import free_port
 # Hypothesis's default 200 ms, which says nothing about the code under test
 settings.register_profile("accelbench", deadline=None)
 settings.load_profile("accelbench")
+
+# A suite started as a background job of a non-interactive shell (`cmd &`, nohup)
+# inherits SIGINT ignored, and so would every accelbench process the tests start: those
+# that send it Ctrl-C would see the signal ignored (exit 0, not 130) whatever the code
+# does. The tests start their processes as a terminal would: SIGINT delivered.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

@@ -394,7 +394,10 @@ def _damage_summary(sweep: Path, field: str, value: object) -> Path:
     [
         ("client.target_concurrency", 10**12, "must be at most 65,536"),
         ("client.target_concurrency", 2.5, "must be a whole number"),
-        ("latency.ttft_ms.p50", 1e300, "must be at most"),
+        # beyond what a run can measure (60 days): damage to summary.json's reader
+        ("latency.ttft_ms.p50", 1e300, "latency.ttft_ms.p50 = 1e+300 is outside its physical"),
+        # a run can hold it, a calibration point cannot (30 days)
+        ("latency.ttft_ms.p50", 40 * 86_400_000, "must be at most"),
         ("tokens.input", 1e300, "tokens.input / counts.completed"),
         ("counts.completed", 0.5, "must be a whole number"),
     ],
