@@ -33,6 +33,21 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_restored() -> Iterator[None]:
+    """A command run in this process (CliRunner, the Python API) may leave the stop
+    signals ignored, as its process would be about to exit (``ignore_stop_signals``);
+    restored after each test, else every process a later test starts inherits SIGINT
+    ignored and a Ctrl-C it sends does nothing."""
+    before = {s: signal.getsignal(s) for s in _STOP_SIGNALS}
+    yield
+    for s, h in before.items():
+        if h is not None and signal.getsignal(s) != h:
+            signal.signal(s, h)
+
 
 def fixture_file(kind: str, name: str) -> Path:
     """A captured GPU-tool output shipped in tests/fixtures/<kind>/ (provenance in its
