@@ -28,6 +28,7 @@ from typing import Any, NotRequired, TypedDict
 import orjson
 
 from accelbench import validate
+from accelbench.documents import JsonObject
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
 from accelbench.httpframing import Reject, RequestReader
@@ -714,7 +715,7 @@ class Generation:
     usage_wanted: bool
 
 
-def _invalid(message: str) -> tuple[int, dict[str, Any]]:
+def _invalid(message: str) -> tuple[int, JsonObject]:
     return 400, {"error": {"message": message, "type": "invalid_request_error"}}
 
 
