@@ -367,6 +367,26 @@ def test_the_sweeps_model_is_not_flagged_as_another(tmp_path: Path) -> None:
     assert any(x.startswith("model qwen2.5-7b") for x in other.extrapolation)
 
 
+def test_a_point_faster_than_the_host_allows_is_said(tmp_path: Path) -> None:
+    """A host spec that understates the host was fitted without a word, its shares held at
+    100 % of peak. Hand-checked: Llama-3.1-8B at fp16 reads 16.06 GB of weights a decode
+    step, 16 ms at 1 TB/s, and needs 16 GFLOP a token, 625 tok/s at 10 TFLOPS; the
+    synthetic points run 5.5-9 ms TPOT and up to ~2,450 tok/s: every one is said. At
+    2,000 TFLOPS and 8 TB/s (a 2 ms step, 125,000 tok/s) none is."""
+    sweep = _synthetic_sweep(tmp_path / "sw")
+    slow = calibrate([sweep], host_accelerator(SYNTH_SPEC), engine="vllm")
+    assert len(slow.beyond_limit) == 4, slow.beyond_limit
+    assert all("summary.json: " in b and "physical limit" in b for b in slow.beyond_limit)
+    fast = calibrate([sweep], host_accelerator("tflops=2000,bw_tbs=8,memory_gib=64"), engine="vllm")
+    assert fast.beyond_limit == []
+    code, _, err, _ = run_cli(
+        ["predict", "--calibrate", str(sweep), "--host-spec", SYNTH_SPEC, "--calibrate-engine",
+         "vllm", "--concurrency", "4"], tmp_path)  # fmt: skip
+    assert code == 0, err
+    assert err.count("faster than the host's figures allow") == 4
+    assert "understate" in err
+
+
 _FIELDS = {  # a summary.json figure the reader takes: (path in the document, how it is named)
     "counts.completed": ("counts", "completed"),
     "tokens.input": ("tokens", "input"),

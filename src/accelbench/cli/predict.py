@@ -413,6 +413,14 @@ def _calibrated(
     )
     for why in cal.left_out:
         typer.echo(f"  left out: {why}", err=True)
+    for why in cal.beyond_limit:
+        typer.echo(f"  faster than the host's figures allow: {why}", err=True)
+    if cal.beyond_limit:
+        typer.echo(
+            "  (the host's figures understate it, or its engine skips work the model counts: "
+            "prefix caching, speculative decoding; the fit holds its shares at 100 % of peak)",
+            err=True,
+        )
     return predict_calibrated(
         cal, model, acc, layout, isl, osl, target,
         precision=precision or sweep_precision,

@@ -47,6 +47,7 @@ from accelbench.predict.fit import (
     Fitted,
     catalog_accelerator,
     fit_factors,
+    physical_limits,
     predict_prepared,
     prepare,
     shipped_factors,
@@ -324,6 +325,9 @@ class Calibration:
     public_spread: dict[str, tuple[float, float, int]]  # metric -> (q10, q90, n), pooled LOSO
     sweeps: list[str]
     left_out: list[str] = field(default_factory=list)
+    # points measured faster than the host's figures allow: the fit holds its shares at
+    # 100 % of peak there, so the figures (or the model's work) are not the host's
+    beyond_limit: list[str] = field(default_factory=list)
 
     def interval(self, metric: str) -> tuple[float, float]:
         """The transfer's log interval of ``metric``: the refit's residual range plus the
@@ -418,6 +422,7 @@ def calibrate(
                 f"{Path(p.source) / 'summary.json'}: a request of {p.isl:,} + {p.osl:,} tokens "
                 f"(its mean lengths) does not fit the host: {sm.memory_arithmetic(p.isl + p.osl)}"
             )
+    beyond = [b for p in points if (b := _beyond_limit(p, arch, host, kv_precision))]
     prep = prepare(points, kv_precision, resolve=lambda p: (arch, host))
     idx = np.arange(len(points))
     eff = fit_factors(prep, idx)
@@ -444,7 +449,33 @@ def calibrate(
         public_spread=dict(public),
         sweeps=[str(s.path) for s in sets],
         left_out=left,
+        beyond_limit=beyond,
     )
+
+
+def _beyond_limit(p: Point, arch: ModelArch, host: Accelerator, kv_precision: str) -> str:
+    """Why ``p`` beats the host's physical limit (its throughput above the roofline at
+    the most sequences it can run, or its TPOT below one decode step of a single
+    sequence at peak), or "" when it does not. Not refused: prefix caching or
+    speculative decoding do legitimately beat a roofline that counts every token's
+    work; but the figures then do not describe the host, and the fit cannot match them."""
+    sm = RooflineStepModel(arch, host, p.precision, p.layout, Efficiency(1, 1, 0), kv_precision)
+    isl, osl = max(1, round(p.isl)), max(1, round(p.osl))
+    most = physical_limits(sm, isl, osl, max(1, min(p.concurrency, p.max_batch)))
+    least = physical_limits(sm, isl, osl, 1)
+    where = Path(p.source) / "summary.json"
+    if p.throughput_per_gpu > most.throughput_per_gpu:
+        return (
+            f"{where}: {p.throughput_per_gpu:,.4g} tok/s per GPU, above the host's physical "
+            f"limit of {most.throughput_per_gpu:,.4g} at {min(p.concurrency, p.max_batch)} "
+            "running"
+        )
+    if p.tpot_s < least.tpot_s:
+        return (
+            f"{where}: TPOT {p.tpot_s * 1e3:.4g} ms, below the host's physical limit of "
+            f"{least.tpot_s * 1e3:.4g} ms (one decode step of one sequence at peak)"
+        )
+    return ""
 
 
 def predict_calibrated(
