@@ -1073,3 +1073,65 @@ def test_property_not_text_is_a_share_of_undecodable_or_control_characters(text,
     n = len(printed) + len(junk)
     mixed = (printed.encode() + junk + b"\xff" * (n // 8 + 1)).decode("utf-8", "replace")
     assert not_text(mixed)
+
+
+# A unit of every quantity the tools print, and a number in it.
+_UNITS = ["B", "MiB", "GiB", "W", "mW", "J", "mJ", "uJ", "Hz", "MHz", "s", "us", "C", "%"]
+_QUANTITY = {
+    **dict.fromkeys(["B", "MiB", "GiB", "MB"], "size"),
+    **dict.fromkeys(["W", "mW"], "power"),
+    **dict.fromkeys(["J", "mJ", "uJ"], "energy"),
+    **dict.fromkeys(["Hz", "MHz"], "frequency"),
+    **dict.fromkeys(["s", "us"], "time"),
+    "C": "temperature",
+    "%": "ratio",
+    "": "count",
+}
+# The unit each field is read in where FIELDS gives none (a bare number).
+_READ_IN = {"temperature.gpu": "C", "DCGM_FI_DEV_GPU_TEMP": "C"}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    case=st.sampled_from([c for c in FIELDS if c[0] in ("csv", "xml", "amd-smi")]), data=st.data()
+)
+def test_a_reading_in_a_unit_of_another_quantity_is_left_out_and_said(case, data):
+    """A value carrying a unit of another quantity than its field's ("56 %" for a
+    temperature, "1011 W" for memory, "3 MiB" for a lane count) is no reading of that
+    field: that column is null, one ``lost`` line names the field, the rest as before.
+    (It was converted without a word: 56 % read as 0.56 C, 1011 W as 1011 bytes.)"""
+    fmt, field, col, unit, _ = case
+    quantity = (
+        _QUANTITY[unit or _READ_IN.get(field, "")] if (unit or field in _READ_IN) else "count"
+    )
+    wrong = data.draw(st.sampled_from([u for u in _UNITS if _QUANTITY[u] != quantity]))
+    number = data.draw(st.sampled_from(["1", "56", "0.5"]))
+    good_text, parser = _with(fmt, field, unit, "N/A")
+    good = parser(good_text)[0]
+    text, parser = _with(fmt, field, wrong, number)
+    lost: list[str] = []
+    r = parser(text, lost=lost)[0]
+    assert r[col] is None, (number, wrong, r[col])
+    assert {k: v for k, v in r.items() if k != col} == {k: v for k, v in good.items() if k != col}
+    assert len(lost) == 1 and field.split(" [")[0].split("/")[-1] in lost[0], lost
+
+
+def test_the_audit_wrong_unit_readings_are_said_and_left_out():
+    """The audit's case: the H200 load capture with its GPU temperature "56 %", memory
+    used "1011 W" and average power "692.49 mJ" gave 0.56 C, 1011 bytes and 0.69 W."""
+    text = read("nvidia-smi_q_x__h200__drv580.159.04__dtd-v13__load.xml")
+    text = text.replace("<gpu_temp>56 C", "<gpu_temp>56 %").replace(
+        "<used>1011 MiB", "<used>1011 W"
+    )
+    text = text.replace("<average_power_draw>692.49 W", "<average_power_draw>692.49 mJ")
+    lost: list[str] = []
+    r = parse_nvidia_smi_xml(text, lost=lost)[0]
+    assert (r["temp_gpu_c"], r["mem_used_bytes"], r["power_w"]) == (None, None, None)
+    assert lost == [
+        'GPU 0: average_power_draw: value "692.49 mJ" is not in a unit of the field\'s '
+        "quantity (W); that field is unknown",
+        'GPU 0: fb_memory_usage/used: value "1011 W" is not in a unit of the field\'s '
+        "quantity (MiB); that field is unknown",
+        'GPU 0: temperature/gpu_temp: value "56 %" is not in a unit of the field\'s '
+        "quantity (C); that field is unknown",
+    ]

@@ -69,6 +69,20 @@ _MULT = {
     "%": 0.01,
 }
 
+# What each unit measures: a value that carries a unit of another quantity than its
+# field's ("56 %" for a temperature, "1011 W" for memory) is not a reading of that field.
+_DIMENSION = {
+    **dict.fromkeys(("b", "kb", "mb", "gb", "kib", "mib", "gib"), "size"),
+    **dict.fromkeys(("w", "mw", "uw", "kw"), "power"),
+    **dict.fromkeys(("j", "mj", "uj", "µj", "kj"), "energy"),
+    **dict.fromkeys(("hz", "khz", "mhz", "ghz"), "frequency"),
+    **dict.fromkeys(("s", "ms", "us", "µs", "ns"), "time"),
+    **dict.fromkeys(("c", "°c"), "temperature"),
+    "%": "ratio",
+    "x": "count",
+    **dict.fromkeys(("gt/s", "mt/s"), "transfer rate"),
+}
+
 _NUM_UNIT = re.compile(
     r"^\s*\(?\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([A-Za-zµ°%/]*)\s*\)?\s*$"
 )
@@ -85,11 +99,15 @@ def is_na(value: Any) -> bool:
     return False
 
 
-def parse_quantity(value: Any, default_unit: str | None = None) -> float | None:
+def parse_quantity(
+    value: Any, default_unit: str | None = None, expect: str | None = None
+) -> float | None:
     """ "23028 MiB" -> 24146608128.0, "25.58 W" -> 25.58, "17 C" -> 17.0, "0 %" -> 0.0,
     "(800Mhz)" -> 8e8, "N/A" -> None. A bare number takes ``default_unit`` (or none).
 
-    Returns the value in the base unit of its dimension. Unknown units raise ValueError.
+    Returns the value in the base unit of its dimension. Unknown units raise ValueError,
+    and so does a unit of another quantity than ``expect`` (a unit of the field; without
+    it, ``default_unit`` when the value carries its own unit): "56 %" read in "C".
     """
     if is_na(value):
         return None
@@ -103,8 +121,14 @@ def parse_quantity(value: Any, default_unit: str | None = None) -> float | None:
             raise ValueError(f"not a quantity: {value!r}")
         num, unit = float(m.group(1)), m.group(2)
     unit = unit.strip().lower()
+    want = expect if expect is not None else (default_unit if unit else None)
     if not unit:
         unit = (default_unit or "").lower()
+    if want and unit and _DIMENSION.get(unit, unit) != _DIMENSION.get(want.lower(), want):
+        raise ValueError(
+            f"unit {unit!r} in {value!r} is not a unit of "
+            f"{_DIMENSION.get(want.lower(), want)} ({want})"
+        )
     if not unit or unit == "x":  # "16x" link width: a plain count
         return num
     if unit in ("gt/s", "mt/s"):
@@ -115,7 +139,8 @@ def parse_quantity(value: Any, default_unit: str | None = None) -> float | None:
 
 
 def parse_int(value: Any) -> int | None:
-    """ "0" -> 0, "16x" -> 16, "0x1e" -> 30, "N/A" -> None."""
+    """ "0" -> 0, "16x" -> 16, "0x1e" -> 30, "N/A" -> None; "16 W" (a unit of a
+    quantity, not a count) raises ValueError."""
     if is_na(value):
         return None
     if isinstance(value, int):
@@ -123,7 +148,7 @@ def parse_int(value: Any) -> int | None:
     s = str(value).strip().lower()
     if s.startswith("0x"):
         return int(s, 16)
-    q = parse_quantity(s)
+    q = parse_quantity(s, expect="x")  # a count: "16x" or bare, never "16 W"
     return None if q is None else int(round(q))
 
 

@@ -23,8 +23,12 @@ class _Fields:
     def __init__(self, gpu: Any, lost: list[str] | None, where: str) -> None:
         self.gpu, self.lost, self.where = gpu, lost, where
 
-    def val(self, *path: str, mem: bool = False, bare: str | None = None) -> float | None:
-        """Follow ``path``; read ``{"value","unit"}`` or a bare value (in ``bare``)."""
+    def val(
+        self, *path: str, mem: bool = False, bare: str | None = None, expect: str | None = None
+    ) -> float | None:
+        """Follow ``path``; read ``{"value","unit"}`` or a bare value (in ``bare``). A unit
+        of another quantity than ``expect`` (the field's: "%" for a temperature) is said in
+        ``lost`` and the field is unknown."""
         cur = self.gpu
         for p in path:
             if not isinstance(cur, dict) or p not in cur:
@@ -39,11 +43,13 @@ class _Fields:
             if mem and unit and unit.lower() in _AMD_UNIT_FIX:
                 unit = _AMD_UNIT_FIX[unit.lower()]
             cur = cur["value"]
-        return reading(cur, unit, self.lost, at)
+        return reading(cur, unit, self.lost, at, expect or bare)
 
-    def first(self, *paths: tuple[str, ...], mem: bool = False) -> float | None:
+    def first(
+        self, *paths: tuple[str, ...], mem: bool = False, expect: str | None = None
+    ) -> float | None:
         for p in paths:
-            v = self.val(*p, mem=mem)
+            v = self.val(*p, mem=mem, expect=expect)
             if v is not None:
                 return v
         return None
@@ -89,7 +95,7 @@ def parse_amd_smi_json(
             continue
         idx = g.get("gpu", n)
         f = _Fields(g, lost, f"GPU entry {n}")
-        speed = f.val("pcie", "speed")
+        speed = f.val("pcie", "speed", expect="GT/s")
         # amd-smi prints the PCIe speed in GT/s; _q with unit "GT/s" gives MT/s.
         if speed is not None and speed < 1000:  # a bare number: GT/s
             speed *= 1000.0
@@ -97,6 +103,7 @@ def parse_amd_smi_json(
         energy = f.first(
             ("energy", "total_energy_consumption"),
             ("energy", "energy_accumulator"),
+            expect="J",
         )
         rows.append(
             new_row(
@@ -112,25 +119,32 @@ def parse_amd_smi_json(
                 util_gpu=f.val("usage", "gfx_activity", bare="%"),  # a percent
                 util_mem=f.val("usage", "umc_activity", bare="%"),
                 mem_used_bytes=whole(
-                    f.first(("mem_usage", "used_vram"), ("vram", "used"), mem=True)
+                    f.first(("mem_usage", "used_vram"), ("vram", "used"), mem=True, expect="MiB")
                 ),
                 mem_total_bytes=whole(
-                    f.first(("mem_usage", "total_vram"), ("vram", "total"), mem=True)
+                    f.first(("mem_usage", "total_vram"), ("vram", "total"), mem=True, expect="MiB")
                 ),
                 power_w=f.first(
                     ("power", "socket_power"),
                     ("power", "current_socket_power"),
                     ("power", "average_socket_power"),
+                    expect="W",
                 ),
                 energy_j=energy,
-                temp_gpu_c=f.val("temperature", "edge"),
-                temp_hotspot_c=f.val("temperature", "hotspot"),
-                temp_mem_c=f.val("temperature", "mem"),
-                clock_sm_hz=f.first(("clock", "gfx_0", "clk"), ("clock", "gfx", "clk")),
-                clock_mem_hz=f.first(("clock", "mem_0", "clk"), ("clock", "mem", "clk")),
-                clock_sm_max_hz=f.first(("clock", "gfx_0", "max_clk"), ("clock", "gfx", "max_clk")),
+                temp_gpu_c=f.val("temperature", "edge", expect="C"),
+                temp_hotspot_c=f.val("temperature", "hotspot", expect="C"),
+                temp_mem_c=f.val("temperature", "mem", expect="C"),
+                clock_sm_hz=f.first(
+                    ("clock", "gfx_0", "clk"), ("clock", "gfx", "clk"), expect="MHz"
+                ),
+                clock_mem_hz=f.first(
+                    ("clock", "mem_0", "clk"), ("clock", "mem", "clk"), expect="MHz"
+                ),
+                clock_sm_max_hz=f.first(
+                    ("clock", "gfx_0", "max_clk"), ("clock", "gfx", "max_clk"), expect="MHz"
+                ),
                 clock_mem_max_hz=f.first(
-                    ("clock", "mem_0", "max_clk"), ("clock", "mem", "max_clk")
+                    ("clock", "mem_0", "max_clk"), ("clock", "mem", "max_clk"), expect="MHz"
                 ),
                 throttle_mask=throttle,
                 ecc_corrected_aggregate=f.count("ecc", "total_correctable_count"),

@@ -77,7 +77,7 @@ def parse_rocm_smi_json(
             return None
 
         gen, width = _rocm_pcie_level(_rocm_get(card, "pcie clock level"))
-        energy_uj = num("Accumulated Energy (uJ)")
+        energy = num("Accumulated Energy (uJ)", unit="uJ")
         rows.append(
             new_row(
                 t_ns=t_ns,
@@ -100,12 +100,12 @@ def parse_rocm_smi_json(
                     unit="W",
                 ),
                 power_limit_w=num("Max Graphics Package Power (W)", unit="W"),
-                energy_j=None if energy_uj is None else energy_uj * 1e-6,
+                energy_j=energy,
                 temp_gpu_c=num("Temperature (Sensor edge) (C)", unit="C"),
                 temp_hotspot_c=num("Temperature (Sensor junction) (C)", unit="C"),
                 temp_mem_c=num("Temperature (Sensor memory) (C)", unit="C"),
-                clock_sm_hz=num("sclk clock speed:"),
-                clock_mem_hz=num("mclk clock speed:"),
+                clock_sm_hz=num("sclk clock speed:", unit="MHz"),
+                clock_mem_hz=num("mclk clock speed:", unit="MHz"),
                 pcie_gen=gen,
                 pcie_width=width,
                 pcie_replay=reading_int(

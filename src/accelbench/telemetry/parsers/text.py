@@ -123,18 +123,29 @@ def _said(value: Any) -> str:
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-def reading(value: Any, unit: str | None, lost: list[str] | None, where: str) -> float | None:
+def reading(
+    value: Any, unit: str | None, lost: list[str] | None, where: str, expect: str | None = None
+) -> float | None:
     """A captured field as a number in base units (:func:`~accelbench.gpu.values.
     parse_quantity`, ``unit`` for a bare number): None for "N/A" and its spellings, and
     None said in ``lost`` (naming ``where``: the row or GPU and the field) for a value
-    that is there but not a finite number ("abc W", an object, 1e999). Its range is
-    checked on the row (:func:`~accelbench.telemetry.schema.plausible`)."""
+    that is there but not a finite number ("abc W", an object, 1e999) or whose unit is
+    of another quantity than the field's (``expect``, else ``unit``): "56 %" for a
+    temperature in C. Its range is checked on the row
+    (:func:`~accelbench.telemetry.schema.plausible`)."""
     if is_na(value):
         return None
     try:  # a JSON true / false is no reading either
-        v = None if isinstance(value, bool) else parse_quantity(value, unit)
-    except (ValueError, OverflowError):
+        v = None if isinstance(value, bool) else parse_quantity(value, unit, expect)
+    except (ValueError, OverflowError) as exc:
         v = None
+        if "is not a unit of" in str(exc):
+            if lost is not None:
+                lost.append(
+                    f"{where}: value {_said(value)} is not in a unit of the field's quantity "
+                    f"({expect or unit}); that field is unknown"
+                )
+            return None
     if v is None or not math.isfinite(v):
         if lost is not None:
             lost.append(f"{where}: value {_said(value)} is not a number; that field is unknown")
