@@ -17,6 +17,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.gpu.amdsmi import import_amdsmi
 from accelbench.health.sampler import HealthSampler
@@ -287,6 +289,52 @@ def test_window_energy_counter_and_fallback():
     assert e["joules"] == pytest.approx(400.0 + 200.0)
     assert e["j_per_total_token"] is None
     assert window_energy([new_row(t_ns=0, kind="host")], (0, 1)) is None
+    assert "warnings" not in e  # both GPUs seen over the whole window
+
+
+def test_the_audit_gpu_vanishing_mid_window_is_said():
+    """The audit's case: two GPUs at 500 W over a 10 s window, GPU b's rows stop at 5 s.
+    Its counter gave 2,500 J (or its power, held, 5,000 J) and the total 7,500 J with
+    ``method: counter``, without a word that GPU b was not seen for half the window."""
+    s = 1_000_000_000
+    rows = [_gpu(i * s, d, 500.0, 1000.0 + 500.0 * i) for i in range(11) for d in "ab"]
+    rows = [r for r in rows if not (r["uuid"] == "GPU-b" and r["t_ns"] > 5 * s)]
+    e = window_energy(rows, (0, 10 * s))
+    assert e["joules"] == pytest.approx(7500.0) and e["method"] == "counter"
+    assert e["warnings"] == [
+        "gpu:nvidia:GPU-b: no samples over 5.0 s of the 10.0 s window (first at +0.0 s, last "
+        "at +5.0 s): its energy counts only the time it was seen, so the total is not of "
+        "the whole window"
+    ]
+    e = window_energy([dict(r, energy_j=None) for r in rows], (0, 10 * s))
+    assert len(e["warnings"]) == 1 and "its power is held" in e["warnings"][0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(4, 40),
+    interval_ms=st.integers(50, 5000),
+    gone_at=st.floats(0.0, 0.7),
+    late=st.booleans(),
+    counter=st.booleans(),
+)
+def test_a_gpu_unseen_over_part_of_the_window_is_named(n, interval_ms, gone_at, late, counter):
+    """Any GPU whose samples stop (or start) more than a few sampling intervals inside
+    the window is named, once, in ``warnings``; GPUs sampled throughout never are."""
+    dt = interval_ms * 1_000_000
+    end = n * dt
+    cut = int(gone_at * n)  # GPU b is seen only before (or, late, only after) this sample
+    rows = []
+    for i in range(n + 1):
+        rows.append(_gpu(i * dt, "a", 300.0, 300.0 * i * dt / 1e9 if counter else None))
+        if (i >= n - cut) if late else (i <= cut):
+            rows.append(_gpu(i * dt, "b", 300.0, 300.0 * i * dt / 1e9 if counter else None))
+    e = window_energy(rows, (0, end))
+    unseen = n - cut  # intervals of the window without GPU b
+    if unseen > 2:
+        assert len(e["warnings"]) == 1 and e["warnings"][0].startswith("gpu:nvidia:GPU-b:")
+    else:
+        assert "warnings" not in e
 
 
 # ---------------------------------------------------------------------------- sampler
@@ -456,3 +504,26 @@ def test_set_column_refuses_an_unknown_name() -> None:
     assert column(row, "power_w") == 5.0
     with pytest.raises(KeyError):
         set_column(row, "power_kw", 5.0)
+
+
+def test_the_run_summary_prints_the_energy_warnings(tmp_path):
+    """A summary whose energy names a GPU not seen over part of the window prints it as
+    a warning under the energy line (the figure alone read as every GPU's)."""
+    import io
+
+    from rich.console import Console
+
+    from accelbench.report.terminal import print_run_dir
+    from accelbench.store.rundoc import read_summary
+    from synthetic_runs import make_run
+
+    run = make_run(tmp_path / "r")
+    summary, _ = read_summary(run)
+    summary["energy"] = {
+        "joules": 7500.0, "method": "counter", "window_s": 10.0, "average_w": 750.0,
+        "j_per_output_token": 7.5, "j_per_total_token": None, "devices": {},
+        "warnings": ["gpu:nvidia:GPU-b: no samples over 5.0 s of the 10.0 s window"],
+    }  # fmt: skip
+    out = io.StringIO()
+    print_run_dir(run, Console(file=out, width=200), summary=summary)
+    assert "warning: energy: gpu:nvidia:GPU-b: no samples over 5.0 s" in out.getvalue()

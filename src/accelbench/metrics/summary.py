@@ -199,6 +199,8 @@ class EnergySection(TypedDict):
     j_per_output_token: float | None
     j_per_total_token: float | None
     devices: dict[str, DeviceEnergy]
+    # a GPU whose samples stop (or start) well inside the window: what it was not seen for
+    warnings: NotRequired[list[str]]
 
 
 class HealthSection(TypedDict):

@@ -151,6 +151,8 @@ def _print(doc: RunDoc, s: Summary, run_dir: Path, console: Console | None) -> N
             f"energy: {_f(e['joules'], 1)} J in the window ({_e(e.get('method'))}), "
             f"{_f(e.get('j_per_output_token'), 3)} J per output token",
         )
+        for w in e.get("warnings") or []:
+            _p(console, f"[yellow]warning[/yellow]: energy: {_e(w)}")
     _p(console, f"results: {_e(run_dir)}")
 
 

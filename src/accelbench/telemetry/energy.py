@@ -3,6 +3,8 @@ power (trapezoids), summed over GPUs."""
 
 from __future__ import annotations
 
+import math
+
 from accelbench.metrics.summary import DeviceEnergy, EnergySection
 from accelbench.telemetry.schema import KIND_GPU, Row, device_key
 
@@ -44,6 +46,39 @@ def integrate_power(points: list[tuple[int, float]], start_ns: int, end_ns: int)
     return joules
 
 
+def _uncovered(
+    dev: str, points: list[tuple[int, float]], start: int, end: int, tol_ns: float, method: str
+) -> str | None:
+    """A warning when ``points`` (the series ``method`` read) leave more than ``tol_ns`` of
+    [start, end] without a sample at either end: a GPU that vanished mid-run (or appeared
+    late), whose energy there is not measured."""
+    if not points or end <= start:
+        return None
+    before = max(points[0][0] - start, 0)
+    after = max(end - points[-1][0], 0)
+    if before <= tol_ns and after <= tol_ns:
+        return None
+    done = (
+        "its energy counts only the time it was seen"
+        if method == "counter"
+        else "its power is held at its nearest reading over it"
+    )
+    return (
+        f"{dev}: no samples over {(before + after) / 1e9:.1f} s of the "
+        f"{(end - start) / 1e9:.1f} s window (first at +{(points[0][0] - start) / 1e9:.1f} s, "
+        f"last at +{(points[-1][0] - start) / 1e9:.1f} s): {done}, so the total is not of "
+        "the whole window"
+    )
+
+
+def _gap_tolerance_ns(series: list[list[int]]) -> float:
+    """Twice the median interval between samples of one device (pooled over devices): a
+    device's first or last sample further than this inside the window is a gap. Infinite
+    when no device has two samples (nothing to judge by)."""
+    gaps = sorted(b - a for ts in series for a, b in zip(ts, ts[1:], strict=False) if b > a)
+    return 2.0 * gaps[len(gaps) // 2] if gaps else math.inf
+
+
 def window_energy(
     rows: list[Row],
     window_ns: tuple[int, int] | None,
@@ -52,7 +87,8 @@ def window_energy(
 ) -> EnergySection | None:
     """Energy of all GPUs over the window. Returns None when no GPU reported energy or
     power. ``method`` is ``counter`` when every GPU had a usable counter, else
-    ``integrated_power`` (at least one GPU was integrated)."""
+    ``integrated_power`` (at least one GPU was integrated). A GPU whose samples leave
+    part of the window unseen (it vanished mid-run) is named in ``warnings``."""
     gpus: dict[str, list[tuple[int, Row]]] = {}  # device -> (t_ns, row)
     for r in rows:
         t = r.get("t_ns")
@@ -67,8 +103,11 @@ def window_energy(
     total = 0.0
     methods: set[str] = set()
     per_device: dict[str, DeviceEnergy] = {}
-    for dev, grows in gpus.items():
+    warnings: list[str] = []
+    for grows in gpus.values():
         grows.sort(key=lambda tr: tr[0])
+    tol_ns = _gap_tolerance_ns([[t for t, _ in g] for g in gpus.values()])
+    for dev, grows in gpus.items():
         energy_pts = [(t, float(e)) for t, r in grows if (e := r.get("energy_j")) is not None]
         power_pts = [(t, float(w)) for t, r in grows if (w := r.get("power_w")) is not None]
         j = counter_energy(energy_pts, start, end)
@@ -78,13 +117,18 @@ def window_energy(
             method = "integrated_power"
         if j is None:
             continue
+        gap = _uncovered(
+            dev, energy_pts if method == "counter" else power_pts, start, end, tol_ns, method
+        )
+        if gap:
+            warnings.append(gap)
         total += j
         methods.add(method)
         per_device[dev] = {"joules": j, "method": method}
     if not methods:
         return None
     method = "counter" if methods == {"counter"} else "integrated_power"
-    return {  # J per token over the caller's tokens: the summary's (docs/METRICS.md)
+    section: EnergySection = {  # J per token over the caller's tokens (docs/METRICS.md)
         "joules": total,
         "method": method,
         "window_s": (end - start) / 1e9,
@@ -93,3 +137,6 @@ def window_energy(
         "j_per_total_token": total / total_tokens if total_tokens else None,
         "devices": per_device,
     }
+    if warnings:
+        section["warnings"] = warnings
+    return section
