@@ -10,10 +10,12 @@ from pathlib import Path
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.test_compiled_chunks import content, event, payloads
 
 from accelbench.client.openai import ResponseHandler
 from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
 from accelbench.store.rundir import Journal, read_journal
+from accelbench.suites.shadow import candidate
 from accelbench.suites.shadow.candidate import CandidateProcess, _Baseline, _Frames
 
 T0 = 1_000_000_000
@@ -29,10 +31,21 @@ def _sse(texts: list[str], usage: int) -> bytes:
     return b"".join(out)
 
 
-def _through_frames(tmp: Path, events: list[tuple], max_tokens: int | None = 8) -> dict:
-    """The events as the proxy queues them, parsed by the candidate process's side."""
+def _through_frames(
+    tmp: Path,
+    events: list[tuple],
+    max_tokens: int | None = 8,
+    *,
+    compiled: bool = True,
+    chat: bool = False,
+    pieces: list[int] | None = None,
+) -> dict:
+    """The events as the proxy queues them, parsed by the candidate process's side: its
+    data frames taken by the compiled ``take_frames`` where it can (``compiled``), or
+    every frame in Python; the queue handed over cut at ``pieces`` (offsets), as the
+    socket may deliver it."""
     cp = CandidateProcess(lambda kind: None)  # no process: only its queue is used
-    cp.base_new(7, T0, max_tokens, False, True)
+    cp.base_new(7, T0, max_tokens, chat, True)
     for ev in events:
         kind = ev[0]
         if kind == "try":
@@ -52,9 +65,15 @@ def _through_frames(tmp: Path, events: list[tuple], max_tokens: int | None = 8) 
     tmp.mkdir(parents=True, exist_ok=True)
     j = [Journal(tmp / "candidate.jsonl"), Journal(tmp / "baseline.jsonl")]
     base = _Baseline(j)
-    frames = _Frames(lambda f: base.frame(f[:1], f), lambda: None)
-    frames.data_received(bytes(cp._out))
-    assert not base.recs and not frames.buf  # every frame read, the record journalled
+    frames = _Frames(lambda f: base.frame(f[:1], f), lambda: None,
+                     base.fast if compiled else None)  # fmt: skip
+    assert (frames.fast is not None) == compiled
+    data = bytes(cp._out)
+    cuts = sorted({c % len(data) for c in pieces or []} - {0})
+    for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+        frames.data_received(data[a:b])
+    # every frame read, the record journalled
+    assert not base.recs and not frames.buf and not base.fast
     for x in j:
         x.close()
     rows, bad = read_journal(tmp / "baseline.jsonl")
@@ -62,7 +81,7 @@ def _through_frames(tmp: Path, events: list[tuple], max_tokens: int | None = 8) 
     return rows[0]
 
 
-def _direct(events: list[tuple], max_tokens: int | None = 8) -> dict:
+def _direct(events: list[tuple], max_tokens: int | None = 8, chat: bool = False) -> dict:
     """The same events fed to a ResponseHandler in this process, as the proxy did."""
     rec = RequestRecord(idx=7, request_id="shadow-7", t_sched=T0)
     rec.max_tokens = max_tokens
@@ -70,7 +89,7 @@ def _direct(events: list[tuple], max_tokens: int | None = 8) -> dict:
     for ev in events:
         if ev[0] == "try":
             rec.retries = ev[2]
-            h = ResponseHandler(rec, chat=False, stream=True, keep_text=True)
+            h = ResponseHandler(rec, chat=chat, stream=True, keep_text=True)
             rec.t_send = ev[1]
         elif ev[0] == "head":
             assert h is not None
@@ -101,7 +120,101 @@ def test_records_match_a_direct_parse_however_the_reads_fall(
     tmp = tmp_path_factory.mktemp("m")  # type: ignore[attr-defined]
     got = _through_frames(tmp, events)
     assert got == _direct(events)
+    assert got == _through_frames(tmp / "py", events, compiled=False)
     assert got["ok"] and got["output_text"] == "".join(texts) and got["retries"] == 0
+
+
+def test_the_compiled_frame_path_was_built() -> None:
+    # a failure here means the frame tests compared the Python path with itself
+    assert candidate._c_take_frames is not None, "client/_recvstamp.c was not built"
+
+
+@st.composite
+def _data_frames(draw: st.DrawFn) -> tuple[bool, int | None, list[tuple], list[int]]:
+    """A response as the proxy queues it: mostly one event per data frame (what the
+    compiled relay queues, one per chunk), some frames with several events or cut at any
+    byte (what the Python path queues), odd and mutated events among them (test_compiled
+    _chunks.payloads), a retry or a failure now and then; and where the queue is cut."""
+    chat = draw(st.booleans())
+    max_tokens = draw(st.sampled_from([None, 1, 3, 8, 64]))
+    evs = draw(st.lists(payloads(chat), min_size=1, max_size=14))
+    body = [event(e) for e in evs] + [event(b"[DONE]")]
+    datas: list[bytes] = []
+    i = 0
+    while i < len(body):
+        k = draw(st.sampled_from([1] * 8 + [2, 3]))
+        piece = b"".join(body[i : i + k])
+        if draw(st.integers(0, 9)) == 0:  # cut inside: the next frame carries the rest
+            c = draw(st.integers(1, max(1, len(piece) - 1)))
+            datas += [piece[:c], piece[c:]]
+        else:
+            datas.append(piece)
+        i += k
+    events: list[tuple] = []
+    if draw(st.integers(0, 5)) == 0:  # an attempt that failed, then the retry
+        events += [("try", T0 + 1, 0), ("head", T0 + 2, 200),
+                   ("data", T0 + 3, event(content("x", chat=chat)))]  # fmt: skip
+        retries = 1
+    else:
+        retries = 0
+    status = draw(st.sampled_from([200] * 9 + [500]))
+    events += [("try", T0 + 5, retries), ("head", T0 + 900, status)]
+    events += [("data", T0 + 1000 + 7 * j, d) for j, d in enumerate(datas) if d]
+    end = draw(st.sampled_from(["end"] * 4 + ["fail", "cut"]))
+    if end == "end":
+        events.append(("end", T0 + 90_000))
+    elif end == "fail":
+        events.append(("fail", T0 + 90_000, True, ErrorKind.TIMEOUT, "late"))
+    else:
+        events.append(("cut", T0 + 90_000, "the caller closed the connection"))
+    pieces = draw(st.lists(st.integers(1, 1 << 16), max_size=8))
+    return chat, max_tokens, events, pieces
+
+
+@settings(max_examples=200, deadline=None)
+@given(_data_frames())
+def test_compiled_data_frames_give_the_records_of_python(
+    tmp_path_factory: object, case: tuple[bool, int | None, list[tuple], list[int]]
+) -> None:
+    """The compiled ``take_frames`` takes only what ``on_data`` would take the same way:
+    the journalled record is the same as with every frame parsed in Python, and (for a
+    response that was not cut) as a direct parse."""
+    chat, max_tokens, events, pieces = case
+    tmp = tmp_path_factory.mktemp("c")  # type: ignore[attr-defined]
+    kw = {"max_tokens": max_tokens, "chat": chat, "pieces": pieces}
+    got = _through_frames(tmp / "c", events, compiled=True, **kw)  # type: ignore[arg-type]
+    assert got == _through_frames(tmp / "p", events, compiled=False, **kw)  # type: ignore[arg-type]
+    if events[-1][0] == "end":
+        assert got == _direct(events, max_tokens, chat)
+
+
+def test_a_paced_stream_is_taken_in_c(tmp_path: Path) -> None:
+    """The usual response (one content event per data frame) never reaches Python's
+    frame handler past its head: the compiled path takes every content event."""
+    seen: list[bytes] = []
+    cp = CandidateProcess(lambda kind: None)
+    cp.base_new(3, T0, 16, False, True)
+    cp.base(b"B", 3, T0 + 1, (0).to_bytes(4, "big"))
+    cp.base(b"H", 3, T0 + 2, (200).to_bytes(2, "big"))
+    for i in range(16):
+        cp.base(b"D", 3, T0 + 10 + i, event(content(f" t{i}")))
+    cp.base(b"D", 3, T0 + 40, event(b"[DONE]"))
+    cp.base(b"E", 3, T0 + 41)
+    cp.base(b"J", 3, T0 + 42)
+    j = [Journal(tmp_path / "candidate.jsonl"), Journal(tmp_path / "baseline.jsonl")]
+    base = _Baseline(j)
+
+    def on_frame(f: bytes) -> None:
+        seen.append(f[:1])
+        base.frame(f[:1], f)
+
+    _Frames(on_frame, lambda: None, base.fast).data_received(bytes(cp._out))
+    for x in j:
+        x.close()
+    assert seen == [b"N", b"B", b"H", b"D", b"E", b"J"]  # the D: [DONE], Python's
+    (row,), _ = read_journal(tmp_path / "baseline.jsonl")
+    assert row["ok"] and row["chunk_times"] == [T0 + 10 + i for i in range(16)]
+    assert row["t_first"] == T0 + 10 and row["output_text"] == "".join(f" t{i}" for i in range(16))
 
 
 def test_hand_checked_record(tmp_path: Path) -> None:

@@ -51,6 +51,14 @@
  *   in part or not at all. Each read given back so has its sent byte count in `partial`
  *   {fd: sent}: Python tees only the rest.
  *   n_relayed (the fifth value returned) counts the reads relayed here.
+ *
+ * take_frames(buf, pos, fast) -> pos
+ *   The other end of `relay`: the shadow proxy's candidate process reading the frames
+ *   queued for it (shadow/candidate.py _Frames). fast: {idx: ResponseHandler.c_fields()}
+ *   for the baseline responses in the state above. Every leading whole 'D' frame of buf
+ *   from pos whose idx is in fast and whose payload is one `data: {json}\n\n` content
+ *   event is taken here, by the same code as a chunk of `fast` above (the same marks, the
+ *   same refusals); returns the offset of the first frame left to Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -390,32 +398,94 @@ static long long chunk_size(const char *p, const char *eol) {
     return v;
 }
 
-/* Takes the leading whole content chunks of buf[0:n] (see the top): returns how many
- * bytes it took, -1 on a Python error. */
-static Py_ssize_t take_chunks(PyObject *fields, const char *buf, Py_ssize_t n, long long t) {
+/* A response's fields (ResponseHandler.c_fields) while its events are taken here. */
+typedef struct {
+    PyObject *handler, *rec, *times, *texts, *len_o, *t_o;
+    int chat, first;
+    Py_ssize_t max_chunks;
+    long long max_chars, text_len, t;
+} take_state;
+
+/* Reads `fields` into *s: 1 when its events may be taken, 0 when not (Python's), -1 on a
+ * Python error; take_end releases what this holds. */
+static int take_begin(PyObject *fields, take_state *s, long long t) {
+    memset(s, 0, sizeof *s);
+    s->t = t;
     if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != 7) {
         PyErr_SetString(PyExc_TypeError, "fast: (handler, record, chunk_times, texts, chat, "
                                          "max_chunks, max_chars) expected");
         return -1;
     }
-    PyObject *handler = PyTuple_GET_ITEM(fields, 0), *rec = PyTuple_GET_ITEM(fields, 1);
-    PyObject *times = PyTuple_GET_ITEM(fields, 2), *texts = PyTuple_GET_ITEM(fields, 3);
-    int chat = PyTuple_GET_ITEM(fields, 4) == Py_True;
-    Py_ssize_t max_chunks = PyLong_AsSsize_t(PyTuple_GET_ITEM(fields, 5));
-    long long max_chars = PyLong_AsLongLong(PyTuple_GET_ITEM(fields, 6));
-    if ((max_chunks == -1 || max_chars == -1) && PyErr_Occurred()) return -1;
-    PyObject *len_o = NULL, *t_o = NULL;
+    s->handler = PyTuple_GET_ITEM(fields, 0);
+    s->rec = PyTuple_GET_ITEM(fields, 1);
+    s->times = PyTuple_GET_ITEM(fields, 2);
+    s->texts = PyTuple_GET_ITEM(fields, 3);
+    s->chat = PyTuple_GET_ITEM(fields, 4) == Py_True;
+    s->max_chunks = PyLong_AsSsize_t(PyTuple_GET_ITEM(fields, 5));
+    s->max_chars = PyLong_AsLongLong(PyTuple_GET_ITEM(fields, 6));
+    if ((s->max_chunks == -1 || s->max_chars == -1) && PyErr_Occurred()) return -1;
+    if (!PyList_CheckExact(s->times) || !PyList_CheckExact(s->texts)) return 0;
+    s->len_o = PyObject_GetAttr(s->handler, s_text_len);
+    if (s->len_o == NULL) return -1;
+    if (!PyLong_CheckExact(s->len_o)) return 0;
+    s->text_len = PyLong_AsLongLong(s->len_o);
+    if (s->text_len == -1 && PyErr_Occurred()) return -1;
+    s->first = PyList_GET_SIZE(s->times) == 0;
+    return 1;
+}
+
+/* One SSE event alone, c[0:size] (`data: ` ... `\n\n`, no other line end:
+ * SSEParser.single), taken as ResponseHandler._token's fast path takes it: its time and
+ * text appended. Returns 1 when taken, 0 when not (anything else, or a limit reached:
+ * Python decides, and fails the request), -1 on a Python error. */
+static int take_event(take_state *s, const char *c, Py_ssize_t size) {
+    if (size < 8 || memcmp(c, "data: ", 6) != 0 || c[size - 1] != '\n' ||
+        c[size - 2] != '\n' || memchr(c, '\n', size - 2) || memchr(c, '\r', size))
+        return 0;
+    PyObject *text = content_text((cp)c + 6, (cp)c + size - 2, s->chat);
+    if (text == NULL) return PyErr_Occurred() ? -1 : 0;
+    Py_ssize_t tl = PyUnicode_GET_LENGTH(text);
+    if (PyList_GET_SIZE(s->times) + 1 > s->max_chunks || s->text_len + tl > s->max_chars) {
+        Py_DECREF(text); /* the handler's limit: Python fails the request */
+        return 0;
+    }
+    if (s->t_o == NULL && (s->t_o = PyLong_FromLongLong(s->t)) == NULL) {
+        Py_DECREF(text);
+        return -1;
+    }
+    int rc = PyList_Append(s->times, s->t_o);
+    if (rc == 0) rc = PyList_Append(s->texts, text);
+    Py_DECREF(text);
+    if (rc < 0) return -1;
+    s->text_len += tl;
+    return 1;
+}
+
+/* The marks of the events taken (if any), as _token leaves them; releases *s. 0, or -1 on
+ * a Python error. */
+static int take_end(take_state *s, int taken) {
+    int rc = 0;
+    if (taken) {
+        PyObject *nl = PyLong_FromLongLong(s->text_len);
+        rc = nl == NULL ? -1 : PyObject_SetAttr(s->handler, s_text_len, nl);
+        Py_XDECREF(nl);
+        if (rc == 0 && s->first) rc = PyObject_SetAttr(s->rec, s_t_first, s->t_o);
+        if (rc == 0) rc = PyObject_SetAttr(s->rec, s_t_last, s->t_o);
+        if (rc == 0) rc = PyObject_SetAttr(s->handler, s_usage_marks, Py_None);
+    }
+    Py_XDECREF(s->len_o);
+    Py_XDECREF(s->t_o);
+    return rc;
+}
+
+/* Takes the leading whole content chunks of buf[0:n] (see the top): returns how many
+ * bytes it took, -1 on a Python error. */
+static Py_ssize_t take_chunks(PyObject *fields, const char *buf, Py_ssize_t n, long long t) {
+    take_state s;
     Py_ssize_t pos = 0, taken = 0;
-    long long text_len = 0;
-    int first = 0;
-    if (!PyList_CheckExact(times) || !PyList_CheckExact(texts)) return 0;
-    len_o = PyObject_GetAttr(handler, s_text_len);
-    if (len_o == NULL) goto error;
-    if (!PyLong_CheckExact(len_o)) goto done;
-    text_len = PyLong_AsLongLong(len_o);
-    if (text_len == -1 && PyErr_Occurred()) goto error;
-    first = PyList_GET_SIZE(times) == 0;
-    while (pos < n) {
+    int ok = take_begin(fields, &s, t);
+    if (ok < 0) goto error;
+    while (ok && pos < n) {
         /* the chunk-size line's CRLF within 18 bytes (HTTP1Protocol._process) */
         const char *p = buf + pos, *lim = buf + (n - pos < 18 ? n : pos + 18), *eol = NULL;
         for (const char *x = p; x + 1 < lim; x++)
@@ -430,51 +500,70 @@ static Py_ssize_t take_chunks(PyObject *fields, const char *buf, Py_ssize_t n, l
         if (size > n - start - 2) break;
         Py_ssize_t end = start + (Py_ssize_t)size;
         if (buf[end] != '\r' || buf[end + 1] != '\n') break;
-        /* one SSE event alone: `data: ` ... `\n\n`, no other line end (SSEParser.single) */
-        const char *c = buf + start;
-        if (size < 8 || memcmp(c, "data: ", 6) != 0 || c[size - 1] != '\n' ||
-            c[size - 2] != '\n' || memchr(c, '\n', size - 2) || memchr(c, '\r', size))
-            break;
-        PyObject *text = content_text((cp)c + 6, (cp)c + size - 2, chat);
-        if (text == NULL) {
-            if (PyErr_Occurred()) goto error;
-            break;
-        }
-        Py_ssize_t tl = PyUnicode_GET_LENGTH(text);
-        if (PyList_GET_SIZE(times) + 1 > max_chunks || text_len + tl > max_chars) {
-            Py_DECREF(text); /* the handler's limit: Python fails the request */
-            break;
-        }
-        if (t_o == NULL && (t_o = PyLong_FromLongLong(t)) == NULL) {
-            Py_DECREF(text);
-            goto error;
-        }
-        int rc = PyList_Append(times, t_o);
-        if (rc == 0) rc = PyList_Append(texts, text);
-        Py_DECREF(text);
-        if (rc < 0) goto error;
-        text_len += tl;
+        int r = take_event(&s, buf + start, (Py_ssize_t)size);
+        if (r < 0) goto error;
+        if (r == 0) break;
         taken++;
         pos = end + 2;
     }
-    if (taken) {
-        PyObject *nl = PyLong_FromLongLong(text_len);
-        if (nl == NULL) goto error;
-        int rc = PyObject_SetAttr(handler, s_text_len, nl);
-        Py_DECREF(nl);
-        if (rc == 0 && first) rc = PyObject_SetAttr(rec, s_t_first, t_o);
-        if (rc == 0) rc = PyObject_SetAttr(rec, s_t_last, t_o);
-        if (rc == 0) rc = PyObject_SetAttr(handler, s_usage_marks, Py_None);
-        if (rc < 0) goto error;
-    }
-done:
-    Py_XDECREF(len_o);
-    Py_XDECREF(t_o);
+    if (take_end(&s, taken > 0) < 0) return -1;
     return pos;
 error:
-    Py_XDECREF(len_o);
-    Py_XDECREF(t_o);
+    take_end(&s, 0);
     return -1;
+}
+
+static uint64_t get_be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = v << 8 | p[i];
+    return v;
+}
+
+/* take_frames(buf, pos, fast) -> pos: the candidate process's reading of the proxy's
+ * frames (shadow/candidate.py _Frames), the baseline's data events taken as read_ready's
+ * `fast` takes a chunk. From buf[pos:], every leading whole frame that is a data frame
+ * (4-byte length, 'D', idx, t_ns: two big-endian uint64, the payload) of an idx in
+ * `fast` (idx -> ResponseHandler.c_fields) whose payload is one content event is taken
+ * here, exactly as ResponseHandler.on_data would take it; returns the offset of the
+ * first frame left to Python (any other frame, a payload of another shape, an idx not
+ * in `fast`, a limit reached: Python parses it and offers the idx again), or of the
+ * incomplete frame at the end. */
+static PyObject *take_frames(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    PyObject *fast;
+    if (!PyArg_ParseTuple(args, "y*nO!", &view, &pos, &PyDict_Type, &fast)) return NULL;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len;
+    if (pos < 0 || pos > n) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "take_frames: pos out of range");
+        return NULL;
+    }
+    while (n - pos >= 21) {
+        const unsigned char *p = buf + pos;
+        Py_ssize_t len = (Py_ssize_t)get_be(p, 4);
+        if (len < 17 || p[4] != 'D' || len > n - pos - 4) break;
+        PyObject *key = PyLong_FromUnsignedLongLong(get_be(p + 5, 8));
+        if (key == NULL) goto error;
+        PyObject *fields = PyDict_GetItemWithError(fast, key); /* borrowed */
+        Py_DECREF(key);
+        if (fields == NULL) {
+            if (PyErr_Occurred()) goto error;
+            break;
+        }
+        take_state s;
+        int r = take_begin(fields, &s, (long long)get_be(p + 13, 8));
+        if (r > 0) r = take_event(&s, (const char *)p + 21, len - 17);
+        if (take_end(&s, r > 0) < 0 || r < 0) goto error;
+        if (r == 0) break;
+        pos += 4 + len;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(pos);
+error:
+    PyBuffer_Release(&view);
+    return NULL;
 }
 
 /* ReceiveDelays.add in C: quarter-octave buckets of ~microseconds (1.024 us). */
@@ -735,6 +824,8 @@ static PyMethodDef methods[] = {
      "read_ready(epfd, off_ns, prev_off_ns, prev_at_ns, max_age_ns, slack_ns, fast, counts"
      "[, relay, partial]) -> ([(fd, data | None, t_ns, delay_ns | errno)], reads, stamped, "
      "max_delay_ns, relayed)"},
+    {"take_frames", take_frames, METH_VARARGS,
+     "take_frames(buf, pos, fast) -> pos: the leading data frames of known responses, taken"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,3 +15,9 @@ def read_ready(
     /,
 ) -> tuple[list[tuple[int, bytes | None, int, int]], int, int, int, int]: ...
 def clock_offset() -> tuple[int, int]: ...
+def take_frames(
+    buf: bytearray,
+    pos: int,
+    fast: dict[int, tuple[Any, Any, list[int], list[str], bool, int, int]],
+    /,
+) -> int: ...
