@@ -497,6 +497,18 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
             cpu_ratios.append(f"({case}) {text}")
     if cpu_ratios:
         goals.append("hop CPU per request accelbench / nginx " + ", ".join(cpu_ratios))
+    if BEFORE_SRC is not None:
+        before_cpu = []
+        for case in CASES:
+            now, before = f"accelbench ({case})", f"accelbench@before ({case})"
+            if now in cpu_rows and before in cpu_rows:
+                text, info = ratio_cell(cpu_rows[now], cpu_rows[before], max_spread, ".3f")
+                raw.setdefault("ratios", {})[f"{now} / {before} hop CPU"] = info
+                before_cpu.append(f"({case}) {text}")
+        if before_cpu:
+            goals.append(
+                "hop CPU per request accelbench / accelbench@before " + ", ".join(before_cpu)
+            )
     for who in ("accelbench", "nginx"):
         for case in ("b", "c"):
             r = ratio(f"{who} ({case})", f"{who} ({'a'})")
@@ -523,6 +535,8 @@ def run(a: argparse.Namespace, wd: Path) -> dict[str, Any]:
     # minutes with 11 contenders at 512 / 768 on the shared 2-core host (load 8-20); quick:
     # about half
     sizes = {64: 192, 256: 256} if a.quick else {64: 320, 256: 512}
+    if getattr(a, "proxy_requests", None):
+        sizes = dict.fromkeys(sizes, a.proxy_requests)
     pin = bool(getattr(a, "pin_hop", False))
     stack = Stack(wd, a.install_timeout, pin)
     runs: list[dict[str, Any]] = []
