@@ -34,12 +34,44 @@ def test_hardware_defaults_to_measured_fractions_and_range_ends():
     # H100 has no FP4 rate: MXFP4 weights compute in FP8
     assert hardware_for(cat["h100"], 1, "mxfp4").compute_format == "fp8"
     assert hardware_for(cat["mi355x"], 1, "mxfp4").compute_format == "fp4"
-    with pytest.raises(AccelbenchError, match=r"efficiency \(--eff-bw\) must be in \(0, 1\]"):
+    with pytest.raises(AccelbenchError, match=r"efficiency \(--eff-bw\) must be in \[0.001, 1\]"):
         hardware_for(cat["h100"], 1, "bf16", eff_bw=1.5)
     with pytest.raises(
         AccelbenchError, match=r"gpus \(--gpus\) must be an integer in \[1, 65,536\]"
     ):
         hardware_for(cat["h100"], 0, "bf16")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    which=st.sampled_from(["eff_flops", "eff_bw"]),
+    eff=st.floats(min_value=0.0, max_value=1e-3, allow_nan=False, exclude_max=True),
+)
+def test_property_an_efficiency_below_its_floor_is_refused(which, eff):
+    """--eff-flops / --eff-bw below 0.1 % of peak (the catalog's floor for the same
+    shares) is refused naming the option; 5e-324 was read and the plan's JSON held
+    Infinity. At the floor itself every figure is finite."""
+    cat = shipped_catalog()
+    opt = "--eff-flops" if which == "eff_flops" else "--eff-bw"
+    with pytest.raises(AccelbenchError, match=rf"\({opt}\) must be in \[0.001, 1\]"):
+        hardware_for(cat["h100"], 1, "bf16", **{which: eff})
+
+
+def test_plan_cli_eff_floor_regression(tmp_path):
+    """`plan ... --eff-flops 5e-324 --eff-bw 5e-324 --json` printed "step_s": Infinity
+    27 times with exit 0; now exit 2, one line. At 0.001 the JSON is finite."""
+    from cli_inprocess import run_cli
+
+    base = ["plan", "llama-3.1-405b", "-a", "h100", "-n", "8", "-p", "fp8", "-c", "2048"]
+    code, out, err, _ = run_cli([*base, "--eff-flops", "5e-324", "--eff-bw", "5e-324"], tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert "(--eff-flops) must be in [0.001, 1]" in line
+    code, out, err, _ = run_cli(
+        [*base, "--json", "--eff-flops", "1e-3", "--eff-bw", "1e-3"], tmp_path
+    )
+    assert code == 0, err
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in the plan's JSON"))
 
 
 def test_fit_llama_70b_by_hand():

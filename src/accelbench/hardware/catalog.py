@@ -56,6 +56,20 @@ FIGURE_MAX: dict[str, float] = {
     "gemm_fraction": 1.0,  # shares of a peak
     "hbm_fraction": 1.0,
 }
+# The smallest value the figures a plan divides by may take: a bandwidth, a FLOPS rate,
+# a capacity or a share of a peak of 5e-324 was read, and a plan's step time overflowed
+# to Infinity in its JSON (a fraction of 0 stopped it with ZeroDivisionError, exit 70).
+# A FLOPS figure may be 0, read as "no such rate" (as n/a); the others may not.
+FIGURE_MIN: dict[str, float] = {
+    "memory_gib": 1 / 1024,  # 1 MiB per GPU
+    "memory_bw_tbs": 1e-6,  # 1 MB/s
+    "bf16_tflops": 1e-6,  # 1 MFLOP/s
+    "fp8_tflops": 1e-6,
+    "fp4_tflops": 1e-6,
+    "gemm_fraction": 1e-3,  # 0.1 % of a peak (also --eff-flops / --eff-bw)
+    "hbm_fraction": 1e-3,
+}
+ZERO_IS_NONE = ("bf16_tflops", "fp8_tflops", "fp4_tflops")
 GIB = 1 << 30
 STATUSES = ("confirmed", "estimate", "conflict", "unconfirmed")
 USER_CATALOG = Path("~/.config/accelbench/accelerators.yaml")
@@ -218,6 +232,14 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
                     f"{fwhere} {part} must be in 0..{FIGURE_MAX[key]:,.0f} "
                     f"({FIGURES[key]}; got {v:g})"
                 )
+            floor = FIGURE_MIN.get(key)
+            if v is not None and floor is not None and v < floor:
+                if not (v == 0 and key in ZERO_IS_NONE):
+                    zero = ", or 0 for none" if key in ZERO_IS_NONE else ""
+                    raise AccelbenchError(
+                        f"{fwhere} {part} must be at least {floor:g}{zero} "
+                        f"({FIGURES[key]}; got {v:g})"
+                    )
         if lo is not None and hi is not None and lo > hi:
             raise AccelbenchError(f"{fwhere}: min {lo:g} > max {hi:g}")
         if value is not None and not ((lo is None or lo <= value) and (hi is None or value <= hi)):
@@ -225,8 +247,6 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
             # arbitrary (memory_bytes the min, peak TFLOPS the max, the table the value)
             ends = ", ".join(f"{n} {v:g}" for n, v in (("min", lo), ("max", hi)) if v is not None)
             raise AccelbenchError(f"{fwhere} value {value:g} is outside its own range ({ends})")
-        if value is not None and key in ("memory_gib", "memory_bw_tbs") and value == 0:
-            raise AccelbenchError(f"{fwhere}: must be > 0 (got 0)")
         source = str(fraw.get("source", defaults.get("source", "")))
         date = str(fraw.get("date", defaults.get("date", "")))
         status = str(fraw.get("status", defaults.get("status", "unconfirmed")))
