@@ -504,7 +504,7 @@ def test_property_a_divisor_figure_below_its_floor_is_refused(key, part, scale):
     doc = _user_doc()
     doc["accelerators"]["cpu-host"]["figures"][key] = fig
     if v == 0 and key in ZERO_IS_NONE:
-        assert parse_catalog(doc, "user.yaml")["cpu-host"].figure(key).upper in (0, None)
+        assert parse_catalog(doc, "user.yaml")["cpu-host"].figure(key)  # 0: no such rate
         return
     with pytest.raises(AccelbenchError) as exc:
         parse_catalog(doc, "user.yaml")
@@ -554,3 +554,69 @@ def test_cli_refuses_a_divisor_figure_below_its_floor(tmp_path, figure, message)
     assert code == 2 and not out
     (line,) = err.strip().splitlines()
     assert path in line and message in line
+
+
+_NOT_TEXT = st.one_of(
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    field=st.sampled_from(["name", "vendor", "kind", "arch", "memory_type", "scale_up",
+                           "alias", "source", "date", "status", "note"]),
+    bad=_NOT_TEXT,
+)  # fmt: skip
+def test_property_a_text_field_of_another_type_is_refused(field, bad):
+    """Any descriptive field (an entry's name, vendor, kind, arch, memory type, scale-up,
+    an alias; a figure's source, date, status, note) given a list, a mapping or a
+    boolean is refused in one line naming file, entry and field: `name: [1, 2]` was shown
+    as "[1, 2]", `aliases: [1, null]` were read as the names "1" and "None"."""
+    doc = _user_doc()
+    entry = doc["accelerators"]["cpu-host"]
+    if field == "alias":
+        entry["aliases"] = ["my-host", bad]
+    elif field in ("source", "date", "status", "note"):
+        entry["figures"]["memory_gib"][field] = bad
+    else:
+        entry[field] = bad
+    with pytest.raises(AccelbenchError) as exc:
+        parse_catalog(doc, "user.yaml")
+    msg = str(exc.value)
+    assert msg.startswith("user.yaml: accelerator 'cpu-host'") and len(msg.splitlines()) == 1
+    assert field in msg
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(schema="accelbench.accelerators/9"), "schema 'accelbench.acc"),
+        (lambda d: d["accelerators"].update({"": d["accelerators"]["cpu-host"]}),
+         "accelerator id '' must hold a letter or digit"),
+        (lambda d: d["accelerators"]["cpu-host"].update(aliases=[1, None]),
+         "an alias must hold a letter or digit"),
+        (lambda d: d["accelerators"]["cpu-host"].update(aliases=["H100"]),
+         "'cpu-host': 'H100' already names 'h100' (shipped)"),
+        (lambda d: d["accelerators"].update(myx=dict(d["accelerators"]["cpu-host"])),
+         "'myx': 'myx' already names|'cpu-host' already names"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_a_catalog_whose_names_or_schema_mislead(tmp_path, edit, message):
+    """Each was read without a word: an unknown schema as this one, an entry id '' (a
+    part nobody can name), aliases [1, null], and an alias another entry holds (the user
+    entry's `h100` lost to the shipped H100: `plan -a h100` planned the shipped part).
+    Now exit 2 and one line naming the file."""
+    from cli_inprocess import run_cli
+
+    doc = _user_doc()
+    edit(doc)
+    if "myx" in doc["accelerators"]:  # two entries, one alias
+        doc["accelerators"]["myx"]["aliases"] = ["cpu-host"]
+    path = _write(tmp_path, doc)
+    code, out, err, _ = run_cli(["catalog", "list", "--catalog", path], tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert path in line
+    assert any(m in line for m in message.split("|")), line
