@@ -198,6 +198,8 @@ def test_cli_bad_option_is_one_line() -> None:
         (["--dataset-format", "auto"], "--dataset-format"),  # typed at the default
         (["--allow-pickle"], "--allow-pickle"),
         (["--dataset", "{data}", "--isl", "128"], "--isl"),
+        # an MLPerf set's records are its samples: --samples 3 over 8 ran all 8
+        (["--dataset", "{mldata}", "--samples", "3"], "--samples"),
     ],
 )
 def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word: str) -> None:
@@ -205,8 +207,9 @@ def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word:
     silently to the connect. Exit 2, one line naming the option, before any connect."""
     (tmp_path / "key").write_text("k\n")
     (tmp_path / "d.jsonl").write_text('{"prompt": "hi"}\n')
+    (tmp_path / "ml.jsonl").write_text('{"input": "hi", "tok_input": [1, 2]}\n')
     fill = {"key": tmp_path / "key", "out": tmp_path / "o", "root": tmp_path / "r",
-            "data": tmp_path / "d.jsonl"}  # fmt: skip
+            "data": tmp_path / "d.jsonl", "mldata": tmp_path / "ml.jsonl"}  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-m", "accelbench", "mlperf", "offline", "--url", "http://127.0.0.1:9",
          *(a.format(**fill) for a in args)],
@@ -215,6 +218,32 @@ def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word:
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().count("\n") == 0 and word in r.stderr, r.stderr
     assert "cannot reach" not in r.stderr and not (tmp_path / "o").exists()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    samples=st.one_of(st.none(), st.integers(min_value=1, max_value=1_000_000)),
+    fmt=st.sampled_from(["auto", "mlperf", "prompts"]),
+)
+def test_property_samples_applies_to_every_set_but_an_mlperf_one(tmp_path_factory, samples, fmt):
+    """--samples sizes a synthetic set or the draw from an accelbench dataset; an MLPerf
+    set's records are its samples, so --samples beside one (detected or named) is refused
+    naming the option, never ignored; without --samples the set is the file's."""
+    from accelbench.suites.mlperf.run import QslOptions, _check_qsl
+
+    d = tmp_path_factory.mktemp("qsl")
+    ml = d / "ml.jsonl"
+    ml.write_text('{"input": "hi", "tok_input": [1, 2]}\n')
+    q = QslOptions(samples=samples, dataset=str(ml), dataset_format=fmt)
+    if samples is not None and fmt != "prompts":
+        with pytest.raises(UsageError, match=r"^--samples does not apply to an MLPerf dataset"):
+            _check_qsl(q)
+    else:
+        _check_qsl(q)
+        assert q.size == (1024 if samples is None else samples)
+    synthetic = QslOptions(samples=samples)
+    _check_qsl(synthetic)
+    assert synthetic.size == (1024 if samples is None else samples)
 
 
 # -- the QSL: MLPerf's dataset shape --------------------------------------------------
