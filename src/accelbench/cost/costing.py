@@ -334,19 +334,28 @@ def cost_of(label: str, acc: Accelerator, thr: Throughput, tco: Tco) -> CostResu
 def split_source(
     text: str, default_acc: str | None, cat: dict[str, Accelerator]
 ) -> tuple[str, str]:
-    """``ACCEL:SOURCE`` (or SOURCE with ``default_acc``) -> (accelerator id, SOURCE)."""
+    """``ACCEL:SOURCE`` (or SOURCE with ``default_acc``) -> (accelerator id, SOURCE).
+    An empty SOURCE is refused: ``h100:`` was read as the directory ``.``."""
+
+    def given(src: str) -> str:
+        if not src.strip():
+            raise AccelbenchError(
+                f"{text!r}: no SOURCE (a run or sweep directory, or tok/s per GPU) given"
+            )
+        return src
+
     if ":" in text:
         head, tail = text.split(":", 1)
         try:
-            return find_accelerator(head, cat).id, tail
+            return find_accelerator(head, cat).id, given(tail)
         except AccelbenchError:
-            if default_acc is None:
+            if default_acc is None or not tail.strip():
                 raise
     if default_acc is None:
         raise AccelbenchError(
             f"{text!r}: say which accelerator, as ACCEL:{text} or with --accelerator"
         )
-    return find_accelerator(default_acc, cat).id, text
+    return find_accelerator(default_acc, cat).id, given(text)
 
 
 def source_options(
