@@ -536,3 +536,50 @@ def test_plan_cli_isl_0_alone_is_refused(app):
     r = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "-a", "h100", "--isl", "0"])
     assert isinstance(r.exception, AccelbenchError), r.output
     assert "isl (--isl) 0 without --osl" in str(r.exception)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    recorded=st.sampled_from(["qwen2.5-7b", "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct",
+                              "llama-3.3-70b", "my-finetune"]),
+    planned=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b"]),
+)  # fmt: skip
+def test_property_a_run_of_another_catalog_model_is_refused(recorded, planned):
+    """`plan llama-3.1-70b --run` over a run of qwen2.5-7b printed its efficiency (272 % of
+    the physical roofline) without a word. A run whose recorded model is a catalog model
+    of another architecture is refused naming its run.json; a name the catalog does not
+    know is what MODEL says; the same architecture under another name is the same."""
+    import tempfile
+    from pathlib import Path
+
+    from synthetic_runs import make_run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = make_run(Path(tmp) / "r", 20, concurrency=2, model=recorded)
+        try:
+            other = not find_model(recorded).arch.same_architecture(find_model(planned).arch)
+        except AccelbenchError:
+            other = False
+        if other:
+            with pytest.raises(AccelbenchError, match=rf"run.json: a run of {recorded}, not of"):
+                build_plan(planned, "h100", run=d)
+        else:
+            assert build_plan(planned, "h100", run=d).runs
+
+
+def test_plan_says_a_run_above_the_physical_roofline_and_a_run_left_out(tmp_path):
+    """A run faster than the physical roofline (1,581 % of it: a run of a smaller model
+    planned as Llama-3.1-405B on one H100) was printed without a word; a sweep's run with
+    no throughput (every request failed) was left out of the efficiency table without a
+    word. Both are now warnings."""
+    from synthetic_runs import make_sweep
+
+    sw = make_sweep(tmp_path / "sw", [dict(concurrency=1), dict(concurrency=2, fail_frac=1.0)])
+    big = build_plan("llama-3.1-405b", "h100", run=sw)
+    (e,) = big.runs
+    assert e.measured_tok_s_per_gpu > e.physical_tok_s_per_gpu
+    above = [w for w in big.warnings if "above the physical roofline" in w]
+    assert len(above) == 1 and "c0001" in above[0]
+    assert any(w.startswith("c=2: no throughput") for w in big.warnings), big.warnings
+    small = build_plan("llama-3.1-8b", "h100", run=sw)
+    assert not [w for w in small.warnings if "above the physical" in w]
