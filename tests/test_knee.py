@@ -736,3 +736,31 @@ def test_plan_knee_cli_refuses_sessions_of_no_tokens(tmp_path):
     assert code == 2 and not out
     (line,) = err.strip().splitlines()
     assert "are all 0: a session's first prompt would hold no token" in line
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    capacity=st.integers(1, 100_000),
+    block=st.sampled_from([1, 16, 128, 4096]),
+    reserved=st.integers(0, 10_000),
+)
+def test_property_a_cache_with_no_block_for_a_session_is_said(capacity, block, reserved):
+    """A given capacity whose blocks the reserve takes (or smaller than one block) gave a
+    knee of 0 without a word; now a warning with the arithmetic, iff it holds no block."""
+    mix = SessionMix(3, 50, 50)
+    p = predict_knee(TINY, None, 1, mix, context_tokens=capacity, block_size=block,
+                     reserved_blocks=reserved)  # fmt: skip
+    said = [w for w in p.warnings if w.startswith("the cache holds no block for a session")]
+    assert bool(said) == (capacity // block <= reserved)
+    if said:
+        assert p.max_sessions == 0 and f"{capacity:,} tokens // {block:,}" in said[0]
+
+
+def test_plan_knee_cli_reserve_above_capacity_regression(tmp_path):
+    """`plan knee ... --context-tokens 8192 --reserved-blocks 100000` printed a knee of 0
+    sessions, its table's '8192 // 16 - 100000 reserved' as 0, and no warning."""
+    args = ["plan", "knee", "-m", "llama-3.1-8b", "--turns", "3", "--user-tokens", "50",
+            "--osl", "50", "--context-tokens", "8192", "--reserved-blocks", "100000"]  # fmt: skip
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0
+    assert "the cache holds no block for a session: 8,192 tokens // 16 = 512 blocks, " in out + err
