@@ -583,3 +583,29 @@ def test_a_non_integer_token_count_is_one_clear_line(bad) -> None:
     """Found by test_records_from_outside: NaN and inf crashed int() with a traceback."""
     with pytest.raises(UsageError, match="tok_input is not a token count"):
         samples_from_records([{"input": "x", "tok_input": bad}], tok=None, default_osl=7)
+
+
+@settings(max_examples=20, deadline=None)
+@given(cap=st.integers(min_value=1, max_value=100_000))
+def test_property_max_concurrency_is_refused_for_single_stream(cap):
+    """SingleStream issues one query when the last completes: --max-concurrency changed
+    nothing, yet the run said 'at most 4 in flight'. Refused in one line, before any
+    connect, for every cap."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        code, out, err, _ = run_cli(["mlperf", "single-stream", "--url", "http://127.0.0.1:9",
+                                     "--max-concurrency", str(cap)], Path(d))  # fmt: skip
+        assert code == 2 and not out
+        (line,) = err.strip().splitlines()
+        assert "--max-concurrency does not apply to single-stream" in line
+
+
+@pytest.mark.parametrize("scenario", ["offline", "server", "interactive"])
+def test_max_concurrency_still_applies_to_the_other_scenarios(tmp_path, scenario):
+    code, _, err, _ = run_cli(["mlperf", scenario, "--url", "http://127.0.0.1:9", "--samples",
+                               "4", "--max-concurrency", "4", "--target-qps", "1"]
+                              if scenario != "offline" else
+                              ["mlperf", scenario, "--url", "http://127.0.0.1:9", "--samples",
+                               "4", "--max-concurrency", "4"], tmp_path)  # fmt: skip
+    assert "--max-concurrency" not in err, err

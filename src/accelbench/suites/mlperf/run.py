@@ -153,6 +153,10 @@ def run_mlperf(
         )
     cfg.validate()
     _check_combinations(cfg, qsl)
+    if ms.lg_scenario == "SingleStream" and cfg.max_concurrency is not None:
+        # LoadGen issues the next query when the last completes: the cap changed nothing,
+        # yet the run said "at most 4 in flight"
+        raise UsageError("--max-concurrency does not apply to single-stream (one query at a time)")
     lg = loadgen()  # fail before an engine is started
     build(ms, qsl.size)  # the effective settings and the schedule checked before a connect
     if _PARKED:
