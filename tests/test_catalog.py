@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -620,3 +621,26 @@ def test_cli_refuses_a_catalog_whose_names_or_schema_mislead(tmp_path, edit, mes
     (line,) = err.strip().splitlines()
     assert path in line
     assert any(m in line for m in message.split("|")), line
+
+
+@settings(max_examples=40, deadline=None)
+@given(accel_id=st.one_of(st.sampled_from(["h100-sxm", "nvidia-h200", "MI355X", "!!", "--",
+                                           "cpu-host", "h100", "my.host_2"]),
+                          st.text(alphabet="ab-_.!1", min_size=1, max_size=6)))  # fmt: skip
+def test_property_the_template_prints_only_what_the_reader_takes(accel_id):
+    """`catalog template --id ID` printed entries the catalog reader refuses (an id with
+    no letter or digit, an id that is a shipped part's alias): the user found out only
+    when the saved file was read. Now the template is refused with --id named, iff the
+    reader would refuse what it prints."""
+    from accelbench.hardware.catalog import _norm
+
+    shipped = shipped_catalog()
+    other = {_norm(n): a.id for a in shipped.values() for n in (a.id, *a.aliases)}
+    key = _norm(accel_id)
+    bad = not key or (key in other and other[key] != accel_id.lower())
+    if bad:
+        with pytest.raises(AccelbenchError, match="^" + re.escape(f"--id {accel_id!r}: template:")):
+            host_template(accel_id)
+    else:
+        text = host_template(accel_id)
+        assert accel_id.lower() in parse_catalog(yaml.safe_load(text), "t")

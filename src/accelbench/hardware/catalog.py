@@ -442,6 +442,10 @@ def host_template(accel_id: str = "cpu-host") -> str:
             }
         },
     }
+    try:  # the reader's own checks: a template it would refuse is not printed
+        _refuse_shared_names({**shipped_catalog(), **parse_catalog(doc, "template")})
+    except AccelbenchError as exc:
+        raise AccelbenchError(f"--id {accel_id!r}: {exc}") from None
     header = (
         "# accelbench user catalog entry for this host. Fill in the null figures, then\n"
         "# save as ~/.config/accelbench/accelerators.yaml or pass --catalog FILE.\n"
