@@ -263,23 +263,25 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
             raise AccelbenchError(f"{fwhere} value {value:g} is outside its own range ({ends})")
         source = _text(fraw.get("source", defaults.get("source")), f"{fwhere} source")
         date = _text(fraw.get("date", defaults.get("date")), f"{fwhere} date")
-        status = _text(fraw.get("status", defaults.get("status")), f"{fwhere} status")
-        status = status or "unconfirmed"
+        status = _text(
+            fraw.get("status", defaults.get("status")), f"{fwhere} status", "unconfirmed"
+        )
         if status not in STATUSES:
             raise AccelbenchError(f"{fwhere}: status must be one of {', '.join(STATUSES)}")
         if value is not None and not source:
             raise AccelbenchError(f"{fwhere}: a figure needs a 'source'")
         note = _text(fraw.get("note"), f"{fwhere} note")
         figs[key] = Figure(value, source, date, status, lo, hi, note)
-    texts = {k: _text(raw.get(k), f"{where} {k}") for k in ENTRY_KEYS[:6]}
+    given = {"name": aid, "kind": "gpu"}  # the defaults of a field left out
+    texts = {k: _text(raw.get(k), f"{where} {k}", given.get(k, "")) for k in ENTRY_KEYS[:6]}
     names = [_text(a, f"{where} alias") for a in aliases]
     if not all(_norm(a) for a in names):
         raise AccelbenchError(f"{where}: an alias must hold a letter or digit (got {aliases!r})")
     return Accelerator(
         id=aid,
-        name=texts["name"] or aid,
+        name=texts["name"],
         vendor=texts["vendor"],
-        kind=texts["kind"] or "gpu",
+        kind=texts["kind"],
         arch=texts["arch"],
         memory_type=texts["memory_type"],
         scale_up=texts["scale_up"],
