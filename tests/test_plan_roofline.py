@@ -583,3 +583,32 @@ def test_plan_says_a_run_above_the_physical_roofline_and_a_run_left_out(tmp_path
     assert any(w.startswith("c=2: no throughput") for w in big.warnings), big.warnings
     small = build_plan("llama-3.1-8b", "h100", run=sw)
     assert not [w for w in small.warnings if "above the physical" in w]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    model=st.sampled_from(["llama-3.1-405b", "llama-3.1-8b", "llama-3.1-70b"]),
+    target=st.sampled_from([0.5, 1.0, 50.0, 1e5]),
+)
+def test_property_the_interactivity_line_says_why_no_batch_qualifies(model, target):
+    """`plan llama-3.1-405b -a h100 -c 100 -i 1` said 'even batch 1 is slower than the
+    target' while batch 1 runs at 4 tok/s/user: nothing fits in one H100. The line now
+    says 'no batch fits in memory' iff none fits, and 'even batch 1 is slower' iff one
+    fits and batch 1 is below the target."""
+    import tempfile
+    from pathlib import Path
+
+    from cli_inprocess import run_cli
+
+    p = build_plan(model, "h100", context=100, interactivity=target)
+    with tempfile.TemporaryDirectory() as d:
+        code, out, err, _ = run_cli(
+            ["plan", model, "-a", "h100", "-c", "100", "-i", str(target)], Path(d)
+        )
+    assert code == 0, err
+    text = " ".join(out.split())
+    none_fit = "physical roofline): no batch fits in memory" in text
+    too_slow = "physical roofline): even batch 1 is slower than the target" in text
+    fits = p.fit.max_batch is None or p.fit.max_batch >= 1
+    assert none_fit == (not fits)
+    assert too_slow == (fits and p.at_interactivity.physical is None)
