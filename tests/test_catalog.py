@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -163,7 +164,7 @@ def test_user_catalog_overrides_a_shipped_entry(tmp_path):
         ({"memory_gib": -1}, "memory_gib value must be a finite number >= 0"),
         ({"memory_gib": float("nan")}, "memory_gib value must be a finite number >= 0"),
         ({"memory_gb": 80}, "unknown figure 'memory_gb' .*did you mean memory_gib"),
-        ({"memory_bw_tbs": 0}, "memory_bw_tbs: must be > 0"),
+        ({"memory_bw_tbs": 0}, "memory_bw_tbs value must be at least 1e-06"),
         ({"memory_bw": 1.0}, "unknown figure 'memory_bw' .*did you mean memory_bw_tbs"),
         ({"tdp_w": "lots"}, "tdp_w value must be a number"),
     ],
@@ -379,8 +380,8 @@ def test_property_every_figure_is_bounded_by_its_physical_range(key, part, facto
     from accelbench.hardware.catalog import FIGURE_MAX
 
     v = FIGURE_MAX[key] * factor
-    if key in ("memory_gib", "memory_bw_tbs") and part == "value" and v == 0:
-        return  # refused on its own (must be > 0)
+    if _below_floor(key, v) and part == "value":
+        return  # refused on its own: test_property_a_divisor_figure_below_its_floor...
     fig = {"value": v}
     if part == "min":
         fig = {"value": max(v, 1e-3), "min": v}
@@ -388,7 +389,10 @@ def test_property_every_figure_is_bounded_by_its_physical_range(key, part, facto
         fig = {"value": 1e-3, "max": max(v, 1e-3)}
     doc = _user_doc()
     doc["accelerators"]["cpu-host"]["figures"][key] = fig
-    if any(fig.get(p, 0) > FIGURE_MAX[key] for p in ("value", "min", "max")):
+    if part == "min" and _below_floor(key, v):
+        with pytest.raises(AccelbenchError, match=f"figure {key} min must be at least"):
+            parse_catalog(doc, "user.yaml")
+    elif any(fig.get(p, 0) > FIGURE_MAX[key] for p in ("value", "min", "max")):
         with pytest.raises(AccelbenchError) as exc:
             parse_catalog(doc, "user.yaml")
         msg = str(exc.value)
@@ -447,6 +451,7 @@ def test_property_a_figure_is_read_iff_min_value_max_are_in_order(key, value, lo
     doc = _user_doc()
     doc["accelerators"]["cpu-host"]["figures"][key] = fig
     ok = (lo is None or lo <= value) and (hi is None or value <= hi)
+    ok = ok and not any(x is not None and _below_floor(key, x) for x in (lo, hi))
     if ok:
         f = parse_catalog(doc, "user.yaml")["cpu-host"].figure(key)
         assert (f.value, f.min, f.max) == (value, lo, hi)
@@ -466,3 +471,176 @@ def test_every_embedded_figure_lies_within_its_own_range():
                 assert (fig.min is None or fig.min <= fig.value) and (
                     fig.max is None or fig.value <= fig.max
                 ), (acc.id, key)
+
+
+def _below_floor(key: str, v: float) -> bool:
+    """Whether ``v`` is under the catalog's floor for ``key`` (0 is "none" for FLOPS)."""
+    from accelbench.hardware.catalog import FIGURE_MIN, ZERO_IS_NONE
+
+    return key in FIGURE_MIN and v < FIGURE_MIN[key] and not (v == 0 and key in ZERO_IS_NONE)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    key=st.sampled_from(["memory_gib", "memory_bw_tbs", "bf16_tflops", "fp8_tflops",
+                         "fp4_tflops", "gemm_fraction", "hbm_fraction"]),
+    part=st.sampled_from(["value", "min", "max"]),
+    scale=st.floats(min_value=0.0, max_value=1.0, allow_nan=False, exclude_max=True),
+)  # fmt: skip
+def test_property_a_divisor_figure_below_its_floor_is_refused(key, part, scale):
+    """A figure a plan divides by (memory, bandwidth, FLOPS, the shares of a peak), in
+    any part, below its floor (0 included, except a FLOPS figure's 0: no such rate) is
+    refused in one line naming file, entry, figure and floor; at its floor every plan
+    figure is finite. 5e-324 TB/s was read and the plan's JSON held Infinity; a
+    gemm_fraction of 0 stopped the plan with ZeroDivisionError (exit 70)."""
+    from accelbench.hardware.catalog import FIGURE_MIN, ZERO_IS_NONE
+
+    floor = FIGURE_MIN[key]
+    v = floor * scale
+    fig: dict[str, float] = {"value": v}
+    if part == "min":
+        fig = {"value": floor, "min": v}
+    elif part == "max":
+        fig = {"max": v}
+    doc = _user_doc()
+    doc["accelerators"]["cpu-host"]["figures"][key] = fig
+    if v == 0 and key in ZERO_IS_NONE:
+        assert parse_catalog(doc, "user.yaml")["cpu-host"].figure(key)  # 0: no such rate
+        return
+    with pytest.raises(AccelbenchError) as exc:
+        parse_catalog(doc, "user.yaml")
+    msg = str(exc.value)
+    assert msg.startswith(f"user.yaml: accelerator 'cpu-host' figure {key} {part} ")
+    assert f"must be at least {floor:g}" in msg and len(msg.splitlines()) == 1
+
+
+def test_a_plan_at_every_floor_is_finite(tmp_path):
+    """Every divisor figure at its floor, the largest model and context: no Infinity."""
+    import json
+    import math
+
+    from accelbench.hardware.catalog import FIGURE_MIN
+    from accelbench.plan.planner import build_plan
+
+    doc = _user_doc(**{k: v for k, v in FIGURE_MIN.items() if k != "memory_gib"})
+    doc["accelerators"]["cpu-host"]["figures"]["memory_gib"] = {"value": float(1 << 20)}
+    plan = build_plan(
+        "llama-3.1-405b", "cpu-host", isl=10_000_000, osl=10_000_000,
+        catalog_files=[_write(tmp_path, doc)],
+    )  # fmt: skip
+    rows = [r.physical.step_s for r in plan.rows] + [r.expected.step_s for r in plan.rows]
+    assert rows and all(math.isfinite(x) for x in rows)
+    json.dumps(plan.as_dict(), allow_nan=False)  # ValueError on any inf or nan
+
+
+@pytest.mark.parametrize(
+    "figure, message",
+    [
+        ({"gemm_fraction": 0}, "gemm_fraction value must be at least 0.001"),
+        ({"memory_bw_tbs": 5e-324}, "memory_bw_tbs value must be at least 1e-06"),
+        ({"memory_gib": {"value": 512, "min": 0}}, "memory_gib min must be at least"),
+    ],
+)
+def test_cli_refuses_a_divisor_figure_below_its_floor(tmp_path, figure, message):
+    """`gemm_fraction: 0` was exit 70 (ZeroDivisionError); 5e-324 TB/s printed Infinity;
+    `memory_gib: {min: 0}` planned a GPU of 0 bytes. Now exit 2, one line."""
+    from cli_inprocess import run_cli
+
+    doc = _user_doc()
+    for k, f in figure.items():
+        doc["accelerators"]["cpu-host"]["figures"][k] = f if isinstance(f, dict) else {"value": f}
+    path = _write(tmp_path, doc)
+    args = ["plan", "llama-3.1-8b", "-a", "cpu-host", "--catalog", path, "-c", "2048"]
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert path in line and message in line
+
+
+_NOT_TEXT = st.one_of(
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    field=st.sampled_from(["name", "vendor", "kind", "arch", "memory_type", "scale_up",
+                           "alias", "source", "date", "status", "note"]),
+    bad=_NOT_TEXT,
+)  # fmt: skip
+def test_property_a_text_field_of_another_type_is_refused(field, bad):
+    """Any descriptive field (an entry's name, vendor, kind, arch, memory type, scale-up,
+    an alias; a figure's source, date, status, note) given a list, a mapping or a
+    boolean is refused in one line naming file, entry and field: `name: [1, 2]` was shown
+    as "[1, 2]", `aliases: [1, null]` were read as the names "1" and "None"."""
+    doc = _user_doc()
+    entry = doc["accelerators"]["cpu-host"]
+    if field == "alias":
+        entry["aliases"] = ["my-host", bad]
+    elif field in ("source", "date", "status", "note"):
+        entry["figures"]["memory_gib"][field] = bad
+    else:
+        entry[field] = bad
+    with pytest.raises(AccelbenchError) as exc:
+        parse_catalog(doc, "user.yaml")
+    msg = str(exc.value)
+    assert msg.startswith("user.yaml: accelerator 'cpu-host'") and len(msg.splitlines()) == 1
+    assert field in msg
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(schema="accelbench.accelerators/9"), "schema 'accelbench.acc"),
+        (lambda d: d["accelerators"].update({"": d["accelerators"]["cpu-host"]}),
+         "accelerator id '' must hold a letter or digit"),
+        (lambda d: d["accelerators"]["cpu-host"].update(aliases=[1, None]),
+         "an alias must hold a letter or digit"),
+        (lambda d: d["accelerators"]["cpu-host"].update(aliases=["H100"]),
+         "'cpu-host': 'H100' already names 'h100' (shipped)"),
+        (lambda d: d["accelerators"].update(myx=dict(d["accelerators"]["cpu-host"])),
+         "'myx': 'myx' already names|'cpu-host' already names"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_a_catalog_whose_names_or_schema_mislead(tmp_path, edit, message):
+    """Each was read without a word: an unknown schema as this one, an entry id '' (a
+    part nobody can name), aliases [1, null], and an alias another entry holds (the user
+    entry's `h100` lost to the shipped H100: `plan -a h100` planned the shipped part).
+    Now exit 2 and one line naming the file."""
+    from cli_inprocess import run_cli
+
+    doc = _user_doc()
+    edit(doc)
+    if "myx" in doc["accelerators"]:  # two entries, one alias
+        doc["accelerators"]["myx"]["aliases"] = ["cpu-host"]
+    path = _write(tmp_path, doc)
+    code, out, err, _ = run_cli(["catalog", "list", "--catalog", path], tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert path in line
+    assert any(m in line for m in message.split("|")), line
+
+
+@settings(max_examples=40, deadline=None)
+@given(accel_id=st.one_of(st.sampled_from(["h100-sxm", "nvidia-h200", "MI355X", "!!", "--",
+                                           "cpu-host", "h100", "my.host_2"]),
+                          st.text(alphabet="ab-_.!1", min_size=1, max_size=6)))  # fmt: skip
+def test_property_the_template_prints_only_what_the_reader_takes(accel_id):
+    """`catalog template --id ID` printed entries the catalog reader refuses (an id with
+    no letter or digit, an id that is a shipped part's alias): the user found out only
+    when the saved file was read. Now the template is refused with --id named, iff the
+    reader would refuse what it prints."""
+    from accelbench.hardware.catalog import _norm
+
+    shipped = shipped_catalog()
+    other = {_norm(n): a.id for a in shipped.values() for n in (a.id, *a.aliases)}
+    key = _norm(accel_id)
+    bad = not key or (key in other and other[key] != accel_id.lower())
+    if bad:
+        with pytest.raises(AccelbenchError, match="^" + re.escape(f"--id {accel_id!r}: template:")):
+            host_template(accel_id)
+    else:
+        text = host_template(accel_id)
+        assert accel_id.lower() in parse_catalog(yaml.safe_load(text), "t")

@@ -430,3 +430,34 @@ def test_any_plain_source_or_tco_value_costs_or_fails_with_one_line(text, field,
         assert "\n" not in str(exc)
     else:
         assert math.isfinite(r.usd_per_m_total) and r.usd_per_m_total >= 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    acc=st.sampled_from(["h100", "MI355X", "b200"]),
+    blank=st.text(alphabet=" \t", max_size=3),
+    default=st.sampled_from([None, "h200"]),
+)
+def test_property_an_accel_prefix_with_no_source_is_refused(acc, blank, default):
+    """``ACCEL:`` with nothing (or only blanks) after it, with or without -a, is refused
+    naming the argument: `cost h100:` was read as the directory '.'."""
+    from accelbench.cost.costing import split_source
+
+    cat = shipped_catalog()
+    with pytest.raises(AccelbenchError, match=r"no SOURCE \(a run or sweep directory"):
+        split_source(f"{acc}:{blank}", default, cat)
+    if default is not None:
+        with pytest.raises(AccelbenchError, match="no SOURCE"):
+            split_source(blank or " ", default, cat)
+    assert split_source(f"{acc}:1369", default, cat)[1] == "1369"
+
+
+def test_cost_cli_empty_source_regression(tmp_path):
+    """`accelbench cost h100:` said '.: no run directories found'; now it names the
+    argument."""
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(["cost", "h100:"], tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert "'h100:': no SOURCE" in line

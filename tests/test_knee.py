@@ -193,7 +193,8 @@ def test_predicted_interval_covers_the_realised_knee():
     capacity=st.integers(1, 10_000_000),
 )
 def test_floor_of_the_knee_fits_and_one_more_does_not(turns, user, out, system, block, capacity):
-    mix = SessionMix(turns, user, out, system)
+    # a first prompt of no tokens is refused (the test below)
+    mix = SessionMix(turns, user or (0 if system else 1), out, system)
     p = predict_knee(TINY, None, 1, mix, context_tokens=capacity, block_size=block)
     assert p.knee_sessions >= 0
     if p.capacity_blocks >= p.shared_blocks:
@@ -701,3 +702,65 @@ def test_property_an_option_the_capacity_source_ignores_is_refused(opts):
     assert code == 2 and out == "", (args, code, err)
     assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
     assert min(unused) in err and "not apply to" in err, (args, err)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    turns=st.floats(min_value=1, max_value=1e5, allow_nan=False),
+    osl=st.sampled_from([0.0, 1.0, 600.0, 1e7]),
+    prompt=st.tuples(st.integers(0, 10), st.floats(0, 10, allow_nan=False), st.integers(0, 10)),
+)
+def test_property_a_session_whose_first_prompt_holds_no_token_is_refused(turns, osl, prompt):
+    """System, user and template tokens all 0: a first prompt of no tokens, which no
+    engine can be sent; refused in one line naming the three options. Any of them above
+    0 (a mean of at least 1 token) is a session."""
+    system, user, template = prompt
+    if 0 < user < 1:
+        user = 1.0
+    mix = SessionMix(turns=turns, user_tokens=user, output_tokens=osl,
+                     system_tokens=system, template_tokens=template)  # fmt: skip
+    if system + user + template == 0:
+        with pytest.raises(UsageError, match="^--system-tokens, --user-tokens and --templ"):
+            mix.check()
+    else:
+        assert mix.check() is mix
+
+
+def test_plan_knee_cli_refuses_sessions_of_no_tokens(tmp_path):
+    """`plan knee -m llama-3.1-8b -a h100 --turns 3 --user-tokens 0 --osl 0` printed a
+    knee of 29,205 sessions of 0 tokens, its table's 'own blocks = ceil(0 / 16) - 0' shown
+    as 1; now exit 2, one line."""
+    args = ["plan", "knee", "-m", "llama-3.1-8b", "-a", "h100", "--turns", "3",
+            "--user-tokens", "0", "--osl", "0"]  # fmt: skip
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert "are all 0: a session's first prompt would hold no token" in line
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    capacity=st.integers(1, 100_000),
+    block=st.sampled_from([1, 16, 128, 4096]),
+    reserved=st.integers(0, 10_000),
+)
+def test_property_a_cache_with_no_block_for_a_session_is_said(capacity, block, reserved):
+    """A given capacity whose blocks the reserve takes (or smaller than one block) gave a
+    knee of 0 without a word; now a warning with the arithmetic, iff it holds no block."""
+    mix = SessionMix(3, 50, 50)
+    p = predict_knee(TINY, None, 1, mix, context_tokens=capacity, block_size=block,
+                     reserved_blocks=reserved)  # fmt: skip
+    said = [w for w in p.warnings if w.startswith("the cache holds no block for a session")]
+    assert bool(said) == (capacity // block <= reserved)
+    if said:
+        assert p.max_sessions == 0 and f"{capacity:,} tokens // {block:,}" in said[0]
+
+
+def test_plan_knee_cli_reserve_above_capacity_regression(tmp_path):
+    """`plan knee ... --context-tokens 8192 --reserved-blocks 100000` printed a knee of 0
+    sessions, its table's '8192 // 16 - 100000 reserved' as 0, and no warning."""
+    args = ["plan", "knee", "-m", "llama-3.1-8b", "--turns", "3", "--user-tokens", "50",
+            "--osl", "50", "--context-tokens", "8192", "--reserved-blocks", "100000"]  # fmt: skip
+    code, out, err, _ = run_cli(args, tmp_path)
+    assert code == 0
+    assert "the cache holds no block for a session: 8,192 tokens // 16 = 512 blocks, " in out + err

@@ -198,6 +198,8 @@ def test_cli_bad_option_is_one_line() -> None:
         (["--dataset-format", "auto"], "--dataset-format"),  # typed at the default
         (["--allow-pickle"], "--allow-pickle"),
         (["--dataset", "{data}", "--isl", "128"], "--isl"),
+        # an MLPerf set's records are its samples: --samples 3 over 8 ran all 8
+        (["--dataset", "{mldata}", "--samples", "3"], "--samples"),
     ],
 )
 def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word: str) -> None:
@@ -205,8 +207,9 @@ def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word:
     silently to the connect. Exit 2, one line naming the option, before any connect."""
     (tmp_path / "key").write_text("k\n")
     (tmp_path / "d.jsonl").write_text('{"prompt": "hi"}\n')
+    (tmp_path / "ml.jsonl").write_text('{"input": "hi", "tok_input": [1, 2]}\n')
     fill = {"key": tmp_path / "key", "out": tmp_path / "o", "root": tmp_path / "r",
-            "data": tmp_path / "d.jsonl"}  # fmt: skip
+            "data": tmp_path / "d.jsonl", "mldata": tmp_path / "ml.jsonl"}  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-m", "accelbench", "mlperf", "offline", "--url", "http://127.0.0.1:9",
          *(a.format(**fill) for a in args)],
@@ -215,6 +218,32 @@ def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word:
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().count("\n") == 0 and word in r.stderr, r.stderr
     assert "cannot reach" not in r.stderr and not (tmp_path / "o").exists()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    samples=st.one_of(st.none(), st.integers(min_value=1, max_value=1_000_000)),
+    fmt=st.sampled_from(["auto", "mlperf", "prompts"]),
+)
+def test_property_samples_applies_to_every_set_but_an_mlperf_one(tmp_path_factory, samples, fmt):
+    """--samples sizes a synthetic set or the draw from an accelbench dataset; an MLPerf
+    set's records are its samples, so --samples beside one (detected or named) is refused
+    naming the option, never ignored; without --samples the set is the file's."""
+    from accelbench.suites.mlperf.run import QslOptions, _check_qsl
+
+    d = tmp_path_factory.mktemp("qsl")
+    ml = d / "ml.jsonl"
+    ml.write_text('{"input": "hi", "tok_input": [1, 2]}\n')
+    q = QslOptions(samples=samples, dataset=str(ml), dataset_format=fmt)
+    if samples is not None and fmt != "prompts":
+        with pytest.raises(UsageError, match=r"^--samples does not apply to an MLPerf dataset"):
+            _check_qsl(q)
+    else:
+        _check_qsl(q)
+        assert q.size == (1024 if samples is None else samples)
+    synthetic = QslOptions(samples=samples)
+    _check_qsl(synthetic)
+    assert synthetic.size == (1024 if samples is None else samples)
 
 
 # -- the QSL: MLPerf's dataset shape --------------------------------------------------
@@ -554,3 +583,29 @@ def test_a_non_integer_token_count_is_one_clear_line(bad) -> None:
     """Found by test_records_from_outside: NaN and inf crashed int() with a traceback."""
     with pytest.raises(UsageError, match="tok_input is not a token count"):
         samples_from_records([{"input": "x", "tok_input": bad}], tok=None, default_osl=7)
+
+
+@settings(max_examples=20, deadline=None)
+@given(cap=st.integers(min_value=1, max_value=100_000))
+def test_property_max_concurrency_is_refused_for_single_stream(cap):
+    """SingleStream issues one query when the last completes: --max-concurrency changed
+    nothing, yet the run said 'at most 4 in flight'. Refused in one line, before any
+    connect, for every cap."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        code, out, err, _ = run_cli(["mlperf", "single-stream", "--url", "http://127.0.0.1:9",
+                                     "--max-concurrency", str(cap)], Path(d))  # fmt: skip
+        assert code == 2 and not out
+        (line,) = err.strip().splitlines()
+        assert "--max-concurrency does not apply to single-stream" in line
+
+
+@pytest.mark.parametrize("scenario", ["offline", "server", "interactive"])
+def test_max_concurrency_still_applies_to_the_other_scenarios(tmp_path, scenario):
+    code, _, err, _ = run_cli(["mlperf", scenario, "--url", "http://127.0.0.1:9", "--samples",
+                               "4", "--max-concurrency", "4", "--target-qps", "1"]
+                              if scenario != "offline" else
+                              ["mlperf", scenario, "--url", "http://127.0.0.1:9", "--samples",
+                               "4", "--max-concurrency", "4"], tmp_path)  # fmt: skip
+    assert "--max-concurrency" not in err, err

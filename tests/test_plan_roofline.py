@@ -34,12 +34,44 @@ def test_hardware_defaults_to_measured_fractions_and_range_ends():
     # H100 has no FP4 rate: MXFP4 weights compute in FP8
     assert hardware_for(cat["h100"], 1, "mxfp4").compute_format == "fp8"
     assert hardware_for(cat["mi355x"], 1, "mxfp4").compute_format == "fp4"
-    with pytest.raises(AccelbenchError, match=r"efficiency \(--eff-bw\) must be in \(0, 1\]"):
+    with pytest.raises(AccelbenchError, match=r"efficiency \(--eff-bw\) must be in \[0.001, 1\]"):
         hardware_for(cat["h100"], 1, "bf16", eff_bw=1.5)
     with pytest.raises(
         AccelbenchError, match=r"gpus \(--gpus\) must be an integer in \[1, 65,536\]"
     ):
         hardware_for(cat["h100"], 0, "bf16")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    which=st.sampled_from(["eff_flops", "eff_bw"]),
+    eff=st.floats(min_value=0.0, max_value=1e-3, allow_nan=False, exclude_max=True),
+)
+def test_property_an_efficiency_below_its_floor_is_refused(which, eff):
+    """--eff-flops / --eff-bw below 0.1 % of peak (the catalog's floor for the same
+    shares) is refused naming the option; 5e-324 was read and the plan's JSON held
+    Infinity. At the floor itself every figure is finite."""
+    cat = shipped_catalog()
+    opt = "--eff-flops" if which == "eff_flops" else "--eff-bw"
+    with pytest.raises(AccelbenchError, match=rf"\({opt}\) must be in \[0.001, 1\]"):
+        hardware_for(cat["h100"], 1, "bf16", **{which: eff})
+
+
+def test_plan_cli_eff_floor_regression(tmp_path):
+    """`plan ... --eff-flops 5e-324 --eff-bw 5e-324 --json` printed "step_s": Infinity
+    27 times with exit 0; now exit 2, one line. At 0.001 the JSON is finite."""
+    from cli_inprocess import run_cli
+
+    base = ["plan", "llama-3.1-405b", "-a", "h100", "-n", "8", "-p", "fp8", "-c", "2048"]
+    code, out, err, _ = run_cli([*base, "--eff-flops", "5e-324", "--eff-bw", "5e-324"], tmp_path)
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert "(--eff-flops) must be in [0.001, 1]" in line
+    code, out, err, _ = run_cli(
+        [*base, "--json", "--eff-flops", "1e-3", "--eff-bw", "1e-3"], tmp_path
+    )
+    assert code == 0, err
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in the plan's JSON"))
 
 
 def test_fit_llama_70b_by_hand():
@@ -504,3 +536,79 @@ def test_plan_cli_isl_0_alone_is_refused(app):
     r = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "-a", "h100", "--isl", "0"])
     assert isinstance(r.exception, AccelbenchError), r.output
     assert "isl (--isl) 0 without --osl" in str(r.exception)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    recorded=st.sampled_from(["qwen2.5-7b", "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct",
+                              "llama-3.3-70b", "my-finetune"]),
+    planned=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b"]),
+)  # fmt: skip
+def test_property_a_run_of_another_catalog_model_is_refused(recorded, planned):
+    """`plan llama-3.1-70b --run` over a run of qwen2.5-7b printed its efficiency (272 % of
+    the physical roofline) without a word. A run whose recorded model is a catalog model
+    of another architecture is refused naming its run.json; a name the catalog does not
+    know is what MODEL says; the same architecture under another name is the same."""
+    import tempfile
+    from pathlib import Path
+
+    from synthetic_runs import make_run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = make_run(Path(tmp) / "r", 20, concurrency=2, model=recorded)
+        try:
+            other = not find_model(recorded).arch.same_architecture(find_model(planned).arch)
+        except AccelbenchError:
+            other = False
+        if other:
+            with pytest.raises(AccelbenchError, match=rf"run.json: a run of {recorded}, not of"):
+                build_plan(planned, "h100", run=d)
+        else:
+            assert build_plan(planned, "h100", run=d).runs
+
+
+def test_plan_says_a_run_above_the_physical_roofline_and_a_run_left_out(tmp_path):
+    """A run faster than the physical roofline (1,581 % of it: a run of a smaller model
+    planned as Llama-3.1-405B on one H100) was printed without a word; a sweep's run with
+    no throughput (every request failed) was left out of the efficiency table without a
+    word. Both are now warnings."""
+    from synthetic_runs import make_sweep
+
+    sw = make_sweep(tmp_path / "sw", [dict(concurrency=1), dict(concurrency=2, fail_frac=1.0)])
+    big = build_plan("llama-3.1-405b", "h100", run=sw)
+    (e,) = big.runs
+    assert e.measured_tok_s_per_gpu > e.physical_tok_s_per_gpu
+    above = [w for w in big.warnings if "above the physical roofline" in w]
+    assert len(above) == 1 and "c0001" in above[0]
+    assert any(w.startswith("c=2: no throughput") for w in big.warnings), big.warnings
+    small = build_plan("llama-3.1-8b", "h100", run=sw)
+    assert not [w for w in small.warnings if "above the physical" in w]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    model=st.sampled_from(["llama-3.1-405b", "llama-3.1-8b", "llama-3.1-70b"]),
+    target=st.sampled_from([0.5, 1.0, 50.0, 1e5]),
+)
+def test_property_the_interactivity_line_says_why_no_batch_qualifies(model, target):
+    """`plan llama-3.1-405b -a h100 -c 100 -i 1` said 'even batch 1 is slower than the
+    target' while batch 1 runs at 4 tok/s/user: nothing fits in one H100. The line now
+    says 'no batch fits in memory' iff none fits, and 'even batch 1 is slower' iff one
+    fits and batch 1 is below the target."""
+    import tempfile
+    from pathlib import Path
+
+    from cli_inprocess import run_cli
+
+    p = build_plan(model, "h100", context=100, interactivity=target)
+    with tempfile.TemporaryDirectory() as d:
+        code, out, err, _ = run_cli(
+            ["plan", model, "-a", "h100", "-c", "100", "-i", str(target)], Path(d)
+        )
+    assert code == 0, err
+    text = " ".join(out.split())
+    none_fit = "physical roofline): no batch fits in memory" in text
+    too_slow = "physical roofline): even batch 1 is slower than the target" in text
+    fits = p.fit.max_batch is None or p.fit.max_batch >= 1
+    assert none_fit == (not fits)
+    assert too_slow == (fits and p.at_interactivity.physical is None)

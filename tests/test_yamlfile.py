@@ -124,3 +124,44 @@ def test_dump_yaml_quotes_text_that_reads_as_a_number():
     doc = {"id": "1e5", "v": ".5", "n": 1e5}
     assert yaml.safe_dump(doc).startswith("id: 1e5\n")  # bare: load_yaml reads 100000.0
     assert load_yaml(dump_yaml(doc)) == doc
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(min_value=-(10**400), max_value=10**400),
+    form=st.sampled_from(["{}", "{:_}", "0x{:x}", "0{:o}"]),  # 0755: YAML 1.1 octal
+)
+def test_property_an_integer_past_the_float_range_is_refused_naming_its_line(n, form):
+    """Any YAML integer (decimal, with underscores, hex, octal): within the float range it
+    reads as itself; past it one NumberRangeError (a YAMLError, which every reader turns
+    into its one-line refusal) naming the line. A 400-digit catalog figure or TCO field
+    stopped the reader with OverflowError, exit 70."""
+    import sys
+
+    from accelbench.yamlfile import NumberRangeError
+
+    text = ("-" if n < 0 else "") + form.format(abs(n))
+    doc = f"a: 1\nvalue: {text}\n"
+    if abs(n) > sys.float_info.max:
+        with pytest.raises(NumberRangeError, match=r"^line 2: the integer .* past the float"):
+            load_yaml(doc)
+    else:
+        assert load_yaml(doc) == {"a": 1, "value": n}
+
+
+def test_cli_huge_integer_in_a_catalog_or_tco_file_regression(tmp_path):
+    """`catalog list --catalog big.yaml` and `cost h100:100 --tco big.yaml` with a 401-digit
+    integer were 'internal error: OverflowError', exit 70; now exit 2 naming file and line."""
+    from cli_inprocess import run_cli
+
+    big = "1" + "0" * 400
+    (tmp_path / "t.yaml").write_text(f"usd_per_gpu_hour: {big}\n")
+    (tmp_path / "c.yaml").write_text(
+        f"accelerators:\n  x:\n    figures:\n      memory_gib: {{value: {big}, source: s}}\n"
+    )
+    for args, where in ((["cost", "h100:100", "--tco", "t.yaml"], "t.yaml: line 1"),
+                        (["catalog", "list", "--catalog", "c.yaml"], "c.yaml: line 4")):  # fmt: skip
+        code, out, err, _ = run_cli(args, tmp_path)
+        assert code == 2 and not out
+        (line,) = err.strip().splitlines()
+        assert where in line and "past the float range" in line, line

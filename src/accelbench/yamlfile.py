@@ -8,6 +8,7 @@ of ``1e+16`` were strings, refused as "must be a number (got '1.0e10')")."""
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import yaml
@@ -38,6 +39,26 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
+
+class NumberRangeError(yaml.YAMLError):
+    """An integer past the float range; the message names its line."""
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """The safe loader's integer, refused past the float range (1.8e308): every reader
+    compares numbers as floats, and `value: 1000...0` (400 digits) stopped a catalog or a
+    TCO file with OverflowError, exit 70."""
+    value: int = yaml.SafeLoader.construct_yaml_int(loader, node)
+    if abs(value) > _FLOAT_MAX:
+        raise NumberRangeError(
+            f"line {node.start_mark.line + 1}: the integer {node.value[:20]}... "
+            f"({len(node.value)} characters) is past the float range (about 1.8e308)"
+        )
+    return value
+
+
+_FLOAT_MAX = int(sys.float_info.max)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 # YAML 1.2 (core schema) floats that YAML 1.1 leaves as strings: a dot or an exponent
 # (whose sign is optional), no underscores. Plain integers keep the int resolver, and

@@ -602,11 +602,13 @@ def _print_plan(p: Plan) -> None:
                     f"{_fmt(s.output_tok_s_per_gpu)} output / {_fmt(s.total_tok_s_per_gpu)} "
                     "total tok/s/GPU at most"
                 )
-            else:
-                con.print(
-                    f"At >= {ai.target_tok_s_user:g} tok/s/user ({label}): even batch 1 is "
-                    "slower than the target"
+            else:  # no batch: none fits in memory (it said batch 1 was too slow at -i 1)
+                why = (
+                    "no batch fits in memory"
+                    if p.fit.max_batch is not None and p.fit.max_batch < 1
+                    else "even batch 1 is slower than the target"
                 )
+                con.print(f"At >= {ai.target_tok_s_user:g} tok/s/user ({label}): {why}")
     if p.runs:
         e = Table(title="Measured against the physical roofline and the expected ceiling")
         for col in (

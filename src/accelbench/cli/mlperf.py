@@ -78,7 +78,10 @@ def _command(scenario: str) -> Callable[..., None]:
             "(mlperf.json's sut.loadgen_issue_*).",
         ),
         samples: int = typer.Option(
-            1024, "--samples", help="Synthetic sample set size (exact --isl / --osl lengths)."
+            None,
+            "--samples",
+            help="Sample set size: synthetic (exact --isl / --osl lengths; default 1024) or "
+            "drawn from an accelbench --dataset; an MLPerf dataset's records are its samples.",
         ),
         dataset: str = typer.Option(
             None,

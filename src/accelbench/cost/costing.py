@@ -136,19 +136,24 @@ def run_mean_lengths(r: RunInfo) -> tuple[float | None, float | None]:
     return (isl / done if isl is not None else None), (osl / done if osl is not None else None)
 
 
-def load_points(path: str | Path) -> list[RunInfo]:
+def load_points(path: str | Path) -> tuple[list[RunInfo], list[str]]:
     """The run at ``path``, or the runs of the sweep at ``path``, that have throughput
-    figures (a run without summary.json is recomputed from its requests.parquet)."""
+    figures (a run without summary.json is recomputed from its requests.parquet), and
+    the warning lines naming the runs of the sweep left out, with why (a sweep's
+    problems; a run with no throughput: every request failed)."""
+    from accelbench.metrics.frontier import left_off
     from accelbench.store.runs import is_run_dir, load_run
 
     p = Path(path).expanduser()
     if not p.is_dir():
         raise AccelbenchError(f"{p} is neither a run directory nor a sweep directory")
     if is_run_dir(p):
-        return _priced(p, [load_run(p)])
+        return _priced(p, [load_run(p)]), []
     from accelbench.suites.sweep.core import load_sweep  # lazy: only sweeps need it
 
-    return _priced(p, load_sweep(p).runs)
+    sweep = load_sweep(p)
+    left = left_off(sweep.runs, "total_tps_per_gpu", "the efficiency table")
+    return _priced(p, sweep.runs), [*sweep.problems, *left]
 
 
 def _priced(p: Path, runs: list[RunInfo]) -> list[RunInfo]:
@@ -244,7 +249,7 @@ def throughput_from_source(source: str, interactivity: float | None = None) -> T
     p = Path(source).expanduser()
     if p.is_dir():
         if is_run_dir(p):
-            return throughput_from_run(load_points(p)[0])
+            return throughput_from_run(load_points(p)[0][0])
         from accelbench.metrics.frontier import left_off_frontier
         from accelbench.suites.sweep.core import load_sweep  # lazy: only sweeps need it
 
@@ -334,19 +339,28 @@ def cost_of(label: str, acc: Accelerator, thr: Throughput, tco: Tco) -> CostResu
 def split_source(
     text: str, default_acc: str | None, cat: dict[str, Accelerator]
 ) -> tuple[str, str]:
-    """``ACCEL:SOURCE`` (or SOURCE with ``default_acc``) -> (accelerator id, SOURCE)."""
+    """``ACCEL:SOURCE`` (or SOURCE with ``default_acc``) -> (accelerator id, SOURCE).
+    An empty SOURCE is refused: ``h100:`` was read as the directory ``.``."""
+
+    def given(src: str) -> str:
+        if not src.strip():
+            raise AccelbenchError(
+                f"{text!r}: no SOURCE (a run or sweep directory, or tok/s per GPU) given"
+            )
+        return src
+
     if ":" in text:
         head, tail = text.split(":", 1)
         try:
-            return find_accelerator(head, cat).id, tail
+            return find_accelerator(head, cat).id, given(tail)
         except AccelbenchError:
-            if default_acc is None:
+            if default_acc is None or not tail.strip():
                 raise
     if default_acc is None:
         raise AccelbenchError(
             f"{text!r}: say which accelerator, as ACCEL:{text} or with --accelerator"
         )
-    return find_accelerator(default_acc, cat).id, text
+    return find_accelerator(default_acc, cat).id, given(text)
 
 
 def source_options(

@@ -9,6 +9,7 @@ given on the command line. A user entry with the id of a shipped one replaces it
 from __future__ import annotations
 
 import contextlib
+import datetime
 import difflib
 import math
 import os
@@ -56,6 +57,20 @@ FIGURE_MAX: dict[str, float] = {
     "gemm_fraction": 1.0,  # shares of a peak
     "hbm_fraction": 1.0,
 }
+# The smallest value the figures a plan divides by may take: a bandwidth, a FLOPS rate,
+# a capacity or a share of a peak of 5e-324 was read, and a plan's step time overflowed
+# to Infinity in its JSON (a fraction of 0 stopped it with ZeroDivisionError, exit 70).
+# A FLOPS figure may be 0, read as "no such rate" (as n/a); the others may not.
+FIGURE_MIN: dict[str, float] = {
+    "memory_gib": 1 / 1024,  # 1 MiB per GPU
+    "memory_bw_tbs": 1e-6,  # 1 MB/s
+    "bf16_tflops": 1e-6,  # 1 MFLOP/s
+    "fp8_tflops": 1e-6,
+    "fp4_tflops": 1e-6,
+    "gemm_fraction": 1e-3,  # 0.1 % of a peak (also --eff-flops / --eff-bw)
+    "hbm_fraction": 1e-3,
+}
+ZERO_IS_NONE = ("bf16_tflops", "fp8_tflops", "fp4_tflops")
 GIB = 1 << 30
 STATUSES = ("confirmed", "estimate", "conflict", "unconfirmed")
 USER_CATALOG = Path("~/.config/accelbench/accelerators.yaml")
@@ -159,6 +174,19 @@ def _number(value: Any, where: str) -> float | None:
     return float(value)
 
 
+def _text(value: Any, where: str, default: str = "") -> str:
+    """A catalog's descriptive field as text: a string, a number or a YAML date (an
+    unquoted 2026-11-29) is written as it reads; a list, a mapping or a boolean is
+    refused (`name: [1, 2]` was shown as "[1, 2]", `aliases: [null]` matched "none")."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, str | int | float | datetime.date):
+        raise AccelbenchError(f"{where} must be text (got {value!r})")
+    return str(value)
+
+
+SCHEMA = "accelbench.accelerators/1"
+
 # the keys each level of a catalog holds: any other is refused, never dropped (a figure
 # written beside `figures:` instead of under it was ignored without a word)
 CATALOG_KEYS = ("schema", "sources", "accelerators")
@@ -218,6 +246,14 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
                     f"{fwhere} {part} must be in 0..{FIGURE_MAX[key]:,.0f} "
                     f"({FIGURES[key]}; got {v:g})"
                 )
+            floor = FIGURE_MIN.get(key)
+            if v is not None and floor is not None and v < floor:
+                if not (v == 0 and key in ZERO_IS_NONE):
+                    zero = ", or 0 for none" if key in ZERO_IS_NONE else ""
+                    raise AccelbenchError(
+                        f"{fwhere} {part} must be at least {floor:g}{zero} "
+                        f"({FIGURES[key]}; got {v:g})"
+                    )
         if lo is not None and hi is not None and lo > hi:
             raise AccelbenchError(f"{fwhere}: min {lo:g} > max {hi:g}")
         if value is not None and not ((lo is None or lo <= value) and (hi is None or value <= hi)):
@@ -225,25 +261,31 @@ def _parse_entry(aid: str, raw: object, sources: dict[str, str], origin: str) ->
             # arbitrary (memory_bytes the min, peak TFLOPS the max, the table the value)
             ends = ", ".join(f"{n} {v:g}" for n, v in (("min", lo), ("max", hi)) if v is not None)
             raise AccelbenchError(f"{fwhere} value {value:g} is outside its own range ({ends})")
-        if value is not None and key in ("memory_gib", "memory_bw_tbs") and value == 0:
-            raise AccelbenchError(f"{fwhere}: must be > 0 (got 0)")
-        source = str(fraw.get("source", defaults.get("source", "")))
-        date = str(fraw.get("date", defaults.get("date", "")))
-        status = str(fraw.get("status", defaults.get("status", "unconfirmed")))
+        source = _text(fraw.get("source", defaults.get("source")), f"{fwhere} source")
+        date = _text(fraw.get("date", defaults.get("date")), f"{fwhere} date")
+        status = _text(
+            fraw.get("status", defaults.get("status")), f"{fwhere} status", "unconfirmed"
+        )
         if status not in STATUSES:
             raise AccelbenchError(f"{fwhere}: status must be one of {', '.join(STATUSES)}")
         if value is not None and not source:
             raise AccelbenchError(f"{fwhere}: a figure needs a 'source'")
-        figs[key] = Figure(value, source, date, status, lo, hi, str(fraw.get("note", "")))
+        note = _text(fraw.get("note"), f"{fwhere} note")
+        figs[key] = Figure(value, source, date, status, lo, hi, note)
+    given = {"name": aid, "kind": "gpu"}  # the defaults of a field left out
+    texts = {k: _text(raw.get(k), f"{where} {k}", given.get(k, "")) for k in ENTRY_KEYS[:6]}
+    names = [_text(a, f"{where} alias") for a in aliases]
+    if not all(_norm(a) for a in names):
+        raise AccelbenchError(f"{where}: an alias must hold a letter or digit (got {aliases!r})")
     return Accelerator(
         id=aid,
-        name=str(raw.get("name", aid)),
-        vendor=str(raw.get("vendor", "")),
-        kind=str(raw.get("kind", "gpu")),
-        arch=str(raw.get("arch", "")),
-        memory_type=str(raw.get("memory_type", "")),
-        scale_up=str(raw.get("scale_up", "")),
-        aliases=tuple(str(a) for a in aliases),
+        name=texts["name"],
+        vendor=texts["vendor"],
+        kind=texts["kind"],
+        arch=texts["arch"],
+        memory_type=texts["memory_type"],
+        scale_up=texts["scale_up"],
+        aliases=tuple(names),
         figures=figs,
         origin=origin,
         sources=sources,
@@ -255,6 +297,9 @@ def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
     if not isinstance(data, dict) or not isinstance(data.get("accelerators"), dict):
         raise AccelbenchError(f"{origin}: a catalog needs an 'accelerators:' mapping")
     _refuse_unknown_keys(origin, data, CATALOG_KEYS)
+    schema = data.get("schema", SCHEMA)  # optional; another version is not this format
+    if schema != SCHEMA:
+        raise AccelbenchError(f"{origin}: schema {schema!r} is not {SCHEMA!r}")
     raw_sources = data.get("sources") or {}
     if not isinstance(raw_sources, dict):
         raise AccelbenchError(f"{origin}: 'sources' must be a mapping")
@@ -262,8 +307,12 @@ def parse_catalog(data: Any, origin: str) -> dict[str, Accelerator]:
     for key, src in raw_sources.items():
         if isinstance(src, dict):
             _refuse_unknown_keys(f"{origin}: source {key!r}", src, SOURCE_KEYS)
+            _text(src.get("date"), f"{origin}: source {key!r} date")
         title = src.get("title", key) if isinstance(src, dict) else src
-        sources[str(key)] = " ".join(str(title).split())
+        sources[str(key)] = " ".join(_text(title, f"{origin}: source {key!r} title").split())
+    for aid in data["accelerators"]:
+        if isinstance(aid, bool) or not isinstance(aid, str | int) or not _norm(str(aid)):
+            raise AccelbenchError(f"{origin}: accelerator id {aid!r} must hold a letter or digit")
     return {
         str(aid).lower(): _parse_entry(str(aid).lower(), raw, sources, origin)
         for aid, raw in data["accelerators"].items()
@@ -299,7 +348,23 @@ def load_catalog(extra: Sequence[str | Path] | None = None) -> dict[str, Acceler
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise AccelbenchError(f"cannot read catalog {path}: {exc}") from None
         cat.update(parse_catalog(data, str(path)))
+    _refuse_shared_names(cat)
     return cat
+
+
+def _refuse_shared_names(cat: dict[str, Accelerator]) -> None:
+    """One line where an id or alias of one entry is the id or alias of another: the
+    name then chose whichever came first (a user entry's alias `h100` silently lost to
+    the shipped H100, and `plan -a h100` planned the shipped part)."""
+    owner: dict[str, Accelerator] = {}
+    for acc in cat.values():
+        for name in dict.fromkeys([acc.id, *acc.aliases]):
+            other = owner.setdefault(_norm(name), acc)
+            if other is not acc:
+                raise AccelbenchError(
+                    f"{acc.origin}: accelerator {acc.id!r}: {name!r} already names "
+                    f"{other.id!r} ({other.origin}); give each id and alias to one entry"
+                )
 
 
 def _norm(name: str) -> str:
@@ -379,6 +444,10 @@ def host_template(accel_id: str = "cpu-host") -> str:
             }
         },
     }
+    try:  # the reader's own checks: a template it would refuse is not printed
+        _refuse_shared_names({**shipped_catalog(), **parse_catalog(doc, "template")})
+    except AccelbenchError as exc:
+        raise AccelbenchError(f"--id {accel_id!r}: {exc}") from None
     header = (
         "# accelbench user catalog entry for this host. Fill in the null figures, then\n"
         "# save as ~/.config/accelbench/accelerators.yaml or pass --catalog FILE.\n"

@@ -313,6 +313,13 @@ class SessionMix:
         v.number("--turns-sd", self.turns_sd, 0, MAX_TURNS)
         v.number("--user-tokens-sd", self.user_tokens_sd, 0, MAX_TOKENS, unit="tokens")
         v.number("--osl-sd", self.output_tokens_sd, 0, MAX_TOKENS, unit="tokens")
+        if self.system_tokens + self.user_tokens + self.template_tokens == 0:
+            # a first prompt of no tokens: no session could be sent, yet a knee was
+            # printed (--user-tokens 0 --osl 0: 29,205 sessions of 0 tokens on an H100)
+            raise UsageError(
+                "--system-tokens, --user-tokens and --template-tokens are all 0: a "
+                "session's first prompt would hold no token"
+            )
         return self
 
     @property

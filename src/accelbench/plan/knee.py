@@ -256,6 +256,13 @@ def predict_knee(
         )
     ck = capacity_knee(capacity_tokens, mix, block_size=block_size,
                        reserved_blocks=reserved_blocks, ideal_cache=ideal_cache)  # fmt: skip
+    if capacity_tokens > 0 and capacity_tokens // block_size <= reserved_blocks:
+        # a knee of 0 was printed without a word, its table's "tokens // B - R" as 0
+        warnings.append(
+            f"the cache holds no block for a session: {capacity_tokens:,} tokens // "
+            f"{block_size:,} = {capacity_tokens // block_size:,} blocks, "
+            f"{reserved_blocks:,} reserved"
+        )
     capacity_blocks, shared, session_blocks = (
         ck.capacity_blocks,
         ck.shared_blocks,

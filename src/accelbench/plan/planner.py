@@ -18,7 +18,7 @@ from accelbench.cost.costing import load_points, run_mean_lengths
 from accelbench.errors import AccelbenchError
 from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
 from accelbench.plan.architecture import ModelArch
-from accelbench.plan.models import resolve_model
+from accelbench.plan.models import find_model, resolve_model
 from accelbench.plan.roofline import (
     BATCH_CAP,
     DEFAULT_RESERVE,
@@ -321,7 +321,18 @@ def build_plan(
         check_int("batch (--batch)", batch, 1, BATCH_CAP)
     arch = resolve_model(model)
     acc = find_accelerator(accelerator, load_catalog(catalog_files))
-    runs = load_points(run) if run is not None else []
+    runs, left_out = load_points(run) if run is not None else ([], [])
+    for r in runs:  # a run of another catalog model: its efficiency is not this model's
+        recorded = r.workload().get("model")
+        try:
+            rec = find_model(recorded).arch if isinstance(recorded, str) else None
+        except AccelbenchError:
+            rec = None  # a name the catalog does not know: MODEL says what it is
+        if rec is not None and not rec.same_architecture(arch):
+            raise AccelbenchError(
+                f"{r.path / 'run.json'}: a run of {recorded}, not of {arch.name}: give the "
+                "model the run served"
+            )
     n = gpus if gpus is not None else (runs[0].gpus if runs else 1)
     hw = hardware_for(acc, n, precision, eff_flops, eff_bw)
     if context is None and isl is None and runs:
@@ -332,6 +343,7 @@ def build_plan(
     wl = Workload.of(context, isl, osl, kv_precision)
     too_long = arch.context_warning(wl.peak_context)
     warnings: list[str] = [too_long] if too_long else []
+    warnings += left_out  # the sweep's runs left out of the efficiency table, with why
     fit = memory_fit(
         arch, hw, precision, kv_precision, wl.peak_context, concurrency, reserve, dp_attention
     )
@@ -370,6 +382,13 @@ def build_plan(
             measured, basis = r.figure("total_tps_per_gpu"), "total"
             lp, le = lim_p.total_tok_s_per_gpu, lim_e.total_tok_s_per_gpu
         assert measured is not None  # load_points keeps runs with throughput only
+        if measured > lp * (1 + 1e-9):  # nothing beats the physical roofline: say so
+            warnings.append(
+                f"{r.path}: measured {measured:,.4g} {basis} tok/s/GPU is above the physical "
+                f"roofline ({lp:,.4g} at batch {b}, {rhw.n_gpus} x {acc.id}, {precision}): "
+                "the run is not of this model, accelerator, GPU count or precision "
+                "(or its batch was above --batch)"
+            )
         effs.append(
             RunEfficiency(
                 str(r.path),

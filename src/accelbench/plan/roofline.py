@@ -28,7 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from accelbench.errors import AccelbenchError
-from accelbench.hardware.catalog import Accelerator
+from accelbench.hardware.catalog import FIGURE_MIN, Accelerator
 from accelbench.plan.architecture import COMPUTE_FORMATS, ModelArch, weight_bytes_per_param
 
 DEFAULT_RESERVE = 0.10  # vLLM's default gpu_memory_utilization is 0.9: 10% held back
@@ -116,9 +116,12 @@ def hardware_for(
 
     def eff(given: float | None, key: str, what: str) -> float:
         if given is not None:
-            if not (isinstance(given, int | float) and 0 < given <= 1):
+            floor = FIGURE_MIN[key]  # the catalog's own floor for the same share
+            if not (isinstance(given, int | float) and floor <= given <= 1):
                 opt = "--eff-flops" if key == "gemm_fraction" else "--eff-bw"
-                raise AccelbenchError(f"{what} efficiency ({opt}) must be in (0, 1] (got {given})")
+                raise AccelbenchError(
+                    f"{what} efficiency ({opt}) must be in [{floor:g}, 1] (got {given})"
+                )
             notes.append(f"expected ceiling: {what} efficiency {given:g} (given)")
             return float(given)
         fig = acc.figure(key)

@@ -66,16 +66,30 @@ FD_MARGIN = 64
 # return by itself (Offline does; 6,608 samples took 0.1-0.35 s here); otherwise its
 # issue thread is left asleep in its schedule and the run is finalized without it.
 STOP_GRACE_S = 0.25
+DEFAULT_SAMPLES = 1024  # synthetic set size without --samples
 
 
 @dataclass
 class QslOptions:
     """Where the query sample library comes from."""
 
-    samples: int = 1024  # synthetic set size (LoadGen draws queries from it)
+    samples: int | None = None  # set size (LoadGen draws queries from it); None: 1024
     dataset: str | None = None
     dataset_format: str = "auto"  # auto | mlperf | sharegpt | prompts | chat
     allow_pickle: bool = False
+
+    @property
+    def size(self) -> int:
+        """The synthetic or accelbench-dataset set size: --samples, else 1024."""
+        return DEFAULT_SAMPLES if self.samples is None else self.samples
+
+    @property
+    def mlperf_dataset(self) -> bool:
+        """Whether --dataset is an MLPerf set (its records are the samples)."""
+        return bool(self.dataset) and (
+            self.dataset_format == "mlperf"
+            or (self.dataset_format == "auto" and is_mlperf_dataset(str(self.dataset)))
+        )
 
 
 @dataclass
@@ -139,8 +153,12 @@ def run_mlperf(
         )
     cfg.validate()
     _check_combinations(cfg, qsl)
+    if ms.lg_scenario == "SingleStream" and cfg.max_concurrency is not None:
+        # LoadGen issues the next query when the last completes: the cap changed nothing,
+        # yet the run said "at most 4 in flight"
+        raise UsageError("--max-concurrency does not apply to single-stream (one query at a time)")
     lg = loadgen()  # fail before an engine is started
-    build(ms, qsl.samples)  # the effective settings and the schedule checked before a connect
+    build(ms, qsl.size)  # the effective settings and the schedule checked before a connect
     if _PARKED:
         raise UsageError(
             "an interrupted LoadGen test is still asleep in this process (LoadGen has no "
@@ -169,10 +187,17 @@ def _check_combinations(cfg: BenchmarkConfig, q: QslOptions) -> None:
 def _check_qsl(q: QslOptions) -> None:
     from accelbench import validate as v
 
-    q.samples = v.integer("--samples", q.samples, 1, MAX_SAMPLES)
+    if q.samples is not None:
+        q.samples = v.integer("--samples", q.samples, 1, MAX_SAMPLES)
     v.choice("--dataset-format", q.dataset_format, DATASET_FORMATS)
     if q.dataset is not None:
         v.input_file("--dataset", q.dataset)
+        if q.samples is not None and q.mlperf_dataset:
+            # every record is a sample: --samples 3 over 8 records ran all 8 without a word
+            raise UsageError(
+                f"--samples does not apply to an MLPerf dataset ({q.dataset}): each of "
+                "its records is one sample; give a file of the records to use"
+            )
 
 
 def _samples(
@@ -184,18 +209,15 @@ def _samples(
 ) -> tuple[list[PlannedRequest], str]:
     """The QSL's samples and what they are ("synthetic", "mlperf-dataset", "dataset");
     ``notes`` gets the dataset loader's notes (records left out)."""
-    if q.dataset and (
-        q.dataset_format == "mlperf"
-        or (q.dataset_format == "auto" and is_mlperf_dataset(q.dataset))
-    ):
+    if q.dataset and q.mlperf_dataset:
         rows = read_records(q.dataset, allow_pickle=q.allow_pickle)
         return samples_from_records(rows, tok=tok, default_osl=cfg.workload.osl), "mlperf-dataset"
     if q.dataset:
         cfg.workload.dataset = q.dataset
         cfg.workload.dataset_format = q.dataset_format
-        plan = build_plan(cfg.workload, q.samples, tok, special_tokens=special, notes=notes)
+        plan = build_plan(cfg.workload, q.size, tok, special_tokens=special, notes=notes)
         return plan, "dataset"
-    return build_plan(cfg.workload, q.samples, tok, special_tokens=special), "synthetic"
+    return build_plan(cfg.workload, q.size, tok, special_tokens=special), "synthetic"
 
 
 def verdict(
