@@ -101,6 +101,92 @@ def test_steady_state_concurrency():
     assert st["start_ns"] == 50 * MS and st["end_ns"] == 101 * MS  # until t_done of req 0
 
 
+def _closed_loop_rows(slots: list[list[tuple[int, int]]], gap_ns: int = 5_000) -> list[dict]:
+    """A closed loop as the runner runs it: each slot sends its next request ``gap_ns``
+    after its previous one's end (t_done); a request is (TTFT ms, chunks), 10 ms apart."""
+    rows, idx = [], 0
+    for slot in slots:
+        t = 0
+        for ttft_ms, chunks in slot:
+            r = RequestRecord(idx=idx, t_sched=t, t_send=t)
+            r.chunk_times = [t + (ttft_ms + 10 * k) * MS for k in range(chunks)]
+            r.t_first, r.t_last = r.chunk_times[0], r.chunk_times[-1]
+            r.t_done, r.ok, r.osl_server, r.isl = r.t_last + 1000, True, chunks, 8
+            r.isl_source = "server_usage"
+            rows.append(complete_row(r.to_row(), None, False))
+            t, idx = r.t_done + gap_ns, idx + 1
+    return rows
+
+
+def test_steady_state_closed_loop_is_not_cut_by_the_resend():
+    """4 slots, 10 requests each, sent back to back: the loop held 4 in flight from the
+    first sends to the first slot's last end. The re-issue moment (t_done to the next
+    send, microseconds) used to count as a dip below 90% of 4, so the steady state was one
+    request long (0.24 s of a 2.4 s run in a real reference-server run)."""
+    rows = _closed_loop_rows([[(50, 20)] * 10 for _ in range(4)])
+    s = summarize(records_to_table(rows), target_concurrency=4)
+    st = s["steady_state"]
+    slot_end = min(r["t_done"] for r in rows[9::10])  # each slot's last request
+    assert st["start_ns"] == 0 and st["end_ns"] == min(slot_end, s["window"]["end_ns"])
+    assert st["duration_s"] > 0.9 * s["window"]["duration_s"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(1, 200), st.integers(1, 30)), min_size=2, max_size=8),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 500_000),
+)
+def test_steady_state_closed_loop_spans_the_busy_slots(slots, gap_ns):
+    """Any closed loop: the steady state covers every moment all slots were busy (from the
+    last slot's first send to the first slot's last end), and lies within the window."""
+    rows = _closed_loop_rows(slots, gap_ns)
+    s = summarize(records_to_table(rows), target_concurrency=len(slots))
+    first = [i for i, r in enumerate(rows) if r["t_send"] == 0]
+    lasts = [i - 1 for i in first[1:]] + [len(rows) - 1]
+    busy_from = max(rows[i]["t_send"] for i in first)
+    busy_to = min(min(rows[i]["t_done"] for i in lasts), s["window"]["end_ns"])
+    st_ = s["steady_state"]
+    assert st_ is not None
+    assert st_["start_ns"] <= busy_from and st_["end_ns"] >= busy_to
+    assert s["window"]["start_ns"] <= st_["start_ns"] < st_["end_ns"] <= s["window"]["end_ns"]
+
+
+def test_steady_state_rate_span_ends_at_the_last_send():
+    """120 sends at 45/s asked at 40/s: 12.5 % over, no span within 5 %. Bins of 1 s from
+    the first send used to count the last bin (0.64 s of sends) as a full second: 120 over
+    3 s = 40/s, 'within 5 %', a span ending 0.36 s after the last send and past the window."""
+    rows = [_rec(i, i * 1000 / 45, i * 1000 / 45 + 50, [i * 1000 / 45 + 50 + k for k in (0, 10)], osl=2)
+            for i in range(120)]  # fmt: skip
+    s = summarize(records_to_table(rows), mode="rate", requested_rate=40.0)
+    assert s["steady_state"] is None
+    s = summarize(records_to_table(rows), mode="rate", requested_rate=45.0)
+    st_ = s["steady_state"]
+    assert st_ is not None and st_["end_ns"] <= max(r["t_send"] for r in rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 300),
+    st.floats(0.5, 200),
+    st.lists(st.floats(0.8, 1.2), min_size=1, max_size=300),
+)
+def test_steady_state_rate_span_within_the_sends(n, rate, jitter):
+    """Any open loop near its rate: the steady span lies within [first send, last send]
+    and the window."""
+    gaps = [1000 / rate * jitter[i % len(jitter)] for i in range(n)]
+    sends_ms = [int(sum(gaps[:i])) for i in range(n)]
+    rows = [_rec(i, t, t + 5, [t + 5, t + 7], osl=2) for i, t in enumerate(sends_ms)]
+    s = summarize(records_to_table(rows), mode="rate", requested_rate=rate)
+    st_ = s["steady_state"]
+    if st_ is not None:
+        assert min(sends_ms) * MS <= st_["start_ns"] < st_["end_ns"] <= max(sends_ms) * MS
+        assert st_["end_ns"] <= s["window"]["end_ns"]
+
+
 def test_metric_registry_is_the_one_source():
     """compare, report, the store and docs/METRICS.md's alias table read one registry."""
     from pathlib import Path

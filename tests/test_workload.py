@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
 from accelbench.runner.config import WorkloadConfig
@@ -40,6 +42,49 @@ def test_normal_and_lognormal_moments():
     ln = sample_lengths(20000, 500, "lognormal", rng, std=100)
     assert abs(ln.mean() - 500) < 5 and abs(ln.std() - 100) < 5
     assert ln.min() >= 1
+
+
+def test_lengths_never_exceed_the_limit_and_clamping_is_said():
+    """lognormal mean 2^20 std 2^20 used to ask up to 9.5M tokens (max_tokens above the
+    1,048,576 limit); normal mean 100 std 1000 clamped 46 % to 1 (mean 457), silently."""
+    from accelbench.workload.lengths import MAX_TRACE_TOKENS
+
+    notes: list[str] = []
+    x = sample_lengths(1000, 1 << 20, "lognormal", np.random.default_rng(0), std=1 << 20,
+                       notes=notes, name="--osl-dist")  # fmt: skip
+    assert x.max() == MAX_TRACE_TOKENS and len(notes) == 1 and notes[0].startswith("--osl-dist")
+    notes.clear()
+    y = sample_lengths(10000, 100, "normal", np.random.default_rng(0), std=1000, notes=notes)
+    assert y.min() == 1 and "clamped" in notes[0] and "4,639 of 10,000" in notes[0]
+    with pytest.raises(AccelbenchError, match="--osl 1,048,576 with --range-ratio 0.5 draws up to"):
+        WorkloadConfig(osl=1 << 20, osl_dist="uniform", range_ratio=0.5).validate()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 1 << 20),
+    st.sampled_from(["fixed", "uniform", "normal", "lognormal"]),
+    st.floats(0, 0.99),
+    st.sampled_from(["vllm", "inferencex"]),
+    st.one_of(st.none(), st.floats(0, 1 << 20)),
+)
+def test_lengths_within_limits_property(mean, dist, ratio, conv, std):
+    """Any length options validate() accepts: every drawn length in [1, 1,048,576], and a
+    note exactly when one was clamped."""
+    from accelbench.workload.lengths import MAX_TRACE_TOKENS
+
+    wl = WorkloadConfig(isl=mean, isl_dist=dist, range_ratio=ratio if dist == "uniform" else 0,
+                        range_convention=conv if dist == "uniform" else "vllm",
+                        isl_std=std if dist in ("normal", "lognormal") else None)  # fmt: skip
+    try:
+        wl.validate()
+    except AccelbenchError:
+        return
+    notes: list[str] = []
+    x = sample_lengths(200, wl.isl, dist, np.random.default_rng(0), range_ratio=wl.range_ratio,
+                       convention=wl.range_convention, std=wl.isl_std, notes=notes)  # fmt: skip
+    assert x.min() >= 1 and x.max() <= MAX_TRACE_TOKENS
+    assert len(notes) <= 1
 
 
 def test_bad_length_inputs():

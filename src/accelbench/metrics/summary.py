@@ -691,14 +691,30 @@ def _longest_span(starts: np.ndarray, ends: np.ndarray, threshold: float) -> tup
     return int(ev_t[firsts[k]]), int(ends[k])
 
 
+def _slot_spans(starts: np.ndarray, ends: np.ndarray, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """A closed loop's in-flight spans by slot: each of its ``slots`` sends its next request
+    as soon as one ends, so between the two it is still busy (the client's moment, not a
+    dip in the load); a slot is in flight from its first send to its last request's end.
+    Those are the first ``slots`` sends and the last ``slots`` ends (fewer when fewer
+    requests ran)."""
+    starts = starts[~np.isnan(starts)]
+    ends = ends[~np.isnan(ends)]
+    k = min(slots, starts.size, ends.size)
+    return np.sort(starts)[:k], np.sort(ends)[ends.size - k :]
+
+
 def _rate_span(sends: np.ndarray, rate: float) -> tuple[int, int]:
     """Longest span (on a bin grid) where the achieved send rate is within 5% of target."""
     if sends.size < 2:
         return 0, 0
     t0, t1 = int(sends.min()), int(sends.max())
     total_s = (t1 - t0) / 1e9
-    width = max(1.0, 20.0 / rate, total_s / 1500)
-    nb = max(1, int(math.ceil(total_s / width)))
+    if total_s <= 0:
+        return 0, 0
+    # bins that tile the sends' span exactly: a last bin reaching past the last send
+    # would count its empty tail as time at the rate (and end the span after the run)
+    nb = max(1, round(total_s / max(1.0, 20.0 / rate, total_s / 1500)))
+    width = total_s / nb
     counts = np.bincount(
         ((sends - t0) / 1e9 / width).astype(np.int64).clip(0, nb - 1), minlength=nb
     )
@@ -714,7 +730,7 @@ def _rate_span(sends: np.ndarray, rate: float) -> tuple[int, int]:
                 best = (i, jj)
     if best == (0, 0):
         return 0, 0
-    return t0 + int(best[0] * width * 1e9), t0 + int(best[1] * width * 1e9)
+    return t0 + int(best[0] * width * 1e9), min(t1, t0 + int(best[1] * width * 1e9))
 
 
 def summarize(
@@ -772,6 +788,8 @@ def summarize(
             ends = np.where(np.isnan(ends), mcol("t_last"), ends)
             ends = np.where(np.isnan(ends), t_send, ends)
             target = target_concurrency or 1
+            if mode == "concurrency":
+                t_send, ends = _slot_spans(t_send, ends, target)
             a, b = _longest_span(t_send, ends, 0.9 * target)
             span = (a, b, f"in-flight requests >= 90% of {target}")
             del ends
@@ -921,6 +939,10 @@ def summarize(
     # rows: ~100 MB each)
     del ttft, tpot, e2e, mism, isl, planned_isl, server_isl
     steady: SteadyState | None = None
+    if span is not None and not (math.isnan(start) or math.isnan(end)):
+        # within the window: a request's in-flight end (t_done) or a bin's edge may lie
+        # past its last content chunk; no chunk arrives outside it, so the tokens stand
+        span = (max(span[0], int(start)), min(span[1], int(end)), span[2])
     if span is not None and span[1] > span[0]:
         a, b, criterion = span
         if chunks is None:

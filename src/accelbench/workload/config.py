@@ -65,6 +65,18 @@ class WorkloadConfig:
             and (self.isl_dist == "uniform" or self.osl_dist == "uniform")
         ):
             raise v.UsageError("--range-ratio must be below 1 with the vllm convention")
+        from accelbench.workload.lengths import uniform_bounds
+
+        for opt, mean, dist in (
+            ("--isl", self.isl, self.isl_dist),
+            ("--osl", self.osl, self.osl_dist),
+        ):
+            hi = uniform_bounds(mean, self.range_ratio, self.range_convention)[1]
+            if dist == "uniform" and hi > MAX_TOKENS:
+                raise v.UsageError(
+                    f"{opt} {mean:,} with --range-ratio {self.range_ratio:g} draws up to {hi:,} "
+                    f"tokens, above the limit {MAX_TOKENS:,}"
+                )
         self.isl_std = v.optional_number("--isl-std", self.isl_std, 0, MAX_TOKENS)
         self.osl_std = v.optional_number("--osl-std", self.osl_std, 0, MAX_TOKENS)
         v.choice("--dataset-format", self.dataset_format, ("auto", "sharegpt", "prompts", "chat"))

@@ -41,8 +41,12 @@ def sample_lengths(
     range_ratio: float = 0.0,
     convention: str = "vllm",
     std: float | None = None,
+    notes: list[str] | None = None,
+    name: str = "length",
 ) -> np.ndarray:
-    """``n`` integer lengths (each at least 1)."""
+    """``n`` integer lengths, each in [1, :data:`MAX_TRACE_TOKENS`] (the options' limit):
+    a normal or lognormal tail beyond it is clamped, and ``notes`` gets how many of
+    ``name`` were, with the mean that resulted (clamping moves it)."""
     if mean < 1:
         raise AccelbenchError(f"a length must be at least 1 (got {mean})")
     if dist == "fixed":
@@ -62,7 +66,14 @@ def sample_lengths(
         raise AccelbenchError(
             f"unknown length distribution {dist!r}: fixed, uniform, normal or lognormal"
         )
-    return np.maximum(out, 1)
+    clamped = int(np.count_nonzero((out < 1) | (out > MAX_TRACE_TOKENS)))
+    out = np.clip(out, 1, MAX_TRACE_TOKENS)
+    if clamped and notes is not None:
+        notes.append(
+            f"{name}: {clamped:,} of {n:,} lengths drawn from {dist} (mean {mean:,}) fell "
+            f"outside [1, {MAX_TRACE_TOKENS:,}] and were clamped to it: mean {out.mean():,.1f}"
+        )
+    return out
 
 
 def token_length(v: Any, where: str, name: str, lo: int = 1) -> int:

@@ -146,11 +146,11 @@ def _independent_plan(
         )
     isls = sample_lengths(
         n, wl.isl, wl.isl_dist, rng, range_ratio=wl.range_ratio,
-        convention=wl.range_convention, std=wl.isl_std,
+        convention=wl.range_convention, std=wl.isl_std, notes=notes, name="--isl-dist",
     )  # fmt: skip
     osls = sample_lengths(
         n, wl.osl, wl.osl_dist, rng, range_ratio=wl.range_ratio,
-        convention=wl.range_convention, std=wl.osl_std,
+        convention=wl.range_convention, std=wl.osl_std, notes=notes, name="--osl-dist",
     )  # fmt: skip
     text_lens = np.maximum(isls - special_tokens, 1)
     gen = SyntheticPrompts(tok, wl.seed, int(text_lens.max()))
