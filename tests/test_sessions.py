@@ -140,6 +140,20 @@ def test_bad_cached_tokens_are_malformed_usage(details):
 
 
 # -- the plan ---------------------------------------------------------------------------
+def test_a_session_plan_says_its_clamped_lengths():
+    """Sessions drew their turns' lengths without the notes the run prints: --osl-dist
+    normal, mean 5, sd 50 clamped about 46 % of the replies to 1 token without a word
+    (single requests said it)."""
+    from accelbench.workload.plan import build_plan
+
+    notes: list[str] = []
+    wl = WorkloadConfig(sessions=4, turns="3", isl=20, osl=5, osl_dist="normal", osl_std=50)
+    plan = build_plan(wl, 4, ByteTok(), notes=notes)
+    assert len(plan) == 12
+    assert [n.split(":")[0] for n in notes] == ["--osl-dist"], notes
+    assert "of 12 lengths drawn from normal (mean 5)" in notes[0]
+
+
 def test_session_plan_turns_are_consecutive_with_exact_first_prompts():
     import numpy as np
 

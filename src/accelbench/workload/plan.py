@@ -76,16 +76,18 @@ def _session_plan(
         )
     rng = np.random.default_rng(wl.seed)
 
-    def lengths(mean: int, dist: str, std: float | None) -> Any:
+    def lengths(mean: int, dist: str, std: float | None, name: str) -> Any:
+        # the turns' lengths (drawn once for all turns): a clamped tail is said, as for runs
         return lambda k: sample_lengths(k, mean, dist, rng, range_ratio=wl.range_ratio,
-                                        convention=wl.range_convention, std=std)  # fmt: skip
+                                        convention=wl.range_convention, std=std, notes=notes,
+                                        name=name)  # fmt: skip
 
     return session_plan(
         n_sessions=n,
         turns=parse_span("--turns", wl.turns, 1, MAX_TURNS, integer=True),
         think_s=parse_span("--think-time", wl.think_time_s, 0, MAX_THINK_S, integer=False),
-        isl=lengths(wl.isl, wl.isl_dist, wl.isl_std),
-        osl=lengths(wl.osl, wl.osl_dist, wl.osl_std),
+        isl=lengths(wl.isl, wl.isl_dist, wl.isl_std, "--isl-dist"),
+        osl=lengths(wl.osl, wl.osl_dist, wl.osl_std, "--osl-dist"),
         tok=tok, chat=chat, shared_prefixes=wl.shared_prefixes, prefix_tokens=wl.prefix_tokens,
         special_tokens=special, seed=wl.seed, progress=progress,
     )  # fmt: skip
