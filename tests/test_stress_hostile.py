@@ -313,10 +313,65 @@ def test_hostile_option_is_refused_before_anything_runs(
         MIXED + ["--rate", "2", "-c", "8"],
         SOAK + ["--rate", "2", "-c", "8"],
         MIXED + ["--burstiness", "2"],  # without --arrival gamma
+        # a step given twice ran the earlier steps, then found its directory taken (exit 2,
+        # no stress.json: the finished steps never judged)
+        FLOOD[:4] + ["--lengths", "16,32,16", *FLOOD[6:]],
+        FLOOD + ["--concurrencies", "1,2,1"],
+        # an open-loop option in a closed-loop suite: refused when the first step started
+        FLOOD + ["--arrival", "gamma"],
+        CONS + ["--max-concurrency", "4"],
+        CONS + ["--warmup", "3"],  # was silently ignored (every step forced 0)
+        # ep0's isl=1 was silently replaced by isl=2; model= was sent as an empty name
+        MIXED[:3] + [f"{CLOSED},isl=1,isl=2", *MIXED[4:]],
+        MIXED[:3] + [f"{CLOSED},model=", *MIXED[4:]],
     ],
 )
 def test_issue_examples(box: Path, args: list[str]) -> None:
     check_refused(box, args)
+
+
+@HYP
+@given(
+    xs=st.lists(st.integers(1, 1 << 16), min_size=1, max_size=6),
+    data=st.data(),
+    which=st.sampled_from(["lengths", "concurrencies"]),
+)
+def test_a_flood_step_given_twice_is_refused(xs: list[int], data: st.DataObject, which: str):
+    from accelbench.errors import UsageError
+    from accelbench.runner.config import BenchmarkConfig
+    from accelbench.suites.stress.flood import FloodConfig
+
+    twice = xs + [data.draw(st.sampled_from(xs))]
+    twice = data.draw(st.permutations(twice))
+    load = BenchmarkConfig(url=CLOSED)
+    kw = {which: twice} if which == "concurrencies" else {}
+    cfg = FloodConfig(load, twice if which == "lengths" else [16], requests=1, **kw)
+    with pytest.raises(UsageError, match=f"--{which} gives .* more than once"):
+        cfg.validate()
+    once = sorted(set(twice))
+    FloodConfig(load, once if which == "lengths" else [16], requests=1,
+                **({which: once} if which == "concurrencies" else {})).validate()  # fmt: skip
+
+
+@HYP
+@given(
+    pairs=st.lists(
+        st.sampled_from(["isl=16", "osl=4", "concurrency=2", "rate=3", "model=m"]),
+        min_size=1, max_size=4, unique=True,
+    ),
+    data=st.data(),
+)  # fmt: skip
+def test_an_endpoint_key_given_twice_is_refused(pairs: list[str], data: st.DataObject) -> None:
+    from accelbench.cli.stress import _endpoint_cfg
+    from accelbench.errors import UsageError
+    from accelbench.runner.config import BenchmarkConfig
+
+    key = data.draw(st.sampled_from(pairs)).partition("=")[0]
+    again = data.draw(st.sampled_from(["", "1", "x", "2.5"]))
+    spec = ",".join([CLOSED, *data.draw(st.permutations([*pairs, f"{key}={again}"]))])
+    with pytest.raises(UsageError, match=f"'{key}' more than once|{key}= is empty"):
+        _endpoint_cfg(spec, BenchmarkConfig(url=CLOSED))
+    _endpoint_cfg(",".join([CLOSED, *pairs]), BenchmarkConfig(url=CLOSED))  # each once: fine
 
 
 def test_report_output_linked_to_an_input_is_refused(box: Path) -> None:
@@ -337,14 +392,18 @@ def test_report_output_linked_to_an_input_is_refused(box: Path) -> None:
 
 # -- the Python API refuses the same values with the same words (one validation layer) ----
 def _api_cases() -> list[tuple[str, object]]:
+    from dataclasses import replace
+
     from accelbench.health.monitor import Monitor
     from accelbench.monitoring.recovery import RecoveryPolicy
     from accelbench.monitoring.rules import AlertSettings, rules_yaml
     from accelbench.runner.config import BenchmarkConfig
+    from accelbench.suites.stress.consistency import ConsistencyConfig
     from accelbench.suites.stress.flood import FloodConfig
     from accelbench.suites.stress.mixed import MixedConfig
     from accelbench.suites.stress.soak import SoakConfig
     from accelbench.telemetry.exporter import Exporter
+    from accelbench.urls import Endpoint
     from accelbench.workload.config import WorkloadConfig
 
     def ep(url: str, isl: int = 16) -> BenchmarkConfig:
@@ -365,10 +424,16 @@ def _api_cases() -> list[tuple[str, object]]:
         ("--metric", lambda: SoakConfig(ep(CLOSED), 10.0, metrics=["a b"]).validate()),
         ("--warn-errors", lambda: SoakConfig(ep(CLOSED), 10.0, warn_errors=0.1).validate()),
         ("--fail-errors", lambda: FloodConfig(ep(CLOSED), [16], fail_errors=1.5).validate()),
-    ]
+        ("--lengths", lambda: FloodConfig(ep(CLOSED), [16, 16]).validate()),
+        ("--arrival", lambda: FloodConfig(replace(ep(CLOSED), arrival="gamma"), [16]).validate()),
+        ("--warmup", lambda: ConsistencyConfig(
+            replace(ep(CLOSED), warmup_requests=2), [Endpoint.parse(CLOSED)]).validate()),
+        ("--burstiness", lambda: ConsistencyConfig(
+            replace(ep(CLOSED), burstiness=2.0), [Endpoint.parse(CLOSED)]).validate()),
+    ]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", range(11))
+@pytest.mark.parametrize("case", range(15))
 def test_the_api_refuses_the_same_values(case: int) -> None:
     from accelbench.errors import UsageError
 

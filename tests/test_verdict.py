@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accelbench.errors import DocumentError
 from accelbench.metrics.verdict import Interval, Status, Verdict, from_word, word, worst
@@ -125,3 +127,41 @@ def test_one_drawing_per_renderer():
     assert (
         R.html_badge(Verdict("w", Status.WARN, "s")) == '<span class="verdict warn-v">warn</span>'
     )
+
+
+# -- outside text in the report's Markdown and HTML: never a broken row, never control ---
+_CONTROL_OR_BREAK = st.lists(
+    st.sampled_from(["a", "|", "<", "&", "\\", "`", "\n", "\r", "\x1b", "\x07", "\x00",
+                     "\x85", "\u2028", "\u202e", "\t", "[31m"]),
+).map("".join) | st.text()  # fmt: skip
+
+
+def _controls(s: str) -> list[str]:
+    import unicodedata
+
+    return [c for c in s if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")]
+
+
+@given(_CONTROL_OR_BREAK)
+def test_a_markdown_cell_is_one_line_without_control_characters(text: str) -> None:
+    cell = R.md_cell(text)
+    assert _controls(cell) == [], repr(cell)  # no CR / LF / ESC / bidi: one row, no colour
+    assert "<" not in cell and ">" not in cell
+    # every pipe escaped: an odd run of backslashes before each
+    for i, c in enumerate(cell):
+        if c == "|":
+            run = len(cell[:i]) - len(cell[:i].rstrip("\\"))
+            assert run % 2 == 1, repr(cell)
+
+
+@given(_CONTROL_OR_BREAK)
+def test_html_text_has_no_markup_or_control_characters(text: str) -> None:
+    out = R.html_text(text)
+    assert [c for c in _controls(out) if c != "\n"] == [], repr(out)
+    assert "<" not in out and ">" not in out and '"' not in out
+
+
+def test_a_carriage_return_and_an_escape_in_a_note_stay_in_their_row():
+    v = Verdict("n", Status.PASS, "s", note="a\rb|c \x1b[31mred")
+    assert R.md_cell(v.note) == "a\\\\x0db\\|c \\\\x1b[31mred"
+    assert "\x1b" not in R.html_line(v) and "\r" not in R.html_line(v)

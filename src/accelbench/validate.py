@@ -90,6 +90,16 @@ def optional_integer(name: str, value: Any, lo: int, hi: int, **kw: Any) -> int 
     return None if value is None else integer(name, value, lo, hi, **kw)
 
 
+def distinct(name: str, values: Iterable[Any]) -> None:
+    """Each value once: a list option that names one twice (a step, a key) is refused,
+    never run twice or resolved by a silent last-wins."""
+    seen: set[Any] = set()
+    for x in values:
+        if x in seen:
+            raise UsageError(f"{name} gives {x!r} more than once: give each once")
+        seen.add(x)
+
+
 def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise UsageError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")

@@ -412,21 +412,25 @@ def _endpoint_cfg(spec: str, base: BenchmarkConfig) -> BenchmarkConfig:
     rate, model)."""
     from dataclasses import replace
 
+    from accelbench import validate
     from accelbench.urls import redact_url
 
     url, *pairs = spec.split(",")  # a raw spec from the command line: redact_url shows it
+    where = f"--url {redact_url(spec)!r}"
+    validate.distinct(where, [p.partition("=")[0] for p in pairs])  # never a silent last-wins
     given: dict[str, int | float | str] = {}
     for p in pairs:
         k, sep, val = p.partition("=")
         if not sep or k not in ENDPOINT_KEYS:
             raise UsageError(
-                f"--url {redact_url(spec)!r}: use URL[,key=value...] with keys "
-                f"{', '.join(ENDPOINT_KEYS)}"
+                f"{where}: use URL[,key=value...] with keys {', '.join(ENDPOINT_KEYS)}"
             )
+        if not val.strip():
+            raise UsageError(f"{where}: {k}= is empty (give a value, or leave {k} out)")
         try:
             v = ENDPOINT_KEYS[k](val)
         except ValueError:
-            raise UsageError(f"--url {redact_url(spec)!r}: {k}={val!r} is not a number") from None
+            raise UsageError(f"{where}: {k}={val!r} is not a number") from None
         given[k] = v
     cfg = replace(base, url=Endpoint.parse(url))
     if "model" in given:

@@ -9,7 +9,6 @@ HTML, so those strings are escaped too.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -44,7 +43,7 @@ from accelbench.report.data import (
 )
 from accelbench.report.knee import set_knee
 from accelbench.report.sections import Chart, SuiteView
-from accelbench.report.verdicts import html_line
+from accelbench.report.verdicts import html_line, html_text
 from accelbench.store.rundir import write_text_atomic
 from accelbench.validate import output_file
 
@@ -99,7 +98,7 @@ s.textContent=done+' of '+figs.length+' plots rendered';
 
 
 def esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+    return html_text(x)
 
 
 def _script_json(obj: Any) -> str:

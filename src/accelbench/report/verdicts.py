@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html as _html
 
+from accelbench.console import printable
 from accelbench.metrics.format import sig, with_unit
 from accelbench.metrics.verdict import Status, Verdict
 
@@ -121,9 +122,17 @@ def terminal_line(v: Verdict) -> str:
 
 
 def md_cell(x: object) -> str:
-    """Text safe in Markdown (a table cell or a list item): no pipes, no HTML, one line."""
-    s = str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text safe in Markdown (a table cell or a list item): no pipes, no HTML, one line,
+    no control character (a CR ends a Markdown line as LF does; an ESC would recolour the
+    terminal that shows the file): those are written as escapes (``console.printable``)."""
+    s = printable(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def html_text(x: object) -> str:
+    """Text safe in HTML (an element's text or an attribute's value): markup escaped and
+    control characters written as escapes, as in Markdown and on the terminal."""
+    return _html.escape(printable(x), quote=True)
 
 
 def markdown_line(v: Verdict) -> str:
@@ -135,11 +144,11 @@ def markdown_line(v: Verdict) -> str:
 def html_badge(v: Verdict) -> str:
     """The status in its suite's word, in a badge whose CSS class is the status."""
     css = {Status.NA: "na", Status.WARN: "warn-v"}.get(v.status, str(v.status))
-    return f'<span class="verdict {css}">{_html.escape(v.word)}</span>'
+    return f'<span class="verdict {css}">{html_text(v.word)}</span>'
 
 
 def html_line(v: Verdict) -> str:
     """One HTML fragment: the badge, the name, the rest (wrap it in a paragraph)."""
     rest = _line_parts(v)
-    e = _html.escape
+    e = html_text
     return f"{html_badge(v)} <code>{e(v.name)}</code>" + (f" — {e(rest)}" if rest else "")

@@ -22,7 +22,9 @@ from accelbench.runner.config import BenchmarkConfig
 from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
+    StepChanges,
     _quiet,
+    check_load,
     run_reason,
     run_records,
     run_step,
@@ -74,6 +76,16 @@ class ConsistencyConfig:
             check_url(u.url)  # no credentials in it; the same scheme and host
         check_thresholds("--warn-divergent", self.warn_divergent, "--fail-divergent",
                          self.fail_divergent, 1.0)  # fmt: skip
+        if self.load.warmup_requests:  # every step is the prompt set itself, nothing before
+            raise UsageError("stress consistency runs its fixed prompt set only: drop --warmup")
+        for conc in (1, self.loaded_concurrency or 1):  # as each step runs: a closed loop
+            check_load(self.load, step=self.step(conc))
+
+    def step(self, concurrency: int) -> StepChanges:
+        """What a step at ``concurrency`` changes in the load (:func:`run_step`; the
+        endpoint and the greedy body are the step's own)."""
+        return {"concurrency": concurrency, "rate": None, "num_requests": self.prompts,
+                "duration_s": None, "warmup_requests": 0, "save_text": True}  # fmt: skip
 
     def to_json(self) -> JsonObject:
         d = asdict(self)
@@ -151,9 +163,8 @@ def run_consistency(cfg: ConsistencyConfig, path: Path, *, log: Log = _quiet) ->
                         check_stop()
                 out = path / "runs" / name
                 log(f"{name}: {cfg.prompts} prompts at concurrency {conc} on {url.display}")
-                res = run_step(cfg.load, out, log, url=url, concurrency=conc, rate=None,
-                               num_requests=cfg.prompts, duration_s=None, warmup_requests=0,
-                               save_text=True, extra_body=extra)  # fmt: skip
+                changes: StepChanges = {**cfg.step(conc), "url": url, "extra_body": extra}
+                res = run_step(cfg.load, out, log, **changes)
                 runs.append(str(out.relative_to(path)))
                 if res.status != "completed":
                     status, stopped = res.status, run_reason(res)

@@ -24,7 +24,9 @@ from accelbench.suites.stress.common import (
     JsonlAppender,
     Log,
     MemoryProbe,
+    StepChanges,
     _quiet,
+    check_load,
     run_reason,
     run_records,
     run_step,
@@ -79,12 +81,22 @@ class FloodConfig:
             v.integer("--lengths", n, 1, 1 << 22)
         for c in self.concurrencies:
             v.integer("--concurrencies", c, 1, 100_000)
+        # a repeated step would find its run directory taken after the earlier steps ran
+        v.distinct("--lengths", self.lengths)
+        v.distinct("--concurrencies", self.concurrencies)
         v.integer("--requests", self.requests, 1, 1_000_000)
         v.optional_integer("--server-pid", self.server_pid, 1, 1 << 22)  # Linux's pid_max
         for m in self.metrics:
             v.prom_name("--metric", m)
         v.integer("--osl", self.osl, 1, 1 << 20)
         check_thresholds("--warn-errors", self.warn_errors, "--fail-errors", self.fail_errors, 1.0)
+        for c in self.concurrencies:  # as each step runs: a closed loop (no open-loop option)
+            check_load(self.load, step=self.step(c))
+
+    def step(self, concurrency: int) -> StepChanges:
+        """What a step at ``concurrency`` changes in the load (:func:`run_step`)."""
+        return {"concurrency": concurrency, "rate": None,
+                "num_requests": max(self.requests, concurrency), "duration_s": None}  # fmt: skip
 
     def to_json(self) -> JsonObject:
         d = asdict(self)
@@ -167,8 +179,7 @@ def run_flood(cfg: FloodConfig, path: Path, *, log: Log = _quiet) -> FloodResult
                     out = path / "runs" / f"isl{n}-c{c}"
                     log(f"flood step: input {n} tokens at concurrency {c}")
                     res = run_step(cfg.load, out, log, workload={"isl": n, "osl": cfg.osl},
-                                   concurrency=c, rate=None, num_requests=max(cfg.requests, c),
-                                   duration_s=None)  # fmt: skip
+                                   **cfg.step(c))  # fmt: skip
                     recs = run_records(out)
                     steps.append(_step(n, c, recs, str(out.relative_to(path))))
                     for r in recs:
