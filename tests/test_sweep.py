@@ -28,7 +28,9 @@ from synthetic_runs import make_run
 def test_plan_values():
     assert plan_values(start=1, end=64) == [1, 2, 4, 8, 16, 32, 64]
     assert plan_values(start=1, end=48) == [1, 2, 4, 8, 16, 32, 48]
-    assert plan_values([8, 1, 4, 4]) == [1, 4, 8]
+    assert plan_values([8, 1, 4]) == [1, 4, 8]
+    with pytest.raises(AccelbenchError, match="--values gives 4.0 more than once"):
+        plan_values([8, 1, 4, 4])  # was run once without a word
     assert plan_values([0.5, 1], kind="rate") == [0.5, 1.0]
     with pytest.raises(AccelbenchError, match="whole numbers"):
         plan_values([1.5])

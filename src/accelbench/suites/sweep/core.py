@@ -56,7 +56,9 @@ def plan_values(
             "--values lists the points; --start and --end make a range instead"
         )
     if values:
-        vals = sorted({validate.number("--values", v, lo, hi, unit=unit) for v in values})
+        given = [validate.number("--values", v, lo, hi, unit=unit) for v in values]
+        validate.distinct("--values", given)  # a repeat was dropped without a word
+        vals = sorted(given)
     elif start is not None and end is not None:
         start = validate.number("--start", start, lo, hi, unit=unit)
         end = validate.number("--end", end, lo, hi, unit=unit)
