@@ -25,6 +25,18 @@ from accelbench.suites.sweep import (
 from synthetic_runs import make_run
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 64), min_size=1, max_size=12))
+def test_property_sweep_values_each_once(values):
+    """Any --values list: refused naming the repeat when a value comes twice, else every
+    value runs, in order (a repeat was dropped without a word)."""
+    if len(set(values)) < len(values):
+        with pytest.raises(UsageError, match="more than once"):
+            plan_values(values)
+    else:
+        assert plan_values(values) == sorted(float(v) for v in values)
+
+
 def test_plan_values():
     assert plan_values(start=1, end=64) == [1, 2, 4, 8, 16, 32, 64]
     assert plan_values(start=1, end=48) == [1, 2, 4, 8, 16, 32, 48]
