@@ -488,27 +488,22 @@ def table(streams: int, n: int, per: dict[str, dict[str, list[Any]]], why_not: d
                      f"accelbench / nginx {ratio('accelbench (a)', 'nginx (a)')}, accelbench / "
                      f"haproxy {ratio('accelbench (a)', 'haproxy')}")  # fmt: skip
     cpu_rows = {k: Row(k, per[k]["hop_cpu_us"], per[k]["status"]) for k in names}
-    cpu_ratios = []
-    for case in CASES:  # the hop's own CPU per request: less moved by the host than a p99
-        a_, n_ = f"accelbench ({case})", f"nginx ({case})"
-        if a_ in cpu_rows and n_ in cpu_rows:
-            text, info = ratio_cell(cpu_rows[a_], cpu_rows[n_], max_spread, ".2f")
-            raw.setdefault("ratios", {})[f"{a_} / {n_} hop CPU"] = info
-            cpu_ratios.append(f"({case}) {text}")
-    if cpu_ratios:
-        goals.append("hop CPU per request accelbench / nginx " + ", ".join(cpu_ratios))
-    if BEFORE_SRC is not None:
-        before_cpu = []
+
+    def cpu_ratios(other: str, fmt: str) -> list[str]:
+        """accelbench's hop CPU per request over ``other``'s, per candidate case: the
+        section's steadiest figure (less moved by the host than a p99)."""
+        out = []
         for case in CASES:
-            now, before = f"accelbench ({case})", f"accelbench@before ({case})"
-            if now in cpu_rows and before in cpu_rows:
-                text, info = ratio_cell(cpu_rows[now], cpu_rows[before], max_spread, ".3f")
-                raw.setdefault("ratios", {})[f"{now} / {before} hop CPU"] = info
-                before_cpu.append(f"({case}) {text}")
-        if before_cpu:
-            goals.append(
-                "hop CPU per request accelbench / accelbench@before " + ", ".join(before_cpu)
-            )
+            now, them = f"accelbench ({case})", f"{other} ({case})"
+            if now in cpu_rows and them in cpu_rows:
+                text, info = ratio_cell(cpu_rows[now], cpu_rows[them], max_spread, fmt)
+                raw.setdefault("ratios", {})[f"{now} / {them} hop CPU"] = info
+                out.append(f"({case}) {text}")
+        return out
+
+    for other, fmt in (("nginx", ".2f"), ("accelbench@before", ".3f")):
+        if rs := cpu_ratios(other, fmt):
+            goals.append(f"hop CPU per request accelbench / {other} " + ", ".join(rs))
     for who in ("accelbench", "nginx"):
         for case in ("b", "c"):
             r = ratio(f"{who} ({case})", f"{who} ({'a'})")
