@@ -47,7 +47,8 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "burstiness": (float, _opt(1.0, "--burstiness", help="Gamma shape (1 = Poisson; <1 burstier).")),
     "max_concurrency": (int, _opt(None, "--max-concurrency", help="Open loop: cap on requests in flight.")),
     "num_requests": (int, _opt(None, "--num-requests", "-n", help=(
-        "Measured requests (default 10 x concurrency; at most 10 million)."))),
+        "Measured requests (default: 10 x concurrency, at least 10; with --duration or a "
+        "trace, until it ends; at most 10 million)."))),
     "duration": (float, _opt(None, "--duration", "-d", help="Stop issuing after this many seconds (at most 30 days).")),
     "warmup": (int, _opt(0, "--warmup", help="Warm-up requests, run first and excluded from metrics.")),
     "drain_timeout": (float, _opt(None, "--drain-timeout", help=(
