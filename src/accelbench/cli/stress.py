@@ -134,7 +134,9 @@ def soak(
     segment: float = typer.Option(
         3600.0, "--segment", help="Length of each run directory (s); bounds client memory."
     ),
-    sample_interval: float = typer.Option(5.0, "--sample-interval", help="Memory sampling (s)."),
+    sample_interval: float = typer.Option(
+        5.0, "--sample-interval", help="Memory sampling (s; 0.1 to --window)."
+    ),
     server_pid: int = typer.Option(None, "--server-pid", help="Server process to watch (RSS)."),
     metric: list[str] = typer.Option(
         [], "--metric", help="Prometheus gauge (bytes) on the server's /metrics to judge as memory."
