@@ -454,6 +454,49 @@ def test_more_hits_than_queries_is_na_on_the_console_and_in_summary_json():
     assert any("600 hits of 6 queries" in w for w in summary["client"]["warnings"])
 
 
+_OPT = st.one_of(st.none(), st.integers(1, 1 << 40))
+
+
+@given(kv=_OPT, block=_OPT, has_cache=st.booleans(), earlier=st.lists(st.text(), max_size=3))
+def test_cache_options_a_run_does_not_use_are_said(kv, block, has_cache, earlier) -> None:
+    """--kv-capacity-tokens / --block-size shape only the prefix-cache figures: a run
+    without them (no sessions, prefixes, trace blocks or reported cached tokens) says the
+    options were not used, and keeps every earlier warning; one with them says nothing."""
+    from accelbench.runner.finalize import _unused_cache_options
+
+    summary: dict = {"client": {"warnings": list(earlier)}}
+    if has_cache:
+        summary["cache"] = {"hit_rate": 0.5}
+    config = {"workload": {"kv_capacity_tokens": kv, "block_size": block}}
+    _unused_cache_options(summary, config)  # type: ignore[arg-type]
+    warnings = summary["client"]["warnings"]
+    said = [w for w in warnings if "not used" in w and w not in earlier]
+    given_opts = [o for o, v in (("--kv-capacity-tokens", kv), ("--block-size", block)) if v]
+    assert warnings[: len(earlier)] == earlier
+    if has_cache or not given_opts:
+        assert not said
+    else:
+        assert len(said) == 1 and all(o in said[0] for o in given_opts)
+
+
+def test_kv_capacity_on_a_plain_run_is_said(reference_server, tmp_path: Path) -> None:
+    """The audit: `run --kv-capacity-tokens 100 --block-size 16` against a server without
+    a prefix cache ran without a word; neither option was used."""
+    from accelbench.runner.benchmark import run_benchmark
+    from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    wl = WorkloadConfig(isl=16, osl=4, kv_capacity_tokens=100, block_size=16)
+    cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "r"), num_requests=4,
+                          telemetry=False, workload=wl)  # fmt: skip
+    s = run_benchmark(cfg, progress=False).summary
+    assert "cache" not in s
+    assert any(
+        w.startswith("--kv-capacity-tokens and --block-size not used")
+        for w in s["client"]["warnings"]
+    )
+
+
 # -- sessions: completed, ended early, stopped ------------------------------------------
 def _turn_row(session: int, turn: int, planned: int | None, ok: bool, kind=None) -> dict:
     row = dict.fromkeys(CACHE_COLUMNS)

@@ -118,6 +118,7 @@ def finalize_run(
     del table  # the telemetry's rows and the table are never held together
     _client_health(summary, cfg)
     _server_count_warnings(summary)
+    _unused_cache_options(summary, doc.config)
     if status in ("completed", "failed") and (why := no_request_succeeded(summary)):
         status = summary["status"] = "failed"
         warnings = summary["client"].setdefault("warnings", [])
@@ -480,6 +481,25 @@ def _server_count_warnings(summary: Summary) -> None:
             "the token figures (a prompt truncated by the server, or another tokenizer?)"
         )
     c["warnings"] = warnings + [w for w in new if w not in warnings]
+
+
+def _unused_cache_options(summary: Summary, config: object) -> None:
+    """``--kv-capacity-tokens`` and ``--block-size`` shape the prefix-cache figures only:
+    a run that has none (no sessions, shared prefixes or trace blocks, and no response
+    said what was cached) says that they were given and not used."""
+    workload = config.get("workload") if isinstance(config, dict) else None
+    if "cache" in summary or not isinstance(workload, dict):
+        return
+    given = [opt for opt, key in (("--kv-capacity-tokens", "kv_capacity_tokens"),
+                                  ("--block-size", "block_size"))
+             if workload.get(key) is not None]  # fmt: skip
+    if given:
+        why = (f"{' and '.join(given)} not used: the run has no prefix-cache figures (no "
+               "sessions, shared prefixes or trace blocks, and no response said what was "
+               "cached)")  # fmt: skip
+        warnings = summary["client"].setdefault("warnings", [])
+        if why not in warnings:
+            warnings.append(why)
 
 
 def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
