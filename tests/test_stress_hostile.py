@@ -154,7 +154,7 @@ CASES: list[tuple[list[str], str, st.SearchStrategy[str]]] = [
     (CONS, "--warn-divergent", numbers(0, 0.05)),
     (CONS, "--fail-divergent", numbers(0, 1)),
     # flood
-    *[(FLOOD, o, s) for o, s in LOAD if o not in ("--rate", "--isl", "--osl")],
+    *[(FLOOD, o, s) for o, s in LOAD if o not in ("--rate", "--isl", "--osl", "--dataset")],
     (FLOOD, "--lengths", st.sampled_from(["0", "-1", "nan", "1,x", "99999999999", ""])),
     (FLOOD, "--max-context", _ints(1, 1 << 22)),
     (FLOOD, "--concurrencies", st.sampled_from(["0", "-1", "1,x", "", "1000000"])),
@@ -464,3 +464,21 @@ def test_a_report_in_a_run_directory_may_be_written_again(tmp_path: Path) -> Non
     (tmp_path / "results" / "a" / "evil.html").symlink_to("summary.json")
     check_refused(tmp_path, ["report", "results/a", "-o", "results/a/evil.html"])
     check_refused(tmp_path, ["report", "results/a", "-o", "results/a/run.json"])
+
+
+@pytest.mark.parametrize(
+    "option", ["--trace", "--dataset", "--dataset-format", "--isl-std", "--arrival",
+               "--burstiness", "--max-concurrency"],
+)  # fmt: skip
+def test_flood_offers_no_option_its_steps_cannot_use(option: str) -> None:
+    """The audit: `stress flood --trace t.jsonl` was refused with '--concurrency does not
+    apply to it' (never given: each step is a closed loop of --lengths-token prompts);
+    --help listed these options. They are not flood's options now."""
+    from typer.testing import CliRunner
+
+    from accelbench.cli.main import app
+
+    r = CliRunner().invoke(app, ["stress", "flood", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and f" {option} " not in r.output
+    r = CliRunner().invoke(app, ["stress", "flood", "--lengths", "16", option, "1"])
+    assert r.exit_code == 2 and "No such option" in r.output

@@ -321,6 +321,14 @@ def _server_context(url: Endpoint) -> int | None:
         "rate",
         "label",
         "isl_dist",
+        # each step is a closed loop of --lengths-token synthetic prompts: never these
+        "isl_std",
+        "dataset",
+        "dataset_format",
+        "trace",
+        "arrival",
+        "burstiness",
+        "max_concurrency",
         *SESSION_OPTIONS,
         "block_size",
     )
