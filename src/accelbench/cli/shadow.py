@@ -98,6 +98,7 @@ _REPLAY_EXCLUDE = (
     "workers", "gpus", "slo", "save_text", "label",
     "embedded_engine", "embedded_model", "embedded_parallel", "results_root", "out",
     *SESSION_OPTIONS,
+    "ray",  # one process sends both sides' requests: listed in --help, it was always refused
 )  # fmt: skip
 
 
