@@ -290,7 +290,6 @@ class Summary(TypedDict):
     cache: NotRequired[CacheSection]
     source: NotRequired[ImportSection]
     absent: NotRequired[list[str]]
-    journal_unreadable_lines: NotRequired[int]
 
 
 # Sections that must be JSON objects where present (None allowed where the value may be null).
