@@ -402,9 +402,12 @@ def _tie_local_ray() -> None:
     def shutdown() -> None:  # runs before Ray's own atexit hook (registered earlier)
         with contextlib.suppress(Exception):
             ray.shutdown()
-        if guard.poll() is None:
+        # a stop inside ray.init leaves processes ray.shutdown() knows nothing of (the
+        # agents of a node not yet registered): then the guard stays and ends them once
+        # this process has exited; with nothing left it goes now
+        if guard.poll() is None and not [p for p in lifetime.descendants() if p != guard.pid]:
             guard.kill()
-        guard.wait()
+            guard.wait()
 
     atexit.register(shutdown)
 
