@@ -645,3 +645,53 @@ def test_what_a_stopped_ray_start_left_is_ended_at_exit(where, how):
     else:
         os.kill(pid, signal.SIGKILL)
         raise AssertionError(f"pid {pid} ({where}) outlived the driver ({how})")
+
+
+class _Placed(Exception):
+    """Raised where the pool goes on to create its actors: the CPU check let it through."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 64), st.sampled_from([1.0, 2.0, 3.0, 8.0, 16.0]))
+def test_ray_local_refuses_more_actors_than_its_cpus_at_once(n, cpus):
+    """--ray local has no autoscaler: more actors than its CPUs can never be placed. They
+    are refused at once, naming --workers and the CPUs (it waited the 120 s placement
+    timeout, then said "add nodes"); as many as the CPUs or fewer go on to be placed."""
+    import ray
+
+    from accelbench.runner.cluster import ray_workers
+
+    specs, _ = _specs(n, concurrency=64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ray_workers, "connect", lambda address: False)
+        mp.setattr(ray_workers, "local_cpus", lambda: cpus, raising=False)
+
+        def placed(*a, **kw):
+            raise _Placed
+
+        mp.setattr(ray, "remote", placed)
+        pool = ray_workers.RayWorkerPool(specs, "local")
+        if n > cpus:
+            with pytest.raises(UsageError, match=rf"--workers {n} needs {n} CPUs .* has {cpus:g}"):
+                pool.start()
+        else:
+            with pytest.raises(_Placed):
+                pool.start()
+
+
+def test_ray_local_too_many_workers_leaves_no_run_directory(
+    reference_server, monkeypatch, tmp_path
+):
+    """Regression: `run --ray local --workers 3` on a 2-CPU host waited 120 s, exited 2 and
+    left the run directory with run.json status "running". Now: one line at once, and the
+    directory (nothing was sent) is removed."""
+    from accelbench.runner.cluster import ray_workers
+
+    monkeypatch.setattr(ray_workers, "connect", lambda address: False)
+    monkeypatch.setattr(ray_workers, "local_cpus", lambda: 2.0)
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "run"), concurrency=4,
+                          num_requests=8, workers=3, telemetry=False, ray="local")  # fmt: skip
+    with pytest.raises(UsageError, match="--workers 3 needs 3 CPUs"):
+        run_benchmark(cfg)
+    assert not (tmp_path / "run").exists()

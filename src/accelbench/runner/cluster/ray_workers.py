@@ -446,6 +446,14 @@ class RayWorkerPool:
     # -- set-up ---------------------------------------------------------------------
     def start(self, ready_timeout: float = 120.0) -> None:
         connect(self.address)
+        if self.address == "local":  # no autoscaler: what Ray has now is all it will have
+            cpus = local_cpus()
+            if len(self.specs) * self.num_cpus > cpus:
+                raise UsageError(
+                    f"--workers {len(self.specs)} needs {len(self.specs) * self.num_cpus:g} "
+                    f"CPUs ({self.num_cpus:g} per load actor) and --ray local has {cpus:g}: "
+                    f"give --workers {max(1, int(cpus // self.num_cpus))} or fewer"
+                )
         tag = self.specs[0].run_tag
         actor_cls = ray.remote(LoadActor)
         for s in self.specs:
@@ -704,6 +712,12 @@ class RayWorkerPool:
             nodes=nodes,
             actors=actors,
         )
+
+
+def local_cpus() -> float:
+    """The CPUs of the Ray runtime this process joined (``--ray local``: this host's, as
+    Ray counts them); the load actors take one each."""
+    return float(ray.cluster_resources().get("CPU", 0))
 
 
 def _first_line(exc: BaseException) -> str:
