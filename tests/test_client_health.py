@@ -55,7 +55,8 @@ def test_open_loop_without_a_cap_has_no_streams_figure():
 
 def test_auto_workers_follow_the_knee(monkeypatch):
     """Hand-checked with the knee at 128: 300 streams -> 3 workers where 8 cores allow
-    4; 1,000 -> capped at 4 (half of 8 cores) locally, 8 on Ray; 2 cores -> always 1."""
+    4; 1,000 -> capped at 4 (half of 8 cores) locally, 8 on a Ray cluster, the CPUs Ray has
+    with --ray local; 2 cores -> always 1."""
     from accelbench.runner import benchmark
     from accelbench.runner.config import BenchmarkConfig
 
@@ -65,7 +66,12 @@ def test_auto_workers_follow_the_knee(monkeypatch):
     assert benchmark.auto_workers(BenchmarkConfig(concurrency=129)) == 2
     assert benchmark.auto_workers(BenchmarkConfig(concurrency=300)) == 3
     assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000)) == 4
-    assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000, ray="local")) == 8
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000, ray="auto")) == 8
+    # --ray local: the CPUs of the Ray runtime it started (one actor each), not the knee's 8
+    from accelbench.runner.cluster import ray_workers
+
+    monkeypatch.setattr(ray_workers, "local_cpus", lambda: 2.0)
+    assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000, ray="local")) == 2
     assert benchmark.auto_workers(BenchmarkConfig(rate=100.0)) == 2  # 2 s of arrivals: 200
     monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 2)
     assert benchmark.auto_workers(BenchmarkConfig(concurrency=1000)) == 1

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.errors import UsageError
 from accelbench.metrics.records import REQUEST_SCHEMA
@@ -597,3 +599,99 @@ def test_ray_not_installed_is_one_line(address, monkeypatch, tmp_path):
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert len(lines) == 1 and RAY_MISSING in lines[0], (cmd, err)
         assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+_LEFT_BEHIND = r"""
+import os, subprocess, sys, time
+from accelbench.runner.cluster import ray_workers
+ray_workers._tie_local_ray()
+if sys.argv[1] == "grandchild":  # as Ray's agents: a child's child, reparented on its death
+    mid = subprocess.Popen([sys.executable, "-c",
+        "import subprocess, sys, time; p = subprocess.Popen(['sleep', '60'], stdout=subprocess.DEVNULL); "
+        "print(p.pid, flush=True); time.sleep(1)"], stdout=subprocess.PIPE, text=True)
+    pid = int(mid.stdout.readline())
+else:
+    pid = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL).pid
+time.sleep(0.6)  # the guard sees it (it polls every 0.2 s)
+print(pid, flush=True)
+if sys.argv[2] == "exit":
+    sys.exit(130)
+raise KeyboardInterrupt
+"""
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.sampled_from(["child", "grandchild"]), st.sampled_from(["exit", "interrupt"]))
+def test_what_a_stopped_ray_start_left_is_ended_at_exit(where, how):
+    """A stop inside ``ray.init`` (SIGTERM 3 s into `run --ray local`) left Ray's
+    DashboardAgent and RuntimeEnvAgent running for a minute after accelbench had exited:
+    ``ray.shutdown()`` had nothing to shut down, and the exit hook then killed the guard
+    that would have ended them. Whatever the driver leaves behind now ends with it."""
+    import psutil
+
+    r = subprocess.run(
+        [sys.executable, "-c", _LEFT_BEHIND, where, how],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    pid = int(r.stdout.split()[-1])
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"pid {pid} ({where}) outlived the driver ({how})")
+
+
+class _Placed(Exception):
+    """Raised where the pool goes on to create its actors: the CPU check let it through."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 64), st.sampled_from([1.0, 2.0, 3.0, 8.0, 16.0]))
+def test_ray_local_refuses_more_actors_than_its_cpus_at_once(n, cpus):
+    """--ray local has no autoscaler: more actors than its CPUs can never be placed. They
+    are refused at once, naming --workers and the CPUs (it waited the 120 s placement
+    timeout, then said "add nodes"); as many as the CPUs or fewer go on to be placed."""
+    import ray
+
+    from accelbench.runner.cluster import ray_workers
+
+    specs, _ = _specs(n, concurrency=64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ray_workers, "connect", lambda address: False)
+        mp.setattr(ray_workers, "local_cpus", lambda: cpus, raising=False)
+
+        def placed(*a, **kw):
+            raise _Placed
+
+        mp.setattr(ray, "remote", placed)
+        pool = ray_workers.RayWorkerPool(specs, "local")
+        if n > cpus:
+            with pytest.raises(UsageError, match=rf"--workers {n} needs {n} CPUs .* has {cpus:g}"):
+                pool.start()
+        else:
+            with pytest.raises(_Placed):
+                pool.start()
+
+
+def test_ray_local_too_many_workers_leaves_no_run_directory(
+    reference_server, monkeypatch, tmp_path
+):
+    """Regression: `run --ray local --workers 3` on a 2-CPU host waited 120 s, exited 2 and
+    left the run directory with run.json status "running". Now: one line at once, and the
+    directory (nothing was sent) is removed."""
+    from accelbench.runner.cluster import ray_workers
+
+    monkeypatch.setattr(ray_workers, "connect", lambda address: False)
+    monkeypatch.setattr(ray_workers, "local_cpus", lambda: 2.0)
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp_path / "run"), concurrency=4,
+                          num_requests=8, workers=3, telemetry=False, ray="local")  # fmt: skip
+    with pytest.raises(UsageError, match="--workers 3 needs 3 CPUs"):
+        run_benchmark(cfg)
+    assert not (tmp_path / "run").exists()

@@ -1083,3 +1083,46 @@ def test_a_metric_the_server_never_reports_is_said(
     doc = json.loads((tmp_path / "s" / "stress.json").read_text())
     (v,) = [v for v in doc["verdicts"] if v["name"] == "leak metric:nan"]
     assert v["status"] == "n/a" and "--metric nan" in v["note"], v
+
+
+# -- serve llama --port: a port something already listens on --------------------------
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["", "0.0.0.0"]))
+def test_a_taken_port_is_refused_before_the_engine_starts(listen_on: str) -> None:
+    """Whatever listens on the port (on loopback or every interface), the engine's options
+    are refused naming --port; nothing is built or started, so a readiness check can never
+    take another server for the engine. The same port once freed passes."""
+    import socket
+
+    from accelbench.engines.llamacpp import check_server_options
+    from accelbench.ports import free_port
+
+    port = free_port()
+    with socket.socket() as s:
+        s.bind((listen_on or "127.0.0.1", port))
+        s.listen()
+        with pytest.raises(AccelbenchError, match=rf"--port {port} is taken") as err:
+            check_server_options(1, 64, port)
+        assert err.value.exit_code == 2
+    check_server_options(1, 64, port)  # free again
+    check_server_options(1, 64, 0)  # any
+
+
+def test_serve_llama_on_a_taken_port_is_one_line(tmp_path: Path) -> None:
+    """Regression: with another HTTP server on --port, `serve llama` said "serving at
+    http://127.0.0.1:PORT" (the other server answered /health), then "llama-server exited
+    with 1"."""
+    import socket
+
+    from accelbench.ports import free_port
+
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        code, text = invoke(["serve", "llama", "--model", "tiny", "--port", str(port)], tmp_path)
+    assert code == 2, text
+    assert "serving at" not in text and f"--port {port} is taken" in text, text
+    assert_clean(code, text, wrong=True, option="--port")

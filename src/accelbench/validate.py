@@ -310,6 +310,23 @@ def port(name: str, value: Any, *, lo: int = 0) -> int:
     return integer(name, value, lo, 65535)
 
 
+def free_port(name: str, host: str, port: int) -> int:
+    """A port that a server about to start here can bind on ``host``: one where something
+    already listens is refused, before anything is built or started (else a readiness
+    check could take whatever answers there for the new server). 0 (any) passes."""
+    if port:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
+            try:
+                s.bind((host, port))
+            except OSError as exc:
+                raise UsageError(
+                    f"{name} {port} is taken on {host} ({exc.strerror or exc}): "
+                    "give a free port, or 0 for any"
+                ) from None
+    return port
+
+
 def bind_host(name: str, host: str, port: int) -> str:
     """An address a server binds: not empty (Python reads "" as every interface, so
     listening beyond loopback takes an address typed out, such as 0.0.0.0), and one this

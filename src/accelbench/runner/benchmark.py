@@ -164,6 +164,10 @@ def auto_workers(cfg: BenchmarkConfig) -> int:
         rate = n / span if span > 0 else None
     load = cfg.concurrency or cfg.max_concurrency or int((rate or 1) * 2)
     wanted = max(1, math.ceil(load / STREAMS_PER_WORKER_KNEE))
+    if cfg.ray == "local":  # joined before the plan: the actors it can place, one CPU each
+        from accelbench.runner.cluster.ray_workers import local_cpus
+
+        return max(1, min(wanted, int(local_cpus())))
     if cfg.ray is not None:
         return wanted
     if cores <= 2:
@@ -739,7 +743,14 @@ def _drive(
         transient=False,
     )
     try:
-        pool.start()
+        try:
+            pool.start()
+        except AccelbenchError:  # no actor placed, a version mismatch: nothing was sent
+            if sampler is not None:
+                sampler.halt()
+            journal.close()
+            discard_run_dir(run_dir)
+            raise
         if cfg.ray is not None:
             doc.cluster = pool.cluster_info()
             write_run_doc(run_dir, doc)

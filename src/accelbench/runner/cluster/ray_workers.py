@@ -402,9 +402,12 @@ def _tie_local_ray() -> None:
     def shutdown() -> None:  # runs before Ray's own atexit hook (registered earlier)
         with contextlib.suppress(Exception):
             ray.shutdown()
-        if guard.poll() is None:
+        # a stop inside ray.init leaves processes ray.shutdown() knows nothing of (the
+        # agents of a node not yet registered): then the guard stays and ends them once
+        # this process has exited; with nothing left it goes now
+        if guard.poll() is None and not [p for p in lifetime.descendants() if p != guard.pid]:
             guard.kill()
-        guard.wait()
+            guard.wait()
 
     atexit.register(shutdown)
 
@@ -443,6 +446,14 @@ class RayWorkerPool:
     # -- set-up ---------------------------------------------------------------------
     def start(self, ready_timeout: float = 120.0) -> None:
         connect(self.address)
+        if self.address == "local":  # no autoscaler: what Ray has now is all it will have
+            cpus = local_cpus()
+            if len(self.specs) * self.num_cpus > cpus:
+                raise UsageError(
+                    f"--workers {len(self.specs)} needs {len(self.specs) * self.num_cpus:g} "
+                    f"CPUs ({self.num_cpus:g} per load actor) and --ray local has {cpus:g}: "
+                    f"give --workers {max(1, int(cpus // self.num_cpus))} or fewer"
+                )
         tag = self.specs[0].run_tag
         actor_cls = ray.remote(LoadActor)
         for s in self.specs:
@@ -701,6 +712,12 @@ class RayWorkerPool:
             nodes=nodes,
             actors=actors,
         )
+
+
+def local_cpus() -> float:
+    """The CPUs of the Ray runtime this process joined (``--ray local``: this host's, as
+    Ray counts them); the load actors take one each."""
+    return float(ray.cluster_resources().get("CPU", 0))
 
 
 def _first_line(exc: BaseException) -> str:
