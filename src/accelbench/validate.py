@@ -310,7 +310,7 @@ def port(name: str, value: Any, *, lo: int = 0) -> int:
     return integer(name, value, lo, 65535)
 
 
-def free_port(name: str, host: str, port: int) -> int:
+def unbound_port(name: str, host: str, port: int) -> int:
     """A port that a server about to start here can bind on ``host``: one where something
     already listens is refused, before anything is built or started (else a readiness
     check could take whatever answers there for the new server). 0 (any) passes."""

@@ -259,7 +259,7 @@ def check_server_options(parallel: int, ctx_per_slot: int, port: int | None) -> 
     v.integer("--parallel", parallel, 1, 1024)
     v.integer("--ctx-per-slot", ctx_per_slot, 16, 1 << 20, unit="tokens")
     if port is not None:
-        v.free_port("--port", "127.0.0.1", v.port("--port", port))
+        v.unbound_port("--port", "127.0.0.1", v.port("--port", port))
 
 
 def start_llama_server(
