@@ -626,7 +626,7 @@ def test_plan_knee_bad_numbers_are_one_line(opt, value):
 _KNEE_MIX = ["--turns", "3", "--user-tokens", "50", "--osl", "50"]
 # a value for each optional `plan knee` option (None: a flag)
 _KNEE_OPTS: dict[str, str | None] = {
-    "--accelerator": "h100", "--tp": "1", "--system-tokens": "100", "--template-tokens": "4",
+    "--accelerator": "h100", "--tp": "2", "--system-tokens": "100", "--template-tokens": "4",
     "--turns-sd": "1", "--user-tokens-sd": "5", "--osl-sd": "5", "--kv-cache-gib": "2",
     "--context-tokens": "8192", "--block-size": "16", "--reserved-blocks": "1", "--slots": "4",
     "--precision": "fp8", "--kv-precision": "fp8", "--reserve": "0.1", "--dp-attention": None,

@@ -411,3 +411,21 @@ def test_moe_layout_examples_are_refused(tmp_path, change, message):
     p.write_text(json.dumps({**_raw("mixtral-8x7b"), **change}))
     with pytest.raises(AccelbenchError, match=message):
         load_config_file(p)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    key=st.sampled_from(["n_routed_experts", "num_local_experts", "num_experts"]),
+    top_k=st.integers(0, 16),
+)
+def test_experts_per_token_of_zero_experts_is_refused(key, top_k):
+    """A config with ``num_experts_per_tok`` k > 0 and an expert count of 0 was read as a
+    dense model (k ignored): refused naming both fields. 0 and 0 is a dense model, as
+    Granite's configs write it."""
+    cfg = {**_raw("llama-3.1-8b"), key: 0, "num_experts_per_tok": top_k}
+    if top_k:
+        with pytest.raises(AccelbenchError, match=rf"num_experts_per_tok={top_k} .* {key}=0"):
+            arch_from_config(cfg, where="x/config.json")
+    else:
+        a = arch_from_config(cfg, where="x/config.json")
+        assert not a.is_moe and a.total_params == find_model("llama-3.1-8b").arch.total_params

@@ -427,7 +427,7 @@ from tests.cli_inprocess import run_cli  # noqa: E402
 
 # a value for each `plan fit` option besides --accelerator ({dir}: the test's directory)
 _FIT_OPTS: dict[str, str | None] = {
-    "--gpus": "1", "--precision": "fp8", "--kv-precision": "fp8", "--context": "2048",
+    "--gpus": "2", "--precision": "fp8", "--kv-precision": "fp8", "--context": "2048",
     "--isl": "1000", "--osl": "100", "--concurrency": "2", "--reserve": "0.1",
     "--eff-flops": "0.5", "--eff-bw": "0.7", "--overhead-ms": "1", "--dp-attention": None,
     "--interactivity": "20", "--run": "{dir}/run", "--batch": "8", "--points": "3",
@@ -612,3 +612,45 @@ def test_property_the_interactivity_line_says_why_no_batch_qualifies(model, targ
     fits = p.fit.max_batch is None or p.fit.max_batch >= 1
     assert none_fit == (not fits)
     assert too_slow == (fits and p.at_interactivity.physical is None)
+
+
+# --------------------------------------------------------------------------- --dp-attention
+
+
+def test_dp_attention_on_one_gpu_is_refused_everywhere(tmp_path):
+    """With one GPU attention is not split: --dp-attention was taken and changed nothing
+    (plan fit, plan knee, predict). One line naming it and the GPU count, exit 2."""
+    mix = ["--turns", "3", "--user-tokens", "50", "--osl", "50"]
+    for args, gpus in (
+        (["plan", "fit", "llama-3.1-8b", "-a", "h100", "--context", "4096"], "--gpus"),
+        (["plan", "knee", "-m", "llama-3.1-8b", "-a", "h100", *mix], "--tp"),
+        (["predict", "--model", "llama-3.1-8b", "--accelerator", "h100", "--tp", "1",
+          "--isl", "128", "--osl", "128", "--concurrency", "4"], "--tp"),
+    ):  # fmt: skip
+        code, out, err, _ = run_cli([*args, "--dp-attention"], tmp_path)
+        assert code == 2 and out == "", (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert "--dp-attention needs more than one GPU" in err and gpus in err, err
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v3"]),
+    tp=st.sampled_from([2, 4, 8, 16, 32, 64]),
+)
+def test_property_dp_attention_is_said_exactly_where_it_changes_nothing(model, tp):
+    """plan fit with --dp-attention on more than one GPU: a warning naming the option
+    exactly where the KV cache per sequence is the same with and without it (GQA with
+    no more GPUs than KV heads); none where it changes the fit (MLA, or more GPUs than
+    KV heads)."""
+    a = find_model(model).arch
+    try:
+        a.check_tensor_parallel(tp)
+    except AccelbenchError:
+        return  # not a layout of this model
+    plain = build_plan(model, "h200", gpus=tp, context=4096)
+    dp = build_plan(model, "h200", gpus=tp, context=4096, dp_attention=True)
+    same = dp.fit.kv_bytes_per_sequence == plain.fit.kv_bytes_per_sequence
+    said = [w for w in dp.warnings if "--dp-attention changes nothing" in w]
+    assert bool(said) == same, (dp.warnings, same)
+    assert not [w for w in plain.warnings if "dp-attention" in w]

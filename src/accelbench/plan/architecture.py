@@ -390,6 +390,17 @@ class ModelArch:
                 f"{self.name}: neither divides the other"
             )
 
+    def dp_attention_unused(self, tp: int) -> str | None:
+        """Why attention data parallelism changes nothing for the KV cache of ``tp`` GPUs
+        (each already holds one copy of every sequence's KV), or None where it does."""
+        if self.kv_replication(tp) > 1:
+            return None
+        what = "one GPU" if tp == 1 else f"{self.num_kv_heads} KV heads over TP{tp}"
+        return (
+            f"--dp-attention changes nothing here: {self.name} with {what} keeps one copy "
+            "of each sequence's KV cache already"
+        )
+
     def kv_replication(self, tp: int, dp_attention: bool = False) -> int:
         """How many copies of each sequence's KV cache ``tp`` GPUs hold.
 
@@ -406,6 +417,9 @@ class ModelArch:
 # ---------------------------------------------------------------------------------
 # config.json parsing
 
+DP_ATTENTION_ONE_GPU = (
+    "--dp-attention needs more than one GPU ({flag}): with one, attention is not split"
+)
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KiB; refuse anything over 16 MiB
 MAX_DIM = 1 << 24  # accepted size of any one dimension or count in a config
@@ -443,6 +457,9 @@ def _flag(cfg: Config, key: str, where: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise AccelbenchError(f"{where}: field {key!r} must be true or false (got {value!r:.40})")
     return value
+
+
+_EXPERT_COUNTS = ("n_routed_experts", "num_local_experts", "num_experts")  # by family
 
 
 def _count(cfg: Config, *keys: str, where: str) -> int:
@@ -507,10 +524,17 @@ def arch_from_config(
     vocab = _positive_int(cfg, "vocab_size", where)
 
     # MoE fields under their various names
-    n_experts = _count(cfg, "n_routed_experts", "num_local_experts", "num_experts", where=where)
+    n_experts = _count(cfg, *_EXPERT_COUNTS, where=where)
     top_k = _count(cfg, "num_experts_per_tok", "experts_per_token", where=where)
     if n_experts and not top_k:
         raise AccelbenchError(f"{where}: MoE config without 'num_experts_per_tok'")
+    zero = [k for k in _EXPERT_COUNTS if k in cfg and cfg[k] is not None and cfg[k] == 0]
+    if top_k and not n_experts and zero:
+        # dense configs say 0 and 0 (Granite); k of no experts was read as a dense model
+        raise AccelbenchError(
+            f"{where}: num_experts_per_tok={top_k} routes to experts, and {zero[0]}=0 "
+            "gives none: a dense model has 0 of both"
+        )
     if n_experts and top_k > n_experts:
         raise AccelbenchError(
             f"{where}: num_experts_per_tok={top_k} exceeds the number of experts {n_experts}"

@@ -63,7 +63,7 @@ from accelbench.metrics.knee import (
     knee_at,
 )
 from accelbench.metrics.verdict import Interval
-from accelbench.plan.architecture import ModelArch, kv_bytes_per_element
+from accelbench.plan.architecture import DP_ATTENTION_ONE_GPU, ModelArch, kv_bytes_per_element
 from accelbench.plan.models import resolve_model
 from accelbench.plan.roofline import DEFAULT_RESERVE, MAX_GPUS, hardware_for, memory_fit
 
@@ -222,6 +222,11 @@ def predict_knee(
     per_token = arch.kv_bytes_per_token(kv_precision)
     repl = arch.kv_replication(tp, dp_attention)
     warnings: list[str] = []
+    if dp_attention:
+        if tp == 1:
+            raise UsageError(DP_ATTENTION_ONE_GPU.format(flag="--tp"))
+        unused = arch.dp_attention_unused(tp)
+        warnings += [unused] if unused else []
     acc = (
         find_accelerator(accelerator, load_catalog(catalog_files))
         if accelerator is not None

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TypedDict
 
 from accelbench.cost.costing import load_points, run_mean_lengths
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import Accelerator, find_accelerator, load_catalog
-from accelbench.plan.architecture import ModelArch
+from accelbench.plan.architecture import DP_ATTENTION_ONE_GPU, ModelArch
 from accelbench.plan.models import find_model, resolve_model
 from accelbench.plan.roofline import (
     BATCH_CAP,
@@ -344,6 +344,11 @@ def build_plan(
     too_long = arch.context_warning(wl.peak_context)
     warnings: list[str] = [too_long] if too_long else []
     warnings += left_out  # the sweep's runs left out of the efficiency table, with why
+    if dp_attention:
+        if n == 1:
+            raise UsageError(DP_ATTENTION_ONE_GPU.format(flag="--gpus"))
+        unused = arch.dp_attention_unused(n)
+        warnings += [unused] if unused else []
     fit = memory_fit(
         arch, hw, precision, kv_precision, wl.peak_context, concurrency, reserve, dp_attention
     )

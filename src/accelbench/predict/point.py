@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from accelbench import validate as check
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.hardware.catalog import Accelerator
-from accelbench.plan.architecture import ModelArch
+from accelbench.plan.architecture import DP_ATTENTION_ONE_GPU, ModelArch
 from accelbench.plan.models import resolve_model
 from accelbench.plan.roofline import MAX_CONTEXT
 from accelbench.predict.fit import (
@@ -322,6 +322,8 @@ def predict_point(
     check.integer("tp (--tp)", layout.tp, 1, MAX_TP)
     check.integer("ep (--ep)", layout.ep, 1, MAX_TP)
     check.integer("max batch (--max-batch)", max_batch, 1, MAX_CONCURRENCY)
+    if layout.dp_attention and layout.tp == 1:
+        raise UsageError(DP_ATTENTION_ONE_GPU.format(flag="--tp"))
     f = factors or shipped_factors()
     sm, fitted = fitted_step_model(
         model, accelerator, layout, engine, precision, kv_precision, max_batch, f
