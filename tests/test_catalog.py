@@ -175,8 +175,22 @@ def test_bad_user_catalog_names_the_field(tmp_path, figures, message):
 
 
 def test_missing_catalog_file(tmp_path):
-    with pytest.raises(AccelbenchError, match="catalog file not found"):
+    with pytest.raises(AccelbenchError, match="--catalog names .*missing.yaml, which does not"):
         load_catalog([str(tmp_path / "missing.yaml")])
+
+
+@pytest.mark.parametrize("env", [True, False])
+def test_a_catalog_that_is_a_directory_is_named_with_where_it_came_from(tmp_path, monkeypatch, env):
+    """ACCELBENCH_CATALOG=DIR said "catalog file not found: DIR" (the folder exists, and the
+    variable was not named): the message says who named it and that it is a directory."""
+    d = tmp_path / "cat"
+    d.mkdir()
+    if env:
+        monkeypatch.setenv("ACCELBENCH_CATALOG", str(d))
+    with pytest.raises(AccelbenchError) as err:
+        load_catalog(None if env else [str(d)])
+    who = "ACCELBENCH_CATALOG" if env else "--catalog"
+    assert f"{who} names {d}, which is a directory" in str(err.value)
 
 
 def test_host_template_is_a_valid_catalog_with_unconfirmed_gaps():

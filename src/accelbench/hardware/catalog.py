@@ -325,24 +325,29 @@ def shipped_catalog() -> dict[str, Accelerator]:
     return parse_catalog(load_yaml(text), "shipped")
 
 
-def user_catalog_paths(extra: Sequence[str | Path] | None = None) -> list[Path]:
-    """User catalog files in the order they are applied."""
-    paths: list[Path] = []
+def user_catalog_paths(extra: Sequence[str | Path] | None = None) -> list[tuple[Path, str]]:
+    """User catalog files in the order they are applied, each with where it was named
+    (``ACCELBENCH_CATALOG``, the default file, ``--catalog``)."""
+    paths: list[tuple[Path, str]] = []
     env = os.environ.get("ACCELBENCH_CATALOG", "")
-    paths += [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+    paths += [(Path(p).expanduser(), "ACCELBENCH_CATALOG") for p in env.split(os.pathsep) if p]
     default = USER_CATALOG.expanduser()
     if default.is_file():
-        paths.append(default)
-    paths += [Path(p).expanduser() for p in extra or []]
+        paths.append((default, "the user catalog"))
+    paths += [(Path(p).expanduser(), "--catalog") for p in extra or []]
     return paths
 
 
 def load_catalog(extra: Sequence[str | Path] | None = None) -> dict[str, Accelerator]:
     """Shipped catalog overlaid with every user catalog file (later files win)."""
     cat = shipped_catalog()
-    for path in user_catalog_paths(extra):
+    for path, named in user_catalog_paths(extra):
         if not path.is_file():
-            raise AccelbenchError(f"catalog file not found: {path}")
+            what = "is a directory" if path.is_dir() else "does not exist"
+            raise AccelbenchError(
+                f"catalog file not found: {named} names {path}, which {what} (give YAML "
+                f"files{', separated by ' + repr(os.pathsep) if named.startswith('ACC') else ''})"
+            )
         try:
             data = load_yaml(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
