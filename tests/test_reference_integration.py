@@ -156,6 +156,20 @@ def test_duration_closed_loop_chat_two_workers(reference_server, tmp_path):
     assert len(set(t.column("idx").to_pylist())) == t.num_rows  # unique indices
 
 
+@pytest.mark.parametrize("n, duration_s", [(None, 0.6), (10, 30.0), (10_000, 0.6)])
+def test_planned_count_with_a_duration(reference_server, tmp_path, n, duration_s):
+    """`run --duration D -n N` stops at whichever comes first; its plan is N requests
+    (run.json planned_requests and summary counts.planned were null, as for a duration
+    alone, which plans no count)."""
+    srv = reference_server("--ttft-ms", "2", "--itl-ms", "1")
+    s, _ = bench(srv.url, tmp_path, concurrency=2, duration_s=duration_s, num_requests=n)
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["planned_requests"] == s["counts"]["planned"] == n
+    if n is not None:
+        assert s["counts"]["completed"] <= n
+        assert (s["counts"]["completed"] == n) == (n == 10)  # 10 come before 30 s do
+
+
 def test_non_stream(reference_server, tmp_path):
     srv = reference_server("--ttft-ms", "5", "--itl-ms", "1")
     s, t = bench(srv.url, tmp_path, concurrency=2, num_requests=6, stream=False)

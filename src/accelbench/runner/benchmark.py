@@ -390,8 +390,11 @@ def _run(
 
             with deferred_stop_signals():  # the directory, and the name that removes it
                 run_dir, short = new_run_dir(cfg)
+            # a duration alone plans no count (null); with -n (or a trace) too, the
+            # run stops at whichever comes first and that count is the plan
+            bounded = cfg.duration_s is None or cfg.known_measured() is not None
             doc = new_run_doc(cfg, run_dir, target, engine,
-                              planned=n_measured if cfg.duration_s is None else None)  # fmt: skip
+                              planned=n_measured if bounded else None)  # fmt: skip
             write_run_doc(run_dir, doc)
             n_workers = resolve_workers(cfg, n_measured)
             specs = _worker_specs(cfg, plan, n_warm, n_workers, api_key or None, short)
