@@ -335,6 +335,27 @@ def test_run_energy_as_telemetry_writes_it(tmp_path):
     assert (t.j_per_token_measured, t.j_per_output_token_measured) == (0.36, 3.6)
 
 
+@pytest.mark.parametrize("sweep", [False, True])
+def test_energy_warnings_follow_the_priced_joules(tmp_path, sweep):
+    """A run whose telemetry said its energy figure missed a GPU over part of the window
+    (summary.json energy.warnings) was priced in J/token with nothing said: the warning,
+    naming the run, comes with the figure (a run, a sweep's frontier points); a run
+    without a measured energy figure says nothing of energy."""
+    gap = "GPU 1 unseen for 12.0 s of the 60.0 s window"
+    energy = {"j_per_total_token": 0.36, "j_per_output_token": 3.6, "warnings": [gap]}
+    if sweep:
+        make_run(tmp_path / "s" / "a", 4000, 10, energy=energy)
+        make_run(tmp_path / "s" / "b", 2000, 40, energy={"j_per_total_token": 0.5})
+        t = throughput_from_source(str(tmp_path / "s"), 20)
+    else:
+        make_run(tmp_path / "a", 1000, 50, energy=energy)
+        t = throughput_from_source(str(tmp_path / "a"))
+    assert t.j_per_token_measured is not None
+    assert [w for w in t.warnings if "energy" in w] == [f"a: measured energy: {gap}"]
+    make_run(tmp_path / "n", 1000, 50, energy={"warnings": [gap]})  # no figure: nothing priced
+    assert throughput_from_source(str(tmp_path / "n")).warnings == []
+
+
 def test_run_missing_throughput_is_named(tmp_path):
     d = tmp_path / "r"
     d.mkdir()

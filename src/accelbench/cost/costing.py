@@ -125,6 +125,17 @@ def run_energy(r: RunInfo) -> tuple[float | None, float | None]:
     return jpt, _fig(energy.get("j_per_output_token"))
 
 
+def energy_warnings(r: RunInfo) -> list[str]:
+    """What the run's telemetry said of its energy figure (summary.json
+    ``energy.warnings``: a GPU unseen over part of the window), each naming the run."""
+    from accelbench.store.runs import dig
+
+    said = dig(r.summary, "energy", "warnings")
+    if not isinstance(said, list):
+        return []
+    return [f"{r.path.name}: measured energy: {w}" for w in said if isinstance(w, str)]
+
+
 def run_mean_lengths(r: RunInfo) -> tuple[float | None, float | None]:
     """Mean input and output tokens per completed request (None where unknown)."""
     from accelbench.store.runs import dig
@@ -182,6 +193,8 @@ def throughput_from_run(run: RunInfo) -> Throughput:
         origin=f"run {run.path}",
         j_per_output_token_measured=jpo,
         notes=[f"{run.path.name}: {x}" for x in run.problems],
+        # a J/token priced from a partial window is said where it is priced
+        warnings=energy_warnings(run) if jpt is not None or jpo is not None else [],
     )
 
 
@@ -227,7 +240,7 @@ def throughput_from_sweep(runs: list[RunInfo], interactivity: float, origin: str
 
     total = at("total")
     assert total is not None  # every frontier point has a finite total
-    return Throughput(
+    out = Throughput(
         total,
         at("input"),
         at("output"),
@@ -239,6 +252,9 @@ def throughput_from_sweep(runs: list[RunInfo], interactivity: float, origin: str
         warnings=[f"{', '.join(zero)}: interactivity or total throughput of 0: left off the "
                   "frontier"] if zero else [],
     )  # fmt: skip
+    if out.j_per_token_measured is not None or out.j_per_output_token_measured is not None:
+        out.warnings += [w for i in keep for w in pts[i].warnings]  # the points it came from
+    return out
 
 
 def throughput_from_source(source: str, interactivity: float | None = None) -> Throughput:
