@@ -1135,3 +1135,25 @@ def test_the_audit_wrong_unit_readings_are_said_and_left_out():
         'GPU 0: temperature/gpu_temp: value "56 %" is not in a unit of the field\'s '
         "quantity (C); that field is unknown",
     ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(used=st.integers(0, 300_000), total=st.integers(1, 300_000))
+def test_memory_used_above_total_is_said_and_left_out(used, total):
+    """memory.used above memory.total of the same GPU (each within its own range) was
+    read as it came: both are null now, in one ``lost`` line; used <= total is kept."""
+    header, row = read(_H200_CSV).split("\n")[:2]
+    names = [c.strip() for c in header.split(",")]
+    cells = row.split(", ")
+    cells[names.index("memory.used [MiB]")] = f"{used} MiB"
+    cells[names.index("memory.total [MiB]")] = f"{total} MiB"
+    lost: list[str] = []
+    r = one(parse_nvidia_smi_csv(f"{header}\n{', '.join(cells)}\n", lost=lost))
+    if used > total:
+        assert r["mem_used_bytes"] is None and r["mem_total_bytes"] is None
+        assert (
+            len(lost) == 1 and "mem_used_bytes" in lost[0] and "is above mem_total_bytes" in lost[0]
+        )
+    else:
+        assert (r["mem_used_bytes"], r["mem_total_bytes"]) == (used * 2**20, total * 2**20)
+        assert lost == []

@@ -237,6 +237,11 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
+# Readings that cannot exceed another of the same row (which of the two is damaged cannot
+# be told: both are left out).
+_AT_MOST = (("mem_used_bytes", "mem_total_bytes"), ("host_mem_used_bytes", "host_mem_total_bytes"))
+
+
 def row_label(row: Row) -> str:
     """How a parser's messages name the thing a row describes."""
     if row.get("kind") == KIND_GPU:
@@ -272,6 +277,16 @@ def plausible(rows: list[Row], lost: list[str] | None) -> list[Row]:
                     f"{label}: {name} {_shown(name, v)} is outside "
                     f"{_shown(name, lo)} to {_shown(name, hi)}; that field is unknown"
                 )
+        for part, whole in _AT_MOST:
+            u, t = column(row, part), column(row, whole)
+            if isinstance(u, int | float) and isinstance(t, int | float) and u > t:
+                set_column(row, part, None)
+                set_column(row, whole, None)
+                if lost is not None:
+                    lost.append(
+                        f"{label}: {part} {_shown(part, u)} is above {whole} "
+                        f"{_shown(whole, t)}; both fields are unknown"
+                    )
     return rows
 
 
