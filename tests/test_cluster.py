@@ -416,6 +416,9 @@ def test_ray_local_one_start_instant_and_the_network(reference_server, tmp_path)
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
+    # Ray's "Set RAY_AUTH_MODE=disabled to opt out" (advice --ray local refuses) is not
+    # printed on a --quiet run
+    assert b"RAY_AUTH_MODE" not in err, err
     meta = json.loads((out / "run.json").read_text())
     s = json.loads((out / "summary.json").read_text())
     rows = pq.read_table(out / "requests.parquet").to_pylist()

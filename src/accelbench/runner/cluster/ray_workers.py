@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import logging
 import os
 import select
 import signal
@@ -319,6 +320,12 @@ def connect(address: str) -> bool:
         )
     if address == "local":
         _tie_local_ray()
+        # Ray enables its token for a new local runtime and logs "Set RAY_AUTH_MODE=
+        # disabled to opt out" on every run, even under --quiet: advice --ray local
+        # refuses (above). Its other warnings still show.
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+            logging.ERROR
+        )
     try:
         if address == "local":
             # "local": a new runtime here, never one RAY_ADDRESS or `ray start` points at
