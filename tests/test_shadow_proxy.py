@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 import pytest
 
+from accelbench.suites.shadow.document import read_meta
 from accelbench.suites.shadow.store import read_shadow_dir
 from conftest import free_port, wait_http
 from raw_http import RawHttpServer
@@ -325,6 +326,12 @@ def test_added_ttft_against_ground_truth(reference_server, tmp_path: Path) -> No
         np.percentile(err["via"], [50, 99]),
         np.percentile(err["direct"], [50, 99]),
     )
+    # how each side was stamped: the baseline's reads in the proxy, the copies' in the
+    # candidate process (sent back at its end), for the verdict's late-reads check
+    recv = read_meta(tmp_path / "sh").receive
+    assert {s: r["arrival_stamps"] for s, r in recv.items()} == {
+        "baseline": "kernel", "candidate": "kernel"}, recv  # fmt: skip
+    assert all((r.get("read_delay_ms_p99") or 0) >= 0 for r in recv.values())
 
 
 @pytest.mark.parametrize(

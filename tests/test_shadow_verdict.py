@@ -411,3 +411,67 @@ def test_property_agreement_never_counts_pairs_without_text_as_identical(
     assert ev.get("left out (no text on either side)", 0) == len(texts) - len(shown)
     if not shown:
         assert res.status == "inconclusive"
+
+
+def test_each_sides_late_reads_are_said_against_its_own_chunk_gap(
+    reference_server, tmp_path: Path
+) -> None:
+    """shadow.json keeps how each side's chunk times were stamped and how long its reads
+    waited in the socket (p99); the verdict warns, naming the side, exactly where that
+    wait is longer than the side's median chunk gap (a starved measuring process: chunks
+    read together share one time), as a run does. Injected into a real replay's
+    shadow.json: no warning at the gap or below, one above it, for each side alone."""
+    base = reference_server("--ttft-ms", "5", "--itl-ms", "8")
+    cand = reference_server("--ttft-ms", "5", "--itl-ms", "16")
+    trace = _mooncake(tmp_path / "t.jsonl", 60, rate=100)
+    d = _replay(tmp_path, "r", trace, base.url, cand.url)
+    meta = json.loads((d / "shadow.json").read_text())
+    assert set(meta["receive"]) == {"baseline", "candidate"}, meta
+    for side in ("baseline", "candidate"):
+        assert meta["receive"][side]["arrival_stamps"] == "kernel"
+        assert meta["receive"][side]["read_delay_ms_p99"] >= 0
+
+    def late(delays: dict[str, float]) -> list[str]:
+        doc = {**meta, "receive": {s: {"arrival_stamps": "kernel", "read_delay_ms_p99": x}
+                                   for s, x in delays.items()}}  # fmt: skip
+        (d / "shadow.json").write_text(json.dumps(doc))
+        w = shadow_verdict(d, ["error_rate <= +1pp"], write=False).warnings
+        return [x for x in w if "reads waited in the socket" in x]
+
+    gaps = {"baseline": 8.0, "candidate": 16.0}  # the servers' own gaps, ms
+    assert late({"baseline": 0.05, "candidate": 0.05}) == []
+    for side, gap in gaps.items():
+        other = "candidate" if side == "baseline" else "baseline"
+        assert late({side: 0.5 * gap, other: 0.05}) == []
+        said = late({side: 3 * gap, other: 0.05})
+        assert len(said) == 1 and said[0].startswith(f"the {side}'s reads waited"), said
+        assert f"{3 * gap:.1f} ms (p99)" in said[0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    value=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=5),
+        st.booleans(),
+        st.lists(st.integers(), max_size=2),
+        st.integers(-10, 10),
+    ),
+    key=st.sampled_from(["arrival_stamps", "read_delay_ms_p99", "realtime_step_ms_max"]),
+)
+def test_property_a_damaged_receive_section_is_one_document_error(value, key) -> None:
+    """shadow.json ``receive`` as edited or damaged: read as it is where it is a figure
+    the section can hold, else one DocumentError naming the field; never another error."""
+    from accelbench.errors import DocumentError
+    from accelbench.suites.shadow.document import ShadowMeta
+
+    doc = {"schema": "accelbench.shadow/1", "mode": "replay", "status": "completed",
+           "receive": {"candidate": {"arrival_stamps": "kernel", key: value}}}  # fmt: skip
+    try:
+        m = ShadowMeta.from_json(doc)
+    except DocumentError as exc:
+        assert "receive" in str(exc) and key in str(exc), exc
+        return
+    got = m.receive["candidate"][key]  # type: ignore[literal-required]
+    assert got == value or (key != "arrival_stamps" and got == float(value))
+    assert ShadowMeta.from_json(m.to_json()).receive == m.receive

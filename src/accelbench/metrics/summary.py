@@ -154,7 +154,16 @@ class WorkerStats(TypedDict, total=False):
     nice: int  # the worker process's niceness (above 0 it yields the CPU to the server)
 
 
-class ClientSection(TypedDict, total=False):
+class ArrivalStamps(TypedDict, total=False):
+    """Where a client's chunk times came from, over its workers (``arrival_stamps``)."""
+
+    arrival_stamps: str  # kernel | loop
+    read_delay_ms_p99: float | None
+    realtime_drift_ppm: float | None
+    realtime_step_ms_max: float | None
+
+
+class ClientSection(ArrivalStamps, total=False):
     """summary.json ``client`` (and run.json's copy): the load generator's own figures,
     and the judgement whether it, not the server, was the limit."""
 
@@ -166,10 +175,6 @@ class ClientSection(TypedDict, total=False):
     cpu_util: float | None
     cpu_us_per_chunk: float
     loop_lag_ms_p99: float | None
-    arrival_stamps: str  # kernel | loop
-    read_delay_ms_p99: float | None
-    realtime_drift_ppm: float | None
-    realtime_step_ms_max: float | None
     start_late_ms_max: float | None
     warnings: list[str]
     # added by the run's end (runner/finalize.py)
@@ -181,6 +186,40 @@ class ClientSection(TypedDict, total=False):
     streams_per_worker: float | None
     bottleneck: bool
     server_cache: ServerCache  # the server's prefix cache, where the run learnt it
+
+
+def arrival_stamps(worker_stats: list[WorkerStats]) -> ArrivalStamps:
+    """Where the workers' chunk times came from: ``kernel`` when (nearly) every read
+    carried the kernel's receive time (client/http1.py ``ReceiveHub``), else ``loop``; and
+    the p99 of how long reads waited in the socket before a worker read them (the most
+    late a loop-side time would have been), the largest over the workers; and how the
+    wall clock, which the stamps are on, moved against the monotonic one."""
+    recv = [r for s in worker_stats if (r := s.get("receive"))]
+    reads = sum(r.get("reads", 0) for r in recv)
+    stamped = sum(r.get("kernel_stamped", 0) for r in recv)
+    delays = [x for r in recv if (x := r.get("read_delay_ms_p99")) is not None]
+    drift = [x for r in recv if (x := r.get("realtime_drift_ppm")) is not None]
+    steps = [x for r in recv if (x := r.get("realtime_step_ms_max")) is not None]
+    return ArrivalStamps(
+        arrival_stamps="kernel" if reads and stamped >= 0.99 * reads else "loop",
+        read_delay_ms_p99=max(delays) if delays else None,
+        # the stamps' clock (realtime) against the monotonic one: worst worker
+        realtime_drift_ppm=max(drift, key=abs) if drift else None,
+        realtime_step_ms_max=max(steps) if steps else None,
+    )
+
+
+def reads_waited(delay_ms: float | None, gap_ms: float | None) -> str | None:
+    """The warning when reads waited in the socket longer than the median chunk gap:
+    then a read can take two chunks of one stream, and the earlier gets the later one's
+    time (kernel stamps), or both the read's (loop-side times). None where they did not."""
+    if delay_ms is None or not gap_ms or delay_ms <= gap_ms:
+        return None
+    return (
+        f"reads waited in the socket up to {delay_ms:.1f} ms (p99), longer than the "
+        f"median chunk gap ({gap_ms:.1f} ms): some chunks were read together and share "
+        "the later one's arrival time"
+    )
 
 
 class DeviceEnergy(TypedDict):

@@ -27,7 +27,7 @@ from accelbench.client.session import OpenAIClient, get_json, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import deferred_stop_signals, noted_stops, raised_stops
 from accelbench.metrics.records import ErrorKind, RequestRecord
-from accelbench.metrics.summary import ClientSection, Summary, WorkerStats
+from accelbench.metrics.summary import ClientSection, Summary, WorkerStats, arrival_stamps
 from accelbench.runner.config import BenchmarkConfig, discard_run_dir, new_run_dir
 from accelbench.runner.finalize import STREAMS_PER_WORKER_KNEE, TelemetryStop, finalize_run
 from accelbench.runner.loadgen import LOST_SERVER_AFTER, PhaseSpec, WorkerSpec
@@ -874,27 +874,6 @@ def schedule_doc(cfg: BenchmarkConfig, specs: list[WorkerSpec], start_ns: int | 
         duration_s=cfg.duration_s,
         num_requests=cfg.num_requests,
         warmup_requests=cfg.warmup_requests,
-    )
-
-
-def arrival_stamps(worker_stats: list[WorkerStats]) -> ClientSection:
-    """Where the workers' chunk times came from: ``kernel`` when (nearly) every read
-    carried the kernel's receive time (client/http1.py ``ReceiveHub``), else ``loop``; and
-    the p99 of how long reads waited in the socket before a worker read them (the most
-    late a loop-side time would have been), the largest over the workers; and how the
-    wall clock, which the stamps are on, moved against the monotonic one."""
-    recv = [r for s in worker_stats if (r := s.get("receive"))]
-    reads = sum(r.get("reads", 0) for r in recv)
-    stamped = sum(r.get("kernel_stamped", 0) for r in recv)
-    delays = [x for r in recv if (x := r.get("read_delay_ms_p99")) is not None]
-    drift = [x for r in recv if (x := r.get("realtime_drift_ppm")) is not None]
-    steps = [x for r in recv if (x := r.get("realtime_step_ms_max")) is not None]
-    return ClientSection(
-        arrival_stamps="kernel" if reads and stamped >= 0.99 * reads else "loop",
-        read_delay_ms_p99=max(delays) if delays else None,
-        # the stamps' clock (realtime) against the monotonic one: worst worker
-        realtime_drift_ppm=max(drift, key=abs) if drift else None,
-        realtime_step_ms_max=max(steps) if steps else None,
     )
 
 

@@ -26,6 +26,7 @@ from accelbench.metrics.summary import (
     MlperfSection,
     Summary,
     TelemetrySection,
+    reads_waited,
     stat_value,
     summarize,
 )
@@ -588,12 +589,8 @@ def _client_health(summary: Summary, cfg: RecordedConfig) -> None:
                 "a chunk that arrived between a step and the worker's next read can be off "
                 "by one step"
             )
-        if delay is not None and gap and delay > gap:
-            warnings.append(
-                f"reads waited in the socket up to {delay:.1f} ms (p99), longer than the "
-                f"median chunk gap ({gap:.1f} ms): some chunks were read together and share "
-                "the later one's arrival time; add --workers"
-            )
+        if waited := reads_waited(delay, gap):
+            warnings.append(waited + "; add --workers")
     elif spw and spw > STREAMS_PER_WORKER_KNEE:
         # The loop-side timing error grows with streams per worker (benchmarks/README.md)
         warnings.append(

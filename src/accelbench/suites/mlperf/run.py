@@ -24,11 +24,10 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from accelbench.errors import UsageError
 from accelbench.lifetime import STOP_SIGNALS
-from accelbench.metrics.summary import ClientSection, MlperfSection, WorkerStats
+from accelbench.metrics.summary import ClientSection, MlperfSection, WorkerStats, arrival_stamps
 from accelbench.metrics.verdict import Status, from_word, word
 from accelbench.runner.benchmark import (
     Log,
-    arrival_stamps,
     connect,
     embedded_engine,
     new_run_doc,

@@ -54,7 +54,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, cast
 
 import orjson
 
@@ -63,6 +63,7 @@ from accelbench.client.openai import ResponseHandler
 from accelbench.errors import AccelbenchError
 from accelbench.lifetime import STOP_SIGNALS, Child, spawn
 from accelbench.metrics.records import ErrorKind, RequestRecord, record_row
+from accelbench.metrics.summary import ReceiveStats
 from accelbench.store.rundir import Journal
 
 _now = time.monotonic_ns
@@ -173,6 +174,7 @@ class CandidateProcess:
         self.on_done = on_done
         self.inflight = 0
         self.alive = False
+        self.receive: list[ReceiveStats] = []  # the copies' arrival stamps, sent at the end
         self.proc: Child | None = None
         self.transport: asyncio.Transport | None = None
         self._ready: asyncio.Future | None = None
@@ -215,6 +217,11 @@ class CandidateProcess:
             self.on_done(line[5:].decode())
         elif line == b"ready" and self._ready is not None and not self._ready.done():
             self._ready.set_result(True)
+        elif line.startswith(b"recv "):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                got = orjson.loads(line[5:])
+                if isinstance(got, list):
+                    self.receive = [cast(ReceiveStats, r) for r in got if isinstance(r, dict)]
         elif line == b"end" and self._end is not None and not self._end.done():
             self._end.set_result(None)
 
@@ -381,6 +388,13 @@ async def _child(sock: socket.socket) -> None:
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
     tick.cancel()
+    # how the copies' chunk times were stamped, and how long reads waited (the verdict
+    # says where that was longer than the chunk gap)
+    report(
+        b"recv "
+        + orjson.dumps([r for c in clients.values() if (r := c.receive_stats()) and r.get("reads")])
+        + b"\n"
+    )
     for c in clients.values():
         await c.close()
     base.close_all("the proxy ended before this request's record was complete")

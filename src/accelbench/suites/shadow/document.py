@@ -19,6 +19,7 @@ from typing import TypedDict, cast
 
 from accelbench.documents import Fields, Json, JsonObject, load_json
 from accelbench.errors import DocumentError
+from accelbench.metrics.summary import ArrivalStamps
 from accelbench.metrics.verdict import Status, Verdict, from_word, word
 
 SHADOW_JSON = "shadow.json"
@@ -50,7 +51,23 @@ class Side:
 
 
 KNOWN = ("schema", "tool", "status", "started_at", "ended_at", "mode", "baseline", "candidate",
-         "counters", "listen")  # fmt: skip
+         "counters", "listen", "receive")  # fmt: skip
+
+
+def _arrival(f: Fields) -> ArrivalStamps:
+    """One side's ``receive``: how its chunk times were stamped (metrics.summary)."""
+    out: ArrivalStamps = {}
+    mode = f.opt_str("arrival_stamps")
+    if mode is not None:
+        if mode not in ("kernel", "loop"):
+            raise DocumentError(f"{f.at('arrival_stamps')}: expected kernel or loop, got {mode!r}")
+        out["arrival_stamps"] = mode
+    for key in ("read_delay_ms_p99", "realtime_drift_ppm", "realtime_step_ms_max"):
+        x = f.num(key)
+        if x is not None and key != "realtime_drift_ppm" and x < 0:
+            raise DocumentError(f"{f.at(key)}: expected a number >= 0, got {x!r}")
+        out[key] = x
+    return out
 
 
 @dataclass
@@ -68,6 +85,9 @@ class ShadowMeta:
     counters: dict[str, int] = field(default_factory=dict)
     listen: str | None = None  # the proxy's address
     settings: JsonObject = field(default_factory=dict)
+    # each side's arrival stamps (kernel or loop) and how long its reads waited in the
+    # socket (p99): above the chunk gap, its chunk times are not each chunk's own
+    receive: dict[str, ArrivalStamps] = field(default_factory=dict)
     schema: str = SCHEMA
 
     def to_json(self) -> JsonObject:
@@ -82,6 +102,8 @@ class ShadowMeta:
         if self.listen is not None:
             out["listen"] = self.listen
         out["counters"] = cast(Json, dict(self.counters))
+        if self.receive:
+            out["receive"] = cast(Json, {k: dict(v) for k, v in self.receive.items()})
         return out
 
     @classmethod
@@ -100,6 +122,11 @@ class ShadowMeta:
             counters=f.counts("counters"),
             listen=f.opt_str("listen"),
             settings={k: f.json(k) for k in f.doc if k not in KNOWN},
+            receive={
+                side: _arrival(g)
+                for side in SIDES
+                if (r := f.opt_obj("receive")) is not None and (g := r.opt_obj(side)) is not None
+            },
             schema=schema,
         )
 

@@ -50,6 +50,7 @@ from accelbench.client.transport import BodySink, Request, send_with_retries
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.httpframing import MAX_BODY, MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import loop_stop_signals
+from accelbench.metrics.summary import arrival_stamps
 from accelbench.suites.shadow.candidate import CandidateProcess
 from accelbench.suites.shadow.store import BASELINE, CANDIDATE, ShadowWriter
 from accelbench.urls import Endpoint
@@ -618,6 +619,15 @@ class ShadowProxy:
             await self.cand.finish(0.0, wait_s=_STOP_WAIT_S)
         else:
             await self.cand.finish(grace_s)
+        # how each side's chunk times were stamped: the baseline's reads are this loop's,
+        # the copies' the candidate process's
+        recv = self.transport.receive_stats()
+        for side, got in (
+            ("baseline", [recv] if recv and recv.get("reads") else []),
+            ("candidate", self.cand.receive),
+        ):
+            if got:
+                self.writer.meta.receive[side] = arrival_stamps([{"receive": r} for r in got])
         rs = self.transport.relay_stats()
         if rs:  # how many of the baseline's reads went through the compiled relay
             self.writer.count("relayed_reads", rs["reads"])

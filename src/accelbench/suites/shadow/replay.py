@@ -24,6 +24,7 @@ from accelbench.client.session import OpenAIClient, load_api_key
 from accelbench.errors import AccelbenchError, UsageError
 from accelbench.lifetime import loop_stop_signals
 from accelbench.metrics.records import RequestRecord
+from accelbench.metrics.summary import arrival_stamps
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.store.rundir import write_json_atomic
 from accelbench.suites.shadow.store import ShadowWriter
@@ -253,6 +254,11 @@ class _Sender:
             self.writer.add_record(self.side, rec)
 
     async def close(self) -> None:
+        # how this side's chunk times were stamped (the verdict says where reads waited
+        # longer than the chunk gap)
+        got = [r for c in self.clients.values() if (r := c.receive_stats()) and r.get("reads")]
+        if got:
+            self.writer.meta.receive[self.side] = arrival_stamps([{"receive": r} for r in got])
         for c in self.clients.values():
             await c.close()
 

@@ -48,6 +48,7 @@ from accelbench.metrics.stats import (
     quantile_ratio_ci,
     wilson,
 )
+from accelbench.metrics.summary import ArrivalStamps, reads_waited
 from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict, word, worst
 from accelbench.suites.shadow.document import (
     VERDICT,
@@ -454,6 +455,32 @@ def _side_summary(rows: list[RequestRow]) -> SideSummary:
     return SideSummary(len(rows), len(ok), _kinds(rows), latency, rate)
 
 
+def _median_gap_ms(rows: list[RequestRow]) -> float | None:
+    """The median gap between consecutive chunks of the side's completed requests."""
+    gaps = [np.diff(t) for r in rows if r["ok"] and len(t := r["chunk_times"] or []) >= 2]
+    return float(np.median(np.concatenate(gaps))) / 1e6 if gaps else None
+
+
+def _late_reads(receive: dict[str, ArrivalStamps], rows: dict[str, list[RequestRow]]) -> list[str]:
+    """A side whose reads waited in the socket longer than its median chunk gap (its
+    process kept from the CPU: the proxy's candidate process runs at a lower priority):
+    its chunk times are not each chunk's own, and gates on its timing can be off by that
+    much. The same rule as a run's (metrics.summary.reads_waited)."""
+    out = []
+    for side in ("baseline", "candidate"):
+        st = receive.get(side)
+        if st is None:
+            continue
+        waited = reads_waited(st.get("read_delay_ms_p99"), _median_gap_ms(rows[side]))
+        if waited:
+            out.append(
+                f"the {side}'s {waited}: its TTFT and chunk gaps, and the gates on them, "
+                "can be off by up to that much (the process reading them was kept from the "
+                "CPU: give the host more cores)"
+            )
+    return out
+
+
 def shadow_verdict(
     shadow_dir: str | Path,
     gates: list[str],
@@ -484,6 +511,7 @@ def shadow_verdict(
             f"the replay is {meta.status}, not completed: this verdict judges only the "
             f"{len(base)} paired request(s) sent before it stopped, not the whole trace"
         )
+    warnings += _late_reads(meta.receive, rows)
     bodies = read_trace_bodies(d)
     greedy = {i for i, body in bodies.items() if is_greedy(body)}
 
