@@ -247,7 +247,7 @@ def _layouts(model: str, gpus: int) -> list[Layout]:
         out.append(Layout(tp))
         if arch.num_experts:
             out.append(Layout(tp, ep=tp))
-            if arch.is_mla:
+            if arch.is_mla and tp > 1:  # at one GPU attention is not split
                 out.append(Layout(tp, ep=tp, dp_attention=True))
     return out
 
