@@ -11,6 +11,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelbench.reference.server import MAX_TOKENS_CAP
 
@@ -125,3 +127,90 @@ def test_ambiguous_content_length_is_refused_and_the_server_keeps_serving(
                                            b"HTTP/1.1 413 Content Too Large")  # fmt: skip
     assert answer.count(b"HTTP/1.1 ") == 1  # answered once, never as a request
     assert post(srv.url, {"prompt": "x", "max_tokens": 3})[0] == 200
+
+
+def _request(body: dict, rid: bytes | None = None) -> bytes:
+    data = json.dumps(body).encode()
+    extra = b"X-Request-Id: " + rid + b"\r\n" if rid is not None else b""
+    return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + extra
+            + b"Content-Length: %d\r\n\r\n" % len(data) + data)  # fmt: skip
+
+
+def _responses(s: socket.socket, count: int) -> list[tuple[bytes, bytes]]:
+    """Read ``count`` responses (head, body: a chunked body decoded) off ``s``."""
+    buf, out = b"", []
+
+    def need(n: int) -> None:
+        nonlocal buf
+        while len(buf) < n:
+            data = s.recv(65536)
+            assert data, "the server closed the connection"
+            buf += data
+
+    def line() -> bytes:
+        nonlocal buf
+        while b"\r\n" not in buf:
+            need(len(buf) + 1)
+        ln, _, buf = buf.partition(b"\r\n")
+        return ln
+
+    for _ in range(count):
+        while b"\r\n\r\n" not in buf:
+            need(len(buf) + 1)
+        head, _, buf = buf.partition(b"\r\n\r\n")
+        fields = dict(ln.lower().split(b": ", 1) for ln in head.split(b"\r\n")[1:])
+        body = b""
+        if b"content-length" in fields:
+            n = int(fields[b"content-length"])
+            need(n)
+            body, buf = buf[:n], buf[n:]
+        else:
+            while size := int(line(), 16):
+                need(size + 2)
+                body, buf = body + buf[:size], buf[size + 2 :]
+            assert line() == b""
+        out.append((head, body))
+    return out
+
+
+def _ids(body: bytes) -> list[str]:
+    """The ``id`` of a JSON body, or of every event of an SSE body (each must parse)."""
+    if not body.startswith(b"data: "):
+        return [json.loads(body)["id"]]
+    events = [e[6:] for e in body.split(b"\n\n") if e]
+    assert events[-1] == b"[DONE]"
+    return [json.loads(e)["id"] for e in events[:-1]]
+
+
+_REQUEST_IDS = (
+    st.text(
+        st.sampled_from([chr(c) for c in [9, *range(0x20, 0x7F), *range(0x80, 0x100)]]),
+        min_size=1,
+        max_size=40,
+    )
+    .map(lambda t: t.strip(" \t"))
+    .filter(bool)
+)  # fmt: skip  (what a header value may hold, RFC 9110 5.5)
+
+
+def test_any_request_id_gives_well_formed_events(reference_server) -> None:
+    """The X-Request-Id a client sends becomes the events' ``id``: JSON-quoted. It was
+    pasted in raw, so ``a"b`` made every event of the stream malformed JSON."""
+    srv = reference_server("--ttft-ms", "0", "--itl-ms", "0")
+
+    @settings(max_examples=40, deadline=None)
+    @given(rid=_REQUEST_IDS, chat=st.booleans())
+    def prop(rid: str, chat: bool) -> None:
+        path = b"/v1/chat/completions" if chat else b"/v1/completions"
+        body = {"messages": [{"role": "user", "content": "x"}]} if chat else {"prompt": "x"}
+        raw = _request({**body, "max_tokens": 3, "stream": True,
+                        "stream_options": {"include_usage": True}}, rid.encode("latin-1"))  # fmt: skip
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(raw.replace(b"/v1/completions", path, 1))
+            [(head, events)] = _responses(s, 1)
+        assert head.startswith(b"HTTP/1.1 200")
+        prefix = "chatcmpl-" if chat else "cmpl-"
+        # the token events carry the prefixed id (chat: the role first), usage the id
+        assert _ids(events) == [prefix + rid] * (4 if chat else 3) + [rid]
+
+    prop()

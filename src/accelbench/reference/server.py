@@ -772,7 +772,10 @@ class StreamFraming:
         model_json = orjson.dumps(model).decode()
         kind = "chat.completion.chunk" if chat else "text_completion"
         ident = f"chatcmpl-{rid}" if chat else f"cmpl-{rid}"
-        opening = f'data: {{"id":"{ident}","object":"{kind}","created":{created},'
+        # the id comes from the request's X-Request-Id: JSON-quoted (a '"' in it made
+        # every event of the stream malformed)
+        ident_json = orjson.dumps(ident).decode()
+        opening = f'data: {{"id":{ident_json},"object":"{kind}","created":{created},'
         opening += f'"model":{model_json},"choices":[{{"index":0,'
         if chat:
             pre = (opening + '"delta":{"content":').encode()
