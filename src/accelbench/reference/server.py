@@ -31,7 +31,7 @@ from accelbench import validate
 from accelbench.documents import JsonObject
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
-from accelbench.httpframing import Reject, RequestReader
+from accelbench.httpframing import MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.reference.prefix_cache import PrefixCache
 
@@ -365,6 +365,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.paused = False  # the client reads slower than we write
         self.receiving = False  # inside data_received (its loop takes the next request)
         self.bulk: Any = None  # a max-throughput response being written
+        self.reading_paused = False  # a request's answer is due and more bytes wait
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -400,7 +401,10 @@ class ReferenceProtocol(asyncio.Protocol):
     def _received(self, data: bytes) -> None:
         t = time.monotonic_ns()
         self.buf += data
-        while not self.busy and not self.closed:
+        # one request at a time, answered in order (RFC 9112 9.3.2): a pipelined request
+        # waits for the answer before it, streamed or not (a non-streamed answer still
+        # due was overtaken by the next request's, or written into its stream)
+        while not self.busy and not self.pending and not self.closed:
             # framed as the shadow proxy frames requests (RFC 9112, strict): a negative
             # Content-Length had re-read this buffer's own head and hung the server
             try:
@@ -413,6 +417,12 @@ class ReferenceProtocol(asyncio.Protocol):
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in req.headers}
             target = req.target.decode("latin-1")
             self._dispatch(req.method.decode("ascii"), target, headers, bytes(req.body), t)
+        # what a client sends while its answer is due waits in the kernel, not here: it
+        # was read into this buffer without bound (1 GB sent beside a long stream held
+        # 1.4 GB of the server's memory)
+        if (self.busy or self.pending) and len(self.buf) > MAX_HEAD and not self.closed:
+            self.transport.pause_reading()  # type: ignore[union-attr]
+            self.reading_paused = True
 
     # -- routing -------------------------------------------------------------------
     def _dispatch(self, method: str, path: str, headers: dict, body: bytes, t: int) -> None:
@@ -582,6 +592,7 @@ class ReferenceProtocol(asyncio.Protocol):
                 log["t_end"] = st.event_ns()
                 self.pending.remove(log)
                 st.log(log)
+                self._next_request()
 
             self._later(delay, answer)
             return
@@ -616,7 +627,14 @@ class ReferenceProtocol(asyncio.Protocol):
         self.bulk = None
         self.busy = False
         self.handles.clear()
-        if self.buf and not self.receiving:  # a request that came meanwhile
+        self._next_request()
+
+    def _next_request(self) -> None:
+        """The answer is written: read on, and take a request that came meanwhile."""
+        if self.reading_paused and not self.closed:
+            self.reading_paused = False
+            self.transport.resume_reading()  # type: ignore[union-attr]
+        if self.buf and not self.receiving:
             self.data_received(b"")
 
     def _later(self, delay_s: float, fn) -> None:
