@@ -170,6 +170,7 @@ def _responses(s: socket.socket, count: int) -> list[tuple[bytes, bytes]]:
                 body, buf = body + buf[:size], buf[size + 2 :]
             assert line() == b""
         out.append((head, body))
+    assert buf == b"", f"more than {count} responses: {buf[:80]!r}"
     return out
 
 
@@ -260,3 +261,67 @@ def test_bytes_sent_beside_a_long_stream_wait_in_the_kernel(reference_server):
         assert grown < 64, f"the server grew by {grown:.0f} MiB ({sent} MiB sent)"
         status, _ = post(srv.url, {"prompt": "x", "max_tokens": 2})
         assert status == 200
+
+
+def _closed(s: socket.socket) -> bool:
+    """Nothing more comes on ``s``: the server closed it."""
+    return s.recv(65536) == b""
+
+
+def test_a_half_closed_or_closing_client_gets_its_answers_then_eof(reference_server) -> None:
+    """A client that half-closes after its requests (or cuts the last one short), or asks
+    ``Connection: close``, gets every answer, then the server closes. Closing at the end
+    of input dropped the answers still due (a non-streamed request got nothing, a streamed
+    one its head only, and the ground truth said the client had gone); a request cut short
+    got no answer; ``Connection: close`` was ignored (the connection stayed open and the
+    next request was answered)."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+
+    @settings(max_examples=30, deadline=None)
+    @given(
+        reqs=st.lists(st.tuples(st.integers(1, 20), st.booleans()), min_size=1, max_size=3),
+        ending=st.sampled_from(["eof", "close"]),
+        cut=st.floats(0, 1),
+    )
+    def prop(reqs: list[tuple[int, bool]], ending: str, cut: float) -> None:
+        raws = [_request({"prompt": "x", "max_tokens": n, "stream": stream}, b"r%d" % i)
+                for i, (n, stream) in enumerate(reqs)]  # fmt: skip
+        keep, cut_short = len(raws[-1]), False
+        if ending == "close":
+            raws[-1] = raws[-1].replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
+            raws.append(_request({"prompt": "never answered"}))
+        else:  # the last request cut anywhere (whole at 1)
+            keep = int(len(raws[-1]) * cut)
+            cut_short = 0 < keep < len(raws[-1])
+            raws[-1] = raws[-1][:keep]
+        answered = len(reqs) - (keep == 0)  # a request cut before its first byte: none
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(b"".join(raws))
+            if ending == "eof":
+                s.shutdown(socket.SHUT_WR)
+            got = _responses(s, answered)
+            assert _closed(s)
+        for i, (head, body) in enumerate(got):
+            if cut_short and i == len(reqs) - 1:
+                assert head.startswith(b"HTTP/1.1 400") and b"cut short" in body
+                continue
+            n, stream = reqs[i]
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert _ids(body) == ([f"cmpl-r{i}"] * n if stream else [f"r{i}"])
+
+    prop()
+
+
+def test_expect_100_continue_is_answered(reference_server) -> None:
+    """A head with ``Expect: 100-continue`` is told to go on (RFC 9110 10.1.1); it was
+    not, so a client waiting for it (curl waits 1 s) had that added to every request."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    raw = _request({"prompt": "x", "max_tokens": 2}, b"e")
+    head, _, body = raw.partition(b"\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(head + b"\r\nExpect: 100-continue\r\n\r\n")
+        s.settimeout(5)
+        assert s.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(body)
+        [(head, answer)] = _responses(s, 1)
+    assert head.startswith(b"HTTP/1.1 200") and _ids(answer) == ["e"]

@@ -366,6 +366,8 @@ class ReferenceProtocol(asyncio.Protocol):
         self.receiving = False  # inside data_received (its loop takes the next request)
         self.bulk: Any = None  # a max-throughput response being written
         self.reading_paused = False  # a request's answer is due and more bytes wait
+        self.eof = False  # the client half-closed: answer what it asked, then close
+        self.close_after = False  # the request being answered asked to close after it
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -405,6 +407,9 @@ class ReferenceProtocol(asyncio.Protocol):
         # waits for the answer before it, streamed or not (a non-streamed answer still
         # due was overtaken by the next request's, or written into its stream)
         while not self.busy and not self.pending and not self.closed:
+            if self.close_after:  # the request before asked to close (or was HTTP/1.0)
+                self.transport.close()  # type: ignore[union-attr]
+                return
             # framed as the shadow proxy frames requests (RFC 9112, strict): a negative
             # Content-Length had re-read this buffer's own head and hung the server
             try:
@@ -413,7 +418,9 @@ class ReferenceProtocol(asyncio.Protocol):
                 self._simple(exc.status, {"error": {"message": exc.reason}}, close=True)
                 return
             if req is None:
+                self._waiting()
                 return
+            self.close_after = req.close
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in req.headers}
             target = req.target.decode("latin-1")
             self._dispatch(req.method.decode("ascii"), target, headers, bytes(req.body), t)
@@ -423,6 +430,31 @@ class ReferenceProtocol(asyncio.Protocol):
         if (self.busy or self.pending) and len(self.buf) > MAX_HEAD and not self.closed:
             self.transport.pause_reading()  # type: ignore[union-attr]
             self.reading_paused = True
+
+    def eof_received(self) -> bool:
+        """The client sent all it will send: what it asked is still answered (closing
+        here dropped the answer due: a client that half-closed after its request got
+        none), then the connection closes."""
+        self.eof = True
+        if not self.receiving:
+            self._received(b"")
+        return True
+
+    def _waiting(self) -> None:
+        """No whole request in the buffer: at the end of input, answer what was cut
+        short (400) or close; a head that expects ``100-continue`` is told to go on (a
+        client waiting for it had waited, curl 1 s, before sending the body)."""
+        assert self.transport is not None
+        if self.eof:
+            if self.reader.partial or self.buf.strip(b"\r\n"):
+                msg = "the request was cut short by the end of input"
+                self._simple(400, {"error": {"message": msg}}, close=True)
+            else:
+                self.transport.close()
+        elif self.reader.wants_continue:
+            assert self.reader.req is not None
+            self.reader.req.expect_continue = False
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     # -- routing -------------------------------------------------------------------
     def _dispatch(self, method: str, path: str, headers: dict, body: bytes, t: int) -> None:
@@ -634,7 +666,7 @@ class ReferenceProtocol(asyncio.Protocol):
         if self.reading_paused and not self.closed:
             self.reading_paused = False
             self.transport.resume_reading()  # type: ignore[union-attr]
-        if self.buf and not self.receiving:
+        if (self.buf or self.eof or self.close_after) and not self.receiving:
             self.data_received(b"")
 
     def _later(self, delay_s: float, fn) -> None:
