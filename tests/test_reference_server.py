@@ -325,3 +325,16 @@ def test_expect_100_continue_is_answered(reference_server) -> None:
         s.sendall(body)
         [(head, answer)] = _responses(s, 1)
     assert head.startswith(b"HTTP/1.1 200") and _ids(answer) == ["e"]
+
+
+def test_a_prompt_of_token_ids_is_counted_as_its_tokens(reference_server) -> None:
+    """The server's own /tokenize ids sent back as the prompt are that many prompt tokens
+    (they were read as the text of their digits: [104, 105] was 6 tokens)."""
+    srv = reference_server("--max-throughput")
+    req = urllib.request.Request(srv.url + "/tokenize", data=b'{"content": "h\\u00e9 there"}')
+    with urllib.request.urlopen(req, timeout=10) as r:
+        ids = json.loads(r.read())["tokens"]
+    status, doc = post(srv.url, {"prompt": ids, "max_tokens": 1})
+    assert status == 200 and doc["usage"]["prompt_tokens"] == len(ids) == 9
+    status, doc = post(srv.url, {"prompt": "x", "max_tokens": 1, "stream": "false"})
+    assert status == 400 and "stream must be true or false" in doc["error"]["message"]

@@ -780,27 +780,70 @@ def read_generation(
     if not isinstance(req, dict):
         return 400, {"error": {"message": "the body is not a JSON object"}}
     if req.get("model") not in (None, model):
-        return 404, {"error": {"message": f"model {req.get('model')!r} not found"}}
+        return 404, {"error": {"message": f"model {req.get('model')!r:.80} not found"}}
     # a field of the wrong type is refused, not read as absent or as its str() (messages
-    # "x" was an empty prompt; max_tokens 0 was the default number of tokens)
+    # "x" was an empty prompt; max_tokens 0 was the default number of tokens; a prompt
+    # of token ids [104, 105] was the text "104105", 6 tokens, and content parts were
+    # their str(); "stream": "false" streamed)
     if chat:
         msgs = req.get("messages")
         if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
             return _invalid(f"messages must be a list of objects (got {msgs!r:.40})")
-        prompt = "".join(str(m.get("content") or "") for m in msgs)
+        parts = [_content(m.get("content")) for m in msgs]
+        if any(p is None for p in parts):
+            return _invalid("a message's content must be a string, null or a list of "
+                            '{"type": "text", "text": "..."} parts')  # fmt: skip
+        prompt = "".join(p for p in parts if p is not None)
     else:
-        raw = req.get("prompt")
-        if raw is not None and not isinstance(raw, str | list):
-            return _invalid(f"prompt must be a string or a list (got {raw!r:.40})")
-        prompt = "".join(map(str, raw)) if isinstance(raw, list) else raw or ""
+        got = _prompt(req.get("prompt"))
+        if got is None:
+            return _invalid(
+                "prompt must be a string, a list of strings, or a list of token ids (whole "
+                f"numbers 0 to 255 forming UTF-8 text: tokens are bytes) (got {req.get('prompt')!r:.40})"
+            )
+        prompt = got
     given = [k for k in ("max_tokens", "max_completion_tokens") if req.get(k) is not None]
     raw_max = req[given[0]] if given else default_max_tokens
     if type(raw_max) is not int or not 1 <= raw_max <= MAX_TOKENS_CAP:
         name = given[0] if given else "max_tokens"
         return _invalid(f"{name} must be an integer in [1, {MAX_TOKENS_CAP}] (got {raw_max!r:.40})")
     opts = req.get("stream_options")
-    usage_wanted = isinstance(opts, dict) and bool(opts.get("include_usage"))
-    return Generation(prompt, len(prompt.encode()), raw_max, bool(req.get("stream")), usage_wanted)
+    if opts is not None and not isinstance(opts, dict):
+        return _invalid(f"stream_options must be an object (got {opts!r:.40})")
+    stream, usage = req.get("stream"), (opts or {}).get("include_usage")
+    for name, flag in (("stream", stream), ("stream_options.include_usage", usage)):
+        if flag is not None and not isinstance(flag, bool):
+            return _invalid(f"{name} must be true or false (got {flag!r:.40})")
+    return Generation(prompt, len(prompt.encode()), raw_max, bool(stream), bool(usage))
+
+
+def _content(content: Any) -> str | None:
+    """A chat message's content as text: a string, null (""), or text parts joined;
+    None where it is none of these."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and isinstance(p.get("text"), str) for p in content
+    ):
+        return "".join(p["text"] for p in content)
+    return None
+
+
+def _prompt(raw: Any) -> str | None:
+    """A completions prompt as text: a string (null: ""), strings joined, or token ids
+    (bytes) of UTF-8 text; None where it is none of these."""
+    if raw is None or isinstance(raw, str):
+        return raw or ""
+    if not isinstance(raw, list):
+        return None
+    if all(isinstance(x, str) for x in raw):
+        return "".join(raw)
+    if all(type(x) is int and 0 <= x <= 255 for x in raw):
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
 
 
 @dataclass(frozen=True, slots=True)
