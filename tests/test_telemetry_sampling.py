@@ -65,7 +65,10 @@ class LlamaMetricsServer:
             "# TYPE llamacpp:requests_deferred gauge\n"
             "llamacpp:requests_deferred 0\n"
         )
-        body = self.extra + body if self.extra else body
+        if self.extra:  # its readings replace those of the same series (one each)
+            names = {ln.split(" ", 1)[0] for ln in self.extra.splitlines() if ln}
+            kept = [ln for ln in body.split("\n") if ln.split(" ", 1)[0] not in names]
+            body = self.extra + "\n".join(kept)
         if self.status != 200:
             return web.Response(status=self.status, text="not here")
         return web.Response(text=body, content_type="text/plain")
