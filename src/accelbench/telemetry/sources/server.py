@@ -11,6 +11,13 @@ from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources.base import Source
 from accelbench.urls import Endpoint
 
+# A scrape is kilobytes (vLLM's: ~100 KB); a body past this is no scrape.
+MAX_SCRAPE_BYTES = 64 << 20
+
+
+class ScrapeRefused(OSError):
+    """A /metrics answer that never ends in time, or is too long to be a scrape."""
+
 
 class ServerMetricsSource(Source):
     """The inference server's Prometheus ``/metrics`` (vLLM, SGLang, llama.cpp, TGI)."""
@@ -28,8 +35,23 @@ class ServerMetricsSource(Source):
     def fetch(self) -> str:
         headers = {"Accept": "text/plain"} | ({"Authorization": self.auth} if self.auth else {})
         req = urllib.request.Request(self.url, headers=headers)
+        # the whole scrape within the timeout, at most MAX_SCRAPE_BYTES: the timeout
+        # bounds each read only, so a server that sent a byte a second (or without end)
+        # held `health` and a run's last scrape for ever
+        deadline = time.monotonic() + self.timeout_s
+        body = bytearray()
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
-            return resp.read().decode("utf-8", "replace")
+            while chunk := resp.read1(65536):
+                body += chunk
+                if len(body) > MAX_SCRAPE_BYTES:
+                    raise ScrapeRefused(
+                        f"{self.url} sent more than {MAX_SCRAPE_BYTES >> 20} MiB: not a scrape"
+                    )
+                if time.monotonic() > deadline:
+                    raise ScrapeRefused(
+                        f"{self.url} did not send its whole scrape within {self.timeout_s:g} s"
+                    )
+        return body.decode("utf-8", "replace")
 
     def probe(self) -> str | None:
         try:
@@ -37,6 +59,8 @@ class ServerMetricsSource(Source):
         except urllib.error.HTTPError as exc:
             hint = " (llama-server needs --metrics)" if exc.code in (404, 501) else ""
             return f"{self.url} answered HTTP {exc.code}{hint}"
+        except ScrapeRefused as exc:
+            return str(exc)
         except (OSError, ValueError) as exc:
             return f"{self.url} unreachable ({exc})"
         try:
