@@ -338,3 +338,49 @@ def test_a_prompt_of_token_ids_is_counted_as_its_tokens(reference_server) -> Non
     assert status == 200 and doc["usage"]["prompt_tokens"] == len(ids) == 9
     status, doc = post(srv.url, {"prompt": "x", "max_tokens": 1, "stream": "false"})
     assert status == 400 and "stream must be true or false" in doc["error"]["message"]
+
+
+_JSON_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-300, 300), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8), st.lists(st.integers(-2, 300), max_size=5),
+    st.lists(st.one_of(st.integers(0, 255), st.text(max_size=2), st.booleans()), max_size=4),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)  # fmt: skip
+
+
+def _call(url: str, path: str, body: object) -> tuple[int, dict]:
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_tokenize_and_detokenize_read_their_fields_as_given_or_refuse(reference_server) -> None:
+    """Any JSON value of /tokenize's `content` / `prompt` and /detokenize's `tokens`: the
+    tokens of the text given (its UTF-8 bytes) or the text of the bytes given, else a 400
+    naming the field. `content: null` was tokenized as the text "None", token 256 read as
+    0, "7" and 7.9 as 7, a list of strings as its str()."""
+    srv = reference_server("--max-throughput")
+
+    @settings(max_examples=150, deadline=None)
+    @given(field=st.sampled_from(["content", "prompt", "tokens"]), value=_JSON_VALUES)
+    def prop(field: str, value: object) -> None:
+        path = "/detokenize" if field == "tokens" else "/tokenize"
+        status, doc = _call(srv.url, path, {field: value})
+        if field == "tokens":
+            ok = value is None or (isinstance(value, list) and all(
+                type(i) is int and 0 <= i <= 255 for i in value))  # fmt: skip
+            if ok:
+                assert status == 200
+                assert doc["content"] == bytes(value or []).decode("utf-8", "replace")
+            else:
+                assert status == 400 and "tokens must be" in doc["error"]["message"]
+            return
+        if value is None or isinstance(value, str):
+            assert status == 200 and doc["tokens"] == list((value or "").encode())
+        else:
+            assert status == 400 and "must be a string" in doc["error"]["message"], doc
+
+    prop()

@@ -527,16 +527,29 @@ class ReferenceProtocol(asyncio.Protocol):
         except orjson.JSONDecodeError:
             self._simple(400, {"error": {"message": "invalid JSON"}})
             return
-        try:
-            if path == "/tokenize":
-                text = req.get("content", req.get("prompt", ""))
-                self._simple(200, {"tokens": list(str(text).encode())})
-            else:
-                ids = req.get("tokens") or []
-                text = bytes(int(i) & 0xFF for i in ids).decode("utf-8", "replace")
-                self._simple(200, {"content": text, "prompt": text})
-        except (AttributeError, TypeError, ValueError) as exc:
-            self._simple(400, {"error": {"message": f"bad {path} request: {exc}"}})
+        # a field of the wrong type is refused, never its str() or int() (content null
+        # was the text "None", 4 tokens; token 256 was 0, "7" and 7.9 were 7)
+        if not isinstance(req, dict):
+            self._simple(400, {"error": {"message": f"bad {path} request: not a JSON object"}})
+            return
+        if path == "/tokenize":
+            text = req.get("content")
+            text = req.get("prompt") if text is None else text
+            if text is not None and not isinstance(text, str):
+                msg = f"content (or prompt) must be a string (got {text!r:.40})"
+                self._simple(400, {"error": {"message": msg}})
+                return
+            self._simple(200, {"tokens": list((text or "").encode())})
+            return
+        ids = req.get("tokens")
+        if ids is not None and not (
+            isinstance(ids, list) and all(type(i) is int and 0 <= i <= 255 for i in ids)
+        ):
+            msg = f"tokens must be a list of whole numbers 0 to 255: tokens are bytes (got {ids!r:.40})"
+            self._simple(400, {"error": {"message": msg}})
+            return
+        text = bytes(ids or []).decode("utf-8", "replace")
+        self._simple(200, {"content": text, "prompt": text})
 
     # -- generation ----------------------------------------------------------------
     def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
