@@ -366,7 +366,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.receiving = False  # inside data_received (its loop takes the next request)
         self.bulk: Any = None  # a max-throughput response being written
         self.reading_paused = False  # a request's answer is due and more bytes wait
-        self.eof = False  # the client half-closed: answer what it asked, then close
+        self.eof = False  # the client sent all it will: a request cut short is a 400
         self.close_after = False  # the request being answered asked to close after it
 
     def pause_writing(self) -> None:
@@ -432,10 +432,13 @@ class ReferenceProtocol(asyncio.Protocol):
             self.reading_paused = True
 
     def eof_received(self) -> bool:
-        """The client sent all it will send: what it asked is still answered (closing
-        here dropped the answer due: a client that half-closed after its request got
-        none), then the connection closes."""
+        """The client sent all it will send. While its answer is due, that is the client
+        gone (as nginx takes it; a client that timed out closes so): the connection
+        closes and the ground truth says so at once. Otherwise a request it cut short is
+        answered 400 (it got no answer), and the connection closes."""
         self.eof = True
+        if self.busy or self.pending:
+            return False
         if not self.receiving:
             self._received(b"")
         return True
