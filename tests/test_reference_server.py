@@ -383,3 +383,26 @@ def test_tokenize_and_detokenize_read_their_fields_as_given_or_refuse(reference_
             assert status == 400 and "must be a string" in doc["error"]["message"], doc
 
     prop()
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_prompt_beyond_the_context_is_refused_before_it_is_hashed(reference_server, chat):
+    """A prompt is at most MAX_PROMPT_TOKENS tokens (stress flood's longest); one above is
+    a 400 worded as servers word a context overflow (the client's context_exceeded). A
+    60 MB prompt was hashed into the prefix cache on the event loop, every other client
+    unanswered for 6.3 s."""
+    from accelbench.client.openai import says_context_exceeded
+    from accelbench.reference.server import MAX_PROMPT_TOKENS
+
+    srv = reference_server("--max-throughput", "--prefix-cache-blocks", "1000000")
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+
+    def ask(n: int) -> tuple[int, dict]:
+        text = "x" * n
+        body = {"messages": [{"role": "user", "content": text}]} if chat else {"prompt": text}
+        return _call(srv.url, path, {**body, "max_tokens": 1})
+
+    status, doc = ask(MAX_PROMPT_TOKENS + 1)
+    assert status == 400 and says_context_exceeded(doc["error"]["message"]), doc
+    status, doc = ask(MAX_PROMPT_TOKENS)
+    assert status == 200 and doc["usage"]["prompt_tokens"] == MAX_PROMPT_TOKENS
