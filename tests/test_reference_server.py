@@ -406,3 +406,22 @@ def test_a_prompt_beyond_the_context_is_refused_before_it_is_hashed(reference_se
     assert status == 400 and says_context_exceeded(doc["error"]["message"]), doc
     status, doc = ask(MAX_PROMPT_TOKENS)
     assert status == 200 and doc["usage"]["prompt_tokens"] == MAX_PROMPT_TOKENS
+
+
+@pytest.mark.parametrize("keep_alive", [False, True])
+def test_an_http10_stream_is_refused_not_sent_chunked(reference_server, keep_alive) -> None:
+    """A stream is sent chunked, which a server may not send an HTTP/1.0 request (RFC 9112
+    6.1): an HTTP/1.0 client got the chunk-size lines inside its events. Now stream over
+    HTTP/1.0 is a 400 saying so; a non-streamed answer is as before."""
+    srv = reference_server("--ttft-ms", "1", "--itl-ms", "1")
+    extra = b"Connection: keep-alive\r\n" if keep_alive else b""
+    for stream, want in ((True, b"HTTP/1.1 400"), (False, b"HTTP/1.1 200")):
+        raw = _request({"prompt": "x", "max_tokens": 2, "stream": stream}, b"h")
+        raw = raw.replace(b" HTTP/1.1\r\nHost: x\r\n", b" HTTP/1.0\r\n" + extra, 1)
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(raw)
+            [(head, body)] = _responses(s, 1)
+        assert head.startswith(want), head
+        assert b"chunked" not in head.lower()
+        if stream:
+            assert b"stream needs HTTP/1.1" in body

@@ -67,7 +67,6 @@ from accelbench.reference.server import (
     StreamFraming,
     _chunk,
     _State,
-    read_generation,
     serve_until_stopped,
     whole_response,
 )
@@ -413,9 +412,8 @@ class EmulatedProtocol(ReferenceProtocol):
 
     def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
         st, cfg = self.st, self.st.cfg
-        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
-        if isinstance(gen, tuple):
-            self._simple(*gen)
+        gen = self._read_generation(body, chat)
+        if gen is None:
             return
         n = gen.max_tokens  # as a benchmark asks: no early stop
         rid = headers.get("x-request-id", f"emu-{st.counter}")

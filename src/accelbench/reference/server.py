@@ -372,6 +372,7 @@ class ReferenceProtocol(asyncio.Protocol):
         self.reading_paused = False  # a request's answer is due and more bytes wait
         self.eof = False  # the client sent all it will: a request cut short is a 400
         self.close_after = False  # the request being answered asked to close after it
+        self.http10 = False  # the request being answered is HTTP/1.0: no chunked answer
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -425,6 +426,7 @@ class ReferenceProtocol(asyncio.Protocol):
                 self._waiting()
                 return
             self.close_after = req.close
+            self.http10 = req.version == b"HTTP/1.0"
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in req.headers}
             target = req.target.decode("latin-1")
             self._dispatch(req.method.decode("ascii"), target, headers, bytes(req.body), t)
@@ -561,9 +563,8 @@ class ReferenceProtocol(asyncio.Protocol):
     # -- generation ----------------------------------------------------------------
     def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
         st, cfg = self.st, self.st.cfg
-        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
-        if isinstance(gen, tuple):
-            self._simple(*gen)
+        gen = self._read_generation(body, chat)
+        if gen is None:
             return
         prompt, prompt_tokens, max_tokens = gen.prompt, gen.prompt_tokens, gen.max_tokens
         prompt_bytes = str(prompt).encode()
@@ -659,6 +660,21 @@ class ReferenceProtocol(asyncio.Protocol):
             return
         rng = random.Random(st.rng.getrandbits(64))  # its own draws: faults stay seeded
         self._stream(log, head, head_events, event, n, tail, rng, prefill_ms, complete)
+
+    def _read_generation(self, body: bytes, chat: bool) -> Generation | None:
+        """The request, or None when it was answered with an error: a stream is written
+        in chunks (Transfer-Encoding: chunked), which an HTTP/1.0 request may not be sent
+        (RFC 9112 6.1): it got the chunk-size lines inside its events."""
+        cfg = self.st.cfg
+        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
+        if isinstance(gen, tuple):
+            self._simple(*gen)
+            return None
+        if gen.stream and self.http10:
+            msg = "stream needs HTTP/1.1: a stream is sent chunked, which HTTP/1.0 does not read"
+            self._simple(400, {"error": {"message": msg, "type": "invalid_request_error"}})
+            return None
+        return gen
 
     def _pump(self) -> None:
         """Write a max-throughput response in batches while the client keeps up."""
