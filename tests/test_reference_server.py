@@ -425,3 +425,30 @@ def test_an_http10_stream_is_refused_not_sent_chunked(reference_server, keep_ali
         assert b"chunked" not in head.lower()
         if stream:
             assert b"stream needs HTTP/1.1" in body
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["reference"], ["emulated", "--accelerator", "h100", "--model", "llama-3.1-8b"]],
+)
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_ground_truth_that_is_no_file_is_refused_at_once(tmp_path, command, kind) -> None:
+    """`--ground-truth` is an output file, checked as every output file is
+    (validate.output_file): a FIFO blocked the server's start for ever (opened for
+    appending, with no reader); now one line, exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    gt = tmp_path / "gt"
+    if kind == "fifo":
+        os.mkfifo(gt)
+    else:
+        gt.mkdir()
+    r = subprocess.run(
+        [sys.executable, "-m", "accelbench", "serve", *command, "--port", "0",
+         "--ground-truth", str(gt)],
+        capture_output=True, text=True, timeout=20,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: --ground-truth ") and r.stderr.count("\n") == 1

@@ -118,6 +118,8 @@ class EmulatedConfig:
 
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
+        if self.ground_truth is not None:  # a FIFO blocked the server's start for ever
+            validate.output_file("--ground-truth", self.ground_truth)
         validate.integer("--tp", self.tp, 1, 64)
         validate.number("--speed", self.speed, 0.001, 1e6)
         validate.integer("--max-num-batched-tokens", self.max_num_batched_tokens, 1, 1 << 24)

@@ -136,6 +136,8 @@ class ReferenceConfig:
 
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
+        if self.ground_truth is not None:  # a FIFO blocked the server's start for ever
+            validate.output_file("--ground-truth", self.ground_truth)
         day_ms = 86_400_000.0
         self.ttft_ms.check("--ttft-ms", day_ms)
         self.itl_ms.check("--itl-ms", day_ms)
