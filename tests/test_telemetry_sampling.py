@@ -287,13 +287,13 @@ class _EndlessMetrics:
 
 @pytest.mark.parametrize(
     ("piece", "pause_s", "says"),
-    [(b"#", 0.2, "did not send its whole scrape within 0.5 s"),  # a byte at a time
+    [(b"#", 0.2, "did not send its whole scrape within 2.5 s"),  # a byte at a time
      (b"# a comment line of a scrape that never ends\n" * 4096, 0.0, "more than 64 MiB")],
 )  # fmt: skip
 def test_a_scrape_that_never_ends_is_refused_in_bounded_time(piece, pause_s, says):
     """The server source's timeout bounded each read, not the scrape: a /metrics that
     sent a byte every 0.2 s (or without end) held `health -s server` and a run's last
-    scrape for ever (and its memory grew). Now the whole scrape comes within the timeout
+    scrape for ever (and its memory grew). Now the whole scrape comes within 5 timeouts
     and holds at most 64 MiB, else the source says why and health says unknown."""
     from accelbench.health.check import check_live
 
@@ -311,7 +311,7 @@ def test_a_scrape_that_never_ends_is_refused_in_bounded_time(piece, pause_s, say
     if pause_s:
         res = check_live(["server"], server_url=srv.url, duration_s=0, interval_s=0.05)
         assert res["health"]["verdict"] == "unknown"
-        assert says.replace("0.5", "2") in res["sources"]["server"]
+        assert says.replace("2.5", "10") in res["sources"]["server"]
     srv.sock.close()
 
 

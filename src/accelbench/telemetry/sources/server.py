@@ -13,6 +13,9 @@ from accelbench.urls import Endpoint
 
 # A scrape is kilobytes (vLLM's: ~100 KB); a body past this is no scrape.
 MAX_SCRAPE_BYTES = 64 << 20
+# The whole scrape within this many times the timeout (which bounds each read): a loaded
+# server slow to answer is still read, one that never finishes is not.
+SCRAPE_DEADLINE_TIMEOUTS = 5
 
 
 class ScrapeRefused(OSError):
@@ -35,10 +38,11 @@ class ServerMetricsSource(Source):
     def fetch(self) -> str:
         headers = {"Accept": "text/plain"} | ({"Authorization": self.auth} if self.auth else {})
         req = urllib.request.Request(self.url, headers=headers)
-        # the whole scrape within the timeout, at most MAX_SCRAPE_BYTES: the timeout
+        # the whole scrape within 5 timeouts, at most MAX_SCRAPE_BYTES: the timeout
         # bounds each read only, so a server that sent a byte a second (or without end)
         # held `health` and a run's last scrape for ever
-        deadline = time.monotonic() + self.timeout_s
+        limit_s = SCRAPE_DEADLINE_TIMEOUTS * self.timeout_s
+        deadline = time.monotonic() + limit_s
         body = bytearray()
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
             while chunk := resp.read1(65536):
@@ -49,7 +53,7 @@ class ServerMetricsSource(Source):
                     )
                 if time.monotonic() > deadline:
                     raise ScrapeRefused(
-                        f"{self.url} did not send its whole scrape within {self.timeout_s:g} s"
+                        f"{self.url} did not send its whole scrape within {limit_s:g} s"
                     )
         return body.decode("utf-8", "replace")
 
