@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.values import parse_quantity
 from accelbench.telemetry.parsers import (
+    FORMATS,
     detect_format,
     parse_amd_smi_json,
     parse_capture,
@@ -862,6 +863,29 @@ def test_a_series_given_twice_is_refused_never_summed(data):
     tail = [ln for ln in text.split("\n") if ln.startswith("#")] if header else []
     with pytest.raises(AccelbenchError, match="appears twice"):
         parse_capture(text + "\n".join([*tail, *again]) + "\n", whole.format)
+
+
+_CAPTURES = sorted(
+    p.name for p in fixture_file("telemetry", VLLM_LOAD).parent.iterdir() if p.suffix != ".md"
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.sampled_from(_CAPTURES), fmt=st.sampled_from(sorted(FORMATS)))
+def test_a_format_named_for_another_tools_capture_says_what_it_looks_like(name, fmt):
+    """Property: any real capture read with any --format is read, or refused in one line
+    that, where the format is not the capture's, says what the capture looks like, and
+    never blames a cut (a --query-gpu CSV read as nvidia-smi XML was "no closing
+    </nvidia_smi_log>: the capture was cut short")."""
+    text = read(name)
+    own = detect_format(text)
+    try:
+        parse_capture(text, fmt)
+    except AccelbenchError as exc:
+        msg = str(exc)
+        assert fmt != own, msg  # its own format reads it
+        assert "it looks like" in msg and "cut short" not in msg, msg
+        assert "\n" not in msg
 
 
 # ---------------------------------------------------------------------------- detection
