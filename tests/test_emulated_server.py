@@ -358,7 +358,7 @@ def test_a_field_of_the_wrong_type_is_a_400_not_a_default():
     for req, chat, says in (
         ({"model": _M, "prompt": "hi", "max_tokens": 0}, False, "max_tokens must be"),
         ({"model": _M, "messages": "x"}, True, "messages must be a list"),
-        ({"model": _M, "prompt": {"a": 1}}, False, "prompt must be a string or a list"),
+        ({"model": _M, "prompt": {"a": 1}}, False, "prompt must be a string, a list of"),
         ({"model": _M, "prompt": "hi", "max_completion_tokens": 0}, False, "max_completion"),
     ):
         out = _read(req, chat)
@@ -370,26 +370,62 @@ def test_a_field_of_the_wrong_type_is_a_400_not_a_default():
 _ANY = hst.one_of(  # what JSON can carry (NaN is not JSON: "invalid JSON body")
     hst.none(), hst.booleans(), hst.integers(-5, 2_000_000), hst.floats(allow_nan=False, allow_infinity=False),
     hst.text(max_size=5), hst.lists(hst.integers(0, 3), max_size=3),
+    hst.lists(hst.integers(-1, 300), max_size=4), hst.lists(hst.text(max_size=3), max_size=3),
     hst.dictionaries(hst.text(max_size=3), hst.integers(), max_size=2),
+    hst.fixed_dictionaries({"include_usage": hst.one_of(hst.none(), hst.booleans(), hst.text(max_size=3))}),
+    hst.lists(hst.fixed_dictionaries({"type": hst.just("text"), "text": hst.text(max_size=3)}), max_size=2),
 )  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None)
+def _tokens(value: object) -> int | None:
+    """The prompt tokens (UTF-8 bytes) a prompt or a message content is, if readable."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return sum(len(x.encode()) for x in value)
+    if isinstance(value, list) and all(isinstance(x, dict) and isinstance(x.get("text"), str)
+                                       for x in value):  # fmt: skip
+        return sum(len(x["text"].encode()) for x in value)
+    if isinstance(value, list) and all(type(x) is int and 0 <= x <= 255 for x in value):
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return len(value)
+    return None
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     chat=hst.booleans(),
-    field=hst.sampled_from(["prompt", "messages", "max_tokens", "max_completion_tokens"]),
+    field=hst.sampled_from(["prompt", "messages", "content", "max_tokens",
+                            "max_completion_tokens", "stream", "stream_options"]),
     value=_ANY,
-)
+)  # fmt: skip
 def test_property_a_request_is_read_as_given_or_refused(chat, field, value):
     """Any value of a field the servers read: a 400 naming that field, or a request whose
-    max_tokens is the one given (the default only where none is) and whose prompt is the
-    text given; never a value silently replaced by the default or by its str()."""
+    max_tokens is the one given (the default only where none is), whose prompt is the
+    text given, counted in its UTF-8 bytes (a list of token ids: one token each; it was
+    the ids' digits: [104, 105] 6 tokens), and whose stream flags are the booleans given
+    ("stream": "false" streamed); never a value silently replaced by the default or by
+    its str()."""
     base = {"model": _M, "messages": [{"role": "user", "content": "hi"}]} if chat else {
         "model": _M, "prompt": "hi"}  # fmt: skip
-    out = _read({**base, field: value}, chat)
+    req = {**base, field: value}
+    if field == "content":  # the message's content
+        req = {**base, "messages": [{"role": "user", "content": value}]}
+    out = _read(req, chat)
     if isinstance(out, tuple):
         status, doc = out
-        assert status == 400 and field in doc["error"]["message"], (field, value, doc)
+        said = "content" if field == "content" else field
+        assert status == 400 and said in doc["error"]["message"], (field, value, doc)
+        if field == "content":  # not a string, null or text parts
+            parts = isinstance(value, list) and all(
+                isinstance(x, dict) and isinstance(x.get("text"), str) for x in value
+            )
+            assert chat and not (value is None or isinstance(value, str) or parts)
         return
     if field in ("max_tokens", "max_completion_tokens"):
         assert out.max_tokens == (16 if value is None else value), (field, value)
@@ -397,7 +433,17 @@ def test_property_a_request_is_read_as_given_or_refused(chat, field, value):
     elif field == "messages" and chat:
         assert isinstance(value, list) and all(isinstance(m, dict) for m in value)
     elif field == "prompt" and not chat:
-        assert value is None or isinstance(value, str | list)
+        assert out.prompt_tokens == _tokens(value), (value, out)
+    elif field == "content" and chat:
+        assert out.prompt_tokens == _tokens(value), (value, out)
+    elif field == "stream":
+        assert value is None or isinstance(value, bool)
+        assert out.stream is bool(value)
+    elif field == "stream_options":
+        assert value is None or isinstance(value, dict)
+        usage = (value or {}).get("include_usage")
+        assert usage is None or isinstance(usage, bool)
+        assert out.usage_wanted is bool(usage)
 
 
 @settings(max_examples=20, deadline=None)

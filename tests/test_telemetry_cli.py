@@ -4,9 +4,12 @@ the tests do not depend on other command modules)."""
 from __future__ import annotations
 
 import json
+import unicodedata
 
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from accelbench.cli.monitor import register as register_monitor
@@ -20,8 +23,7 @@ H200_IDLE = fixture_file("telemetry", "nvidia-smi_q_x__h200__drv580.159.04__dtd-
 H200_LOAD = fixture_file("telemetry", "nvidia-smi_q_x__h200__drv580.159.04__dtd-v13__load.xml")
 
 
-@pytest.fixture
-def app() -> typer.Typer:
+def _app() -> typer.Typer:
     a = typer.Typer()
 
     @a.callback()
@@ -31,6 +33,11 @@ def app() -> typer.Typer:
     register(a)
     register_monitor(a)
     return a
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    return _app()
 
 
 runner = CliRunner()
@@ -147,3 +154,24 @@ def test_registered_in_the_main_app():
     except ImportError as exc:  # another command module is not in the tree yet
         pytest.skip(f"main app not importable here: {exc}")
     assert "accelbench.cli.telemetry" in COMMAND_MODULES
+
+
+_CONTROL_TEXT = st.text(
+    st.characters(blacklist_characters=',"\r\n', blacklist_categories=("Cs",)), max_size=30
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(name=_CONTROL_TEXT, temp=_CONTROL_TEXT, as_json=st.booleans())
+def test_parse_never_prints_a_control_character(tmp_path_factory, name, temp, as_json) -> None:
+    """What a capture holds is printed with its control characters escaped (as health
+    and doctor print it): a model name with ``ESC ] 0 ; title BEL ESC [ 2 J`` set the
+    terminal's title and cleared its screen. Values lost (a temperature that is no
+    number) are quoted in their ``lost`` line, escaped too."""
+    f = tmp_path_factory.mktemp("cap") / "q.csv"
+    f.write_text(f"name, index, temperature.gpu\nH100{name}, 0, {temp}\n", encoding="utf-8")
+    res = CliRunner().invoke(_app(), ["telemetry", "parse", *(["--json"] if as_json else []),
+                                      str(f)])  # fmt: skip
+    out = res.stdout + res.stderr
+    bad = [c for c in out if c != "\n" and unicodedata.category(c) == "Cc"]
+    assert not bad, out

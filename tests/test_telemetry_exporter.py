@@ -202,6 +202,52 @@ def test_alert_failures_do_not_raise(tmp_path):
     assert post_webhook("http://127.0.0.1:9/nothing", {"verdict": "fail"}, timeout_s=1) is None
 
 
+class _SlowHeadWebhook:
+    """A webhook that answers ``HTTP/1.1 200 OK`` and then a header a byte at a time,
+    without end (urllib's timeout bounds each read, and each read gets a byte)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/hook"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import time
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while True:
+                    conn.sendall(b"a")
+                    time.sleep(0.1)
+            except OSError:
+                conn.close()
+
+
+def test_a_webhook_that_never_finishes_its_answer_fails_in_its_timeout():
+    """The webhook's timeout is the whole exchange's: one that sent its head a byte at a
+    time held the monitor's one alert thread for ever (every later alert, command and
+    recovery queued behind it, then dropped). Now it is a failure (None, never the 200
+    its cut head says) after the timeout, and the next action runs."""
+    from accelbench.health.monitor import Dispatcher
+
+    hook = _SlowHeadWebhook()
+    d = Dispatcher()
+    got: list[int | None] = []
+    d.submit(lambda: got.append(post_webhook(hook.url, {"verdict": "fail"}, timeout_s=0.5)))
+    d.submit(lambda: got.append(run_alert_command([sys.executable, "-c", "pass"], {})))
+    assert d.drain(timeout_s=30), "the alert thread is still held by the webhook"
+    assert got == [None, 0]
+    hook.sock.close()
+
+
 # ---------------------------------------------------------------------------- unknown
 
 

@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from accelbench.errors import AccelbenchError
 from accelbench.gpu.values import parse_quantity
 from accelbench.telemetry.parsers import (
+    FORMATS,
     detect_format,
     parse_amd_smi_json,
+    parse_capture,
     parse_dcgm_prometheus,
     parse_file,
     parse_nvidia_smi_csv,
@@ -834,6 +836,56 @@ def test_read_only_parse_is_the_whole_parse(data):
     except AccelbenchError:
         return
     assert parse_server_metrics(text, t_ns=7, read_only=True) == whole
+
+
+_SCRAPES = [
+    VLLM_LOAD,
+    "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom",
+    "dcgm-exporter_metrics__grid-a100-40c-vgpu__drv580.126.09__default-counters.prom",
+    "accelbench-monitor_metrics__h200__drv580.159.04__load.prom",
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_a_series_given_twice_is_refused_never_summed(data):
+    """Property: a scrape holds each series once (Prometheus refuses a second sample of
+    one). Any of a real scrape's samples given again (two scrapes joined end to end, in
+    part) is refused naming the series; it was summed (a vLLM scrape read twice said 4
+    requests running where it had 2) or the last value kept, without a word."""
+    name = data.draw(st.sampled_from(_SCRAPES))
+    text = read(name)
+    whole = parse_capture(text)
+    assert whole.rows  # the scrape alone is read
+    samples = [ln for ln in text.split("\n") if ln.strip() and not ln.startswith("#")]
+    again = data.draw(st.lists(st.sampled_from(samples), min_size=1, max_size=5))
+    header = data.draw(st.booleans())  # the second scrape's comments too, or not
+    tail = [ln for ln in text.split("\n") if ln.startswith("#")] if header else []
+    with pytest.raises(AccelbenchError, match="appears twice"):
+        parse_capture(text + "\n".join([*tail, *again]) + "\n", whole.format)
+
+
+_CAPTURES = sorted(
+    p.name for p in fixture_file("telemetry", VLLM_LOAD).parent.iterdir() if p.suffix != ".md"
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.sampled_from(_CAPTURES), fmt=st.sampled_from(sorted(FORMATS)))
+def test_a_format_named_for_another_tools_capture_says_what_it_looks_like(name, fmt):
+    """Property: any real capture read with any --format is read, or refused in one line
+    that, where the format is not the capture's, says what the capture looks like, and
+    never blames a cut (a --query-gpu CSV read as nvidia-smi XML was "no closing
+    </nvidia_smi_log>: the capture was cut short")."""
+    text = read(name)
+    own = detect_format(text)
+    try:
+        parse_capture(text, fmt)
+    except AccelbenchError as exc:
+        msg = str(exc)
+        assert fmt != own, msg  # its own format reads it
+        assert "it looks like" in msg and "cut short" not in msg, msg
+        assert "\n" not in msg
 
 
 # ---------------------------------------------------------------------------- detection

@@ -65,7 +65,10 @@ class LlamaMetricsServer:
             "# TYPE llamacpp:requests_deferred gauge\n"
             "llamacpp:requests_deferred 0\n"
         )
-        body = self.extra + body if self.extra else body
+        if self.extra:  # its readings replace those of the same series (one each)
+            names = {ln.split(" ", 1)[0] for ln in self.extra.splitlines() if ln}
+            kept = [ln for ln in body.split("\n") if ln.split(" ", 1)[0] not in names]
+            body = self.extra + "\n".join(kept)
         if self.status != 200:
             return web.Response(status=self.status, text="not here")
         return web.Response(text=body, content_type="text/plain")
@@ -249,6 +252,67 @@ def test_server_metrics_source_reasons():
         assert "--metrics" in ServerMetricsSource(srv.url).probe()
     # nothing listens there any more
     assert "unreachable" in ServerMetricsSource(srv.url, timeout_s=0.5).probe()
+
+
+class _EndlessMetrics:
+    """A /metrics that never ends: its head, then ``piece`` every ``pause_s`` seconds."""
+
+    def __init__(self, piece: bytes, pause_s: float) -> None:
+        import socket
+
+        self.piece, self.pause_s = piece, pause_s
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+                while True:
+                    conn.sendall(self.piece)
+                    time.sleep(self.pause_s)
+            except OSError:
+                return
+
+
+@pytest.mark.parametrize(
+    ("piece", "pause_s", "says"),
+    [(b"#", 0.2, "did not send its whole scrape within 2.5 s"),  # a byte at a time
+     (b"# a comment line of a scrape that never ends\n" * 4096, 0.0, "more than 64 MiB")],
+)  # fmt: skip
+def test_a_scrape_that_never_ends_is_refused_in_bounded_time(piece, pause_s, says):
+    """The server source's timeout bounded each read, not the scrape: a /metrics that
+    sent a byte every 0.2 s (or without end) held `health -s server` and a run's last
+    scrape for ever (and its memory grew). Now the whole scrape comes within 5 timeouts
+    and holds at most 64 MiB, else the source says why and health says unknown."""
+    from accelbench.health.check import check_live
+
+    srv = _EndlessMetrics(piece, pause_s)
+    out: dict[str, object] = {}
+
+    def check() -> None:
+        out["probe"] = ServerMetricsSource(srv.url, timeout_s=0.5).probe()
+
+    t = threading.Thread(target=check, daemon=True)
+    t.start()
+    t.join(30)  # it never came back
+    assert not t.is_alive(), "the scrape of an endless /metrics never returned"
+    assert says in str(out["probe"])
+    if pause_s:
+        res = check_live(["server"], server_url=srv.url, duration_s=0, interval_s=0.05)
+        assert res["health"]["verdict"] == "unknown"
+        assert says.replace("2.5", "10") in res["sources"]["server"]
+    srv.sock.close()
 
 
 # ---------------------------------------------------------------------------- energy

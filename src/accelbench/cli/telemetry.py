@@ -139,24 +139,29 @@ def parse_cmd(
 ) -> None:
     """Print the normalised samples (base units) of a captured file. What could not be
     read (a cut capture, values that are not numbers) goes to stderr."""
+    from accelbench.console import one_line
+
+    # captured text (model names, bus ids, a value quoted in a lost line) is printed with
+    # its control characters escaped, as health and doctor print it: an ESC sequence in a
+    # capture (a terminal title, a screen clear) reached the terminal as it was
     cap = read_capture(file, fmt)
     rows = [coerce_row(r) for r in cap.rows]
     for note in cap.notes:
-        typer.echo(f"note: {note}", err=True)
+        typer.echo(one_line(f"note: {note}"), err=True)
     for lost in cap.lost:
-        typer.echo(f"lost: {lost}", err=True)
+        typer.echo(one_line(f"lost: {lost}"), err=True)
     if not rows:
-        typer.echo(f"no samples in {file} ({cap.format})", err=True)
+        typer.echo(one_line(f"no samples in {file} ({cap.format})"), err=True)
     for r in rows:
-        if as_json:
+        if as_json:  # JSON escapes control characters itself (and all but ASCII)
             typer.echo(json.dumps(r, default=str))
             continue
         idx, name = r.get("device_index"), r.get("model") or r.get("engine")
         head = f"# {r.get('kind')}" + ("" if idx is None else f" {idx}")
-        typer.echo(head + ("" if name is None else f": {name}"))
+        typer.echo(one_line(head + ("" if name is None else f": {name}")))
         for k, v in r.items():
             if v is not None and k not in ("kind", "device_index", "model"):
-                typer.echo(f"  {k} = {v}")
+                typer.echo(one_line(f"  {k} = {v}"))
 
 
 def register(app: typer.Typer) -> None:

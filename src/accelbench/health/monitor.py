@@ -101,11 +101,42 @@ def run_alert_command(
     return rc
 
 
+def _deadline_opener(socks: list[socket.socket]) -> urllib.request.OpenerDirector:
+    """urllib's opener (proxies from the environment and all), whose HTTP(S)
+    connections put their socket in ``socks`` once connected, for a watchdog to shut."""
+    import http.client
+
+    class _Http(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            socks.append(self.sock)
+
+    class _Https(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            socks.append(self.sock)
+
+    class _HttpHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(_Http, req)
+
+    class _HttpsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(_Https, req)
+
+    return urllib.request.build_opener(_HttpHandler, _HttpsHandler)
+
+
 def post_webhook(
     url: str | Endpoint, event: Mapping[str, object], timeout_s: float = 10.0
 ) -> int | None:
     """POST the event as JSON; returns the HTTP status or None on failure. Credentials
-    in the URL go as Basic auth and are never logged."""
+    in the URL go as Basic auth and are never logged. The whole exchange has
+    ``timeout_s``: urllib's timeout bounds each read only, so a webhook that sent its
+    answer's head a byte at a time held the one alert thread (every later alert, command
+    and recovery queued behind it) for ever; past the deadline its socket is shut."""
+    import http.client
+
     hook = Endpoint.parse(url)
     shown = hook.display
     req = urllib.request.Request(
@@ -114,15 +145,33 @@ def post_webhook(
         headers={"Content-Type": "application/json"} | hook.headers(),
         method="POST",
     )
+    socks: list[socket.socket] = []
+    expired = threading.Event()
+
+    def shut() -> None:
+        expired.set()
+        for sock in socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(timeout_s, shut)
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310
-            return int(resp.status)
+        with _deadline_opener(socks).open(req, timeout=timeout_s) as resp:
+            status = int(resp.status)
+        if expired.is_set():  # a head cut by the shut socket reads as whole: it was not
+            raise TimeoutError
+        return status
     except urllib.error.HTTPError as exc:
         log.warning("webhook %s answered %s", shown, exc.code)
         return int(exc.code)
-    except (OSError, ValueError) as exc:
-        log.warning("webhook %s failed: %s", shown, exc)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        why = f"no answer within {timeout_s:g} s" if expired.is_set() else str(exc)
+        log.warning("webhook %s failed: %s", shown, why)
         return None
+    finally:
+        watchdog.cancel()
 
 
 class Dispatcher:

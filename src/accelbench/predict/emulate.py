@@ -67,7 +67,6 @@ from accelbench.reference.server import (
     StreamFraming,
     _chunk,
     _State,
-    read_generation,
     serve_until_stopped,
     whole_response,
 )
@@ -119,6 +118,8 @@ class EmulatedConfig:
 
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
+        if self.ground_truth is not None:  # a FIFO blocked the server's start for ever
+            validate.output_file("--ground-truth", self.ground_truth)
         validate.integer("--tp", self.tp, 1, 64)
         validate.number("--speed", self.speed, 0.001, 1e6)
         validate.integer("--max-num-batched-tokens", self.max_num_batched_tokens, 1, 1 << 24)
@@ -413,9 +414,8 @@ class EmulatedProtocol(ReferenceProtocol):
 
     def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
         st, cfg = self.st, self.st.cfg
-        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
-        if isinstance(gen, tuple):
-            self._simple(*gen)
+        gen = self._read_generation(body, chat)
+        if gen is None:
             return
         n = gen.max_tokens  # as a benchmark asks: no early stop
         rid = headers.get("x-request-id", f"emu-{st.counter}")

@@ -31,7 +31,7 @@ from accelbench import validate
 from accelbench.documents import JsonObject
 from accelbench.errors import AccelbenchError
 from accelbench.eventloop import install_uvloop
-from accelbench.httpframing import Reject, RequestReader
+from accelbench.httpframing import MAX_HEAD, Reject, RequestReader
 from accelbench.lifetime import STOP_SIGNALS
 from accelbench.reference.prefix_cache import PrefixCache
 
@@ -41,6 +41,10 @@ _WORDS_JSON = [orjson.dumps(w) for w in _WORDS]
 # Longest response it generates: a larger max_tokens is answered with HTTP 400, as a real
 # server answers a request beyond its context. Tokens are made as they are written.
 MAX_TOKENS_CAP = 1_000_000
+# Longest prompt it takes (its context): stress flood's longest (--lengths up to 2^22).
+# A prompt is hashed block by block into the prefix cache on the event loop: a 60 MB one
+# held every other client for 6.3 s (16 x that with --prefix-block-size 1).
+MAX_PROMPT_TOKENS = 1 << 22
 # Max-throughput mode writes this many events per write, pausing when the client reads
 # slower than that (transport flow control), so no response is held whole in memory.
 _BULK_EVENTS = 256
@@ -132,6 +136,8 @@ class ReferenceConfig:
 
     def validate(self) -> None:
         validate.integer("--port", self.port, 0, 65535)
+        if self.ground_truth is not None:  # a FIFO blocked the server's start for ever
+            validate.output_file("--ground-truth", self.ground_truth)
         day_ms = 86_400_000.0
         self.ttft_ms.check("--ttft-ms", day_ms)
         self.itl_ms.check("--itl-ms", day_ms)
@@ -365,6 +371,10 @@ class ReferenceProtocol(asyncio.Protocol):
         self.paused = False  # the client reads slower than we write
         self.receiving = False  # inside data_received (its loop takes the next request)
         self.bulk: Any = None  # a max-throughput response being written
+        self.reading_paused = False  # a request's answer is due and more bytes wait
+        self.eof = False  # the client sent all it will: a request cut short is a 400
+        self.close_after = False  # the request being answered asked to close after it
+        self.http10 = False  # the request being answered is HTTP/1.0: no chunked answer
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -400,7 +410,13 @@ class ReferenceProtocol(asyncio.Protocol):
     def _received(self, data: bytes) -> None:
         t = time.monotonic_ns()
         self.buf += data
-        while not self.busy and not self.closed:
+        # one request at a time, answered in order (RFC 9112 9.3.2): a pipelined request
+        # waits for the answer before it, streamed or not (a non-streamed answer still
+        # due was overtaken by the next request's, or written into its stream)
+        while not self.busy and not self.pending and not self.closed:
+            if self.close_after:  # the request before asked to close (or was HTTP/1.0)
+                self.transport.close()  # type: ignore[union-attr]
+                return
             # framed as the shadow proxy frames requests (RFC 9112, strict): a negative
             # Content-Length had re-read this buffer's own head and hung the server
             try:
@@ -409,10 +425,47 @@ class ReferenceProtocol(asyncio.Protocol):
                 self._simple(exc.status, {"error": {"message": exc.reason}}, close=True)
                 return
             if req is None:
+                self._waiting()
                 return
+            self.close_after = req.close
+            self.http10 = req.version == b"HTTP/1.0"
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in req.headers}
             target = req.target.decode("latin-1")
             self._dispatch(req.method.decode("ascii"), target, headers, bytes(req.body), t)
+        # what a client sends while its answer is due waits in the kernel, not here: it
+        # was read into this buffer without bound (1 GB sent beside a long stream held
+        # 1.4 GB of the server's memory)
+        if (self.busy or self.pending) and len(self.buf) > MAX_HEAD and not self.closed:
+            self.transport.pause_reading()  # type: ignore[union-attr]
+            self.reading_paused = True
+
+    def eof_received(self) -> bool:
+        """The client sent all it will send. While its answer is due, that is the client
+        gone (as nginx takes it; a client that timed out closes so): the connection
+        closes and the ground truth says so at once. Otherwise a request it cut short is
+        answered 400 (it got no answer), and the connection closes."""
+        self.eof = True
+        if self.busy or self.pending:
+            return False
+        if not self.receiving:
+            self._received(b"")
+        return True
+
+    def _waiting(self) -> None:
+        """No whole request in the buffer: at the end of input, answer what was cut
+        short (400) or close; a head that expects ``100-continue`` is told to go on (a
+        client waiting for it had waited, curl 1 s, before sending the body)."""
+        assert self.transport is not None
+        if self.eof:
+            if self.reader.partial or self.buf.strip(b"\r\n"):
+                msg = "the request was cut short by the end of input"
+                self._simple(400, {"error": {"message": msg}}, close=True)
+            else:
+                self.transport.close()
+        elif self.reader.wants_continue:
+            assert self.reader.req is not None
+            self.reader.req.expect_continue = False
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     # -- routing -------------------------------------------------------------------
     def _dispatch(self, method: str, path: str, headers: dict, body: bytes, t: int) -> None:
@@ -485,23 +538,35 @@ class ReferenceProtocol(asyncio.Protocol):
         except orjson.JSONDecodeError:
             self._simple(400, {"error": {"message": "invalid JSON"}})
             return
-        try:
-            if path == "/tokenize":
-                text = req.get("content", req.get("prompt", ""))
-                self._simple(200, {"tokens": list(str(text).encode())})
-            else:
-                ids = req.get("tokens") or []
-                text = bytes(int(i) & 0xFF for i in ids).decode("utf-8", "replace")
-                self._simple(200, {"content": text, "prompt": text})
-        except (AttributeError, TypeError, ValueError) as exc:
-            self._simple(400, {"error": {"message": f"bad {path} request: {exc}"}})
+        # a field of the wrong type is refused, never its str() or int() (content null
+        # was the text "None", 4 tokens; token 256 was 0, "7" and 7.9 were 7)
+        if not isinstance(req, dict):
+            self._simple(400, {"error": {"message": f"bad {path} request: not a JSON object"}})
+            return
+        if path == "/tokenize":
+            text = req.get("content")
+            text = req.get("prompt") if text is None else text
+            if text is not None and not isinstance(text, str):
+                msg = f"content (or prompt) must be a string (got {text!r:.40})"
+                self._simple(400, {"error": {"message": msg}})
+                return
+            self._simple(200, {"tokens": list((text or "").encode())})
+            return
+        ids = req.get("tokens")
+        if ids is not None and not (
+            isinstance(ids, list) and all(type(i) is int and 0 <= i <= 255 for i in ids)
+        ):
+            msg = f"tokens must be a list of whole numbers 0 to 255: tokens are bytes (got {ids!r:.40})"
+            self._simple(400, {"error": {"message": msg}})
+            return
+        text = bytes(ids or []).decode("utf-8", "replace")
+        self._simple(200, {"content": text, "prompt": text})
 
     # -- generation ----------------------------------------------------------------
     def _generate(self, chat: bool, headers: dict, body: bytes, t_recv: int) -> None:
         st, cfg = self.st, self.st.cfg
-        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
-        if isinstance(gen, tuple):
-            self._simple(*gen)
+        gen = self._read_generation(body, chat)
+        if gen is None:
             return
         prompt, prompt_tokens, max_tokens = gen.prompt, gen.prompt_tokens, gen.max_tokens
         prompt_bytes = str(prompt).encode()
@@ -582,6 +647,7 @@ class ReferenceProtocol(asyncio.Protocol):
                 log["t_end"] = st.event_ns()
                 self.pending.remove(log)
                 st.log(log)
+                self._next_request()
 
             self._later(delay, answer)
             return
@@ -596,6 +662,21 @@ class ReferenceProtocol(asyncio.Protocol):
             return
         rng = random.Random(st.rng.getrandbits(64))  # its own draws: faults stay seeded
         self._stream(log, head, head_events, event, n, tail, rng, prefill_ms, complete)
+
+    def _read_generation(self, body: bytes, chat: bool) -> Generation | None:
+        """The request, or None when it was answered with an error: a stream is written
+        in chunks (Transfer-Encoding: chunked), which an HTTP/1.0 request may not be sent
+        (RFC 9112 6.1): it got the chunk-size lines inside its events."""
+        cfg = self.st.cfg
+        gen = read_generation(body, chat, cfg.model, cfg.default_max_tokens)
+        if isinstance(gen, tuple):
+            self._simple(*gen)
+            return None
+        if gen.stream and self.http10:
+            msg = "stream needs HTTP/1.1: a stream is sent chunked, which HTTP/1.0 does not read"
+            self._simple(400, {"error": {"message": msg, "type": "invalid_request_error"}})
+            return None
+        return gen
 
     def _pump(self) -> None:
         """Write a max-throughput response in batches while the client keeps up."""
@@ -616,7 +697,14 @@ class ReferenceProtocol(asyncio.Protocol):
         self.bulk = None
         self.busy = False
         self.handles.clear()
-        if self.buf and not self.receiving:  # a request that came meanwhile
+        self._next_request()
+
+    def _next_request(self) -> None:
+        """The answer is written: read on, and take a request that came meanwhile."""
+        if self.reading_paused and not self.closed:
+            self.reading_paused = False
+            self.transport.resume_reading()  # type: ignore[union-attr]
+        if (self.buf or self.eof or self.close_after) and not self.receiving:
             self.data_received(b"")
 
     def _later(self, delay_s: float, fn) -> None:
@@ -730,27 +818,74 @@ def read_generation(
     if not isinstance(req, dict):
         return 400, {"error": {"message": "the body is not a JSON object"}}
     if req.get("model") not in (None, model):
-        return 404, {"error": {"message": f"model {req.get('model')!r} not found"}}
+        return 404, {"error": {"message": f"model {req.get('model')!r:.80} not found"}}
     # a field of the wrong type is refused, not read as absent or as its str() (messages
-    # "x" was an empty prompt; max_tokens 0 was the default number of tokens)
+    # "x" was an empty prompt; max_tokens 0 was the default number of tokens; a prompt
+    # of token ids [104, 105] was the text "104105", 6 tokens, and content parts were
+    # their str(); "stream": "false" streamed)
     if chat:
         msgs = req.get("messages")
         if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
             return _invalid(f"messages must be a list of objects (got {msgs!r:.40})")
-        prompt = "".join(str(m.get("content") or "") for m in msgs)
+        parts = [_content(m.get("content")) for m in msgs]
+        if any(p is None for p in parts):
+            return _invalid("a message's content must be a string, null or a list of "
+                            '{"type": "text", "text": "..."} parts')  # fmt: skip
+        prompt = "".join(p for p in parts if p is not None)
     else:
-        raw = req.get("prompt")
-        if raw is not None and not isinstance(raw, str | list):
-            return _invalid(f"prompt must be a string or a list (got {raw!r:.40})")
-        prompt = "".join(map(str, raw)) if isinstance(raw, list) else raw or ""
+        got = _prompt(req.get("prompt"))
+        if got is None:
+            return _invalid(
+                "prompt must be a string, a list of strings, or a list of token ids (whole "
+                f"numbers 0 to 255 forming UTF-8 text: tokens are bytes) (got {req.get('prompt')!r:.40})"
+            )
+        prompt = got
+    n_prompt = len(prompt.encode())
+    if n_prompt > MAX_PROMPT_TOKENS:  # worded as servers word it: the client's context_exceeded
+        return _invalid(f"the prompt of {n_prompt} tokens exceeds the maximum context length "
+                        f"of {MAX_PROMPT_TOKENS} tokens")  # fmt: skip
     given = [k for k in ("max_tokens", "max_completion_tokens") if req.get(k) is not None]
     raw_max = req[given[0]] if given else default_max_tokens
     if type(raw_max) is not int or not 1 <= raw_max <= MAX_TOKENS_CAP:
         name = given[0] if given else "max_tokens"
         return _invalid(f"{name} must be an integer in [1, {MAX_TOKENS_CAP}] (got {raw_max!r:.40})")
     opts = req.get("stream_options")
-    usage_wanted = isinstance(opts, dict) and bool(opts.get("include_usage"))
-    return Generation(prompt, len(prompt.encode()), raw_max, bool(req.get("stream")), usage_wanted)
+    if opts is not None and not isinstance(opts, dict):
+        return _invalid(f"stream_options must be an object (got {opts!r:.40})")
+    stream, usage = req.get("stream"), (opts or {}).get("include_usage")
+    for name, flag in (("stream", stream), ("stream_options.include_usage", usage)):
+        if flag is not None and not isinstance(flag, bool):
+            return _invalid(f"{name} must be true or false (got {flag!r:.40})")
+    return Generation(prompt, n_prompt, raw_max, bool(stream), bool(usage))
+
+
+def _content(content: Any) -> str | None:
+    """A chat message's content as text: a string, null (""), or text parts joined;
+    None where it is none of these."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and isinstance(p.get("text"), str) for p in content
+    ):
+        return "".join(p["text"] for p in content)
+    return None
+
+
+def _prompt(raw: Any) -> str | None:
+    """A completions prompt as text: a string (null: ""), strings joined, or token ids
+    (bytes) of UTF-8 text; None where it is none of these."""
+    if raw is None or isinstance(raw, str):
+        return raw or ""
+    if not isinstance(raw, list):
+        return None
+    if all(isinstance(x, str) for x in raw):
+        return "".join(raw)
+    if all(type(x) is int and 0 <= x <= 255 for x in raw):
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -772,7 +907,10 @@ class StreamFraming:
         model_json = orjson.dumps(model).decode()
         kind = "chat.completion.chunk" if chat else "text_completion"
         ident = f"chatcmpl-{rid}" if chat else f"cmpl-{rid}"
-        opening = f'data: {{"id":"{ident}","object":"{kind}","created":{created},'
+        # the id comes from the request's X-Request-Id: JSON-quoted (a '"' in it made
+        # every event of the stream malformed)
+        ident_json = orjson.dumps(ident).decode()
+        opening = f'data: {{"id":{ident_json},"object":"{kind}","created":{created},'
         opening += f'"model":{model_json},"choices":[{{"index":0,'
         if chat:
             pre = (opening + '"delta":{"content":').encode()

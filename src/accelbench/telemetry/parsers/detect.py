@@ -220,12 +220,22 @@ def detect_format(text: str) -> str:
 
 def parse_capture(text: str, fmt: str | None = None) -> Capture:
     """Parse captured text (format guessed unless ``fmt`` names one of :data:`FORMATS`)."""
+    given = fmt is not None
     fmt = detect_format(text) if fmt is None else fmt  # "" is a (wrong) format, not "guess"
     if fmt not in FORMATS:
         raise AccelbenchError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     lost: list[str] = []
     notes: list[str] = []
-    rows = FORMATS[fmt](text, lost=lost, notes=notes)
+    try:
+        rows = FORMATS[fmt](text, lost=lost, notes=notes)
+    except AccelbenchError as exc:
+        # a format named for a capture of another tool: say what it looks like (a CSV
+        # read as nvidia-smi XML was "the capture was cut short")
+        if given and fmt not in identify(text):
+            raise AccelbenchError(
+                f"{exc}; the capture is not {DESCRIPTIONS[fmt]}: it looks like {looks_like(text)}"
+            ) from exc
+        raise
     return Capture(fmt, rows, lost, notes)
 
 

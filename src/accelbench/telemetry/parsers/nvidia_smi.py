@@ -111,7 +111,7 @@ def parse_nvidia_smi_xml(
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
-        cut = "</nvidia_smi_log>" not in text
+        cut = "<nvidia_smi_log" in text and "</nvidia_smi_log>" not in text  # begun, not ended
         raise AccelbenchError(
             f"not valid nvidia-smi XML: {exc}"
             + (" (no closing </nvidia_smi_log>: the capture was cut short)" if cut else "")

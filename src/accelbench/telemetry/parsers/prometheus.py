@@ -73,12 +73,25 @@ def prometheus_samples(
         if line and not line.startswith("#"):
             exposed.add(line.split("{", 1)[0].split(" ", 1)[0])
     out = []
+    # a scrape holds each series once (Prometheus refuses a second sample of one); two
+    # scrapes joined end to end had theirs summed or overwritten without a word (a vLLM
+    # scrape read twice said 4 requests running where it had 2)
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     try:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
                 name = s.name
                 if name not in exposed and name.endswith("_total") and name[:-6] in exposed:
                     name = name[:-6]
+                key = (name, tuple(sorted(s.labels.items())))
+                if key in seen:
+                    shown = ",".join(f'{k}="{v}"' for k, v in key[1])
+                    raise AccelbenchError(
+                        f"not a valid Prometheus scrape: the series {name}"
+                        f"{'{' + shown + '}' if shown else ''} appears twice (a scrape holds "
+                        "each series once: two scrapes joined end to end?)"
+                    )
+                seen.add(key)
                 out.append((name, dict(s.labels), float(s.value)))
     except (ValueError, TypeError) as exc:
         raise AccelbenchError(f"not a valid Prometheus scrape: {exc}") from exc

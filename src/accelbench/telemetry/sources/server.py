@@ -11,6 +11,16 @@ from accelbench.telemetry.schema import Row
 from accelbench.telemetry.sources.base import Source
 from accelbench.urls import Endpoint
 
+# A scrape is kilobytes (vLLM's: ~100 KB); a body past this is no scrape.
+MAX_SCRAPE_BYTES = 64 << 20
+# The whole scrape within this many times the timeout (which bounds each read): a loaded
+# server slow to answer is still read, one that never finishes is not.
+SCRAPE_DEADLINE_TIMEOUTS = 5
+
+
+class ScrapeRefused(OSError):
+    """A /metrics answer that never ends in time, or is too long to be a scrape."""
+
 
 class ServerMetricsSource(Source):
     """The inference server's Prometheus ``/metrics`` (vLLM, SGLang, llama.cpp, TGI)."""
@@ -28,8 +38,24 @@ class ServerMetricsSource(Source):
     def fetch(self) -> str:
         headers = {"Accept": "text/plain"} | ({"Authorization": self.auth} if self.auth else {})
         req = urllib.request.Request(self.url, headers=headers)
+        # the whole scrape within 5 timeouts, at most MAX_SCRAPE_BYTES: the timeout
+        # bounds each read only, so a server that sent a byte a second (or without end)
+        # held `health` and a run's last scrape for ever
+        limit_s = SCRAPE_DEADLINE_TIMEOUTS * self.timeout_s
+        deadline = time.monotonic() + limit_s
+        body = bytearray()
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
-            return resp.read().decode("utf-8", "replace")
+            while chunk := resp.read1(65536):
+                body += chunk
+                if len(body) > MAX_SCRAPE_BYTES:
+                    raise ScrapeRefused(
+                        f"{self.url} sent more than {MAX_SCRAPE_BYTES >> 20} MiB: not a scrape"
+                    )
+                if time.monotonic() > deadline:
+                    raise ScrapeRefused(
+                        f"{self.url} did not send its whole scrape within {limit_s:g} s"
+                    )
+        return body.decode("utf-8", "replace")
 
     def probe(self) -> str | None:
         try:
@@ -37,6 +63,8 @@ class ServerMetricsSource(Source):
         except urllib.error.HTTPError as exc:
             hint = " (llama-server needs --metrics)" if exc.code in (404, 501) else ""
             return f"{self.url} answered HTTP {exc.code}{hint}"
+        except ScrapeRefused as exc:
+            return str(exc)
         except (OSError, ValueError) as exc:
             return f"{self.url} unreachable ({exc})"
         try:
