@@ -431,11 +431,13 @@ def test_an_http10_stream_is_refused_not_sent_chunked(reference_server, keep_ali
     "command",
     [["reference"], ["emulated", "--accelerator", "h100", "--model", "llama-3.1-8b"]],
 )
-@pytest.mark.parametrize("kind", ["fifo", "directory"])
+@pytest.mark.parametrize("kind", ["fifo", "directory", "proc"])
 def test_a_ground_truth_that_is_no_file_is_refused_at_once(tmp_path, command, kind) -> None:
     """`--ground-truth` is an output file, checked as every output file is
     (validate.output_file): a FIFO blocked the server's start for ever (opened for
-    appending, with no reader); now one line, exit 2."""
+    appending, with no reader); /proc/version (writable to root by its mode, refusing
+    every write) said 'error:: Invalid argument', naming nothing; now one line naming the
+    option, exit 2."""
     import os
     import subprocess
     import sys
@@ -443,8 +445,10 @@ def test_a_ground_truth_that_is_no_file_is_refused_at_once(tmp_path, command, ki
     gt = tmp_path / "gt"
     if kind == "fifo":
         os.mkfifo(gt)
-    else:
+    elif kind == "directory":
         gt.mkdir()
+    else:
+        gt = type(tmp_path)("/proc/version")
     r = subprocess.run(
         [sys.executable, "-m", "accelbench", "serve", *command, "--port", "0",
          "--ground-truth", str(gt)],

@@ -232,6 +232,12 @@ def output_file(
         output_dir(name, parent)
     if p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{name} {p}: not writable")
+    if p.exists():  # root passes os.access everywhere: /proc/version still refuses a write
+        try:
+            with open(p, "ab"):  # appends nothing: the file is as it was
+                pass
+        except OSError as exc:
+            raise UsageError(f"{name} {p} cannot be written: {exc.strerror or exc}") from None
     inp = _input_of(p, inputs, own_kinds)
     if inp is not None:
         raise UsageError(
