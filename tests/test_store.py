@@ -511,8 +511,8 @@ def test_import_wrong_typed_fields_one_line(tmp_path, field, value, needle):
 _WHOLE, _REAL = "whole", "real"
 _MS_MAX = 30 * 86400 * 1000.0
 _NUMERIC_FIELDS: dict[str, tuple[str, float, float]] = {  # field -> (kind, lo, hi)
-    "completed": (_WHOLE, 0, 4),  # + failed (1) at most the 5 requests sent
-    "failed": (_WHOLE, 0, 1),
+    "completed": (_WHOLE, 4, 4),  # what its errors list says: 4 of 5 completed
+    "failed": (_WHOLE, 1, 1),
     "num_prompts": (_WHOLE, 5, 10_000_000),  # at least the 5 requests listed
     "max_concurrency": (_WHOLE, 1, 2**53 - 1),
     "total_input_tokens": (_WHOLE, 0, 2**53 - 1),
@@ -524,6 +524,7 @@ _NUMERIC_FIELDS: dict[str, tuple[str, float, float]] = {  # field -> (kind, lo, 
     "total_token_throughput": (_REAL, 0, 1e23),
     **{f"{s}_{m}_ms": (_REAL, 0, _MS_MAX) for m in ("ttft", "tpot", "e2el")
        for s in ("mean", "std", "median", "p90", "p95", "p99", "p99.9")},
+    "median_tpot_ms": (_REAL, 1e-13, _MS_MAX),  # or 0; tok/s/user 1000 / it, at most 1e16
 }  # fmt: skip
 
 
@@ -532,6 +533,8 @@ def _accepted(field: str, v: object) -> bool:
     if v is None:
         return True
     if field == "request_rate" and v in ("inf", math.inf):
+        return True
+    if field == "median_tpot_ms" and v == 0 and not isinstance(v, bool):
         return True
     if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v):
         return False
@@ -604,6 +607,12 @@ def test_the_audits_vllm_results_are_refused_naming_the_field(tmp_path):
         ({"num_prompts": 4}, "'num_prompts' is 4, fewer than the 5 requests of input_lens"),
         ({"input_lens": None, "num_prompts": None, "completed": 6},
          "'completed' is 6, more than ttfts' 5"),
+        # its counts against its own errors list (written as given: a summary of 1
+        # completed over 5 successful rows; 4 + 0 of 5 requests)
+        ({"completed": 1, "failed": 0, "errors": [""] * n},
+         "'completed' is 1, but errors says 5 of its 5 requests completed"),
+        ({"failed": 0}, "'failed' is 0, but errors says 1 of its 5 requests failed"),
+        ({"median_tpot_ms": 1e-300}, "'median_tpot_ms' must be 0 or a number of ms in [1e-13"),
     ]  # fmt: skip
     for i, (change, needle) in enumerate(cases):
         f = tmp_path / f"v{i}.json"
@@ -643,6 +652,60 @@ def test_a_per_request_list_of_another_length_is_refused(tmp_path, field, length
     assert not root.exists()
 
 
+# each per-request list's entries and what the import accepts there (None: not read)
+_ENTRY_OK = {
+    "input_lens": lambda v: v is None or (_whole(v) and 0 <= v <= 10_000_000),
+    "output_lens": lambda v: v is None or (_whole(v) and 0 <= v <= 10_000_000),
+    "ttfts": lambda v: v is None or (_real(v) and 0 <= v <= 30 * 86400),
+    "start_times": lambda v: _real(v) and 0 <= v <= 4e9,
+    "itls": lambda v: (
+        isinstance(v, list) and all(_real(g) and g >= 0 for g in v) and sum(v) <= 30 * 86400
+    ),
+}
+
+
+def _whole(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _real(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(field=st.sampled_from(sorted(_ENTRY_OK)), i=st.integers(0, 3),
+       value=st.one_of(_ABSURD, st.lists(_ABSURD, max_size=3), st.just([1e6] * 3)),
+       starts=st.booleans())  # fmt: skip
+def test_every_per_request_entry_is_checked(tmp_path, field, i, value, starts):
+    """Property: an entry of a per-request list (one of the 4 completed requests) that no
+    request can have (a TTFT of 10^10 s, gaps summing past 30 days, 2^52 output tokens)
+    is refused, one line naming field[i], nothing written; else the run imports and its
+    own reader finds it whole. Before, ttfts 1e10 wrote a summary the reader called
+    damaged (latency 1e13 ms), or with start_times failed as 'OverflowError: Python int
+    too large'; output_lens 2^52 wrote tok/s/user 2.3e16."""
+    if field == "start_times" and not starts:
+        return
+    d = _vllm_result(with_starts=starts)
+    d[field] = list(d[field])
+    d[field][i] = value
+    import tempfile
+
+    box = Path(tempfile.mkdtemp(dir=tmp_path))
+    f = box / "vllm.json"
+    f.write_text(json.dumps(d))
+    root = box / "results"
+    if not _ENTRY_OK[field](value):
+        with pytest.raises(AccelbenchError) as exc:
+            import_vllm(f, root)
+        msg = str(exc.value)
+        assert f"'{field}'[{i}]" in msg and "\n" not in msg and exc.value.exit_code == 2, msg
+        assert not root.exists()
+        return
+    r = load_run(import_vllm(f, root))
+    assert not r.problems, r.problems
+
+
 def test_import_without_errors_or_output_lens_reads_completed(tmp_path):
     """With neither list, which requests failed is known only when none did (completed
     is every request); otherwise refused, never every request marked failed."""
@@ -663,7 +726,7 @@ def test_import_huge_start_time_is_one_line(tmp_path):
     d["start_times"] = [1e300] * 5
     f = tmp_path / "vllm.json"
     f.write_text(json.dumps(d))
-    with pytest.raises(AccelbenchError, match="not as vllm bench serve writes them"):
+    with pytest.raises(AccelbenchError, match=r"field 'start_times'\[0\] must be"):
         import_vllm(f, tmp_path / "results")
     assert not (tmp_path / "results").exists()
 

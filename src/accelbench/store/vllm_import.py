@@ -14,7 +14,11 @@ import pyarrow as pa
 from accelbench.errors import AccelbenchError
 from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
-from accelbench.metrics.registry import MAX_REQUESTS_PER_S, MAX_TOKENS_PER_S
+from accelbench.metrics.registry import (
+    MAX_REQUESTS_PER_S,
+    MAX_TOKENS_PER_S,
+    MAX_TOKENS_PER_S_PER_USER,
+)
 from accelbench.metrics.summary import ImportSection, Summary
 from accelbench.metrics.values import finite_number
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
@@ -36,11 +40,6 @@ def _is_int(x: Any, lo: int = 0) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and lo <= x < INT_MAX
 
 
-def _is_num(x: Any) -> bool:
-    v = finite_number(x)
-    return v is not None and v >= 0
-
-
 def _is_real(lo: float, hi: float | None = None, *, lo_open: bool = False) -> Any:
     """A check: a JSON number (not a string, not a bool), finite, in [lo, hi] (lo open
     with ``lo_open``)."""
@@ -59,19 +58,39 @@ def _is_rate(x: Any) -> bool:
 
 
 MS_MAX = MAX_DURATION_S * 1000  # a latency longer than the longest run is not real
+TPOT_MIN_MS = 1000 / MAX_TOKENS_PER_S_PER_USER  # a shorter TPOT is not real
 MIN_DURATION_S = 1e-6  # the totals are divided by it: 2^53 tokens / 1 us stays finite
 
 
+STAMP_MAX_S = 4e9  # start_times: seconds on the sender's clock (epoch: 1.7e9), in int64 ns
+
+
+def _is_len(x: Any) -> bool:
+    return x is None or (_is_int(x) and x <= LEN_MAX)
+
+
+def _is_gaps(x: Any) -> bool:
+    """One request's inter-token gaps: each, and their sum, a latency of at most a run."""
+    return (
+        isinstance(x, list)
+        and all(_is_real(0, MAX_DURATION_S)(g) for g in x)
+        and sum(x) <= MAX_DURATION_S
+    )
+
+
 _LISTS: dict[str, tuple[str, Any]] = {
-    "input_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
-    "output_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
-    "ttfts": ("numbers >= 0 (seconds)", lambda x: x is None or _is_num(x)),
+    "input_lens": (f"whole numbers in 0..{LEN_MAX:,}", _is_len),
+    "output_lens": (f"whole numbers in 0..{LEN_MAX:,}", _is_len),
+    "ttfts": (
+        f"numbers of seconds in [0, {MAX_DURATION_S:,.0f}]",
+        lambda x: x is None or _is_real(0, MAX_DURATION_S)(x),
+    ),
     "itls": (
-        "lists of numbers >= 0 (seconds)",
-        lambda x: isinstance(x, list) and all(_is_num(g) for g in x),
+        f"lists of numbers of seconds >= 0 summing to at most {MAX_DURATION_S:,.0f}",
+        _is_gaps,
     ),
     "errors": ("strings", lambda x: x is None or isinstance(x, str)),
-    "start_times": ("numbers >= 0 (seconds)", _is_num),
+    "start_times": (f"numbers of seconds in [0, {STAMP_MAX_S:g}]", _is_real(0, STAMP_MAX_S)),
 }
 _SCALARS: dict[str, tuple[str, Any]] = {
     "completed": ("a whole number >= 0", _is_int),
@@ -106,6 +125,11 @@ _SCALARS: dict[str, tuple[str, Any]] = {
         for metric in ("ttft", "tpot", "e2el")
         for stat in ("mean", "std", "median", "p90", "p95", "p99", "p99.9")
     },
+    # its interactivity is 1000 / it: at most what a run can measure (registry.py)
+    "median_tpot_ms": (
+        f"0 or a number of ms in [{TPOT_MIN_MS:g}, {MS_MAX:,.0f}]",
+        lambda x: _is_real(0, 0)(x) or _is_real(TPOT_MIN_MS, MS_MAX)(x),
+    ),
     "model_id": ("a string", lambda x: isinstance(x, str)),
     "model": ("a string", lambda x: isinstance(x, str)),
     "backend": ("a string", lambda x: isinstance(x, str)),
@@ -162,6 +186,20 @@ def _check_counts(d: Mapping[str, object], src: Path, sent: int, ttfts: int) -> 
             )
     if c is not None and not sent and ttfts and c > ttfts:  # (else checked against sent)
         raise AccelbenchError(f"{src}: field 'completed' is {c:,}, more than ttfts' {ttfts:,}")
+
+
+def _check_outcomes(d: Mapping[str, object], src: Path, okl: list[bool], basis: str) -> None:
+    """The file's ``completed`` and ``failed`` against the requests its ``basis`` list
+    says succeeded (an empty error; else output tokens) and failed: the same, or the
+    summary's counts would disagree with its own requests."""
+    ok = sum(okl)
+    for k, want in (("completed", ok), ("failed", len(okl) - ok)):
+        x = d.get(k)
+        if isinstance(x, int) and x != want:
+            raise AccelbenchError(
+                f"{src}: field {k!r} is {x:,}, but {basis} says {want:,} of its "
+                f"{len(okl):,} requests {k}"
+            )
 
 
 NO_THROUGHPUT = "throughput (the file has neither start_times nor duration)"
@@ -274,6 +312,8 @@ def _convert(
         )
     else:
         okl = []
+    if errors or out_lens:
+        _check_outcomes(d, src, okl, "errors" if errors else "output_lens")
     if len(ttfts) == n:
         ttft_l = ttfts
     elif len(ttfts) == sum(okl):  # some versions list successful requests only
