@@ -246,6 +246,57 @@ def test_other_sweep_in_same_dir_refused(tmp_path):
         run_sweep(tmp_path / "s", other, runner=FakeRunner(), progress=False)
 
 
+# how a resume may differ from the sweep it resumes: (option named, change to the plan)
+_MEASURED_OTHERWISE = {
+    "--endpoint": lambda p: setattr(p, "base", p.base.with_(endpoint="chat")),
+    "--stream": lambda p: setattr(p, "base", p.base.with_(stream=False)),
+    "--extra-body": lambda p: setattr(p, "base", p.base.with_(extra_body={"temperature": 1})),
+    "--ignore-eos": lambda p: setattr(p, "base", p.base.with_(ignore_eos=not p.base.ignore_eos)),
+    "--slo": lambda p: setattr(p, "base", p.base.with_(slo={"ttft_ms": 5.0})),
+    "--seed": lambda p: setattr(p, "base", p.base.with_(
+        workload=WorkloadConfig(isl=64, osl=16, seed=7))),
+    "--osl-dist": lambda p: setattr(p, "base", p.base.with_(
+        workload=WorkloadConfig(isl=64, osl=16, osl_dist="uniform", range_ratio=0.5))),
+    "--requests-per-point": lambda p: setattr(p, "requests_per_point", 3.0),
+    "--warmup-per-point": lambda p: setattr(p, "warmup_per_point", 0.0),
+}  # fmt: skip
+_SAME_MEASUREMENT = {
+    "--url": lambda p: setattr(p, "base", p.base.with_(url="http://127.0.0.1:9/v1")),
+    "--timeout": lambda p: setattr(p, "base", p.base.with_(timeout_s=1200.0)),
+    "--workers": lambda p: setattr(p, "base", p.base.with_(workers=2)),
+    "--results-root": lambda p: setattr(p, "base", p.base.with_(results_root="elsewhere")),
+    "--no-telemetry": lambda p: setattr(p, "base", p.base.with_(telemetry=False)),
+}  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(option=st.sampled_from(sorted(_MEASURED_OTHERWISE) + sorted(_SAME_MEASUREMENT)))
+def test_a_resume_that_would_measure_otherwise_is_refused(tmp_path_factory, option):
+    """Property: rerunning a sweep resumes it only as it was measured. Before, a resume
+    with --endpoint chat (or --no-ignore-eos, --extra-body, --requests-per-point 5...)
+    kept the completed points (completions, 2 requests each), ran the new ones otherwise,
+    and rewrote sweep.json's base_config as if all were chat: one frontier of two ways of
+    measuring. Now refused, one line naming the option, nothing run or rewritten; the
+    URL, timeouts, workers, results root and telemetry may change."""
+    d = tmp_path_factory.mktemp("s") / "s"
+    run_sweep(d, _plan([1, 2]), runner=FakeRunner(), progress=False)
+    before = {p: p.read_bytes() for p in d.rglob("*") if p.is_file()}
+    plan = _plan([1, 2, 4])
+    (_MEASURED_OTHERWISE | _SAME_MEASUREMENT)[option](plan)
+    r = FakeRunner()
+    if option in _SAME_MEASUREMENT:
+        doc = run_sweep(d, plan, runner=r, progress=False)
+        assert [p.status for p in doc.points] == ["completed"] * 3 and len(r.calls) == 1
+        return
+    with pytest.raises(AccelbenchError) as exc:
+        run_sweep(d, plan, runner=r, progress=False)
+    msg = str(exc.value)
+    assert msg.count(option) == 1 and "sweep.json" in msg and "\n" not in msg, msg
+    assert exc.value.exit_code == 2 and r.calls == []
+    assert {p: p.read_bytes() for p in d.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize(
     ("damage", "needle"),
     [

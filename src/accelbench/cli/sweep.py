@@ -86,6 +86,7 @@ def sweep_cmd(
     from accelbench.suites.sweep import (
         SaturationRule,
         SweepPlan,
+        check_resume,
         inferencex_config,
         plan_values,
         run_sweep,
@@ -118,6 +119,7 @@ def sweep_cmd(
             point = plan.point_config(x, d / plan.point_dir(x))
             point.validate()
             point.check_run_options()
+        check_resume(d, plan)  # an earlier sweep.json there: the same sweep, measured alike
         plans.append((d, plan))
     stops = stops_noted()
     kept = False  # a point's results are on disk (an interrupted sweep then exits 1, not 130)
