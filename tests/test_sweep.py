@@ -516,3 +516,25 @@ def test_a_later_point_refused_stays_a_failed_point(tmp_path):
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=RefusingRunner({2}), progress=False)
     assert [p.status for p in doc.points] == ["completed", "failed", "skipped"]
     assert doc.status == "partial" and (tmp_path / "s" / "sweep.json").exists()
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(pairs=st.lists(st.tuples(st.integers(1, 4096), st.integers(1, 4096)), min_size=1, unique=True,
+                      max_size=4),
+       dup=st.integers(0, 3), zeros=st.integers(0, 2))  # fmt: skip
+def test_an_isl_osl_pair_given_twice_is_refused(tmp_path, pairs, dup, zeros):
+    """Property: each --isl-osl pair once (as --values, --lengths). Before, a pair given
+    twice (also as 16/8 and 016/8) ran its sweep, then resumed it in the same directory,
+    without a word. Now exit 2, one line naming it, before anything is made."""
+    from cli_inprocess import run_cli
+
+    a, b = pairs[dup % len(pairs)]
+    args = [f"{i}/{o}" for i, o in pairs] + [f"{'0' * zeros}{a}/{b}"]
+    out = tmp_path / "never"
+    code, _, err, _ = run_cli(["sweep", "--url", "http://127.0.0.1:9/v1", "--out", str(out),
+                               "--values", "1", *[x for p in args for x in ("--isl-osl", p)]],
+                              tmp_path)  # fmt: skip
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and f"'{a}/{b}' more than once" in err, err
+    assert not out.exists()
