@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
-from accelbench.store.runs import import_vllm, list_runs, load_run, query_runs
+from accelbench.store.runs import import_vllm, import_vllm_files, list_runs, load_run, query_runs
 from synthetic_runs import make_run, make_sweep
 
 
@@ -825,3 +825,48 @@ def test_the_import_cli_says_a_run_has_no_throughput(tmp_path):
     assert p.returncode == 0, p.stderr
     warn = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
     assert len(warn) == 1 and "neither start_times nor duration" in warn[0], p.stderr
+
+
+_BAD_FILES = [
+    {"ttfts": [1e10] * 5},
+    {"completed": 1},
+    {"duration": -2},
+    {"output_lens": [2**52] * 5},
+]
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(n=st.integers(1, 4), bad_at=st.integers(0, 4), bad=st.sampled_from(range(len(_BAD_FILES))),
+       twin=st.booleans())  # fmt: skip
+def test_several_files_import_all_or_none(tmp_path, n, bad_at, bad, twin):
+    """Property: `runs import-vllm A B C` imports every file or none. Before, a bad B
+    (or B with A's file name from another folder) stopped the import there: A imported,
+    C never tried, and the one error line named only B; with two x.json the second was
+    refused 'exists already; pass another --label', which more than one file cannot take."""
+    import tempfile
+
+    box = Path(tempfile.mkdtemp(dir=tmp_path))
+    files = []
+    for i in range(n):
+        (box / f"d{i}").mkdir()
+        files.append(box / f"d{i}" / f"v{i}.json")
+        files[-1].write_text(json.dumps(_vllm_result()))
+    root = box / "results"
+    if bad_at < n:
+        files[bad_at].write_text(json.dumps({**_vllm_result(), **_BAD_FILES[bad]}))
+    elif twin and n > 1:  # the last file named as the first, in another folder
+        files[-1] = files[-1].rename(files[-1].with_name(files[0].name))
+    else:
+        outs = import_vllm_files(files, root)
+        assert sorted(p.name for p in root.iterdir()) == sorted(f"vllm-{f.stem}" for f in files)
+        assert all(load_run(o).usable for o in outs)
+        return
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(["runs", "import-vllm", *map(str, files), "--root", str(root)],
+                                box)  # fmt: skip
+    named = str(files[bad_at]) if bad_at < n else "would both be run"
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and named in lines[0] and out == "", (code, err)
+    assert not root.exists()

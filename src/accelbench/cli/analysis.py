@@ -428,13 +428,13 @@ def runs_import_vllm(
 ) -> None:
     """Import vllm bench serve results as run directories beside accelbench runs."""
     from accelbench.store.rundoc import read_run_doc
-    from accelbench.store.runs import import_vllm
+    from accelbench.store.runs import import_vllm_files
     from accelbench.store.vllm_import import NO_THROUGHPUT
 
-    if label and len(files) > 1:
-        raise AccelbenchError("--label needs exactly one file")
-    for f in files:
-        out = import_vllm(f, root, gpus=gpus, isl=isl, osl=osl, dataset=dataset, label=label)
+    # every file checked before the first is written: all or none
+    outs = import_vllm_files(files, root, gpus=gpus, isl=isl, osl=osl, dataset=dataset,
+                             label=label)  # fmt: skip
+    for f, out in zip(files, outs, strict=True):
         typer.echo(f"imported {f} -> {out}")
         if NO_THROUGHPUT in (read_run_doc(out).absent or []):
             typer.echo(f"warning: {f}: imported without {NO_THROUGHPUT}; see absent", err=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from accelbench.metrics.values import finite_number
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
 from accelbench.store.rundir import write_parquet_atomic
 from accelbench.store.rundoc import ImportSource, RunDoc, ServerInfo, write_run_doc, write_summary
-from accelbench.validate import MAX_DURATION_S, MAX_REQUESTS, make_dir
+from accelbench.validate import MAX_DURATION_S, MAX_REQUESTS, make_dir, output_dir
 from accelbench.validate import label as safe_label
 
 
@@ -205,6 +206,17 @@ def _check_outcomes(d: Mapping[str, object], src: Path, okl: list[bool], basis: 
 NO_THROUGHPUT = "throughput (the file has neither start_times nor duration)"
 
 
+@dataclass
+class _Imported:
+    """One result file read, checked and converted; nothing written yet."""
+
+    src: Path
+    out: Path
+    table: pa.Table
+    run_doc: RunDoc
+    summary: Summary
+
+
 def import_vllm(
     result_file: str | Path,
     results_root: str | Path,
@@ -219,6 +231,47 @@ def import_vllm(
     format. Per-request figures come from its per-request lists (``input_lens``,
     ``output_lens``, ``ttfts``, ``itls``, ``errors``, ``start_times`` where present); what
     the file does not hold is listed under ``absent`` in run.json and summary.json."""
+    return import_vllm_files([result_file], results_root, gpus=gpus, isl=isl, osl=osl,
+                             dataset=dataset, label=label)[0]  # fmt: skip
+
+
+def import_vllm_files(
+    result_files: Sequence[str | Path],
+    results_root: str | Path,
+    *,
+    gpus: int = 1,
+    isl: int | None = None,
+    osl: int | None = None,
+    dataset: str | None = None,
+    label: str | None = None,
+) -> list[Path]:
+    """Import several result files as :func:`import_vllm` does one, all or none: every
+    file is read, checked and given its run directory before the first is written (one
+    that fails, or two that would share a run directory, leave nothing written)."""
+    if label is not None and len(result_files) > 1:
+        raise AccelbenchError("--label needs exactly one file")
+    done = [_prepare(f, results_root, gpus, isl, osl, dataset, label) for f in result_files]
+    seen: dict[Path, Path] = {}
+    for imp in done:
+        if (other := seen.get(imp.out)) is not None:
+            raise AccelbenchError(
+                f"{other} and {imp.src} would both be run {imp.out.name}: import them one at "
+                "a time, each with its own --label"
+            )
+        seen[imp.out] = imp.src
+    return [_write(imp, results_root) for imp in done]
+
+
+def _prepare(
+    result_file: str | Path,
+    results_root: str | Path,
+    gpus: int,
+    isl: int | None,
+    osl: int | None,
+    dataset: str | None,
+    label: str | None,
+) -> _Imported:
+    """One file read, checked and converted, its run directory named; nothing written."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= GPUS_MAX:
         raise AccelbenchError(f"--gpus must be a whole number in 1..{GPUS_MAX} (got {gpus!r})")
     for name, v in (("--isl", isl), ("--osl", osl)):
@@ -247,17 +300,24 @@ def import_vllm(
             f"{src}: fields not as vllm bench serve writes them ({type(exc).__name__}: "
             f"{str(exc)[:120]})"
         ) from None
-    root = make_dir("--root", results_root)
-    out = root / run_doc.run_id
+    out = output_dir("--root", results_root) / run_doc.run_id
     if out.exists():
         raise AccelbenchError(f"{out} exists already; pass another --label")
-    # written beside, then renamed: an import that fails leaves nothing behind
+    return _Imported(src, out, table, run_doc, summary)
+
+
+def _write(imp: _Imported, results_root: str | Path) -> Path:
+    """Write one prepared import: beside its run directory, then renamed (an import that
+    fails leaves nothing behind)."""
+    root, out = make_dir("--root", results_root), imp.out
+    if out.exists():  # (made since it was prepared)
+        raise AccelbenchError(f"{out} exists already; pass another --label")
     tmp = root / f".{out.name}.tmp-{os.getpid()}"
     try:
         tmp.mkdir()
-        write_parquet_atomic(tmp / "requests.parquet", table)
-        write_run_doc(tmp, run_doc)
-        write_summary(tmp, summary)
+        write_parquet_atomic(tmp / "requests.parquet", imp.table)
+        write_run_doc(tmp, imp.run_doc)
+        write_summary(tmp, imp.summary)
         tmp.rename(out)
     except OSError as exc:
         raise AccelbenchError(f"cannot write {out}: {exc.strerror or exc}") from None
