@@ -870,3 +870,30 @@ def test_several_files_import_all_or_none(tmp_path, n, bad_at, bad, twin):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and named in lines[0] and out == "", (code, err)
     assert not root.exists()
+
+
+def _strict_json(text: str):
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(xs=st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=4))
+def test_runs_query_format_json_is_json_for_any_double(tmp_path, xs):
+    """Property: `runs query --format json` is JSON (RFC 8259) whatever the query
+    computes. Before, `SELECT 1/0` or a NaN printed Infinity / NaN, which jq and strict
+    readers refuse. Now NaN is null and infinities "inf" / "-inf", as in the run files."""
+    from cli_inprocess import run_cli
+
+    lit = ", ".join(f"'{x!r}'::double AS c{i}" for i, x in enumerate(xs))
+    code, out, err, _ = run_cli(["runs", "query", "--root", str(tmp_path), "--format", "json",
+                                 f"SELECT {lit}, [{lit.split(' AS ')[0]}] AS l"], tmp_path)  # fmt: skip
+    assert code == 0, err
+    (row,) = _strict_json(out)
+    want = [None if math.isnan(x) else ("inf" if x > 0 else "-inf") if math.isinf(x) else x
+            for x in xs]  # fmt: skip
+    assert [row[f"c{i}"] for i in range(len(xs))] == want
+    assert row["l"] == want[:1]
