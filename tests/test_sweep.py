@@ -538,3 +538,25 @@ def test_an_isl_osl_pair_given_twice_is_refused(tmp_path, pairs, dup, zeros):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and f"'{a}/{b}' more than once" in err, err
     assert not out.exists()
+
+
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(pairs=st.booleans())
+def test_a_run_directory_is_no_sweep_directory(tmp_path_factory, pairs):
+    """A sweep into a run directory wrote its sweep.json and c0001 beside the run's files:
+    frontier and report then read the directory as that sweep and the run was hidden.
+    Refused in one line, exit 2, the run untouched (also a pair's directory of one)."""
+    from cli_inprocess import run_cli
+
+    tmp = tmp_path_factory.mktemp("o")
+    out = tmp / "r"
+    run = out / "isl16_osl8" if pairs else out
+    make_run(run, 20)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    extra = ["--isl-osl", "16/8", "--isl-osl", "32/8"] if pairs else []
+    code, _, err, _ = run_cli(["sweep", "--url", "http://127.0.0.1:9/v1", "--out", str(out),
+                               "--values", "1", *extra], tmp)  # fmt: skip
+    (line,) = err.strip().splitlines()
+    assert code == 2 and f"--out {run} is a run directory" in line, err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

@@ -123,6 +123,9 @@ def sweep_cmd(
             point = plan.point_config(x, d / plan.point_dir(x))
             point.validate()
             point.check_run_options()
+        if (d / "run.json").is_file():  # its sweep.json would hide the run (frontier, report)
+            raise UsageError(f"--out {d} is a run directory (it holds run.json): give the "
+                             "sweep a directory of its own")  # fmt: skip
         check_resume(d, plan)  # an earlier sweep.json there: the same sweep, measured alike
         plans.append((d, plan))
     stops = stops_noted()
