@@ -528,6 +528,21 @@ _NUMERIC_FIELDS: dict[str, tuple[str, float, float]] = {  # field -> (kind, lo, 
 }  # fmt: skip
 
 
+def _rates_agree(d: dict) -> bool:
+    """vllm bench serve's throughputs are its totals over its duration (rounding only)."""
+    dur, tin, tout = d.get("duration"), d.get("total_input_tokens"), d.get("total_output_tokens")
+    if dur is None:
+        return True
+    for rate, total in ((d.get("request_throughput"), d.get("completed")),
+                        (d.get("output_throughput"), tout),
+                        (d.get("total_token_throughput"),
+                         None if tin is None or tout is None else tin + tout)):  # fmt: skip
+        if rate is not None and total is not None:
+            if abs(rate - total / dur) > 1e-3 * max(abs(total / dur), abs(rate)):
+                return False
+    return True
+
+
 def _accepted(field: str, v: object) -> bool:
     kind, lo, hi = _NUMERIC_FIELDS[field]
     if v is None:
@@ -571,7 +586,7 @@ def test_every_number_read_from_a_vllm_result_is_checked(tmp_path, field, value)
     f = box / "vllm.json"
     f.write_text(json.dumps(d))
     root = box / "results"
-    if not _accepted(field, value):
+    if not _accepted(field, value) or not _rates_agree(d):
         with pytest.raises(AccelbenchError) as exc:
             import_vllm(f, root)
         msg = str(exc.value)
@@ -613,6 +628,9 @@ def test_the_audits_vllm_results_are_refused_naming_the_field(tmp_path):
          "'completed' is 1, but errors says 5 of its 5 requests completed"),
         ({"failed": 0}, "'failed' is 0, but errors says 1 of its 5 requests failed"),
         ({"median_tpot_ms": 1e-300}, "'median_tpot_ms' must be 0 or a number of ms in [1e-13"),
+        # its rates against its totals over its duration: 4e8 input tokens/s beside 222 in all
+        ({"duration": 1e-6}, "'request_throughput' is 2, but 'completed' over 'duration' is "
+                             "4 / 1e-06 s = 4e+06"),
     ]  # fmt: skip
     for i, (change, needle) in enumerate(cases):
         f = tmp_path / f"v{i}.json"
@@ -740,7 +758,8 @@ def test_import_without_errors_or_output_lens_reads_completed(tmp_path):
     f.write_text(json.dumps(d))
     with pytest.raises(AccelbenchError, match="cannot tell which of the 5 requests failed"):
         import_vllm(f, tmp_path / "results")
-    d.update(completed=5, failed=0, ttfts=[0.05] * 5, itls=[[0.02] * 10] * 5)
+    d.update(completed=5, failed=0, ttfts=[0.05] * 5, itls=[[0.02] * 10] * 5,
+             request_throughput=5 / 2.0)  # fmt: skip
     f.write_text(json.dumps(d))
     r = load_run(import_vllm(f, tmp_path / "results"))
     assert r.summary["counts"]["completed"] == 5 and r.summary["counts"]["failed"] == 0

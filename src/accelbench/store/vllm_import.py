@@ -203,6 +203,38 @@ def _check_outcomes(d: Mapping[str, object], src: Path, okl: list[bool], basis: 
             )
 
 
+RATE_RTOL = 1e-3  # vllm bench serve divides by the same duration: only rounding differs
+
+
+def _check_rates(d: Mapping[str, object], src: Path) -> None:
+    """The file's throughputs against its totals over its duration, as vllm bench serve
+    computes them (completed / duration, output tokens / duration, all tokens /
+    duration): the import reads some figures from each, so a file edited in one place
+    gave a summary of 4e8 input tokens/s beside 222 tokens/s in all."""
+    dur = d.get("duration")
+    if not isinstance(dur, int | float) or isinstance(dur, bool) or dur <= 0:
+        return
+    tin, tout = d.get("total_input_tokens"), d.get("total_output_tokens")
+    totals = {
+        "request_throughput": (d.get("completed"), "'completed'"),
+        "output_throughput": (tout, "'total_output_tokens'"),
+        "total_token_throughput": (
+            tin + tout if isinstance(tin, int) and isinstance(tout, int) else None,
+            "'total_input_tokens' + 'total_output_tokens'",
+        ),
+    }
+    for k, (total, of) in totals.items():
+        rate = d.get(k)
+        if not isinstance(total, int) or not isinstance(rate, int | float):
+            continue
+        want = total / dur
+        if abs(rate - want) > RATE_RTOL * max(abs(want), abs(rate)):
+            raise AccelbenchError(
+                f"{src}: field {k!r} is {rate:g}, but {of} over 'duration' is {total:,} / "
+                f"{dur:g} s = {want:g}: not as vllm bench serve writes it"
+            )
+
+
 NO_THROUGHPUT = "throughput (the file has neither start_times nor duration)"
 
 
@@ -374,6 +406,7 @@ def _convert(
         okl = []
     if errors or out_lens:
         _check_outcomes(d, src, okl, "errors" if errors else "output_lens")
+    _check_rates(d, src)
     if len(ttfts) == n:
         ttft_l = ttfts
     elif len(ttfts) == sum(okl):  # some versions list successful requests only
