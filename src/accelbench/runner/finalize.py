@@ -94,10 +94,13 @@ def finalize_run(
         # an imported run has no journal, and its figures came from the file's own totals
         # and duration: rebuilt from requests.parquet, its throughput, source and absent
         # were lost (summary.json overwritten with less, exit 1)
+        tool, file = doc.source.get("tool"), doc.source.get("file")
+        came = f"{tool if isinstance(tool, str) else 'another tool'}" + (
+            f" ({file})" if isinstance(file, str) else ""
+        )
         raise validate.UsageError(
-            f"{run_dir} was imported from {doc.source.get('tool')} ({doc.source.get('file')}): there is no "
-            "journal to rebuild it from; its summary.json stays as imported (import it again "
-            "with other --gpus)"
+            f"{run_dir} was imported from {came}: there is no journal to rebuild it from; "
+            "its summary.json stays as imported (import it again with other --gpus)"
         )
     cfg = _recorded_config(doc.config, run_dir / RUN_JSON)
     try:
