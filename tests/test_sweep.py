@@ -560,3 +560,27 @@ def test_a_run_directory_is_no_sweep_directory(tmp_path_factory, pairs):
     (line,) = err.strip().splitlines()
     assert code == 2 and f"--out {run} is a run directory" in line, err
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(form=st.sampled_from(["../other", "{abs}", "c0001/../../other", "./../other"]),
+       point=st.integers(0, 1))  # fmt: skip
+def test_a_point_directory_outside_the_sweep_is_left_out(tmp_path_factory, form, point):
+    """Property: a sweep's points are run directories under it. An edited sweep.json
+    whose point names '../other' or an absolute path pulled that run (any run on the
+    disk) into the sweep's frontier, compare and report, without a word. Now that point
+    is left out, one warning naming it; the sweep's own points stay."""
+    tmp = tmp_path_factory.mktemp("w")
+    d = tmp / "s"
+    run_sweep(d, _plan([1, 2]), runner=FakeRunner(), progress=False)
+    other = make_run(tmp / "other", 20, concurrency=1 + point)
+    sj = d / "sweep.json"
+    doc = json.loads(sj.read_text())
+    doc["points"][point]["dir"] = form.format(abs=other)
+    sj.write_text(json.dumps(doc))
+    s = load_sweep(d)
+    assert all(r.path.resolve().is_relative_to(d.resolve()) for r in s.runs)
+    assert len(s.runs) == 1
+    assert any(f"point {point + 1}: run directory" in p and "outside the sweep" in p
+               for p in s.problems), s.problems  # fmt: skip

@@ -58,6 +58,13 @@ def load_sweep(path: str | Path) -> SweepSet:
                 continue
             pdir = d / p.dir
             label = f"point {p.value:g}"
+            if not pdir.resolve().is_relative_to(d.resolve()):
+                # a sweep writes its points under itself: an edited sweep.json pulled any
+                # run on the disk ("../other/run", "/abs/run") into this sweep's figures
+                problems.append(
+                    f"{label}: run directory {p.dir} is outside the sweep directory: left out"
+                )
+                continue
             if p.status != "completed":
                 why = f": {p.reason}" if p.reason else ""
                 problems.append(f"{label}: {p.status}{why}")
