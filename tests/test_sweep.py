@@ -584,3 +584,25 @@ def test_a_point_directory_outside_the_sweep_is_left_out(tmp_path_factory, form,
     assert len(s.runs) == 1
     assert any(f"point {point + 1}: run directory" in p and "outside the sweep" in p
                for p in s.problems), s.problems  # fmt: skip
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(ij=st.permutations([0, 1, 2]))
+def test_a_run_directory_two_points_name_is_read_once(tmp_path_factory, ij):
+    """An edited sweep.json whose points 1 and 2 both name c0004 read that run three
+    times (three c=4 points, weighed thrice in the frontier and compare), the values 1
+    and 2 gone without a word. Now read once, the later points named in a warning."""
+    i, j, _ = ij
+    d = tmp_path_factory.mktemp("w") / "s"
+    run_sweep(d, _plan([1, 2, 4]), runner=FakeRunner(), progress=False)
+    sj = d / "sweep.json"
+    doc = json.loads(sj.read_text())
+    doc["points"][j]["dir"] = doc["points"][i]["dir"]
+    sj.write_text(json.dumps(doc))
+    s = load_sweep(d)
+    paths = [r.path.resolve() for r in s.runs]
+    assert len(paths) == len(set(paths)) == 2
+    later, first = max(i, j), min(i, j)
+    assert any(f"point {[1, 2, 4][later]}: run directory" in p
+               and f"point {[1, 2, 4][first]}'s too" in p for p in s.problems), s.problems  # fmt: skip
