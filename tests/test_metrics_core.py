@@ -266,3 +266,40 @@ def test_first_of_each_keeps_each_idx_once_in_journal_order(idx):
     kept = idx if keep is None else [i for i, k in zip(idx, keep, strict=True) if k]
     assert kept == first and repeated == len(idx) - len(first)
     assert (keep is None) == (repeated == 0) and set(sample) <= set(idx)
+
+
+_TIMES = ("t_sched", "t_send", "t_headers", "t_first", "t_last", "t_done")
+
+
+def _shifted(row: dict, origin: int) -> dict:
+    out = dict(row)
+    for k in _TIMES:
+        if out.get(k):
+            out[k] = out[k] + origin
+    if out.get("chunk_times"):
+        out["chunk_times"] = [c + origin for c in out["chunk_times"]]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(origin=st.one_of(st.integers(0, 2**62), st.sampled_from([2**53 + 1, 200 * 86400 * 10**9])))
+def test_summary_figures_do_not_depend_on_the_clocks_origin(origin):
+    """Property: the timestamps are time.monotonic_ns(), whose origin is the host's boot;
+    the figures are the same wherever it lies. Before, a host up more than 104 days
+    (stamps past 2^53 ns) failed every summary: ArrowInvalid "Integer value ... not in
+    range", an internal error from summarize, and its runs had no figures."""
+    rows = [
+        _rec(1, 100, 150, [150, 160, 170], osl=3),
+        _rec(2, 100, 200, [200, 230], osl=2),
+        _rec(3, 110, 0, [], osl=0, ok=False, kind="http_5xx"),
+    ]
+    base = summarize(records_to_table(rows), gpus=2, target_concurrency=3)
+    s = summarize(records_to_table([_shifted(r, origin) for r in rows]), gpus=2,
+                  target_concurrency=3)  # fmt: skip
+    for path in (("window", "duration_s"), ("throughput", "output_tokens_per_s"),
+                 ("latency", "ttft_ms", "p50"), ("latency", "tpot_ms", "mean"),
+                 ("latency", "chunk_gap_ms", "mean"), ("interactivity", "tok_s_user")):  # fmt: skip
+        a, b = base, s
+        for k in path:
+            a, b = a[k], b[k]
+        assert b == pytest.approx(a, rel=1e-4), (path, a, b)

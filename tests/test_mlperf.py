@@ -609,3 +609,19 @@ def test_max_concurrency_still_applies_to_the_other_scenarios(tmp_path, scenario
                               ["mlperf", scenario, "--url", "http://127.0.0.1:9", "--samples",
                                "4", "--max-concurrency", "4"], tmp_path)  # fmt: skip
     assert "--max-concurrency" not in err, err
+
+
+@settings(max_examples=10, deadline=None)
+@given(scenario=st.sampled_from(["server", "interactive"]), qps=st.floats(0.001, 1000))
+def test_property_no_stream_is_refused_where_loadgen_judges_token_latencies(scenario, qps):
+    """Unstreamed, the first token is marked when the whole reply came: a Server run
+    judged TTFT as the full latency and TPOT as 0.017 ms against the benchmark's limits,
+    and said nothing. Refused in one line, before any connect."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        code, out, err, _ = run_cli(["mlperf", scenario, "--url", "http://127.0.0.1:9",
+                                     "--target-qps", repr(qps), "--no-stream"], Path(d))  # fmt: skip
+        assert code == 2 and not out
+        (line,) = err.strip().splitlines()
+        assert f"--no-stream does not apply to {scenario}" in line

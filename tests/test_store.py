@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
-from accelbench.store.runs import import_vllm, list_runs, load_run, query_runs
+from accelbench.store.runs import import_vllm, import_vllm_files, list_runs, load_run, query_runs
 from synthetic_runs import make_run, make_sweep
 
 
@@ -511,8 +511,8 @@ def test_import_wrong_typed_fields_one_line(tmp_path, field, value, needle):
 _WHOLE, _REAL = "whole", "real"
 _MS_MAX = 30 * 86400 * 1000.0
 _NUMERIC_FIELDS: dict[str, tuple[str, float, float]] = {  # field -> (kind, lo, hi)
-    "completed": (_WHOLE, 0, 4),  # + failed (1) at most the 5 requests sent
-    "failed": (_WHOLE, 0, 1),
+    "completed": (_WHOLE, 4, 4),  # what its errors list says: 4 of 5 completed
+    "failed": (_WHOLE, 1, 1),
     "num_prompts": (_WHOLE, 5, 10_000_000),  # at least the 5 requests listed
     "max_concurrency": (_WHOLE, 1, 2**53 - 1),
     "total_input_tokens": (_WHOLE, 0, 2**53 - 1),
@@ -524,7 +524,23 @@ _NUMERIC_FIELDS: dict[str, tuple[str, float, float]] = {  # field -> (kind, lo, 
     "total_token_throughput": (_REAL, 0, 1e23),
     **{f"{s}_{m}_ms": (_REAL, 0, _MS_MAX) for m in ("ttft", "tpot", "e2el")
        for s in ("mean", "std", "median", "p90", "p95", "p99", "p99.9")},
+    "median_tpot_ms": (_REAL, 1e-13, _MS_MAX),  # or 0; tok/s/user 1000 / it, at most 1e16
 }  # fmt: skip
+
+
+def _rates_agree(d: dict) -> bool:
+    """vllm bench serve's throughputs are its totals over its duration (rounding only)."""
+    dur, tin, tout = d.get("duration"), d.get("total_input_tokens"), d.get("total_output_tokens")
+    if dur is None:
+        return True
+    for rate, total in ((d.get("request_throughput"), d.get("completed")),
+                        (d.get("output_throughput"), tout),
+                        (d.get("total_token_throughput"),
+                         None if tin is None or tout is None else tin + tout)):  # fmt: skip
+        if rate is not None and total is not None:
+            if abs(rate - total / dur) > 1e-3 * max(abs(total / dur), abs(rate)):
+                return False
+    return True
 
 
 def _accepted(field: str, v: object) -> bool:
@@ -532,6 +548,8 @@ def _accepted(field: str, v: object) -> bool:
     if v is None:
         return True
     if field == "request_rate" and v in ("inf", math.inf):
+        return True
+    if field == "median_tpot_ms" and v == 0 and not isinstance(v, bool):
         return True
     if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v):
         return False
@@ -568,7 +586,7 @@ def test_every_number_read_from_a_vllm_result_is_checked(tmp_path, field, value)
     f = box / "vllm.json"
     f.write_text(json.dumps(d))
     root = box / "results"
-    if not _accepted(field, value):
+    if not _accepted(field, value) or not _rates_agree(d):
         with pytest.raises(AccelbenchError) as exc:
             import_vllm(f, root)
         msg = str(exc.value)
@@ -604,18 +622,52 @@ def test_the_audits_vllm_results_are_refused_naming_the_field(tmp_path):
         ({"num_prompts": 4}, "'num_prompts' is 4, fewer than the 5 requests of input_lens"),
         ({"input_lens": None, "num_prompts": None, "completed": 6},
          "'completed' is 6, more than ttfts' 5"),
+        # its counts against its own errors list (written as given: a summary of 1
+        # completed over 5 successful rows; 4 + 0 of 5 requests)
+        ({"completed": 1, "failed": 0, "errors": [""] * n},
+         "'completed' is 1, but errors says 5 of its 5 requests completed"),
+        ({"failed": 0}, "'failed' is 0, but errors says 1 of its 5 requests failed"),
+        ({"median_tpot_ms": 1e-300}, "'median_tpot_ms' must be 0 or a number of ms in [1e-13"),
+        # its rates against its totals over its duration: 4e8 input tokens/s beside 222 in all
+        ({"duration": 1e-6}, "'request_throughput' is 2, but 'completed' over 'duration' is "
+                             "4 / 1e-06 s = 4e+06"),
     ]  # fmt: skip
     for i, (change, needle) in enumerate(cases):
         f = tmp_path / f"v{i}.json"
         f.write_text(json.dumps({**_vllm_result(n, with_starts=False), **change}))
         _one_line_exit_2(_cli("runs", "import-vllm", f, "--root", tmp_path / "r"), needle)
     assert not (tmp_path / "r").exists()
-    # what vllm bench serve writes is imported, and summarize reads its run.json
+    # what vllm bench serve writes is imported, and its run.json is no damaged one
     f = tmp_path / "ok.json"
     f.write_text(json.dumps({**_vllm_result(n), "request_rate": 12.5}))
     out = import_vllm(f, tmp_path / "r")
-    res = _cli("summarize", out)  # exit 1: no journal to rebuild from (the import has none)
-    assert res.returncode != 2 and "damaged" not in res.stderr, res.stderr
+    from accelbench.runner.finalize import _recorded_config  # summarize's check of run.json
+
+    _recorded_config(load_run(out).config, out / "run.json")
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(starts=st.booleans(), gpus=st.integers(1, 8),
+       opts=st.sampled_from([[], ["--gpus", "2"], ["--slo", "ttft_ms=100"]]))  # fmt: skip
+def test_summarize_leaves_an_imported_run_as_imported(tmp_path, starts, gpus, opts):
+    """An imported run has no journal: summarize rebuilt it from requests.parquet alone,
+    exit 1, and overwrote summary.json with less (throughput 22 tok/s -> null without
+    start_times; source and absent gone). Now exit 2, one line saying it was imported,
+    every file as it was."""
+    import tempfile
+
+    from cli_inprocess import run_cli
+
+    box = Path(tempfile.mkdtemp(dir=tmp_path))
+    f = box / "v.json"
+    f.write_text(json.dumps(_vllm_result(with_starts=starts)))
+    out = import_vllm(f, box / "r", gpus=gpus)
+    before = {p: p.read_bytes() for p in out.iterdir()}
+    code, _, err, _ = run_cli(["summarize", str(out), *opts], box)
+    (line,) = err.strip().splitlines()
+    assert code == 2 and "was imported from vllm bench serve" in line, err
+    assert {p: p.read_bytes() for p in out.iterdir()} == before
 
 
 _PER_REQUEST = ("input_lens", "output_lens", "errors", "itls", "start_times", "ttfts")
@@ -643,6 +695,60 @@ def test_a_per_request_list_of_another_length_is_refused(tmp_path, field, length
     assert not root.exists()
 
 
+# each per-request list's entries and what the import accepts there (None: not read)
+_ENTRY_OK = {
+    "input_lens": lambda v: v is None or (_whole(v) and 0 <= v <= 10_000_000),
+    "output_lens": lambda v: v is None or (_whole(v) and 0 <= v <= 10_000_000),
+    "ttfts": lambda v: v is None or (_real(v) and 0 <= v <= 30 * 86400),
+    "start_times": lambda v: _real(v) and 0 <= v <= 4e9,
+    "itls": lambda v: (
+        isinstance(v, list) and all(_real(g) and g >= 0 for g in v) and sum(v) <= 30 * 86400
+    ),
+}
+
+
+def _whole(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _real(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(field=st.sampled_from(sorted(_ENTRY_OK)), i=st.integers(0, 3),
+       value=st.one_of(_ABSURD, st.lists(_ABSURD, max_size=3), st.just([1e6] * 3)),
+       starts=st.booleans())  # fmt: skip
+def test_every_per_request_entry_is_checked(tmp_path, field, i, value, starts):
+    """Property: an entry of a per-request list (one of the 4 completed requests) that no
+    request can have (a TTFT of 10^10 s, gaps summing past 30 days, 2^52 output tokens)
+    is refused, one line naming field[i], nothing written; else the run imports and its
+    own reader finds it whole. Before, ttfts 1e10 wrote a summary the reader called
+    damaged (latency 1e13 ms), or with start_times failed as 'OverflowError: Python int
+    too large'; output_lens 2^52 wrote tok/s/user 2.3e16."""
+    if field == "start_times" and not starts:
+        return
+    d = _vllm_result(with_starts=starts)
+    d[field] = list(d[field])
+    d[field][i] = value
+    import tempfile
+
+    box = Path(tempfile.mkdtemp(dir=tmp_path))
+    f = box / "vllm.json"
+    f.write_text(json.dumps(d))
+    root = box / "results"
+    if not _ENTRY_OK[field](value):
+        with pytest.raises(AccelbenchError) as exc:
+            import_vllm(f, root)
+        msg = str(exc.value)
+        assert f"'{field}'[{i}]" in msg and "\n" not in msg and exc.value.exit_code == 2, msg
+        assert not root.exists()
+        return
+    r = load_run(import_vllm(f, root))
+    assert not r.problems, r.problems
+
+
 def test_import_without_errors_or_output_lens_reads_completed(tmp_path):
     """With neither list, which requests failed is known only when none did (completed
     is every request); otherwise refused, never every request marked failed."""
@@ -652,7 +758,8 @@ def test_import_without_errors_or_output_lens_reads_completed(tmp_path):
     f.write_text(json.dumps(d))
     with pytest.raises(AccelbenchError, match="cannot tell which of the 5 requests failed"):
         import_vllm(f, tmp_path / "results")
-    d.update(completed=5, failed=0, ttfts=[0.05] * 5, itls=[[0.02] * 10] * 5)
+    d.update(completed=5, failed=0, ttfts=[0.05] * 5, itls=[[0.02] * 10] * 5,
+             request_throughput=5 / 2.0)  # fmt: skip
     f.write_text(json.dumps(d))
     r = load_run(import_vllm(f, tmp_path / "results"))
     assert r.summary["counts"]["completed"] == 5 and r.summary["counts"]["failed"] == 0
@@ -663,7 +770,7 @@ def test_import_huge_start_time_is_one_line(tmp_path):
     d["start_times"] = [1e300] * 5
     f = tmp_path / "vllm.json"
     f.write_text(json.dumps(d))
-    with pytest.raises(AccelbenchError, match="not as vllm bench serve writes them"):
+    with pytest.raises(AccelbenchError, match=r"field 'start_times'\[0\] must be"):
         import_vllm(f, tmp_path / "results")
     assert not (tmp_path / "results").exists()
 
@@ -762,3 +869,75 @@ def test_the_import_cli_says_a_run_has_no_throughput(tmp_path):
     assert p.returncode == 0, p.stderr
     warn = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
     assert len(warn) == 1 and "neither start_times nor duration" in warn[0], p.stderr
+
+
+_BAD_FILES = [
+    {"ttfts": [1e10] * 5},
+    {"completed": 1},
+    {"duration": -2},
+    {"output_lens": [2**52] * 5},
+]
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(n=st.integers(1, 4), bad_at=st.integers(0, 4), bad=st.sampled_from(range(len(_BAD_FILES))),
+       twin=st.booleans())  # fmt: skip
+def test_several_files_import_all_or_none(tmp_path, n, bad_at, bad, twin):
+    """Property: `runs import-vllm A B C` imports every file or none. Before, a bad B
+    (or B with A's file name from another folder) stopped the import there: A imported,
+    C never tried, and the one error line named only B; with two x.json the second was
+    refused 'exists already; pass another --label', which more than one file cannot take."""
+    import tempfile
+
+    box = Path(tempfile.mkdtemp(dir=tmp_path))
+    files = []
+    for i in range(n):
+        (box / f"d{i}").mkdir()
+        files.append(box / f"d{i}" / f"v{i}.json")
+        files[-1].write_text(json.dumps(_vllm_result()))
+    root = box / "results"
+    if bad_at < n:
+        files[bad_at].write_text(json.dumps({**_vllm_result(), **_BAD_FILES[bad]}))
+    elif twin and n > 1:  # the last file named as the first, in another folder
+        files[-1] = files[-1].rename(files[-1].with_name(files[0].name))
+    else:
+        outs = import_vllm_files(files, root)
+        assert sorted(p.name for p in root.iterdir()) == sorted(f"vllm-{f.stem}" for f in files)
+        assert all(load_run(o).usable for o in outs)
+        return
+    from cli_inprocess import run_cli
+
+    code, out, err, _ = run_cli(["runs", "import-vllm", *map(str, files), "--root", str(root)],
+                                box)  # fmt: skip
+    named = str(files[bad_at]) if bad_at < n else "would both be run"
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and named in lines[0] and out == "", (code, err)
+    assert not root.exists()
+
+
+def _strict_json(text: str):
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(xs=st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=4))
+def test_runs_query_format_json_is_json_for_any_double(tmp_path, xs):
+    """Property: `runs query --format json` is JSON (RFC 8259) whatever the query
+    computes. Before, `SELECT 1/0` or a NaN printed Infinity / NaN, which jq and strict
+    readers refuse. Now NaN is null and infinities "inf" / "-inf", as in the run files."""
+    from cli_inprocess import run_cli
+
+    lit = ", ".join(f"'{x!r}'::double AS c{i}" for i, x in enumerate(xs))
+    code, out, err, _ = run_cli(["runs", "query", "--root", str(tmp_path), "--format", "json",
+                                 f"SELECT {lit}, [{lit.split(' AS ')[0]}] AS l"], tmp_path)  # fmt: skip
+    assert code == 0, err
+    (row,) = _strict_json(out)
+    want = [None if math.isnan(x) else ("inf" if x > 0 else "-inf") if math.isinf(x) else x
+            for x in xs]  # fmt: skip
+    assert [row[f"c{i}"] for i in range(len(xs))] == want
+    assert row["l"] == want[:1]

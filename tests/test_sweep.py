@@ -246,6 +246,57 @@ def test_other_sweep_in_same_dir_refused(tmp_path):
         run_sweep(tmp_path / "s", other, runner=FakeRunner(), progress=False)
 
 
+# how a resume may differ from the sweep it resumes: (option named, change to the plan)
+_MEASURED_OTHERWISE = {
+    "--endpoint": lambda p: setattr(p, "base", p.base.with_(endpoint="chat")),
+    "--stream": lambda p: setattr(p, "base", p.base.with_(stream=False)),
+    "--extra-body": lambda p: setattr(p, "base", p.base.with_(extra_body={"temperature": 1})),
+    "--ignore-eos": lambda p: setattr(p, "base", p.base.with_(ignore_eos=not p.base.ignore_eos)),
+    "--slo": lambda p: setattr(p, "base", p.base.with_(slo={"ttft_ms": 5.0})),
+    "--seed": lambda p: setattr(p, "base", p.base.with_(
+        workload=WorkloadConfig(isl=64, osl=16, seed=7))),
+    "--osl-dist": lambda p: setattr(p, "base", p.base.with_(
+        workload=WorkloadConfig(isl=64, osl=16, osl_dist="uniform", range_ratio=0.5))),
+    "--requests-per-point": lambda p: setattr(p, "requests_per_point", 3.0),
+    "--warmup-per-point": lambda p: setattr(p, "warmup_per_point", 0.0),
+}  # fmt: skip
+_SAME_MEASUREMENT = {
+    "--url": lambda p: setattr(p, "base", p.base.with_(url="http://127.0.0.1:9/v1")),
+    "--timeout": lambda p: setattr(p, "base", p.base.with_(timeout_s=1200.0)),
+    "--workers": lambda p: setattr(p, "base", p.base.with_(workers=2)),
+    "--results-root": lambda p: setattr(p, "base", p.base.with_(results_root="elsewhere")),
+    "--no-telemetry": lambda p: setattr(p, "base", p.base.with_(telemetry=False)),
+}  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(option=st.sampled_from(sorted(_MEASURED_OTHERWISE) + sorted(_SAME_MEASUREMENT)))
+def test_a_resume_that_would_measure_otherwise_is_refused(tmp_path_factory, option):
+    """Property: rerunning a sweep resumes it only as it was measured. Before, a resume
+    with --endpoint chat (or --no-ignore-eos, --extra-body, --requests-per-point 5...)
+    kept the completed points (completions, 2 requests each), ran the new ones otherwise,
+    and rewrote sweep.json's base_config as if all were chat: one frontier of two ways of
+    measuring. Now refused, one line naming the option, nothing run or rewritten; the
+    URL, timeouts, workers, results root and telemetry may change."""
+    d = tmp_path_factory.mktemp("s") / "s"
+    run_sweep(d, _plan([1, 2]), runner=FakeRunner(), progress=False)
+    before = {p: p.read_bytes() for p in d.rglob("*") if p.is_file()}
+    plan = _plan([1, 2, 4])
+    (_MEASURED_OTHERWISE | _SAME_MEASUREMENT)[option](plan)
+    r = FakeRunner()
+    if option in _SAME_MEASUREMENT:
+        doc = run_sweep(d, plan, runner=r, progress=False)
+        assert [p.status for p in doc.points] == ["completed"] * 3 and len(r.calls) == 1
+        return
+    with pytest.raises(AccelbenchError) as exc:
+        run_sweep(d, plan, runner=r, progress=False)
+    msg = str(exc.value)
+    assert msg.count(option) == 1 and "sweep.json" in msg and "\n" not in msg, msg
+    assert exc.value.exit_code == 2 and r.calls == []
+    assert {p: p.read_bytes() for p in d.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize(
     ("damage", "needle"),
     [
@@ -465,3 +516,93 @@ def test_a_later_point_refused_stays_a_failed_point(tmp_path):
     doc = run_sweep(tmp_path / "s", _plan([1, 2, 4]), runner=RefusingRunner({2}), progress=False)
     assert [p.status for p in doc.points] == ["completed", "failed", "skipped"]
     assert doc.status == "partial" and (tmp_path / "s" / "sweep.json").exists()
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(pairs=st.lists(st.tuples(st.integers(1, 4096), st.integers(1, 4096)), min_size=1, unique=True,
+                      max_size=4),
+       dup=st.integers(0, 3), zeros=st.integers(0, 2))  # fmt: skip
+def test_an_isl_osl_pair_given_twice_is_refused(tmp_path, pairs, dup, zeros):
+    """Property: each --isl-osl pair once (as --values, --lengths). Before, a pair given
+    twice (also as 16/8 and 016/8) ran its sweep, then resumed it in the same directory,
+    without a word. Now exit 2, one line naming it, before anything is made."""
+    from cli_inprocess import run_cli
+
+    a, b = pairs[dup % len(pairs)]
+    args = [f"{i}/{o}" for i, o in pairs] + [f"{'0' * zeros}{a}/{b}"]
+    out = tmp_path / "never"
+    code, _, err, _ = run_cli(["sweep", "--url", "http://127.0.0.1:9/v1", "--out", str(out),
+                               "--values", "1", *[x for p in args for x in ("--isl-osl", p)]],
+                              tmp_path)  # fmt: skip
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and f"'{a}/{b}' more than once" in err, err
+    assert not out.exists()
+
+
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(pairs=st.booleans())
+def test_a_run_directory_is_no_sweep_directory(tmp_path_factory, pairs):
+    """A sweep into a run directory wrote its sweep.json and c0001 beside the run's files:
+    frontier and report then read the directory as that sweep and the run was hidden.
+    Refused in one line, exit 2, the run untouched (also a pair's directory of one)."""
+    from cli_inprocess import run_cli
+
+    tmp = tmp_path_factory.mktemp("o")
+    out = tmp / "r"
+    run = out / "isl16_osl8" if pairs else out
+    make_run(run, 20)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    extra = ["--isl-osl", "16/8", "--isl-osl", "32/8"] if pairs else []
+    code, _, err, _ = run_cli(["sweep", "--url", "http://127.0.0.1:9/v1", "--out", str(out),
+                               "--values", "1", *extra], tmp)  # fmt: skip
+    (line,) = err.strip().splitlines()
+    assert code == 2 and f"--out {run} is a run directory" in line, err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(form=st.sampled_from(["../other", "{abs}", "c0001/../../other", "./../other"]),
+       point=st.integers(0, 1))  # fmt: skip
+def test_a_point_directory_outside_the_sweep_is_left_out(tmp_path_factory, form, point):
+    """Property: a sweep's points are run directories under it. An edited sweep.json
+    whose point names '../other' or an absolute path pulled that run (any run on the
+    disk) into the sweep's frontier, compare and report, without a word. Now that point
+    is left out, one warning naming it; the sweep's own points stay."""
+    tmp = tmp_path_factory.mktemp("w")
+    d = tmp / "s"
+    run_sweep(d, _plan([1, 2]), runner=FakeRunner(), progress=False)
+    other = make_run(tmp / "other", 20, concurrency=1 + point)
+    sj = d / "sweep.json"
+    doc = json.loads(sj.read_text())
+    doc["points"][point]["dir"] = form.format(abs=other)
+    sj.write_text(json.dumps(doc))
+    s = load_sweep(d)
+    assert all(r.path.resolve().is_relative_to(d.resolve()) for r in s.runs)
+    assert len(s.runs) == 1
+    assert any(f"point {point + 1}: run directory" in p and "outside the sweep" in p
+               for p in s.problems), s.problems  # fmt: skip
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(ij=st.permutations([0, 1, 2]))
+def test_a_run_directory_two_points_name_is_read_once(tmp_path_factory, ij):
+    """An edited sweep.json whose points 1 and 2 both name c0004 read that run three
+    times (three c=4 points, weighed thrice in the frontier and compare), the values 1
+    and 2 gone without a word. Now read once, the later points named in a warning."""
+    i, j, _ = ij
+    d = tmp_path_factory.mktemp("w") / "s"
+    run_sweep(d, _plan([1, 2, 4]), runner=FakeRunner(), progress=False)
+    sj = d / "sweep.json"
+    doc = json.loads(sj.read_text())
+    doc["points"][j]["dir"] = doc["points"][i]["dir"]
+    sj.write_text(json.dumps(doc))
+    s = load_sweep(d)
+    paths = [r.path.resolve() for r in s.runs]
+    assert len(paths) == len(set(paths)) == 2
+    later, first = max(i, j), min(i, j)
+    assert any(f"point {[1, 2, 4][later]}: run directory" in p
+               and f"point {[1, 2, 4][first]}'s too" in p for p in s.problems), s.problems  # fmt: skip

@@ -4,9 +4,8 @@ accelbench.metrics.frontier / compare, accelbench.report and accelbench.store.ru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import typer
 
@@ -34,6 +33,13 @@ def _slo(items: list[str]) -> dict[str, float]:
     from accelbench.validate import slo
 
     return slo(parse_kv_floats(items, "--slo"))
+
+
+def _json(doc: object, default: Any = None) -> str:
+    """Strict JSON for --json / --format json (NaN as null, infinities as "inf")."""
+    from accelbench.store.rundir import json_text
+
+    return json_text(doc, default) if default is not None else json_text(doc)
 
 
 def _console(stderr: bool = False):  # noqa: ANN202
@@ -119,7 +125,7 @@ def frontier_cmd(
     if not any(fr["points"] for e in result for fr in e["frontiers"].values()):
         # nothing to show: empty tables and exit 0 read as a frontier (README: exit 1)
         if as_json:
-            typer.echo(json.dumps(result, indent=2))
+            typer.echo(_json(result))
         else:
             for e in result:
                 for w in e["warnings"]:
@@ -131,7 +137,7 @@ def frontier_cmd(
         )
         raise typer.Exit(1)
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(_json(result))
         return
     con = _console()
     for e in result:
@@ -222,7 +228,7 @@ def compare_cmd(
     for p in sa.problems + sb.problems:  # (a summary recomputed, a run left out) on stderr
         con.print(f"[yellow]warning:[/yellow] {_e(p)}")
     if as_json:
-        typer.echo(json.dumps([c.to_json() for c in comps], indent=2))
+        typer.echo(_json([c.to_json() for c in comps]))
     else:
         for c in comps:
             t = Table(title=_e(f"{c.b_name} (B) vs {c.a_name} (A): {c.condition}"))
@@ -364,7 +370,7 @@ def runs_list(
 
     rows = [run_row(r, suite_of) for r in list_runs(input_dir("--root", root))]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(_json(rows))
         return
     cols = ("run_id", "sweep", "suite", "verdict", "status", "model", "concurrency", "rate", "gpus", "isl", "osl",
             "output_tps_per_gpu", "interactivity", "ttft_p50_ms", "error_rate")  # fmt: skip
@@ -400,9 +406,7 @@ def runs_query(
     for line in left_out:  # dropped from the requests view: said, the query still ran
         typer.echo(f"warning: {line}", err=True)
     if fmt_ == "json":
-        typer.echo(
-            json.dumps([dict(zip(cols, r, strict=True)) for r in rows], default=str, indent=2)
-        )
+        typer.echo(_json([dict(zip(cols, r, strict=True)) for r in rows], default=str))
     elif fmt_ == "csv":
         w = csv.writer(sys.stdout)
         w.writerow(cols)
@@ -428,13 +432,13 @@ def runs_import_vllm(
 ) -> None:
     """Import vllm bench serve results as run directories beside accelbench runs."""
     from accelbench.store.rundoc import read_run_doc
-    from accelbench.store.runs import import_vllm
+    from accelbench.store.runs import import_vllm_files
     from accelbench.store.vllm_import import NO_THROUGHPUT
 
-    if label and len(files) > 1:
-        raise AccelbenchError("--label needs exactly one file")
-    for f in files:
-        out = import_vllm(f, root, gpus=gpus, isl=isl, osl=osl, dataset=dataset, label=label)
+    # every file checked before the first is written: all or none
+    outs = import_vllm_files(files, root, gpus=gpus, isl=isl, osl=osl, dataset=dataset,
+                             label=label)  # fmt: skip
+    for f, out in zip(files, outs, strict=True):
         typer.echo(f"imported {f} -> {out}")
         if NO_THROUGHPUT in (read_run_doc(out).absent or []):
             typer.echo(f"warning: {f}: imported without {NO_THROUGHPUT}; see absent", err=True)

@@ -13,6 +13,7 @@ import typer
 from accelbench.cli.options import config_from_options, load_options
 from accelbench.errors import UsageError
 from accelbench.lifetime import noted_stops, stops_noted
+from accelbench.validate import distinct
 from accelbench.workload.config import WorkloadConfig
 
 
@@ -35,6 +36,9 @@ def _pairs(items: list[str]) -> list[tuple[int, int]]:
             raise UsageError(f"--isl-osl must look like 1024/1024 (got {it!r})") from None
         if not sep or out[-1][0] < 1 or out[-1][1] < 1:
             raise UsageError(f"--isl-osl must look like 1024/1024 (got {it!r})")
+    # each pair once: a pair given twice ran its sweep, then "resumed" it in the same
+    # directory (isl16_osl8 for 16/8 and 016/8 alike) without a word
+    distinct("--isl-osl", (f"{i}/{o}" for i, o in out))
     return out
 
 
@@ -86,6 +90,7 @@ def sweep_cmd(
     from accelbench.suites.sweep import (
         SaturationRule,
         SweepPlan,
+        check_resume,
         inferencex_config,
         plan_values,
         run_sweep,
@@ -118,6 +123,10 @@ def sweep_cmd(
             point = plan.point_config(x, d / plan.point_dir(x))
             point.validate()
             point.check_run_options()
+        if (d / "run.json").is_file():  # its sweep.json would hide the run (frontier, report)
+            raise UsageError(f"--out {d} is a run directory (it holds run.json): give the "
+                             "sweep a directory of its own")  # fmt: skip
+        check_resume(d, plan)  # an earlier sweep.json there: the same sweep, measured alike
         plans.append((d, plan))
     stops = stops_noted()
     kept = False  # a point's results are on disk (an interrupted sweep then exits 1, not 130)

@@ -12,7 +12,9 @@ import pyarrow as pa
 
 def column_np(t: pa.Table, name: str, dtype: Any = np.float64) -> np.ndarray:
     """A column as a numpy array; nulls become NaN (floats) or False (bools); a column the
-    table lacks reads as all-NaN (all-False)."""
+    table lacks reads as all-NaN (all-False). Integers above 2^53 are rounded to the
+    nearest float64 (not refused): the timestamps are ``time.monotonic_ns()``, past 2^53
+    on a host up for more than 104 days, where a float's step is 2 ns (512 ns at 2^62)."""
     if name not in t.column_names:
         if dtype is bool:
             return np.zeros(t.num_rows, dtype=bool)
@@ -20,7 +22,7 @@ def column_np(t: pa.Table, name: str, dtype: Any = np.float64) -> np.ndarray:
     col = t.column(name)
     if dtype is bool:
         return np.asarray(col.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-    arr = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    arr = col.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
     return np.asarray(arr, dtype=np.float64)
 
 

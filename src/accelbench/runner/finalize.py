@@ -91,6 +91,18 @@ def finalize_run(
         sampler.halt()  # the load has ended: sampling stops before the summary's work
     if doc is None:
         doc = read_run_doc(run_dir)
+    if doc.source is not None:
+        # an imported run has no journal, and its figures came from the file's own totals
+        # and duration: rebuilt from requests.parquet, its throughput, source and absent
+        # were lost (summary.json overwritten with less, exit 1)
+        tool, file = doc.source.get("tool"), doc.source.get("file")
+        came = f"{tool if isinstance(tool, str) else 'another tool'}" + (
+            f" ({file})" if isinstance(file, str) else ""
+        )
+        raise validate.UsageError(
+            f"{run_dir} was imported from {came}: there is no journal to rebuild it from; "
+            "its summary.json stays as imported (import it again with other --gpus)"
+        )
     cfg = _recorded_config(doc.config, run_dir / RUN_JSON)
     try:
         table, journal, chunks = _requests_table(run_dir, tok, cfg.save_text, doc.planned_requests)

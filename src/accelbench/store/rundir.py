@@ -46,11 +46,16 @@ def _finite(o: Any) -> Any:
     return o
 
 
+def json_text(doc: Any, default: Any = _json_default) -> str:
+    """``doc`` as strict JSON (RFC 8259, which jq and other readers hold to): NaN as null,
+    infinities as "inf" / "-inf" (json.dumps wrote NaN and Infinity, which are not JSON)."""
+    return json.dumps(_finite(doc), indent=2, default=default, allow_nan=False)
+
+
 def write_json_atomic(path: Path, doc: Any) -> None:
     """Write ``doc`` as JSON through a temp file and a rename (no temp file is left behind
     when writing fails)."""
-    text = json.dumps(_finite(doc), indent=2, default=_json_default, allow_nan=False) + "\n"
-    write_text_atomic(path, text)
+    write_text_atomic(path, json_text(doc) + "\n")
 
 
 def write_text_atomic(path: Path, text: str) -> None:

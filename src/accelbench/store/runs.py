@@ -17,7 +17,7 @@ from accelbench.store.reader import (
 )
 from accelbench.store.rundir import write_json_atomic
 from accelbench.store.sets import SweepSet, load_inputs, load_sweep
-from accelbench.store.vllm_import import import_vllm
+from accelbench.store.vllm_import import import_vllm, import_vllm_files
 
 __all__ = [
     "RUNS_SCHEMA",
@@ -30,6 +30,7 @@ __all__ = [
     "dig",
     "find_run_dirs",
     "import_vllm",
+    "import_vllm_files",
     "is_run_dir",
     "list_runs",
     "load_inputs",

@@ -52,12 +52,20 @@ def load_sweep(path: str | Path) -> SweepSet:
         except DocumentError as exc:
             problems.append(f"{exc}; using the run directories found")
     if sweep is not None:
+        loaded: dict[Path, str] = {}  # run directory -> the point that named it first
         for p in sweep.points:
             if p.dir in ("", "."):
                 problems.append(f"sweep.json: point {p.value:g} names no run directory")
                 continue
             pdir = d / p.dir
             label = f"point {p.value:g}"
+            if not pdir.resolve().is_relative_to(d.resolve()):
+                # a sweep writes its points under itself: an edited sweep.json pulled any
+                # run on the disk ("../other/run", "/abs/run") into this sweep's figures
+                problems.append(
+                    f"{label}: run directory {p.dir} is outside the sweep directory: left out"
+                )
+                continue
             if p.status != "completed":
                 why = f": {p.reason}" if p.reason else ""
                 problems.append(f"{label}: {p.status}{why}")
@@ -66,6 +74,11 @@ def load_sweep(path: str | Path) -> SweepSet:
             if not pdir.is_dir():
                 problems.append(f"{label}: run directory {p.dir} missing")
                 continue
+            if (first := loaded.get(pdir.resolve())) is not None:
+                # one run read as two points weighed twice in the frontier and compare
+                problems.append(f"{label}: run directory {p.dir} is {first}'s too: left out")
+                continue
+            loaded[pdir.resolve()] = label
             runs.append(load_run(pdir))
         if unlisted := _unlisted_run_dirs(d, sweep):
             names = ", ".join(unlisted[:10]) + (

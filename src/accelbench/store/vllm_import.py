@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,17 @@ import pyarrow as pa
 from accelbench.errors import AccelbenchError
 from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
-from accelbench.metrics.registry import MAX_REQUESTS_PER_S, MAX_TOKENS_PER_S
+from accelbench.metrics.registry import (
+    MAX_REQUESTS_PER_S,
+    MAX_TOKENS_PER_S,
+    MAX_TOKENS_PER_S_PER_USER,
+)
 from accelbench.metrics.summary import ImportSection, Summary
 from accelbench.metrics.values import finite_number
 from accelbench.store.reader import GPUS_MAX, dig, summarize_table
 from accelbench.store.rundir import write_parquet_atomic
 from accelbench.store.rundoc import ImportSource, RunDoc, ServerInfo, write_run_doc, write_summary
-from accelbench.validate import MAX_DURATION_S, MAX_REQUESTS, make_dir
+from accelbench.validate import MAX_DURATION_S, MAX_REQUESTS, make_dir, output_dir
 from accelbench.validate import label as safe_label
 
 
@@ -34,11 +39,6 @@ LEN_MAX = 10_000_000  # tokens: declared ISL / OSL
 
 def _is_int(x: Any, lo: int = 0) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and lo <= x < INT_MAX
-
-
-def _is_num(x: Any) -> bool:
-    v = finite_number(x)
-    return v is not None and v >= 0
 
 
 def _is_real(lo: float, hi: float | None = None, *, lo_open: bool = False) -> Any:
@@ -59,19 +59,39 @@ def _is_rate(x: Any) -> bool:
 
 
 MS_MAX = MAX_DURATION_S * 1000  # a latency longer than the longest run is not real
+TPOT_MIN_MS = 1000 / MAX_TOKENS_PER_S_PER_USER  # a shorter TPOT is not real
 MIN_DURATION_S = 1e-6  # the totals are divided by it: 2^53 tokens / 1 us stays finite
 
 
+STAMP_MAX_S = 4e9  # start_times: seconds on the sender's clock (epoch: 1.7e9), in int64 ns
+
+
+def _is_len(x: Any) -> bool:
+    return x is None or (_is_int(x) and x <= LEN_MAX)
+
+
+def _is_gaps(x: Any) -> bool:
+    """One request's inter-token gaps: each, and their sum, a latency of at most a run."""
+    return (
+        isinstance(x, list)
+        and all(_is_real(0, MAX_DURATION_S)(g) for g in x)
+        and sum(x) <= MAX_DURATION_S
+    )
+
+
 _LISTS: dict[str, tuple[str, Any]] = {
-    "input_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
-    "output_lens": ("whole numbers >= 0", lambda x: x is None or _is_int(x)),
-    "ttfts": ("numbers >= 0 (seconds)", lambda x: x is None or _is_num(x)),
+    "input_lens": (f"whole numbers in 0..{LEN_MAX:,}", _is_len),
+    "output_lens": (f"whole numbers in 0..{LEN_MAX:,}", _is_len),
+    "ttfts": (
+        f"numbers of seconds in [0, {MAX_DURATION_S:,.0f}]",
+        lambda x: x is None or _is_real(0, MAX_DURATION_S)(x),
+    ),
     "itls": (
-        "lists of numbers >= 0 (seconds)",
-        lambda x: isinstance(x, list) and all(_is_num(g) for g in x),
+        f"lists of numbers of seconds >= 0 summing to at most {MAX_DURATION_S:,.0f}",
+        _is_gaps,
     ),
     "errors": ("strings", lambda x: x is None or isinstance(x, str)),
-    "start_times": ("numbers >= 0 (seconds)", _is_num),
+    "start_times": (f"numbers of seconds in [0, {STAMP_MAX_S:g}]", _is_real(0, STAMP_MAX_S)),
 }
 _SCALARS: dict[str, tuple[str, Any]] = {
     "completed": ("a whole number >= 0", _is_int),
@@ -106,6 +126,11 @@ _SCALARS: dict[str, tuple[str, Any]] = {
         for metric in ("ttft", "tpot", "e2el")
         for stat in ("mean", "std", "median", "p90", "p95", "p99", "p99.9")
     },
+    # its interactivity is 1000 / it: at most what a run can measure (registry.py)
+    "median_tpot_ms": (
+        f"0 or a number of ms in [{TPOT_MIN_MS:g}, {MS_MAX:,.0f}]",
+        lambda x: _is_real(0, 0)(x) or _is_real(TPOT_MIN_MS, MS_MAX)(x),
+    ),
     "model_id": ("a string", lambda x: isinstance(x, str)),
     "model": ("a string", lambda x: isinstance(x, str)),
     "backend": ("a string", lambda x: isinstance(x, str)),
@@ -164,7 +189,64 @@ def _check_counts(d: Mapping[str, object], src: Path, sent: int, ttfts: int) -> 
         raise AccelbenchError(f"{src}: field 'completed' is {c:,}, more than ttfts' {ttfts:,}")
 
 
+def _check_outcomes(d: Mapping[str, object], src: Path, okl: list[bool], basis: str) -> None:
+    """The file's ``completed`` and ``failed`` against the requests its ``basis`` list
+    says succeeded (an empty error; else output tokens) and failed: the same, or the
+    summary's counts would disagree with its own requests."""
+    ok = sum(okl)
+    for k, want in (("completed", ok), ("failed", len(okl) - ok)):
+        x = d.get(k)
+        if isinstance(x, int) and x != want:
+            raise AccelbenchError(
+                f"{src}: field {k!r} is {x:,}, but {basis} says {want:,} of its "
+                f"{len(okl):,} requests {k}"
+            )
+
+
+RATE_RTOL = 1e-3  # vllm bench serve divides by the same duration: only rounding differs
+
+
+def _check_rates(d: Mapping[str, object], src: Path) -> None:
+    """The file's throughputs against its totals over its duration, as vllm bench serve
+    computes them (completed / duration, output tokens / duration, all tokens /
+    duration): the import reads some figures from each, so a file edited in one place
+    gave a summary of 4e8 input tokens/s beside 222 tokens/s in all."""
+    dur = d.get("duration")
+    if not isinstance(dur, int | float) or isinstance(dur, bool) or dur <= 0:
+        return
+    tin, tout = d.get("total_input_tokens"), d.get("total_output_tokens")
+    totals = {
+        "request_throughput": (d.get("completed"), "'completed'"),
+        "output_throughput": (tout, "'total_output_tokens'"),
+        "total_token_throughput": (
+            tin + tout if isinstance(tin, int) and isinstance(tout, int) else None,
+            "'total_input_tokens' + 'total_output_tokens'",
+        ),
+    }
+    for k, (total, of) in totals.items():
+        rate = d.get(k)
+        if not isinstance(total, int) or not isinstance(rate, int | float):
+            continue
+        want = total / dur
+        if abs(rate - want) > RATE_RTOL * max(abs(want), abs(rate)):
+            raise AccelbenchError(
+                f"{src}: field {k!r} is {rate:g}, but {of} over 'duration' is {total:,} / "
+                f"{dur:g} s = {want:g}: not as vllm bench serve writes it"
+            )
+
+
 NO_THROUGHPUT = "throughput (the file has neither start_times nor duration)"
+
+
+@dataclass
+class _Imported:
+    """One result file read, checked and converted; nothing written yet."""
+
+    src: Path
+    out: Path
+    table: pa.Table
+    run_doc: RunDoc
+    summary: Summary
 
 
 def import_vllm(
@@ -181,6 +263,47 @@ def import_vllm(
     format. Per-request figures come from its per-request lists (``input_lens``,
     ``output_lens``, ``ttfts``, ``itls``, ``errors``, ``start_times`` where present); what
     the file does not hold is listed under ``absent`` in run.json and summary.json."""
+    return import_vllm_files([result_file], results_root, gpus=gpus, isl=isl, osl=osl,
+                             dataset=dataset, label=label)[0]  # fmt: skip
+
+
+def import_vllm_files(
+    result_files: Sequence[str | Path],
+    results_root: str | Path,
+    *,
+    gpus: int = 1,
+    isl: int | None = None,
+    osl: int | None = None,
+    dataset: str | None = None,
+    label: str | None = None,
+) -> list[Path]:
+    """Import several result files as :func:`import_vllm` does one, all or none: every
+    file is read, checked and given its run directory before the first is written (one
+    that fails, or two that would share a run directory, leave nothing written)."""
+    if label is not None and len(result_files) > 1:
+        raise AccelbenchError("--label needs exactly one file")
+    done = [_prepare(f, results_root, gpus, isl, osl, dataset, label) for f in result_files]
+    seen: dict[Path, Path] = {}
+    for imp in done:
+        if (other := seen.get(imp.out)) is not None:
+            raise AccelbenchError(
+                f"{other} and {imp.src} would both be run {imp.out.name}: import them one at "
+                "a time, each with its own --label"
+            )
+        seen[imp.out] = imp.src
+    return [_write(imp, results_root) for imp in done]
+
+
+def _prepare(
+    result_file: str | Path,
+    results_root: str | Path,
+    gpus: int,
+    isl: int | None,
+    osl: int | None,
+    dataset: str | None,
+    label: str | None,
+) -> _Imported:
+    """One file read, checked and converted, its run directory named; nothing written."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= GPUS_MAX:
         raise AccelbenchError(f"--gpus must be a whole number in 1..{GPUS_MAX} (got {gpus!r})")
     for name, v in (("--isl", isl), ("--osl", osl)):
@@ -209,17 +332,24 @@ def import_vllm(
             f"{src}: fields not as vllm bench serve writes them ({type(exc).__name__}: "
             f"{str(exc)[:120]})"
         ) from None
-    root = make_dir("--root", results_root)
-    out = root / run_doc.run_id
+    out = output_dir("--root", results_root) / run_doc.run_id
     if out.exists():
         raise AccelbenchError(f"{out} exists already; pass another --label")
-    # written beside, then renamed: an import that fails leaves nothing behind
+    return _Imported(src, out, table, run_doc, summary)
+
+
+def _write(imp: _Imported, results_root: str | Path) -> Path:
+    """Write one prepared import: beside its run directory, then renamed (an import that
+    fails leaves nothing behind)."""
+    root, out = make_dir("--root", results_root), imp.out
+    if out.exists():  # (made since it was prepared)
+        raise AccelbenchError(f"{out} exists already; pass another --label")
     tmp = root / f".{out.name}.tmp-{os.getpid()}"
     try:
         tmp.mkdir()
-        write_parquet_atomic(tmp / "requests.parquet", table)
-        write_run_doc(tmp, run_doc)
-        write_summary(tmp, summary)
+        write_parquet_atomic(tmp / "requests.parquet", imp.table)
+        write_run_doc(tmp, imp.run_doc)
+        write_summary(tmp, imp.summary)
         tmp.rename(out)
     except OSError as exc:
         raise AccelbenchError(f"cannot write {out}: {exc.strerror or exc}") from None
@@ -274,6 +404,9 @@ def _convert(
         )
     else:
         okl = []
+    if errors or out_lens:
+        _check_outcomes(d, src, okl, "errors" if errors else "output_lens")
+    _check_rates(d, src)
     if len(ttfts) == n:
         ttft_l = ttfts
     elif len(ttfts) == sum(okl):  # some versions list successful requests only

@@ -156,6 +156,13 @@ def run_mlperf(
         # LoadGen issues the next query when the last completes: the cap changed nothing,
         # yet the run said "at most 4 in flight"
         raise UsageError("--max-concurrency does not apply to single-stream (one query at a time)")
+    if ms.lg_scenario == "Server" and not cfg.stream:
+        # unstreamed, the first token is marked when the whole reply came: LoadGen judged
+        # TTFT as the full latency and TPOT as ~0 ms against the benchmark's limits
+        raise UsageError(
+            f"--no-stream does not apply to {ms.scenario}: LoadGen judges its TTFT and TPOT "
+            "limits, which need the tokens streamed"
+        )
     lg = loadgen()  # fail before an engine is started
     build(ms, qsl.size)  # the effective settings and the schedule checked before a connect
     if _PARKED:

@@ -244,6 +244,49 @@ def _workload_key(cfg: JsonObject) -> dict[str, Json]:
     }
 
 
+# what a point's measurement depends on (with the workload): a resume must send its
+# points as the sweep's completed points were sent, or one frontier mixes two ways of
+# measuring (docs/ANALYSIS.md "Resumable"); the URL, the API key, where results go, the
+# timeouts and how the load is spread over workers may change between attempts
+_SAME_ON_RESUME = ("model", "gpus", "endpoint", "stream", "extra_body", "ignore_eos", "arrival", "burstiness",
+                   "max_concurrency", "num_requests", "slo", "embedded_engine",
+                   "embedded_model", "embedded_parallel")  # fmt: skip
+
+
+def _option(key: str) -> str:
+    """The option that sets base_config ``key`` (``workload.think_time_s``: --think-time)."""
+    key = key.removeprefix("workload.")
+    if key == "num_requests":
+        return "-n"
+    return "--" + key.removesuffix("_s").replace("_", "-")
+
+
+def resume_conflict(old: SweepDoc, plan: SweepPlan) -> str | None:
+    """The first option with which ``plan`` would measure its points otherwise than the
+    earlier run of its sweep (``old``, sweep.json) measured its points, said in a line;
+    None when the two agree. A key that ``old`` does not record (an older file) is not
+    compared."""
+    new = to_json_object(plan.base.to_json(), "base_config")
+    pairs: list[tuple[str, object, object]] = [
+        (k, old.base_config[k], new.get(k)) for k in _SAME_ON_RESUME if k in old.base_config
+    ]
+    old_wl, new_wl = old.base_config.get("workload"), new.get("workload")
+    if isinstance(old_wl, dict) and isinstance(new_wl, dict):
+        pairs += [(f"workload.{k}", v, new_wl.get(k)) for k, v in old_wl.items()]
+    pairs += [
+        ("requests_per_point", old.requests_per_point, plan.requests_per_point),
+        ("warmup_per_point", old.warmup_per_point, plan.warmup_per_point),
+    ]
+    pairs.append(("preset", old.preset, plan.preset))
+    for key, was, now in pairs:
+        if was != now and not (key.endswith("_per_point") and was is None):  # (older file)
+            return (
+                f"{_option(key)} is {now!r} here but {was!r} in its sweep.json: rerun "
+                "with that value to resume, or choose another --out directory"
+            )
+    return None
+
+
 def _default_runner() -> Runner:
     try:
         from accelbench.runner.benchmark import run_benchmark
@@ -439,6 +482,14 @@ def run_sweep(
     return doc
 
 
+def check_resume(d: Path, plan: SweepPlan) -> None:
+    """Refuse, before any point runs, a sweep directory ``d`` whose sweep.json ``plan``
+    cannot resume (another sweep, one measured otherwise, a damaged file): the CLI checks
+    every --isl-osl pair's so, before the first pair runs."""
+    if (d / "sweep.json").exists():
+        _old_points(d, plan)
+
+
 def _old_points(d: Path, plan: SweepPlan) -> dict[str, SweepPoint]:
     """The points an earlier run of this sweep recorded in ``d/sweep.json``, by directory
     name. A sweep.json of another sweep, or one damaged (not an object, points not a list
@@ -452,6 +503,8 @@ def _old_points(d: Path, plan: SweepPlan) -> dict[str, SweepPoint]:
             f"{exc}; {sj} is damaged: move it away to start the sweep afresh"
         ) from None
     damaged = f"{sj} is damaged ({{}}); move it away to start the sweep afresh"
+    if old.kind == plan.kind and (conflict := resume_conflict(old, plan)) is not None:
+        raise AccelbenchError(f"{sj.parent} holds a different sweep: {conflict}")
     if old.kind != plan.kind or _workload_key(old.base_config) != _workload_key(
         to_json_object(plan.base.to_json(), "base_config")
     ):
