@@ -21,6 +21,7 @@ from accelbench.telemetry.parsers import parse_dcgm_prometheus, parse_server_met
 from accelbench.telemetry.schema import new_row
 from accelbench.telemetry.sources import Source
 from conftest import fixture_file
+from raw_http import RawHttpServer
 
 L4 = fixture_file("telemetry", "dcgm-exporter_metrics__l4__drv580.105.08__default-counters.prom")
 
@@ -202,33 +203,25 @@ def test_alert_failures_do_not_raise(tmp_path):
     assert post_webhook("http://127.0.0.1:9/nothing", {"verdict": "fail"}, timeout_s=1) is None
 
 
-class _SlowHeadWebhook:
+class _SlowHeadWebhook(RawHttpServer):
     """A webhook that answers ``HTTP/1.1 200 OK`` and then a header a byte at a time,
     without end (urllib's timeout bounds each read, and each read gets a byte)."""
 
     def __init__(self) -> None:
-        import socket
+        super().__init__()
+        self.url += "/hook"
 
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/hook"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
+    def serve(self, conn) -> None:
         import time
 
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            try:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
-                while True:
-                    conn.sendall(b"a")
-                    time.sleep(0.1)
-            except OSError:
-                conn.close()
+        try:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while True:
+                conn.sendall(b"a")
+                time.sleep(0.1)
+        except OSError:
+            return
 
 
 def test_a_webhook_that_never_finishes_its_answer_fails_in_its_timeout():

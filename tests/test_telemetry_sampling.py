@@ -33,6 +33,7 @@ from accelbench.telemetry.sources import (
     SysfsAmdgpuSource,
     open_sources,
 )
+from raw_http import RawHttpServer
 
 
 class LlamaMetricsServer:
@@ -254,35 +255,22 @@ def test_server_metrics_source_reasons():
     assert "unreachable" in ServerMetricsSource(srv.url, timeout_s=0.5).probe()
 
 
-class _EndlessMetrics:
+class _EndlessMetrics(RawHttpServer):
     """A /metrics that never ends: its head, then ``piece`` every ``pause_s`` seconds."""
 
     def __init__(self, piece: bytes, pause_s: float) -> None:
-        import socket
-
         self.piece, self.pause_s = piece, pause_s
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn) -> None:
-        with conn:
-            try:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
-                while True:
-                    conn.sendall(self.piece)
-                    time.sleep(self.pause_s)
-            except OSError:
-                return
+    def serve(self, conn) -> None:
+        try:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+            while True:
+                conn.sendall(self.piece)
+                time.sleep(self.pause_s)
+        except OSError:
+            return
 
 
 @pytest.mark.parametrize(
