@@ -37,6 +37,23 @@ def test_property_sweep_values_each_once(values):
         assert plan_values(values) == sorted(float(v) for v in values)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["1", "2", "4", "", " "]), min_size=1, max_size=6))
+def test_property_an_empty_values_entry_is_refused(items):
+    """`--values 1,,2` ran 1 and 2, the empty entry dropped without a word: any list with
+    an empty entry is refused naming --values; one without runs each value once."""
+    from accelbench.cli.sweep import _floats
+
+    text = ",".join(items)
+    if not text.strip():
+        assert _floats(text, "--values") == []  # nothing given: the sweep asks for values
+    elif any(not x.strip() for x in items):
+        with pytest.raises(UsageError, match="--values has an empty entry"):
+            _floats(text, "--values")
+    else:
+        assert _floats(text, "--values") == [float(x) for x in items]
+
+
 def test_plan_values():
     assert plan_values(start=1, end=64) == [1, 2, 4, 8, 16, 32, 64]
     assert plan_values(start=1, end=48) == [1, 2, 4, 8, 16, 32, 48]

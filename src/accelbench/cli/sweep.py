@@ -18,10 +18,17 @@ from accelbench.workload.config import WorkloadConfig
 
 
 def _floats(text: str | None, what: str) -> list[float]:
-    if not text:
-        return []
+    """A comma-separated list of numbers; an empty entry (``1,,2``, ``4,``) is refused:
+    it was dropped without a word, a value the user meant to give."""
+    if not text or not text.strip():
+        return []  # not given: the sweep asks for its values
+    items = text.replace(" ", "").split(",")
+    if "" in items:
+        raise UsageError(
+            f"{what} has an empty entry (got {text!r}): give a number between each comma"
+        )
     try:
-        return [float(x) for x in text.replace(" ", "").split(",") if x]
+        return [float(x) for x in items]
     except ValueError:
         raise UsageError(f"{what} must be a comma-separated list of numbers") from None
 
