@@ -340,6 +340,24 @@ def test_bad_settings_and_flavours_are_one_line_errors():
         build_rules(None, AlertSettings(no_data_for_s=600, no_data_lookback_s=300))
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    which=st.sampled_from(["for_s", "no_data_for_s"]),
+    x=st.one_of(st.floats(0, 0.002), st.sampled_from([0.0, 0.0004, 0.000999, 0.001, 1.0])),
+)
+def test_property_a_hold_time_below_a_millisecond_is_refused(which, x):
+    """`monitor rules --for 0.0004` was written `for: 0s` (the alert fires at once, the
+    value lost): a positive hold time below Prometheus's 1 ms resolution is refused naming
+    the option; 0 and 1 ms or more are written."""
+    s = AlertSettings(**{which: x})
+    name = "--for" if which == "for_s" else "--no-data-for"
+    if 0 < x < 0.001:
+        with pytest.raises(AccelbenchError, match=rf"^{name} .* below 1 ms"):
+            build_rules(None, s)
+    else:
+        assert build_rules(None, s)
+
+
 def test_duration_format():
     assert duration(300) == "300s"
     assert duration(0.5) == "500ms"

@@ -94,6 +94,12 @@ class AlertSettings:
         v.number("--error-rate-max", self.error_rate_max, 0, 1)
         v.optional_number("--amd-temp-limit", self.amd_temp_limit_c, 0, 200, lo_open=True, unit="C")
         v.number("--no-data-for", self.no_data_for_s, 0, 30 * day, unit="s")
+        for name, x in (("--for", self.for_s), ("--no-data-for", self.no_data_for_s)):
+            if 0 < x < 0.001:  # "0s": the alert would fire at once, the value lost
+                raise UsageError(
+                    f"{name} {x!r} s is below 1 ms, the resolution of a Prometheus "
+                    "duration: give 0 or at least 0.001"
+                )
         # the prefix goes into PromQL as part of metric names (and a name regex): only
         # metric-name characters, so it can never be PromQL or regex syntax
         v.prom_name("--amd-prefix", self.amd_prefix, empty=True)
