@@ -481,6 +481,37 @@ def test_import_label_must_be_one_directory_name(tmp_path, label):
     assert not root.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["vllm.json"]
 
 
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    stem=st.one_of(
+        st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,94}\Z"),
+        st.text(st.sampled_from("ab 1é#:-"), min_size=1, max_size=12),
+        st.just("x" * 200),
+    )
+)
+def test_property_the_run_id_from_a_file_name_is_a_label_or_refused(tmp_path, stem):
+    """Without --label the run id is vllm-<file name>: one with a space was taken, one of
+    250 characters failed in mkdir ('File name too long'). It follows --label's rule now,
+    else one line asking for --label, nothing written."""
+    import re
+    import tempfile
+
+    box = Path(tempfile.mkdtemp(dir=tmp_path))
+    f = box / f"{stem}.json"
+    f.write_text(json.dumps(_vllm_result()))
+    root = box / "results"
+    rid = f"vllm-{stem}"
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", rid):
+        assert import_vllm(f, root).name == rid
+    else:
+        with pytest.raises(AccelbenchError, match="give one with --label") as err:
+            import_vllm(f, root)
+        assert "\n" not in str(err.value) and err.value.exit_code == 2
+        assert not root.exists()
+
+
 @pytest.mark.parametrize(
     ("field", "value", "needle"),
     [

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, UsageError
 from accelbench.jsonfile import DuplicateKeyError, loads_unique
 from accelbench.metrics.records import REQUEST_SCHEMA, ErrorKind
 from accelbench.metrics.registry import (
@@ -309,9 +309,19 @@ def _prepare(
     for name, v in (("--isl", isl), ("--osl", osl)):
         if v is not None and not (_is_int(v, 1) and v <= LEN_MAX):
             raise AccelbenchError(f"{name} must be a whole number in 1..{LEN_MAX} (got {v!r})")
+    src = Path(result_file)
     if label is not None:
         safe_label("--label", label)
-    src = Path(result_file)
+    else:  # the run id from the file's name: the same rule as --label's
+        rid = f"vllm-{src.stem}"
+        try:
+            safe_label("the run id", rid)
+        except UsageError:
+            shown = rid if len(rid) <= 60 else rid[:57] + "..."
+            raise UsageError(
+                f"{src}: the run id from its name, {shown!r}, is not 1-100 letters, digits, "
+                "'.', '_' or '-' starting with a letter or digit: give one with --label"
+            ) from None
     try:
         d = loads_unique(src.read_text(encoding="utf-8"))
     except FileNotFoundError:
