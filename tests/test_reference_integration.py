@@ -392,6 +392,12 @@ def test_telemetry_health_in_summary_survives_recompute(reference_server, tmp_pa
     assert (run_dir / "telemetry.parquet").is_file()
     again = finalize_run(run_dir, gpus=4)
     assert again["health"] == s["health"] and again["gpus"] == 4
+    # the recount sticks: run.json says 4 GPUs, and a summarize without --gpus keeps them
+    # (it went back to the run's 1 while run.json said 1); so do --slo's bounds
+    assert json.loads((run_dir / "run.json").read_text())["config"]["gpus"] == 4
+    assert finalize_run(run_dir)["gpus"] == 4
+    slo = finalize_run(run_dir, slo={"ttft_ms": 500.0})["goodput"]
+    assert finalize_run(run_dir)["goodput"] == slo
 
 
 def test_achieved_rate_is_over_the_sends_not_the_outputs(reference_server, tmp_path):

@@ -151,6 +151,12 @@ def finalize_run(
     if mlperf is not None:
         summary["mlperf"] = mlperf
     write_summary(run_dir, summary)
+    # a recount with --gpus / --slo is the run's from now on: run.json says so, and a
+    # later summarize without them keeps them (it went back to the run's own)
+    if gpus is not None:
+        doc.config["gpus"] = gpus
+    if slo is not None:
+        doc.config["slo"] = dict(slo)
     doc.status = status
     doc.finished_at = doc.finished_at or datetime.now(UTC).isoformat()
     if client:
