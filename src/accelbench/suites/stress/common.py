@@ -8,7 +8,6 @@ import contextlib
 import os
 import shutil
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -356,15 +355,14 @@ def scrape_gauges(
 ) -> dict[str, float]:
     """Values of the named gauges on ``url``/metrics (summed over label sets)."""
     from accelbench.telemetry.parsers.prometheus import prometheus_samples
+    from accelbench.telemetry.sources.server import fetch_metrics
 
     want = set(names)
     if not want:
         return {}
     server = Endpoint.parse(url)  # its credentials go as a header
-    req = urllib.request.Request(server.root + "/metrics", headers=server.headers())
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310
-            text = r.read().decode("utf-8", "replace")
+    try:  # bounded in time and size: a /metrics without end held the suite for ever
+        text = fetch_metrics(server.root + "/metrics", server.auth, timeout)
         samples = prometheus_samples(text)
     except Exception:  # noqa: BLE001 - a missed scrape is a missing sample
         return {}

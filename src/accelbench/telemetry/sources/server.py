@@ -22,6 +22,28 @@ class ScrapeRefused(OSError):
     """A /metrics answer that never ends in time, or is too long to be a scrape."""
 
 
+def fetch_metrics(url: str, auth: str | None, timeout_s: float) -> str:
+    """The body of ``url`` (a /metrics), whole within :data:`SCRAPE_DEADLINE_TIMEOUTS`
+    timeouts and at most :data:`MAX_SCRAPE_BYTES`, else :class:`ScrapeRefused`: the
+    timeout bounds each read only, so a server that sent a byte a second (or without end)
+    held `health`, a run's last scrape and the stress suites' gauges for ever."""
+    headers = {"Accept": "text/plain"} | ({"Authorization": auth} if auth else {})
+    req = urllib.request.Request(url, headers=headers)
+    limit_s = SCRAPE_DEADLINE_TIMEOUTS * timeout_s
+    deadline = time.monotonic() + limit_s
+    body = bytearray()
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310
+        while chunk := resp.read1(65536):
+            body += chunk
+            if len(body) > MAX_SCRAPE_BYTES:
+                raise ScrapeRefused(
+                    f"{url} sent more than {MAX_SCRAPE_BYTES >> 20} MiB: not a scrape"
+                )
+            if time.monotonic() > deadline:
+                raise ScrapeRefused(f"{url} did not send its whole scrape within {limit_s:g} s")
+    return body.decode("utf-8", "replace")
+
+
 class ServerMetricsSource(Source):
     """The inference server's Prometheus ``/metrics`` (vLLM, SGLang, llama.cpp, TGI)."""
 
@@ -36,26 +58,7 @@ class ServerMetricsSource(Source):
         self._lost: list[str] = []
 
     def fetch(self) -> str:
-        headers = {"Accept": "text/plain"} | ({"Authorization": self.auth} if self.auth else {})
-        req = urllib.request.Request(self.url, headers=headers)
-        # the whole scrape within 5 timeouts, at most MAX_SCRAPE_BYTES: the timeout
-        # bounds each read only, so a server that sent a byte a second (or without end)
-        # held `health` and a run's last scrape for ever
-        limit_s = SCRAPE_DEADLINE_TIMEOUTS * self.timeout_s
-        deadline = time.monotonic() + limit_s
-        body = bytearray()
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
-            while chunk := resp.read1(65536):
-                body += chunk
-                if len(body) > MAX_SCRAPE_BYTES:
-                    raise ScrapeRefused(
-                        f"{self.url} sent more than {MAX_SCRAPE_BYTES >> 20} MiB: not a scrape"
-                    )
-                if time.monotonic() > deadline:
-                    raise ScrapeRefused(
-                        f"{self.url} did not send its whole scrape within {limit_s:g} s"
-                    )
-        return body.decode("utf-8", "replace")
+        return fetch_metrics(self.url, self.auth, self.timeout_s)
 
     def probe(self) -> str | None:
         try:
