@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import AccelbenchError
+from accelbench.runner.config import BenchmarkConfig
 from cli_inprocess import run_cli
 
 CLOSED = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused at once
@@ -187,6 +188,45 @@ def test_empty_api_key_file(box: Path, content: str) -> None:
 def test_bad_extra_body(box: Path, extra: str) -> None:
     code, text = invoke(run_args("--extra-body", extra), box)
     assert_clean(code, text, wrong=True, option="--extra-body")
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    keys=st.sets(
+        st.sampled_from(
+            [
+                "prompt",
+                "messages",
+                "model",
+                "stream",
+                "ignore_eos",
+                "temperature",
+                "seed",
+                "max_tokens",
+                "top_k",
+            ]
+        ),  # fmt: skip
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_extra_body_fields_the_run_sets_itself_are_refused(box: Path, keys: set[str]) -> None:
+    """`--extra-body '{"stream": false}'` replaced the run's own field without a word (the
+    client then parsed a JSON answer as a stream); so did prompt / messages (the planned
+    prompts, and their ISL, gone), model and ignore_eos. Refused in one line naming the
+    field and the option that sets it; other fields (sampling, max_tokens) pass."""
+    from accelbench.runner.config import _RUN_SETS
+
+    extra = json.dumps(dict.fromkeys(sorted(keys), 0))
+    own = sorted(keys & set(_RUN_SETS))
+    cfg = BenchmarkConfig(url="http://127.0.0.1:9", num_requests=4, extra_body=json.loads(extra))
+    if own:
+        with pytest.raises(AccelbenchError, match=r"--extra-body sets '(\w+)', which the run sets"):
+            cfg.validate()
+    else:
+        cfg.validate()
 
 
 # a key given twice in one JSON object: refused at every reader of a user's JSON (json.loads

@@ -35,6 +35,18 @@ Api = Literal["completions", "chat"]
 Arrival = Literal["poisson", "constant", "gamma"]
 
 
+# Body fields the run writes from its own options (client/openai.py build_body), which an
+# --extra-body field replaced without a word: the prompts the workload planned (ISL and
+# prefix figures then wrong), the model, streaming (the response parsed as the other kind)
+_RUN_SETS = {
+    "prompt": "the workload (--isl, --dataset, --trace, --sessions)",
+    "messages": "the workload (--isl, --dataset, --trace, --sessions)",
+    "model": "--model",
+    "stream": "--stream / --no-stream",
+    "ignore_eos": "--ignore-eos / --no-ignore-eos",
+}
+
+
 @dataclass
 class BenchmarkConfig:
     """One benchmark run. ``url=None`` means: start the embedded llama.cpp engine. A
@@ -142,6 +154,12 @@ class BenchmarkConfig:
         )
         if not isinstance(self.extra_body, dict):
             raise v.UsageError("--extra-body must be a JSON object")
+        for key, own in _RUN_SETS.items():
+            if key in self.extra_body:  # it replaced the run's own, which then measured it
+                raise v.UsageError(
+                    f"--extra-body sets {key!r}, which the run sets itself from {own}: "
+                    "give that instead"
+                )
         self.slo = v.slo(self.slo)
         if self.label is not None:
             v.label("--label", self.label)
