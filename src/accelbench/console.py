@@ -23,14 +23,20 @@ from rich.errors import MarkupError
 from rich.segment import Segment
 from rich.text import Text
 
+# Every character of Unicode's categories Cc, Cf, Zl and Zp but the newline (Unicode 14,
+# Python 3.11's unicodedata; tests/test_verdict.py checks the class against it): the soft
+# hyphen U+00AD, the Arabic number signs and the language tags were missing once
 _CONTROL = re.compile(
-    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
+    "\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+    "\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
 
 
 def _show(m: re.Match[str]) -> str:
     c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 
 
 def printable(value: object) -> str:
