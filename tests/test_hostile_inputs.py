@@ -205,6 +205,7 @@ def test_bad_extra_body(box: Path, extra: str) -> None:
                 "temperature",
                 "seed",
                 "max_tokens",
+                "max_completion_tokens",
                 "top_k",
             ]
         ),  # fmt: skip
@@ -215,12 +216,19 @@ def test_bad_extra_body(box: Path, extra: str) -> None:
 def test_extra_body_fields_the_run_sets_itself_are_refused(box: Path, keys: set[str]) -> None:
     """`--extra-body '{"stream": false}'` replaced the run's own field without a word (the
     client then parsed a JSON answer as a stream); so did prompt / messages (the planned
-    prompts, and their ISL, gone), model and ignore_eos. Refused in one line naming the
-    field and the option that sets it; other fields (sampling, max_tokens) pass."""
-    from accelbench.runner.config import _RUN_SETS
+    prompts, and their ISL, gone), model and ignore_eos; max_tokens replaced every planned
+    output length (`--osl 128` went out as 64, run.json said 128). Refused in one line
+    naming the field and the option that sets it; other fields (sampling) pass."""
+    from accelbench.client.openai import build_body
 
+    # the run's own fields, from the body it builds (not from the list the check keeps):
+    # and max_completion_tokens, OpenAI's chat name for max_tokens (which servers take
+    # first); stream_options passes (a server that refuses include_usage: usage counted)
+    built = [build_body(endpoint=e, model="m", prompt="p", max_tokens=1, stream=True,
+                        ignore_eos=True) for e in ("completions", "chat")]  # fmt: skip
+    run_sets = {k for b in built for k in b} - {"stream_options"} | {"max_completion_tokens"}
     extra = json.dumps(dict.fromkeys(sorted(keys), 0))
-    own = sorted(keys & set(_RUN_SETS))
+    own = sorted(keys & run_sets)
     cfg = BenchmarkConfig(url="http://127.0.0.1:9", num_requests=4, extra_body=json.loads(extra))
     if own:
         with pytest.raises(AccelbenchError, match=r"--extra-body sets '(\w+)', which the run sets"):

@@ -389,7 +389,7 @@ def transport_name(request):
 
 
 def test_the_max_tokens_bound_is_what_the_body_sent():
-    """--extra-body may raise max_tokens above the plan's: the bound is what went out."""
+    """A body (a shadow caller's, a trace's) may carry both names: the bound is the larger."""
     from accelbench.client.openai import sent_max_tokens
 
     assert sent_max_tokens({"max_tokens": 16}) == 16

@@ -129,7 +129,8 @@ PROMPT_TOKENS_SLACK = 4096
 
 def sent_max_tokens(body: Mapping[str, object]) -> int | None:
     """The most tokens a request body asks for (``max_tokens``, or OpenAI's
-    ``max_completion_tokens``, the larger where both: ``--extra-body`` may set either);
+    ``max_completion_tokens``, the larger where both: a caller's body through the shadow
+    proxy, or a trace's, may set either);
     None where it sets neither as a whole number."""
     limits = [
         v for v in (body.get("max_tokens"), body.get("max_completion_tokens"))

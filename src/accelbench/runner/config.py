@@ -37,13 +37,18 @@ Arrival = Literal["poisson", "constant", "gamma"]
 
 # Body fields the run writes from its own options (client/openai.py build_body), which an
 # --extra-body field replaced without a word: the prompts the workload planned (ISL and
-# prefix figures then wrong), the model, streaming (the response parsed as the other kind)
+# prefix figures then wrong), the output lengths, the model, streaming (the response
+# parsed as the other kind)
 _RUN_SETS = {
     "prompt": "the workload (--isl, --dataset, --trace, --sessions)",
     "messages": "the workload (--isl, --dataset, --trace, --sessions)",
     "model": "--model",
     "stream": "--stream / --no-stream",
     "ignore_eos": "--ignore-eos / --no-ignore-eos",
+    # each request's output length (--osl, or the dataset's / trace's own): one value
+    # here replaced every planned length while run.json kept the plan's
+    "max_tokens": "the workload (--osl, --dataset, --trace, --sessions)",
+    "max_completion_tokens": "the workload (--osl, --dataset, --trace, --sessions)",
 }
 
 
