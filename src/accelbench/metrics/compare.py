@@ -8,7 +8,8 @@ distributions, dataset, endpoint) unless the caller allows a mismatch.
 Intervals (95 %, docs/ANALYSIS.md "Intervals"; each has a coverage test in simulation,
 tests/test_interval_coverage.py):
 
-- at one load with repeated runs on a side (3 runs or more in all): a pooled t-interval
+- at one load with repeated runs on a side (``MIN_RUNS_A_SIDE``, 2, or more a side; fewer:
+  "too few runs"): a pooled t-interval
   on the log of the runs' figures, ``ra + rb - 2`` degrees of freedom
   (:func:`accelbench.metrics.stats.runs_ratio_ci`): the run, not the request, is the
   unit, so the run-to-run spread is in the interval;
@@ -78,6 +79,7 @@ from accelbench.metrics.registry import (
     Figure,
 )
 from accelbench.metrics.stats import (
+    MIN_RUNS_A_SIDE,
     MIN_THROUGHPUT_REQUESTS,
     bootstrap_difference_ci,
     bootstrap_ratio_ci,
@@ -568,7 +570,7 @@ def load_ci(
             return None, None, "a run's figure is not positive: no interval on the log scale"
         r = runs_ratio_ci(np.array(va), np.array(vb))
         if r is None:
-            return None, None, "too few runs with this figure (3 in all)"
+            return None, None, f"too few runs with this figure ({MIN_RUNS_A_SIDE} a side)"
         return float(r[1]), float(r[2]), None
     (sa,), (sb,) = x.samples(), y.samples()
     a, b = x.observed(metric), y.observed(metric)
