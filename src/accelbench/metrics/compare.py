@@ -88,10 +88,12 @@ from accelbench.metrics.stats import (
     log_normal_ci,
     log_ratio_ci,
     min_samples,
+    open_loop_log_dof,
     quantile_ci,
     quantile_ratio_ci,
     runs_ratio_ci,
     throughput_log_se,
+    welch_dof,
 )
 from accelbench.metrics.values import column_np
 from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict
@@ -580,10 +582,11 @@ def load_ci(
             return None, None, f"too few requests ({MIN_THROUGHPUT_REQUESTS} a side)"
         if not (a > 0 and b > 0):  # was said as "too few requests" of 500 a side
             return None, None, "a side's figure is 0: no ratio on the log scale"
-        se = [_throughput_se(s, metric) for s in (sa, sb)]
-        if not all(math.isfinite(x) for x in se):
+        (se_a, dof_a), (se_b, dof_b) = (_throughput_se(s, metric) for s in (sa, sb))
+        if not (math.isfinite(se_a) and math.isfinite(se_b)):
             return None, None, "no request time to measure the spread by: no interval"
-        lo, hi = log_ratio_ci(math.log(b / a), se[0], se[1])
+        dof = welch_dof(se_a, dof_a, se_b, dof_b)
+        lo, hi = log_ratio_ci(math.log(b / a), se_a, se_b, dof=dof)
         return float(lo), float(hi), None
     (ca, q), (cb, _) = _column(sa, metric), _column(sb, metric)
     need = min_samples(q)
@@ -596,13 +599,15 @@ def load_ci(
     return float(r[1]), float(r[2]), None
 
 
-def _throughput_se(s: _RunSample, metric: str) -> float:
-    """SE of the log of one run's throughput figure: a closed loop's over its window with
-    its slots' drain (:func:`accelbench.metrics.stats.closed_loop_log_se`), an open
-    loop's compound Poisson count."""
+def _throughput_se(s: _RunSample, metric: str) -> tuple[float, float]:
+    """(SE, degrees of freedom) of the log of one run's throughput figure: a closed
+    loop's over its window with its slots' drain
+    (:func:`accelbench.metrics.stats.closed_loop_log_se`; inf: z), an open loop's
+    compound Poisson count (:func:`accelbench.metrics.stats.open_loop_log_dof`)."""
+    tok = _tokens(s, metric)
     if s.closed_loop:
-        return float(throughput_log_se(_tokens(s, metric), s.e2e, s.concurrency))
-    return float(throughput_log_se(_tokens(s, metric), None))
+        return float(throughput_log_se(tok, s.e2e, s.concurrency)), math.inf
+    return float(throughput_log_se(tok, None)), float(open_loop_log_dof(tok))
 
 
 def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | None, float | None]:
@@ -613,10 +618,10 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
     if metric in THROUGHPUT:
         if s.osl.size < MIN_THROUGHPUT_REQUESTS or not value > 0:
             return None, None
-        se = _throughput_se(s, metric)
+        se, dof = _throughput_se(s, metric)
         if not math.isfinite(se):
             return None, None
-        return log_normal_ci(value, se)
+        return log_normal_ci(value, se, dof=dof)
     col, q = _column(s, metric)
     if col.size < min_samples(q):
         return None, None
