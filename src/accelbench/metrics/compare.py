@@ -17,8 +17,9 @@ tests/test_interval_coverage.py):
   (:func:`accelbench.metrics.stats.throughput_log_se`: closed loop, the window's figure
   over resamples scheduled on the run's slots, its end included,
   :func:`accelbench.metrics.stats.closed_loop_log_se`; open loop, the compound Poisson
-  count of a Poisson schedule), none below ``MIN_THROUGHPUT_REQUESTS`` (20) requests a
-  side, where it under-covers; percentiles and interactivity (``1000 / p50 TPOT``) from
+  count of a Poisson schedule, Student's t), none below ``MIN_THROUGHPUT_REQUESTS`` (20)
+  requests a side, where it under-covers, nor for a closed loop whose E2E tail is too
+  heavy (:data:`accelbench.metrics.stats.MAX_TAIL_SHAPE`); percentiles and interactivity (``1000 / p50 TPOT``) from
   each side's order-statistic standard error on the log scale
   (:func:`accelbench.metrics.stats.quantile_ratio_ci`), none below
   :func:`accelbench.metrics.stats.min_samples` requests a side (500 for a p99);
@@ -79,12 +80,14 @@ from accelbench.metrics.registry import (
     Figure,
 )
 from accelbench.metrics.stats import (
+    MAX_TAIL_SHAPE,
     MIN_RUNS_A_SIDE,
     MIN_THROUGHPUT_REQUESTS,
     bootstrap_difference_ci,
     bootstrap_ratio_ci,
     bootstrap_replicates,
     cluster_ratio_replicates,
+    e2e_tail_shape,
     log_normal_ci,
     log_ratio_ci,
     min_samples,
@@ -582,6 +585,8 @@ def load_ci(
             return None, None, f"too few requests ({MIN_THROUGHPUT_REQUESTS} a side)"
         if not (a > 0 and b > 0):  # was said as "too few requests" of 500 a side
             return None, None, "a side's figure is 0: no ratio on the log scale"
+        if (why := _too_heavy_tailed(sa, sb)) is not None:
+            return None, None, why
         (se_a, dof_a), (se_b, dof_b) = (_throughput_se(s, metric) for s in (sa, sb))
         if not (math.isfinite(se_a) and math.isfinite(se_b)):
             return None, None, "no request time to measure the spread by: no interval"
@@ -597,6 +602,16 @@ def load_ci(
     if r is None or not (np.isfinite(r[1]) and np.isfinite(r[2])):
         return None, None, "a percentile's interval reaches 0: no ratio"
     return float(r[1]), float(r[2]), None
+
+
+def _too_heavy_tailed(*sides: _RunSample) -> str | None:
+    """Why a closed loop's throughput gets no interval: a side's E2E tail estimated at
+    least :data:`accelbench.metrics.stats.MAX_TAIL_SHAPE` heavy (None: it gets one)."""
+    for s in sides:
+        if s.closed_loop and (xi := e2e_tail_shape(s.e2e)) >= MAX_TAIL_SHAPE:
+            return (f"request durations too heavy-tailed for an interval (E2E tail shape "
+                    f"{xi:.2f} >= {MAX_TAIL_SHAPE}: the longest requests set the window)")  # fmt: skip
+    return None
 
 
 def _throughput_se(s: _RunSample, metric: str) -> tuple[float, float]:
@@ -616,7 +631,7 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
     distribution-free order-statistic interval (:func:`quantile_ci`); (None, None) where
     the run has too few requests for either (the methods comparisons use, one side)."""
     if metric in THROUGHPUT:
-        if s.osl.size < MIN_THROUGHPUT_REQUESTS or not value > 0:
+        if s.osl.size < MIN_THROUGHPUT_REQUESTS or not value > 0 or _too_heavy_tailed(s):
             return None, None
         se, dof = _throughput_se(s, metric)
         if not math.isfinite(se):
