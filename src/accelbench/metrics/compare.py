@@ -87,7 +87,6 @@ from accelbench.metrics.stats import (
     bootstrap_ratio_ci,
     bootstrap_replicates,
     cluster_ratio_replicates,
-    e2e_tail_shape,
     log_normal_ci,
     log_ratio_ci,
     min_samples,
@@ -96,6 +95,7 @@ from accelbench.metrics.stats import (
     quantile_ratio_ci,
     runs_ratio_ci,
     throughput_log_se,
+    too_heavy_tail,
     welch_dof,
 )
 from accelbench.metrics.values import column_np
@@ -606,9 +606,11 @@ def load_ci(
 
 def _too_heavy_tailed(*sides: _RunSample) -> str | None:
     """Why a closed loop's throughput gets no interval: a side's E2E tail estimated at
-    least :data:`accelbench.metrics.stats.MAX_TAIL_SHAPE` heavy (None: it gets one)."""
+    least :data:`accelbench.metrics.stats.MAX_TAIL_SHAPE` heavy, its longest request a
+    good share of the window (:func:`accelbench.metrics.stats.too_heavy_tail`; None: it
+    gets one)."""
     for s in sides:
-        if s.closed_loop and (xi := e2e_tail_shape(s.e2e)) >= MAX_TAIL_SHAPE:
+        if s.closed_loop and (xi := too_heavy_tail(s.e2e, s.concurrency or 1.0)) is not None:
             return (f"request durations too heavy-tailed for an interval (E2E tail shape "
                     f"{xi:.2f} >= {MAX_TAIL_SHAPE}: the longest requests set the window)")  # fmt: skip
     return None

@@ -486,6 +486,11 @@ CLOSED_LOOP_MAX_REQUESTS = 2_000  # requests simulated one step each (~0.3 s); b
 # barely finite (infinite from 0.5), and no resample of the run shows how long its longest
 # request could have been (tests/test_interval_coverage.py).
 MAX_TAIL_SHAPE = 0.6
+# ... and whose longest request is at least this share of a slot's part of the run
+# (max(E2E) x C / sum(E2E)): where it is less the window's end does not hang on the tail,
+# and the shape, read from sqrt(n) requests, passes 0.6 by chance in 0.1-1 % of runs of
+# light-tailed requests (no interval lost there).
+MIN_LONGEST_SHARE = 0.25
 
 
 def _tail_size(n: int) -> int:
@@ -517,6 +522,18 @@ def e2e_tail_shape(e2e: np.ndarray) -> float:
         return math.nan
     top = np.partition(e, e.size - k - 1)[e.size - k - 1 :]
     return _gpd_pwm(top[1:] - top[0])[0]
+
+
+def too_heavy_tail(e2e: np.ndarray, concurrency: float) -> float | None:
+    """The E2E tail shape (:func:`e2e_tail_shape`) of a closed loop's run that gets no
+    throughput interval: at least :data:`MAX_TAIL_SHAPE`, the longest request at least
+    :data:`MIN_LONGEST_SHARE` of a slot's part of the run. None: an interval is given."""
+    e = np.asarray(e2e, dtype=float)
+    xi = e2e_tail_shape(e)
+    if not xi >= MAX_TAIL_SHAPE or not e.sum() > 0:
+        return None
+    share = float(e.max()) * min(max(concurrency, 1.0), e.size) / float(e.sum())
+    return xi if share >= MIN_LONGEST_SHARE else None
 
 
 def closed_loop_log_se(tok: np.ndarray, e2e: np.ndarray, concurrency: float) -> float:
