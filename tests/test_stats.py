@@ -141,6 +141,29 @@ def test_log_scale_intervals_by_hand():
     assert float(S.throughput_log_se(tok, 10 * tok)) == pytest.approx(0.0)
 
 
+def test_open_loop_degrees_of_freedom_by_hand():
+    # tokens (1, 1, 1, 3): sum x^2 = 12, sum x^4 = 84, kappa = 4 * 84 / 144 = 7 / 3,
+    # dof = 2 * 4 / (7 / 3 - 1) = 6; Welch of (0.1, 6) and (0.1, inf): 0.02^2 / (0.01^2 / 6)
+    assert float(S.open_loop_log_dof(np.array([1.0, 1.0, 1.0, 3.0]))) == pytest.approx(6.0)
+    assert float(S.welch_dof(0.1, 6.0, 0.1, math.inf)) == pytest.approx(24.0)
+    lo, hi = S.log_ratio_ci(0.0, 0.1, 0.1, dof=24.0)  # t(0.975, 24) = 2.063899
+    assert float(hi) == pytest.approx(math.exp(2.063899 * math.sqrt(0.02)), rel=1e-6)
+
+
+def test_tail_shape_recovers_a_generalized_pareto():
+    # the sqrt(n) longest of 40,000 Pareto(alpha) values exceed the next one by a GPD of
+    # shape 1 / alpha; an exponential tail has shape 0; a bounded one, negative
+    rng = np.random.default_rng(3)
+    for alpha in (1.5, 2.0, 4.0):
+        assert S.e2e_tail_shape(1 + rng.pareto(alpha, 40_000)) == pytest.approx(1 / alpha, abs=0.12)
+    assert S.e2e_tail_shape(rng.exponential(1.0, 40_000)) == pytest.approx(0.0, abs=0.12)
+    assert S.e2e_tail_shape(rng.uniform(0, 1, 40_000)) < -0.5
+    assert math.isnan(S.e2e_tail_shape(np.ones(5)))  # too few for a tail
+    # the longest a quarter of a slot's part or more, and the shape past 0.6: no interval
+    e = np.r_[np.ones(99), 1e6]
+    assert S.too_heavy_tail(e, 8) is not None and S.too_heavy_tail(np.ones(100), 8) is None
+
+
 def test_bootstrap_ratio_interval_is_the_replicates_percentiles():
     # ratios 1..41: numpy's 2.5th percentile at position 1 -> 2, the 97.5th at 39 -> 40
     lo, hi, n = S.bootstrap_ratio_ci(np.ones(41), np.arange(1.0, 42.0))

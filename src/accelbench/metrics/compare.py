@@ -8,7 +8,8 @@ distributions, dataset, endpoint) unless the caller allows a mismatch.
 Intervals (95 %, docs/ANALYSIS.md "Intervals"; each has a coverage test in simulation,
 tests/test_interval_coverage.py):
 
-- at one load with repeated runs on a side (3 runs or more in all): a pooled t-interval
+- at one load with repeated runs on a side (``MIN_RUNS_A_SIDE``, 2, or more a side; fewer:
+  "too few runs"): a pooled t-interval
   on the log of the runs' figures, ``ra + rb - 2`` degrees of freedom
   (:func:`accelbench.metrics.stats.runs_ratio_ci`): the run, not the request, is the
   unit, so the run-to-run spread is in the interval;
@@ -16,8 +17,9 @@ tests/test_interval_coverage.py):
   (:func:`accelbench.metrics.stats.throughput_log_se`: closed loop, the window's figure
   over resamples scheduled on the run's slots, its end included,
   :func:`accelbench.metrics.stats.closed_loop_log_se`; open loop, the compound Poisson
-  count of a Poisson schedule), none below ``MIN_THROUGHPUT_REQUESTS`` (20) requests a
-  side, where it under-covers; percentiles and interactivity (``1000 / p50 TPOT``) from
+  count of a Poisson schedule, Student's t), none below ``MIN_THROUGHPUT_REQUESTS`` (20)
+  requests a side, where it under-covers, nor for a closed loop whose E2E tail is too
+  heavy (:data:`accelbench.metrics.stats.MAX_TAIL_SHAPE`); percentiles and interactivity (``1000 / p50 TPOT``) from
   each side's order-statistic standard error on the log scale
   (:func:`accelbench.metrics.stats.quantile_ratio_ci`), none below
   :func:`accelbench.metrics.stats.min_samples` requests a side (500 for a p99);
@@ -78,6 +80,8 @@ from accelbench.metrics.registry import (
     Figure,
 )
 from accelbench.metrics.stats import (
+    MAX_TAIL_SHAPE,
+    MIN_RUNS_A_SIDE,
     MIN_THROUGHPUT_REQUESTS,
     bootstrap_difference_ci,
     bootstrap_ratio_ci,
@@ -86,10 +90,13 @@ from accelbench.metrics.stats import (
     log_normal_ci,
     log_ratio_ci,
     min_samples,
+    open_loop_log_dof,
     quantile_ci,
     quantile_ratio_ci,
     runs_ratio_ci,
     throughput_log_se,
+    too_heavy_tail,
+    welch_dof,
 )
 from accelbench.metrics.values import column_np
 from accelbench.metrics.verdict import Evidence, Interval, Status, Verdict
@@ -568,7 +575,7 @@ def load_ci(
             return None, None, "a run's figure is not positive: no interval on the log scale"
         r = runs_ratio_ci(np.array(va), np.array(vb))
         if r is None:
-            return None, None, "too few runs with this figure (3 in all)"
+            return None, None, f"too few runs with this figure ({MIN_RUNS_A_SIDE} a side)"
         return float(r[1]), float(r[2]), None
     (sa,), (sb,) = x.samples(), y.samples()
     a, b = x.observed(metric), y.observed(metric)
@@ -578,10 +585,13 @@ def load_ci(
             return None, None, f"too few requests ({MIN_THROUGHPUT_REQUESTS} a side)"
         if not (a > 0 and b > 0):  # was said as "too few requests" of 500 a side
             return None, None, "a side's figure is 0: no ratio on the log scale"
-        se = [_throughput_se(s, metric) for s in (sa, sb)]
-        if not all(math.isfinite(x) for x in se):
+        if (why := _too_heavy_tailed(sa, sb)) is not None:
+            return None, None, why
+        (se_a, dof_a), (se_b, dof_b) = (_throughput_se(s, metric) for s in (sa, sb))
+        if not (math.isfinite(se_a) and math.isfinite(se_b)):
             return None, None, "no request time to measure the spread by: no interval"
-        lo, hi = log_ratio_ci(math.log(b / a), se[0], se[1])
+        dof = welch_dof(se_a, dof_a, se_b, dof_b)
+        lo, hi = log_ratio_ci(math.log(b / a), se_a, se_b, dof=dof)
         return float(lo), float(hi), None
     (ca, q), (cb, _) = _column(sa, metric), _column(sb, metric)
     need = min_samples(q)
@@ -594,13 +604,27 @@ def load_ci(
     return float(r[1]), float(r[2]), None
 
 
-def _throughput_se(s: _RunSample, metric: str) -> float:
-    """SE of the log of one run's throughput figure: a closed loop's over its window with
-    its slots' drain (:func:`accelbench.metrics.stats.closed_loop_log_se`), an open
-    loop's compound Poisson count."""
+def _too_heavy_tailed(*sides: _RunSample) -> str | None:
+    """Why a closed loop's throughput gets no interval: a side's E2E tail estimated at
+    least :data:`accelbench.metrics.stats.MAX_TAIL_SHAPE` heavy, its longest request a
+    good share of the window (:func:`accelbench.metrics.stats.too_heavy_tail`; None: it
+    gets one)."""
+    for s in sides:
+        if s.closed_loop and (xi := too_heavy_tail(s.e2e, s.concurrency or 1.0)) is not None:
+            return (f"request durations too heavy-tailed for an interval (E2E tail shape "
+                    f"{xi:.2f} >= {MAX_TAIL_SHAPE}: the longest requests set the window)")  # fmt: skip
+    return None
+
+
+def _throughput_se(s: _RunSample, metric: str) -> tuple[float, float]:
+    """(SE, degrees of freedom) of the log of one run's throughput figure: a closed
+    loop's over its window with its slots' drain
+    (:func:`accelbench.metrics.stats.closed_loop_log_se`; inf: z), an open loop's
+    compound Poisson count (:func:`accelbench.metrics.stats.open_loop_log_dof`)."""
+    tok = _tokens(s, metric)
     if s.closed_loop:
-        return float(throughput_log_se(_tokens(s, metric), s.e2e, s.concurrency))
-    return float(throughput_log_se(_tokens(s, metric), None))
+        return float(throughput_log_se(tok, s.e2e, s.concurrency)), math.inf
+    return float(throughput_log_se(tok, None)), float(open_loop_log_dof(tok))
 
 
 def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | None, float | None]:
@@ -609,12 +633,12 @@ def run_figure_ci(s: _RunSample, metric: str, value: float) -> tuple[float | Non
     distribution-free order-statistic interval (:func:`quantile_ci`); (None, None) where
     the run has too few requests for either (the methods comparisons use, one side)."""
     if metric in THROUGHPUT:
-        if s.osl.size < MIN_THROUGHPUT_REQUESTS or not value > 0:
+        if s.osl.size < MIN_THROUGHPUT_REQUESTS or not value > 0 or _too_heavy_tailed(s):
             return None, None
-        se = _throughput_se(s, metric)
+        se, dof = _throughput_se(s, metric)
         if not math.isfinite(se):
             return None, None
-        return log_normal_ci(value, se)
+        return log_normal_ci(value, se, dof=dof)
     col, q = _column(s, metric)
     if col.size < min_samples(q):
         return None, None
