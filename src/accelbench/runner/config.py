@@ -167,6 +167,7 @@ class BenchmarkConfig:
             v.output_dir("--out", self.out_dir)
         else:
             v.output_dir("--results-root", self.results_root)
+        self._check_planned_turns()
         if self.rate is not None and self.duration_s is not None:
             planned = self.rate * self.duration_s
             if planned > MAX_REQUESTS:
@@ -174,6 +175,26 @@ class BenchmarkConfig:
                     f"--rate x --duration plans {planned:.3g} requests, more than "
                     f"{MAX_REQUESTS:,}: shorten the run or lower the rate"
                 )
+
+    def _check_planned_turns(self) -> None:
+        """Synthetic ``--sessions``: the plan draws every turn's lengths and holds every
+        turn's message before anything runs, so the sessions (with the warm-up's) times the
+        most turns one can have is held to the requests' limit (10M sessions of 10,000
+        turns asked numpy for 745 GiB: MemoryError, exit 70)."""
+        wl = self.workload
+        if wl.sessions is None or wl.dataset:  # a data set's turns are its conversations'
+            return
+        from accelbench.workload.sessions import MAX_TURNS, parse_span
+
+        most = int(parse_span("--turns", wl.turns, 1, MAX_TURNS, integer=True).hi)
+        sessions = wl.sessions + self.warmup_requests
+        if sessions * most > MAX_REQUESTS:
+            warm = f" (with --warmup {self.warmup_requests:,})" if self.warmup_requests else ""
+            raise v.UsageError(
+                f"--sessions {wl.sessions:,}{warm} of up to {most:,} turns (--turns "
+                f"{wl.turns}) plans up to {sessions * most:,} requests, more than "
+                f"{MAX_REQUESTS:,}: fewer sessions or turns"
+            )
 
     @property
     def mode(self) -> str:
