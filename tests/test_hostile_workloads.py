@@ -8,6 +8,7 @@ reference server (conftest's ``reference_server``)."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from accelbench.errors import UsageError
 from accelbench.runner.config import BenchmarkConfig
 from accelbench.workload.config import WorkloadConfig
+from cli_inprocess import run_cli
 from test_hostile_inputs import CLOSED, assert_clean, invoke
 
 HYP = settings(
@@ -59,3 +61,82 @@ def test_planned_turns_are_within_the_requests_limit(
             cfg.validate()
     else:
         cfg.validate()
+
+
+# -- a sweep point whose run ran another load: the run's own value, said ---------------------
+def _sweep_with_runs(d: Path, kind: str, pairs: list[tuple[float, float]]) -> None:
+    """A sweep directory whose point i says ``pairs[i][0]`` and whose run ran
+    ``pairs[i][1]`` (concurrency or rate, as ``kind``)."""
+    import json
+
+    from accelbench.store.sweepdoc import SweepDoc, SweepPoint, write_sweep
+    from synthetic_runs import make_run
+
+    points = []
+    for i, (said, ran) in enumerate(pairs):
+        name = f"p{i:03d}"
+        load = {"concurrency": int(ran)} if kind == "concurrency" else {"rate": ran}
+        make_run(d / name, n=8, seed=i, **load)  # type: ignore[arg-type]
+        points.append(SweepPoint(said, name, "completed"))
+    d.mkdir(parents=True, exist_ok=True)
+    write_sweep(d, SweepDoc(kind, [p.value for p in points], {}, points, "completed"))
+    json.loads((d / "sweep.json").read_text())  # a valid document
+
+
+def test_a_replaced_point_run_is_placed_at_its_own_load(tmp_path: Path) -> None:
+    """Point 2's run was replaced by a run at concurrency 8: frontier, compare, cost and
+    report placed it at 8 (the run's own) and nothing said sweep.json says 2."""
+    import json
+
+    _sweep_with_runs(tmp_path / "sw", "concurrency", [(1, 1), (2, 8), (4, 4)])
+    line = (
+        "point 2: run directory p001 ran at c=8 (its run.json, summary.json), not "
+        "sweep.json's concurrency 2: c=8 used"
+    )
+    code, out, err, _ = run_cli(["frontier", "sw", "--json"], tmp_path)
+    (entry,) = json.loads(out)
+    assert code == 0 and entry["warnings"] == [line], entry["warnings"]
+    labels = [p["label"] for p in entry["frontiers"]["output_tps_per_gpu"]["points"]]
+    assert "c=8" in labels and "c=2" not in labels, labels
+    code, out, err, _ = run_cli(["compare", "sw", "sw", "--json"], tmp_path)
+    assert code == 0 and line in " ".join(err.split()), err
+    code, out, err, _ = run_cli(["cost", "h100:sw", "-i", "50", "--json"], tmp_path)
+    assert code == 0 and line in json.loads(out)["results"][0]["warnings"], out
+    code, out, err, _ = run_cli(["report", "sw", "-o", "r.html"], tmp_path)
+    page = (tmp_path / "r.html").read_text()
+    assert code == 0 and html.escape(line) in page, out + err
+
+
+@settings(HYP, max_examples=12)
+@given(
+    kind=st.sampled_from(["concurrency", "rate"]),
+    pairs=st.lists(
+        st.tuples(st.integers(1, 64), st.integers(1, 64)),
+        min_size=1,
+        max_size=4,
+        unique_by=lambda p: p[0],
+    ),  # fmt: skip
+)
+def test_every_point_is_read_at_its_run_s_own_load(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, pairs: list[tuple[int, int]]
+) -> None:
+    """load_sweep (frontier, compare, cost, report): each run at the load it ran, and one
+    line for each point whose run ran another, naming the point and the load used."""
+    from accelbench.store.sets import load_sweep
+
+    d = tmp_path_factory.mktemp("sw")
+    loads = [(float(a) / 4, float(b) / 4) if kind == "rate" else (a, b) for a, b in pairs]
+    _sweep_with_runs(d, kind, loads)
+    s = load_sweep(d)
+    assert sorted(r.load for r in s.runs) == sorted(ran for _, ran in loads)
+    noun = "rate" if kind == "rate" else "concurrency"
+    said = [p for p in s.problems if "not sweep.json's" in p]
+    want = [
+        f"point {a:g}: run directory p{i:03d} ran at "
+        f"{f'rate {b:g}/s' if kind == 'rate' else f'c={b}'} (its run.json, summary.json), "
+        f"not sweep.json's {noun} {a:g}: "
+        f"{f'rate {b:g}/s' if kind == 'rate' else f'c={b}'} used"
+        for i, (a, b) in enumerate(loads)
+        if a != b
+    ]
+    assert said == want, (said, want)
