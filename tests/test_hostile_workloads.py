@@ -9,7 +9,9 @@ reference server (conftest's ``reference_server``)."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -140,3 +142,89 @@ def test_every_point_is_read_at_its_run_s_own_load(
         if a != b
     ]
     assert said == want, (said, want)
+
+
+# -- wrong types in a chat data set's messages ----------------------------------------------
+any_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=6,
+)
+text_part = st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=6)})
+good_content = st.text(max_size=8) | st.lists(text_part, max_size=3)
+
+
+def _text_content(c: object) -> bool:
+    return isinstance(c, str) or (
+        isinstance(c, list)
+        and all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            for p in c
+        )
+    )
+
+
+@HYP
+@given(
+    msgs=st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["user", "system", "assistant"]) | any_json,
+                "content": good_content | any_json,
+            }  # fmt: skip
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_chat_messages_are_text_or_refused(tmp_path: Path, msgs: list[dict]) -> None:
+    """A chat record's role must be a non-empty string and its content text (a string or
+    OpenAI's text parts): `content: 5` was sent as the text "5", null as "None", a part
+    list as its Python repr. Anything else: FILE:LINE naming messages[i], nothing sent."""
+    import json
+
+    from accelbench.errors import AccelbenchError
+    from accelbench.workload.datasets import load_dataset
+
+    p = tmp_path / "chat.jsonl"
+    p.write_text(json.dumps({"messages": msgs, "max_tokens": 4}) + "\n")
+    bad = next(
+        (
+            i
+            for i, m in enumerate(msgs)
+            if not (isinstance(m["role"], str) and m["role"].strip())
+            or not _text_content(m["content"])
+        ),
+        None,
+    )
+    if bad is None:
+        (item,) = load_dataset(str(p))
+        assert item.prompt == msgs
+    else:
+        with pytest.raises(AccelbenchError, match=rf"chat.jsonl:1: messages\[{bad}\]\.") as e:
+            load_dataset(str(p))
+        assert "\n" not in str(e.value)
+
+
+def test_flatten_chat_joins_text_parts() -> None:
+    """On completions a chat record is one prompt: its text parts' texts, not their repr."""
+    from accelbench.client.openai import flatten_chat
+
+    parts = [{"type": "text", "text": "hel"}, {"type": "text", "text": "lo"}]
+    assert flatten_chat([{"role": "user", "content": parts}]) == "hello"
+
+
+def test_a_number_as_chat_content_is_refused_before_the_run(
+    tmp_path: Path, reference_server: Callable[..., Any]
+) -> None:
+    srv = reference_server("--max-throughput")
+    (tmp_path / "chat.jsonl").write_text(
+        '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}\n'
+        '{"messages": [{"role": "user", "content": 5}], "max_tokens": 3}\n'
+    )
+    args = ["run", "--url", srv.url, "--results-root", "res", "-q", "--no-telemetry"]
+    code, text = invoke([*args, "--dataset", "chat.jsonl", "-n", "2"], tmp_path)
+    assert_clean(code, text, wrong=True, option="chat.jsonl:2")
+    assert code == 2 and "messages[0].content must be a string" in text, text
+    assert not (tmp_path / "res").exists()
+    assert srv.truth() == []  # nothing sent

@@ -26,6 +26,7 @@ import orjson
 from accelbench.errors import AccelbenchError
 from accelbench.jsonfile import DuplicateKeyError, orjson_unique
 from accelbench.workload.lengths import MAX_TRACE_TOKENS, token_length
+from accelbench.workload.lengths import short as _short
 from accelbench.workload.tokenizer import Tokenizer
 
 __all__ = [
@@ -245,20 +246,44 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
             items.append(DatasetItem(prompt, _out_len(obj, loc)))
             _count_unsent(obj, unsent)
         else:
-            msgs = obj.get("messages")
-            if (
-                not isinstance(msgs, list)
-                or not msgs
-                or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
-            ):
-                raise AccelbenchError(
-                    f"{loc}: `messages` must be a non-empty list of {{role, content}} objects"
-                )
+            msgs = _chat_messages(obj.get("messages"), loc)
             items.append(DatasetItem(msgs, _out_len(obj, loc)))
             _count_unsent(obj, unsent)
     if not items:
         raise AccelbenchError(_none_used(path, len(recs), why, roles))
     return Records(items, path, len(recs), why, roles, unsent)
+
+
+def _chat_messages(msgs: Any, loc: str) -> list[dict[str, Any]]:
+    """A chat record's ``messages``: a non-empty list of objects, each with a ``role``
+    (a non-empty string) and a ``content`` that is text: a string, or a list of
+    ``{"type": "text", "text": "..."}`` parts (OpenAI's form). Anything else is refused
+    naming the message: ``content: 5`` was sent as the text ``5`` on completions (and
+    as a number on chat), ``null`` as ``None``, a part list as its Python ``repr``."""
+    if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+        raise AccelbenchError(
+            f"{loc}: `messages` must be a non-empty list of {{role, content}} objects"
+        )
+    for i, m in enumerate(msgs):
+        role, content = m.get("role"), m.get("content")
+        if not isinstance(role, str) or not role.strip():
+            raise AccelbenchError(
+                f"{loc}: messages[{i}].role must be a non-empty string (got {_short(role)})"
+            )
+        if not isinstance(content, str) and not (
+            isinstance(content, list)
+            and all(
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+                for part in content
+            )
+        ):
+            raise AccelbenchError(
+                f"{loc}: messages[{i}].content must be a string or a list of "
+                f'{{"type": "text", "text": ...}} parts (got {_short(content)})'
+            )
+    return msgs
 
 
 def _count_unsent(obj: dict, unsent: dict[str, int]) -> None:
