@@ -228,3 +228,51 @@ def test_a_number_as_chat_content_is_refused_before_the_run(
     assert code == 2 and "messages[0].content must be a string" in text, text
     assert not (tmp_path / "res").exists()
     assert srv.truth() == []  # nothing sent
+
+
+# -- a file past the requests' limit: refused where the reading gets there -----------------
+@HYP
+@given(
+    limit=st.integers(1, 12),
+    extra=st.integers(0, 12),
+    blank=st.integers(0, 3),
+    fmt=st.sampled_from(["mooncake", "azure", "prompts", "sharegpt-trace"]),
+)
+def test_a_file_past_the_limit_is_refused_before_it_is_read_whole(
+    tmp_path: Path, limit: int, extra: int, blank: int, fmt: str
+) -> None:
+    """The limit checked at the line that passes it, not after every line is parsed and
+    held (a 20M-line trace was read whole, then refused; a data set of any size was read
+    whole): the lines after it are not even JSON here, and the error is the limit's."""
+    from unittest import mock
+
+    from accelbench.errors import AccelbenchError
+    from accelbench.workload import datasets, traces
+
+    n = limit + 1 + extra  # past the limit (a trace's own header aside)
+    if fmt == "azure":
+        head, row = "TIMESTAMP,ContextTokens,GeneratedTokens\n", "{i},9,5\n"
+    elif fmt == "mooncake":
+        head, row = "", '{{"timestamp":{i},"input_length":9,"output_length":5}}\n'
+    else:
+        head = ""
+        row = (
+            '{{"prompt":"p{i}","output_tokens":3}}\n'
+            if fmt == "prompts"
+            else '{{"conversations":[{{"from":"human","value":"h{i}"}},'
+            '{{"from":"gpt","value":"g"}}]}}\n'
+        )
+    body = "".join(row.format(i=i) + "\n" * blank for i in range(n + 1))
+    (tmp_path / "f").write_text(head + body + "this line is no JSON\n")
+    with (
+        mock.patch.object(traces, "MAX_TRACE_REQUESTS", limit),
+        mock.patch.object(datasets, "MAX_RECORDS", limit),
+        pytest.raises(AccelbenchError, match=rf"more than {limit:,} (requests|records)") as e,
+    ):
+        if fmt in ("mooncake", "azure"):
+            traces.load_trace(tmp_path / "f")
+        elif fmt == "prompts":
+            datasets.load_dataset(str(tmp_path / "f"))
+        else:
+            traces.load_trace(tmp_path / "f", "sharegpt", rate=1.0)
+    assert "\n" not in str(e.value)

@@ -57,6 +57,9 @@ REQUEST_FIELDS = frozenset({
 })  # fmt: skip
 
 _T = TypeVar("_T")
+# a data set's records are all read (and held) before the plan: as many as a run's requests
+# (docs/LIMITS.md), so a file of a billion lines is refused at the first line past them
+MAX_RECORDS = 10_000_000
 
 
 NO_TURN = "without a human turn and a reply"
@@ -180,11 +183,15 @@ def _records(path: Path) -> list[tuple[int, Any]]:
             raise AccelbenchError(f"dataset {path} is not valid JSON: {exc}") from None
         except DuplicateKeyError as exc:
             raise AccelbenchError(f"dataset {path}: {exc}") from None
+        if isinstance(data, list) and len(data) > MAX_RECORDS:
+            raise _too_many(path, f"it holds {len(data):,}")
         return list(enumerate(data, 1))
-    out = []
+    out: list[tuple[int, Any]] = []
     for lineno, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
+        if len(out) >= MAX_RECORDS:
+            raise _too_many(path, f"line {lineno:,} is past them")
         try:
             out.append((lineno, orjson_unique(line)))
         except orjson.JSONDecodeError as exc:
@@ -192,6 +199,14 @@ def _records(path: Path) -> list[tuple[int, Any]]:
         except DuplicateKeyError as exc:
             raise AccelbenchError(f"{path}:{lineno}: {exc}") from None
     return out
+
+
+def _too_many(path: Path, where: str) -> AccelbenchError:
+    """A data set past :data:`MAX_RECORDS`, refused where its reading gets there."""
+    return AccelbenchError(
+        f"dataset {path} has more than {MAX_RECORDS:,} records ({where}): every record is "
+        "held in memory"
+    )
 
 
 def detect_format(obj: Any) -> str:

@@ -262,8 +262,11 @@ def _load(
         )
     if limit is not None:
         entries = entries[:limit]
-    if len(entries) > MAX_TRACE_REQUESTS:
-        raise UsageError(f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests")
+    if len(entries) > MAX_TRACE_REQUESTS:  # a header-less file of one line more
+        raise UsageError(
+            f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests: the plan holds "
+            "every request in memory"
+        )
     sessions = max((e.session for e in entries if e.session is not None), default=-1) + 1
     return Trace(fmt, str(p), entries, block_size, sessions, notes)
 
@@ -471,9 +474,13 @@ def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[t
     mid-write leaves with a last line cut short): a last line with no newline after it
     that is not JSON is left out, and said so in ``cut``."""
     lines = raw.splitlines()
+    objects = 0
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        objects += 1
+        if objects > MAX_TRACE_REQUESTS + 1:  # one more: accelbench's own header line
+            raise _too_many(p, lineno)
         try:
             obj = orjson_unique(line)
         except DuplicateKeyError as exc:
@@ -487,6 +494,16 @@ def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[t
                 return
             raise UsageError(f"{p}:{lineno}: not valid JSON") from None
         yield lineno, obj
+
+
+def _too_many(p: Path, lineno: int) -> UsageError:
+    """A trace past the requests' limit, refused where its reading gets there (the plan
+    holds every request: a longer file had been read whole, its objects in memory, before
+    its count was checked)."""
+    return UsageError(
+        f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests (line {lineno:,} is "
+        "past them): the plan holds every request in memory"
+    )
 
 
 @contextlib.contextmanager
@@ -552,6 +569,8 @@ def _load_azure(raw: bytes, p: Path) -> list[_Line]:
     lines = []
     for row in reader:
         where = f"{p}:{reader.line_num}"
+        if len(lines) >= MAX_TRACE_REQUESTS:
+            raise _too_many(p, reader.line_num)
         if None in row or None in row.values():  # more fields than the header, or fewer
             n_header = len(reader.fieldnames or ())
             n_row = n_header + len(row.get(None) or ()) - sum(v is None for v in row.values())
