@@ -276,3 +276,56 @@ def test_a_file_past_the_limit_is_refused_before_it_is_read_whole(
         else:
             traces.load_trace(tmp_path / "f", "sharegpt", rate=1.0)
     assert "\n" not in str(e.value)
+
+
+# -- encodings: a UTF-8 byte-order mark honoured, UTF-16 / UTF-32 named ----------------------
+@HYP
+@given(
+    kind=st.sampled_from(["trace", "dataset"]),
+    lengths=st.lists(st.tuples(st.integers(1, 99), st.integers(1, 99)), min_size=1, max_size=5),
+    crlf=st.booleans(),
+    encoding=st.sampled_from(
+        ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-be"]
+    ),
+)
+def test_a_file_s_encoding_is_honoured_or_named(
+    tmp_path: Path, kind: str, lengths: list[tuple[int, int]], crlf: bool, encoding: str
+) -> None:
+    """A BOM (Notepad's UTF-8) made a trace "cannot tell the trace format" and a data set
+    "not valid JSON" on line 1: now read as without it, CRLF line ends too. UTF-16 or
+    UTF-32 text (PowerShell's `>` writes UTF-16) is one line naming the file and the
+    encoding, not "cannot tell the format" or "not valid UTF-8"."""
+    from accelbench.errors import UsageError
+    from accelbench.workload.datasets import load_dataset
+    from accelbench.workload.traces import load_trace
+
+    if kind == "trace":
+        rows = [f'{{"timestamp":{i},"input_length":{a},"output_length":{b}}}'
+                for i, (a, b) in enumerate(lengths)]  # fmt: skip
+    else:
+        rows = [f'{{"prompt":"p{a}","output_tokens":{b}}}' for a, b in lengths]
+    text = ("\r\n" if crlf else "\n").join(rows) + "\n"
+    (tmp_path / "plain").write_text("\n".join(rows) + "\n")
+    (tmp_path / "f").write_bytes(text.encode(encoding))
+
+    def read(name: str) -> object:
+        if kind == "trace":
+            return [(e.offset_s, e.isl, e.osl) for e in load_trace(tmp_path / name).entries]
+        return [(i.prompt, i.output_tokens) for i in load_dataset(str(tmp_path / name))]
+
+    if encoding.startswith("utf-8"):
+        assert read("f") == read("plain")
+    else:
+        with pytest.raises(UsageError, match=r"f is UTF-(16|32) text .*: save it as UTF-8$"):
+            read("f")
+
+
+def test_a_utf16_trace_is_named_and_a_bom_honoured(tmp_path: Path) -> None:
+    row = '{"timestamp":0,"input_length":9,"output_length":5}\n'
+    (tmp_path / "w.jsonl").write_bytes(row.encode("utf-16"))
+    code, text = invoke(run_args("--trace", "w.jsonl"), tmp_path)
+    assert_clean(code, text, wrong=True, option="w.jsonl")
+    assert code == 2 and "is UTF-16 text" in text and not (tmp_path / "res").exists(), text
+    (tmp_path / "b.jsonl").write_bytes(row.encode("utf-8-sig"))
+    code, text = invoke(run_args("--trace", "b.jsonl"), tmp_path)
+    assert code == 2 and text.startswith("error: cannot reach"), text  # the trace was read

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import orjson
 
 from accelbench.errors import AccelbenchError
-from accelbench.jsonfile import DuplicateKeyError, orjson_unique
+from accelbench.jsonfile import DuplicateKeyError, orjson_unique, utf8_json_bytes
 from accelbench.workload.lengths import MAX_TRACE_TOKENS, token_length
 from accelbench.workload.lengths import short as _short
 from accelbench.workload.tokenizer import Tokenizer
@@ -173,6 +173,7 @@ def _records(path: Path) -> list[tuple[int, Any]]:
         raw = path.read_bytes()
     except OSError as exc:
         raise AccelbenchError(f"cannot read dataset {path}: {exc.strerror}") from None
+    raw = utf8_json_bytes(raw, f"dataset {path}")
     stripped = raw.lstrip()
     if not stripped:
         raise AccelbenchError(f"dataset {path} is empty")

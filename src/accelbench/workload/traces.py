@@ -49,7 +49,7 @@ import orjson
 
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError, UsageError
-from accelbench.jsonfile import DuplicateKeyError, orjson_unique
+from accelbench.jsonfile import DuplicateKeyError, orjson_unique, utf8_json_bytes
 from accelbench.workload.lengths import MAX_TRACE_TOKENS, token_length
 from accelbench.workload.lengths import short as _short
 from accelbench.workload.requests import PlannedRequest, arrival_offsets
@@ -214,6 +214,7 @@ def load_trace(
         raw = p.read_bytes()
     except OSError as exc:
         raise AccelbenchError(f"cannot read trace {p}: {exc.strerror}") from None
+    raw = utf8_json_bytes(raw, f"--trace {p}")
     if not raw.strip():
         raise UsageError(f"--trace {p} is empty")
     if fmt == "auto":
@@ -298,7 +299,7 @@ def trace_stats(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> Tr
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns, check_block_size(block_size))
     if key not in _STATS:
         with p.open("rb") as f:
-            head = f.read(1 << 16)
+            head = utf8_json_bytes(f.read(1 << 16), f"--trace {p}")
         try:  # the first 64 KiB only: a longer first line is cut here
             sharegpt = bool(head.strip()) and detect_format(head) == "sharegpt"
         except UsageError:  # load_trace reads the whole file and says what is wrong
