@@ -329,3 +329,51 @@ def test_a_utf16_trace_is_named_and_a_bom_honoured(tmp_path: Path) -> None:
     (tmp_path / "b.jsonl").write_bytes(row.encode("utf-8-sig"))
     code, text = invoke(run_args("--trace", "b.jsonl"), tmp_path)
     assert code == 2 and text.startswith("error: cannot reach"), text  # the trace was read
+
+
+# -- an option the workload ignores: refused, never recorded as used --------------------------
+@HYP
+@given(
+    recorded=st.lists(st.booleans(), min_size=1, max_size=6),
+    fmt=st.sampled_from(["prompts", "chat", "sharegpt", "sharegpt sessions"]),
+    osl=st.none() | st.integers(1, 4096),
+)
+def test_osl_with_a_data_set_whose_entries_all_have_lengths(
+    tmp_path: Path, recorded: list[bool], fmt: str, osl: int | None
+) -> None:
+    """`run --dataset FILE --osl N` where every entry records its output length: --osl
+    changed no request but was recorded in run.json as the run's output length (a trace
+    refused it already). Refused in one line; honoured where some entry has none."""
+    import json
+
+    rows = []
+    for i, has in enumerate(recorded):
+        n = {"output_tokens": 3 + i} if has else {}
+        if fmt == "prompts":
+            rows.append({"prompt": f"p{i}", **n})
+        elif fmt == "chat":
+            rows.append({"messages": [{"role": "user", "content": f"m{i}"}], **n})
+        else:
+            rows.append({"conversations": [{"from": "human", "value": f"h{i}"},
+                                           {"from": "gpt", "value": "g", **n}]})  # fmt: skip
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sessions = 1 if fmt == "sharegpt sessions" else None
+    wl = WorkloadConfig(dataset=str(tmp_path / "d.jsonl"), sessions=sessions)
+    given: frozenset[str] = frozenset()
+    if osl is not None:
+        wl.osl, given = osl, frozenset({"--osl"})
+    cfg = BenchmarkConfig(url="http://127.0.0.1:9", workload=wl, given=given)
+    cfg.validate()
+    if osl is not None and all(recorded):
+        with pytest.raises(UsageError, match=r"^--osl is the output length of a data set's"):
+            cfg.check_run_options()
+    else:
+        cfg.check_run_options()
+
+
+def test_osl_with_a_data_set_of_lengths_is_refused_before_the_run(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a", "output_tokens": 3}\n')
+    code, text = invoke(run_args("--dataset", "d.jsonl", "--osl", "64", "-n", "2"), tmp_path)
+    assert_clean(code, text, wrong=True, option="--osl")
+    assert code == 2 and "every entry of d.jsonl has its own" in text, text
+    assert not (tmp_path / "res").exists()

@@ -266,6 +266,16 @@ class BenchmarkConfig:
         def refuse(msg: str) -> None:
             raise v.UsageError(msg)
 
+        if wl.dataset is not None and not wl.trace and set_(wl, "osl"):
+            from accelbench.workload.datasets import lengths_recorded
+
+            # as a trace's: recorded in run.json as the run's --osl, used by no request
+            if lengths_recorded(wl.dataset, wl.dataset_format, sessions=wl.sessions is not None):
+                refuse(
+                    f"--osl is the output length of a data set's entries without one: "
+                    f"every entry of {wl.dataset} has its own (it would change nothing)"
+                )
+
         if wl.trace:
             hints = {
                 "rate": " (to send a dataset at a rate: --dataset FILE --rate R)",

@@ -35,6 +35,7 @@ __all__ = [
     "Records",
     "detect_format",
     "load_conversations",
+    "lengths_recorded",
     "load_dataset",
 ]
 
@@ -300,6 +301,16 @@ def _chat_messages(msgs: Any, loc: str) -> list[dict[str, Any]]:
                 f'{{"type": "text", "text": ...}} parts (got {_short(content)})'
             )
     return msgs
+
+
+def lengths_recorded(path: str, fmt: str = "auto", *, sessions: bool = False) -> bool:
+    """Whether every entry the file gives records its output length, so that no request
+    takes ``--osl``: a prompts or chat record's length key, a ShareGPT reply's (its first
+    turn's; with ``sessions``, every turn's). A reply with none would be counted with the
+    server's tokenizer, or take ``--osl`` where there is none: not recorded."""
+    if sessions:
+        return all(n is not None for c in load_conversations(path) for _, n in c.turns)
+    return all(item.output_tokens is not None for item in load_dataset(path, fmt))
 
 
 def _count_unsent(obj: dict, unsent: dict[str, int]) -> None:
