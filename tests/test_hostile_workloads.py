@@ -377,3 +377,96 @@ def test_osl_with_a_data_set_of_lengths_is_refused_before_the_run(tmp_path: Path
     assert_clean(code, text, wrong=True, option="--osl")
     assert code == 2 and "every entry of d.jsonl has its own" in text, text
     assert not (tmp_path / "res").exists()
+
+
+# -- hash_ids: a trace's ids bounded where they are read, an agent trace's before it is drawn
+@HYP
+@given(
+    sessions=st.integers(1, 6),
+    turns=st.integers(1, 12),
+    system=st.integers(0, 300),
+    user=st.integers(1, 200),
+    tool=st.integers(1, 200),
+    osl=st.integers(1, 200),
+    spread=st.sampled_from([0.0, 0.3, 0.5, 0.9]),
+    block=st.integers(1, 64),
+    limit=st.integers(10, 3000),
+)
+def test_hash_ids_are_bounded_before_they_are_written(
+    tmp_path: Path,
+    sessions: int,
+    turns: int,
+    system: int,
+    user: int,
+    tool: int,
+    osl: int,
+    spread: float,
+    block: int,
+    limit: int,
+) -> None:
+    """Every turn of an agent trace lists its whole context's blocks, so the ids grow with
+    the turns squared: `trace agent --turns 1000 --tool-tokens 500 --osl 500 --block-size
+    1` would have written 5e8 ids (200 turns wrote 122 MB in 2 s). The generator refuses
+    what could pass the ids' limit before drawing; what it accepts, the reader reads."""
+    import tempfile
+    from unittest import mock
+
+    from accelbench.workload import agenttrace, traces
+
+    out = Path(tempfile.mkdtemp(dir=tmp_path)) / "a.jsonl"  # one per example
+    spec = agenttrace.AgentTraceSpec(
+        sessions=sessions, turns=turns, system_tokens=system, user_tokens=user,
+        tool_tokens=tool, osl=osl, spread=spread, block_size=block, seed=1,
+        tool_ms=5.0 if turns > 1 else 0.0,
+    )  # fmt: skip
+    with (
+        mock.patch.object(agenttrace, "MAX_TRACE_BLOCK_IDS", limit),
+        mock.patch.object(traces, "MAX_TRACE_BLOCK_IDS", limit),
+    ):
+        try:
+            agenttrace.write_agent_trace(spec, out)
+        except UsageError as exc:
+            assert str(exc).startswith("the trace's hash_ids can reach"), exc
+            assert not out.exists()
+            return
+        trace = traces.load_trace(out, block_size=block)
+    assert sum(len(e.blocks or ()) for e in trace.entries) <= limit
+
+
+@HYP
+@given(counts=st.lists(st.integers(0, 40), min_size=1, max_size=12), limit=st.integers(1, 200))
+def test_a_trace_s_hash_ids_are_refused_at_the_line_past_the_limit(
+    tmp_path: Path, counts: list[int], limit: int
+) -> None:
+    import json
+    from unittest import mock
+
+    from accelbench.workload import traces
+
+    rows = [
+        {
+            "timestamp": i,
+            "input_length": max(n, 1),
+            "output_length": 1,
+            "hash_ids": list(range(n)),
+        }  # fmt: skip
+        for i, n in enumerate(counts)
+    ]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    totals = [sum(counts[: i + 1]) for i in range(len(counts))]
+    past = next((i for i, t in enumerate(totals) if t > limit), None)
+    with mock.patch.object(traces, "MAX_TRACE_BLOCK_IDS", limit):
+        if past is None:
+            traces.load_trace(tmp_path / "t.jsonl", block_size=1)
+        else:
+            with pytest.raises(UsageError, match=rf"t.jsonl:{past + 1}: the trace's hash_ids pass"):
+                traces.load_trace(tmp_path / "t.jsonl", block_size=1)
+
+
+def test_an_agent_trace_of_quadratic_ids_is_refused_at_once(tmp_path: Path) -> None:
+    args = ["trace", "agent", "--sessions", "1", "--turns", "1000", "--system-tokens", "1",
+            "--user-tokens", "1", "--tool-tokens", "500", "--osl", "500", "--block-size", "1",
+            "--spread", "0", "-o", "a.jsonl"]  # fmt: skip
+    code, text = invoke(args, tmp_path)
+    assert_clean(code, text, wrong=True, option="--block-size")
+    assert code == 2 and "more than 100,000,000" in text and not list(tmp_path.iterdir())

@@ -61,6 +61,9 @@ FORMATS = ("auto", "accelbench", "azure", "mooncake", "sharegpt")
 MAX_TRACE_REQUESTS = 10_000_000
 MAX_TRACE_SPAN_S = 30 * 86400.0  # as runner.config.MAX_DURATION_S: a month-long replay
 DEFAULT_BLOCK_SIZE = 512  # Mooncake's hash_ids block (FAST'25 trace: 512 tokens a block)
+# hash_ids of a whole trace: the plan holds every request's ids (and a block text for each
+# distinct one); 1e8 ids are a file of about 1 GB, several GB once parsed (docs/LIMITS.md)
+MAX_TRACE_BLOCK_IDS = 100_000_000
 MAX_BLOCK_ID = (1 << 63) - 1  # RequestRecord.blocks is a parquet int64 list
 SEAM_SAMPLE = 256  # prompts counted whole before trusting the sum of their pieces' counts
 
@@ -601,6 +604,7 @@ def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
     # helpers that word the error.
     lines = []
     top, inf, max_delay_ms = MAX_TRACE_TOKENS, np.inf, MAX_TRACE_SPAN_S * 1000.0
+    ids_read = 0
     for lineno, obj in _json_lines(raw, p):
         where = f"{p}:{lineno}"
         if type(obj) is not dict:
@@ -638,6 +642,13 @@ def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
             osl = token_length(osl, where, "output_length")
         ids = obj.get("hash_ids")  # [] says nothing of the prefixes: as if absent
         blocks = None if ids is None or ids == [] else _hash_ids(ids, isl, block_size, where)
+        if blocks is not None:
+            ids_read += len(blocks)
+            if ids_read > MAX_TRACE_BLOCK_IDS:
+                raise UsageError(
+                    f"{where}: the trace's hash_ids pass {MAX_TRACE_BLOCK_IDS:,} ids here: the "
+                    "plan holds every request's ids (a larger --block-size, or fewer requests)"
+                )
         entry = TraceEntry(ts, isl, osl, None, None, None, None, blocks)
         lines.append(_Line(where, entry, session, turn, delay_s))
     return lines
