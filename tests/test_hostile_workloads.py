@@ -470,3 +470,140 @@ def test_an_agent_trace_of_quadratic_ids_is_refused_at_once(tmp_path: Path) -> N
     code, text = invoke(args, tmp_path)
     assert_clean(code, text, wrong=True, option="--block-size")
     assert code == 2 and "more than 100,000,000" in text and not list(tmp_path.iterdir())
+
+
+# -- malformed trace files: every damage is one line naming the file, nothing written ------
+_GOOD_TRACE = [
+    '{"timestamp":0,"input_length":9,"output_length":5,"session_id":"a","turn":0,"hash_ids":[1]}',
+    '{"timestamp":4,"input_length":9,"output_length":5}',
+    '{"input_length":12,"output_length":5,"session_id":"a","turn":1,"delay":3,"hash_ids":[1]}',
+]
+_FIELDS = ["timestamp", "input_length", "output_length", "session_id", "turn", "delay", "hash_ids"]
+_WRONG = ['"7"', "true", "false", "null", "NaN", "1e400", "-0.0", "-1", "1e308",
+          str(2**63), "[]", "{}", '[[[[1]]]]', '"\\u0000"', "0.5", "[-1]", "[true]"]  # fmt: skip
+
+
+@st.composite
+def damaged_traces(draw: st.DrawFn) -> bytes:
+    lines = list(_GOOD_TRACE)
+    how = draw(st.sampled_from(
+        ["truncate", "nul", "bad utf-8", "bom inside", "crlf", "twice", "wrong type", "nested",
+         "blank", "not an object", "utf-16", "huge line"]))  # fmt: skip
+    i = draw(st.integers(0, len(lines) - 1))
+    if how == "wrong type":
+        field, value = draw(st.sampled_from(_FIELDS)), draw(st.sampled_from(_WRONG))
+        lines[i] = (
+            lines[i][:-1] + f',"{field}":{value}}}'
+            if f'"{field}"' not in lines[i]
+            else (lines[i].replace(f'"{field}":', f'"{field}":{value},"x_{field}":', 1))
+        )
+    elif how == "twice":
+        field = draw(st.sampled_from(_FIELDS[:3]))
+        lines[i] = lines[i][:-1] + f',"{field}":1}}'
+    elif how == "nested":
+        lines[i] = "[" * 100_000 + "]" * 100_000
+    elif how == "not an object":
+        lines[i] = draw(st.sampled_from(["1", '"x"', "null", "[]", "true"]))
+    elif how == "blank":
+        lines = ["", "  ", "\t"]
+    elif how == "huge line":
+        lines[i] = lines[i][:-1] + ',"pad":"' + "x" * 5_000_000 + '"}'
+    text = ("\r\n" if how == "crlf" else "\n").join(lines) + "\n"
+    raw = text.encode("utf-16" if how == "utf-16" else "utf-8")
+    at = draw(st.integers(0, len(raw)))
+    if how == "truncate":
+        raw = raw[:at]
+    elif how == "nul":
+        raw = raw[:at] + b"\x00" + raw[at:]
+    elif how == "bad utf-8":
+        raw = raw[:at] + b"\xff\xfe\xc3" + raw[at:]
+    elif how == "bom inside":
+        raw = raw[:at] + b"\xef\xbb\xbf" + raw[at:]
+    return raw
+
+
+@settings(HYP, max_examples=80)
+@given(raw=damaged_traces())
+def test_a_damaged_trace_is_one_line(tmp_path: Path, raw: bytes) -> None:
+    """Whatever the damage (a line cut, a NUL, bytes that are not UTF-8, a BOM, CRLF, a key
+    twice, a field of the wrong type or past its range, nesting deeper than the parser
+    goes, only blank lines, UTF-16, a 5 MB line), `run --trace` ends in one error line,
+    exit 2, with nothing written: a trace it can read gets as far as the server (closed)."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(dir=tmp_path))
+    (d / "t.jsonl").write_bytes(raw)
+    code, text = invoke(run_args("--trace", "t.jsonl"), d)
+    assert_clean(code, text, wrong=True)
+    assert code == 2, text
+    errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and len(text.strip().splitlines()) == 1, text[:2000]
+    if not errors[0].startswith("error: cannot reach"):
+        assert "t.jsonl" in errors[0], errors[0]
+    assert sorted(p.name for p in d.iterdir()) == ["t.jsonl"]
+
+
+# -- something other than a file given as the file ------------------------------------------
+@settings(HYP, max_examples=40)
+@given(
+    option=st.sampled_from(["--trace", "--dataset"]),
+    kind=st.sampled_from(
+        [
+            "directory",
+            "fifo",
+            "/dev/zero",
+            "loop",
+            "dangling",
+            "under a file",
+            "missing",
+            "link to a fifo",
+            "link to a good file",
+        ]
+    ),  # fmt: skip
+)
+def test_a_path_that_is_no_file(tmp_path: Path, option: str, kind: str) -> None:
+    """A directory, FIFO, device or symbolic-link loop as the file is one line naming the
+    option and what the path is (a loop, or a link to nothing, said "does not exist" of a
+    name that is there); a FIFO never blocks; a link to a good file is read."""
+    import os
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(dir=tmp_path))
+    good = '{"timestamp":0,"input_length":9,"output_length":5}\n' if option == "--trace" else (
+        '{"prompt":"hi","output_tokens":3}\n')  # fmt: skip
+    (d / "good").write_text(good)
+    path, said = "f", None
+    if kind == "directory":
+        (d / "f").mkdir()
+        said = "is not a regular file"
+    elif kind in ("fifo", "link to a fifo"):
+        os.mkfifo(d / "fifo")
+        path = "fifo" if kind == "fifo" else "f"
+        if kind == "link to a fifo":
+            (d / "f").symlink_to("fifo")
+        said = "is not a regular file"
+    elif kind == "/dev/zero":
+        path, said = "/dev/zero", "is not a regular file"
+    elif kind == "loop":
+        (d / "f").symlink_to("g")
+        (d / "g").symlink_to("f")
+        said = "is a loop of symbolic links"
+    elif kind == "dangling":
+        (d / "f").symlink_to("nowhere")
+        said = "is a symbolic link to nowhere, which does not exist"
+    elif kind == "under a file":
+        path, said = "good/f", "does not exist (a folder on its path is a file)"
+    elif kind == "missing":
+        said = "does not exist"
+    else:
+        (d / "f").symlink_to("good")
+    before = sorted(p.name for p in d.iterdir())
+    extra = ["-n", "1"] if option == "--dataset" else []
+    code, text = invoke(run_args(option, path, *extra), d)
+    assert_clean(code, text, wrong=True, option=None if said is None else option)
+    assert code == 2 and len(text.strip().splitlines()) == 1, text
+    if said is None:
+        assert text.startswith("error: cannot reach"), text  # read, then the closed server
+    else:
+        assert text.startswith(f"error: {option} ") and said in text, text
+    assert sorted(p.name for p in d.iterdir()) == before

@@ -140,7 +140,7 @@ def _resolve(path: str | Path) -> Path:
     if p.is_dir() and (p / TRACE_FILE).is_file():
         return p / TRACE_FILE
     if not p.exists():
-        raise UsageError(f"--trace {p} does not exist")
+        raise UsageError(f"--trace {p} {v.missing(p)}")
     if not p.is_file():
         raise UsageError(f"--trace {p} is not a regular file (nor a shadow directory)")
     return p
