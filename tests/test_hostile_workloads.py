@@ -607,3 +607,42 @@ def test_a_path_that_is_no_file(tmp_path: Path, option: str, kind: str) -> None:
     else:
         assert text.startswith(f"error: {option} ") and said in text, text
     assert sorted(p.name for p in d.iterdir()) == before
+
+
+# -- think times that add up past what a replay may last ------------------------------------
+@HYP
+@given(
+    start=st.floats(0, 40 * 86400e3),
+    delays=st.lists(st.floats(0, 30 * 86400e3), min_size=1, max_size=5),
+    stamps=st.lists(st.none() | st.floats(0, 40 * 86400e3), min_size=5, max_size=5),
+)
+def test_a_session_s_delays_add_up_within_the_trace_s_span(
+    tmp_path: Path, start: float, delays: list[float], stamps: list[float | None]
+) -> None:
+    """Each `delay` is within 30 days, but a session of several was replayed for as long as
+    they add up (three turns of 20 days: 40 days of waiting). Its last turn is sent no
+    sooner than its delays (or its own later timestamp) say: past 30 days from the trace's
+    first arrival, refused naming that line."""
+    import json
+
+    rows = [{"timestamp": 0, "input_length": 9, "output_length": 5}]  # the first arrival
+    rows.append({"timestamp": start, "input_length": 9, "output_length": 5, "session_id": "s"})
+    sent, last = start, start
+    for delay, ts in zip(delays, stamps, strict=False):
+        row = {"input_length": 9, "output_length": 5, "session_id": "s", "delay": delay}
+        sent += delay
+        if ts is not None and ts >= last:  # a later turn's own time, never going back
+            row["timestamp"], last, sent = ts, ts, max(sent, ts)
+        rows.append(row)
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    from accelbench.workload.traces import load_trace
+
+    span = max(start, last) / 1000.0
+    if span > 30 * 86400:
+        with pytest.raises(UsageError, match="more than 2.592e\\+06 s"):
+            load_trace(tmp_path / "t.jsonl")
+    elif sent / 1000.0 > 30 * 86400:
+        with pytest.raises(UsageError, match=rf"t.jsonl:{len(rows)}: session 's' sends"):
+            load_trace(tmp_path / "t.jsonl")
+    else:
+        load_trace(tmp_path / "t.jsonl")

@@ -400,11 +400,20 @@ def _arrange(lines: list[_Line], time_field: str) -> list[TraceEntry]:
             turns = by_sid[ln.session] = []
             units.append(turns)
         turns.append(ln)
-    for sid, turns in by_sid.items():
-        _check_turns(sid, turns, time_field)
+    waits = {sid: _check_turns(sid, turns, time_field) for sid, turns in by_sid.items()}
     starts = [u[0].entry.offset_s for u in units]
     order = sorted(range(len(units)), key=lambda i: starts[i])  # type: ignore[arg-type,return-value]
     t0 = min(starts)  # type: ignore[type-var]
+    for sid, (wait, where) in waits.items():
+        # a session's last turn is sent no sooner than its delays add up to: a replay of
+        # 30-day delays lasted months, each delay within its own bound
+        at = (by_sid[sid][0].entry.offset_s or 0.0) - float(t0 or 0.0) + wait
+        if not at <= MAX_TRACE_SPAN_S:
+            raise UsageError(
+                f"{where}: session {sid!r} sends this turn at least {at:.6g} s after the "
+                f"trace's first arrival (its delays add up), more than {MAX_TRACE_SPAN_S:g} s "
+                "(30 days): wrong time unit?"
+            )
     entries: list[TraceEntry] = []
     n_sessions = 0
     for i in order:
@@ -421,10 +430,11 @@ def _arrange(lines: list[_Line], time_field: str) -> list[TraceEntry]:
     return entries
 
 
-def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
+def _check_turns(sid: str, turns: list[_Line], time_field: str) -> tuple[float, str]:
     """One session's turns: explicit ``turn`` numbers 0..n-1 without gaps or repeats (then
     put in that order), a time on the first turn and no ``delay`` there, times that never
-    go back."""
+    go back. Returns the least time from the first turn's arrival to the last turn's
+    send (each turn waits its delay, and for its own time), and where that turn is."""
     given = [ln for ln in turns if ln.turn is not None]
     if given:
         if len(given) != len(turns):
@@ -461,8 +471,10 @@ def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
             f"previous turn to wait for (give its {time_field})"
         )
     last = first.entry.offset_s
+    sent = 0.0  # the least time after the first arrival that this turn is sent
     for ln in turns[1:]:
         t = ln.entry.offset_s
+        sent += ln.delay_s or 0.0
         if t is not None:
             if t < last:
                 raise UsageError(
@@ -470,6 +482,8 @@ def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
                     f"session {sid!r}"
                 )
             last = t
+            sent = max(sent, t - first.entry.offset_s)
+    return sent, turns[-1].where
 
 
 def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[tuple[int, Any]]:
