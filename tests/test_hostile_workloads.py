@@ -646,3 +646,21 @@ def test_a_session_s_delays_add_up_within_the_trace_s_span(
             load_trace(tmp_path / "t.jsonl")
     else:
         load_trace(tmp_path / "t.jsonl")
+
+
+@HYP
+@given(
+    turns=st.tuples(st.integers(1, 10_000), st.integers(1, 10_000)).map(sorted),
+    think=st.tuples(st.floats(0, 86_400), st.floats(0, 86_400)).map(sorted),
+)
+def test_think_times_add_up_within_the_longest_run(turns: list[int], think: list[float]) -> None:
+    """`--turns 100 --think-time 86400`: each think time within its day, 99 days of
+    waiting per session; no run lasts past 30 days, so its later turns could never run."""
+    wl = WorkloadConfig(sessions=1, turns=f"{turns[0]}:{turns[1]}",
+                        think_time_s=f"{think[0]!r}:{think[1]!r}")  # fmt: skip
+    cfg = BenchmarkConfig(url="http://127.0.0.1:9", workload=wl)
+    if (turns[0] - 1) * think[0] > 30 * 86400:
+        with pytest.raises(UsageError, match=r"^--think-time .* more than 2,592,000 s"):
+            cfg.validate()
+    else:
+        cfg.validate()

@@ -180,13 +180,24 @@ class BenchmarkConfig:
         """Synthetic ``--sessions``: the plan draws every turn's lengths and holds every
         turn's message before anything runs, so the sessions (with the warm-up's) times the
         most turns one can have is held to the requests' limit (10M sessions of 10,000
-        turns asked numpy for 745 GiB: MemoryError, exit 70)."""
+        turns asked numpy for 745 GiB: MemoryError, exit 70); and the least a session waits
+        between its turns to the longest run (`--turns 100 --think-time 86400`: 99 days,
+        each think time within its own bound)."""
         wl = self.workload
         if wl.sessions is None or wl.dataset:  # a data set's turns are its conversations'
             return
-        from accelbench.workload.sessions import MAX_TURNS, parse_span
+        from accelbench.workload.sessions import MAX_THINK_S, MAX_TURNS, parse_span
 
-        most = int(parse_span("--turns", wl.turns, 1, MAX_TURNS, integer=True).hi)
+        turns = parse_span("--turns", wl.turns, 1, MAX_TURNS, integer=True)
+        think = parse_span("--think-time", wl.think_time_s, 0, MAX_THINK_S, integer=False)
+        least = (turns.lo - 1) * think.lo  # every session waits at least this long
+        if least > MAX_DURATION_S:
+            raise v.UsageError(
+                f"--think-time {wl.think_time_s} between --turns {wl.turns}: each session "
+                f"waits at least {least:,.0f} s, more than {MAX_DURATION_S:,.0f} s (30 days, "
+                "the longest run)"
+            )
+        most = int(turns.hi)
         sessions = wl.sessions + self.warmup_requests
         if sessions * most > MAX_REQUESTS:
             warm = f" (with --warmup {self.warmup_requests:,})" if self.warmup_requests else ""
