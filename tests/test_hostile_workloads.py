@@ -483,9 +483,20 @@ _WRONG = ['"7"', "true", "false", "null", "NaN", "1e400", "-0.0", "-1", "1e308",
           str(2**63), "[]", "{}", '[[[[1]]]]', '"\\u0000"', "0.5", "[-1]", "[true]"]  # fmt: skip
 
 
+_GOOD_DATASET = [
+    '{"prompt":"hello","output_tokens":3}',
+    '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}',
+    '{"prompt":"again","max_tokens":5}',
+]
+_DATASET_FIELDS = ["prompt", "output_tokens", "max_tokens", "messages"]
+
+
 @st.composite
-def damaged_traces(draw: st.DrawFn) -> bytes:
-    lines = list(_GOOD_TRACE)
+def damaged_files(draw: st.DrawFn, good: list[str], fields: list[str]) -> bytes:
+    """``good``'s lines with one damage drawn (a field of a wrong type draws from
+    ``fields``)."""
+    lines = list(good)
+    _FIELDS = fields  # noqa: N806 (the drawn field names)
     how = draw(st.sampled_from(
         ["truncate", "nul", "bad utf-8", "bom inside", "crlf", "twice", "wrong type", "nested",
          "blank", "not an object", "utf-16", "huge line"]))  # fmt: skip
@@ -498,7 +509,7 @@ def damaged_traces(draw: st.DrawFn) -> bytes:
             else (lines[i].replace(f'"{field}":', f'"{field}":{value},"x_{field}":', 1))
         )
     elif how == "twice":
-        field = draw(st.sampled_from(_FIELDS[:3]))
+        field = draw(st.sampled_from(_FIELDS[:2]))
         lines[i] = lines[i][:-1] + f',"{field}":1}}'
     elif how == "nested":
         lines[i] = "[" * 100_000 + "]" * 100_000
@@ -523,7 +534,7 @@ def damaged_traces(draw: st.DrawFn) -> bytes:
 
 
 @settings(HYP, max_examples=80)
-@given(raw=damaged_traces())
+@given(raw=damaged_files(_GOOD_TRACE, _FIELDS))
 def test_a_damaged_trace_is_one_line(tmp_path: Path, raw: bytes) -> None:
     """Whatever the damage (a line cut, a NUL, bytes that are not UTF-8, a BOM, CRLF, a key
     twice, a field of the wrong type or past its range, nesting deeper than the parser
@@ -664,3 +675,25 @@ def test_think_times_add_up_within_the_longest_run(turns: list[int], think: list
             cfg.validate()
     else:
         cfg.validate()
+
+
+@settings(HYP, max_examples=80)
+@given(raw=damaged_files(_GOOD_DATASET, _DATASET_FIELDS))
+def test_a_damaged_data_set_is_one_line(tmp_path: Path, raw: bytes) -> None:
+    """The same damage in a data set (read once the server answers, so here through the
+    reader both run and sweep use): its records, or one error line naming the file."""
+    import tempfile
+
+    from accelbench.errors import AccelbenchError
+    from accelbench.workload.datasets import load_dataset
+
+    p = Path(tempfile.mkdtemp(dir=tmp_path)) / "d.jsonl"
+    p.write_bytes(raw)
+    try:
+        items = load_dataset(str(p))
+    except AccelbenchError as exc:
+        assert "\n" not in str(exc) and "d.jsonl" in str(exc), exc
+    else:
+        for item in items:  # what is read is what a request can carry
+            assert isinstance(item.prompt, str | list) and item.prompt
+            assert item.output_tokens is None or 1 <= item.output_tokens <= 1 << 20

@@ -211,7 +211,9 @@ def _too_many(path: Path, where: str) -> AccelbenchError:
     )
 
 
-def detect_format(obj: Any) -> str:
+def detect_format(obj: Any, where: str = "") -> str:
+    """The data set's format from its first record (``where``: its FILE:LINE, named in
+    the error; a file whose first record has none of the keys was not named)."""
     if isinstance(obj, dict):
         if "conversations" in obj:
             return "sharegpt"
@@ -219,9 +221,10 @@ def detect_format(obj: Any) -> str:
             return "chat"
         if "prompt" in obj:
             return "prompts"
+    keys = f" (its keys: {', '.join(map(repr, list(obj)[:5]))})" if isinstance(obj, dict) else ""
     raise AccelbenchError(
-        "cannot tell the dataset format from its first record: expected a "
-        "`conversations`, `messages` or `prompt` key"
+        f"{where + ': ' if where else ''}cannot tell the dataset format from its first "
+        f"record{keys}: expected a `conversations`, `messages` or `prompt` key"
     )
 
 
@@ -234,7 +237,7 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
     if not recs:
         raise AccelbenchError(f"dataset {path} holds no records")
     if fmt == "auto":
-        fmt = detect_format(recs[0][1])
+        fmt = detect_format(recs[0][1], f"{path}:{recs[0][0]}")
     if fmt not in ("sharegpt", "prompts", "chat"):
         raise AccelbenchError(f"unknown dataset format {fmt!r}: sharegpt, prompts or chat")
     items: list[DatasetItem] = []
