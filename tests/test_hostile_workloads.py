@@ -697,3 +697,24 @@ def test_a_damaged_data_set_is_one_line(tmp_path: Path, raw: bytes) -> None:
         for item in items:  # what is read is what a request can carry
             assert isinstance(item.prompt, str | list) and item.prompt
             assert item.output_tokens is None or 1 <= item.output_tokens <= 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("record", "kind"),
+    [
+        ('{"prompt": "a", "output_tokens": 3}', "prompts"),
+        ('{"messages": [{"role": "user", "content": "a"}]}', "chat"),
+    ],  # fmt: skip
+)
+def test_sessions_from_a_file_of_single_requests(tmp_path: Path, record: str, kind: str) -> None:
+    """`run --dataset prompts.jsonl --sessions 2` said "`conversations` must be a list", a
+    key the file never had."""
+    from accelbench.errors import AccelbenchError
+    from accelbench.workload.datasets import load_conversations, load_dataset
+
+    (tmp_path / "d.jsonl").write_text(record + "\n")
+    want = rf"d.jsonl:1: a {kind} record, not a ShareGPT conversation"
+    with pytest.raises(AccelbenchError, match=want):
+        load_conversations(str(tmp_path / "d.jsonl"))
+    with pytest.raises(AccelbenchError, match=want):
+        load_dataset(str(tmp_path / "d.jsonl"), "sharegpt")

@@ -412,6 +412,14 @@ def load_conversations(path: str, tok: Tokenizer | None = None) -> Records[Conve
 
 def _messages(obj: dict, loc: str) -> list:
     conv = obj.get("conversations")
+    if conv is None and ("prompt" in obj or "messages" in obj):
+        # --sessions (or sharegpt) on a prompts or chat file: "must be a list" said of a
+        # key the file never had
+        kind = "a prompts" if "prompt" in obj else "a chat"
+        raise AccelbenchError(
+            f"{loc}: {kind} record, not a ShareGPT conversation (`conversations`), which "
+            "--sessions and --dataset-format sharegpt read"
+        )
     if not isinstance(conv, list):
         raise AccelbenchError(f"{loc}: `conversations` must be a list")
     return conv
