@@ -718,3 +718,56 @@ def test_sessions_from_a_file_of_single_requests(tmp_path: Path, record: str, ki
         load_conversations(str(tmp_path / "d.jsonl"))
     with pytest.raises(AccelbenchError, match=want):
         load_dataset(str(tmp_path / "d.jsonl"), "sharegpt")
+
+
+def _own_trace(path: Path, n: int) -> None:
+    import json
+
+    from accelbench.workload.traces import trace_header, trace_row
+
+    rows = [trace_header()] + [
+        trace_row(i, i * 0.01, "completions", {"prompt": f"p{i}", "max_tokens": 4})
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@HYP
+@given(
+    recorded=st.booleans(),
+    n=st.integers(1, 5),
+    seed=st.none() | st.integers(0, 2**32 - 1),
+)
+def test_seed_with_a_trace_of_recorded_requests(
+    tmp_path: Path, recorded: bool, n: int, seed: int | None
+) -> None:
+    """`run --trace proxy/trace.jsonl --seed 7`: every request is replayed as recorded, so
+    the seed drew nothing, yet run.json recorded it as the run's. Refused in one line; a
+    trace whose prompts are synthesised (Mooncake, Azure) takes it."""
+    import json
+    import tempfile
+
+    p = Path(tempfile.mkdtemp(dir=tmp_path)) / "t.jsonl"
+    if recorded:
+        _own_trace(p, n)
+    else:
+        rows = [{"timestamp": i, "input_length": 9, "output_length": 4} for i in range(n)]
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wl = WorkloadConfig(trace=str(p))
+    given: frozenset[str] = frozenset()
+    if seed is not None:
+        wl.seed, given = seed, frozenset({"--seed"})
+    cfg = BenchmarkConfig(url="http://127.0.0.1:9", workload=wl, given=given)
+    cfg.validate()
+    if seed is not None and recorded:
+        with pytest.raises(UsageError, match=r"^--seed draws the prompts .* recorded request"):
+            cfg.check_run_options()
+    else:
+        cfg.check_run_options()
+
+
+def test_seed_with_a_recorded_trace_is_refused_before_the_run(tmp_path: Path) -> None:
+    _own_trace(tmp_path / "t.jsonl", 3)
+    code, text = invoke(run_args("--trace", "t.jsonl", "--seed", "7"), tmp_path)
+    assert_clean(code, text, wrong=True, option="--seed")
+    assert code == 2 and not (tmp_path / "res").exists(), text

@@ -308,6 +308,12 @@ class BenchmarkConfig:
 
             stats = trace_stats(wl.trace, block_size=wl.trace_block_size)
             n, endpoints = stats.requests, stats.endpoints
+            if set_(wl, "seed") and not stats.synthesised:
+                refuse(
+                    f"--seed draws the prompts a trace's entries do not record: every entry "
+                    f"of {wl.trace} is a recorded request, sent as it was (it would change "
+                    "nothing)"
+                )
             if set_(wl, "osl") and not stats.without_osl:
                 refuse(
                     f"--osl is the output length of a trace's entries without one: every "

@@ -282,6 +282,7 @@ class TraceStats(NamedTuple):
     span_s: float  # from the first arrival to the last
     endpoints: frozenset[str]  # where its recorded requests went
     without_osl: int  # entries with no output length of their own (--osl gives theirs)
+    synthesised: int  # entries whose prompt is synthesised (--seed draws it), not recorded
 
 
 _STATS: dict[tuple[str, int, int, int], TraceStats] = {}
@@ -316,7 +317,8 @@ def trace_stats(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> Tr
         trace = load_trace(p, block_size=block_size)
         endpoints = frozenset(e.endpoint for e in trace.entries if e.endpoint)
         without = sum(1 for e in trace.entries if e.osl is None)
-        _STATS[key] = TraceStats(len(trace.entries), trace.duration_s, endpoints, without)
+        made = sum(1 for e in trace.entries if e.body is None)
+        _STATS[key] = TraceStats(len(trace.entries), trace.duration_s, endpoints, without, made)
     return _STATS[key]
 
 
