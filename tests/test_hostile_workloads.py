@@ -771,3 +771,30 @@ def test_seed_with_a_recorded_trace_is_refused_before_the_run(tmp_path: Path) ->
     code, text = invoke(run_args("--trace", "t.jsonl", "--seed", "7"), tmp_path)
     assert_clean(code, text, wrong=True, option="--seed")
     assert code == 2 and not (tmp_path / "res").exists(), text
+
+
+def test_a_record_the_tokenizer_cannot_count_is_named(tmp_path: Path) -> None:
+    """A 100 MB prompt: the server's /tokenize reset the connection, and the line said
+    "/tokenize on the server failed: [Errno 104] Connection reset by peer", naming no file;
+    now the record's FILE:LINE leads it."""
+    from accelbench.errors import AccelbenchError
+    from accelbench.workload.plan import build_plan
+
+    class Resets:
+        name = "resets"
+
+        def encode(self, text: str) -> list[int]:
+            if len(text) > 100:
+                raise AccelbenchError("/tokenize on the server failed: [Errno 104] reset")
+            return list(text.encode())
+
+        def decode(self, ids: list[int]) -> str:
+            return bytes(ids).decode()
+
+    (tmp_path / "d.jsonl").write_text(
+        '{"prompt": "short", "output_tokens": 3}\n'
+        f'{{"prompt": "{"x" * 500}", "output_tokens": 3}}\n'
+    )
+    wl = WorkloadConfig(dataset=str(tmp_path / "d.jsonl"))
+    with pytest.raises(AccelbenchError, match=r"d.jsonl:2: counting its tokens failed: /tok"):
+        build_plan(wl, 4, Resets())  # type: ignore[arg-type]

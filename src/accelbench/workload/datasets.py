@@ -263,11 +263,11 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
             prompt = obj.get("prompt")
             if not isinstance(prompt, str) or not prompt:
                 raise AccelbenchError(f"{loc}: `prompt` must be a non-empty string")
-            items.append(DatasetItem(prompt, _out_len(obj, loc)))
+            items.append(DatasetItem(prompt, _out_len(obj, loc), where=loc))
             _count_unsent(obj, unsent)
         else:
             msgs = _chat_messages(obj.get("messages"), loc)
-            items.append(DatasetItem(msgs, _out_len(obj, loc)))
+            items.append(DatasetItem(msgs, _out_len(obj, loc), where=loc))
             _count_unsent(obj, unsent)
     if not items:
         raise AccelbenchError(_none_used(path, len(recs), why, roles))
