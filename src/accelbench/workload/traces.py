@@ -586,7 +586,7 @@ def parse_azure_timestamp(text: str) -> float:
 
 def _load_azure(raw: bytes, p: Path) -> list[_Line]:
     reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig", "replace")))
-    lines = []
+    lines: list[_Line] = []
     for row in reader:
         where = f"{p}:{reader.line_num}"
         if len(lines) >= MAX_TRACE_REQUESTS:
