@@ -175,7 +175,7 @@ def test_datasets(tmp_path):
         ('{"prompt": "a", "output_tokens": -1}\n', r"must be in \[1, 1048576\]"),
         ('{"text": "a"}\n', "cannot tell the dataset format"),
         ('[{"conversations": "x"}]', "must be a list"),
-        ('{"messages": [{"content": "x"}]}\n', "role, content"),
+        ('{"messages": [{"content": "x"}]}\n', r"messages\[0\]\.role must be a non-empty"),
     ],
 )
 def test_malformed_datasets(tmp_path, content, msg):

@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from accelbench.errors import UsageError
+
 
 class DuplicateKeyError(ValueError):
     """A key given twice in one JSON object; the message names it."""
@@ -64,3 +66,36 @@ def orjson_unique(raw: bytes) -> Any:
     if not plain or raw.count(b'":') != _n_keys(obj):
         loads_unique(raw)
     return obj
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+# UTF-32 first: its little-endian mark begins with UTF-16's
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))  # fmt: skip
+# JSON's first character, `{` or `[`, in UTF-32 or UTF-16 without a mark: NULs beside it
+_WIDE_STARTS = (
+    ((b"{\x00\x00\x00", b"[\x00\x00\x00", b"\x00\x00\x00{", b"\x00\x00\x00["), "UTF-32"),
+    ((b"{\x00", b"[\x00", b"\x00{", b"\x00["), "UTF-16"),
+)
+
+
+def utf8_json_bytes(raw: bytes, where: str) -> bytes:
+    """A user's JSON or JSON Lines file (a data set, a trace) as the UTF-8 its parsers
+    read: a UTF-8 byte-order mark (Windows editors write one) is dropped, so the file
+    reads as it would without it (it was "not valid JSON" on line 1, or a trace whose
+    format could not be told); UTF-16 or UTF-32 text is refused in one line naming
+    ``where`` and the encoding (it was "cannot tell the format" or "not valid UTF-8")."""
+    if raw.startswith(UTF8_BOM):
+        return raw[len(UTF8_BOM) :]
+    head = raw.lstrip(b" \t\r\n")[:4]
+    for bom, name in _WIDE_BOMS:
+        if head.startswith(bom):
+            raise UsageError(
+                f"{where} is {name} text (it begins with a byte-order mark): save it as UTF-8"
+            )
+    for starts, name in _WIDE_STARTS:
+        if head.startswith(starts):
+            raise UsageError(
+                f"{where} is {name} text (NULs beside its first character): save it as UTF-8"
+            )
+    return raw

@@ -375,10 +375,29 @@ def input_file(name: str, path: str | Path) -> Path:
     """An existing regular file (not a FIFO, device or directory, which would hang or fail)."""
     p = Path(path)
     if not p.exists():
-        raise UsageError(f"{name} {p} does not exist")
+        raise UsageError(f"{name} {p} {missing(p)}")
     if not p.is_file():
         raise UsageError(f"{name} {p} is not a regular file")
     return p
+
+
+def missing(p: Path) -> str:
+    """Why a path that does not exist as a file does not: ``does not exist``, or what a
+    symbolic link there points at (a loop of links, or a link to nothing, said "does not
+    exist" of a name that is there)."""
+    import errno
+    import os
+
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a loop of symbolic links"
+        if p.is_symlink():
+            return f"is a symbolic link to {os.readlink(p)}, which does not exist"
+        if exc.errno == errno.ENOTDIR:
+            return "does not exist (a folder on its path is a file)"
+    return "does not exist"
 
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")

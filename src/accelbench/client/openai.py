@@ -48,7 +48,15 @@ def build_body(
 
 
 def flatten_chat(messages: list[dict[str, Any]]) -> str:
-    return "\n".join(str(m.get("content", "")) for m in messages)
+    """A chat's messages as one completions prompt: their contents, a content of text
+    parts joined (the data set's reader holds them to a string or text parts)."""
+    return "\n".join(_content_text(m.get("content", "")) for m in messages)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
 
 
 def endpoint_path(endpoint: str) -> str:

@@ -172,6 +172,7 @@ class BenchmarkConfig:
             v.output_dir("--out", self.out_dir)
         else:
             v.output_dir("--results-root", self.results_root)
+        self._check_planned_turns()
         if self.rate is not None and self.duration_s is not None:
             planned = self.rate * self.duration_s
             if planned > MAX_REQUESTS:
@@ -179,6 +180,37 @@ class BenchmarkConfig:
                     f"--rate x --duration plans {planned:.3g} requests, more than "
                     f"{MAX_REQUESTS:,}: shorten the run or lower the rate"
                 )
+
+    def _check_planned_turns(self) -> None:
+        """Synthetic ``--sessions``: the plan draws every turn's lengths and holds every
+        turn's message before anything runs, so the sessions (with the warm-up's) times the
+        most turns one can have is held to the requests' limit (10M sessions of 10,000
+        turns asked numpy for 745 GiB: MemoryError, exit 70); and the least a session waits
+        between its turns to the longest run (`--turns 100 --think-time 86400`: 99 days,
+        each think time within its own bound)."""
+        wl = self.workload
+        if wl.sessions is None or wl.dataset:  # a data set's turns are its conversations'
+            return
+        from accelbench.workload.sessions import MAX_THINK_S, MAX_TURNS, parse_span
+
+        turns = parse_span("--turns", wl.turns, 1, MAX_TURNS, integer=True)
+        think = parse_span("--think-time", wl.think_time_s, 0, MAX_THINK_S, integer=False)
+        least = (turns.lo - 1) * think.lo  # every session waits at least this long
+        if least > MAX_DURATION_S:
+            raise v.UsageError(
+                f"--think-time {wl.think_time_s} between --turns {wl.turns}: each session "
+                f"waits at least {least:,.0f} s, more than {MAX_DURATION_S:,.0f} s (30 days, "
+                "the longest run)"
+            )
+        most = int(turns.hi)
+        sessions = wl.sessions + self.warmup_requests
+        if sessions * most > MAX_REQUESTS:
+            warm = f" (with --warmup {self.warmup_requests:,})" if self.warmup_requests else ""
+            raise v.UsageError(
+                f"--sessions {wl.sessions:,}{warm} of up to {most:,} turns (--turns "
+                f"{wl.turns}) plans up to {sessions * most:,} requests, more than "
+                f"{MAX_REQUESTS:,}: fewer sessions or turns"
+            )
 
     @property
     def mode(self) -> str:
@@ -250,6 +282,16 @@ class BenchmarkConfig:
         def refuse(msg: str) -> None:
             raise v.UsageError(msg)
 
+        if wl.dataset is not None and not wl.trace and set_(wl, "osl"):
+            from accelbench.workload.datasets import lengths_recorded
+
+            # as a trace's: recorded in run.json as the run's --osl, used by no request
+            if lengths_recorded(wl.dataset, wl.dataset_format, sessions=wl.sessions is not None):
+                refuse(
+                    f"--osl is the output length of a data set's entries without one: "
+                    f"every entry of {wl.dataset} has its own (it would change nothing)"
+                )
+
         if wl.trace:
             hints = {
                 "rate": " (to send a dataset at a rate: --dataset FILE --rate R)",
@@ -271,6 +313,12 @@ class BenchmarkConfig:
 
             stats = trace_stats(wl.trace, block_size=wl.trace_block_size)
             n, endpoints = stats.requests, stats.endpoints
+            if set_(wl, "seed") and not stats.synthesised:
+                refuse(
+                    f"--seed draws the prompts a trace's entries do not record: every entry "
+                    f"of {wl.trace} is a recorded request, sent as it was (it would change "
+                    "nothing)"
+                )
             if set_(wl, "osl") and not stats.without_osl:
                 refuse(
                     f"--osl is the output length of a trace's entries without one: every "

@@ -3,6 +3,7 @@ accelbench.suites.sweep), a single run, or a directory of runs."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +80,10 @@ def load_sweep(path: str | Path) -> SweepSet:
                 problems.append(f"{label}: run directory {p.dir} is {first}'s too: left out")
                 continue
             loaded[pdir.resolve()] = label
-            runs.append(load_run(pdir))
+            run = load_run(pdir)
+            if (said := _point_disagrees(sweep.kind, p.value, p.dir, run)) is not None:
+                problems.append(said)
+            runs.append(run)
         if unlisted := _unlisted_run_dirs(d, sweep):
             names = ", ".join(unlisted[:10]) + (
                 f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else ""
@@ -99,6 +103,29 @@ def load_sweep(path: str | Path) -> SweepSet:
             problems.append(f"{r.load_label} ({r.path.name}): no figures (left out)")
     runs.sort(key=lambda r: (r.load is None, r.load or 0.0))
     return SweepSet(d.name, d, runs, problems, sweep)
+
+
+def _point_disagrees(kind: str, value: float, pdir: str, run: RunInfo) -> str | None:
+    """Where a point's run did not run at the point's value (a run replaced, copied in or
+    edited): one line naming the point and the load used. The readers (frontier, compare,
+    cost, report) place and label a run at the load its own run.json and summary.json
+    record (:attr:`RunInfo.load`), never at sweep.json's value; a run that records none
+    is placed last, unlabelled by load."""
+    if run.doc is None:  # no run.json: its problem is said already
+        return None
+    ran = run.rate if kind == "rate" else (run.concurrency if run.rate is None else None)
+    if ran is not None and math.isclose(ran, value, rel_tol=1e-9):
+        return None
+    noun = "rate" if kind == "rate" else "concurrency"
+    if run.load is None:
+        return (
+            f"point {value:g}: run directory {pdir} records no load (run.json, summary.json): "
+            f"placed last, not at sweep.json's {noun} {value:g}"
+        )
+    return (
+        f"point {value:g}: run directory {pdir} ran at {run.load_label} (its run.json, "
+        f"summary.json), not sweep.json's {noun} {value:g}: {run.load_label} used"
+    )
 
 
 def _unlisted_run_dirs(d: Path, sweep: SweepDoc) -> list[str]:

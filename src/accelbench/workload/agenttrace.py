@@ -34,6 +34,7 @@ from accelbench.errors import UsageError
 from accelbench.workload.requests import arrival_offsets
 from accelbench.workload.traces import (
     DEFAULT_BLOCK_SIZE,
+    MAX_TRACE_BLOCK_IDS,
     MAX_TRACE_REQUESTS,
     MAX_TRACE_SPAN_S,
     MAX_TRACE_TOKENS,
@@ -96,13 +97,31 @@ class AgentTraceSpec:
                 f"the last turn's context can reach {longest:,.0f} tokens, more than "
                 f"{MAX_TRACE_TOKENS:,}: fewer --turns or smaller --tool-tokens / --osl"
             )
+        # every turn lists its whole context's blocks: the ids grow with turns squared
+        # (--turns 1000 of 1,000 tokens each in blocks of 1: 5e8 ids, gigabytes; 200 such
+        # turns already wrote 122 MB)
+        # (an upper bound: each length at most _draw's top, each line's last block whole)
+        first = spec.system_tokens + _top(spec.user_tokens, spec.spread)
+        grow = _top(spec.osl, spec.spread) + _top(spec.tool_tokens, spec.spread)
+        t = spec.turns
+        ids = spec.sessions * ((t * first + grow * t * (t - 1) / 2) / spec.block_size + t)
+        if ids > MAX_TRACE_BLOCK_IDS:
+            raise UsageError(
+                f"the trace's hash_ids can reach {ids:,.0f} ids (every turn lists its "
+                f"context's blocks of --block-size {spec.block_size}), more than "
+                f"{MAX_TRACE_BLOCK_IDS:,}: a larger --block-size, or fewer --sessions / --turns"
+            )
         return spec
+
+
+def _top(x: int, spread: float) -> int:
+    """The largest length :func:`_draw` can give for ``x``."""
+    return max(max(1, round(x * (1 - spread))), round(x * (1 + spread)))
 
 
 def _draw(rng: np.random.Generator, x: int, spread: float, shape: tuple[int, ...]) -> np.ndarray:
     lo = max(1, round(x * (1 - spread)))
-    hi = max(lo, round(x * (1 + spread)))
-    return rng.integers(lo, hi + 1, size=shape)
+    return rng.integers(lo, _top(x, spread) + 1, size=shape)
 
 
 def agent_trace(spec: AgentTraceSpec) -> list[dict[str, Any]]:

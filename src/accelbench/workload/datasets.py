@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 import orjson
 
 from accelbench.errors import AccelbenchError
-from accelbench.jsonfile import DuplicateKeyError, orjson_unique
+from accelbench.jsonfile import DuplicateKeyError, orjson_unique, utf8_json_bytes
 from accelbench.workload.lengths import MAX_TRACE_TOKENS, token_length
+from accelbench.workload.lengths import short as _short
 from accelbench.workload.tokenizer import Tokenizer
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Records",
     "detect_format",
     "load_conversations",
+    "lengths_recorded",
     "load_dataset",
 ]
 
@@ -56,6 +58,9 @@ REQUEST_FIELDS = frozenset({
 })  # fmt: skip
 
 _T = TypeVar("_T")
+# a data set's records are all read (and held) before the plan: as many as a run's requests
+# (docs/LIMITS.md), so a file of a billion lines is refused at the first line past them
+MAX_RECORDS = 10_000_000
 
 
 NO_TURN = "without a human turn and a reply"
@@ -169,6 +174,7 @@ def _records(path: Path) -> list[tuple[int, Any]]:
         raw = path.read_bytes()
     except OSError as exc:
         raise AccelbenchError(f"cannot read dataset {path}: {exc.strerror}") from None
+    raw = utf8_json_bytes(raw, f"dataset {path}")
     stripped = raw.lstrip()
     if not stripped:
         raise AccelbenchError(f"dataset {path} is empty")
@@ -179,11 +185,15 @@ def _records(path: Path) -> list[tuple[int, Any]]:
             raise AccelbenchError(f"dataset {path} is not valid JSON: {exc}") from None
         except DuplicateKeyError as exc:
             raise AccelbenchError(f"dataset {path}: {exc}") from None
+        if isinstance(data, list) and len(data) > MAX_RECORDS:
+            raise _too_many(path, f"it holds {len(data):,}")
         return list(enumerate(data, 1))
-    out = []
+    out: list[tuple[int, Any]] = []
     for lineno, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
+        if len(out) >= MAX_RECORDS:
+            raise _too_many(path, f"line {lineno:,} is past them")
         try:
             out.append((lineno, orjson_unique(line)))
         except orjson.JSONDecodeError as exc:
@@ -193,7 +203,17 @@ def _records(path: Path) -> list[tuple[int, Any]]:
     return out
 
 
-def detect_format(obj: Any) -> str:
+def _too_many(path: Path, where: str) -> AccelbenchError:
+    """A data set past :data:`MAX_RECORDS`, refused where its reading gets there."""
+    return AccelbenchError(
+        f"dataset {path} has more than {MAX_RECORDS:,} records ({where}): every record is "
+        "held in memory"
+    )
+
+
+def detect_format(obj: Any, where: str = "") -> str:
+    """The data set's format from its first record (``where``: its FILE:LINE, named in
+    the error; a file whose first record has none of the keys was not named)."""
     if isinstance(obj, dict):
         if "conversations" in obj:
             return "sharegpt"
@@ -201,9 +221,10 @@ def detect_format(obj: Any) -> str:
             return "chat"
         if "prompt" in obj:
             return "prompts"
+    keys = f" (its keys: {', '.join(map(repr, list(obj)[:5]))})" if isinstance(obj, dict) else ""
     raise AccelbenchError(
-        "cannot tell the dataset format from its first record: expected a "
-        "`conversations`, `messages` or `prompt` key"
+        f"{where + ': ' if where else ''}cannot tell the dataset format from its first "
+        f"record{keys}: expected a `conversations`, `messages` or `prompt` key"
     )
 
 
@@ -216,7 +237,7 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
     if not recs:
         raise AccelbenchError(f"dataset {path} holds no records")
     if fmt == "auto":
-        fmt = detect_format(recs[0][1])
+        fmt = detect_format(recs[0][1], f"{path}:{recs[0][0]}")
     if fmt not in ("sharegpt", "prompts", "chat"):
         raise AccelbenchError(f"unknown dataset format {fmt!r}: sharegpt, prompts or chat")
     items: list[DatasetItem] = []
@@ -242,23 +263,57 @@ def load_dataset(path: str, fmt: str = "auto") -> Records[DatasetItem]:
             prompt = obj.get("prompt")
             if not isinstance(prompt, str) or not prompt:
                 raise AccelbenchError(f"{loc}: `prompt` must be a non-empty string")
-            items.append(DatasetItem(prompt, _out_len(obj, loc)))
+            items.append(DatasetItem(prompt, _out_len(obj, loc), where=loc))
             _count_unsent(obj, unsent)
         else:
-            msgs = obj.get("messages")
-            if (
-                not isinstance(msgs, list)
-                or not msgs
-                or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
-            ):
-                raise AccelbenchError(
-                    f"{loc}: `messages` must be a non-empty list of {{role, content}} objects"
-                )
-            items.append(DatasetItem(msgs, _out_len(obj, loc)))
+            msgs = _chat_messages(obj.get("messages"), loc)
+            items.append(DatasetItem(msgs, _out_len(obj, loc), where=loc))
             _count_unsent(obj, unsent)
     if not items:
         raise AccelbenchError(_none_used(path, len(recs), why, roles))
     return Records(items, path, len(recs), why, roles, unsent)
+
+
+def _chat_messages(msgs: Any, loc: str) -> list[dict[str, Any]]:
+    """A chat record's ``messages``: a non-empty list of objects, each with a ``role``
+    (a non-empty string) and a ``content`` that is text: a string, or a list of
+    ``{"type": "text", "text": "..."}`` parts (OpenAI's form). Anything else is refused
+    naming the message: ``content: 5`` was sent as the text ``5`` on completions (and
+    as a number on chat), ``null`` as ``None``, a part list as its Python ``repr``."""
+    if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+        raise AccelbenchError(
+            f"{loc}: `messages` must be a non-empty list of {{role, content}} objects"
+        )
+    for i, m in enumerate(msgs):
+        role, content = m.get("role"), m.get("content")
+        if not isinstance(role, str) or not role.strip():
+            raise AccelbenchError(
+                f"{loc}: messages[{i}].role must be a non-empty string (got {_short(role)})"
+            )
+        if not isinstance(content, str) and not (
+            isinstance(content, list)
+            and all(
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+                for part in content
+            )
+        ):
+            raise AccelbenchError(
+                f"{loc}: messages[{i}].content must be a string or a list of "
+                f'{{"type": "text", "text": ...}} parts (got {_short(content)})'
+            )
+    return msgs
+
+
+def lengths_recorded(path: str, fmt: str = "auto", *, sessions: bool = False) -> bool:
+    """Whether every entry the file gives records its output length, so that no request
+    takes ``--osl``: a prompts or chat record's length key, a ShareGPT reply's (its first
+    turn's; with ``sessions``, every turn's). A reply with none would be counted with the
+    server's tokenizer, or take ``--osl`` where there is none: not recorded."""
+    if sessions:
+        return all(n is not None for c in load_conversations(path) for _, n in c.turns)
+    return all(item.output_tokens is not None for item in load_dataset(path, fmt))
 
 
 def _count_unsent(obj: dict, unsent: dict[str, int]) -> None:
@@ -357,6 +412,14 @@ def load_conversations(path: str, tok: Tokenizer | None = None) -> Records[Conve
 
 def _messages(obj: dict, loc: str) -> list:
     conv = obj.get("conversations")
+    if conv is None and ("prompt" in obj or "messages" in obj):
+        # --sessions (or sharegpt) on a prompts or chat file: "must be a list" said of a
+        # key the file never had
+        kind = "a prompts" if "prompt" in obj else "a chat"
+        raise AccelbenchError(
+            f"{loc}: {kind} record, not a ShareGPT conversation (`conversations`), which "
+            "--sessions and --dataset-format sharegpt read"
+        )
     if not isinstance(conv, list):
         raise AccelbenchError(f"{loc}: `conversations` must be a list")
     return conv

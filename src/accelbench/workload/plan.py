@@ -180,12 +180,17 @@ def _dataset_plan(
     for k in range(n):
         item = items[int(order[k % len(items)])]
         out = item.output_tokens
-        if out is None and item.reference_output is not None and tok is not None:
-            out = counted_reply_length(item.reference_output, tok, item.where)
+        try:  # the server's /tokenize may fail on a record (a 100 MB prompt: reset)
+            if out is None and item.reference_output is not None and tok is not None:
+                out = counted_reply_length(item.reference_output, tok, item.where)
+            isl = None
+            if tok is not None and isinstance(item.prompt, str):
+                isl = len(tok.encode(item.prompt))
+        except AccelbenchError as exc:
+            if str(exc).startswith(item.where):
+                raise
+            raise AccelbenchError(f"{item.where}: counting its tokens failed: {exc}") from None
         if out is None:
             out = wl.osl
-        isl = None
-        if tok is not None and isinstance(item.prompt, str):
-            isl = len(tok.encode(item.prompt))
         plan.append(PlannedRequest(item.prompt, int(out), isl))
     return plan

@@ -49,7 +49,7 @@ import orjson
 
 from accelbench import validate as v
 from accelbench.errors import AccelbenchError, UsageError
-from accelbench.jsonfile import DuplicateKeyError, orjson_unique
+from accelbench.jsonfile import DuplicateKeyError, orjson_unique, utf8_json_bytes
 from accelbench.workload.lengths import MAX_TRACE_TOKENS, token_length
 from accelbench.workload.lengths import short as _short
 from accelbench.workload.requests import PlannedRequest, arrival_offsets
@@ -61,6 +61,9 @@ FORMATS = ("auto", "accelbench", "azure", "mooncake", "sharegpt")
 MAX_TRACE_REQUESTS = 10_000_000
 MAX_TRACE_SPAN_S = 30 * 86400.0  # as runner.config.MAX_DURATION_S: a month-long replay
 DEFAULT_BLOCK_SIZE = 512  # Mooncake's hash_ids block (FAST'25 trace: 512 tokens a block)
+# hash_ids of a whole trace: the plan holds every request's ids (and a block text for each
+# distinct one); 1e8 ids are a file of about 1 GB, several GB once parsed (docs/LIMITS.md)
+MAX_TRACE_BLOCK_IDS = 100_000_000
 MAX_BLOCK_ID = (1 << 63) - 1  # RequestRecord.blocks is a parquet int64 list
 SEAM_SAMPLE = 256  # prompts counted whole before trusting the sum of their pieces' counts
 
@@ -137,7 +140,7 @@ def _resolve(path: str | Path) -> Path:
     if p.is_dir() and (p / TRACE_FILE).is_file():
         return p / TRACE_FILE
     if not p.exists():
-        raise UsageError(f"--trace {p} does not exist")
+        raise UsageError(f"--trace {p} {v.missing(p)}")
     if not p.is_file():
         raise UsageError(f"--trace {p} is not a regular file (nor a shadow directory)")
     return p
@@ -214,6 +217,7 @@ def load_trace(
         raw = p.read_bytes()
     except OSError as exc:
         raise AccelbenchError(f"cannot read trace {p}: {exc.strerror}") from None
+    raw = utf8_json_bytes(raw, f"--trace {p}")
     if not raw.strip():
         raise UsageError(f"--trace {p} is empty")
     if fmt == "auto":
@@ -262,8 +266,11 @@ def _load(
         )
     if limit is not None:
         entries = entries[:limit]
-    if len(entries) > MAX_TRACE_REQUESTS:
-        raise UsageError(f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests")
+    if len(entries) > MAX_TRACE_REQUESTS:  # a header-less file of one line more
+        raise UsageError(
+            f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests: the plan holds "
+            "every request in memory"
+        )
     sessions = max((e.session for e in entries if e.session is not None), default=-1) + 1
     return Trace(fmt, str(p), entries, block_size, sessions, notes)
 
@@ -275,6 +282,7 @@ class TraceStats(NamedTuple):
     span_s: float  # from the first arrival to the last
     endpoints: frozenset[str]  # where its recorded requests went
     without_osl: int  # entries with no output length of their own (--osl gives theirs)
+    synthesised: int  # entries whose prompt is synthesised (--seed draws it), not recorded
 
 
 _STATS: dict[tuple[str, int, int, int], TraceStats] = {}
@@ -295,7 +303,7 @@ def trace_stats(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> Tr
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns, check_block_size(block_size))
     if key not in _STATS:
         with p.open("rb") as f:
-            head = f.read(1 << 16)
+            head = utf8_json_bytes(f.read(1 << 16), f"--trace {p}")
         try:  # the first 64 KiB only: a longer first line is cut here
             sharegpt = bool(head.strip()) and detect_format(head) == "sharegpt"
         except UsageError:  # load_trace reads the whole file and says what is wrong
@@ -309,7 +317,8 @@ def trace_stats(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> Tr
         trace = load_trace(p, block_size=block_size)
         endpoints = frozenset(e.endpoint for e in trace.entries if e.endpoint)
         without = sum(1 for e in trace.entries if e.osl is None)
-        _STATS[key] = TraceStats(len(trace.entries), trace.duration_s, endpoints, without)
+        made = sum(1 for e in trace.entries if e.body is None)
+        _STATS[key] = TraceStats(len(trace.entries), trace.duration_s, endpoints, without, made)
     return _STATS[key]
 
 
@@ -393,11 +402,20 @@ def _arrange(lines: list[_Line], time_field: str) -> list[TraceEntry]:
             turns = by_sid[ln.session] = []
             units.append(turns)
         turns.append(ln)
-    for sid, turns in by_sid.items():
-        _check_turns(sid, turns, time_field)
+    waits = {sid: _check_turns(sid, turns, time_field) for sid, turns in by_sid.items()}
     starts = [u[0].entry.offset_s for u in units]
     order = sorted(range(len(units)), key=lambda i: starts[i])  # type: ignore[arg-type,return-value]
     t0 = min(starts)  # type: ignore[type-var]
+    for sid, (wait, where) in waits.items():
+        # a session's last turn is sent no sooner than its delays add up to: a replay of
+        # 30-day delays lasted months, each delay within its own bound
+        at = (by_sid[sid][0].entry.offset_s or 0.0) - float(t0 or 0.0) + wait
+        if not at <= MAX_TRACE_SPAN_S:
+            raise UsageError(
+                f"{where}: session {sid!r} sends this turn at least {at:.6g} s after the "
+                f"trace's first arrival (its delays add up), more than {MAX_TRACE_SPAN_S:g} s "
+                "(30 days): wrong time unit?"
+            )
     entries: list[TraceEntry] = []
     n_sessions = 0
     for i in order:
@@ -414,10 +432,11 @@ def _arrange(lines: list[_Line], time_field: str) -> list[TraceEntry]:
     return entries
 
 
-def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
+def _check_turns(sid: str, turns: list[_Line], time_field: str) -> tuple[float, str]:
     """One session's turns: explicit ``turn`` numbers 0..n-1 without gaps or repeats (then
     put in that order), a time on the first turn and no ``delay`` there, times that never
-    go back."""
+    go back. Returns the least time from the first turn's arrival to the last turn's
+    send (each turn waits its delay, and for its own time), and where that turn is."""
     given = [ln for ln in turns if ln.turn is not None]
     if given:
         if len(given) != len(turns):
@@ -454,8 +473,10 @@ def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
             f"previous turn to wait for (give its {time_field})"
         )
     last = first.entry.offset_s
+    sent = 0.0  # the least time after the first arrival that this turn is sent
     for ln in turns[1:]:
         t = ln.entry.offset_s
+        sent += ln.delay_s or 0.0
         if t is not None:
             if t < last:
                 raise UsageError(
@@ -463,6 +484,8 @@ def _check_turns(sid: str, turns: list[_Line], time_field: str) -> None:
                     f"session {sid!r}"
                 )
             last = t
+            sent = max(sent, t - first.entry.offset_s)
+    return sent, turns[-1].where
 
 
 def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[tuple[int, Any]]:
@@ -471,9 +494,13 @@ def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[t
     mid-write leaves with a last line cut short): a last line with no newline after it
     that is not JSON is left out, and said so in ``cut``."""
     lines = raw.splitlines()
+    objects = 0
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        objects += 1
+        if objects > MAX_TRACE_REQUESTS + 1:  # one more: accelbench's own header line
+            raise _too_many(p, lineno)
         try:
             obj = orjson_unique(line)
         except DuplicateKeyError as exc:
@@ -487,6 +514,16 @@ def _json_lines(raw: bytes, p: Path, cut: list[str] | None = None) -> Iterator[t
                 return
             raise UsageError(f"{p}:{lineno}: not valid JSON") from None
         yield lineno, obj
+
+
+def _too_many(p: Path, lineno: int) -> UsageError:
+    """A trace past the requests' limit, refused where its reading gets there (the plan
+    holds every request: a longer file had been read whole, its objects in memory, before
+    its count was checked)."""
+    return UsageError(
+        f"--trace {p} has more than {MAX_TRACE_REQUESTS:,} requests (line {lineno:,} is "
+        "past them): the plan holds every request in memory"
+    )
 
 
 @contextlib.contextmanager
@@ -549,9 +586,11 @@ def parse_azure_timestamp(text: str) -> float:
 
 def _load_azure(raw: bytes, p: Path) -> list[_Line]:
     reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig", "replace")))
-    lines = []
+    lines: list[_Line] = []
     for row in reader:
         where = f"{p}:{reader.line_num}"
+        if len(lines) >= MAX_TRACE_REQUESTS:
+            raise _too_many(p, reader.line_num)
         if None in row or None in row.values():  # more fields than the header, or fewer
             n_header = len(reader.fieldnames or ())
             n_row = n_header + len(row.get(None) or ()) - sum(v is None for v in row.values())
@@ -581,6 +620,7 @@ def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
     # helpers that word the error.
     lines = []
     top, inf, max_delay_ms = MAX_TRACE_TOKENS, np.inf, MAX_TRACE_SPAN_S * 1000.0
+    ids_read = 0
     for lineno, obj in _json_lines(raw, p):
         where = f"{p}:{lineno}"
         if type(obj) is not dict:
@@ -618,6 +658,13 @@ def _load_mooncake(raw: bytes, p: Path, block_size: int) -> list[_Line]:
             osl = token_length(osl, where, "output_length")
         ids = obj.get("hash_ids")  # [] says nothing of the prefixes: as if absent
         blocks = None if ids is None or ids == [] else _hash_ids(ids, isl, block_size, where)
+        if blocks is not None:
+            ids_read += len(blocks)
+            if ids_read > MAX_TRACE_BLOCK_IDS:
+                raise UsageError(
+                    f"{where}: the trace's hash_ids pass {MAX_TRACE_BLOCK_IDS:,} ids here: the "
+                    "plan holds every request's ids (a larger --block-size, or fewer requests)"
+                )
         entry = TraceEntry(ts, isl, osl, None, None, None, None, blocks)
         lines.append(_Line(where, entry, session, turn, delay_s))
     return lines
