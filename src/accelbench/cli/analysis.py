@@ -368,7 +368,11 @@ def runs_list(
     from accelbench.suites.sections import suite_of
     from accelbench.validate import input_dir
 
-    rows = [run_row(r, suite_of) for r in list_runs(input_dir("--root", root))]
+    runs = list_runs(input_dir("--root", root))
+    rows = [run_row(r, suite_of) for r in runs]
+    for r in runs:  # a damaged run is listed with what could be read: which, and why
+        for p in r.problems:
+            typer.echo(f"warning: {r.path}: {p}", err=True)
     if as_json:
         typer.echo(_json(rows))
         return

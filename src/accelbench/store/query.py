@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from accelbench.documents import not_a_file
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA
 from accelbench.metrics.registry import CACHE, FIGURES
@@ -128,6 +129,9 @@ def _unreadable_parquet(path: Path) -> str | None:
     run still has its row)."""
     import pyarrow.parquet as pq
 
+    why = not_a_file(path)
+    if why is not None:  # a FIFO's read would wait for ever
+        return why
     try:
         pq.read_metadata(path)
     except Exception as exc:  # noqa: BLE001 - absent, unreadable or not Parquet: left out

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from accelbench.documents import not_a_file
 from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.metrics.completion import complete_row, first_of_each
 from accelbench.metrics.records import REQUEST_SCHEMA, records_to_table
@@ -287,13 +288,21 @@ class RunInfo:
             w.append(f"{er:.1%} of measured requests failed")
         return w
 
+    def _parquet(self) -> Path:
+        """requests.parquet, a regular file (a FIFO's read would wait for ever)."""
+        p = self.path / PARQUET
+        why = not_a_file(p)
+        if why == "is missing":
+            raise AccelbenchError(f"{self.path}: {PARQUET} missing")
+        if why is not None:
+            raise AccelbenchError(f"{p} {why}")
+        return p
+
     def read_requests(self, columns: tuple[str, ...] | list[str] = SCALAR_COLUMNS) -> pa.Table:
         """The measured requests' columns (absent columns come back as nulls)."""
         if self._table is not None:
             return conform_requests(self._table).select(list(columns))
-        p = self.path / PARQUET
-        if not p.exists():
-            raise AccelbenchError(f"{self.path}: {PARQUET} missing")
+        p = self._parquet()
         cache = self._columns
         big: dict[str, pa.ChunkedArray] = {}
         try:
@@ -321,7 +330,7 @@ class RunInfo:
         """How many requests the run's table holds (from the file's metadata)."""
         if self._table is not None:
             return int(self._table.num_rows)
-        p = self.path / PARQUET
+        p = self._parquet()
         try:
             return int(pq.ParquetFile(p).metadata.num_rows)
         except (OSError, pa.ArrowException) as exc:
@@ -337,7 +346,7 @@ class RunInfo:
             for i in range(0, max(t.num_rows, 1), rows):
                 yield t.slice(i, rows)
             return
-        p = self.path / PARQUET
+        p = self._parquet()
         try:
             if self._names is None:
                 self._names = pq.read_schema(p).names

@@ -1,0 +1,209 @@
+"""The commands that read run directories (``runs list``/``query``, ``frontier``,
+``compare``, ``report``, ``cost``, ``summarize``), fed damaged run directories and
+hostile output paths, by class: each ends in one clear line naming the file, with the
+README's exit code, never waits for ever, and never replaces a result (or a device) with
+something else. The runs are real: measured against the reference server once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accelbench.runner.benchmark import run_benchmark
+from accelbench.runner.config import BenchmarkConfig, WorkloadConfig
+from cli_inprocess import run_cli
+from conftest import RefServer
+from test_hostile_inputs import assert_clean
+
+HYP = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two complete runs at the same load (c=4), measured against the reference server."""
+    tmp = tmp_path_factory.mktemp("runs")
+    srv = RefServer(["--ttft-ms", "1", "--itl-ms", "1"], tmp)
+    try:
+        for name, n in (("good", 24), ("bad", 16)):
+            cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp / "res" / name), concurrency=4,
+                                  num_requests=n, telemetry=False,
+                                  workload=WorkloadConfig(isl=8, osl=3))  # fmt: skip
+            run_benchmark(cfg, progress=False)
+    finally:
+        srv.stop()
+    return tmp / "res"
+
+
+def fresh(real_runs: Path, tmp: Path) -> Path:
+    """A working directory holding a copy of the two runs under res/."""
+    box = tmp / "box"
+    if box.exists():
+        for p in box.rglob("*"):
+            if p.is_symlink() or p.is_fifo():
+                p.unlink()
+        shutil.rmtree(box)
+    box.mkdir()
+    shutil.copytree(real_runs, box / "res")
+    return box
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+@pytest.fixture
+def watchdog() -> Iterator[list[Path]]:
+    """FIFOs to open for writing if a command is still waiting on one after 60 s (so that
+    a reader that blocks ends the test with a failure instead of hanging it); the list
+    ends with a sentinel path once that was needed."""
+    fifos: list[Path] = []
+    done = threading.Event()
+
+    def unblock() -> None:
+        if done.wait(60):
+            return
+        fifos.append(Path("BLOCKED"))
+        while not done.is_set():
+            for f in list(fifos):
+                try:
+                    os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass  # no reader waits on this one
+            done.wait(0.05)
+
+    t = threading.Thread(target=unblock, daemon=True)
+    t.start()
+    yield fifos
+    done.set()
+    t.join()
+
+
+FILES = ("run.json", "summary.json", "requests.parquet", "requests.jsonl")
+DAMAGE = ("fifo", "directory", "link loop", "dangling link", "truncated", "nul", "not utf-8",
+          "empty", "newer version")  # fmt: skip
+
+
+def damage(f: Path, how: str) -> None:
+    data = f.read_bytes()
+    if how in ("fifo", "directory", "link loop", "dangling link"):
+        f.unlink()
+        if how == "fifo":
+            os.mkfifo(f)
+        elif how == "directory":
+            f.mkdir()
+        elif how == "link loop":
+            f.symlink_to(f.name)
+        else:
+            f.symlink_to("nowhere")
+    elif how == "truncated":
+        f.write_bytes(data[: len(data) // 2])
+    elif how == "nul":
+        f.write_bytes(data[:20] + b"\0" + data[20:])
+    elif how == "not utf-8":
+        f.write_bytes(data[:30] + b"\xff\xfe" + data[30:])
+    elif how == "empty":
+        f.write_bytes(b"")
+    elif how == "newer version" and f.suffix == ".json":
+        doc = json.loads(data)
+        doc["schema"] = doc["schema"].rsplit("/", 1)[0] + "/99"
+        f.write_text(json.dumps(doc))
+
+
+COMMANDS = {
+    "runs list": ["runs", "list", "--root", "res"],
+    "runs list --json": ["runs", "list", "--root", "res", "--json"],
+    "runs query": ["runs", "query", "--root", "res", "SELECT count(*) FROM requests"],
+    "frontier": ["frontier", "res/bad"],
+    "compare": ["compare", "res/good", "res/bad"],
+    "report": ["report", "res/good", "res/bad", "-o", "out/r.html"],
+    "cost": ["cost", "h100:res/bad"],
+    "summarize": ["summarize", "res/bad"],
+}
+
+
+@HYP
+@given(
+    which=st.sampled_from(FILES),
+    how=st.sampled_from(DAMAGE),
+    command=st.sampled_from(sorted(COMMANDS)),
+)
+def test_a_damaged_run_file_is_named_never_waited_on(
+    real_runs: Path, tmp_path: Path, watchdog: list[Path], which: str, how: str, command: str
+) -> None:
+    """Any file of a run directory that is not a regular file (a FIFO, a directory, a
+    link loop) or not a document (cut short, a NUL, not UTF-8, empty, a newer version):
+    every command that reads runs ends at once (a FIFO was read, and waited on, for
+    ever), in clear lines, and where it says a file is wrong it says which and why; the
+    good run beside it is never touched. A run that is listed or left out with a damaged
+    file says so (``runs list`` showed it as dashes without a word)."""
+    box = fresh(real_runs, tmp_path)
+    f = box / "res" / "bad" / which
+    damage(f, how)
+    if how == "fifo":
+        watchdog.append(f)
+    good = digest(box / "res" / "good")
+    code, out, err, _ = run_cli(COMMANDS[command], box)
+    assert Path("BLOCKED") not in watchdog, f"{command} waited on the FIFO {which}"
+    text = out + err
+    assert_clean(code, text, wrong=False)
+    assert code in (0, 1, 2), text
+    if code == 2:  # refused: one error line naming the file
+        (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert which in line or "bad" in line, line
+    assert digest(box / "res" / "good") == good
+    words = {
+        "fifo": "is a FIFO, not a file",
+        "directory": "is a directory",
+        "link loop": "Too many levels of symbolic links",
+        "not utf-8": "not UTF-8",
+    }
+    if command.startswith("runs list") and which.endswith(".json") and how in words:
+        assert f"{which} {words[how]}" in err or words[how] in err, err
+
+
+def test_a_fifo_as_run_json_is_one_warning_and_summarize_refuses(
+    real_runs: Path, tmp_path: Path, watchdog: list[Path]
+) -> None:
+    """The concrete case: run.json a FIFO. frontier read it and waited for ever."""
+    box = fresh(real_runs, tmp_path)
+    f = box / "res" / "bad" / "run.json"
+    damage(f, "fifo")
+    watchdog.append(f)
+    code, out, err, _ = run_cli(["frontier", "res/bad"], box)
+    assert code == 0 and "warning: bad: run.json is a FIFO, not a file" in out + err
+    code, out, err, _ = run_cli(["summarize", "res/bad"], box)
+    assert code == 2 and err.strip() == "error: res/bad/run.json is a FIFO, not a file"
+    code, out, err, _ = run_cli(["runs", "list", "--root", "res"], box)
+    assert code == 0 and "warning: res/bad: run.json is a FIFO, not a file" in err
+    assert stat.S_ISFIFO(f.lstat().st_mode)
+    assert Path("BLOCKED") not in watchdog
+
+
+def test_bad_json_is_named_by_line_and_column(real_runs: Path, tmp_path: Path) -> None:
+    """It was 'run.json unreadable (JSONDecodeError)': neither where nor what."""
+    box = fresh(real_runs, tmp_path)
+    (box / "res" / "bad" / "run.json").write_text('{\n  "schema": "accelbench.run/1",\n  x\n}')
+    code, out, err, _ = run_cli(["summarize", "res/bad"], box)
+    assert code == 2, err
+    assert err.strip() == (
+        "error: res/bad/run.json unreadable (not JSON at line 3 column 3: "
+        "Expecting property name enclosed in double quotes)"
+    )
