@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from accelbench.runner.benchmark import run_benchmark
@@ -207,3 +207,112 @@ def test_bad_json_is_named_by_line_and_column(real_runs: Path, tmp_path: Path) -
         "error: res/bad/run.json unreadable (not JSON at line 3 column 3: "
         "Expecting property name enclosed in double quotes)"
     )
+
+
+# -- outputs: where -o points, and a stop while writing ---------------------------------------
+TARGETS = ("link to /dev/null", "link to /dev/full", "directory", "fifo", "link loop", "input")
+WRITERS = {
+    "report -o": ["report", "res/good", "-o", "{}"],
+    "report --markdown": ["report", "res/good", "-o", "out/r.html", "--markdown", "{}"],
+    "monitor rules -o": ["monitor", "rules", "-o", "{}"],
+    "monitor dashboard -o": ["monitor", "dashboard", "-o", "{}"],
+}
+
+
+def make_target(box: Path, how: str) -> Path:
+    t = box / "target"
+    if how == "link to /dev/null":
+        t.symlink_to("/dev/null")
+    elif how == "link to /dev/full":
+        t.symlink_to("/dev/full")
+    elif how == "directory":
+        t.mkdir()
+    elif how == "fifo":
+        os.mkfifo(t)
+    elif how == "link loop":
+        t.symlink_to(t.name)
+    else:
+        t = box / "res" / "good" / "summary.json"
+    return t
+
+
+def kind(p: Path) -> tuple[int, str | None]:
+    st_ = p.lstat()
+    return stat.S_IFMT(st_.st_mode), (os.readlink(p) if p.is_symlink() else None)
+
+
+@HYP
+@given(writer=st.sampled_from(sorted(WRITERS)), how=st.sampled_from(TARGETS))
+def test_an_output_is_written_in_place_or_refused_never_replaced(
+    real_runs: Path, tmp_path: Path, watchdog: list[Path], writer: str, how: str
+) -> None:
+    """``-o`` at a device (through a link too), a directory, a FIFO, a link loop or an
+    input: the device is written in place (``/dev/null`` exit 0; ``/dev/full`` exit 2,
+    "No space left on device"), anything else refused in one line, exit 2; the path is
+    what it was (a link stays the link, a device the device: the report was renamed over
+    ``/dev/full``, and as root a report to ``/dev/null`` put a file where /dev/null was,
+    for every process), and no temporary file is left."""
+    assume(how != "input" or writer.startswith("report"))  # monitor reads no run
+    box = fresh(real_runs, tmp_path)
+    t = make_target(box, how)
+    if how == "fifo":
+        watchdog.append(t)
+    args = WRITERS[writer]
+    before, inputs = kind(t), digest(box / "res")
+    code, out, err, _ = run_cli([a.replace("{}", str(t)) for a in args], box)
+    assert Path("BLOCKED") not in watchdog, f"{writer} waited on the FIFO"
+    assert_clean(code, out + err, wrong=how != "link to /dev/null")
+    assert kind(t) == before, f"{t} was replaced"
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    if how == "link to /dev/null":
+        assert code == 0, err
+    else:
+        assert code == 2, out + err
+        (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        if how == "link to /dev/full":
+            assert "No space left on device" in line, line
+    assert digest(box / "res") == inputs
+    assert not [p for p in box.rglob("*") if ".tmp-" in p.name]
+
+
+def test_a_report_to_dev_full_is_one_line_and_the_device_stays(
+    real_runs: Path, tmp_path: Path
+) -> None:
+    """The concrete case: ``report -o /dev/full`` said "wrote /dev/full", exit 0, having
+    renamed the report over the device node (as root: /dev/full became a file). Through a
+    link here, so that a regression replaces the link, not the machine's /dev/full."""
+    box = fresh(real_runs, tmp_path)
+    (box / "full").symlink_to("/dev/full")
+    code, out, err, _ = run_cli(["report", "res/good", "-o", "full"], box)
+    assert code == 2 and err.strip() == "error: cannot write full: No space left on device"
+    assert (box / "full").is_symlink() and stat.S_ISCHR(os.stat(box / "full").st_mode)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "res/good", "res/bad", "-o", "out/r.html"],
+        ["summarize", "res/bad", "--gpus", "2"],
+    ],
+)
+def test_a_stop_while_writing_leaves_the_earlier_file_whole(
+    real_runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """Ctrl-C as the new file is being written (between its bytes and the rename): exit
+    130, the earlier report / summary.json as it was, no temporary file."""
+    import accelbench.store.rundir as rundir
+
+    box = fresh(real_runs, tmp_path)
+    assert run_cli(["report", "res/good", "-o", "out/r.html"], box)[0] == 0
+    before = digest(box)
+
+    def stop(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rundir.os, "fsync", stop)
+    code, _, err, _ = run_cli(args, box)
+    assert code == 130 and "interrupted" in err
+    after = digest(box)
+    assert after["out/r.html"] == before["out/r.html"]
+    assert after["res/bad/summary.json"] == before["res/bad/summary.json"]
+    assert not [p for p in box.rglob("*") if ".tmp-" in p.name]
