@@ -383,3 +383,45 @@ def test_runs_list_holds_one_run_at_a_time(
         code, out, err, _ = run_cli(args, tmp_path)
         assert code == 0, err
     assert most[0] <= 1, f"{most[0]} runs held at once"
+
+
+# -- per-request figures in requests.parquet that no request can have ------------------------
+@HYP
+@given(
+    column=st.sampled_from(["ttft_ms", "tpot_ms", "e2e_ms"]),  # those compare reads
+    value=st.one_of(
+        st.floats(max_value=-1e-9, allow_infinity=True, allow_nan=False),
+        st.floats(min_value=5.2e9, allow_infinity=True, allow_nan=False),
+    ),
+    row=st.integers(0, 15),
+    summary=st.booleans(),
+)
+def test_an_impossible_latency_in_requests_parquet_is_named_never_used(
+    real_runs: Path, tmp_path: Path, column: str, value: float, row: int, summary: bool
+) -> None:
+    """A latency below 0, infinite or beyond what a request can last, in requests.parquet:
+    ``compare`` (whose intervals come from the requests) and the figures recomputed where
+    summary.json is gone name the file, the column and the row, and compute nothing from
+    it. Before, a TTFT of -5 ms was a recomputed median TTFT of -5 ms and a bootstrap
+    interval reaching 0, without a word."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    box = fresh(real_runs, tmp_path)
+    p = box / "res" / "bad" / "requests.parquet"
+    t = pq.read_table(p)
+    vals = t.column(column).to_pylist()
+    vals[row] = value
+    t = t.set_column(t.column_names.index(column), column, pa.array(vals, pa.float64()))
+    pq.write_table(t, p)
+    if not summary:
+        (box / "res" / "bad" / "summary.json").unlink()
+    said = f"requests.parquet: {column} of row {row} is "
+    code, out, err, _ = run_cli(["compare", "res/good", "res/bad"], box)
+    assert_clean(code, out + err, wrong=True)
+    assert code == 2 and said in err, err
+    if not summary:
+        code, out, err, _ = run_cli(["runs", "list", "--root", "res", "--json"], box)
+        assert code == 0 and said in err, err
+        (bad,) = [r for r in json.loads(out) if r["path"].endswith("bad")]
+        assert bad["ttft_p50_ms"] is None and bad["output_tps_per_gpu"] is None
