@@ -13,7 +13,10 @@ Pure: no accelbench import but the errors (every layer may read documents).
 from __future__ import annotations
 
 import builtins
+import json
 import math
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -28,16 +31,71 @@ JsonObject = dict[str, Json]
 _MISSING = object()
 
 
+def not_a_file(path: Path) -> builtins.str | None:
+    """Why ``path`` cannot be read as a file (None: a regular file, or a link to one):
+    missing, a directory, a FIFO, socket or device (whose read would block or never
+    end), or the OS's word (a symbolic link to itself, no permission). Never opens it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return _kind_problem(mode)
+
+
+def _kind_problem(mode: builtins.int) -> builtins.str | None:
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file")  # fmt: skip
+    return f"is {kind}, not a file" if kind.startswith("a ") else f"is {kind}"
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of a regular file. Opened without waiting (a FIFO's open and read would
+    wait for a writer for ever) and refused unless it is a regular file: ``OSError``
+    whose ``strerror`` is the words (``is a FIFO, not a file``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        why = _kind_problem(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if why is not None:
+        os.close(fd)
+        raise OSError(0, why)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
 def load_json(path: Path, name: str | None = None) -> object:
-    """The JSON of a document; missing or unreadable is one DocumentError line."""
+    """The JSON of a document; missing, not a file or unreadable is one DocumentError
+    line naming the file and what is wrong (the line and column of bad JSON, the byte
+    that is not UTF-8, the OS's error)."""
     what = name or path.name
     try:
-        return loads_unique(path.read_bytes())
+        return loads_unique(read_file(path))
     except FileNotFoundError:
         raise DocumentError(f"{what} missing") from None
     except DuplicateKeyError as exc:  # a hand-edited document: which value was meant?
         raise DocumentError(f"{what} unreadable ({exc})") from None
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or UTF-8
+    except json.JSONDecodeError as exc:
+        raise DocumentError(
+            f"{what} unreadable (not JSON at line {exc.lineno} column {exc.colno}: {exc.msg})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"{what} unreadable (not UTF-8 text at byte {exc.start})") from None
+    except RecursionError:
+        raise DocumentError(f"{what} unreadable (nested too deeply)") from None
+    except OSError as exc:
+        why = exc.strerror if exc.errno == 0 else f"cannot be read ({exc.strerror or exc})"
+        raise DocumentError(f"{what} {why}") from None
+    except ValueError as exc:  # any other refusal of the parser
         raise DocumentError(f"{what} unreadable ({type(exc).__name__})") from None
 
 
@@ -232,9 +290,10 @@ class Fields:
             return str(s)
         name = current.rsplit("/", 1)[0]
         if isinstance(s, builtins.str) and s.startswith(name + "/"):
+            known = ", ".join(dict.fromkeys((current, *older)))  # each once
             raise DocumentError(
-                f"{self.where}: version {s!r} is not one this accelbench reads ({current}"
-                f"{''.join(', ' + o for o in older)}): a newer accelbench wrote it"
+                f"{self.where}: version {s!r} is not one this accelbench reads ({known}): "
+                "a newer accelbench wrote it"
             )
         raise DocumentError(
             f"{self.where}: not an {current.split('/')[0]} file (schema {_show(s)})"

@@ -223,6 +223,12 @@ def output_file(
         raise UsageError(f"{name} {str(path)!r} contains a NUL character")
     if p.is_dir():
         raise UsageError(f"{name} {p} is a directory; give a file name")
+    try:  # a link to itself: the OS's word (resolving it below raised RuntimeError)
+        os.stat(p)
+    except FileNotFoundError:
+        pass  # a new file (or a link to one)
+    except OSError as exc:
+        raise UsageError(f"{name} {p} cannot be written: {exc.strerror or exc}") from None
     if p.exists() and not (p.is_file() or p.is_char_device()):
         raise UsageError(f"{name} {p} is not a regular file (a FIFO or socket would block)")
     parent = p.parent if str(p.parent) else Path(".")

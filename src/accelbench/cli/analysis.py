@@ -364,11 +364,18 @@ def runs_list(
     from rich.table import Table
 
     from accelbench.report.html import fmt
-    from accelbench.store.runs import list_runs, run_row
+    from accelbench.store.runs import iter_runs, run_row, shared_run_ids
     from accelbench.suites.sections import suite_of
     from accelbench.validate import input_dir
 
-    rows = [run_row(r, suite_of) for r in list_runs(input_dir("--root", root))]
+    rows, ids = [], []
+    for r in iter_runs(input_dir("--root", root)):  # one run's documents at a time
+        rows.append(run_row(r, suite_of))
+        ids.append((r.run_id, r.path))
+        for p in r.problems:  # a damaged run is listed with what could be read: say why
+            typer.echo(f"warning: {r.path}: {p}", err=True)
+    for line in shared_run_ids(ids):
+        typer.echo(f"warning: {line}", err=True)
     if as_json:
         typer.echo(_json(rows))
         return
@@ -403,7 +410,7 @@ def runs_query(
         raise AccelbenchError("--format must be table, csv or json")
     left_out: list[str] = []
     cols, rows = query_runs(input_dir("--root", root), sql, suite_of, left_out)
-    for line in left_out:  # dropped from the requests view: said, the query still ran
+    for line in left_out:  # dropped from the requests view, ids shared: said, the query ran
         typer.echo(f"warning: {line}", err=True)
     if fmt_ == "json":
         typer.echo(_json([dict(zip(cols, r, strict=True)) for r in rows], default=str))

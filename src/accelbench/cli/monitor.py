@@ -34,12 +34,10 @@ def _write(text: str, out: Path | None, what: str) -> None:
         typer.echo(text, nl=False)
         return
     from accelbench import validate as v
+    from accelbench.store.rundir import write_text_atomic
 
     v.output_file("--out", out)
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise AccelbenchError(f"cannot write {what} to {out}: {exc.strerror}") from exc
+    write_text_atomic(out, text)  # a stop while writing leaves the earlier file whole
     typer.echo(f"wrote {what} to {out}")
 
 

@@ -438,6 +438,8 @@ def _samples(run: RunInfo) -> list[str]:
     import pyarrow.parquet as pq
 
     p = run.path / "requests.parquet"
+    if not p.is_file():  # absent, or a FIFO whose read would wait for ever
+        return []
     try:
         pf = pq.ParquetFile(p)
         if "output_text" not in pf.schema_arrow.names:

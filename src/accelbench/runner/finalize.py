@@ -6,7 +6,6 @@ summarize`` to rebuild a run that was killed or to recompute it."""
 from __future__ import annotations
 
 import contextlib
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from accelbench import validate
+from accelbench.documents import not_a_file
 from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.metrics.completion import complete_row, first_of_each
 from accelbench.metrics.prefixcache import server_counter_problem
@@ -266,6 +266,8 @@ def _requests_table(
     old_rows: int | None = None
     old_repeated = 0
     try:
+        if not_a_file(parquet) is not None:  # a FIFO's read would wait for ever
+            raise FileNotFoundError(parquet)
         old_rows = pq.read_metadata(parquet).num_rows
         _, old_repeated, _ = first_of_each(pq.read_table(parquet, columns=["idx"]).column("idx"))
     except Exception:  # noqa: BLE001 - absent or unreadable: nothing to keep
@@ -323,19 +325,9 @@ MISSING = "is missing"
 
 def journal_unusable(path: Path) -> str | None:
     """Why the journal at ``path`` cannot be read as one (None: a regular file): it is
-    missing, is not a regular file (a directory), or the OS refuses it (a symbolic link
-    to itself: its error)."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return MISSING
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if stat.S_ISDIR(st.st_mode):
-        return "is a directory, not a file"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    return None
+    missing (``MISSING``), is not a regular file (a directory, a FIFO), or the OS refuses
+    it (a symbolic link to itself: its error)."""
+    return not_a_file(path)
 
 
 def _within_plan(table: Any, planned: int | None, source: Path) -> None:

@@ -3,16 +3,17 @@ server, in memory), and user SQL over them with the file system and network clos
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from accelbench.documents import not_a_file
 from accelbench.errors import AccelbenchError
 from accelbench.metrics.records import REQUEST_SCHEMA
 from accelbench.metrics.registry import CACHE, FIGURES
-from accelbench.store.reader import RunInfo, dig, list_runs
+from accelbench.store.reader import RunInfo, dig, iter_runs
 
 # (suite, verdict) of a run directory and its run.json, e.g. ("stress soak", "pass"): the
 # suites know (accelbench.suites.sections.suite_of, which the CLI hands in); the store
@@ -128,11 +129,29 @@ def _unreadable_parquet(path: Path) -> str | None:
     run still has its row)."""
     import pyarrow.parquet as pq
 
+    why = not_a_file(path)
+    if why is not None:  # a FIFO's read would wait for ever
+        return why
     try:
         pq.read_metadata(path)
     except Exception as exc:  # noqa: BLE001 - absent, unreadable or not Parquet: left out
         return _first_line(exc)
     return None
+
+
+def shared_run_ids(ids: Iterable[tuple[str, Path]]) -> list[str]:
+    """One line per run_id that more than one run directory has (``ids``: each run's id
+    and directory; a run copied, or runs of two roots side by side): joined on run_id,
+    each one's requests would count for every run of that id."""
+    dirs: dict[str, list[str]] = {}
+    for run_id, path in ids:
+        dirs.setdefault(run_id, []).append(str(path))
+    return [
+        f"run_id {i!r} is shared by {len(p)} run directories ({', '.join(p)}): "
+        "join runs and requests on path, not run_id"
+        for i, p in dirs.items()
+        if len(p) > 1
+    ]
 
 
 def open_store(
@@ -144,45 +163,54 @@ def open_store(
 ) -> Any:
     """An in-memory DuckDB connection with two views over every run under ``root``:
     ``runs`` (one row per run, RUN_FIELDS) and ``requests`` (every requests.parquet row,
-    REQUEST_SCHEMA columns, plus ``run_id``). A run whose requests.parquet is there but
-    does not read is left out of ``requests``; one line each on why goes to ``left_out``.
+    REQUEST_SCHEMA columns, plus ``run_id`` and ``path``, the run's as ``runs`` has it). A
+    run whose requests.parquet is there but does not read is left out of ``requests``;
+    one line each on why goes to ``left_out``, and one for each run_id that several run
+    directories share (``shared_run_ids``).
 
     ``sandbox`` (the default): once the views exist, DuckDB may read only the runs'
     requests.parquet files: no other file, no writing (``COPY ... TO``, ``ATTACH``), no
     extensions, no network; and the configuration is locked so SQL cannot undo that."""
     import duckdb
 
-    runs = list_runs(root)
-    con = duckdb.connect(database=":memory:")
-    rows = [run_row(r, suite_of) for r in runs]
-    con.register("_runs_tbl", pa.Table.from_pylist(rows, schema=RUNS_SCHEMA))
-    con.execute("CREATE VIEW runs AS SELECT * FROM _runs_tbl")
-    files = []
-    for r in runs:
+    rows: list[RunRow] = []
+    ids: list[tuple[str, Path]] = []
+    files: list[tuple[str, str, str]] = []  # (file, run_id, path as the runs view has it)
+    unread: list[str] = []
+    for r in iter_runs(root):  # one run's documents at a time: only its row is kept
+        rows.append(run_row(r, suite_of))
+        ids.append((r.run_id, r.path))
         f = r.path / "requests.parquet"
         why = _unreadable_parquet(f)
         if why is None:
-            files.append((str(f.resolve()), r.run_id))
-        elif left_out is not None and (f.exists() or f.is_symlink()):
-            left_out.append(f"{r.path}: requests.parquet unreadable ({why}); "
-                            "left out of the requests view")  # fmt: skip
+            files.append((str(f.resolve()), r.run_id, str(r.path)))
+        elif f.exists() or f.is_symlink():
+            unread.append(f"{r.path}: requests.parquet unreadable ({why}); "
+                          "left out of the requests view")  # fmt: skip
+    if left_out is not None:
+        left_out += shared_run_ids(ids) + unread
+    con = duckdb.connect(database=":memory:")
+    con.register("_runs_tbl", pa.Table.from_pylist(rows, schema=RUNS_SCHEMA))
+    con.execute("CREATE VIEW runs AS SELECT * FROM _runs_tbl")
     if files:
         con.register(
             "_req_files",
-            pa.table({"file": [f for f, _ in files], "run_id": [i for _, i in files]}),
-        )
-        lst = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f, _ in files) + "]"
+            pa.table({"file": [f for f, _, _ in files], "run_id": [i for _, i, _ in files],
+                      "path": [p for _, _, p in files]}),
+        )  # fmt: skip
+        lst = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f, _, _ in files) + "]"
         con.execute(
-            "CREATE VIEW requests AS SELECT m.run_id, r.* EXCLUDE (filename) FROM "
+            "CREATE VIEW requests AS SELECT m.run_id, m.path, r.* EXCLUDE (filename) FROM "
             f"read_parquet({lst}, filename=true, union_by_name=true) r "
             "JOIN _req_files m ON r.filename = m.file"
         )
     else:
-        empty = pa.schema([("run_id", pa.string()), *REQUEST_SCHEMA]).empty_table()
+        empty = pa.schema([("run_id", pa.string()), ("path", pa.string()), *REQUEST_SCHEMA])
+        empty = empty.empty_table()
         con.register("_req_empty", empty)
         con.execute("CREATE VIEW requests AS SELECT * FROM _req_empty")
     if sandbox:
-        con.execute("SET allowed_paths = ?", [[f for f, _ in files]])
+        con.execute("SET allowed_paths = ?", [[f for f, _, _ in files]])
         con.execute("SET enable_external_access = false")
         con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET autoload_known_extensions = false")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from accelbench.documents import not_a_file
 from accelbench.errors import AccelbenchError
 
 RUN_JSON = "run.json"
@@ -58,12 +60,39 @@ def write_json_atomic(path: Path, doc: Any) -> None:
     write_text_atomic(path, json_text(doc) + "\n")
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory and a rename.
-    A path that cannot be written raises AccelbenchError naming it."""
-    path = Path(path)
-    if path.is_dir():
+def _by_rename(path: Path) -> bool:
+    """Whether ``path`` is written through a temp file and a rename: absent, or a regular
+    file. A device (``/dev/null``, ``/dev/full``, through a link too) is written in place:
+    a rename would put a file where the device was (as root, ``/dev/null`` itself, for
+    every process). Anything else (a directory, a FIFO, a link loop) raises
+    AccelbenchError naming it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise AccelbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISCHR(mode):
+        return False
+    if stat.S_ISDIR(mode):
         raise AccelbenchError(f"{path} is a directory; give a file name")
+    raise AccelbenchError(f"cannot write {path}: it {not_a_file(path)}")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same directory and a rename
+    (a device, in place: ``_by_rename``). A path that cannot be written raises
+    AccelbenchError naming it."""
+    path = Path(path)
+    if not _by_rename(path):
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise AccelbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -161,10 +190,14 @@ def write_parquet_atomic(path: Path, table: Any) -> None:
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not _by_rename(path):
+        raise AccelbenchError(f"cannot write {path}: it is a device, not a file")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, path)
+    except OSError as exc:
+        raise AccelbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -3,7 +3,14 @@
 (store/vllm_import.py), importable from one place."""
 
 from accelbench.metrics.values import column_np
-from accelbench.store.query import RUN_FIELDS, RUNS_SCHEMA, open_store, query_runs, run_row
+from accelbench.store.query import (
+    RUN_FIELDS,
+    RUNS_SCHEMA,
+    open_store,
+    query_runs,
+    run_row,
+    shared_run_ids,
+)
 from accelbench.store.reader import (
     SCALAR_COLUMNS,
     RunInfo,
@@ -11,6 +18,7 @@ from accelbench.store.reader import (
     dig,
     find_run_dirs,
     is_run_dir,
+    iter_runs,
     list_runs,
     load_run,
     summarize_table,
@@ -32,6 +40,7 @@ __all__ = [
     "import_vllm",
     "import_vllm_files",
     "is_run_dir",
+    "iter_runs",
     "list_runs",
     "load_inputs",
     "load_run",
@@ -39,6 +48,7 @@ __all__ = [
     "open_store",
     "query_runs",
     "run_row",
+    "shared_run_ids",
     "summarize_table",
     "write_json_atomic",
 ]
