@@ -55,7 +55,25 @@ def files(tmp_path_factory) -> dict[str, str]:
     dataset.write_text("".join(json.dumps({"prompt": f"p{i}"}) + "\n" for i in range(5)))
     key = d / "key"
     key.write_text("k\n")
-    return {"trace": str(trace), "dataset": str(dataset), "key": str(key), "dir": str(d)}
+    # a trace of recorded requests (shadow proxy's trace.jsonl): each replayed as recorded
+    from accelbench.workload.traces import trace_header, trace_row
+
+    body = {"model": "m", "prompt": "hi", "max_tokens": 3, "stream": True}
+    recorded = d / "recorded.jsonl"
+    rows = [trace_header(), *(trace_row(i, 0.05 * i, "completions", body) for i in range(4))]
+    recorded.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    # lengths and hash_ids (--block-size read); ShareGPT: prompts, no times (--osl read)
+    blocks = d / "blocks.jsonl"
+    blocks.write_text("".join(json.dumps({"timestamp": 10 * i, "input_length": 600, "output_length": 4,
+                                          "hash_ids": [i, i + 1]}) + "\n" for i in range(4)))  # fmt: skip
+    sharegpt = d / "sharegpt.json"
+    conv = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+    sharegpt.write_text(json.dumps([conv] * 4))
+    tok = d / "tokenizer.json"
+    tok.write_text("{}")
+    return {"trace": str(trace), "dataset": str(dataset), "key": str(key), "dir": str(d),
+            "recorded": str(recorded), "blocks": str(blocks), "sharegpt": str(sharegpt),
+            "tokenizer": str(tok)}  # fmt: skip
 
 
 # -- the oracle: docs/LIMITS.md "Combinations", restated --------------------------------
@@ -300,6 +318,8 @@ def test_trace_with_workers_is_split_and_says_open_loop(files):
         (["--turns", "4"], "--turns"),
         (["-c", "2", "--arrival", "poisson"], "--arrival"),
         (["--telemetry-interval", "1"], "--telemetry-interval"),  # the run has --no-telemetry
+        # every request recorded with its prompt: nothing for the seed to draw
+        (["--trace", "{recorded}", "--seed", "5"], "--seed"),
     ],
 )
 def test_cli_refuses_in_one_line_before_anything_runs(files, tmp_path, args, word):
@@ -384,3 +404,80 @@ def test_recorded_trace_needs_its_own_endpoint(tmp_path):
     cfg.validate()
     with pytest.raises(UsageError, match="both chat and completions"):
         cfg.check_run_options()
+
+
+# -- shadow replay: what the trace decides ------------------------------------------------
+# option -> (field, a value off the default); each value is also what a command line types
+REPLAY_OPTIONS = {
+    "--endpoint": ("endpoint", "chat"), "--stream": ("stream", False),
+    "--ignore-eos": ("ignore_eos", False), "--extra-body": ("extra_body", '{"temperature": 0}'),
+    "--tokenizer": ("tokenizer", "{tokenizer}"), "--osl": ("osl", 16), "--seed": ("seed", 3),
+    "--block-size": ("block_size", 300), "--arrival": ("arrival", "gamma"),
+    "--burstiness": ("burstiness", 0.5),
+}  # fmt: skip
+
+
+def replay_unused(kind: str, given: set[str]) -> set[str]:
+    """The oracle (docs/SHADOW.md "Options a trace decides", restated): the options of
+    ``given`` that a replay of the ``kind`` trace would not read. recorded: every
+    request sent as recorded; mooncake: lengths, no hash_ids; blocks: lengths and
+    hash_ids; sharegpt: prompts (no output lengths without a tokenizer), no times."""
+    unused = {
+        "recorded": set(REPLAY_OPTIONS) - {"--arrival", "--burstiness"},
+        "mooncake": {"--osl", "--block-size"},
+        "blocks": {"--osl"},
+        "sharegpt": {"--block-size"},
+    }[kind]
+    if kind != "sharegpt":  # the trace's own arrival times
+        unused |= {"--arrival", "--burstiness"}
+    elif "--arrival" not in given:  # the shape of --arrival gamma only
+        unused.add("--burstiness")
+    return unused & given
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["recorded", "mooncake", "blocks", "sharegpt"]),
+       chosen=st.sets(st.sampled_from(sorted(REPLAY_OPTIONS)), max_size=4))  # fmt: skip
+def test_replay_refuses_what_its_trace_decides(files, kind, chosen):
+    """Each option a shadow replay of the trace would not read, given alone or with
+    others, is refused in one line naming one of them; every other combination is read."""
+    from accelbench.suites.shadow.replay import check_trace_options
+    from accelbench.workload.traces import load_trace
+
+    path = {"recorded": files["recorded"], "mooncake": files["trace"],
+            "blocks": files["blocks"], "sharegpt": files["sharegpt"]}[kind]  # fmt: skip
+    values: dict[str, Any] = {"trace": path, "rate": 50.0 if kind == "sharegpt" else None}
+    for opt in chosen:
+        f, value = REPLAY_OPTIONS[opt]
+        values[f] = files["tokenizer"] if value == "{tokenizer}" else value
+    typed = {"--rate"} if kind == "sharegpt" else set()
+    cfg = config_from_options(LoadOptions(values, frozenset(chosen | typed)))
+    cfg.validate()
+    cfg.check_common_options()
+    trace = load_trace(path, rate=cfg.rate, arrival=cfg.arrival, burstiness=cfg.burstiness,
+                       block_size=cfg.workload.trace_block_size)  # fmt: skip
+    bad = replay_unused(kind, set(chosen))
+    try:
+        check_trace_options(cfg, trace)
+    except UsageError as exc:
+        msg = str(exc)
+        assert bad, f"refused what the replay reads: {msg}"
+        assert "\n" not in msg and any(b in msg for b in bad), (msg, bad)
+        return
+    assert not bad, f"accepted {bad} although the replay would not read it"
+
+
+def test_replay_of_recorded_requests_refuses_no_stream(files, tmp_path):
+    """The issue's case: `shadow replay --trace trace.jsonl --no-stream` streamed every
+    request as recorded, and exited 0."""
+    from cli_inprocess import run_cli
+
+    out = tmp_path / "shadow"
+    code, _, err, _ = run_cli(
+        ["shadow", "replay", "--trace", files["recorded"], "--baseline", "http://127.0.0.1:9",
+         "--candidate", "http://127.0.0.1:9", "--no-stream", "--out", str(out)], tmp_path,
+    )  # fmt: skip
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "--stream/--no-stream does not apply to --trace" in lines[0], err
+    assert not out.exists()

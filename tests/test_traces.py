@@ -476,7 +476,7 @@ def test_block_size_must_be_positive(tmp_path: Path) -> None:
         load_trace(p)  # the default 512: 40 tokens need 1 id, not 3
     from accelbench.workload.traces import trace_stats
 
-    assert trace_stats(p, block_size=BS) == (5, 0.04, frozenset(), 0)  # what `run` reads first
+    assert trace_stats(p, block_size=BS) == (5, 0.04, frozenset(), 0, 5)  # what `run` reads first
     with pytest.raises(UsageError, match="block size another"):
         trace_stats(p)
 

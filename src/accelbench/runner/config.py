@@ -271,6 +271,12 @@ class BenchmarkConfig:
                     f"--osl is the output length of a trace's entries without one: every "
                     f"entry of {wl.trace} has its own (it would change nothing)"
                 )
+            if set_(wl, "seed") and not stats.synthesised:
+                refuse(
+                    f"--seed draws the prompts of a trace's length-only entries: every "
+                    f"request of {wl.trace} is recorded with its own prompt (it would "
+                    "change nothing)"
+                )
             if endpoints - {self.endpoint}:
                 # a recorded request is re-issued as its prompt on --endpoint: chat messages
                 # are no completions prompt
