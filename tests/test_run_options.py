@@ -481,3 +481,69 @@ def test_replay_of_recorded_requests_refuses_no_stream(files, tmp_path):
     assert code == 2 and len(lines) == 1, err
     assert "--stream/--no-stream does not apply to --trace" in lines[0], err
     assert not out.exists()
+
+
+# -- --drain-timeout: the stop of every kind of loop ------------------------------------
+async def _never_answers(rec, body) -> None:
+    """A request that stays in flight until it is cut (the client's own send, stubbed)."""
+    import asyncio
+
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        rec.interrupt("cut")
+        raise
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kind=st.sampled_from(["closed", "sessions", "open"]),
+    duration=st.sampled_from([None, 0.05]),
+    workers=st.integers(1, 2),
+    slots=st.integers(1, 3),
+    drain=st.sampled_from([0.0, 0.01, 0.05]),
+)
+def test_drain_timeout_ends_every_kind_of_loop(kind, duration, workers, slots, drain):
+    """Whatever the loop (closed, sessions, open; one worker or several sharing the
+    closed loop's counter; the stop at -n or at --duration), the requests in flight at
+    the stop get --drain-timeout seconds and are then cut (recorded as interrupted),
+    never waited for until they end: a closed loop awaited its slots, so every request,
+    and the timeout (recorded in run.json) was never applied."""
+    import asyncio
+    import multiprocessing
+
+    from accelbench.metrics.records import ErrorKind
+    from accelbench.runner.loadgen import LoadWorker, PhaseSpec, WorkerSpec
+
+    # every request is taken at once (slots per worker >= what the plan holds): the stop
+    # comes with the last one taken, or with the duration
+    n = slots * workers
+    items = [(i, PlannedRequest("x", 4, 8)) for i in range(n)]
+    counter = multiprocessing.Value("q", 0)
+    rows: list[dict] = []
+
+    def phase() -> PhaseSpec:
+        if kind == "open":
+            return PhaseSpec("measured", items, offsets=[0.0] * n, duration_s=duration,
+                             cycle=False, drain_timeout_s=drain)  # fmt: skip
+        if kind == "sessions":
+            return PhaseSpec("measured", [], concurrency=slots, duration_s=duration,
+                             drain_timeout_s=drain, sessions=[[it] for it in items])  # fmt: skip
+        return PhaseSpec("measured", items, concurrency=slots, duration_s=duration,
+                         cycle=duration is not None, drain_timeout_s=drain)  # fmt: skip
+
+    def worker(k: int) -> LoadWorker:
+        spec = WorkerSpec(k, workers, "http://127.0.0.1:9", "m", "completions", True, None,
+                          60.0, True, {}, False, "t", [phase()])  # fmt: skip
+        counters = {"measured": counter} if kind != "open" and workers > 1 else None
+        w = LoadWorker(spec, rows.extend, lambda: False, counters=counters)
+        w.client.send = _never_answers  # type: ignore[method-assign]
+        return w
+
+    async def main() -> None:
+        # the guard only: a loop that waits for requests that never end never returns
+        await asyncio.wait_for(asyncio.gather(*(worker(k).run() for k in range(workers))), 60)
+
+    asyncio.run(main())
+    assert rows, "nothing was sent"
+    assert all(r["error_kind"] == ErrorKind.INTERRUPTED for r in rows), rows
