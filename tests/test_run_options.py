@@ -547,3 +547,44 @@ def test_drain_timeout_ends_every_kind_of_loop(kind, duration, workers, slots, d
     asyncio.run(main())
     assert rows, "nothing was sent"
     assert all(r["error_kind"] == ErrorKind.INTERRUPTED for r in rows), rows
+
+
+# -- the embedded engine's options, once a suite started it -----------------------------
+EMBEDDED = {"--embedded-engine": ("embedded_engine", "llama"),
+            "--embedded-model": ("embedded_model", "tiny"),
+            "--embedded-parallel": ("embedded_parallel", 2)}  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(chosen=st.sets(st.sampled_from(sorted(EMBEDDED)), max_size=3),
+       url=st.sampled_from(["none", "--url", "engine"]))  # fmt: skip
+def test_embedded_options_are_refused_only_beside_a_url_given(chosen, url):
+    """--embedded-* are refused beside a --url (no engine is started), and never once the
+    run or a stress suite started the engine with them: `stress flood --embedded-model
+    tiny` started tiny, then its first step refused the option naming --url (the
+    engine's), and the suite ended with nothing measured."""
+    from dataclasses import replace
+
+    from accelbench.suites.stress.common import check_load
+
+    values: dict[str, Any] = {EMBEDDED[o][0]: EMBEDDED[o][1] for o in chosen}
+    if url == "--url":
+        values["url"] = "http://127.0.0.1:9"
+    cfg = config_from_options(LoadOptions(values, frozenset(chosen)))
+    if url == "engine":  # what runner.benchmark.embedded_engine and stress's _server do
+        cfg.validate()  # the pre-flight check, while no URL is known
+        cfg.check_run_options()
+        from accelbench.urls import Endpoint
+
+        cfg.url, cfg.engine_started = Endpoint.parse("http://127.0.0.1:9"), True
+    step = {"concurrency": 1, "rate": None, "num_requests": 2, "duration_s": None,
+            "warmup_requests": 0, "save_text": False, "extra_body": {}}  # fmt: skip
+    try:
+        # a suite's step, as stress.common.run_step derives it from the suite's load
+        check_load(replace(cfg, given=cfg.given - {"--out"}), step=step)  # type: ignore[arg-type]
+    except UsageError as exc:
+        assert url == "--url" and chosen, str(exc)
+        assert any(o in str(exc) for o in chosen), str(exc)
+        return
+    assert not (url == "--url" and chosen)
+    assert "engine_started" not in cfg.to_json()
