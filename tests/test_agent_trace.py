@@ -5,6 +5,7 @@ atomic write and one-line errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -265,3 +266,37 @@ def test_the_sessions_never_span_more_than_a_trace_may(rate: float, sessions: in
         assert str(exc).startswith("--rate ") and sessions > 1
         return
     assert max(ln["timestamp"] for ln in lines if "timestamp" in ln) <= MAX_TRACE_SPAN_S * 1000
+
+
+@settings(max_examples=60, deadline=None)
+@given(sessions=st.integers(1, 2), turns=st.integers(1, 2),
+       spread=st.sampled_from([0.0, 0.001, 0.5]), tool_ms=st.sampled_from([0.0, 500.0]),
+       user=st.sampled_from([1, 128]), osl=st.sampled_from([1, 128]))  # fmt: skip
+def test_seed_is_refused_exactly_where_it_changes_nothing(
+    tmp_path_factory, sessions, turns, spread, tool_ms, user, osl
+) -> None:
+    """`trace agent --seed` draws the starts, the lengths --spread varies and the tool run
+    times: where another seed gives the same trace it is refused in one line, nothing
+    written (--sessions 1 --spread 0 --seed 5 wrote the seed-0 trace); elsewhere it
+    changes the trace."""
+    tmp = tmp_path_factory.mktemp("seed")
+    args = ["trace", "agent", "--sessions", str(sessions), "--turns", str(turns),
+            "--spread", str(spread), "--user-tokens", str(user), "--osl", str(osl),
+            *(["--tool-ms", str(tool_ms)] if turns > 1 else [])]  # fmt: skip
+    traces = []
+    for seed in ("0", "7"):
+        code, _, err, _ = run_cli([*args, "--seed", seed, "-o", str(tmp / f"{seed}.jsonl")], tmp)
+        traces.append((code, err))
+    spec = AgentTraceSpec(sessions=sessions, turns=turns, spread=spread, tool_ms=tool_ms,
+                          user_tokens=user, osl=osl)  # fmt: skip
+    # the same trace for every seed (two may draw the same few lengths by chance)
+    first = agent_trace(spec)
+    same = all(agent_trace(dataclasses.replace(spec, seed=s)) == first for s in range(1, 16))
+    for code, err in traces:
+        if same:
+            assert code == 2 and err.startswith("error: --seed applies only where"), err
+            assert err.count("\n") == 1
+        else:
+            assert code == 0, err
+    if same:
+        assert list(tmp.iterdir()) == []  # nothing written

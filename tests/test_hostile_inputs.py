@@ -423,6 +423,8 @@ def runs(tmp_path: Path) -> Path:
             ["serve", "reference", "--host", "192.0.2.1", "--prefix-block-size", "16"],
             "--prefix-block-size",
         ),  # typed at its default, still unused
+        # nothing drawn (fixed delays, no fault): the seed changed nothing
+        (["serve", "reference", "--host", "192.0.2.1", "--seed", "3"], "--seed"),
         (["serve", "llama", "--build-only", "--parallel", "8"], "--parallel"),
         (["serve", "vllm", "--install-only", "--no-prefix-caching"], "--prefix-caching"),
     ],
@@ -435,6 +437,36 @@ def test_analysis_bad_values(runs: Path, args: list[str], option: str | None) ->
     after = snapshot(runs)
     assert {k: v for k, v in after.items() if k in before} == before  # nothing changed
     assert set(after) == set(before), set(after) ^ set(before)  # nothing written
+
+
+_SPREAD = st.sampled_from(["5", "uniform:1:5", "normal:5:1", "exp:5"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ttft=st.one_of(st.none(), _SPREAD), itl=st.one_of(st.none(), _SPREAD),
+       osl=st.one_of(st.none(), _SPREAD), fast=st.booleans(), fault=st.booleans(),
+       drop=st.booleans())  # fmt: skip
+def test_reference_seed_only_where_something_is_drawn(tmp_path_factory, ttft, itl, osl, fast,
+                                                      fault, drop):  # fmt: skip
+    """`serve reference --seed` draws the delays and lengths of a distribution, faults
+    and dropped connections: given where none is drawn it is refused in one line
+    (--seed 3 with fixed delays changed nothing), elsewhere the server starts (here: its
+    bind to a documentation address fails, naming the address)."""
+    delays = not fast or fault  # --max-throughput writes at once, faults aside
+    if not delays:
+        ttft = itl = None  # refused of their own with --max-throughput
+    args = ["serve", "reference", "--host", "192.0.2.1", "--seed", "3"]
+    for opt, value in (("--ttft-ms", ttft), ("--itl-ms", itl), ("--osl", osl)):
+        args += [opt, value] if value is not None else []
+    args += ["--max-throughput"] * fast + ["--fault", "500:0.1"] * fault
+    args += ["--drop-keepalive", "0.1"] * drop
+    spread = [d is not None and not d.isdigit() for d in (ttft, itl, osl)]
+    drawn = any(spread) or fault or drop
+    code, out, err, _ = run_cli(args, tmp_path_factory.mktemp("seed"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert ("--seed" in lines[0]) == (not drawn), (args, lines[0])
+    assert drawn or "cannot listen" not in lines[0]
 
 
 def _damage_summary(run: Path, how: str) -> None:

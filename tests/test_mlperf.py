@@ -200,6 +200,8 @@ def test_cli_bad_option_is_one_line() -> None:
         (["--dataset", "{data}", "--isl", "128"], "--isl"),
         # an MLPerf set's records are its samples: --samples 3 over 8 ran all 8
         (["--dataset", "{mldata}", "--samples", "3"], "--samples"),
+        # nothing is drawn from an MLPerf set: --seed 5 was recorded and changed nothing
+        (["--dataset", "{mldata}", "--seed", "5"], "--seed"),
     ],
 )
 def test_cli_refuses_what_run_refuses_as_unused(tmp_path, args: list[str], word: str) -> None:

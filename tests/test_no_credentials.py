@@ -109,7 +109,7 @@ def test_no_command_writes_or_prints_a_credential(reference_server, tmp_path: Pa
         ],
     )
     run("shadow replay", ["shadow", "replay", "--trace", "shadow-proxy", "--baseline", ua,
-                          "--candidate", ub, "--osl", "4", "-o", "shadow-replay",
+                          "--candidate", ub, "-o", "shadow-replay",
                           "--telemetry-interval", "0.2"])  # fmt: skip
     run("stress mixed", ["stress", "mixed", "--url", f"{ua},isl=16", "--url", ub,
                          "--duration", "1", "--stagger", "0.5", "--window", "0.5", "--osl", "4",

@@ -55,7 +55,25 @@ def files(tmp_path_factory) -> dict[str, str]:
     dataset.write_text("".join(json.dumps({"prompt": f"p{i}"}) + "\n" for i in range(5)))
     key = d / "key"
     key.write_text("k\n")
-    return {"trace": str(trace), "dataset": str(dataset), "key": str(key), "dir": str(d)}
+    # a trace of recorded requests (shadow proxy's trace.jsonl): each replayed as recorded
+    from accelbench.workload.traces import trace_header, trace_row
+
+    body = {"model": "m", "prompt": "hi", "max_tokens": 3, "stream": True}
+    recorded = d / "recorded.jsonl"
+    rows = [trace_header(), *(trace_row(i, 0.05 * i, "completions", body) for i in range(4))]
+    recorded.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    # lengths and hash_ids (--block-size read); ShareGPT: prompts, no times (--osl read)
+    blocks = d / "blocks.jsonl"
+    blocks.write_text("".join(json.dumps({"timestamp": 10 * i, "input_length": 600, "output_length": 4,
+                                          "hash_ids": [i, i + 1]}) + "\n" for i in range(4)))  # fmt: skip
+    sharegpt = d / "sharegpt.json"
+    conv = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+    sharegpt.write_text(json.dumps([conv] * 4))
+    tok = d / "tokenizer.json"
+    tok.write_text("{}")
+    return {"trace": str(trace), "dataset": str(dataset), "key": str(key), "dir": str(d),
+            "recorded": str(recorded), "blocks": str(blocks), "sharegpt": str(sharegpt),
+            "tokenizer": str(tok)}  # fmt: skip
 
 
 # -- the oracle: docs/LIMITS.md "Combinations", restated --------------------------------
@@ -300,6 +318,8 @@ def test_trace_with_workers_is_split_and_says_open_loop(files):
         (["--turns", "4"], "--turns"),
         (["-c", "2", "--arrival", "poisson"], "--arrival"),
         (["--telemetry-interval", "1"], "--telemetry-interval"),  # the run has --no-telemetry
+        # every request recorded with its prompt: nothing for the seed to draw
+        (["--trace", "{recorded}", "--seed", "5"], "--seed"),
     ],
 )
 def test_cli_refuses_in_one_line_before_anything_runs(files, tmp_path, args, word):
@@ -384,3 +404,187 @@ def test_recorded_trace_needs_its_own_endpoint(tmp_path):
     cfg.validate()
     with pytest.raises(UsageError, match="both chat and completions"):
         cfg.check_run_options()
+
+
+# -- shadow replay: what the trace decides ------------------------------------------------
+# option -> (field, a value off the default); each value is also what a command line types
+REPLAY_OPTIONS = {
+    "--endpoint": ("endpoint", "chat"), "--stream": ("stream", False),
+    "--ignore-eos": ("ignore_eos", False), "--extra-body": ("extra_body", '{"temperature": 0}'),
+    "--tokenizer": ("tokenizer", "{tokenizer}"), "--osl": ("osl", 16), "--seed": ("seed", 3),
+    "--block-size": ("block_size", 300), "--arrival": ("arrival", "gamma"),
+    "--burstiness": ("burstiness", 0.5),
+}  # fmt: skip
+
+
+def replay_unused(kind: str, given: set[str]) -> set[str]:
+    """The oracle (docs/SHADOW.md "Options a trace decides", restated): the options of
+    ``given`` that a replay of the ``kind`` trace would not read. recorded: every
+    request sent as recorded; mooncake: lengths, no hash_ids; blocks: lengths and
+    hash_ids; sharegpt: prompts (no output lengths without a tokenizer), no times."""
+    unused = {
+        "recorded": set(REPLAY_OPTIONS) - {"--arrival", "--burstiness"},
+        "mooncake": {"--osl", "--block-size"},
+        "blocks": {"--osl"},
+        "sharegpt": {"--block-size"},
+    }[kind]
+    if kind != "sharegpt":  # the trace's own arrival times
+        unused |= {"--arrival", "--burstiness"}
+    elif "--arrival" not in given:  # the shape of --arrival gamma only
+        unused.add("--burstiness")
+    return unused & given
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["recorded", "mooncake", "blocks", "sharegpt"]),
+       chosen=st.sets(st.sampled_from(sorted(REPLAY_OPTIONS)), max_size=4))  # fmt: skip
+def test_replay_refuses_what_its_trace_decides(files, kind, chosen):
+    """Each option a shadow replay of the trace would not read, given alone or with
+    others, is refused in one line naming one of them; every other combination is read."""
+    from accelbench.suites.shadow.replay import check_trace_options
+    from accelbench.workload.traces import load_trace
+
+    path = {"recorded": files["recorded"], "mooncake": files["trace"],
+            "blocks": files["blocks"], "sharegpt": files["sharegpt"]}[kind]  # fmt: skip
+    values: dict[str, Any] = {"trace": path, "rate": 50.0 if kind == "sharegpt" else None}
+    for opt in chosen:
+        f, value = REPLAY_OPTIONS[opt]
+        values[f] = files["tokenizer"] if value == "{tokenizer}" else value
+    typed = {"--rate"} if kind == "sharegpt" else set()
+    cfg = config_from_options(LoadOptions(values, frozenset(chosen | typed)))
+    cfg.validate()
+    cfg.check_common_options()
+    trace = load_trace(path, rate=cfg.rate, arrival=cfg.arrival, burstiness=cfg.burstiness,
+                       block_size=cfg.workload.trace_block_size)  # fmt: skip
+    bad = replay_unused(kind, set(chosen))
+    try:
+        check_trace_options(cfg, trace)
+    except UsageError as exc:
+        msg = str(exc)
+        assert bad, f"refused what the replay reads: {msg}"
+        assert "\n" not in msg and any(b in msg for b in bad), (msg, bad)
+        return
+    assert not bad, f"accepted {bad} although the replay would not read it"
+
+
+def test_replay_of_recorded_requests_refuses_no_stream(files, tmp_path):
+    """The issue's case: `shadow replay --trace trace.jsonl --no-stream` streamed every
+    request as recorded, and exited 0."""
+    from cli_inprocess import run_cli
+
+    out = tmp_path / "shadow"
+    code, _, err, _ = run_cli(
+        ["shadow", "replay", "--trace", files["recorded"], "--baseline", "http://127.0.0.1:9",
+         "--candidate", "http://127.0.0.1:9", "--no-stream", "--out", str(out)], tmp_path,
+    )  # fmt: skip
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "--stream/--no-stream does not apply to --trace" in lines[0], err
+    assert not out.exists()
+
+
+# -- --drain-timeout: the stop of every kind of loop ------------------------------------
+async def _never_answers(rec, body) -> None:
+    """A request that stays in flight until it is cut (the client's own send, stubbed)."""
+    import asyncio
+
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        rec.interrupt("cut")
+        raise
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kind=st.sampled_from(["closed", "sessions", "open"]),
+    duration=st.sampled_from([None, 0.05]),
+    workers=st.integers(1, 2),
+    slots=st.integers(1, 3),
+    drain=st.sampled_from([0.0, 0.01, 0.05]),
+)
+def test_drain_timeout_ends_every_kind_of_loop(kind, duration, workers, slots, drain):
+    """Whatever the loop (closed, sessions, open; one worker or several sharing the
+    closed loop's counter; the stop at -n or at --duration), the requests in flight at
+    the stop get --drain-timeout seconds and are then cut (recorded as interrupted),
+    never waited for until they end: a closed loop awaited its slots, so every request,
+    and the timeout (recorded in run.json) was never applied."""
+    import asyncio
+    import multiprocessing
+
+    from accelbench.metrics.records import ErrorKind
+    from accelbench.runner.loadgen import LoadWorker, PhaseSpec, WorkerSpec
+
+    # every request is taken at once (slots per worker >= what the plan holds): the stop
+    # comes with the last one taken, or with the duration
+    n = slots * workers
+    items = [(i, PlannedRequest("x", 4, 8)) for i in range(n)]
+    counter = multiprocessing.Value("q", 0)
+    rows: list[dict] = []
+
+    def phase() -> PhaseSpec:
+        if kind == "open":
+            return PhaseSpec("measured", items, offsets=[0.0] * n, duration_s=duration,
+                             cycle=False, drain_timeout_s=drain)  # fmt: skip
+        if kind == "sessions":
+            return PhaseSpec("measured", [], concurrency=slots, duration_s=duration,
+                             drain_timeout_s=drain, sessions=[[it] for it in items])  # fmt: skip
+        return PhaseSpec("measured", items, concurrency=slots, duration_s=duration,
+                         cycle=duration is not None, drain_timeout_s=drain)  # fmt: skip
+
+    def worker(k: int) -> LoadWorker:
+        spec = WorkerSpec(k, workers, "http://127.0.0.1:9", "m", "completions", True, None,
+                          60.0, True, {}, False, "t", [phase()])  # fmt: skip
+        counters = {"measured": counter} if kind != "open" and workers > 1 else None
+        w = LoadWorker(spec, rows.extend, lambda: False, counters=counters)
+        w.client.send = _never_answers  # type: ignore[method-assign]
+        return w
+
+    async def main() -> None:
+        # the guard only: a loop that waits for requests that never end never returns
+        await asyncio.wait_for(asyncio.gather(*(worker(k).run() for k in range(workers))), 60)
+
+    asyncio.run(main())
+    assert rows, "nothing was sent"
+    assert all(r["error_kind"] == ErrorKind.INTERRUPTED for r in rows), rows
+
+
+# -- the embedded engine's options, once a suite started it -----------------------------
+EMBEDDED = {"--embedded-engine": ("embedded_engine", "llama"),
+            "--embedded-model": ("embedded_model", "tiny"),
+            "--embedded-parallel": ("embedded_parallel", 2)}  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(chosen=st.sets(st.sampled_from(sorted(EMBEDDED)), max_size=3),
+       url=st.sampled_from(["none", "--url", "engine"]))  # fmt: skip
+def test_embedded_options_are_refused_only_beside_a_url_given(chosen, url):
+    """--embedded-* are refused beside a --url (no engine is started), and never once the
+    run or a stress suite started the engine with them: `stress flood --embedded-model
+    tiny` started tiny, then its first step refused the option naming --url (the
+    engine's), and the suite ended with nothing measured."""
+    from dataclasses import replace
+
+    from accelbench.suites.stress.common import check_load
+
+    values: dict[str, Any] = {EMBEDDED[o][0]: EMBEDDED[o][1] for o in chosen}
+    if url == "--url":
+        values["url"] = "http://127.0.0.1:9"
+    cfg = config_from_options(LoadOptions(values, frozenset(chosen)))
+    if url == "engine":  # what runner.benchmark.embedded_engine and stress's _server do
+        cfg.validate()  # the pre-flight check, while no URL is known
+        cfg.check_run_options()
+        from accelbench.urls import Endpoint
+
+        cfg.url, cfg.engine_started = Endpoint.parse("http://127.0.0.1:9"), True
+    step = {"concurrency": 1, "rate": None, "num_requests": 2, "duration_s": None,
+            "warmup_requests": 0, "save_text": False, "extra_body": {}}  # fmt: skip
+    try:
+        # a suite's step, as stress.common.run_step derives it from the suite's load
+        check_load(replace(cfg, given=cfg.given - {"--out"}), step=step)  # type: ignore[arg-type]
+    except UsageError as exc:
+        assert url == "--url" and chosen, str(exc)
+        assert any(o in str(exc) for o in chosen), str(exc)
+        return
+    assert not (url == "--url" and chosen)
+    assert "engine_started" not in cfg.to_json()

@@ -52,7 +52,8 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "duration": (float, _opt(None, "--duration", "-d", help="Stop issuing after this many seconds (at most 30 days).")),
     "warmup": (int, _opt(0, "--warmup", help="Warm-up requests, run first and excluded from metrics.")),
     "drain_timeout": (float, _opt(None, "--drain-timeout", help=(
-        "Seconds to let in-flight requests finish after the stop; default: all."))),
+        "Seconds to let in-flight requests finish after the stop (the last request "
+        "issued, or the end of --duration), then cut them (interrupted); default: all."))),
     "isl": (int, _opt(128, "--isl", help="Input length in the server's tokens (synthetic prompts; 1 to 1,048,576).")),
     "osl": (int, _opt(128, "--osl", help="Output length (max_tokens, forced with ignore_eos; 1 to 1,048,576).")),
     "isl_dist": (str, _opt("fixed", "--isl-dist", help="fixed | uniform | normal | lognormal")),

@@ -52,7 +52,9 @@ def reference(
     ground_truth: Path = typer.Option(
         None, help="JSONL file: when each token was actually written."
     ),
-    seed: int = typer.Option(0, help="Seed for delays and faults."),
+    seed: int = typer.Option(
+        0, help="Seed for drawn delays and lengths, faults and dropped connections."
+    ),
     leak_bytes_per_request: int = typer.Option(
         0, help="Known-truth leak: keep this many bytes per request (RSS grows)."
     ),
@@ -96,6 +98,10 @@ def reference(
     kinds = {f.rpartition(":")[0] for f in fault}
     delays = not max_throughput or bool(fault)  # --max-throughput writes at once, faults aside
     cache = prefix_cache_blocks > 0
+    # what the seed draws: delays and lengths of a distribution, faults, dropped connections
+    spread = [Dist.parse(d).kind != "fixed" for d in (ttft_ms, itl_ms) if delays]
+    drawn = any(spread) or (osl is not None and Dist.parse(osl).kind != "fixed")
+    drawn = drawn or bool(fault) or drop_keepalive > 0
     refuse_unmet(given_options(ctx), [
         ("--diverge", deterministic, "with --deterministic"),
         ("--stall-s", "stall" in kinds, "with --fault stall:P"),
@@ -106,6 +112,9 @@ def reference(
         ("--prefix-cache-outputs", cache, "with --prefix-cache-blocks N (N > 0)"),
         *((o, delays, "without --max-throughput (it writes each response at once)")
           for o in ("--ttft-ms", "--itl-ms", "--prefill-ms-per-token", "--ttft-drift-ms-per-min")),
+        ("--seed", drawn, "where something is drawn: a --ttft-ms or --itl-ms distribution "
+         "(not with --max-throughput), an --osl one (uniform:, normal:, exp:), a --fault or "
+         "--drop-keepalive above 0"),
     ])  # fmt: skip
     from accelbench.validate import bind_host
 

@@ -94,7 +94,8 @@ def _server(
         log=_log,
         context=context,
     ) as s:
-        cfg.url = Endpoint.parse(s.url)
+        # the steps' url is this engine's: the --embedded-* options were used, not replaced
+        cfg.url, cfg.engine_started = Endpoint.parse(s.url), True
         cfg.model = cfg.model or s.alias
         yield s.pid
 
@@ -520,6 +521,8 @@ def mixed(
         suite([base] * embedded)
     with _suite_dir(load, "mixed") as path, contextlib.ExitStack() as stack:
         if not url:
+            from dataclasses import replace
+
             from accelbench.engines.embedded import running_engine
 
             specs = []
@@ -528,7 +531,7 @@ def mixed(
                     base.embedded_engine, base.embedded_model,
                     parallel=base.embedded_parallel, log=_log))  # fmt: skip
                 specs.append(s.url)
-            mc = suite([_endpoint_cfg(sp, base) for sp in specs])
+            mc = suite([replace(_endpoint_cfg(sp, base), engine_started=True) for sp in specs])
         res = run_mixed(mc, path, log=_log)
     if not quiet and res.matrix:
         typer.echo("interference matrix (% change of row's TTFT p50 caused by column):")

@@ -84,6 +84,11 @@ def agent_cmd(
         tool_tokens=tool_tokens, osl=osl, rate=rate, tool_ms=tool_ms, spread=spread,
         block_size=block_size, seed=seed,
     )  # fmt: skip
+    refuse_unmet(given_options(ctx), [
+        ("--seed", spec.checked().draws(), "where something is drawn: --sessions above 1 "
+         "(arrivals), lengths that --spread varies (after rounding), or --tool-ms above 0 "
+         "with --turns above 1"),
+    ])  # fmt: skip
     n = write_agent_trace(spec, out)
     typer.echo(f"{out}: {n} requests in {sessions} sessions")
 

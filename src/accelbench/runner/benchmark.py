@@ -208,7 +208,7 @@ def embedded_engine(cfg: BenchmarkConfig, log: Log) -> Iterator[Any]:
 
     with running_engine(cfg.embedded_engine, cfg.embedded_model,
                         parallel=cfg.embedded_parallel, log=log) as s:  # fmt: skip
-        cfg.url = Endpoint.parse(s.url)
+        cfg.url, cfg.engine_started = Endpoint.parse(s.url), True
         cfg.model = cfg.model or s.alias
         yield s
 

@@ -93,6 +93,9 @@ class BenchmarkConfig:
     # the options the command line set ("--turns"), whatever their value: an option typed
     # at its default value is given too. Not recorded (run.json holds the values).
     given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    # ``url`` is the embedded engine this process started for the run or suite, with the
+    # --embedded-* options (which were used, not replaced by a --url). Not recorded.
+    engine_started: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         raw: object = self.url
@@ -234,7 +237,7 @@ class BenchmarkConfig:
         def refuse(msg: str) -> None:
             raise v.UsageError(msg)
 
-        if self.url is not None:
+        if self.url is not None and not self.engine_started:
             for f in ("embedded_engine", "embedded_model", "embedded_parallel"):
                 if set_(self, f):
                     refuse(f"{_opt(f)} applies to the embedded engine, which --url replaces")
@@ -316,8 +319,8 @@ class BenchmarkConfig:
             if set_(wl, "seed") and not stats.synthesised:
                 refuse(
                     f"--seed draws the prompts a trace's entries do not record: every entry "
-                    f"of {wl.trace} is a recorded request, sent as it was (it would change "
-                    "nothing)"
+                    f"of {wl.trace} is a recorded request or has its own prompt, sent as it "
+                    "was (it would change nothing)"
                 )
             if set_(wl, "osl") and not stats.without_osl:
                 refuse(
@@ -419,6 +422,7 @@ class BenchmarkConfig:
     def to_json(self) -> dict[str, Any]:
         d = asdict(replace(self, url=None))  # an Endpoint is no JSON value
         del d["given"]  # how the options were typed, not what the run did
+        del d["engine_started"]
         d["url"] = self.url.display if self.url else None  # never the credentials
         return d
 

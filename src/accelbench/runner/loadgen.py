@@ -308,23 +308,30 @@ class LoadWorker:
         if pending:
             await self._cancel_inflight()
 
-    def _items(self, phase: PhaseSpec):
+    def _items(self, phase: PhaseSpec, last: asyncio.Event | None = None):
         """Requests for this worker. Closed loop over several workers: every worker holds
         the whole phase and takes the next index from a counter shared by all of them,
-        so none runs dry while another still has a queue."""
+        so none runs dry while another still has a queue. ``last`` is set as the plan's
+        last request is taken (never while a duration cycles the plan)."""
         counter = self.counters.get(phase.name) if phase.offsets is None else None
         n = len(phase.items)
+        cycling = bool(phase.duration_s and phase.cycle)
         if counter is not None and n:
             base = phase.items[0][0]
             while True:
                 with counter.get_lock():
                     i = counter.value
                     counter.value = i + 1
-                if i >= n and not (phase.duration_s and phase.cycle):
+                if i >= n and not cycling:
                     return
+                if i == n - 1 and not cycling and last is not None:
+                    last.set()
                 yield base + i, phase.items[i % n][1]
-        if phase.duration_s is None or not phase.cycle:
-            yield from phase.items
+        if not cycling:
+            for k, item in enumerate(phase.items):
+                if k == n - 1 and last is not None:
+                    last.set()
+                yield item
             return
         # duration mode: cycle the plan; indices stay unique across workers
         base = phase.items[0][0] if phase.items else 0
@@ -343,9 +350,37 @@ class LoadWorker:
             await asyncio.sleep(min(delay, _WAIT_SLICE_S))
         return False
 
+    async def _until_stop(
+        self, slots: list[asyncio.Task], issued: Callable[[], bool], deadline: int | None
+    ) -> None:
+        """Wait for a closed loop's stop: every slot done, the plan's last request taken
+        (``issued()``, by this worker or another: looked at every 50 ms, as a stop
+        signal is) or the deadline. The requests then in flight stay in ``_inflight``
+        for :meth:`_drain` (``--drain-timeout``; awaiting the slots here waited for
+        every request whatever the timeout). No slot issues a request after the stop."""
+        pending: set[asyncio.Task] = set(slots)
+        while pending and not issued():
+            left = 0.05 if deadline is None else min(0.05, max(0.0, (deadline - _now()) / 1e9))
+            _, pending = await asyncio.wait(pending, timeout=left)
+            if deadline is not None and _now() >= deadline:
+                return
+
+    def _taken(self, phase: PhaseSpec, n: int, last: asyncio.Event) -> Callable[[], bool]:
+        """Whether the plan's last entry (of ``n``) is taken: by this worker (``last``,
+        set by :meth:`_items` / :meth:`_sessions`) or, with the counter closed-loop
+        workers share, by any; never while a duration cycles the plan."""
+        counter = self.counters.get(phase.name) if phase.offsets is None else None
+        cycling = bool(phase.duration_s and phase.cycle and phase.sessions is None)
+        if cycling:
+            return lambda: False
+        if counter is None:
+            return last.is_set
+        return lambda: last.is_set() or counter.value >= n
+
     async def _closed_loop(self, phase: PhaseSpec) -> None:
         warm = phase.name == "warmup"
-        it = iter(self._items(phase))
+        issued = asyncio.Event()  # the plan's last request is going out
+        it = iter(self._items(phase, issued))
         deadline = _now() + int(phase.duration_s * 1e9) if phase.duration_s else None
 
         async def slot() -> None:
@@ -360,7 +395,7 @@ class LoadWorker:
 
         n = max(1, phase.concurrency or 1)
         slots = [self._spawn(slot()) for _ in range(n)]
-        await asyncio.gather(*slots, return_exceptions=True)
+        await self._until_stop(slots, self._taken(phase, len(phase.items), issued), deadline)
 
     async def _open_loop(self, phase: PhaseSpec, start: int) -> None:
         warm = phase.name == "warmup"
@@ -395,20 +430,24 @@ class LoadWorker:
         del loop
 
     # -- sessions -----------------------------------------------------------------
-    def _sessions(self, phase: PhaseSpec):
+    def _sessions(self, phase: PhaseSpec, last: asyncio.Event | None = None):
         """This worker's sessions, in order; over several closed-loop workers the next
-        session's index comes from the counter they share."""
+        session's index comes from the counter they share. ``last`` is set as the last
+        session is taken."""
         sessions = phase.sessions or []
         counter = self.counters.get(phase.name) if phase.offsets is None else None
-        if counter is None:
-            yield from sessions
-            return
-        while True:
-            with counter.get_lock():
-                i = counter.value
-                counter.value = i + 1
-            if i >= len(sessions):
+        n = len(sessions)
+        for k in itertools.count():
+            if counter is None:
+                i = k
+            else:
+                with counter.get_lock():
+                    i = counter.value
+                    counter.value = i + 1
+            if i >= n:
                 return
+            if i == n - 1 and last is not None:
+                last.set()
             yield sessions[i]
 
     async def _session_loop(self, phase: PhaseSpec, start: int) -> None:
@@ -418,7 +457,8 @@ class LoadWorker:
         warm = phase.name == "warmup"
         deadline = start + int(phase.duration_s * 1e9) if phase.duration_s else None
         if phase.offsets is None:
-            it = iter(self._sessions(phase))
+            issued = asyncio.Event()  # the last session is starting
+            it = iter(self._sessions(phase, issued))
 
             async def slot() -> None:
                 while not self._stopping:
@@ -430,7 +470,8 @@ class LoadWorker:
                     await self._session(turns, warm, _now(), start)
 
             n = max(1, phase.concurrency or 1)
-            await asyncio.gather(*[self._spawn(slot()) for _ in range(n)], return_exceptions=True)
+            taken = self._taken(phase, len(phase.sessions or []), issued)
+            await self._until_stop([self._spawn(slot()) for _ in range(n)], taken, deadline)
             return
         sem = asyncio.Semaphore(phase.max_concurrency) if phase.max_concurrency else None
 

@@ -113,15 +113,27 @@ class AgentTraceSpec:
             )
         return spec
 
+    def draws(self) -> bool:
+        """Whether the seed changes the trace (after ``checked``): the sessions' start
+        times, a length that ``spread`` varies, or tool run times between turns."""
+        lengths = [self.user_tokens, self.osl, *([self.tool_tokens] * (self.turns > 1))]
+        varied = any(lo < hi for lo, hi in (_bounds(x, self.spread) for x in lengths))
+        return self.sessions > 1 or varied or (self.turns > 1 and self.tool_ms > 0)
+
+
+def _bounds(x: int, spread: float) -> tuple[int, int]:
+    lo = max(1, round(x * (1 - spread)))
+    return lo, max(lo, round(x * (1 + spread)))
+
 
 def _top(x: int, spread: float) -> int:
     """The largest length :func:`_draw` can give for ``x``."""
-    return max(max(1, round(x * (1 - spread))), round(x * (1 + spread)))
+    return _bounds(x, spread)[1]
 
 
 def _draw(rng: np.random.Generator, x: int, spread: float, shape: tuple[int, ...]) -> np.ndarray:
-    lo = max(1, round(x * (1 - spread)))
-    return rng.integers(lo, _top(x, spread) + 1, size=shape)
+    lo, hi = _bounds(x, spread)
+    return rng.integers(lo, hi + 1, size=shape)
 
 
 def agent_trace(spec: AgentTraceSpec) -> list[dict[str, Any]]:

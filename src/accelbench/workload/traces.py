@@ -123,6 +123,12 @@ class Trace:
         time of its own is not counted: it depends on the replies)."""
         return max((e.offset_s for e in self.entries if e.offset_s is not None), default=0.0)
 
+    @property
+    def synthesised(self) -> int:
+        """How many entries get a prompt made from their lengths (neither a recorded body
+        nor a prompt of their own): what ``--seed`` and ``--tokenizer`` make it from."""
+        return sum(1 for e in self.entries if e.body is None and e.prompt is None)
+
 
 # -- the proxy's own format ----------------------------------------------------------
 def trace_header(started_at: str | None = None) -> dict[str, str]:
@@ -282,7 +288,7 @@ class TraceStats(NamedTuple):
     span_s: float  # from the first arrival to the last
     endpoints: frozenset[str]  # where its recorded requests went
     without_osl: int  # entries with no output length of their own (--osl gives theirs)
-    synthesised: int  # entries whose prompt is synthesised (--seed draws it), not recorded
+    synthesised: int  # entries whose prompt is made from their lengths (--seed draws it)
 
 
 _STATS: dict[tuple[str, int, int, int], TraceStats] = {}
@@ -317,8 +323,9 @@ def trace_stats(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> Tr
         trace = load_trace(p, block_size=block_size)
         endpoints = frozenset(e.endpoint for e in trace.entries if e.endpoint)
         without = sum(1 for e in trace.entries if e.osl is None)
-        made = sum(1 for e in trace.entries if e.body is None)
-        _STATS[key] = TraceStats(len(trace.entries), trace.duration_s, endpoints, without, made)
+        _STATS[key] = TraceStats(
+            len(trace.entries), trace.duration_s, endpoints, without, trace.synthesised
+        )
     return _STATS[key]
 
 

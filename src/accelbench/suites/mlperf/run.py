@@ -188,6 +188,13 @@ def _check_combinations(cfg: BenchmarkConfig, q: QslOptions) -> None:
     c.check_common_options()
     if q.dataset is None and (q.dataset_format != "auto" or q.allow_pickle):
         raise UsageError("--dataset-format and --allow-pickle apply to --dataset only")
+    if q.mlperf_dataset and c.is_set(c.workload, "seed"):
+        # it draws synthetic prompts or an accelbench dataset's; LoadGen draws its queries
+        # with mlperf.conf's own seeds (recorded in run.json, the seed changed nothing)
+        raise UsageError(
+            f"--seed does not apply to an MLPerf dataset ({q.dataset}): its records are the "
+            "samples and LoadGen draws queries with mlperf.conf's seeds"
+        )
 
 
 def _check_qsl(q: QslOptions) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from accelbench import validate as v
 from accelbench.client.openai import build_body
@@ -30,6 +30,9 @@ from accelbench.store.rundir import write_json_atomic
 from accelbench.suites.shadow.store import ShadowWriter
 from accelbench.urls import Endpoint
 from accelbench.validate import check_url
+
+if TYPE_CHECKING:
+    from accelbench.workload.traces import Trace
 
 _now = time.monotonic_ns
 Log = Callable[[str], None]
@@ -123,6 +126,61 @@ def _side_model(server: Endpoint, wanted: str | None, api_key: str | None, name:
     return wanted
 
 
+# What a replay makes of a trace's entries, and the options that shape it: an entry with a
+# recorded body is sent as recorded, so only the entries without one read these
+_BODY_OPTIONS = (("--endpoint", "endpoint"), ("--stream/--no-stream", "stream"),
+                 ("--ignore-eos/--no-ignore-eos", "ignore_eos"),
+                 ("--extra-body", "extra_body"))  # fmt: skip
+
+
+def check_trace_options(cfg: BenchmarkConfig, trace: Trace) -> None:
+    """Refuse every load option that the replay of ``trace`` would not read (one line
+    naming it, before any request; docs/SHADOW.md "Options a trace decides"): the
+    arrival process without a ShareGPT file (the trace's own times), ``--burstiness``
+    without ``--arrival gamma``, the body options (``--endpoint``, ``--stream``,
+    ``--ignore-eos``, ``--extra-body``) and ``--tokenizer`` where every request is
+    recorded (sent as recorded), ``--osl`` where every entry has its own output length,
+    ``--seed`` where nothing is drawn (no prompt made from lengths, no ShareGPT
+    arrivals), ``--block-size`` where no entry has ``hash_ids``."""
+    wl = cfg.workload
+    if trace.format != "sharegpt":  # its own arrival times: a rate would be ignored
+        shaping = [o for o, f in (("--rate", "rate"), ("--arrival", "arrival"),
+                                  ("--burstiness", "burstiness")) if cfg.is_set(cfg, f)]  # fmt: skip
+        if shaping:
+            verb = "shapes" if len(shaping) == 1 else "shape"
+            raise UsageError(
+                f"{', '.join(shaping)} {verb} the arrivals of a ShareGPT file; this "
+                f"{trace.format} trace has its own times (scale them with --speed)"
+            )
+    elif cfg.is_set(cfg, "burstiness") and cfg.arrival != "gamma":
+        raise UsageError("--burstiness is the shape of --arrival gamma only")
+    name = f"--trace {trace.path}"
+    if not any(e.body is None for e in trace.entries):
+        recorded = [o for o, f in (*_BODY_OPTIONS, ("--tokenizer", "tokenizer"))
+                    if cfg.is_set(wl if f == "tokenizer" else cfg, f)]  # fmt: skip
+        if recorded:
+            verb = "does" if len(recorded) == 1 else "do"
+            raise UsageError(
+                f"{', '.join(recorded)} {verb} not apply to {name}: every request of it "
+                "is recorded and replayed as recorded (body, endpoint and all)"
+            )
+    if cfg.is_set(wl, "osl") and not any(e.body is None and e.osl is None for e in trace.entries):
+        raise UsageError(
+            f"--osl is the output length of a trace's entries without one: every entry of "
+            f"{trace.path} has its own or is recorded (it would change nothing)"
+        )
+    if cfg.is_set(wl, "seed") and trace.format != "sharegpt" and not trace.synthesised:
+        raise UsageError(
+            f"--seed draws the prompts of a trace's length-only entries: every request of "
+            f"{trace.path} is recorded with its own prompt (it would change nothing)"
+        )
+    if cfg.is_set(wl, "block_size") and not any(e.blocks is not None for e in trace.entries):
+        raise UsageError(
+            f"--block-size is the tokens per hash_ids block of a trace: {trace.path} has "
+            "no hash_ids"
+        )
+
+
 def prepare(
     cfg: BenchmarkConfig, opt: ReplayOptions, log: Log
 ) -> tuple[list[ReplayRequest], ReplayInfo]:
@@ -141,15 +199,7 @@ def prepare(
         burstiness=cfg.burstiness, seed=cfg.workload.seed, limit=cfg.num_requests,
         block_size=opt.block_size,
     )  # fmt: skip
-    if trace.format != "sharegpt":  # its own arrival times: a rate would be ignored
-        shaping = [o for o, f in (("--rate", "rate"), ("--arrival", "arrival"),
-                                  ("--burstiness", "burstiness")) if cfg.is_set(cfg, f)]  # fmt: skip
-        if shaping:
-            verb = "shapes" if len(shaping) == 1 else "shape"
-            raise UsageError(
-                f"{', '.join(shaping)} {verb} the arrivals of a ShareGPT file; this "
-                f"{trace.format} trace has its own times (scale them with --speed)"
-            )
+    check_trace_options(cfg, trace)
     opt.check_span(trace.duration_s)
     log(f"trace: {len(trace.entries)} requests over {trace.duration_s:.1f} s ({trace.format})")
     for note in trace.notes:
