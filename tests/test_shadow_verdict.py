@@ -239,7 +239,8 @@ def test_an_empty_or_short_candidate_is_named_and_never_replaces_a_verdict(
     shd = _replay(tmp_path, "shd", _mooncake(tmp_path / "t.jsonl", 40, rate=400), a.url, b.url)
     full = shadow_verdict(shd, VGATES)
     assert full.paired_requests == 40 and full.unpaired == {"baseline": 0, "candidate": 0}
-    assert full.warnings == []
+    # a busy host may add the timing-conditions warning (reads that waited): not this test's
+    assert [w for w in full.warnings if "waited in the socket" not in w] == []
     kept = (shd / "verdict.json").read_text()
 
     x2 = tmp_path / "x2"
@@ -247,11 +248,12 @@ def test_an_empty_or_short_candidate_is_named_and_never_replaces_a_verdict(
     (x2 / "candidate.jsonl").write_text("")
     v = shadow_verdict(x2, VGATES)
     assert v.paired_requests == 0 and v.unpaired == {"baseline": 40, "candidate": 0}
-    assert v.warnings[0] == (
+    said = [w for w in v.warnings if "waited in the socket" not in w]
+    assert said[0] == (
         "candidate.jsonl holds 0 records: the 40 baseline request(s) have no counterpart "
         "and are unpaired"
     )
-    assert v.warnings[1].startswith("kept the existing verdict.json (40 paired requests)")
+    assert said[1].startswith("kept the existing verdict.json (40 paired requests)")
     assert (x2 / "verdict.json").read_text() == kept  # never replaced by less
     code, text = invoke(["shadow", "verdict", str(x2), *[a for g in VGATES for a in ("-g", g)]],
                         tmp_path)  # fmt: skip
@@ -313,7 +315,8 @@ def test_property_every_record_is_paired_or_counted(reference_server, tmp_path: 
             assert v.sides[side].requests == len(set(keep))  # a repeat is skipped
             assert v.unpaired[side] == len(set(keep)) - paired
         lost = any(v.unpaired.values()) or len(set(base)) < len(base) or len(set(cand)) < len(cand)
-        assert bool(v.warnings) == (lost or paired < 24 or not (base or cand)), v.warnings
+        said = [w for w in v.warnings if "waited in the socket" not in w]  # a busy host's
+        assert bool(said) == (lost or paired < 24 or not (base or cand)), v.warnings
         replaced = json.loads((d / "verdict.json").read_text())["paired_requests"]
         assert replaced == (24 if paired < 24 else paired)
         shutil.rmtree(d)
