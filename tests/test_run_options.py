@@ -413,7 +413,7 @@ REPLAY_OPTIONS = {
     "--ignore-eos": ("ignore_eos", False), "--extra-body": ("extra_body", '{"temperature": 0}'),
     "--tokenizer": ("tokenizer", "{tokenizer}"), "--osl": ("osl", 16), "--seed": ("seed", 3),
     "--block-size": ("block_size", 300), "--arrival": ("arrival", "gamma"),
-    "--burstiness": ("burstiness", 0.5),
+    "--burstiness": ("burstiness", 0.5), "--num-requests": ("num_requests", 9),
 }  # fmt: skip
 
 
@@ -421,12 +421,13 @@ def replay_unused(kind: str, given: set[str]) -> set[str]:
     """The oracle (docs/SHADOW.md "Options a trace decides", restated): the options of
     ``given`` that a replay of the ``kind`` trace would not read. recorded: every
     request sent as recorded; mooncake: lengths, no hash_ids; blocks: lengths and
-    hash_ids; sharegpt: prompts (no output lengths without a tokenizer), no times."""
+    hash_ids; sharegpt: prompts (no output lengths without a tokenizer), no times. Each
+    holds 4 requests but mooncake's 10: -n 9 is beyond the others."""
     unused = {
         "recorded": set(REPLAY_OPTIONS) - {"--arrival", "--burstiness"},
         "mooncake": {"--osl", "--block-size"},
-        "blocks": {"--osl"},
-        "sharegpt": {"--block-size"},
+        "blocks": {"--osl", "--num-requests"},
+        "sharegpt": {"--block-size", "--num-requests"},
     }[kind]
     if kind != "sharegpt":  # the trace's own arrival times
         unused |= {"--arrival", "--burstiness"}
@@ -455,7 +456,7 @@ def test_replay_refuses_what_its_trace_decides(files, kind, chosen):
     cfg.validate()
     cfg.check_common_options()
     trace = load_trace(path, rate=cfg.rate, arrival=cfg.arrival, burstiness=cfg.burstiness,
-                       block_size=cfg.workload.trace_block_size)  # fmt: skip
+                       limit=cfg.num_requests, block_size=cfg.workload.trace_block_size)  # fmt: skip
     bad = replay_unused(kind, set(chosen))
     try:
         check_trace_options(cfg, trace)

@@ -141,7 +141,8 @@ def check_trace_options(cfg: BenchmarkConfig, trace: Trace) -> None:
     ``--ignore-eos``, ``--extra-body``) and ``--tokenizer`` where every request is
     recorded (sent as recorded), ``--osl`` where every entry has its own output length,
     ``--seed`` where nothing is drawn (no prompt made from lengths, no ShareGPT
-    arrivals), ``--block-size`` where no entry has ``hash_ids``."""
+    arrivals), ``--block-size`` where no entry has ``hash_ids``, ``--num-requests N``
+    beyond the trace's length (it keeps the first N)."""
     wl = cfg.workload
     if trace.format != "sharegpt":  # its own arrival times: a rate would be ignored
         shaping = [o for o, f in (("--rate", "rate"), ("--arrival", "arrival"),
@@ -173,6 +174,11 @@ def check_trace_options(cfg: BenchmarkConfig, trace: Trace) -> None:
         raise UsageError(
             f"--seed draws the prompts of a trace's length-only entries: every request of "
             f"{trace.path} is recorded with its own prompt (it would change nothing)"
+        )
+    if cfg.num_requests is not None and len(trace.entries) < cfg.num_requests:
+        raise UsageError(
+            f"--num-requests {cfg.num_requests:,}: {trace.path} has only "
+            f"{len(trace.entries):,} requests (it keeps the first N)"
         )
     if cfg.is_set(wl, "block_size") and not any(e.blocks is not None for e in trace.entries):
         raise UsageError(
