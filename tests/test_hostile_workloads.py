@@ -146,7 +146,11 @@ def test_every_point_is_read_at_its_run_s_own_load(
 
 # -- wrong types in a chat data set's messages ----------------------------------------------
 any_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
     max_leaves=6,
 )
