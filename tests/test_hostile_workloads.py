@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from accelbench.errors import UsageError
@@ -146,7 +146,11 @@ def test_every_point_is_read_at_its_run_s_own_load(
 
 # -- wrong types in a chat data set's messages ----------------------------------------------
 any_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
     max_leaves=6,
 )
@@ -798,3 +802,45 @@ def test_a_record_the_tokenizer_cannot_count_is_named(tmp_path: Path) -> None:
     wl = WorkloadConfig(dataset=str(tmp_path / "d.jsonl"))
     with pytest.raises(AccelbenchError, match=r"d.jsonl:2: counting its tokens failed: /tok"):
         build_plan(wl, 4, Resets())  # type: ignore[arg-type]
+
+
+# -- shared prefixes: only the prompts the requests start with are made ---------------------
+class _Bytes:
+    """One token per UTF-8 byte (the reference server's tokenizer), counting its calls."""
+
+    name = "bytes"
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def encode(self, text: str) -> list[int]:
+        self.tokens += len(text)
+        return list(text.encode())
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(ids).decode("utf-8", "replace")
+
+
+@settings(HYP, max_examples=30)
+@example(k=1 << 20, n=2, sessions=False)  # 2**20 prompts were made for 2 requests
+@given(
+    k=st.integers(1, 64),
+    n=st.integers(1, 6),
+    sessions=st.booleans(),
+)
+def test_shared_prefixes_beyond_the_requests_are_not_made(k: int, n: int, sessions: bool) -> None:
+    """`-n 2 --shared-prefixes 1048576 --prefix-tokens 1048576` made all K prompts of P
+    tokens before the run (1e12 tokens: it never started). Request (session) i starts with
+    prompt i mod K, so only the first min(K, n) are made: the same plan, made at once."""
+    from accelbench.workload.plan import build_plan
+
+    def plan(groups: int) -> tuple[list[tuple[object, int | None]], int]:
+        tok = _Bytes()
+        wl = WorkloadConfig(isl=8, osl=2, shared_prefixes=groups, prefix_tokens=512,
+                            sessions=n if sessions else None, turns="2")  # fmt: skip
+        made = [(r.prompt, r.prefix_group) for r in build_plan(wl, n, tok)]  # type: ignore[arg-type]
+        return made, tok.tokens
+
+    (made, work), (used, least) = plan(k), plan(min(k, n))
+    assert made == used
+    assert work == least  # the tokenizer's work: the prompts used, never K of them

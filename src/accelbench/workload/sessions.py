@@ -125,7 +125,8 @@ def session_plan(
     users = isl(total) if callable(isl) else isl
     outs = osl(total) if callable(osl) else osl
     thinks = think_s.draw(rng, total, integer=False)
-    sys_texts, sys_lens = _prefixes(tok, shared_prefixes, prefix_tokens, seed)
+    # only the prompts a session starts with (the K's first n_sessions; the same texts)
+    sys_texts, sys_lens = _prefixes(tok, min(shared_prefixes, n_sessions), prefix_tokens, seed)
     # the first turn's message carries what the server adds (BOS, template)
     gen = SyntheticPrompts(tok, seed, int(max(users.max(initial=1), 1)))
     plan: list[PlannedRequest] = []
@@ -180,7 +181,9 @@ def shared_prefix_plan(
 ) -> list[PlannedRequest]:
     """Independent requests that start with one of K shared system prompts (request i:
     prompt i mod K), in place: the prompts of ``plan`` become the user messages."""
-    sys_texts, sys_lens = _prefixes(tok, shared_prefixes, prefix_tokens, seed)
+    # only the prompts a request starts with: all K of P tokens were made, whatever -n
+    # (-n 2 --shared-prefixes 1048576 --prefix-tokens 1048576 began making 1e12 tokens)
+    sys_texts, sys_lens = _prefixes(tok, min(shared_prefixes, len(plan)), prefix_tokens, seed)
     for i, req in enumerate(plan):
         if not isinstance(req.prompt, str):
             raise AccelbenchError("--shared-prefixes needs text prompts (synthetic or a dataset)")
