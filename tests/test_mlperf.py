@@ -80,6 +80,36 @@ def test_user_conf_then_command_line(tmp_path: Path) -> None:
     assert eff2["server_target_qps"] == 3 and eff2["min_duration_ms"] == 1000
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    opts=st.fixed_dictionaries({}, optional={"target_qps": st.just(3.0),
+                                             "min_duration_s": st.just(1.0),
+                                             "min_query_count": st.just(20)}),
+    lines=st.sets(st.sampled_from(["*.Server.target_qps = 7.5", "*.Server.min_duration = 5000",
+                                   "llama2-70b.Server.min_query_count = 30",
+                                   "*.Offline.target_qps = 2", "*.Server.ttft_latency = 3000"]),
+                  min_size=1),
+)  # fmt: skip
+def test_a_user_conf_line_the_command_line_replaces_is_never_recorded_as_applied(
+    tmp_path_factory, opts: dict, lines: set[str]
+) -> None:
+    """`--target-qps 3` beside `*.Server.target_qps = 7.5`: the command line won and
+    mlperf.json still listed the line as applied, with nothing said. Now each such line
+    carries `replaced_by` (the option); every other line none."""
+    conf = tmp_path_factory.mktemp("uc") / "user.conf"
+    conf.write_text("\n".join(sorted(lines)) + "\n")
+    ms = MlperfSettings(scenario="server", user_conf=str(conf), **opts)
+    ms.validate()
+    option = {"target_qps": "--target-qps", "min_duration": "--min-duration",
+              "min_query_count": "--min-query-count"}  # fmt: skip
+    field = {"target_qps": "target_qps", "min_duration": "min_duration_s",
+             "min_query_count": "min_query_count"}  # fmt: skip
+    for ln in ms.user_conf_lines:
+        key = ln["text"].split()[0].rsplit(".", 1)[-1]
+        replaced = ln["applies"] and key in field and field[key] in opts
+        assert ln.get("replaced_by") == (option[key] if replaced else None), ln
+
+
 @pytest.mark.parametrize(
     "line",
     [

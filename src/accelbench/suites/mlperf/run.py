@@ -358,6 +358,9 @@ def _run(
     meta = new_run_doc(cfg, run_dir, target, engine, planned=None, kind="mlperf",
                        mlperf=mlperf_doc)  # fmt: skip
 
+    for x in ms.user_conf_lines:
+        if "replaced_by" in x:
+            log(f"user.conf line {x['line']} ({x['text'][:60]}): replaced by {x['replaced_by']}")
     skipped = [x for x in ms.user_conf_lines if not x["applies"]]
     if skipped:
         log(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from accelbench import validate as v
 from accelbench.errors import UsageError
@@ -147,6 +147,17 @@ class ConfLine(TypedDict):
     text: str
     applies: bool  # False: for another benchmark or scenario of the same file
     line: int
+    # the command-line option that replaced its value (the command line wins): the line
+    # applies to the run, its value does not
+    replaced_by: NotRequired[str]
+
+
+# user.conf keys the command line sets too, and the option that does
+_CONF_OPTIONS = {
+    "target_qps": "--target-qps",
+    "min_duration": "--min-duration",
+    "min_query_count": "--min-query-count",
+}
 
 
 # A LoadGen TestSettings' fields that say what a run is held to (FIELDS): numbers and flags.
@@ -191,6 +202,15 @@ class MlperfSettings:
         self.min_query_count = v.optional_integer(
             "--min-query-count", self.min_query_count, 1, MAX_QUERIES
         )
+        given = {
+            "--target-qps": self.target_qps,
+            "--min-duration": self.min_duration_s,
+            "--min-query-count": self.min_query_count,
+        }
+        for ln in self.user_conf_lines:  # the command line wins: said, never as applied
+            opt = _CONF_OPTIONS.get(ln["text"].split()[0].rsplit(".", 1)[-1])
+            if ln["applies"] and opt is not None and given[opt] is not None:
+                ln["replaced_by"] = opt
         if self.find_peak and self.lg_scenario != "Server":
             raise UsageError(
                 "--find-peak searches the Server QPS: use it with server or interactive"
