@@ -557,3 +557,26 @@ def test_property_sweeps_of_another_model_are_refused(recorded: str, given_model
                 )
             return
         assert ok and cal.model.same_architecture(find_model(chosen).arch)
+
+
+def test_a_point_whose_run_ran_another_load_is_fitted_at_its_own_and_said(
+    sweeps: dict[int, Path], tmp_path: Path
+) -> None:
+    """sweep.json's point 1 edited to 9 (its run ran 1 user): the calibration fits the
+    run's own concurrency, as the sweep readers place it, and now says so in one note
+    (it said nothing: store.sets.point_disagrees, shared with frontier / compare)."""
+    from accelbench.predict.calibrate import read_sweep_points
+
+    d = tmp_path / "edited"
+    shutil.copytree(sweeps[4], d)
+    doc = json.loads((d / "sweep.json").read_text())
+    (point,) = [p for p in doc["points"] if p["value"] == 1]
+    point["value"] = 9
+    (d / "sweep.json").write_text(json.dumps(doc))
+    sp = read_sweep_points(d)
+    assert sorted(p.concurrency for p in sp.points) == [1, 2, 3, 4]
+    assert sp.notes == [
+        f"edited: point 9: run directory {point['dir']} ran at c=1 (its run.json, summary.json),"
+        " not sweep.json's concurrency 9: c=1 used"
+    ]
+    assert read_sweep_points(sweeps[4]).notes == []  # no edit, no note

@@ -413,6 +413,8 @@ def _calibrated(
     )
     for why in cal.left_out:
         typer.echo(f"  left out: {why}", err=True)
+    for note in cal.notes:
+        typer.echo(f"  note: {note}", err=True)
     for why in cal.beyond_limit:
         typer.echo(f"  faster than the host's figures allow: {why}", err=True)
     if cal.beyond_limit:

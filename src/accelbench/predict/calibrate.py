@@ -171,6 +171,9 @@ class SweepPoints:
     model: str | None  # the model name the runs recorded
     points: list[Point]
     left_out: list[str]
+    # points whose run ran at another load than sweep.json's value (each fitted at its
+    # run's own): store.sets.point_disagrees
+    notes: list[str] = field(default_factory=list)
 
 
 # The most a calibration point's figure can be: what a run can have measured (the load
@@ -227,7 +230,10 @@ def read_sweep_points(
             f"{sweep_dir}: a {doc.kind} sweep; calibration needs concurrency sweeps (a closed "
             "loop of users, as the step model predicts)"
         )
-    points, left, engines, models = [], [], set(), set()
+    from accelbench.store.reader import load_run
+    from accelbench.store.sets import point_disagrees
+
+    points, left, notes, engines, models = [], [], [], set(), set()
     for sp in doc.points:
         label = f"{sweep_dir.name}: point {sp.value:g}"
         if sp.status != "completed":
@@ -236,6 +242,8 @@ def read_sweep_points(
         rdir = sweep_dir / sp.dir
         run = read_run_doc(rdir)
         summary, _ = read_summary(rdir)
+        if (said := point_disagrees(doc.kind, sp.value, sp.dir, load_run(rdir))) is not None:
+            notes.append(f"{sweep_dir.name}: {said}")
         where = str(rdir / "summary.json")
         eng, version, slots = engine_of(run)
         if engine is None and eng is None:
@@ -289,6 +297,7 @@ def read_sweep_points(
         next(iter(models), None) if len(models) == 1 else None,
         points,
         left,
+        notes,
     )
 
 
@@ -325,6 +334,7 @@ class Calibration:
     public_spread: dict[str, tuple[float, float, int]]  # metric -> (q10, q90, n), pooled LOSO
     sweeps: list[str]
     left_out: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # SweepPoints.notes, every sweep's
     # points measured faster than the host's figures allow: the fit holds its shares at
     # 100 % of peak there, so the figures (or the model's work) are not the host's
     beyond_limit: list[str] = field(default_factory=list)
@@ -388,6 +398,7 @@ def calibrate(
         )
     points = [p for s in sets for p in s.points]
     left = [x for s in sets for x in s.left_out]
+    notes = [x for s in sets for x in s.notes]
     if len(points) < MIN_CALIBRATION_POINTS:
         raise AccelbenchError(
             f"{len(points)} completed point(s) in {', '.join(str(s.path) for s in sets)}: the "
@@ -449,6 +460,7 @@ def calibrate(
         public_spread=dict(public),
         sweeps=[str(s.path) for s in sets],
         left_out=left,
+        notes=notes,
         beyond_limit=beyond,
     )
 

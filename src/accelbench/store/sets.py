@@ -81,7 +81,7 @@ def load_sweep(path: str | Path) -> SweepSet:
                 continue
             loaded[pdir.resolve()] = label
             run = load_run(pdir)
-            if (said := _point_disagrees(sweep.kind, p.value, p.dir, run)) is not None:
+            if (said := point_disagrees(sweep.kind, p.value, p.dir, run)) is not None:
                 problems.append(said)
             runs.append(run)
         if unlisted := _unlisted_run_dirs(d, sweep):
@@ -105,12 +105,13 @@ def load_sweep(path: str | Path) -> SweepSet:
     return SweepSet(d.name, d, runs, problems, sweep)
 
 
-def _point_disagrees(kind: str, value: float, pdir: str, run: RunInfo) -> str | None:
+def point_disagrees(kind: str, value: float, pdir: str, run: RunInfo) -> str | None:
     """Where a point's run did not run at the point's value (a run replaced, copied in or
     edited): one line naming the point and the load used. The readers (frontier, compare,
     cost, report) place and label a run at the load its own run.json and summary.json
     record (:attr:`RunInfo.load`), never at sweep.json's value; a run that records none
-    is placed last, unlabelled by load."""
+    is placed last, unlabelled by load. ``predict --calibrate`` says the same of the
+    points it fits (each at its run's own concurrency)."""
     if run.doc is None:  # no run.json: its problem is said already
         return None
     ran = run.rate if kind == "rate" else (run.concurrency if run.rate is None else None)
