@@ -78,7 +78,19 @@ def _ints(lo: int, hi: int) -> st.SearchStrategy[str]:
 
 
 # -- the commands: (base args, option, strategy) -------------------------------------------
-SOAK = ["stress", "soak", "--url", CLOSED, "--duration", "5", "--out", "out/soak", "-q"]
+SOAK = [
+    "stress",
+    "soak",
+    "--url",
+    CLOSED,
+    "--duration",
+    "5",
+    "--window",
+    "1",
+    "--out",
+    "out/soak",
+    "-q",
+]
 MIXED = ["stress", "mixed", "--url", CLOSED, "--url", CLOSED2, "--duration", "1", "--out",
          "out/mixed", "-q"]  # fmt: skip
 CONS = ["stress", "consistency", "--url", CLOSED, "--out", "out/cons", "-q"]
@@ -420,9 +432,9 @@ def _api_cases() -> list[tuple[str, object]]:
         ("--recover-log", lambda: RecoveryPolicy(["true"], log_path=Path("/")).validate()),
         ("--amd-prefix", lambda: rules_yaml(["amd"], AlertSettings(amd_prefix='x"}'))),
         ("ep1", lambda: MixedConfig([ep(CLOSED), ep(CLOSED2, isl=0)]).validate()),
-        ("--server-pid", lambda: SoakConfig(ep(CLOSED), 10.0, server_pid=-1).validate()),
-        ("--metric", lambda: SoakConfig(ep(CLOSED), 10.0, metrics=["a b"]).validate()),
-        ("--warn-errors", lambda: SoakConfig(ep(CLOSED), 10.0, warn_errors=0.1).validate()),
+        ("--server-pid", lambda: SoakConfig(ep(CLOSED), 100.0, server_pid=-1).validate()),
+        ("--metric", lambda: SoakConfig(ep(CLOSED), 100.0, metrics=["a b"]).validate()),
+        ("--warn-errors", lambda: SoakConfig(ep(CLOSED), 100.0, warn_errors=0.1).validate()),
         ("--fail-errors", lambda: FloodConfig(ep(CLOSED), [16], fail_errors=1.5).validate()),
         ("--lengths", lambda: FloodConfig(ep(CLOSED), [16, 16]).validate()),
         ("--arrival", lambda: FloodConfig(replace(ep(CLOSED), arrival="gamma"), [16]).validate()),
@@ -482,3 +494,21 @@ def test_flood_offers_no_option_its_steps_cannot_use(option: str) -> None:
     assert r.exit_code == 0 and f" {option} " not in r.output
     r = CliRunner().invoke(app, ["stress", "flood", "--lengths", "16", option, "1"])
     assert r.exit_code == 2 and "No such option" in r.output
+
+
+@settings(max_examples=60, deadline=None)
+@given(duration=st.floats(1.0, 30 * 86400.0), window=st.floats(1.0, 86400.0))
+def test_a_soak_window_longer_than_its_duration_is_refused(duration: float, window: float) -> None:
+    """`stress soak -d 2 --window 10` (or -d 30 with the 60 s default) ran, read no whole
+    window and judged nothing (every verdict n/a): refused in one line naming both."""
+    from accelbench.errors import UsageError
+    from accelbench.runner.config import BenchmarkConfig
+    from accelbench.suites.stress.soak import SoakConfig
+
+    cfg = SoakConfig(BenchmarkConfig(url=CLOSED), duration, window_s=window,
+                     segment_s=max(window, 3600.0), sample_s=min(window, 5.0))  # fmt: skip
+    if window > duration:
+        with pytest.raises(UsageError, match=r"^--window .* longer than --duration .*: no window"):
+            cfg.validate()
+    else:
+        cfg.validate()

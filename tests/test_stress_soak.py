@@ -207,7 +207,7 @@ def test_resume_of_a_soak_with_url_credentials_asks_for_them(tmp_path):
     send '***' as the user, so it is refused with one line; another host is refused too."""
     from accelbench.suites.stress.document import SoakPart, StressDoc, write_stress
 
-    cfg = SoakConfig(load=BenchmarkConfig(url="http://user:s3cret@127.0.0.1:1"), duration_s=10)
+    cfg = SoakConfig(load=BenchmarkConfig(url="http://user:s3cret@127.0.0.1:1"), duration_s=100)
     write_stress(tmp_path, StressDoc("soak", "running", cfg.to_json(), [], [],
                                      SoakPart(0, 0, 0.0, 0, 0, None)))  # fmt: skip
     assert "s3cret" not in (tmp_path / "stress.json").read_text()

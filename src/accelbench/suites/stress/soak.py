@@ -96,6 +96,12 @@ class SoakConfig:
 
         v.number("--duration", self.duration_s, 1.0, 30 * 86400.0, unit="s")
         v.number("--window", self.window_s, 1.0, 86400.0, unit="s")
+        if self.window_s > self.duration_s:  # the verdicts read whole windows: none to read
+            raise UsageError(
+                f"--window {self.window_s:g} s is longer than --duration "
+                f"{self.duration_s:g} s: no window to judge (every verdict reads whole "
+                "windows): a shorter --window or a longer --duration"
+            )
         v.number("--segment", self.segment_s, self.window_s, 30 * 86400.0, unit="s")
         v.number("--sample-interval", self.sample_s, 0.1, self.window_s, unit="s")
         mib = 2**20
