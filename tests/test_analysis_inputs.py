@@ -34,22 +34,34 @@ HYP = settings(
 
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two complete runs at the same load (c=4), measured against the reference server."""
+    """Two complete runs at the same load (c=4), measured against the reference server
+    (res/good, res/bad), and beside them a shadow directory (sh) replaying a trace of 12
+    requests against two more."""
+    from accelbench.suites.shadow.replay import ReplayOptions, replay
+
     tmp = tmp_path_factory.mktemp("runs")
-    srv = RefServer(["--ttft-ms", "1", "--itl-ms", "1"], tmp)
+    servers = [RefServer(["--ttft-ms", "1", "--itl-ms", "1"], tmp) for _ in range(2)]
     try:
         for name, n in (("good", 24), ("bad", 16)):
-            cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp / "res" / name), concurrency=4,
-                                  num_requests=n, telemetry=False,
+            cfg = BenchmarkConfig(url=servers[0].url, out_dir=str(tmp / "res" / name),
+                                  concurrency=4, num_requests=n, telemetry=False,
                                   workload=WorkloadConfig(isl=8, osl=3))  # fmt: skip
             run_benchmark(cfg, progress=False)
+        trace = tmp / "trace.jsonl"
+        trace.write_text("".join(json.dumps({"timestamp": i * 5.0, "input_length": 8,
+                                             "output_length": 3, "hash_ids": []}) + "\n"
+                                 for i in range(12)))  # fmt: skip
+        cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(trace)), telemetry=False)
+        replay(cfg, ReplayOptions(servers[0].url, servers[1].url, str(tmp / "sh")))
     finally:
-        srv.stop()
+        for srv in servers:
+            srv.stop()
     return tmp / "res"
 
 
 def fresh(real_runs: Path, tmp: Path) -> Path:
-    """A working directory holding a copy of the two runs under res/."""
+    """A working directory holding a copy of the two runs under res/ and of the shadow
+    directory as sh/."""
     box = tmp / "box"
     if box.exists():
         for p in box.rglob("*"):
@@ -58,6 +70,7 @@ def fresh(real_runs: Path, tmp: Path) -> Path:
         shutil.rmtree(box)
     box.mkdir()
     shutil.copytree(real_runs, box / "res")
+    shutil.copytree(real_runs.parent / "sh", box / "sh")
     return box
 
 
@@ -97,6 +110,7 @@ def watchdog() -> Iterator[list[Path]]:
 
 
 FILES = ("run.json", "summary.json", "requests.parquet", "requests.jsonl")
+SHADOW_FILES = ("shadow.json", "baseline.jsonl", "candidate.jsonl", "trace.jsonl")
 DAMAGE = ("fifo", "directory", "link loop", "dangling link", "truncated", "nul", "not utf-8",
           "empty", "newer version")  # fmt: skip
 
@@ -137,37 +151,47 @@ COMMANDS = {
     "cost": ["cost", "h100:res/bad"],
     "summarize": ["summarize", "res/bad"],
 }
+SHADOW_COMMANDS = {
+    "shadow verdict": ["shadow", "verdict", "sh", "-g", "ttft_p50 <= +50%"],
+    "report of a shadow directory": ["report", "sh", "-o", "out/s.html"],
+}
 
 
-@HYP
+@settings(HYP, max_examples=100)  # a run directory's files, a shadow directory's
 @given(
-    which=st.sampled_from(FILES),
+    target=st.one_of(
+        st.tuples(st.just("res/bad"), st.sampled_from(FILES), st.sampled_from(sorted(COMMANDS))),
+        st.tuples(
+            st.just("sh"), st.sampled_from(SHADOW_FILES), st.sampled_from(sorted(SHADOW_COMMANDS))
+        ),
+    ),
     how=st.sampled_from(DAMAGE),
-    command=st.sampled_from(sorted(COMMANDS)),
 )
 def test_a_damaged_run_file_is_named_never_waited_on(
-    real_runs: Path, tmp_path: Path, watchdog: list[Path], which: str, how: str, command: str
+    real_runs: Path, tmp_path: Path, watchdog: list[Path], target: tuple[str, str, str], how: str
 ) -> None:
-    """Any file of a run directory that is not a regular file (a FIFO, a directory, a
-    link loop) or not a document (cut short, a NUL, not UTF-8, empty, a newer version):
-    every command that reads runs ends at once (a FIFO was read, and waited on, for
-    ever), in clear lines, and where it says a file is wrong it says which and why; the
-    good run beside it is never touched. A run that is listed or left out with a damaged
-    file says so (``runs list`` showed it as dashes without a word)."""
+    """Any file of a run directory, or of a shadow directory, that is not a regular file
+    (a FIFO, a directory, a link loop) or not a document (cut short, a NUL, not UTF-8,
+    empty, a newer version): every command that reads them ends at once (a FIFO was read,
+    and waited on, for ever: every analysis command, ``shadow verdict``), in clear lines,
+    and where it says a file is wrong it says which and why; the good run beside it is
+    never touched. A run that is listed or left out with a damaged file says so (``runs
+    list`` showed it as dashes without a word)."""
+    where, which, command = target
     box = fresh(real_runs, tmp_path)
-    f = box / "res" / "bad" / which
+    f = box / where / which
     damage(f, how)
     if how == "fifo":
         watchdog.append(f)
     good = digest(box / "res" / "good")
-    code, out, err, _ = run_cli(COMMANDS[command], box)
+    code, out, err, _ = run_cli({**COMMANDS, **SHADOW_COMMANDS}[command], box)
     assert Path("BLOCKED") not in watchdog, f"{command} waited on the FIFO {which}"
     text = out + err
     assert_clean(code, text, wrong=False)
-    assert code in (0, 1, 2), text
+    assert code in (0, 1, 2, 3) if command == "shadow verdict" else code in (0, 1, 2), text
     if code == 2:  # refused: one error line naming the file
         (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
-        assert which in line or "bad" in line, line
+        assert which in line or where in line, line
     assert digest(box / "res" / "good") == good
     words = {
         "fifo": "is a FIFO, not a file",
@@ -194,6 +218,20 @@ def test_a_fifo_as_run_json_is_one_warning_and_summarize_refuses(
     code, out, err, _ = run_cli(["runs", "list", "--root", "res"], box)
     assert code == 0 and "warning: res/bad: run.json is a FIFO, not a file" in err
     assert stat.S_ISFIFO(f.lstat().st_mode)
+    assert Path("BLOCKED") not in watchdog
+
+
+def test_a_fifo_as_a_shadow_journal_is_one_line(
+    real_runs: Path, tmp_path: Path, watchdog: list[Path]
+) -> None:
+    """The concrete case: ``shadow verdict`` read a FIFO baseline.jsonl and waited for
+    ever."""
+    box = fresh(real_runs, tmp_path)
+    f = box / "sh" / "baseline.jsonl"
+    damage(f, "fifo")
+    watchdog.append(f)
+    code, out, err, _ = run_cli(SHADOW_COMMANDS["shadow verdict"], box)
+    assert code == 2 and err.strip() == "error: sh/baseline.jsonl is a FIFO, not a file", err
     assert Path("BLOCKED") not in watchdog
 
 
