@@ -36,7 +36,7 @@ HYP = settings(
 def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two complete runs at the same load (c=4), measured against the reference server
     (res/good, res/bad), and beside them a shadow directory (sh) replaying a trace of 12
-    requests against two more."""
+    requests against two, and a 2-second soak's stress directory (st)."""
     from accelbench.suites.shadow.replay import ReplayOptions, replay
 
     tmp = tmp_path_factory.mktemp("runs")
@@ -53,6 +53,10 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                  for i in range(12)))  # fmt: skip
         cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(trace)), telemetry=False)
         replay(cfg, ReplayOptions(servers[0].url, servers[1].url, str(tmp / "sh")))
+        soak = ["stress", "soak", "--url", servers[0].url, "--rate", "20", "--duration", "2",
+                "--window", "1", "--sample-interval", "0.5", "--out", "st", "--quiet"]  # fmt: skip
+        code, _, err, _ = run_cli(soak, tmp)
+        assert code == 0 and (tmp / "st" / "windows.jsonl").is_file(), err
     finally:
         for srv in servers:
             srv.stop()
@@ -60,8 +64,8 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def fresh(real_runs: Path, tmp: Path) -> Path:
-    """A working directory holding a copy of the two runs under res/ and of the shadow
-    directory as sh/."""
+    """A working directory holding a copy of the two runs under res/, of the shadow
+    directory as sh/ and of the stress directory as st/."""
     box = tmp / "box"
     if box.exists():
         for p in box.rglob("*"):
@@ -71,6 +75,7 @@ def fresh(real_runs: Path, tmp: Path) -> Path:
     box.mkdir()
     shutil.copytree(real_runs, box / "res")
     shutil.copytree(real_runs.parent / "sh", box / "sh")
+    shutil.copytree(real_runs.parent / "st", box / "st")
     return box
 
 
@@ -111,6 +116,7 @@ def watchdog() -> Iterator[list[Path]]:
 
 FILES = ("run.json", "summary.json", "requests.parquet", "requests.jsonl")
 SHADOW_FILES = ("shadow.json", "baseline.jsonl", "candidate.jsonl", "trace.jsonl")
+STRESS_FILES = ("stress.json", "windows.jsonl", "memory.jsonl")
 DAMAGE = ("fifo", "directory", "link loop", "dangling link", "truncated", "nul", "not utf-8",
           "empty", "newer version")  # fmt: skip
 
@@ -155,6 +161,10 @@ SHADOW_COMMANDS = {
     "shadow verdict": ["shadow", "verdict", "sh", "-g", "ttft_p50 <= +50%"],
     "report of a shadow directory": ["report", "sh", "-o", "out/s.html"],
 }
+STRESS_COMMANDS = {
+    "report of a stress directory": ["report", "st", "-o", "out/st.html"],
+    "runs list of a stress directory": ["runs", "list", "--root", "st"],
+}
 
 
 @settings(HYP, max_examples=100)  # a run directory's files, a shadow directory's
@@ -164,16 +174,20 @@ SHADOW_COMMANDS = {
         st.tuples(
             st.just("sh"), st.sampled_from(SHADOW_FILES), st.sampled_from(sorted(SHADOW_COMMANDS))
         ),
+        st.tuples(
+            st.just("st"), st.sampled_from(STRESS_FILES), st.sampled_from(sorted(STRESS_COMMANDS))
+        ),
     ),
     how=st.sampled_from(DAMAGE),
 )
 def test_a_damaged_run_file_is_named_never_waited_on(
     real_runs: Path, tmp_path: Path, watchdog: list[Path], target: tuple[str, str, str], how: str
 ) -> None:
-    """Any file of a run directory, or of a shadow directory, that is not a regular file
-    (a FIFO, a directory, a link loop) or not a document (cut short, a NUL, not UTF-8,
-    empty, a newer version): every command that reads them ends at once (a FIFO was read,
-    and waited on, for ever: every analysis command, ``shadow verdict``), in clear lines,
+    """Any file of a run directory, a shadow or a stress directory, that is not a regular
+    file (a FIFO, a directory, a link loop) or not a document (cut short, a NUL, not
+    UTF-8, empty, a newer version): every command that reads them ends at once (a FIFO was
+    read, and waited on, for ever: every analysis command, ``shadow verdict``, a report of
+    a stress directory), in clear lines,
     and where it says a file is wrong it says which and why; the good run beside it is
     never touched. A run that is listed or left out with a damaged file says so (``runs
     list`` showed it as dashes without a word)."""
@@ -184,7 +198,7 @@ def test_a_damaged_run_file_is_named_never_waited_on(
     if how == "fifo":
         watchdog.append(f)
     good = digest(box / "res" / "good")
-    code, out, err, _ = run_cli({**COMMANDS, **SHADOW_COMMANDS}[command], box)
+    code, out, err, _ = run_cli({**COMMANDS, **SHADOW_COMMANDS, **STRESS_COMMANDS}[command], box)
     assert Path("BLOCKED") not in watchdog, f"{command} waited on the FIFO {which}"
     text = out + err
     assert_clean(code, text, wrong=False)
@@ -199,7 +213,12 @@ def test_a_damaged_run_file_is_named_never_waited_on(
         "link loop": "Too many levels of symbolic links",
         "not utf-8": "not UTF-8",
     }
-    if command.startswith("runs list") and which.endswith(".json") and how in words:
+    if (
+        command.startswith("runs list")
+        and where == "res/bad"
+        and which.endswith(".json")
+        and how in words
+    ):
         assert f"{which} {words[how]}" in err or words[how] in err, err
 
 
@@ -232,6 +251,27 @@ def test_a_fifo_as_a_shadow_journal_is_one_line(
     watchdog.append(f)
     code, out, err, _ = run_cli(SHADOW_COMMANDS["shadow verdict"], box)
     assert code == 2 and err.strip() == "error: sh/baseline.jsonl is a FIFO, not a file", err
+    assert Path("BLOCKED") not in watchdog
+
+
+def test_a_fifo_as_a_stress_row_file_is_named_in_the_report(
+    real_runs: Path, tmp_path: Path, watchdog: list[Path]
+) -> None:
+    """The concrete case: a report of a soak whose windows.jsonl is a FIFO waited for
+    ever; as a directory, the report said "stress directory malformed: Is a directory"."""
+    box = fresh(real_runs, tmp_path)
+    for how in ("fifo", "directory"):
+        f = box / "st" / "windows.jsonl"
+        if how == "directory":  # the FIFO of the round before
+            f.unlink()
+            f.write_text("")
+        damage(f, how)
+        watchdog.append(f)
+        code, out, err, _ = run_cli(STRESS_COMMANDS["report of a stress directory"], box)
+        assert code == 0, err
+        page = (box / "out" / "st.html").read_text()
+        words = "is a FIFO, not a file" if how == "fifo" else "is a directory, not a file"
+        assert f"stress directory malformed: windows.jsonl {words}" in page
     assert Path("BLOCKED") not in watchdog
 
 
