@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import stat
@@ -503,3 +504,44 @@ def test_an_impossible_latency_in_requests_parquet_is_named_never_used(
         assert code == 0 and said in err, err
         (bad,) = [r for r in json.loads(out) if r["path"].endswith("bad")]
         assert bad["ttft_p50_ms"] is None and bad["output_tps_per_gpu"] is None
+
+
+# -- summary.json request counts -------------------------------------------------------------
+@HYP
+@given(
+    key=st.sampled_from(["planned", "completed", "failed", "warmup", "interrupted"]),
+    value=st.one_of(
+        st.integers(max_value=-1),
+        st.integers(min_value=2**53 + 1),
+        st.floats(allow_nan=True, allow_infinity=True).filter(lambda x: x != int(x) if
+                                                              math.isfinite(x) else True),
+        st.booleans(),
+        st.text(max_size=5),
+        st.integers(0, 2**53),  # a whole number in range: read as written
+    ),
+)  # fmt: skip
+def test_a_request_count_that_cannot_be_is_damage(
+    real_runs: Path, tmp_path: Path, key: str, value: object
+) -> None:
+    """summary.json ``counts`` read back: a count below 0, not whole, past 2**53 or not a
+    number is damage (one warning naming it; the figures recomputed from
+    requests.parquet); before, ``completed: -5`` was listed and summed by ``runs query``
+    as it was, and 2**63 shown as null, without a word."""
+    box = fresh(real_runs, tmp_path)
+    p = box / "res" / "bad" / "summary.json"
+    doc = json.loads(p.read_text())
+    true_count = doc["counts"][key]
+    doc["counts"][key] = value
+    p.write_text(json.dumps(doc))
+    code, out, err, _ = run_cli(["runs", "list", "--root", "res", "--json"], box)
+    assert code == 0, err
+    (bad,) = [r for r in json.loads(out) if r["path"].endswith("bad")]
+    fine = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**53
+    if fine:
+        assert "warning" not in err, err
+        if key == "completed":
+            assert bad["completed"] == value
+    else:
+        assert f"summary.json: counts.{key}" in err and "figures recomputed" in err, err
+        if key == "completed":
+            assert bad["completed"] == true_count
