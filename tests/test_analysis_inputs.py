@@ -37,7 +37,8 @@ HYP = settings(
 def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two complete runs at the same load (c=4), measured against the reference server
     (res/good, res/bad), and beside them a shadow directory (sh) replaying a trace of 12
-    requests against two, and a 2-second soak's stress directory (st)."""
+    requests against two, a 2-second soak's stress directory (st) and the good run with
+    LoadGen's two logs (ml: an MLPerf directory as the report reads one)."""
     from accelbench.suites.shadow.replay import ReplayOptions, replay
 
     tmp = tmp_path_factory.mktemp("runs")
@@ -58,6 +59,12 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "--window", "1", "--sample-interval", "0.5", "--out", "st", "--quiet"]  # fmt: skip
         code, _, err, _ = run_cli(soak, tmp)
         assert code == 0 and (tmp / "st" / "windows.jsonl").is_file(), err
+        shutil.copytree(tmp / "res" / "good", tmp / "ml")  # a run with LoadGen's logs
+        (tmp / "ml" / "mlperf_log_detail.txt").write_text(
+            ':::MLLOG {"key": "result_validity", "value": "VALID", "time_ms": 1.0, '
+            '"namespace": "mlperf::logging", "event_type": "POINT_IN_TIME", "metadata": {}}\n'
+        )
+        (tmp / "ml" / "mlperf_log_summary.txt").write_text("Result is : VALID\n")
     finally:
         for srv in servers:
             srv.stop()
@@ -77,6 +84,7 @@ def fresh(real_runs: Path, tmp: Path) -> Path:
     shutil.copytree(real_runs, box / "res")
     shutil.copytree(real_runs.parent / "sh", box / "sh")
     shutil.copytree(real_runs.parent / "st", box / "st")
+    shutil.copytree(real_runs.parent / "ml", box / "ml")
     return box
 
 
@@ -118,6 +126,7 @@ def watchdog() -> Iterator[list[Path]]:
 FILES = ("run.json", "summary.json", "requests.parquet", "requests.jsonl")
 SHADOW_FILES = ("shadow.json", "baseline.jsonl", "candidate.jsonl", "trace.jsonl")
 STRESS_FILES = ("stress.json", "windows.jsonl", "memory.jsonl")
+MLPERF_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt")
 DAMAGE = ("fifo", "directory", "link loop", "dangling link", "truncated", "nul", "not utf-8",
           "empty", "newer version")  # fmt: skip
 
@@ -166,7 +175,8 @@ STRESS_COMMANDS = {
     "report of a stress directory": ["report", "st", "-o", "out/st.html"],
     "runs list of a stress directory": ["runs", "list", "--root", "st"],
 }
-COMMANDS_ALL = {**COMMANDS, **SHADOW_COMMANDS, **STRESS_COMMANDS}
+MLPERF_COMMANDS = {"report of an MLPerf directory": ["report", "ml", "-o", "out/ml.html"]}
+COMMANDS_ALL = {**COMMANDS, **SHADOW_COMMANDS, **STRESS_COMMANDS, **MLPERF_COMMANDS}
 
 
 @settings(HYP, max_examples=100)  # a run directory's files, a shadow directory's
@@ -179,6 +189,9 @@ COMMANDS_ALL = {**COMMANDS, **SHADOW_COMMANDS, **STRESS_COMMANDS}
         st.tuples(
             st.just("st"), st.sampled_from(STRESS_FILES), st.sampled_from(sorted(STRESS_COMMANDS))
         ),
+        st.tuples(
+            st.just("ml"), st.sampled_from(MLPERF_FILES), st.sampled_from(sorted(MLPERF_COMMANDS))
+        ),
     ),
     how=st.sampled_from(DAMAGE),
 )
@@ -189,7 +202,7 @@ def test_a_damaged_run_file_is_named_never_waited_on(
     file (a FIFO, a directory, a link loop) or not a document (cut short, a NUL, not
     UTF-8, empty, a newer version): every command that reads them ends at once (a FIFO was
     read, and waited on, for ever: every analysis command, ``shadow verdict``, a report of
-    a stress directory), in clear lines,
+    a stress directory, of an MLPerf one), in clear lines,
     and where it says a file is wrong it says which and why; the good run beside it is
     never touched. A run that is listed or left out with a damaged file says so (``runs
     list`` showed it as dashes without a word)."""
