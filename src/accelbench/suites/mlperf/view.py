@@ -97,5 +97,5 @@ def _fill(path: Path, view: SuiteView) -> None:
     except FileNotFoundError:
         view.warnings.append(f"{SUMMARY_FILE} missing")
     except OSError as exc:
-        why = exc.strerror if exc.errno == 0 else f"cannot be read ({exc.strerror or exc})"
-        view.warnings.append(f"{SUMMARY_FILE} {why}")
+        words = exc.strerror if exc.errno == 0 else f"cannot be read ({exc.strerror or exc})"
+        view.warnings.append(f"{SUMMARY_FILE} {words}")
