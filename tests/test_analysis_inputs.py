@@ -506,7 +506,8 @@ def test_an_impossible_latency_in_requests_parquet_is_named_never_used(
     ``compare`` (whose intervals come from the requests) and the figures recomputed where
     summary.json is gone name the file, the column and the row, and compute nothing from
     it. Before, a TTFT of -5 ms was a recomputed median TTFT of -5 ms and a bootstrap
-    interval reaching 0, without a word."""
+    interval reaching 0, without a word; ``summarize`` of a run without its journal
+    summarised it into a summary.json that replaced the good one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -528,6 +529,13 @@ def test_an_impossible_latency_in_requests_parquet_is_named_never_used(
         assert code == 0 and said in err, err
         (bad,) = [r for r in json.loads(out) if r["path"].endswith("bad")]
         assert bad["ttft_p50_ms"] is None and bad["output_tps_per_gpu"] is None
+    # summarize with no journal keeps requests.parquet: never summarised into figures (its
+    # summary.json, with a median TTFT of -5 ms, replaced the good one)
+    (box / "res" / "bad" / "requests.jsonl").unlink()
+    before = digest(box / "res" / "bad")
+    code, out, err, _ = run_cli(["summarize", "res/bad"], box)
+    assert code == 2 and said in err, err
+    assert digest(box / "res" / "bad") == before
 
 
 # -- summary.json request counts -------------------------------------------------------------
