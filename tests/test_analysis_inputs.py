@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import stat
@@ -34,22 +35,45 @@ HYP = settings(
 
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two complete runs at the same load (c=4), measured against the reference server."""
+    """Two complete runs at the same load (c=4), measured against the reference server
+    (res/good, res/bad), and beside them a shadow directory (sh) replaying a trace of 12
+    requests against two, a 2-second soak's stress directory (st) and the good run with
+    LoadGen's two logs (ml: an MLPerf directory as the report reads one)."""
+    from accelbench.suites.shadow.replay import ReplayOptions, replay
+
     tmp = tmp_path_factory.mktemp("runs")
-    srv = RefServer(["--ttft-ms", "1", "--itl-ms", "1"], tmp)
+    servers = [RefServer(["--ttft-ms", "1", "--itl-ms", "1"], tmp) for _ in range(2)]
     try:
         for name, n in (("good", 24), ("bad", 16)):
-            cfg = BenchmarkConfig(url=srv.url, out_dir=str(tmp / "res" / name), concurrency=4,
-                                  num_requests=n, telemetry=False,
+            cfg = BenchmarkConfig(url=servers[0].url, out_dir=str(tmp / "res" / name),
+                                  concurrency=4, num_requests=n, telemetry=False,
                                   workload=WorkloadConfig(isl=8, osl=3))  # fmt: skip
             run_benchmark(cfg, progress=False)
+        trace = tmp / "trace.jsonl"
+        trace.write_text("".join(json.dumps({"timestamp": i * 5.0, "input_length": 8,
+                                             "output_length": 3, "hash_ids": []}) + "\n"
+                                 for i in range(12)))  # fmt: skip
+        cfg = BenchmarkConfig(workload=WorkloadConfig(trace=str(trace)), telemetry=False)
+        replay(cfg, ReplayOptions(servers[0].url, servers[1].url, str(tmp / "sh")))
+        soak = ["stress", "soak", "--url", servers[0].url, "--rate", "20", "--duration", "2",
+                "--window", "1", "--sample-interval", "0.5", "--out", "st", "--quiet"]  # fmt: skip
+        code, _, err, _ = run_cli(soak, tmp)
+        assert code == 0 and (tmp / "st" / "windows.jsonl").is_file(), err
+        shutil.copytree(tmp / "res" / "good", tmp / "ml")  # a run with LoadGen's logs
+        (tmp / "ml" / "mlperf_log_detail.txt").write_text(
+            ':::MLLOG {"key": "result_validity", "value": "VALID", "time_ms": 1.0, '
+            '"namespace": "mlperf::logging", "event_type": "POINT_IN_TIME", "metadata": {}}\n'
+        )
+        (tmp / "ml" / "mlperf_log_summary.txt").write_text("Result is : VALID\n")
     finally:
-        srv.stop()
+        for srv in servers:
+            srv.stop()
     return tmp / "res"
 
 
 def fresh(real_runs: Path, tmp: Path) -> Path:
-    """A working directory holding a copy of the two runs under res/."""
+    """A working directory holding a copy of the two runs under res/, of the shadow
+    directory as sh/ and of the stress directory as st/."""
     box = tmp / "box"
     if box.exists():
         for p in box.rglob("*"):
@@ -58,6 +82,9 @@ def fresh(real_runs: Path, tmp: Path) -> Path:
         shutil.rmtree(box)
     box.mkdir()
     shutil.copytree(real_runs, box / "res")
+    shutil.copytree(real_runs.parent / "sh", box / "sh")
+    shutil.copytree(real_runs.parent / "st", box / "st")
+    shutil.copytree(real_runs.parent / "ml", box / "ml")
     return box
 
 
@@ -97,6 +124,9 @@ def watchdog() -> Iterator[list[Path]]:
 
 
 FILES = ("run.json", "summary.json", "requests.parquet", "requests.jsonl")
+SHADOW_FILES = ("shadow.json", "baseline.jsonl", "candidate.jsonl", "trace.jsonl")
+STRESS_FILES = ("stress.json", "windows.jsonl", "memory.jsonl")
+MLPERF_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt")
 DAMAGE = ("fifo", "directory", "link loop", "dangling link", "truncated", "nul", "not utf-8",
           "empty", "newer version")  # fmt: skip
 
@@ -137,37 +167,60 @@ COMMANDS = {
     "cost": ["cost", "h100:res/bad"],
     "summarize": ["summarize", "res/bad"],
 }
+SHADOW_COMMANDS = {
+    "shadow verdict": ["shadow", "verdict", "sh", "-g", "ttft_p50 <= +50%"],
+    "report of a shadow directory": ["report", "sh", "-o", "out/s.html"],
+}
+STRESS_COMMANDS = {
+    "report of a stress directory": ["report", "st", "-o", "out/st.html"],
+    "runs list of a stress directory": ["runs", "list", "--root", "st"],
+}
+MLPERF_COMMANDS = {"report of an MLPerf directory": ["report", "ml", "-o", "out/ml.html"]}
+COMMANDS_ALL = {**COMMANDS, **SHADOW_COMMANDS, **STRESS_COMMANDS, **MLPERF_COMMANDS}
 
 
-@HYP
+@settings(HYP, max_examples=100)  # a run directory's files, a shadow directory's
 @given(
-    which=st.sampled_from(FILES),
+    target=st.one_of(
+        st.tuples(st.just("res/bad"), st.sampled_from(FILES), st.sampled_from(sorted(COMMANDS))),
+        st.tuples(
+            st.just("sh"), st.sampled_from(SHADOW_FILES), st.sampled_from(sorted(SHADOW_COMMANDS))
+        ),
+        st.tuples(
+            st.just("st"), st.sampled_from(STRESS_FILES), st.sampled_from(sorted(STRESS_COMMANDS))
+        ),
+        st.tuples(
+            st.just("ml"), st.sampled_from(MLPERF_FILES), st.sampled_from(sorted(MLPERF_COMMANDS))
+        ),
+    ),
     how=st.sampled_from(DAMAGE),
-    command=st.sampled_from(sorted(COMMANDS)),
 )
 def test_a_damaged_run_file_is_named_never_waited_on(
-    real_runs: Path, tmp_path: Path, watchdog: list[Path], which: str, how: str, command: str
+    real_runs: Path, tmp_path: Path, watchdog: list[Path], target: tuple[str, str, str], how: str
 ) -> None:
-    """Any file of a run directory that is not a regular file (a FIFO, a directory, a
-    link loop) or not a document (cut short, a NUL, not UTF-8, empty, a newer version):
-    every command that reads runs ends at once (a FIFO was read, and waited on, for
-    ever), in clear lines, and where it says a file is wrong it says which and why; the
-    good run beside it is never touched. A run that is listed or left out with a damaged
-    file says so (``runs list`` showed it as dashes without a word)."""
+    """Any file of a run directory, a shadow or a stress directory, that is not a regular
+    file (a FIFO, a directory, a link loop) or not a document (cut short, a NUL, not
+    UTF-8, empty, a newer version): every command that reads them ends at once (a FIFO was
+    read, and waited on, for ever: every analysis command, ``shadow verdict``, a report of
+    a stress directory, of an MLPerf one), in clear lines,
+    and where it says a file is wrong it says which and why; the good run beside it is
+    never touched. A run that is listed or left out with a damaged file says so (``runs
+    list`` showed it as dashes without a word)."""
+    where, which, command = target
     box = fresh(real_runs, tmp_path)
-    f = box / "res" / "bad" / which
+    f = box / where / which
     damage(f, how)
     if how == "fifo":
         watchdog.append(f)
     good = digest(box / "res" / "good")
-    code, out, err, _ = run_cli(COMMANDS[command], box)
+    code, out, err, _ = run_cli(COMMANDS_ALL[command], box)
     assert Path("BLOCKED") not in watchdog, f"{command} waited on the FIFO {which}"
     text = out + err
     assert_clean(code, text, wrong=False)
-    assert code in (0, 1, 2), text
+    assert code in (0, 1, 2, 3) if command == "shadow verdict" else code in (0, 1, 2), text
     if code == 2:  # refused: one error line naming the file
         (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
-        assert which in line or "bad" in line, line
+        assert which in line or where in line, line
     assert digest(box / "res" / "good") == good
     words = {
         "fifo": "is a FIFO, not a file",
@@ -175,8 +228,23 @@ def test_a_damaged_run_file_is_named_never_waited_on(
         "link loop": "Too many levels of symbolic links",
         "not utf-8": "not UTF-8",
     }
-    if command.startswith("runs list") and which.endswith(".json") and how in words:
+    files = ("fifo", "directory", "link loop")
+    if (
+        command.startswith("runs list")
+        and where == "res/bad"
+        and which.endswith(".json")
+        and how in words
+    ):
         assert f"{which} {words[how]}" in err or words[how] in err, err
+    named_in_report = {
+        "shadow.json": words,
+        "stress.json": words,
+        "windows.jsonl": files,
+        "memory.jsonl": files,
+    }  # a row file's bad line is counted, not named
+    if command.startswith("report of") and how in named_in_report.get(which, ()):
+        page = (box / COMMANDS_ALL[command][-1]).read_text()  # its warnings name the file
+        assert any(which in t and words[how] in t for t in page.split("<")), which
 
 
 def test_a_fifo_as_run_json_is_one_warning_and_summarize_refuses(
@@ -194,6 +262,41 @@ def test_a_fifo_as_run_json_is_one_warning_and_summarize_refuses(
     code, out, err, _ = run_cli(["runs", "list", "--root", "res"], box)
     assert code == 0 and "warning: res/bad: run.json is a FIFO, not a file" in err
     assert stat.S_ISFIFO(f.lstat().st_mode)
+    assert Path("BLOCKED") not in watchdog
+
+
+def test_a_fifo_as_a_shadow_journal_is_one_line(
+    real_runs: Path, tmp_path: Path, watchdog: list[Path]
+) -> None:
+    """The concrete case: ``shadow verdict`` read a FIFO baseline.jsonl and waited for
+    ever."""
+    box = fresh(real_runs, tmp_path)
+    f = box / "sh" / "baseline.jsonl"
+    damage(f, "fifo")
+    watchdog.append(f)
+    code, out, err, _ = run_cli(SHADOW_COMMANDS["shadow verdict"], box)
+    assert code == 2 and err.strip() == "error: sh/baseline.jsonl is a FIFO, not a file", err
+    assert Path("BLOCKED") not in watchdog
+
+
+def test_a_fifo_as_a_stress_row_file_is_named_in_the_report(
+    real_runs: Path, tmp_path: Path, watchdog: list[Path]
+) -> None:
+    """The concrete case: a report of a soak whose windows.jsonl is a FIFO waited for
+    ever; as a directory, the report said "stress directory malformed: Is a directory"."""
+    box = fresh(real_runs, tmp_path)
+    for how in ("fifo", "directory"):
+        f = box / "st" / "windows.jsonl"
+        if how == "directory":  # the FIFO of the round before
+            f.unlink()
+            f.write_text("")
+        damage(f, how)
+        watchdog.append(f)
+        code, out, err, _ = run_cli(STRESS_COMMANDS["report of a stress directory"], box)
+        assert code == 0, err
+        page = (box / "out" / "st.html").read_text()
+        words = "is a FIFO, not a file" if how == "fifo" else "is a directory, not a file"
+        assert f"stress directory malformed: windows.jsonl {words}" in page
     assert Path("BLOCKED") not in watchdog
 
 
@@ -403,7 +506,8 @@ def test_an_impossible_latency_in_requests_parquet_is_named_never_used(
     ``compare`` (whose intervals come from the requests) and the figures recomputed where
     summary.json is gone name the file, the column and the row, and compute nothing from
     it. Before, a TTFT of -5 ms was a recomputed median TTFT of -5 ms and a bootstrap
-    interval reaching 0, without a word."""
+    interval reaching 0, without a word; ``summarize`` of a run without its journal
+    summarised it into a summary.json that replaced the good one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -425,3 +529,51 @@ def test_an_impossible_latency_in_requests_parquet_is_named_never_used(
         assert code == 0 and said in err, err
         (bad,) = [r for r in json.loads(out) if r["path"].endswith("bad")]
         assert bad["ttft_p50_ms"] is None and bad["output_tps_per_gpu"] is None
+    # summarize with no journal keeps requests.parquet: never summarised into figures (its
+    # summary.json, with a median TTFT of -5 ms, replaced the good one)
+    (box / "res" / "bad" / "requests.jsonl").unlink()
+    before = digest(box / "res" / "bad")
+    code, out, err, _ = run_cli(["summarize", "res/bad"], box)
+    assert code == 2 and said in err, err
+    assert digest(box / "res" / "bad") == before
+
+
+# -- summary.json request counts -------------------------------------------------------------
+@HYP
+@given(
+    key=st.sampled_from(["planned", "completed", "failed", "warmup", "interrupted"]),
+    value=st.one_of(
+        st.integers(max_value=-1),
+        st.integers(min_value=2**53 + 1),
+        st.floats(allow_nan=True, allow_infinity=True).filter(lambda x: x != int(x) if
+                                                              math.isfinite(x) else True),
+        st.booleans(),
+        st.text(max_size=5),
+        st.integers(0, 2**53),  # a whole number in range: read as written
+    ),
+)  # fmt: skip
+def test_a_request_count_that_cannot_be_is_damage(
+    real_runs: Path, tmp_path: Path, key: str, value: object
+) -> None:
+    """summary.json ``counts`` read back: a count below 0, not whole, past 2**53 or not a
+    number is damage (one warning naming it; the figures recomputed from
+    requests.parquet); before, ``completed: -5`` was listed and summed by ``runs query``
+    as it was, and 2**63 shown as null, without a word."""
+    box = fresh(real_runs, tmp_path)
+    p = box / "res" / "bad" / "summary.json"
+    doc = json.loads(p.read_text())
+    true_count = doc["counts"][key]
+    doc["counts"][key] = value
+    p.write_text(json.dumps(doc))
+    code, out, err, _ = run_cli(["runs", "list", "--root", "res", "--json"], box)
+    assert code == 0, err
+    (bad,) = [r for r in json.loads(out) if r["path"].endswith("bad")]
+    fine = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**53
+    if fine:
+        assert "warning" not in err, err
+        if key == "completed":
+            assert bad["completed"] == value
+    else:
+        assert f"summary.json: counts.{key}" in err and "figures recomputed" in err, err
+        if key == "completed":
+            assert bad["completed"] == true_count

@@ -19,6 +19,7 @@ import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from accelbench.errors import DocumentError
 from accelbench.jsonfile import DuplicateKeyError, loads_unique
@@ -55,10 +56,11 @@ def _kind_problem(mode: builtins.int) -> builtins.str | None:
     return f"is {kind}, not a file" if kind.startswith("a ") else f"is {kind}"
 
 
-def read_file(path: Path) -> bytes:
-    """The bytes of a regular file. Opened without waiting (a FIFO's open and read would
-    wait for a writer for ever) and refused unless it is a regular file: ``OSError``
-    whose ``strerror`` is the words (``is a FIFO, not a file``)."""
+def open_file(path: Path) -> BinaryIO:
+    """A regular file opened for reading. Opened without waiting (a FIFO's open and read
+    would wait for a writer for ever) and refused unless it is a regular file:
+    ``OSError`` with errno 0 whose ``strerror`` is the words (``is a FIFO, not a
+    file``); the OS's own errors as they come (``FileNotFoundError``, a link loop)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         why = _kind_problem(os.fstat(fd).st_mode)
@@ -69,7 +71,12 @@ def read_file(path: Path) -> bytes:
         os.close(fd)
         raise OSError(0, why)
     os.set_blocking(fd, True)
-    with os.fdopen(fd, "rb") as f:
+    return os.fdopen(fd, "rb")
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of a regular file (``open_file``)."""
+    with open_file(path) as f:
         return f.read()
 
 

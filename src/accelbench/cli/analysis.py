@@ -384,8 +384,8 @@ def runs_list(
     t = Table(title=f"{len(rows)} run(s) under {_e(root)}")
     for c in cols:
         t.add_column(c)
-    for r in rows:
-        t.add_row(*[_e(fmt(r.get(c))) for c in cols])
+    for row in rows:
+        t.add_row(*[_e(fmt(row.get(c))) for c in cols])
     _console().print(t)
 
 

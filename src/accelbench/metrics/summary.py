@@ -414,11 +414,17 @@ def summary_from_json(
     return cast(Summary, out), problems  # checked above, section by section
 
 
+# A count of requests (summary.json ``counts``) as a float holds it exactly: far above any
+# run (10M sessions of 10,000 turns), below what an edit such as 2**63 gives.
+MAX_COUNT = 2**53
+
+
 def figures_damage(summary: Mapping[str, object]) -> str | None:
     """Why a summary's figures cannot be used, in one phrase, None where they can: the
-    figures of :data:`REQUIRED_FIGURES` missing (a section lost), or a figure of the
+    figures of :data:`REQUIRED_FIGURES` missing (a section lost), a figure of the
     registry or a throughput outside its physical range (negative, NaN, infinite, not a
-    number: the registry's ``lo`` / ``hi``; every throughput is >= 0)."""
+    number: the registry's ``lo`` / ``hi``; every throughput is >= 0), or a request count
+    (``counts``) that is not a whole number from 0 to :data:`MAX_COUNT`."""
     missing = [".".join(f.path) for f in map(figure, REQUIRED_FIGURES) if not f.present(summary)]
     if missing:
         return f"{', '.join(missing)} missing (the summary lost its figure sections)"
@@ -433,6 +439,15 @@ def figures_damage(summary: Mapping[str, object]) -> str | None:
             and v is not None
             and (w := out_of_range(f"throughput.{k}", v, hi=MAX_TOKENS_PER_S))
         ]
+    counts = summary.get("counts")
+    if isinstance(counts, Mapping):  # requests counted: whole numbers, never below 0
+        for k, v in counts.items():
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int):
+                bad.append(f"counts.{k} = {v!r:.40} is not a whole number")
+            elif (w := out_of_range(f"counts.{k}", v, hi=MAX_COUNT)) is not None:
+                bad.append(w)
     if not bad:
         return None
     more = f" (and {len(bad) - 1} more impossible figure(s))" if len(bad) > 1 else ""

@@ -36,6 +36,7 @@ from accelbench.store.rundir import (
     PARQUET,
     RUN_JSON,
     SUMMARY,
+    ParquetColumns,
     iter_journal,
     read_for_summary,
     write_parquet_atomic,
@@ -302,6 +303,7 @@ def _requests_table(
             problems = JournalSection(missing=False, unreadable_lines=0, line_numbers=[],
                                       bad_records=0, rows_read=table.num_rows)  # fmt: skip
         del table
+        _check_kept(parquet)  # impossible latencies: never summarised as figures
         if old_repeated:  # each request once: the kept table without its repeats
             kept = pq.read_table(parquet)
             keep, _, _ = first_of_each(kept.column("idx"))
@@ -318,6 +320,17 @@ def _requests_table(
     _within_plan(table, planned, path)
     write_parquet_atomic(parquet, table)
     return table, problems, None
+
+
+def _check_kept(parquet: Path) -> None:
+    """Refuse to keep a requests.parquet holding a latency no request can have (its
+    reader's check, ``check_latencies``): its summary would replace a good summary.json
+    with a median TTFT of -5 ms."""
+    from accelbench.store.reader import check_latencies
+
+    cols = ParquetColumns(parquet)
+    for piece in cols.batches(("ttft_ms", "tpot_ms", "e2e_ms", "ntpot_ms")):
+        check_latencies(piece, parquet)
 
 
 MISSING = "is missing"

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from accelbench.documents import not_a_file
+from accelbench.documents import not_a_file, open_file
 from accelbench.errors import AccelbenchError
 
 RUN_JSON = "run.json"
@@ -150,13 +150,15 @@ def iter_journal(
     journal of millions of requests is never held whole. Unreadable lines (a torn last
     write, or damage), and rows ``keep`` refuses, are skipped; their 1-based numbers go
     to ``bad_lines`` and their count to ``counts[0]``, if given. Raises AccelbenchError
-    if the file is missing or cannot be read (a directory, a link loop: the OS's word)."""
+    if the file is missing, is not a regular file (a directory, a FIFO: never waited on)
+    or cannot be read (a link loop: the OS's word)."""
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed by the generator
+        f = open_file(path)  # a FIFO is refused, never waited on
     except FileNotFoundError:
         raise AccelbenchError(f"{path} is missing: nothing to summarise") from None
     except OSError as exc:
-        raise AccelbenchError(f"{path} cannot be read: {exc.strerror or exc}") from None
+        why = exc.strerror if exc.errno == 0 else f"cannot be read: {exc.strerror or exc}"
+        raise AccelbenchError(f"{path} {why}") from None
     with f:
         for no, line in enumerate(f, 1):
             if not line.strip():

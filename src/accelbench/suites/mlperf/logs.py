@@ -8,6 +8,7 @@ human-readable page. The structured events are the source; the summary is only s
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -15,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accelbench.documents import Json, JsonObject
+from accelbench.documents import Json, JsonObject, open_file, read_file
 from accelbench.metrics.stats import counted_order_stat
 from accelbench.metrics.verdict import WORDS
 
@@ -42,7 +43,7 @@ def read_detail(path: Path) -> tuple[JsonObject, list[JsonObject]]:
     last: JsonObject = {}
     events: list[JsonObject] = []
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_file(path).decode("utf-8", errors="replace")  # a FIFO: refused
     except OSError:
         return last, events
     for line in text.splitlines():
@@ -190,7 +191,7 @@ def read_issue_side(path: Path) -> IssueSide | None:
     starts: Counter[float] = Counter()
     call_max = 0.0
     try:
-        with path.open(encoding="utf-8", errors="replace") as f:
+        with io.TextIOWrapper(open_file(path), encoding="utf-8", errors="replace") as f:
             for line in f:
                 if '"issue' not in line and '"IssueQuery"' not in line:
                     continue

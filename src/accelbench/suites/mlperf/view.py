@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accelbench.documents import read_file
 from accelbench.errors import AccelbenchError, DocumentError
 from accelbench.report.sections import SuiteView, Table, f, num
 from accelbench.store.reader import RunInfo, dig, load_run
@@ -90,7 +91,11 @@ def _fill(path: Path, view: SuiteView) -> None:
         "LoadGen's figures beside accelbench's (LoadGen times from the scheduled query; "
         "accelbench from the request's send)", ["figure", "LoadGen", "accelbench"], rows,
     ))  # fmt: skip
-    try:
-        view.text = (path / SUMMARY_FILE).read_text(encoding="utf-8", errors="replace")[:20000]
-    except OSError:
+    try:  # a FIFO is refused, never waited on
+        text = read_file(path / SUMMARY_FILE).decode("utf-8", errors="replace")
+        view.text = text[:20000]
+    except FileNotFoundError:
         view.warnings.append(f"{SUMMARY_FILE} missing")
+    except OSError as exc:
+        words = exc.strerror if exc.errno == 0 else f"cannot be read ({exc.strerror or exc})"
+        view.warnings.append(f"{SUMMARY_FILE} {words}")

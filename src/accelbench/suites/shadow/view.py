@@ -3,6 +3,7 @@ through the suite's documents (suites/shadow/document.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from accelbench.documents import Json
@@ -18,8 +19,10 @@ class ShadowSection:
     also_a_run = False
 
     def detect(self, path: Path) -> bool:
-        return (path / SHADOW_JSON).is_file() or (
-            (path / VERDICT).is_file() and not is_run_dir(path)  # a generic name
+        # the name, whatever stands there (a FIFO, a directory: its reader names it; as
+        # "no run directories found" the report named neither)
+        return os.path.lexists(path / SHADOW_JSON) or (
+            os.path.lexists(path / VERDICT) and not is_run_dir(path)  # a generic name
         )
 
     def point_tag(self, run: RunInfo) -> str | None:
@@ -31,7 +34,7 @@ class ShadowSection:
 
 def _fill(path: Path, view: SuiteView) -> None:
     view.title = f"shadow: {path.name}"
-    if (path / SHADOW_JSON).is_file():
+    if os.path.lexists(path / SHADOW_JSON):
         try:
             meta = read_meta(path, SHADOW_JSON)
         except DocumentError as exc:
@@ -41,7 +44,7 @@ def _fill(path: Path, view: SuiteView) -> None:
                 f"mode {meta.mode}, status {meta.status}; baseline {meta.baseline}, "
                 f"candidate {meta.candidate}"
             )
-    if not (path / VERDICT).is_file():
+    if not os.path.lexists(path / VERDICT):
         view.warnings.append(
             "no verdict.json: run `accelbench shadow verdict DIR --gate ...` first"
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar, cast
 
-from accelbench.documents import Fields, Json, JsonObject, load_json
+from accelbench.documents import Fields, Json, JsonObject, load_json, open_file
 from accelbench.errors import DocumentError
 from accelbench.metrics.verdict import Status, Verdict, worst
 
@@ -392,15 +392,19 @@ def read_rows(path: Path, parse: Callable[[Fields], R]) -> tuple[list[R], list[i
     """The rows of one of a stress directory's JSON-lines files (windows.jsonl,
     memory.jsonl, divergent.jsonl), each parsed into its type, and the 1-based numbers
     of the lines that were not (torn, damaged, of the wrong shape). A missing file has
-    no rows. Read line by line (a day-long soak's memory.jsonl is never held whole)."""
+    no rows; one that is not a regular file (a FIFO: never waited on) or cannot be read
+    is one DocumentError line naming it. Read line by line (a day-long soak's memory.jsonl is never held whole)."""
     import orjson
 
     out: list[R] = []
     bad: list[int] = []
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
+        f = open_file(path)  # a FIFO is refused, never waited on
     except FileNotFoundError:
         return out, bad
+    except OSError as exc:  # a directory, a FIFO, a link loop: one line naming the file
+        why = exc.strerror if exc.errno == 0 else f"cannot be read ({exc.strerror or exc})"
+        raise DocumentError(f"{path.name} {why}") from None
     with f:
         for no, line in enumerate(f, 1):
             if not line.strip():

@@ -3,6 +3,7 @@ beside it), read through the suite's documents (suites/stress/document.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from accelbench.report.sections import (
@@ -47,7 +48,7 @@ class StressSection:
     also_a_run = False
 
     def detect(self, path: Path) -> bool:
-        return (path / STRESS_JSON).is_file()
+        return os.path.lexists(path / STRESS_JSON)  # a FIFO there too: its reader names it
 
     def point_tag(self, run: RunInfo) -> str | None:
         return None
